@@ -1,0 +1,51 @@
+# One entry point per task. Every target that needs Python first makes sure .venv is current.
+#   make reproduce            run the whole study offline on the bundled samples (no key needed)
+#   make reproduce PRESET=x   run papermill_params/x.yaml instead
+#   make test                 the test suite (what CI runs)
+
+PYTHON_SYSTEM ?= $(shell command -v python3.11 || command -v python3)
+VENV          := .venv
+PY            := $(VENV)/bin/python
+STAMP         := $(VENV)/.installed
+PRESET        ?= smoke
+RUN_NAME      ?=
+
+.PHONY: setup reproduce test test-slow lab bench lint clean help
+
+help:
+	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
+	@echo "make test                                     run the test suite (CI)"
+	@echo "make test-slow                                also run tests marked slow"
+	@echo "make lab                                      open JupyterLab on notebooks/"
+	@echo "make bench                                    run the benchmark scripts"
+	@echo "make setup                                    create .venv and install the package"
+
+setup: $(STAMP)
+
+# Re-installs only when the package metadata changed; a second `make setup` takes a second.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON_SYSTEM) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+reproduce: setup
+	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME))
+
+test: setup
+	$(PY) -m pytest
+
+test-slow: setup
+	$(PY) -m pytest -m "slow or not slow"
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+bench: setup
+	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+lint: setup
+	$(PY) -m ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

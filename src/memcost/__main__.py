@@ -1,0 +1,68 @@
+"""Command line: ``python -m memcost run --params papermill_params/smoke.yaml``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import yaml
+
+
+def _parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), yaml.safe_load(value)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memcost", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute a preset's notebooks into runs/<run_name>/")
+    run.add_argument("--params", required=True, help="preset: a path or a name in papermill_params/")
+    run.add_argument("--run-name", help="run directory name under runs/ (default: <preset>-<time>); "
+                     "reuse a name to resume a killed run from its cache")
+    run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
+    run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
+    run.add_argument("-p", "--set", dest="overrides", action="append", type=_parse_override,
+                     default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
+    run.add_argument("--quiet", action="store_true", help="do not stream cell output")
+
+    args = parser.parse_args(argv)
+    from memcost.runner import NotebookFailed, PresetError, run_preset
+
+    if args.command == "run":
+        try:
+            paths = run_preset(
+                args.params,
+                run_name=args.run_name,
+                steps=_split(args.steps),
+                datasets=_split(args.datasets),
+                overrides=dict(args.overrides),
+                stream=not args.quiet,
+            )
+        except PresetError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except NotebookFailed as exc:
+            print(f"\nerror: {exc}", file=sys.stderr)
+            print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
+                  f"  python -m memcost run --params {args.params} --run-name {exc.run_dir}",
+                  file=sys.stderr)
+            return 1
+        print(f"\nResults are in {paths.root}")
+        for label, path in (("manifest", paths.manifest), ("report", paths.report_md)):
+            if path.exists():
+                print(f"  {label}: {path}")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Small file helpers shared by every stage: atomic writes and append-only JSONL.
+
+A run killed at any moment must leave either the previous file or the new one, never half of
+one; per-item outputs are appended and flushed one line at a time, so a crash loses at most the
+item in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it into place only if the block succeeds."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+    """``open`` for writing that replaces ``path`` only when the block finishes without error."""
+    if "b" not in mode:
+        kwargs.setdefault("encoding", "utf-8")
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    with atomic_open(path) as handle:
+        json.dump(obj, handle, indent=2, sort_keys=False, default=str)
+        handle.write("\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON file; a corrupt file is an error that names the file and the position."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} (char {exc.pos}): "
+            f"{exc.msg}"
+        ) from exc
+
+
+def write_parquet(path: str | os.PathLike[str], frame: Any) -> None:
+    """Write a DataFrame to parquet atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def write_csv(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
+    kwargs.setdefault("index", False)
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, **kwargs)
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+class JsonlAppender:
+    """Append-only JSONL writer, safe across threads; each record is flushed as it is written.
+
+    A process killed mid-write can leave a torn last line; :func:`read_jsonl` skips it (and only
+    it), so appending after a crash is safe.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._repair_torn_tail()
+        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def _repair_torn_tail(self) -> None:
+        """End the file with a newline so the next record never joins a torn line."""
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with open(self.path, "rb+") as handle:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
+        with self._lock:
+            self._handle.write(line + "\n")
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._handle.closed:
+                self._handle.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_jsonl(path: str | os.PathLike[str], *, missing_ok: bool = False) -> list[dict[str, Any]]:
+    """Read a JSONL file written by :class:`JsonlAppender`.
+
+    A torn line (a crash mid-write) is skipped; any other bad line is an error naming the file
+    and line number.
+    """
+    path = Path(path)
+    if not path.exists():
+        if missing_ok:
+            return []
+        raise FileNotFoundError(f"{path}: file not found")
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            # A writer killed mid-record leaves a line without its closing brace; skip only that.
+            if not line.rstrip().endswith("}"):
+                continue
+            raise ValueError(f"{path}: line {number} is not valid JSON: {exc.msg}") from exc
+    return records
+
+
+def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

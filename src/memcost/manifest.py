@@ -1,0 +1,211 @@
+"""The run manifest: what ran, with what, from which commit, how long it took.
+
+``runs/<run>/manifest.json`` is updated by the runner (parameters, timings per notebook) and by
+each notebook (its step, metrics, data provenance, models). Updates are read-modify-write under
+a file lock and written atomically, so concurrent notebooks or a killed run never corrupt it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from memcost import __version__
+from memcost.io import write_json
+from memcost.paths import REPO_ROOT, RunPaths
+
+# Packages whose versions change results or costs; recorded in every manifest.
+TRACKED_PACKAGES = (
+    "memcost",
+    "openai",
+    "tiktoken",
+    "faiss-cpu",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "seaborn",
+    "matplotlib",
+    "datasets",
+    "huggingface_hub",
+    "papermill",
+    "nbclient",
+    "ipykernel",
+)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """Commit and dirty flag of the repository (``None`` when not a git checkout)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": commit,
+        "dirty": None if status is None else bool(status),
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+    }
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def tool_versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "platform": platform.platform(),
+        "memcost": __version__,
+    }
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def read_manifest(run: RunPaths) -> dict[str, Any]:
+    if not run.manifest.is_file():
+        return {}
+    try:
+        return json.loads(run.manifest.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{run.manifest}: corrupt manifest (line {exc.lineno}, column {exc.colno}); "
+            "delete it to start the run's record afresh"
+        ) from exc
+
+
+def update_manifest(run: RunPaths, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Apply ``mutate`` to the manifest under a lock and write it back atomically."""
+    with _locked(run.manifest):
+        manifest = read_manifest(run)
+        if not manifest:
+            manifest = {
+                "run_name": run.name,
+                "created_at": now_iso(),
+                "git": git_info(),
+                "packages": package_versions(),
+                "tools": tool_versions(),
+            }
+        mutate(manifest)
+        manifest["updated_at"] = now_iso()
+        write_json(run.manifest, manifest)
+        return manifest
+
+
+def set_entry(run: RunPaths, section: str, key: str, value: Any) -> None:
+    """``manifest[section][key] = value`` (e.g. provenance of a raw file, a model snapshot)."""
+
+    def mutate(manifest: dict[str, Any]) -> None:
+        manifest.setdefault(section, {})[key] = value
+
+    update_manifest(run, mutate)
+
+
+@dataclass
+class Step:
+    """One notebook's record in the manifest, opened at its top and closed by its last cell.
+
+    ``finish`` writes the step's metrics to ``<dataset>/metrics/<step>.json`` (or the run's
+    ``metrics/`` for run-wide steps) and into the manifest with the wall time.
+    """
+
+    run: RunPaths
+    name: str
+    dataset: str | None
+    parameters: dict[str, Any]
+    started_at: str = field(default_factory=now_iso)
+    _t0: float = field(default_factory=time.perf_counter)
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}/{self.name}" if self.dataset else self.name
+
+    def metrics_path(self) -> Path:
+        base = self.run.dataset(self.dataset).metrics if self.dataset else self.run.root / "metrics"
+        return base / f"{self.name}.json"
+
+    def finish(self, metrics: dict[str, Any] | None = None) -> Path:
+        record = {
+            "step": self.name,
+            "dataset": self.dataset,
+            "parameters": self.parameters,
+            "started_at": self.started_at,
+            "finished_at": now_iso(),
+            "wall_time_s": round(time.perf_counter() - self._t0, 3),
+            "metrics": metrics or {},
+        }
+        path = self.metrics_path()
+        write_json(path, record)
+        set_entry(self.run, "steps", self.key, record)
+        return path
+
+
+def notebook_parameters(namespace: dict[str, Any], notebook: str) -> dict[str, Any]:
+    """The current values of the parameters ``notebook`` declares, read from ``namespace``
+    (a notebook passes ``globals()``), so the record cannot drift from the parameters cell."""
+    from memcost.paths import NOTEBOOKS_DIR
+    from memcost.runner import notebook_parameters as declared
+
+    path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
+    return {name: namespace[name] for name in declared(path) if name in namespace}
+
+
+def start_step(
+    run: RunPaths,
+    name: str,
+    *,
+    dataset: str | None,
+    parameters: dict[str, Any] | None = None,
+    namespace: dict[str, Any] | None = None,
+) -> Step:
+    """Open a notebook's manifest record (call it right after the parameters cell).
+
+    Pass ``namespace=globals()`` to record the notebook's declared parameters as they are.
+    """
+    if parameters is None:
+        parameters = notebook_parameters(namespace or {}, name)
+    run.ensure()
+    if dataset:
+        run.dataset(dataset).ensure()
+    step = Step(run=run, name=name, dataset=dataset, parameters=dict(parameters))
+    set_entry(run, "steps", step.key, {"step": name, "dataset": dataset, "started_at": step.started_at,
+                                       "parameters": step.parameters, "status": "running"})
+    return step

@@ -1,0 +1,276 @@
+"""Run the notebooks of a preset with papermill into a run directory.
+
+A preset (``papermill_params/<name>.yaml``) has runner keys and notebook parameters::
+
+    description: what this preset is for              # shown in the manifest and the report
+    datasets: [locomo, longmemeval, personamem_v2]    # per-dataset notebooks run once for each
+    steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
+    parameters: {backend: offline, ...}               # given to every notebook that declares them
+    per_dataset: {personamem_v2: {mode: multiple_choice}}  # overrides for one dataset
+
+A notebook that declares a ``dataset`` parameter runs once per dataset; the others run once
+for the whole run. Unknown parameter keys are an error (papermill itself only warns).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memcost import manifest as manifest_mod
+from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, RUNS_DIR, RunPaths, resolve_run_dir
+
+RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset")
+# Parameters the runner fills in itself; a preset must not set them.
+RUNNER_FILLED = ("run_dir", "dataset")
+
+
+class PresetError(ValueError):
+    """A preset file that cannot be run as written."""
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised; carries what the user needs to find and fix the failing cell."""
+
+    def __init__(self, notebook: Path, output: Path, cell_index: int | None, error: str):
+        self.notebook, self.output, self.cell_index, self.error = notebook, output, cell_index, error
+        self.run_dir: str = ""  # filled in by run_preset: what to pass to --run-name to resume
+        where = f"cell {cell_index}" if cell_index is not None else "a cell"
+        super().__init__(
+            f"{notebook.name} failed in {where}: {error}\n"
+            f"The partially executed notebook is at {output}"
+        )
+
+
+def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
+    """Pipeline notebooks by their two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``."""
+    found: dict[str, Path] = {}
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        found[path.name[:2]] = path
+    return found
+
+
+@cache
+def _inspect(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
+    import papermill
+
+    return papermill.inspect_notebook(str(path))
+
+
+def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
+    """The parameters a notebook declares in its ``parameters`` cell (name → type, default, help)."""
+    return _inspect(path, path.stat().st_mtime)
+
+
+@dataclass
+class Preset:
+    name: str
+    path: Path
+    description: str = ""
+    datasets: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def parameters_for(self, dataset: str | None) -> dict[str, Any]:
+        merged = copy.deepcopy(self.parameters)
+        if dataset is not None:
+            merged.update(copy.deepcopy(self.per_dataset.get(dataset, {})))
+        return merged
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "description": self.description,
+            "datasets": self.datasets,
+            "steps": self.steps,
+            "parameters": self.parameters,
+            "per_dataset": self.per_dataset,
+        }
+
+
+def resolve_preset_path(params: str | os.PathLike[str]) -> Path:
+    path = Path(params)
+    candidates = [path, REPO_ROOT / path, PARAMS_DIR / path, PARAMS_DIR / f"{path}.yaml"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    available = ", ".join(sorted(p.stem for p in PARAMS_DIR.glob("*.yaml")))
+    raise PresetError(f"preset not found: {params} (available in {PARAMS_DIR}: {available})")
+
+
+def load_preset(params: str | os.PathLike[str]) -> Preset:
+    path = resolve_preset_path(params)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise PresetError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, Mapping):
+        raise PresetError(f"{path}: a preset must be a mapping of keys, got {type(raw).__name__}")
+    unknown = [key for key in raw if key not in RUNNER_KEYS]
+    if unknown:
+        raise PresetError(
+            f"{path}: unknown top-level key(s) {unknown}; a preset has {list(RUNNER_KEYS)} "
+            "(notebook parameters go under 'parameters:')"
+        )
+    preset = Preset(
+        name=path.stem,
+        path=path,
+        description=str(raw.get("description", "")),
+        datasets=[str(d) for d in raw.get("datasets") or []],
+        steps=[f"{int(s):02d}" if str(s).isdigit() else str(s) for s in raw.get("steps") or []],
+        parameters=dict(raw.get("parameters") or {}),
+        per_dataset={str(k): dict(v or {}) for k, v in (raw.get("per_dataset") or {}).items()},
+    )
+    stray = [d for d in preset.per_dataset if d not in preset.datasets]
+    if stray:
+        raise PresetError(f"{path}: per_dataset names {stray}, which are not in datasets {preset.datasets}")
+    return preset
+
+
+def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
+    """Every parameter key must be declared by at least one notebook the preset runs."""
+    steps = preset.steps or list(notebooks)
+    missing = [s for s in steps if s not in notebooks]
+    if missing:
+        raise PresetError(
+            f"{preset.path}: steps {missing} have no notebook in {NOTEBOOKS_DIR} "
+            f"(available: {sorted(notebooks)})"
+        )
+    declared: dict[str, set[str]] = {s: set(notebook_parameters(notebooks[s])) for s in steps}
+    valid = set().union(*declared.values()) if declared else set()
+    blocks = [("parameters", preset.parameters)] + [
+        (f"per_dataset.{name}", values) for name, values in preset.per_dataset.items()
+    ]
+    for where, values in blocks:
+        for key in values:
+            if key in RUNNER_FILLED:
+                raise PresetError(
+                    f"{preset.path}: '{where}.{key}' is set by the runner; remove it "
+                    "(use --run-name for the run directory and 'datasets:' for datasets)"
+                )
+            if key not in valid:
+                listing = "\n".join(
+                    f"  {notebooks[s].name}: {', '.join(sorted(declared[s] - set(RUNNER_FILLED)))}"
+                    for s in steps
+                )
+                raise PresetError(
+                    f"{preset.path}: unknown parameter '{where}.{key}'; no notebook in this "
+                    f"preset declares it. Valid parameters:\n{listing}"
+                )
+    per_dataset_steps = [s for s in steps if "dataset" in declared[s]]
+    if per_dataset_steps and not preset.datasets:
+        raise PresetError(
+            f"{preset.path}: steps {per_dataset_steps} run per dataset but 'datasets:' is empty"
+        )
+
+
+def default_run_name(preset: Preset) -> str:
+    return f"{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _execute(notebook: Path, output: Path, parameters: dict[str, Any], stream: bool) -> None:
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(output),
+            parameters=parameters,
+            cwd=str(NOTEBOOKS_DIR),
+            kernel_name="python3",
+            progress_bar=False,
+            request_save_on_cell_execute=True,  # the partial notebook is on disk after every cell
+            log_output=False,
+            stdout_file=sys.stdout if stream else None,
+            stderr_file=sys.stderr if stream else None,
+        )
+    except PapermillExecutionError as exc:
+        raise NotebookFailed(notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}") from exc
+
+
+def run_preset(
+    params: str | os.PathLike[str],
+    *,
+    run_name: str | None = None,
+    steps: list[str] | None = None,
+    datasets: list[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    stream: bool = True,
+    notebooks_dir: Path = NOTEBOOKS_DIR,
+) -> RunPaths:
+    """Execute a preset's notebooks in order; stop at the first failure.
+
+    Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
+    is invalid and :class:`NotebookFailed` when a notebook fails.
+    """
+    preset = load_preset(params)
+    notebooks = discover_notebooks(notebooks_dir)
+    if steps:
+        preset.steps = [f"{int(s):02d}" if s.isdigit() else s for s in steps]
+    if datasets:
+        preset.datasets = list(datasets)
+    if overrides:
+        preset.parameters.update(overrides)
+    validate_preset(preset, notebooks)
+    selected = preset.steps or list(notebooks)
+
+    run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
+
+    def record_start(m: dict[str, Any]) -> None:
+        m.setdefault("runs", []).append(
+            {"started_at": manifest_mod.now_iso(), "preset": preset.as_dict(), "steps": selected}
+        )
+        m["preset"] = preset.as_dict()
+
+    manifest_mod.update_manifest(run, record_start)
+    print(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}", flush=True)
+
+    for step in selected:
+        notebook = notebooks[step]
+        declared = notebook_parameters(notebook)
+        for dataset in preset.datasets if "dataset" in declared else [None]:
+            params_all = preset.parameters_for(dataset)
+            chosen = {k: v for k, v in params_all.items() if k in declared}
+            chosen["run_dir"] = str(run.root)
+            if dataset is not None:
+                chosen["dataset"] = dataset
+            out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
+            output = out_dir / notebook.name
+            label = f"{notebook.stem}" + (f" [{dataset}]" if dataset else "")
+            print(f"\n=== {label}", flush=True)
+            t0 = time.perf_counter()
+            status = "ok"
+            try:
+                _execute(notebook, output, chosen, stream)
+            except NotebookFailed as exc:
+                status = "failed"
+                exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
+                raise
+            except BaseException:
+                status = "interrupted"
+                raise
+            finally:
+                wall = round(time.perf_counter() - t0, 3)
+                key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
+                manifest_mod.set_entry(
+                    run,
+                    "notebooks",
+                    key,
+                    {"notebook": str(output.relative_to(run.root)), "parameters": chosen,
+                     "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso()},
+                )
+            print(f"=== {label}: done in {wall:.1f} s", flush=True)
+    return run
