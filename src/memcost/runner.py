@@ -41,10 +41,14 @@ class PresetError(ValueError):
 class NotebookFailed(RuntimeError):
     """A notebook raised; carries what the user needs to find and fix the failing cell."""
 
-    def __init__(self, notebook: Path, output: Path, cell_index: int | None, error: str):
+    def __init__(
+        self, notebook: Path, output: Path, cell_index: int | None, error: str, cell_source: str = ""
+    ):
         self.notebook, self.output, self.cell_index, self.error = notebook, output, cell_index, error
         self.run_dir: str = ""  # filled in by run_preset: what to pass to --run-name to resume
         where = f"cell {cell_index}" if cell_index is not None else "a cell"
+        if cell_source:
+            where += f" (`{cell_source.strip()[:80]}`)"
         super().__init__(
             f"{notebook.name} failed in {where}: {error}\n"
             f"The partially executed notebook is at {output}"
@@ -179,6 +183,28 @@ def default_run_name(preset: Preset) -> str:
     return f"{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _kernel_manager_class() -> type:
+    """A kernel manager that talks to the kernel over IPC sockets in the temp directory.
+
+    The default TCP transport makes every kernel print a plain-text-transport warning into the
+    terminal; local IPC sockets avoid both the warning and the open ports.
+    """
+    import tempfile
+    import uuid
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any):
+            kwargs.setdefault("transport", "ipc")
+            kwargs.setdefault(
+                "ip", os.path.join(tempfile.gettempdir(), f"memcost-kernel-{uuid.uuid4().hex[:12]}")
+            )
+            super().__init__(**kwargs)
+
+    return IPCKernelManager
+
+
 def _execute(notebook: Path, output: Path, parameters: dict[str, Any], stream: bool) -> None:
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -196,9 +222,13 @@ def _execute(notebook: Path, output: Path, parameters: dict[str, Any], stream: b
             log_output=False,
             stdout_file=sys.stdout if stream else None,
             stderr_file=sys.stderr if stream else None,
+            kernel_manager_class=_kernel_manager_class(),
         )
     except PapermillExecutionError as exc:
-        raise NotebookFailed(notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}") from exc
+        first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
+        raise NotebookFailed(
+            notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}", first_line
+        ) from exc
 
 
 def run_preset(

@@ -1,0 +1,66 @@
+"""Run-directory layout and the manifest."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from memcost import manifest, paths
+from memcost.paths import RunPaths
+
+
+def test_repo_root_is_this_checkout():
+    assert (paths.REPO_ROOT / "pyproject.toml").is_file()
+    assert (paths.REPO_ROOT / "src" / "memcost" / "paths.py").is_file()
+
+
+def test_resolve_run_dir(tmp_path):
+    assert paths.resolve_run_dir("") == paths.RUNS_DIR / "interactive"
+    assert paths.resolve_run_dir("smoke-1") == paths.RUNS_DIR / "smoke-1"
+    assert paths.resolve_run_dir(str(tmp_path / "x")) == tmp_path / "x"
+    with pytest.raises(ValueError, match="invalid run name"):
+        paths.resolve_run_dir("bad name!")
+
+
+def test_layout(run_paths: RunPaths):
+    ds = run_paths.dataset("locomo").ensure()
+    assert ds.conversations == run_paths.root / "locomo" / "data" / "conversations.parquet"
+    assert ds.answers_file("memory").name == "answers_memory.jsonl"
+    assert run_paths.datasets() == []  # no questions.parquet yet
+    ds.questions.write_bytes(b"")
+    assert [d.name for d in run_paths.datasets()] == ["locomo"]
+
+
+def test_manifest_records_git_packages_and_steps(run_paths: RunPaths):
+    step = manifest.start_step(run_paths, "00_prepare_data", dataset="locomo",
+                               parameters={"dataset": "locomo", "limit_questions": 0})
+    metrics_path = step.finish({"n_questions": 12})
+    data = json.loads(run_paths.manifest.read_text())
+    assert data["git"]["commit"] is None or len(data["git"]["commit"]) == 40
+    assert data["packages"]["tiktoken"]
+    entry = data["steps"]["locomo/00_prepare_data"]
+    assert entry["metrics"] == {"n_questions": 12}
+    assert entry["wall_time_s"] >= 0
+    assert json.loads(metrics_path.read_text())["parameters"]["dataset"] == "locomo"
+    assert metrics_path == run_paths.root / "locomo" / "metrics" / "00_prepare_data.json"
+
+
+def test_manifest_concurrent_updates_are_not_lost(run_paths: RunPaths):
+    def worker(i: int) -> None:
+        for j in range(10):
+            manifest.set_entry(run_paths, "provenance", f"file-{i}-{j}", {"sha256": str(i * j)})
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(manifest.read_manifest(run_paths)["provenance"]) == 40
+
+
+def test_corrupt_manifest_is_a_clear_error(run_paths: RunPaths):
+    run_paths.manifest.write_text("{not json")
+    with pytest.raises(ValueError, match="corrupt manifest"):
+        manifest.read_manifest(run_paths)

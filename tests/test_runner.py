@@ -1,0 +1,125 @@
+"""The papermill runner: presets, parameter validation, per-dataset runs, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from memcost.runner import NotebookFailed, PresetError, load_preset, run_preset
+
+
+def _notebook(path: Path, params: str, body: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# test notebook"),
+        nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(body),
+    ]
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def notebooks(tmp_path) -> Path:
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    _notebook(folder / "00_prepare.ipynb",
+              'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
+              "from pathlib import Path\nassert scale < 5, f'scale {scale} too big'\n"
+              "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
+              "Path(run_dir, dataset, 'out.txt').write_text(str(scale * 2))")
+    _notebook(folder / "05_summarise.ipynb",
+              'run_dir: str = ""  # where\nlabel: str = "x"  # a label',
+              "from pathlib import Path\n"
+              "found = sorted(p.parent.name for p in Path(run_dir).glob('*/out.txt'))\n"
+              "Path(run_dir, 'summary.txt').write_text(label + ':' + ','.join(found))")
+    return folder
+
+
+def _preset(tmp_path: Path, body: dict) -> Path:
+    path = tmp_path / "preset.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def test_runs_per_dataset_then_run_wide(tmp_path, notebooks):
+    preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 2, "label": "L"},
+                                "per_dataset": {"b": {"scale": 3}}})
+    run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    assert (run.root / "a" / "out.txt").read_text() == "4"
+    assert (run.root / "b" / "out.txt").read_text() == "6"
+    assert (run.root / "summary.txt").read_text() == "L:a,b"
+    assert (run.root / "a" / "notebooks" / "00_prepare.ipynb").is_file()
+    assert (run.root / "notebooks" / "05_summarise.ipynb").is_file()
+    manifest = json.loads(run.manifest.read_text())
+    assert set(manifest["notebooks"]) == {"a/00_prepare", "b/00_prepare", "05_summarise"}
+    assert manifest["notebooks"]["b/00_prepare"]["parameters"]["scale"] == 3
+    assert all(v["status"] == "ok" for v in manifest["notebooks"].values())
+
+
+def test_steps_selects_notebooks(tmp_path, notebooks):
+    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"label": "only"}})
+    run = run_preset(preset, run_name=str(tmp_path / "run"), steps=["5"], notebooks_dir=notebooks,
+                     stream=False)
+    assert (run.root / "summary.txt").read_text() == "only:"
+    assert not (run.root / "a").exists()
+
+
+def test_unknown_parameter_names_key_and_valid_ones(tmp_path, notebooks):
+    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"scael": 2}})
+    with pytest.raises(PresetError) as info:
+        run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    message = str(info.value)
+    assert "'parameters.scael'" in message
+    assert "00_prepare.ipynb: scale" in message and "05_summarise.ipynb: label" in message
+    assert not (tmp_path / "run").exists()  # nothing runs before the preset is valid
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ({"dataset": ["a"]}, "unknown top-level key"),
+        ({"datasets": ["a"], "parameters": {"run_dir": "x"}}, "set by the runner"),
+        ({"datasets": ["a"], "per_dataset": {"z": {"scale": 1}}}, "not in datasets"),
+        ({"datasets": [], "parameters": {"scale": 1}}, "'datasets:' is empty"),
+    ],
+)
+def test_preset_errors(tmp_path, notebooks, body, match):
+    with pytest.raises(PresetError, match=match):
+        run_preset(_preset(tmp_path, body), run_name=str(tmp_path / "r"), notebooks_dir=notebooks,
+                   stream=False)
+
+
+def test_bad_yaml_and_missing_preset(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("parameters: [unclosed")
+    with pytest.raises(PresetError, match="not valid YAML"):
+        load_preset(bad)
+    with pytest.raises(PresetError, match="preset not found"):
+        load_preset(tmp_path / "nope.yaml")
+
+
+def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks):
+    preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 9}})
+    with pytest.raises(NotebookFailed) as info:
+        run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    exc = info.value
+    assert "AssertionError: scale 9 too big" in str(exc)
+    assert exc.output == tmp_path / "run" / "a" / "notebooks" / "00_prepare.ipynb"
+    assert exc.output.is_file()
+    assert not (tmp_path / "run" / "b").exists()  # stopped at the first failure
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["notebooks"]["a/00_prepare"]["status"] == "failed"
+
+
+def test_cli_reports_preset_error(tmp_path, notebooks, capsys):
+    from memcost.__main__ import main
+
+    code = main(["run", "--params", str(tmp_path / "missing.yaml")])
+    assert code == 2
+    assert "preset not found" in capsys.readouterr().err
