@@ -215,7 +215,7 @@ def _execute(notebook: Path, output: Path, parameters: dict[str, Any], stream: b
             str(notebook),
             str(output),
             parameters=parameters,
-            cwd=str(NOTEBOOKS_DIR),
+            cwd=str(notebook.parent),
             kernel_name="python3",
             progress_bar=False,
             request_save_on_cell_execute=True,  # the partial notebook is on disk after every cell
