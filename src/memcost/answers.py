@@ -1,0 +1,128 @@
+"""Answer files: the hand-over from the answering notebooks (02, 03) to the judge (04).
+
+One JSONL file per system, ``<ds>/answers/answers_<system>.jsonl``, one record per question
+(schema in docs/architecture.md). Records are appended and flushed one at a time; a rerun after a
+crash skips the questions already answered, so nothing is asked twice and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memcost.io import JsonlAppender, read_jsonl
+from memcost.models import slug
+from memcost.paths import DatasetPaths
+
+# Fields every answer record carries, whatever the system.
+REQUIRED_FIELDS = (
+    "question_id",
+    "conversation_id",
+    "system",
+    "answer",
+    "model",
+    "backend",
+    "prompt_version",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "latency_s",
+    "error",
+)
+SYSTEM_KINDS = ("memory", "long_context", "rolling_window", "no_context", "oracle")
+_SYSTEM_RE = re.compile(r"^(memory|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$")
+
+
+def system_name(kind: str, model: str | None = None) -> str:
+    """``memory`` or ``<kind>_<model slug>``, e.g. ``long_context_gpt-5-mini``."""
+    if kind not in SYSTEM_KINDS:
+        raise ValueError(f"unknown system kind {kind!r}; expected one of {SYSTEM_KINDS}")
+    if kind == "memory":
+        return "memory"
+    if not model:
+        raise ValueError(f"system kind {kind!r} needs a model")
+    return f"{kind}_{slug(model)}"
+
+
+def system_kind(system: str) -> str:
+    """The kind of a system name: ``long_context_gpt-5-mini`` → ``long_context``."""
+    if not _SYSTEM_RE.match(system):
+        raise ValueError(f"not a system name: {system!r}")
+    return next(k for k in SYSTEM_KINDS if system == k or system.startswith(k + "_"))
+
+
+def validate_record(record: dict[str, Any]) -> None:
+    missing = [f for f in REQUIRED_FIELDS if f not in record]
+    if missing:
+        raise ValueError(
+            f"answer record for question {record.get('question_id')!r} lacks fields {missing}"
+        )
+    system_kind(record["system"])
+
+
+class AnswerWriter:
+    """Append answer records for one system, skipping questions answered by an earlier attempt.
+
+    Use ``pending(question_ids)`` to get what is left to do, then ``write(record)`` per answer.
+    """
+
+    def __init__(self, ds: DatasetPaths, system: str):
+        system_kind(system)
+        self.system = system
+        self.path = ds.answers_file(system)
+        self.done: set[str] = {r["question_id"] for r in read_jsonl(self.path, missing_ok=True)}
+        self._out = JsonlAppender(self.path)
+
+    def pending(self, question_ids: Iterable[str]) -> list[str]:
+        return [q for q in question_ids if q not in self.done]
+
+    def write(self, record: dict[str, Any]) -> None:
+        record = {"system": self.system, **record}
+        validate_record(record)
+        if record["question_id"] in self.done:
+            return
+        self._out.write(record)
+        self.done.add(record["question_id"])
+
+    def close(self) -> None:
+        self._out.close()
+
+    def __enter__(self) -> AnswerWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def answer_systems(ds: DatasetPaths) -> list[str]:
+    """Systems with an answers file in this dataset folder, memory first."""
+    names = [p.name[len("answers_"):-len(".jsonl")] for p in ds.answers.glob("answers_*.jsonl")]
+    valid = [n for n in names if _SYSTEM_RE.match(n)]
+    return sorted(valid, key=lambda n: (SYSTEM_KINDS.index(system_kind(n)), n))
+
+
+def load_answers(ds: DatasetPaths, system: str, *, writer_hint: str = "") -> pd.DataFrame:
+    """The answers of one system as a DataFrame (one row per question).
+
+    A missing file is an error naming the notebook that writes it.
+    """
+    path: Path = ds.answers_file(system)
+    if not path.is_file():
+        writer = writer_hint or (
+            "02_answer_from_memory" if system == "memory" else "03_answer_long_context"
+        )
+        raise FileNotFoundError(
+            f"{path}: no answers for system {system!r}; run notebooks/{writer}.ipynb for dataset "
+            f"{ds.name!r} first"
+        )
+    records = read_jsonl(path)
+    frame = pd.DataFrame.from_records(records)
+    if frame.empty:
+        return pd.DataFrame(columns=list(REQUIRED_FIELDS))
+    duplicated = frame["question_id"].duplicated(keep="last")
+    return frame.loc[~duplicated].reset_index(drop=True)
