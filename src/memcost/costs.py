@@ -671,3 +671,41 @@ def growing_conversation_series(
                          "memory_usd": memory, "long_context_usd": lc,
                          "memory_cumulative_usd": np.cumsum(memory),
                          "long_context_cumulative_usd": np.cumsum(lc)})
+
+
+# Ingested tokens per history token in the paper's LongMemEval run (§4.2): extraction prompt and
+# completion tokens plus fact-embedding tokens, per conversation, over the mean history.
+PAPER_INGESTION_MULTIPLIER = (
+    (PAPER_MEASURED["extraction_tokens"] + PAPER_MEASURED["embedding_tokens"])
+    / PAPER_MEASURED["conversations"]
+    / PAPER_TABLE4_CONTEXT_TOKENS
+)
+
+
+def token_vs_dollar_table(
+    constants: CostConstants,
+    contexts: Sequence[float],
+    *,
+    ingestion_per_history_token: float = PAPER_INGESTION_MULTIPLIER,
+    retrieved_tokens: float = PAPER_MEASURED["read_retrieved_tokens_per_question"],
+    query_overhead_tokens: float = 0.0,
+) -> pd.DataFrame:
+    """Per context length: the token-level break-even (no caching), the ingestion multiplier,
+    and the dollar break-even without and with prompt caching.
+
+    Ingestion grows with the history (a fixed multiplier per history token); each memory query
+    reads ``retrieved_tokens`` of facts instead of the history.
+    """
+    rows = []
+    for L in contexts:
+        ingestion = ingestion_per_history_token * L
+        rows.append({
+            "context_tokens": int(L),
+            "ingestion_tokens": ingestion,
+            "ingestion_multiplier": ingestion_multiplier(ingestion, L),
+            "token_break_even": token_break_even(ingestion, L, retrieved_tokens,
+                                                 query_overhead_tokens),
+            "dollar_break_even_no_cache": constants.with_cache_discount(0.0).at(L).break_even(),
+            "dollar_break_even_cached": constants.at(L).break_even(),
+        })
+    return pd.DataFrame(rows)

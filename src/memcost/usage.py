@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.costs import CostModel, token_break_even
+from memcost.costs import CostConstants, CostModel, token_break_even
 from memcost.io import read_jsonl
 from memcost.models import slug
 from memcost.paths import RunPaths
@@ -490,6 +490,40 @@ def measured_cost_model(
     )
     details["break_even_n"] = model.break_even()
     return model, details
+
+
+def measured_constants(
+    priced: pd.DataFrame,
+    dataset: str,
+    lc_system: str,
+    *,
+    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[CostConstants, dict[str, Any]]:
+    """The cost model's constants as functions of ``L``, measured on one dataset of a run.
+
+    Write cost per history token (write cost per conversation ÷ mean first-turn context),
+    read cost per question, mean long-context output tokens, the measured cached share from the
+    second question on (1.0, the paper's assumption, when there is no second question), and the
+    long-context model's prices from the price table.
+    """
+    model, details = measured_cost_model(priced, dataset, lc_system,
+                                         price_overrides=price_overrides)
+    work = workload(priced)
+    lc = work.loc[(work["dataset"] == dataset) & (work["answer_system"] == lc_system)]
+    share = lc_cached_share(lc)
+    later = share["later_calls"].sum() if not share.empty else 0
+    cached_share = float(share["share_after_first"].iloc[0]) if later else 1.0
+    price = price_for(str(lc["model"].iloc[0]), price_overrides)
+    constants = CostConstants.for_price(
+        price,
+        write_usd_per_token=model.write_usd / details["context_tokens"],
+        read_usd=model.read_usd,
+        output_tokens=details["lc_output_tokens"],
+        cached_share=cached_share,
+        source=model.source,
+    )
+    details["cached_share"] = cached_share
+    return constants, details
 
 
 def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str) -> pd.DataFrame:
