@@ -112,7 +112,9 @@ class CostModel:
             source=f"{self.source} (rounded to {decimals} decimals)",
         )
 
-    def scaled(self, *, write: float = 1.0, read: float = 1.0, long_context: float = 1.0) -> CostModel:
+    def scaled(
+        self, *, write: float = 1.0, read: float = 1.0, long_context: float = 1.0
+    ) -> CostModel:
         """Each component multiplied (e.g. by the Batch-API multiplier)."""
         return replace(
             self,
@@ -160,7 +162,9 @@ def break_even_brute_force(model: CostModel, max_turns: int = 10_000) -> int | N
     return None
 
 
-def sustained_break_even(memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]) -> int | None:
+def sustained_break_even(
+    memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]
+) -> int | None:
     """First turn after which cumulative memory cost stays below long context for every later
     turn of the series (1-based); ``None`` if memory is not cheaper at the last turn.
 
@@ -311,7 +315,7 @@ def compare_with_paper(table4: pd.DataFrame, table5: pd.DataFrame) -> pd.DataFra
         L = row["context_tokens"]
         for column in ("write_usd", "lc_turn1_usd", "lc_turn_n_usd", "break_even_n"):
             ours = ours5.loc[L, column] if L in ours5.index else np.nan
-            rows.append(("Table 5", f"L={L:,}", column, row[column], ours))
+            rows.append(("Table 5", f"L={int(L):,}", column, row[column], ours))
     out = pd.DataFrame(rows, columns=["table", "row", "column", "paper", "reproduced"])
     out["match"] = np.isclose(
         out["paper"].astype(float), out["reproduced"].astype(float), rtol=0, atol=1e-9
@@ -359,9 +363,10 @@ def published_constraints(
     is linear in the unknowns once the list prices are fixed, and so is each break-even (the
     memory sum is above at ``N_BE − 1`` and below at ``N_BE``).
     """
-    p_in, p_c, p_out = (x / TOKENS_PER_MILLION for x in (input_usd_per_mtok,
-                                                         cached_input_usd_per_mtok,
-                                                         output_usd_per_mtok))
+    p_in, p_c, p_out = (
+        x / TOKENS_PER_MILLION
+        for x in (input_usd_per_mtok, cached_input_usd_per_mtok, output_usd_per_mtok)
+    )
 
     def memory(L: float, n: float) -> tuple[tuple[float, float, float, float], float]:
         return (L, n, 0.0, 0.0), 0.0
@@ -372,9 +377,13 @@ def published_constraints(
 
     out: list[CellConstraint] = []
 
-    def band(label: str, term: tuple[tuple[float, float, float, float], float], value: float) -> None:
+    def band(
+        label: str, term: tuple[tuple[float, float, float, float], float], value: float
+    ) -> None:
         coefficients, constant = term
-        out.append(CellConstraint(label, coefficients, constant, value - half_width, value + half_width))
+        out.append(
+            CellConstraint(label, coefficients, constant, value - half_width, value + half_width)
+        )
 
     L4 = float(table4_context_tokens)
     for _, row in table4.iterrows():
@@ -395,13 +404,26 @@ def published_constraints(
                 return tuple(a - b for a, b in zip(mc, lcc, strict=True)), m0 - l0
 
             coefficients, constant = diff(n_be)  # memory cheaper at N_BE: diff < 0
-            out.append(CellConstraint(f"T5 break-even L={int(L)}: memory cheaper at N={n_be}",
-                                      coefficients, constant, -np.inf, 0.0))
+            out.append(
+                CellConstraint(
+                    f"T5 break-even L={int(L)}: memory cheaper at N={n_be}",
+                    coefficients,
+                    constant,
+                    -np.inf,
+                    0.0,
+                )
+            )
             if n_be > 1:  # ... and not cheaper at N_BE − 1: diff >= 0
                 coefficients, constant = diff(n_be - 1)
-                out.append(CellConstraint(
-                    f"T5 break-even L={int(L)}: LC not dearer at N={n_be - 1}",
-                    coefficients, constant, 0.0, np.inf))
+                out.append(
+                    CellConstraint(
+                        f"T5 break-even L={int(L)}: LC not dearer at N={n_be - 1}",
+                        coefficients,
+                        constant,
+                        0.0,
+                        np.inf,
+                    )
+                )
     return out
 
 
@@ -471,7 +493,9 @@ def solve_implied_constants(
                 "low": low,
                 "high": high,
                 "chosen": chosen_value,
-                "chosen_inside": bool(low - 1e-12 * abs(low) <= chosen_value <= high + 1e-12 * abs(high)),
+                "chosen_inside": bool(
+                    low - 1e-12 * abs(low) <= chosen_value <= high + 1e-12 * abs(high)
+                ),
                 "stated": stated_value,
                 "stated_inside": bool(low <= stated_value <= high),
                 "fixed": bool(fixed and name in fixed),
@@ -480,15 +504,25 @@ def solve_implied_constants(
     return pd.DataFrame(rows)
 
 
-def constraint_slack(constraints: Sequence[CellConstraint], constants: CostConstants) -> pd.DataFrame:
+def constraint_slack(
+    constraints: Sequence[CellConstraint], constants: CostConstants
+) -> pd.DataFrame:
     """How each published cell sits for a given set of constants (negative slack = violated)."""
     x = np.array([getattr(constants, name) for name in SOLVER_VARIABLES])
     rows = []
     for c in constraints:
         value = float(np.dot(c.coefficients, x) + c.constant)
         slack = min(value - c.lower, c.upper - value)
-        rows.append({"cell": c.label, "value": value, "lower": c.lower, "upper": c.upper,
-                     "slack": slack, "satisfied": slack >= 0})
+        rows.append(
+            {
+                "cell": c.label,
+                "value": value,
+                "lower": c.lower,
+                "upper": c.upper,
+                "slack": slack,
+                "satisfied": slack >= 0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -520,13 +554,20 @@ def calibration_table(variants: Mapping[str, CostConstants]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def break_even_from_rounded_rows(constants: CostConstants, contexts: Iterable[float]) -> pd.DataFrame:
+def break_even_from_rounded_rows(
+    constants: CostConstants, contexts: Iterable[float]
+) -> pd.DataFrame:
     """Break-even from costs rounded to 4 decimals first (the wrong way), next to the right one."""
     rows = []
     for L in contexts:
         model = constants.at(L)
-        rows.append({"context_tokens": int(L), "break_even_unrounded": model.break_even(),
-                     "break_even_from_rounded": model.rounded(4).break_even()})
+        rows.append(
+            {
+                "context_tokens": int(L),
+                "break_even_unrounded": model.break_even(),
+                "break_even_from_rounded": model.rounded(4).break_even(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -537,15 +578,12 @@ def cost_difference_grid(
     constants: CostConstants, contexts: Sequence[float], turns: Sequence[int]
 ) -> np.ndarray:
     """``C_LC − C_Mem`` (USD) with rows = turns, columns = context lengths (Figure 1's data)."""
-    L = np.asarray(contexts, dtype=float)[None, :]
-    n = np.asarray(turns, dtype=float)[:, None]
-    model = constants.at(1.0)  # per-token costs, then scaled by L (all terms are linear in L)
-    out = constants.output_tokens * constants.output_usd_per_mtok / TOKENS_PER_MILLION
-    per_token_first = model.lc_first_usd - out
-    per_token_cached = model.lc_cached_usd - out
-    lc = L * per_token_first + out + (n - 1) * (L * per_token_cached + out)
-    mem = L * constants.write_usd_per_token + n * constants.read_usd
-    return lc - mem
+    n = np.asarray(turns, dtype=float)
+    columns = []
+    for L in contexts:  # same arithmetic as CostModel, so the grid agrees with break_even()
+        model = constants.at(L)
+        columns.append(model.long_context(n) - model.memory(n))
+    return np.column_stack(columns)
 
 
 def break_even_curve(
@@ -561,8 +599,11 @@ def sensitivity_cache_discount(
 ) -> pd.DataFrame:
     """Break-even as the provider's cached-input discount varies (paper: 90%)."""
     rows = [
-        {"cache_discount": d, "context_tokens": int(L),
-         "break_even_n": constants.with_cache_discount(d).at(L).break_even()}
+        {
+            "cache_discount": d,
+            "context_tokens": int(L),
+            "break_even_n": constants.with_cache_discount(d).at(L).break_even(),
+        }
         for d in discounts
         for L in contexts
     ]
@@ -574,8 +615,11 @@ def sensitivity_output_tokens(
 ) -> pd.DataFrame:
     """Break-even as the long-context answer length (incl. reasoning) varies (paper: ~527)."""
     rows = [
-        {"output_tokens": o, "context_tokens": int(L),
-         "break_even_n": constants.replace(output_tokens=o).at(L).break_even()}
+        {
+            "output_tokens": o,
+            "context_tokens": int(L),
+            "break_even_n": constants.replace(output_tokens=o).at(L).break_even(),
+        }
         for o in output_tokens
         for L in contexts
     ]
@@ -611,8 +655,9 @@ def sensitivity_batch(
                 read=multiplier if read else 1.0,
                 long_context=multiplier if lc else 1.0,
             )
-            rows.append({"scenario": name, "context_tokens": int(L),
-                         "break_even_n": model.break_even()})
+            rows.append(
+                {"scenario": name, "context_tokens": int(L), "break_even_n": model.break_even()}
+            )
     return pd.DataFrame(rows)
 
 
@@ -659,18 +704,26 @@ def growing_conversation_series(
     t = np.arange(1, turns + 1, dtype=float)
     p_in = constants.input_usd_per_mtok / TOKENS_PER_MILLION
     share = constants.cached_share
-    p_c = (share * constants.cached_input_usd_per_mtok
-           + (1 - share) * constants.input_usd_per_mtok) / TOKENS_PER_MILLION
+    p_c = (
+        share * constants.cached_input_usd_per_mtok + (1 - share) * constants.input_usd_per_mtok
+    ) / TOKENS_PER_MILLION
     out = constants.output_tokens * constants.output_usd_per_mtok / TOKENS_PER_MILLION
     history = t * message_tokens
     lc = message_tokens * p_in + (history - message_tokens) * p_c + out
-    ingest = np.where(t % ingest_every == 0,
-                      ingest_every * message_tokens * constants.write_usd_per_token, 0.0)
+    ingest = np.where(
+        t % ingest_every == 0, ingest_every * message_tokens * constants.write_usd_per_token, 0.0
+    )
     memory = ingest + constants.read_usd
-    return pd.DataFrame({"turn": t.astype(int), "history_tokens": history,
-                         "memory_usd": memory, "long_context_usd": lc,
-                         "memory_cumulative_usd": np.cumsum(memory),
-                         "long_context_cumulative_usd": np.cumsum(lc)})
+    return pd.DataFrame(
+        {
+            "turn": t.astype(int),
+            "history_tokens": history,
+            "memory_usd": memory,
+            "long_context_usd": lc,
+            "memory_cumulative_usd": np.cumsum(memory),
+            "long_context_cumulative_usd": np.cumsum(lc),
+        }
+    )
 
 
 # Ingested tokens per history token in the paper's LongMemEval run (§4.2): extraction prompt and
@@ -699,13 +752,16 @@ def token_vs_dollar_table(
     rows = []
     for L in contexts:
         ingestion = ingestion_per_history_token * L
-        rows.append({
-            "context_tokens": int(L),
-            "ingestion_tokens": ingestion,
-            "ingestion_multiplier": ingestion_multiplier(ingestion, L),
-            "token_break_even": token_break_even(ingestion, L, retrieved_tokens,
-                                                 query_overhead_tokens),
-            "dollar_break_even_no_cache": constants.with_cache_discount(0.0).at(L).break_even(),
-            "dollar_break_even_cached": constants.at(L).break_even(),
-        })
+        rows.append(
+            {
+                "context_tokens": int(L),
+                "ingestion_tokens": ingestion,
+                "ingestion_multiplier": ingestion_multiplier(ingestion, L),
+                "token_break_even": token_break_even(
+                    ingestion, L, retrieved_tokens, query_overhead_tokens
+                ),
+                "dollar_break_even_no_cache": constants.with_cache_discount(0.0).at(L).break_even(),
+                "dollar_break_even_cached": constants.at(L).break_even(),
+            }
+        )
     return pd.DataFrame(rows)

@@ -127,43 +127,96 @@ def plot_break_even_heatmap(
     linthresh = max(limit / 300, 1e-4)
     norm = SymLogNorm(linthresh=linthresh, linscale=0.6, vmin=-limit, vmax=limit, base=10)
     fig, ax = plt.subplots(figsize=(9.0, 5.6))
-    mesh = ax.pcolormesh(_log_edges(np.asarray(contexts, float)),
-                         np.arange(turns[0] - 0.5, turns[-1] + 1.0, 1.0),
-                         difference, cmap=COST_CMAP, norm=norm, shading="flat", rasterized=True)
+    mesh = ax.pcolormesh(
+        _log_edges(np.asarray(contexts, float)),
+        np.arange(turns[0] - 0.5, turns[-1] + 1.0, 1.0),
+        difference,
+        cmap=COST_CMAP,
+        norm=norm,
+        shading="flat",
+        rasterized=True,
+    )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(_token_label))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
     edges = _log_edges(np.asarray(contexts, float))
     finite = np.where(np.isfinite(boundary), boundary - 0.5, np.nan)
-    ax.stairs(finite, edges, color="black", linewidth=2.2, baseline=None,
-              label="break-even boundary")
+    ax.stairs(
+        finite, edges, color="black", linewidth=2.2, baseline=None, label="break-even boundary"
+    )
     if reference_context:
         ax.axvline(reference_context, color="#333333", linestyle="--", linewidth=1)
-        ax.text(reference_context * 1.04, turns[-1] - 1.5, reference_label, fontsize=9,
-                color="#222222", va="top")
+        ax.text(
+            reference_context * 1.04,
+            turns[-1] - 1.5,
+            reference_label,
+            fontsize=9,
+            color="#222222",
+            va="top",
+        )
     for L, n in (marks or {}).items():
-        ax.plot(L, n, marker="o", markersize=7, markerfacecolor="white",
-                markeredgecolor="black", zorder=5)
-        ax.annotate(f"N={n}", (L, n), xytext=(6, 6), textcoords="offset points", fontsize=9,
-                    fontweight="bold", color="black",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.text(0.98, 0.04, "long context cheaper", transform=ax.transAxes, color="white",
-            fontweight="bold", fontsize=11, ha="right", va="bottom")
-    ax.text(0.98, 0.96, "memory cheaper", transform=ax.transAxes, color="white",
-            fontweight="bold", fontsize=11, ha="right", va="top")
+        ax.plot(
+            L,
+            n,
+            marker="o",
+            markersize=7,
+            markerfacecolor="white",
+            markeredgecolor="black",
+            zorder=5,
+        )
+        ax.annotate(
+            f"N={n}",
+            (L, n),
+            xytext=(6, 6),
+            textcoords="offset points",
+            fontsize=9,
+            fontweight="bold",
+            color="black",
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
+    ax.text(
+        0.98,
+        0.04,
+        "long context cheaper",
+        transform=ax.transAxes,
+        color="white",
+        fontweight="bold",
+        fontsize=11,
+        ha="right",
+        va="bottom",
+    )
+    ax.text(
+        0.98,
+        0.96,
+        "memory cheaper",
+        transform=ax.transAxes,
+        color="white",
+        fontweight="bold",
+        fontsize=11,
+        ha="right",
+        va="top",
+    )
     ax.set_xlim(edges[0], edges[-1])
     ax.set_ylim(turns[0] - 0.5, turns[-1] + 0.5)
     ax.set_xlabel("context length L (tokens of history, log scale)")
     ax.set_ylabel("questions per user N")
     ax.grid(False)
-    fig.suptitle("Figure 1 — cumulative cost difference per user, long context minus memory",
-                 x=0.01, ha="left", fontweight="bold", fontsize=11)
+    fig.suptitle(
+        "Figure 1 — cumulative cost difference per user, long context minus memory",
+        x=0.01,
+        ha="left",
+        fontweight="bold",
+        fontsize=11,
+    )
     if subtitle:
         ax.set_title(subtitle, loc="left", fontsize=9, fontweight="normal", color="#333333")
     bar = fig.colorbar(mesh, ax=ax, pad=0.02)
     bar.set_label("C_LC(N) − C_Mem(N) per user (USD, symmetric log scale)")
-    ticks = [t for t in (-1, -0.1, -0.01, -0.001, 0, 0.001, 0.01, 0.1, 1)
-             if abs(t) <= limit and (t == 0 or abs(t) >= linthresh)]
+    ticks = [
+        t
+        for t in (-1, -0.1, -0.01, -0.001, 0, 0.001, 0.01, 0.1, 1)
+        if abs(t) <= limit and (t == 0 or abs(t) >= linthresh)
+    ]
     bar.set_ticks(ticks)
     bar.ax.yaxis.set_major_formatter(FuncFormatter(_usd_label))
     bar.ax.minorticks_off()
@@ -185,20 +238,60 @@ def plot_cumulative_costs(
     from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8.0, 4.8))
-    ax.plot(turns, long_context, color=SYSTEM_COLORS["long_context"], linewidth=2.2,
-            label="long context: C_first + (N−1)·C_cached")
-    ax.plot(turns, memory, color=SYSTEM_COLORS["memory"], linewidth=2.2,
-            label="memory: C_write + N·C_read")
-    ax.fill_between(turns, memory, long_context, where=memory >= long_context, interpolate=True,
-                    color=LC_CHEAPER_COLOR, alpha=0.12, linewidth=0)
-    ax.fill_between(turns, memory, long_context, where=memory <= long_context, interpolate=True,
-                    color=MEMORY_CHEAPER_COLOR, alpha=0.12, linewidth=0)
+    ax.plot(
+        turns,
+        long_context,
+        color=SYSTEM_COLORS["long_context"],
+        linewidth=2.2,
+        label="long context: C_first + (N−1)·C_cached",
+    )
+    ax.plot(
+        turns,
+        memory,
+        color=SYSTEM_COLORS["memory"],
+        linewidth=2.2,
+        label="memory: C_write + N·C_read",
+    )
+    ax.fill_between(
+        turns,
+        memory,
+        long_context,
+        where=memory >= long_context,
+        interpolate=True,
+        color=LC_CHEAPER_COLOR,
+        alpha=0.12,
+        linewidth=0,
+    )
+    ax.fill_between(
+        turns,
+        memory,
+        long_context,
+        where=memory <= long_context,
+        interpolate=True,
+        color=MEMORY_CHEAPER_COLOR,
+        alpha=0.12,
+        linewidth=0,
+    )
     if published is not None:
-        ax.scatter(published["n_turns"], published["memory_usd"], s=46, facecolors="white",
-                   edgecolors=SYSTEM_COLORS["memory"], linewidths=1.6, zorder=4,
-                   label="paper, Table 4")
-        ax.scatter(published["n_turns"], published["long_context_usd"], s=46, facecolors="white",
-                   edgecolors=SYSTEM_COLORS["long_context"], linewidths=1.6, zorder=4)
+        ax.scatter(
+            published["n_turns"],
+            published["memory_usd"],
+            s=46,
+            facecolors="white",
+            edgecolors=SYSTEM_COLORS["memory"],
+            linewidths=1.6,
+            zorder=4,
+            label="paper, Table 4",
+        )
+        ax.scatter(
+            published["n_turns"],
+            published["long_context_usd"],
+            s=46,
+            facecolors="white",
+            edgecolors=SYSTEM_COLORS["long_context"],
+            linewidths=1.6,
+            zorder=4,
+        )
     if break_even is not None and turns[0] <= break_even <= turns[-1]:
         i = int(np.flatnonzero(turns == break_even)[0])
         ax.axvline(break_even, color="#333333", linestyle=":", linewidth=1.2)
@@ -206,12 +299,21 @@ def plot_cumulative_costs(
         saving = 1 - memory[-1] / long_context[-1]
         ax.annotate(
             f"break-even: memory is cheaper\nfrom question {break_even} on",
-            (break_even, memory[i]), xytext=(18, -46), textcoords="offset points", fontsize=9,
+            (break_even, memory[i]),
+            xytext=(18, -46),
+            textcoords="offset points",
+            fontsize=9,
             arrowprops={"arrowstyle": "->", "color": "#333333"},
         )
-        ax.text(turns[-1], (memory[-1] + long_context[-1]) / 2,
-                f"memory saves\n{saving:.0%} at N={turns[-1]}", ha="right", va="center",
-                fontsize=9, color=MEMORY_CHEAPER_COLOR)
+        ax.text(
+            turns[-1],
+            (memory[-1] + long_context[-1]) / 2,
+            f"memory saves\n{saving:.0%} at N={turns[-1]}",
+            ha="right",
+            va="center",
+            fontsize=9,
+            color=MEMORY_CHEAPER_COLOR,
+        )
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.2f}"))
     ax.set_xlim(turns[0] - 0.5, turns[-1] + 0.5)
     ax.set_ylim(bottom=0)
@@ -239,10 +341,16 @@ def plot_sensitivity(
     """Small multiples: break-even vs cache discount, vs output tokens, vs Batch-API use."""
     contexts = sorted(discount["context_tokens"].unique())
     palette = _context_palette(contexts)
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.3), sharey=True,
-                             gridspec_kw={"width_ratios": [1, 1, 1.15]})
-    top = max(float(np.nanmax(frame["break_even_n"].astype(float)))
-              for frame in (discount, output_tokens, batch)) * 1.08
+    fig, axes = plt.subplots(
+        1, 3, figsize=(13.5, 4.3), sharey=True, gridspec_kw={"width_ratios": [1, 1, 1.15]}
+    )
+    top = (
+        max(
+            float(np.nanmax(frame["break_even_n"].astype(float)))
+            for frame in (discount, output_tokens, batch)
+        )
+        * 1.08
+    )
     top = top if np.isfinite(top) else 10.0
 
     def draw(ax: plt.Axes, x: Any, y: Any, color: Any, **kwargs: Any) -> None:
@@ -250,28 +358,73 @@ def plot_sensitivity(
         ax.plot(x, y, color=color, **kwargs)
         never = ~np.isfinite(y)
         if never.any():  # memory never cheaper: a hollow triangle on the top edge
-            ax.plot(np.asarray(x)[never], np.full(never.sum(), top), linestyle="none",
-                    marker="^", markersize=7, markerfacecolor="white", markeredgecolor=color,
-                    clip_on=False)
+            ax.plot(
+                np.asarray(x)[never],
+                np.full(never.sum(), top),
+                linestyle="none",
+                marker="^",
+                markersize=7,
+                markerfacecolor="white",
+                markeredgecolor=color,
+                clip_on=False,
+            )
 
     for L in contexts:
         part = discount.loc[discount["context_tokens"] == L]
-        draw(axes[0], part["cache_discount"] * 100, part["break_even_n"], palette[L], marker="o",
-             markersize=3.5, label=f"L = {_token_label(L)}")
+        draw(
+            axes[0],
+            part["cache_discount"] * 100,
+            part["break_even_n"],
+            palette[L],
+            marker="o",
+            markersize=3.5,
+            label=f"L = {_token_label(L)}",
+        )
         part = output_tokens.loc[output_tokens["context_tokens"] == L]
-        draw(axes[1], part["output_tokens"], part["break_even_n"], palette[L], marker="o",
-             markersize=3.5)
+        draw(
+            axes[1],
+            part["output_tokens"],
+            part["break_even_n"],
+            palette[L],
+            marker="o",
+            markersize=3.5,
+        )
         part = batch.loc[batch["context_tokens"] == L]
-        draw(axes[2], list(part["scenario"]), part["break_even_n"], palette[L], marker="o",
-             markersize=6, linewidth=1, alpha=0.9)
-    axes[2].set_title("△ on the top edge: memory never cheaper", loc="right", fontsize=8,
-                      color="#555555")
+        draw(
+            axes[2],
+            list(part["scenario"]),
+            part["break_even_n"],
+            palette[L],
+            marker="o",
+            markersize=6,
+            linewidth=1,
+            alpha=0.9,
+        )
+    axes[2].set_title(
+        "△ on the top edge: memory never cheaper", loc="right", fontsize=8, color="#555555"
+    )
     axes[0].axvline(paper_discount * 100, color="#777777", linestyle="--", linewidth=1)
-    axes[0].text(paper_discount * 100, 0.98, " paper", transform=axes[0].get_xaxis_transform(),
-                 ha="right", va="top", fontsize=8, color="#555555")
+    axes[0].text(
+        paper_discount * 100,
+        0.98,
+        " paper",
+        transform=axes[0].get_xaxis_transform(),
+        ha="right",
+        va="top",
+        fontsize=8,
+        color="#555555",
+    )
     axes[1].axvline(paper_output_tokens, color="#777777", linestyle="--", linewidth=1)
-    axes[1].text(paper_output_tokens, 0.98, " paper", transform=axes[1].get_xaxis_transform(),
-                 ha="left", va="top", fontsize=8, color="#555555")
+    axes[1].text(
+        paper_output_tokens,
+        0.98,
+        " paper",
+        transform=axes[1].get_xaxis_transform(),
+        ha="left",
+        va="top",
+        fontsize=8,
+        color="#555555",
+    )
     axes[0].set_xlabel("cached-input discount (% off the input price)")
     axes[1].set_xlabel("output tokens per long-context answer")
     axes[2].set_xlabel("which components use Batch-API prices")
@@ -283,8 +436,13 @@ def plot_sensitivity(
         ax.set_ylim(0, top)
         ax.set_title(f"({letter})", loc="left", fontsize=10)
     axes[0].legend(loc="upper left", fontsize=8)
-    fig.suptitle("How robust is the break-even?" + (f"  {subtitle}" if subtitle else ""),
-                 x=0.01, ha="left", fontweight="bold", fontsize=11)
+    fig.suptitle(
+        "How robust is the break-even?" + (f"  {subtitle}" if subtitle else ""),
+        x=0.01,
+        ha="left",
+        fontweight="bold",
+        fontsize=11,
+    )
     fig.tight_layout()
     return fig
 
@@ -300,10 +458,22 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
         "dollar_break_even_cached": ("dollars, with prompt caching (paper)", "black", "-", "o"),
     }
     for column, (label, color, style, marker) in styles.items():
-        ax.plot(frame["context_tokens"], frame[column], linestyle=style, marker=marker,
-                markersize=4, color=color, label=label)
-    ax.plot(frame["context_tokens"], frame["ingestion_multiplier"], linestyle=":",
-            color="#555555", label="ingestion multiplier (ingested ÷ history tokens)")
+        ax.plot(
+            frame["context_tokens"],
+            frame[column],
+            linestyle=style,
+            marker=marker,
+            markersize=4,
+            color=color,
+            label=label,
+        )
+    ax.plot(
+        frame["context_tokens"],
+        frame["ingestion_multiplier"],
+        linestyle=":",
+        color="#555555",
+        label="ingestion multiplier (ingested ÷ history tokens)",
+    )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(_token_label))
     ax.set_yscale("log")
@@ -311,8 +481,11 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
     ax.set_yticks([1, 2, 5, 10, 20, 50, 100])
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel("break-even (questions per user, log scale)")
-    ax.set_title("Token-level vs dollar break-even" + (f"\n{subtitle}" if subtitle else ""),
-                 loc="left", fontsize=11)
+    ax.set_title(
+        "Token-level vs dollar break-even" + (f"\n{subtitle}" if subtitle else ""),
+        loc="left",
+        fontsize=11,
+    )
     ax.legend(fontsize=8, loc="upper right")
     return fig
 
@@ -338,12 +511,24 @@ def plot_calibration_intervals(
         chosen, stated = row.chosen * factor, row.stated * factor
         values = [low, high, chosen, stated]
         span = max(values) - min(values) or abs(chosen) * 0.01 or 1.0
-        ax.plot([low, high], [0, 0], color="#4d4d4d", linewidth=8, solid_capstyle="butt",
-                alpha=0.35, label="feasible (all published cells)")
+        ax.plot(
+            [low, high],
+            [0, 0],
+            color="#4d4d4d",
+            linewidth=8,
+            solid_capstyle="butt",
+            alpha=0.35,
+            label="feasible (all published cells)",
+        )
         ax.plot([chosen], [0], "o", color="black", markersize=7, label="chosen")
-        ax.plot([stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [], [0] * (
-            not np.isclose(stated, chosen, rtol=1e-9, atol=0)), "X", color=LC_CHEAPER_COLOR,
-            markersize=9, label="stated in the text")
+        ax.plot(
+            [stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [],
+            [0] * (not np.isclose(stated, chosen, rtol=1e-9, atol=0)),
+            "X",
+            color=LC_CHEAPER_COLOR,
+            markersize=9,
+            label="stated in the text",
+        )
         ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
         ax.set_yticks([])
         ax.set_title(row.constant, fontsize=9, loc="left")
@@ -352,11 +537,25 @@ def plot_calibration_intervals(
         ax.xaxis.set_major_locator(MaxNLocator(4))
         ax.ticklabel_format(axis="x", style="plain", useOffset=False)
         ax.grid(axis="y", visible=False)
-    handles, labels = np.atleast_1d(axes)[1 if len(intervals) > 1 else 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, -0.08))
-    fig.suptitle("What the published cells allow" + (f" — {subtitle}" if subtitle else ""),
-                 x=0.01, ha="left", fontweight="bold", fontsize=11)
+    handles, labels = np.atleast_1d(axes)[
+        1 if len(intervals) > 1 else 0
+    ].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+        bbox_to_anchor=(0.5, -0.08),
+    )
+    fig.suptitle(
+        "What the published cells allow" + (f" — {subtitle}" if subtitle else ""),
+        x=0.01,
+        ha="left",
+        fontweight="bold",
+        fontsize=11,
+    )
     fig.tight_layout()
     return fig
 
@@ -371,10 +570,26 @@ def plot_sustained_break_even(
     gap = series["long_context_cumulative_usd"] - series["memory_cumulative_usd"]
     t = series["turn"].to_numpy()
     ax.axhline(0, color="#333333", linewidth=0.8)
-    ax.fill_between(t, 0, gap, where=gap > 0, step="mid", color=MEMORY_CHEAPER_COLOR, alpha=0.25,
-                    label="memory cheaper so far")
-    ax.fill_between(t, 0, gap, where=gap <= 0, step="mid", color=LC_CHEAPER_COLOR, alpha=0.25,
-                    label="long context cheaper so far")
+    ax.fill_between(
+        t,
+        0,
+        gap,
+        where=gap > 0,
+        step="mid",
+        color=MEMORY_CHEAPER_COLOR,
+        alpha=0.25,
+        label="memory cheaper so far",
+    )
+    ax.fill_between(
+        t,
+        0,
+        gap,
+        where=gap <= 0,
+        step="mid",
+        color=LC_CHEAPER_COLOR,
+        alpha=0.25,
+        label="long context cheaper so far",
+    )
     ax.step(t, gap, where="mid", color="black", linewidth=1.2)
     marks = [(first, "first crossing", ":"), (sustained, "sustained", "--")]
     if first is not None and first == sustained:
@@ -382,38 +597,69 @@ def plot_sustained_break_even(
     for value, label, style in marks:
         if value is not None:
             ax.axvline(value, color="#333333", linestyle=style, linewidth=1.2)
-            ax.text(value, 0.97, f" {label}: turn {value}", transform=ax.get_xaxis_transform(),
-                    fontsize=8, va="top", rotation=90, ha="right")
+            ax.text(
+                value,
+                0.97,
+                f" {label}: turn {value}",
+                transform=ax.get_xaxis_transform(),
+                fontsize=8,
+                va="top",
+                rotation=90,
+                ha="right",
+            )
     ax.yaxis.set_major_formatter(FuncFormatter(_usd_label))
     ax.set_xlabel("turn of the conversation")
     ax.set_ylabel("cumulative C_LC − C_Mem (USD)")
-    ax.set_title("First vs sustained break-even in a growing conversation"
-                 + (f"\n{subtitle}" if subtitle else ""), loc="left", fontsize=11)
+    ax.set_title(
+        "First vs sustained break-even in a growing conversation"
+        + (f"\n{subtitle}" if subtitle else ""),
+        loc="left",
+        fontsize=11,
+    )
     ax.legend(loc="upper left", bbox_to_anchor=(0.06, 0.86), fontsize=8)
     return fig
 
 
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
-    """Cost per question of each component, per dataset (from the priced ledger)."""
+    """Total cost of each component, one panel per dataset (from the priced ledger)."""
     from matplotlib.ticker import FuncFormatter
 
-    data = summary.loc[~summary["component"].isin(["write: total"])].copy()
-    data["usd_per_question_or_conv"] = data["usd_per_question"].fillna(
-        data["usd_per_conversation"])
+    data = summary.loc[summary["component"] != "write: total"]
     datasets = list(dict.fromkeys(data["dataset"]))
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5.0 * len(datasets), 3.6), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets, strict=True):
+    heights = [max(1.0, 0.32 * (data["dataset"] == d).sum()) for d in datasets]
+    fig, axes = plt.subplots(
+        len(datasets),
+        1,
+        figsize=(8.5, 0.9 + sum(heights) * 1.05),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
+    for ax, dataset in zip(axes[:, 0], datasets, strict=True):
         part = data.loc[data["dataset"] == dataset].iloc[::-1]
-        colors = [system_color("memory") if c.startswith(("write", "read"))
-                  else system_color(c.split(": ", 1)[-1]) if c.startswith("answer")
-                  else "#7f7f7f" for c in part["component"]]
-        ax.barh(part["component"], part["total_usd"], color=colors)
+        colors = [
+            system_color("memory")
+            if c.startswith(("write", "read"))
+            else system_color(c.split(": ", 1)[-1])
+            if c.startswith("answer")
+            else "#7f7f7f"
+            for c in part["component"]
+        ]
+        bars = ax.barh(part["component"], part["total_usd"], color=colors, height=0.7)
+        ax.bar_label(
+            bars,
+            labels=[f"${v:.4f}" if v >= 1e-3 else f"${v:.6f}" for v in part["total_usd"]],
+            padding=3,
+            fontsize=8,
+        )
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.3g}"))
+        ax.set_xlim(0, float(part["total_usd"].max()) * 1.25 or 1.0)
         ax.set_title(dataset, loc="left", fontsize=10)
-        ax.set_xlabel("total cost (USD)")
         ax.tick_params(axis="y", labelsize=8)
-        label_backend(ax, backend)
-    fig.suptitle("Where the money goes, by component", x=0.01, ha="left", fontweight="bold",
-                 fontsize=11)
+        ax.grid(axis="y", visible=False)
+    axes[-1, 0].set_xlabel("total cost at list prices (USD)")
+    title = "Where the money goes, by component"
+    if backend == "offline":
+        title += " — ESTIMATE: " + OFFLINE_NOTE
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold", fontsize=11)
     fig.tight_layout()
     return fig

@@ -64,7 +64,8 @@ class Price:
         reports them)."""
         if cached_prompt_tokens > prompt_tokens:
             raise ValueError(
-                f"cached_prompt_tokens ({cached_prompt_tokens}) exceeds prompt_tokens ({prompt_tokens})"
+                f"cached_prompt_tokens ({cached_prompt_tokens}) exceeds "
+                f"prompt_tokens ({prompt_tokens})"
             )
         dollars = (
             (prompt_tokens - cached_prompt_tokens) * self.input
@@ -76,7 +77,9 @@ class Price:
     def batch_rate(self) -> float:
         """The batch multiplier; asking for batch prices where there are none is an error."""
         if self.batch_multiplier is None:
-            raise ValueError(f"{self.model}: no batch interface in {PRICE_TABLE_NAME} ({self.source})")
+            raise ValueError(
+                f"{self.model}: no batch interface in {PRICE_TABLE_NAME} ({self.source})"
+            )
         return self.batch_multiplier
 
 
@@ -92,10 +95,12 @@ PRICES: dict[str, Price] = {
         # Older small models, for presets that swap the reader or judge.
         Price("gpt-4.1-mini", 0.40, 0.10, 1.60, _OPENAI, PRICE_TABLE_DATE),
         Price("gpt-4o-mini", 0.15, 0.075, 0.60, _OPENAI, PRICE_TABLE_DATE),
-        Price("text-embedding-3-small", 0.02, None, 0.0, _OPENAI, PRICE_TABLE_DATE,
-              kind="embedding"),
-        Price("text-embedding-3-large", 0.13, None, 0.0, _OPENAI, PRICE_TABLE_DATE,
-              kind="embedding"),
+        Price(
+            "text-embedding-3-small", 0.02, None, 0.0, _OPENAI, PRICE_TABLE_DATE, kind="embedding"
+        ),
+        Price(
+            "text-embedding-3-large", 0.13, None, 0.0, _OPENAI, PRICE_TABLE_DATE, kind="embedding"
+        ),
         Price(
             "gpt-oss-120b",
             0.039,
@@ -149,8 +154,13 @@ def price_for(model: str, overrides: Mapping[str, Mapping[str, Any]] | None = No
                     f"price_overrides[{key!r}] adds model {model!r}, which is not in "
                     f"{PRICE_TABLE_NAME}, but gives no {' or '.join(missing)} price"
                 )
-            base = {"model": name, "cached_input": None, "source": "price_overrides",
-                    "date": "override", "batch_multiplier": None}
+            base = {
+                "model": name,
+                "cached_input": None,
+                "source": "price_overrides",
+                "date": "override",
+                "batch_multiplier": None,
+            }
             return Price(**{**base, **values})
     if name not in PRICES:
         raise UnknownPriceError(

@@ -31,9 +31,25 @@ from memcost.paths import RunPaths
 from memcost.prices import price_for
 
 LEDGER_COLUMNS = (
-    "timestamp", "stage", "provider", "model", "backend", "request_hash", "prompt_version",
-    "cached", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
-    "latency_s", "attempts", "error", "dataset", "conversation_id", "question_id", "system",
+    "timestamp",
+    "stage",
+    "provider",
+    "model",
+    "backend",
+    "request_hash",
+    "prompt_version",
+    "cached",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "latency_s",
+    "attempts",
+    "error",
+    "dataset",
+    "conversation_id",
+    "question_id",
+    "system",
     "sample_index",
 )
 TOKEN_COLUMNS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
@@ -98,7 +114,9 @@ def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
     frame["cached"] = frame["cached"].map(lambda v: bool(v) if pd.notna(v) else False).astype(bool)
     frame["line"] = pd.to_numeric(frame["line"], errors="coerce").fillna(0).astype("int64")
     for column in (*TAG_COLUMNS, "request_hash", "error", "run", "prompt_version", "provider"):
-        frame[column] = frame[column].map(lambda v: None if _missing(v) else str(v)).astype("string")
+        frame[column] = (
+            frame[column].map(lambda v: None if _missing(v) else str(v)).astype("string")
+        )
     frame["has_error"] = frame["error"].notna() & (frame["error"] != "")
     return frame
 
@@ -126,7 +144,9 @@ def phase_of(stage: str | None, question_id: str | None) -> str:
     return stage or "unknown"
 
 
-def answer_system(stage: str | None, system: str | None, model: str | None, phase: str) -> str | None:
+def answer_system(
+    stage: str | None, system: str | None, model: str | None, phase: str
+) -> str | None:
     """The system whose answers a call produced (``memory``, ``long_context_<slug>``, …)."""
     if system:
         return system
@@ -176,9 +196,14 @@ def price_calls(
     phases = [phase_of(st, q) for st, q in zip(stages, questions, strict=True)]
     priced["phase"] = pd.Series(phases, index=priced.index, dtype="string")
     priced["answer_system"] = pd.Series(
-        [answer_system(st, sy, mo, ph) for st, sy, mo, ph in zip(
-            stages, _values(priced["system"]), _values(priced["model"]), phases, strict=True)],
-        index=priced.index, dtype="string",
+        [
+            answer_system(st, sy, mo, ph)
+            for st, sy, mo, ph in zip(
+                stages, _values(priced["system"]), _values(priced["model"]), phases, strict=True
+            )
+        ],
+        index=priced.index,
+        dtype="string",
     )
     priced["is_estimate"] = (priced["backend"] == "offline").fillna(False).astype(bool)
     priced["workload"] = ~_replays(priced)
@@ -227,9 +252,21 @@ def is_estimate(priced: pd.DataFrame) -> bool:
 def _aggregate(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Sums, counts and latency percentiles per group (groups with null keys kept)."""
     if frame.empty:
-        return pd.DataFrame(columns=[*keys, "records", "api_requests", "conversations",
-                                     "questions", *TOKEN_COLUMNS, "cost_usd", "spent_usd",
-                                     "errors", "cache_hits", "basis"])
+        return pd.DataFrame(
+            columns=[
+                *keys,
+                "records",
+                "api_requests",
+                "conversations",
+                "questions",
+                *TOKEN_COLUMNS,
+                "cost_usd",
+                "spent_usd",
+                "errors",
+                "cache_hits",
+                "basis",
+            ]
+        )
     grouped = frame.groupby(keys, dropna=False, sort=True)
     out = grouped.agg(
         records=("stage", "size"),
@@ -272,8 +309,9 @@ def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
     label = label.fillna(work["phase"]).astype(str) + "_usd"
     table = (
         work.assign(component=label)
-        .pivot_table(index=["dataset", "conversation_id"], columns="component",
-                     values="cost_usd", aggfunc="sum", fill_value=0.0, dropna=False)
+        .groupby(["dataset", "conversation_id", "component"])["cost_usd"]
+        .sum()
+        .unstack("component", fill_value=0.0)
     )
     table.columns = [str(c) for c in table.columns]
     ordered = [c for c in ("write_usd", "read_usd") if c in table.columns]
@@ -308,8 +346,10 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
         components: list[tuple[str, pd.DataFrame]] = [
             ("write: fact extraction", frame.loc[frame["stage"] == "extract"]),
             ("write: update phase", frame.loc[frame["stage"] == "update"]),
-            ("write: fact embeddings", frame.loc[(frame["stage"] == "embed")
-                                                 & (frame["phase"] == "write")]),
+            (
+                "write: fact embeddings",
+                frame.loc[(frame["stage"] == "embed") & (frame["phase"] == "write")],
+            ),
             ("write: total", frame.loc[frame["phase"] == "write"]),
             ("read: memory answers (incl. query embeddings)", frame.loc[frame["phase"] == "read"]),
         ]
@@ -342,7 +382,9 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
                     "cached_prompt_tokens": int(part["cached_prompt_tokens"].sum()),
                     "completion_tokens": int(part["completion_tokens"].sum()),
                     "reasoning_tokens": int(part["reasoning_tokens"].sum()),
-                    "total_tokens": int(part["prompt_tokens"].sum() + part["completion_tokens"].sum()),
+                    "total_tokens": int(
+                        part["prompt_tokens"].sum() + part["completion_tokens"].sum()
+                    ),
                     "basis": basis_of(part["is_estimate"]),
                 }
             )
@@ -362,9 +404,21 @@ def lc_cached_share(priced: pd.DataFrame) -> pd.DataFrame:
     """
     lc = _ordered(workload(priced).loc[lambda f: f["phase"] == "long_context"])
     if lc.empty:
-        return pd.DataFrame(columns=["dataset", "system", "model", "calls", "prompt_tokens",
-                                     "cached_prompt_tokens", "cached_share", "later_calls",
-                                     "share_after_first", "assumed_share", "basis"])
+        return pd.DataFrame(
+            columns=[
+                "dataset",
+                "system",
+                "model",
+                "calls",
+                "prompt_tokens",
+                "cached_prompt_tokens",
+                "cached_share",
+                "later_calls",
+                "share_after_first",
+                "assumed_share",
+                "basis",
+            ]
+        )
     first = ~lc.duplicated(subset=["dataset", "answer_system", "conversation_id"], keep="first")
     lc = lc.assign(is_first=first)
     rows = []
@@ -372,17 +426,25 @@ def lc_cached_share(priced: pd.DataFrame) -> pd.DataFrame:
         ["dataset", "answer_system", "price_model"], dropna=False, sort=True
     ):
         later = part.loc[~part["is_first"]]
-        rows.append({
-            "dataset": dataset, "system": system, "model": model, "calls": len(part),
-            "prompt_tokens": int(part["prompt_tokens"].sum()),
-            "cached_prompt_tokens": int(part["cached_prompt_tokens"].sum()),
-            "cached_share": _ratio(part["cached_prompt_tokens"].sum(), part["prompt_tokens"].sum()),
-            "later_calls": len(later),
-            "share_after_first": _ratio(later["cached_prompt_tokens"].sum(),
-                                        later["prompt_tokens"].sum()),
-            "assumed_share": 1.0,
-            "basis": basis_of(part["is_estimate"]),
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": system,
+                "model": model,
+                "calls": len(part),
+                "prompt_tokens": int(part["prompt_tokens"].sum()),
+                "cached_prompt_tokens": int(part["cached_prompt_tokens"].sum()),
+                "cached_share": _ratio(
+                    part["cached_prompt_tokens"].sum(), part["prompt_tokens"].sum()
+                ),
+                "later_calls": len(later),
+                "share_after_first": _ratio(
+                    later["cached_prompt_tokens"].sum(), later["prompt_tokens"].sum()
+                ),
+                "assumed_share": 1.0,
+                "basis": basis_of(part["is_estimate"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -398,13 +460,27 @@ def token_ratios(priced: pd.DataFrame) -> pd.DataFrame:
     """
     work = workload(priced)
     if work.empty:
-        return pd.DataFrame(columns=["stage", "model", "calls", "prompt_tokens",
-                                     "completion_tokens", "reasoning_tokens", "visible_tokens",
-                                     "gamma", "zeta", "basis"])
+        return pd.DataFrame(
+            columns=[
+                "stage",
+                "model",
+                "calls",
+                "prompt_tokens",
+                "completion_tokens",
+                "reasoning_tokens",
+                "visible_tokens",
+                "gamma",
+                "zeta",
+                "basis",
+            ]
+        )
     grouped = work.groupby(["stage", "price_model"], dropna=False, sort=True)
-    out = grouped.agg(calls=("stage", "size"), prompt_tokens=("prompt_tokens", "sum"),
-                      completion_tokens=("completion_tokens", "sum"),
-                      reasoning_tokens=("reasoning_tokens", "sum"))
+    out = grouped.agg(
+        calls=("stage", "size"),
+        prompt_tokens=("prompt_tokens", "sum"),
+        completion_tokens=("completion_tokens", "sum"),
+        reasoning_tokens=("reasoning_tokens", "sum"),
+    )
     out["visible_tokens"] = out["completion_tokens"] - out["reasoning_tokens"]
     out["gamma"] = out["completion_tokens"] / out["prompt_tokens"].where(out["prompt_tokens"] > 0)
     out["zeta"] = out["reasoning_tokens"] / out["visible_tokens"].where(out["visible_tokens"] > 0)
@@ -436,11 +512,14 @@ def measured_cost_model(
     write = work.loc[work["phase"] == "write"]
     read = work.loc[work["phase"] == "read"]
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
-    missing = [name for name, part in (("write", write), ("read", read), (lc_system, lc))
-               if part.empty]
+    missing = [
+        name for name, part in (("write", write), ("read", read), (lc_system, lc)) if part.empty
+    ]
     if missing:
-        raise ValueError(f"dataset {dataset!r}: no ledger records for {', '.join(missing)}; "
-                         "cannot measure the cost model")
+        raise ValueError(
+            f"dataset {dataset!r}: no ledger records for {', '.join(missing)}; "
+            "cannot measure the cost model"
+        )
     conversations = write["conversation_id"].nunique()
     questions = read["question_id"].nunique()
     first_mask = ~lc.duplicated(subset=["conversation_id"], keep="first")
@@ -457,14 +536,23 @@ def measured_cost_model(
         "lc_output_tokens": float(lc["completion_tokens"].mean()),
         "basis": basis_of(work["is_estimate"]),
     }
-    if later.empty:
+    # The offline backend has no provider prompt cache: its later calls report no cached tokens,
+    # which says nothing about a real provider. Price them with the paper's assumption instead.
+    offline_uncached = bool(lc["is_estimate"].all()) and int(lc["cached_prompt_tokens"].sum()) == 0
+    if later.empty or offline_uncached:
         model_name = str(first["model"].iloc[0])
         price = price_for(model_name, price_overrides)
-        lc_cached = float(np.mean([
-            price.cost(prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c)
-            for p, c in zip(first["prompt_tokens"], first["completion_tokens"], strict=True)
-        ]))
-        details["lc_cached_from"] = "assumed: first calls repriced with the whole prompt cached"
+        lc_cached = float(
+            np.mean(
+                [
+                    price.cost(prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c)
+                    for p, c in zip(first["prompt_tokens"], first["completion_tokens"], strict=True)
+                ]
+            )
+        )
+        details["lc_cached_from"] = "assumed: first calls repriced with the whole prompt cached" + (
+            " (offline backend: no provider cache to measure)" if offline_uncached else ""
+        )
     else:
         lc_cached = float(later["cost_usd"].mean())
         details["lc_cached_from"] = f"measured: {len(later)} later calls"
@@ -506,13 +594,15 @@ def measured_constants(
     second question on (1.0, the paper's assumption, when there is no second question), and the
     long-context model's prices from the price table.
     """
-    model, details = measured_cost_model(priced, dataset, lc_system,
-                                         price_overrides=price_overrides)
+    model, details = measured_cost_model(
+        priced, dataset, lc_system, price_overrides=price_overrides
+    )
     work = workload(priced)
     lc = work.loc[(work["dataset"] == dataset) & (work["answer_system"] == lc_system)]
     share = lc_cached_share(lc)
     later = share["later_calls"].sum() if not share.empty else 0
-    cached_share = float(share["share_after_first"].iloc[0]) if later else 1.0
+    measurable = later and not details["lc_cached_from"].startswith("assumed")
+    cached_share = float(share["share_after_first"].iloc[0]) if measurable else 1.0
     price = price_for(str(lc["model"].iloc[0]), price_overrides)
     constants = CostConstants.for_price(
         price,
@@ -543,14 +633,19 @@ def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str) -> pd.Da
         for turn, (question, lc_cost) in enumerate(
             zip(part["question_id"], part["cost_usd"], strict=True), start=1
         ):
-            rows.append({
-                "conversation_id": conversation, "turn": turn, "question_id": question,
-                "memory_usd": float(read[question]) + (float(write.get(conversation, 0.0))
-                                                       if turn == 1 else 0.0),
-                "long_context_usd": float(lc_cost),
-            })
-    return pd.DataFrame(rows, columns=["conversation_id", "turn", "question_id", "memory_usd",
-                                       "long_context_usd"])
+            rows.append(
+                {
+                    "conversation_id": conversation,
+                    "turn": turn,
+                    "question_id": question,
+                    "memory_usd": float(read[question])
+                    + (float(write.get(conversation, 0.0)) if turn == 1 else 0.0),
+                    "long_context_usd": float(lc_cost),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["conversation_id", "turn", "question_id", "memory_usd", "long_context_usd"]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,8 +666,9 @@ def load_judgments(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.
                 frame["dataset"] = folder.name
                 frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=["dataset", "question_id", "conversation_id", "system", "vote",
-                                     "label"])
+        return pd.DataFrame(
+            columns=["dataset", "question_id", "conversation_id", "system", "vote", "label"]
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -584,11 +680,13 @@ def majority_votes(judgments: pd.DataFrame) -> pd.DataFrame:
     (the EverMemOS-style mean over runs).
     """
     if judgments.empty:
-        return pd.DataFrame(columns=["dataset", "system", "question_id", "votes", "correct_votes",
-                                     "correct"])
+        return pd.DataFrame(
+            columns=["dataset", "system", "question_id", "votes", "correct_votes", "correct"]
+        )
     labels = judgments["label"].astype(str).str.upper()
-    frame = judgments.assign(is_correct=labels == "CORRECT",
-                             is_judged=labels.isin(["CORRECT", "WRONG"]))
+    frame = judgments.assign(
+        is_correct=labels == "CORRECT", is_judged=labels.isin(["CORRECT", "WRONG"])
+    )
     grouped = frame.groupby(["dataset", "system", "question_id"], sort=True)
     out = grouped.agg(votes=("is_judged", "sum"), correct_votes=("is_correct", "sum"))
     out["correct"] = out["correct_votes"] * 2 > out["votes"]
@@ -602,14 +700,28 @@ def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
     ``cpa_with_write_usd`` also spreads the write cost over the dataset's questions.
     """
     if votes.empty:
-        return pd.DataFrame(columns=["dataset", "system", "questions", "correct", "accuracy",
-                                     "answer_usd", "usd_per_question", "cpa_usd",
-                                     "cpa_with_write_usd", "basis"])
+        return pd.DataFrame(
+            columns=[
+                "dataset",
+                "system",
+                "questions",
+                "correct",
+                "accuracy",
+                "answer_usd",
+                "usd_per_question",
+                "cpa_usd",
+                "cpa_with_write_usd",
+                "basis",
+            ]
+        )
     work = workload(priced)
     rows = []
     for (dataset, system), part in votes.groupby(["dataset", "system"], sort=True):
-        mine = work.loc[(work["dataset"] == dataset) & (work["answer_system"] == system)
-                        & work["phase"].isin(["read", "long_context"])]
+        mine = work.loc[
+            (work["dataset"] == dataset)
+            & (work["answer_system"] == system)
+            & work["phase"].isin(["read", "long_context"])
+        ]
         questions = len(part)
         correct = int(part["correct"].sum())
         accuracy = correct / questions if questions else np.nan
@@ -619,15 +731,26 @@ def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
         cpa = per_question / accuracy if accuracy else np.nan
         with_write = np.nan
         if system == "memory" and answered:
-            write_usd = float(work.loc[(work["dataset"] == dataset)
-                                       & (work["phase"] == "write"), "cost_usd"].sum())
+            write_usd = float(
+                work.loc[
+                    (work["dataset"] == dataset) & (work["phase"] == "write"), "cost_usd"
+                ].sum()
+            )
             with_write = (answer_usd + write_usd) / answered / accuracy if accuracy else np.nan
-        rows.append({
-            "dataset": dataset, "system": system, "questions": questions, "correct": correct,
-            "accuracy": accuracy, "answer_usd": answer_usd if answered else np.nan,
-            "usd_per_question": per_question, "cpa_usd": cpa, "cpa_with_write_usd": with_write,
-            "basis": basis_of(mine["is_estimate"]) if answered else "no ledger records",
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": system,
+                "questions": questions,
+                "correct": correct,
+                "accuracy": accuracy,
+                "answer_usd": answer_usd if answered else np.nan,
+                "usd_per_question": per_question,
+                "cpa_usd": cpa,
+                "cpa_with_write_usd": with_write,
+                "basis": basis_of(mine["is_estimate"]) if answered else "no ledger records",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -637,4 +760,3 @@ def ledger_from_records(records: Iterable[Mapping[str, Any]], run: str = "run") 
     frame["run"] = run
     frame["line"] = np.arange(len(frame))
     return normalise_ledger(frame)
-
