@@ -247,3 +247,19 @@ def test_cost_per_correct_answer(priced, tmp_path):
     assert cpa.loc["memory", "cpa_usd"] == pytest.approx(0.0015001 / 0.5)
     assert cpa.loc["memory", "cpa_with_write_usd"] == pytest.approx((0.0030002 + 0.00165) / 2 / 0.5)
     assert cpa.loc["long_context_gpt-5-mini", "cpa_usd"] == pytest.approx(0.029536 / 2 / 0.5)
+
+
+def test_offline_long_context_is_priced_with_the_cache_assumption(tmp_path):
+    """The offline backend has no provider cache: later calls are repriced as cached (the
+    paper's assumption) rather than read as 'caching failed'."""
+    records = [dict(r, backend="offline", cached_prompt_tokens=0) for r in hand_ledger()]
+    write_ledger(tmp_path / "run", records)
+    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
+    model, details = usage.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
+    assert details["lc_cached_from"].startswith("assumed")
+    assert model.lc_cached_usd == pytest.approx((100_000 * 0.025 + 500 * 2.0) / 1e6)
+    constants, details = usage.measured_constants(
+        priced, "longmemeval", "long_context_gpt-5-mini"
+    )
+    assert constants.cached_share == 1.0
+    assert constants.at(100_000).lc_cached_usd == pytest.approx(model.lc_cached_usd)
