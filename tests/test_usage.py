@@ -258,8 +258,6 @@ def test_offline_long_context_is_priced_with_the_cache_assumption(tmp_path):
     model, details = usage.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
     assert details["lc_cached_from"].startswith("assumed")
     assert model.lc_cached_usd == pytest.approx((100_000 * 0.025 + 500 * 2.0) / 1e6)
-    constants, details = usage.measured_constants(
-        priced, "longmemeval", "long_context_gpt-5-mini"
-    )
+    constants, details = usage.measured_constants(priced, "longmemeval", "long_context_gpt-5-mini")
     assert constants.cached_share == 1.0
     assert constants.at(100_000).lc_cached_usd == pytest.approx(model.lc_cached_usd)
