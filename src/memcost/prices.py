@@ -8,11 +8,12 @@ entries (``price_overrides``) for another provider or a later date; the override
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from memcost.models import canonical_name
 
+PRICE_TABLE_NAME = "memcost.prices.PRICES"
 PRICE_TABLE_DATE = "2025-09-15"  # list prices in force when the paper's runs were made
 BATCH_API_MULTIPLIER = 0.5  # OpenAI Batch API: half price, results within 24 hours
 CACHED_INPUT_MIN_TOKENS = 1_024  # OpenAI prompt caching applies to prefixes of >= 1,024 tokens
@@ -24,7 +25,10 @@ class Price:
     """Per-1M-token prices of one model.
 
     ``cached_input`` applies to prompt tokens the provider reports as served from its prompt
-    cache; reasoning tokens are billed as ``output``. Embedding models have only ``input``.
+    cache (``None``: the provider has no cache discount, cached tokens cost ``input``);
+    reasoning tokens are billed as ``output``. Embedding models have only ``input``.
+    ``batch_multiplier`` is what the provider's batch interface charges relative to these
+    prices (``None``: no batch interface).
     """
 
     model: str
@@ -35,6 +39,18 @@ class Price:
     date: str
     provider_dependent: bool = False
     note: str = ""
+    kind: str = "chat"  # "chat" | "embedding"
+    batch_multiplier: float | None = BATCH_API_MULTIPLIER
+
+    @property
+    def cached_rate(self) -> float:
+        """USD per 1M cached prompt tokens (the input price when there is no discount)."""
+        return self.input if self.cached_input is None else self.cached_input
+
+    @property
+    def cache_discount(self) -> float:
+        """Fraction of the input price saved on a cached token (0.9 for the GPT-5 family)."""
+        return 0.0 if not self.input else 1.0 - self.cached_rate / self.input
 
     def cost(
         self,
@@ -48,15 +64,23 @@ class Price:
         reports them)."""
         if cached_prompt_tokens > prompt_tokens:
             raise ValueError(
-                f"cached_prompt_tokens ({cached_prompt_tokens}) exceeds prompt_tokens ({prompt_tokens})"
+                f"cached_prompt_tokens ({cached_prompt_tokens}) exceeds "
+                f"prompt_tokens ({prompt_tokens})"
             )
-        cached_rate = self.input if self.cached_input is None else self.cached_input
         dollars = (
             (prompt_tokens - cached_prompt_tokens) * self.input
-            + cached_prompt_tokens * cached_rate
+            + cached_prompt_tokens * self.cached_rate
             + completion_tokens * self.output
         ) / 1_000_000
-        return dollars * (BATCH_API_MULTIPLIER if batch else 1.0)
+        return dollars * (self.batch_rate() if batch else 1.0)
+
+    def batch_rate(self) -> float:
+        """The batch multiplier; asking for batch prices where there are none is an error."""
+        if self.batch_multiplier is None:
+            raise ValueError(
+                f"{self.model}: no batch interface in {PRICE_TABLE_NAME} ({self.source})"
+            )
+        return self.batch_multiplier
 
 
 _OPENAI = "https://openai.com/api/pricing (list prices, standard tier)"
@@ -64,11 +88,19 @@ _OPENAI = "https://openai.com/api/pricing (list prices, standard tier)"
 PRICES: dict[str, Price] = {
     p.model: p
     for p in (
+        # The paper's models (study §8): GPT-5 family with a 90% cached-input discount.
         Price("gpt-5", 1.25, 0.125, 10.00, _OPENAI, PRICE_TABLE_DATE),
         Price("gpt-5-mini", 0.25, 0.025, 2.00, _OPENAI, PRICE_TABLE_DATE),
         Price("gpt-5-nano", 0.05, 0.005, 0.40, _OPENAI, PRICE_TABLE_DATE),
-        Price("text-embedding-3-small", 0.02, None, 0.0, _OPENAI, PRICE_TABLE_DATE),
-        Price("text-embedding-3-large", 0.13, None, 0.0, _OPENAI, PRICE_TABLE_DATE),
+        # Older small models, for presets that swap the reader or judge.
+        Price("gpt-4.1-mini", 0.40, 0.10, 1.60, _OPENAI, PRICE_TABLE_DATE),
+        Price("gpt-4o-mini", 0.15, 0.075, 0.60, _OPENAI, PRICE_TABLE_DATE),
+        Price(
+            "text-embedding-3-small", 0.02, None, 0.0, _OPENAI, PRICE_TABLE_DATE, kind="embedding"
+        ),
+        Price(
+            "text-embedding-3-large", 0.13, None, 0.0, _OPENAI, PRICE_TABLE_DATE, kind="embedding"
+        ),
         Price(
             "gpt-oss-120b",
             0.039,
@@ -82,9 +114,13 @@ PRICES: dict[str, Price] = {
                 "($7.65 for 664 requests of ~101.6k tokens, §4.2) implies about $0.11 per 1M "
                 "input tokens. Override with price_overrides for your provider."
             ),
+            batch_multiplier=None,
         ),
     )
 }
+
+_REQUIRED_FOR_NEW = ("input", "output")  # an override may not invent a price by omission
+_FIELDS = {f.name for f in fields(Price)}
 
 
 class UnknownPriceError(KeyError):
@@ -93,21 +129,55 @@ class UnknownPriceError(KeyError):
 
 
 def price_for(model: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Price:
-    """The price of ``model`` (provider prefix and snapshot date ignored), with any override."""
+    """The price of ``model`` (provider prefix and snapshot date ignored), with any override.
+
+    An override of a model that is not in the table must give at least ``input`` and
+    ``output``: a field left out would otherwise become a silent zero.
+    """
     name = canonical_name(model)
     if overrides:
-        for key, fields in overrides.items():
-            if canonical_name(key) == name:
-                base = PRICES.get(name) or Price(name, 0.0, None, 0.0, "override", "override")
-                return replace(base, **{"source": "price_overrides", **dict(fields)})
+        for key, values in overrides.items():
+            if canonical_name(key) != name:
+                continue
+            values = dict(values)
+            unknown = sorted(set(values) - _FIELDS)
+            if unknown:
+                raise ValueError(
+                    f"price_overrides[{key!r}] has unknown field(s) {unknown}; "
+                    f"valid: input, cached_input, output, batch_multiplier, source, date, note"
+                )
+            if name in PRICES:
+                return replace(PRICES[name], **{"source": "price_overrides", **values})
+            missing = [f for f in _REQUIRED_FOR_NEW if f not in values]
+            if missing:
+                raise UnknownPriceError(
+                    f"price_overrides[{key!r}] adds model {model!r}, which is not in "
+                    f"{PRICE_TABLE_NAME}, but gives no {' or '.join(missing)} price"
+                )
+            base = {
+                "model": name,
+                "cached_input": None,
+                "source": "price_overrides",
+                "date": "override",
+                "batch_multiplier": None,
+            }
+            return Price(**{**base, **values})
     if name not in PRICES:
         raise UnknownPriceError(
-            f"no price for model {model!r} in memcost.prices.PRICES (dated {PRICE_TABLE_DATE}); "
+            f"no price for model {model!r} in {PRICE_TABLE_NAME} (dated {PRICE_TABLE_DATE}); "
             f"known: {', '.join(sorted(PRICES))}. Add it there or pass price_overrides."
         )
     return PRICES[name]
 
 
-def price_table() -> list[dict[str, Any]]:
-    """The table as records, for notebooks and the report."""
-    return [asdict(p) for p in PRICES.values()]
+def price_table(overrides: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The table as records (overrides applied and listed too), for notebooks and the report."""
+    names = list(PRICES)
+    for key in overrides or {}:
+        if canonical_name(key) not in names:
+            names.append(canonical_name(key))
+    rows = []
+    for name in names:
+        price = price_for(name, overrides)
+        rows.append({**asdict(price), "cache_discount": round(price.cache_discount, 4)})
+    return rows

@@ -1,0 +1,196 @@
+"""Notebook 05 end to end under papermill: the paper preset, and an offline run with a ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from memcost.io import read_json
+from memcost.paths import FIGURES_DIR
+from memcost.runner import run_preset
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_paper_preset_writes_tables_and_figure1(tmp_path):
+    repo_figures = tmp_path / "repo_figures"
+    before = sorted(p.name for p in FIGURES_DIR.iterdir())
+    run = run_preset(
+        "paper_cost_model",
+        run_name=str(tmp_path / "paper"),
+        stream=False,
+        overrides={"repo_figures_dir": str(repo_figures)},
+    )
+    table4 = pd.read_csv(run.tables / "table4_cumulative_cost.csv")
+    table5 = pd.read_csv(run.tables / "table5_break_even.csv")
+    assert list(table4.columns) == ["n_turns", "memory_usd", "long_context_usd"]
+    assert list(table5.columns) == [
+        "context_tokens",
+        "write_usd",
+        "lc_turn1_usd",
+        "lc_turn_n_usd",
+        "break_even_n",
+    ]
+    assert table4.round(4).to_dict("list") == {
+        "n_turns": [1, 5, 10, 15, 20],
+        "memory_usd": [0.0450, 0.0502, 0.0568, 0.0634, 0.0700],
+        "long_context_usd": [0.0265, 0.0408, 0.0588, 0.0768, 0.0947],
+    }
+    assert table5.round(4).to_dict("list") == {
+        "context_tokens": [30_000, 100_000, 200_000, 500_000],
+        "write_usd": [0.0129, 0.0430, 0.0859, 0.2148],
+        "lc_turn1_usd": [0.0086, 0.0261, 0.0511, 0.1261],
+        "lc_turn_n_usd": [0.0018, 0.0036, 0.0061, 0.0136],
+        "break_even_n": [13, 10, 9, 9],
+    }
+    for folder in (run.figures, repo_figures):
+        for ext in ("png", "svg"):
+            assert (folder / f"figure1_break_even_heatmap.{ext}").stat().st_size > 10_000
+            assert (folder / f"figure1b_cumulative_cost.{ext}").is_file()
+    metrics = read_json(run.root / "metrics" / "05_analyse_costs.json")["metrics"]
+    assert metrics["paper_cells_matched"] == metrics["paper_cells"] == 26
+    assert metrics["break_even_from_rounded_rows"] == [13, 9, 9, 9]
+    assert metrics["ledger_records"] == 0
+    assert all(row["chosen_inside"] for row in metrics["calibration_intervals"])
+    assert sorted(p.name for p in FIGURES_DIR.iterdir()) == before  # repository untouched
+
+
+def offline_ledger() -> list[dict]:
+    """A small offline run: LoCoMo (2 users, 3 questions each, judged) and LongMemEval
+    (2 users, 1 question each, not judged yet)."""
+    records = []
+    t = 0
+
+    def add(stage, model, prompt, completion=0, **tags):
+        nonlocal t
+        t += 1
+        records.append(
+            {
+                "timestamp": f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}+00:00",
+                "stage": stage,
+                "provider": "offline",
+                "model": model,
+                "backend": "offline",
+                "request_hash": f"h{t}",
+                "prompt_version": "v1",
+                "cached": False,
+                "prompt_tokens": prompt,
+                "cached_prompt_tokens": 0,
+                "completion_tokens": completion,
+                "reasoning_tokens": 0,
+                "latency_s": 0.01,
+                "attempts": 1,
+                "error": None,
+                "sample_index": 0,
+                **tags,
+            }
+        )
+
+    for dataset, users, questions, history in (
+        ("locomo", 2, 3, 16_000),
+        ("longmemeval", 2, 1, 100_000),
+    ):
+        for u in range(users):
+            conv = f"{dataset}-c{u}"
+            tags = {"dataset": dataset, "conversation_id": conv}
+            for _segment in range(4):
+                add("extract", "gpt-5-nano-2025-08-07", history // 4 + 800, 300, **tags)
+            add("update", "gpt-5-nano-2025-08-07", 1_200, 100, **tags)
+            add("embed", "text-embedding-3-small", 2_000, **tags)
+            for q in range(questions):
+                qid = f"{conv}-q{q}"
+                qtags = {**tags, "question_id": qid}
+                add("embed", "text-embedding-3-small", 12, system="memory", **qtags)
+                add("read", "gpt-5-mini-2025-08-07", 1_100, 40, system="memory", **qtags)
+                for model, system in (
+                    ("gpt-5-mini-2025-08-07", "long_context_gpt-5-mini"),
+                    ("openai/gpt-oss-120b", "long_context_gpt-oss-120b"),
+                ):
+                    add("long_context", model, history + 300, 30, system=system, **qtags)
+                    if dataset == "locomo":
+                        for _vote in range(3):
+                            add("judge", "gpt-5-mini-2025-08-07", 400, 20, system=system, **qtags)
+    return records
+
+
+def write_offline_run(root) -> None:
+    root.mkdir(parents=True)
+    with open(root / "calls.jsonl", "w", encoding="utf-8") as handle:
+        for record in offline_ledger():
+            handle.write(json.dumps(record) + "\n")
+    judgments = []
+    for u in range(2):
+        for q in range(3):
+            qid = f"locomo-c{u}-q{q}"
+            for system, correct in (
+                ("memory", q != 2),
+                ("long_context_gpt-5-mini", True),
+                ("long_context_gpt-oss-120b", q == 0),
+            ):
+                for vote in range(3):
+                    judgments.append(
+                        {
+                            "question_id": qid,
+                            "conversation_id": f"locomo-c{u}",
+                            "system": system,
+                            "category": "single_hop",
+                            "vote": vote,
+                            "label": "CORRECT" if correct else "WRONG",
+                            "reason": "",
+                            "judge_model": "gpt-5-mini",
+                            "backend": "offline",
+                            "prompt_name": "judge",
+                            "prompt_version": "v1",
+                        }
+                    )
+    (root / "locomo").mkdir()
+    (root / "longmemeval").mkdir()
+    (root / "locomo" / "judgments.jsonl").write_text(
+        "\n".join(json.dumps(j) for j in judgments) + "\n", encoding="utf-8"
+    )
+
+
+def test_offline_run_gets_estimated_cost_tables(tmp_path):
+    root = tmp_path / "smoke"
+    write_offline_run(root)
+    preset = tmp_path / "costs_only.yaml"
+    preset.write_text(
+        'description: notebook 05 on an offline run\ndatasets: []\nsteps: ["05"]\nparameters: {}\n',
+        encoding="utf-8",
+    )
+    run = run_preset(preset, run_name=str(root), stream=False)
+    summary = pd.read_csv(run.tables / "cost_summary.csv")
+    assert set(summary["dataset"]) == {"locomo", "longmemeval"}
+    assert summary["basis"].str.startswith("estimate").all()
+    lc = summary.set_index(["dataset", "component"]).loc[
+        ("locomo", "answer: long_context_gpt-5-mini (gpt-5-mini)")
+    ]
+    assert lc["questions"] == 6 and lc["api_requests"] == 6
+    assert lc["total_usd"] == pytest.approx(6 * (16_300 * 0.25 + 30 * 2.0) / 1e6)
+    cpa = pd.read_csv(run.tables / "cost_per_correct_answer.csv").set_index("system")
+    assert cpa.loc["memory", "accuracy"] == pytest.approx(4 / 6)
+    assert set(cpa.index) == {"memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b"}
+    measured = pd.read_csv(run.tables / "cost_model_measured.csv")
+    assert len(measured) == 4  # two datasets × two long-context systems
+    assert (run.tables / "table4_cumulative_cost.csv").is_file()  # paper tables in every run
+    for name in ("figure1_break_even_heatmap", "cost_by_component", "cost_sensitivity"):
+        assert (run.figures / f"{name}.png").is_file()
+    metrics = read_json(run.root / "metrics" / "05_analyse_costs.json")["metrics"]
+    assert metrics["estimate"] is True and metrics["paper_cells_matched"] == 26
+    assert metrics["ledger_records"] == len(offline_ledger())
+    notebook = (run.notebooks / "05_analyse_costs.ipynb").read_text(encoding="utf-8")
+    assert "ESTIMATE" in notebook
+
+
+def test_measured_mode_without_ledger_fails_clearly(tmp_path):
+    from memcost.runner import NotebookFailed
+
+    with pytest.raises(NotebookFailed, match="needs a calls.jsonl"):
+        run_preset(
+            "paper_cost_model",
+            run_name=str(tmp_path / "empty"),
+            stream=False,
+            overrides={"cost_model": "measured", "repo_figures_dir": ""},
+        )
