@@ -169,6 +169,8 @@ def test_render_history_heads_sessions_with_dates(locomo):
     assert lines[0].startswith("[Session 1 · ") and lines[0].endswith("]")
     assert lines[1] == f"Maya: {raw['session_1'][0]['text']}"
     assert text.count("[Session ") == 6
+    window = data.render_history(locomo.conversation("conv-1").tail(3))
+    assert window.startswith("[Session 6 · ") and window.count("\n") == 3
     assert "[shares a photo: a photo of a half painted mural" in text
     header = data.session_header(3, "2023-05-08T13:56:00")
     assert header == "[Session 3 · Monday 8 May 2023, 13:56]"

@@ -1156,11 +1156,14 @@ def session_header(number: int, when: str | None) -> str:
 def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
     """One user's history as the long-context baseline sends it (study §3.2): sessions in
     order, each headed by its date and time, each turn ``Speaker: text``; a shared image is
-    described as ``[shares a photo: <caption>]`` after the text."""
+    described as ``[shares a photo: <caption>]`` after the text.
+
+    Sessions keep their own numbers (``session_index + 1``), so a window over the last turns
+    still says which session they come from.
+    """
     ordered = _in_order(conversation)
     lines: list[str] = []
     current: int | None = None
-    number = 0
     for session, when, speaker, text, caption in zip(
         ordered["session_index"].tolist(), ordered["session_datetime"].tolist(),
         ordered["speaker"].tolist(), ordered["text"].tolist(),
@@ -1169,9 +1172,8 @@ def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
         if session != current:
             if current is not None:
                 lines.append("")
-            number += 1
             current = session
-            lines.append(session_header(number, when if isinstance(when, str) else None))
+            lines.append(session_header(int(session) + 1, when if isinstance(when, str) else None))
         line = f"{speaker}: {text}"
         if captions and isinstance(caption, str) and caption:
             line += f" [shares a photo: {caption}]"

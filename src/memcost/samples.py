@@ -40,7 +40,7 @@ from memcost.paths import SAMPLE_DIR
 
 SEED = 20_230_508  # any integer works; this one is what data/sample/ was written with
 
-# --- Small helpers -------------------------------------------------------------------------------
+# --- Date formats and ids ------------------------------------------------------------------------
 
 
 def locomo_datetime(moment: datetime) -> str:
