@@ -62,10 +62,11 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         ) from exc
 
 
-def write_parquet(path: str | os.PathLike[str], frame: Any) -> None:
-    """Write a DataFrame to parquet atomically."""
+def write_parquet(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
+    """Write a DataFrame to parquet atomically; ``kwargs`` go to ``to_parquet`` (e.g. a pyarrow
+    ``schema``, so that an all-null column keeps its declared type)."""
     with atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)
+        frame.to_parquet(tmp, index=False, **kwargs)
 
 
 def write_csv(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:

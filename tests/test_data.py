@@ -1,0 +1,641 @@
+"""memcost.data: loaders on the bundled samples, date parsers, table conventions, bad input."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import random
+import shutil
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from memcost import data
+from memcost.data import DataError
+from memcost.paths import SAMPLE_DIR
+from memcost.tokens import count_tokens
+
+LOCOMO = SAMPLE_DIR / "locomo" / "locomo10.json"
+LONGMEMEVAL = SAMPLE_DIR / "longmemeval" / "longmemeval_s_cleaned.json"
+ORACLE = SAMPLE_DIR / "longmemeval" / "longmemeval_oracle.json"
+PERSONAMEM = SAMPLE_DIR / "personamem_v2"
+
+
+@pytest.fixture(scope="module")
+def locomo() -> data.BenchmarkData:
+    return data.load(data.resolve_source("locomo"))
+
+
+@pytest.fixture(scope="module")
+def longmemeval() -> data.BenchmarkData:
+    return data.load(data.resolve_source("longmemeval"))
+
+
+@pytest.fixture(scope="module")
+def personamem() -> data.BenchmarkData:
+    return data.load(data.resolve_source("personamem_v2"))
+
+
+def _raw(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write_json(path: Path, obj) -> Path:
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path
+
+
+# --- Dates ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("1:56 pm on 8 May, 2023", "2023-05-08T13:56:00"),
+        ("10:37 am on 27 June, 2023", "2023-06-27T10:37:00"),
+        ("12:09 am on 13 January, 2023", "2023-01-13T00:09:00"),
+        ("12:30 pm on 1 February, 2024", "2024-02-01T12:30:00"),
+        ("7:05 PM on 29 February, 2024", "2024-02-29T19:05:00"),
+        ("9:00 am on 3 Sept, 2023", "2023-09-03T09:00:00"),
+    ],
+)
+def test_parse_locomo_datetime(text, iso):
+    assert data.parse_locomo_datetime(text) == iso
+
+
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("2023/05/20 (Sat) 02:21", "2023-05-20T02:21:00"),
+        ("2023/12/31 (Sun) 23:59", "2023-12-31T23:59:00"),
+        ("2024/02/29 (Thu) 00:00", "2024-02-29T00:00:00"),
+    ],
+)
+def test_parse_longmemeval_datetime(text, iso):
+    assert data.parse_longmemeval_datetime(text) == iso
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1:56 pm on 8 Mey, 2023", "13:56 pm on 8 May, 2023", "1:56 pm on 30 February, 2023",
+     "8 May 2023", "", "2023/05/20 (Sat) 02:21"],
+)
+def test_parse_locomo_datetime_rejects(text):
+    with pytest.raises(DataError, match="cannot parse date"):
+        data.parse_locomo_datetime(text)
+
+
+@pytest.mark.parametrize("text", ["2023/13/20 (Sat) 02:21", "20/05/2023 02:21",
+                                  "1:56 pm on 8 May, 2023"])
+def test_parse_longmemeval_datetime_rejects(text):
+    with pytest.raises(DataError, match="cannot parse date"):
+        data.parse_longmemeval_datetime(text)
+
+
+# --- Table conventions ---------------------------------------------------------------------------
+
+
+def test_upper_median_and_half_up_rounding():
+    # Even n: the upper median is sorted[n // 2], not the average of the two middle values.
+    assert data.summarize_counts([4, 1, 3, 2], mean_decimals=0) == {
+        "n": 4, "min": 1, "max": 4, "median": 3, "mean": 3}  # mean 2.5 rounds up, not to even
+    assert data.summarize_counts([5, 1, 3], mean_decimals=0)["median"] == 3
+    assert data.summarize_counts([10, 20], mean_decimals=0)["median"] == 20
+    assert data.summarize_counts([1, 2, 2, 2], mean_decimals=1)["mean"] == 1.8  # 1.75
+    assert data.summarize_counts([0, 0, 0, 1], mean_decimals=1)["mean"] == 0.3  # 0.25
+    assert data.summarize_counts([0, 0, 0, 1], mean_decimals=0)["mean"] == 0
+    assert data.round_half_up(2.5) == 3 and round(2.5) == 2
+    with pytest.raises(ValueError):
+        data.summarize_counts([], mean_decimals=0)
+
+
+def test_tables_have_exact_columns_and_rounding():
+    t1 = data.table1("locomo", pd.DataFrame({"text_tokens": [9690, 17788, 19242, 15000]}))
+    assert list(t1.columns) == ["dataset", "n", "min", "max", "median", "mean"]
+    assert t1.iloc[0].tolist() == ["LoCoMo", 4, 9690, 19242, 17788, 15430]
+    t2 = data.table2("locomo", [4, 28, 11, 12, 5])
+    assert t2.iloc[0].tolist() == ["LoCoMo", 5, 4, 28, 11, 12.0]
+    assert t2.to_csv(index=False).splitlines()[1] == "LoCoMo,5,4,28,11,12.0"
+
+
+def test_paper_locomo_rows_come_out_with_the_paper_conventions():
+    # Ten conversation counts with the paper's LoCoMo n/min/max/upper median/mean. A lower or
+    # averaged median (17,114) or banker's rounding would not reproduce the row.
+    conversations = [9690, 12000, 14000, 15000, 16440, 17788, 18000, 18500, 19000, 19242]
+    questions = [4] + [11] * 1000 + [13] * 984 + [28]
+    prepared = SimpleNamespace(
+        data=SimpleNamespace(dataset="locomo"),
+        table1=data.table1("locomo", pd.DataFrame({"text_tokens": conversations})),
+        table2=data.table2("locomo", questions),
+    )
+    assert prepared.table1.iloc[0].tolist() == ["LoCoMo", *data.PAPER_TABLE1["locomo"]]
+    assert prepared.table2.iloc[0].tolist() == ["LoCoMo", *data.PAPER_TABLE2["locomo"]]
+    assert data.paper_comparison(prepared)["matches_paper"].all()
+    prepared.table1 = data.table1("locomo", pd.DataFrame({"text_tokens": conversations[1:]}))
+    assert not data.paper_comparison(prepared)["matches_paper"].iloc[0]
+
+
+def test_table_text_joins_utterances_in_order_without_speakers_or_dates(tmp_path):
+    sample = {"sample_id": "conv-x", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bo",
+        "session_2_date_time": "9:00 am on 2 May, 2023",
+        "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Second session."}],
+        "session_1_date_time": "8:00 am on 1 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hello there."},
+                      {"speaker": "Bo", "dia_id": "D1:2", "text": "Hi Ann!"}]},
+        "qa": [{"question": "Who said hi?", "answer": "Bo", "evidence": ["D1:2"],
+                "category": 4}]}
+    loaded = data.load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
+    expected = "Hello there.\nHi Ann!\nSecond session."
+    shuffled = loaded.conversations.sample(frac=1, random_state=3)
+    assert data.table_text(shuffled) == expected
+    stats = data.conversation_stats(loaded.conversations, loaded.questions)
+    assert stats["text_tokens"].tolist() == [count_tokens(expected)]
+    assert stats["history_tokens"].tolist() == [count_tokens(data.render_history(shuffled))]
+    assert data.question_tokens(loaded.questions) == [count_tokens("Who said hi?")]
+
+
+def test_render_history_heads_sessions_with_dates(locomo):
+    text = data.render_history(locomo.conversation("conv-1"))
+    lines = text.splitlines()
+    raw = _raw(LOCOMO)[0]["conversation"]
+    first = data.parse_locomo_datetime(raw["session_1_date_time"])
+    assert lines[0] == data.session_header(1, first)
+    assert lines[0].startswith("[Session 1 · ") and lines[0].endswith("]")
+    assert lines[1] == f"Maya: {raw['session_1'][0]['text']}"
+    assert text.count("[Session ") == 6
+    window = data.render_history(locomo.conversation("conv-1").tail(3))
+    assert window.startswith("[Session 6 · ") and window.count("\n") == 3
+    assert "[shares a photo: a photo of a half painted mural" in text
+    header = data.session_header(3, "2023-05-08T13:56:00")
+    assert header == "[Session 3 · Monday 8 May 2023, 13:56]"
+    assert data.session_header(1, None) == "[Session 1]"
+
+
+# --- Loaders on the bundled samples --------------------------------------------------------------
+
+
+def test_locomo_sample(locomo):
+    conv, qs = locomo.conversations, locomo.questions
+    assert list(conv.columns) == list(data.CONVERSATION_COLUMNS)
+    assert list(qs.columns) == list(data.QUESTION_COLUMNS)
+    raw = _raw(LOCOMO)
+    assert conv["conversation_id"].unique().tolist() == ["conv-1", "conv-2"]
+    assert len(qs) == sum(len(s["qa"]) for s in raw) == 33
+    assert qs.groupby("category_id").size().to_dict() == {1: 5, 2: 7, 3: 2, 4: 13, 5: 6}
+    assert set(conv["role"]) == {"user"}
+    # a specific turn and its session date
+    turn = conv[(conv["conversation_id"] == "conv-1") & (conv["dia_id"] == "D1:4")].iloc[0]
+    assert turn["speaker"] == "Jonas" and "beagle called Pretzel" in turn["text"]
+    assert turn["session_datetime"] == "2023-03-01T14:59:00"
+    assert turn["session_id"] == "session_1" and turn["session_index"] == 0
+    photo = conv[(conv["conversation_id"] == "conv-1") & (conv["dia_id"] == "D2:7")].iloc[0]
+    assert photo["image_caption"].startswith("a photo of a half painted mural")
+    # positions run 0..n-1 per conversation, sessions in numeric order
+    for _, group in conv.groupby("conversation_id"):
+        assert group["position"].tolist() == list(range(len(group)))
+        assert group["session_datetime"].is_monotonic_increasing
+    # questions: ids, categories, answers as strings, adversarial handling
+    q0 = qs.set_index("question_id").loc["conv-1-q0"]
+    assert (q0["question"], q0["answer"], q0["category"], q0["category_id"]) == (
+        "What breed is Jonas's dog?", "A beagle", "single_hop", 4)
+    assert list(q0["evidence"]) == ["D1:4"]
+    integer = qs.set_index("question_id").loc["conv-1-q6"]
+    assert integer["answer"] == "3" and isinstance(integer["answer"], str)
+    adversarial = qs[qs["category_id"] == 5]
+    assert adversarial["is_abstention"].all() and not qs[qs["category_id"] != 5][
+        "is_abstention"].any()
+    assert (adversarial["answer"] == data.LOCOMO_ABSTENTION_ANSWER).all()
+    trap = qs.set_index("question_id").loc["conv-1-q16"]
+    assert (trap["question"], trap["adversarial_answer"]) == ("What breed is Maya's dog?",
+                                                              "A beagle")
+    # the item whose evidence is a printed list in the raw file
+    printed = qs.set_index("question_id").loc["conv-2-q11"]
+    assert isinstance(raw[1]["qa"][11]["evidence"], str)
+    assert list(printed["evidence"]) == ["D1:5"]
+    assert qs["options"].isna().all() and qs["question_date"].isna().all()
+    assert locomo.checks["locomo_category_counts"]["checked"] is False  # not the full file
+
+
+def test_locomo_sessions_are_ordered_numerically(tmp_path):
+    conversation = {"speaker_a": "A", "speaker_b": "B"}
+    numbers = list(range(1, 12))
+    random.Random(1).shuffle(numbers)
+    for n in numbers:
+        conversation[f"session_{n}"] = [{"speaker": "A", "dia_id": f"D{n}:1", "text": f"s{n}"}]
+        conversation[f"session_{n}_date_time"] = f"10:00 am on {n} March, 2023"
+    sample = {"sample_id": "conv-9", "conversation": conversation,
+              "qa": [{"question": "q?", "answer": "a", "evidence": [], "category": 4}]}
+    loaded = data.load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
+    conv = loaded.conversations
+    assert conv["session_id"].tolist() == [f"session_{n}" for n in range(1, 12)]
+    assert conv["session_index"].tolist() == list(range(11))
+    assert data.table_text(conv) == "\n".join(f"s{n}" for n in range(1, 12))
+
+
+def test_longmemeval_sample(longmemeval):
+    conv, qs = longmemeval.conversations, longmemeval.questions
+    raw = _raw(LONGMEMEVAL)
+    assert len(qs) == len(raw) == 11
+    assert qs["question_id"].tolist() == qs["conversation_id"].tolist()
+    assert set(qs["category"]) == set(data.LONGMEMEVAL_TYPES)
+    assert qs["is_abstention"].sum() == 2
+    assert qs[qs["is_abstention"]]["question_id"].str.endswith("_abs").all()
+    assert qs["category_id"].isna().all() and qs["adversarial_answer"].isna().all()
+    first = raw[0]
+    row = qs.iloc[0]
+    assert row["question"] == first["question"] and row["answer"] == str(first["answer"])
+    assert row["question_date"] == data.parse_longmemeval_datetime(first["question_date"])
+    assert list(row["evidence"]) == first["answer_session_ids"]
+    books = qs[qs["question"].str.startswith("How many books")].iloc[0]
+    assert books["answer"] == "3"  # an integer in the file
+    # turns: roles, evidence flags, chronological sessions
+    assert set(conv["role"]) == {"user", "assistant"}
+    assert conv["speaker"].equals(conv["role"])
+    assert conv["has_answer"].dtype == bool and conv["has_answer"].sum() == sum(
+        t.get("has_answer", False) for item in raw for s in item["haystack_sessions"] for t in s)
+    first_turns = conv[conv["conversation_id"] == first["question_id"]]
+    assert first_turns["session_id"].unique().tolist() == first["haystack_session_ids"]
+    for _, group in conv.groupby("conversation_id"):
+        assert group["session_datetime"].is_monotonic_increasing
+        assert group["position"].tolist() == list(range(len(group)))
+    flagged = conv[conv["has_answer"]]
+    assert flagged["session_id"].str.startswith("answer_").all()
+
+
+def test_longmemeval_oracle_sessions_are_sorted_by_date(longmemeval):
+    oracle = data.load(data.resolve_source("longmemeval", longmemeval_file="oracle"))
+    raw = _raw(ORACLE)
+    assert any(item["haystack_dates"] != sorted(item["haystack_dates"]) for item in raw)
+    for _, group in oracle.conversations.groupby("conversation_id"):
+        assert group["session_datetime"].is_monotonic_increasing
+    # every oracle turn is an evidence-session turn of the S file, in the same order
+    s_conv = longmemeval.conversations
+    evidence_turns = s_conv[s_conv["session_id"].str.startswith("answer_")]
+    assert oracle.conversations["text"].tolist() == evidence_turns["text"].tolist()
+
+
+def test_personamem_sample(personamem):
+    conv, qs = personamem.conversations, personamem.questions
+    with open(PERSONAMEM / data.PERSONAMEM_CSV, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(qs) == len(rows) == 12
+    assert sorted(conv["conversation_id"].unique()) == [
+        "chat_history_persona0", "chat_history_persona1", "chat_history_persona2"]
+    assert qs["question_id"].tolist() == [f"pm-{i}" for i in range(12)]
+    for row, q in zip(rows, qs.itertuples(), strict=True):
+        # link resolution: each question belongs to the history its row links to
+        assert q.conversation_id == Path(row["chat_history_32k_link"]).stem
+        assert q.conversation_id == f"chat_history_persona{row['persona_id']}"
+        assert q.category == row["pref_type"]
+        assert len(q.options) == 4 and q.options[0] == q.answer == row["correct_answer"]
+        assert list(q.options[1:]) == json.loads(row["incorrect_answers"])
+        assert q.question in row["user_query"] and not q.question.startswith("{")
+        extra = json.loads(q.extra)
+        assert extra["persona_id"] == row["persona_id"] and extra["updated"] in ("True", "False")
+        assert "correct_answer" not in extra
+    assert not qs["is_abstention"].any() and qs["evidence"].map(len).eq(0).all()
+    assert conv["session_datetime"].isna().all() and (conv["session_id"] == "history").all()
+    firsts = conv.groupby("conversation_id").head(1)
+    assert (firsts["role"] == "system").all()
+    assert firsts["text"].str.startswith("You are an AI assistant").all()
+
+
+def test_personamem_link_with_machine_prefix_is_rerooted(tmp_path):
+    root = tmp_path / "pm"
+    shutil.copytree(PERSONAMEM, root)
+    csv_path = root / data.PERSONAMEM_CSV
+    text = csv_path.read_text(encoding="utf-8").replace(
+        "data/chat_history_32k/", "/home/someone/PersonaMem-v2/data/chat_history_32k/")
+    csv_path.write_text(text, encoding="utf-8")
+    loaded = data.load(data.resolve_source("personamem_v2", root))
+    assert loaded.conversations["conversation_id"].nunique() == 3
+    assert all("chat_history_32k" in f.path for f in loaded.files[1:])
+
+
+def test_resolve_source_accepts_folders_and_files(tmp_path):
+    assert data.resolve_source("locomo").origin == "sample"
+    assert data.resolve_source("locomo", LOCOMO.parent).path == LOCOMO.resolve()
+    assert data.resolve_source("longmemeval", LONGMEMEVAL).origin == "local"
+    pm = data.resolve_source("personamem_v2", PERSONAMEM / data.PERSONAMEM_CSV)
+    assert pm.root == PERSONAMEM.resolve()
+    with pytest.raises(DataError, match="either data_path .* or download"):
+        data.resolve_source("locomo", LOCOMO, download=True)
+    with pytest.raises(DataError, match="unknown LongMemEval file 'x'.*s, m, oracle"):
+        data.resolve_source("longmemeval", longmemeval_file="x")
+
+
+# --- Selection -----------------------------------------------------------------------------------
+
+
+def test_select_limits_and_drops_unasked_conversations(locomo, longmemeval):
+    first = data.select(locomo, limit_conversations=1)
+    assert first.conversations["conversation_id"].unique().tolist() == ["conv-1"]
+    assert len(first.questions) == 19
+    few = data.select(locomo, limit_questions=5)
+    assert few.questions["question_id"].tolist() == [f"conv-1-q{i}" for i in range(5)]
+    assert few.conversations["conversation_id"].unique().tolist() == ["conv-1"]
+    lme = data.select(longmemeval, limit_questions=3)
+    assert lme.conversations["conversation_id"].nunique() == 3
+    assert lme.selection["questions"] == 3 and lme.selection["of_questions"] == 11
+    with pytest.raises(ValueError, match="limit_questions"):
+        data.select(locomo, limit_questions=-1)
+
+
+def test_seeded_samplers_are_reproducible_and_cover_conversations(longmemeval, personamem):
+    a = data.select(longmemeval, sample_conversations=5, seed=7)
+    b = data.select(longmemeval, sample_conversations=5, seed=7)
+    c = data.select(longmemeval, sample_conversations=5, seed=8)
+    assert a.questions["question_id"].tolist() == b.questions["question_id"].tolist()
+    assert a.questions["question_id"].tolist() != c.questions["question_id"].tolist()
+    order = longmemeval.questions["question_id"].tolist()
+    kept = a.questions["question_id"].tolist()
+    assert kept == [q for q in order if q in kept]  # source order is kept
+    for seed in range(20):
+        s = data.select(personamem, sample_questions=4, seed=seed)
+        assert len(s.questions) == 4
+        assert s.questions["conversation_id"].nunique() == 3  # every history keeps a question
+    both = data.select(personamem, sample_conversations=2, sample_questions=3, seed=1)
+    assert both.conversations["conversation_id"].nunique() == 2 and len(both.questions) == 3
+
+
+# --- Writing -------------------------------------------------------------------------------------
+
+
+def test_write_prepared_files_and_schemas(run_paths, personamem):
+    prepared = data.prepare(data.select(personamem))
+    ds = run_paths.dataset("personamem_v2")
+    written = data.write_prepared(ds, prepared)
+    for path in written.values():
+        assert path.is_file()
+    schema = pq.read_schema(ds.questions)
+    assert str(schema.field("options").type) == "list<element: string>"
+    assert str(schema.field("evidence").type) == "list<element: string>"
+    assert str(schema.field("category_id").type) == "int64"
+    locomo_like = pq.read_schema(ds.conversations)
+    assert str(locomo_like.field("has_answer").type) == "bool"
+    back = pd.read_parquet(ds.questions)
+    assert list(back["options"].iloc[0]) == list(prepared.data.questions["options"].iloc[0])
+    table1 = (ds.tables / "table1_conversation_tokens.csv").read_text().splitlines()
+    assert table1[0] == "dataset,n,min,max,median,mean"
+    assert table1[1].startswith("PersonaMem v2,3,")
+    assert "| dataset | n | min | max | median | mean |" in (
+        ds.tables / "table2_question_tokens.md").read_text()
+    data.record_provenance(run_paths, prepared.data)
+    manifest = json.loads(run_paths.manifest.read_text())
+    files = manifest["provenance"]["personamem_v2"]["files"]
+    assert len(files) == 4 and all(len(f["sha256"]) == 64 for f in files)
+
+
+# --- Bad input: each error names the file and what is wrong -------------------------------------
+
+
+def test_unknown_dataset_lists_valid_ones():
+    with pytest.raises(DataError, match="unknown dataset 'locomo10'; valid datasets: locomo, "
+                                        "longmemeval, personamem_v2"):
+        data.check_dataset("locomo10")
+    with pytest.raises(DataError, match="valid datasets"):
+        data.resolve_source("PersonaMem")
+
+
+def test_missing_file(tmp_path):
+    missing = tmp_path / "nope" / "locomo10.json"
+    with pytest.raises(DataError, match=f"{missing}: file not found"):
+        data.resolve_source("locomo", missing)
+    with pytest.raises(DataError, match=f"{missing}: file not found"):
+        data.load_locomo(missing)
+    with pytest.raises(DataError, match="folder has no LoCoMo file"):
+        data.resolve_source("locomo", tmp_path)
+
+
+def test_missing_personamem_history_names_row_and_link(tmp_path):
+    root = tmp_path / "pm"
+    shutil.copytree(PERSONAMEM, root)
+    (root / "data/chat_history_32k/chat_history_persona2.json").unlink()
+    with pytest.raises(DataError, match=r"benchmark\.csv: row \d+ \(pm-\d+, line \d+, "
+                                        r"persona_id '2'\): chat history not found: "
+                                        r"'data/chat_history_32k/chat_history_persona2\.json'"):
+        data.load(data.resolve_source("personamem_v2", root))
+
+
+@pytest.mark.parametrize(
+    ("dataset", "path", "message"),
+    [
+        ("locomo", LONGMEMEVAL, "looks like a LongMemEval file, not a LoCoMo file"),
+        ("locomo", ORACLE, "pass dataset='longmemeval'"),
+        ("longmemeval", LOCOMO, "looks like a LoCoMo file, not a LongMemEval file"),
+        ("locomo", PERSONAMEM / data.PERSONAMEM_CSV, "looks like PersonaMem v2's benchmark CSV"),
+        ("locomo", PERSONAMEM / "data/chat_history_32k/chat_history_persona0.json",
+         "looks like a PersonaMem v2 chat history"),
+        ("personamem_v2", LOCOMO, "looks like a LoCoMo JSON file, not PersonaMem v2's "
+                                  "benchmark CSV"),
+    ],
+)
+def test_wrong_dataset_for_the_file(dataset, path, message):
+    with pytest.raises(DataError) as info:
+        data.load(data.resolve_source(dataset, path))
+    assert str(path.name) in str(info.value) and message in str(info.value)
+
+
+def test_corrupt_json_names_file_and_position(tmp_path):
+    text = LOCOMO.read_text(encoding="utf-8")
+    bad = tmp_path / "locomo10.json"
+    bad.write_text(text[:5000], encoding="utf-8")  # cut off mid-file
+    with pytest.raises(DataError, match=rf"{bad}: not valid JSON at line \d+, column \d+ "
+                                        r"\(char \d+\)"):
+        data.load_locomo(bad)
+    lme = tmp_path / "lme.json"
+    lme.write_text('[{"question_id": "q1",, }]', encoding="utf-8")
+    with pytest.raises(DataError,
+                       match=r"lme\.json: not valid JSON at line 1, column 23 \(char 22\)"):
+        data.load_longmemeval(lme)
+
+
+def _locomo_copy() -> list:
+    return copy.deepcopy(_raw(LOCOMO))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d[0]["qa"][3].pop("question"),
+         r"sample 'conv-1' \(index 0\), qa\[3\]: missing field 'question'"),
+        (lambda d: d[1]["qa"][0].pop("answer"),
+         r"sample 'conv-2' \(index 1\), qa\[0\]: missing field 'answer' \(category 4\)"),
+        (lambda d: d[0]["qa"][2].update(category="multi-hop"),
+         r"qa\[2\]: field 'category' should be an integer 1-5, got 'multi-hop'"),
+        (lambda d: d[0]["qa"][2].update(evidence=[3]),
+         r"qa\[2\]: field 'evidence' should be a list of dialogue ids"),
+        (lambda d: d[0]["conversation"]["session_2"][1].update(text=42),
+         r"sample 'conv-1' \(index 0\), session_2\[1\] \(dia_id D2:2\): field 'text' should be "
+         r"a string, got int 42"),
+        (lambda d: d[1]["conversation"]["session_3"][0].pop("speaker"),
+         r"sample 'conv-2' \(index 1\), session_3\[0\]: missing field 'speaker'"),
+        (lambda d: d[1].pop("qa"), r"sample 'conv-2' \(index 1\): missing field 'qa'"),
+        (lambda d: d[0]["conversation"].pop("session_4_date_time"),
+         r"sample 'conv-1' \(index 0\): missing field 'session_4_date_time'"),
+        (lambda d: d[0]["conversation"].update(session_5_date_time="noon on 8 May 2023"),
+         r"sample 'conv-1' \(index 0\), session_5_date_time: cannot parse date "
+         r"'noon on 8 May 2023'"),
+        (lambda d: d[1].update(sample_id="conv-1"), r"sample_id appears twice"),
+    ],
+)
+def test_bad_locomo_record_names_record(tmp_path, mutate, message):
+    broken = _locomo_copy()
+    mutate(broken)
+    path = _write_json(tmp_path / "locomo10.json", broken)
+    with pytest.raises(DataError, match=message) as info:
+        data.load_locomo(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d[2].pop("haystack_dates"),
+         r"question_id '\w+' \(index 2\): missing field 'haystack_dates'"),
+        (lambda d: d[0]["haystack_dates"].pop(),
+         r"haystack_session_ids \(\d\), haystack_dates \(\d\) and haystack_sessions \(\d\) must "
+         r"have the same length"),
+        (lambda d: d[1].update(question_date="May 20th"),
+         r"question_id '\w+' \(index 1\), question_date: cannot parse date 'May 20th'"),
+        (lambda d: d[3]["haystack_dates"].__setitem__(1, "2023-05-20 02:21"),
+         r"question_id '\w+' \(index 3\), haystack_dates\[1\] \(session '\w+'\): cannot parse "
+         r"date '2023-05-20 02:21'"),
+        (lambda d: d[4]["haystack_sessions"][0][0].update(content=None),
+         r"question_id '\w+' \(index 4\), session '\w+' turn 0: field 'content' should be a "
+         r"string, got NoneType"),
+        (lambda d: d[4]["haystack_sessions"][0][1].update(role="bot"),
+         r"turn 1: unknown role 'bot'"),
+        (lambda d: d[5]["haystack_sessions"][0][0].update(has_answer="yes"),
+         r"field 'has_answer' should be true/false"),
+        (lambda d: d[6].update(answer=None), r"\(index 6\): field 'answer' should be a string or "
+                                             r"an integer or a number, got NoneType"),
+    ],
+)
+def test_bad_longmemeval_record_names_record(tmp_path, mutate, message):
+    broken = copy.deepcopy(_raw(LONGMEMEVAL))
+    mutate(broken)
+    path = _write_json(tmp_path / "longmemeval_s_cleaned.json", broken)
+    with pytest.raises(DataError, match=message) as info:
+        data.load_longmemeval(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def _personamem_copy(tmp_path: Path) -> tuple[Path, list[dict], list[str]]:
+    root = tmp_path / "pm"
+    shutil.copytree(PERSONAMEM, root)
+    with open(root / data.PERSONAMEM_CSV, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        return root, list(reader), list(reader.fieldnames or [])
+
+
+def _write_csv(root: Path, rows: list[dict], header: list[str]) -> Path:
+    path = root / data.PERSONAMEM_CSV
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda rows, header: rows[5].update(correct_answer=" "),
+         r"row 5 \(pm-5, line 7, persona_id '\d'\): column 'correct_answer' is empty"),
+        (lambda rows, header: rows[2].update(incorrect_answers="three wrong answers"),
+         r"row 2 \(pm-2, .*\): column 'incorrect_answers' should be a list of strings"),
+        (lambda rows, header: rows[7].update(user_query="{'role': 'user'}"),
+         r"row 7 \(pm-7, .*\): column 'user_query' has no text 'content'"),
+        (lambda rows, header: rows[7].update(user_query="{'role': 'user', 'content': "),
+         r"row 7 \(pm-7, .*\): column 'user_query' is not a \{role, content\} literal"),
+        (lambda rows, header: header.remove("pref_type"),
+         r"not a PersonaMem v2 benchmark CSV: missing column\(s\) pref_type"),
+    ],
+)
+def test_bad_personamem_row_names_row(tmp_path, mutate, message):
+    root, rows, header = _personamem_copy(tmp_path)
+    mutate(rows, header)
+    if "pref_type" not in header:
+        for row in rows:
+            row.pop("pref_type", None)
+    path = _write_csv(root, rows, header)
+    with pytest.raises(DataError, match=message) as info:
+        data.load(data.resolve_source("personamem_v2", root))
+    assert str(info.value).startswith(f"{path.resolve()}: ")
+
+
+def test_bad_personamem_history_names_history_file(tmp_path):
+    root, _, _ = _personamem_copy(tmp_path)
+    history = root / "data/chat_history_32k/chat_history_persona1.json"
+    obj = json.loads(history.read_text(encoding="utf-8"))
+    obj["chat_history"][3]["role"] = "narrator"
+    history.write_text(json.dumps(obj), encoding="utf-8")
+    with pytest.raises(DataError, match=r"chat_history_persona1\.json: chat_history\[3\]: "
+                                        r"unknown role 'narrator'"):
+        data.load(data.resolve_source("personamem_v2", root))
+    history.write_text('{"chat_history": [', encoding="utf-8")
+    with pytest.raises(DataError, match=r"chat_history_persona1\.json: not valid JSON at line 1"):
+        data.load(data.resolve_source("personamem_v2", root))
+
+
+def test_download_without_network_says_how_to_use_data_path(tmp_path, monkeypatch):
+    with pytest.raises(DataError, match=r"could not download LoCoMo from http://127\.0\.0\.1:9/"
+                                        r".*pass data_path="):
+        data.download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9",
+                              timeout=5)
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    for dataset in ("longmemeval", "personamem_v2"):
+        with pytest.raises(DataError, match=r"could not download .*pass data_path="):
+            data.download_dataset(dataset, raw_dir=tmp_path)
+    assert not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("*.csv"))
+
+
+def test_download_reuses_a_file_already_there(tmp_path):
+    target = tmp_path / "locomo" / data.LOCOMO_REVISION / "locomo10.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(LOCOMO, target)
+    source = data.download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9")
+    assert source.path == target and source.origin == "download"
+    assert source.resolved_revision == data.LOCOMO_REVISION
+    assert source.url.endswith(f"/{data.LOCOMO_REVISION}/data/locomo10.json")
+
+
+# --- LoCoMo category check on a full-size file ---------------------------------------------------
+
+
+def _full_locomo(counts: dict[int, int]) -> list[dict]:
+    base = _raw(LOCOMO)[0]
+    samples = []
+    questions = [c for c, n in counts.items() for _ in range(n)]
+    for i in range(data.LOCOMO_FULL_SAMPLES):
+        sample = {"sample_id": f"conv-{i}", "conversation": base["conversation"], "qa": []}
+        for category in questions[i::data.LOCOMO_FULL_SAMPLES]:
+            item = {"question": "q?", "evidence": ["D1:1"], "category": category}
+            item.update({"adversarial_answer": "x"} if category == 5 else {"answer": "a"})
+            sample["qa"].append(item)
+        samples.append(sample)
+    return samples
+
+
+def test_locomo_category_counts_checked_on_full_file(tmp_path):
+    good = _write_json(tmp_path / "good.json", _full_locomo(data.LOCOMO_CATEGORY_COUNTS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", data.DataWarning)
+        loaded = data.load_locomo(good)
+    assert loaded.checks["locomo_category_counts"]["ok"] is True
+    assert len(loaded.questions) == 1986
+    swapped = {1: 841, 2: 321, 3: 96, 4: 282, 5: 446}  # single-hop and multi-hop mixed up
+    bad = _write_json(tmp_path / "bad.json", _full_locomo(swapped))
+    with pytest.warns(data.DataWarning, match="LoCoMo CATEGORY COUNTS DIFFER"):
+        loaded = data.load_locomo(bad)
+    assert loaded.checks["locomo_category_counts"]["ok"] is False
+    assert any("expected  282, found  841" in note for note in loaded.notes)
