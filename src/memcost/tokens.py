@@ -15,7 +15,6 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
-from functools import cache
 
 import tiktoken
 
@@ -47,15 +46,29 @@ def _verified_ranks_bytes() -> bytes:
     return data
 
 
-@cache
+_build_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
 def get_encoding() -> tiktoken.Encoding:
     """The ``o200k_base`` encoding, built from the shipped ranks file (no network)."""
+    global _encoding
+    # Worker threads often ask for it at the same moment; build it once, under a lock, so they
+    # do not race on the cache file below.
+    if _encoding is None:
+        with _build_lock:
+            if _encoding is None:
+                _encoding = _build_encoding()
+    return _encoding
+
+
+def _build_encoding() -> tiktoken.Encoding:
     data = _verified_ranks_bytes()
     cache_dir = CACHE_DIR / "tiktoken"
     cached = cache_dir / _CACHE_KEY
     if not cached.is_file() or hashlib.sha256(cached.read_bytes()).hexdigest() != RANKS_SHA256:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp = cached.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, cached)
     # tiktoken reads TIKTOKEN_CACHE_DIR when it builds an encoding; point it at our copy only for

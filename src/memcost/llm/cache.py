@@ -1,0 +1,144 @@
+"""The disk cache of model responses: SQLite in WAL mode, one row per request hash.
+
+Why SQLite: many threads and several processes (notebooks run by hand while a preset runs) read
+and write it at once, and a killed writer must never corrupt it. WAL lets readers run beside the
+single writer; ``busy_timeout`` makes a second writer wait instead of failing; every write is
+its own short transaction, so a SIGKILL loses at most the row being written. Each thread keeps
+its own connection (a connection must not be shared between threads).
+
+A row keeps the response with its original usage, attempts and latency, and ``origin``: the
+run that paid for it. That lets a rerun of the same run tell "a call this run made but was
+killed before recording" (record it as paid) from "a response another run paid for" (record it
+as cached).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+CACHE_MODES = ("read_write", "replay_only", "off")
+SCHEMA_VERSION = "1"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key        TEXT PRIMARY KEY,   -- request hash (sha256 of canonical request JSON + endpoint)
+    kind       TEXT NOT NULL,      -- chat | embed
+    stage      TEXT NOT NULL,
+    model      TEXT NOT NULL,
+    origin     TEXT NOT NULL,      -- run id of the run that paid for the call
+    created_at TEXT NOT NULL,
+    response   TEXT NOT NULL       -- JSON: text or vectors, usage, attempts, latency_s, ...
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class ResponseCache:
+    """Request hash → stored response. Thread-safe and process-safe."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._init_schema()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            # Autocommit: each statement is its own transaction, so no write is left pending.
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            # NORMAL is durable across process crashes in WAL mode (only a power cut can drop
+            # the last commits), and far faster than FULL.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def _init_schema(self) -> None:
+        conn = self._connect()
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                # Switching to WAL needs a moment of exclusive access; another process may hold
+                # the file, so retry briefly. WAL mode is persistent once set.
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                conn.executescript(_SCHEMA)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta(name, value) VALUES ('schema_version', ?)",
+                    (SCHEMA_VERSION,),
+                )
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"{self.path}: cannot switch the cache to WAL mode (got {mode!r})")
+        version = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path}: cache schema version {version}, this code expects {SCHEMA_VERSION}; "
+                "point cache_path at a new file"
+            )
+
+    def contains(self, key: str) -> bool:
+        row = self._connect().execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()
+        return row is not None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored entry (``response`` decoded, plus ``origin``), or ``None``."""
+        row = (
+            self._connect()
+            .execute("SELECT response, origin FROM responses WHERE key = ?", (key,))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        entry = json.loads(row[0])
+        entry["origin"] = row[1]
+        return entry
+
+    def put(
+        self, key: str, response: dict[str, Any], *, kind: str, stage: str, model: str, origin: str
+    ) -> bool:
+        """Store ``response`` unless the key is already there (first writer wins, so a replay
+        always returns the same answer). Returns whether this call stored it."""
+        text = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+        created = datetime.now(UTC).isoformat(timespec="milliseconds")
+        cur = self._connect().execute(
+            "INSERT OR IGNORE INTO responses"
+            "(key, kind, stage, model, origin, created_at, response) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, kind, stage, model, origin, created, text),
+        )
+        return cur.rowcount == 1
+
+    def __len__(self) -> int:
+        return int(self._connect().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def keys(self) -> set[str]:
+        return {r[0] for r in self._connect().execute("SELECT key FROM responses")}
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()

@@ -1,0 +1,198 @@
+"""The usage ledger: ``calls.jsonl`` in the run directory, one record per model call.
+
+Records are appended and flushed one at a time, so a killed run keeps every call it finished.
+The ledger is also the run's checkpoint: a call whose key (request hash + tags) is already
+recorded is not recorded again, so rerunning a killed or finished notebook in the same run
+directory leaves every call recorded exactly once (the response itself comes back from the disk
+cache). Cost tables are computed from these records and :mod:`memcost.prices`, never typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memcost.io import JsonlAppender, read_jsonl
+from memcost.llm.requests import Usage, canonical_json, sha256_hex
+from memcost.prices import UnknownPriceError, price_for
+
+# The record schema (docs/architecture.md), in this order; the request's tags follow.
+BASE_FIELDS = (
+    "timestamp",
+    "stage",
+    "provider",
+    "model",
+    "backend",
+    "request_hash",
+    "prompt_version",
+    "cached",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "latency_s",
+    "attempts",
+    "error",
+    "sample_index",
+)
+# Tags every record has (null when the stage did not set them), so the table has fixed columns.
+STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
+RESERVED_FIELDS = BASE_FIELDS
+_SYNC_EVERY_S = 1.0
+
+
+def normalise_tags(tags: Mapping[str, Any]) -> dict[str, Any]:
+    """Tags as they will read back from the JSONL file (standard tags first, JSON types)."""
+    merged = {name: None for name in STANDARD_TAGS}
+    merged.update(tags)
+    return json.loads(json.dumps(merged, ensure_ascii=False, default=str))
+
+
+def call_key(request_hash: str, tags: Mapping[str, Any]) -> str:
+    """Identity of one logical call in a run: the same request asked for two different items
+    (two systems giving the same answer to the judge) is two calls."""
+    return sha256_hex(request_hash + "\n" + canonical_json(normalise_tags(tags)))
+
+
+def record_call_key(record: Mapping[str, Any]) -> str:
+    tags = {k: v for k, v in record.items() if k not in BASE_FIELDS}
+    return sha256_hex(str(record.get("request_hash")) + "\n" + canonical_json(tags))
+
+
+def make_record(
+    *,
+    stage: str,
+    provider: str,
+    model: str,
+    backend: str,
+    request_hash: str,
+    prompt_version: str,
+    cached: bool,
+    usage: Usage,
+    latency_s: float,
+    attempts: int,
+    error: str | None,
+    sample_index: int,
+    tags: Mapping[str, Any],
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "stage": stage,
+        "provider": provider,
+        "model": model,
+        "backend": backend,
+        "request_hash": request_hash,
+        "prompt_version": prompt_version,
+        "cached": cached,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_prompt_tokens": usage.cached_prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "latency_s": round(float(latency_s), 4),
+        "attempts": attempts,
+        "error": error,
+        "sample_index": sample_index,
+    }
+    record.update(normalise_tags(tags))
+    return record
+
+
+def record_cost(
+    record: Mapping[str, Any], price_overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> float | None:
+    """List-price dollars of one record's usage (``None`` when the model has no price)."""
+    try:
+        price = price_for(str(record["model"]), price_overrides)
+    except UnknownPriceError:
+        return None
+    prompt = int(record.get("prompt_tokens") or 0)
+    return price.cost(
+        prompt_tokens=prompt,
+        cached_prompt_tokens=min(int(record.get("cached_prompt_tokens") or 0), prompt),
+        completion_tokens=int(record.get("completion_tokens") or 0),
+    )
+
+
+def is_paid(record: Mapping[str, Any]) -> bool:
+    """Did this call cost money in this run (sent to a real API, not served from the cache)?"""
+    return (
+        record.get("backend") != "offline" and not record.get("cached") and not record.get("error")
+    )
+
+
+class Ledger:
+    """Appends records to ``calls.jsonl`` and knows which calls the run has already recorded."""
+
+    def __init__(
+        self, path: str | Path, *, price_overrides: Mapping[str, Mapping[str, Any]] | None = None
+    ):
+        self.path = Path(path)
+        self.price_overrides = price_overrides
+        self._lock = threading.Lock()
+        self._keys: set[str] = set()  # call keys of completed calls (the checkpoint)
+        self._paid: set[str] = set()  # request hashes this run paid for
+        self.spent_before_usd = 0.0  # paid by this run before this client opened the ledger
+        self.records_before = 0
+        for record in read_jsonl(self.path, missing_ok=True):
+            self.records_before += 1
+            self._note(record)
+            if is_paid(record):
+                self.spent_before_usd += record_cost(record, price_overrides) or 0.0
+        # Flushed per record (survives SIGKILL); fsync'd at most once a second, so replaying
+        # thousands of cached calls is not bound by the disk.
+        self._out = JsonlAppender(self.path, fsync=False)
+        self._last_sync = time.monotonic()
+
+    def _note(self, record: Mapping[str, Any]) -> None:
+        if record.get("error"):
+            return  # a failed call is not done: a rerun tries it again
+        self._keys.add(record_call_key(record))
+        if is_paid(record):
+            self._paid.add(str(record["request_hash"]))
+
+    def seen(self, key: str) -> bool:
+        with self._lock:
+            return key in self._keys
+
+    def paid(self, request_hash: str) -> bool:
+        with self._lock:
+            return request_hash in self._paid
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._out.write(record)
+        with self._lock:
+            self._note(record)
+            now = time.monotonic()
+            sync = now - self._last_sync > _SYNC_EVERY_S
+            if sync:
+                self._last_sync = now
+        if sync:
+            self._out.sync()
+
+    def close(self) -> None:
+        self._out.close()
+
+
+def load_calls(path: str | Path, price_overrides: Mapping[str, Mapping[str, Any]] | None = None):
+    """The ledger as a DataFrame with a ``cost_usd`` column at list prices (NaN if unpriced)."""
+    import pandas as pd
+
+    records = read_jsonl(path, missing_ok=True)
+    frame = pd.DataFrame.from_records(
+        records, columns=None if records else list(BASE_FIELDS + STANDARD_TAGS)
+    )
+    frame["cost_usd"] = [record_cost(r, price_overrides) for r in records] if records else []
+    return frame
+
+
+def spent_usd(
+    records: Iterable[Mapping[str, Any]],
+    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> float:
+    """Dollars the records' run paid (cached and offline calls cost nothing)."""
+    return sum(record_cost(r, price_overrides) or 0.0 for r in records if is_paid(r))

@@ -1,0 +1,377 @@
+"""Endpoints that speak the OpenAI API, reached through the ``openai`` SDK.
+
+Three kinds: ``openai`` (default), ``openrouter`` and ``custom`` (any ``base_url``: vLLM, Ollama,
+a llama.cpp server). A model can be routed to another kind (``model_backends``). Keys come only
+from the environment or the repository's ``.env`` (or the variable a preset names in
+``api_key_env``); they are handed to the SDK and nowhere else, and scrubbed from any error text
+we keep.
+
+This module also owns the model-family rules for request bodies: GPT-5 models get
+``reasoning_effort`` and ``max_completion_tokens`` and never ``temperature``/``max_tokens``;
+other models get ``temperature`` and ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from memcost.llm.errors import FatalAPIError, MissingCredentials, TransientError
+from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
+from memcost.llm.retry import parse_retry_after
+from memcost.models import is_gpt5_family
+from memcost.paths import REPO_ROOT
+
+BACKENDS = ("offline", "openai", "openrouter", "custom")
+DEFAULT_ENV_FILE = REPO_ROOT / ".env"
+OFFLINE_HINT = "or run without a key and at no cost with the offline backend (backend: offline)"
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    name: str
+    base_url: str  # "" for custom: the preset's base_url
+    key_env: str  # default key variable; "" when none is needed
+    docs: str
+
+
+PROVIDERS: dict[str, ProviderSpec] = {
+    "openai": ProviderSpec(
+        "openai",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        "https://platform.openai.com/api-keys",
+    ),
+    "openrouter": ProviderSpec(
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+        "https://openrouter.ai/settings/keys",
+    ),
+    # Local servers (vLLM, Ollama, llama.cpp) usually need no key; name one with api_key_env.
+    "custom": ProviderSpec("custom", "", "", ""),
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one model's calls go. ``identity`` is part of every cache key, so answers from
+    different hosts are never mixed up; it holds no credentials."""
+
+    backend: str  # openai | openrouter | custom
+    base_url: str
+    key_env: str  # "" = no key needed
+
+    @property
+    def identity(self) -> str:
+        return f"{self.backend}|{_public_url(self.base_url)}"
+
+    @property
+    def host(self) -> str:
+        parts = urlsplit(self.base_url)
+        return (
+            parts.hostname + (f":{parts.port}" if parts.port else "")
+            if parts.hostname
+            else self.base_url
+        )
+
+
+def _public_url(url: str) -> str:
+    """The URL without user info, query or fragment (which could carry a secret)."""
+    parts = urlsplit(url.rstrip("/"))
+    if not parts.hostname:
+        return url.rstrip("/")
+    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def resolve_endpoint(
+    backend: str, *, base_url: str = "", api_key_env: str = "", primary: bool = True
+) -> Endpoint:
+    """The endpoint of a backend. ``base_url`` and ``api_key_env`` apply to the primary backend
+    (and ``base_url`` to any ``custom`` one): a non-empty ``base_url`` also redirects ``openai``
+    or ``openrouter`` (a proxy, or a local test server)."""
+    if backend not in PROVIDERS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    spec = PROVIDERS[backend]
+    url = base_url if (base_url and (primary or backend == "custom")) else spec.base_url
+    if not url:
+        raise ValueError(
+            "backend 'custom' needs base_url (e.g. http://localhost:8000/v1 for vLLM, "
+            "http://localhost:11434/v1 for Ollama)"
+        )
+    if not urlsplit(url).scheme.startswith("http"):
+        raise ValueError(f"base_url must start with http:// or https://, got {_public_url(url)!r}")
+    key_env = api_key_env if (api_key_env and primary) else spec.key_env
+    return Endpoint(backend, url.rstrip("/"), key_env)
+
+
+# ---------------------------------------------------------------- keys
+
+
+def _env_file_values(env_file: Path | None) -> dict[str, str]:
+    path = DEFAULT_ENV_FILE if env_file is None else Path(env_file)
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    # Read without touching os.environ: nothing else in the process should see the key.
+    return {k: v for k, v in dotenv_values(path).items() if v}
+
+
+def lookup_key(var: str, env_file: Path | None = None) -> str | None:
+    """The key in ``var``: the environment first, then the ``.env`` file."""
+    if not var:
+        return None
+    return os.environ.get(var) or _env_file_values(env_file).get(var) or None
+
+
+def _missing_message(endpoint: Endpoint, models: Iterable[str] = ()) -> str:
+    spec = PROVIDERS[endpoint.backend]
+    which = f" (for {', '.join(sorted(set(models)))})" if models else ""
+    where = f"; get one at {spec.docs}" if spec.docs else ""
+    return (
+        f"backend '{endpoint.backend}'{which} needs an API key: set {endpoint.key_env} in the "
+        f"environment or in {DEFAULT_ENV_FILE}{where}, {OFFLINE_HINT}. Keys are never notebook "
+        "parameters."
+    )
+
+
+def check_credentials(
+    backend: str = "openai",
+    *,
+    base_url: str = "",
+    api_key_env: str = "",
+    model_backends: Mapping[str, str] | None = None,
+    env_file: Path | None = None,
+) -> dict[str, str]:
+    """Fail before any money is spent if a backend the run will use has no key.
+
+    Returns ``{backend: variable}`` for the keys found (never the keys). Raises
+    :class:`MissingCredentials` naming every missing variable and the offline alternative.
+    """
+    needed: dict[Endpoint, list[str]] = {}
+    if backend != "offline":
+        needed[resolve_endpoint(backend, base_url=base_url, api_key_env=api_key_env)] = []
+    for model, other in (model_backends or {}).items():
+        if other == "offline":
+            continue
+        primary = other == backend
+        ep = resolve_endpoint(other, base_url=base_url, api_key_env=api_key_env, primary=primary)
+        needed.setdefault(ep, []).append(model)
+    found: dict[str, str] = {}
+    problems: list[str] = []
+    for ep, models in needed.items():
+        if not ep.key_env:
+            continue
+        if lookup_key(ep.key_env, env_file) is None:
+            problems.append(_missing_message(ep, models))
+        else:
+            found[ep.backend] = ep.key_env
+    if problems:
+        raise MissingCredentials("\n".join(problems))
+    return found
+
+
+# ---------------------------------------------------------------- request bodies
+
+
+def chat_body(request: ChatRequest) -> dict[str, Any]:
+    """The JSON body for ``/chat/completions``, by model family."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": [{"role": role, "content": content} for role, content in request.messages],
+    }
+    if is_gpt5_family(request.model):
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
+        if request.max_output_tokens is not None:
+            body["max_completion_tokens"] = request.max_output_tokens
+    else:
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_output_tokens is not None:
+            body["max_tokens"] = request.max_output_tokens
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
+    if request.json_mode:
+        body["response_format"] = {"type": "json_object"}
+    return body
+
+
+def embedding_body(request: EmbeddingRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": request.model, "input": list(request.inputs)}
+    if request.dimensions is not None:
+        body["dimensions"] = request.dimensions
+    return body
+
+
+# ---------------------------------------------------------------- one attempt
+
+
+class EndpointClient:
+    """One SDK client per endpoint, shared by the worker threads (the SDK's HTTP client is
+    thread-safe). Each method makes exactly one HTTP attempt and either returns the parsed
+    response or raises :class:`TransientError` / :class:`FatalAPIError`."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        timeout_s: float,
+        connect_timeout_s: float = 10.0,
+        env_file: Path | None = None,
+    ):
+        import openai
+
+        self.endpoint = endpoint
+        key = lookup_key(endpoint.key_env, env_file) if endpoint.key_env else None
+        if endpoint.key_env and key is None:
+            raise MissingCredentials(_missing_message(endpoint))
+        self._secrets = tuple(s for s in (key,) if s)
+        self._openai = openai
+        self._sdk = openai.OpenAI(
+            # Local servers that need no key still get a placeholder: the SDK insists on one.
+            api_key=key or "no-key-needed",
+            base_url=endpoint.base_url,
+            max_retries=0,  # our retry loop is the only one, so every attempt is counted
+            timeout=openai.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
+        )
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    def chat(self, request: ChatRequest) -> dict[str, Any]:
+        openai = self._openai
+        try:
+            raw = self._sdk.chat.completions.with_raw_response.create(**chat_body(request))
+        except openai.APIError as exc:
+            raise self._classify(exc, request) from None
+        try:
+            completion = raw.parse()
+            if (
+                not isinstance(completion, openai.types.chat.ChatCompletion)
+                or not completion.choices
+            ):
+                raise ValueError("no choices in the response")
+            choice = completion.choices[0]
+            text = choice.message.content or ""
+            usage = _chat_usage(completion.usage)
+        except Exception as exc:  # noqa: BLE001 - any unreadable body is the server's glitch
+            raise TransientError(
+                f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
+            ) from None
+        return {
+            "text": text,
+            "usage": usage.as_dict() if usage else None,
+            "served_model": completion.model,
+            "finish_reason": choice.finish_reason,
+        }
+
+    def embed(self, request: EmbeddingRequest) -> dict[str, Any]:
+        import numpy as np
+
+        openai = self._openai
+        try:
+            raw = self._sdk.embeddings.with_raw_response.create(**embedding_body(request))
+        except openai.APIError as exc:
+            raise self._classify(exc, request) from None
+        try:
+            response = raw.parse()
+            data = sorted(response.data, key=lambda d: d.index)
+            if len(data) != len(request.inputs):
+                raise ValueError(f"{len(data)} vectors for {len(request.inputs)} inputs")
+            vectors = np.asarray([d.embedding for d in data], dtype=np.float32)
+            if vectors.ndim != 2:
+                raise ValueError("ragged vectors")
+            prompt_tokens = int(response.usage.prompt_tokens) if response.usage else None
+        except Exception as exc:  # noqa: BLE001
+            raise TransientError(
+                f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
+            ) from None
+        return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model}
+
+    def _classify(self, exc: Exception, request: ChatRequest | EmbeddingRequest) -> Exception:
+        openai = self._openai
+        host = self.endpoint.host
+        if isinstance(exc, openai.APITimeoutError):
+            return TransientError(f"timeout from {host}")
+        if isinstance(exc, openai.APIConnectionError):
+            return TransientError(f"connection error to {host}")
+        if not isinstance(exc, openai.APIStatusError):
+            return TransientError(self.redact(f"{type(exc).__name__} from {host}"))
+        status = exc.status_code
+        said = self.redact(_server_message(exc))
+        code = getattr(exc, "code", None)
+        if status == 429 and code != "insufficient_quota":
+            return TransientError(
+                f"rate limited by {host} (HTTP 429)",
+                status=429,
+                retry_after=parse_retry_after(exc.response.headers),
+            )
+        if status in (408, 409) or status >= 500:
+            return TransientError(
+                f"HTTP {status} from {host}: {said}",
+                status=status,
+                retry_after=parse_retry_after(exc.response.headers),
+            )
+        what = f"{request.stage} call to {request.model}"
+        key_env = self.endpoint.key_env or "the key variable (api_key_env)"
+        if status == 401:
+            msg = (
+                f"{host} rejected the API key (HTTP 401) on a {what}: set {key_env} "
+                f"(or use the offline backend). Server said: {said}"
+            )
+        elif status == 403:
+            msg = (
+                f"{host} refused the {what} (HTTP 403): the key's project may lack access to "
+                f"this model or region; check its permissions ({OFFLINE_HINT}). Server said: {said}"
+            )
+        elif status == 404:
+            msg = (
+                f"{host} does not know the {what} (HTTP 404): check the model name and "
+                f"snapshot, and base_url for a custom backend. Server said: {said}"
+            )
+        elif status == 429:
+            msg = (
+                f"{host} says the account has no quota left (HTTP 429 insufficient_quota): "
+                f"add credit or raise the limit ({OFFLINE_HINT}). Server said: {said}"
+            )
+        else:
+            msg = (
+                f"{host} rejected the {what} (HTTP {status}); retrying cannot help. Fix the "
+                "request (a parameter this model does not accept, or a prompt longer than its "
+                f"context window). Server said: {said}"
+            )
+        return FatalAPIError(msg, status=status)
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and inner.get("message"):
+            return str(inner["message"])[:500]
+        return json.dumps(body)[:500]
+    return str(getattr(exc, "message", exc))[:500]
+
+
+def _chat_usage(usage: Any) -> Usage | None:
+    """Usage from the API object; ``None`` when the server sent none (some local servers)."""
+    if usage is None:
+        return None
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    return Usage(
+        prompt_tokens=int(usage.prompt_tokens or 0),
+        cached_prompt_tokens=int(getattr(prompt_details, "cached_tokens", None) or 0),
+        completion_tokens=int(usage.completion_tokens or 0),
+        reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", None) or 0),
+    )

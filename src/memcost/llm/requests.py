@@ -1,0 +1,273 @@
+"""Requests and results as values.
+
+A request is frozen: everything that can change the model's answer (model snapshot, messages,
+generation parameters, ``sample_index``) is a field, and its cache key is the sha256 of its
+canonical JSON together with the identity of the endpoint that serves it. Two fields ride along
+without being part of the key and are never sent: ``payload`` (structured inputs for the
+stage's offline method) and ``tags`` (copied into the usage ledger: dataset, question id, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from memcost.models import is_gpt5_family
+
+# Ledger stage labels (docs/architecture.md, calls.jsonl).
+STAGES = ("extract", "update", "embed", "read", "long_context", "judge")
+ROLES = ("system", "developer", "user", "assistant")
+# Bumped whenever the key material changes shape, so old cache entries can never be misread.
+KEY_SCHEME = "memcost-llm-v1"
+
+
+def canonical_json(obj: Any) -> str:
+    """One text per value: sorted keys, no whitespace, UTF-8 kept as is, no NaN."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _key(kind: str, provider: str, material: str) -> str:
+    return sha256_hex(f"{KEY_SCHEME}\n{kind}\n{provider}\n{material}")
+
+
+def _check_common(
+    stage: str, prompt_version: str, sample_index: int, tags: Mapping[str, Any]
+) -> None:
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; the ledger knows {', '.join(STAGES)}")
+    if not prompt_version:
+        raise ValueError("prompt_version must be set: every ledger record carries it")
+    if not isinstance(sample_index, int) or sample_index < 0:
+        raise ValueError(f"sample_index must be a non-negative int, got {sample_index!r}")
+    from memcost.llm.ledger import RESERVED_FIELDS  # local: ledger imports this module
+
+    clash = sorted(set(tags) & set(RESERVED_FIELDS))
+    if clash:
+        raise ValueError(f"tags {clash} would overwrite ledger fields; rename them")
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion, as a value.
+
+    ``max_output_tokens`` is the output limit whatever the family calls it: GPT-5 models receive
+    it as ``max_completion_tokens`` (which also bounds reasoning tokens), other models as
+    ``max_tokens``. GPT-5 models reject ``temperature``, so setting it for one is an error here
+    rather than an HTTP 400 later.
+    """
+
+    model: str  # as sent, with snapshot date where there is one ("gpt-5-mini-2025-08-07")
+    messages: tuple[tuple[str, str], ...]  # ((role, content), ...), in the order sent
+    stage: str  # ledger stage label: extract | update | read | long_context | judge
+    prompt_version: str  # the prompt's id (name@version), carried into every record
+    sample_index: int = 0  # repeated samples of the same prompt (judge votes) differ here
+    reasoning_effort: str | None = None  # GPT-5 family (and gpt-oss where the host accepts it)
+    max_output_tokens: int | None = None
+    temperature: float | None = None  # not for GPT-5 models
+    json_mode: bool = False  # response_format={"type": "json_object"}
+    payload: Any = field(default=None, compare=False, repr=False)  # offline method's inputs
+    tags: Mapping[str, Any] = field(default_factory=dict, compare=False)  # copied to the ledger
+
+    def __post_init__(self) -> None:
+        messages = as_messages(self.messages)
+        object.__setattr__(self, "messages", messages)
+        object.__setattr__(self, "tags", dict(self.tags))
+        if not self.model:
+            raise ValueError("model must be set")
+        if not messages:
+            raise ValueError("a chat request needs at least one message")
+        bad = sorted({role for role, _ in messages} - set(ROLES))
+        if bad:
+            raise ValueError(f"unknown message roles {bad}; use {', '.join(ROLES)}")
+        _check_common(self.stage, self.prompt_version, self.sample_index, self.tags)
+        if is_gpt5_family(self.model) and self.temperature is not None:
+            raise ValueError(
+                f"{self.model} is a GPT-5 model: it rejects temperature; control it with "
+                "reasoning_effort (and max_output_tokens) instead"
+            )
+        if self.max_output_tokens is not None and self.max_output_tokens <= 0:
+            raise ValueError("max_output_tokens must be positive")
+
+    def params(self) -> dict[str, Any]:
+        """Generation parameters that are set (family-neutral names)."""
+        out: dict[str, Any] = {}
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        if self.max_output_tokens is not None:
+            out["max_output_tokens"] = self.max_output_tokens
+        if self.temperature is not None:
+            out["temperature"] = float(self.temperature)
+        if self.json_mode:
+            out["json_mode"] = True
+        return out
+
+    @cached_property
+    def _material(self) -> str:
+        return canonical_json(
+            {
+                "model": self.model,
+                "messages": [list(m) for m in self.messages],
+                "params": self.params(),
+                "sample_index": self.sample_index,
+            }
+        )
+
+    def key(self, provider: str) -> str:
+        """Cache key and ledger ``request_hash`` for this request sent to ``provider``."""
+        return _key("chat", provider, self._material)
+
+    def excerpt(self, chars: int = 120) -> str:
+        """The start of the last user message, for error messages."""
+        text = next((c for r, c in reversed(self.messages) if r == "user"), self.messages[-1][1])
+        text = " ".join(text.split())
+        return text if len(text) <= chars else text[: chars - 3] + "..."
+
+    def replace(self, **changes: Any) -> ChatRequest:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    """One embeddings API call: a batch of texts (the client forms batches within API limits)."""
+
+    model: str
+    inputs: tuple[str, ...]
+    dimensions: int | None = None  # None: the model's native size (1,536 for 3-small)
+    stage: str = "embed"
+    prompt_version: str = "raw"  # texts are embedded as given
+    sample_index: int = 0
+    tags: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(str(t) for t in self.inputs))
+        object.__setattr__(self, "tags", dict(self.tags))
+        if not self.model:
+            raise ValueError("model must be set")
+        if not self.inputs:
+            raise ValueError("an embedding request needs at least one input")
+        _check_common(self.stage, self.prompt_version, self.sample_index, self.tags)
+
+    @cached_property
+    def _material(self) -> str:
+        return canonical_json(
+            {
+                "model": self.model,
+                "inputs": list(self.inputs),
+                "dimensions": self.dimensions,
+                "sample_index": self.sample_index,
+            }
+        )
+
+    def key(self, provider: str) -> str:
+        return _key("embed", provider, self._material)
+
+    def excerpt(self, chars: int = 120) -> str:
+        text = " ".join(self.inputs[0].split())
+        return text if len(text) <= chars else text[: chars - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one call as the API bills it (reasoning tokens are part of completion)."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.cached_prompt_tokens + other.cached_prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(**{f.name: int(data.get(f.name) or 0) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """What a stage gets back for one request (after any JSON re-asks).
+
+    ``usage``, ``attempts`` and ``calls`` add up every request made for this item (the original
+    and its re-asks); ``latency_s`` is the last call's. On an error ``text`` is ``""``.
+    """
+
+    request: ChatRequest
+    text: str
+    usage: Usage
+    request_hash: str
+    backend: str  # offline | openai | openrouter | custom
+    provider: str  # endpoint host, or "offline"
+    cached: bool  # served from the disk cache (no request sent)
+    latency_s: float
+    attempts: int
+    calls: int = 1
+    error: str | None = None
+    served_model: str | None = None  # the snapshot the API reports
+    finish_reason: str | None = None
+    parsed: Any = None
+    parse_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.parse_error is None
+
+    def record_fields(self) -> dict[str, Any]:
+        """The per-answer fields every output record carries (docs/architecture.md)."""
+        return {
+            "model": self.request.model,
+            "backend": self.backend,
+            "prompt_version": self.request.prompt_version,
+            **self.usage.as_dict(),
+            "latency_s": round(self.latency_s, 4),
+            "error": self.error or self.parse_error,
+        }
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    request: EmbeddingRequest
+    vectors: np.ndarray  # (len(inputs), d) float32, L2-normalised rows
+    usage: Usage
+    request_hash: str
+    backend: str
+    provider: str
+    cached: bool
+    latency_s: float
+    attempts: int
+    error: str | None = None
+    served_model: str | None = None
+
+
+def as_messages(
+    messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    """Accept ``[{"role": ..., "content": ...}]`` as well as ``[(role, content)]``."""
+    out = []
+    for m in messages:
+        if isinstance(m, Mapping):
+            out.append((str(m["role"]), str(m["content"])))
+        else:
+            role, content = m
+            out.append((str(role), str(content)))
+    return tuple(out)

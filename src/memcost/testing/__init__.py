@@ -1,0 +1,1 @@
+"""Test helpers that later stages' tests use too (a local OpenAI-compatible server)."""

@@ -1,0 +1,496 @@
+"""A local HTTP server that speaks enough of the OpenAI API to test the client for real.
+
+``/v1/chat/completions`` and ``/v1/embeddings`` answer like the API, including ``usage`` with
+``prompt_tokens_details.cached_tokens`` (a simulated prompt cache: a prompt that starts with
+>= 1,024 tokens of an earlier, finished prompt reports that prefix as cached, in 128-token
+steps) and ``completion_tokens_details.reasoning_tokens`` for GPT-5 models. GPT-5 requests
+carrying ``temperature`` or ``max_tokens`` get the API's 400, so tests check the client's
+request bodies the way the real API would.
+
+It can be told to misbehave, per request in arrival order (:meth:`FakeOpenAIServer.script`) or
+for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After, 500,
+401, a malformed body, a slow answer, a dropped connection. It logs every request it receives
+(path, body, arrival and finish times, status), never the Authorization header.
+
+Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+from memcost.models import is_gpt5_family
+from memcost.tokens import encode
+
+CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+REASONING_BY_EFFORT = {"minimal": 0, "low": 16, "medium": 64, "high": 256}
+
+
+@dataclass(frozen=True)
+class Action:
+    """How to answer one request. The default is a normal 200 answer."""
+
+    status: int = 200
+    delay_s: float = 0.0  # wait before answering (a slow server, or a client timeout)
+    retry_after: str | None = None  # Retry-After header value ("1", or an HTTP date)
+    retry_after_ms: int | None = None
+    malformed: bool = False  # 200 with a truncated JSON body
+    drop: bool = False  # close the connection without answering
+    text: str | None = None  # reply content instead of the responder's
+    error_code: str | None = None  # "code" in the error body (e.g. "insufficient_quota")
+    usage: dict[str, int] | None = None  # usage numbers to report instead of counted ones
+
+
+@dataclass
+class Received:
+    """One request as the server saw it."""
+
+    index: int  # arrival order, from 0
+    path: str
+    body: Any  # parsed JSON (None if unreadable)
+    arrived: float  # time.monotonic() at arrival
+    finished: float | None = None
+    status: int | None = None
+    authorized: bool | None = None  # None when the server checks no key
+
+    @property
+    def user_text(self) -> str:
+        """The last user message (chat) or the first input (embeddings)."""
+        body = self.body or {}
+        if "messages" in body:
+            users = [m.get("content", "") for m in body["messages"] if m.get("role") == "user"]
+            return users[-1] if users else ""
+        inputs = body.get("input")
+        return inputs[0] if isinstance(inputs, list) and inputs else str(inputs or "")
+
+
+def default_responder(body: dict[str, Any]) -> str:
+    """A deterministic reply that names the question it answers."""
+    question = ""
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            question = str(message.get("content", ""))
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()[
+        :8
+    ]
+    return f"answer-{digest}: {' '.join(question.split()[:12])}"
+
+
+def fake_embedding(text: str, dims: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+    vec = np.random.default_rng(seed).standard_normal(dims).astype(np.float32)
+    return vec / np.linalg.norm(vec)
+
+
+@dataclass
+class _Rule:
+    match: Callable[[str, dict[str, Any]], bool]
+    action: Action
+    times: int | None  # None = forever
+
+
+@dataclass
+class FakeOpenAIServer:
+    """The server; use as a context manager (or ``start()``/``stop()``).
+
+    ``latency_s`` delays every answer; ``api_key`` (if set) must arrive as the bearer token or
+    the answer is 401; ``responder`` makes the reply text from the request body.
+    """
+
+    latency_s: float = 0.0
+    api_key: str | None = None
+    responder: Callable[[dict[str, Any]], str] = default_responder
+    embedding_dims: int = 1_536
+    host: str = "127.0.0.1"
+    port: int = 0
+    prompt_cache_min_tokens: int = 1_024
+    prompt_cache_step: int = 128
+    _script: deque[Action] = field(default_factory=deque, init=False, repr=False)
+    _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
+    _log: list[Received] = field(default_factory=list, init=False, repr=False)
+    _seen_prompts: dict[str, deque[list[int]]] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _httpd: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+
+    # ---------------------------------------------------------------- control
+
+    def start(self) -> FakeOpenAIServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = _QuietServer((self.host, self.port), Handler)
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the client (``.../v1``)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def script(self, *actions: Action) -> None:
+        """Answer the next requests (any path, in arrival order) with these actions."""
+        with self._lock:
+            self._script.extend(actions)
+
+    def on(
+        self, match: Callable[[str, dict[str, Any]], bool], action: Action, *, times: int | None = 1
+    ) -> None:
+        """Answer requests for which ``match(path, body)`` holds with ``action`` (``times``
+        times, or always with ``None``). Rules are checked before the script."""
+        with self._lock:
+            self._rules.append(_Rule(match, action, times))
+
+    def clear(self) -> None:
+        """Forget the script, the rules, the log and the prompt cache."""
+        with self._lock:
+            self._script.clear()
+            self._rules.clear()
+            self._log.clear()
+            self._seen_prompts.clear()
+
+    @property
+    def requests(self) -> list[Received]:
+        with self._lock:
+            return list(self._log)
+
+    def count(self, path: str | None = CHAT_PATH, *, status: int | None = None) -> int:
+        with self._lock:
+            return sum(
+                1
+                for r in self._log
+                if (path is None or r.path == path) and (status is None or r.status == status)
+            )
+
+    # ---------------------------------------------------------------- answering
+
+    def _next_action(self, path: str, body: dict[str, Any]) -> Action:
+        with self._lock:
+            for rule in self._rules:
+                if rule.times != 0 and rule.match(path, body):
+                    if rule.times is not None:
+                        rule.times -= 1
+                    return rule.action
+            return self._script.popleft() if self._script else Action()
+
+    def _register(self, path: str, body: Any, authorized: bool | None) -> Received:
+        with self._lock:
+            rec = Received(len(self._log), path, body, time.monotonic(), authorized=authorized)
+            self._log.append(rec)
+            return rec
+
+    def _cached_prefix(self, model: str, tokens: list[int]) -> int:
+        with self._lock:
+            seen = list(self._seen_prompts.get(model, ()))
+        best = 0
+        for earlier in seen:
+            n = min(len(earlier), len(tokens))
+            k = 0
+            while k < n and earlier[k] == tokens[k]:
+                k += 1
+            best = max(best, k)
+        if best < self.prompt_cache_min_tokens:
+            return 0
+        return best // self.prompt_cache_step * self.prompt_cache_step
+
+    def _remember_prompt(self, model: str, tokens: list[int]) -> None:
+        if len(tokens) < self.prompt_cache_min_tokens:
+            return
+        with self._lock:
+            self._seen_prompts.setdefault(model, deque(maxlen=256)).append(tokens)
+
+    def chat_response(self, body: dict[str, Any], action: Action) -> tuple[int, dict[str, Any]]:
+        model = body.get("model")
+        messages = body.get("messages")
+        if not model or not isinstance(messages, list) or not messages:
+            return 400, _error(
+                "'model' and a non-empty 'messages' are required", "invalid_request_error"
+            )
+        if is_gpt5_family(str(model)):
+            for name, instead in (("max_tokens", "max_completion_tokens"), ("temperature", None)):
+                if name in body and not (name == "temperature" and body[name] == 1):
+                    hint = (
+                        f" Use '{instead}' instead."
+                        if instead
+                        else " Only the default (1) value is supported."
+                    )
+                    return 400, _error(
+                        f"Unsupported parameter: '{name}' is not supported with this model.{hint}",
+                        "invalid_request_error",
+                        param=name,
+                        code="unsupported_parameter",
+                    )
+        text = action.text if action.text is not None else self.responder(body)
+        prompt_ids = encode("\n".join(str(m.get("content", "")) for m in messages))
+        cached = self._cached_prefix(str(model), prompt_ids)
+        reasoning = (
+            REASONING_BY_EFFORT.get(str(body.get("reasoning_effort", "medium")), 64)
+            if is_gpt5_family(str(model))
+            else 0
+        )
+        visible = len(encode(text))
+        usage = {
+            "prompt_tokens": len(prompt_ids),
+            "completion_tokens": visible + reasoning,
+            "total_tokens": len(prompt_ids) + visible + reasoning,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": reasoning,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
+        if action.usage:
+            usage.update(
+                {
+                    k: v
+                    for k, v in action.usage.items()
+                    if k in ("prompt_tokens", "completion_tokens")
+                }
+            )
+            usage["prompt_tokens_details"]["cached_tokens"] = action.usage.get(
+                "cached_tokens", cached
+            )
+            usage["completion_tokens_details"]["reasoning_tokens"] = action.usage.get(
+                "reasoning_tokens", reasoning
+            )
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        self._remember_prompt(str(model), prompt_ids)
+        served = str(model) if "-20" in str(model) or "/" in str(model) else f"{model}-2025-08-07"
+        return 200, {
+            "id": "chatcmpl-"
+            + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": served,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage,
+            "service_tier": "default",
+            "system_fingerprint": "fp_memcost_test",
+        }
+
+    def embeddings_response(
+        self, body: dict[str, Any], action: Action
+    ) -> tuple[int, dict[str, Any]]:
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not body.get("model") or not isinstance(inputs, list) or not inputs:
+            return 400, _error("'model' and 'input' are required", "invalid_request_error")
+        if len(inputs) > 2048:
+            return 400, _error(
+                "'input' must have at most 2048 items", "invalid_request_error", param="input"
+            )
+        if any(not isinstance(t, str) or t == "" for t in inputs):
+            return 400, _error(
+                "'input' cannot contain an empty string", "invalid_request_error", param="input"
+            )
+        dims = int(body.get("dimensions") or self.embedding_dims)
+        b64 = body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(inputs):
+            vec = fake_embedding(text, dims)
+            emb: Any = (
+                base64.b64encode(vec.astype("<f4").tobytes()).decode() if b64 else vec.tolist()
+            )
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(len(encode(t)) for t in inputs)
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+
+def _error(
+    message: str, type_: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (timeout) closes its socket while we answer: expected here.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"  # keep-alive, like the real API
+    # Headers and body go out in separate writes; with Nagle's algorithm the body would wait for
+    # the client's delayed ACK (~40 ms per answer), which would swamp any latency we simulate.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("x-request-id", f"req_{time.monotonic_ns()}")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(200, json.dumps({"object": "list", "data": []}).encode())
+        else:
+            self._send(
+                404, json.dumps(_error(f"no route {self.path}", "invalid_request_error")).encode()
+            )
+
+    def do_POST(self) -> None:  # noqa: N802
+        server = self.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = None
+        authorized: bool | None = None
+        if server.api_key is not None:
+            authorized = self.headers.get("Authorization", "") == f"Bearer {server.api_key}"
+        path = self.path.split("?")[0]
+        record = server._register(path, body, authorized)
+        action = server._next_action(path, body if isinstance(body, dict) else {})
+        delay = server.latency_s + action.delay_s
+        if delay:
+            time.sleep(delay)
+        status, payload, headers = self._answer(server, path, body, action, authorized)
+        record.status = status
+        record.finished = time.monotonic()
+        if action.drop:
+            self.close_connection = True
+            self.connection.close()
+            return
+        self._send(status, payload, headers)
+
+    def _answer(
+        self,
+        server: FakeOpenAIServer,
+        path: str,
+        body: Any,
+        action: Action,
+        authorized: bool | None,
+    ) -> tuple[int, bytes, dict[str, str]]:
+        headers: dict[str, str] = {}
+        if action.drop:
+            return 0, b"", headers
+        if authorized is False:
+            msg = "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
+            return (
+                401,
+                json.dumps(_error(msg, "invalid_request_error", code="invalid_api_key")).encode(),
+                headers,
+            )
+        if action.status != 200:
+            if action.retry_after is not None:
+                headers["Retry-After"] = action.retry_after
+            if action.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(action.retry_after_ms)
+            messages = {
+                401: "Incorrect API key provided.",
+                403: "Project does not have access to this model.",
+                404: "The model does not exist or you do not have access to it.",
+                429: "Rate limit reached for requests.",
+                500: "The server had an error.",
+            }
+            msg = messages.get(action.status, f"Error {action.status}")
+            kind = "server_error" if action.status >= 500 else "invalid_request_error"
+            payload = _error(msg, kind, code=action.error_code)
+            # The real API tells the SDK not to retry some errors; ours never retries anyway.
+            return action.status, json.dumps(payload).encode(), headers
+        if action.malformed:
+            return (
+                200,
+                b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [',
+                headers,
+            )
+        if not isinstance(body, dict):
+            return (
+                400,
+                json.dumps(
+                    _error(
+                        "We could not parse the JSON body of your request.", "invalid_request_error"
+                    )
+                ).encode(),
+                headers,
+            )
+        if path == CHAT_PATH:
+            status, payload = server.chat_response(body, action)
+        elif path == EMBEDDINGS_PATH:
+            status, payload = server.embeddings_response(body, action)
+        else:
+            status, payload = 404, _error(f"Invalid URL (POST {path})", "invalid_request_error")
+        return status, json.dumps(payload).encode(), headers
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(latency_s=args.latency, host=args.host, port=args.port).start()
+    print(server.url, flush=True)  # the first line of output is the base URL
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,582 @@
+"""The client against a real local HTTP server, through the real ``openai`` SDK.
+
+Every assertion about what was sent is checked at the server (what it received, when), and
+every assertion about what was recorded is checked in the files the client wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from llm_helpers import TEST_KEY, api_client, question
+
+from memcost.io import read_jsonl
+from memcost.llm import (
+    BudgetExceeded,
+    CacheMiss,
+    ChatRequest,
+    FatalAPIError,
+    MissingCredentials,
+    ResponseCache,
+    RetryPolicy,
+    load_calls,
+    make_client,
+    parse_json_object,
+    record_cost,
+)
+from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
+from memcost.paths import RunPaths
+from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(api_key=TEST_KEY) as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+
+
+def test_round_trip_records_usage_with_cached_and_reasoning_tokens(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    # a long shared prefix, so the server's prompt cache reports cached tokens the second time
+    history = " ".join(f"turn{i} said something about topic {i % 17}." for i in range(400))
+    first = ChatRequest(
+        "gpt-5-mini-2025-08-07",
+        (("system", history), ("user", "Q1?")),
+        "long_context",
+        "lc@v1",
+        reasoning_effort="low",
+        tags={"question_id": "a"},
+    )
+    second = first.replace(
+        messages=(("system", history), ("user", "Q2?")), tags={"question_id": "b"}
+    )
+    r1 = client.chat(first)
+    r2 = client.chat(second)
+    assert r1.ok and r1.text.startswith("answer-") and r1.served_model == "gpt-5-mini-2025-08-07"
+    assert r1.usage.reasoning_tokens == 16 and r1.usage.completion_tokens > 16
+    assert r1.usage.cached_prompt_tokens == 0
+    assert r2.usage.cached_prompt_tokens >= 1024 and r2.usage.cached_prompt_tokens % 128 == 0
+    records = read_jsonl(run_paths.calls)
+    assert len(records) == 2
+    rec = records[1]
+    assert list(rec)[: len(BASE_FIELDS)] == list(BASE_FIELDS)
+    assert all(t in rec for t in STANDARD_TAGS)
+    assert rec["cached_prompt_tokens"] == r2.usage.cached_prompt_tokens
+    assert rec["reasoning_tokens"] == 16 and rec["attempts"] == 1 and rec["cached"] is False
+    assert rec["backend"] == "openai" and rec["provider"] == f"127.0.0.1:{server.port}"
+    assert (
+        rec["question_id"] == "b"
+        and rec["stage"] == "long_context"
+        and rec["prompt_version"] == "lc@v1"
+    )
+    assert all(r.authorized for r in server.requests)
+    frame = load_calls(run_paths.calls)
+    assert len(frame) == 2 and (frame["cost_usd"] > 0).all()
+
+
+def test_request_bodies_follow_the_model_family(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    gpt5 = ChatRequest(
+        "gpt-5-mini-2025-08-07",
+        (("user", "hi"),),
+        "long_context",
+        "lc@v1",
+        reasoning_effort="low",
+        max_output_tokens=4000,
+    )
+    oss = ChatRequest(
+        "openai/gpt-oss-120b",
+        (("user", "hi"),),
+        "long_context",
+        "lc@v1",
+        temperature=0.0,
+        max_output_tokens=2000,
+    )
+    assert client.chat(gpt5).ok and client.chat(oss).ok
+    bodies = [r.body for r in server.requests]
+    assert bodies[0]["reasoning_effort"] == "low" and bodies[0]["max_completion_tokens"] == 4000
+    assert "temperature" not in bodies[0] and "max_tokens" not in bodies[0]
+    assert bodies[1]["temperature"] == 0 and bodies[1]["max_tokens"] == 2000
+    assert "max_completion_tokens" not in bodies[1] and "reasoning_effort" not in bodies[1]
+
+
+def test_transient_failures_are_retried_and_every_attempt_counted(run_paths, server, tmp_path):
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        request_timeout_s=0.5,
+        retry=RetryPolicy(max_attempts=7, base_delay_s=0.01),
+    )
+    server.script(
+        Action(status=500),
+        Action(status=429),
+        Action(malformed=True),
+        Action(drop=True),
+        Action(delay_s=1.0),
+        Action(status=503),
+    )
+    result = client.chat(question(1))
+    assert result.ok and result.attempts == 7
+    assert server.count() == 7  # the SDK's own retries are off: every attempt is ours
+    (record,) = read_jsonl(run_paths.calls)
+    assert record["attempts"] == 7 and record["error"] is None
+    assert client.stats.retries == 6 and client.stats.attempts == 7
+
+
+def test_exhausted_retries_record_the_error_and_the_stage_carries_on(run_paths, server, tmp_path):
+    client = api_client(
+        run_paths, server.url, tmp_path, retry=RetryPolicy(max_attempts=2, base_delay_s=0.01)
+    )
+    server.on(lambda path, body: "item 1?" in json.dumps(body), Action(status=500), times=None)
+    results = client.chat_many([question(i) for i in range(3)])
+    assert [r.error is None for r in results] == [True, False, True]
+    assert "HTTP 500" in results[1].error and "gave up after 2 attempts" in results[1].error
+    assert results[1].text == ""
+    errors = [r for r in read_jsonl(run_paths.calls) if r["error"]]
+    assert len(errors) == 1 and errors[0]["attempts"] == 2 and errors[0]["question_id"] == "q1"
+    assert client.stats.errors == 1
+    # a rerun tries the failed call again (and only it: the others come from the cache)
+    server.clear()
+    assert all(r.ok for r in client.chat_many([question(i) for i in range(3)]))
+    assert server.count() == 1
+
+
+def test_retry_after_is_honoured(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    server.script(Action(status=429, retry_after="1"))
+    assert client.chat(question(1)).attempts == 2
+    first, second = server.requests
+    assert second.arrived - first.finished >= 0.95  # backoff alone would be ~0.01 s
+    server.clear()
+    server.script(Action(status=429, retry_after_ms=300))
+    client.chat(question(2))
+    first, second = server.requests
+    assert 0.28 <= second.arrived - first.finished < 0.9
+
+
+def test_401_stops_at_once_and_says_what_to_do(run_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-wrong-key-000")
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = api_client(run_paths, server.url, tmp_path, max_concurrency=4)
+        t0 = time.perf_counter()
+        with pytest.raises(FatalAPIError) as info:
+            client.chat_many([question(i) for i in range(50)])
+        assert time.perf_counter() - t0 < 2.0
+        assert "set OPENAI_API_KEY (or use the offline backend)" in str(info.value)
+        assert info.value.status == 401
+        assert server.count() <= 4  # only what was already in flight
+        assert "sk-test-wrong-key-000" not in str(info.value)
+    records = read_jsonl(run_paths.calls)
+    assert records and all(r["attempts"] == 1 and "HTTP 401" in r["error"] for r in records)
+
+
+@pytest.mark.parametrize(
+    "status,needle", [(400, "retrying cannot help"), (403, "HTTP 403"), (404, "model name")]
+)
+def test_other_client_errors_are_fatal_too(run_paths, server, tmp_path, status, needle):
+    client = api_client(run_paths, server.url, tmp_path)
+    server.script(Action(status=status))
+    with pytest.raises(FatalAPIError, match=needle):
+        client.chat(question(1))
+    assert server.count() == 1
+
+
+def test_no_quota_is_not_retried(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    server.script(Action(status=429, error_code="insufficient_quota"))
+    with pytest.raises(FatalAPIError, match="no quota"):
+        client.chat(question(1))
+    assert server.count() == 1
+
+
+def test_missing_key_fails_before_anything_is_sent(run_paths, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(MissingCredentials) as info:
+        make_client(run_paths, backend="openai", env_file=tmp_path / "none.env")
+    assert "OPENAI_API_KEY" in str(info.value) and "backend: offline" in str(info.value)
+    with pytest.raises(MissingCredentials, match="MY_VLLM_KEY"):
+        make_client(
+            run_paths,
+            backend="custom",
+            base_url="http://127.0.0.1:9/v1",
+            api_key_env="MY_VLLM_KEY",
+            env_file=tmp_path / "none.env",
+        )
+    # every backend the run routes a model to is checked up front
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with pytest.raises(MissingCredentials) as info:
+        make_client(
+            run_paths,
+            backend="openai",
+            model_backends={"openai/gpt-oss-120b": "openrouter"},
+            env_file=tmp_path / "none.env",
+        )
+    assert "OPENROUTER_API_KEY" in str(info.value) and "openai/gpt-oss-120b" in str(info.value)
+    # a local server without a key needs none
+    make_client(
+        run_paths,
+        backend="custom",
+        base_url="http://127.0.0.1:9/v1",
+        env_file=tmp_path / "none.env",
+        cache_path=tmp_path / "c.sqlite",
+    )
+
+
+def test_key_from_a_dotenv_file(run_paths, server, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"OPENAI_API_KEY={TEST_KEY}\n")
+    client = api_client(run_paths, server.url, tmp_path, env_file=env_file)
+    assert client.chat(question(1)).ok
+    assert server.requests[0].authorized
+    import os
+
+    assert "OPENAI_API_KEY" not in os.environ  # read without leaking into the process
+
+
+def test_cache_returns_identical_results_without_touching_the_server(run_paths, server, tmp_path):
+    requests = [question(i) for i in range(10)]
+    first = api_client(run_paths, server.url, tmp_path).chat_many(requests)
+    assert server.count() == 10
+    # the same run again: nothing sent, nothing recorded twice
+    again = api_client(run_paths, server.url, tmp_path)
+    replay = again.chat_many(requests)
+    assert server.count() == 10
+    assert [r.text for r in replay] == [r.text for r in first]
+    assert [r.usage for r in replay] == [r.usage for r in first]
+    assert all(r.cached for r in replay)
+    assert len(read_jsonl(run_paths.calls)) == 10 and again.stats.replayed == 10
+    # another run: records marked cached, with the original usage
+    other = RunPaths(tmp_path / "other").ensure()
+    api_client(other, server.url, tmp_path).chat_many(requests)
+    assert server.count() == 10
+    records = read_jsonl(other.calls)
+    assert len(records) == 10 and all(r["cached"] for r in records)
+    originals = {r["request_hash"]: r for r in read_jsonl(run_paths.calls)}
+    for r in records:
+        o = originals[r["request_hash"]]
+        assert (r["prompt_tokens"], r["completion_tokens"], r["reasoning_tokens"]) == (
+            o["prompt_tokens"],
+            o["completion_tokens"],
+            o["reasoning_tokens"],
+        )
+
+
+def test_replay_only_raises_on_a_miss(run_paths, server, tmp_path):
+    api_client(run_paths, server.url, tmp_path).chat(question(1))
+    client = api_client(run_paths, server.url, tmp_path, cache_mode="replay_only")
+    assert client.chat(question(1)).cached
+    with pytest.raises(CacheMiss) as info:
+        client.chat(question(2, stage="judge"))
+    message = str(info.value)
+    assert (
+        "judge" in message and "gpt-5-mini-2025-08-07" in message and "What is item 2?" in message
+    )
+    assert server.count() == 1
+
+
+def test_cache_off_always_sends(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path, cache_mode="off")
+    client.chat(question(1))
+    client.chat(question(1))
+    assert server.count() == 2 and not (tmp_path / "cache.sqlite").exists()
+
+
+def test_three_judge_samples_are_three_requests(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    votes = [question(1, stage="judge", sample_index=k, reasoning_effort="high") for k in range(3)]
+    results = client.chat_many(votes)
+    assert server.count() == 3 and len({r.request_hash for r in results}) == 3
+    records = read_jsonl(run_paths.calls)
+    assert sorted(r["sample_index"] for r in records) == [0, 1, 2]
+
+
+def test_unparseable_replies_are_reasked_then_recorded_as_parse_failures(
+    run_paths, server, tmp_path
+):
+    client = api_client(run_paths, server.url, tmp_path, max_reasks=2)
+    server.on(
+        lambda p, b: "item 1?" in b["messages"][1]["content"] and len(b["messages"]) == 2,
+        Action(text="CORRECT, I think"),
+        times=None,
+    )
+    server.on(
+        lambda p, b: "item 1?" in b["messages"][1]["content"],
+        Action(text='{"label": "CORRECT"}'),
+        times=None,
+    )
+    server.on(
+        lambda p, b: "item 2?" in b["messages"][1]["content"], Action(text="never JSON"), times=None
+    )
+    server.on(
+        lambda p, b: "item 3?" in b["messages"][1]["content"], Action(text='{"label": "WRONG"}')
+    )
+    results = client.chat_many(
+        [question(1), question(2), question(3)], parse=lambda text: parse_json_object(text)["label"]
+    )
+    assert results[2].parsed == "WRONG" and results[2].calls == 1
+    assert results[0].parsed == "CORRECT" and results[0].calls == 2 and results[0].ok
+    assert (
+        results[1].parsed is None
+        and "unparseable" in results[1].parse_error
+        and results[1].calls == 3
+    )
+    assert results[1].record_fields()["error"] == results[1].parse_error
+    assert client.stats.parse_failures == 1 and client.stats.reasks == 3
+    # each re-ask was a new request (the server saw it), extending the conversation
+    item2 = [
+        r.body["messages"] for r in server.requests if "item 2?" in r.body["messages"][1]["content"]
+    ]
+    assert [len(m) for m in item2] == [2, 4, 6]
+    records = read_jsonl(run_paths.calls)
+    assert len(records) == 2 + 3 + 1
+    assert {r["prompt_version"] for r in records if r.get("reask")} == {
+        "test_prompt@v1+json_reask@v1"
+    }
+    # replayed from the cache, the same parse outcomes come back without the server
+    server.clear()
+    again = api_client(run_paths, server.url, tmp_path, max_reasks=2).chat_many(
+        [question(1), question(2)], parse=parse_json_object
+    )
+    assert (
+        server.count() == 0 and again[0].parsed == {"label": "CORRECT"} and again[1].parsed is None
+    )
+
+
+def test_concurrency_is_bounded_and_results_keep_input_order(run_paths, tmp_path):
+    with FakeOpenAIServer(api_key=TEST_KEY, latency_s=0.05) as server:
+        client = api_client(run_paths, server.url, tmp_path, max_concurrency=5)
+        seen: list[str] = []
+        results = client.chat_many(
+            [question(i) for i in range(30)],
+            on_result=lambda r: seen.append(r.request.tags["question_id"]),
+        )
+        assert [r.request.tags["question_id"] for r in results] == [f"q{i}" for i in range(30)]
+        assert sorted(seen) == sorted(f"q{i}" for i in range(30))
+        events = sorted(
+            [(r.arrived, 1) for r in server.requests] + [(r.finished, -1) for r in server.requests]
+        )
+        level = peak = 0
+        for _, step in events:
+            level += step
+            peak = max(peak, level)
+        assert 3 <= peak <= 5
+        # dispatch follows input order
+        arrivals = [r.user_text for r in sorted(server.requests, key=lambda r: r.arrived)]
+        assert (
+            arrivals[:5] == [f"What is item {i}?" for i in range(5)] or len(set(arrivals[:5])) == 5
+        )
+
+
+def test_groups_send_the_first_request_alone_and_groups_in_parallel(run_paths, tmp_path):
+    with FakeOpenAIServer(api_key=TEST_KEY, latency_s=0.05) as server:
+        client = api_client(run_paths, server.url, tmp_path, max_concurrency=8)
+        groups = [
+            [question(10 * g + k, tags={"conversation_id": f"c{g}"}) for k in range(4)]
+            for g in range(3)
+        ]
+        out = client.chat_groups(groups, first_alone=True)
+        assert [[r.request.tags["question_id"] for r in grp] for grp in out] == [
+            [f"q{10 * g + k}" for k in range(4)] for g in range(3)
+        ]
+        by_text = {r.user_text: r for r in server.requests}
+        for g in range(3):
+            first = by_text[f"What is item {10 * g}?"]
+            for k in range(1, 4):
+                assert by_text[f"What is item {10 * g + k}?"].arrived >= first.finished
+        firsts = [by_text[f"What is item {10 * g}?"] for g in range(3)]
+        assert max(f.arrived for f in firsts) < min(f.finished for f in firsts)  # in parallel
+
+
+def test_budget_guard_stops_before_exceeding(run_paths, server, tmp_path):
+    overrides = {"gpt-5-mini": {"input": 1000.0, "cached_input": 100.0, "output": 1000.0}}
+    long_question = "Please consider these details carefully: " + "some context words " * 20
+    requests = [
+        question(i, max_output_tokens=200).replace(
+            messages=(("user", f"{long_question} What is item {i}?"),)
+        )
+        for i in range(40)
+    ]
+    limit = 0.8
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        max_cost_usd=limit,
+        price_overrides=overrides,
+        max_concurrency=4,
+    )
+    with pytest.raises(BudgetExceeded) as info:
+        client.chat_many(requests)
+    records = read_jsonl(run_paths.calls)
+    spent = sum(record_cost(r, overrides) for r in records)
+    assert 3 <= len(records) < 40
+    assert spent <= limit and info.value.spent_usd == pytest.approx(spent)
+    done = [r for r in info.value.results if r is not None]
+    assert len(done) == len(records) and server.count() == len(records)
+    # the budget is the run's: a new client in the same run refuses to send more, but replays
+    again = api_client(
+        run_paths, server.url, tmp_path, max_cost_usd=limit, price_overrides=overrides
+    )
+    assert again.chat(done[0].request).cached
+    with pytest.raises(BudgetExceeded):
+        again.chat_many(requests)
+    assert server.count() == len(records)
+
+
+def test_duplicate_requests_in_flight_are_sent_once(run_paths, tmp_path):
+    with FakeOpenAIServer(api_key=TEST_KEY, latency_s=0.05) as server:
+        client = api_client(run_paths, server.url, tmp_path, max_concurrency=8)
+        same = [question(1, tags={"system": f"s{k}"}) for k in range(6)]
+        results = client.chat_many(same)
+        assert server.count() == 1 and len({r.text for r in results}) == 1
+        records = read_jsonl(run_paths.calls)
+        # six logical calls (different tags), one paid, five served from the cache
+        assert len(records) == 6 and sum(not r["cached"] for r in records) == 1
+
+
+def test_consecutive_failures_stop_the_stage(run_paths, server, tmp_path):
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        max_concurrency=1,
+        max_consecutive_failures=3,
+        retry=RetryPolicy(max_attempts=2, base_delay_s=0.001),
+    )
+    server.on(lambda p, b: True, Action(status=502), times=None)
+    with pytest.raises(FatalAPIError, match="3 calls in a row"):
+        client.chat_many([question(i) for i in range(20)])
+    assert server.count() == 6
+
+
+def test_model_backends_route_a_model_elsewhere(run_paths, tmp_path):
+    with FakeOpenAIServer() as local:  # a vLLM-like server that needs no key
+        client = api_client(
+            run_paths,
+            local.url,
+            tmp_path,
+            backend="custom",
+            model_backends={"openai/gpt-oss-120b": "offline"},
+        )
+        oss = ChatRequest(
+            "openai/gpt-oss-120b",
+            (("user", "hi"),),
+            "long_context",
+            "lc@v1",
+            temperature=0.0,
+            payload={"answer": "offline answer"},
+        )
+        assert client.chat(oss, offline=lambda r: r.payload["answer"]).text == "offline answer"
+        assert client.chat(question(1)).ok
+        assert local.count() == 1
+        backends = [r["backend"] for r in read_jsonl(run_paths.calls)]
+        assert backends == ["offline", "custom"]
+
+
+def test_embeddings_over_the_api(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    texts = [f"Caroline adopted a dog named Max in 202{i}." for i in range(5)] + ["", "   "]
+    vectors = client.embed(texts, tags={"conversation_id": "c1"})
+    assert vectors.shape == (7, 1536) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors[:5], axis=1), 1.0, atol=1e-5)
+    assert not vectors[5:].any()
+    assert server.count(EMBEDDINGS_PATH) == 1 and server.count(CHAT_PATH) == 0
+    (record,) = read_jsonl(run_paths.calls)
+    assert (
+        record["stage"] == "embed"
+        and record["prompt_tokens"] > 0
+        and record["completion_tokens"] == 0
+    )
+    assert record["conversation_id"] == "c1" and record["model"] == "text-embedding-3-small"
+    again = client.embed(texts, tags={"conversation_id": "c1"})
+    assert np.array_equal(again, vectors) and server.count(EMBEDDINGS_PATH) == 1
+
+
+def test_cache_is_safe_across_processes(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "shared.sqlite"
+    code = (
+        "import sys\n"
+        "from memcost.llm import ResponseCache\n"
+        "c = ResponseCache(sys.argv[1])\n"
+        "for i in range(300):\n"
+        "    c.put(f'{sys.argv[2]}-{i}', {'text': str(i)}, kind='chat', stage='read', model='m',\n"
+        "          origin='x')\n"
+        "    assert c.get(f'{sys.argv[2]}-{i}')['text'] == str(i)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), tag]) for tag in "abc"]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    cache = ResponseCache(path)
+    assert len(cache) == 900
+
+    def writer(tag: str) -> None:
+        for i in range(100):
+            cache.put(f"{tag}-{i}", {"text": tag}, kind="chat", stage="read", model="m", origin="y")
+
+    threads = [threading.Thread(target=writer, args=(f"t{k}",)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(cache) == 1700
+
+
+def test_a_fatal_error_cuts_short_the_backoff_of_calls_in_flight(run_paths, server, tmp_path):
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        max_concurrency=2,
+        retry=RetryPolicy(max_attempts=5, base_delay_s=30.0, max_delay_s=30.0),
+    )
+    server.on(lambda p, b: "item 0?" in json.dumps(b), Action(status=500), times=None)
+    server.on(lambda p, b: "item 1?" in json.dumps(b), Action(status=401, delay_s=0.2), times=None)
+    t0 = time.perf_counter()
+    with pytest.raises(FatalAPIError, match="HTTP 401"):
+        client.chat_many([question(0), question(1)])
+    assert time.perf_counter() - t0 < 5.0  # not the 15-30 s backoff of item 0
+    errors = {r["question_id"]: r["error"] for r in read_jsonl(run_paths.calls)}
+    assert "the stage stopped" in errors["q0"] and "HTTP 401" in errors["q1"]
+
+
+def test_the_local_server_rejects_what_the_api_rejects(server):
+    """Later stages' tests rely on the server behaving like the API; check it with the bare SDK."""
+    import openai
+
+    sdk = openai.OpenAI(api_key=TEST_KEY, base_url=server.url, max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="max_completion_tokens"):
+        sdk.chat.completions.create(
+            model="gpt-5-mini", messages=[{"role": "user", "content": "hi"}], max_tokens=10
+        )
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        sdk.chat.completions.create(
+            model="gpt-5-nano", messages=[{"role": "user", "content": "hi"}], temperature=0
+        )
+    ok = sdk.chat.completions.create(
+        model="openai/gpt-oss-120b",
+        temperature=0,
+        max_tokens=5,
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    assert ok.usage.completion_tokens_details.reasoning_tokens == 0
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(api_key="sk-wrong", base_url=server.url, max_retries=0).embeddings.create(
+            model="text-embedding-3-small", input=["x"]
+        )
+    emb = sdk.embeddings.create(model="text-embedding-3-small", input=["a", "b"], dimensions=8)
+    assert [len(d.embedding) for d in emb.data] == [8, 8]
+    assert [r.status for r in server.requests] == [400, 400, 200, 401, 200]

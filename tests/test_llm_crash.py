@@ -1,0 +1,165 @@
+"""Crash safety and secrecy, with real processes: SIGKILL mid-run, then rerun; a planted key.
+
+The stage-like worker (tests/llm_worker.py) answers 200 questions through the client against
+the local server and appends one output line per answer, skipping answered questions on rerun.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from llm_helpers import TEST_KEY
+
+from memcost.io import read_jsonl
+from memcost.llm import ResponseCache
+from memcost.paths import RunPaths
+from memcost.testing.openai_server import Action, FakeOpenAIServer
+
+WORKER = Path(__file__).with_name("llm_worker.py")
+
+
+def _worker(
+    run: Path,
+    cache: Path,
+    url: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+) -> subprocess.Popen:
+    out = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(WORKER),
+            "--run",
+            str(run),
+            "--cache",
+            str(cache),
+            "--url",
+            url,
+            *extra,
+        ],
+        stdout=out,
+        stderr=out,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
+    run, cache_path = tmp_path / "run", tmp_path / "cache.sqlite"
+    with FakeOpenAIServer(latency_s=0.03) as server:
+        first = _worker(run, cache_path, server.url)
+        deadline = time.monotonic() + 60
+        while server.count() < 70 and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.002)
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        sent_first = server.count()
+        assert 70 <= sent_first < 200, "the kill must land midway"
+
+        cache = ResponseCache(cache_path)
+        completed = {_question(e) for e in _cached_texts(cache)}
+        ledger_before = read_jsonl(RunPaths(run).calls)
+        assert len(ledger_before) <= len(completed) < 200  # cache row first, then the record
+
+        server.clear()
+        second = _worker(run, cache_path, server.url)
+        assert second.wait(timeout=120) == 0
+
+        resent = [_question_from_body(r.body) for r in server.requests]
+        assert len(resent) == len(set(resent)), "a request was sent twice by the rerun"
+        assert set(resent) == {f"{i:03d}" for i in range(200)} - completed
+        assert len(resent) == 200 - len(completed)
+
+    records = read_jsonl(RunPaths(run).calls)
+    assert len(records) == 200
+    assert len({r["request_hash"] for r in records}) == 200
+    assert len({r["question_id"] for r in records}) == 200
+    # every call was paid by this run once, including any whose record the kill interrupted
+    assert all(r["cached"] is False and r["error"] is None for r in records)
+    outputs = read_jsonl(run / "answers.jsonl")
+    assert sorted(o["question_id"] for o in outputs) == [f"q{i:03d}" for i in range(200)]
+    texts = {_question(t): t for t in _cached_texts(ResponseCache(cache_path))}
+    assert all(texts[o["question_id"][1:]] == o["answer"] for o in outputs)
+
+
+def _cached_texts(cache: ResponseCache) -> list[str]:
+    return [cache.get(k)["text"] for k in cache.keys()]
+
+
+def _question(answer_text: str) -> str:
+    # the server's reply quotes the question: "answer-xxxx: Question number 17: reply in JSON."
+    return f"{int(answer_text.split('Question number ')[1].split(':')[0]):03d}"
+
+
+def _question_from_body(body: dict) -> str:
+    return f"{int(body['messages'][-1]['content'].split('Question number ')[1].split(':')[0]):03d}"
+
+
+def test_a_planted_key_appears_in_no_file_the_run_writes(tmp_path):
+    key = TEST_KEY + "-planted-" + os.urandom(6).hex()
+    run, cache_path = tmp_path / "run", tmp_path / "cache.sqlite"
+    log = run / "logs" / "worker.log"
+    log.parent.mkdir(parents=True)
+    with FakeOpenAIServer(api_key=key) as server:
+        # some trouble on the way: retries, a malformed body, and a refused call at the end
+        server.script(
+            Action(status=500), Action(status=429, retry_after="0"), Action(malformed=True)
+        )
+        server.on(lambda p, b: "refused" in str(b), Action(status=401), times=None)
+        worker = _worker(
+            run,
+            cache_path,
+            server.url,
+            "--n",
+            "20",
+            "--backend",
+            "openai",
+            "--fail-401",
+            env={"OPENAI_API_KEY": key},
+            log=log,
+        )
+        assert worker.wait(timeout=120) == 0, log.read_text()
+        assert all(
+            r.authorized for r in server.requests if r.status != 401 or "refused" in str(r.body)
+        )
+        assert server.count() >= 23
+    text = log.read_text()
+    assert "set OPENAI_API_KEY (or use the offline backend)" in text  # the 401 was reported
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    names = {p.name for p in written}
+    assert {"calls.jsonl", "manifest.json", "answers.jsonl", "worker.log", "cache.sqlite"} <= names
+    for path in written:
+        data = path.read_bytes()
+        assert key.encode() not in data, f"the key leaked into {path}"
+        assert key[-12:].encode() not in data, f"part of the key leaked into {path}"
+
+
+def test_a_call_killed_between_cache_and_ledger_is_recorded_once_as_paid(tmp_path, monkeypatch):
+    from llm_helpers import api_client, question
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    run = RunPaths(tmp_path / "run").ensure()
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        api_client(run, server.url, tmp_path).chat_many([question(i) for i in range(3)])
+        # what a SIGKILL between the cache row and the ledger record leaves behind
+        lines = run.calls.read_text().splitlines(keepends=True)
+        run.calls.write_text("".join(lines[:2]))
+        again = api_client(run, server.url, tmp_path)
+        again.chat_many([question(i) for i in range(3)])
+        assert server.count() == 3 and again.stats.recovered == 1
+        records = read_jsonl(run.calls)
+        assert len(records) == 3 and not any(r["cached"] for r in records)
+        # a new run directory under the same name is another run: it did not pay
+        import shutil
+
+        shutil.rmtree(run.root)
+        fresh = RunPaths(run.root).ensure()
+        api_client(fresh, server.url, tmp_path).chat_many([question(i) for i in range(3)])
+        assert server.count() == 3
+        assert all(r["cached"] for r in read_jsonl(fresh.calls))

@@ -1,0 +1,193 @@
+"""The offline backend and the hashing embedder: same interfaces, no network, deterministic."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from memcost.io import read_jsonl
+from memcost.llm import ChatRequest, HashingEmbedder, make_client, parse_json_object
+from memcost.tokens import count_tokens
+
+# A stage-like offline method: reads the structured payload, never the prompt text.
+OFFLINE_SCRIPT = r"""
+import hashlib, json, sys
+from pathlib import Path
+from memcost.llm import ChatRequest, make_client, parse_json_object
+from memcost.paths import RunPaths
+
+def extract(request):
+    facts = [t for t in request.payload["turns"] if " " in t]
+    return json.dumps({"facts": [f"{request.payload['speaker']} said: {t}" for t in facts]})
+
+run = RunPaths(Path(sys.argv[1])).ensure()
+client = make_client(run, backend="offline", progress=False)
+requests = [
+    ChatRequest("gpt-5-nano-2025-08-07", (("system", "Extract facts."), ("user", "\n".join(turns))),
+                "extract", "extract@v1", reasoning_effort="low",
+                payload={"speaker": f"user{i}", "turns": turns}, tags={"conversation_id": f"c{i}"})
+    for i, turns in enumerate(
+        [["I adopted a dog", "ok"], ["My sister lives in Lyon", "We ski in March"]] * 3
+    )
+]
+results = client.chat_many(requests, offline=extract, parse=parse_json_object)
+facts = [f for r in results for f in r.parsed["facts"]]
+vectors = client.embed(facts, tags={"conversation_id": "all"})
+records = [{k: v for k, v in r.items() if k not in ("timestamp", "latency_s")} for r in
+           map(json.loads, run.calls.read_text().splitlines())]
+print(json.dumps({
+    "results": [[r.text, r.parsed, r.usage.as_dict(), r.request_hash, r.backend] for r in results],
+    "vectors": hashlib.sha256(vectors.tobytes()).hexdigest(),
+    "records": records,
+}, sort_keys=True))
+"""
+
+
+def test_offline_backend_is_byte_identical_in_two_processes(tmp_path):
+    outputs = []
+    for k, seed in enumerate(("1", "987")):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", OFFLINE_SCRIPT, str(tmp_path / f"run{k}")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    data = json.loads(outputs[0])
+    assert all(r["backend"] == "offline" and r["provider"] == "offline" for r in data["records"])
+    assert len(data["records"]) == 6 + 1  # six extraction calls, one embedding batch
+
+
+def extract(request: ChatRequest) -> str:
+    return json.dumps(
+        {"facts": [f"{request.payload['speaker']} likes {x}" for x in request.payload["likes"]]}
+    )
+
+
+def requests(n: int = 4) -> list[ChatRequest]:
+    return [
+        ChatRequest(
+            "gpt-5-nano-2025-08-07",
+            (("system", "Extract facts."), ("user", f"I like tea and item {i}.")),
+            "extract",
+            "extract@v1",
+            reasoning_effort="low",
+            payload={"speaker": "Ana", "likes": ["tea", f"item {i}"]},
+            tags={"conversation_id": f"c{i}"},
+        )
+        for i in range(n)
+    ]
+
+
+def test_offline_calls_report_o200k_usage_and_are_recorded_once(run_paths, tmp_path):
+    client = make_client(
+        run_paths, backend="offline", progress=False, cache_path=tmp_path / "c.sqlite"
+    )
+    results = client.chat_many(requests(), offline=extract, parse=parse_json_object)
+    first = results[0]
+    assert first.parsed == {"facts": ["Ana likes tea", "Ana likes item 0"]}
+    assert first.usage.prompt_tokens == count_tokens("Extract facts.") + count_tokens(
+        "I like tea and item 0."
+    )
+    assert first.usage.completion_tokens == count_tokens(first.text)
+    assert first.usage.reasoning_tokens == 0 and first.backend == "offline" and first.attempts == 1
+    records = read_jsonl(run_paths.calls)
+    assert len(records) == 4
+    assert all(
+        r["backend"] == "offline" and not r["cached"] and r["error"] is None for r in records
+    )
+    assert records[0]["prompt_tokens"] == first.usage.prompt_tokens
+    assert not (tmp_path / "c.sqlite").exists()  # offline calls never touch the cache
+    # a rerun in the same run directory: the ledger already has every call
+    again = make_client(run_paths, backend="offline", progress=False)
+    assert [r.text for r in again.chat_many(requests(), offline=extract)] == [
+        r.text for r in results
+    ]
+    assert len(read_jsonl(run_paths.calls)) == 4 and again.stats.replayed == 4
+    summary = again.summary()
+    assert (
+        summary["offline_calls"] == 4 and summary["estimated_usd"] > 0 and summary["paid_usd"] == 0
+    )
+
+
+def test_offline_without_a_method_says_what_is_missing(run_paths):
+    client = make_client(run_paths, backend="offline", progress=False)
+    with pytest.raises(ValueError, match="offline method"):
+        client.chat(requests(1)[0])
+
+
+def test_offline_groups_and_json_reasks_use_the_same_plumbing(run_paths):
+    client = make_client(run_paths, backend="offline", progress=False, max_reasks=1)
+    out = client.chat_groups(
+        [requests(2), requests(3)[2:]], offline=lambda r: "not json", parse=parse_json_object
+    )
+    assert [len(g) for g in out] == [2, 1]
+    assert all(r.parse_error and r.calls == 2 for g in out for r in g)
+    assert client.stats.parse_failures == 3 and client.stats.reasks == 3
+
+
+def test_hashing_embedder_is_pinned_normalised_and_lexical():
+    embedder = HashingEmbedder()
+    texts = ["Caroline went to the LGBTQ support group on 7 May 2023.", "Melanie paints sunrises."]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (2, 1536) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    # pinned: the same bytes on every machine (blake2b buckets, exactly rounded norms)
+    assert (
+        hashlib.sha256(vectors.tobytes()).hexdigest()
+        == "9d2dec02c64892c9148d84203e5dfec2716cc05749b9f0d11ff6a93d32990adb"
+    )
+    query, near, far = embedder.embed(
+        [
+            "Which support group did Caroline go to?",
+            "Caroline joined a support group.",
+            "Melanie paints sunrises.",
+        ]
+    )
+    assert float(query @ near) > float(query @ far)
+    assert not embedder.embed(["", "!!!"]).any()
+    assert HashingEmbedder(64).embed(["a b c"]).shape == (1, 64)
+    # sublinear tf: repeating a word shifts weight towards it, but not tenfold
+    once, many = embedder.embed(["dog cat", "dog dog dog dog dog dog dog dog dog dog cat"])
+    assert float(once @ many) > 0.5
+
+
+def test_hashing_embedder_is_stable_across_processes():
+    code = (
+        "import hashlib\nfrom memcost.llm import HashingEmbedder\n"
+        "v = HashingEmbedder().embed(['Caroline went to the LGBTQ support group on 7 May 2023.', "
+        "'Melanie paints sunrises.'])\nprint(hashlib.sha256(v.tobytes()).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("0", "4242")
+    }
+    assert digests == {"9d2dec02c64892c9148d84203e5dfec2716cc05749b9f0d11ff6a93d32990adb"}
+
+
+def test_offline_embeddings_through_the_client(run_paths):
+    client = make_client(run_paths, backend="offline", progress=False)
+    texts = ["Ana likes tea.", "", "Ana likes green tea."]
+    vectors = client.embed(texts, tags={"conversation_id": "c1"})
+    assert vectors.shape == (3, 1536) and not vectors[1].any()
+    assert np.array_equal(vectors[[0, 2]], HashingEmbedder().embed([texts[0], texts[2]]))
+    (record,) = read_jsonl(run_paths.calls)
+    assert record["backend"] == "offline" and record["stage"] == "embed"
+    assert record["prompt_tokens"] == count_tokens(texts[0]) + count_tokens(texts[2])
+    assert record["model"] == "text-embedding-3-small" and record["conversation_id"] == "c1"
