@@ -14,7 +14,9 @@ for the whole run. Unknown parameter keys are an error (papermill itself only wa
 
 from __future__ import annotations
 
+import ast
 import copy
+import json
 import os
 import sys
 import time
@@ -64,15 +66,43 @@ def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
 
 
 @cache
-def _inspect(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
-    import papermill
-
-    return papermill.inspect_notebook(str(path))
+def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PresetError(f"{path}: not a valid notebook (JSON error at line {exc.lineno})") from exc
+    cells = [c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if not cells:
+        return {}
+    source = cells[0]["source"]
+    source = "".join(source) if isinstance(source, list) else source
+    lines = source.splitlines()
+    declared: dict[str, dict[str, Any]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            name, annotation = node.target.id, ast.unparse(node.annotation)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name, annotation = node.targets[0].id, "None"
+        else:
+            continue
+        line = lines[node.end_lineno - 1]
+        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset:] else ""
+        declared[name] = {
+            "name": name,
+            "inferred_type_name": annotation,
+            "default": ast.unparse(node.value) if node.value is not None else None,
+            "help": comment,
+        }
+    return declared
 
 
 def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
-    """The parameters a notebook declares in its ``parameters`` cell (name → type, default, help)."""
-    return _inspect(path, path.stat().st_mtime)
+    """The parameters a notebook declares in its ``parameters`` cell (name → type, default, help).
+
+    Read with ``ast`` rather than papermill so that a notebook can list its own parameters
+    without importing papermill (seconds per notebook); a test checks both agree.
+    """
+    return _declared(path, path.stat().st_mtime)
 
 
 @dataclass

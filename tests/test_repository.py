@@ -1,0 +1,56 @@
+"""Repository-wide checks: committed notebooks and presets are runnable as shipped."""
+
+from __future__ import annotations
+
+import json
+
+import papermill
+import pytest
+
+from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from memcost.runner import discover_notebooks, load_preset, notebook_parameters, validate_preset
+
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+PRESETS = sorted(PARAMS_DIR.glob("*.yaml"))
+
+
+def test_there_is_something_to_check():
+    assert NOTEBOOKS and PRESETS
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_committed_without_outputs(notebook):
+    nb = json.loads(notebook.read_text())
+    dirty = [i for i, c in enumerate(nb["cells"])
+             if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    assert not dirty, f"{notebook.name}: cells {dirty} carry outputs; clear them before committing"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_one_parameters_cell_with_typed_commented_literals(notebook):
+    nb = json.loads(notebook.read_text())
+    tagged = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1, f"{notebook.name}: expected one cell tagged 'parameters'"
+    declared = notebook_parameters(notebook)
+    assert "run_dir" in declared
+    for name, info in declared.items():
+        assert info["inferred_type_name"] != "None", f"{notebook.name}: {name} has no type annotation"
+        assert info["help"], f"{notebook.name}: {name} has no trailing comment"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_papermill_sees_the_same_parameters(notebook):
+    """`papermill --help-notebook` must show what the runner validates against (papermill's own
+    parser drops a parameter whose trailing comment contains '=')."""
+    ours = notebook_parameters(notebook)
+    theirs = papermill.inspect_notebook(str(notebook))
+    assert set(ours) == set(theirs)
+    for name in ours:
+        assert ours[name]["inferred_type_name"] == theirs[name]["inferred_type_name"], name
+        assert ours[name]["help"] == theirs[name]["help"], name
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)
+def test_every_preset_key_is_a_parameter_of_its_notebooks(preset):
+    validate_preset(load_preset(preset), discover_notebooks())
