@@ -26,32 +26,13 @@ import pandas as pd
 
 from memcost.costs import CostConstants, CostModel, token_break_even
 from memcost.io import read_jsonl
+from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
 from memcost.models import slug
 from memcost.paths import RunPaths
 from memcost.prices import price_for
 
-LEDGER_COLUMNS = (
-    "timestamp",
-    "stage",
-    "provider",
-    "model",
-    "backend",
-    "request_hash",
-    "prompt_version",
-    "cached",
-    "prompt_tokens",
-    "cached_prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "latency_s",
-    "attempts",
-    "error",
-    "dataset",
-    "conversation_id",
-    "question_id",
-    "system",
-    "sample_index",
-)
+# The ledger schema is the client's: one definition, read here.
+LEDGER_COLUMNS = (*BASE_FIELDS, *STANDARD_TAGS)
 TOKEN_COLUMNS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 TAG_COLUMNS = ("stage", "model", "backend", "dataset", "conversation_id", "question_id", "system")
 WRITE_STAGES = ("extract", "update")  # plus embeddings of facts (embed records without a question)

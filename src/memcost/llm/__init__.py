@@ -15,7 +15,7 @@ from memcost.llm.errors import (
     LLMError,
     MissingCredentials,
 )
-from memcost.llm.ledger import load_calls, record_cost
+from memcost.llm.ledger import record_cost
 from memcost.llm.offline import OfflineMethod
 from memcost.llm.parsing import parse_json, parse_json_object
 from memcost.llm.providers import BACKENDS, check_credentials
@@ -51,7 +51,6 @@ __all__ = [
     "Usage",
     "check_credentials",
     "l2_normalise",
-    "load_calls",
     "make_client",
     "parse_json",
     "parse_json_object",

@@ -178,18 +178,6 @@ class Ledger:
         self._out.close()
 
 
-def load_calls(path: str | Path, price_overrides: Mapping[str, Mapping[str, Any]] | None = None):
-    """The ledger as a DataFrame with a ``cost_usd`` column at list prices (NaN if unpriced)."""
-    import pandas as pd
-
-    records = read_jsonl(path, missing_ok=True)
-    frame = pd.DataFrame.from_records(
-        records, columns=None if records else list(BASE_FIELDS + STANDARD_TAGS)
-    )
-    frame["cost_usd"] = [record_cost(r, price_overrides) for r in records] if records else []
-    return frame
-
-
 def spent_usd(
     records: Iterable[Mapping[str, Any]],
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
