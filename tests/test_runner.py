@@ -123,3 +123,22 @@ def test_cli_reports_preset_error(tmp_path, notebooks, capsys):
     code = main(["run", "--params", str(tmp_path / "missing.yaml")])
     assert code == 2
     assert "preset not found" in capsys.readouterr().err
+
+
+def test_missing_key_stops_before_anything_runs(tmp_path, monkeypatch):
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    _notebook(folder / "01_call.ipynb",
+              'run_dir: str = ""  # where\ndataset: str = "a"  # which\nbackend: str = "offline"  # who',
+              "raise SystemExit('must not run')")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"backend": "openai"}})
+    with pytest.raises(PresetError) as info:
+        run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=folder, stream=False)
+    assert "OPENAI_API_KEY" in str(info.value) and "offline" in str(info.value)
+    assert not (tmp_path / "run").exists()
+    # the same preset with the offline backend needs no key
+    offline = _preset(tmp_path, {"datasets": ["a"], "parameters": {"backend": "offline"}})
+    with pytest.raises(NotebookFailed):
+        run_preset(offline, run_name=str(tmp_path / "run"), notebooks_dir=folder, stream=False)

@@ -209,6 +209,33 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
         )
 
 
+def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
+    """Stop before anything runs (or is paid for) when a backend the preset uses has no key.
+
+    The message names each missing variable and the offline alternative.
+    """
+    steps = preset.steps or list(notebooks)
+    if not any("backend" in notebook_parameters(notebooks[s]) for s in steps):
+        return
+    from memcost.llm import MissingCredentials, check_credentials
+
+    problems: list[str] = []
+    for dataset in preset.datasets or [None]:
+        params = preset.parameters_for(dataset)
+        try:
+            check_credentials(
+                str(params.get("backend", "offline")),
+                base_url=str(params.get("base_url", "")),
+                api_key_env=str(params.get("api_key_env", "")),
+                model_backends=params.get("model_backends") or None,
+            )
+        except MissingCredentials as exc:
+            if str(exc) not in problems:
+                problems.append(str(exc))
+    if problems:
+        raise PresetError(f"{preset.path}: cannot start, a key is missing.\n" + "\n".join(problems))
+
+
 def default_run_name(preset: Preset) -> str:
     return f"{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -285,6 +312,7 @@ def run_preset(
     if overrides:
         preset.parameters.update(overrides)
     validate_preset(preset, notebooks)
+    preflight_credentials(preset, notebooks)
     selected = preset.steps or list(notebooks)
 
     run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
