@@ -65,3 +65,85 @@ def get(name: str) -> Prompt:
 
 
 # --- Stage prompts are defined below, one block per stage, each registered by name. ----------
+
+
+# --- Judge (notebook 04, study §3.4) -----------------------------------------------------------
+# One main prompt and two variants that differ only in how generous the grading rules are, so
+# the judge-sensitivity table shows how much of an accuracy gap is the judge's (study §10).
+# ``{instructions}`` is the dataset- and question-type-specific block from memcost.judging;
+# ``{reference_label}`` names what the reference is (a gold answer, a rubric, an explanation).
+_JUDGE_SYSTEM = (
+    "You grade the answers of a personal assistant that remembers its past conversations with a "
+    "user. For each one you compare the assistant's response with a reference written by the "
+    "benchmark's authors and decide whether the response is CORRECT or WRONG."
+)
+_JUDGE_USER = """{instructions}
+
+Question: {question}
+{reference_label}: {reference}
+Response to grade: {response}
+
+Grading rules:
+{rules}
+
+Reply with only a JSON object, the reason first:
+{{"reason": "<one sentence>", "label": "CORRECT" or "WRONG"}}"""
+
+JUDGE_RULES = (
+    "- Grade the content, not the form. Paraphrases, synonyms, another word order, a longer or "
+    "friendlier answer, and other formats of dates, times, numbers and units (\"7 May 2023\", "
+    "\"May 7th, 2023\", \"2023-05-07\"; \"3\", \"three\") are all fine.\n"
+    "- A response that states what the reference requires is CORRECT even when it adds context, "
+    "as long as nothing it adds contradicts the reference.\n"
+    "- A response is WRONG when it gives a different fact (another name, date, number, place or "
+    "person), leaves out part of what the question asks for, contradicts the reference, hedges "
+    "between several candidate answers, or says it does not know while the reference gives an "
+    "answer.\n"
+    "- A date given relative to another date (\"the week before 9 June 2023\") is CORRECT when it "
+    "denotes the same day or period as the reference."
+)
+JUDGE_LENIENT_RULES = (
+    "- Be generous. If the response is about the same thing as the reference and gets its core "
+    "fact right, it is CORRECT, even when it is longer, vaguer, or mixes in other material.\n"
+    "- For questions about time, any mention of the same date or period counts, in any format "
+    "and at any precision.\n"
+    "- Only a response that misses the core fact, or contradicts it, is WRONG."
+)
+JUDGE_STRICT_RULES = (
+    "- Be strict. The response is CORRECT only if it states every element the reference "
+    "requires, precisely, commits to one answer, and contains nothing that contradicts the "
+    "reference.\n"
+    "- A vague or partly right response is WRONG. A date must name the same day, month or year "
+    "as the reference, at the same precision or finer; a count must be the same number.\n"
+    "- Different wording of the same facts is fine; different facts are not."
+)
+
+JUDGE = register(
+    Prompt(
+        name="judge",
+        version="v1",
+        system=_JUDGE_SYSTEM,
+        user=_JUDGE_USER.replace("{rules}", JUDGE_RULES.replace("{", "{{").replace("}", "}}")),
+    )
+)
+JUDGE_LENIENT = register(
+    Prompt(
+        name="judge_lenient",
+        version="v1",
+        system=_JUDGE_SYSTEM,
+        user=_JUDGE_USER.replace(
+            "{rules}", JUDGE_LENIENT_RULES.replace("{", "{{").replace("}", "}}")
+        ),
+    )
+)
+JUDGE_STRICT = register(
+    Prompt(
+        name="judge_strict",
+        version="v1",
+        system=_JUDGE_SYSTEM,
+        user=_JUDGE_USER.replace(
+            "{rules}", JUDGE_STRICT_RULES.replace("{", "{{").replace("}", "}}")
+        ),
+    )
+)
+JUDGE_PROMPTS = ("judge", "judge_lenient", "judge_strict")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memcost import stats
 from memcost.costs import CostConstants, CostModel, token_break_even
 from memcost.io import read_jsonl
 from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
@@ -657,21 +658,13 @@ def majority_votes(judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per (dataset, system, question): correct when most judged votes say CORRECT.
 
     ``UNJUDGED`` votes (a judge call that failed) count for neither side; a question with no
-    judged vote is not correct. ``vote_accuracy`` is the share of judged votes that say CORRECT
-    (the EverMemOS-style mean over runs).
+    judged vote is not correct. When ``judgments.jsonl`` also holds the votes of the judge-
+    sensitivity prompts, only the primary prompt's votes (``primary = true``, the ones Table 3
+    reports) count. The vote counting itself is :func:`memcost.stats.majority_votes`.
     """
-    if judgments.empty:
-        return pd.DataFrame(
-            columns=["dataset", "system", "question_id", "votes", "correct_votes", "correct"]
-        )
-    labels = judgments["label"].astype(str).str.upper()
-    frame = judgments.assign(
-        is_correct=labels == "CORRECT", is_judged=labels.isin(["CORRECT", "WRONG"])
-    )
-    grouped = frame.groupby(["dataset", "system", "question_id"], sort=True)
-    out = grouped.agg(votes=("is_judged", "sum"), correct_votes=("is_correct", "sum"))
-    out["correct"] = out["correct_votes"] * 2 > out["votes"]
-    return out.reset_index()
+    if "primary" in judgments.columns and not judgments.empty:
+        judgments = judgments.loc[judgments["primary"].fillna(True).astype(bool)]
+    return stats.majority_votes(judgments, ["dataset", "system", "question_id"])
 
 
 def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
