@@ -49,6 +49,7 @@ def test_papermill_sees_the_same_parameters(notebook):
     for name in ours:
         assert ours[name]["inferred_type_name"] == theirs[name]["inferred_type_name"], name
         assert ours[name]["help"] == theirs[name]["help"], name
+        assert ours[name]["default"] == theirs[name]["default"], name
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)

@@ -90,7 +90,7 @@ def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
         declared[name] = {
             "name": name,
             "inferred_type_name": annotation,
-            "default": ast.unparse(node.value) if node.value is not None else None,
+            "default": ast.get_source_segment(source, node.value) if node.value else None,
             "help": comment,
         }
     return declared
