@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost import data, judging
+from memcost import choices, data, judging
 from memcost.answers import AnswerWriter
 from memcost.io import read_jsonl
 from memcost.llm import make_client
@@ -178,13 +178,13 @@ OPTIONS = ["right answer", "wrong one", "wrong two", "wrong three"]
 
 def test_multiple_choice_shuffle_is_identical_across_processes():
     ids = [f"pm-{i}" for i in range(40)]
-    here = {q: [*judging.multiple_choice(q, OPTIONS).options,
-                judging.multiple_choice(q, OPTIONS).correct_letter] for q in ids}
+    here = {q: [*choices.multiple_choice(q, OPTIONS).options,
+                choices.multiple_choice(q, OPTIONS).correct_letter] for q in ids}
     script = (
-        "import json, sys\nfrom memcost import judging\n"
+        "import json, sys\nfrom memcost import choices, judging\n"
         f"ids = {ids!r}\nopts = {OPTIONS!r}\n"
-        "out = {q: [*judging.multiple_choice(q, opts).options, "
-        "judging.multiple_choice(q, opts).correct_letter] for q in ids}\n"
+        "out = {q: [*choices.multiple_choice(q, opts).options, "
+        "choices.multiple_choice(q, opts).correct_letter] for q in ids}\n"
         "print(json.dumps(out))\n"
     )
     for seed in ("0", "12345"):  # different str-hash salts in the two processes
@@ -193,7 +193,7 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
         assert json.loads(out.stdout) == here
     letters = [v[-1] for v in here.values()]
     assert len(set(letters)) == 4  # the correct option is not always in the same place
-    mc = judging.multiple_choice("pm-3", OPTIONS)
+    mc = choices.multiple_choice("pm-3", OPTIONS)
     assert mc.option(mc.correct_letter) == "right answer"
     assert mc.render().splitlines()[0].startswith("A. ")
 
@@ -204,14 +204,14 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
      ("B) because it fits", "B"), ("The answer is a dog", None), ("B or C", None), ("", None)],
 )
 def test_parse_choice(reply, expected):
-    assert judging.parse_choice(reply, judging.multiple_choice("pm-1", OPTIONS)) == expected
+    assert choices.parse_choice(reply, choices.multiple_choice("pm-1", OPTIONS)) == expected
 
 
 def test_multiple_choice_is_scored_by_letter(run_paths):
     ds, questions = prepared(run_paths, "personamem_v2")
 
     def letter(i, row):
-        mc = judging.multiple_choice(row.question_id, list(row.options))
+        mc = choices.multiple_choice(row.question_id, list(row.options))
         wrong = next(x for x in mc.letters if x != mc.correct_letter)
         return [mc.correct_letter, f"Answer: {wrong}", "none of these", mc.option(
             mc.correct_letter)][i % 4]

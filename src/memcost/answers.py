@@ -69,13 +69,20 @@ class AnswerWriter:
     """Append answer records for one system, skipping questions answered by an earlier attempt.
 
     Use ``pending(question_ids)`` to get what is left to do, then ``write(record)`` per answer.
+    A question whose latest record carries an ``error`` is not done: a rerun asks it again and
+    appends the new record (readers keep the last record per question).
     """
 
     def __init__(self, ds: DatasetPaths, system: str):
         system_kind(system)
         self.system = system
         self.path = ds.answers_file(system)
-        self.done: set[str] = {r["question_id"] for r in read_jsonl(self.path, missing_ok=True)}
+        self.done: set[str] = set()
+        for r in read_jsonl(self.path, missing_ok=True):
+            if r.get("error"):
+                self.done.discard(r["question_id"])
+            else:
+                self.done.add(r["question_id"])
         self._out = JsonlAppender(self.path)
 
     def pending(self, question_ids: Iterable[str]) -> list[str]:
@@ -87,7 +94,8 @@ class AnswerWriter:
         if record["question_id"] in self.done:
             return
         self._out.write(record)
-        self.done.add(record["question_id"])
+        if not record.get("error"):
+            self.done.add(record["question_id"])
 
     def close(self) -> None:
         self._out.close()

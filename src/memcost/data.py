@@ -1143,14 +1143,23 @@ def _in_order(conversation: pd.DataFrame) -> pd.DataFrame:
         "position", kind="stable")
 
 
+def spoken_datetime(when: str) -> str:
+    """``2023-05-08T13:56:00`` → ``Monday 8 May 2023, 13:56``: weekday and a written-out date,
+    because the gold answers of temporal questions are phrased that way."""
+    moment = datetime.fromisoformat(when)
+    return (f"{calendar.day_name[moment.weekday()]} {moment.day} "
+            f"{calendar.month_name[moment.month]} {moment.year}, {moment:%H:%M}")
+
+
 def session_header(number: int, when: str | None) -> str:
-    """``[Session 3 · Monday 8 May 2023, 13:56]``: weekday and a written-out date, because the
-    gold answers of temporal questions are phrased that way."""
+    """``[Session 3 · Monday 8 May 2023, 13:56]`` (``[Session 3]`` without a date)."""
     if not when:
         return f"[Session {number}]"
-    moment = datetime.fromisoformat(when)
-    return (f"[Session {number} · {calendar.day_name[moment.weekday()]} {moment.day} "
-            f"{calendar.month_name[moment.month]} {moment.year}, {moment:%H:%M}]")
+    return f"[Session {number} · {spoken_datetime(when)}]"
+
+
+# Between two sessions of a rendered history: a blank line.
+SESSION_SEPARATOR = "\n\n"
 
 
 def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
@@ -1161,7 +1170,18 @@ def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
     Sessions keep their own numbers (``session_index + 1``), so a window over the last turns
     still says which session they come from.
     """
+    return SESSION_SEPARATOR.join(text for _, text in render_sessions(conversation,
+                                                                       captions=captions))
+
+
+def render_sessions(conversation: pd.DataFrame, *,
+                    captions: bool = True) -> list[tuple[int, str]]:
+    """:func:`render_history` one session at a time: ``[(session_index, text), ...]`` in order,
+    joined by :data:`SESSION_SEPARATOR` they are the history. Long-context prompts that keep only
+    some sessions (the newest ones, or the evidence) are built from these pieces, so each session
+    is rendered and counted once."""
     ordered = _in_order(conversation)
+    out: list[tuple[int, str]] = []
     lines: list[str] = []
     current: int | None = None
     for session, when, speaker, text, caption in zip(
@@ -1171,14 +1191,16 @@ def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
     ):
         if session != current:
             if current is not None:
-                lines.append("")
-            current = session
+                out.append((current, "\n".join(lines)))
+            current, lines = int(session), []
             lines.append(session_header(int(session) + 1, when if isinstance(when, str) else None))
         line = f"{speaker}: {text}"
         if captions and isinstance(caption, str) and caption:
             line += f" [shares a photo: {caption}]"
         lines.append(line)
-    return "\n".join(lines)
+    if current is not None:
+        out.append((current, "\n".join(lines)))
+    return out
 
 
 def _count(texts: list[str], desc: str) -> list[int]:
@@ -1514,11 +1536,13 @@ __all__ = [
     "questions_per_category",
     "record_provenance",
     "render_history",
+    "render_sessions",
     "resolve_source",
     "round_half_up",
     "sample_path",
     "select",
     "session_header",
+    "spoken_datetime",
     "summarize_counts",
     "table1",
     "table2",

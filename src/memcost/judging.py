@@ -33,6 +33,7 @@ import pandas as pd
 
 from memcost import stats
 from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
+from memcost.choices import MC_SALT, MODES, MultipleChoice, multiple_choice, parse_choice
 from memcost.io import JsonlAppender, atomic_open, read_jsonl
 from memcost.llm import ChatRequest, ChatResult, parse_json_object
 from memcost.llm.offline import OFFLINE
@@ -40,14 +41,13 @@ from memcost.models import JUDGE_MODEL, LONG_CONTEXT_MODELS
 from memcost.paths import DatasetPaths
 from memcost.prompts import JUDGE_PROMPTS, Prompt
 from memcost.prompts import get as get_prompt
-from memcost.text import containment, content_words, stable_hash, token_f1, words
+from memcost.text import containment, content_words, token_f1, words
 from memcost.tokens import count_tokens_batch
 
 CORRECT, WRONG, UNJUDGED = stats.CORRECT, stats.WRONG, stats.UNJUDGED
 LEXICAL = "lexical"  # judge_model of every offline vote: a word-overlap rule, not an LLM
 LETTER_MATCH = "letter_match"  # judge_model of multiple-choice votes: the letter is compared
 RULE = "rule"  # backend of multiple-choice votes and of answers that could not be judged
-MODES = ("open_ended", "multiple_choice")
 DATASETS = ("locomo", "longmemeval", "personamem_v2")
 
 # judgments.jsonl, one record per vote (docs/architecture.md), in this order.
@@ -228,92 +228,6 @@ def choose_instruction(
     if dataset == "personamem_v2":
         return INSTRUCTIONS["personamem"]
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
-
-
-# ---------------------------------------------------------------------------------------------
-# PersonaMem v2 multiple choice: the contract shared with the answering notebooks
-# ---------------------------------------------------------------------------------------------
-MC_LETTERS = "ABCDEFGH"
-MC_SALT = "personamem-mc@v1"  # part of the shuffle seed: change it and every order changes
-MC_ANSWER_INSTRUCTION = (
-    "Choose the option that best fits this user. Reply with the option's letter only "
-    "(for example: B)."
-)
-
-
-@dataclass(frozen=True)
-class MultipleChoice:
-    """A question's options in the order they are shown, with their letters.
-
-    Built by :func:`multiple_choice` from ``questions.parquet``'s ``options`` (correct answer
-    first); the answering notebooks render it into their prompts and the judge parses the
-    letter back, so both sides agree on which letter is correct.
-    """
-
-    question_id: str
-    options: tuple[str, ...]  # in display order
-    correct_letter: str
-
-    @property
-    def letters(self) -> tuple[str, ...]:
-        return tuple(MC_LETTERS[: len(self.options)])
-
-    def render(self) -> str:
-        """``A. ...`` one option per line, for the answer prompt."""
-        return "\n".join(f"{letter}. {text}" for letter, text in zip(self.letters, self.options,
-                                                                      strict=True))
-
-    def option(self, letter: str) -> str:
-        return self.options[self.letters.index(letter)]
-
-
-def multiple_choice(question_id: str, options: Sequence[str]) -> MultipleChoice:
-    """Shuffle ``options`` (``[correct, *wrong]``) in an order fixed by the question id.
-
-    The order sorts the options by a stable hash of (salt, question id, original position), so
-    it is the same in every process, on every machine and in every Python version, and the
-    correct answer lands on each letter about equally often (an unshuffled list would always
-    put it first).
-    """
-    options = [str(o) for o in options]
-    if len(options) < 2:
-        raise ValueError(f"question {question_id!r}: a multiple-choice question needs 2+ options")
-    if len(options) > len(MC_LETTERS):
-        raise ValueError(f"question {question_id!r}: more than {len(MC_LETTERS)} options")
-    order = sorted(range(len(options)),
-                   key=lambda i: stable_hash(f"{MC_SALT}\n{question_id}\n{i}"))
-    shown = tuple(options[i] for i in order)
-    return MultipleChoice(question_id, shown, MC_LETTERS[order.index(0)])
-
-
-_LETTER_ALONE = re.compile(r"^[\s*_(\[\"'`]*([A-Ha-h])[\s*_)\]\"'`.:]*$")
-# Keywords in any case, the letter itself upper case ("the answer is a dog" names no option).
-_LETTER_NAMED = re.compile(
-    r"\b(?i:answer|option|choice|pick|choose|select)(?:\s+(?i:is))?\s*[:\-]?\s*"
-    r"[*_(\[\"']*([A-H])\b(?!')"
-)
-_LETTER_LEAD = re.compile(r"^[\s*_(\[]*([A-H])[).:\]]")
-
-
-def parse_choice(text: str, choice: MultipleChoice) -> str | None:
-    """The option letter an answer picked, or ``None`` when it names no single option.
-
-    Accepts a bare letter (``B``, ``(B)``, ``**B.**``), a named one (``Answer: B``, ``I'd pick
-    option C``), a leading ``B)``/``B.``, or the full text of exactly one option.
-    """
-    stripped = text.strip()
-    letters = set(choice.letters)
-    for pattern in (_LETTER_ALONE, _LETTER_LEAD):
-        found = pattern.match(stripped)
-        if found and found.group(1).upper() in letters:
-            return found.group(1).upper()
-    named = set(_LETTER_NAMED.findall(stripped)) & letters
-    if len(named) == 1:
-        return named.pop()
-    normal = " ".join(words(stripped))
-    quoted = [letter for letter, option in zip(choice.letters, choice.options, strict=True)
-              if " ".join(words(option)) and " ".join(words(option)) in normal]
-    return quoted[0] if len(quoted) == 1 else None
 
 
 # ---------------------------------------------------------------------------------------------

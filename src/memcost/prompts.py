@@ -147,3 +147,54 @@ JUDGE_STRICT = register(
     )
 )
 JUDGE_PROMPTS = ("judge", "judge_lenient", "judge_strict")
+
+# --- Long-context answering (notebook 03, study §3.2) ----------------------------------------
+# One prompt for the whole history and for its variants (rolling window, no context, oracle):
+# only the history part changes. The history comes first and the question last, so that every
+# question about the same conversation shares one byte-identical prefix (system message, the
+# opening line, the history) that the provider's prompt cache can serve. The opening stays short
+# on purpose: OpenAI routes a request to a cache machine by its first ~256 tokens, and those
+# should already belong to the conversation. The constants below are part of the prompt: change
+# any of them and bump the version.
+
+LONG_CONTEXT_ANSWER = register(
+    Prompt(
+        name="long_context_answer",
+        version="v1",
+        system=(
+            "You are a personal assistant with a long memory. You answer from the record of "
+            "past conversations you are given."
+        ),
+        user=(
+            "Past conversations, oldest session first. Each session opens with its number and "
+            "the date and time it took place; each line after that is one turn, "
+            '"speaker: message".\n'
+            "<history>\n"
+            "{history}"
+            "</history>\n\n"
+            "Answer the question at the end from the history above.\n"
+            '- In sessions between "user" and "assistant", the user is the person asking you '
+            "now and the assistant is you.\n"
+            "- Read all sessions. When something changed over time, the most recent session "
+            "holds.\n"
+            "- Work dates out from the session dates (\"yesterday\" in a session means the day "
+            "before that session) and state dates and durations explicitly.\n"
+            "- If the question asks for advice, a suggestion or a draft, give it in the way that "
+            "suits what the history tells you about the person.\n"
+            "- If the history does not contain the answer, say it is not mentioned; do not "
+            "guess.\n"
+            "- Be brief: a short phrase or one or two sentences, without your reasoning.\n\n"
+            "{question_block}"
+        ),
+    )
+)
+# What the history part holds when a baseline gives the model no history at all.
+LONG_CONTEXT_NO_HISTORY = "(no past conversations are available)\n\n"
+# The question block: the question's date (when the dataset has one), the question, the options.
+LONG_CONTEXT_DATE_LINE = "Current date: {date}\n"
+LONG_CONTEXT_QUESTION_LINE = "Question: {question}\n"
+LONG_CONTEXT_OPTIONS = (
+    "Options:\n{options}\n"
+    "Choose the option that fits best. Reply with its letter in brackets followed by its text, "
+    "e.g. (A) ...\n"
+)

@@ -1,0 +1,95 @@
+"""Notebook 03 runs after notebook 00 on a bundled sample, offline, and writes its answer files,
+ledger records, figure and metrics; its parameters are declared the way the runner reads them."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import yaml
+
+from memcost import data
+from memcost.answers import REQUIRED_FIELDS, answer_systems
+from memcost.io import read_jsonl
+from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from memcost.runner import discover_notebooks, load_preset, notebook_parameters, run_preset
+
+NOTEBOOK = NOTEBOOKS_DIR / "03_answer_long_context.ipynb"
+SHARED = ("backend", "base_url", "api_key_env", "model_backends", "cache_mode",
+          "max_concurrency", "max_cost_usd", "run_dir", "dataset")
+STAGE = ("models", "generation", "mode", "overflow", "window_turns", "include_rolling_window",
+         "include_no_context", "include_oracle", "baseline_models")
+
+
+def test_parameters_are_declared_and_readable():
+    declared = notebook_parameters(NOTEBOOK)
+    assert set(SHARED + STAGE) <= set(declared)
+    assert declared["models"]["default"] == '["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"]'
+    assert declared["backend"]["default"] == '"offline"'
+    assert declared["window_turns"]["default"] == "10"
+    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"]
+                if "parameters" in c["metadata"].get("tags", []))
+    for line in "".join(cell["source"]).splitlines():
+        comment = line.split("  # ", 1)[1]
+        assert "=" not in comment, line  # papermill would not see the parameter
+    smoke = load_preset(PARAMS_DIR / "smoke.yaml")
+    assert smoke.parameters["include_no_context"] is True
+    assert smoke.parameters["include_oracle"] is True
+    assert "03" in discover_notebooks()
+
+
+def test_committed_without_outputs():
+    notebook = json.loads(NOTEBOOK.read_text())
+    assert notebook["metadata"]["kernelspec"]["name"] == "python3"
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+
+
+def test_notebook_03_offline_after_notebook_00(tmp_path):
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(yaml.safe_dump({
+        "description": "notebook 03 test",
+        "datasets": ["locomo"],
+        "steps": ["00", "03"],
+        "parameters": {"include_no_context": True, "include_oracle": True},
+    }), encoding="utf-8")
+    run = run_preset(str(preset), run_name=str(tmp_path / "run"), stream=False)
+    ds = run.dataset("locomo")
+    questions = pd.read_parquet(ds.questions)
+    systems = ["long_context_gpt-5-mini", "long_context_gpt-oss-120b",
+               "rolling_window_gpt-5-mini", "no_context_gpt-5-mini", "oracle_gpt-5-mini"]
+    assert set(answer_systems(ds)) == set(systems)
+    for system in systems:
+        records = read_jsonl(ds.answers_file(system))
+        assert sorted(r["question_id"] for r in records) == sorted(questions["question_id"])
+        for record in records:
+            assert set(REQUIRED_FIELDS) | {"context_tokens", "dropped_tokens"} <= set(record)
+            assert record["backend"] == "offline" and record["error"] is None
+            assert record["system"] == system and record["answer"]
+
+    calls = read_jsonl(run.calls)
+    assert len(calls) == len(systems) * len(questions)
+    assert {c["stage"] for c in calls} == {"long_context"}
+    assert {c["system"] for c in calls} == set(systems)
+    assert {c["model"] for c in calls} == {"gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"}
+    assert all(c["dataset"] == "locomo" and c["question_id"] for c in calls)
+
+    metrics = json.loads((ds.metrics / "03_answer_long_context.json").read_text())["metrics"]
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    assert metrics["history_tokens"]["max"] == stats["history_tokens"].max()
+    assert metrics["questions"] == len(questions) and metrics["cache_measured"] is False
+    lc = metrics["systems"]["long_context_gpt-5-mini"]
+    window = metrics["systems"]["rolling_window_gpt-5-mini"]
+    assert lc["answered"] == len(questions) and lc["cached_share_after_first"] is None
+    assert lc["context_tokens_per_question"] > 4 * window["context_tokens_per_question"]
+    assert lc["latency_p95_s"] >= lc["latency_p50_s"] >= 0
+    assert len(metrics["answer_files"]) == len(systems)
+    assert (ds.figures / "long_context_prompt_sizes.png").is_file()
+
+    manifest = json.loads(run.manifest.read_text())
+    assert manifest["notebooks"]["locomo/03_answer_long_context"]["status"] == "ok"
+    assert manifest["llm"]["locomo/03_answer_long_context"]["calls"] == len(calls)
+    executed = (ds.notebooks / "03_answer_long_context.ipynb").read_text()
+    assert "no provider prompt cache" in executed
+    assert data.DISPLAY_NAMES["locomo"] in executed
