@@ -6,18 +6,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import costs
+from memcost import costs, paper
 from memcost.prices import price_for
 
 PAPER = costs.PAPER_CONSTANTS
 TABLE4_CELLS = [
     (row.n_turns, column, getattr(row, column))
-    for row in costs.PAPER_TABLE4.itertuples()
+    for row in paper.TABLE4.itertuples()
     for column in ("memory_usd", "long_context_usd")
 ]
 TABLE5_CELLS = [
     (row.context_tokens, column, getattr(row, column))
-    for row in costs.PAPER_TABLE5.itertuples()
+    for row in paper.TABLE5.itertuples()
     for column in ("write_usd", "lc_turn1_usd", "lc_turn_n_usd", "break_even_n")
 ]
 
@@ -44,7 +44,7 @@ def test_break_even_column_and_rounded_rows():
     rounded = costs.break_even_from_rounded_rows(PAPER, [30_000, 100_000, 200_000, 500_000])
     assert rounded["break_even_from_rounded"].tolist() == [13, 9, 9, 9]
     # the published rows themselves, rounded, give 9 at 100k (with read rounded to $0.0013 too)
-    row = costs.PAPER_TABLE5.set_index("context_tokens").loc[100_000]
+    row = paper.TABLE5.set_index("context_tokens").loc[100_000]
     printed = costs.CostModel(row["write_usd"], 0.0013, row["lc_turn1_usd"], row["lc_turn_n_usd"])
     assert printed.break_even() == 9
 
@@ -155,7 +155,7 @@ def test_solver_intervals_contain_chosen_and_exclude_stated():
     write, read = intervals.loc["write_usd_per_token"], intervals.loc["read_usd"]
     assert not write["stated_inside"] and not read["stated_inside"]
     # in the text's own units: $0.0435 per 101,601-token history and $0.0013 per read
-    L = costs.PAPER_TABLE4_CONTEXT_TOKENS
+    L = paper.TABLE4_CONTEXT_TOKENS
     assert not write["low"] * L <= 0.0435 <= write["high"] * L
     assert not read["low"] <= 0.0013 <= read["high"]
     assert write["low"] * L <= 0.04365 <= write["high"] * L

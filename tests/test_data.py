@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from memcost import data
+from memcost import data, paper
 from memcost.data import DataError
 from memcost.paths import SAMPLE_DIR
 from memcost.tokens import count_tokens
@@ -133,8 +133,8 @@ def test_paper_locomo_rows_come_out_with_the_paper_conventions():
         table1=data.table1("locomo", pd.DataFrame({"text_tokens": conversations})),
         table2=data.table2("locomo", questions),
     )
-    assert prepared.table1.iloc[0].tolist() == ["LoCoMo", *data.PAPER_TABLE1["locomo"]]
-    assert prepared.table2.iloc[0].tolist() == ["LoCoMo", *data.PAPER_TABLE2["locomo"]]
+    assert prepared.table1.iloc[0].tolist() == ["LoCoMo", *paper.TABLE1["locomo"]]
+    assert prepared.table2.iloc[0].tolist() == ["LoCoMo", *paper.TABLE2["locomo"]]
     assert data.paper_comparison(prepared)["matches_paper"].all()
     prepared.table1 = data.table1("locomo", pd.DataFrame({"text_tokens": conversations[1:]}))
     assert not data.paper_comparison(prepared)["matches_paper"].iloc[0]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memcost import paper
 from memcost.prices import Price
 
 TOKENS_PER_MILLION = 1_000_000
@@ -32,44 +33,6 @@ ROUNDING_HALF_WIDTH = 0.00005  # a cell printed to 4 decimals lies within ±0.00
 # ---------------------------------------------------------------------------------------------
 # What the paper publishes (study §7-§8), kept here so tests and the report compare against it.
 # ---------------------------------------------------------------------------------------------
-PAPER_TABLE4_CONTEXT_TOKENS = 101_601  # §3.3 Table 1: mean LongMemEval-S history
-PAPER_TABLE4 = pd.DataFrame(
-    {
-        "n_turns": [1, 5, 10, 15, 20],
-        "memory_usd": [0.0450, 0.0502, 0.0568, 0.0634, 0.0700],
-        "long_context_usd": [0.0265, 0.0408, 0.0588, 0.0768, 0.0947],
-    }
-)
-PAPER_TABLE5 = pd.DataFrame(
-    {
-        "context_tokens": [30_000, 100_000, 200_000, 500_000],
-        "write_usd": [0.0129, 0.0430, 0.0859, 0.2148],
-        "lc_turn1_usd": [0.0086, 0.0261, 0.0511, 0.1261],
-        "lc_turn_n_usd": [0.0018, 0.0036, 0.0061, 0.0136],
-        "break_even_n": [13, 10, 9, 9],
-    }
-)
-# §4.2, LongMemEval, 500 conversations / 500 questions: what the text reports it spent.
-PAPER_MEASURED = {
-    "extraction_usd": 21.76,
-    "extraction_usd_per_conversation": 0.0435,
-    "extraction_tokens": 164.2e6,
-    "extraction_prompt_tokens": 122.6e6,
-    "extraction_completion_tokens": 41.6e6,
-    "embedding_facts": 103_183,
-    "embedding_tokens": 1.842e6,
-    "embedding_usd": 0.037,
-    "read_usd": 0.65,
-    "read_usd_per_question": 0.0013,
-    "read_retrieved_tokens_per_question": 1_046,
-    "lc_gpt5_mini_usd": 14.79,
-    "lc_gpt5_mini_requests": 504,
-    "lc_gpt5_mini_usd_per_request": 0.0293,
-    "lc_gpt_oss_120b_usd": 7.65,
-    "lc_gpt_oss_120b_requests": 664,
-    "conversations": 500,
-    "questions": 500,
-}
 
 
 def _turns(n: Any) -> Any:
@@ -262,7 +225,7 @@ PAPER_CONSTANTS = CostConstants(
 # What the text of §4.2 states: $0.0435 to write one ~101.6k-token history, ~$0.0013 per read.
 STATED_CONSTANTS = replace(
     PAPER_CONSTANTS,
-    write_usd_per_token=0.0435 / PAPER_TABLE4_CONTEXT_TOKENS,
+    write_usd_per_token=0.0435 / paper.TABLE4_CONTEXT_TOKENS,
     read_usd=0.0013,
     source="constants stated in the paper's text",
 )
@@ -306,12 +269,12 @@ def compare_with_paper(table4: pd.DataFrame, table5: pd.DataFrame) -> pd.DataFra
     """One row per published cell (26): paper value, reproduced value (rounded), match."""
     rows = []
     ours4 = round_table(table4).set_index("n_turns")
-    for _, row in PAPER_TABLE4.iterrows():
+    for _, row in paper.TABLE4.iterrows():
         for column in ("memory_usd", "long_context_usd"):
             ours = ours4.loc[row["n_turns"], column] if row["n_turns"] in ours4.index else np.nan
             rows.append(("Table 4", f"N={int(row['n_turns'])}", column, row[column], ours))
     ours5 = round_table(table5).set_index("context_tokens")
-    for _, row in PAPER_TABLE5.iterrows():
+    for _, row in paper.TABLE5.iterrows():
         L = row["context_tokens"]
         for column in ("write_usd", "lc_turn1_usd", "lc_turn_n_usd", "break_even_n"):
             ours = ours5.loc[L, column] if L in ours5.index else np.nan
@@ -351,9 +314,9 @@ def published_constraints(
     input_usd_per_mtok: float = 0.25,
     cached_input_usd_per_mtok: float = 0.025,
     output_usd_per_mtok: float = 2.00,
-    table4: pd.DataFrame = PAPER_TABLE4,
-    table5: pd.DataFrame = PAPER_TABLE5,
-    table4_context_tokens: float = PAPER_TABLE4_CONTEXT_TOKENS,
+    table4: pd.DataFrame = paper.TABLE4,
+    table5: pd.DataFrame = paper.TABLE5,
+    table4_context_tokens: float = paper.TABLE4_CONTEXT_TOKENS,
     half_width: float = ROUNDING_HALF_WIDTH,
     include_break_even: bool = True,
 ) -> list[CellConstraint]:
@@ -530,16 +493,16 @@ def calibration_table(variants: Mapping[str, CostConstants]) -> pd.DataFrame:
     """How many of the 26 published cells each set of constants reproduces."""
     rows = []
     for name, constants in variants.items():
-        model4 = constants.at(PAPER_TABLE4_CONTEXT_TOKENS)
-        table4 = cumulative_table(model4, PAPER_TABLE4["n_turns"])
-        table5 = break_even_table(constants, PAPER_TABLE5["context_tokens"])
+        model4 = constants.at(paper.TABLE4_CONTEXT_TOKENS)
+        table4 = cumulative_table(model4, paper.TABLE4["n_turns"])
+        table5 = break_even_table(constants, paper.TABLE5["context_tokens"])
         cells = compare_with_paper(table4, table5)
         missed = cells.loc[~cells["match"]]
         rows.append(
             {
                 "constants": name,
                 "write_usd_per_token": constants.write_usd_per_token,
-                "write_usd_at_101601": constants.write_usd_per_token * PAPER_TABLE4_CONTEXT_TOKENS,
+                "write_usd_at_101601": constants.write_usd_per_token * paper.TABLE4_CONTEXT_TOKENS,
                 "read_usd": constants.read_usd,
                 "output_tokens": constants.output_tokens,
                 "cached_share": constants.cached_share,
@@ -729,9 +692,9 @@ def growing_conversation_series(
 # Ingested tokens per history token in the paper's LongMemEval run (§4.2): extraction prompt and
 # completion tokens plus fact-embedding tokens, per conversation, over the mean history.
 PAPER_INGESTION_MULTIPLIER = (
-    (PAPER_MEASURED["extraction_tokens"] + PAPER_MEASURED["embedding_tokens"])
-    / PAPER_MEASURED["conversations"]
-    / PAPER_TABLE4_CONTEXT_TOKENS
+    (paper.MEASURED["extraction_tokens"] + paper.MEASURED["embedding_tokens"])
+    / paper.MEASURED["conversations"]
+    / paper.TABLE4_CONTEXT_TOKENS
 )
 
 
@@ -740,7 +703,7 @@ def token_vs_dollar_table(
     contexts: Sequence[float],
     *,
     ingestion_per_history_token: float = PAPER_INGESTION_MULTIPLIER,
-    retrieved_tokens: float = PAPER_MEASURED["read_retrieved_tokens_per_question"],
+    retrieved_tokens: float = paper.MEASURED["read_retrieved_tokens_per_question"],
     query_overhead_tokens: float = 0.0,
 ) -> pd.DataFrame:
     """Per context length: the token-level break-even (no caching), the ingestion multiplier,

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from memcost import paper
 from memcost.io import atomic_path, write_csv, write_parquet, write_text
 from memcost.paths import RAW_DIR, REPO_ROOT, SAMPLE_DIR, DatasetPaths, RunPaths
 
@@ -1361,26 +1362,15 @@ def prepare(data: BenchmarkData) -> Prepared:
     )
 
 
-# The paper's rows (study §5): n, min, max, median, mean.
-PAPER_TABLE1: dict[str, tuple[int, int, int, int, int]] = {
-    "longmemeval": (500, 95_271, 103_935, 101_747, 101_601),
-    "locomo": (10, 9_690, 19_242, 17_788, 15_966),
-    "personamem_v2": (222, 14_828, 28_479, 23_546, 22_997),
-}
-PAPER_TABLE2: dict[str, tuple[int, int, int, int, float]] = {
-    "longmemeval": (500, 5, 65, 15, 17.8),
-    "locomo": (1_986, 4, 28, 11, 12.0),
-    "personamem_v2": (589, 7, 163, 28, 58.4),
-}
 
 
 def paper_comparison(prepared: Prepared) -> pd.DataFrame:
     """Our Tables 1 and 2 next to the paper's rows, with a column saying whether they match."""
     rows = []
-    for name, ours, paper in (("Table 1 (conversation)", prepared.table1, PAPER_TABLE1),
-                              ("Table 2 (question)", prepared.table2, PAPER_TABLE2)):
+    for name, ours, published in (("Table 1 (conversation)", prepared.table1, paper.TABLE1),
+                                  ("Table 2 (question)", prepared.table2, paper.TABLE2)):
         mine = tuple(ours.iloc[0][c] for c in TABLE_COLUMNS[1:])
-        theirs = paper[prepared.data.dataset]
+        theirs = published[prepared.data.dataset]
         rows.append({"table": name, "source": "this run", **dict(zip(TABLE_COLUMNS[1:], mine,
                                                                      strict=True))})
         rows.append({"table": name, "source": "paper", **dict(zip(TABLE_COLUMNS[1:], theirs,
@@ -1506,8 +1496,6 @@ __all__ = [
     "LOCOMO_ABSTENTION_ANSWER",
     "LOCOMO_CATEGORIES",
     "LOCOMO_CATEGORY_COUNTS",
-    "PAPER_TABLE1",
-    "PAPER_TABLE2",
     "QUESTION_COLUMNS",
     "QUESTION_SCHEMA",
     "STATS_SCHEMA",

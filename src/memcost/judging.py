@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost import stats
+from memcost import paper, stats
 from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
 from memcost.choices import MC_SALT, MODES, MultipleChoice, multiple_choice, parse_choice
 from memcost.io import JsonlAppender, atomic_open, read_jsonl
@@ -70,24 +70,6 @@ JUDGMENT_FIELDS = (
     "request_hash",
 )
 
-# The paper's Table 3 (study §6), accuracy in %.
-PAPER_TABLE3: dict[str, dict[str, float]] = {
-    "locomo": {
-        "memory": 57.68,
-        "long_context_gpt-5-mini": 92.85,
-        "long_context_gpt-oss-120b": 81.69,
-    },
-    "personamem_v2": {
-        "memory": 62.48,
-        "long_context_gpt-5-mini": 69.75,
-        "long_context_gpt-oss-120b": 60.50,
-    },
-    "longmemeval": {
-        "memory": 49.00,
-        "long_context_gpt-5-mini": 82.40,
-        "long_context_gpt-oss-120b": 48.20,
-    },
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1252,7 +1234,7 @@ def paper_comparison(table3: pd.DataFrame, *, dataset: str, comparable: bool) ->
     The paper divides by all questions of the dataset, so the strict accuracy is the matching
     number; the majority over judged questions is shown too.
     """
-    published = PAPER_TABLE3.get(dataset, {})
+    published = paper.TABLE3.get(dataset, {})
     mine = table3.set_index("system") if not table3.empty else pd.DataFrame()
     rows = []
     for system in [*published, *[s for s in mine.index if s not in published]]:
