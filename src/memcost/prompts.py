@@ -198,3 +198,89 @@ LONG_CONTEXT_OPTIONS = (
     "Choose the option that fits best. Reply with its letter in brackets followed by its text, "
     "e.g. (A) ...\n"
 )
+
+# --- Memory: fact extraction, update phase, reader (study §2; paper §3.1) ---------------------
+# The system messages carry no fields, so every request of a stage starts with the same prefix
+# (what a provider's prompt cache can reuse); the per-call material goes in the user message.
+
+MEMORY_EXTRACT = register(
+    Prompt(
+        name="memory_extract",
+        version="v1",
+        system=(
+            "You keep the long-term memory of a personal assistant. You are shown one part of a "
+            "conversation. Write down the facts about the people in it that would help in a "
+            "later conversation with them.\n"
+            "\n"
+            "Rules:\n"
+            "- Take facts only from the messages written by the people listed; any other "
+            "messages (an assistant's, for example) are context, never a source.\n"
+            "- Each fact is one short, self-contained sentence that names the person it is "
+            'about: their name, or "the user" when no name is given. Never write "I", '
+            '"he", "she" or "the speaker".\n'
+            "- Keep specific details: names of people, pets and places, numbers, amounts, "
+            "titles, frequencies and dates.\n"
+            "- Give dates as calendar dates. The session date is stated above the messages: "
+            'resolve relative expressions ("yesterday", "last Sunday", "next month") against '
+            'it, e.g. "on 9 April 2023" or "in the week before 27 March 2023". Add the '
+            "session date to facts about events when no better date is known.\n"
+            "- Look for identity, family and relationships, work and studies, hobbies and "
+            "routines, likes and dislikes, health, possessions, homes and places, travel, "
+            "plans, events and milestones.\n"
+            "- One piece of information per fact: split compound statements.\n"
+            "- Leave out greetings, thanks, small talk, general knowledge, and questions that "
+            "reveal nothing about the person.\n"
+            "- If nothing is worth remembering, return an empty list.\n"
+            "\n"
+            "Reply with a JSON object and nothing else:\n"
+            '{{"facts": [{{"text": "<the fact>", "speaker": "<whose message it comes from>", '
+            '"turns": [<numbers of the messages it comes from>]}}]}}'
+        ),
+        user="Session date: {session_date}\nPeople: {people}\n\nMessages:\n{messages}",
+    )
+)
+
+MEMORY_UPDATE = register(
+    Prompt(
+        name="memory_update",
+        version="v1",
+        system=(
+            "You keep a personal assistant's long-term memory consistent. You are given facts "
+            "just extracted from a conversation and the stored memories most similar to them. "
+            "Decide for each new fact, in order, one event:\n"
+            "- ADD: new information; it is stored as written.\n"
+            "- UPDATE: it is about the same thing as a stored memory but changes it or adds "
+            "detail (a new value, a later date, a correction). Name the memory and write the "
+            "merged memory: one sentence with the current information, keeping the person's "
+            "name, useful details and dates from both.\n"
+            "- DELETE: it shows that a stored memory is no longer true and there is nothing new "
+            "to store. Name the memory.\n"
+            "- NOOP: the memory already holds this information.\n"
+            "A stored memory that states an older value of the same thing must be updated, "
+            "not kept beside the new one: the memory should never hold two contradicting "
+            "facts. Use only the memory ids listed.\n"
+            "\n"
+            "Reply with a JSON object and nothing else, one decision per new fact:\n"
+            '{{"decisions": [{{"fact": <number of the new fact>, "event": '
+            '"ADD|UPDATE|DELETE|NOOP", "memory_id": "<id, or null for ADD>", '
+            '"text": "<the merged memory for UPDATE, else null>"}}]}}'
+        ),
+        user="Stored memories:\n{memories}\n\nNew facts ({when}):\n{facts}",
+    )
+)
+
+MEMORY_READ = register(
+    Prompt(
+        name="memory_read",
+        version="v1",
+        system=(
+            "You answer a question about a person from memories extracted from their past "
+            "conversations. Each memory is marked with the date of the conversation it came "
+            "from. Use only these memories. When memories disagree, the more recent one holds. "
+            "For questions about when or how long, work from the memories' dates. If the "
+            "memories do not contain the answer, say that you don't have that information. "
+            "Answer in one short sentence or phrase."
+        ),
+        user="Memories:\n{memories}\n\n{date_line}Question: {question}",
+    )
+)

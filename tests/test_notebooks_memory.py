@@ -1,0 +1,92 @@
+"""Notebooks 01 and 02 end to end under papermill, offline, on the bundled LoCoMo sample."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from memcost import memory
+from memcost.io import read_json, read_jsonl
+from memcost.paths import PARAMS_DIR
+from memcost.runner import discover_notebooks, load_preset, notebook_parameters, run_preset
+
+pytestmark = pytest.mark.timeout(240)
+
+SHARED = ("run_dir", "dataset", "backend", "base_url", "api_key_env", "model_backends",
+          "cache_mode", "max_concurrency", "max_cost_usd")
+
+
+def test_parameters_cells_declare_the_shared_and_stage_parameters():
+    notebooks = discover_notebooks()
+    p01 = notebook_parameters(notebooks["01"])
+    p02 = notebook_parameters(notebooks["02"])
+    for declared in (p01, p02):
+        assert list(declared)[: len(SHARED)] == list(SHARED)
+        assert declared["backend"]["default"] == '"offline"'
+        assert declared["max_cost_usd"]["default"] == "50.0"
+    assert p01["batch_size"]["default"] == "10" and "§3.1" in p01["batch_size"]["help"]
+    assert p01["max_segment_chars"]["default"] == "8000"
+    assert p01["extraction_reasoning_effort"]["default"] == '"low"'
+    assert p02["top_k"]["default"] == "20" and p02["ef_search"]["default"] == "40"
+    assert p02["reader_reasoning_effort"]["default"] == '"medium"'
+    smoke = load_preset(PARAMS_DIR / "smoke.yaml")
+    mine = {"batch_size", "max_segment_chars", "update_phase", "top_k", "ef_search"}
+    assert mine <= set(smoke.parameters) and mine <= set(p01) | set(p02)
+
+
+def test_notebooks_01_and_02_offline_on_locomo(tmp_path):
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(yaml.safe_dump({
+        "description": "memory notebooks test", "datasets": ["locomo"],
+        "steps": ["00", "01", "02"], "parameters": {},
+    }), encoding="utf-8")
+    run = run_preset(str(preset), run_name=str(tmp_path / "run"), stream=False)
+    ds = run.dataset("locomo")
+
+    m01 = read_json(ds.metrics / "01_extract_facts.json")["metrics"]
+    facts = pd.read_parquet(ds.memory / "facts.parquet")
+    active = facts.loc[facts["status"] == "active"]
+    conversations = pd.read_parquet(ds.conversations)
+    users = sorted(conversations["conversation_id"].unique())
+    plans = memory.plan_users(conversations, users)
+    assert m01["users"] == len(users) == 2 and m01["users_built"] == 2
+    assert m01["segments"] == sum(len(p.segments) for p in plans.values()) == 18
+    assert m01["segments_failed"] == 0 and m01["split_messages"] == 0
+    assert m01["active_facts"] == len(active) and m01["facts_written"] == len(facts)
+    assert m01["facts_per_user_mean"] == round(len(active) / 2, 2)
+    assert 20 <= m01["facts_per_user_min"] <= m01["facts_per_user_max"] <= 60
+    assert m01["decisions"]["UPDATE"] >= 1 and sum(m01["decisions"].values()) == len(facts)
+    assert 1.0 < m01["compression_ratio"] < 3.0  # offline keeps whole sentences
+    assert m01["llm_parse_failures"] == 0 and m01["estimated_usd"] > 0 and m01["paid_usd"] == 0
+    for user in users:
+        table = pd.read_parquet(ds.memory / "index" / f"{user}.parquet")
+        assert table["fact_id"].tolist() == active.loc[
+            active["conversation_id"] == user, "fact_id"].tolist()
+    assert (ds.figures / "memory_facts_vs_history.png").stat().st_size > 5_000
+
+    m02 = read_json(ds.metrics / "02_answer_from_memory.json")["metrics"]
+    questions = pd.read_parquet(ds.questions)
+    records = read_jsonl(ds.answers_file("memory"))
+    assert m02["questions"] == len(records) == len(questions) == 33
+    assert m02["errors"] == 0 and m02["cross_user_retrievals"] == 0
+    assert m02["retrieved_facts_mean"] == 20.0 and m02["index_recall_vs_exact"] == 1.0
+    assert 200 < m02["retrieved_tokens_mean"] < 1_500
+    assert m02["questions_with_evidence"] == 33
+    assert 0.5 <= m02["evidence_recall"] <= m02["evidence_in_memory"] <= 1.0
+    assert set(m02["evidence_recall_by_category"]) == set(questions["category"])
+    assert m02["search_latency_p50_ms"] < 50
+    recall = pd.Series([r["evidence_recall"] for r in records], dtype=float)
+    assert m02["evidence_recall"] == round(float(recall.mean()), 4)
+    assert 0 < m02["lexical_match_rate"] < 1
+
+    manifest = json.loads(run.manifest.read_text(encoding="utf-8"))
+    assert manifest["llm"]["locomo/01_extract_facts"]["calls"] == m01["llm_calls"]
+    assert manifest["llm"]["locomo/02_answer_from_memory"]["calls"] == m02["llm_calls"]
+    calls = read_jsonl(run.calls)
+    assert {c["stage"] for c in calls} == {"extract", "update", "embed", "read"}
+    assert {c["model"] for c in calls if c["stage"] == "read"} == {"gpt-5-mini-2025-08-07"}
+    assert {c["model"] for c in calls if c["stage"] == "extract"} == {"gpt-5-nano-2025-08-07"}
+    assert len([c for c in calls if c["stage"] == "embed" and c["question_id"]]) == 33
