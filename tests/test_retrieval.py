@@ -149,3 +149,27 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
     read_calls = [c for c in calls if c["stage"] == "read"]
     assert sorted(c["question_id"] for c in read_calls) == ["q1", "q2"]
     assert {c["system"] for c in read_calls} == {"memory"}
+
+
+def test_multiple_choice_reader_lists_options_in_the_judges_order():
+    from memcost import choices
+
+    options = ["Oat milk", "Whole milk with honey and a pinch of cinnamon", "Soy milk", "Goat milk"]
+    question = {"question_id": "pm-7", "conversation_id": "u1", "question": "Which milk to buy?",
+                "options": options}
+    facts = pd.DataFrame({"text": ["Ana switched to oat milk in May.", "Ana walks her dog."],
+                          "session_datetime": [None, None]})
+    found = retrieval.Retrieved(("u1:f0", "u1:f1"), (0.9, 0.1), facts, 0.0, None)
+    request = retrieval.reader_request(question, found, dataset="personamem_v2",
+                                       mode="multiple_choice")
+    mc = choices.multiple_choice("pm-7", options)
+    assert mc.render() in request.messages[-1][1]
+    assert choices.MC_ANSWER_INSTRUCTION in request.messages[-1][1]
+    answer = retrieval.offline_reader(request)
+    assert mc.option(choices.parse_choice(answer, mc)) == "Oat milk"
+    # open-ended mode keeps the question bare and answers from the facts
+    open_request = retrieval.reader_request(question, found, dataset="personamem_v2")
+    assert "Options:" not in open_request.messages[-1][1]
+    assert retrieval.offline_reader(open_request) == "Ana switched to oat milk in May."
+    with pytest.raises(ValueError, match="mode must be one of"):
+        retrieval.reader_request(question, found, dataset="personamem_v2", mode="mc")

@@ -99,3 +99,37 @@ def parse_choice(text: str, choice: MultipleChoice) -> str | None:
     quoted = [letter for letter, option in zip(choice.letters, choice.options, strict=True)
               if " ".join(words(option)) and " ".join(words(option)) in normal]
     return quoted[0] if len(quoted) == 1 else None
+
+
+
+def format_choice(shown: Sequence[str], index: int) -> str:
+    """How an offline answerer writes its pick among options in display order: ``(B) option
+    text`` (what :func:`parse_choice` reads back)."""
+    return f"({MC_LETTERS[index]}) {shown[index]}"
+
+
+def longest_option(shown: Sequence[str]) -> int:
+    """Index of the longest option: the no-context guess that exposes PersonaMem v2's bias (the
+    correct option is the longest far more often than one time in four)."""
+    return max(range(len(shown)), key=lambda i: (len(shown[i]), -i))
+
+
+def best_supported_option(shown: Sequence[str], documents: Sequence[str]) -> int | None:
+    """Index of the option whose words ``documents`` support best, or ``None`` when no option
+    shares a content word with them.
+
+    Each option is scored by its best BM25 match among the documents, divided by its number of
+    distinct content words, so a long option gains nothing from length alone. The offline
+    answerers use it over retrieved facts (memory) or history turns (long context).
+    """
+    from memcost.text import BM25, content_words
+
+    if not documents:
+        return None
+    index = BM25(list(documents))
+    scores = []
+    for option in shown:
+        n_words = max(1, len(set(content_words(option))))
+        scores.append(max(index.scores(option), default=0.0) / n_words)
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+    return best if scores[best] > 0 else None

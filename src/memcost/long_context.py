@@ -44,7 +44,7 @@ from memcost.answers import AnswerWriter, load_answers, system_name
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.models import canonical_name, model_info, slug
 from memcost.paths import DatasetPaths
-from memcost.text import BM25, content_words, stable_hash
+from memcost.text import BM25, stable_hash
 from memcost.tokens import count_tokens, count_tokens_batch
 
 STAGE = "long_context"  # the ledger stage of every call made here
@@ -748,32 +748,18 @@ class ExtractiveAnswerer:
             raise TypeError("a long-context request's payload must be an OfflineJob")
         if job.context.history is None:  # no context
             if job.options:
-                longest = max(range(len(job.options)), key=lambda i: (len(job.options[i]), -i))
-                return f"({option_letter(longest)}) {job.options[longest]}"
+                return choices.format_choice(job.options, choices.longest_option(job.options))
             return NO_HISTORY_ANSWER
         turns, index = self._index(job.context)
         if job.options:
-            return self._choose(job.options, index)
+            pick = choices.best_supported_option(job.options, [t.text for t in turns])
+            return UNDECIDED if pick is None else choices.format_choice(job.options, pick)
         best = index.best(job.question) if turns else None
         if best is None:
             return NOT_MENTIONED
         turn = turns[best[0]]
         when = data.spoken_datetime(turn.when) if turn.when else f"session {turn.session}"
         return f"{turn.speaker} ({when}): {turn.text}"
-
-    @staticmethod
-    def _choose(options: Sequence[str], index: BM25) -> str:
-        """The option whose words the history supports best (per word, so that long options
-        get no advantage from length alone)."""
-        scores = []
-        for option in options:
-            words = max(1, len(set(content_words(option))))
-            per_turn = index.scores(option) if index.docs else [0.0]
-            scores.append(max(per_turn, default=0.0) / words)
-        best = max(range(len(options)), key=lambda i: (scores[i], -i))
-        if scores[best] <= 0:
-            return UNDECIDED
-        return f"({option_letter(best)}) {options[best]}"
 
 
 def answer_record(result: ChatResult, plan: Plan) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memcost import choices
 from memcost import index as index_mod
 from memcost.answers import AnswerWriter, system_name
 from memcost.llm import ChatRequest, ChatResult, LLMClient
@@ -154,19 +155,28 @@ def reader_request(
     dataset: str,
     model: str = READER_MODEL,
     reasoning_effort: str = "medium",
+    mode: str = "open_ended",
 ) -> ChatRequest:
-    """The reader call for one question (``payload`` feeds the offline reader)."""
+    """The reader call for one question (``payload`` feeds the offline reader).
+
+    In ``multiple_choice`` mode a question with options (PersonaMem v2) lists them in the order
+    :func:`memcost.choices.multiple_choice` fixes and asks for a letter, as the judge expects.
+    """
     asked = question.get("question_date")
     date_line = f"Question date: {long_date(asked)}\n" if isinstance(asked, str) and asked else ""
+    text = str(question["question"])
+    shown = _shown_options(question, mode)
+    if shown is not None:
+        text += f"\n\nOptions:\n{shown.render()}\n{choices.MC_ANSWER_INSTRUCTION}"
     return ChatRequest(
         model=model,
         messages=MEMORY_READ.messages(
-            memories=render_memories(retrieved.facts), date_line=date_line,
-            question=str(question["question"]),
+            memories=render_memories(retrieved.facts), date_line=date_line, question=text,
         ),
         stage="read",
         prompt_version=MEMORY_READ.id,
-        payload={"question": str(question["question"]), "facts": retrieved.texts},
+        payload={"question": str(question["question"]), "facts": retrieved.texts,
+                 "options": list(shown.options) if shown is not None else None},
         tags={
             "dataset": dataset,
             "conversation_id": str(question["conversation_id"]),
@@ -177,10 +187,26 @@ def reader_request(
     )
 
 
+def _shown_options(question: Mapping[str, Any], mode: str) -> choices.MultipleChoice | None:
+    if mode not in choices.MODES:
+        raise ValueError(f"mode must be one of {choices.MODES}, got {mode!r}")
+    options = question.get("options")
+    if mode != "multiple_choice" or options is None or not len(options):
+        return None
+    return choices.multiple_choice(str(question["question_id"]), [str(o) for o in options])
+
+
 def offline_reader(request: ChatRequest) -> str:
     """Offline reader: the retrieved fact with the highest lexical overlap with the question
-    (BM25 over content words), or :data:`NO_INFORMATION` when none shares a word with it."""
+    (BM25 over content words), or :data:`NO_INFORMATION` when none shares a word with it.
+
+    With options, the option the retrieved facts support best (:data:`NO_INFORMATION` when they
+    support none)."""
     facts = request.payload["facts"]
+    options = request.payload.get("options")
+    if options:
+        pick = choices.best_supported_option(options, facts)
+        return NO_INFORMATION if pick is None else choices.format_choice(options, pick)
     if not facts:
         return NO_INFORMATION
     best = BM25(facts).best(request.payload["question"])
@@ -252,6 +278,7 @@ def answer_from_memory(
     embedding_model: str = EMBEDDING_MODEL,
     top_k: int = TOP_K,
     ef_search: int = index_mod.EF_SEARCH,
+    mode: str = "open_ended",
 ) -> ReadReport:
     """Answer every question not yet in ``answers_memory.jsonl`` and append its record.
 
@@ -289,8 +316,11 @@ def answer_from_memory(
                 "top_k": top_k,
                 "ef_search": ef_search,
             }
-            requests.append(reader_request(question, found, dataset=dataset, model=reader_model,
-                                           reasoning_effort=reasoning_effort))
+            request = reader_request(question, found, dataset=dataset, model=reader_model,
+                                     reasoning_effort=reasoning_effort, mode=mode)
+            if request.payload["options"] is not None:
+                context[str(question["question_id"])]["mode"] = "multiple_choice"
+            requests.append(request)
 
         def write(result: ChatResult) -> None:
             qid = str(result.request.tags["question_id"])

@@ -1120,7 +1120,8 @@ def _persona_mei() -> Persona:
             "query": "I'm meeting a friend at a cafe this afternoon. What should I order?",
             "correct": "A matcha latte would be a great pick: smooth, and without the coffee "
                        "jitters you've been avoiding.",
-            "incorrect": ["Go for a double flat white; a strong coffee is always your fuel.",
+            "incorrect": ["Go for a double flat white with an extra shot: a strong coffee has always "
+                          "been your fuel on busy afternoons.",
                           "A large iced caramel frappuccino with extra whipped cream.",
                           "A pint of craft beer; plenty of cafes have a few on tap now."],
             "topic_query": "food_and_drink", "topic_preference": "beverages",
@@ -1133,7 +1134,8 @@ def _persona_mei() -> Persona:
             "query": "Suggest a fun activity for my birthday weekend with friends.",
             "correct": "Book a group session at a bouldering gym: everyone can try the easy "
                        "problems, and you can show off the routes you've been working on.",
-            "incorrect": ["A karaoke night with a private room and a big playlist.",
+            "incorrect": ["Book a karaoke night at a place with private rooms, a big shared playlist "
+                          "of everyone's favourite songs, and a late dinner afterwards.",
                           "A spa day with massages and a long lunch.",
                           "A wine-tasting tour in the Okanagan valley."],
             "topic_query": "leisure", "topic_preference": "sports",
@@ -1215,7 +1217,8 @@ def _persona_grace() -> Persona:
             "query": "I'd like to pick up a phrasebook before my trip. Which one should I get?",
             "correct": "An Italian phrasebook, ideally one with a food section, would suit "
                        "your trip to Sicily in September.",
-            "incorrect": ["A Spanish phrasebook would be perfect for Valencia.",
+            "incorrect": ["A Spanish phrasebook with a good section on ordering tapas would be "
+                          "perfect for your trip to Valencia this autumn.",
                           "A French phrasebook; it's useful almost everywhere in Europe.",
                           "A Japanese phrasebook with a good pronunciation guide."],
             "topic_query": "travel", "topic_preference": "languages",
@@ -1228,7 +1231,8 @@ def _persona_grace() -> Persona:
             "query": "What should I do this weekend now that the weather's warming up?",
             "correct": "Spend a morning deadheading and feeding your roses, then visit the rose "
                        "garden at Dunham Massey for some inspiration.",
-            "incorrect": ["Sign up for a 10 km charity run along the canal.",
+            "incorrect": ["Sign up for the 10 km charity run along the canal on Saturday morning, "
+                          "then treat yourself to a long brunch by the water.",
                           "Spend the weekend at an indoor trampoline park.",
                           "Go to a heavy metal festival in Birmingham."],
             "topic_query": "leisure", "topic_preference": "gardening",
@@ -1254,7 +1258,8 @@ def _persona_grace() -> Persona:
             "query": "How should I get in touch with my old colleague to catch up?",
             "correct": "Give her a ring: a proper phone call is the warmest way to catch up, and "
                        "you can plan a coffee together.",
-            "incorrect": ["Send a quick text and keep it light.",
+            "incorrect": ["Send her a quick text with a few emojis and keep it light, so she can "
+                          "reply whenever she has a moment to spare.",
                           "Message her on LinkedIn with a formal note.",
                           "Tag her in a post on Facebook."],
             "topic_query": "relationships", "topic_preference": "communication",
