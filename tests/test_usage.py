@@ -183,6 +183,9 @@ def test_offline_records_are_labelled_estimates(tmp_path):
         assert set(table["basis"]) == {usage.ESTIMATE}
     # offline token counts are priced as the configured models: same dollars as measured
     assert usage.workload(priced)["cost_usd"].sum() == pytest.approx(0.0364362, abs=1e-12)
+    # ... but an offline run pays nothing
+    assert priced["spent_usd"].sum() == 0.0
+    assert usage.summary_table(priced)["spent_usd"].sum() == 0.0
 
 
 def test_missing_price_names_model_and_table(tmp_path):

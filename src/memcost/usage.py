@@ -28,6 +28,7 @@ from memcost import stats
 from memcost.costs import CostConstants, CostModel, token_break_even
 from memcost.io import read_jsonl
 from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
+from memcost.llm.offline import OFFLINE
 from memcost.models import slug
 from memcost.paths import RunPaths
 from memcost.prices import price_for
@@ -146,7 +147,8 @@ def price_calls(
     """Add what each record costs at the price table's prices.
 
     Columns added: ``price_model``, ``input_usd``, ``cached_input_usd``, ``output_usd``,
-    ``cost_usd`` (the record's tokens at list price), ``spent_usd`` (zero for local cache hits),
+    ``cost_usd`` (the record's tokens at list price), ``spent_usd`` (zero for local cache hits,
+    offline calls and failed calls),
     ``workload`` (false for replays of a request already recorded earlier in the same run),
     ``phase``, ``answer_system``, ``is_estimate``. A model without a price raises
     :class:`memcost.prices.UnknownPriceError` naming the model and the table.
@@ -173,7 +175,10 @@ def price_calls(
     priced["cached_input_usd"] = cached_tokens * rate_cached / 1e6
     priced["output_usd"] = priced["completion_tokens"] * rate_out / 1e6
     priced["cost_usd"] = priced["input_usd"] + priced["cached_input_usd"] + priced["output_usd"]
-    priced["spent_usd"] = priced["cost_usd"].where(~priced["cached"], 0.0)
+    # What this run paid: the same rule as the client's budget (memcost.llm.ledger.is_paid), so a
+    # cache hit, an offline call or a failed call costs nothing here.
+    paid = ~priced["cached"] & (priced["backend"] != OFFLINE) & ~priced["has_error"]
+    priced["spent_usd"] = priced["cost_usd"].where(paid.fillna(False).astype(bool), 0.0)
     stages, questions = _values(priced["stage"]), _values(priced["question_id"])
     phases = [phase_of(st, q) for st, q in zip(stages, questions, strict=True)]
     priced["phase"] = pd.Series(phases, index=priced.index, dtype="string")
