@@ -34,9 +34,23 @@ def main(argv: list[str] | None = None) -> int:
                      default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
     run.add_argument("--quiet", action="store_true", help="do not stream cell output")
 
+    report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
+    report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+
     args = parser.parse_args(argv)
     from memcost.runner import NotebookFailed, PresetError, run_preset
 
+    if args.command == "report":
+        from memcost.paths import RunPaths
+        from memcost.report import write_report
+
+        paths = RunPaths.from_param(args.run_dir)
+        if not paths.manifest.is_file():
+            print(f"error: {paths.root} is not a run directory (no manifest.json)", file=sys.stderr)
+            return 2
+        for written in write_report(paths):
+            print(written)
+        return 0
     if args.command == "run":
         try:
             paths = run_preset(
@@ -57,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
         print(f"\nResults are in {paths.root}")
-        for label, path in (("manifest", paths.manifest), ("report", paths.report_md)):
+        for label, path in (("manifest", paths.manifest), ("report", paths.report_md),
+                            ("report (HTML)", paths.report_html)):
             if path.exists():
                 print(f"  {label}: {path}")
         return 0

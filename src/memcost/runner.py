@@ -361,4 +361,7 @@ def run_preset(
                      "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso()},
                 )
             print(f"=== {label}: done in {wall:.1f} s", flush=True)
+    from memcost.report import write_report
+
+    write_report(run)
     return run
