@@ -236,6 +236,45 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
         raise PresetError(f"{preset.path}: cannot start, a key is missing.\n" + "\n".join(problems))
 
 
+def uses_paid_backend(params: Mapping[str, Any]) -> bool:
+    backends = {str(params.get("backend", "offline"))}
+    backends |= {str(v) for v in (params.get("model_backends") or {}).values()}
+    return bool(backends - {"offline"})
+
+
+def check_estimate(preset: Preset, run: RunPaths) -> None:
+    """After notebook 00 (free): print what the rest of the run will cost and stop before any
+    paid call when that exceeds ``max_cost_usd``."""
+    from memcost.estimate import estimate_run, summary_text
+    from memcost.io import write_csv
+
+    prepared = {
+        name: (run.dataset(name), preset.parameters_for(name))
+        for name in preset.datasets
+        if run.dataset(name).questions.is_file()
+    }
+    estimate = estimate_run(prepared)
+    if estimate.empty:
+        return
+    write_csv(run.tables / "estimate_before_run.csv", estimate)
+    paid = any(uses_paid_backend(params) for _, params in prepared.values())
+    budget = preset.parameters.get("max_cost_usd", 50.0)
+    print("\n" + summary_text(estimate, max_cost_usd=budget if paid else None), flush=True)
+    if not paid:
+        print("  (offline backend: nothing is spent; these are the configured models' prices)",
+              flush=True)
+        return
+    total = float(estimate["usd"].sum())
+    if budget is not None and total > float(budget):
+        raise PresetError(
+            f"{preset.path}: the estimated bill ${total:,.2f} exceeds max_cost_usd "
+            f"${float(budget):,.2f}; nothing has been spent yet. Raise max_cost_usd in the preset "
+            f"(or pass -p max_cost_usd=...), reduce limit_questions / limit_conversations, or run "
+            f"the estimate_<dataset> preset for a finer figure. Estimate: "
+            f"{run.tables / 'estimate_before_run.csv'}"
+        )
+
+
 def default_run_name(preset: Preset) -> str:
     return f"{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -305,13 +344,20 @@ def run_preset(
     """
     preset = load_preset(params)
     notebooks = discover_notebooks(notebooks_dir)
-    if steps:
-        preset.steps = [f"{int(s):02d}" if s.isdigit() else s for s in steps]
     if datasets:
         preset.datasets = list(datasets)
     if overrides:
         preset.parameters.update(overrides)
+    # Keys are checked against every notebook the preset names, so running a subset of its
+    # steps does not turn the other notebooks' keys into errors.
     validate_preset(preset, notebooks)
+    if steps:
+        chosen = [f"{int(s):02d}" if s.isdigit() else s for s in steps]
+        outside = [s for s in chosen if s not in (preset.steps or list(notebooks))]
+        if outside:
+            raise PresetError(f"{preset.path}: steps {outside} are not part of this preset "
+                              f"(its steps: {preset.steps or sorted(notebooks)})")
+        preset.steps = chosen
     preflight_credentials(preset, notebooks)
     selected = preset.steps or list(notebooks)
 
@@ -361,6 +407,8 @@ def run_preset(
                      "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso()},
                 )
             print(f"=== {label}: done in {wall:.1f} s", flush=True)
+        if step == "00" and any(s in selected for s in ("01", "02", "03", "04")):
+            check_estimate(preset, run)
     from memcost.report import write_report
 
     write_report(run)

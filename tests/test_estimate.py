@@ -1,0 +1,67 @@
+"""The estimate printed before a run spends anything, and the budget stop that uses it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from memcost import costs, estimate
+from memcost.prices import price_for
+from memcost.runner import PresetError, run_preset
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """Notebook 00 on the LongMemEval and LoCoMo samples (free: no model calls)."""
+    root = tmp_path_factory.mktemp("estimate") / "run"
+    return run_preset("smoke", run_name=str(root), steps=["00"],
+                      datasets=["longmemeval", "locomo"], stream=False)
+
+
+def test_each_stage_follows_its_stated_assumption(prepared):
+    ds = prepared.dataset("longmemeval")
+    params = {"models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"], "n_votes": 3,
+              "judge_prompts": ["judge"], "baseline_models": [], "update_phase": True}
+    table = estimate.estimate_dataset(ds, params).set_index("system")
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    n = len(pd.read_parquet(ds.questions))
+    write = table.loc["memory"].query("stage == 'write'").iloc[0]
+    assert write["usd"] == pytest.approx(stats["text_tokens"].sum()
+                                         * costs.PAPER_CONSTANTS.write_usd_per_token)
+    gpt5 = table.loc["long_context_gpt-5-mini-2025-08-07"]
+    # one question per LongMemEval history: every prompt is a first, uncached one
+    assert gpt5["cached_input_tokens"] == 0
+    assert gpt5["usd"] == pytest.approx(price_for("gpt-5-mini").cost(
+        prompt_tokens=int(stats["history_tokens"].sum()), completion_tokens=n * 527))
+    judge = table.loc["judge"]
+    assert judge["requests"] == n * 3 * 3  # memory + two long-context models, three votes
+
+
+def test_later_questions_of_a_conversation_are_billed_as_cached(prepared):
+    ds = prepared.dataset("locomo")
+    table = estimate.estimate_dataset(ds, {"models": ["gpt-5-mini-2025-08-07"],
+                                           "baseline_models": []})
+    lc = table.loc[table["stage"] == "long_context"].iloc[0]
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    later = sum((q - 1) * h for q, h in zip(stats["n_questions"], stats["history_tokens"],
+                                             strict=True) if q)
+    assert lc["cached_input_tokens"] == later > 0
+    # LoCoMo category 5 is not judged unless asked for
+    questions = pd.read_parquet(ds.questions)
+    judged = int((questions["category_id"] != 5).sum())
+    judge = table.loc[table["stage"] == "judge"].iloc[0]
+    assert judge["requests"] == judged * 2 * 3
+
+
+def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000000000")
+    run_dir = tmp_path / "run"
+    with pytest.raises(PresetError) as info:
+        run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], stream=False,
+                   overrides={"backend": "openai", "max_cost_usd": 0.01})
+    message = str(info.value)
+    assert "exceeds max_cost_usd $0.01" in message and "nothing has been spent" in message
+    assert (run_dir / "tables" / "estimate_before_run.csv").is_file()
+    assert (run_dir / "locomo" / "data" / "questions.parquet").is_file()  # 00 ran (free)
+    assert not (run_dir / "calls.jsonl").exists()  # no model call of any kind
+    assert not list((run_dir / "locomo" / "memory").iterdir())
