@@ -55,3 +55,33 @@ def test_papermill_sees_the_same_parameters(notebook):
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)
 def test_every_preset_key_is_a_parameter_of_its_notebooks(preset):
     validate_preset(load_preset(preset), discover_notebooks())
+
+
+@pytest.mark.parametrize("name", ["paper_locomo", "paper_longmemeval", "paper_personamem_v2"])
+def test_real_preset_without_keys_stops_before_anything_runs(name, tmp_path, monkeypatch):
+    from memcost.llm import providers
+    from memcost.runner import PresetError, run_preset
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.setattr(providers, "DEFAULT_ENV_FILE", tmp_path / "no.env")  # ignore a local .env
+    with pytest.raises(PresetError) as info:
+        run_preset(name, run_name=str(tmp_path / "run"), stream=False)
+    message = str(info.value)
+    assert "OPENAI_API_KEY" in message and "OPENROUTER_API_KEY" in message
+    assert "offline" in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_paper_presets_use_the_papers_settings():
+    for name in ("paper_locomo", "paper_longmemeval", "paper_personamem_v2"):
+        params = load_preset(name).parameters
+        assert params["extraction_model"] == "gpt-5-nano-2025-08-07"
+        assert params["extraction_reasoning_effort"] == "low"
+        assert params["reader_model"] == params["judge_model"] == "gpt-5-mini-2025-08-07"
+        assert params["top_k"] == 20 and params["n_votes"] == 3
+        assert params["reasoning_effort"] == "high"
+        assert params["models"] == ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"]
+        assert params["backend"] == "openai" and params["download"] is True
+    persona = load_preset("paper_personamem_v2").parameters
+    assert (persona["sample_conversations"], persona["sample_questions"]) == (222, 589)
