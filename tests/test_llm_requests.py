@@ -163,3 +163,32 @@ def test_embedding_batches_respect_the_api_limits():
     assert [i for b in batches for i in b] == [0, 1, 2] and len(batches) == 2
     with pytest.raises(ValueError):
         EmbeddingRequest("text-embedding-3-small", ())
+
+
+def test_base_url_names_the_custom_server_when_one_model_is_routed_there(monkeypatch, tmp_path):
+    """The paper's split: GPT-5 models on OpenAI, GPT-OSS-120B on your own vLLM server."""
+    from memcost.llm.providers import check_credentials, resolve_endpoint
+
+    vllm = "http://gpu-box:8000/v1"
+    openai_ep = resolve_endpoint("openai", base_url=vllm, custom_routed=True)
+    custom_ep = resolve_endpoint("custom", base_url=vllm, primary=False, custom_routed=True)
+    assert openai_ep.base_url == "https://api.openai.com/v1"
+    assert custom_ep.base_url == vllm and custom_ep.key_env == ""
+    # with no model on a custom server, base_url still redirects the primary backend (a proxy)
+    assert resolve_endpoint("openai", base_url="http://proxy:9/v1").base_url == "http://proxy:9/v1"
+    # only the OpenAI key is needed: the custom server takes none
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-routing-000000000000000000")
+    found = check_credentials("openai", base_url=vllm,
+                              model_backends={"openai/gpt-oss-120b": "custom"},
+                              env_file=tmp_path / "none.env")
+    assert found == {"openai": "OPENAI_API_KEY"}
+
+
+def test_client_routes_each_model_to_its_endpoint(run_paths, monkeypatch):
+    from memcost.llm import make_client
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-routing-000000000000000000")
+    client = make_client(run_paths, backend="openai", base_url="http://gpu-box:8000/v1",
+                         model_backends={"openai/gpt-oss-120b": "custom"}, progress=False)
+    assert client.endpoint_for("gpt-5-mini-2025-08-07").base_url == "https://api.openai.com/v1"
+    assert client.endpoint_for("openai/gpt-oss-120b").base_url == "http://gpu-box:8000/v1"

@@ -382,6 +382,7 @@ class LLMClient:
                     base_url=self.base_url,
                     api_key_env=self.api_key_env,
                     primary=backend == self.backend,
+                    custom_routed="custom" in self.model_backends.values(),
                 )
             )
         return self._routes[model]
@@ -409,6 +410,7 @@ class LLMClient:
                 base_url=self.base_url,
                 api_key_env=self.api_key_env,
                 primary=backend == self.backend,
+                custom_routed="custom" in self.model_backends.values(),
             )
             endpoints[backend] = {"base_url": ep.identity.split("|", 1)[1], "key_env": ep.key_env}
         return {

@@ -91,15 +91,22 @@ def _public_url(url: str) -> str:
 
 
 def resolve_endpoint(
-    backend: str, *, base_url: str = "", api_key_env: str = "", primary: bool = True
+    backend: str,
+    *,
+    base_url: str = "",
+    api_key_env: str = "",
+    primary: bool = True,
+    custom_routed: bool = False,
 ) -> Endpoint:
     """The endpoint of a backend. ``base_url`` and ``api_key_env`` apply to the primary backend
-    (and ``base_url`` to any ``custom`` one): a non-empty ``base_url`` also redirects ``openai``
-    or ``openrouter`` (a proxy, or a local test server)."""
+    (and ``base_url`` to any ``custom`` one): a non-empty ``base_url`` also redirects a primary
+    ``openai`` or ``openrouter`` backend (a proxy, or a local test server) unless some model is
+    routed to ``custom`` (``custom_routed``), whose server the ``base_url`` then names."""
     if backend not in PROVIDERS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     spec = PROVIDERS[backend]
-    url = base_url if (base_url and (primary or backend == "custom")) else spec.base_url
+    redirect = backend == "custom" or (primary and not custom_routed)
+    url = base_url if (base_url and redirect) else spec.base_url
     if not url:
         raise ValueError(
             "backend 'custom' needs base_url (e.g. http://localhost:8000/v1 for vLLM, "
@@ -156,13 +163,16 @@ def check_credentials(
     :class:`MissingCredentials` naming every missing variable and the offline alternative.
     """
     needed: dict[Endpoint, list[str]] = {}
+    custom_routed = "custom" in (model_backends or {}).values()
     if backend != "offline":
-        needed[resolve_endpoint(backend, base_url=base_url, api_key_env=api_key_env)] = []
+        needed[resolve_endpoint(backend, base_url=base_url, api_key_env=api_key_env,
+                                custom_routed=custom_routed)] = []
     for model, other in (model_backends or {}).items():
         if other == "offline":
             continue
         primary = other == backend
-        ep = resolve_endpoint(other, base_url=base_url, api_key_env=api_key_env, primary=primary)
+        ep = resolve_endpoint(other, base_url=base_url, api_key_env=api_key_env, primary=primary,
+                              custom_routed=custom_routed)
         needed.setdefault(ep, []).append(model)
     found: dict[str, str] = {}
     problems: list[str] = []
