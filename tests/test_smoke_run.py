@@ -130,6 +130,7 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     for section in SECTIONS:
         assert f"## {section}" in text, section
     assert "**Offline backend.**" in text
+    assert "**Estimated before the run**" in text and "Paid by this run: $0.0000" in text
     table_rows = [line for line in text.splitlines() if line.startswith("| Table ")
                   or line.startswith("| §4.2")]
     sources = {line.split("|")[1].strip() for line in table_rows}

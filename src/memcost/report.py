@@ -358,6 +358,14 @@ def _section_accuracy(view: RunView) -> list[str]:
 
 def _section_costs(view: RunView) -> list[str]:
     lines = ["## Cost of this run", ""]
+    estimate = _read_csv(view.run.tables / "estimate_before_run.csv")
+    if estimate is not None and not estimate.empty:
+        by_dataset = estimate.groupby("dataset", sort=False)["usd"].sum()
+        parts = ", ".join(f"{DATASET_NAMES.get(d, d)} {_usd(v)}" for d, v in by_dataset.items())
+        lines += [f"**Estimated before the run** (notebook 00's token counts × list prices, "
+                  f"assumptions in `memcost/estimate.py`): {_usd(float(estimate['usd'].sum()))} "
+                  f"({parts}), about {float(estimate['minutes'].sum()) / 60:,.1f} hours of calls "
+                  "at the run's concurrency — `tables/estimate_before_run.csv`.", ""]
     summary = _read_csv(view.run.tables / "cost_summary.csv")
     if summary is None or summary.empty:
         return lines + ["*No usage ledger was analysed (notebook 05 without model calls).*", ""]
