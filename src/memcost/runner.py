@@ -229,11 +229,14 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
                 api_key_env=str(params.get("api_key_env", "")),
                 model_backends=params.get("model_backends") or None,
             )
-        except MissingCredentials as exc:
+        except (MissingCredentials, ValueError) as exc:
+            # ValueError: an endpoint that cannot be used (custom without base_url, ...)
             if str(exc) not in problems:
                 problems.append(str(exc))
     if problems:
-        raise PresetError(f"{preset.path}: cannot start, a key is missing.\n" + "\n".join(problems))
+        raise PresetError(
+            f"{preset.path}: cannot start, a backend is not set up.\n" + "\n".join(problems)
+        )
 
 
 def default_run_name(preset: Preset) -> str:
