@@ -366,8 +366,10 @@ def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
     plan = judging.plan_judging(ds, questions, dataset="locomo")
     first = judging.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
     assert first.sent == 3 * 3 * 2
+    written = ds.judgments.read_bytes()
     again = judging.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
     assert (again.sent, again.reused, again.dropped) == (0, 18, 0)
+    assert ds.judgments.read_bytes() == written  # nothing asked: the file is left as it was
     assert len(again.judgments) == 18
     assert again.judgments.loc[again.judgments["prompt_name"] == "judge", "primary"].all()
     ds.answers_file("memory").unlink()

@@ -123,6 +123,10 @@ def test_endpoints_hold_no_credentials_in_their_identity():
     )
     with pytest.raises(ValueError, match="base_url"):
         resolve_endpoint("custom")
+    # a key pasted where its variable's name goes is refused, and never repeated
+    with pytest.raises(ValueError, match="name of an environment variable") as info:
+        resolve_endpoint("custom", base_url="http://h:1/v1", api_key_env="sk-proj-abc123")
+    assert "sk-proj-abc123" not in str(info.value)
 
 
 def test_parse_json_accepts_fences_and_prose_and_refuses_the_rest():

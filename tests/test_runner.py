@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -142,3 +143,43 @@ def test_missing_key_stops_before_anything_runs(tmp_path, monkeypatch):
     offline = _preset(tmp_path, {"datasets": ["a"], "parameters": {"backend": "offline"}})
     with pytest.raises(NotebookFailed):
         run_preset(offline, run_name=str(tmp_path / "run"), notebooks_dir=folder, stream=False)
+
+
+def test_preset_with_an_unusable_endpoint_is_a_preset_error(tmp_path, monkeypatch):
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    _notebook(folder / "01_call.ipynb",
+              'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
+              'backend: str = "offline"  # who\nbase_url: str = ""  # where to',
+              "raise SystemExit('must not run')")
+    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"backend": "custom"}})
+    with pytest.raises(PresetError, match="needs base_url"):
+        run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=folder, stream=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(tmp_path, notebooks, capsys,
+                                                                   monkeypatch):
+    from memcost import runner
+    from memcost.__main__ import main
+
+    _notebook(notebooks / "01_spend.ipynb",
+              'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
+              'backend: str = "offline"  # who\nbase_url: str = ""  # where to\n'
+              'max_cost_usd: float = 50.0  # limit',
+              "from memcost.llm import BudgetExceeded\n"
+              "raise BudgetExceeded('budget guard: the next call would pass max_cost_usd', "
+              "spent_usd=0.0, limit_usd=max_cost_usd)")
+    monkeypatch.setattr(runner, "run_preset",
+                        functools.partial(runner.run_preset, notebooks_dir=notebooks))
+    preset = _preset(tmp_path, {"datasets": ["a"], "steps": ["00", "01"], "parameters": {}})
+    code = main(["run", "--params", str(preset), "--run-name", str(tmp_path / "run"), "--quiet",
+                 "--datasets", "a", "-p", "backend=custom", "-p", "base_url=http://127.0.0.1:9/v1",
+                 "-p", "max_cost_usd=0.01"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "01_spend.ipynb failed" in err and "BudgetExceeded" in err
+    assert "stopped at its budget" in err
+    # resuming as printed keeps the API backend (without it the run would go on offline)
+    assert "--datasets a -p backend=custom -p base_url=http://127.0.0.1:9/v1" in err
+    assert "-p max_cost_usd=<dollars>" in err and "max_cost_usd=0.01" not in err

@@ -148,6 +148,20 @@ def test_user_and_question_costs(priced):
     assert questions.loc[("q2", "long_context_gpt-5-mini"), "cost_usd"] == pytest.approx(0.003536)
 
 
+def test_a_request_shared_by_two_items_is_work_for_both(tmp_path):
+    # Two systems gave the same answer: the judge request is the same, the second served from
+    # the local cache. Both are part of the workload; only the first was paid for.
+    first = record("judge", MINI, 1_000, 1_000, question_id="q1", system="memory",
+                   request_hash="h-same")
+    second = dict(first, system="rolling_window_gpt-5-mini", cached=True)
+    write_ledger(tmp_path / "run", [first, second])
+    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
+    assert priced["workload"].tolist() == [True, True]
+    assert priced["spent_usd"].tolist() == pytest.approx([0.00225, 0.0])
+    stages = usage.stage_costs(priced).set_index("system")
+    assert stages.loc["rolling_window_gpt-5-mini", "cost_usd"] == pytest.approx(0.00225)
+
+
 def test_cached_share_and_token_ratios(priced):
     share = usage.lc_cached_share(priced).iloc[0]
     assert share["cached_share"] == pytest.approx(99_840 / 200_000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import Any
 
@@ -18,6 +19,21 @@ def _parse_override(text: str) -> tuple[str, Any]:
 
 def _split(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def _resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, ...] = ()) -> str:
+    """The command that continues this run as it was started: with its steps, datasets and
+    overrides (without ``-p backend=...`` a resumed API run would go on offline), less ``drop``."""
+    parts = ["python", "-m", "memcost", "run", "--params", str(args.params), "--run-name", run_dir]
+    if args.steps:
+        parts += ["--steps", args.steps]
+    if args.datasets:
+        parts += ["--datasets", args.datasets]
+    for key, value in args.overrides:
+        if key not in drop:
+            text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16)
+            parts += ["-p", f"{key}={text.removesuffix(chr(10)).removesuffix('...').strip()}"]
+    return shlex.join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,9 +82,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         except NotebookFailed as exc:
             print(f"\nerror: {exc}", file=sys.stderr)
-            print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
-                  f"  python -m memcost run --params {args.params} --run-name {exc.run_dir}",
-                  file=sys.stderr)
+            if exc.ename == "BudgetExceeded":
+                # Not a fault to fix: the run reached the limit it was given.
+                resume = _resume_command(args, exc.run_dir, drop=("max_cost_usd",))
+                print(f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "
+                      f"on, resume with a higher limit (finished calls are not paid again):\n"
+                      f"  {resume} -p max_cost_usd=<dollars>", file=sys.stderr)
+            else:
+                print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
+                      f"  {_resume_command(args, exc.run_dir)}", file=sys.stderr)
             return 1
         print(f"\nResults are in {paths.root}")
         for label, path in (("manifest", paths.manifest), ("report", paths.report_md),

@@ -765,9 +765,13 @@ def run_judging(
     done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in kept}
     rules = rule_records(items, mode=plan.mode, prompt_names=prompt_names, n_votes=n_votes,
                          judge_label=judge_label)
-    with atomic_open(path) as handle:  # the file now holds exactly what still applies
-        for record in [*kept, *rules]:
-            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    # The file now holds exactly what still applies, in the order and the line format a first
+    # run leaves (rule votes, then judge votes as they arrived, as JsonlAppender writes them):
+    # a rerun with nothing left to ask rewrites it byte for byte.
+    with atomic_open(path) as handle:
+        for record in [*rules, *kept]:
+            line = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
+            handle.write(line + "\n")
     dropped = sum(r.get("backend") != RULE for r in earlier) - len(kept)
 
     pending = [r for k, r in keyed.items() if k not in done]

@@ -44,9 +44,16 @@ class NotebookFailed(RuntimeError):
     """A notebook raised; carries what the user needs to find and fix the failing cell."""
 
     def __init__(
-        self, notebook: Path, output: Path, cell_index: int | None, error: str, cell_source: str = ""
+        self,
+        notebook: Path,
+        output: Path,
+        cell_index: int | None,
+        error: str,
+        cell_source: str = "",
+        ename: str = "",
     ):
         self.notebook, self.output, self.cell_index, self.error = notebook, output, cell_index, error
+        self.ename = ename  # the exception's class name, e.g. BudgetExceeded: what to suggest
         self.run_dir: str = ""  # filled in by run_preset: what to pass to --run-name to resume
         where = f"cell {cell_index}" if cell_index is not None else "a cell"
         if cell_source:
@@ -229,11 +236,14 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
                 api_key_env=str(params.get("api_key_env", "")),
                 model_backends=params.get("model_backends") or None,
             )
-        except MissingCredentials as exc:
+        except (MissingCredentials, ValueError) as exc:
+            # ValueError: an endpoint that cannot be used (custom without base_url, ...)
             if str(exc) not in problems:
                 problems.append(str(exc))
     if problems:
-        raise PresetError(f"{preset.path}: cannot start, a key is missing.\n" + "\n".join(problems))
+        raise PresetError(
+            f"{preset.path}: cannot start, a backend is not set up.\n" + "\n".join(problems)
+        )
 
 
 def uses_paid_backend(params: Mapping[str, Any]) -> bool:
@@ -323,7 +333,7 @@ def _execute(notebook: Path, output: Path, parameters: dict[str, Any], stream: b
     except PapermillExecutionError as exc:
         first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
         raise NotebookFailed(
-            notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}", first_line
+            notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}", first_line, exc.ename
         ) from exc
 
 

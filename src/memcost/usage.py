@@ -10,9 +10,12 @@ method returned; they are priced as the configured models and every table built 
 **estimate** in its ``basis`` column.
 
 Two kinds of double counting are avoided: a record served from the local request cache
-(``cached = true``) whose request already has a record earlier in the same run is a *replay*
-(a resumed run) and is left out of the workload; and cache hits cost nothing in ``spent_usd``,
-though their original usage still counts in ``cost_usd`` (what the workload costs).
+(``cached = true``) whose call (request and tags, the ledger's identity) already has a record
+earlier in the same run is a *replay* (a resumed run) and is left out of the workload; and cache
+hits cost nothing in ``spent_usd``, though their original usage still counts in ``cost_usd``
+(what the workload costs). The same request made for another item (two systems giving the same
+answer to the judge, a rolling window that holds the whole history) is a call of its own: served
+from the cache, it is part of the workload but not of the spend.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import pandas as pd
 from memcost import stats
 from memcost.costs import CostConstants, CostModel, token_break_even
 from memcost.io import read_jsonl
-from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
+from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS, record_call_key
 from memcost.llm.offline import OFFLINE
 from memcost.models import slug
 from memcost.paths import RunPaths
@@ -50,7 +53,9 @@ ESTIMATE_NOTE = (
 # Loading and pricing
 # ---------------------------------------------------------------------------------------------
 def _empty_ledger() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in (*LEDGER_COLUMNS, "run", "line")})
+    return pd.DataFrame(
+        {c: pd.Series(dtype="object") for c in (*LEDGER_COLUMNS, "run", "line", "call_key")}
+    )
 
 
 def load_ledger(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.DataFrame:
@@ -69,6 +74,7 @@ def load_ledger(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.Dat
         frame = pd.DataFrame.from_records(records)
         frame["run"] = str(run.root)
         frame["line"] = np.arange(len(frame))
+        frame["call_key"] = [record_call_key(r) for r in records]
         frames.append(frame)
     if not frames:
         return normalise_ledger(_empty_ledger())
@@ -87,7 +93,7 @@ def ledger_paths(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> dict[
 def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
     """Every schema column present, tokens as integers, flags as booleans, tags as strings."""
     frame = frame.copy()
-    for column in (*LEDGER_COLUMNS, "run", "line"):
+    for column in (*LEDGER_COLUMNS, "run", "line", "call_key"):
         if column not in frame.columns:
             frame[column] = None
     for column in TOKEN_COLUMNS:
@@ -96,7 +102,9 @@ def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
     frame["latency_s"] = pd.to_numeric(frame["latency_s"], errors="coerce").astype("float64")
     frame["cached"] = frame["cached"].map(lambda v: bool(v) if pd.notna(v) else False).astype(bool)
     frame["line"] = pd.to_numeric(frame["line"], errors="coerce").fillna(0).astype("int64")
-    for column in (*TAG_COLUMNS, "request_hash", "error", "run", "prompt_version", "provider"):
+    for column in (
+        *TAG_COLUMNS, "request_hash", "call_key", "error", "run", "prompt_version", "provider"
+    ):
         frame[column] = (
             frame[column].map(lambda v: None if _missing(v) else str(v)).astype("string")
         )
@@ -203,10 +211,17 @@ def _values(series: pd.Series) -> list[Any]:
 
 
 def _replays(priced: pd.DataFrame) -> pd.Series:
-    """Cache hits of a request that already has a record earlier in the same run."""
-    hashed = priced["request_hash"].notna()
-    ordered = priced.sort_values(["run", "line"])
-    seen = ordered.loc[hashed.loc[ordered.index]].duplicated(subset=["run", "request_hash"])
+    """Cache hits of a call that already has a record earlier in the same run.
+
+    A call is what the ledger's checkpoint counts once: the request hash with the record's tags
+    (:func:`memcost.llm.ledger.record_call_key`). By the request hash alone, a request that two
+    items share (the judge asked about the same answer of two systems) would lose its second
+    item from the workload whenever the cache served it.
+    """
+    identity = priced["call_key"].fillna(priced["request_hash"])
+    keyed = priced.assign(identity=identity)
+    ordered = keyed.sort_values(["run", "line"])
+    seen = ordered.loc[ordered["identity"].notna()].duplicated(subset=["run", "identity"])
     replay = pd.Series(False, index=priced.index)
     replay.loc[seen.index] = seen.to_numpy() & priced.loc[seen.index, "cached"].to_numpy()
     return replay
@@ -735,7 +750,9 @@ def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
 
 def ledger_from_records(records: Iterable[Mapping[str, Any]], run: str = "run") -> pd.DataFrame:
     """A normalised ledger from in-memory records (for examples and tests)."""
-    frame = pd.DataFrame.from_records(list(records))
+    records = list(records)
+    frame = pd.DataFrame.from_records(records)
     frame["run"] = run
     frame["line"] = np.arange(len(frame))
+    frame["call_key"] = [record_call_key(r) for r in records]
     return normalise_ledger(frame)

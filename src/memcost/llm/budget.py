@@ -96,7 +96,7 @@ class Budget:
                     raise BudgetStop(
                         f"the next {request.stage} call to {request.model} (about ${amount:.4f}) "
                         f"would take the run's spend (${self.spent:.4f} so far) past "
-                        f"max_cost_usd = ${self.limit:.2f}"
+                        f"max_cost_usd = ${self.limit:.4f}"
                     )
                 self._lock.wait()
             self.reserved += amount

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from memcost.paths import REPO_ROOT
 BACKENDS = ("offline", "openai", "openrouter", "custom")
 DEFAULT_ENV_FILE = REPO_ROOT / ".env"
 OFFLINE_HINT = "or run without a key and at no cost with the offline backend (backend: offline)"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,13 @@ def resolve_endpoint(
     if not urlsplit(url).scheme.startswith("http"):
         raise ValueError(f"base_url must start with http:// or https://, got {_public_url(url)!r}")
     key_env = api_key_env if (api_key_env and primary) else spec.key_env
+    if key_env and not _ENV_NAME.match(key_env):
+        # Most likely the key itself pasted where its variable's name goes: never echo it.
+        raise ValueError(
+            "api_key_env must be the name of an environment variable (letters, digits and "
+            "underscores, e.g. MY_API_KEY), not the key: put the key in that variable or in "
+            f"{DEFAULT_ENV_FILE}. Keys are never notebook parameters."
+        )
     return Endpoint(backend, url.rstrip("/"), key_env)
 
 

@@ -12,7 +12,9 @@ for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-
 401, a malformed body, a slow answer, a dropped connection. It logs every request it receives
 (path, body, arrival and finish times, status), never the Authorization header.
 
-Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``.
+Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``; add
+``--stages`` to answer the study's prompts in their formats, then point a run at it with
+``-p backend=custom -p base_url=http://127.0.0.1:8000/v1``.
 """
 
 from __future__ import annotations
@@ -107,12 +109,14 @@ class FakeOpenAIServer:
     """The server; use as a context manager (or ``start()``/``stop()``).
 
     ``latency_s`` delays every answer; ``api_key`` (if set) must arrive as the bearer token or
-    the answer is 401; ``responder`` makes the reply text from the request body.
+    the answer is 401; ``responder`` makes the reply text from the request body; ``embedder``
+    makes one unit vector from a text and a size (random per text by default).
     """
 
     latency_s: float = 0.0
     api_key: str | None = None
     responder: Callable[[dict[str, Any]], str] = default_responder
+    embedder: Callable[[str, int], np.ndarray] = fake_embedding
     embedding_dims: int = 1_536
     host: str = "127.0.0.1"
     port: int = 0
@@ -331,7 +335,7 @@ class FakeOpenAIServer:
         b64 = body.get("encoding_format") == "base64"
         data = []
         for i, text in enumerate(inputs):
-            vec = fake_embedding(text, dims)
+            vec = self.embedder(text, dims)
             emb: Any = (
                 base64.b64encode(vec.astype("<f4").tobytes()).decode() if b64 else vec.tolist()
             )
@@ -482,8 +486,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    parser.add_argument("--stages", action="store_true",
+                        help="answer each of the study's stages in its format (memcost.testing."
+                             "stages), so the notebooks can run against this server end to end")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(latency_s=args.latency, host=args.host, port=args.port).start()
+    if args.stages:
+        from memcost.testing.stages import stage_server
+
+        server = stage_server(latency_s=args.latency)
+        server.host, server.port = args.host, args.port
+        server.start()
+    else:
+        server = FakeOpenAIServer(latency_s=args.latency, host=args.host, port=args.port).start()
     print(server.url, flush=True)  # the first line of output is the base URL
     try:
         while True:
