@@ -278,3 +278,19 @@ def test_offline_long_context_is_priced_with_the_cache_assumption(tmp_path):
     constants, details = usage.measured_constants(priced, "longmemeval", "long_context_gpt-5-mini")
     assert constants.cached_share == 1.0
     assert constants.at(100_000).lc_cached_usd == pytest.approx(model.lc_cached_usd)
+
+
+def test_measured_break_even_per_dataset_and_user(tmp_path):
+    write_ledger(tmp_path / "run", hand_ledger())
+    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
+    models, users, skipped = usage.measured_break_even(priced)
+    assert not models.empty and not users.empty
+    # one model row per dataset x long-context system, one user row per conversation x system
+    assert len(models) == models[["dataset", "lc_system"]].drop_duplicates().shape[0]
+    assert set(users["system"]) <= set(models["lc_system"])
+    for row in users.itertuples():
+        first, sustained = row.first_break_even, row.sustained_break_even
+        if sustained == sustained:  # not NaN: sustained can only come at or after the first
+            assert first <= sustained
+    summary = usage.break_even_by_user_summary(users)
+    assert summary["users"].sum() == len(users)

@@ -650,6 +650,61 @@ def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str) -> pd.Da
     )
 
 
+def measured_break_even(
+    priced: pd.DataFrame, price_overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The cost model measured for every dataset and long-context system of the ledger, and each
+    user's first and sustained break-even on the question-by-question costs.
+
+    Returns ``(models, users, skipped)``: one row per dataset × long-context system (the measured
+    constants and the break-even they imply), one row per user × system, and a message for each
+    pair that could not be measured (e.g. no memory reads in that dataset).
+    """
+    from memcost.costs import first_break_even, sustained_break_even
+
+    work = workload(priced)
+    lc_calls = work.loc[work["phase"] == "long_context"]
+    systems = sorted(lc_calls["answer_system"].dropna().unique())
+    model_rows: list[dict[str, Any]] = []
+    user_rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for dataset in sorted(work["dataset"].dropna().unique()):
+        for system in systems:
+            try:
+                model, details = measured_cost_model(priced, dataset, system,
+                                                     price_overrides=price_overrides)
+            except ValueError as exc:
+                skipped.append(f"{dataset}/{system}: {exc}")
+                continue
+            series = per_user_series(priced, dataset, system)
+            for conversation, part in series.groupby("conversation_id"):
+                user_rows.append({
+                    "dataset": dataset, "system": system, "conversation_id": conversation,
+                    "questions": len(part),
+                    "first_break_even": first_break_even(part["memory_usd"],
+                                                         part["long_context_usd"]),
+                    "sustained_break_even": sustained_break_even(part["memory_usd"],
+                                                                 part["long_context_usd"]),
+                })
+            model_rows.append({**details, "write_usd": model.write_usd, "read_usd": model.read_usd,
+                               "lc_first_usd": model.lc_first_usd,
+                               "lc_cached_usd": model.lc_cached_usd})
+    return pd.DataFrame(model_rows), pd.DataFrame(user_rows), skipped
+
+
+def break_even_by_user_summary(users: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset × system: how many users, and their median first and sustained break-even."""
+    if users.empty:
+        return users
+    differs = users["first_break_even"].ne(users["sustained_break_even"])
+    return users.assign(differs=differs).groupby(["dataset", "system"]).agg(
+        users=("conversation_id", "size"), questions_per_user=("questions", "median"),
+        median_first=("first_break_even", "median"),
+        median_sustained=("sustained_break_even", "median"),
+        users_never=("sustained_break_even", lambda s: int(s.isna().sum())),
+        users_first_differs=("differs", "sum"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Judgments: cost per correct answer
 # ---------------------------------------------------------------------------------------------
