@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memcost import answers
+from memcost.io import read_jsonl
 
 
 def _record(qid: str, **extra):
@@ -36,6 +37,8 @@ def test_writer_resumes_without_duplicates(run_paths):
         assert out.pending(["q1", "q2", "q3"]) == ["q3"]
         out.write(_record("q2"))  # already there: ignored
         out.write(_record("q3", answer="Rome"))
+    # the file itself holds each question once (the loader would hide a duplicate)
+    assert [r["question_id"] for r in read_jsonl(ds.answers_file("memory"))] == ["q1", "q2", "q3"]
     frame = answers.load_answers(ds, "memory")
     assert frame["question_id"].tolist() == ["q1", "q2", "q3"]
     assert frame.loc[2, "answer"] == "Rome"

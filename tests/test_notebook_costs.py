@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+from test_usage import record
 
 from memcost.io import read_json
 from memcost.paths import FIGURES_DIR
@@ -66,27 +67,10 @@ def offline_ledger() -> list[dict]:
     def add(stage, model, prompt, completion=0, **tags):
         nonlocal t
         t += 1
-        records.append(
-            {
-                "timestamp": f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}+00:00",
-                "stage": stage,
-                "provider": "offline",
-                "model": model,
-                "backend": "offline",
-                "request_hash": f"h{t}",
-                "prompt_version": "v1",
-                "cached": False,
-                "prompt_tokens": prompt,
-                "cached_prompt_tokens": 0,
-                "completion_tokens": completion,
-                "reasoning_tokens": 0,
-                "latency_s": 0.01,
-                "attempts": 1,
-                "error": None,
-                "sample_index": 0,
-                **tags,
-            }
-        )
+        records.append(record(
+            stage, model, prompt, completion, provider="offline", backend="offline",
+            timestamp=f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}+00:00", request_hash=f"h{t}",
+            latency_s=0.01, **{"question_id": None, "system": None, **tags}))
 
     for dataset, users, questions, history in (
         ("locomo", 2, 3, 16_000),
