@@ -56,3 +56,33 @@ def test_jsonl_corrupt_complete_line_is_an_error(tmp_path):
     assert io.read_jsonl(tmp_path / "none.jsonl", missing_ok=True) == []
     with pytest.raises(FileNotFoundError):
         io.read_jsonl(tmp_path / "none.jsonl")
+
+
+def test_written_files_honour_the_umask(tmp_path):
+    import os
+    import stat
+
+    from memcost.io import write_json, write_text
+
+    for mask, expected in ((0o022, 0o644), (0o027, 0o640)):
+        old = os.umask(mask)
+        try:
+            write_json(tmp_path / "a.json", {"x": 1})
+            write_text(tmp_path / "b.txt", "hello")
+        finally:
+            os.umask(old)
+        for name in ("a.json", "b.txt"):
+            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == expected
+
+
+def test_json_safe_unwraps_numpy_and_nulls_nan(tmp_path):
+    import math
+
+    import numpy as np
+
+    from memcost.io import json_safe, read_jsonl, write_jsonl
+
+    value = {"a": np.int64(3), "b": np.float32(0.5), "c": math.nan, "d": (1, np.array([2, 3]))}
+    assert json_safe(value) == {"a": 3, "b": 0.5, "c": None, "d": [1, [2, 3]]}
+    write_jsonl(tmp_path / "x.jsonl", [value, {"e": "é"}])
+    assert read_jsonl(tmp_path / "x.jsonl") == [json_safe(value), {"e": "é"}]

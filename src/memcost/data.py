@@ -41,17 +41,11 @@ import pandas as pd
 import pyarrow as pa
 
 from memcost import paper
+from memcost.datasets import DATASETS, DISPLAY_NAMES, DataError, check_dataset
 from memcost.io import atomic_path, write_csv, write_parquet, write_text
 from memcost.paths import RAW_DIR, REPO_ROOT, SAMPLE_DIR, DatasetPaths, RunPaths
 
 # --- Datasets, their files and their public homes ----------------------------------------------
-
-DATASETS: tuple[str, ...] = ("locomo", "longmemeval", "personamem_v2")
-DISPLAY_NAMES: dict[str, str] = {
-    "locomo": "LoCoMo",
-    "longmemeval": "LongMemEval",
-    "personamem_v2": "PersonaMem v2",
-}
 
 # LoCoMo's own evaluation code numbers the categories this way (study §5, §10). Other papers
 # label them differently; the published counts below are the check that the mapping is right.
@@ -114,22 +108,8 @@ _ROLES = frozenset({"user", "assistant", "system"})
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
-class DataError(ValueError):
-    """Input that cannot be read as the benchmark it claims to be.
-
-    The message names the file, the record (sample, question or CSV row) and what is wrong.
-    """
-
-
 class DataWarning(UserWarning):
     """Input that loads but deserves attention (e.g. LoCoMo category counts that differ)."""
-
-
-def check_dataset(name: str) -> str:
-    """``name`` if it is a known dataset; otherwise an error listing the valid ones."""
-    if name not in DATASETS:
-        raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(DATASETS)}")
-    return name
 
 
 # --- Table schemas (docs/architecture.md) -------------------------------------------------------

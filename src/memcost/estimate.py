@@ -10,7 +10,6 @@ real data, every prompt counted, priced as the paper's models).
 
 from __future__ import annotations
 
-import ast
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +18,8 @@ import pandas as pd
 
 from memcost import costs
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
-from memcost.paths import DatasetPaths
+from memcost.params import notebook_defaults
+from memcost.paths import NOTEBOOKS_DIR, DatasetPaths
 from memcost.prices import price_for
 
 # --- Assumptions (each from the paper where it gives one) ---------------------------------------
@@ -46,19 +46,8 @@ STAGES = ("write", "read", "long_context", "baseline", "judge")
 
 
 def _notebook_defaults(stem: str) -> dict[str, Any]:
-    from memcost.paths import NOTEBOOKS_DIR
-    from memcost.runner import notebook_parameters
-
     path = NOTEBOOKS_DIR / f"{stem}.ipynb"
-    if not path.is_file():
-        return {}
-    out = {}
-    for name, info in notebook_parameters(path).items():
-        try:
-            out[name] = ast.literal_eval(info["default"]) if info["default"] else None
-        except (ValueError, SyntaxError):
-            continue
-    return out
+    return notebook_defaults(path) if path.is_file() else {}
 
 
 def effective_parameters(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,12 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+
+def _file_mode() -> int:
+    """The mode ``open()`` would give a new file under the current umask (temporary files start
+    at 0600). Linux reports the umask in /proc without changing it; elsewhere it is read by
+    setting and restoring it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 @contextlib.contextmanager
@@ -27,6 +43,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        if tmp.exists():
+            os.chmod(tmp, _file_mode())  # readable as the umask allows, like any other file
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -43,10 +61,39 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) ->
         os.fsync(handle.fileno())
 
 
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: numpy scalars and arrays unwrapped, NaN and infinities as null, paths
+    and other objects as their text. Metrics, manifests and JSONL records all pass through here."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):  # numpy scalar or array
+        return json_safe(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     with atomic_open(path) as handle:
-        json.dump(obj, handle, indent=2, sort_keys=False, default=str)
+        json.dump(json_safe(obj), handle, indent=2, sort_keys=False)
         handle.write("\n")
+
+
+def jsonl_line(record: Mapping[str, Any]) -> str:
+    """One JSONL line (no newline): compact, UTF-8 kept, values made JSON-safe."""
+    return json.dumps(json_safe(record), ensure_ascii=False, separators=(",", ":"))
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> None:
+    """Replace ``path`` with ``records``, atomically (for files rewritten whole; per-item
+    outputs are appended with :class:`JsonlAppender` instead)."""
+    with atomic_open(path) as handle:
+        for record in records:
+            handle.write(jsonl_line(record) + "\n")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -107,7 +154,7 @@ class JsonlAppender:
                     handle.write(b"\n")
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
+        line = jsonl_line(record)
         with self._lock:
             self._handle.write(line + "\n")
             self._handle.flush()

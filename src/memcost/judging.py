@@ -34,6 +34,7 @@ import pandas as pd
 from memcost import paper, stats
 from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
 from memcost.choices import MC_SALT, MODES, MultipleChoice, multiple_choice, parse_choice
+from memcost.datasets import DATASETS
 from memcost.io import JsonlAppender, atomic_open, read_jsonl
 from memcost.llm import ChatRequest, ChatResult, parse_json_object
 from memcost.llm.offline import OFFLINE
@@ -48,7 +49,6 @@ CORRECT, WRONG, UNJUDGED = stats.CORRECT, stats.WRONG, stats.UNJUDGED
 LEXICAL = "lexical"  # judge_model of every offline vote: a word-overlap rule, not an LLM
 LETTER_MATCH = "letter_match"  # judge_model of multiple-choice votes: the letter is compared
 RULE = "rule"  # backend of multiple-choice votes and of answers that could not be judged
-DATASETS = ("locomo", "longmemeval", "personamem_v2")
 
 # judgments.jsonl, one record per vote (docs/architecture.md), in this order.
 JUDGMENT_FIELDS = (

@@ -23,7 +23,8 @@ from typing import Any
 
 from memcost import __version__
 from memcost.io import write_json
-from memcost.paths import REPO_ROOT, RunPaths
+from memcost.params import current_values
+from memcost.paths import NOTEBOOKS_DIR, REPO_ROOT, RunPaths
 
 # Packages whose versions change results or costs; recorded in every manifest.
 TRACKED_PACKAGES = (
@@ -181,11 +182,7 @@ class Step:
 def notebook_parameters(namespace: dict[str, Any], notebook: str) -> dict[str, Any]:
     """The current values of the parameters ``notebook`` declares, read from ``namespace``
     (a notebook passes ``globals()``), so the record cannot drift from the parameters cell."""
-    from memcost.paths import NOTEBOOKS_DIR
-    from memcost.runner import notebook_parameters as declared
-
-    path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
-    return {name: namespace[name] for name in declared(path) if name in namespace}
+    return current_values(namespace, NOTEBOOKS_DIR / f"{notebook}.ipynb")
 
 
 def start_step(

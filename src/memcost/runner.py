@@ -14,21 +14,19 @@ for the whole run. Unknown parameter keys are an error (papermill itself only wa
 
 from __future__ import annotations
 
-import ast
 import copy
-import json
 import os
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from memcost import manifest as manifest_mod
+from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, RUNS_DIR, RunPaths, resolve_run_dir
 
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset")
@@ -70,46 +68,6 @@ def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
     for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
         found[path.name[:2]] = path
     return found
-
-
-@cache
-def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise PresetError(f"{path}: not a valid notebook (JSON error at line {exc.lineno})") from exc
-    cells = [c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])]
-    if not cells:
-        return {}
-    source = cells[0]["source"]
-    source = "".join(source) if isinstance(source, list) else source
-    lines = source.splitlines()
-    declared: dict[str, dict[str, Any]] = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            name, annotation = node.target.id, ast.unparse(node.annotation)
-        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            name, annotation = node.targets[0].id, "None"
-        else:
-            continue
-        line = lines[node.end_lineno - 1]
-        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset:] else ""
-        declared[name] = {
-            "name": name,
-            "inferred_type_name": annotation,
-            "default": ast.get_source_segment(source, node.value) if node.value else None,
-            "help": comment,
-        }
-    return declared
-
-
-def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
-    """The parameters a notebook declares in its ``parameters`` cell (name → type, default, help).
-
-    Read with ``ast`` rather than papermill so that a notebook can list its own parameters
-    without importing papermill (seconds per notebook); a test checks both agree.
-    """
-    return _declared(path, path.stat().st_mtime)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Lexical text utilities shared by the offline methods (extraction, retrieval, answers, judge).
+"""Text utilities: lexical pieces for the offline methods, and dates and photos as prompts show them.
 
 Everything here is deterministic across processes and machines: no salted ``hash()``, no
 randomness. The offline backend is built from these classical pieces so that it is obvious what
@@ -13,6 +13,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(])")
@@ -130,3 +131,31 @@ class BM25:
             return None
         index = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return (index, scores[index]) if scores[index] > 0 else None
+
+
+# --- Dates and photos as every prompt writes them ---------------------------------------------
+
+
+def spoken_datetime(iso: str | None, *, missing: str = "") -> str:
+    """``2023-05-08T13:56:00`` → ``Monday 8 May 2023, 13:56``: weekday and a written-out date,
+    because the gold answers of temporal questions are phrased that way. ``missing`` is returned
+    for a conversation without dates."""
+    if not iso:
+        return missing
+    moment = datetime.fromisoformat(iso)
+    return f"{moment:%A} {moment.day} {moment:%B %Y, %H:%M}"
+
+
+def day_text(iso: str | None) -> str:
+    """``8 May 2023``: the form the benchmarks' gold answers use (empty without a date)."""
+    if not iso:
+        return ""
+    moment = datetime.fromisoformat(iso)
+    return f"{moment.day} {moment:%B %Y}"
+
+
+def with_caption(text: str, caption: object) -> str:
+    """A message with the photo it shares described after it, as LoCoMo's BLIP captions are."""
+    if isinstance(caption, str) and caption:
+        return f"{text} [shares a photo: {caption}]"
+    return text

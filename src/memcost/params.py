@@ -1,0 +1,96 @@
+"""Notebook parameters: what each notebook declares, and the ones every notebook shares.
+
+A notebook's ``parameters`` cell is the single declaration of its parameters (papermill injects
+overrides after it). This module reads that cell with ``ast`` (no papermill import: a notebook
+can list its own parameters in milliseconds), and names the parameters that configure the model
+client in every notebook, so that a notebook builds its client with
+``make_client(run, **shared_params(globals()))`` instead of repeating them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# The parameters that configure the one model client, identical in every notebook that calls a
+# model (docs/architecture.md, "Parameters every notebook shares").
+CLIENT_PARAMETERS: tuple[str, ...] = (
+    "backend",
+    "base_url",
+    "api_key_env",
+    "model_backends",
+    "cache_mode",
+    "max_concurrency",
+    "max_cost_usd",
+    "price_overrides",
+)
+
+
+class NotebookError(ValueError):
+    """A notebook file that cannot be read as a pipeline notebook."""
+
+
+@cache
+def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"{path}: not a valid notebook (JSON error at line {exc.lineno})") from exc
+    cells = [c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if not cells:
+        return {}
+    source = cells[0]["source"]
+    source = "".join(source) if isinstance(source, list) else source
+    lines = source.splitlines()
+    declared: dict[str, dict[str, Any]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            name, annotation = node.target.id, ast.unparse(node.annotation)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name, annotation = node.targets[0].id, "None"
+        else:
+            continue
+        line = lines[node.end_lineno - 1]
+        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset:] else ""
+        declared[name] = {
+            "name": name,
+            "inferred_type_name": annotation,
+            "default": ast.get_source_segment(source, node.value) if node.value else None,
+            "help": comment,
+        }
+    return declared
+
+
+def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
+    """The parameters a notebook declares in its ``parameters`` cell (name → type, default, help).
+
+    Read with ``ast`` rather than papermill so that a notebook can list its own parameters
+    without importing papermill (seconds per notebook); a test checks both agree.
+    """
+    return _declared(path, path.stat().st_mtime)
+
+
+def notebook_defaults(path: Path) -> dict[str, Any]:
+    """The default value of each parameter ``path`` declares (literals, evaluated safely)."""
+    out: dict[str, Any] = {}
+    for name, info in notebook_parameters(path).items():
+        try:
+            out[name] = ast.literal_eval(info["default"]) if info["default"] else None
+        except (ValueError, SyntaxError):
+            continue
+    return out
+
+
+def current_values(namespace: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The current values of the parameters ``path`` declares, read from ``namespace`` (a
+    notebook passes ``globals()``), so a record cannot drift from the parameters cell."""
+    return {name: namespace[name] for name in notebook_parameters(path) if name in namespace}
+
+
+def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``)."""
+    return {name: namespace[name] for name in CLIENT_PARAMETERS if name in namespace}
