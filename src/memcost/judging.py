@@ -33,11 +33,11 @@ import pandas as pd
 
 from memcost import paper, stats
 from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
+from memcost.calls import OFFLINE
 from memcost.choices import MC_SALT, MODES, MultipleChoice, multiple_choice, parse_choice
 from memcost.datasets import DATASETS
 from memcost.io import JsonlAppender, atomic_open, read_jsonl
 from memcost.llm import ChatRequest, ChatResult, parse_json_object
-from memcost.llm.offline import OFFLINE
 from memcost.models import JUDGE_MODEL, LONG_CONTEXT_MODELS
 from memcost.paths import DatasetPaths
 from memcost.prompts import JUDGE_PROMPTS, Prompt

@@ -64,6 +64,84 @@ def resolve_run_dir(run_dir: str | os.PathLike[str] = "") -> Path:
     return RUNS_DIR / text
 
 
+# --- Tables and figures: one name each, read by attribute (``ds.table.table3``) -------------
+# A notebook writes ``ds.table.table3`` and the report reads the same attribute: no file name is
+# typed twice. Figures are saved as ``<stem>.png`` and ``<stem>.svg``.
+DATASET_TABLES: dict[str, str] = {
+    "table1": "table1_conversation_tokens",  # Table 1 (§3.3): conversation tokens, notebook 00
+    "table2": "table2_question_tokens",  # Table 2 (§3.3): question tokens, notebook 00
+    "questions_per_category": "questions_per_category",  # questions per category, notebook 00
+    "table3": "table3_accuracy",  # Table 3 (§4.1): accuracy per system, notebook 04
+    "table3_vs_paper": "table3_vs_paper",  # Table 3 beside the paper's numbers, notebook 04
+    "accuracy_by_category": "accuracy_by_category",  # accuracy per question category, notebook 04
+    "answer_length": "answer_length",  # answer length against correctness, notebook 04
+    "failure_analysis": "failure_analysis",  # Table 6 (§4.1) failure cases, notebook 04
+    "failure_tags": "failure_tags",  # failure tags per system, notebook 04
+    "judge_sensitivity": "judge_sensitivity",  # accuracy under each judge prompt, notebook 04
+    "mcnemar": "mcnemar",  # paired McNemar tests between systems, notebook 04
+}
+RUN_TABLES: dict[str, str] = {
+    "estimate_before_run": "estimate_before_run",  # the bill estimated after notebook 00
+    "cost_summary": "cost_summary",  # measured cost per dataset and system (§4.2), notebook 05
+    "cost_by_stage": "cost_by_stage",  # cost per stage, notebook 05
+    "cost_per_user": "cost_per_user",  # cost per user, notebook 05
+    "table4": "table4_cumulative_cost",  # Table 4 (§3.5), notebook 05
+    "table5": "table5_break_even",  # Table 5 (§3.5), notebook 05
+    "table45_vs_paper": "table45_vs_paper",  # Tables 4-5 cell by cell against the paper, notebook 05
+    "calibration_intervals": "calibration_intervals",  # feasible interval of each cost constant, notebook 05
+    "calibration_variants": "calibration_variants",  # Tables 4-5 under each set of constants, notebook 05
+    "cost_break_even_per_user": "cost_break_even_per_user",  # measured break-even per user, notebook 05
+    "cost_growing_conversation": "cost_growing_conversation",  # cost as a conversation grows, notebook 05
+    "cost_model_measured": "cost_model_measured",  # the cost model with this run's measured constants, notebook 05
+    "cost_per_correct_answer": "cost_per_correct_answer",  # cost per correct answer, notebook 05
+    "cumulative_cost_curves": "cumulative_cost_curves",  # cumulative cost curves behind Figure 1b, notebook 05
+    "figure1_cost_difference": "figure1_cost_difference",  # the grid behind Figure 1, notebook 05
+    "token_vs_dollar_break_even": "token_vs_dollar_break_even",  # token-level against dollar break-even, notebook 05
+}
+DATASET_FIGURES: dict[str, str] = {
+    "conversation_tokens": "conversation_tokens",  # conversation lengths, notebook 00
+    "memory_facts_vs_history": "memory_facts_vs_history",  # facts against history tokens, notebook 01
+    "memory_evidence_recall": "memory_evidence_recall",  # evidence recall of retrieval, notebook 02
+    "long_context_prompt_sizes": "long_context_prompt_sizes",  # long-context prompt sizes, notebook 03
+    "accuracy_by_system": "accuracy_by_system",  # accuracy per system and category, notebook 04
+}
+RUN_FIGURES: dict[str, str] = {
+    "figure1": "figure1_break_even_heatmap",  # Figure 1 (§3.5): the break-even heatmap
+    "figure1b": "figure1b_cumulative_cost",  # cumulative cost against turns at L = 101,601
+    "cost_by_component": "cost_by_component",  # measured cost per component
+    "cost_calibration_intervals": "cost_calibration_intervals",  # feasible intervals of the cost constants
+    "cost_sensitivity": "cost_sensitivity",  # break-even sensitivity
+    "cost_sustained_break_even": "cost_sustained_break_even",  # sustained break-even of a growing conversation
+    "cost_token_vs_dollar_break_even": "cost_token_vs_dollar_break_even",  # token-level against dollar break-even
+}
+
+
+class FileSet:
+    """Named files of one kind in one folder: ``files.table3`` is ``folder/table3_accuracy.csv``.
+
+    An unknown name is an error that lists the known ones, so a typo never writes a stray file.
+    """
+
+    def __init__(self, folder: Path, stems: dict[str, str], suffix: str):
+        self._folder, self._stems, self._suffix = folder, stems, suffix
+
+    def __getattr__(self, name: str) -> Path:
+        try:
+            return self._folder / f"{self._stems[name]}{self._suffix}"
+        except KeyError:
+            raise AttributeError(
+                f"no file named {name!r} here; known: {', '.join(sorted(self._stems))}"
+            ) from None
+
+    def stem(self, name: str) -> str:
+        """The bare file stem (figures are saved under it in several formats)."""
+        getattr(self, name)
+        return self._stems[name]
+
+    def names(self) -> list[str]:
+        return list(self._stems)
+
+
 @dataclass(frozen=True)
 class DatasetPaths:
     """Layout of one dataset inside a run: ``runs/<run>/<dataset>/``.
@@ -117,6 +195,16 @@ class DatasetPaths:
     @property
     def notebooks(self) -> Path:
         return self.root / "notebooks"
+
+    @property
+    def table(self) -> FileSet:
+        """This dataset's tables by name (:data:`DATASET_TABLES`), as ``.csv``."""
+        return FileSet(self.tables, DATASET_TABLES, ".csv")
+
+    @property
+    def figure(self) -> FileSet:
+        """This dataset's figures by name (:data:`DATASET_FIGURES`), without a suffix."""
+        return FileSet(self.figures, DATASET_FIGURES, "")
 
     def answers_file(self, system: str) -> Path:
         return self.answers / f"answers_{system}.jsonl"
@@ -177,6 +265,16 @@ class RunPaths:
     @property
     def report_html(self) -> Path:
         return self.root / "report.html"
+
+    @property
+    def table(self) -> FileSet:
+        """Run-wide tables by name (:data:`RUN_TABLES`), as ``.csv``."""
+        return FileSet(self.tables, RUN_TABLES, ".csv")
+
+    @property
+    def figure(self) -> FileSet:
+        """Run-wide figures by name (:data:`RUN_FIGURES`), without a suffix."""
+        return FileSet(self.figures, RUN_FIGURES, "")
 
     def dataset(self, name: str) -> DatasetPaths:
         return DatasetPaths(self.root / name)

@@ -28,10 +28,9 @@ import numpy as np
 import pandas as pd
 
 from memcost import stats
+from memcost.calls import BASE_FIELDS, OFFLINE, STANDARD_TAGS, record_call_key
 from memcost.costs import CostConstants, CostModel, token_break_even
 from memcost.io import read_jsonl
-from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS, record_call_key
-from memcost.llm.offline import OFFLINE
 from memcost.models import slug
 from memcost.paths import RunPaths
 from memcost.prices import price_for

@@ -9,59 +9,28 @@ cache). Cost tables are computed from these records and :mod:`memcost.prices`, n
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memcost.io import JsonlAppender, read_jsonl
-from memcost.llm.requests import Usage, canonical_json, sha256_hex
-from memcost.prices import UnknownPriceError, price_for
-
-# The record schema (docs/architecture.md), in this order; the request's tags follow.
-BASE_FIELDS = (
-    "timestamp",
-    "stage",
-    "provider",
-    "model",
-    "backend",
-    "request_hash",
-    "prompt_version",
-    "cached",
-    "prompt_tokens",
-    "cached_prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "latency_s",
-    "attempts",
-    "error",
-    "sample_index",
+from memcost.calls import (  # noqa: F401 - the record schema, re-exported for the client
+    BASE_FIELDS,
+    RESERVED_FIELDS,
+    STANDARD_TAGS,
+    call_key,
+    is_paid,
+    normalise_tags,
+    record_call_key,
+    record_cost,
+    spent_usd,
 )
-# Tags every record has (null when the stage did not set them), so the table has fixed columns.
-STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
-RESERVED_FIELDS = BASE_FIELDS
+from memcost.io import JsonlAppender, read_jsonl
+from memcost.llm.requests import Usage
+
 _SYNC_EVERY_S = 1.0
-
-
-def normalise_tags(tags: Mapping[str, Any]) -> dict[str, Any]:
-    """Tags as they will read back from the JSONL file (standard tags first, JSON types)."""
-    merged = {name: None for name in STANDARD_TAGS}
-    merged.update(tags)
-    return json.loads(json.dumps(merged, ensure_ascii=False, default=str))
-
-
-def call_key(request_hash: str, tags: Mapping[str, Any]) -> str:
-    """Identity of one logical call in a run: the same request asked for two different items
-    (two systems giving the same answer to the judge) is two calls."""
-    return sha256_hex(request_hash + "\n" + canonical_json(normalise_tags(tags)))
-
-
-def record_call_key(record: Mapping[str, Any]) -> str:
-    tags = {k: v for k, v in record.items() if k not in BASE_FIELDS}
-    return sha256_hex(str(record.get("request_hash")) + "\n" + canonical_json(tags))
 
 
 def make_record(
@@ -100,29 +69,6 @@ def make_record(
     }
     record.update(normalise_tags(tags))
     return record
-
-
-def record_cost(
-    record: Mapping[str, Any], price_overrides: Mapping[str, Mapping[str, Any]] | None = None
-) -> float | None:
-    """List-price dollars of one record's usage (``None`` when the model has no price)."""
-    try:
-        price = price_for(str(record["model"]), price_overrides)
-    except UnknownPriceError:
-        return None
-    prompt = int(record.get("prompt_tokens") or 0)
-    return price.cost(
-        prompt_tokens=prompt,
-        cached_prompt_tokens=min(int(record.get("cached_prompt_tokens") or 0), prompt),
-        completion_tokens=int(record.get("completion_tokens") or 0),
-    )
-
-
-def is_paid(record: Mapping[str, Any]) -> bool:
-    """Did this call cost money in this run (sent to a real API, not served from the cache)?"""
-    return (
-        record.get("backend") != "offline" and not record.get("cached") and not record.get("error")
-    )
 
 
 class Ledger:
@@ -176,11 +122,3 @@ class Ledger:
 
     def close(self) -> None:
         self._out.close()
-
-
-def spent_usd(
-    records: Iterable[Mapping[str, Any]],
-    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
-) -> float:
-    """Dollars the records' run paid (cached and offline calls cost nothing)."""
-    return sum(record_cost(r, price_overrides) or 0.0 for r in records if is_paid(r))

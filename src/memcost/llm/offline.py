@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from memcost.calls import OFFLINE  # noqa: F401 - the offline backend's name, for the client
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.tokens import count_tokens, count_tokens_batch
 
 OfflineMethod = Callable[[ChatRequest], str]
-OFFLINE = "offline"  # backend and provider name in every offline record
 
 
 def prompt_tokens(request: ChatRequest) -> int:

@@ -10,8 +10,6 @@ stage's offline method) and ``tags`` (copied into the usage ledger: dataset, que
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,24 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from memcost.calls import RESERVED_FIELDS, STAGES, canonical_json, sha256_hex
 from memcost.models import is_gpt5_family
 
-# Ledger stage labels (docs/architecture.md, calls.jsonl).
-STAGES = ("extract", "update", "embed", "read", "long_context", "judge")
 ROLES = ("system", "developer", "user", "assistant")
 # Bumped whenever the key material changes shape, so old cache entries can never be misread.
 KEY_SCHEME = "memcost-llm-v1"
-
-
-def canonical_json(obj: Any) -> str:
-    """One text per value: sorted keys, no whitespace, UTF-8 kept as is, no NaN."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _key(kind: str, provider: str, material: str) -> str:
@@ -52,8 +38,6 @@ def _check_common(
         raise ValueError("prompt_version must be set: every ledger record carries it")
     if not isinstance(sample_index, int) or sample_index < 0:
         raise ValueError(f"sample_index must be a non-negative int, got {sample_index!r}")
-    from memcost.llm.ledger import RESERVED_FIELDS  # local: ledger imports this module
-
     clash = sorted(set(tags) & set(RESERVED_FIELDS))
     if clash:
         raise ValueError(f"tags {clash} would overwrite ledger fields; rename them")
