@@ -1472,6 +1472,9 @@ __all__ = [
     "CONVERSATION_COLUMNS",
     "CONVERSATION_SCHEMA",
     "DATASETS",
+    "read_conversations",
+    "read_prepared",
+    "read_questions",
     "DISPLAY_NAMES",
     "LOCOMO_ABSTENTION_ANSWER",
     "LOCOMO_CATEGORIES",
@@ -1519,3 +1522,30 @@ __all__ = [
     "token_table",
     "write_prepared",
 ]
+
+
+# --- Readers of notebook 00's files (the one place that reads them) ----------------------------
+
+
+def _read_prepared(ds: DatasetPaths, path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: not found; run notebooks/00_prepare_data.ipynb for dataset {ds.name!r} "
+            "into this run directory first"
+        )
+    return pd.read_parquet(path)
+
+
+def read_conversations(ds: DatasetPaths) -> pd.DataFrame:
+    """``data/conversations.parquet`` (schema :data:`CONVERSATION_SCHEMA`), one row per turn."""
+    return _read_prepared(ds, ds.conversations)
+
+
+def read_questions(ds: DatasetPaths) -> pd.DataFrame:
+    """``data/questions.parquet`` (schema :data:`QUESTION_SCHEMA`), one row per question."""
+    return _read_prepared(ds, ds.questions)
+
+
+def read_prepared(ds: DatasetPaths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(conversations, questions)`` as notebook 00 wrote them."""
+    return read_conversations(ds), read_questions(ds)
