@@ -1,78 +1,15 @@
-"""One visual style for every figure, and one way to save them (PNG for reading, SVG for print)."""
+"""Figures of the cost analysis (notebook 05): Figure 1, cumulative costs, calibration, sensitivity."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from memcost.io import atomic_path
+from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, system_color
 
-# Colours per system, fixed so that a system has the same colour in every figure.
-SYSTEM_COLORS = {
-    "memory": "#1f77b4",
-    "long_context": "#d62728",
-    "rolling_window": "#ff7f0e",
-    "no_context": "#7f7f7f",
-    "oracle": "#2ca02c",
-}
-OFFLINE_NOTE = "offline backend (lexical methods, not an LLM)"
-
-
-def apply_style() -> None:
-    """Seaborn's whitegrid with readable sizes; call once at the top of a notebook."""
-    sns.set_theme(context="notebook", style="whitegrid", font_scale=1.0)
-    plt.rcParams.update(
-        {
-            "figure.dpi": 110,
-            "savefig.dpi": 150,
-            "savefig.bbox": "tight",
-            "axes.titleweight": "bold",
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-            "svg.hashsalt": "memcost",  # stable SVG ids, so re-running does not churn files
-        }
-    )
-
-
-def system_color(system: str) -> str:
-    for prefix, color in SYSTEM_COLORS.items():
-        if system.startswith(prefix):
-            return color
-    return "#9467bd"
-
-
-def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = True) -> list[Path]:
-    """Write ``<folder>/<name>.png`` (and ``.svg``) atomically; returns the paths written."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for ext in ("png", "svg") if svg else ("png",):
-        target = folder / f"{name}.{ext}"
-        with atomic_path(target) as tmp:
-            fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
-        written.append(target)
-    return written
-
-
-def save_figures(fig: plt.Figure, folders: list[str | Path], name: str) -> list[Path]:
-    """Save one figure into several folders (the run's ``figures/``, the repository's)."""
-    return [path for folder in folders for path in save_figure(fig, folder, name)]
-
-
-def label_backend(ax: plt.Axes, backend: str) -> None:
-    """Stamp figures made by the offline backend so they are never mistaken for LLM results."""
-    if backend == "offline":
-        ax.text(0.99, 0.01, OFFLINE_NOTE, transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=8, color="#555555", style="italic")
-
-
-# ---------------------------------------------------------------------------------------------
-# Cost figures (notebook 05)
-# ---------------------------------------------------------------------------------------------
 LC_CHEAPER_COLOR = "#b2182b"  # the red end of RdBu: long context cheaper
 MEMORY_CHEAPER_COLOR = "#2166ac"  # the blue end: memory cheaper
 COST_CMAP = "RdBu"  # diverging, red below zero (C_LC < C_Mem), blue above
