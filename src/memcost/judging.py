@@ -37,6 +37,8 @@ from memcost.calls import OFFLINE
 from memcost.choices import MC_SALT, MODES, MultipleChoice, multiple_choice, parse_choice
 from memcost.datasets import DATASETS
 from memcost.io import JsonlAppender, atomic_open, read_jsonl
+from memcost.judgments import JUDGMENT_FIELDS, primary  # noqa: F401 - the file's owner
+from memcost.judgments import read_judgments as load_judgments  # noqa: F401
 from memcost.llm import ChatRequest, ChatResult, parse_json_object
 from memcost.models import JUDGE_MODEL, LONG_CONTEXT_MODELS
 from memcost.paths import DatasetPaths
@@ -50,25 +52,6 @@ LEXICAL = "lexical"  # judge_model of every offline vote: a word-overlap rule, n
 LETTER_MATCH = "letter_match"  # judge_model of multiple-choice votes: the letter is compared
 RULE = "rule"  # backend of multiple-choice votes and of answers that could not be judged
 
-# judgments.jsonl, one record per vote (docs/architecture.md), in this order.
-JUDGMENT_FIELDS = (
-    "question_id",
-    "conversation_id",
-    "system",
-    "category",
-    "vote",
-    "label",
-    "reason",
-    "judge_model",
-    "backend",
-    "prompt_name",
-    "prompt_version",
-    "instruction",
-    "mode",
-    "primary",
-    "unjudged_cause",
-    "request_hash",
-)
 
 
 
@@ -808,24 +791,6 @@ def run_judging(
         rule_votes=len(rules),
         judge_label=judge_label if plan.mode != "multiple_choice" else LETTER_MATCH,
     )
-
-
-def load_judgments(path: str | Path) -> pd.DataFrame:
-    """``judgments.jsonl`` as a DataFrame with every schema column (empty file: no rows)."""
-    records = read_jsonl(path, missing_ok=True)
-    frame = pd.DataFrame.from_records(records)
-    for column in JUDGMENT_FIELDS:
-        if column not in frame.columns:
-            frame[column] = pd.Series(dtype="object")
-    if not frame.empty:
-        frame["vote"] = frame["vote"].astype(int)
-        frame["primary"] = frame["primary"].fillna(True).astype(bool)
-    return frame[list(JUDGMENT_FIELDS)]
-
-
-def primary(judgments: pd.DataFrame) -> pd.DataFrame:
-    """The votes of the primary prompt (what Table 3 reports)."""
-    return judgments.loc[judgments["primary"].astype(bool)].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------

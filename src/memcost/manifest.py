@@ -163,6 +163,25 @@ class Step:
         base = self.run.dataset(self.dataset).metrics if self.dataset else self.run.root / "metrics"
         return base / f"{self.name}.json"
 
+    def record_llm(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """Store the model client's summary (``client.summary()``) under ``manifest["llm"]`` and
+        the model snapshots it was served under ``manifest["models"]``; returns the summary.
+
+        The client itself never writes the manifest: the notebook hands its summary over here.
+        """
+        routes = summary.get("routes", {})
+
+        def mutate(m: dict[str, Any]) -> None:
+            m.setdefault("llm", {})[self.key] = summary
+            models = m.setdefault("models", {})
+            for requested, served in summary.get("model_snapshots", {}).items():
+                backend = routes.get(requested, summary.get("backend"))
+                entry = models.setdefault(requested, {"backend": backend, "served": []})
+                entry["served"] = sorted(set(entry.get("served", [])) | set(served))
+
+        update_manifest(self.run, mutate)
+        return summary
+
     def finish(self, metrics: dict[str, Any] | None = None) -> Path:
         record = {
             "step": self.name,

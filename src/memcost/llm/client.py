@@ -425,6 +425,7 @@ class LLMClient:
             **{k: (round(v, 6) if isinstance(v, float) else v) for k, v in counts.items()},
             "run_spent_usd": round(self.budget.spent, 6),
             "model_snapshots": models,
+            "routes": {m: self.backend_for(m) for m in models},
             "by_stage_model": by,
         }
 
@@ -437,19 +438,7 @@ class LLMClient:
     def record_in_manifest(self, key: str) -> dict[str, Any]:
         """Store :meth:`summary` under ``manifest["llm"][key]`` and the model snapshots under
         ``manifest["models"]``."""
-        summary = self.summary()
-
-        def mutate(m: dict[str, Any]) -> None:
-            m.setdefault("llm", {})[key] = summary
-            models = m.setdefault("models", {})
-            for requested, served in summary["model_snapshots"].items():
-                entry = models.setdefault(
-                    requested, {"backend": self.backend_for(requested), "served": []}
-                )
-                entry["served"] = sorted(set(entry.get("served", [])) | set(served))
-
-        manifest_mod.update_manifest(self.run, mutate)
-        return summary
+        return manifest_mod.Step(self.run, key.rsplit("/", 1)[-1], key.split("/")[0] if "/" in key else None, {}).record_llm(self.summary())
 
     def close(self) -> None:
         self.ledger.close()
