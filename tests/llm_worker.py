@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from memcost.io import JsonlAppender, read_jsonl
+from memcost.manifest import Step
 from memcost.llm import ChatRequest, FatalAPIError, RetryPolicy, make_client, parse_json_object
 from memcost.paths import RunPaths
 
@@ -71,7 +72,7 @@ def main() -> None:
             client.chat(ChatRequest("gpt-5-mini", (("user", "refused"),), "read", "worker@v1"))
         except FatalAPIError as exc:
             print(f"fatal: {exc}", file=sys.stderr)
-    summary = client.record_in_manifest("worker")
+    summary = Step(run, "worker", None, {}).record_llm(client.summary())
     print(json.dumps(summary, default=str))
     client.close()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,6 +276,30 @@ class RunPaths:
     def figure(self) -> FileSet:
         """Run-wide figures by name (:data:`RUN_FIGURES`), without a suffix."""
         return FileSet(self.figures, RUN_FIGURES, "")
+
+    @property
+    def run_id_file(self) -> Path:
+        return self.root / "run_id"
+
+    def run_id(self) -> str:
+        """This run directory's unique id, made on first use and kept in ``run_id``.
+
+        Cache rows carry it, so a resumed run can tell its own paid calls from other runs'. The
+        file is created whole or not at all (hard link of a finished temporary file), so two
+        notebooks starting together agree on one id; a deleted and recreated run gets a new one.
+        """
+        path = self.run_id_file
+        if not path.is_file():
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.root / f".run_id.{uuid.uuid4().hex}.tmp"
+            tmp.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
+            try:
+                os.link(tmp, path)  # fails if another process made it first: theirs wins
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink()
+        return path.read_text(encoding="utf-8").strip()
 
     def dataset(self, name: str) -> DatasetPaths:
         return DatasetPaths(self.root / name)

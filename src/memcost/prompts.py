@@ -67,6 +67,22 @@ def get(name: str) -> Prompt:
 # --- Stage prompts are defined below, one block per stage, each registered by name. ----------
 
 
+# --- JSON re-ask (every stage that parses JSON, via the model client) --------------------------
+# Sent after a reply that does not parse: the bad reply and this correction are appended to the
+# original request, so the re-ask is a new request with its own cache key.
+JSON_REASK = register(
+    Prompt(
+        name="json_reask",
+        version="v1",
+        system="",
+        user=(
+            "Your previous reply could not be used: {error}. Reply again with only the JSON the "
+            "instructions ask for: no prose, no code fences."
+        ),
+    )
+)
+
+
 # --- Judge (notebook 04, study §3.4) -----------------------------------------------------------
 # One main prompt and two variants that differ only in how generous the grading rules are, so
 # the judge-sensitivity table shows how much of an accuracy gap is the judge's (study §10).

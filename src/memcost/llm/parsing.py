@@ -1,5 +1,8 @@
 """JSON answers: a forgiving parser, and the re-ask sent when a model's reply does not parse.
 
+The re-ask's wording is the prompt ``memcost.prompts.JSON_REASK``; this module only builds the
+request from it.
+
 A re-ask is a new request (the bad reply and a short correction appended), so its cache key
 differs from the original's and the cache can never hand back the same bad answer.
 """
@@ -11,19 +14,7 @@ import re
 from typing import Any
 
 from memcost.llm.requests import ChatRequest
-from memcost.prompts import Prompt, register
-
-JSON_REASK = register(
-    Prompt(
-        name="json_reask",
-        version="v1",
-        system="",
-        user=(
-            "Your previous reply could not be used: {error}. Reply again with only the JSON the "
-            "instructions ask for: no prose, no code fences."
-        ),
-    )
-)
+from memcost.prompts import JSON_REASK
 
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 

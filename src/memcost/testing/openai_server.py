@@ -12,8 +12,9 @@ for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-
 401, a malformed body, a slow answer, a dropped connection. It logs every request it receives
 (path, body, arrival and finish times, status), never the Authorization header.
 
-Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``; add
-``--stages`` to answer the study's prompts in their formats, then point a run at it with
+Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``; to
+answer the study's prompts in their formats, run ``python -m memcost.testing --port 8000``
+(:mod:`memcost.testing.stages`), then point a run at it with
 ``-p backend=custom -p base_url=http://127.0.0.1:8000/v1``.
 """
 
@@ -481,29 +482,24 @@ class _Handler(BaseHTTPRequestHandler):
         return status, json.dumps(payload).encode(), headers
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
-    parser.add_argument("--stages", action="store_true",
-                        help="answer each of the study's stages in its format (memcost.testing."
-                             "stages), so the notebooks can run against this server end to end")
-    args = parser.parse_args(argv)
-    if args.stages:
-        from memcost.testing.stages import stage_server
-
-        server = stage_server(latency_s=args.latency)
-        server.host, server.port = args.host, args.port
-        server.start()
-    else:
-        server = FakeOpenAIServer(latency_s=args.latency, host=args.host, port=args.port).start()
-    print(server.url, flush=True)  # the first line of output is the base URL
+def serve(server: FakeOpenAIServer) -> None:
+    """Start ``server``, print its base URL as the first line of output, serve until Ctrl-C."""
+    server.start()
+    print(server.url, flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    args = parser.parse_args(argv)
+    serve(FakeOpenAIServer(latency_s=args.latency, host=args.host, port=args.port))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import numpy as np
 
 from memcost import prompts
 from memcost.llm.embeddings import HashingEmbedder
-from memcost.llm.parsing import JSON_REASK
+from memcost.prompts import JSON_REASK
 from memcost.testing.openai_server import Action, FakeOpenAIServer, default_responder
 from memcost.text import content_words, split_sentences, words
 

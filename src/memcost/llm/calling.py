@@ -1,0 +1,280 @@
+"""How one request is served: offline method, disk cache, or the API with retries.
+
+Life of one API request: claim its hash (so duplicates in flight wait instead of paying twice)
+→ disk cache → budget reservation → HTTP attempts with backoff → cache row → ledger record →
+release. A call killed anywhere before the cache row is simply sent again by a rerun; one killed
+between the cache row and the ledger record is recognised on rerun (the row's ``origin`` is this
+run) and recorded then, as paid.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
+from memcost.llm.errors import CacheMiss, FatalAPIError, TransientError
+from memcost.llm.ledger import call_key, make_record
+from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding
+from memcost.llm.outcome import Outcome
+from memcost.llm.providers import Endpoint, EndpointClient
+from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
+from memcost.tokens import count_tokens
+
+Request = ChatRequest | EmbeddingRequest
+
+
+class CallMixin:
+    """One call, end to end (mixed into :class:`memcost.llm.client.LLMClient`)."""
+
+    def _call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+        endpoint = self.endpoint_for(request.model)
+        if endpoint is None:
+            return self._offline_call(request, offline)
+        key = request.key(endpoint.identity)
+        if self.cache is None:
+            return self._api_call(request, endpoint, key)
+        event = self._claim(key)
+        while event is not None:  # the same request is in flight: wait for its answer
+            event.wait()
+            event = self._claim(key)
+        try:
+            entry = self.cache.get(key)
+            if entry is not None:
+                return self._cached_call(request, endpoint, key, entry)
+            if self.cache_mode == "replay_only":
+                raise CacheMiss(
+                    f"cache_mode='replay_only' and no cached response for the {request.stage} call "
+                    f"to {request.model} (prompt: {request.excerpt()!r}) in {self.cache_path}. "
+                    "Run once with cache_mode='read_write' to fill the cache."
+                )
+            return self._api_call(request, endpoint, key)
+        finally:
+            self._release(key)
+
+    def _offline_call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+        if isinstance(request, EmbeddingRequest):
+            if request.dimensions is not None and request.dimensions != self.embedder.dims:
+                embedder = HashingEmbedder(request.dimensions)
+            else:
+                embedder = self.embedder
+            vectors, usage, latency = run_embedding(embedder.embed, request)
+            text = ""
+        else:
+            text, usage, latency = run_chat(offline, request)
+            vectors = None
+        key = request.key(OFFLINE)
+        outcome = Outcome(key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors)
+        self._account(request, outcome, offline=True)
+        self._record(request, outcome, once=True)
+        return outcome
+
+    def _cached_call(
+        self, request: Request, endpoint: Endpoint, key: str, entry: dict[str, Any]
+    ) -> Outcome:
+        # A row this run paid for whose ledger record was lost to a kill is the original call.
+        recovered = entry.get("origin") == self.run_id and not self.ledger.paid(key)
+        outcome = Outcome(
+            key=key,
+            backend=endpoint.backend,
+            provider=endpoint.host,
+            usage=Usage.from_dict(entry.get("usage") or {}),
+            cached=True,
+            latency_s=float(entry.get("latency_s") or 0.0),
+            attempts=int(entry.get("attempts") or 1),
+            text=str(entry.get("text", "")),
+            vectors=decode_vectors(entry["vectors"]) if "vectors" in entry else None,
+            served_model=entry.get("served_model"),
+            finish_reason=entry.get("finish_reason"),
+        )
+        self._account(request, outcome, cache_hit=True, paid=recovered)
+        written = self._record(request, outcome, once=True, cached_flag=not recovered)
+        if written and recovered:
+            self.budget.settle(None, request.model, outcome.usage)  # the run did pay for it
+            self._count("recovered")
+        return outcome
+
+    def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+        client = self._endpoint_client(endpoint)
+        reserved = self.budget.reserve(request)  # raises BudgetStop: nothing is sent
+        attempts = [0, time.perf_counter()]  # attempts made, start of the last one
+        try:
+            response, latency, error = self._send(request, client, attempts)
+        except FatalAPIError as exc:
+            self.budget.settle(reserved, request.model, None)
+            outcome = Outcome(
+                key, endpoint.backend, endpoint.host, Usage(), False,
+                time.perf_counter() - attempts[1], attempts[0], error=str(exc),
+            )  # fmt: skip
+            self._account(request, outcome, sent=True)
+            self._record(request, outcome)
+            raise
+        except BaseException:
+            self.budget.settle(reserved, request.model, None)
+            raise
+        outcome, usage_estimated = _outcome_of(request, endpoint, key, response, latency, attempts[0])
+        if response is None:
+            outcome.error = error
+            self.budget.settle(reserved, request.model, None)
+        else:
+            self.budget.settle(reserved, request.model, outcome.usage)
+            self._store(request, outcome, usage_estimated)
+        self._account(
+            request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
+        )
+        self._record(request, outcome)
+        self._note_failure(outcome.error is not None, request)
+        return outcome
+
+    def _send(
+        self, request: Request, client: EndpointClient, attempts: list[Any]
+    ) -> tuple[dict[str, Any] | None, float, str | None]:
+        """HTTP attempts with backoff: ``(response or None, latency of the last attempt, error)``.
+
+        ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
+        fatal error propagates.
+        """
+        send = client.embed if isinstance(request, EmbeddingRequest) else client.chat
+        while True:
+            self._pause.wait(self._stop)
+            attempts[0] += 1
+            attempts[1] = t0 = time.perf_counter()
+            try:
+                return send(request), time.perf_counter() - t0, None
+            except TransientError as exc:
+                latency = time.perf_counter() - t0
+                if attempts[0] >= self.retry.max_attempts:
+                    return None, latency, f"{exc} (gave up after {attempts[0]} attempts)"
+                delay = self.retry.delay(attempts[0], exc.retry_after, self._rng)
+                if exc.status == 429 and exc.retry_after is not None:
+                    self._pause.pause(delay)
+                if self._stop.wait(delay):  # the stage is stopping: do not retry
+                    return None, latency, f"{exc} (not retried: the stage stopped)"
+
+    def _store(self, request: Request, outcome: Outcome, usage_estimated: bool) -> None:
+        """Write the paid reply to the disk cache, marked with this run's id."""
+        if self.cache is None:
+            return
+        kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
+        stored: dict[str, Any] = {
+            "usage": outcome.usage.as_dict(),
+            "attempts": outcome.attempts,
+            "latency_s": round(outcome.latency_s, 4),
+            "served_model": outcome.served_model,
+            "usage_estimated": usage_estimated,
+        }
+        if kind == "chat":
+            stored.update(text=outcome.text, finish_reason=outcome.finish_reason)
+        else:
+            stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
+        self.cache.put(
+            outcome.key, stored, kind=kind, stage=request.stage, model=request.model,
+            origin=self.run_id,
+        )  # fmt: skip
+
+    def _note_failure(self, failed: bool, request: Request) -> None:
+        """Stop when the endpoint looks down: many calls in a row failing after all retries."""
+        with self._stats_lock:
+            self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
+            tripped = self._consecutive_failures >= self.max_consecutive_failures
+        if tripped:
+            raise FatalAPIError(
+                f"{self.max_consecutive_failures} calls in a row failed after all retries (last: "
+                f"{request.stage} call to {request.model}); the endpoint seems unavailable. "
+                "Finished calls are cached and recorded; rerun later to continue."
+            )
+
+    def _record(
+        self,
+        request: Request,
+        outcome: Outcome,
+        *,
+        once: bool = False,
+        cached_flag: bool | None = None,
+    ) -> bool:
+        """Write the ledger record; with ``once``, skip it if this run already recorded the call."""
+        ckey = call_key(outcome.key, request.tags)
+        if once and self.ledger.seen(ckey):
+            self._count("replayed")
+            return False
+        record = make_record(
+            stage=request.stage,
+            provider=outcome.provider,
+            model=request.model,
+            backend=outcome.backend,
+            request_hash=outcome.key,
+            prompt_version=request.prompt_version,
+            cached=outcome.cached if cached_flag is None else cached_flag,
+            usage=outcome.usage,
+            latency_s=outcome.latency_s,
+            attempts=outcome.attempts,
+            error=outcome.error,
+            sample_index=request.sample_index,
+            tags=request.tags,
+        )
+        self.ledger.write(record)
+        self._count("recorded")
+        return True
+
+    def _claim(self, key: str) -> threading.Event | None:
+        """``None`` if this thread now owns ``key``; else the event to wait for."""
+        with self._inflight_lock:
+            event = self._inflight.get(key)
+            if event is None:
+                self._inflight[key] = threading.Event()
+            return event
+
+    def _release(self, key: str) -> None:
+        with self._inflight_lock:
+            event = self._inflight.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def _endpoint_client(self, endpoint: Endpoint) -> EndpointClient:
+        with self._endpoints_lock:
+            client = self._endpoints.get(endpoint.identity)
+            if client is None:
+                client = EndpointClient(
+                    endpoint, timeout_s=self.request_timeout_s, env_file=self.env_file
+                )
+                self._endpoints[endpoint.identity] = client
+            return client
+
+
+def _outcome_of(
+    request: Request,
+    endpoint: Endpoint,
+    key: str,
+    response: dict[str, Any] | None,
+    latency: float,
+    attempts: int,
+) -> tuple[Outcome, bool]:
+    """The outcome of an API reply (``None``: no reply) and whether its usage was estimated
+    (a server that reports no usage is counted with o200k)."""
+    base = dict(key=key, backend=endpoint.backend, provider=endpoint.host, cached=False,
+                latency_s=latency, attempts=attempts)  # fmt: skip
+    if response is None:
+        return Outcome(usage=Usage(), **base), False
+    if isinstance(request, ChatRequest):
+        usage = Usage.from_dict(response["usage"]) if response["usage"] else None
+        estimated = usage is None
+        if usage is None:
+            usage = Usage(
+                prompt_tokens=sum(count_tokens(c) for _, c in request.messages),
+                completion_tokens=count_tokens(response["text"]),
+            )
+        outcome = Outcome(
+            usage=usage, text=response["text"], served_model=response["served_model"],
+            finish_reason=response["finish_reason"], **base,
+        )  # fmt: skip
+        return outcome, estimated
+    prompt = response["prompt_tokens"]
+    estimated = prompt is None
+    if prompt is None:
+        prompt = sum(count_tokens(t) for t in request.inputs)
+    outcome = Outcome(
+        usage=Usage(prompt_tokens=int(prompt)), vectors=l2_normalise(response["vectors"]),
+        served_model=response["served_model"], **base,
+    )  # fmt: skip
+    return outcome, estimated
