@@ -34,7 +34,7 @@ from memcost.llm import ResponseCache
 from memcost.llm.ledger import record_call_key
 from memcost.models import is_gpt5_family
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.runner import discover_notebooks, notebook_parameters
+from memcost.run import discover_notebooks, notebook_parameters
 from memcost.testing.openai_server import (
     CHAT_PATH,
     EMBEDDINGS_PATH,

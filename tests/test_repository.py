@@ -8,7 +8,7 @@ import papermill
 import pytest
 
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
-from memcost.runner import discover_notebooks, load_preset, notebook_parameters, validate_preset
+from memcost.run import discover_notebooks, load_preset, notebook_parameters, validate_preset
 
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
 PRESETS = sorted(PARAMS_DIR.glob("*.yaml"))
@@ -60,7 +60,7 @@ def test_every_preset_key_is_a_parameter_of_its_notebooks(preset):
 @pytest.mark.parametrize("name", ["paper_locomo", "paper_longmemeval", "paper_personamem_v2"])
 def test_real_preset_without_keys_stops_before_anything_runs(name, tmp_path, monkeypatch):
     from memcost.llm import providers
-    from memcost.runner import PresetError, run_preset
+    from memcost.run import PresetError, run_preset
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import yaml
 
-from memcost.runner import NotebookFailed, PresetError, load_preset, run_preset
+from memcost.run import NotebookFailed, PresetError, load_preset, run_preset
 
 
 def _notebook(path: Path, params: str, body: str) -> Path:
@@ -119,7 +119,7 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks):
 
 
 def test_cli_reports_preset_error(tmp_path, notebooks, capsys):
-    from memcost.__main__ import main
+    from memcost.cli.main import main
 
     code = main(["run", "--params", str(tmp_path / "missing.yaml")])
     assert code == 2
@@ -160,8 +160,8 @@ def test_preset_with_an_unusable_endpoint_is_a_preset_error(tmp_path, monkeypatc
 
 def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(tmp_path, notebooks, capsys,
                                                                    monkeypatch):
-    from memcost import runner
-    from memcost.__main__ import main
+    from memcost.cli import main as cli
+    from memcost.cli.main import main
 
     _notebook(notebooks / "01_spend.ipynb",
               'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
@@ -170,8 +170,8 @@ def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(tmp_path, note
               "from memcost.llm import BudgetExceeded\n"
               "raise BudgetExceeded('budget guard: the next call would pass max_cost_usd', "
               "spent_usd=0.0, limit_usd=max_cost_usd)")
-    monkeypatch.setattr(runner, "run_preset",
-                        functools.partial(runner.run_preset, notebooks_dir=notebooks))
+    monkeypatch.setattr(cli, "run_preset",
+                        functools.partial(cli.run_preset, notebooks_dir=notebooks))
     preset = _preset(tmp_path, {"datasets": ["a"], "steps": ["00", "01"], "parameters": {}})
     code = main(["run", "--params", str(preset), "--run-name", str(tmp_path / "run"), "--quiet",
                  "--datasets", "a", "-p", "backend=custom", "-p", "base_url=http://127.0.0.1:9/v1",

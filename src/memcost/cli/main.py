@@ -1,0 +1,88 @@
+"""Command line: ``python -m memcost run --params papermill_params/smoke.yaml``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memcost.cli.resume import parse_override, resume_command, split_list
+from memcost.paths import RunPaths
+from memcost.run.execute import NotebookFailed
+from memcost.run.presets import PresetError
+from memcost.run.report import write_report
+from memcost.run.runner import run_preset
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m memcost", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute a preset's notebooks into runs/<run_name>/")
+    run.add_argument("--params", required=True, help="preset: a path or a name in papermill_params/")
+    run.add_argument("--run-name", help="run directory name under runs/ (default: <preset>-<time>); "
+                     "reuse a name to resume a killed run from its cache")
+    run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
+    run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
+    run.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
+                     default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
+    run.add_argument("--quiet", action="store_true", help="do not stream cell output")
+
+    report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
+    report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    return parser
+
+
+def command_report(args: argparse.Namespace) -> int:
+    paths = RunPaths.from_param(args.run_dir)
+    if not paths.manifest.is_file():
+        print(f"error: {paths.root} is not a run directory (no manifest.json)", file=sys.stderr)
+        return 2
+    for written in write_report(paths):
+        print(written)
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    try:
+        paths = run_preset(
+            args.params,
+            run_name=args.run_name,
+            steps=split_list(args.steps),
+            datasets=split_list(args.datasets),
+            overrides=dict(args.overrides),
+            stream=not args.quiet,
+        )
+    except PresetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except NotebookFailed as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        print_resume_hint(args, exc)
+        return 1
+    print(f"\nResults are in {paths.root}")
+    for label, path in (("manifest", paths.manifest), ("report", paths.report_md),
+                        ("report (HTML)", paths.report_html)):
+        if path.exists():
+            print(f"  {label}: {path}")
+    return 0
+
+
+def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
+    if exc.ename == "BudgetExceeded":
+        # Not a fault to fix: the run reached the limit it was given.
+        resume = resume_command(args, exc.run_dir, drop=("max_cost_usd",))
+        print(f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "
+              f"on, resume with a higher limit (finished calls are not paid again):\n"
+              f"  {resume} -p max_cost_usd=<dollars>", file=sys.stderr)
+    else:
+        print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
+              f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "report":
+        return command_report(args)
+    if args.command == "run":
+        return command_run(args)
+    return 2

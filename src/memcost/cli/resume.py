@@ -1,0 +1,37 @@
+"""Reading ``-p KEY=VALUE`` overrides, and printing the command that resumes a stopped run."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+import yaml
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with a YAML value (``-p top_k=10``, ``-p models=[a, b]``)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), yaml.safe_load(value)
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """``"00,01"`` → ``["00", "01"]``; nothing → ``None``."""
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, ...] = ()) -> str:
+    """The command that continues this run as it was started: with its steps, datasets and
+    overrides (without ``-p backend=...`` a resumed API run would go on offline), less ``drop``."""
+    parts = ["python", "-m", "memcost", "run", "--params", str(args.params), "--run-name", run_dir]
+    if args.steps:
+        parts += ["--steps", args.steps]
+    if args.datasets:
+        parts += ["--datasets", args.datasets]
+    for key, value in args.overrides:
+        if key not in drop:
+            text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16)
+            parts += ["-p", f"{key}={text.removesuffix(chr(10)).removesuffix('...').strip()}"]
+    return shlex.join(parts)

@@ -1,0 +1,35 @@
+"""Running the study: presets, papermill execution, the checks before spending, the report.
+
+``python -m memcost run --params papermill_params/smoke.yaml`` (see :mod:`memcost.cli`) calls
+:func:`run_preset`; files by concern: :mod:`presets`, :mod:`preflight`, :mod:`execute`,
+:mod:`runner` and the :mod:`report` package.
+"""
+
+from memcost.params import notebook_parameters
+from memcost.run.execute import NotebookFailed
+from memcost.run.presets import (
+    RUNNER_FILLED,
+    RUNNER_KEYS,
+    Preset,
+    PresetError,
+    discover_notebooks,
+    load_preset,
+    resolve_preset,
+    validate_preset,
+)
+from memcost.run.runner import default_run_name, run_preset
+
+__all__ = [
+    "RUNNER_FILLED",
+    "RUNNER_KEYS",
+    "NotebookFailed",
+    "Preset",
+    "PresetError",
+    "default_run_name",
+    "discover_notebooks",
+    "load_preset",
+    "notebook_parameters",
+    "resolve_preset",
+    "run_preset",
+    "validate_preset",
+]

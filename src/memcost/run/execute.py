@@ -1,0 +1,81 @@
+"""Execute one notebook with papermill, and the error that says where it failed."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised; carries what the user needs to find and fix the failing cell."""
+
+    def __init__(
+        self,
+        notebook: Path,
+        output: Path,
+        cell_index: int | None,
+        error: str,
+        cell_source: str = "",
+        ename: str = "",
+    ):
+        self.notebook, self.output, self.cell_index, self.error = notebook, output, cell_index, error
+        self.ename = ename  # the exception's class name, e.g. BudgetExceeded: what to suggest
+        self.run_dir: str = ""  # filled in by run_preset: what to pass to --run-name to resume
+        where = f"cell {cell_index}" if cell_index is not None else "a cell"
+        if cell_source:
+            where += f" (`{cell_source.strip()[:80]}`)"
+        super().__init__(
+            f"{notebook.name} failed in {where}: {error}\n"
+            f"The partially executed notebook is at {output}"
+        )
+
+
+
+def _kernel_manager_class() -> type:
+    """A kernel manager that talks to the kernel over IPC sockets in the temp directory.
+
+    The default TCP transport makes every kernel print a plain-text-transport warning into the
+    terminal; local IPC sockets avoid both the warning and the open ports.
+    """
+    import tempfile
+    import uuid
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any):
+            kwargs.setdefault("transport", "ipc")
+            kwargs.setdefault(
+                "ip", os.path.join(tempfile.gettempdir(), f"memcost-kernel-{uuid.uuid4().hex[:12]}")
+            )
+            super().__init__(**kwargs)
+
+    return IPCKernelManager
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict[str, Any], stream: bool) -> None:
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(output),
+            parameters=parameters,
+            cwd=str(notebook.parent),
+            kernel_name="python3",
+            progress_bar=False,
+            request_save_on_cell_execute=True,  # the partial notebook is on disk after every cell
+            log_output=False,
+            stdout_file=sys.stdout if stream else None,
+            stderr_file=sys.stderr if stream else None,
+            kernel_manager_class=_kernel_manager_class(),
+        )
+    except PapermillExecutionError as exc:
+        first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
+        raise NotebookFailed(
+            notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}", first_line, exc.ename
+        ) from exc

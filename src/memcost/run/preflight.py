@@ -1,0 +1,83 @@
+"""Checks before a run spends anything: credentials for every backend, and the estimated bill.
+
+Both stop the run with a :class:`PresetError` that says what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memcost.estimate import estimate_run, summary_text
+from memcost.io import write_csv
+from memcost.llm.errors import MissingCredentials
+from memcost.llm.providers import check_credentials
+from memcost.params import notebook_parameters
+from memcost.paths import RunPaths
+from memcost.run.presets import Preset, PresetError
+
+
+
+def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
+    """Stop before anything runs (or is paid for) when a backend the preset uses has no key.
+
+    The message names each missing variable and the offline alternative.
+    """
+    steps = preset.steps or list(notebooks)
+    if not any("backend" in notebook_parameters(notebooks[s]) for s in steps):
+        return
+    problems: list[str] = []
+    for dataset in preset.datasets or [None]:
+        params = preset.parameters_for(dataset)
+        try:
+            check_credentials(
+                str(params.get("backend", "offline")),
+                base_url=str(params.get("base_url", "")),
+                api_key_env=str(params.get("api_key_env", "")),
+                model_backends=params.get("model_backends") or None,
+            )
+        except (MissingCredentials, ValueError) as exc:
+            # ValueError: an endpoint that cannot be used (custom without base_url, ...)
+            if str(exc) not in problems:
+                problems.append(str(exc))
+    if problems:
+        raise PresetError(
+            f"{preset.path}: cannot start, a backend is not set up.\n" + "\n".join(problems)
+        )
+
+
+def uses_paid_backend(params: Mapping[str, Any]) -> bool:
+    backends = {str(params.get("backend", "offline"))}
+    backends |= {str(v) for v in (params.get("model_backends") or {}).values()}
+    return bool(backends - {"offline"})
+
+
+def check_estimate(preset: Preset, run: RunPaths) -> None:
+    """After notebook 00 (free): print what the rest of the run will cost and stop before any
+    paid call when that exceeds ``max_cost_usd``."""
+    prepared = {
+        name: (run.dataset(name), preset.parameters_for(name))
+        for name in preset.datasets
+        if run.dataset(name).questions.is_file()
+    }
+    estimate = estimate_run(prepared)
+    if estimate.empty:
+        return
+    write_csv(run.table.estimate_before_run, estimate)
+    paid = any(uses_paid_backend(params) for _, params in prepared.values())
+    budget = preset.parameters.get("max_cost_usd", 50.0)
+    print("\n" + summary_text(estimate, max_cost_usd=budget if paid else None), flush=True)
+    if not paid:
+        print("  (offline backend: nothing is spent; these are the configured models' prices)",
+              flush=True)
+        return
+    total = float(estimate["usd"].sum())
+    if budget is not None and total > float(budget):
+        raise PresetError(
+            f"{preset.path}: the estimated bill ${total:,.2f} exceeds max_cost_usd "
+            f"${float(budget):,.2f}; nothing has been spent yet. Raise max_cost_usd in the preset "
+            f"(or pass -p max_cost_usd=...), reduce limit_questions / limit_conversations, or run "
+            f"the estimate_<dataset> preset for a finer figure. Estimate: "
+            f"{run.table.estimate_before_run}"
+        )

@@ -1,0 +1,180 @@
+"""Presets: ``papermill_params/<name>.yaml`` read, checked against the notebooks, resolved.
+
+A preset has runner keys and notebook parameters::
+
+    description: what this preset is for              # shown in the manifest and the report
+    datasets: [locomo, longmemeval, personamem_v2]    # per-dataset notebooks run once for each
+    steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
+    parameters: {backend: offline, ...}               # given to every notebook that declares them
+    per_dataset: {personamem_v2: {mode: multiple_choice}}  # overrides for one dataset
+
+Unknown parameter keys are an error (papermill itself only warns).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memcost.params import notebook_parameters
+from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
+
+RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset")
+# Parameters the runner fills in itself; a preset must not set them.
+RUNNER_FILLED = ("run_dir", "dataset")
+
+
+class PresetError(ValueError):
+    """A preset file that cannot be run as written."""
+
+
+
+def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
+    """Pipeline notebooks by their two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``."""
+    found: dict[str, Path] = {}
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        found[path.name[:2]] = path
+    return found
+
+
+@dataclass
+class Preset:
+    name: str
+    path: Path
+    description: str = ""
+    datasets: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def parameters_for(self, dataset: str | None) -> dict[str, Any]:
+        merged = copy.deepcopy(self.parameters)
+        if dataset is not None:
+            merged.update(copy.deepcopy(self.per_dataset.get(dataset, {})))
+        return merged
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "description": self.description,
+            "datasets": self.datasets,
+            "steps": self.steps,
+            "parameters": self.parameters,
+            "per_dataset": self.per_dataset,
+        }
+
+
+def resolve_preset_path(params: str | os.PathLike[str]) -> Path:
+    path = Path(params)
+    candidates = [path, REPO_ROOT / path, PARAMS_DIR / path, PARAMS_DIR / f"{path}.yaml"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    available = ", ".join(sorted(p.stem for p in PARAMS_DIR.glob("*.yaml")))
+    raise PresetError(f"preset not found: {params} (available in {PARAMS_DIR}: {available})")
+
+
+def load_preset(params: str | os.PathLike[str]) -> Preset:
+    path = resolve_preset_path(params)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise PresetError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, Mapping):
+        raise PresetError(f"{path}: a preset must be a mapping of keys, got {type(raw).__name__}")
+    unknown = [key for key in raw if key not in RUNNER_KEYS]
+    if unknown:
+        raise PresetError(
+            f"{path}: unknown top-level key(s) {unknown}; a preset has {list(RUNNER_KEYS)} "
+            "(notebook parameters go under 'parameters:')"
+        )
+    preset = Preset(
+        name=path.stem,
+        path=path,
+        description=str(raw.get("description", "")),
+        datasets=[str(d) for d in raw.get("datasets") or []],
+        steps=[normalise_step(s) for s in raw.get("steps") or []],
+        parameters=dict(raw.get("parameters") or {}),
+        per_dataset={str(k): dict(v or {}) for k, v in (raw.get("per_dataset") or {}).items()},
+    )
+    stray = [d for d in preset.per_dataset if d not in preset.datasets]
+    if stray:
+        raise PresetError(f"{path}: per_dataset names {stray}, which are not in datasets {preset.datasets}")
+    return preset
+
+
+def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
+    """Every parameter key must be declared by at least one notebook the preset runs."""
+    steps = preset.steps or list(notebooks)
+    missing = [s for s in steps if s not in notebooks]
+    if missing:
+        raise PresetError(
+            f"{preset.path}: steps {missing} have no notebook in {NOTEBOOKS_DIR} "
+            f"(available: {sorted(notebooks)})"
+        )
+    declared: dict[str, set[str]] = {s: set(notebook_parameters(notebooks[s])) for s in steps}
+    valid = set().union(*declared.values()) if declared else set()
+    blocks = [("parameters", preset.parameters)] + [
+        (f"per_dataset.{name}", values) for name, values in preset.per_dataset.items()
+    ]
+    for where, values in blocks:
+        for key in values:
+            if key in RUNNER_FILLED:
+                raise PresetError(
+                    f"{preset.path}: '{where}.{key}' is set by the runner; remove it "
+                    "(use --run-name for the run directory and 'datasets:' for datasets)"
+                )
+            if key not in valid:
+                listing = "\n".join(
+                    f"  {notebooks[s].name}: {', '.join(sorted(declared[s] - set(RUNNER_FILLED)))}"
+                    for s in steps
+                )
+                raise PresetError(
+                    f"{preset.path}: unknown parameter '{where}.{key}'; no notebook in this "
+                    f"preset declares it. Valid parameters:\n{listing}"
+                )
+    per_dataset_steps = [s for s in steps if "dataset" in declared[s]]
+    if per_dataset_steps and not preset.datasets:
+        raise PresetError(
+            f"{preset.path}: steps {per_dataset_steps} run per dataset but 'datasets:' is empty"
+        )
+
+
+def normalise_step(step: str) -> str:
+    """``"1"`` → ``"01"``: steps are named by their notebook's two-digit number."""
+    return f"{int(step):02d}" if str(step).isdigit() else str(step)
+
+
+def resolve_preset(
+    params: str | os.PathLike[str],
+    notebooks: Mapping[str, Path],
+    *,
+    steps: list[str] | None = None,
+    datasets: list[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Preset:
+    """The preset as this run will execute it: the command line's datasets, overrides and steps
+    applied, every key checked against the notebooks. Raises :class:`PresetError`."""
+    preset = load_preset(params)
+    if datasets:
+        preset.datasets = list(datasets)
+    if overrides:
+        preset.parameters.update(overrides)
+    # Keys are checked against every notebook the preset names, so running a subset of its
+    # steps does not turn the other notebooks' keys into errors.
+    validate_preset(preset, notebooks)
+    if steps:
+        chosen = [normalise_step(s) for s in steps]
+        outside = [s for s in chosen if s not in (preset.steps or list(notebooks))]
+        if outside:
+            raise PresetError(f"{preset.path}: steps {outside} are not part of this preset "
+                              f"(its steps: {preset.steps or sorted(notebooks)})")
+        preset.steps = chosen
+    return preset

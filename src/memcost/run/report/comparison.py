@@ -1,0 +1,199 @@
+"""Paper vs this run: every number the paper reports, with this run's and whether they compare."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from memcost import paper
+from memcost.run.report.markdown import md_table
+from memcost.run.report.results import accuracy_tables
+from memcost.run.report.view import (
+    DATASET_NAMES,
+    PAPER_ORDER,
+    PAPER_SYSTEMS,
+    RunView,
+    read_csv,
+    step_metrics,
+)
+
+
+class Comparison:
+    section: str
+    quantity: str
+    paper: Any
+    run: Any
+    comparable: bool
+    why: str
+
+    def row(self) -> list[Any]:
+        verdict = "yes" if self.comparable else "no"
+        if self.comparable and _matches(self.paper, self.run):
+            verdict = "yes, matches"
+        money = "($)" in self.quantity
+        return [self.section, self.quantity, _plain(self.paper, money), _plain(self.run, money),
+                verdict, self.why]
+
+
+def _plain(value: Any, money: bool) -> str:
+    """A number as the paper prints it: dollars to 4 decimals (2 from $1), others without
+    trailing zeros."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return str(value)
+    if money:
+        return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.4f}"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.4f}".rstrip("0").rstrip(".")
+
+
+def _matches(published: Any, ours: Any) -> bool:
+    try:
+        return round(float(published), 4) == round(float(ours), 4)
+    except (TypeError, ValueError):
+        return False
+
+
+def paper_vs_run(view: RunView) -> list[Comparison]:
+    """Every number the paper reports, with this run's value and whether they are comparable."""
+    rows: list[Comparison] = []
+    columns = ("n", "min", "max", "median", "mean")
+    for number, published, table_name in ((1, paper.TABLE1, "table1"), (2, paper.TABLE2, "table2")):
+        for name in PAPER_ORDER:
+            ds = view.dataset(name)
+            table = None if ds is None else read_csv(getattr(ds.paths.table, table_name))
+            comparable, why = (False, "dataset not in this run") if ds is None else ds.full_data()
+            for column, value in zip(columns, published[name], strict=True):
+                ours = None if table is None else table.iloc[0][column]
+                rows.append(Comparison(f"Table {number}", f"{DATASET_NAMES[name]} {column}", value,
+                                       None if ours is None else _number(ours), comparable, why))
+    accuracy = accuracy_tables(view)
+    for name in PAPER_ORDER:
+        ds = view.dataset(name)
+        table = accuracy.get(name)
+        if ds is None:
+            comparable, why = False, "dataset not in this run"
+        else:
+            data_ok, data_why = ds.full_data()
+            settings_ok, settings_why = ds.paper_settings()
+            comparable = data_ok and settings_ok
+            why = "same data, models and judge" if comparable else (
+                data_why if not data_ok else settings_why)
+        for system in PAPER_SYSTEMS:
+            ours = None
+            if table is not None and system in set(table["system"]):
+                ours = round(100 * float(table.set_index("system").loc[system, "strict_accuracy"]),
+                             2)
+            rows.append(Comparison("Table 3", f"{DATASET_NAMES[name]} {system} accuracy %",
+                                   paper.TABLE3[name][system], ours, comparable, why))
+    rows += _measured_rows(view)
+    rows += _cost_model_rows(view)
+    return rows
+
+
+def _number(value: Any) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return value
+    return int(number) if number.is_integer() else number
+
+
+def _measured_rows(view: RunView) -> list[Comparison]:
+    """§4.1-4.2: the LongMemEval bill and the memory's compression."""
+    ds = view.dataset("longmemeval")
+    if ds is None:
+        comparable, why = False, "LongMemEval not in this run"
+    else:
+        data_ok, data_why = ds.full_data()
+        settings_ok, settings_why = ds.paper_settings()
+        comparable = data_ok and settings_ok
+        why = "same data and models" if comparable else (data_why if not data_ok else settings_why)
+    summary = read_csv(view.run.table.cost_summary)
+    lme = None if summary is None else summary.loc[summary["dataset"] == "longmemeval"]
+
+    def component(prefix: str, column: str) -> Any:
+        if lme is None or lme.empty:
+            return None
+        hit = lme.loc[lme["component"].astype(str).str.startswith(prefix)]
+        return None if hit.empty else _number(hit.iloc[0][column])
+
+    extract = step_metrics(ds.paths, "01_extract_facts") if ds else {}
+    read = step_metrics(ds.paths, "02_answer_from_memory") if ds else {}
+    measured = paper.MEASURED
+    items = [
+        ("extraction cost ($)", measured["extraction_usd"], component("write: fact extraction",
+                                                                     "total_usd")),
+        ("extraction cost per conversation ($)", measured["extraction_usd_per_conversation"],
+         component("write: fact extraction", "usd_per_conversation")),
+        ("extraction prompt tokens", measured["extraction_prompt_tokens"],
+         component("write: fact extraction", "prompt_tokens")),
+        ("extraction completion tokens", measured["extraction_completion_tokens"],
+         component("write: fact extraction", "completion_tokens")),
+        ("fact embedding cost ($)", measured["embedding_usd"],
+         component("write: fact embeddings", "total_usd")),
+        ("read cost ($)", measured["read_usd"], component("read:", "total_usd")),
+        ("read cost per question ($)", measured["read_usd_per_question"],
+         component("read:", "usd_per_question")),
+        ("retrieved tokens per question", measured["read_retrieved_tokens_per_question"],
+         read.get("retrieved_tokens_mean")),
+        ("fact tokens per user", paper.FACT_TOKENS_PER_USER,
+         extract.get("fact_tokens_per_user_mean")),
+        ("history : fact tokens (x:1)", paper.COMPRESSION_RATIO, extract.get("compression_ratio")),
+        ("LC GPT-5-mini cost ($)", measured["lc_gpt5_mini_usd"],
+         component("answer: long_context_gpt-5-mini", "total_usd")),
+        ("LC GPT-5-mini requests", measured["lc_gpt5_mini_requests"],
+         component("answer: long_context_gpt-5-mini", "api_requests")),
+        ("LC GPT-OSS-120B cost ($)", measured["lc_gpt_oss_120b_usd"],
+         component("answer: long_context_gpt-oss-120b", "total_usd")),
+        ("LC GPT-OSS-120B requests", measured["lc_gpt_oss_120b_requests"],
+         component("answer: long_context_gpt-oss-120b", "api_requests")),
+    ]
+    return [Comparison("§4.2 LongMemEval", q, p, r, comparable, why) for q, p, r in items]
+
+
+def _cost_model_rows(view: RunView) -> list[Comparison]:
+    table4 = read_csv(view.run.table.table4)
+    table5 = read_csv(view.run.table.table5)
+    model = view.cost_parameters.get("cost_model", "paper")
+    comparable = model == "paper"
+    why = ("the paper's cost model with the constants its tables imply" if comparable else
+           f"cost model from this run's measurements ({model})")
+    rows: list[Comparison] = []
+    ours4 = None if table4 is None else table4.set_index("n_turns")
+    for r in paper.TABLE4.itertuples(index=False):
+        for column, label in (("memory_usd", "memory"), ("long_context_usd", "long context")):
+            value = None if ours4 is None or r.n_turns not in ours4.index else round(
+                float(ours4.loc[r.n_turns, column]), 4)
+            rows.append(Comparison("Table 4", f"N={r.n_turns} {label} ($)", getattr(r, column),
+                                   value, comparable, why))
+    ours5 = None if table5 is None else table5.set_index("context_tokens")
+    for r in paper.TABLE5.itertuples(index=False):
+        for column, label in (("write_usd", "write ($)"), ("lc_turn1_usd", "LC turn 1 ($)"),
+                              ("lc_turn_n_usd", "LC turn N>1 ($)"),
+                              ("break_even_n", "break-even N")):
+            value = None
+            if ours5 is not None and r.context_tokens in ours5.index:
+                raw = ours5.loc[r.context_tokens, column]
+                value = int(raw) if column == "break_even_n" else round(float(raw), 4)
+            rows.append(Comparison("Table 5", f"L={r.context_tokens:,} {label}",
+                                   getattr(r, column), value, comparable, why))
+    return rows
+
+
+def section_paper(view: RunView) -> list[str]:
+    rows = paper_vs_run(view)
+    comparable = sum(r.comparable for r in rows)
+    matched = sum(r.comparable and _matches(r.paper, r.run) for r in rows)
+    lines = ["## Paper vs this run", "",
+             f"Every number the paper reports, next to this run's. **Comparable** means the same "
+             f"data and the same models and settings (for Tables 4-5: the paper's cost model). "
+             f"{comparable} of {len(rows)} numbers are comparable in this run; {matched} of those "
+             "match to 4 decimals.", "",
+             md_table([r.row() for r in rows],
+                      ["source", "quantity", "paper", "this run", "comparable", "why"]), ""]
+    return lines
+

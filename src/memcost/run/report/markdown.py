@@ -1,0 +1,52 @@
+"""Markdown building blocks of the report: tables, numbers, percentages, dollars, figures."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def fmt(value: Any, *, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1:
+            return f"{int(value):,}"
+        return f"{value:,.{digits}f}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(rows: Sequence[Sequence[Any]], header: Sequence[str], *, digits: int = 4) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt(v, digits=digits) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def pct(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{100 * float(value):.1f}"
+
+
+def usd(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    value = float(value)
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def figure(lines: list[str], path: Path, root: Path, caption: str) -> None:
+    if path.is_file():
+        lines += [f"![{caption}]({path.relative_to(root).as_posix()})", ""]
+
+
+def png(stem: Path) -> Path:
+    """The PNG of a figure saved under ``stem`` (``run.figure.<name>``, without a suffix)."""
+    return stem.with_name(stem.name + ".png")

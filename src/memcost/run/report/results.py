@@ -1,0 +1,60 @@
+"""The report's result sections: Tables 1-2 (tokens) and Table 3 (accuracy)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memcost.run.report.markdown import figure, md_table, pct, png
+from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
+
+
+def section_tokens(view: RunView) -> list[str]:
+    lines = ["## Tables 1-2: tokens per conversation and per question", ""]
+    for number, table_name, what in ((1, "table1", "conversation"), (2, "table2", "question")):
+        frames = [t for ds in view.datasets
+                  if (t := read_csv(getattr(ds.paths.table, table_name))) is not None]
+        if not frames:
+            lines += [f"*Table {number}: notebook 00 has not run in this run.*", ""]
+            continue
+        table = pd.concat(frames, ignore_index=True)
+        lines += [f"**Table {number} — o200k tokens per {what} (this run)**", "",
+                  md_table(table.values.tolist(), list(table.columns), digits=1), ""]
+    lines += ["Counting conventions (study §5): utterance texts joined by newlines, bare question "
+              "text, upper median, mean rounded half up. The paper's rows are in "
+              "*Paper vs this run* below.", ""]
+    return lines
+
+
+def accuracy_tables(view: RunView) -> dict[str, pd.DataFrame]:
+    out = {}
+    for ds in view.datasets:
+        table = read_csv(ds.paths.table.table3)
+        if table is not None:
+            out[ds.name] = table
+    return out
+
+
+def section_accuracy(view: RunView) -> list[str]:
+    lines = ["## Table 3: accuracy", ""]
+    tables = accuracy_tables(view)
+    if not tables:
+        return lines + ["*Notebook 04 has not run in this run: no accuracy.*", ""]
+    judge = sorted({str(j) for t in tables.values() for j in t.get("judge_model", [])})
+    lines += [f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
+              f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
+              "*Strict* counts answers that failed or could not be judged as wrong (the paper's "
+              "\"correct ÷ all questions\").", ""]
+    rows = []
+    for name, table in tables.items():
+        for r in table.itertuples(index=False):
+            rows.append([DATASET_NAMES.get(name, name), r.system, int(r.n), pct(r.accuracy),
+                         f"{pct(r.wilson_low)}–{pct(r.wilson_high)}",
+                         f"{pct(r.bootstrap_low)}–{pct(r.bootstrap_high)}",
+                         f"{pct(r.vote_mean)} ± {pct(r.vote_std)}", pct(r.strict_accuracy)])
+    lines += [md_table(rows, ["dataset", "system", "n", "accuracy %", "Wilson 95%",
+                              "cluster bootstrap 95%", "mean ± std over votes", "strict %"]), ""]
+    for ds in view.datasets:
+        figure(lines, png(ds.paths.figure.accuracy_by_system), view.run.root,
+                f"{ds.title}: accuracy by system")
+    return lines
+

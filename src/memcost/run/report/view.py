@@ -1,0 +1,166 @@
+"""What the report reads from a run directory: the manifest, each dataset's metrics and tables.
+
+Nothing is recomputed: the report only shows what the notebooks wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memcost import paper
+from memcost.datasets import DISPLAY_NAMES
+from memcost.paths import DatasetPaths, RunPaths
+
+DATASET_NAMES = DISPLAY_NAMES  # the report's titles are the datasets' display names
+PAPER_ORDER = ("longmemeval", "locomo", "personamem_v2")  # the order of the paper's tables
+# The three systems of the paper's Table 3, as this repository names them.
+PAPER_SYSTEMS = ("memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b")
+# The paper's settings (study §2-§4); a run that differs is not comparable on accuracy or cost.
+PAPER_SETTINGS = {
+    "01_extract_facts": {"extraction_model": "gpt-5-nano", "extraction_reasoning_effort": "low",
+                         "embedding_model": "text-embedding-3-small", "batch_size": 10,
+                         "max_segment_chars": 8000},
+    "02_answer_from_memory": {"reader_model": "gpt-5-mini", "reader_reasoning_effort": "medium",
+                              "top_k": 20},
+    "04_judge_answers": {"judge_model": "gpt-5-mini", "reasoning_effort": "high", "n_votes": 3},
+}
+
+
+def read_csv(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def step_metrics(ds: DatasetPaths, step: str) -> dict[str, Any]:
+    return read_json(ds.metrics / f"{step}.json").get("metrics", {})
+
+
+def step_parameters(manifest: dict[str, Any], key: str) -> dict[str, Any]:
+    return (manifest.get("steps", {}).get(key) or {}).get("parameters", {}) or {}
+
+
+@dataclass
+class DatasetView:
+    """What the report needs from one dataset folder."""
+
+    paths: DatasetPaths
+    provenance: dict[str, Any]
+    parameters: dict[str, dict[str, Any]]  # notebook stem → its recorded parameters
+    metrics: dict[str, dict[str, Any]]  # notebook stem → its metrics
+
+    @property
+    def name(self) -> str:
+        return self.paths.name
+
+    @property
+    def title(self) -> str:
+        return DATASET_NAMES.get(self.name, self.name)
+
+    @property
+    def origin(self) -> str:
+        return str(self.provenance.get("origin") or "unknown")
+
+    def backend(self, step: str) -> str | None:
+        value = self.parameters.get(step, {}).get("backend")
+        return None if value is None else str(value)
+
+    def full_data(self) -> tuple[bool, str]:
+        """Is this the data the paper used (the real file, nothing left out)?"""
+        if self.origin == "sample":
+            return False, "bundled sample data"
+        selection = self.provenance.get("selection") or {}
+        if self.name == "personamem_v2":
+            wanted = (paper.TABLE1["personamem_v2"][0], paper.TABLE2["personamem_v2"][0])
+            got = (selection.get("conversations"), selection.get("questions"))
+            if got != wanted:
+                return False, f"{got[0]} histories / {got[1]} questions, not the paper's 222 / 589"
+            return True, "same subset size as the paper (how it drew its subset is not stated)"
+        if selection.get("conversations") != selection.get("of_conversations") or selection.get(
+            "questions"
+        ) != selection.get("of_questions"):
+            return False, "a subset of the dataset (limits or sampling)"
+        if self.name == "longmemeval" and "longmemeval_s" not in str(self.provenance.get("path")):
+            return False, "not the LongMemEval S file the paper used"
+        return True, "the full dataset"
+
+    def paper_settings(self) -> tuple[bool, str]:
+        """Did notebooks 01-04 run with the paper's models and a real backend?"""
+        for step, wanted in PAPER_SETTINGS.items():
+            params = self.parameters.get(step)
+            if not params:
+                return False, f"{step} did not run"
+            if params.get("backend") == "offline":
+                return False, "offline backend (lexical methods, not LLMs)"
+            for key, value in wanted.items():
+                got = params.get(key)
+                if isinstance(value, str) and isinstance(got, str):
+                    same = got == value or got.startswith(value + "-20")
+                else:
+                    same = got == value
+                if not same:
+                    return False, f"{step}: {key} = {got!r}, the paper used {value!r}"
+        lc = self.parameters.get("03_answer_long_context")
+        if not lc:
+            return False, "03_answer_long_context did not run"
+        if lc.get("backend") == "offline":
+            return False, "offline backend (lexical methods, not LLMs)"
+        return True, "the paper's models and settings"
+
+
+@dataclass
+class RunView:
+    run: RunPaths
+    manifest: dict[str, Any]
+    datasets: list[DatasetView] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, run: RunPaths) -> RunView:
+        manifest = read_json(run.manifest)
+        views = []
+        for ds in run.datasets():
+            steps = {key.split("/", 1)[1]: value for key, value in manifest.get("steps", {}).items()
+                     if key.startswith(ds.name + "/")}
+            metrics = {}
+            for path in sorted(ds.metrics.glob("*.json")):
+                metrics[path.stem] = read_json(path).get("metrics", {})
+            views.append(DatasetView(
+                paths=ds,
+                provenance=(manifest.get("provenance") or {}).get(ds.name, {}),
+                parameters={k: (v or {}).get("parameters", {}) or {} for k, v in steps.items()},
+                metrics=metrics,
+            ))
+        order = {name: i for i, name in enumerate(PAPER_ORDER)}
+        views.sort(key=lambda v: order.get(v.name, len(order)))
+        return cls(run=run, manifest=manifest, datasets=views)
+
+    def dataset(self, name: str) -> DatasetView | None:
+        return next((d for d in self.datasets if d.name == name), None)
+
+    @property
+    def backends(self) -> list[str]:
+        found = []
+        for view in self.datasets:
+            for step in ("01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
+                         "04_judge_answers"):
+                backend = view.backend(step)
+                if backend and backend not in found:
+                    found.append(backend)
+        return found
+
+    @property
+    def offline(self) -> bool:
+        return "offline" in self.backends
+
+    @property
+    def cost_parameters(self) -> dict[str, Any]:
+        return step_parameters(self.manifest, "05_analyse_costs")

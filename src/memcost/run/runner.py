@@ -1,0 +1,121 @@
+"""Run the notebooks of a preset with papermill into a run directory.
+
+A notebook that declares a ``dataset`` parameter runs once per dataset; the others run once
+for the whole run. The runner records each notebook's parameters, wall time and status in the
+manifest, checks the estimated bill after notebook 00 and writes the report at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memcost import manifest as manifest_mod
+from memcost.params import notebook_parameters
+from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
+from memcost.run.execute import NotebookFailed, execute_notebook
+from memcost.run.preflight import check_estimate, preflight_credentials
+from memcost.run.presets import Preset, discover_notebooks, resolve_preset
+from memcost.run.report import write_report
+
+# Steps after which the bill of the rest is estimated (00 is free, these may be paid).
+PAID_STEPS = ("01", "02", "03", "04")
+
+
+def default_run_name(preset: Preset) -> str:
+    return f"{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def record_start(run: RunPaths, preset: Preset, steps: list[str]) -> None:
+    """Note in the manifest that the preset started (a resumed run appends another entry)."""
+
+    def mutate(m: dict[str, Any]) -> None:
+        m.setdefault("runs", []).append(
+            {"started_at": manifest_mod.now_iso(), "preset": preset.as_dict(), "steps": steps}
+        )
+        m["preset"] = preset.as_dict()
+
+    manifest_mod.update_manifest(run, mutate)
+
+
+def notebook_inputs(
+    preset: Preset, run: RunPaths, declared: Mapping[str, Any], dataset: str | None
+) -> dict[str, Any]:
+    """The parameters one execution gets: the preset's that the notebook declares, plus the
+    run directory and dataset the runner fills in."""
+    chosen = {k: v for k, v in preset.parameters_for(dataset).items() if k in declared}
+    chosen["run_dir"] = str(run.root)
+    if dataset is not None:
+        chosen["dataset"] = dataset
+    return chosen
+
+
+def run_notebook(
+    run: RunPaths, notebook: Path, parameters: dict[str, Any], dataset: str | None, stream: bool
+) -> None:
+    """Execute one notebook into the run and record its status and wall time in the manifest."""
+    out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
+    output = out_dir / notebook.name
+    label = f"{notebook.stem}" + (f" [{dataset}]" if dataset else "")
+    print(f"\n=== {label}", flush=True)
+    t0 = time.perf_counter()
+    status = "ok"
+    try:
+        execute_notebook(notebook, output, parameters, stream)
+    except NotebookFailed as exc:
+        status = "failed"
+        exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
+        raise
+    except BaseException:
+        status = "interrupted"
+        raise
+    finally:
+        wall = round(time.perf_counter() - t0, 3)
+        key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
+        manifest_mod.set_entry(
+            run,
+            "notebooks",
+            key,
+            {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
+             "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso()},
+        )  # fmt: skip
+    print(f"=== {label}: done in {wall:.1f} s", flush=True)
+
+
+def run_preset(
+    params: str | os.PathLike[str],
+    *,
+    run_name: str | None = None,
+    steps: list[str] | None = None,
+    datasets: list[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    stream: bool = True,
+    notebooks_dir: Path = NOTEBOOKS_DIR,
+) -> RunPaths:
+    """Execute a preset's notebooks in order; stop at the first failure.
+
+    Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
+    is invalid and :class:`NotebookFailed` when a notebook fails.
+    """
+    notebooks = discover_notebooks(notebooks_dir)
+    preset = resolve_preset(
+        params, notebooks, steps=steps, datasets=datasets, overrides=overrides
+    )
+    preflight_credentials(preset, notebooks)
+    selected = preset.steps or list(notebooks)
+    run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
+    record_start(run, preset, selected)
+    print(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}", flush=True)
+    for step in selected:
+        notebook = notebooks[step]
+        declared = notebook_parameters(notebook)
+        for dataset in preset.datasets if "dataset" in declared else [None]:
+            inputs = notebook_inputs(preset, run, declared, dataset)
+            run_notebook(run, notebook, inputs, dataset, stream)
+        if step == "00" and any(s in selected for s in PAID_STEPS):
+            check_estimate(preset, run)
+    write_report(run)
+    return run
