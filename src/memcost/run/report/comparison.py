@@ -19,6 +19,7 @@ from memcost.run.report.view import (
 )
 
 
+@dataclass
 class Comparison:
     section: str
     quantity: str
