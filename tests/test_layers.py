@@ -1,0 +1,328 @@
+"""The package's layers point one way, and the checker that says so can fail.
+
+Every ``import`` of ``src/memcost`` is read with :mod:`ast`: module-level and inside functions,
+absolute and relative, ``importlib.import_module("memcost....")`` too. From that graph:
+
+- there is no import cycle (a function-level import does not hide one);
+- each module imports only its own layer or layers below, by the table :data:`LAYER_OF`
+  (foundations <- llm <- offline <- stages <- analysis <- run/cli), with two extra rules:
+  analysis never imports ``llm``, and nothing outside ``memcost.testing`` imports it;
+- only ``memcost.llm.providers`` imports ``openai``.
+
+A module is ranked by its top-level name under ``memcost`` (``memcost.memory.extract`` is a
+``memory`` module), so new files inside a package need no change here; a new top-level module
+or package must be added to :data:`LAYER_OF`, or the test fails and says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "memcost"
+
+FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING = (
+    "foundation", "llm", "offline", "stage", "analysis", "top", "testing",
+)  # fmt: skip
+# What each layer may import (besides the standard library and third-party packages).
+ALLOWED: dict[str, frozenset[str]] = {
+    FOUNDATION: frozenset({FOUNDATION}),
+    LLM: frozenset({FOUNDATION, LLM}),
+    OFFLINE: frozenset({FOUNDATION, LLM, OFFLINE}),
+    STAGE: frozenset({FOUNDATION, LLM, OFFLINE, STAGE}),
+    ANALYSIS: frozenset({FOUNDATION, OFFLINE, STAGE, ANALYSIS}),  # never llm
+    TOP: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP}),
+    TESTING: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING}),
+}
+_FOUNDATIONS = (
+    "__init__ paths io tokens text prompts models prices params datasets calls judgments "
+    "answers choices stats paper manifest"
+)
+_STAGES = "data memory retrieval longctx judge serving vectorstore"
+LAYER_OF: dict[str, str] = {
+    **{name: FOUNDATION for name in _FOUNDATIONS.split()},
+    "llm": LLM,
+    "offline": OFFLINE,
+    **{name: STAGE for name in _STAGES.split()},
+    "costs": ANALYSIS,
+    "plots": ANALYSIS,
+    "run": TOP,
+    "cli": TOP,
+    "report": TOP,
+    "__main__": TOP,
+    "runner": TOP,  # the runner's former name, kept for older imports (memcost.run)
+    "testing": TESTING,
+}
+# Module names from before the package split, still present until each stage moves into its
+# subpackage. Delete a line when its module is gone; the test lists lines that name nothing.
+LEGACY_LAYER_OF: dict[str, str] = {
+    "index": STAGE,  # -> memory/ (the vector index)
+    "long_context": STAGE,  # -> longctx/
+    "judging": STAGE,  # -> judge/
+    "samples": STAGE,  # -> scripts/make_samples.py (leaves the package)
+    "usage": ANALYSIS,  # -> costs/
+    "estimate": ANALYSIS,  # -> costs/estimate.py
+}
+# Imports that break a rule today and go away when their module moves (a stage's figures move
+# to plots/<stage>.py). Delete a line when its import is gone; the test lists lines that match
+# no import.
+LEGACY_EDGES: frozenset[tuple[str, str]] = frozenset({
+    ("memcost.judging", "memcost.plots"),  # -> plots/judge.py
+    ("memcost.long_context", "memcost.plots"),  # -> plots/longctx.py
+    ("memcost.memory", "memcost.plots"),  # -> plots/memory.py
+    ("memcost.retrieval", "memcost.plots"),  # -> plots/memory.py
+})
+OPENAI_IMPORTERS = frozenset({"memcost.llm.providers"})
+
+
+@dataclass
+class Graph:
+    """``memcost`` modules and their imports: ``edges[module] = {imported: first line}``."""
+
+    modules: dict[str, Path] = field(default_factory=dict)
+    edges: dict[str, dict[str, int]] = field(default_factory=dict)
+    external: dict[str, dict[str, int]] = field(default_factory=dict)  # top-level names
+
+    def add(self, source: str, target: str, line: int) -> None:
+        self.edges.setdefault(source, {}).setdefault(target, line)
+
+    def add_with_parents(self, source: str, target: str, line: int) -> None:
+        """Importing ``a.b.c`` first runs ``a/b/__init__.py``: an edge to each package on the
+        way that the source is not already inside."""
+        self.add(source, target, line)
+        parts = target.split(".")
+        for n in range(1, len(parts)):
+            parent = ".".join(parts[:n])
+            if parent in self.modules and not (source + ".").startswith(parent + "."):
+                self.add(source, parent, line)
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(graph: Graph, module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` names (``from .x import y``)."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports(tree: ast.AST, graph: Graph, module: str, is_package: bool):
+    """``(name, line, surely a module)`` for every import anywhere in ``tree``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno, True
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(graph, module, is_package, node)
+            yield target, node.lineno, True
+            for alias in node.names:  # ``from memcost import llm`` imports a module, or a name
+                yield f"{target}.{alias.name}", node.lineno, False
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Attribute, ast.Name))
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value, node.lineno, True
+
+
+def build_graph(root: Path, package: str = PACKAGE) -> Graph:
+    graph = Graph()
+    for path in sorted((root / package).rglob("*.py")):
+        graph.modules[module_name(path, root)] = path
+    for module, path in graph.modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for target, line, is_module in _imports(tree, graph, module, path.name == "__init__.py"):
+            if target in graph.modules:
+                graph.add_with_parents(module, target, line)
+            elif target.split(".")[0] != package:
+                graph.external.setdefault(module, {}).setdefault(target.split(".")[0], line)
+            elif is_module:
+                graph.add(module, target, line)  # names a module that does not exist: reported
+    return graph
+
+
+def find_cycle(graph: Graph) -> list[str] | None:
+    """One import cycle as ``[a, b, ..., a]``, or ``None``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.edges.get(module, {})):
+            if state.get(target) == 1:
+                return path[path.index(target) :] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph.modules):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def layer_of(module: str, table: dict[str, str]) -> str | None:
+    parts = module.split(".")
+    return table.get(parts[1] if len(parts) > 1 else "__init__")
+
+
+def violations(
+    graph: Graph,
+    table: dict[str, str] | None = None,
+    legacy_edges: frozenset[tuple[str, str]] = frozenset(),
+) -> list[str]:
+    """Every broken rule, one line each (empty when the package is layered as it should be)."""
+    table = {**LAYER_OF, **LEGACY_LAYER_OF} if table is None else table
+    problems = []
+    for module in sorted(graph.modules):
+        if layer_of(module, table) is None:
+            problems.append(f"{module}: no layer; add its top-level name to LAYER_OF")
+    for source, targets in sorted(graph.edges.items()):
+        for target, line in sorted(targets.items()):
+            if target not in graph.modules:
+                problems.append(f"{source}:{line} imports {target}, which does not exist")
+                continue
+            mine, theirs = layer_of(source, table), layer_of(target, table)
+            if (source, target) in legacy_edges:
+                continue
+            if mine and theirs and theirs not in ALLOWED[mine]:
+                problems.append(f"{source}:{line} ({mine}) imports {target} ({theirs})")
+    for source, names in sorted(graph.external.items()):
+        if "openai" in names and source not in OPENAI_IMPORTERS:
+            problems.append(f"{source}:{names['openai']} imports openai (only llm/providers may)")
+    if cycle := find_cycle(graph):
+        problems.append("import cycle: " + " -> ".join(cycle))
+    return problems
+
+
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return build_graph(SRC)
+
+
+# --------------------------------------------------------------------------------- the package
+
+
+def test_the_package_is_layered(graph):
+    assert len(graph.modules) > 40
+    assert violations(graph, legacy_edges=LEGACY_EDGES) == []
+
+
+def test_function_level_imports_are_in_the_graph(graph):
+    # the runner executes notebooks with papermill, imported inside a function
+    assert "papermill" in graph.external["memcost.run.execute"]
+    assert "memcost.run.report" in graph.edges["memcost.run.runner"]
+
+
+def test_the_client_does_not_write_the_manifest(graph):
+    reach, todo = set(), ["memcost.llm"]
+    while todo:
+        for target in graph.edges.get(todo.pop(), {}):
+            if target not in reach:
+                reach.add(target)
+                todo.append(target)
+    assert "memcost.manifest" not in reach
+    assert not any(m.startswith(("memcost.run", "memcost.cli")) for m in reach)
+
+
+def test_legacy_names_still_name_modules(graph):
+    tops = {m.split(".")[1] for m in graph.modules if "." in m}
+    stale = sorted(set(LEGACY_LAYER_OF) - tops)
+    assert not stale, f"delete these lines from LEGACY_LAYER_OF, their modules are gone: {stale}"
+    gone = sorted(edge for edge in LEGACY_EDGES if edge[1] not in graph.edges.get(edge[0], {}))
+    assert not gone, f"delete these lines from LEGACY_EDGES, the imports are gone: {gone}"
+
+
+# --------------------------------------------------------------------------- the checker fails
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Graph:
+    for name, text in files.items():
+        path = tmp_path / PACKAGE / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return build_graph(tmp_path)
+
+
+BASE = {
+    "__init__.py": "",
+    "paths.py": "import os\n",
+    "llm/__init__.py": "from memcost.llm.client import Client\n",
+    "llm/client.py": "from memcost import paths\nclass Client: ...\n",
+    "llm/providers.py": "def load():\n    import openai\n",
+    "memory/__init__.py": "from .build import build\n",
+    "memory/build.py": "from ..llm.client import Client\ndef build(): ...\n",
+    "costs/__init__.py": "from memcost.paths import os\n",
+    "cli/__init__.py": "from memcost.memory import build\n",
+    "testing/__init__.py": "",
+    "testing/server.py": "from memcost.llm import client\n",
+}
+
+
+def test_checker_passes_a_layered_package(tmp_path):
+    graph = _package(tmp_path, BASE)
+    # a relative import, with the package it runs on the way (``memcost.llm``'s __init__)
+    assert graph.edges["memcost.memory.build"] == {"memcost.llm.client": 1, "memcost.llm": 1}
+    assert violations(graph) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        # a foundation reaching up, from inside a function
+        ("paths.py", "def f():\n    from memcost.llm import client\n",
+         "memcost.paths:2 (foundation) imports memcost.llm (llm)"),
+        # analysis reading through the client
+        ("costs/ledger.py", "from ..llm.client import Client\n",
+         "memcost.costs.ledger:1 (analysis) imports memcost.llm.client (llm)"),
+        # a stage importing the command line
+        ("memory/report.py", "import memcost.cli\n",
+         "memcost.memory.report:1 (stage) imports memcost.cli (top)"),
+        # the product importing the test server
+        ("memory/fake.py", "from memcost.testing import server\n",
+         "memcost.memory.fake:1 (stage) imports memcost.testing (testing)"),
+        # openai outside llm/providers
+        ("llm/cache.py", "import openai.types\n",
+         "memcost.llm.cache:1 imports openai (only llm/providers may)"),
+        # a module without a layer
+        ("widgets.py", "", "memcost.widgets: no layer; add its top-level name to LAYER_OF"),
+        # a cycle hidden behind a function-level import
+        ("llm/client.py",
+         "from memcost import paths\nclass Client: ...\ndef f():\n    from memcost import llm\n",
+         "import cycle: memcost.llm -> memcost.llm.client -> memcost.llm"),
+        # by importlib, with a name that does not exist
+        ("run.py", "import importlib\nimportlib.import_module('memcost.gone')\n",
+         "memcost.run:2 imports memcost.gone, which does not exist"),
+    ],
+)  # fmt: skip
+def test_checker_fails_a_broken_rule(tmp_path, name, text, expected):
+    graph = _package(tmp_path, {**BASE, name: text})
+    assert expected in violations(graph)
+
+
+def test_checker_fails_the_real_package_with_one_bad_edge(graph):
+    graph.add("memcost.paths", "memcost.run.runner", 1)
+    try:
+        problems = violations(graph, legacy_edges=LEGACY_EDGES)
+    finally:
+        del graph.edges["memcost.paths"]["memcost.run.runner"]
+    assert "memcost.paths:1 (foundation) imports memcost.run.runner (top)" in problems
+    assert any(p.startswith("import cycle: ") for p in problems)
