@@ -18,6 +18,34 @@ LONG_CONTEXT_MODELS = ("gpt-5-mini-2025-08-07", "openai/gpt-oss-120b")  # §3.2
 JUDGE_MODEL = "gpt-5-mini-2025-08-07"  # §3.4: reasoning_effort=high, three votes
 EMBEDDING_MODEL = "text-embedding-3-small"  # §3.1: 1,536 dimensions
 
+# The paper's settings, by notebook and parameter name (study §3). The notebooks' parameter
+# defaults, the paper presets and the report's comparability check must agree with these; a
+# test reads all of them.
+PAPER_SETTINGS: dict[str, dict[str, object]] = {
+    "01_extract_facts": {
+        "extraction_model": EXTRACTION_MODEL,
+        "extraction_reasoning_effort": "low",  # §3.1
+        "embedding_model": EMBEDDING_MODEL,
+        "batch_size": 10,  # §3.1: messages per segment
+        "max_segment_chars": 8000,  # §3.1: characters of content per segment
+        "hnsw_m": 16,  # §3.1: HNSW index
+        "ef_construction": 64,  # §3.1: HNSW index
+    },
+    "02_answer_from_memory": {
+        "reader_model": READER_MODEL,
+        "reader_reasoning_effort": "medium",  # §3.1
+        "embedding_model": EMBEDDING_MODEL,
+        "top_k": 20,  # §3.1: retrieved facts per question
+        "ef_search": 40,  # pgvector's default hnsw.ef_search
+    },
+    "03_answer_long_context": {"models": list(LONG_CONTEXT_MODELS)},  # §3.2
+    "04_judge_answers": {
+        "judge_model": JUDGE_MODEL,
+        "reasoning_effort": "high",  # §3.4
+        "n_votes": 3,  # §3.4: majority of three votes
+    },
+}
+
 
 @dataclass(frozen=True)
 class ModelInfo:
