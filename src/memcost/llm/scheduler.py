@@ -49,6 +49,53 @@ class Progress:
         self._bar.close()
 
 
+class _Schedule:
+    """The state of one :func:`run_scheduled` call: what is ready, in flight, and done."""
+
+    def __init__(self, n: int, after, on_result, on_failure, progress) -> None:
+        self.results: list[Any] = [None] * n
+        self.dependents: dict[int, list[int]] = defaultdict(list)
+        self.ready: list[int] = []
+        for i in range(n):
+            first = after[i] if after is not None else None
+            if first is None:
+                self.ready.append(i)
+            else:
+                self.dependents[first].append(i)
+        heapq.heapify(self.ready)
+        self.failure: BaseException | None = None
+        self.inflight: dict[Future[Any], int] = {}
+        self.on_result, self.on_failure, self.progress = on_result, on_failure, progress
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+            if self.on_failure is not None:
+                self.on_failure(exc)
+
+    def finish(self, i: int, value: Any) -> None:
+        self.results[i] = value
+        for j in self.dependents.pop(i, ()):
+            heapq.heappush(self.ready, j)
+        if self.progress is not None:
+            self.progress.update()
+        if self.on_result is not None:
+            self.on_result(value)
+
+    def collect(self, done: set[Future[Any]]) -> None:
+        for future in done:
+            i = self.inflight.pop(future)
+            try:
+                value = future.result()
+            except BaseException as exc:  # noqa: BLE001
+                self.fail(exc)
+                continue
+            try:
+                self.finish(i, value)
+            except BaseException as exc:  # noqa: BLE001 - e.g. the caller's on_result
+                self.fail(exc)
+
+
 def run_scheduled(
     items: Sequence[Any],
     work: Callable[[Any], T],
@@ -67,69 +114,30 @@ def run_scheduled(
     ``on_failure`` as soon as the first failure is seen (so workers can stop retrying). Items
     not run because of a failure are ``None`` in the results.
     """
-    n = len(items)
-    results: list[Any] = [None] * n
-    dependents: dict[int, list[int]] = defaultdict(list)
-    ready: list[int] = []
-    for i in range(n):
-        first = after[i] if after is not None else None
-        if first is None:
-            ready.append(i)
-        else:
-            dependents[first].append(i)
-    heapq.heapify(ready)
-    failure: BaseException | None = None
-    inflight: dict[Future[Any], int] = {}
+    s = _Schedule(len(items), after, on_result, on_failure, progress)
     pool: ThreadPoolExecutor | None = None
-
-    def fail(exc: BaseException) -> None:
-        nonlocal failure
-        if failure is None:
-            failure = exc
-            if on_failure is not None:
-                on_failure(exc)
-
-    def finish(i: int, value: Any) -> None:
-        results[i] = value
-        for j in dependents.pop(i, ()):
-            heapq.heappush(ready, j)
-        if progress is not None:
-            progress.update()
-        if on_result is not None:
-            on_result(value)
-
     try:
         while True:
-            while ready and failure is None and len(inflight) < max_concurrency:
-                i = heapq.heappop(ready)
+            while s.ready and s.failure is None and len(s.inflight) < max_concurrency:
+                i = heapq.heappop(s.ready)
                 if inline(items[i]):
                     try:
-                        finish(i, work(items[i]))
+                        s.finish(i, work(items[i]))
                     except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                        fail(exc)
+                        s.fail(exc)
                     continue
                 if pool is None:
                     pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="memcost-llm")
-                inflight[pool.submit(work, items[i])] = i
-            if not inflight:
+                s.inflight[pool.submit(work, items[i])] = i
+            if not s.inflight:
                 break
-            done, _ = wait(inflight, return_when=FIRST_COMPLETED)
-            for future in done:
-                i = inflight.pop(future)
-                try:
-                    value = future.result()
-                except BaseException as exc:  # noqa: BLE001
-                    fail(exc)
-                    continue
-                try:
-                    finish(i, value)
-                except BaseException as exc:  # noqa: BLE001 - e.g. the caller's on_result
-                    fail(exc)
+            done, _ = wait(s.inflight, return_when=FIRST_COMPLETED)
+            s.collect(done)
     except BaseException as exc:  # an interrupt while waiting: let the calls in flight land
-        fail(exc)
+        s.fail(exc)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if progress is not None:
             progress.close()
-    return results, failure
+    return s.results, s.failure

@@ -245,20 +245,8 @@ class FakeOpenAIServer:
             return 400, _error(
                 "'model' and a non-empty 'messages' are required", "invalid_request_error"
             )
-        if is_gpt5_family(str(model)):
-            for name, instead in (("max_tokens", "max_completion_tokens"), ("temperature", None)):
-                if name in body and not (name == "temperature" and body[name] == 1):
-                    hint = (
-                        f" Use '{instead}' instead."
-                        if instead
-                        else " Only the default (1) value is supported."
-                    )
-                    return 400, _error(
-                        f"Unsupported parameter: '{name}' is not supported with this model.{hint}",
-                        "invalid_request_error",
-                        param=name,
-                        code="unsupported_parameter",
-                    )
+        if (refused := _refuse_gpt5_parameters(str(model), body)) is not None:
+            return 400, refused
         text = action.text if action.text is not None else self.responder(body)
         prompt_ids = encode("\n".join(str(m.get("content", "")) for m in messages))
         cached = self._cached_prefix(str(model), prompt_ids)
@@ -267,34 +255,7 @@ class FakeOpenAIServer:
             if is_gpt5_family(str(model))
             else 0
         )
-        visible = len(encode(text))
-        usage = {
-            "prompt_tokens": len(prompt_ids),
-            "completion_tokens": visible + reasoning,
-            "total_tokens": len(prompt_ids) + visible + reasoning,
-            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": reasoning,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        }
-        if action.usage:
-            usage.update(
-                {
-                    k: v
-                    for k, v in action.usage.items()
-                    if k in ("prompt_tokens", "completion_tokens")
-                }
-            )
-            usage["prompt_tokens_details"]["cached_tokens"] = action.usage.get(
-                "cached_tokens", cached
-            )
-            usage["completion_tokens_details"]["reasoning_tokens"] = action.usage.get(
-                "reasoning_tokens", reasoning
-            )
-            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage = _chat_usage(len(prompt_ids), len(encode(text)), cached, reasoning, action)
         self._remember_prompt(str(model), prompt_ids)
         served = str(model) if "-20" in str(model) or "/" in str(model) else f"{model}-2025-08-07"
         return 200, {
@@ -348,6 +309,54 @@ class FakeOpenAIServer:
             "model": body["model"],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+
+
+def _refuse_gpt5_parameters(model: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The API's 400 body for a GPT-5 request carrying ``max_tokens`` or a ``temperature``."""
+    if not is_gpt5_family(model):
+        return None
+    for name, instead in (("max_tokens", "max_completion_tokens"), ("temperature", None)):
+        if name in body and not (name == "temperature" and body[name] == 1):
+            hint = (
+                f" Use '{instead}' instead."
+                if instead
+                else " Only the default (1) value is supported."
+            )
+            return _error(
+                f"Unsupported parameter: '{name}' is not supported with this model.{hint}",
+                "invalid_request_error",
+                param=name,
+                code="unsupported_parameter",
+            )
+    return None
+
+
+def _chat_usage(
+    prompt: int, visible: int, cached: int, reasoning: int, action: Action
+) -> dict[str, Any]:
+    """The ``usage`` block of a chat answer (``action.usage`` overrides the counted numbers)."""
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": visible + reasoning,
+        "total_tokens": prompt + visible + reasoning,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": reasoning,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    if action.usage:
+        usage.update(
+            {k: v for k, v in action.usage.items() if k in ("prompt_tokens", "completion_tokens")}
+        )
+        usage["prompt_tokens_details"]["cached_tokens"] = action.usage.get("cached_tokens", cached)
+        usage["completion_tokens_details"]["reasoning_tokens"] = action.usage.get(
+            "reasoning_tokens", reasoning
+        )
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return usage
 
 
 def _error(
