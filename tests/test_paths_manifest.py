@@ -64,3 +64,39 @@ def test_corrupt_manifest_is_a_clear_error(run_paths: RunPaths):
     run_paths.manifest.write_text("{not json")
     with pytest.raises(ValueError, match="corrupt manifest"):
         manifest.read_manifest(run_paths)
+
+
+def test_run_id_is_made_once_and_kept(tmp_path):
+    run = RunPaths(tmp_path / "run")
+    first = run.run_id()
+    assert len(first) == 32 and int(first, 16) >= 0
+    assert run.run_id_file.read_text() == first + "\n"
+    assert RunPaths(tmp_path / "run").run_id() == first  # a resumed run keeps its id
+    assert not list(run.root.glob(".run_id.*"))  # no temporary file left behind
+    assert not run.manifest.exists()  # the id does not live in the manifest
+
+
+def test_a_recreated_run_gets_a_new_id(tmp_path):
+    run = RunPaths(tmp_path / "run")
+    first = run.run_id()
+    for path in run.root.iterdir():
+        path.unlink()
+    run.root.rmdir()
+    assert run.run_id() != first
+
+
+def test_processes_starting_together_agree_on_the_run_id(tmp_path):
+    run = RunPaths(tmp_path / "run")
+    seen: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def start() -> None:
+        barrier.wait()
+        seen.append(run.run_id())
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and len(set(seen)) == 1
