@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from memcost.io import JsonlAppender, read_jsonl
-from memcost.manifest import Step
 from memcost.llm import ChatRequest, FatalAPIError, RetryPolicy, make_client, parse_json_object
+from memcost.manifest import Step
 from memcost.paths import RunPaths
 
 

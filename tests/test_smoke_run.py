@@ -15,8 +15,8 @@ from memcost import paper
 from memcost.answers import answer_systems, load_answers
 from memcost.io import read_jsonl
 from memcost.paths import RunPaths
-from memcost.run.report import SECTIONS
 from memcost.run import run_preset
+from memcost.run.report import SECTIONS
 
 DATASETS = ("locomo", "longmemeval", "personamem_v2")
 

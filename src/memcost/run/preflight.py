@@ -18,7 +18,6 @@ from memcost.paths import RunPaths
 from memcost.run.presets import Preset, PresetError
 
 
-
 def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     """Stop before anything runs (or is paid for) when a backend the preset uses has no key.
 
