@@ -35,9 +35,10 @@ class Script:
     questions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _conv_maya_jonas() -> Script:
+def _maya_jonas_first_sessions() -> list[list[Turn]]:
+    """Sessions 1-3 of Maya and Jonas's conversation."""
     t = Turn
-    sessions = [
+    return [
         [
             t("a", "Hey Jonas! It's been ages. How have you been?"),
             t("b", "Maya! Good to hear from you. Busy but good. I finally adopted a dog in "
@@ -95,6 +96,13 @@ def _conv_maya_jonas() -> Script:
             t("b", "How's the yoga going?"),
             t("a", "Still going, still twice a week. My back feels so much better."),
         ],
+    ]
+
+
+def _maya_jonas_last_sessions() -> list[list[Turn]]:
+    """Sessions 4-6 of Maya and Jonas's conversation."""
+    t = Turn
+    return [
         [
             t("b", "I did it! I ran the Lisbon half marathon last Sunday.", "marathon_done",
               "Jonas ran the Lisbon half marathon."),
@@ -139,12 +147,17 @@ def _conv_maya_jonas() -> Script:
             t("a", "Still three times a week, I'm hooked."),
         ],
     ]
+
+
+def _conv_maya_jonas() -> Script:
+    sessions = _maya_jonas_first_sessions() + _maya_jonas_last_sessions()
     return Script("conv-1", "Maya", "Jonas", date(2023, 3, 1), sessions)
 
 
-def _conv_priya_tom() -> Script:
+def _priya_tom_first_sessions() -> list[list[Turn]]:
+    """Sessions 1-3 of Priya and Tom's conversation."""
     t = Turn
-    sessions = [
+    return [
         [
             t("b", "Priya! How are things at the hospital?"),
             t("a", "Hectic as ever. I'm a nurse at St Mary's, and next month I'm switching to "
@@ -189,6 +202,13 @@ def _conv_priya_tom() -> Script:
             t("a", "Oh my goodness, the most serious tree I have ever seen."),
             t("b", "She took it very seriously. Not a single leaf moved."),
         ],
+    ]
+
+
+def _priya_tom_last_sessions() -> list[list[Turn]]:
+    """Sessions 4-6 of Priya and Tom's conversation."""
+    t = Turn
+    return [
         [
             t("b", "Big step: I hired my first employee, Sam. He's a pastry chef from Lyon.",
               "hire", "Tom hired Sam, a pastry chef from Lyon, as his first employee."),
@@ -221,6 +241,10 @@ def _conv_priya_tom() -> Script:
             t("a", "Crepi! See, I'm learning."),
         ],
     ]
+
+
+def _conv_priya_tom() -> Script:
+    sessions = _priya_tom_first_sessions() + _priya_tom_last_sessions()
     return Script("conv-2", "Priya", "Tom", date(2023, 2, 1), sessions)
 
 

@@ -59,62 +59,9 @@ class Persona:
     queries: list[dict[str, Any]]
 
 
-def _persona_tomas() -> Persona:
-    m = Msg
-    profile = {
-        "short_persona": "A high-school chemistry teacher who turns lab safety into a game",
-        "name": "Tomas Herrera", "age": 34, "gender": "Male",
-        "occupation": {"job_title": "Chemistry teacher", "organization": "Eastside High School",
-                       "work_location": "Austin, Texas"},
-        "personality": {"traits": ["patient", "curious", "dry sense of humour"]},
-    }
-    messages = [
-        m("user", "Can you help me make this lab safety reminder sound less boring? 'Goggles "
-                  "on at all times. No food in the lab. Report spills immediately.'"),
-        m("assistant", "Try: 'Goggles on, always: your eyes are not replaceable. Snacks stay "
-                       "outside; the lab is not a cafeteria. Spilled something? Tell us "
-                       "straight away, no judgement.'"),
-        m("user", "I've been running trails every weekend for years, it's how I switch off. "
-                  "Can you suggest a good 15 km route near Austin?", "running"),
-        m("assistant", "The Barton Creek Greenbelt from Zilker to the 360 trailhead and back is "
-                       "about 15 km, shaded, with a few rocky sections."),
-        m("user", "Polish this note to parents: 'The science fair is on March 3. Students need "
-                  "to bring their posters by 8am. We will have vegetarian tacos for everyone, "
-                  "which is what I cook at home anyway.'", "veg"),
-        m("assistant", "Dear parents, our science fair takes place on 3 March. Please make sure "
-                       "your child brings their poster by 8 am. Vegetarian tacos will be served "
-                       "for everyone. We look forward to seeing you there!"),
-        m("user", "What's the difference between an exothermic and endothermic reaction, in "
-                  "words a ninth grader would get?"),
-        m("assistant", "Exothermic reactions give heat away, so the beaker feels warm, like "
-                       "hand warmers. Endothermic reactions soak heat up, so it feels cold, "
-                       "like an instant ice pack."),
-        m("user", "I have type 1 diabetes, so I always keep juice boxes in my desk drawer during "
-                  "long lab days. Any tips for organising a small emergency kit?", "diabetes"),
-        m("assistant", "Use a labelled pouch with fast-acting glucose, a spare meter and strips, "
-                       "a note with instructions for colleagues, and check expiry dates at the "
-                       "start of each term."),
-        m("user", "Stress at school has been keeping me up at night lately, I barely sleep "
-                  "before 2 am.", "sleep"),
-        m("assistant", "That sounds draining. A consistent wind-down routine and keeping work "
-                       "out of the bedroom can help."),
-        m("user", "Actually, please forget that I mentioned my sleep problems. I'd rather you "
-                  "didn't bring it up.", "forget"),
-        m("assistant", "Understood, I won't bring it up."),
-        m("user", "Translate into Spanish: 'Please wash your hands after handling the "
-                  "samples.'"),
-        m("assistant", "Por favor, lávense las manos después de manipular las muestras."),
-        m("user", "Bad news: I hurt my knee and my physio told me to stop running for good. "
-                  "I've switched to swimming laps at the community pool and honestly I love "
-                  "it.", "swimming"),
-        m("assistant", "I'm sorry about the knee, but swimming is a great switch: low impact "
-                       "and it works the whole body."),
-        m("user", "My department wants to do a potluck. Can you write a short sign-up "
-                  "message?"),
-        m("assistant", "Potluck time! Add your name and dish to the sheet in the staff room by "
-                       "Friday so we don't end up with six bowls of chips."),
-    ]
-    queries = [
+def _tomas_queries() -> list[dict[str, Any]]:
+    """Tomas's queries: the question, the correct option and three incorrect ones."""
+    return [
         {
             "query": "I've got a free Saturday morning and want to do something active to "
                      "clear my head. Any suggestions?",
@@ -180,52 +127,70 @@ def _persona_tomas() -> Persona:
             "updated": False, "prev_pref": "", "sensitive": True, "labels": ["diabetes"],
         },
     ]
+
+
+def _persona_tomas() -> Persona:
+    m = Msg
+    profile = {
+        "short_persona": "A high-school chemistry teacher who turns lab safety into a game",
+        "name": "Tomas Herrera", "age": 34, "gender": "Male",
+        "occupation": {"job_title": "Chemistry teacher", "organization": "Eastside High School",
+                       "work_location": "Austin, Texas"},
+        "personality": {"traits": ["patient", "curious", "dry sense of humour"]},
+    }
+    messages = [
+        m("user", "Can you help me make this lab safety reminder sound less boring? 'Goggles "
+                  "on at all times. No food in the lab. Report spills immediately.'"),
+        m("assistant", "Try: 'Goggles on, always: your eyes are not replaceable. Snacks stay "
+                       "outside; the lab is not a cafeteria. Spilled something? Tell us "
+                       "straight away, no judgement.'"),
+        m("user", "I've been running trails every weekend for years, it's how I switch off. "
+                  "Can you suggest a good 15 km route near Austin?", "running"),
+        m("assistant", "The Barton Creek Greenbelt from Zilker to the 360 trailhead and back is "
+                       "about 15 km, shaded, with a few rocky sections."),
+        m("user", "Polish this note to parents: 'The science fair is on March 3. Students need "
+                  "to bring their posters by 8am. We will have vegetarian tacos for everyone, "
+                  "which is what I cook at home anyway.'", "veg"),
+        m("assistant", "Dear parents, our science fair takes place on 3 March. Please make sure "
+                       "your child brings their poster by 8 am. Vegetarian tacos will be served "
+                       "for everyone. We look forward to seeing you there!"),
+        m("user", "What's the difference between an exothermic and endothermic reaction, in "
+                  "words a ninth grader would get?"),
+        m("assistant", "Exothermic reactions give heat away, so the beaker feels warm, like "
+                       "hand warmers. Endothermic reactions soak heat up, so it feels cold, "
+                       "like an instant ice pack."),
+        m("user", "I have type 1 diabetes, so I always keep juice boxes in my desk drawer during "
+                  "long lab days. Any tips for organising a small emergency kit?", "diabetes"),
+        m("assistant", "Use a labelled pouch with fast-acting glucose, a spare meter and strips, "
+                       "a note with instructions for colleagues, and check expiry dates at the "
+                       "start of each term."),
+        m("user", "Stress at school has been keeping me up at night lately, I barely sleep "
+                  "before 2 am.", "sleep"),
+        m("assistant", "That sounds draining. A consistent wind-down routine and keeping work "
+                       "out of the bedroom can help."),
+        m("user", "Actually, please forget that I mentioned my sleep problems. I'd rather you "
+                  "didn't bring it up.", "forget"),
+        m("assistant", "Understood, I won't bring it up."),
+        m("user", "Translate into Spanish: 'Please wash your hands after handling the "
+                  "samples.'"),
+        m("assistant", "Por favor, lávense las manos después de manipular las muestras."),
+        m("user", "Bad news: I hurt my knee and my physio told me to stop running for good. "
+                  "I've switched to swimming laps at the community pool and honestly I love "
+                  "it.", "swimming"),
+        m("assistant", "I'm sorry about the knee, but swimming is a great switch: low impact "
+                       "and it works the whole body."),
+        m("user", "My department wants to do a potluck. Can you write a short sign-up "
+                  "message?"),
+        m("assistant", "Potluck time! Add your name and dish to the sheet in the staff room by "
+                       "Friday so we don't end up with six bowls of chips."),
+    ]
+    queries = _tomas_queries()
     return Persona(0, profile, messages, queries)
 
 
-def _persona_mei() -> Persona:
-    m = Msg
-    profile = {
-        "short_persona": "A UX designer who sketches interfaces on the bus to the climbing gym",
-        "name": "Mei Lin Chen", "age": 27, "gender": "Female",
-        "occupation": {"job_title": "UX designer", "organization": "a fintech startup",
-                       "work_location": "Vancouver, Canada"},
-        "personality": {"traits": ["direct", "playful", "detail-oriented"]},
-    }
-    messages = [
-        m("user", "I drink two flat whites a day, they're basically my fuel. Is that too much "
-                  "caffeine?", "coffee"),
-        m("assistant", "Two flat whites is roughly 250 mg of caffeine, within the 400 mg most "
-                       "guidelines suggest for adults."),
-        m("user", "Rewrite this for my team, keep it short with bullets: 'Hi all, so I wanted "
-                  "to let everyone know that the usability test is moving and also we need "
-                  "volunteers and also snacks will be provided.'", "bullets"),
-        m("assistant", "Hi all,\n- The usability test is moving (new date to follow).\n- We "
-                       "need volunteers.\n- Snacks provided.\nThanks!"),
-        m("user", "Perfect, that's exactly how I like my work emails: short and bulleted."),
-        m("assistant", "Noted. I'll keep work emails short and bulleted."),
-        m("user", "What's a good warm-up before a bouldering session? I go to the gym on "
-                  "Commercial Drive three evenings a week.", "bouldering"),
-        m("assistant", "Five minutes of easy cardio, arm circles, wrist and finger mobility, "
-                       "then a few very easy problems before trying your project."),
-        m("user", "Between us, I'm thinking about quitting my job next year to freelance.",
-          "quit"),
-        m("assistant", "That's a big decision; building a small client list before leaving can "
-                       "make the jump less risky."),
-        m("user", "Please forget what I said about quitting my job. I don't want that to come "
-                  "up again.", "forget"),
-        m("assistant", "Of course, consider it forgotten."),
-        m("user", "Can you explain what a design token is, in one paragraph?"),
-        m("assistant", "A design token is a named value, such as a colour, spacing or font "
-                       "size, stored in one place and used by every platform, so a change in "
-                       "one file updates the whole product consistently."),
-        m("user", "Update: coffee has been making me jittery, so I've switched to matcha. No "
-                  "more flat whites for me.", "matcha"),
-        m("assistant", "Matcha is a good swap: less caffeine, released more slowly."),
-        m("user", "Translate 'see you at the climbing gym' into Mandarin."),
-        m("assistant", "攀岩馆见 (pānyán guǎn jiàn)."),
-    ]
-    queries = [
+def _mei_queries() -> list[dict[str, Any]]:
+    """Mei's queries: the question, the correct option and three incorrect ones."""
+    return [
         {
             "query": "I'm meeting a friend at a cafe this afternoon. What should I order?",
             "correct": "A matcha latte would be a great pick: smooth, and without the coffee "
@@ -285,44 +250,57 @@ def _persona_mei() -> Persona:
             "updated": False, "prev_pref": "", "sensitive": False, "labels": ["quit", "forget"],
         },
     ]
+
+
+def _persona_mei() -> Persona:
+    m = Msg
+    profile = {
+        "short_persona": "A UX designer who sketches interfaces on the bus to the climbing gym",
+        "name": "Mei Lin Chen", "age": 27, "gender": "Female",
+        "occupation": {"job_title": "UX designer", "organization": "a fintech startup",
+                       "work_location": "Vancouver, Canada"},
+        "personality": {"traits": ["direct", "playful", "detail-oriented"]},
+    }
+    messages = [
+        m("user", "I drink two flat whites a day, they're basically my fuel. Is that too much "
+                  "caffeine?", "coffee"),
+        m("assistant", "Two flat whites is roughly 250 mg of caffeine, within the 400 mg most "
+                       "guidelines suggest for adults."),
+        m("user", "Rewrite this for my team, keep it short with bullets: 'Hi all, so I wanted "
+                  "to let everyone know that the usability test is moving and also we need "
+                  "volunteers and also snacks will be provided.'", "bullets"),
+        m("assistant", "Hi all,\n- The usability test is moving (new date to follow).\n- We "
+                       "need volunteers.\n- Snacks provided.\nThanks!"),
+        m("user", "Perfect, that's exactly how I like my work emails: short and bulleted."),
+        m("assistant", "Noted. I'll keep work emails short and bulleted."),
+        m("user", "What's a good warm-up before a bouldering session? I go to the gym on "
+                  "Commercial Drive three evenings a week.", "bouldering"),
+        m("assistant", "Five minutes of easy cardio, arm circles, wrist and finger mobility, "
+                       "then a few very easy problems before trying your project."),
+        m("user", "Between us, I'm thinking about quitting my job next year to freelance.",
+          "quit"),
+        m("assistant", "That's a big decision; building a small client list before leaving can "
+                       "make the jump less risky."),
+        m("user", "Please forget what I said about quitting my job. I don't want that to come "
+                  "up again.", "forget"),
+        m("assistant", "Of course, consider it forgotten."),
+        m("user", "Can you explain what a design token is, in one paragraph?"),
+        m("assistant", "A design token is a named value, such as a colour, spacing or font "
+                       "size, stored in one place and used by every platform, so a change in "
+                       "one file updates the whole product consistently."),
+        m("user", "Update: coffee has been making me jittery, so I've switched to matcha. No "
+                  "more flat whites for me.", "matcha"),
+        m("assistant", "Matcha is a good swap: less caffeine, released more slowly."),
+        m("user", "Translate 'see you at the climbing gym' into Mandarin."),
+        m("assistant", "攀岩馆见 (pānyán guǎn jiàn)."),
+    ]
+    queries = _mei_queries()
     return Persona(1, profile, messages, queries)
 
 
-def _persona_grace() -> Persona:
-    m = Msg
-    profile = {
-        "short_persona": "A retired nurse who grows prize roses and is learning a new language",
-        "name": "Grace Okoye", "age": 61, "gender": "Female",
-        "occupation": {"job_title": "Retired nurse", "organization": "NHS (retired)",
-                       "work_location": "Manchester, UK"},
-        "personality": {"traits": ["warm", "organised", "sociable"]},
-    }
-    messages = [
-        m("user", "I'm learning Spanish for a trip to Valencia in September. What are the "
-                  "first phrases I should know?", "spanish"),
-        m("assistant", "Start with greetings, 'una mesa para dos, por favor', 'la cuenta, por "
-                       "favor' and '¿dónde está...?'."),
-        m("user", "My climbing roses have black spot again. What can I do without strong "
-                  "chemicals?", "roses"),
-        m("assistant", "Pick off and bin affected leaves, water at the base in the morning, "
-                       "mulch to stop spores splashing up, and improve air flow by pruning."),
-        m("user", "I take warfarin for my heart, so I have to be careful with cuts in the "
-                  "garden. Which gloves are best?", "warfarin"),
-        m("assistant", "Long gauntlet-style leather gloves protect your forearms from thorns; "
-                       "keep a small first-aid kit in the shed too."),
-        m("user", "Can you rewrite this text to my friend to sound warmer: 'Call me when you "
-                  "can.' I much prefer a proper phone call to texting back and forth.", "phone"),
-        m("assistant", "'Would love to hear your voice, give me a ring whenever suits you!'"),
-        m("user", "Change of plans! We've switched the trip from Valencia to Sicily, so I'm "
-                  "learning Italian now instead of Spanish.", "italian"),
-        m("assistant", "Lovely! Sicily in September is warm and quieter than August. Buon "
-                       "viaggio!"),
-        m("user", "What's the best way to keep cut roses fresh in a vase?"),
-        m("assistant", "Cut the stems at an angle under water, strip leaves below the "
-                       "waterline, change the water every two days and keep the vase out of "
-                       "direct sun."),
-    ]
-    queries = [
+def _grace_queries() -> list[dict[str, Any]]:
+    """Grace's queries: the question, the correct option and three incorrect ones."""
+    return [
         {
             "query": "I'd like to pick up a phrasebook before my trip. Which one should I get?",
             "correct": "An Italian phrasebook, ideally one with a food section, would suit "
@@ -378,6 +356,43 @@ def _persona_grace() -> Persona:
             "updated": False, "prev_pref": "", "sensitive": False, "labels": ["phone"],
         },
     ]
+
+
+def _persona_grace() -> Persona:
+    m = Msg
+    profile = {
+        "short_persona": "A retired nurse who grows prize roses and is learning a new language",
+        "name": "Grace Okoye", "age": 61, "gender": "Female",
+        "occupation": {"job_title": "Retired nurse", "organization": "NHS (retired)",
+                       "work_location": "Manchester, UK"},
+        "personality": {"traits": ["warm", "organised", "sociable"]},
+    }
+    messages = [
+        m("user", "I'm learning Spanish for a trip to Valencia in September. What are the "
+                  "first phrases I should know?", "spanish"),
+        m("assistant", "Start with greetings, 'una mesa para dos, por favor', 'la cuenta, por "
+                       "favor' and '¿dónde está...?'."),
+        m("user", "My climbing roses have black spot again. What can I do without strong "
+                  "chemicals?", "roses"),
+        m("assistant", "Pick off and bin affected leaves, water at the base in the morning, "
+                       "mulch to stop spores splashing up, and improve air flow by pruning."),
+        m("user", "I take warfarin for my heart, so I have to be careful with cuts in the "
+                  "garden. Which gloves are best?", "warfarin"),
+        m("assistant", "Long gauntlet-style leather gloves protect your forearms from thorns; "
+                       "keep a small first-aid kit in the shed too."),
+        m("user", "Can you rewrite this text to my friend to sound warmer: 'Call me when you "
+                  "can.' I much prefer a proper phone call to texting back and forth.", "phone"),
+        m("assistant", "'Would love to hear your voice, give me a ring whenever suits you!'"),
+        m("user", "Change of plans! We've switched the trip from Valencia to Sicily, so I'm "
+                  "learning Italian now instead of Spanish.", "italian"),
+        m("assistant", "Lovely! Sicily in September is warm and quieter than August. Buon "
+                       "viaggio!"),
+        m("user", "What's the best way to keep cut roses fresh in a vase?"),
+        m("assistant", "Cut the stems at an angle under water, strip leaves below the "
+                       "waterline, change the water every two days and keep the vase out of "
+                       "direct sun."),
+    ]
+    queries = _grace_queries()
     return Persona(2, profile, messages, queries)
 
 

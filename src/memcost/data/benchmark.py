@@ -93,6 +93,7 @@ def iso_datetime(year: int, month: int, day: int, hour: int, minute: int, second
 
 
 def parse_json(data: bytes, path: Path, dataset: str | None = None) -> Any:
+    """A raw file's JSON; a CSV given for a JSON benchmark, or broken JSON, stops here."""
     head = data[:2_000].lstrip()
     if dataset and head[:1] not in (b"[", b"{"):
         first_line = head.split(b"\n", 1)[0]
@@ -124,6 +125,7 @@ def guess_json_dataset(obj: Any) -> str | None:
 
 
 def expect_dataset(obj: Any, dataset: str, path: Path) -> None:
+    """Stop when a parsed file looks like another benchmark's, and say which one to pass."""
     guess = guess_json_dataset(obj)
     if guess is not None and guess != dataset:
         what = "a PersonaMem v2 chat history" if guess == "personamem_v2" else (
@@ -142,7 +144,7 @@ def _type_name(types: type | tuple[type, ...]) -> str:
 
 
 def required(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], path: Path,
-           where: str) -> Any:
+             where: str) -> Any:
     """``obj[key]``, required and of ``types``; otherwise an error naming file and record."""
     if key not in obj:
         raise DataError(f"{path}: {where}: missing field '{key}'")
@@ -155,6 +157,7 @@ def required(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], p
 
 
 def short(value: Any, limit: int = 60) -> str:
+    """A value as an error message quotes it: its repr, cut to ``limit`` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

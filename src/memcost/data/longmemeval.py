@@ -60,7 +60,8 @@ def parse_longmemeval_datetime(text: str) -> str:
         raise DataError(f"cannot parse date {text!r}; expected a LongMemEval date like "
                         "'2023/05/20 (Sat) 02:21'")
     year, month, day, hour, minute, second = match.groups()
-    return iso_datetime(int(year), int(month), int(day), int(hour), int(minute), int(second or 0), text)
+    return iso_datetime(int(year), int(month), int(day), int(hour), int(minute),
+                        int(second or 0), text)
 
 
 def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
@@ -79,8 +80,6 @@ def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
                         f"{type(obj).__name__}")
     turns, questions = Rows(CONVERSATION_COLUMNS), Rows(QUESTION_COLUMNS)
     seen: set[str] = set()
-    known = {"question_id", "question_type", "question", "answer", "question_date",
-             "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids"}
     for index, item in enumerate(obj):
         if not isinstance(item, dict):
             raise DataError(f"{path}: question {index}: expected an object, got "
@@ -90,33 +89,7 @@ def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
         if qid in seen:
             raise DataError(f"{path}: {where}: question_id appears twice")
         seen.add(qid)
-        qtype = required(item, "question_type", str, path, where)
-        question = required(item, "question", str, path, where)
-        answer = answer_text(required(item, "answer", (str, int, float), path, where))
-        date_text = required(item, "question_date", str, path, where)
-        try:
-            question_date = parse_longmemeval_datetime(date_text)
-        except DataError as exc:
-            raise DataError(f"{path}: {where}, question_date: {exc}") from None
-        ids = required(item, "haystack_session_ids", list, path, where)
-        dates = required(item, "haystack_dates", list, path, where)
-        sessions = required(item, "haystack_sessions", list, path, where)
-        evidence = required(item, "answer_session_ids", list, path, where)
-        if not len(ids) == len(dates) == len(sessions):
-            raise DataError(f"{path}: {where}: haystack_session_ids ({len(ids)}), haystack_dates "
-                            f"({len(dates)}) and haystack_sessions ({len(sessions)}) must have "
-                            "the same length")
-        _longmemeval_turns(qid, ids, dates, sessions, path, where, turns)
-        for e, value in enumerate(evidence):
-            if not isinstance(value, str):
-                raise DataError(f"{path}: {where}: answer_session_ids[{e}] should be a string, "
-                                f"got {type(value).__name__}")
-        extra = {key: value for key, value in item.items() if key not in known}
-        questions.add(question_id=qid, conversation_id=qid, question=question, answer=answer,
-                      adversarial_answer=None, category=qtype, category_id=None,
-                      question_date=question_date, evidence=list(evidence),
-                      is_abstention=qid.endswith("_abs"), options=None,
-                      extra=json.dumps(extra, ensure_ascii=False, sort_keys=True))
+        _longmemeval_item(item, qid, path, where, turns, questions)
     return BenchmarkData(
         dataset="longmemeval",
         conversations=frame(turns.columns, CONVERSATION_SCHEMA),
@@ -124,6 +97,44 @@ def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
         source=source,
         files=files,
     )
+
+
+# The fields of a LongMemEval question; any other field is kept in ``extra``.
+_KNOWN_FIELDS = frozenset({"question_id", "question_type", "question", "answer", "question_date",
+                          "haystack_session_ids", "haystack_dates", "haystack_sessions",
+                          "answer_session_ids"})
+
+
+def _longmemeval_item(item: dict[str, Any], qid: str, path: Path, where: str, turns: Rows,
+                      questions: Rows) -> None:
+    """Append one question and the turns of its haystack."""
+    qtype = required(item, "question_type", str, path, where)
+    question = required(item, "question", str, path, where)
+    answer = answer_text(required(item, "answer", (str, int, float), path, where))
+    date_text = required(item, "question_date", str, path, where)
+    try:
+        question_date = parse_longmemeval_datetime(date_text)
+    except DataError as exc:
+        raise DataError(f"{path}: {where}, question_date: {exc}") from None
+    ids = required(item, "haystack_session_ids", list, path, where)
+    dates = required(item, "haystack_dates", list, path, where)
+    sessions = required(item, "haystack_sessions", list, path, where)
+    evidence = required(item, "answer_session_ids", list, path, where)
+    if not len(ids) == len(dates) == len(sessions):
+        raise DataError(f"{path}: {where}: haystack_session_ids ({len(ids)}), haystack_dates "
+                        f"({len(dates)}) and haystack_sessions ({len(sessions)}) must have "
+                        "the same length")
+    _longmemeval_turns(qid, ids, dates, sessions, path, where, turns)
+    for e, value in enumerate(evidence):
+        if not isinstance(value, str):
+            raise DataError(f"{path}: {where}: answer_session_ids[{e}] should be a string, "
+                            f"got {type(value).__name__}")
+    extra = {key: value for key, value in item.items() if key not in _KNOWN_FIELDS}
+    questions.add(question_id=qid, conversation_id=qid, question=question, answer=answer,
+                  adversarial_answer=None, category=qtype, category_id=None,
+                  question_date=question_date, evidence=list(evidence),
+                  is_abstention=qid.endswith("_abs"), options=None,
+                  extra=json.dumps(extra, ensure_ascii=False, sort_keys=True))
 
 
 def _longmemeval_turns(qid: str, ids: list[Any], dates: list[Any], sessions: list[Any],

@@ -31,7 +31,6 @@ LONGMEMEVAL_FILES: dict[str, str] = {
 PERSONAMEM_CSV = "benchmark/text/benchmark.csv"
 PERSONAMEM_HISTORY_DIR = "data/chat_history_32k"
 
-
 # Public homes. The revisions are the ones other public evaluations pin for these files; the
 # sha256 of what was actually read is recorded in the manifest either way, and `revision`
 # overrides them.
@@ -136,8 +135,8 @@ def resolve_source(
         path = sample_path(dataset, longmemeval_file=longmemeval_file)
         if not path.is_file():
             raise DataError(
-                f"{path}: bundled sample not found; rebuild it with `python scripts/make_samples.py`, "
-                "or pass data_path to a local copy of the dataset"
+                f"{path}: bundled sample not found; rebuild it with "
+                "`python scripts/make_samples.py`, or pass data_path to a local copy of the dataset"
             )
         root = personamem_root(path) if dataset == "personamem_v2" else path.parent
         return DataSource(dataset, path, root, "sample")
