@@ -392,6 +392,43 @@ def test_write_prepared_files_and_schemas(run_paths, personamem):
     assert len(files) == 4 and all(len(f["sha256"]) == 64 for f in files)
 
 
+def test_readers_give_back_what_was_written(run_paths, locomo):
+    ds = run_paths.dataset("locomo")
+    with pytest.raises(FileNotFoundError, match=r"conversation_stats\.parquet: not found; run "
+                                                 r"notebooks/00_prepare_data\.ipynb"):
+        data.read_conversation_stats(ds)
+    prepared = data.prepare(data.select(locomo))
+    data.write_prepared(ds, prepared)
+    conversations, questions = data.read_prepared(ds)
+    assert conversations["text"].tolist() == locomo.conversations["text"].tolist()
+    assert questions["question_id"].tolist() == locomo.questions["question_id"].tolist()
+    stats = data.read_conversation_stats(ds)
+    assert data.conversation_stats_path(ds) == ds.data / "conversation_stats.parquet"
+    assert stats["history_tokens"].tolist() == prepared.stats["history_tokens"].tolist()
+    assert stats["text_tokens"].tolist() == [
+        count_tokens(data.table_text(locomo.conversation(c))) for c in stats["conversation_id"]]
+
+
+@pytest.mark.parametrize("dataset", ["locomo", "longmemeval", "personamem_v2"])
+def test_native_excerpt_is_the_raw_record(dataset):
+    source = data.resolve_source(dataset)
+    loaded = data.load(source)
+    conversation_id = loaded.conversations["conversation_id"].iloc[-1]
+    excerpt = data.native_excerpt(source, conversation_id, turns=2)
+    first_turns = loaded.conversation(conversation_id)["text"].tolist()[:2]
+    if dataset == "locomo":
+        raw = next(s for s in _raw(LOCOMO) if s["sample_id"] == conversation_id)
+        assert excerpt["sample_id"] == conversation_id and excerpt["qa[0]"] == raw["qa"][0]
+        assert [t["text"] for t in excerpt["session_1[:2]"]] == first_turns
+    elif dataset == "longmemeval":
+        raw = next(q for q in _raw(LONGMEMEVAL) if q["question_id"] == conversation_id)
+        assert excerpt["question"] == raw["question"]
+        assert excerpt["haystack_sessions[0][:2]"] == raw["haystack_sessions"][0][:2]
+    else:
+        assert conversation_id in excerpt["chat_history_32k_link"]
+        assert [m["content"] for m in excerpt["chat_history[:2]"]] == first_turns
+
+
 # --- Bad input: each error names the file and what is wrong -------------------------------------
 
 

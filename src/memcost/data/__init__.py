@@ -42,6 +42,7 @@ from memcost.data.personamem import (
 from memcost.data.prepare import (
     Prepared,
     load,
+    native_excerpt,
     paper_comparison,
     prepare,
     prepare_metrics,
@@ -127,6 +128,7 @@ __all__ = [
     "load_locomo",
     "load_longmemeval",
     "load_personamem_v2",
+    "native_excerpt",
     "paper_comparison",
     "parse_locomo_datetime",
     "parse_longmemeval_datetime",

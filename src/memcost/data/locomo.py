@@ -247,3 +247,23 @@ def _check_locomo_counts(questions: pd.DataFrame, n_samples: int,
         data.notes.append(message.strip("\n!"))
     return result
 
+
+
+def locomo_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str, Any]:
+    """A few fields of one sample exactly as ``locomo10.json`` holds them: its speakers, its
+    first session's date and turns, its first question (notebook 00 shows them beside the
+    normalised rows)."""
+    samples = json.loads(Path(path).read_bytes())
+    sample = next(s for s in samples if s.get("sample_id") == conversation_id)
+    conversation = sample["conversation"]
+    first = min((int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key))),
+                default=1)
+    return {
+        "sample_id": sample["sample_id"],
+        "fields": sorted(sample),
+        "speaker_a": conversation.get("speaker_a"),
+        "speaker_b": conversation.get("speaker_b"),
+        f"session_{first}_date_time": conversation.get(f"session_{first}_date_time"),
+        f"session_{first}[:{turns}]": conversation.get(f"session_{first}", [])[:turns],
+        "qa[0]": sample["qa"][0] if sample.get("qa") else None,
+    }

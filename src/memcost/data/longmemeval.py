@@ -183,3 +183,19 @@ def _longmemeval_turns(qid: str, ids: list[Any], dates: list[Any], sessions: lis
             position += 1
         session_index += 1
 
+
+
+def longmemeval_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str, Any]:
+    """A few fields of one question exactly as the LongMemEval file holds them: the question,
+    its date, the first dates and ids of its haystack and the first turns of its first session
+    (notebook 00 shows them beside the normalised rows)."""
+    items = json.loads(Path(path).read_bytes())
+    item = next(i for i in items if i.get("question_id") == conversation_id)
+    sessions = item.get("haystack_sessions") or [[]]
+    return {
+        **{key: item.get(key) for key in ("question_id", "question_type", "question", "answer",
+                                          "question_date", "answer_session_ids")},
+        "haystack_session_ids[:2]": item.get("haystack_session_ids", [])[:2],
+        "haystack_dates[:2]": item.get("haystack_dates", [])[:2],
+        f"haystack_sessions[0][:{turns}]": sessions[0][:turns],
+    }

@@ -234,3 +234,22 @@ def _personamem_history(root: Path, link: str, csv_path: Path, where: str,
                  text=content, dia_id=None, has_answer=None, image_caption=None)
     return conversation_id
 
+
+
+def personamem_excerpt(source: DataSource, conversation_id: str,
+                       turns: int = 3) -> dict[str, Any]:
+    """The first CSV row that links to one chat history, and that history's first messages,
+    exactly as PersonaMem v2's files hold them (notebook 00 shows them beside the normalised
+    rows)."""
+    text = Path(source.path).read_bytes().decode("utf-8-sig")
+    rows = csv.DictReader(io.StringIO(text, newline=""))
+    row = next(r for r in rows
+               if Path(r["chat_history_32k_link"].strip().replace("\\", "/")).stem
+               == conversation_id)
+    link = row["chat_history_32k_link"].strip()
+    history = json.loads(_resolve_link(source.root, link).read_bytes())
+    messages = history["chat_history"] if isinstance(history, dict) else history
+    return {
+        **{key: row[key] for key in PERSONAMEM_REQUIRED_COLUMNS},
+        f"chat_history[:{turns}]": messages[:turns],
+    }

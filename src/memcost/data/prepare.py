@@ -17,9 +17,9 @@ from typing import Any
 import pandas as pd
 
 from memcost.data.benchmark import BenchmarkData
-from memcost.data.locomo import load_locomo
-from memcost.data.longmemeval import load_longmemeval
-from memcost.data.personamem import load_personamem_v2
+from memcost.data.locomo import load_locomo, locomo_excerpt
+from memcost.data.longmemeval import load_longmemeval, longmemeval_excerpt
+from memcost.data.personamem import load_personamem_v2, personamem_excerpt
 from memcost.data.prepared import write_data_files
 from memcost.data.sources import DataSource, display_path
 from memcost.data.tables import (
@@ -49,6 +49,16 @@ _LOADERS = {
 def load(source: DataSource) -> BenchmarkData:
     """Read and check a dataset's raw files (see :func:`resolve_source` for which)."""
     return _LOADERS[check_dataset(source.dataset)](source)
+
+
+def native_excerpt(source: DataSource, conversation_id: str, turns: int = 3) -> dict[str, Any]:
+    """A few fields of one conversation's record exactly as the raw file holds them, to set
+    beside its normalised rows. Reads the file again: a walk-through aid, not part of loading."""
+    if check_dataset(source.dataset) == "locomo":
+        return locomo_excerpt(source.path, conversation_id, turns)
+    if source.dataset == "longmemeval":
+        return longmemeval_excerpt(source.path, conversation_id, turns)
+    return personamem_excerpt(source, conversation_id, turns)
 
 
 def select(
