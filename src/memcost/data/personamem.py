@@ -183,57 +183,59 @@ def _options(row: dict, path: Path, where: str) -> list[str]:
 
 
 class _Histories:
-    """Chat histories read once each, however many rows link to them."""
+    """Chat histories, each read once however many rows link to it; every message becomes one
+    turn of a single session (PersonaMem v2 has no sessions and no timestamps)."""
 
     def __init__(self, root: Path, csv_path: Path, turns: Rows, files: list[RawFile]):
         self.root, self.csv_path, self.turns, self.files = root, csv_path, turns, files
         self.by_link: dict[str, str] = {}
-        self.owners: dict[str, str] = {}
+        self.owners: dict[str, str] = {}  # conversation id -> the link that claimed it
 
     def conversation_id(self, link: str, where: str) -> str:
+        """The id of the history ``link`` points to, reading it the first time."""
         if link not in self.by_link:
-            self.by_link[link] = _personamem_history(self.root, link, self.csv_path, where,
-                                                     self.owners, self.turns, self.files)
+            self.by_link[link] = self._read(link, where)
         return self.by_link[link]
 
-
-def _personamem_history(root: Path, link: str, csv_path: Path, where: str,
-                        owners: dict[str, str], rows: Rows, files: list[RawFile]) -> str:
-    history_path = _resolve_link(root, link)
-    if history_path is None:
-        raise DataError(f"{csv_path}: {where}: chat history not found: {link!r} (relative to "
-                        f"{root}); the history files belong under {root / PERSONAMEM_HISTORY_DIR}")
-    conversation_id = history_path.stem
-    if owners.setdefault(conversation_id, link) != link:
-        raise DataError(f"{csv_path}: {where}: two different history links share the file name "
-                        f"{conversation_id!r} ({owners[conversation_id]!r}, {link!r})")
-    obj = parse_json(read_raw(history_path, files), history_path)
-    if isinstance(obj, dict) and "chat_history" in obj:
-        messages = obj["chat_history"]
-    elif isinstance(obj, list) and guess_json_dataset(obj) is None:
-        messages = obj
-    else:
-        expect_dataset(obj, "personamem_v2", history_path)
-        raise DataError(f"{history_path}: expected a chat history object with a "
-                        "'chat_history' list")
-    if not isinstance(messages, list) or not messages:
-        raise DataError(f"{history_path}: 'chat_history' should be a non-empty list of "
-                        "messages")
-    for t, message in enumerate(messages):
-        mwhere = f"chat_history[{t}]"
-        if not isinstance(message, dict):
-            raise DataError(f"{history_path}: {mwhere}: expected a message object, got "
-                            f"{type(message).__name__}")
-        role = required(message, "role", str, history_path, mwhere)
-        if role not in ROLES:
-            raise DataError(f"{history_path}: {mwhere}: unknown role {role!r} "
-                            f"(expected {', '.join(sorted(ROLES))})")
-        content = required(message, "content", str, history_path, mwhere)
-        rows.add(conversation_id=conversation_id, session_index=0, session_id="history",
-                 session_datetime=None, turn_index=t, position=t, speaker=role, role=role,
-                 text=content, dia_id=None, has_answer=None, image_caption=None)
-    return conversation_id
-
+    def _read(self, link: str, where: str) -> str:
+        """Append one history's messages as turns; the id is the history file's stem."""
+        history_path = _resolve_link(self.root, link)
+        if history_path is None:
+            raise DataError(f"{self.csv_path}: {where}: chat history not found: {link!r} "
+                            f"(relative to {self.root}); the history files belong under "
+                            f"{self.root / PERSONAMEM_HISTORY_DIR}")
+        conversation_id = history_path.stem
+        if self.owners.setdefault(conversation_id, link) != link:
+            raise DataError(f"{self.csv_path}: {where}: two different history links share the "
+                            f"file name {conversation_id!r} ({self.owners[conversation_id]!r}, "
+                            f"{link!r})")
+        obj = parse_json(read_raw(history_path, self.files), history_path)
+        if isinstance(obj, dict) and "chat_history" in obj:
+            messages = obj["chat_history"]
+        elif isinstance(obj, list) and guess_json_dataset(obj) is None:
+            messages = obj
+        else:
+            expect_dataset(obj, "personamem_v2", history_path)
+            raise DataError(f"{history_path}: expected a chat history object with a "
+                            "'chat_history' list")
+        if not isinstance(messages, list) or not messages:
+            raise DataError(f"{history_path}: 'chat_history' should be a non-empty list of "
+                            "messages")
+        for t, message in enumerate(messages):
+            mwhere = f"chat_history[{t}]"
+            if not isinstance(message, dict):
+                raise DataError(f"{history_path}: {mwhere}: expected a message object, got "
+                                f"{type(message).__name__}")
+            role = required(message, "role", str, history_path, mwhere)
+            if role not in ROLES:
+                raise DataError(f"{history_path}: {mwhere}: unknown role {role!r} "
+                                f"(expected {', '.join(sorted(ROLES))})")
+            content = required(message, "content", str, history_path, mwhere)
+            self.turns.add(conversation_id=conversation_id, session_index=0,
+                           session_id="history", session_datetime=None, turn_index=t,
+                           position=t, speaker=role, role=role, text=content, dia_id=None,
+                           has_answer=None, image_caption=None)
+        return conversation_id
 
 
 def personamem_excerpt(source: DataSource, conversation_id: str,
