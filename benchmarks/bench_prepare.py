@@ -54,8 +54,12 @@ def _turn_pool(rng: random.Random, size: int) -> list[str]:
     return pool
 
 
+def longmemeval_datetime(moment: datetime) -> str:
+    """LongMemEval's date format: ``2023/05/20 (Sat) 02:21``."""
+    return f"{moment:%Y/%m/%d} ({moment:%a}) {moment:%H:%M}"
+
+
 def synthesise(path: Path, questions: int, target_tokens: int, seed: int = 0) -> None:
-    from memcost.samples import longmemeval_datetime
     from memcost.tokens import count_tokens_batch
 
     rng = random.Random(seed)
@@ -105,6 +109,7 @@ def measure(path: Path, out: Path) -> dict:
     """The timed part; runs in its own process."""
     t0 = time.perf_counter()
     from memcost import data
+    from memcost.io import json_safe
     from memcost.paths import DatasetPaths
 
     t_import = time.perf_counter()
@@ -120,7 +125,7 @@ def measure(path: Path, out: Path) -> dict:
         "turns": len(loaded.conversations),
         "tokens_table1_total": int(stats["text_tokens"].sum()),
         "tokens_rendered_total": int(stats["history_tokens"].sum()),
-        "table1": data._plain(prepared.table1.iloc[0].to_dict()),
+        "table1": json_safe(prepared.table1.iloc[0].to_dict()),
         "import_s": round(t_import - t0, 2),
         "load_normalise_s": round(t_load - t_import, 2),
         "count_tokens_s": round(t_count - t_load, 2),

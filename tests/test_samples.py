@@ -4,14 +4,27 @@ that a system which finds the right turn beats one that does not."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from collections import Counter
 
 import pytest
 
-from memcost import data, samples
-from memcost.paths import SAMPLE_DIR
+from memcost import data
+from memcost.paths import REPO_ROOT, SAMPLE_DIR
 from memcost.text import BM25, content_words, normalize_answer
+
+
+def _load_generator():
+    """``scripts/make_samples.py``, the development-time generator (not part of the package)."""
+    path = REPO_ROOT / "scripts" / "make_samples.py"
+    spec = importlib.util.spec_from_file_location("make_samples", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+samples = _load_generator()
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +35,9 @@ def rendered() -> dict[str, bytes]:
 def test_committed_samples_equal_the_generator_output(rendered):
     on_disk = {str(p.relative_to(SAMPLE_DIR)): p.read_bytes()
                for p in sorted(SAMPLE_DIR.rglob("*")) if p.is_file()}
-    assert sorted(on_disk) == sorted(rendered), "run `python -m memcost.samples`"
+    assert sorted(on_disk) == sorted(rendered), "run `python scripts/make_samples.py`"
     for name, payload in rendered.items():
-        assert on_disk[name] == payload, f"{name} differs from `python -m memcost.samples`"
+        assert on_disk[name] == payload, f"{name} differs from `python scripts/make_samples.py`"
 
 
 def test_generator_is_deterministic_and_seeded(tmp_path, rendered):

@@ -44,7 +44,7 @@ from memcost.answers import AnswerWriter, load_answers, system_name
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.models import canonical_name, model_info, slug
 from memcost.paths import DatasetPaths
-from memcost.text import BM25, stable_hash
+from memcost.text import BM25, spoken_datetime, stable_hash
 from memcost.tokens import count_tokens, count_tokens_batch
 
 STAGE = "long_context"  # the ledger stage of every call made here
@@ -394,7 +394,7 @@ def question_block(question: str, *, date: str | None = None,
     """The text after the history and the instructions: date, question, options."""
     out = ""
     if date:
-        out += prompts.LONG_CONTEXT_DATE_LINE.format(date=data.spoken_datetime(date))
+        out += prompts.LONG_CONTEXT_DATE_LINE.format(date=spoken_datetime(date))
     out += prompts.LONG_CONTEXT_QUESTION_LINE.format(question=question)
     if options:
         listing = "\n".join(f"({option_letter(i)}) {o}" for i, o in enumerate(options))
@@ -758,7 +758,7 @@ class ExtractiveAnswerer:
         if best is None:
             return NOT_MENTIONED
         turn = turns[best[0]]
-        when = data.spoken_datetime(turn.when) if turn.when else f"session {turn.session}"
+        when = spoken_datetime(turn.when) if turn.when else f"session {turn.session}"
         return f"{turn.speaker} ({when}): {turn.text}"
 
 

@@ -1,0 +1,287 @@
+"""Where a dataset's raw files come from: the bundled sample, a local copy, or a download.
+
+Each benchmark's file names and public home (repository and pinned revision) are here, with the
+choice between the three origins (:func:`resolve_source`), the downloads, and the record of
+which bytes were read (every raw file's sha256), so that a run names the exact data it used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memcost.datasets import DISPLAY_NAMES, DataError, check_dataset
+from memcost.io import atomic_path, write_text
+from memcost.paths import RAW_DIR, REPO_ROOT, SAMPLE_DIR
+
+# --- Each benchmark's files ---------------------------------------------------------------------
+
+LOCOMO_FILE = "locomo10.json"
+LONGMEMEVAL_FILES: dict[str, str] = {
+    "s": "longmemeval_s_cleaned.json",
+    "m": "longmemeval_m_cleaned.json",
+    "oracle": "longmemeval_oracle.json",
+}
+
+PERSONAMEM_CSV = "benchmark/text/benchmark.csv"
+PERSONAMEM_HISTORY_DIR = "data/chat_history_32k"
+
+# Public homes. The revisions are the ones other public evaluations pin for these files; the
+# sha256 of what was actually read is recorded in the manifest either way, and `revision`
+# overrides them.
+GITHUB_RAW = "https://raw.githubusercontent.com"
+LOCOMO_REPO = "snap-research/locomo"
+LOCOMO_REPO_FILE = "data/locomo10.json"
+LOCOMO_REVISION = "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376"
+LONGMEMEVAL_REPO = "xiaowu0162/longmemeval-cleaned"
+LONGMEMEVAL_REVISION = "98d7416c24c778c2fee6e6f3006e7a073259d48f"
+PERSONAMEM_REPO = "bowen-upenn/PersonaMem-v2"
+PERSONAMEM_REVISION = "b7b42b78917157afed063527a1c959e98f6109f2"
+
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+# --- Sources: the bundled sample, a local path, or a download ------------------------------------
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where a dataset's raw files are and where they came from (for the manifest).
+
+    ``path`` is the file the loader opens (for PersonaMem v2 the benchmark CSV); ``root`` is the
+    folder PersonaMem's chat-history links are relative to.
+    """
+
+    dataset: str
+    path: Path
+    root: Path
+    origin: str  # "sample" | "local" | "download"
+    url: str | None = None
+    repo: str | None = None
+    revision: str | None = None  # as requested
+    resolved_revision: str | None = None  # the commit the request resolved to, when known
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "origin": self.origin,
+            "path": display_path(self.path),
+            "url": self.url,
+            "repo": self.repo,
+            "revision": self.revision,
+            "resolved_revision": self.resolved_revision,
+        }
+
+
+def display_path(path: Path) -> str:
+    """Paths inside the repository are recorded relative to it, so manifests travel."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def sample_path(dataset: str, *, longmemeval_file: str = "s",
+                sample_dir: Path = SAMPLE_DIR) -> Path:
+    """The bundled sample's file for ``dataset`` (written by ``scripts/make_samples.py``)."""
+    check_dataset(dataset)
+    if dataset == "locomo":
+        return sample_dir / "locomo" / LOCOMO_FILE
+    if dataset == "longmemeval":
+        return sample_dir / "longmemeval" / _longmemeval_filename(longmemeval_file)
+    return sample_dir / "personamem_v2" / PERSONAMEM_CSV
+
+
+def _longmemeval_filename(variant: str) -> str:
+    if variant not in LONGMEMEVAL_FILES:
+        raise DataError(f"unknown LongMemEval file {variant!r}; valid: "
+                        f"{', '.join(LONGMEMEVAL_FILES)} ({', '.join(LONGMEMEVAL_FILES.values())})")
+    return LONGMEMEVAL_FILES[variant]
+
+
+def personamem_root(csv_path: Path) -> Path:
+    """The dataset root of a benchmark CSV: links in the CSV are relative to it."""
+    csv_path = csv_path.resolve()
+    if csv_path.parent.name == "text" and csv_path.parent.parent.name == "benchmark":
+        return csv_path.parent.parent.parent
+    return csv_path.parent
+
+
+def resolve_source(
+    dataset: str,
+    data_path: str | Path = "",
+    *,
+    download: bool = False,
+    longmemeval_file: str = "s",
+    revision: str = "",
+    raw_dir: Path = RAW_DIR,
+    endpoint: str | None = None,
+) -> DataSource:
+    """Decide which raw file to read: ``data_path`` if given, else a download (``download``),
+    else the bundled sample. A folder is accepted where the dataset's file has a fixed name."""
+    check_dataset(dataset)
+    if data_path and download:
+        raise DataError("give either data_path (a local file) or download=True, not both")
+    if download:
+        return download_dataset(dataset, revision=revision, longmemeval_file=longmemeval_file,
+                                raw_dir=raw_dir, endpoint=endpoint)
+    if not data_path:
+        path = sample_path(dataset, longmemeval_file=longmemeval_file)
+        if not path.is_file():
+            raise DataError(
+                f"{path}: bundled sample not found; rebuild it with "
+                "`python scripts/make_samples.py`, or pass data_path to a local copy of the dataset"
+            )
+        root = personamem_root(path) if dataset == "personamem_v2" else path.parent
+        return DataSource(dataset, path, root, "sample")
+
+    path = Path(data_path).expanduser()
+    if path.is_dir():
+        if dataset == "locomo":
+            candidates = [path / LOCOMO_FILE, path / "data" / LOCOMO_FILE]
+        elif dataset == "longmemeval":
+            name = _longmemeval_filename(longmemeval_file)
+            candidates = [path / name, path / name.replace("_cleaned", "")]
+        else:
+            candidates = [path / PERSONAMEM_CSV]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            raise DataError(f"{path}: folder has no {DISPLAY_NAMES[dataset]} file; looked for "
+                            + ", ".join(str(c.relative_to(path)) for c in candidates))
+        path = found
+    elif not path.exists():
+        raise DataError(f"{path}: file not found (data_path for {DISPLAY_NAMES[dataset]})")
+    root = personamem_root(path) if dataset == "personamem_v2" else path.parent
+    return DataSource(dataset, path.resolve(), root, "local")
+
+
+def _offline_hint(dataset: str, what: str) -> str:
+    return (
+        f"With no network, fetch {what} another way and pass data_path='/path/to/it' instead "
+        f"(or leave data_path empty and download=False to use the bundled {DISPLAY_NAMES[dataset]} "
+        "sample)."
+    )
+
+
+def download_dataset(
+    dataset: str,
+    *,
+    revision: str = "",
+    longmemeval_file: str = "s",
+    raw_dir: Path = RAW_DIR,
+    endpoint: str | None = None,
+    timeout: float = 60.0,
+) -> DataSource:
+    """Fetch a dataset from its public home into ``raw_dir/<dataset>/<revision>/`` (once).
+
+    A file already there is reused without touching the network; downloaded files are never
+    modified. ``endpoint`` replaces the host (a GitHub-raw or Hugging Face mirror).
+    """
+    check_dataset(dataset)
+    if dataset == "locomo":
+        return _download_locomo(revision or LOCOMO_REVISION, raw_dir, endpoint or GITHUB_RAW,
+                                timeout)
+    if dataset == "longmemeval":
+        return _download_longmemeval(revision or LONGMEMEVAL_REVISION,
+                                     _longmemeval_filename(longmemeval_file), raw_dir, endpoint)
+    return _download_personamem(revision or PERSONAMEM_REVISION, raw_dir, endpoint)
+
+
+def _download_locomo(revision: str, raw_dir: Path, base: str, timeout: float) -> DataSource:
+    url = f"{base.rstrip('/')}/{LOCOMO_REPO}/{revision}/{LOCOMO_REPO_FILE}"
+    target = raw_dir / "locomo" / revision / LOCOMO_FILE
+    resolved = revision if _HEX40.match(revision) else None
+    if not target.is_file():
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+                payload = response.read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise DataError(f"could not download LoCoMo from {url}: {exc}. "
+                            + _offline_hint("locomo", LOCOMO_FILE)) from exc
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(payload)
+    return DataSource("locomo", target, target.parent, "download", url=url, repo=LOCOMO_REPO,
+                      revision=revision, resolved_revision=resolved)
+
+
+def _hf_resolved_revision(repo: str, revision: str, endpoint: str | None) -> str | None:
+    """The commit a branch or tag points to (None when it cannot be asked)."""
+    if _HEX40.match(revision):
+        return revision
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi(endpoint=endpoint).dataset_info(repo, revision=revision).sha
+    except Exception:  # noqa: BLE001 - the revision is provenance only; the sha256 is recorded
+        return None
+
+
+def _download_longmemeval(revision: str, filename: str, raw_dir: Path,
+                          endpoint: str | None) -> DataSource:
+    folder = raw_dir / "longmemeval" / revision
+    target = folder / filename
+    url = (f"{endpoint or 'https://huggingface.co'}/datasets/{LONGMEMEVAL_REPO}/resolve/"
+           f"{revision}/{filename}")
+    if not target.is_file():
+        try:
+            from huggingface_hub import hf_hub_download
+
+            hf_hub_download(LONGMEMEVAL_REPO, filename, repo_type="dataset", revision=revision,
+                            local_dir=folder, endpoint=endpoint)
+        except Exception as exc:  # noqa: BLE001 - network, auth, missing file: same advice
+            raise DataError(f"could not download {filename} from {url}: {exc}. "
+                            + _offline_hint("longmemeval", filename)) from exc
+    return DataSource("longmemeval", target, folder, "download", url=url, repo=LONGMEMEVAL_REPO,
+                      revision=revision,
+                      resolved_revision=_hf_resolved_revision(LONGMEMEVAL_REPO, revision, endpoint))
+
+
+_DOWNLOAD_MARKER = ".memcost-download-complete"
+
+
+def _download_personamem(revision: str, raw_dir: Path, endpoint: str | None) -> DataSource:
+    root = raw_dir / "personamem_v2" / revision
+    url = f"{endpoint or 'https://huggingface.co'}/datasets/{PERSONAMEM_REPO}/tree/{revision}"
+    marker = root / _DOWNLOAD_MARKER  # a snapshot can be interrupted half-way; only a complete
+    if not marker.is_file():  # one is reused without asking the network
+        try:
+            from huggingface_hub import snapshot_download
+
+            snapshot_download(PERSONAMEM_REPO, repo_type="dataset", revision=revision,
+                              local_dir=root, endpoint=endpoint,
+                              allow_patterns=[PERSONAMEM_CSV, f"{PERSONAMEM_HISTORY_DIR}/*"])
+        except Exception as exc:  # noqa: BLE001
+            raise DataError(f"could not download PersonaMem v2 from {url}: {exc}. "
+                            + _offline_hint("personamem_v2", "the dataset folder (with "
+                                            f"{PERSONAMEM_CSV} and {PERSONAMEM_HISTORY_DIR}/)")
+                            ) from exc
+        write_text(marker, revision + "\n")
+    return DataSource("personamem_v2", root / PERSONAMEM_CSV, root, "download", url=url,
+                      repo=PERSONAMEM_REPO, revision=revision,
+                      resolved_revision=_hf_resolved_revision(PERSONAMEM_REPO, revision, endpoint))
+
+
+# --- Which bytes were read ------------------------------------------------------------------------
+
+@dataclass
+class RawFile:
+    """One raw file as read: enough to prove later which bytes a run used."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+
+def read_raw(path: Path, files: list[RawFile]) -> bytes:
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    data = path.read_bytes()
+    files.append(RawFile(display_path(path), hashlib.sha256(data).hexdigest(), len(data)))
+    return data
+
