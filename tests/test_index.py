@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import index
+from memcost.memory import store as index
 from memcost.llm import HashingEmbedder
 
 
