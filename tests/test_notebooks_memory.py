@@ -69,7 +69,7 @@ def cell_texts(notebook: Path) -> list[str]:
 def test_notebook_01_walks_one_user_through_the_update_phase_before_the_build(memory_run):
     ds = memory_run.dataset("locomo")
     outputs = cell_texts(ds.notebooks / "01_extract_facts.ipynb")
-    build = next(i for i, text in enumerate(outputs) if text.startswith("built "))
+    build = next(i for i, text in enumerate(outputs) if "users, skipped" in text)
 
     def first(marker: str) -> int:
         return next(i for i, text in enumerate(outputs) if marker in text)

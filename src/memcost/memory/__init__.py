@@ -4,6 +4,7 @@
   messages and ``max_segment_chars`` characters, never across two sessions;
 - :mod:`~memcost.memory.extract`: one extraction call per segment, parsed into candidate facts
   with their provenance (conversation, session, date, speaker, turns);
+- :mod:`~memcost.memory.user`: one user's facts, their status and vectors;
 - :mod:`~memcost.memory.update`: the update phase (Mem0's ``add``): each new fact against the
   most similar stored facts of the same user, ADD / UPDATE / DELETE / NOOP, applied;
 - :mod:`~memcost.memory.store`: one vector index per user (FAISS HNSW, the paper's pgvector
@@ -73,7 +74,6 @@ from memcost.memory.update import (
     FACT_STATUSES,
     UPDATE_TOP_K,
     Decision,
-    UserMemory,
     apply_decisions,
     merged_rows,
     parse_update,
@@ -83,6 +83,7 @@ from memcost.memory.update import (
     similar_facts,
     update_request,
 )
+from memcost.memory.user import UserMemory
 from memcost.offline.extract import (
     informative_sentence,
     offline_extract,

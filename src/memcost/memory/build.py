@@ -44,7 +44,6 @@ from memcost.memory.segment import (
 from memcost.memory.update import (
     UPDATE_TOP_K,
     Decision,
-    UserMemory,
     apply_decisions,
     merged_rows,
     parse_update,
@@ -52,6 +51,7 @@ from memcost.memory.update import (
     resolve_decisions,
     similar_facts,
 )
+from memcost.memory.user import UserMemory
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.extract import offline_extract
 from memcost.offline.update import offline_update
