@@ -28,8 +28,8 @@ import faiss
 import numpy as np
 import pandas as pd
 
-from memcost.memory import store as index
 from memcost.llm import HashingEmbedder
+from memcost.memory import store as index
 
 DIMS = 1_536
 K = 20
