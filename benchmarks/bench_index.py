@@ -1,4 +1,4 @@
-"""Benchmark of the per-user HNSW index (``memcost.index``) on offline-embedded facts.
+"""Benchmark of the per-user HNSW index (``memcost.memory.store``) on offline-embedded facts.
 
 Facts are made like the offline extractor's facts on the bundled samples: template sentences
 ("On 8 May 2023, Maya said: I go to yoga twice a week at the studio near my office.") over a
@@ -28,8 +28,8 @@ import faiss
 import numpy as np
 import pandas as pd
 
-from memcost import index
 from memcost.llm import HashingEmbedder
+from memcost.memory import store as index
 
 DIMS = 1_536
 K = 20

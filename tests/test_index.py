@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import index
 from memcost.llm import HashingEmbedder
+from memcost.memory import store as index
 
 
 def fact_table(user: str, texts: list[str]) -> pd.DataFrame:

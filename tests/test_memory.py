@@ -389,3 +389,26 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     assert facts["prompt_version"].tolist()[-1] == "memory_update@v1"
     update = memory.load_updates(ds)
     assert update.loc[update["decision"] == "UPDATE", "backend"].tolist() == ["openai"]
+
+
+# --- The memory's files and the embedding path ---------------------------------------------------
+
+
+def test_read_facts_names_notebook_01_or_returns_none_when_asked(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    with pytest.raises(FileNotFoundError, match=r"facts\.parquet.*01_extract_facts\.ipynb"):
+        memory.read_facts(ds)
+    assert memory.read_facts(ds, missing_ok=True) is None
+    build(run_paths, yoga_conversation())
+    facts = memory.read_facts(ds, missing_ok=True)
+    assert len(facts) == 4 and list(facts.columns) == memory.FACT_SCHEMA.names
+
+
+def test_embed_groups_counts_truncated_inputs_like_the_client(run_paths):
+    client = offline_client(run_paths)
+    too_long = "garden " * 9_000  # over the API's 8,192 tokens per input
+    vectors = memory.embed_groups(client, [(["short fact", too_long], {"dataset": "t"}),
+                                           ([""], {"dataset": "t"})])
+    assert [v.shape[0] for v in vectors] == [2, 1] and not vectors[1].any()
+    assert client.stats.truncated_inputs == 1
+    assert np.allclose(np.linalg.norm(vectors[0], axis=1), 1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -37,13 +38,63 @@ def test_parameters_cells_declare_the_shared_and_stage_parameters():
     assert mine <= set(smoke.parameters) and mine <= set(p01) | set(p02)
 
 
-def test_notebooks_01_and_02_offline_on_locomo(tmp_path):
+@pytest.fixture(scope="module")
+def memory_run(tmp_path_factory):
+    """Notebooks 00, 01 and 02 executed once, offline on LoCoMo, for every test here."""
+    tmp_path = tmp_path_factory.mktemp("memory_notebooks")
     preset = tmp_path / "preset.yaml"
     preset.write_text(yaml.safe_dump({
         "description": "memory notebooks test", "datasets": ["locomo"],
         "steps": ["00", "01", "02"], "parameters": {},
     }), encoding="utf-8")
-    run = run_preset(str(preset), run_name=str(tmp_path / "run"), stream=False)
+    return run_preset(str(preset), run_name=str(tmp_path / "run"), stream=False)
+
+
+def cell_texts(notebook: Path) -> list[str]:
+    """Each code cell's outputs as text (streams, plain-text results, HTML tables)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    texts = []
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        parts = []
+        for output in cell.get("outputs", []):
+            parts.append("".join(output.get("text", "")))
+            data = output.get("data", {})
+            parts.append("".join(data.get("text/plain", "")) + "".join(data.get("text/html", "")))
+        texts.append("\n".join(parts))
+    return texts
+
+
+def test_notebook_01_walks_one_user_through_the_update_phase_before_the_build(memory_run):
+    ds = memory_run.dataset("locomo")
+    outputs = cell_texts(ds.notebooks / "01_extract_facts.ipynb")
+    build = next(i for i, text in enumerate(outputs) if "users, skipped" in text)
+
+    def first(marker: str) -> int:
+        return next(i for i, text in enumerate(outputs) if marker in text)
+
+    walk = [first(m) for m in ("SEGMENT ", "FACTS of segment", "EMBEDDINGS:",
+                               "NEAREST stored facts for segment", "DECISION per new fact",
+                               "FACT TABLE of")]
+    assert walk == sorted(walk) and walk[-1] < build
+    segment_text = outputs[walk[0]]
+    assert "[1] " in segment_text and "[2] " in segment_text
+    # The facts cite the prompt's 1-based message numbers (a fact from [2] shows turns [2]).
+    facts_html = outputs[walk[1]]
+    assert "turns" in facts_html and "positions" in facts_html
+    nearest = outputs[walk[3]]
+    assert "nearest stored fact" in nearest and "cosine" in nearest
+    decisions = outputs[walk[4]]
+    assert "decision" in decisions and any(d in decisions for d in ("ADD", "UPDATE", "NOOP"))
+    table = outputs[walk[5]]
+    assert "active" in table and "fact_id" in table
+    # The walk-through used the package's steps: the build wrote the same first facts.
+    assert "are those of the walk-through: True" in "".join(outputs)
+
+
+def test_notebooks_01_and_02_offline_on_locomo(memory_run):
+    run = memory_run
     ds = run.dataset("locomo")
 
     m01 = read_json(ds.metrics / "01_extract_facts.json")["metrics"]

@@ -1,4 +1,5 @@
-"""One FAISS HNSW index per user: build, save, load with checks, search, and exact search.
+"""The per-user vector store: one FAISS HNSW index per user (build, save, load with checks,
+search, exact search), behind the interface a second backend (pgvector) implements.
 
 The paper stored facts in pgvector with an HNSW index (``m = 16``, ``ef_construction = 64``,
 cosine); here each user gets a FAISS ``IndexHNSWFlat`` with the same graph settings, inner
@@ -21,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import faiss
 import numpy as np
@@ -314,3 +315,61 @@ def load_user_index(folder: str | Path, user: str) -> UserIndex:
     ):
         raise fail("the ids in the index are not the table's facts, in table order")
     return UserIndex(user, index, table, meta)
+
+
+# --- The store interface ------------------------------------------------------------------------
+
+
+class VectorStore(Protocol):
+    """What the memory needs from a vector store, per user: the FAISS files here, a pgvector
+    table with an HNSW index (the paper's store) as a second backend. Scores are cosine
+    similarities (inner products of L2-normalised vectors); rows index the user's fact table."""
+
+    def build(self, user: str, vectors: np.ndarray, table: pd.DataFrame, *, dims: int | None = None,
+              extra_meta: dict[str, Any] | None = None, schema: pa.Schema | None = None) -> None:
+        """Store ``user``'s active facts (row ``i`` of ``table`` has vector ``i``)."""
+
+    def load(self, user: str) -> UserIndex:
+        """``user``'s index and fact table, checked to belong together."""
+
+    def search(self, user: str, queries: np.ndarray, k: int, *,
+               ef_search: int = EF_SEARCH) -> tuple[np.ndarray, np.ndarray]:
+        """Approximate top-``k``: ``(scores, table rows)``."""
+
+    def exact_search(self, user: str, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact top-``k``: the reference the approximate search is measured against."""
+
+    def count(self, user: str) -> int:
+        """How many facts ``user`` has in the store."""
+
+
+class FaissStore:
+    """:class:`VectorStore` over ``<folder>/<user>.faiss`` + ``<user>.parquet`` files; each
+    user's index is loaded (and checked) once."""
+
+    def __init__(self, folder: str | Path, *, m: int = HNSW_M,
+                 ef_construction: int = EF_CONSTRUCTION):
+        self.folder = Path(folder)
+        self.m, self.ef_construction = m, ef_construction
+        self._loaded: dict[str, UserIndex] = {}
+
+    def build(self, user: str, vectors: np.ndarray, table: pd.DataFrame, *, dims: int | None = None,
+              extra_meta: dict[str, Any] | None = None, schema: pa.Schema | None = None) -> None:
+        self._loaded[user] = save_user_index(
+            self.folder, user, vectors, table, m=self.m, ef_construction=self.ef_construction,
+            dims=dims, extra_meta=extra_meta, schema=schema)
+
+    def load(self, user: str) -> UserIndex:
+        if user not in self._loaded:
+            self._loaded[user] = load_user_index(self.folder, user)
+        return self._loaded[user]
+
+    def search(self, user: str, queries: np.ndarray, k: int, *,
+               ef_search: int = EF_SEARCH) -> tuple[np.ndarray, np.ndarray]:
+        return self.load(user).search(queries, k, ef_search=ef_search)
+
+    def exact_search(self, user: str, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.load(user).exact_search(queries, k)
+
+    def count(self, user: str) -> int:
+        return len(self.load(user))

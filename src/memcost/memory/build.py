@@ -1,0 +1,324 @@
+"""Step 4 of the memory (notebook 01): every user's memory, resumably, in named steps.
+
+:meth:`MemoryBuilder.run` does for all users what notebook 01 walks through for one:
+
+1. :meth:`~MemoryBuilder.extract`: every segment of every pending user at once (independent
+   calls), turned into candidate facts with their provenance;
+2. :func:`embed_candidates`: each user's new facts in one embedding group;
+3. :meth:`~MemoryBuilder.update_wave`: the update phase segment by segment, in order within a
+   user, users in parallel (one wave per segment number); :func:`apply_planned` embeds merged
+   texts and applies the decisions;
+4. :meth:`~MemoryBuilder.finish`: the user's files and index, ``done.json`` last.
+
+A rerun after a crash skips finished users (and the client's cache and ledger make redone model
+calls free and recorded once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from memcost.llm import ChatResult, LLMClient
+from memcost.memory import facts as files
+from memcost.memory import store
+from memcost.memory.embed import embed_groups
+from memcost.memory.extract import Candidate, candidates_from, extraction_request, parse_extraction
+from memcost.memory.segment import (
+    BATCH_SIZE,
+    MAX_SEGMENT_CHARS,
+    Segment,
+    UserPlan,
+    plan_users,
+    segment_row,
+    split_rows,
+)
+from memcost.memory.update import (
+    UPDATE_TOP_K,
+    Decision,
+    apply_decisions,
+    merged_rows,
+    parse_update,
+    plan_update,
+    resolve_decisions,
+    similar_facts,
+)
+from memcost.memory.user import UserMemory
+from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.offline.extract import offline_extract
+from memcost.offline.update import offline_update
+from memcost.paths import DatasetPaths
+from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """The settings of notebook 01 that change what is built (a finished user built with other
+    settings is built again)."""
+
+    dataset: str
+    extraction_model: str = EXTRACTION_MODEL
+    extraction_reasoning_effort: str = "low"
+    embedding_model: str = EMBEDDING_MODEL
+    batch_size: int = BATCH_SIZE
+    max_segment_chars: int = MAX_SEGMENT_CHARS
+    update_phase: bool = True
+    update_top_k: int = UPDATE_TOP_K
+    hnsw_m: int = store.HNSW_M
+    ef_construction: int = store.EF_CONSTRUCTION
+
+    def fingerprint(self, client: LLMClient) -> str:
+        material = {
+            **asdict(self),
+            "backends": {
+                m: client.backend_for(m) for m in (self.extraction_model, self.embedding_model)
+            },
+            "base_url": client.base_url,
+            "prompts": [MEMORY_EXTRACT.id, MEMORY_UPDATE.id],
+        }
+        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class UserState:
+    """One user's memory while it is built: candidates per segment, rows, update records."""
+
+    plan: UserPlan
+    memory: UserMemory
+    candidates: dict[int, list[Candidate]] = field(default_factory=dict)
+    segment_rows: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class BuildReport:
+    """What :meth:`MemoryBuilder.run` did (the notebook prints it; metrics come from files)."""
+
+    users: int = 0
+    built: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)  # finished by an earlier run: skipped
+    extraction_calls: int = 0
+    update_calls: int = 0
+    failed_segments: int = 0
+    candidates: int = 0
+    wall_s: float = 0.0
+
+
+def extract_segments(
+    client: LLMClient, config: MemoryConfig, segments: Sequence[Segment], *, desc: str
+) -> list[ChatResult]:
+    """One extraction call per segment (segments without a person's message get none)."""
+    requests = [
+        extraction_request(s, dataset=config.dataset, model=config.extraction_model,
+                           reasoning_effort=config.extraction_reasoning_effort)
+        for s in segments
+    ]
+    if not requests:
+        return []
+    return client.chat_many(requests, offline=offline_extract, parse=parse_extraction, desc=desc)
+
+
+def embed_candidates(
+    client: LLMClient, config: MemoryConfig, candidates: Mapping[str, Sequence[Candidate]]
+) -> int | None:
+    """Embed each user's new facts (one group, tagged with the user) and set their ``vector``;
+    returns the dimensions (``None`` when there was nothing to embed)."""
+    users = list(candidates)
+    groups = [([c.text for c in candidates[u]], {"dataset": config.dataset,
+                                                 "conversation_id": u}) for u in users]
+    vectors = embed_groups(client, groups, model=config.embedding_model,
+                           desc="embed facts") if groups else []
+    dims = None
+    for u, matrix in zip(users, vectors, strict=True):
+        dims = matrix.shape[1]
+        for cand, row in zip(candidates[u], matrix, strict=True):
+            cand.vector = row
+    return dims
+
+
+def apply_planned(
+    client: LLMClient,
+    config: MemoryConfig,
+    memories: Mapping[str, UserMemory],
+    planned: Sequence[tuple[str, list[Decision]]],
+) -> dict[str, list[dict[str, Any]]]:
+    """Embed the merged texts of these UPDATEs (one group per user), then apply each user's
+    decisions to their memory; returns each user's ``updates.jsonl`` records."""
+    groups, where = [], []
+    for u, decisions in planned:
+        idx = merged_rows(decisions)
+        if idx:
+            groups.append(([decisions[i].text for i in idx],
+                           {"dataset": config.dataset, "conversation_id": u}))
+            where.append((u, idx))
+    merged = embed_groups(client, groups, model=config.embedding_model,
+                          desc="embed merged facts", progress=False) if groups else []
+    vectors_of: dict[str, dict[int, np.ndarray]] = {}
+    for (u, idx), matrix in zip(where, merged, strict=True):
+        vectors_of[u] = {i: matrix[j] for j, i in enumerate(idx)}
+    records: dict[str, list[dict[str, Any]]] = {}
+    for u, decisions in planned:
+        records.setdefault(u, []).extend(
+            apply_decisions(memories[u], decisions, vectors_of.get(u, {})))
+    return records
+
+
+class MemoryBuilder:
+    """Builds every user's memory for one dataset into ``<ds>/memory/`` (notebook 01)."""
+
+    def __init__(self, client: LLMClient, ds: DatasetPaths, config: MemoryConfig):
+        self.client = client
+        self.ds = ds
+        self.config = config
+        self.fingerprint = config.fingerprint(client)
+        self.users_dir = ds.memory / "users"
+        self.index_dir = files.index_dir(ds)
+        self.store = store.FaissStore(self.index_dir, m=config.hnsw_m,
+                                      ef_construction=config.ef_construction)
+
+    def user_dir(self, user: str) -> Path:
+        return files.user_dir(self.ds, user)
+
+    def is_done(self, user: str) -> bool:
+        """Finished by an earlier run with the same settings (marker written last)."""
+        done = files.read_done(self.ds, user)
+        if done is None:
+            return False
+        faiss_path, table_path = store.index_paths(self.index_dir, user)
+        return (
+            done.get("fingerprint") == self.fingerprint
+            and done.get("conversation_id") == user
+            and faiss_path.is_file()
+            and table_path.is_file()
+        )
+
+    def plan(self, conversations: pd.DataFrame, users: Sequence[str]) -> dict[str, UserPlan]:
+        return plan_users(
+            conversations, list(users),
+            batch_size=self.config.batch_size, max_chars=self.config.max_segment_chars,
+        )
+
+    def run(
+        self,
+        conversations: pd.DataFrame,
+        users: Sequence[str],
+        *,
+        on_user: Callable[[str], None] | None = None,
+    ) -> BuildReport:
+        """Build the memory of every user in ``users`` not finished yet, then write the
+        dataset-wide files. ``on_user`` is called as each user is written."""
+        t0 = time.perf_counter()
+        plans = self.plan(conversations, users)
+        report = BuildReport(users=len(plans))
+        report.resumed = [u for u in plans if self.is_done(u)]
+        pending = [u for u in plans if u not in set(report.resumed)]
+        states = {u: UserState(plans[u], UserMemory(u)) for u in pending}
+        self.extract(states, report)
+        dims = embed_candidates(
+            self.client, self.config,
+            {u: [c for cs in states[u].candidates.values() for c in cs] for u in pending})
+        if dims is None:
+            dims = self.client.embed([""], model=self.config.embedding_model).shape[1]
+        waves = max((len(plans[u].segments) for u in pending), default=0)
+        for u in pending:
+            if not plans[u].segments:
+                self.finish(states[u], dims, on_user)
+                report.built.append(u)
+        for w in range(waves):
+            self.update_wave(states, w, waves, report)
+            for u in pending:
+                if len(plans[u].segments) == w + 1:
+                    self.finish(states[u], dims, on_user)
+                    report.built.append(u)
+        files.write_dataset_files(self.ds, list(plans), split_rows(plans))
+        report.wall_s = time.perf_counter() - t0
+        return report
+
+    def extract(self, states: Mapping[str, UserState], report: BuildReport) -> None:
+        """Extraction for every segment of every pending user, at once; each state gets its
+        candidates per segment and its segment rows (ok, failed, no_person_messages)."""
+        jobs = [(u, s) for u, st in states.items() for s in st.plan.segments if s.person_messages]
+        results = extract_segments(self.client, self.config, [s for _, s in jobs],
+                                   desc="extract facts")
+        report.extraction_calls = len(jobs)
+        outcome = {(u, s.index): r for (u, s), r in zip(jobs, results, strict=True)}
+        for u, state in states.items():
+            for seg in state.plan.segments:
+                result = outcome.get((u, seg.index))
+                if result is None:
+                    row = segment_row(seg, status="no_person_messages", candidates=0, error=None)
+                elif not result.ok:
+                    report.failed_segments += 1
+                    row = segment_row(seg, status="failed", candidates=0,
+                                      error=result.error or result.parse_error)
+                else:
+                    cands = candidates_from(seg, result.parsed, backend=result.backend,
+                                            prompt_version=result.request.prompt_version)
+                    state.candidates[seg.index] = cands
+                    report.candidates += len(cands)
+                    row = segment_row(seg, status="ok", candidates=len(cands), error=None)
+                state.segment_rows.append(row)
+
+    def update_wave(self, states: Mapping[str, UserState], w: int, waves: int,
+                    report: BuildReport) -> None:
+        """The update phase for segment ``w`` of every user that has one with new facts."""
+        cfg = self.config
+        calls, direct = [], []
+        for u, state in states.items():
+            cands = state.candidates.get(w) if w < len(state.plan.segments) else None
+            if not cands:
+                continue
+            compared = [[fid for fid, _ in row]
+                        for row in similar_facts(state.memory, cands, cfg.update_top_k)]
+            step = plan_update(state.memory, cands, compared, dataset=cfg.dataset,
+                               model=cfg.extraction_model,
+                               reasoning_effort=cfg.extraction_reasoning_effort,
+                               update_phase=cfg.update_phase)
+            (direct if isinstance(step, str) else calls).append((u, cands, compared, step))
+        results = self.client.chat_many(
+            [c[3] for c in calls], offline=offline_update, parse=parse_update,
+            desc=f"update phase, segment {w + 1}/{waves}", progress=False,
+        ) if calls else []
+        report.update_calls += len(calls)
+        planned = [(u, resolve_decisions(cands, compared, result, request.payload["ids"]))
+                   for (u, cands, compared, request), result in zip(calls, results, strict=True)]
+        planned += [(u, resolve_decisions(cands, compared, None, {}, note=note))
+                    for u, cands, compared, note in direct]
+        memories = {u: states[u].memory for u, _ in planned}
+        for u, records in apply_planned(self.client, cfg, memories, planned).items():
+            states[u].updates.extend(records)
+
+    def finish(self, state: UserState, dims: int,
+               on_user: Callable[[str], None] | None = None) -> None:
+        """Write one user's files atomically; ``done.json`` last, so a kill leaves the user
+        unfinished (and redone) rather than half written."""
+        user = state.plan.user
+        arrow = state.memory.arrow()
+        files.write_user_files(self.ds, user, arrow, state.segment_rows, state.updates)
+        facts = arrow.to_pandas()
+        active = facts.loc[facts["status"] == "active"].reset_index(drop=True)
+        vectors = (np.stack([state.memory.vector(f) for f in active["fact_id"]])
+                   if len(active) else np.zeros((0, dims), np.float32))
+        self.store.build(
+            user, vectors, active, dims=dims, schema=files.FACT_SCHEMA,
+            extra_meta={"embedding_model": self.config.embedding_model,
+                        "fingerprint": self.fingerprint},
+        )
+        files.mark_done(
+            self.ds, user, self.fingerprint, facts=len(facts), active_facts=len(active),
+            segments=len(state.plan.segments),
+            failed_segments=sum(r["status"] == "failed" for r in state.segment_rows))
+        if on_user is not None:
+            on_user(user)
+
+    def write_dataset_files(self, users: Sequence[str], plans: Mapping[str, UserPlan]) -> None:
+        """The dataset-wide files (see :func:`memcost.memory.facts.write_dataset_files`)."""
+        files.write_dataset_files(self.ds, users, split_rows(plans))

@@ -1,0 +1,218 @@
+"""The memory's files, and their one owner: schema, writer and reader (docs/architecture.md).
+
+Notebook 01 writes, for each dataset, under ``<ds>/memory/``:
+
+- ``users/<user>/{facts.parquet, segments.parquet, updates.jsonl, done.json}``: one user's
+  files, written atomically when the user is finished, ``done.json`` last (the resume marker);
+- ``facts.parquet``, ``segments.parquet``, ``updates.jsonl``, ``splits.parquet``: the finished
+  users' files concatenated, what notebooks 02 and 04 read.
+
+Readers raise an error naming notebook 01 when a file is missing, unless asked for ``None``
+(``missing_ok=True``: a step that can go on without the memory says so explicitly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from memcost.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
+from memcost.memory.store import user_stem
+from memcost.paths import DatasetPaths
+
+FACT_SCHEMA = pa.schema(
+    [
+        ("fact_id", pa.string()),
+        ("conversation_id", pa.string()),
+        ("text", pa.string()),
+        ("speaker", pa.string()),
+        ("session_index", pa.int64()),
+        ("session_id", pa.string()),
+        ("session_datetime", pa.string()),
+        ("position_start", pa.int64()),
+        ("position_end", pa.int64()),
+        ("source_positions", pa.list_(pa.int64())),
+        ("source_dia_ids", pa.list_(pa.string())),
+        ("source_has_answer", pa.bool_()),
+        ("segment_index", pa.int64()),
+        ("status", pa.string()),
+        ("superseded_by", pa.string()),
+        ("replaces", pa.string()),
+        ("created_by", pa.string()),
+        ("tokens", pa.int64()),
+        ("backend", pa.string()),
+        ("prompt_version", pa.string()),
+    ]
+)
+SEGMENT_SCHEMA = pa.schema(
+    [
+        ("conversation_id", pa.string()),
+        ("segment_index", pa.int64()),
+        ("session_index", pa.int64()),
+        ("session_id", pa.string()),
+        ("session_datetime", pa.string()),
+        ("messages", pa.int64()),
+        ("person_messages", pa.int64()),
+        ("chars", pa.int64()),
+        ("position_start", pa.int64()),
+        ("position_end", pa.int64()),
+        ("split_parts", pa.int64()),
+        ("status", pa.string()),
+        ("candidates", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+SPLIT_SCHEMA = pa.schema(
+    [
+        ("conversation_id", pa.string()),
+        ("position", pa.int64()),
+        ("chars", pa.int64()),
+        ("parts", pa.int64()),
+    ]
+)
+UPDATE_FIELDS = (
+    "conversation_id", "segment_index", "candidate_index", "candidate_text", "speaker",
+    "session_datetime", "decision", "target_fact_id", "merged_text", "fact_id",
+    "compared_fact_ids", "backend", "prompt_version", "note", "error",
+)
+
+
+# --- Where -------------------------------------------------------------------------------------
+
+
+def user_dir(ds: DatasetPaths, user: str) -> Path:
+    """``<ds>/memory/users/<user>/``: one user's files while the memory is built."""
+    return ds.memory / "users" / user_stem(user)
+
+
+def index_dir(ds: DatasetPaths) -> Path:
+    """``<ds>/memory/index/``: the per-user vector indexes (:mod:`memcost.memory.store`)."""
+    return ds.memory / "index"
+
+
+# --- Writers -----------------------------------------------------------------------------------
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    """A parquet file written atomically."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_user_files(
+    ds: DatasetPaths,
+    user: str,
+    facts: pa.Table,
+    segment_rows: Sequence[Mapping[str, Any]],
+    updates: Sequence[Mapping[str, Any]],
+) -> None:
+    """One user's facts, segments and update records (``done.json`` is removed first and
+    written by :func:`mark_done` after the index, so a kill leaves the user unfinished)."""
+    folder = user_dir(ds, user)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "done.json").unlink(missing_ok=True)
+    write_table(folder / "facts.parquet", facts)
+    write_table(folder / "segments.parquet",
+                pa.Table.from_pylist(list(segment_rows), schema=SEGMENT_SCHEMA))
+    write_jsonl(folder / "updates.jsonl", updates)
+
+
+def mark_done(ds: DatasetPaths, user: str, fingerprint: str, **counts: int) -> None:
+    """The marker that says ``user`` is finished with the settings ``fingerprint``."""
+    write_json(user_dir(ds, user) / "done.json", {
+        "conversation_id": user,
+        "fingerprint": fingerprint,
+        **counts,
+        "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+    })
+
+
+def read_done(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
+    """``user``'s ``done.json``, or ``None`` when it is missing or unreadable."""
+    marker = user_dir(ds, user) / "done.json"
+    if not marker.is_file():
+        return None
+    try:
+        return read_json(marker)
+    except ValueError:
+        return None
+
+
+def write_dataset_files(
+    ds: DatasetPaths, users: Sequence[str], splits: Iterable[Mapping[str, Any]]
+) -> None:
+    """``memory/facts.parquet``, ``updates.jsonl``, ``segments.parquet``, ``splits.parquet``:
+    the finished users' files concatenated in ``users`` order."""
+    facts, segments, updates = [], [], []
+    for user in users:
+        folder = user_dir(ds, user)
+        if not (folder / "done.json").is_file():
+            continue
+        facts.append(pq.read_table(folder / "facts.parquet"))
+        segments.append(pq.read_table(folder / "segments.parquet"))
+        updates.extend(read_jsonl(folder / "updates.jsonl", missing_ok=True))
+    memory = ds.memory
+    write_table(memory / "facts.parquet",
+                pa.concat_tables(facts) if facts else FACT_SCHEMA.empty_table())
+    write_table(memory / "segments.parquet",
+                pa.concat_tables(segments) if segments else SEGMENT_SCHEMA.empty_table())
+    write_table(memory / "splits.parquet", pa.Table.from_pylist(list(splits), schema=SPLIT_SCHEMA))
+    write_jsonl(memory / "updates.jsonl", updates)
+
+
+# --- Readers -----------------------------------------------------------------------------------
+
+
+def _missing(ds: DatasetPaths, path: Path) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{path}: no memory for dataset {ds.name!r}; run notebooks/01_extract_facts.ipynb first"
+    )
+
+
+def read_facts(ds: DatasetPaths, *, missing_ok: bool = False) -> pd.DataFrame | None:
+    """``memory/facts.parquet``. Missing: an error that names notebook 01, or ``None`` with
+    ``missing_ok``."""
+    path = ds.memory / "facts.parquet"
+    if not path.is_file():
+        if missing_ok:
+            return None
+        raise _missing(ds, path)
+    return pd.read_parquet(path)
+
+
+def read_segments(ds: DatasetPaths) -> pd.DataFrame:
+    """``memory/segments.parquet`` (missing: an error naming notebook 01)."""
+    path = ds.memory / "segments.parquet"
+    if not path.is_file():
+        raise _missing(ds, path)
+    return pd.read_parquet(path)
+
+
+def read_splits(ds: DatasetPaths) -> pd.DataFrame:
+    """``memory/splits.parquet`` (missing: an error naming notebook 01)."""
+    path = ds.memory / "splits.parquet"
+    if not path.is_file():
+        raise _missing(ds, path)
+    return pd.read_parquet(path)
+
+
+def read_updates(ds: DatasetPaths) -> pd.DataFrame:
+    """``memory/updates.jsonl`` as a table (no file: no rows, the columns still there)."""
+    records = read_jsonl(ds.memory / "updates.jsonl", missing_ok=True)
+    return pd.DataFrame.from_records(records, columns=list(UPDATE_FIELDS))
+
+
+def load_facts(ds: DatasetPaths) -> pd.DataFrame:
+    """:func:`read_facts` raising when the file is missing (the name notebooks use)."""
+    return read_facts(ds)
+
+
+def load_updates(ds: DatasetPaths) -> pd.DataFrame:
+    """:func:`read_updates` (the name notebooks use)."""
+    return read_updates(ds)
