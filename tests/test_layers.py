@@ -61,10 +61,8 @@ LAYER_OF: dict[str, str] = {
 # Module names from before the package split, still present until each stage moves into its
 # subpackage. Delete a line when its module is gone; the test lists lines that name nothing.
 LEGACY_LAYER_OF: dict[str, str] = {
-    "index": STAGE,  # -> memory/ (the vector index)
     "long_context": STAGE,  # -> longctx/
     "judging": STAGE,  # -> judge/
-    "samples": STAGE,  # -> scripts/make_samples.py (leaves the package)
     "usage": ANALYSIS,  # -> costs/
     "estimate": ANALYSIS,  # -> costs/estimate.py
 }
@@ -74,8 +72,6 @@ LEGACY_LAYER_OF: dict[str, str] = {
 LEGACY_EDGES: frozenset[tuple[str, str]] = frozenset({
     ("memcost.judging", "memcost.plots"),  # -> plots/judge.py
     ("memcost.long_context", "memcost.plots"),  # -> plots/longctx.py
-    ("memcost.memory", "memcost.plots"),  # -> plots/memory.py
-    ("memcost.retrieval", "memcost.plots"),  # -> plots/memory.py
 })
 OPENAI_IMPORTERS = frozenset({"memcost.llm.providers"})
 

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from memcost.llm import ChatResult, LLMClient
-from memcost.memory import facts as files
-from memcost.memory import store
+import memcost.memory.facts as files
+import memcost.memory.store as store
 from memcost.memory.embed import embed_groups
 from memcost.memory.extract import Candidate, candidates_from, extraction_request, parse_extraction
 from memcost.memory.segment import (
