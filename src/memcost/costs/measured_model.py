@@ -70,6 +70,11 @@ def _phases(
     priced: pd.DataFrame, dataset: str, lc_system: str
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One dataset's workload in ledger order, and its write, read and ``lc_system`` records."""
+    if priced.empty:
+        raise ValueError(
+            "measuring the cost model needs a calls.jsonl with records (none found in these "
+            "runs); use the paper's constants, or point run_dir at a run with a ledger"
+        )
     work = ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
     if work.empty:
         raise ValueError(f"no ledger records for dataset {dataset!r}")
