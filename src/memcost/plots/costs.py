@@ -280,42 +280,11 @@ def plot_calibration_intervals(
     ``display`` rescales a constant for reading (e.g. write cost per token × 101,601 = the
     write cost of one LongMemEval history), with its new axis label.
     """
-    from matplotlib.ticker import MaxNLocator
 
     display = display or {}
     fig, axes = plt.subplots(1, len(intervals), figsize=(3.3 * len(intervals), 2.7))
     for ax, row in zip(np.atleast_1d(axes), intervals.itertuples(), strict=True):
-        factor, unit = display.get(row.constant, (1.0, row.unit))
-        low, high = row.low * factor, row.high * factor
-        chosen, stated = row.chosen * factor, row.stated * factor
-        values = [low, high, chosen, stated]
-        span = max(values) - min(values) or abs(chosen) * 0.01 or 1.0
-        ax.plot(
-            [low, high],
-            [0, 0],
-            color="#4d4d4d",
-            linewidth=8,
-            solid_capstyle="butt",
-            alpha=0.35,
-            label="feasible (all published cells)",
-        )
-        ax.plot([chosen], [0], "o", color="black", markersize=7, label="chosen")
-        ax.plot(
-            [stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [],
-            [0] * (not np.isclose(stated, chosen, rtol=1e-9, atol=0)),
-            "X",
-            color=LC_CHEAPER_COLOR,
-            markersize=9,
-            label="stated in the text",
-        )
-        ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
-        ax.set_yticks([])
-        ax.set_title(row.constant, fontsize=9, loc="left")
-        ax.set_xlabel(unit, fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.xaxis.set_major_locator(MaxNLocator(4))
-        ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-        ax.grid(axis="y", visible=False)
+        _draw_interval(ax, row, *display.get(row.constant, (1.0, row.unit)))
     handles, labels = np.atleast_1d(axes)[
         1 if len(intervals) > 1 else 0
     ].get_legend_handles_labels()
@@ -337,6 +306,42 @@ def plot_calibration_intervals(
     )
     fig.tight_layout()
     return fig
+
+
+def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
+    """One constant: its feasible interval as a bar, the chosen value, the stated one (if other)."""
+    from matplotlib.ticker import MaxNLocator
+
+    low, high = row.low * factor, row.high * factor
+    chosen, stated = row.chosen * factor, row.stated * factor
+    values = [low, high, chosen, stated]
+    span = max(values) - min(values) or abs(chosen) * 0.01 or 1.0
+    ax.plot(
+        [low, high],
+        [0, 0],
+        color="#4d4d4d",
+        linewidth=8,
+        solid_capstyle="butt",
+        alpha=0.35,
+        label="feasible (all published cells)",
+    )
+    ax.plot([chosen], [0], "o", color="black", markersize=7, label="chosen")
+    ax.plot(
+        [stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [],
+        [0] * (not np.isclose(stated, chosen, rtol=1e-9, atol=0)),
+        "X",
+        color=LC_CHEAPER_COLOR,
+        markersize=9,
+        label="stated in the text",
+    )
+    ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
+    ax.set_yticks([])
+    ax.set_title(row.constant, fontsize=9, loc="left")
+    ax.set_xlabel(unit, fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(4))
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
+    ax.grid(axis="y", visible=False)
 
 
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
