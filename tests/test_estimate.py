@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from memcost import costs, estimate
+from memcost import costs
+from memcost.costs import estimate
 from memcost.prices import price_for
 from memcost.runner import PresetError, run_preset
 

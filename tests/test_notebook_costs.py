@@ -1,4 +1,6 @@
-"""Notebook 05 end to end under papermill: the paper preset, and an offline run with a ledger."""
+"""Notebook 05 end to end under papermill, executed once for the whole module: the paper preset
+on an offline run that has a ledger and judgments (Tables 4-5, Figure 1, the hand-written
+break-even loop, and the estimated cost tables)."""
 
 from __future__ import annotations
 
@@ -13,49 +15,6 @@ from memcost.paths import FIGURES_DIR
 from memcost.runner import run_preset
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def test_paper_preset_writes_tables_and_figure1(tmp_path):
-    repo_figures = tmp_path / "repo_figures"
-    before = sorted(p.name for p in FIGURES_DIR.iterdir())
-    run = run_preset(
-        "paper_cost_model",
-        run_name=str(tmp_path / "paper"),
-        stream=False,
-        overrides={"repo_figures_dir": str(repo_figures)},
-    )
-    table4 = pd.read_csv(run.tables / "table4_cumulative_cost.csv")
-    table5 = pd.read_csv(run.tables / "table5_break_even.csv")
-    assert list(table4.columns) == ["n_turns", "memory_usd", "long_context_usd"]
-    assert list(table5.columns) == [
-        "context_tokens",
-        "write_usd",
-        "lc_turn1_usd",
-        "lc_turn_n_usd",
-        "break_even_n",
-    ]
-    assert table4.round(4).to_dict("list") == {
-        "n_turns": [1, 5, 10, 15, 20],
-        "memory_usd": [0.0450, 0.0502, 0.0568, 0.0634, 0.0700],
-        "long_context_usd": [0.0265, 0.0408, 0.0588, 0.0768, 0.0947],
-    }
-    assert table5.round(4).to_dict("list") == {
-        "context_tokens": [30_000, 100_000, 200_000, 500_000],
-        "write_usd": [0.0129, 0.0430, 0.0859, 0.2148],
-        "lc_turn1_usd": [0.0086, 0.0261, 0.0511, 0.1261],
-        "lc_turn_n_usd": [0.0018, 0.0036, 0.0061, 0.0136],
-        "break_even_n": [13, 10, 9, 9],
-    }
-    for folder in (run.figures, repo_figures):
-        for ext in ("png", "svg"):
-            assert (folder / f"figure1_break_even_heatmap.{ext}").stat().st_size > 10_000
-            assert (folder / f"figure1b_cumulative_cost.{ext}").is_file()
-    metrics = read_json(run.root / "metrics" / "05_analyse_costs.json")["metrics"]
-    assert metrics["paper_cells_matched"] == metrics["paper_cells"] == 26
-    assert metrics["break_even_from_rounded_rows"] == [13, 9, 9, 9]
-    assert metrics["ledger_records"] == 0
-    assert all(row["chosen_inside"] for row in metrics["calibration_intervals"])
-    assert sorted(p.name for p in FIGURES_DIR.iterdir()) == before  # repository untouched
 
 
 def offline_ledger() -> list[dict]:
@@ -129,23 +88,94 @@ def write_offline_run(root) -> None:
                             "prompt_version": "v1",
                         }
                     )
-    (root / "locomo").mkdir()
-    (root / "longmemeval").mkdir()
+    for dataset, users, questions in (("locomo", 2, 3), ("longmemeval", 2, 1)):
+        (root / dataset / "data").mkdir(parents=True)  # what notebook 00 would have prepared
+        ids = [f"{dataset}-c{u}-q{q}" for u in range(users) for q in range(questions)]
+        pd.DataFrame({"question_id": ids}).to_parquet(root / dataset / "data" / "questions.parquet")
     (root / "locomo" / "judgments.jsonl").write_text(
         "\n".join(json.dumps(j) for j in judgments) + "\n", encoding="utf-8"
     )
 
 
-def test_offline_run_gets_estimated_cost_tables(tmp_path):
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The paper_cost_model preset on a run with an offline ledger and judgments, its figures
+    also saved to a scratch "repository" folder; the repository's own figures/ before and after."""
+    tmp_path = tmp_path_factory.mktemp("notebook05")
     root = tmp_path / "smoke"
     write_offline_run(root)
-    preset = tmp_path / "costs_only.yaml"
-    preset.write_text(
-        'description: notebook 05 on an offline run\ndatasets: []\nsteps: ["05"]\nparameters: {}\n',
-        encoding="utf-8",
+    repo_figures = tmp_path / "repo_figures"
+    before = sorted(p.name for p in FIGURES_DIR.iterdir())
+    run = run_preset(
+        "paper_cost_model",
+        run_name=str(root),
+        stream=False,
+        overrides={"repo_figures_dir": str(repo_figures)},
     )
-    run = run_preset(preset, run_name=str(root), stream=False)
-    summary = pd.read_csv(run.tables / "cost_summary.csv")
+    after = sorted(p.name for p in FIGURES_DIR.iterdir())
+    metrics = read_json(run.root / "metrics" / "05_analyse_costs.json")["metrics"]
+    return run, repo_figures, metrics, (before, after)
+
+
+def test_paper_tables_4_and_5(executed):
+    run, _, metrics, _ = executed
+    table4 = pd.read_csv(run.table.table4)
+    table5 = pd.read_csv(run.table.table5)
+    assert list(table4.columns) == ["n_turns", "memory_usd", "long_context_usd"]
+    assert list(table5.columns) == [
+        "context_tokens",
+        "write_usd",
+        "lc_turn1_usd",
+        "lc_turn_n_usd",
+        "break_even_n",
+    ]
+    assert table4.round(4).to_dict("list") == {
+        "n_turns": [1, 5, 10, 15, 20],
+        "memory_usd": [0.0450, 0.0502, 0.0568, 0.0634, 0.0700],
+        "long_context_usd": [0.0265, 0.0408, 0.0588, 0.0768, 0.0947],
+    }
+    assert table5.round(4).to_dict("list") == {
+        "context_tokens": [30_000, 100_000, 200_000, 500_000],
+        "write_usd": [0.0129, 0.0430, 0.0859, 0.2148],
+        "lc_turn1_usd": [0.0086, 0.0261, 0.0511, 0.1261],
+        "lc_turn_n_usd": [0.0018, 0.0036, 0.0061, 0.0136],
+        "break_even_n": [13, 10, 9, 9],
+    }
+    assert metrics["paper_cells_matched"] == metrics["paper_cells"] == 26
+    assert metrics["break_even_from_rounded_rows"] == [13, 9, 9, 9]
+    assert all(row["chosen_inside"] for row in metrics["calibration_intervals"])
+
+
+def test_break_even_loop_equals_the_library(executed):
+    run, _, metrics, _ = executed
+    assert metrics["loop_break_even"] == 10  # L = 101,601 with the paper's constants
+    notebook = json.loads((run.notebooks / "05_analyse_costs.ipynb").read_text(encoding="utf-8"))
+    printed = "".join(
+        "".join(output.get("text", ""))
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code" and "for n in range(1, max_turns + 1)" in "".join(cell["source"])
+        for output in cell["outputs"]
+    )
+    lines = [line for line in printed.splitlines() if line.startswith("N = ")]
+    assert len(lines) == 10  # one line per question until memory is cheaper
+    assert lines[0] == "N =  1   memory $0.0450   long context $0.0265"  # Table 4, N = 1
+    assert lines[-1] == "N = 10   memory $0.0568   long context $0.0588"  # Table 4, N = 10
+
+
+def test_figures_go_to_the_run_and_the_given_folder_only(executed):
+    run, repo_figures, _, (before, after) = executed
+    for folder in (run.figures, repo_figures):
+        for ext in ("png", "svg"):
+            assert (folder / f"{run.figure.figure1.name}.{ext}").stat().st_size > 10_000
+            assert (folder / f"{run.figure.figure1b.name}.{ext}").is_file()
+    for name in ("figure1", "cost_by_component", "cost_sensitivity"):
+        assert getattr(run.figure, name).with_suffix(".png").is_file()
+    assert after == before  # repository untouched
+
+
+def test_offline_run_gets_estimated_cost_tables(executed):
+    run, _, metrics, _ = executed
+    summary = pd.read_csv(run.table.cost_summary)
     assert set(summary["dataset"]) == {"locomo", "longmemeval"}
     assert summary["basis"].str.startswith("estimate").all()
     lc = summary.set_index(["dataset", "component"]).loc[
@@ -153,28 +183,21 @@ def test_offline_run_gets_estimated_cost_tables(tmp_path):
     ]
     assert lc["questions"] == 6 and lc["api_requests"] == 6
     assert lc["total_usd"] == pytest.approx(6 * (16_300 * 0.25 + 30 * 2.0) / 1e6)
-    cpa = pd.read_csv(run.tables / "cost_per_correct_answer.csv").set_index("system")
+    cpa = pd.read_csv(run.table.cost_per_correct_answer).set_index("system")
     assert cpa.loc["memory", "accuracy"] == pytest.approx(4 / 6)
     assert set(cpa.index) == {"memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b"}
-    measured = pd.read_csv(run.tables / "cost_model_measured.csv")
+    measured = pd.read_csv(run.table.cost_model_measured)
     assert len(measured) == 4  # two datasets × two long-context systems
-    assert (run.tables / "table4_cumulative_cost.csv").is_file()  # paper tables in every run
-    for name in ("figure1_break_even_heatmap", "cost_by_component", "cost_sensitivity"):
-        assert (run.figures / f"{name}.png").is_file()
-    metrics = read_json(run.root / "metrics" / "05_analyse_costs.json")["metrics"]
     assert metrics["estimate"] is True and metrics["paper_cells_matched"] == 26
     assert metrics["ledger_records"] == len(offline_ledger())
     notebook = (run.notebooks / "05_analyse_costs.ipynb").read_text(encoding="utf-8")
     assert "ESTIMATE" in notebook
 
 
-def test_measured_mode_without_ledger_fails_clearly(tmp_path):
-    from memcost.runner import NotebookFailed
+def test_measured_mode_without_ledger_fails_clearly():
+    """What the notebook's measured mode calls, given a run without calls.jsonl."""
+    from memcost import costs
 
-    with pytest.raises(NotebookFailed, match="needs a calls.jsonl"):
-        run_preset(
-            "paper_cost_model",
-            run_name=str(tmp_path / "empty"),
-            stream=False,
-            overrides={"cost_model": "measured", "repo_figures_dir": ""},
-        )
+    empty = costs.price_calls(costs.ledger_from_records([]))
+    with pytest.raises(ValueError, match="needs a calls.jsonl"):
+        costs.measured_constants(empty, "longmemeval", "long_context_gpt-5-mini")

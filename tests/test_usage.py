@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
-from memcost import usage
+from memcost import costs
 from memcost.prices import UnknownPriceError
 
 NANO, MINI, EMBED = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07", "text-embedding-3-small"
@@ -98,7 +99,7 @@ def write_ledger(run_dir, records) -> None:
 @pytest.fixture
 def priced(tmp_path):
     write_ledger(tmp_path / "run", hand_ledger())
-    return usage.price_calls(usage.load_ledger([tmp_path / "run"]))
+    return costs.price_calls(costs.load_ledger([tmp_path / "run"]))
 
 
 def test_each_record_priced_exactly(priced):
@@ -110,13 +111,13 @@ def test_each_record_priced_exactly(priced):
 
 
 def test_stage_costs_and_summary(priced):
-    stages = usage.stage_costs(priced).set_index(["stage", "system"])
+    stages = costs.stage_costs(priced).set_index(["stage", "system"])
     assert stages.loc[("extract", pd_na()), "cost_usd"] == pytest.approx(0.0013)
     assert stages.loc[("long_context", "long_context_gpt-5-mini"), "cost_usd"] == pytest.approx(
         0.029536
     )
     assert stages.loc[("read", "memory"), "api_requests"] == 4  # one retry-free + three attempts
-    summary = usage.summary_table(priced).set_index("component")
+    summary = costs.summary_table(priced).set_index("component")
     assert summary.loc["write: total", "total_usd"] == pytest.approx(0.00165)
     assert summary.loc["write: total", "usd_per_conversation"] == pytest.approx(0.00165)
     read = summary.loc["read: memory answers (incl. query embeddings)"]
@@ -126,24 +127,22 @@ def test_stage_costs_and_summary(priced):
     lc = summary.loc["answer: long_context_gpt-5-mini (gpt-5-mini)"]
     assert lc["usd_per_question"] == pytest.approx(0.029536 / 2)
     assert summary.loc["judge", "total_usd"] == pytest.approx(0.00225)
-    assert set(summary["basis"]) == {usage.MEASURED}
+    assert set(summary["basis"]) == {costs.MEASURED}
 
 
 def pd_na():
-    import pandas as pd
-
     return pd.NA
 
 
 def test_user_and_question_costs(priced):
-    users = usage.user_costs(priced).set_index("conversation_id")
+    users = costs.user_costs(priced).set_index("conversation_id")
     row = users.loc["c1"]
     assert row["write_usd"] == pytest.approx(0.00165)
     assert row["read_usd"] == pytest.approx(0.0030002)
     assert row["long_context_gpt-5-mini_usd"] == pytest.approx(0.029536)
     assert row["judge_usd"] == pytest.approx(0.00225)
     assert row["total_usd"] == pytest.approx(0.00165 + 0.0030002 + 0.029536 + 0.00225)
-    questions = usage.question_costs(priced).set_index(["question_id", "system"])
+    questions = costs.question_costs(priced).set_index(["question_id", "system"])
     assert questions.loc[("q1", "memory"), "cost_usd"] == pytest.approx(0.0015002)
     assert questions.loc[("q2", "long_context_gpt-5-mini"), "cost_usd"] == pytest.approx(0.003536)
 
@@ -155,77 +154,77 @@ def test_a_request_shared_by_two_items_is_work_for_both(tmp_path):
                    request_hash="h-same")
     second = dict(first, system="rolling_window_gpt-5-mini", cached=True)
     write_ledger(tmp_path / "run", [first, second])
-    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
+    priced = costs.price_calls(costs.load_ledger([tmp_path / "run"]))
     assert priced["workload"].tolist() == [True, True]
     assert priced["spent_usd"].tolist() == pytest.approx([0.00225, 0.0])
-    stages = usage.stage_costs(priced).set_index("system")
+    stages = costs.stage_costs(priced).set_index("system")
     assert stages.loc["rolling_window_gpt-5-mini", "cost_usd"] == pytest.approx(0.00225)
 
 
 def test_cached_share_and_token_ratios(priced):
-    share = usage.lc_cached_share(priced).iloc[0]
+    share = costs.lc_cached_share(priced).iloc[0]
     assert share["cached_share"] == pytest.approx(99_840 / 200_000)
     assert share["share_after_first"] == pytest.approx(99_840 / 100_000)
-    ratios = usage.token_ratios(priced).set_index("stage")
+    ratios = costs.token_ratios(priced).set_index("stage")
     assert ratios.loc["extract", "gamma"] == pytest.approx(2_000 / 10_000)
     assert ratios.loc["extract", "zeta"] == pytest.approx(1_000 / 1_000)
     assert ratios.loc["judge", "zeta"] == pytest.approx(800 / 200)
 
 
 def test_measured_cost_model(priced):
-    model, details = usage.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
+    model, details = costs.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
     assert model.write_usd == pytest.approx(0.00165)
     assert model.read_usd == pytest.approx(0.0015001)
     assert model.lc_first_usd == pytest.approx(0.026)
     assert model.lc_cached_usd == pytest.approx(0.003536)
     assert details["lc_cached_from"].startswith("measured")
-    series = usage.per_user_series(priced, "longmemeval", "long_context_gpt-5-mini")
+    series = costs.per_user_series(priced, "longmemeval", "long_context_gpt-5-mini")
     assert series["memory_usd"].tolist() == pytest.approx([0.00165 + 0.0015002, 0.0015])
 
 
 def test_offline_records_are_labelled_estimates(tmp_path):
     records = [dict(r, backend="offline", provider="offline") for r in hand_ledger()]
     write_ledger(tmp_path / "run", records)
-    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
-    assert usage.is_estimate(priced)
+    priced = costs.price_calls(costs.load_ledger([tmp_path / "run"]))
+    assert costs.is_estimate(priced)
     for table in (
-        usage.stage_costs(priced),
-        usage.summary_table(priced),
-        usage.token_ratios(priced),
-        usage.user_costs(priced),
+        costs.stage_costs(priced),
+        costs.summary_table(priced),
+        costs.token_ratios(priced),
+        costs.user_costs(priced),
     ):
-        assert set(table["basis"]) == {usage.ESTIMATE}
+        assert set(table["basis"]) == {costs.ESTIMATE}
     # offline token counts are priced as the configured models: same dollars as measured
-    assert usage.workload(priced)["cost_usd"].sum() == pytest.approx(0.0364362, abs=1e-12)
+    assert costs.workload(priced)["cost_usd"].sum() == pytest.approx(0.0364362, abs=1e-12)
     # ... but an offline run pays nothing
     assert priced["spent_usd"].sum() == 0.0
-    assert usage.summary_table(priced)["spent_usd"].sum() == 0.0
+    assert costs.summary_table(priced)["spent_usd"].sum() == 0.0
 
 
 def test_missing_price_names_model_and_table(tmp_path):
     write_ledger(tmp_path / "run", [record("read", "mystery-model-7b", 100, 10)])
     with pytest.raises(UnknownPriceError, match="mystery-model-7b.*memcost.prices.PRICES"):
-        usage.price_calls(usage.load_ledger([tmp_path / "run"]))
+        costs.price_calls(costs.load_ledger([tmp_path / "run"]))
     # an override prices it; a partial override of an unknown model is refused, not zeroed
-    ok = usage.price_calls(
-        usage.load_ledger([tmp_path / "run"]), {"mystery-model-7b": {"input": 1.0, "output": 2.0}}
+    ok = costs.price_calls(
+        costs.load_ledger([tmp_path / "run"]), {"mystery-model-7b": {"input": 1.0, "output": 2.0}}
     )
     assert ok["cost_usd"].iloc[0] == pytest.approx(100e-6 + 20e-6)
     with pytest.raises(UnknownPriceError, match="output"):
-        usage.price_calls(usage.load_ledger([tmp_path / "run"]), {"mystery-model-7b": {"input": 1}})
+        costs.price_calls(costs.load_ledger([tmp_path / "run"]), {"mystery-model-7b": {"input": 1}})
 
 
 def test_combining_runs_and_missing_ledger(tmp_path):
     write_ledger(tmp_path / "a", hand_ledger()[:3])
     (tmp_path / "b").mkdir()
-    calls = usage.load_ledger([tmp_path / "a", tmp_path / "b"])
+    calls = costs.load_ledger([tmp_path / "a", tmp_path / "b"])
     assert len(calls) == 3
-    assert usage.ledger_paths([tmp_path / "a", tmp_path / "b"]) == {
+    assert costs.ledger_paths([tmp_path / "a", tmp_path / "b"]) == {
         str(tmp_path / "a" / "calls.jsonl"): True,
         str(tmp_path / "b" / "calls.jsonl"): False,
     }
-    empty = usage.price_calls(usage.load_ledger([tmp_path / "b"]))
-    assert empty.empty and usage.summary_table(empty).empty
+    empty = costs.price_calls(costs.load_ledger([tmp_path / "b"]))
+    assert empty.empty and costs.summary_table(empty).empty
 
 
 def test_cost_per_correct_answer(priced, tmp_path):
@@ -251,7 +250,9 @@ def test_cost_per_correct_answer(priced, tmp_path):
     folder = tmp_path / "run" / "longmemeval"
     folder.mkdir(parents=True)
     (folder / "judgments.jsonl").write_text("\n".join(json.dumps(j) for j in judgments) + "\n")
-    votes = usage.majority_votes(usage.load_judgments([tmp_path / "run"]))
+    (folder / "data").mkdir()  # a dataset folder of a run is one notebook 00 has prepared
+    pd.DataFrame({"question_id": ["q1", "q2"]}).to_parquet(folder / "data" / "questions.parquet")
+    votes = costs.majority_votes(costs.run_judgments([tmp_path / "run"]))
     by = votes.set_index(["system", "question_id"])["correct"]
     assert by.to_dict() == {
         ("long_context_gpt-5-mini", "q1"): True,
@@ -259,7 +260,7 @@ def test_cost_per_correct_answer(priced, tmp_path):
         ("memory", "q1"): True,
         ("memory", "q2"): False,
     }
-    cpa = usage.cost_per_correct(priced, votes).set_index("system")
+    cpa = costs.cost_per_correct(priced, votes).set_index("system")
     assert cpa.loc["memory", "accuracy"] == 0.5
     assert cpa.loc["memory", "cpa_usd"] == pytest.approx(0.0015001 / 0.5)
     assert cpa.loc["memory", "cpa_with_write_usd"] == pytest.approx((0.0030002 + 0.00165) / 2 / 0.5)
@@ -271,19 +272,19 @@ def test_offline_long_context_is_priced_with_the_cache_assumption(tmp_path):
     paper's assumption) rather than read as 'caching failed'."""
     records = [dict(r, backend="offline", cached_prompt_tokens=0) for r in hand_ledger()]
     write_ledger(tmp_path / "run", records)
-    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
-    model, details = usage.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
+    priced = costs.price_calls(costs.load_ledger([tmp_path / "run"]))
+    model, details = costs.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
     assert details["lc_cached_from"].startswith("assumed")
     assert model.lc_cached_usd == pytest.approx((100_000 * 0.025 + 500 * 2.0) / 1e6)
-    constants, details = usage.measured_constants(priced, "longmemeval", "long_context_gpt-5-mini")
+    constants, details = costs.measured_constants(priced, "longmemeval", "long_context_gpt-5-mini")
     assert constants.cached_share == 1.0
     assert constants.at(100_000).lc_cached_usd == pytest.approx(model.lc_cached_usd)
 
 
 def test_measured_break_even_per_dataset_and_user(tmp_path):
     write_ledger(tmp_path / "run", hand_ledger())
-    priced = usage.price_calls(usage.load_ledger([tmp_path / "run"]))
-    models, users, skipped = usage.measured_break_even(priced)
+    priced = costs.price_calls(costs.load_ledger([tmp_path / "run"]))
+    models, users, skipped = costs.measured_break_even(priced)
     assert not models.empty and not users.empty
     # one model row per dataset x long-context system, one user row per conversation x system
     assert len(models) == models[["dataset", "lc_system"]].drop_duplicates().shape[0]
@@ -292,5 +293,5 @@ def test_measured_break_even_per_dataset_and_user(tmp_path):
         first, sustained = row.first_break_even, row.sustained_break_even
         if sustained == sustained:  # not NaN: sustained can only come at or after the first
             assert first <= sustained
-    summary = usage.break_even_by_user_summary(users)
+    summary = costs.break_even_by_user_summary(users)
     assert summary["users"].sum() == len(users)

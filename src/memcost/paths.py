@@ -86,6 +86,12 @@ RUN_TABLES: dict[str, str] = {
     "cost_summary": "cost_summary",  # measured cost per dataset and system (§4.2), notebook 05
     "cost_by_stage": "cost_by_stage",  # cost per stage, notebook 05
     "cost_per_user": "cost_per_user",  # cost per user, notebook 05
+    "cost_per_question": "cost_per_question",  # cost per question and system, notebook 05
+    "cost_lc_cached_share": "cost_lc_cached_share",  # long-context input billed as cached, notebook 05
+    "cost_token_ratios": "cost_token_ratios",  # output/input and reasoning/visible tokens, notebook 05
+    "sensitivity_cache_discount": "sensitivity_cache_discount",  # break-even by cache discount, notebook 05
+    "sensitivity_output_tokens": "sensitivity_output_tokens",  # break-even by answer length, notebook 05
+    "sensitivity_batch": "sensitivity_batch",  # break-even with Batch-API prices, notebook 05
     "table4": "table4_cumulative_cost",  # Table 4 (§3.5), notebook 05
     "table5": "table5_break_even",  # Table 5 (§3.5), notebook 05
     "table45_vs_paper": "table45_vs_paper",  # Tables 4-5 cell by cell against the paper, notebook 05

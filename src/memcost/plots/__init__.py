@@ -1,6 +1,12 @@
 """Figures, with one visual style: ``style`` (colours, the offline label, saving), and one module
-per pipeline stage whose figures they are (``costs`` for notebook 05, ...)."""
+per pipeline stage whose figures they are (``costs`` and ``cost_robustness`` for notebook 05,
+...)."""
 
+from memcost.plots.cost_robustness import (
+    plot_sensitivity,
+    plot_sustained_break_even,
+    plot_token_vs_dollar_break_even,
+)
 from memcost.plots.costs import (
     COST_CMAP,
     LC_CHEAPER_COLOR,
@@ -8,10 +14,7 @@ from memcost.plots.costs import (
     plot_break_even_heatmap,
     plot_calibration_intervals,
     plot_cumulative_costs,
-    plot_sensitivity,
     plot_stage_costs,
-    plot_sustained_break_even,
-    plot_token_vs_dollar_break_even,
 )
 from memcost.plots.style import (
     OFFLINE_NOTE,

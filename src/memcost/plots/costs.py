@@ -1,4 +1,5 @@
-"""Figures of the cost analysis (notebook 05): Figure 1, cumulative costs, calibration, sensitivity."""
+"""Figures of the cost analysis (notebook 05): Figure 1, the cumulative costs, the calibration
+intervals and the measured bill; the break-even's robustness is in :mod:`cost_robustness`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 
 from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, system_color
 
@@ -15,7 +15,7 @@ MEMORY_CHEAPER_COLOR = "#2166ac"  # the blue end: memory cheaper
 COST_CMAP = "RdBu"  # diverging, red below zero (C_LC < C_Mem), blue above
 
 
-def _token_label(value: float, _pos: object = None) -> str:
+def token_label(value: float, _pos: object = None) -> str:
     """10000 → '10k', 1000000 → '1M' (axis labels of context length)."""
     if value >= 1e6:
         return f"{value / 1e6:g}M"
@@ -24,7 +24,7 @@ def _token_label(value: float, _pos: object = None) -> str:
     return f"{value:g}"
 
 
-def _usd_label(value: float, _pos: object = None) -> str:
+def usd_label(value: float, _pos: object = None) -> str:
     if value == 0:
         return "$0"
     sign = "−" if value < 0 else ""
@@ -74,7 +74,7 @@ def plot_break_even_heatmap(
         rasterized=True,
     )
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(_token_label))
+    ax.xaxis.set_major_formatter(FuncFormatter(token_label))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
     edges = _log_edges(np.asarray(contexts, float))
     finite = np.where(np.isfinite(boundary), boundary - 0.5, np.nan)
@@ -91,7 +91,16 @@ def plot_break_even_heatmap(
             color="#222222",
             va="top",
         )
-    for L, n in (marks or {}).items():
+    _mark_break_evens(ax, marks or {})
+    _label_heatmap(fig, ax, edges, turns, subtitle)
+    _heatmap_colorbar(fig, ax, mesh, limit, linthresh)
+    ax.legend(loc="upper left", frameon=True, fontsize=9)
+    return fig
+
+
+def _mark_break_evens(ax: plt.Axes, marks: dict[float, int]) -> None:
+    """Published break-evens as white circles labelled ``N=…``."""
+    for L, n in marks.items():
         ax.plot(
             L,
             n,
@@ -111,28 +120,24 @@ def plot_break_even_heatmap(
             color="black",
             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
         )
-    ax.text(
-        0.98,
-        0.04,
-        "long context cheaper",
-        transform=ax.transAxes,
-        color="white",
-        fontweight="bold",
-        fontsize=11,
-        ha="right",
-        va="bottom",
-    )
-    ax.text(
-        0.98,
-        0.96,
-        "memory cheaper",
-        transform=ax.transAxes,
-        color="white",
-        fontweight="bold",
-        fontsize=11,
-        ha="right",
-        va="top",
-    )
+
+
+def _label_heatmap(
+    fig: plt.Figure, ax: plt.Axes, edges: np.ndarray, turns: np.ndarray, subtitle: str
+) -> None:
+    """The two regions' names, the limits, axis labels and titles of Figure 1."""
+    for y, text, va in ((0.04, "long context cheaper", "bottom"), (0.96, "memory cheaper", "top")):
+        ax.text(
+            0.98,
+            y,
+            text,
+            transform=ax.transAxes,
+            color="white",
+            fontweight="bold",
+            fontsize=11,
+            ha="right",
+            va=va,
+        )
     ax.set_xlim(edges[0], edges[-1])
     ax.set_ylim(turns[0] - 0.5, turns[-1] + 0.5)
     ax.set_xlabel("context length L (tokens of history, log scale)")
@@ -147,6 +152,14 @@ def plot_break_even_heatmap(
     )
     if subtitle:
         ax.set_title(subtitle, loc="left", fontsize=9, fontweight="normal", color="#333333")
+
+
+def _heatmap_colorbar(
+    fig: plt.Figure, ax: plt.Axes, mesh: Any, limit: float, linthresh: float
+) -> None:
+    """A colour bar in dollars, with ticks at powers of ten on both sides of zero."""
+    from matplotlib.ticker import FuncFormatter
+
     bar = fig.colorbar(mesh, ax=ax, pad=0.02)
     bar.set_label("C_LC(N) − C_Mem(N) per user (USD, symmetric log scale)")
     ticks = [
@@ -155,10 +168,8 @@ def plot_break_even_heatmap(
         if abs(t) <= limit and (t == 0 or abs(t) >= linthresh)
     ]
     bar.set_ticks(ticks)
-    bar.ax.yaxis.set_major_formatter(FuncFormatter(_usd_label))
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(usd_label))
     bar.ax.minorticks_off()
-    ax.legend(loc="upper left", frameon=True, fontsize=9)
-    return fig
 
 
 def plot_cumulative_costs(
@@ -189,68 +200,22 @@ def plot_cumulative_costs(
         linewidth=2.2,
         label="memory: C_write + N·C_read",
     )
-    ax.fill_between(
-        turns,
-        memory,
-        long_context,
-        where=memory >= long_context,
-        interpolate=True,
-        color=LC_CHEAPER_COLOR,
-        alpha=0.12,
-        linewidth=0,
-    )
-    ax.fill_between(
-        turns,
-        memory,
-        long_context,
-        where=memory <= long_context,
-        interpolate=True,
-        color=MEMORY_CHEAPER_COLOR,
-        alpha=0.12,
-        linewidth=0,
-    )
+    for where, color in ((memory >= long_context, LC_CHEAPER_COLOR),
+                         (memory <= long_context, MEMORY_CHEAPER_COLOR)):
+        ax.fill_between(
+            turns,
+            memory,
+            long_context,
+            where=where,
+            interpolate=True,
+            color=color,
+            alpha=0.12,
+            linewidth=0,
+        )
     if published is not None:
-        ax.scatter(
-            published["n_turns"],
-            published["memory_usd"],
-            s=46,
-            facecolors="white",
-            edgecolors=SYSTEM_COLORS["memory"],
-            linewidths=1.6,
-            zorder=4,
-            label="paper, Table 4",
-        )
-        ax.scatter(
-            published["n_turns"],
-            published["long_context_usd"],
-            s=46,
-            facecolors="white",
-            edgecolors=SYSTEM_COLORS["long_context"],
-            linewidths=1.6,
-            zorder=4,
-        )
+        _mark_published(ax, published)
     if break_even is not None and turns[0] <= break_even <= turns[-1]:
-        i = int(np.flatnonzero(turns == break_even)[0])
-        ax.axvline(break_even, color="#333333", linestyle=":", linewidth=1.2)
-        ax.plot(break_even, memory[i], "o", color="black", markersize=6, zorder=5)
-        saving = 1 - memory[-1] / long_context[-1]
-        ax.annotate(
-            f"break-even: memory is cheaper\nfrom question {break_even} on",
-            (break_even, memory[i]),
-            xytext=(18, -46),
-            textcoords="offset points",
-            fontsize=9,
-            arrowprops={"arrowstyle": "->", "color": "#333333"},
-        )
-        ax.text(
-            turns[-1],
-            (memory[-1] + long_context[-1]) / 2,
-            f"memory saves\n{saving:.0%} at N={turns[-1]}",
-            ha="right",
-            va="center",
-            fontsize=9,
-            color=MEMORY_CHEAPER_COLOR,
-        )
+        _mark_crossing(ax, turns, memory, long_context, break_even)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.2f}"))
     ax.set_xlim(turns[0] - 0.5, turns[-1] + 0.5)
     ax.set_ylim(bottom=0)
@@ -261,170 +226,47 @@ def plot_cumulative_costs(
     return fig
 
 
-def _context_palette(contexts: Any) -> dict[float, Any]:
-    colors = sns.color_palette("viridis", n_colors=len(contexts) + 1)
-    return {L: colors[i] for i, L in enumerate(contexts)}
+def _mark_published(ax: plt.Axes, published: Any) -> None:
+    """The paper's Table 4 values as hollow circles on both curves."""
+    for column, system, label in (("memory_usd", "memory", "paper, Table 4"),
+                                  ("long_context_usd", "long_context", None)):
+        ax.scatter(
+            published["n_turns"],
+            published[column],
+            s=46,
+            facecolors="white",
+            edgecolors=SYSTEM_COLORS[system],
+            linewidths=1.6,
+            zorder=4,
+            **({"label": label} if label else {}),
+        )
 
 
-def plot_sensitivity(
-    discount: Any,
-    output_tokens: Any,
-    batch: Any,
-    *,
-    paper_discount: float = 0.9,
-    paper_output_tokens: float = 527,
-    subtitle: str = "",
-) -> plt.Figure:
-    """Small multiples: break-even vs cache discount, vs output tokens, vs Batch-API use."""
-    contexts = sorted(discount["context_tokens"].unique())
-    palette = _context_palette(contexts)
-    fig, axes = plt.subplots(
-        1, 3, figsize=(13.5, 4.3), sharey=True, gridspec_kw={"width_ratios": [1, 1, 1.15]}
+def _mark_crossing(
+    ax: plt.Axes, turns: np.ndarray, memory: np.ndarray, long_context: np.ndarray, break_even: int
+) -> None:
+    """The break-even turn, and what memory saves by the last turn shown."""
+    i = int(np.flatnonzero(turns == break_even)[0])
+    ax.axvline(break_even, color="#333333", linestyle=":", linewidth=1.2)
+    ax.plot(break_even, memory[i], "o", color="black", markersize=6, zorder=5)
+    saving = 1 - memory[-1] / long_context[-1]
+    ax.annotate(
+        f"break-even: memory is cheaper\nfrom question {break_even} on",
+        (break_even, memory[i]),
+        xytext=(18, -46),
+        textcoords="offset points",
+        fontsize=9,
+        arrowprops={"arrowstyle": "->", "color": "#333333"},
     )
-    top = (
-        max(
-            float(np.nanmax(frame["break_even_n"].astype(float)))
-            for frame in (discount, output_tokens, batch)
-        )
-        * 1.08
-    )
-    top = top if np.isfinite(top) else 10.0
-
-    def draw(ax: plt.Axes, x: Any, y: Any, color: Any, **kwargs: Any) -> None:
-        y = np.asarray(y, dtype=float)
-        ax.plot(x, y, color=color, **kwargs)
-        never = ~np.isfinite(y)
-        if never.any():  # memory never cheaper: a hollow triangle on the top edge
-            ax.plot(
-                np.asarray(x)[never],
-                np.full(never.sum(), top),
-                linestyle="none",
-                marker="^",
-                markersize=7,
-                markerfacecolor="white",
-                markeredgecolor=color,
-                clip_on=False,
-            )
-
-    for L in contexts:
-        part = discount.loc[discount["context_tokens"] == L]
-        draw(
-            axes[0],
-            part["cache_discount"] * 100,
-            part["break_even_n"],
-            palette[L],
-            marker="o",
-            markersize=3.5,
-            label=f"L = {_token_label(L)}",
-        )
-        part = output_tokens.loc[output_tokens["context_tokens"] == L]
-        draw(
-            axes[1],
-            part["output_tokens"],
-            part["break_even_n"],
-            palette[L],
-            marker="o",
-            markersize=3.5,
-        )
-        part = batch.loc[batch["context_tokens"] == L]
-        draw(
-            axes[2],
-            list(part["scenario"]),
-            part["break_even_n"],
-            palette[L],
-            marker="o",
-            markersize=6,
-            linewidth=1,
-            alpha=0.9,
-        )
-    axes[2].set_title(
-        "△ on the top edge: memory never cheaper", loc="right", fontsize=8, color="#555555"
-    )
-    axes[0].axvline(paper_discount * 100, color="#777777", linestyle="--", linewidth=1)
-    axes[0].text(
-        paper_discount * 100,
-        0.98,
-        " paper",
-        transform=axes[0].get_xaxis_transform(),
+    ax.text(
+        turns[-1],
+        (memory[-1] + long_context[-1]) / 2,
+        f"memory saves\n{saving:.0%} at N={turns[-1]}",
         ha="right",
-        va="top",
-        fontsize=8,
-        color="#555555",
+        va="center",
+        fontsize=9,
+        color=MEMORY_CHEAPER_COLOR,
     )
-    axes[1].axvline(paper_output_tokens, color="#777777", linestyle="--", linewidth=1)
-    axes[1].text(
-        paper_output_tokens,
-        0.98,
-        " paper",
-        transform=axes[1].get_xaxis_transform(),
-        ha="left",
-        va="top",
-        fontsize=8,
-        color="#555555",
-    )
-    axes[0].set_xlabel("cached-input discount (% off the input price)")
-    axes[1].set_xlabel("output tokens per long-context answer")
-    axes[2].set_xlabel("which components use Batch-API prices")
-    axes[2].tick_params(axis="x", rotation=25)
-    for label in axes[2].get_xticklabels():
-        label.set_horizontalalignment("right")
-    axes[0].set_ylabel("break-even N (questions per user)")
-    for ax, letter in zip(axes, "abc", strict=True):
-        ax.set_ylim(0, top)
-        ax.set_title(f"({letter})", loc="left", fontsize=10)
-    axes[0].legend(loc="upper left", fontsize=8)
-    fig.suptitle(
-        "How robust is the break-even?" + (f"  {subtitle}" if subtitle else ""),
-        x=0.01,
-        ha="left",
-        fontweight="bold",
-        fontsize=11,
-    )
-    fig.tight_layout()
-    return fig
-
-
-def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Figure:
-    """Token-level break-even (no caching, no prices) next to the dollar break-evens."""
-    from matplotlib.ticker import FuncFormatter
-
-    fig, ax = plt.subplots(figsize=(8.0, 4.4))
-    styles = {
-        "token_break_even": ("token count, no caching (§9 formula)", "#555555", "--", "s"),
-        "dollar_break_even_no_cache": ("dollars, no prompt caching", "#e08214", "-", "^"),
-        "dollar_break_even_cached": ("dollars, with prompt caching (paper)", "black", "-", "o"),
-    }
-    for column, (label, color, style, marker) in styles.items():
-        ax.plot(
-            frame["context_tokens"],
-            frame[column],
-            linestyle=style,
-            marker=marker,
-            markersize=4,
-            color=color,
-            label=label,
-        )
-    ax.plot(
-        frame["context_tokens"],
-        frame["ingestion_multiplier"],
-        linestyle=":",
-        color="#555555",
-        label="ingestion multiplier (ingested ÷ history tokens)",
-    )
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(_token_label))
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
-    ax.set_yticks([1, 2, 5, 10, 20, 50, 100])
-    ax.set_xlabel("context length L (tokens)")
-    ax.set_ylabel("break-even (questions per user, log scale)")
-    ax.set_title(
-        "Token-level vs dollar break-even" + (f"\n{subtitle}" if subtitle else ""),
-        loc="left",
-        fontsize=11,
-    )
-    ax.legend(fontsize=8, loc="upper right")
-    return fig
 
 
 def plot_calibration_intervals(
@@ -438,42 +280,11 @@ def plot_calibration_intervals(
     ``display`` rescales a constant for reading (e.g. write cost per token × 101,601 = the
     write cost of one LongMemEval history), with its new axis label.
     """
-    from matplotlib.ticker import MaxNLocator
 
     display = display or {}
     fig, axes = plt.subplots(1, len(intervals), figsize=(3.3 * len(intervals), 2.7))
     for ax, row in zip(np.atleast_1d(axes), intervals.itertuples(), strict=True):
-        factor, unit = display.get(row.constant, (1.0, row.unit))
-        low, high = row.low * factor, row.high * factor
-        chosen, stated = row.chosen * factor, row.stated * factor
-        values = [low, high, chosen, stated]
-        span = max(values) - min(values) or abs(chosen) * 0.01 or 1.0
-        ax.plot(
-            [low, high],
-            [0, 0],
-            color="#4d4d4d",
-            linewidth=8,
-            solid_capstyle="butt",
-            alpha=0.35,
-            label="feasible (all published cells)",
-        )
-        ax.plot([chosen], [0], "o", color="black", markersize=7, label="chosen")
-        ax.plot(
-            [stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [],
-            [0] * (not np.isclose(stated, chosen, rtol=1e-9, atol=0)),
-            "X",
-            color=LC_CHEAPER_COLOR,
-            markersize=9,
-            label="stated in the text",
-        )
-        ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
-        ax.set_yticks([])
-        ax.set_title(row.constant, fontsize=9, loc="left")
-        ax.set_xlabel(unit, fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.xaxis.set_major_locator(MaxNLocator(4))
-        ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-        ax.grid(axis="y", visible=False)
+        _draw_interval(ax, row, *display.get(row.constant, (1.0, row.unit)))
     handles, labels = np.atleast_1d(axes)[
         1 if len(intervals) > 1 else 0
     ].get_legend_handles_labels()
@@ -497,64 +308,40 @@ def plot_calibration_intervals(
     return fig
 
 
-def plot_sustained_break_even(
-    series: Any, first: int | None, sustained: int | None, *, subtitle: str = ""
-) -> plt.Figure:
-    """Cumulative cost difference turn by turn, with the first and the sustained break-even."""
-    from matplotlib.ticker import FuncFormatter
+def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
+    """One constant: its feasible interval as a bar, the chosen value, the stated one (if other)."""
+    from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(8.0, 4.2))
-    gap = series["long_context_cumulative_usd"] - series["memory_cumulative_usd"]
-    t = series["turn"].to_numpy()
-    ax.axhline(0, color="#333333", linewidth=0.8)
-    ax.fill_between(
-        t,
-        0,
-        gap,
-        where=gap > 0,
-        step="mid",
-        color=MEMORY_CHEAPER_COLOR,
-        alpha=0.25,
-        label="memory cheaper so far",
+    low, high = row.low * factor, row.high * factor
+    chosen, stated = row.chosen * factor, row.stated * factor
+    values = [low, high, chosen, stated]
+    span = max(values) - min(values) or abs(chosen) * 0.01 or 1.0
+    ax.plot(
+        [low, high],
+        [0, 0],
+        color="#4d4d4d",
+        linewidth=8,
+        solid_capstyle="butt",
+        alpha=0.35,
+        label="feasible (all published cells)",
     )
-    ax.fill_between(
-        t,
-        0,
-        gap,
-        where=gap <= 0,
-        step="mid",
+    ax.plot([chosen], [0], "o", color="black", markersize=7, label="chosen")
+    ax.plot(
+        [stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [],
+        [0] * (not np.isclose(stated, chosen, rtol=1e-9, atol=0)),
+        "X",
         color=LC_CHEAPER_COLOR,
-        alpha=0.25,
-        label="long context cheaper so far",
+        markersize=9,
+        label="stated in the text",
     )
-    ax.step(t, gap, where="mid", color="black", linewidth=1.2)
-    marks = [(first, "first crossing", ":"), (sustained, "sustained", "--")]
-    if first is not None and first == sustained:
-        marks = [(first, "first crossing = sustained", "--")]
-    for value, label, style in marks:
-        if value is not None:
-            ax.axvline(value, color="#333333", linestyle=style, linewidth=1.2)
-            ax.text(
-                value,
-                0.97,
-                f" {label}: turn {value}",
-                transform=ax.get_xaxis_transform(),
-                fontsize=8,
-                va="top",
-                rotation=90,
-                ha="right",
-            )
-    ax.yaxis.set_major_formatter(FuncFormatter(_usd_label))
-    ax.set_xlabel("turn of the conversation")
-    ax.set_ylabel("cumulative C_LC − C_Mem (USD)")
-    ax.set_title(
-        "First vs sustained break-even in a growing conversation"
-        + (f"\n{subtitle}" if subtitle else ""),
-        loc="left",
-        fontsize=11,
-    )
-    ax.legend(loc="upper left", bbox_to_anchor=(0.06, 0.86), fontsize=8)
-    return fig
+    ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
+    ax.set_yticks([])
+    ax.set_title(row.constant, fontsize=9, loc="left")
+    ax.set_xlabel(unit, fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(4))
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
+    ax.grid(axis="y", visible=False)
 
 
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
