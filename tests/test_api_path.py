@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from memcost import usage
+from memcost import costs
 from memcost.io import read_json, read_jsonl
 from memcost.llm import ResponseCache
 from memcost.llm.ledger import record_call_key
@@ -265,7 +265,7 @@ def test_analysis_labels_the_costs_measured(world):
     assert metrics["spent_usd"] > 0
     for name in ("cost_summary", "cost_by_stage", "cost_lc_cached_share", "cost_token_ratios"):
         table = pd.read_csv(run.tables / f"{name}.csv")
-        assert set(table["basis"]) == {usage.MEASURED}, name
+        assert set(table["basis"]) == {costs.MEASURED}, name
     # the measured cached share comes from the server's prompt cache (prefixes >= 1,024 tokens)
     share = pd.read_csv(run.tables / "cost_lc_cached_share.csv").set_index("system")
     assert 0.5 < share.loc["long_context_gpt-5-mini", "share_after_first"] < 1.0
@@ -329,12 +329,12 @@ def test_replay_only_serves_everything_from_the_cache(world):
     replayed = read_jsonl(world.replay.paths.calls)
     assert len(replayed) == len(first) and all(c["cached"] for c in replayed)
     assert {record_call_key(c) for c in replayed} == {record_call_key(c) for c in first}
-    priced = usage.price_calls(usage.load_ledger([world.replay.paths]))
+    priced = costs.price_calls(costs.load_ledger([world.replay.paths]))
     assert priced["spent_usd"].sum() == 0.0
     # ... and the workload is the first run's, at the same list price
-    first_priced = usage.price_calls(usage.load_ledger([world.first.paths]))
-    assert usage.workload(priced)["cost_usd"].sum() == pytest.approx(
-        usage.workload(first_priced)["cost_usd"].sum())
+    first_priced = costs.price_calls(costs.load_ledger([world.first.paths]))
+    assert costs.workload(priced)["cost_usd"].sum() == pytest.approx(
+        costs.workload(first_priced)["cost_usd"].sum())
     for system in SYSTEMS:
         a = answers_by_question(world.first.paths, system)
         b = answers_by_question(world.replay.paths, system)
@@ -359,7 +359,7 @@ def test_budget_stops_cleanly_keeping_what_was_done(world):
     assert "-p backend=custom" in run.output  # the printed resume command keeps the backend
     calls = read_jsonl(run.paths.calls)
     assert calls and all(not c["cached"] and not c["error"] for c in calls)
-    priced = usage.price_calls(usage.load_ledger([run.paths]))
+    priced = costs.price_calls(costs.load_ledger([run.paths]))
     assert 0 < priced["spent_usd"].sum() <= BUDGET_USD
     answered = [r for r in run.requests if r.status == 200]
     assert len(answered) == len(calls)  # every answered request is recorded ...

@@ -63,8 +63,6 @@ LAYER_OF: dict[str, str] = {
 LEGACY_LAYER_OF: dict[str, str] = {
     "long_context": STAGE,  # -> longctx/
     "judging": STAGE,  # -> judge/
-    "usage": ANALYSIS,  # -> costs/
-    "estimate": ANALYSIS,  # -> costs/estimate.py
 }
 # Imports that break a rule today and go away when their module moves (a stage's figures move
 # to plots/<stage>.py). Delete a line when its import is gone; the test lists lines that match

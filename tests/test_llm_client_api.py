@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
-from memcost import usage
+from memcost import costs
 from memcost.io import read_jsonl
 from memcost.llm import (
     BudgetExceeded,
@@ -80,7 +80,7 @@ def test_round_trip_records_usage_with_cached_and_reasoning_tokens(run_paths, se
         and rec["prompt_version"] == "lc@v1"
     )
     assert all(r.authorized for r in server.requests)
-    frame = usage.price_calls(usage.load_ledger([run_paths]))
+    frame = costs.price_calls(costs.load_ledger([run_paths]))
     assert len(frame) == 2 and (frame["cost_usd"] > 0).all()
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memcost.estimate import estimate_run, summary_text
+from memcost.costs.estimate import estimate_run, summary_text
 from memcost.io import write_csv
 from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials

@@ -18,7 +18,7 @@ def section_costs(view: RunView) -> list[str]:
         by_dataset = estimate.groupby("dataset", sort=False)["usd"].sum()
         parts = ", ".join(f"{DATASET_NAMES.get(d, d)} {usd(v)}" for d, v in by_dataset.items())
         lines += [f"**Estimated before the run** (notebook 00's token counts × list prices, "
-                  f"assumptions in `memcost/estimate.py`): {usd(float(estimate['usd'].sum()))} "
+                  f"assumptions in `memcost/costs/estimate.py`): {usd(float(estimate['usd'].sum()))} "
                   f"({parts}), about {float(estimate['minutes'].sum()) / 60:,.1f} hours of calls "
                   f"at the run's concurrency — `{view.run.table.estimate_before_run.relative_to(view.run.root).as_posix()}`.", ""]
     summary = read_csv(view.run.table.cost_summary)
