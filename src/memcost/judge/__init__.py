@@ -33,7 +33,7 @@ from memcost.judge.failures import (
     failure_analysis,
     tag_failure,
 )
-from memcost.judge.instructions import INSTRUCTIONS, Instruction, choose_instruction
+from memcost.judge.instructions import INSTRUCTIONS, LME_TYPES, Instruction, choose_instruction
 from memcost.judge.questions import (
     JudgeItem,
     JudgePlan,
@@ -72,6 +72,7 @@ __all__ = [
     "INSTRUCTIONS",
     "JUDGMENT_FIELDS",
     "LETTER_MATCH",
+    "LME_TYPES",
     "LEXICAL",
     "LEXICAL_RULES",
     "RULE",

@@ -119,7 +119,7 @@ INSTRUCTIONS: dict[str, Instruction] = {
         ),
     )
 }
-_LME_TYPES = {
+LME_TYPES = {
     "single-session-user": "lme_contains",
     "single-session-assistant": "lme_contains",
     "multi-session": "lme_contains",
@@ -141,15 +141,15 @@ def choose_instruction(
         # LongMemEval marks abstention by the id suffix, whatever the question type.
         if question_id.endswith("_abs") or is_abstention:
             return INSTRUCTIONS["lme_abstention"]
-        if category not in _LME_TYPES:
+        if category not in LME_TYPES:
             raise ValueError(
                 f"LongMemEval question {question_id!r} has type {category!r}, which has no "
-                f"grading instruction (known: {', '.join(_LME_TYPES)})"
+                f"grading instruction (known: {', '.join(LME_TYPES)})"
             )
-        return INSTRUCTIONS[_LME_TYPES[category]]
+        return INSTRUCTIONS[LME_TYPES[category]]
     if dataset == "personamem_v2":
         return INSTRUCTIONS["personamem"]
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
 
 
-__all__ = ["INSTRUCTIONS", "Instruction", "choose_instruction"]
+__all__ = ["INSTRUCTIONS", "LME_TYPES", "Instruction", "choose_instruction"]
