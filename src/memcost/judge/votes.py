@@ -227,6 +227,44 @@ def run_judging(
     )
 
 
+def judge_one(
+    client: Any,
+    item: JudgeItem,
+    path: str | Path,
+    *,
+    judge_model: str = JUDGE_MODEL,
+    prompt_name: str = "judge",
+    n_votes: int = 3,
+    reasoning_effort: str | None = "high",
+    max_output_tokens: int | None = None,
+) -> pd.DataFrame:
+    """One answer's ``n_votes`` votes under the primary prompt, one step at a time: the votes
+    an earlier run left in ``judgments.jsonl`` for the very same requests are read back, the
+    others are asked now and appended there, so :func:`run_judging` keeps them instead of
+    asking again (the batch pays for no vote twice)."""
+    identity = _request_identity(client, judge_model)
+    judge_label = LEXICAL if identity == OFFLINE else judge_model
+    requests = judge_requests([item], judge_model=judge_model, prompt_name=prompt_name,
+                              n_votes=n_votes, reasoning_effort=reasoning_effort,
+                              max_output_tokens=max_output_tokens)
+    keyed = {_vote_key(r.key(identity), r.tags["system"], r.tags["question_id"],
+                       r.sample_index): r for r in requests}
+    votes = _votes_kept(read_jsonl(path, missing_ok=True), keyed, {prompt_name: True})
+    done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in votes}
+    pending = [r for k, r in keyed.items() if k not in done]
+    if pending:
+        with judgment_appender(path) as appender:
+            def write(result: ChatResult) -> None:
+                record = _vote(result, identity=identity, judge_label=judge_label,
+                               mode="open_ended", primary_of={prompt_name: True})
+                appender.write(record)
+                votes.append(record)
+
+            client.chat_many(pending, offline=lexical_judge, parse=parse_verdict,
+                             on_result=write, desc=f"judge {item.question_id}")
+    return pd.DataFrame(sorted(votes, key=lambda r: r["vote"]))
+
+
 def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per prompt, system and question: the majority label and why it may be missing.
 
@@ -245,4 +283,4 @@ def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-__all__ = ["JudgingRun", "question_outcomes", "rule_records", "run_judging"]
+__all__ = ["JudgingRun", "judge_one", "question_outcomes", "rule_records", "run_judging"]
