@@ -51,7 +51,7 @@ from memcost.judge.requests import (
     parse_verdict,
     prompt_version,
 )
-from memcost.judge.votes import JudgingRun, question_outcomes, rule_records, run_judging
+from memcost.judge.votes import JudgingRun, judge_one, question_outcomes, rule_records, run_judging
 from memcost.judgments import JUDGMENT_FIELDS, primary
 from memcost.judgments import read_judgments as load_judgments
 from memcost.offline.judge import (
@@ -97,6 +97,7 @@ __all__ = [
     "comparability",
     "facts_if_built",
     "failure_analysis",
+    "judge_one",
     "judge_prompt",
     "judge_requests",
     "lexical_judge",
