@@ -417,3 +417,31 @@ def test_failure_analysis_tags_with_and_without_facts(run_paths):
     assert len(bare) == 3 and (bare["tags"] == "").all()
     assert bare["retrieved_facts"].str.contains("not available").all()
     assert bare_counts["questions"].sum() == 0
+
+
+def test_one_answer_walked_through_three_votes_is_kept_by_the_batch(run_paths):
+    ds, questions = small_locomo(run_paths, n=3)
+    write_answers(ds, "memory", questions, lambda i, r: r.answer if i else "something else")
+    client = offline_client(run_paths)
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    item = plan.items["memory"][0]
+    votes = judge.judge_one(client, item, ds.judgments, n_votes=3)
+    assert votes["vote"].tolist() == [0, 1, 2]
+    assert set(votes["label"]) == {judge.WRONG} and set(votes["judge_model"]) == {judge.LEXICAL}
+    outcome = judge.question_outcomes(votes).iloc[0]
+    assert (outcome.wrong_votes, outcome.label) == (3, judge.WRONG)
+    again = judge.judge_one(client, item, ds.judgments, n_votes=3)  # read back, not asked
+    assert again["request_hash"].tolist() == votes["request_hash"].tolist()
+    assert len(read_jsonl(ds.judgments)) == 3
+    batch = judge.run_judging(client, plan, ds.judgments)
+    assert (batch.sent, batch.reused, batch.dropped) == (3 * 3 - 3, 3, 0)
+    assert len(batch.judgments) == 9
+
+
+def test_judgment_records_have_the_schema_fields_in_order():
+    from memcost.judgments import JUDGMENT_FIELDS, judgment_record
+
+    record = judgment_record(question_id="q", vote=1, label=judge.CORRECT)
+    assert tuple(record) == JUDGMENT_FIELDS and record["system"] is None
+    with pytest.raises(ValueError, match="not judgments.jsonl fields"):
+        judgment_record(question_id="q", verdict="CORRECT")

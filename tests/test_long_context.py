@@ -462,3 +462,42 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
     assert written == {"long_context_gpt-5-mini": 1}
     fixed = load_answers(ds, "long_context_gpt-5-mini").set_index("question_id")
     assert pd.isna(fixed.loc["c0-q1", "error"]) and fixed.loc["c0-q1", "answer"]
+
+
+# --- the walk of notebook 03: shared prefix and cached share ---------------------------------------
+
+
+def test_cacheable_tokens_follow_the_1024_and_128_grid():
+    assert [longctx.cacheable_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
+        0, 0, 1024, 1024, 1152, 1024 + 31 * 128]
+
+
+def test_prefix_share_of_two_questions_diverges_after_the_history():
+    conv = conversation("c1", long_sessions(6, 400))
+    qs = questions_for("c1", ["Which instrument came up first?", "Where is the ferry going?"])
+    planned = plan(qs, conv)
+    first, second = planned.plans
+    share = longctx.prefix_share(first, second)
+    assert (share.first_tokens, share.second_tokens) == (first.prompt_tokens, second.prompt_tokens)
+    # everything through </history> and the instructions is shared; the question block is not
+    assert first.prefix_tokens < share.shared_tokens < min(share.first_tokens, share.second_tokens)
+    assert "Which instrument" in share.first_after and "ferry" in share.second_after
+    assert share.first_after != share.second_after
+    assert share.shared_tokens >= 1024
+    assert share.cached_tokens == longctx.cacheable_tokens(share.shared_tokens)
+    assert share.cached_tokens % 128 == 0 and share.shared_tokens - share.cached_tokens < 128
+    assert share.cached_share == pytest.approx(share.cached_tokens / second.prompt_tokens)
+    short = plan(questions_for("c2", ["a?", "b?"]), conversation("c2", [["hi", "hello"]]))
+    assert longctx.prefix_share(*short.plans).cached_tokens == 0  # under 1,024 shared tokens
+
+
+def test_median_ratios_compare_the_full_history_with_each_system():
+    sizes = pd.DataFrame({
+        "system": ["memory"] * 2 + ["long_context_x"] * 2 + ["rolling_window_x"] * 2,
+        "kind": ["memory"] * 2 + ["long_context"] * 2 + ["rolling_window"] * 2,
+        "question_id": ["a", "b"] * 3,
+        "context_tokens": [100, 300, 20_000, 20_000, 400, 400],
+        "prompt_tokens": [0] * 6,
+    })
+    ratios = longctx.median_ratios(sizes).set_index("system")["full_history_times"]
+    assert ratios.to_dict() == {"memory": 100.0, "long_context_x": 1.0, "rolling_window_x": 50.0}
