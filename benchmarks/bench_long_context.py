@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from memcost import long_context
+from memcost import longctx
 from memcost.llm.offline import prompt_tokens
 from memcost.models import LONG_CONTEXT_MODELS
 from memcost.tokens import count_tokens_batch
@@ -112,10 +112,10 @@ def main() -> None:
     models = list(LONG_CONTEXT_MODELS)
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    histories = long_context.build_histories(conversations)
+    histories = longctx.build_histories(conversations)
     timings["histories (render + count once)"] = time.perf_counter() - t
     t = time.perf_counter()
-    planned = long_context.plan_questions(
+    planned = longctx.plan_questions(
         questions, histories, models=models, baseline_models=models[:1],
         kinds=("long_context", "rolling_window", "oracle"), overflow="truncate_oldest")
     timings["plan (sizes and limits, 2 models + baselines)"] = time.perf_counter() - t
@@ -124,7 +124,7 @@ def main() -> None:
     samples = []
     for model in planned.models:
         settings = planned.generation[model]
-        requests = [long_context.build_request(p, dataset="bench", settings=settings)
+        requests = [longctx.build_request(p, dataset="bench", settings=settings)
                     for p in planned.plans if p.model == model]
         built += len(requests)
         samples.extend(zip([p for p in planned.plans if p.model == model][:2], requests[:2],

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost import choices, data, judging
+from memcost import choices, data, judge
 from memcost.answers import AnswerWriter
 from memcost.io import read_jsonl
 from memcost.llm import make_client
@@ -61,7 +61,7 @@ def offline_client(run_paths):
     ],
 )
 def test_longmemeval_instruction_per_question_type(category, question_id, expected):
-    instruction = judging.choose_instruction("longmemeval", category, question_id)
+    instruction = judge.choose_instruction("longmemeval", category, question_id)
     assert instruction.key == expected
     if expected == "lme_temporal":
         assert "off by one" in instruction.text
@@ -72,25 +72,25 @@ def test_longmemeval_instruction_per_question_type(category, question_id, expect
 
 
 def test_other_datasets_and_unknown_types():
-    assert judging.choose_instruction("locomo", "temporal").key == "locomo_temporal"
-    assert judging.choose_instruction("locomo", "adversarial").key == "locomo_adversarial"
-    assert judging.choose_instruction("locomo", "single_hop").key == "locomo"
-    assert judging.choose_instruction("personamem_v2", "ask_to_forget").key == "personamem"
+    assert judge.choose_instruction("locomo", "temporal").key == "locomo_temporal"
+    assert judge.choose_instruction("locomo", "adversarial").key == "locomo_adversarial"
+    assert judge.choose_instruction("locomo", "single_hop").key == "locomo"
+    assert judge.choose_instruction("personamem_v2", "ask_to_forget").key == "personamem"
     with pytest.raises(ValueError, match="no grading instruction"):
-        judging.choose_instruction("longmemeval", "made-up-type", "q1")
+        judge.choose_instruction("longmemeval", "made-up-type", "q1")
 
 
 def test_every_bundled_longmemeval_question_gets_its_instruction(run_paths):
     ds, questions = prepared(run_paths, "longmemeval")
     write_answers(ds, "memory", questions, lambda i, r: r.answer)
-    plan = judging.plan_judging(ds, questions, dataset="longmemeval")
+    plan = judge.plan_judging(ds, questions, dataset="longmemeval")
     chosen = {i.question_id: i.instruction.key for i in plan.items["memory"]}
     for row in questions.itertuples():
         if row.question_id.endswith("_abs"):
             assert chosen[row.question_id] == "lme_abstention"
         else:
-            assert chosen[row.question_id] == judging._LME_TYPES[row.category]
-    request = judging.judge_requests([plan.items["memory"][2]], n_votes=1)[0]
+            assert chosen[row.question_id] == judge.LME_TYPES[row.category]
+    request = judge.judge_requests([plan.items["memory"][2]], n_votes=1)[0]
     user = request.messages[-1][1]
     assert "Rubric:" in user and "personal information" in user  # the preference question
     assert request.prompt_version == "judge@v1+lme_preference@v1"
@@ -101,25 +101,25 @@ def test_locomo_category_5_excluded_by_default_and_included_on_request(run_paths
     write_answers(ds, "memory", questions, lambda i, r: "Not mentioned in the conversation")
     adversarial = int((questions["category"] == "adversarial").sum())
     assert adversarial == 6
-    plan = judging.plan_judging(ds, questions, dataset="locomo")
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
     assert len(plan.questions) == len(questions) - adversarial
     assert plan.excluded == {"adversarial (LoCoMo category 5)": adversarial}
     assert all(i.category != "adversarial" for i in plan.items["memory"])
     assert "scoring 27 of 33" in plan.describe()
-    plan = judging.plan_judging(ds, questions, dataset="locomo", include_adversarial=True)
+    plan = judge.plan_judging(ds, questions, dataset="locomo", include_adversarial=True)
     assert len(plan.questions) == len(questions) and not any(plan.excluded.values())
     item = next(i for i in plan.items["memory"] if i.category == "adversarial")
     assert item.instruction.key == "locomo_adversarial"
     assert item.adversarial_answer and item.adversarial_answer in item.prompt_values()[
         "instructions"]
-    assert judging.lexical_verdict(item)[0] == judging.CORRECT  # it said "not mentioned"
+    assert judge.lexical_verdict(item)[0] == judge.CORRECT  # it said "not mentioned"
 
 
-def item(reference: str, response: str, key: str = "locomo", **fields) -> judging.JudgeItem:
-    return judging.JudgeItem(
+def item(reference: str, response: str, key: str = "locomo", **fields) -> judge.JudgeItem:
+    return judge.JudgeItem(
         dataset="locomo", system="memory", question_id="q", conversation_id="c",
         category="single_hop", question="?", reference=reference, response=response,
-        instruction=judging.INSTRUCTIONS[key], **fields)
+        instruction=judge.INSTRUCTIONS[key], **fields)
 
 
 @pytest.mark.parametrize(
@@ -139,15 +139,15 @@ def item(reference: str, response: str, key: str = "locomo", **fields) -> judgin
     ],
 )
 def test_lexical_rule(reference, response, key, label):
-    assert judging.lexical_verdict(item(reference, response, key))[0] == label
+    assert judge.lexical_verdict(item(reference, response, key))[0] == label
 
 
 def test_lexical_variants_differ_on_verbose_answers():
     verbose = item("A used Fujifilm X-T2", "He bought a camera, I think it was a used Fujifilm "
                    "X-T2 or maybe something similar, for landscapes and travel photos.")
-    assert judging.lexical_verdict(verbose, "judge_lenient")[0] == judging.CORRECT
-    assert judging.lexical_verdict(verbose, "judge")[0] == judging.CORRECT
-    assert judging.lexical_verdict(verbose, "judge_strict")[0] == judging.WRONG
+    assert judge.lexical_verdict(verbose, "judge_lenient")[0] == judge.CORRECT
+    assert judge.lexical_verdict(verbose, "judge")[0] == judge.CORRECT
+    assert judge.lexical_verdict(verbose, "judge_strict")[0] == judge.WRONG
 
 
 @pytest.mark.parametrize(
@@ -160,14 +160,14 @@ def test_lexical_variants_differ_on_verbose_answers():
     ],
 )
 def test_parse_verdict(reply, label):
-    assert judging.parse_verdict(reply)["label"] == label
+    assert judge.parse_verdict(reply)["label"] == label
 
 
 @pytest.mark.parametrize("reply", ["I think it's fine", '{"label": "MAYBE"}', '{"reason": "x"}',
                                    "The answer is not CORRECT"])
 def test_parse_verdict_refuses_what_it_cannot_read(reply):
     with pytest.raises(ValueError):
-        judging.parse_verdict(reply)
+        judge.parse_verdict(reply)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
     here = {q: [*choices.multiple_choice(q, OPTIONS).options,
                 choices.multiple_choice(q, OPTIONS).correct_letter] for q in ids}
     script = (
-        "import json, sys\nfrom memcost import choices, judging\n"
+        "import json, sys\nfrom memcost import choices, judge\n"
         f"ids = {ids!r}\nopts = {OPTIONS!r}\n"
         "out = {q: [*choices.multiple_choice(q, opts).options, "
         "choices.multiple_choice(q, opts).correct_letter] for q in ids}\n"
@@ -218,18 +218,18 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
 
     write_answers(ds, "memory", questions, letter, mode="multiple_choice")
     with pytest.raises(ValueError, match="mode"):
-        judging.plan_judging(ds, questions, dataset="personamem_v2")  # answers say MC
-    plan = judging.plan_judging(ds, questions, dataset="personamem_v2", mode="multiple_choice")
-    result = judging.run_judging(offline_client(run_paths), plan, ds.judgments)
+        judge.plan_judging(ds, questions, dataset="personamem_v2")  # answers say MC
+    plan = judge.plan_judging(ds, questions, dataset="personamem_v2", mode="multiple_choice")
+    result = judge.run_judging(offline_client(run_paths), plan, ds.judgments)
     assert result.sent == 0 and not read_jsonl(run_paths.calls, missing_ok=True)  # no calls
     labels = result.judgments.set_index("question_id")["label"]
     assert len(labels) == len(questions)  # one vote per question
     expected = ["CORRECT", "WRONG", "WRONG", "CORRECT"]
     assert labels.tolist() == [expected[i % 4] for i in range(len(questions))]
-    assert set(result.judgments["judge_model"]) == {judging.LETTER_MATCH}
+    assert set(result.judgments["judge_model"]) == {judge.LETTER_MATCH}
     locomo, locomo_questions = prepared(run_paths, "locomo")
     write_answers(locomo, "memory", locomo_questions, lambda i, r: r.answer)
-    plan = judging.plan_judging(locomo, locomo_questions, dataset="locomo",
+    plan = judge.plan_judging(locomo, locomo_questions, dataset="locomo",
                                 mode="multiple_choice")
     assert plan.mode == "open_ended" and "personamem_v2 only" in plan.describe()
 
@@ -261,8 +261,8 @@ def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
     write_answers(ds, "memory", questions, lambda i, r: f"It is {r.answer}" if i % 2 else "no")
     with FakeOpenAIServer(api_key=TEST_KEY, responder=_verdict_from_prompt) as server:
         client = api_client(run_paths, server.url, tmp_path)
-        plan = judging.plan_judging(ds, questions, dataset="locomo")
-        result = judging.run_judging(client, plan, ds.judgments, n_votes=3)
+        plan = judge.plan_judging(ds, questions, dataset="locomo")
+        result = judge.run_judging(client, plan, ds.judgments, n_votes=3)
         assert server.count(CHAT_PATH) == 3 * len(questions)
         bodies = [r.body for r in server.requests]
         assert all(b["reasoning_effort"] == "high" and b["model"] == "gpt-5-mini-2025-08-07"
@@ -282,7 +282,7 @@ def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
     assert len(votes) == 3 * len(questions)
     assert set(votes["judge_model"]) == {"gpt-5-mini-2025-08-07"}
     assert set(votes["backend"]) == {"openai"}
-    table = judging.accuracy_table(votes, dataset="locomo")
+    table = judge.accuracy_table(votes, dataset="locomo")
     assert table.loc[0, "accuracy"] == 0.5 and table.loc[0, "n"] == len(questions)
 
 
@@ -300,15 +300,15 @@ def test_an_unparseable_reply_ends_unjudged_never_wrong(run_paths, tmp_path, key
 
     with FakeOpenAIServer(api_key=TEST_KEY, responder=responder) as server:
         client = api_client(run_paths, server.url, tmp_path, max_reasks=2)
-        plan = judging.plan_judging(ds, questions, dataset="locomo")
-        result = judging.run_judging(client, plan, ds.judgments, n_votes=3)
+        plan = judge.plan_judging(ds, questions, dataset="locomo")
+        result = judge.run_judging(client, plan, ds.judgments, n_votes=3)
         # 3 votes × (1 + 2 re-asks) for the bad question, 3 for the other
         assert server.count(CHAT_PATH) == 3 * 3 + 3
     votes = result.judgments.set_index(["question_id", "vote"])
-    assert (votes.loc[first, "label"] == judging.UNJUDGED).all()
+    assert (votes.loc[first, "label"] == judge.UNJUDGED).all()
     assert (votes.loc[first, "unjudged_cause"] == "judge").all()
     assert votes.loc[first, "reason"].str.contains("unparseable").all()
-    table = judging.accuracy_table(result.judgments, dataset="locomo").iloc[0]
+    table = judge.accuracy_table(result.judgments, dataset="locomo").iloc[0]
     assert (table["n"], table["judged"], table["unjudged"], table["judge_failures"]) == (2, 1, 1, 1)
     assert table["accuracy"] == 1.0 and table["strict_accuracy"] == 0.5
     reask = [c for c in read_jsonl(run_paths.calls) if c.get("reask")]
@@ -322,10 +322,10 @@ def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     ds, questions = prepared(run_paths, "locomo")
     write_answers(ds, "memory", questions, lambda i, r: None if i == 0 else r.answer)
     write_answers(ds, "long_context_gpt-5-mini", questions, lambda i, r: "I don't know")
-    plan = judging.plan_judging(ds, questions, dataset="locomo")
-    result = judging.run_judging(offline_client(run_paths), plan, ds.judgments, n_votes=3)
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    result = judge.run_judging(offline_client(run_paths), plan, ds.judgments, n_votes=3)
     votes = result.judgments
-    assert list(votes.columns) == list(judging.JUDGMENT_FIELDS)
+    assert list(votes.columns) == list(judge.JUDGMENT_FIELDS)
     judged = votes.loc[votes["unjudged_cause"].isna()]
     assert set(judged["judge_model"]) == {"lexical"} and set(judged["backend"]) == {"offline"}
     errors = votes.loc[votes["unjudged_cause"] == "answer"]
@@ -334,40 +334,40 @@ def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     calls = read_jsonl(run_paths.calls)
     assert len(calls) == 3 * (27 - 1) + 3 * 27  # the errored answer was never sent
     assert all(c["model"] == "gpt-5-mini-2025-08-07" and c["backend"] == "offline" for c in calls)
-    table = judging.accuracy_table(votes, dataset="locomo").set_index("system")
+    table = judge.accuracy_table(votes, dataset="locomo").set_index("system")
     assert table.loc["memory", "answer_errors"] == 1
     assert table.loc["memory", "accuracy"] == 1.0
     assert table.loc["memory", "strict_accuracy"] == pytest.approx(26 / 27)
     assert table.loc["long_context_gpt-5-mini", "accuracy"] == 0.0
     assert (table["judge_model"] == "lexical").all()
-    paired = judging.mcnemar_table(votes, dataset="locomo").iloc[0]
+    paired = judge.mcnemar_table(votes, dataset="locomo").iloc[0]
     assert (paired["n_paired"], paired["a_only_correct"], paired["b_only_correct"]) == (26, 26, 0)
 
 
 def test_bad_input(run_paths):
     ds, questions = prepared(run_paths, "locomo")
     with pytest.raises(FileNotFoundError, match="02_answer_from_memory.*03_answer_long_context"):
-        judging.plan_judging(ds, questions, dataset="locomo")
+        judge.plan_judging(ds, questions, dataset="locomo")
     with pytest.raises(FileNotFoundError, match="03_answer_long_context"):
-        judging.plan_judging(ds, questions, dataset="locomo",
+        judge.plan_judging(ds, questions, dataset="locomo",
                              systems=["long_context_gpt-oss-120b"])
     other = pd.DataFrame({"question_id": ["elsewhere-1"], "conversation_id": ["x"]})
     write_answers(ds, "memory", pd.concat([questions.head(2), other]), lambda i, r: "x")
     with pytest.raises(ValueError, match="elsewhere-1"):
-        judging.plan_judging(ds, questions, dataset="locomo")
+        judge.plan_judging(ds, questions, dataset="locomo")
     with pytest.raises(FileNotFoundError, match="00_prepare_data"):
-        judging.load_questions(run_paths.dataset("longmemeval"))
+        judge.load_questions(run_paths.dataset("longmemeval"))
 
 
 def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
     ds, questions = small_locomo(run_paths, n=3)
     write_answers(ds, "memory", questions, lambda i, r: r.answer)
     client = offline_client(run_paths)
-    plan = judging.plan_judging(ds, questions, dataset="locomo")
-    first = judging.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    first = judge.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
     assert first.sent == 3 * 3 * 2
     written = ds.judgments.read_bytes()
-    again = judging.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
+    again = judge.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
     assert (again.sent, again.reused, again.dropped) == (0, 18, 0)
     assert ds.judgments.read_bytes() == written  # nothing asked: the file is left as it was
     assert len(again.judgments) == 18
@@ -375,8 +375,8 @@ def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
     ds.answers_file("memory").unlink()
     write_answers(ds, "memory", questions, lambda i, r: "a different answer" if i == 0
                   else r.answer)
-    plan = judging.plan_judging(ds, questions, dataset="locomo")
-    changed = judging.run_judging(client, plan, ds.judgments, prompt_names=["judge"])
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    changed = judge.run_judging(client, plan, ds.judgments, prompt_names=["judge"])
     assert (changed.sent, changed.reused, changed.dropped) == (3, 6, 12)
     assert len(changed.judgments) == 9 and changed.judgments["primary"].all()
 
@@ -402,9 +402,9 @@ def test_failure_analysis_tags_with_and_without_facts(run_paths):
                               conversation_id=row.conversation_id, answer=answer,
                               retrieved_fact_ids=retrieved.get(row.question_id, [])))
     write_answers(ds, "long_context_gpt-5-mini", questions, lambda i, r: r.answer)
-    plan = judging.plan_judging(ds, questions, dataset="locomo")
-    votes = judging.run_judging(offline_client(run_paths), plan, ds.judgments).judgments
-    table, counts = judging.failure_analysis(votes, plan.answers, questions, facts)
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    votes = judge.run_judging(offline_client(run_paths), plan, ds.judgments).judgments
+    table, counts = judge.failure_analysis(votes, plan.answers, questions, facts)
     tags = table.set_index("question_id")["tags"]
     assert set(tags.index) == set(picks)
     assert "temporal marker lost" in tags["conv-1-q7"]
@@ -413,7 +413,35 @@ def test_failure_analysis_tags_with_and_without_facts(run_paths):
     assert "He has a dog" in table.set_index("question_id").loc["conv-1-q0", "retrieved_facts"]
     counts = counts.set_index("tag")["questions"]
     assert counts["temporal marker lost"] >= 1 and counts["coreference"] >= 1
-    bare, bare_counts = judging.failure_analysis(votes, plan.answers, questions, None)
+    bare, bare_counts = judge.failure_analysis(votes, plan.answers, questions, None)
     assert len(bare) == 3 and (bare["tags"] == "").all()
     assert bare["retrieved_facts"].str.contains("not available").all()
     assert bare_counts["questions"].sum() == 0
+
+
+def test_one_answer_walked_through_three_votes_is_kept_by_the_batch(run_paths):
+    ds, questions = small_locomo(run_paths, n=3)
+    write_answers(ds, "memory", questions, lambda i, r: r.answer if i else "something else")
+    client = offline_client(run_paths)
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    item = plan.items["memory"][0]
+    votes = judge.judge_one(client, item, ds.judgments, n_votes=3)
+    assert votes["vote"].tolist() == [0, 1, 2]
+    assert set(votes["label"]) == {judge.WRONG} and set(votes["judge_model"]) == {judge.LEXICAL}
+    outcome = judge.question_outcomes(votes).iloc[0]
+    assert (outcome.wrong_votes, outcome.label) == (3, judge.WRONG)
+    again = judge.judge_one(client, item, ds.judgments, n_votes=3)  # read back, not asked
+    assert again["request_hash"].tolist() == votes["request_hash"].tolist()
+    assert len(read_jsonl(ds.judgments)) == 3
+    batch = judge.run_judging(client, plan, ds.judgments)
+    assert (batch.sent, batch.reused, batch.dropped) == (3 * 3 - 3, 3, 0)
+    assert len(batch.judgments) == 9
+
+
+def test_judgment_records_have_the_schema_fields_in_order():
+    from memcost.judgments import JUDGMENT_FIELDS, judgment_record
+
+    record = judgment_record(question_id="q", vote=1, label=judge.CORRECT)
+    assert tuple(record) == JUDGMENT_FIELDS and record["system"] is None
+    with pytest.raises(ValueError, match="not judgments.jsonl fields"):
+        judgment_record(question_id="q", verdict="CORRECT")

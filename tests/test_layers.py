@@ -61,15 +61,11 @@ LAYER_OF: dict[str, str] = {
 # Module names from before the package split, still present until each stage moves into its
 # subpackage. Delete a line when its module is gone; the test lists lines that name nothing.
 LEGACY_LAYER_OF: dict[str, str] = {
-    "long_context": STAGE,  # -> longctx/
-    "judging": STAGE,  # -> judge/
 }
 # Imports that break a rule today and go away when their module moves (a stage's figures move
 # to plots/<stage>.py). Delete a line when its import is gone; the test lists lines that match
 # no import.
 LEGACY_EDGES: frozenset[tuple[str, str]] = frozenset({
-    ("memcost.judging", "memcost.plots"),  # -> plots/judge.py
-    ("memcost.long_context", "memcost.plots"),  # -> plots/longctx.py
 })
 OPENAI_IMPORTERS = frozenset({"memcost.llm.providers"})
 

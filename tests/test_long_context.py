@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost import choices, data, long_context, prompts
+from memcost import choices, data, longctx, prompts, tokens
 from memcost.answers import AnswerWriter, load_answers
 from memcost.io import read_jsonl
 from memcost.llm import make_client
@@ -82,14 +82,14 @@ def long_sessions(n_sessions: int, words_per_session: int, seed: int = 0) -> lis
     return out
 
 
-def plan(questions, conversations, **options) -> long_context.Planned:
-    histories = long_context.build_histories(conversations)
+def plan(questions, conversations, **options) -> longctx.Planned:
+    histories = longctx.build_histories(conversations)
     options.setdefault("models", [GPT5])
-    return long_context.plan_questions(questions, histories, **options)
+    return longctx.plan_questions(questions, histories, **options)
 
 
-def requests_of(planned: long_context.Planned, system: str) -> list:
-    return [long_context.build_request(p, dataset="test") for p in planned.plans
+def requests_of(planned: longctx.Planned, system: str) -> list:
+    return [longctx.build_request(p, dataset="test") for p in planned.plans
             if p.system == system]
 
 
@@ -138,9 +138,9 @@ def test_question_date_follows_the_history_and_precedes_the_question():
 def test_planned_sizes_are_the_token_count_of_the_prompts_sent(samples):
     for name, bench in samples.items():
         planned = plan(bench.questions, bench.conversations, models=[GPT5, OSS],
-                       baseline_models=[GPT5], kinds=long_context.KINDS, mode="multiple_choice")
+                       baseline_models=[GPT5], kinds=longctx.KINDS, mode="multiple_choice")
         for p in planned.plans:
-            request = long_context.build_request(p, dataset=name)
+            request = longctx.build_request(p, dataset=name)
             assert p.prompt_tokens == prompt_tokens(request), (name, p.system, p.question_id)
             assert p.context.tokens == count_tokens(p.context.text)
 
@@ -148,19 +148,19 @@ def test_planned_sizes_are_the_token_count_of_the_prompts_sent(samples):
 def test_each_history_is_tokenised_once(samples, monkeypatch):
     bench = samples["locomo"]
     counted: list[int] = []
-    original = long_context.count_tokens_batch
+    original = tokens.count_tokens_batch
 
     def spy(texts, **kwargs):
         counted.append(sum(len(t) for t in texts))
         return original(texts, **kwargs)
 
-    monkeypatch.setattr(long_context, "count_tokens_batch", spy)
-    histories = long_context.build_histories(bench.conversations)
+    monkeypatch.setattr(tokens, "count_tokens_batch", spy)
+    histories = longctx.build_histories(bench.conversations)
     history_chars = sum(len(data.render_history(bench.conversation(c))) for c in histories)
     # each history once, with the blank line that follows its last session
     assert sum(counted) == history_chars + len(data.SESSION_SEPARATOR) * len(histories)
     counted.clear()
-    long_context.plan_questions(bench.questions, histories, models=[GPT5, OSS])
+    longctx.plan_questions(bench.questions, histories, models=[GPT5, OSS])
     assert sum(counted) < history_chars / 2  # planning counts question blocks, not histories
 
 
@@ -177,12 +177,12 @@ def long_conversation() -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_a_prompt_too_long_fails_before_any_call(run_paths, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     conv, qs = long_conversation()
-    histories = long_context.build_histories(conv)
+    histories = longctx.build_histories(conv)
     assert 131_072 < histories["huge"].tokens < 272_000
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         api_client(run_paths, server.url, tmp_path)  # a client ready to send
-        with pytest.raises(long_context.ContextOverflow) as info:
-            long_context.plan_questions(qs, histories, models=[GPT5, OSS])
+        with pytest.raises(longctx.ContextOverflow) as info:
+            longctx.plan_questions(qs, histories, models=[GPT5, OSS])
         assert server.count(path=None) == 0
     message = str(info.value)
     size = max(p for p in info.value.fit["largest_prompt"])
@@ -214,7 +214,7 @@ def test_truncate_oldest_drops_whole_oldest_sessions_and_records_them(run_paths)
     assert max(p.needed_tokens for p in oss) + dropped[-1].tokens > oss[0].limit
     client = make_client(run_paths, progress=False)
     ds = run_paths.dataset("test").ensure()
-    long_context.answer_questions(client, ds, planned, dataset="test")
+    longctx.answer_questions(client, ds, planned, dataset="test")
     records = load_answers(ds, "long_context_gpt-oss-120b")
     assert set(records["dropped_sessions"]) == {len(dropped)}
     assert set(records["dropped_tokens"]) == {context.dropped_tokens}
@@ -223,22 +223,22 @@ def test_truncate_oldest_drops_whole_oldest_sessions_and_records_them(run_paths)
 
 
 def test_context_limits_follow_the_model_table():
-    limits = long_context.context_limits([GPT5, OSS]).set_index("model")
+    limits = longctx.context_limits([GPT5, OSS]).set_index("model")
     assert limits.loc[GPT5, "prompt_limit"] == 272_000
     assert limits.loc[OSS, "prompt_limit"] == 131_072 - 2_000
     assert limits.loc[OSS, "context_window"] == 131_072
-    bigger = long_context.context_limits([OSS], {"gpt-oss-120b": {"max_output_tokens": 8000}})
+    bigger = longctx.context_limits([OSS], {"gpt-oss-120b": {"max_output_tokens": 8000}})
     assert bigger.loc[0, "prompt_limit"] == 131_072 - 8_000
 
 
 def test_generation_settings_are_the_papers_and_can_be_overridden():
-    assert long_context.generation_settings(GPT5) == {"reasoning_effort": "low"}
-    assert long_context.generation_settings(OSS) == {"temperature": 0.0,
+    assert longctx.generation_settings(GPT5) == {"reasoning_effort": "low"}
+    assert longctx.generation_settings(OSS) == {"temperature": 0.0,
                                                      "max_output_tokens": 2000}
-    assert long_context.generation_settings(GPT5, {"gpt-5-mini": {"reasoning_effort": "high"}})[
+    assert longctx.generation_settings(GPT5, {"gpt-5-mini": {"reasoning_effort": "high"}})[
         "reasoning_effort"] == "high"
     with pytest.raises(ValueError, match="unknown keys"):
-        long_context.generation_settings(OSS, {OSS: {"top_p": 0.5}})
+        longctx.generation_settings(OSS, {OSS: {"top_p": 0.5}})
 
 
 # --- baselines -----------------------------------------------------------------------------------
@@ -311,14 +311,14 @@ def test_offline_answers_extract_the_best_turn_with_its_date(run_paths):
                               "What is the capital of Peru?"])
     planned = plan(qs, conv, baseline_models=[GPT5], kinds=("long_context", "no_context"))
     ds = run_paths.dataset("test").ensure()
-    long_context.answer_questions(make_client(run_paths, progress=False), ds, planned,
+    longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
                                   dataset="test")
     answers = load_answers(ds, "long_context_gpt-5-mini").set_index("question_id")["answer"]
     assert answers["c1-q0"] == ("user (Tuesday 2 May 2023, 10:00): My brother bought a "
                                 "secondhand violin from a shop in Porto.")
-    assert answers["c1-q1"] == long_context.NOT_MENTIONED
+    assert answers["c1-q1"] == longctx.NOT_MENTIONED
     none = load_answers(ds, "no_context_gpt-5-mini")["answer"]
-    assert set(none) == {long_context.NO_HISTORY_ANSWER}
+    assert set(none) == {longctx.NO_HISTORY_ANSWER}
 
 
 def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
@@ -330,12 +330,12 @@ def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
         planned = plan(qs, conv, baseline_models=[GPT5], kinds=("long_context", "no_context"),
                        mode=mode)
         ds = run_paths.dataset(mode).ensure()
-        long_context.answer_questions(make_client(run_paths, progress=False), ds, planned,
+        longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
                                       dataset="test")
         lc = load_answers(ds, "long_context_gpt-5-mini").iloc[0]
         nc = load_answers(ds, "no_context_gpt-5-mini").iloc[0]
         if mode == "open_ended":
-            assert lc["options_shown"] is None and nc["answer"] == long_context.NO_HISTORY_ANSWER
+            assert lc["options_shown"] is None and nc["answer"] == longctx.NO_HISTORY_ANSWER
             continue
         shown = list(lc["options_shown"])
         assert sorted(shown) == sorted(options[0])
@@ -351,8 +351,8 @@ def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
 
 def test_options_are_shown_in_a_fixed_shuffled_order():
     options = ["right", "wrong one", "wrong two", "wrong three"]
-    orders = [long_context.shown_options(f"pm-{i}", options) for i in range(40)]
-    assert orders == [long_context.shown_options(f"pm-{i}", options) for i in range(40)]
+    orders = [longctx.shown_options(f"pm-{i}", options) for i in range(40)]
+    assert orders == [longctx.shown_options(f"pm-{i}", options) for i in range(40)]
     assert sum(o[0] == "right" for o in orders) < 20  # not always first, as in the source
     assert all(sorted(o) == sorted(options) for o in orders)
 
@@ -362,11 +362,11 @@ def test_a_rerun_skips_answered_questions(samples, run_paths):
     planned = plan(locomo.questions, locomo.conversations, baseline_models=[GPT5],
                    kinds=("long_context", "rolling_window"))
     ds = run_paths.dataset("locomo").ensure()
-    first = long_context.answer_questions(make_client(run_paths, progress=False), ds, planned,
+    first = longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
                                           dataset="locomo")
     assert set(first.values()) == {len(locomo.questions)}
     calls = len(read_jsonl(run_paths.calls))
-    again = long_context.answer_questions(make_client(run_paths, progress=False), ds, planned,
+    again = longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
                                           dataset="locomo")
     assert set(again.values()) == {0} and len(read_jsonl(run_paths.calls)) == calls
     records = read_jsonl(run_paths.calls)
@@ -403,7 +403,7 @@ def test_first_question_of_each_conversation_goes_alone(api, run_paths):
     conv, qs = cached_conversations()
     planned = plan(qs, conv)
     ds = run_paths.dataset("test").ensure()
-    long_context.answer_questions(client, ds, planned, dataset="test")
+    longctx.answer_questions(client, ds, planned, dataset="test")
     arrivals = {}
     for received in server.requests:
         question = received.user_text.rsplit("Question: ", 1)[1].strip()
@@ -422,7 +422,7 @@ def test_first_question_of_each_conversation_goes_alone(api, run_paths):
     assert answers.loc["c0-q0", "cached_prompt_tokens"] == 0
     later = answers.drop(index=["c0-q0", "c1-q0"])
     assert (later["cached_prompt_tokens"] >= 1024).all()
-    summary = long_context.answers_summary(answers.reset_index(), planned).iloc[0]
+    summary = longctx.answers_summary(answers.reset_index(), planned).iloc[0]
     share = later["cached_prompt_tokens"].sum() / later["prompt_tokens"].sum()
     assert summary["cached_share_after_first"] == pytest.approx(share)
     assert 0.5 < share < 1.0 and summary["later_questions"] == 4
@@ -432,7 +432,7 @@ def test_request_parameters_by_model_family_at_the_server(api, run_paths):
     server, client = api
     conv, qs = cached_conversations(1, 1)
     planned = plan(qs, conv, models=[GPT5, OSS])
-    long_context.answer_questions(client, run_paths.dataset("test").ensure(), planned,
+    longctx.answer_questions(client, run_paths.dataset("test").ensure(), planned,
                                   dataset="test")
     bodies = {r.body["model"]: r.body for r in server.requests}
     assert bodies[GPT5]["reasoning_effort"] == "low"
@@ -452,13 +452,52 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
     ds = run_paths.dataset("test").ensure()
     server.on(lambda path, body: "Question 1 about" in body["messages"][-1]["content"],
               Action(status=500), times=None)
-    long_context.answer_questions(client, ds, planned, dataset="test")
+    longctx.answer_questions(client, ds, planned, dataset="test")
     failed = load_answers(ds, "long_context_gpt-5-mini").set_index("question_id")
     assert failed.loc["c0-q1", "answer"] == "" and "500" in failed.loc["c0-q1", "error"]
     assert pd.isna(failed.loc["c0-q0", "error"])
     assert AnswerWriter(ds, "long_context_gpt-5-mini").pending(["c0-q0", "c0-q1"]) == ["c0-q1"]
     server.clear()
-    written = long_context.answer_questions(client, ds, planned, dataset="test")
+    written = longctx.answer_questions(client, ds, planned, dataset="test")
     assert written == {"long_context_gpt-5-mini": 1}
     fixed = load_answers(ds, "long_context_gpt-5-mini").set_index("question_id")
     assert pd.isna(fixed.loc["c0-q1", "error"]) and fixed.loc["c0-q1", "answer"]
+
+
+# --- the walk of notebook 03: shared prefix and cached share ---------------------------------------
+
+
+def test_cacheable_tokens_follow_the_1024_and_128_grid():
+    assert [longctx.cacheable_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
+        0, 0, 1024, 1024, 1152, 1024 + 31 * 128]
+
+
+def test_prefix_share_of_two_questions_diverges_after_the_history():
+    conv = conversation("c1", long_sessions(6, 400))
+    qs = questions_for("c1", ["Which instrument came up first?", "Where is the ferry going?"])
+    planned = plan(qs, conv)
+    first, second = planned.plans
+    share = longctx.prefix_share(first, second)
+    assert (share.first_tokens, share.second_tokens) == (first.prompt_tokens, second.prompt_tokens)
+    # everything through </history> and the instructions is shared; the question block is not
+    assert first.prefix_tokens < share.shared_tokens < min(share.first_tokens, share.second_tokens)
+    assert "Which instrument" in share.first_after and "ferry" in share.second_after
+    assert share.first_after != share.second_after
+    assert share.shared_tokens >= 1024
+    assert share.cached_tokens == longctx.cacheable_tokens(share.shared_tokens)
+    assert share.cached_tokens % 128 == 0 and share.shared_tokens - share.cached_tokens < 128
+    assert share.cached_share == pytest.approx(share.cached_tokens / second.prompt_tokens)
+    short = plan(questions_for("c2", ["a?", "b?"]), conversation("c2", [["hi", "hello"]]))
+    assert longctx.prefix_share(*short.plans).cached_tokens == 0  # under 1,024 shared tokens
+
+
+def test_median_ratios_compare_the_full_history_with_each_system():
+    sizes = pd.DataFrame({
+        "system": ["memory"] * 2 + ["long_context_x"] * 2 + ["rolling_window_x"] * 2,
+        "kind": ["memory"] * 2 + ["long_context"] * 2 + ["rolling_window"] * 2,
+        "question_id": ["a", "b"] * 3,
+        "context_tokens": [100, 300, 20_000, 20_000, 400, 400],
+        "prompt_tokens": [0] * 6,
+    })
+    ratios = longctx.median_ratios(sizes).set_index("system")["full_history_times"]
+    assert ratios.to_dict() == {"memory": 100.0, "long_context_x": 1.0, "rolling_window_x": 50.0}

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from memcost import judging
+from memcost import judge
 from memcost.answers import AnswerWriter
 from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
@@ -141,4 +141,4 @@ def test_notebook_04_judges_every_system_offline(tmp_path):
     manifest = read_json(run.manifest)
     assert manifest["llm"]["locomo/04_judge_answers"]["offline_calls"] == len(calls)
     assert manifest["notebooks"]["locomo/04_judge_answers"]["status"] == "ok"
-    assert judging.LEXICAL in {v["judge_model"] for v in votes}
+    assert judge.LEXICAL in {v["judge_model"] for v in votes}

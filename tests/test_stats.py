@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from memcost import stats, usage
+from memcost import costs, stats
 
 # Wilson 95% intervals as published tables give them (Newcombe 1998 style, 4 decimals).
 KNOWN_WILSON = {
@@ -135,7 +135,8 @@ def test_usage_majority_counts_only_the_primary_prompt(tmp_path):
                          "vote": vote, "label": label, "prompt_name": prompt,
                          "primary": primary})
     folder = tmp_path / "run" / "locomo"
-    folder.mkdir(parents=True)
+    (folder / "data").mkdir(parents=True)
+    pd.DataFrame({"question_id": ["q1"]}).to_parquet(folder / "data" / "questions.parquet")
     (folder / "judgments.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    votes = usage.majority_votes(usage.load_judgments([tmp_path / "run"]))
+    votes = costs.majority_votes(costs.run_judgments([tmp_path / "run"]))
     assert len(votes) == 1 and not votes["correct"].iloc[0] and votes["votes"].iloc[0] == 3

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import choices, data, judging, long_context, memory, prompts
+from memcost import choices, data, judge, longctx, memory, prompts
 from memcost.answers import AnswerWriter
 from memcost.llm import ChatRequest, parse_json
 from memcost.llm.parsing import reask_request
@@ -80,14 +80,14 @@ def test_readers_answer_from_what_they_are_shown(locomo):
         question=f"Which pet?\n\nOptions:\n{mc.render()}\n{choices.MC_ANSWER_INSTRUCTION}")
     assert choices.parse_choice(stages.read_reply(messages[-1][1]), mc) == mc.correct_letter
     # long context: a sentence of the history (without its speaker), or an option
-    histories = long_context.build_histories(conversations)
-    shown = long_context.full_context(histories[str(question["conversation_id"])]).text
-    block = long_context.question_block(str(question["question"]))
+    histories = longctx.build_histories(conversations)
+    shown = longctx.full_context(histories[str(question["conversation_id"])]).text
+    block = longctx.question_block(str(question["question"]))
     messages = prompts.LONG_CONTEXT_ANSWER.messages(history=shown, question_block=block)
     assert stages.stage_of(body(messages)) == stages.LONG_CONTEXT
     answer = stages.long_context_reply(messages[-1][1])
     assert answer and answer in shown and "Question:" not in answer
-    block = long_context.question_block("Which pet?", options=mc.options)
+    block = longctx.question_block("Which pet?", options=mc.options)
     messages = prompts.LONG_CONTEXT_ANSWER.messages(history="Jonas: I adopted Pretzel.\n",
                                                     question_block=block)
     assert choices.parse_choice(stages.long_context_reply(messages[-1][1]), mc) is not None
@@ -104,13 +104,13 @@ def test_judge_verdicts_parse_and_follow_the_reference(locomo):
             writer.write(dict(base, question_id=row.question_id,
                               conversation_id=row.conversation_id,
                               answer=f"It was {row.answer}." if i % 2 == 0 else "No idea."))
-    plan = judging.plan_judging(ds, few, dataset="locomo")
-    requests = judging.judge_requests(plan.items["memory"], n_votes=1)
+    plan = judge.plan_judging(ds, few, dataset="locomo")
+    requests = judge.judge_requests(plan.items["memory"], n_votes=1)
     responder = stages.StageResponder(malformed_every=0)
     labels = []
     for request in requests:
         assert stages.stage_of(body(request)) == stages.JUDGE
-        labels.append(judging.parse_verdict(responder(body(request)))["label"])
+        labels.append(judge.parse_verdict(responder(body(request)))["label"])
     assert labels == ["CORRECT", "WRONG", "CORRECT", "WRONG"]
 
 

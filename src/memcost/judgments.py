@@ -1,17 +1,21 @@
-"""``<dataset>/judgments.jsonl``, one record per judge vote: its schema and its readers.
+"""``<dataset>/judgments.jsonl``, one record per judge vote: its schema, its writers and its
+readers.
 
-Notebook 04 appends the votes; notebook 05 and the report read them back through here, so the
-file has one definition (docs/architecture.md).
+Notebook 04 rewrites the votes that still apply and appends new ones as they arrive; notebook 05
+and the report read them back through here, so the file has one definition
+(docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from memcost.io import read_jsonl
+from memcost.io import JsonlAppender, read_jsonl, write_jsonl
 from memcost.paths import DatasetPaths, RunPaths
 
 # judgments.jsonl, one record per vote (docs/architecture.md), in this order.
@@ -33,6 +37,26 @@ JUDGMENT_FIELDS = (
     "unjudged_cause",
     "request_hash",
 )
+
+
+def judgment_record(**values: Any) -> dict[str, Any]:
+    """One vote as a record with every schema field, in order (a field not given is null)."""
+    unknown = sorted(set(values) - set(JUDGMENT_FIELDS))
+    if unknown:
+        raise ValueError(f"not judgments.jsonl fields: {unknown}; known: {list(JUDGMENT_FIELDS)}")
+    return {name: values.get(name) for name in JUDGMENT_FIELDS}
+
+
+def rewrite_judgments(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> None:
+    """Replace the file with ``records`` (the votes that still apply), atomically, in the line
+    format :func:`judgment_appender` appends, so a rerun with nothing new rewrites it byte for
+    byte."""
+    write_jsonl(path, records)
+
+
+def judgment_appender(path: str | os.PathLike[str]) -> JsonlAppender:
+    """Append votes one line at a time as they arrive (flushed, not synced per vote)."""
+    return JsonlAppender(path, fsync=False)
 
 
 def read_judgments(source: DatasetPaths | str | os.PathLike[str]) -> pd.DataFrame:

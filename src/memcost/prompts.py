@@ -86,7 +86,7 @@ JSON_REASK = register(
 # --- Judge (notebook 04, study §3.4) -----------------------------------------------------------
 # One main prompt and two variants that differ only in how generous the grading rules are, so
 # the judge-sensitivity table shows how much of an accuracy gap is the judge's (study §10).
-# ``{instructions}`` is the dataset- and question-type-specific block from memcost.judging;
+# ``{instructions}`` is the dataset- and question-type-specific block from memcost.judge;
 # ``{reference_label}`` names what the reference is (a gold answer, a rubric, an explanation).
 _JUDGE_SYSTEM = (
     "You grade the answers of a personal assistant that remembers its past conversations with a "

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatResult, LLMClient
 import memcost.memory.facts as files
 import memcost.memory.store as store
+from memcost.llm import ChatResult, LLMClient
 from memcost.memory.embed import embed_groups
 from memcost.memory.extract import Candidate, candidates_from, extraction_request, parse_extraction
 from memcost.memory.segment import (

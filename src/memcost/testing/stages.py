@@ -228,7 +228,7 @@ def long_context_reply(user: str) -> str:
 
 def judge_reply(user: str) -> dict[str, str]:
     """CORRECT when the response holds at least half the reference's content words."""
-    from memcost.judging import INSTRUCTIONS  # the labels the reference can go by
+    from memcost.judge import INSTRUCTIONS  # the labels the reference can go by
 
     before, _, after = user.partition("\nResponse to grade: ")
     labels = {f"\n{i.reference_label}: " for i in INSTRUCTIONS.values()}

@@ -1,0 +1,256 @@
+"""What is judged (notebook 04, section 1): the scored questions, and every system's answer to
+each paired with what the judge needs.
+
+Every answer must belong to a question of this dataset; answers to ids the dataset does not have
+are an error. LoCoMo's adversarial category 5 is left out of scoring by default (Mem0,
+EverMemOS). An answer whose answering call failed is kept, marked, and never sent to the judge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
+from memcost.choices import MODES, MultipleChoice, multiple_choice
+from memcost.data import read_questions as load_questions
+from memcost.judge.instructions import Instruction, choose_instruction
+from memcost.models import LONG_CONTEXT_MODELS
+from memcost.paths import DatasetPaths
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One system's answer to one question, with everything the judge needs."""
+
+    dataset: str
+    system: str
+    question_id: str
+    conversation_id: str
+    category: str
+    question: str
+    reference: str
+    response: str
+    instruction: Instruction
+    is_abstention: bool = False
+    adversarial_answer: str = ""
+    wrong_options: tuple[str, ...] = ()
+    answer_error: str | None = None  # the answering call failed: nothing to judge
+    choice: MultipleChoice | None = None  # PersonaMem multiple choice
+
+    def prompt_values(self) -> dict[str, str]:
+        wrong = "\n".join(f"- {o}" for o in self.wrong_options) or "- (none given)"
+        return {
+            "instructions": self.instruction.text.format(
+                adversarial_answer=self.adversarial_answer or "(none given)", wrong_options=wrong
+            ),
+            "question": self.question,
+            "reference_label": self.instruction.reference_label,
+            "reference": self.reference,
+            "response": self.response,
+        }
+
+
+@dataclass
+class JudgePlan:
+    """Which questions are scored and which answers are judged, with the counts to print."""
+
+    dataset: str
+    mode: str
+    questions: pd.DataFrame  # the scored questions
+    all_questions: int
+    excluded: dict[str, int]  # reason -> questions left out of scoring
+    items: dict[str, list[JudgeItem]]  # system -> answers to judge (scored questions only)
+    missing_answers: dict[str, list[str]]  # system -> scored questions without an answer
+    answers: dict[str, pd.DataFrame] = field(default_factory=dict)  # system -> answers file
+    notes: list[str] = field(default_factory=list)  # what the notebook should print
+
+    @property
+    def systems(self) -> list[str]:
+        return list(self.items)
+
+    def summary(self) -> pd.DataFrame:
+        rows = []
+        for system, items in self.items.items():
+            rows.append({
+                "system": system,
+                "answers": len(self.answers[system]),
+                "scored": len(items),
+                "answer_errors": sum(i.answer_error is not None for i in items),
+                "missing_answers": len(self.missing_answers[system]),
+            })
+        return pd.DataFrame(rows)
+
+    def describe(self) -> str:
+        left_out = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n) or "none"
+        text = (f"{self.dataset}: scoring {len(self.questions)} of {self.all_questions} "
+                f"questions (left out: {left_out}); mode {self.mode}; "
+                f"{len(self.items)} systems: {', '.join(self.items)}")
+        return "\n".join([text, *(f"NOTE: {n}" for n in self.notes)])
+
+
+def scored_questions(
+    questions: pd.DataFrame, dataset: str, *, include_adversarial: bool = False
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The questions that count for accuracy, and how many were left out and why.
+
+    LoCoMo's adversarial category (5) is left out unless ``include_adversarial``: Mem0's and
+    EverMemOS's evaluations score the other 1,540 questions, and category 5 has no gold answer.
+    """
+    excluded: dict[str, int] = {}
+    keep = pd.Series(True, index=questions.index)
+    if dataset == "locomo" and not include_adversarial:
+        adversarial = questions["category"].astype(str) == "adversarial"
+        excluded["adversarial (LoCoMo category 5)"] = int(adversarial.sum())
+        keep &= ~adversarial
+    return questions.loc[keep].reset_index(drop=True), excluded
+
+
+def as_list(value: Any) -> list[str]:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [str(v) for v in list(value)]
+
+
+def as_text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return ""
+    return str(value)
+
+
+def _judged_mode(dataset: str, mode: str, notes: list[str]) -> str:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if mode == "multiple_choice" and dataset != "personamem_v2":
+        # A preset may set the mode for every dataset; only PersonaMem v2 has options.
+        notes.append(f"mode 'multiple_choice' applies to personamem_v2 only; {dataset} is "
+                     "judged open-ended")
+        return "open_ended"
+    return mode
+
+
+def _system_answers(ds: DatasetPaths, system: str, dataset: str, known: set[str]) -> pd.DataFrame:
+    """One system's answers file, checked against the dataset's question ids."""
+    system_kind(system)
+    frame = load_answers(ds, system)
+    stray = sorted(set(frame["question_id"].astype(str)) - known)
+    if stray:
+        raise ValueError(
+            f"{ds.answers_file(system)}: {len(stray)} answers to question ids that dataset "
+            f"{dataset!r} does not have (e.g. {stray[:5]}); the answers come from another "
+            "dataset or another selection of it: rerun the answering notebook"
+        )
+    return frame
+
+
+def plan_judging(
+    ds: DatasetPaths,
+    questions: pd.DataFrame,
+    *,
+    dataset: str,
+    systems: Sequence[str] = (),
+    include_adversarial: bool = False,
+    mode: str = "open_ended",
+) -> JudgePlan:
+    """Read the answer files and pair every answer with its question.
+
+    ``systems`` empty: every answers file in the dataset folder. A named system without a file
+    is an error naming the notebook that writes it; answers to question ids the dataset does not
+    have are an error (they belong to another dataset or another selection of it).
+    """
+    notes: list[str] = []
+    mode = _judged_mode(dataset, mode, notes)
+    chosen = list(systems) or answer_systems(ds)
+    if not chosen:
+        raise FileNotFoundError(
+            f"{ds.answers}: no answers_<system>.jsonl files; run notebooks/"
+            "02_answer_from_memory.ipynb and/or notebooks/03_answer_long_context.ipynb for "
+            f"dataset {dataset!r} first"
+        )
+    scored, excluded = scored_questions(questions, dataset, include_adversarial=include_adversarial)
+    known = set(questions["question_id"].astype(str))
+    by_id = {str(r["question_id"]): r for r in scored.to_dict("records")}
+    items: dict[str, list[JudgeItem]] = {}
+    missing: dict[str, list[str]] = {}
+    answers: dict[str, pd.DataFrame] = {}
+    for system in chosen:
+        frame = answers[system] = _system_answers(ds, system, dataset, known)
+        items[system] = [
+            _item(dataset, system, by_id[str(record["question_id"])], record, mode)
+            for record in frame.to_dict("records") if str(record["question_id"]) in by_id
+        ]
+        answered = set(frame["question_id"].astype(str))
+        missing[system] = [q for q in by_id if q not in answered]
+    return JudgePlan(dataset, mode, scored, len(questions), excluded, items, missing, answers,
+                     notes)
+
+
+def _item(dataset: str, system: str, question: Mapping[str, Any], answer: Mapping[str, Any],
+          mode: str) -> JudgeItem:
+    qid = str(question["question_id"])
+    category = as_text(question.get("category"))
+    options = as_list(question.get("options"))
+    error = as_text(answer.get("error")) or None
+    answer_mode = as_text(answer.get("mode"))
+    if answer_mode and answer_mode != mode:
+        raise ValueError(
+            f"answers of {system!r} were produced in mode {answer_mode!r} but the judge runs in "
+            f"mode {mode!r}: set the same mode in both notebooks"
+        )
+    choice = None
+    if mode == "multiple_choice":
+        if not options:
+            raise ValueError(f"question {qid!r} has no options for multiple choice")
+        choice = multiple_choice(qid, options)
+    return JudgeItem(
+        dataset=dataset,
+        system=system,
+        question_id=qid,
+        conversation_id=str(question["conversation_id"]),
+        category=category,
+        question=str(question["question"]),
+        reference=str(question["answer"]),
+        response=as_text(answer.get("answer")),
+        instruction=choose_instruction(dataset, category, qid,
+                                       is_abstention=bool(question.get("is_abstention"))),
+        is_abstention=bool(question.get("is_abstention")),
+        adversarial_answer=as_text(question.get("adversarial_answer")),
+        wrong_options=tuple(options[1:]) if dataset == "personamem_v2" else (),
+        answer_error=error,
+        choice=choice,
+    )
+
+
+def system_inventory(ds: DatasetPaths) -> pd.DataFrame:
+    """The paper's three systems, whether their answers exist, and the optional variants found.
+
+    Memory and long context with each model are Table 3; rolling window, no context and oracle
+    are this repository's extra baselines (notebook 03) and optional.
+    """
+    found = answer_systems(ds)
+    paper = [system_name("memory")] + [system_name("long_context", m) for m in LONG_CONTEXT_MODELS]
+    rows = []
+    for system in paper:
+        rows.append({"system": system, "kind": system_kind(system), "in_paper": True,
+                     "present": system in found, "writer": _writer(system)})
+    for system in found:
+        if system not in paper:
+            rows.append({"system": system, "kind": system_kind(system), "in_paper": False,
+                         "present": True, "writer": _writer(system)})
+    for kind in SYSTEM_KINDS[2:]:
+        if not any(system_kind(s) == kind for s in found):
+            rows.append({"system": f"{kind}_<model>", "kind": kind, "in_paper": False,
+                         "present": False, "writer": _writer(kind)})
+    return pd.DataFrame(rows)
+
+
+def _writer(system: str) -> str:
+    return "02_answer_from_memory" if system == "memory" else "03_answer_long_context"
+
+
+__all__ = ["JudgeItem", "JudgePlan", "as_list", "as_text", "load_questions", "plan_judging", "scored_questions",
+           "system_inventory"]

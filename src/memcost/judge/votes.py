@@ -1,0 +1,286 @@
+"""Three votes per answer, and the majority (notebook 04, section 2).
+
+:func:`run_judging` asks the judge ``n_votes`` times per answer and appends each vote to
+``judgments.jsonl`` (:mod:`memcost.judgments`) as it arrives. Votes already in the file for the
+very same request are kept, so an interrupted notebook resumes where it stopped. Votes that need
+no judge call (answers that failed, multiple-choice letters) come from :func:`rule_records`. A
+judge reply that stays unparseable after the client's re-asks is ``UNJUDGED``: shown, counted
+and excluded, never silently WRONG. :func:`question_outcomes` takes the majority per question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memcost import stats
+from memcost.calls import OFFLINE
+from memcost.choices import MC_SALT, parse_choice
+from memcost.io import read_jsonl
+from memcost.judge.questions import JudgeItem, JudgePlan
+from memcost.judge.requests import (
+    LETTER_MATCH,
+    RULE,
+    JudgePayload,
+    judge_prompt,
+    judge_requests,
+    parse_verdict,
+    prompt_version,
+)
+from memcost.judgments import (
+    judgment_appender,
+    judgment_record,
+    read_judgments,
+    rewrite_judgments,
+)
+from memcost.llm import ChatRequest, ChatResult
+from memcost.models import JUDGE_MODEL
+from memcost.offline.judge import LEXICAL, lexical_judge
+from memcost.stats import CORRECT, UNJUDGED, WRONG
+
+
+def _record(item: JudgeItem, *, vote: int, label: str, reason: str, judge_model: str,
+            backend: str, prompt_name: str, prompt_version: str, mode: str, primary: bool,
+            unjudged_cause: str | None = None, request_hash: str | None = None) -> dict[str, Any]:
+    return judgment_record(
+        question_id=item.question_id, conversation_id=item.conversation_id, system=item.system,
+        category=item.category, vote=vote, label=label, reason=reason, judge_model=judge_model,
+        backend=backend, prompt_name=prompt_name, prompt_version=prompt_version,
+        instruction=item.instruction.key, mode=mode, primary=primary,
+        unjudged_cause=unjudged_cause, request_hash=request_hash,
+    )
+
+
+def _letter_vote(item: JudgeItem, mode: str) -> dict[str, Any]:
+    """A multiple-choice answer: one exact-match vote on its letter."""
+    assert item.choice is not None
+    common = dict(vote=0, judge_model=LETTER_MATCH, backend=RULE, prompt_name=LETTER_MATCH,
+                  prompt_version=f"{LETTER_MATCH}@v1+{MC_SALT}", mode=mode, primary=True)
+    if item.answer_error is not None:
+        return _record(item, label=UNJUDGED,
+                       reason=f"not judged: answering failed ({item.answer_error})",
+                       unjudged_cause="answer", **common)
+    letter = parse_choice(item.response, item.choice)
+    if letter is None:
+        label, reason = WRONG, "the answer names no single option letter"
+    elif letter == item.choice.correct_letter:
+        label, reason = CORRECT, f"picked {letter}, the correct option"
+    else:
+        label, reason = WRONG, (f"picked {letter}; the correct option is "
+                                f"{item.choice.correct_letter}")
+    return _record(item, label=label, reason=reason, **common)
+
+
+def rule_records(items: Sequence[JudgeItem], *, mode: str, prompt_names: Sequence[str],
+                 n_votes: int, judge_label: str = LEXICAL) -> list[dict[str, Any]]:
+    """Votes that need no judge call.
+
+    An answer whose answering call failed is ``UNJUDGED`` (cause ``answer``) under every prompt
+    and vote: it is counted apart, and as wrong only in the strict accuracy. A multiple-choice
+    answer is one exact-match vote on its letter (a rule has no sampling noise to vote away).
+    """
+    out = []
+    for item in items:
+        if item.choice is not None:
+            out.append(_letter_vote(item, mode))
+        elif item.answer_error is not None:
+            for index, name in enumerate(prompt_names):
+                prompt = judge_prompt(name)
+                for vote in range(n_votes):
+                    out.append(_record(
+                        item, vote=vote, label=UNJUDGED,
+                        reason=f"not judged: answering failed ({item.answer_error})",
+                        judge_model=judge_label, backend=RULE, prompt_name=name,
+                        prompt_version=prompt_version(prompt, item.instruction), mode=mode,
+                        primary=index == 0, unjudged_cause="answer"))
+    return out
+
+
+def _request_identity(client: Any, model: str) -> str:
+    endpoint = client.endpoint_for(model)
+    return OFFLINE if endpoint is None else endpoint.identity
+
+
+def _vote_key(request_hash: Any, system: Any, question_id: Any, vote: Any) -> tuple:
+    return (str(request_hash), str(system), str(question_id), int(vote))
+
+
+@dataclass
+class JudgingRun:
+    """What :func:`run_judging` did: all votes, and the counts to print."""
+
+    judgments: pd.DataFrame
+    sent: int  # votes asked of the judge this time
+    reused: int  # votes kept from an earlier run of this notebook (same request, same answer)
+    dropped: int  # earlier votes that no longer apply (other answers, prompts or settings)
+    rule_votes: int
+    judge_label: str  # "lexical" offline, the model otherwise
+
+
+def _all_requests(items: Sequence[JudgeItem], plan: JudgePlan, prompt_names: Sequence[str],
+                  **settings: Any) -> tuple[list[ChatRequest], dict[str, bool]]:
+    """Every vote to ask, under every prompt; and which prompt is the primary one."""
+    requests: list[ChatRequest] = []
+    primary_of: dict[str, bool] = {}
+    if plan.mode != "multiple_choice":
+        for index, name in enumerate(prompt_names):
+            requests += judge_requests(items, prompt_name=name, **settings)
+            primary_of[name] = index == 0
+    return requests, primary_of
+
+
+def _votes_kept(earlier: Sequence[dict[str, Any]], keyed: Mapping[tuple, ChatRequest],
+                primary_of: Mapping[str, bool]) -> list[dict[str, Any]]:
+    """Earlier judge votes for the very same requests (rule and UNJUDGED votes are redone)."""
+    kept = []
+    for record in earlier:
+        if record.get("backend") == RULE or record.get("label") == UNJUDGED:
+            continue
+        key = _vote_key(record.get("request_hash"), record.get("system"),
+                        record.get("question_id"), record.get("vote", -1))
+        if key in keyed:
+            record["primary"] = primary_of.get(str(record.get("prompt_name")), False)
+            kept.append(record)
+    return kept
+
+
+def _vote(result: ChatResult, *, identity: str, judge_label: str, mode: str,
+          primary_of: Mapping[str, bool]) -> dict[str, Any]:
+    """The record of one judge call's vote (``UNJUDGED`` when it failed or never parsed)."""
+    payload: JudgePayload = result.request.payload
+    request = result.request
+    common = dict(vote=request.sample_index, judge_model=judge_label, backend=result.backend,
+                  prompt_name=payload.prompt_name, prompt_version=request.prompt_version,
+                  mode=mode, primary=primary_of[payload.prompt_name],
+                  request_hash=request.key(identity))
+    if result.error is not None or result.parse_error is not None:
+        why = result.error or result.parse_error
+        return _record(payload.item, label=UNJUDGED, reason=f"judge failed: {why}",
+                       unjudged_cause="judge", **common)
+    return _record(payload.item, label=result.parsed["label"], reason=result.parsed["reason"],
+                   **common)
+
+
+def run_judging(
+    client: Any,
+    plan: JudgePlan,
+    path: str | Path,
+    *,
+    judge_model: str = JUDGE_MODEL,
+    prompt_names: Sequence[str] = ("judge",),
+    n_votes: int = 3,
+    reasoning_effort: str | None = "high",
+    max_output_tokens: int | None = None,
+) -> JudgingRun:
+    """Judge every answer of the plan, appending each vote to ``judgments.jsonl`` as it arrives.
+
+    Votes already in the file for the very same request (same prompt, instruction, answer, judge
+    model and vote) are kept, so an interrupted notebook resumes where it stopped; votes that
+    no longer apply, and ``UNJUDGED`` votes from a failed judge call, are dropped and asked again.
+    The first prompt of ``prompt_names`` is the primary one (Table 3); the others feed the
+    judge-sensitivity table.
+    """
+    prompt_names = list(prompt_names)
+    if not prompt_names:
+        raise ValueError("judge_prompts must name at least one prompt")
+    for name in prompt_names:
+        judge_prompt(name)
+    items = [i for system in plan.items.values() for i in system]
+    identity = _request_identity(client, judge_model)
+    judge_label = LEXICAL if identity == OFFLINE else judge_model
+    requests, primary_of = _all_requests(
+        items, plan, prompt_names, judge_model=judge_model, n_votes=n_votes,
+        reasoning_effort=reasoning_effort, max_output_tokens=max_output_tokens)
+    keyed = {_vote_key(r.key(identity), r.tags["system"], r.tags["question_id"],
+                       r.sample_index): r for r in requests}
+    earlier = read_jsonl(path, missing_ok=True)
+    kept = _votes_kept(earlier, keyed, primary_of)
+    done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in kept}
+    rules = rule_records(items, mode=plan.mode, prompt_names=prompt_names, n_votes=n_votes,
+                         judge_label=judge_label)
+    # The file now holds exactly what still applies, in the order and the line format a first
+    # run leaves (rule votes, then judge votes as they arrived): a rerun with nothing left to
+    # ask rewrites it byte for byte.
+    rewrite_judgments(path, [*rules, *kept])
+    pending = [r for k, r in keyed.items() if k not in done]
+    appender = judgment_appender(path)
+    try:
+        if pending:
+            client.chat_many(
+                pending, offline=lexical_judge, parse=parse_verdict, desc=f"judge {plan.dataset}",
+                on_result=lambda result: appender.write(_vote(
+                    result, identity=identity, judge_label=judge_label, mode=plan.mode,
+                    primary_of=primary_of)))
+    finally:
+        appender.close()
+    return JudgingRun(
+        judgments=read_judgments(path),
+        sent=len(pending),
+        reused=len(kept),
+        dropped=sum(r.get("backend") != RULE for r in earlier) - len(kept),
+        rule_votes=len(rules),
+        judge_label=judge_label if plan.mode != "multiple_choice" else LETTER_MATCH,
+    )
+
+
+def judge_one(
+    client: Any,
+    item: JudgeItem,
+    path: str | Path,
+    *,
+    judge_model: str = JUDGE_MODEL,
+    prompt_name: str = "judge",
+    n_votes: int = 3,
+    reasoning_effort: str | None = "high",
+    max_output_tokens: int | None = None,
+) -> pd.DataFrame:
+    """One answer's ``n_votes`` votes under the primary prompt, one step at a time: the votes
+    an earlier run left in ``judgments.jsonl`` for the very same requests are read back, the
+    others are asked now and appended there, so :func:`run_judging` keeps them instead of
+    asking again (the batch pays for no vote twice)."""
+    identity = _request_identity(client, judge_model)
+    judge_label = LEXICAL if identity == OFFLINE else judge_model
+    requests = judge_requests([item], judge_model=judge_model, prompt_name=prompt_name,
+                              n_votes=n_votes, reasoning_effort=reasoning_effort,
+                              max_output_tokens=max_output_tokens)
+    keyed = {_vote_key(r.key(identity), r.tags["system"], r.tags["question_id"],
+                       r.sample_index): r for r in requests}
+    votes = _votes_kept(read_jsonl(path, missing_ok=True), keyed, {prompt_name: True})
+    done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in votes}
+    pending = [r for k, r in keyed.items() if k not in done]
+    if pending:
+        with judgment_appender(path) as appender:
+            def write(result: ChatResult) -> None:
+                record = _vote(result, identity=identity, judge_label=judge_label,
+                               mode="open_ended", primary_of={prompt_name: True})
+                appender.write(record)
+                votes.append(record)
+
+            client.chat_many(pending, offline=lexical_judge, parse=parse_verdict,
+                             on_result=write, desc=f"judge {item.question_id}")
+    return pd.DataFrame(sorted(votes, key=lambda r: r["vote"]))
+
+
+def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
+    """One row per prompt, system and question: the majority label and why it may be missing.
+
+    Adds ``conversation_id``, ``category`` and ``cause`` (``answer`` when answering failed,
+    ``judge`` when the judge never gave a verdict, else null).
+    """
+    keys = ["prompt_name", "system", "question_id"]
+    votes = stats.majority_votes(judgments, keys)
+    if votes.empty:
+        return votes.assign(conversation_id=[], category=[], cause=[])
+    first = judgments.groupby(keys, sort=True)[["conversation_id", "category"]].first()
+    causes = (judgments.dropna(subset=["unjudged_cause"]).groupby(keys)["unjudged_cause"]
+              .agg(lambda s: "answer" if "answer" in set(s) else "judge"))
+    out = votes.join(first, on=keys).join(causes.rename("cause"), on=keys)
+    out.loc[out["judged"], "cause"] = None
+    return out
+
+
+__all__ = ["JudgingRun", "judge_one", "question_outcomes", "rule_records", "run_judging"]
