@@ -32,6 +32,9 @@ from memcost import manifest as manifest_mod
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, RUNS_DIR, RunPaths, resolve_run_dir
 
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset")
+# Notebooks that run only when a preset names them in ``steps`` (a preset without ``steps`` runs
+# the others): 06, the serving-cost study, is a study of its own on synthetic conversations.
+OPT_IN_STEPS = ("06",)
 # Parameters the runner fills in itself; a preset must not set them.
 RUNNER_FILLED = ("run_dir", "dataset")
 
@@ -62,6 +65,11 @@ class NotebookFailed(RuntimeError):
             f"{notebook.name} failed in {where}: {error}\n"
             f"The partially executed notebook is at {output}"
         )
+
+
+def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
+    """The steps of a preset that names none: every notebook but the opt-in ones."""
+    return [s for s in notebooks if s not in OPT_IN_STEPS]
 
 
 def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
@@ -181,7 +189,7 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
 
 def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     """Every parameter key must be declared by at least one notebook the preset runs."""
-    steps = preset.steps or list(notebooks)
+    steps = preset.steps or default_steps(notebooks)
     missing = [s for s in steps if s not in notebooks]
     if missing:
         raise PresetError(
@@ -221,7 +229,7 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
 
     The message names each missing variable and the offline alternative.
     """
-    steps = preset.steps or list(notebooks)
+    steps = preset.steps or default_steps(notebooks)
     if not any("backend" in notebook_parameters(notebooks[s]) for s in steps):
         return
     from memcost.llm import MissingCredentials, check_credentials
@@ -363,13 +371,13 @@ def run_preset(
     validate_preset(preset, notebooks)
     if steps:
         chosen = [f"{int(s):02d}" if s.isdigit() else s for s in steps]
-        outside = [s for s in chosen if s not in (preset.steps or list(notebooks))]
+        outside = [s for s in chosen if s not in (preset.steps or default_steps(notebooks))]
         if outside:
             raise PresetError(f"{preset.path}: steps {outside} are not part of this preset "
-                              f"(its steps: {preset.steps or sorted(notebooks)})")
+                              f"(its steps: {preset.steps or default_steps(notebooks)})")
         preset.steps = chosen
     preflight_credentials(preset, notebooks)
-    selected = preset.steps or list(notebooks)
+    selected = preset.steps or default_steps(notebooks)
 
     run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
 

@@ -10,7 +10,14 @@ from typing import Any
 
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE, SERVING_OBSERVER, SERVING_REFLECTOR
 from memcost.serving.engines import Call, Engine, Reply, parse_decisions, parse_facts, parse_lines
-from memcost.serving.systems import LexicalIndex, ServedSystem, ServingConfig, _row, _words, answer_call
+from memcost.serving.systems import (
+    LexicalIndex,
+    ServedSystem,
+    ServingConfig,
+    _row,
+    _words,
+    answer_call,
+)
 from memcost.serving.workload import Turn, render_line
 from memcost.tokens import count_tokens
 

@@ -83,15 +83,15 @@ def plan_runs(grid: Iterable[Sequence[int]], seeds: Sequence[int], systems: Sequ
     """``(system, N, L, seed)`` of every synthetic run: memory systems on the main grid with
     every seed; the deterministic baselines on the main grid and the extra cells with
     ``baseline_repeats`` seeds (the study: 8 cells × 2 repeats)."""
-    grid = [(int(n), int(l)) for n, l in grid]
-    extra = [(int(n), int(l)) for n, l in baseline_cells if (int(n), int(l)) not in grid]
+    grid = [(int(n), int(size)) for n, size in grid]
+    extra = [(int(n), int(size)) for n, size in baseline_cells if (int(n), int(size)) not in grid]
     runs = []
     for system in systems:
         if system in BASELINES:
             cells, run_seeds = grid + extra, list(seeds)[:baseline_repeats]
         else:
             cells, run_seeds = grid, list(seeds)
-        runs += [(system, n, l, s) for (n, l), s in itertools.product(cells, run_seeds)]
+        runs += [(system, n, size, s) for (n, size), s in itertools.product(cells, run_seeds)]
     return runs
 
 
@@ -107,12 +107,12 @@ def replay_synthetic(
 ) -> pd.DataFrame:
     """Replay every planned run; ``workload(N, L, seed)`` gives the (cached) conversation."""
     rows: list[dict[str, Any]] = []
-    for system, n, l, seed in runs:
-        labels = run_labels("synthetic", n, l, seed, f"synthetic-{n}-{l}-{seed}", model,
+    for system, n, size, seed in runs:
+        labels = run_labels("synthetic", n, size, seed, f"synthetic-{n}-{size}-{seed}", model,
                             reasoning_effort)
-        rows += replay(system, workload(n, l, seed), engine, config, labels=labels)
+        rows += replay(system, workload(n, size, seed), engine, config, labels=labels)
         if progress:
-            progress(f"{system} {cell_label(n, l)} seed {seed}")
+            progress(f"{system} {cell_label(n, size)} seed {seed}")
     return as_frame(rows)
 
 

@@ -159,7 +159,9 @@ def template_turn(rng: random.Random, mean_tokens: int, fact_no: int) -> tuple[s
     return " ".join(sentences), tuple(facts)
 
 
-BlockGenerator = Callable[[int, int, int, Sequence[str], random.Random], list[str]]
+# (first turn, count, L, the two speakers, the last turns so far as rendered lines) -> texts
+BlockGenerator = Callable[[int, int, int, Sequence[str], Sequence[str]], list[str]]
+RECENT_TURNS = 4  # turns of context a block generator is shown
 
 
 def speakers_for(seed: int) -> tuple[str, str]:
@@ -177,8 +179,8 @@ def generate_workload(
 ) -> list[Turn]:
     """The conversation of cell ``(N, L)`` for ``seed``: deterministic, 20 turns at a time.
 
-    ``block_generator(first_turn, count, L, speakers, rng) -> texts`` replaces the templates
-    (an LLM writing the block); its texts go through the same length control.
+    ``block_generator(first_turn, count, L, speakers, recent_lines) -> texts`` replaces the
+    templates (an LLM writing the block); its texts go through the same length control.
     """
     if n_turns < 1 or mean_tokens < 4:
         raise ValueError(f"a workload needs N >= 1 and L >= 4, got N={n_turns}, L={mean_tokens}")
@@ -195,7 +197,12 @@ def generate_workload(
                 planted += len(facts)
                 raw.append((text, facts))
         else:
-            raw = [(t, ()) for t in block_generator(start, count, mean_tokens, speakers, rng)]
+            recent = [render_line(t.speaker, t.text) for t in turns[-RECENT_TURNS:]]
+            texts = block_generator(start, count, mean_tokens, speakers, recent)
+            if len(texts) != count:
+                raise ValueError(f"the block generator returned {len(texts)} messages for "
+                                 f"turns {start}-{start + count - 1}, expected {count}")
+            raw = [(str(t), ()) for t in texts]
         for offset, (text, facts) in enumerate(raw):
             index = start + offset
             speaker = speakers[index % 2]
