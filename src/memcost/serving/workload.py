@@ -148,7 +148,8 @@ def template_turn(rng: random.Random, mean_tokens: int, fact_no: int) -> tuple[s
             sentences.append(_fill(template, rng))
             facts.append(f"{kind}:{fact_no + len(facts)}")
         else:
-            sentences.append(rng.choice(SMALL_TALK))
+            fresh = [x for x in SMALL_TALK if x not in sentences] or list(SMALL_TALK)
+            sentences.append(rng.choice(fresh))
         previous, n = n, count_tokens(" ".join(sentences))
     # stop at whichever side of the target is closer, so the mean length is L, not L + ½ sentence
     if len(sentences) > 1 and n - target > target - previous:
