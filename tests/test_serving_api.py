@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
@@ -67,3 +68,27 @@ def test_workloads_and_replay_go_through_the_client(run_paths, server, tmp_path)
            ServingConfig(ingest_interval=10), labels={})
     again.close()
     assert len(server.requests) == sent
+
+
+def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, server, monkeypatch):
+    from test_serving_notebook import TINY
+
+    from memcost.runner import NotebookFailed, run_preset
+
+    monkeypatch.setenv("SERVING_TEST_KEY", TEST_KEY)
+    common = {**TINY, "backend": "custom", "base_url": server.url,
+              "api_key_env": "SERVING_TEST_KEY",
+              "models": [MODEL], "price_overrides": {}, "workload_generator": "llm",
+              "generator_model": MODEL, "grid": [[15, 50], [20, 80]], "baseline_cells": [],
+              "curve_cell": [20, 80], "cpa_cells": [[20, 80]], "systems": ["full_history", "mem0"]}
+    with pytest.raises(NotebookFailed, match="exceeds max_cost_usd"):
+        run_preset("serving_offline_full", run_name=str(tmp_path / "poor"), stream=False,
+                   overrides={**common, "max_cost_usd": 1e-7})
+    assert not server.requests  # the estimate stopped it before any call
+    run = run_preset("serving_offline_full", run_name=str(tmp_path / "run"), stream=False,
+                     overrides={**common, "max_cost_usd": 5.0})
+    rows = pd.read_parquet(run.root / "serving" / "turns.parquet")
+    assert set(rows.loc[rows["stage"] == "answer", "backend"]) == {"custom"}
+    assert (rows["reasoning_tokens"] > 0).any()
+    ledger = read_jsonl(run.calls)
+    assert {r["serving_stage"] for r in ledger} == {"generate", "answer", "extract", "update"}
