@@ -38,7 +38,7 @@ def turn_costs(rows: pd.DataFrame) -> pd.DataFrame:
     if "usd" in rows.columns:
         agg["usd"] = ("usd", "sum")
     out = rows.groupby([*RUN_KEYS, "turn"], sort=True, dropna=False).agg(**agg).reset_index()
-    out["run"] = out[RUN_KEYS].astype(str).agg("|".join, axis=1)
+    out["run"] = out.groupby(RUN_KEYS, sort=True, dropna=False).ngroup()  # one id per run
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -132,6 +133,13 @@ def _fill(template: str, rng: random.Random) -> str:
     )
 
 
+@lru_cache(maxsize=4096)
+def _sentence_tokens(sentence: str) -> int:
+    """Tokens a sentence adds to a turn (joined with a space); the turn itself is counted
+    exactly afterwards, by the length control."""
+    return count_tokens(" " + sentence)
+
+
 def template_turn(rng: random.Random, mean_tokens: int, fact_no: int) -> tuple[str, tuple[str, ...]]:
     """One turn's raw text (before length control) and the facts planted in it."""
     target = rng.uniform(0.9, 1.1) * mean_tokens
@@ -141,7 +149,7 @@ def template_turn(rng: random.Random, mean_tokens: int, fact_no: int) -> tuple[s
         kind, template = rng.choice(FACT_TEMPLATES)
         sentences.append(_fill(template, rng))
         facts.append(f"{kind}:{fact_no}")
-    previous, n = 0, count_tokens(" ".join(sentences))
+    previous, n = 0, sum(_sentence_tokens(x) for x in sentences)
     while n < target:
         if rng.random() < 0.05:
             kind, template = rng.choice(FACT_TEMPLATES)
@@ -150,7 +158,7 @@ def template_turn(rng: random.Random, mean_tokens: int, fact_no: int) -> tuple[s
         else:
             fresh = [x for x in SMALL_TALK if x not in sentences] or list(SMALL_TALK)
             sentences.append(rng.choice(fresh))
-        previous, n = n, count_tokens(" ".join(sentences))
+        previous, n = n, n + _sentence_tokens(sentences[-1])
     # stop at whichever side of the target is closer, so the mean length is L, not L + ½ sentence
     if len(sentences) > 1 and n - target > target - previous:
         last = sentences.pop()
