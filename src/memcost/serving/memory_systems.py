@@ -14,9 +14,9 @@ from memcost.serving.systems import (
     LexicalIndex,
     ServedSystem,
     ServingConfig,
-    _row,
-    _words,
     answer_call,
+    fact_words,
+    stage_row,
 )
 from memcost.serving.workload import Turn, render_line
 from memcost.tokens import count_tokens
@@ -26,7 +26,7 @@ UPDATE_TOP_K = 10  # stored facts each new fact is compared with in the update p
 
 def _retrieve_row(turn: Turn, state: dict[str, Any]) -> dict[str, Any]:
     """The query embedding of the similarity search: the message's tokens, no output."""
-    return _row("retrieve", Reply("", turn.tokens, 0, 0, 0, "local"), **state)
+    return stage_row("retrieve", Reply("", turn.tokens, 0, 0, 0, "local"), **state)
 
 
 class Mem0(ServedSystem):
@@ -44,19 +44,19 @@ class Mem0(ServedSystem):
                 "pending_tokens": sum(t.line_tokens for t in self.pending)}
 
     def _store(self, text: str, speaker: str) -> int:
-        key = self.index.add(_words(text))
+        key = self.index.add(fact_words(text))
         self.facts[key] = (text, speaker, count_tokens(f"- {text}\n"))
         return key
 
     def step(self, turn: Turn, engine: Engine) -> list[dict[str, Any]]:
         state = self.state()
         rows = [_retrieve_row(turn, state)]
-        hits = self.index.top_k(frozenset(_words(turn.text)), self.config.mem0_top_k)
+        hits = self.index.top_k(frozenset(fact_words(turn.text)), self.config.mem0_top_k)
         texts = [self.facts[k][0] for k in hits]
         call = answer_call("Memories", [f"- {t}\n" for t in texts],
                            [self.facts[k][2] for k in hits], turn, texts,
                            [self.index.items[k] for k in hits], self.name)
-        rows.append(_row("answer", engine(call), **state))
+        rows.append(stage_row("answer", engine(call), **state))
         self.pending.append(turn)
         fired = len(self.pending) >= self.config.ingest_interval
         reason = (f"{len(self.pending)} turns since the last ingest (interval "
@@ -75,7 +75,7 @@ class Mem0(ServedSystem):
         head = f"Session date: not stated\nPeople: {people}\n\nMessages:\n"
         extract = engine(Call("extract", MEMORY_EXTRACT, [head, "\n".join(lines)],
                               payload=messages, tags={"system": self.name}))
-        rows = [_row("ingest_extract", extract, **state)]
+        rows = [stage_row("ingest_extract", extract, **state)]
         candidates = [(f["text"], str(f.get("speaker") or "")) for f in parse_facts(extract.text)]
         if not candidates:
             return rows
@@ -85,7 +85,7 @@ class Mem0(ServedSystem):
             for text, speaker in candidates:
                 self._store(text, speaker)
         new_tokens = sum(count_tokens(text) for text, _ in candidates)
-        rows.append(_row("ingest_embed", Reply("", new_tokens, 0, 0, 0, "local"), **state))
+        rows.append(stage_row("ingest_embed", Reply("", new_tokens, 0, 0, 0, "local"), **state))
         return rows
 
     def _update(self, engine: Engine, candidates: list[tuple[str, str]],
@@ -93,7 +93,7 @@ class Mem0(ServedSystem):
         short: dict[int, str] = {}
         compared = []
         for text, speaker in candidates:
-            hits = [k for k in self.index.top_k(_words(text), UPDATE_TOP_K)
+            hits = [k for k in self.index.top_k(fact_words(text), UPDATE_TOP_K)
                     if self.facts[k][1] == speaker]
             for k in hits:
                 short.setdefault(k, f"m{len(short) + 1}")
@@ -121,7 +121,7 @@ class Mem0(ServedSystem):
                     self._store(str(d.get("text") or text), speaker)
             elif event != "NOOP":
                 self._store(text, speaker)
-        return _row("ingest_update", reply, **state)
+        return stage_row("ingest_update", reply, **state)
 
 
 class Observational(ServedSystem):
@@ -144,18 +144,18 @@ class Observational(ServedSystem):
 
     def _replace(self, lines: list[str]) -> None:
         for line in lines:
-            key = self.index.add(_words(line))
+            key = self.index.add(fact_words(line))
             self.observations[key] = (line, count_tokens(f"{line}\n"))
 
     def step(self, turn: Turn, engine: Engine) -> list[dict[str, Any]]:
         state = self.state()
         rows = [_retrieve_row(turn, state)]
-        hits = self.index.top_k(frozenset(_words(turn.text)), self.config.om_top_k)
+        hits = self.index.top_k(frozenset(fact_words(turn.text)), self.config.om_top_k)
         lines = [self.observations[k][0] for k in hits]
         call = answer_call("Observations", [f"{x}\n" for x in lines],
                            [self.observations[k][1] for k in hits], turn, lines,
                            [self.index.items[k] for k in hits], self.name)
-        rows.append(_row("answer", engine(call), **state))
+        rows.append(stage_row("answer", engine(call), **state))
         self.buffer.append(turn)
         self.buffer_tokens += turn.line_tokens
         reasons = []
@@ -180,7 +180,7 @@ class Observational(ServedSystem):
                             tags={"system": self.name}))
         self._replace(parse_lines(reply.text))
         self.buffer, self.buffer_tokens = [], 0
-        return _row("observer", reply, **state)
+        return stage_row("observer", reply, **state)
 
     def _reflect(self, engine: Engine, state: dict[str, Any]) -> dict[str, Any]:
         current = [line for line, _ in self.observations.values()]
@@ -192,4 +192,4 @@ class Observational(ServedSystem):
             self.index.remove(key)
         self.observations = {}
         self._replace(parse_lines(reply.text))
-        return _row("reflector", reply, **state)
+        return stage_row("reflector", reply, **state)

@@ -150,7 +150,7 @@ def real_conversations(run: RunPaths, datasets: Sequence[str], limit: int
     return found, status
 
 
-def answer_call_example(turns: Sequence[wl.Turn], system: str, config: ServingConfig,
+def replay_with_calls(turns: Sequence[wl.Turn], system: str, config: ServingConfig,
                         upto: int) -> tuple[list[Call], list[dict]]:
     """Replay ``system`` over the first ``upto`` turns offline, keeping every call it made, so a
     notebook can show what one turn sends."""

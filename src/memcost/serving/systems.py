@@ -76,11 +76,11 @@ class LexicalIndex:
         return [key for key, _ in ranked[:k]]
 
 
-def _words(text: str) -> frozenset[str]:
+def fact_words(text: str) -> frozenset[str]:
     return frozenset(content_words(text.split(": ", 1)[-1]))
 
 
-def _row(stage: str, reply: Reply, **extra: Any) -> dict[str, Any]:
+def stage_row(stage: str, reply: Reply, **extra: Any) -> dict[str, Any]:
     return {"stage": stage, "prompt_tokens": reply.prompt_tokens,
             "cached_tokens": reply.cached_tokens, "output_tokens": reply.output_tokens,
             "reasoning_tokens": reply.reasoning_tokens, "backend": reply.backend,
@@ -134,7 +134,7 @@ class FullHistory(ServedSystem):
         state = self.state()
         call = answer_call("Conversation so far", self.lines[part], self.counts[part], turn,
                            self.texts[part], self.words[part], self.name)
-        rows = [_row("answer", engine(call), gate_fired=False, gate_reason="", **state)]
+        rows = [stage_row("answer", engine(call), gate_fired=False, gate_reason="", **state)]
         self.lines.append(render_line(turn.speaker, turn.text))
         self.counts.append(turn.line_tokens)
         self.texts.append(turn.text)
