@@ -4,12 +4,14 @@ New code imports from :mod:`memcost.run`; this module only keeps older imports w
 """
 
 from memcost.run import (
+    OPT_IN_STEPS,
     RUNNER_FILLED,
     RUNNER_KEYS,
     NotebookFailed,
     Preset,
     PresetError,
     default_run_name,
+    default_steps,
     discover_notebooks,
     load_preset,
     notebook_parameters,
@@ -19,12 +21,14 @@ from memcost.run import (
 )
 
 __all__ = [
+    "OPT_IN_STEPS",
     "RUNNER_FILLED",
     "RUNNER_KEYS",
     "NotebookFailed",
     "Preset",
     "PresetError",
     "default_run_name",
+    "default_steps",
     "discover_notebooks",
     "load_preset",
     "notebook_parameters",

@@ -8,10 +8,12 @@
 from memcost.params import notebook_parameters
 from memcost.run.execute import NotebookFailed
 from memcost.run.presets import (
+    OPT_IN_STEPS,
     RUNNER_FILLED,
     RUNNER_KEYS,
     Preset,
     PresetError,
+    default_steps,
     discover_notebooks,
     load_preset,
     resolve_preset,
@@ -20,12 +22,14 @@ from memcost.run.presets import (
 from memcost.run.runner import default_run_name, run_preset
 
 __all__ = [
+    "OPT_IN_STEPS",
     "RUNNER_FILLED",
     "RUNNER_KEYS",
     "NotebookFailed",
     "Preset",
     "PresetError",
     "default_run_name",
+    "default_steps",
     "discover_notebooks",
     "load_preset",
     "notebook_parameters",

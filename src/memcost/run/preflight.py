@@ -15,7 +15,7 @@ from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials
 from memcost.params import notebook_parameters
 from memcost.paths import RunPaths
-from memcost.run.presets import Preset, PresetError
+from memcost.run.presets import Preset, PresetError, default_steps
 
 
 def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
@@ -23,7 +23,7 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
 
     The message names each missing variable and the offline alternative.
     """
-    steps = preset.steps or list(notebooks)
+    steps = preset.steps or default_steps(notebooks)
     if not any("backend" in notebook_parameters(notebooks[s]) for s in steps):
         return
     problems: list[str] = []

@@ -35,6 +35,16 @@ class PresetError(ValueError):
 
 
 
+# Notebooks that run only when a preset names them in ``steps`` (a preset without ``steps`` runs
+# the others): 06, the serving-cost study, is a study of its own on synthetic conversations.
+OPT_IN_STEPS = ("06",)
+
+
+def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
+    """The steps of a preset that names none: every notebook but the opt-in ones."""
+    return [s for s in notebooks if s not in OPT_IN_STEPS]
+
+
 def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
     """Pipeline notebooks by their two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``."""
     found: dict[str, Path] = {}
@@ -112,7 +122,7 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
 
 def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     """Every parameter key must be declared by at least one notebook the preset runs."""
-    steps = preset.steps or list(notebooks)
+    steps = preset.steps or default_steps(notebooks)
     missing = [s for s in steps if s not in notebooks]
     if missing:
         raise PresetError(
@@ -172,9 +182,9 @@ def resolve_preset(
     validate_preset(preset, notebooks)
     if steps:
         chosen = [normalise_step(s) for s in steps]
-        outside = [s for s in chosen if s not in (preset.steps or list(notebooks))]
+        outside = [s for s in chosen if s not in (preset.steps or default_steps(notebooks))]
         if outside:
             raise PresetError(f"{preset.path}: steps {outside} are not part of this preset "
-                              f"(its steps: {preset.steps or sorted(notebooks)})")
+                              f"(its steps: {preset.steps or default_steps(notebooks)})")
         preset.steps = chosen
     return preset

@@ -18,7 +18,7 @@ from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.preflight import check_estimate, preflight_credentials
-from memcost.run.presets import Preset, discover_notebooks, resolve_preset
+from memcost.run.presets import Preset, default_steps, discover_notebooks, resolve_preset
 from memcost.run.report import write_report
 
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
@@ -105,7 +105,7 @@ def run_preset(
         params, notebooks, steps=steps, datasets=datasets, overrides=overrides
     )
     preflight_credentials(preset, notebooks)
-    selected = preset.steps or list(notebooks)
+    selected = preset.steps or default_steps(notebooks)
     run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
     record_start(run, preset, selected)
     print(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}", flush=True)

@@ -1,0 +1,97 @@
+"""The serving study's figures (matplotlib; analysis only)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from memcost.plots.style import label_backend
+
+SYSTEM_COLORS = {"full_history": "#d62728", "rolling_window": "#ff7f0e", "mem0": "#1f77b4",
+                 "observational": "#2ca02c"}
+
+
+def _cell_order(cells: pd.Series) -> list[str]:
+    return sorted(cells.unique(), key=lambda c: tuple(int(x) for x in str(c).split("×")))
+
+
+def plot_cumulative(curves: pd.DataFrame, break_even: pd.DataFrame, *, cell: str,
+                    backend: str, value_label: str = "cumulative cost (USD)") -> plt.Figure:
+    """Figure 2: mean cumulative cost per turn at one cell, one panel per model and effort,
+    the sustained break-even of each memory system marked on its curve."""
+    mine = curves[curves["cell"] == cell]
+    panels = mine[["model", "reasoning_effort"]].drop_duplicates().to_records(index=False)
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5.2 * max(1, len(panels)), 4),
+                             squeeze=False)
+    for ax, (model, effort) in zip(axes[0], panels, strict=False):
+        part = mine[(mine["model"] == model) & (mine["reasoning_effort"] == effort)]
+        for system, curve in part.groupby("system"):
+            ax.plot(curve["turn"], curve["cumulative"], label=system,
+                    color=SYSTEM_COLORS.get(system, "#9467bd"))
+            row = break_even[(break_even["cell"] == cell) & (break_even["model"] == model)
+                             & (break_even["reasoning_effort"] == effort)
+                             & (break_even["system"] == system)]
+            if len(row) and not pd.isna(row["t_be"].iloc[0]):
+                t = int(row["t_be"].iloc[0])
+                y = curve.loc[curve["turn"] == t, "cumulative"]
+                if len(y):
+                    ax.scatter([t], [float(y.iloc[0])], marker="o", s=40, zorder=3,
+                               color=SYSTEM_COLORS.get(system, "#9467bd"),
+                               edgecolor="black")
+                    ax.annotate(f"t_BE={t}", (t, float(y.iloc[0])), textcoords="offset points",
+                                xytext=(4, 6), fontsize=8)
+        ax.set_title(f"{model} ({effort or 'default'}) · N×L = {cell}", fontsize=10)
+        ax.set_xlabel("turn t")
+        ax.set_ylabel(value_label)
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        label_backend(ax, backend)
+    fig.tight_layout()
+    return fig
+
+
+def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str) -> plt.Figure:
+    """Where the separable fit fails: log residuals per cell (box) and the held-out cell's
+    mean-cost ratio (predicted / actual, the LOOCV error) as a red mark."""
+    systems = list(residuals["system"].unique())
+    fig, axes = plt.subplots(1, max(1, len(systems)), figsize=(4.2 * max(1, len(systems)), 3.8),
+                             squeeze=False, sharey=True)
+    for ax, system in zip(axes[0], systems, strict=False):
+        mine = residuals[residuals["system"] == system]
+        cells = _cell_order(mine["cell"])
+        ax.boxplot([mine.loc[mine["cell"] == c, "residual"] for c in cells], showfliers=False)
+        held = loocv[loocv["system"] == system].set_index("cell")
+        marks = [np.log(held.loc[c, "predicted"] / held.loc[c, "actual"]) if c in held.index
+                 else np.nan for c in cells]
+        ax.scatter(range(1, len(cells) + 1), marks, color="#d62728", marker="D", s=25,
+                   label="held-out cell: log(pred/actual)", zorder=3)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(1, len(cells) + 1), cells, rotation=45, fontsize=8)
+        ax.set_title(system, fontsize=10)
+        ax.set_xlabel("cell N×L")
+        label_backend(ax, backend)
+    axes[0][0].set_ylabel("log(C+1) − fitted")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.Figure:
+    """Input tokens per turn of one run of each system at a cell (the sawtooth of the gates)."""
+    mine = turns[(turns["cell"] == cell) & (turns["seed"] == turns["seed"].min())]
+    first = mine[["model", "reasoning_effort"]].drop_duplicates().iloc[0]
+    mine = mine[(mine["model"] == first["model"])
+                & (mine["reasoning_effort"] == first["reasoning_effort"])]
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for system, part in mine.groupby("system"):
+        ax.plot(part["turn"], part["C"], label=system, color=SYSTEM_COLORS.get(system),
+                linewidth=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("turn t")
+    ax.set_ylabel("input tokens C at turn t")
+    ax.set_title(f"Cost per turn, N×L = {cell} (one seed)", fontsize=10)
+    ax.legend(fontsize=8)
+    label_backend(ax, backend)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,102 @@
+"""Notebook 06 end to end under papermill on a tiny grid, and its runner hook."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from memcost.paths import NOTEBOOKS_DIR
+from memcost.run import default_steps, discover_notebooks, load_preset, run_preset
+from memcost.run.execute import _kernel_manager_class
+from memcost.serving import published
+from memcost.serving.replay import TURN_COLUMNS, read_turns
+
+pytestmark = pytest.mark.timeout(240)
+TINY = {
+    "grid": [[15, 50], [15, 120], [40, 80]], "seeds": 2, "baseline_cells": [[30, 40]],
+    "baseline_repeats": 1, "observer_tokens": 1200, "reflector_tokens": 300, "n_bootstrap": 50,
+    "curve_cell": [40, 80], "cpa_cells": [[40, 80]], "real_datasets": [],
+}
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    import papermill
+
+    run = tmp_path_factory.mktemp("serving") / "run"
+    out = run / "notebooks" / "06_serving_cost_study.ipynb"
+    out.parent.mkdir(parents=True)
+    papermill.execute_notebook(str(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb"), str(out),
+                               parameters={"run_dir": str(run), **TINY}, progress_bar=False,
+                               cwd=str(NOTEBOOKS_DIR), kernel_name="python3",
+                               kernel_manager_class=_kernel_manager_class())
+    return run
+
+
+def test_it_writes_the_turn_rows_tables_and_figures(executed):
+    turns = read_turns(executed / "serving" / "turns.parquet")
+    assert list(turns.columns[: len(TURN_COLUMNS)]) == list(TURN_COLUMNS)
+    assert set(turns["system"]) == {"full_history", "rolling_window", "mem0", "observational"}
+    assert set(turns["backend"]) <= {"offline", "local"}
+    assert {"observer", "reflector", "ingest_extract", "ingest_update"} <= set(turns["stage"])
+    assert (turns["usd"] > 0).any() and turns["gate_fired"].any()
+    tables = executed / "serving" / "tables"
+    for name in ("table1_exponents", "table1_vs_study", "table8_break_even",
+                 "table7_token_ratios", "cpa_40x80", "loocv_cells", "memory_state_model"):
+        assert (tables / f"{name}.csv").stat().st_size > 50, name
+    for name in ("figure2_cumulative_cost", "residuals_per_cell", "cost_per_turn"):
+        assert (executed / "serving" / "figures" / f"{name}.png").stat().st_size > 10_000
+    workloads = sorted(p.name for p in (executed / "serving" / "workloads").iterdir())
+    assert "template_n40_l80_s1.parquet" in workloads
+
+
+def test_metrics_hold_the_fit_break_even_and_missing_accuracy(executed):
+    record = json.loads((executed / "metrics" / "06_serving_cost_study.json").read_text())
+    metrics = record["metrics"]
+    assert record["parameters"]["observer_tokens"] == 1200
+    assert metrics["backend"] == "offline" and metrics["price_table_date"]
+    full = next(r for r in metrics["table1"] if r["system"] == "full_history")
+    assert 0.8 < full["p"] < 1.05 and 0.8 < full["q"] < 1.05 and full["r2"] > 0.99
+    assert {r["system"] for r in metrics["break_even"]} == {"rolling_window", "mem0",
+                                                             "observational"}
+    assert metrics["locomo_subset"] is None  # no LoCoMo data in this run: said, not invented
+    cpa = pd.read_csv(executed / "serving" / "tables" / "cpa_40x80.csv")
+    assert cpa["cpa_usd"].isna().all() and cpa["status"].str.startswith("missing").all()
+    manifest = json.loads((executed / "manifest.json").read_text())
+    assert manifest["steps"]["06_serving_cost_study"]["metrics"]["rows"] == metrics["rows"]
+
+
+def test_the_runner_runs_notebook_06_only_when_a_preset_names_it():
+    notebooks = discover_notebooks()
+    assert "06" in notebooks and "06" not in default_steps(notebooks)
+    assert load_preset("smoke").steps == []
+    assert load_preset("serving_offline_full").steps == ["06"]
+    assert load_preset("serving_smoke").steps == ["00", "06"]
+    paper = load_preset("serving_paper").parameters
+    assert paper["models"] == ["openai/gpt-oss-20b", "google/gemma-4-26b-a4b"]
+    assert paper["reasoning_efforts"] == ["low", "medium"] and paper["backend"] == "openrouter"
+    full = load_preset("serving_offline_full").parameters
+    assert [tuple(c) for c in full["grid"]] == list(published.GRID)
+    assert full["seeds"] == published.SEEDS_PER_CELL
+    assert (full["observer_tokens"], full["reflector_tokens"]) == (30_000, 40_000)
+
+
+def test_serving_paper_without_a_key_stops_before_anything_runs(tmp_path, monkeypatch):
+    from memcost.llm import providers
+    from memcost.run import PresetError
+
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.setattr(providers, "DEFAULT_ENV_FILE", tmp_path / "no.env")
+    with pytest.raises(PresetError, match="OPENROUTER_API_KEY"):
+        run_preset("serving_paper", run_name=str(tmp_path / "run"), stream=False)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_serving_smoke_preset_end_to_end(tmp_path):
+    run = run_preset("serving_smoke", run_name=str(tmp_path / "run"), stream=False)
+    metrics = json.loads((run.root / "metrics" / "06_serving_cost_study.json").read_text())
+    assert metrics["metrics"]["locomo_subset"]["conversations"]
+    assert metrics["metrics"]["real"]["exponents"]

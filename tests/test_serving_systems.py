@@ -1,0 +1,145 @@
+"""The served systems: gates fire exactly at their thresholds, and prompts are counted
+incrementally with the same result as a full re-count."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcost.prompts import SERVING_ANSWER, SERVING_OBSERVER
+from memcost.serving import engines
+from memcost.serving.engines import OfflineEngine
+from memcost.serving.replay import make_system, plan_runs, replay
+from memcost.serving.systems import ServingConfig
+from memcost.serving.workload import Turn, generate_workload, render_line
+from memcost.tokens import count_tokens
+
+
+def hand_turns(n: int) -> list[Turn]:
+    turns = []
+    for i in range(n):
+        speaker = ("Maya", "Jonas")[i % 2]
+        text = (f"I have yoga every Tuesday at {6 + i % 12} o'clock now. "
+                f"My sister Anna is moving to Lisbon on {1 + i % 28} May.")
+        turns.append(Turn(i, speaker, text, count_tokens(text),
+                          count_tokens(render_line(speaker, text)), (), "ok"))
+    return turns
+
+
+def gate_turns(rows, stage):
+    return sorted({r["turn"] for r in rows if r["stage"] == stage})
+
+
+def test_observer_fires_exactly_when_unobserved_tokens_reach_the_threshold():
+    turns = hand_turns(12)
+    first_five = sum(t.line_tokens for t in turns[:5])
+    at = replay("observational", turns, OfflineEngine(),
+                ServingConfig(observer_tokens=first_five, reflector_tokens=10**9), labels={})
+    assert gate_turns(at, "observer")[0] == 4  # the fifth turn brings the buffer to the threshold
+    fired = [r for r in at if r["turn"] == 4]
+    assert all(r["gate_fired"] for r in fired)
+    assert f"{first_five:,} un-observed tokens >= {first_five:,}" in fired[0]["gate_reason"]
+    assert not any(r["gate_fired"] for r in at if r["turn"] < 4)
+    one_more = replay("observational", turns, OfflineEngine(),
+                      ServingConfig(observer_tokens=first_five + 1, reflector_tokens=10**9),
+                      labels={})
+    assert gate_turns(one_more, "observer")[0] == 5
+    # after the observer the buffer is empty and the observations are what it wrote
+    after = next(r for r in at if r["turn"] == 5 and r["stage"] == "answer")
+    observer = next(r for r in at if r["stage"] == "observer")
+    assert after["pending_tokens"] == 0  # the state it answered in: before turn 5 joined the buffer
+    assert after["memory_items"] > 0 and observer["prompt_tokens"] > first_five
+
+
+def test_reflector_fires_exactly_when_observation_tokens_reach_the_threshold():
+    turns = hand_turns(12)
+    threshold = sum(t.line_tokens for t in turns[:3])
+    probe = replay("observational", turns, OfflineEngine(),
+                   ServingConfig(observer_tokens=threshold, reflector_tokens=10**9), labels={})
+    first_observation = next(r["memory_tokens"] for r in probe if r["turn"] == 3)
+    assert first_observation > 0
+    exact = replay("observational", turns, OfflineEngine(),
+                   ServingConfig(observer_tokens=threshold, reflector_tokens=first_observation),
+                   labels={})
+    assert gate_turns(exact, "reflector")[0] == 2  # same turn as the first observer
+    reason = next(r["gate_reason"] for r in exact if r["stage"] == "reflector")
+    assert f"reflector: {first_observation:,} observation tokens >= {first_observation:,}" in reason
+    above = replay("observational", turns, OfflineEngine(),
+                   ServingConfig(observer_tokens=threshold,
+                                 reflector_tokens=first_observation + 1), labels={})
+    assert 2 not in gate_turns(above, "reflector")
+
+
+def test_mem0_ingests_every_interval_turns():
+    rows = replay("mem0", hand_turns(25), OfflineEngine(), ServingConfig(ingest_interval=10),
+                  labels={})
+    assert gate_turns(rows, "ingest_extract") == [9, 19]
+    assert gate_turns(rows, "ingest_update") == [19]  # the first ingest adds without a call
+    assert {r["gate_reason"] for r in rows if r["gate_fired"]} == {
+        "10 turns since the last ingest (interval 10)"}
+    later = [r for r in rows if r["stage"] == "answer" and r["turn"] > 9]
+    assert all(r["memory_items"] > 0 for r in later)
+
+
+def test_rolling_window_stops_growing_after_the_window():
+    rows = replay("rolling_window", hand_turns(15), OfflineEngine(), ServingConfig(window=3),
+                  labels={})
+    assert [r["memory_items"] for r in rows][:5] == [0, 1, 2, 3, 3]
+
+
+def test_incremental_count_equals_a_full_recount():
+    turns = generate_workload(30, 60, seed=3)
+    calls = []
+
+    def recording(call):
+        calls.append(call)
+        return OfflineEngine()(call)
+
+    for system in ("full_history", "observational"):
+        replay(system, turns, recording, ServingConfig(observer_tokens=800), labels={})
+    answers = [c for c in calls if c.kind == "answer"]
+    observers = [c for c in calls if c.kind == "observer"]
+    assert len(answers) == 60 and observers
+    for call in answers + observers:
+        full = count_tokens(call.prompt.system) + count_tokens(call.user_text())
+        assert call.prompt_tokens() == full
+    # the parts are exactly the registered template filled in
+    last = answers[29]
+    history = "".join(render_line(t.speaker, t.text) for t in turns[:29])
+    assert last.user_text() == SERVING_ANSWER.user.format(
+        context_title="Conversation so far", context=history, speaker=turns[29].speaker,
+        message=turns[29].text)
+    assert observers[0].user_text().startswith(SERVING_OBSERVER.user.split("{")[0])
+
+
+def test_a_long_full_history_replay_never_retokenises_its_history(monkeypatch):
+    counted: list[int] = []
+    real = engines.count_tokens
+
+    def counting(text: str) -> int:
+        counted.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(engines, "count_tokens", counting)
+    tokenised = {}
+    for n in (100, 200):
+        counted.clear()
+        turns = generate_workload(n, 50, seed=0)
+        replay("full_history", turns, OfflineEngine(), ServingConfig(), labels={})
+        tokenised[n] = sum(counted)
+    history_chars = sum(len(render_line(t.speaker, t.text)) for t in turns)
+    # re-counting the history at every turn would tokenise ~N/2 whole histories and grow as N²;
+    # incremental counting tokenises only the fixed parts and the latest message: linear in N
+    assert tokenised[200] < 2.3 * tokenised[100]
+    assert tokenised[200] < 5 * history_chars < 200 / 2 * history_chars
+
+
+def test_unknown_system_and_run_plan():
+    with pytest.raises(ValueError, match="unknown served system 'hindsight'"):
+        make_system("hindsight", ServingConfig())
+    runs = plan_runs([(15, 50), (400, 200)], [0, 1, 2], ["full_history", "mem0"],
+                     baseline_cells=[(100, 200)], baseline_repeats=2)
+    assert sorted(r for r in runs if r[0] == "full_history") == [
+        ("full_history", 15, 50, 0), ("full_history", 15, 50, 1),
+        ("full_history", 100, 200, 0), ("full_history", 100, 200, 1),
+        ("full_history", 400, 200, 0), ("full_history", 400, 200, 1)]
+    assert len([r for r in runs if r[0] == "mem0"]) == 6
