@@ -9,6 +9,9 @@ PY            := $(VENV)/bin/python
 STAMP         := $(VENV)/.installed
 PRESET        ?= smoke
 RUN_NAME      ?=
+# Test processes: the notebooks a test session executes run in parallel (pytest-xdist); each
+# test file stays in one process, so its module fixtures run once.
+TEST_WORKERS  ?= 2
 
 .PHONY: setup reproduce test test-slow lab bench lint clean help
 
@@ -33,10 +36,10 @@ reproduce: setup
 	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME))
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: setup
-	$(PY) -m pytest -m "slow or not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "slow or not slow"
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -12,11 +12,10 @@ from memcost.runner import PresetError, run_preset
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """Notebook 00 on the LongMemEval and LoCoMo samples (free: no model calls)."""
-    root = tmp_path_factory.mktemp("estimate") / "run"
-    return run_preset("smoke", run_name=str(root), steps=["00"],
-                      datasets=["longmemeval", "locomo"], stream=False)
+def prepared(smoke_run):
+    """Notebook 00's files on the LongMemEval and LoCoMo samples (read from the session's smoke
+    run; nothing here writes into it)."""
+    return smoke_run
 
 
 def test_each_stage_follows_its_stated_assumption(prepared):

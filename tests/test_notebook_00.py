@@ -1,7 +1,8 @@
 """Notebook 00 runs on every bundled sample and writes its tables; bad input writes nothing.
 
-The notebook is executed once for the whole module (one run over the three samples); the tests
-read that run's files and its executed copy.
+The notebook is executed once per test session (the smoke run, over the three samples, with the
+notebook's default parameters for notebook 00); the tests read that run's files and its executed
+copy.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ def _preset(folder, **parameters) -> str:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> RunPaths:
-    """Notebook 00 executed once on each bundled sample."""
-    folder = tmp_path_factory.mktemp("notebook00")
-    return run_preset(_preset(folder), run_name=str(folder / "run"), stream=False)
+def run(smoke_run) -> RunPaths:
+    """Notebook 00 as the session's smoke run executed it, on each bundled sample."""
+    return smoke_run
 
 
 @pytest.fixture(scope="module")

@@ -46,15 +46,16 @@ def test_committed_without_outputs():
             assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
-def test_notebook_03_offline_after_notebook_00(tmp_path):
+def test_notebook_03_offline_after_notebook_00(tmp_path, prepared_run):
+    run = prepared_run(["locomo"])  # notebook 00's files, from the session's smoke run
     preset = tmp_path / "preset.yaml"
     preset.write_text(yaml.safe_dump({
         "description": "notebook 03 test",
         "datasets": ["locomo"],
-        "steps": ["00", "03"],
+        "steps": ["03"],
         "parameters": {"include_no_context": True, "include_oracle": True},
     }), encoding="utf-8")
-    run = run_preset(str(preset), run_name=str(tmp_path / "run"), stream=False)
+    run = run_preset(str(preset), run_name=str(run.root), stream=False)
     ds = run.dataset("locomo")
     questions = pd.read_parquet(ds.questions)
     systems = ["long_context_gpt-5-mini", "long_context_gpt-oss-120b",

@@ -79,9 +79,9 @@ def write_inputs(ds) -> tuple[pd.DataFrame, int]:
     return questions, expected_memory
 
 
-def test_notebook_04_judges_every_system_offline(tmp_path):
-    run_name = str(tmp_path / "run")
-    run = run_preset(preset(tmp_path, "00"), run_name=run_name, stream=False)
+def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
+    run = prepared_run(["locomo"])  # notebook 00's files, from the session's smoke run
+    run_name = str(run.root)
     ds = run.dataset("locomo")
     questions, expected_memory = write_inputs(ds)
     run_preset(preset(tmp_path, "04", judge_prompts=["judge", "judge_lenient", "judge_strict"]),

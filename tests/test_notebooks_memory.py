@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from memcost import memory
 from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
-from memcost.runner import discover_notebooks, load_preset, notebook_parameters, run_preset
+from memcost.runner import discover_notebooks, load_preset, notebook_parameters
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -39,15 +38,10 @@ def test_parameters_cells_declare_the_shared_and_stage_parameters():
 
 
 @pytest.fixture(scope="module")
-def memory_run(tmp_path_factory):
-    """Notebooks 00, 01 and 02 executed once, offline on LoCoMo, for every test here."""
-    tmp_path = tmp_path_factory.mktemp("memory_notebooks")
-    preset = tmp_path / "preset.yaml"
-    preset.write_text(yaml.safe_dump({
-        "description": "memory notebooks test", "datasets": ["locomo"],
-        "steps": ["00", "01", "02"], "parameters": {},
-    }), encoding="utf-8")
-    return run_preset(str(preset), run_name=str(tmp_path / "run"), stream=False)
+def memory_run(smoke_run):
+    """Notebooks 00, 01 and 02 as the session's smoke run executed them (offline, the paper's
+    memory settings, which are the notebooks' defaults)."""
+    return smoke_run
 
 
 def cell_texts(notebook: Path) -> list[str]:
@@ -136,8 +130,10 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
     manifest = json.loads(run.manifest.read_text(encoding="utf-8"))
     assert manifest["llm"]["locomo/01_extract_facts"]["calls"] == m01["llm_calls"]
     assert manifest["llm"]["locomo/02_answer_from_memory"]["calls"] == m02["llm_calls"]
-    calls = read_jsonl(run.calls)
-    assert {c["stage"] for c in calls} == {"extract", "update", "embed", "read"}
+    stages = {"extract", "update", "embed", "read"}  # notebooks 01 and 02 of this dataset
+    calls = [c for c in read_jsonl(run.calls)
+             if c["dataset"] == "locomo" and c["stage"] in stages]
+    assert {c["stage"] for c in calls} == stages
     assert {c["model"] for c in calls if c["stage"] == "read"} == {"gpt-5-mini-2025-08-07"}
     assert {c["model"] for c in calls if c["stage"] == "extract"} == {"gpt-5-nano-2025-08-07"}
     assert len([c for c in calls if c["stage"] == "embed" and c["question_id"]]) == 33

@@ -1,6 +1,6 @@
 """The embedded default end to end: the smoke preset, every notebook, all three datasets, offline.
 
-One run per test session (about a minute); each test checks what one part of it wrote, so a
+One run per test session (the shared ``smoke_run`` fixture, about a minute); each test checks what one part of it wrote, so a
 failure names the part that broke rather than "the pipeline".
 """
 
@@ -15,16 +15,14 @@ from memcost import paper
 from memcost.answers import answer_systems, load_answers
 from memcost.io import read_jsonl
 from memcost.paths import RunPaths
-from memcost.run import run_preset
 from memcost.run.report import SECTIONS
 
 DATASETS = ("locomo", "longmemeval", "personamem_v2")
 
 
 @pytest.fixture(scope="session")
-def smoke(tmp_path_factory) -> RunPaths:
-    root = tmp_path_factory.mktemp("smoke") / "run"
-    return run_preset("smoke", run_name=str(root), stream=False)
+def smoke(smoke_run) -> RunPaths:
+    return smoke_run
 
 
 def _metrics(run: RunPaths, dataset: str | None, step: str) -> dict:
