@@ -18,8 +18,9 @@ previous state and no half-written rows; updates and deletes are SQL ``UPDATE`` 
 ``DELETE`` statements in one transaction per call. Scores are ``1 - (embedding <=> q)``:
 cosine similarity, as the FAISS store's inner products on unit vectors.
 
-Searches use the HNSW index (``enable_seqscan`` is off in the session, so a small table is
-searched like a large one rather than scanned exactly); :meth:`PgVectorStore.exact_search`
+Searches use the HNSW index (``enable_seqscan`` and ``enable_sort`` are off in the session, so
+the planner cannot answer from a scan of the primary key or the table plus a sort, which is exact:
+a small table is searched like a large one); :meth:`PgVectorStore.exact_search`
 turns index scans off for its transaction instead. ``hnsw.ef_search`` is set per session;
 ``iterative_scan`` (``relaxed_order`` / ``strict_order``) is offered from pgvector 0.8 on.
 """
@@ -105,7 +106,8 @@ class PgVectorStore(VectorStore):
         if iterative_scan != "off" and not self.supports_iterative_scan:
             raise ValueError(f"pgvector {self.extension_version} has no hnsw.iterative_scan "
                              "(added in 0.8.0); use iterative_scan='off'")
-        self.conn.execute("SET enable_seqscan = off")
+        self.conn.execute("SET enable_seqscan = off")  # searches use the HNSW index: no
+        self.conn.execute("SET enable_sort = off")  # exact scan-and-sort plan, whatever the size
         if self.supports_iterative_scan:
             self.conn.execute(f"SET hnsw.iterative_scan = {iterative_scan}")
 
@@ -279,6 +281,7 @@ class PgVectorStore(VectorStore):
     def exact_search(self, user: str, queries: np.ndarray, k: int) -> SearchResult:
         with self.conn.transaction():
             self.conn.execute("SET LOCAL enable_seqscan = on")
+            self.conn.execute("SET LOCAL enable_sort = on")
             self.conn.execute("SET LOCAL enable_indexscan = off")
             return self._query(user, queries, k)
 
