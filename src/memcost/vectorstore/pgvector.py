@@ -96,7 +96,9 @@ class PgVectorStore(VectorStore):
         self.psycopg = driver()
         self.sql = self.psycopg.sql
         self.layout, self.table, self.iterative_scan = layout, table, iterative_scan
-        self.conn = self.psycopg.connect(dsn, autocommit=True)
+        # No server-side prepared statements: a plan cached while exact_search had index scans
+        # off would keep serving later searches exactly (plans are not redone on SET).
+        self.conn = self.psycopg.connect(dsn, autocommit=True, prepare_threshold=None)
         self._ef: int | None = None
         self._rel_cache: dict[str, str] = {}
         self._create_schema()
