@@ -47,7 +47,7 @@ from memcost.vectorstore.embedded import driver
 
 ITERATIVE_SCANS = ("off", "relaxed_order", "strict_order")
 ITERATIVE_SINCE = (0, 8, 0)  # pgvector version that added hnsw.iterative_scan
-BUILD_MEMORY = "1GB"  # maintenance_work_mem while building: the graph is built in memory
+BUILD_MEMORY = "2GB"  # maintenance_work_mem while building: the graph is built in memory
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,29}$")  # + "_u_<16 hex>_hnsw" stays within 63
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
 _COPY_TRAILER = struct.pack("!h", -1)
@@ -169,10 +169,12 @@ class PgVectorStore(VectorStore):
                 copy.write(b"".join(rows[start:start + 5000]))
             copy.write(_COPY_TRAILER)
 
-    def _replace_user(self, user: str, fact_ids: Sequence[str], x: np.ndarray) -> None:
-        """Inside a transaction: drop ``user``'s rows and marker, load the new rows, mark."""
+    def _replace_user(self, user: str, fact_ids: Sequence[str], x: np.ndarray,
+                      *, fresh: bool = False) -> None:
+        """Inside a transaction: drop ``user``'s rows (unless the table is ``fresh``ly
+        emptied), load the new rows, write the marker."""
         rel = self._relation(user)
-        if self.layout == "shared":
+        if self.layout == "shared" and not fresh:
             self.conn.execute(self.sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
                 self._id(rel)), (user,))
         else:
@@ -198,20 +200,21 @@ class PgVectorStore(VectorStore):
 
     def build_users(self, facts: Mapping[str, tuple[Sequence[str], np.ndarray]]) -> None:
         """Bulk build. On an empty shared table the rows are loaded first and the HNSW index
-        built once afterwards (much faster than growing it row by row), in one transaction."""
+        built once afterwards (much faster than growing it row by row), in one transaction;
+        otherwise one transaction per user (thousands of per-user tables in one transaction
+        would exhaust the lock table)."""
+        if self.layout != "shared" or self.count() > 0:
+            super().build_users(facts)
+            return
         checked = {u: (ids, check_facts(u, ids, v, self.dims)) for u, (ids, v) in facts.items()}
         with self.conn.transaction():
             self.conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
-            bulk = self.layout == "shared" and self.count() == 0
-            if bulk:
-                self.conn.execute(self.sql.SQL("DROP INDEX IF EXISTS {}").format(
-                    self._id(f"{self.table}_hnsw")))
+            self.conn.execute(self.sql.SQL("DROP INDEX IF EXISTS {}").format(
+                self._id(f"{self.table}_hnsw")))
             for user, (ids, x) in checked.items():
-                self._replace_user(user, ids, x)
-            if bulk:
-                self._create_index(self.table)
-        self.conn.execute(self.sql.SQL("ANALYZE {}").format(self._id(self.table))
-                          if self.layout == "shared" else self.sql.SQL("SELECT 1"))
+                self._replace_user(user, ids, x, fresh=True)
+            self._create_index(self.table)
+        self.conn.execute(self.sql.SQL("ANALYZE {}").format(self._id(self.table)))
 
     def apply(self, user, *, upserts=None, deletes=()) -> None:  # type: ignore[override]
         rel, (where, args) = self._built_relation(user), self._where(user)
