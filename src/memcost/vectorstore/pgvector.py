@@ -174,9 +174,10 @@ class PgVectorStore(VectorStore):
         """Inside a transaction: drop ``user``'s rows (unless the table is ``fresh``ly
         emptied), load the new rows, write the marker."""
         rel = self._relation(user)
-        if self.layout == "shared" and not fresh:
-            self.conn.execute(self.sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
-                self._id(rel)), (user,))
+        if self.layout == "shared":
+            if not fresh:
+                self.conn.execute(self.sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
+                    self._id(rel)), (user,))
         else:
             self.conn.execute(self.sql.SQL("DROP TABLE IF EXISTS {}").format(self._id(rel)))
             self.conn.execute(self.sql.SQL(
