@@ -215,3 +215,20 @@ def test_server_restart_finds_the_data_and_reports_versions(tmp_path):
         store = PgVectorStore(server.dsn, 8, table="kept")
         assert store.users() == ["a"] and store.count("a") == 3
         store.close()
+
+
+def test_opened_store_names_the_store_and_server(tmp_path, pg_dsn):
+    from memcost.vectorstore.factory import manifest_entry, opened_store
+
+    with opened_store("faiss", 8) as store:
+        assert manifest_entry(store)["vector_store"] == "faiss"
+    secret_dsn = pg_dsn.replace("postgres:@", "postgres:hunter2@")
+    with opened_store("pgvector", 8, pgvector_dsn=secret_dsn, table="opened",
+                      layout="per_user") as store:
+        store.build_user("a", ids("a", 2), unit(2, seed=9, dims=8))
+        entry = manifest_entry(store)
+    assert entry["layout"] == "per_user" and entry["server"]["server"] == "external"
+    assert "hunter2" not in str(entry) and entry["pgvector"]
+    with pytest.raises(ValueError, match="vector_store must be one of"):
+        with opened_store("chroma", 8):
+            pass
