@@ -9,6 +9,8 @@ cosine, ``k = 20``) for:
 
 - ``faiss``: one FAISS ``IndexHNSWFlat`` per user (:mod:`memcost.index`, the default store);
 - ``pg-shared``: one pgvector table, one HNSW index, ``WHERE user_id = ...``;
+- ``pg-shared-planner``: the same table with the planner free to choose its plan (the other
+  stores force the HNSW index): as in production, it may prefer an exact scan and sort;
 - ``pg-shared-iter``: the same with ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8);
 - ``pg-per-user``: one table and HNSW index per user;
 
@@ -53,7 +55,8 @@ from memcost.vectorstore.pgvector import PgVectorStore
 
 K = 20
 EF_VALUES = (10, 20, 40, 60, 80, 100, 200, 400, 1000)  # 1000: the most pgvector allows
-ITER_EF_VALUES = (10, 40, 400)  # iterative scans read up to hnsw.max_scan_tuples: slow, fewer
+FEW_EF_VALUES = (10, 40, 400)  # for the variants (iterative scans are slow)
+SAME_TABLE = ("pg-shared-planner", "pg-shared-iter")  # search pg-shared's table
 SIZES = {"sample": (3, 120), "paper": (500, 206), "tenx": (5_000, 206)}  # users x facts each
 TOPICS = 64
 NOISE = 1.0  # noise norm around a unit topic centre: cosine to the centre ~0.7
@@ -89,7 +92,11 @@ def open_stores(dsn: str, dims: int, tag: str, extension_has_iter: bool) -> dict
         "pg-shared": PgVectorStore(dsn, dims, layout="shared", table=f"b_{tag}_shared"),
         "pg-per-user": PgVectorStore(dsn, dims, layout="per_user", table=f"b_{tag}_own"),
     }
-    if extension_has_iter:  # same table as pg-shared, another session setting
+    # Same table as pg-shared, other session settings: the planner free to choose, and
+    # iterative index scans.
+    stores["pg-shared-planner"] = PgVectorStore(
+        dsn, dims, layout="shared", table=f"b_{tag}_shared", force_hnsw=False)
+    if extension_has_iter:
         stores["pg-shared-iter"] = PgVectorStore(
             dsn, dims, layout="shared", table=f"b_{tag}_shared", iterative_scan="relaxed_order")
     return stores
@@ -141,14 +148,15 @@ def run_size(dsn: str, label: str, dims: int, n_queries: int, seed: int) -> list
     rows = []
     for name, store in stores.items():
         t0 = time.perf_counter()
-        if name != "pg-shared-iter":  # shares pg-shared's table
+        reuses = name in SAME_TABLE
+        if not reuses:
             store.build_users(facts)
         build_s = time.perf_counter() - t0
         print(f"  {label}: {name} built {store.count():,} facts in {build_s:.1f} s", flush=True)
-        for ef in ITER_EF_VALUES if name == "pg-shared-iter" else EF_VALUES:
+        for ef in FEW_EF_VALUES if reuses else EF_VALUES:
             row = {"size": label, "facts": n_users * per_user, "users": n_users,
                    "store": name, "ef_search": ef, **measure(store, queries, exact, ef)}
-            row["build_s"] = build_s if name != "pg-shared-iter" else float("nan")
+            row["build_s"] = float("nan") if reuses else build_s
             rows.append(row)
         store.close()
     return rows

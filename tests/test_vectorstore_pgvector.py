@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,16 +38,20 @@ def ids(user: str, n: int, start: int = 0) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory):
+def pg_dsn():
     try:
         provider()
     except ServerUnavailable as err:
         print(f"\nSKIP pgvector tests: {err}")
         pytest.skip(str(err))
-    server = PgServer(tmp_path_factory.mktemp("pgvector_run"))
+    # Not under pytest's numbered temp folders: concurrent pytest runs prune old ones, and a
+    # server's data directory must outlive the session's other tests.
+    folder = Path(tempfile.mkdtemp(prefix="memcost-pgvector-"))
+    server = PgServer(folder)
     server.start()
     yield server.dsn
     server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def make_store(kind: str, dsn: str, dims: int = DIMS, **kw):
@@ -195,11 +202,8 @@ def test_filtered_search_pitfall_on_a_shared_table(pg_dsn):
         store.close()
 
 
-def test_server_restart_finds_the_data_and_reports_versions(tmp_path):
-    try:
-        provider()
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
+def test_server_restart_finds_the_data_and_reports_versions(pg_dsn):
+    tmp_path = Path(tempfile.mkdtemp(prefix="memcost-pgvector-restart-"))
     with PgServer(tmp_path / "run") as server:
         store = PgVectorStore(server.dsn, 8, table="kept")
         store.build_user("a", ids("a", 3), unit(3, seed=8, dims=8))
@@ -215,9 +219,10 @@ def test_server_restart_finds_the_data_and_reports_versions(tmp_path):
         store = PgVectorStore(server.dsn, 8, table="kept")
         assert store.users() == ["a"] and store.count("a") == 3
         store.close()
+    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_opened_store_names_the_store_and_server(tmp_path, pg_dsn):
+def test_opened_store_names_the_store_and_server(pg_dsn):
     from memcost.vectorstore.factory import manifest_entry, opened_store
 
     with opened_store("faiss", 8) as store:

@@ -43,7 +43,7 @@ def as_matrix(vectors: np.ndarray, dims: int | None = None) -> np.ndarray:
 
 def check_facts(user: str, fact_ids: Sequence[str], vectors: np.ndarray, dims: int) -> np.ndarray:
     """The vectors as a matrix, after checking one distinct id per row (the error names the
-    user)."""
+    user). Fact ids are unique across users too (``<user>:f<n>``)."""
     x = as_matrix(vectors, dims) if len(fact_ids) else np.zeros((0, dims), np.float32)
     if len(x) != len(fact_ids):
         raise ValueError(f"user {user!r}: {len(x)} vectors for {len(fact_ids)} facts")

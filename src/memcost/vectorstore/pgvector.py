@@ -4,7 +4,8 @@ Two layouts (the ``layout`` parameter):
 
 - ``shared``, the production layout (Mem0's among others): one table ``<table>`` with a
   ``user_id`` column and ONE HNSW index (``m = 16``, ``ef_construction = 64``,
-  ``vector_cosine_ops``) over every user's facts, and no index on ``user_id``. A question runs
+  ``vector_cosine_ops``) over every user's facts, and no index on ``user_id`` (the primary key
+  is ``fact_id``, which names its user: ``<user>:f<n>``). A question runs
   ``WHERE user_id = $1 ORDER BY embedding <=> $2 LIMIT 20``. Before pgvector 0.8 (and in 0.8
   with ``hnsw.iterative_scan = off``, its default) the filter is applied after the index scan,
   which yields about ``hnsw.ef_search`` candidates from all users: a user who owns a small
@@ -18,9 +19,11 @@ previous state and no half-written rows; updates and deletes are SQL ``UPDATE`` 
 ``DELETE`` statements in one transaction per call. Scores are ``1 - (embedding <=> q)``:
 cosine similarity, as the FAISS store's inner products on unit vectors.
 
-Searches use the HNSW index (``enable_seqscan`` and ``enable_sort`` are off in the session, so
-the planner cannot answer from a scan of the primary key or the table plus a sort, which is exact:
-a small table is searched like a large one); :meth:`PgVectorStore.exact_search`
+With ``force_hnsw`` (the default) searches use the HNSW index: ``enable_seqscan`` and
+``enable_sort`` are off in the session, so the planner cannot answer from a scan plus a sort,
+which is exact, and a small table is searched like a large one. With ``force_hnsw=False`` the
+planner chooses, as in production: it may scan the table (or a ``user_id`` index, where one
+exists) and sort, exactly, instead of using HNSW; :meth:`PgVectorStore.exact_search`
 turns index scans off for its transaction instead. ``hnsw.ef_search`` is set per session;
 ``iterative_scan`` (``relaxed_order`` / ``strict_order``) is offered from pgvector 0.8 on.
 """
@@ -85,7 +88,7 @@ class PgVectorStore(VectorStore):
     name = "pgvector"
 
     def __init__(self, dsn: str, dims: int, *, layout: str = "shared", table: str = "facts",
-                 iterative_scan: str = "off", **settings: int):
+                 iterative_scan: str = "off", force_hnsw: bool = True, **settings: int):
         super().__init__(dims, **settings)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -96,6 +99,7 @@ class PgVectorStore(VectorStore):
         self.psycopg = driver()
         self.sql = self.psycopg.sql
         self.layout, self.table, self.iterative_scan = layout, table, iterative_scan
+        self.force_hnsw = force_hnsw
         # No server-side prepared statements: a plan cached while exact_search had index scans
         # off would keep serving later searches exactly (plans are not redone on SET).
         self.conn = self.psycopg.connect(dsn, autocommit=True, prepare_threshold=None)
@@ -108,8 +112,9 @@ class PgVectorStore(VectorStore):
         if iterative_scan != "off" and not self.supports_iterative_scan:
             raise ValueError(f"pgvector {self.extension_version} has no hnsw.iterative_scan "
                              "(added in 0.8.0); use iterative_scan='off'")
-        self.conn.execute("SET enable_seqscan = off")  # searches use the HNSW index: no
-        self.conn.execute("SET enable_sort = off")  # exact scan-and-sort plan, whatever the size
+        if force_hnsw:  # no exact scan-and-sort plan, whatever the table's size
+            self.conn.execute("SET enable_seqscan = off")
+            self.conn.execute("SET enable_sort = off")
         if self.supports_iterative_scan:
             self.conn.execute(f"SET hnsw.iterative_scan = {iterative_scan}")
 
@@ -130,8 +135,8 @@ class PgVectorStore(VectorStore):
             ).format(self._id(f"{self.table}_users")))
             if self.layout == "shared":
                 self.conn.execute(self.sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (fact_id text NOT NULL, user_id text NOT "
-                    "NULL, embedding vector({}) NOT NULL, PRIMARY KEY (fact_id, user_id))"
+                    "CREATE TABLE IF NOT EXISTS {} (fact_id text PRIMARY KEY, user_id text NOT "
+                    "NULL, embedding vector({}) NOT NULL)"
                 ).format(self._id(self.table), self.sql.Literal(self.dims)))
                 self._create_index(self.table)
 
@@ -315,7 +320,7 @@ class PgVectorStore(VectorStore):
         return {**super().versions(), "postgresql": self.server_version,
                 "pgvector": self.extension_version, "layout": self.layout,
                 "iterative_scan": self.iterative_scan if self.supports_iterative_scan
-                else "unsupported"}
+                else "unsupported", "force_hnsw": self.force_hnsw}
 
     def close(self) -> None:
         if not self.conn.closed:
