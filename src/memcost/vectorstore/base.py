@@ -1,0 +1,153 @@
+"""What a per-user vector store does, whichever system holds the vectors.
+
+A store keeps, for each user, a set of facts (``fact_id`` -> unit vector) and answers a user's
+query with that user's most similar facts only. Scores are cosine similarities (inner products
+of L2-normalised vectors), best first; a search that finds fewer than ``k`` facts pads its rows
+with ``""`` ids and ``-inf`` scores, so "returned fewer than asked" stays visible.
+
+Writes follow one contract in every store: :meth:`VectorStore.build_user` replaces a user's
+facts as a whole and makes them visible at once (a FAISS file renamed into place, one SQL
+transaction that also writes the user's done marker), so a run killed in the middle of a user
+leaves the previous state, never half of the new one; :meth:`VectorStore.is_built` is true
+only for users whose build finished. :meth:`VectorStore.apply` adds, updates and deletes facts
+of a built user, all or nothing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+HNSW_M = 16  # §3.1: pgvector m
+EF_CONSTRUCTION = 64  # §3.1: pgvector ef_construction
+EF_SEARCH = 40  # pgvector's default hnsw.ef_search
+STORES = ("faiss", "pgvector")  # values of the vector_store parameter
+LAYOUTS = ("shared", "per_user")  # pgvector: one table for all users, or one per user
+
+
+def as_matrix(vectors: np.ndarray, dims: int | None = None) -> np.ndarray:
+    """``vectors`` as a C-contiguous float32 ``(n, dims)`` array (one vector: one row)."""
+    arr = np.ascontiguousarray(vectors, dtype=np.float32)
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {arr.shape}")
+    if dims is not None and arr.shape[1] != dims:
+        raise ValueError(f"vectors have {arr.shape[1]} dimensions, the store {dims}")
+    return arr
+
+
+def check_facts(user: str, fact_ids: Sequence[str], vectors: np.ndarray, dims: int) -> np.ndarray:
+    """The vectors as a matrix, after checking one distinct id per row (the error names the
+    user). Fact ids are unique across users too (``<user>:f<n>``)."""
+    x = as_matrix(vectors, dims) if len(fact_ids) else np.zeros((0, dims), np.float32)
+    if len(x) != len(fact_ids):
+        raise ValueError(f"user {user!r}: {len(x)} vectors for {len(fact_ids)} facts")
+    if len(set(fact_ids)) != len(fact_ids):
+        raise ValueError(f"user {user!r}: duplicate fact ids")
+    return x
+
+
+@dataclass
+class SearchResult:
+    """Top-``k`` of a batch of queries: ``scores`` float32 and ``fact_ids`` (str), both
+    ``(queries, k)``; missing results are ``-inf`` / ``""``."""
+
+    scores: np.ndarray
+    fact_ids: np.ndarray
+
+    @classmethod
+    def empty(cls, queries: int, k: int) -> SearchResult:
+        shape = (queries, max(int(k), 0))
+        return cls(np.full(shape, -np.inf, np.float32), np.full(shape, "", dtype=object))
+
+    @property
+    def returned(self) -> np.ndarray:
+        """Facts found per query (``k`` unless the search came back short)."""
+        return (self.fact_ids != "").sum(axis=1)
+
+
+class VectorStore(ABC):
+    """Per-user facts with HNSW search (``m``, ``ef_construction``: the paper's settings)."""
+
+    name: str = "store"
+
+    def __init__(self, dims: int, *, m: int = HNSW_M, ef_construction: int = EF_CONSTRUCTION):
+        if dims <= 0:
+            raise ValueError("dims must be positive")
+        self.dims = int(dims)
+        self.m = int(m)
+        self.ef_construction = int(ef_construction)
+
+    @abstractmethod
+    def build_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Replace ``user``'s facts with these, visible all at once with the done marker."""
+
+    def build_users(self, facts: Mapping[str, tuple[Sequence[str], np.ndarray]]) -> None:
+        """Build many users (a store may load them in bulk); each user is still all or none."""
+        for user, (fact_ids, vectors) in facts.items():
+            self.build_user(user, fact_ids, vectors)
+
+    @abstractmethod
+    def is_built(self, user: str) -> bool:
+        """``user``'s build finished (a killed build leaves this false and no rows)."""
+
+    @abstractmethod
+    def users(self) -> list[str]:
+        """The built users, sorted."""
+
+    @abstractmethod
+    def apply(
+        self,
+        user: str,
+        *,
+        upserts: tuple[Sequence[str], np.ndarray] | None = None,
+        deletes: Sequence[str] = (),
+    ) -> None:
+        """Add or update the ``upserts`` facts and delete ``deletes`` of a built user, all in
+        one step (an unknown id to delete is an error that changes nothing)."""
+
+    def add(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:
+        self.apply(user, upserts=(fact_ids, vectors))
+
+    def update(self, user: str, fact_id: str, vector: np.ndarray) -> None:
+        self.apply(user, upserts=([fact_id], as_matrix(vector, self.dims)))
+
+    def delete(self, user: str, fact_ids: Sequence[str]) -> None:
+        self.apply(user, deletes=fact_ids)
+
+    @abstractmethod
+    def search(
+        self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+    ) -> SearchResult:
+        """HNSW top-``k`` among ``user``'s facts for each query row."""
+
+    @abstractmethod
+    def exact_search(self, user: str, queries: np.ndarray, k: int) -> SearchResult:
+        """Exact top-``k`` among ``user``'s facts (the reference recall is measured against)."""
+
+    @abstractmethod
+    def vectors(self, user: str) -> tuple[list[str], np.ndarray]:
+        """``user``'s fact ids (sorted) and their vectors, row for row."""
+
+    @abstractmethod
+    def count(self, user: str | None = None) -> int:
+        """Facts of ``user`` (``None``: of every built user)."""
+
+    def versions(self) -> dict[str, Any]:
+        """What the manifest records about the store (system, versions, settings)."""
+        return {"vector_store": self.name, "hnsw_m": self.m,
+                "ef_construction": self.ef_construction, "dims": self.dims}
+
+    def close(self) -> None:  # noqa: B027 - a store without connections has nothing to do
+        """Release connections (the data stays)."""
+
+    def __enter__(self) -> VectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
