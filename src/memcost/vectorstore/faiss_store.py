@@ -1,6 +1,6 @@
 """The FAISS store: one ``IndexHNSWFlat`` per user, held in memory.
 
-It wraps the per-user index functions of :mod:`memcost.index` (the ones notebook 01 writes to
+It wraps the per-user index functions of :mod:`memcost.memory.store` (the ones notebook 01 writes to
 disk) behind :class:`~memcost.vectorstore.base.VectorStore`, so a benchmark or a test can run
 the same calls against FAISS and pgvector. A user's new index replaces the old one only once it
 is complete, and :meth:`FaissStore.apply` rebuilds the user's index from the changed fact set:
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
-from memcost import index as index_mod
+from memcost.memory import store as index_mod
 from memcost.vectorstore.base import (
     EF_SEARCH,
     SearchResult,
