@@ -30,6 +30,8 @@ def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, .
         parts += ["--steps", args.steps]
     if args.datasets:
         parts += ["--datasets", args.datasets]
+    if getattr(args, "allow_failures", None) is not None:
+        parts += ["--allow-failures", str(args.allow_failures)]
     for key, value in args.overrides:
         if key not in drop:
             text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16)

@@ -23,6 +23,9 @@ from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
+# A stage whose first calls all fail after their retries stops, however few calls it has (the
+# in-a-row limit alone never fires on a stage smaller than it).
+STAGE_PROBE_CALLS = 5
 
 
 class CallMixin:
@@ -174,10 +177,25 @@ class CallMixin:
         )  # fmt: skip
 
     def _note_failure(self, failed: bool, request: Request) -> None:
-        """Stop when the endpoint looks down: many calls in a row failing after all retries."""
+        """Stop when the endpoint looks down: many calls in a row failing after all retries, or
+        all of a stage's first calls."""
+        probe_size = min(STAGE_PROBE_CALLS, self.max_consecutive_failures)
         with self._stats_lock:
             self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
             tripped = self._consecutive_failures >= self.max_consecutive_failures
+            probe = self.__dict__.setdefault("_stage_probe", {})
+            calls, fails = probe.get(request.stage, (0, 0))
+            if calls < probe_size:
+                probe[request.stage] = calls, fails = calls + 1, fails + int(failed)
+                stage_down = calls == probe_size and fails == probe_size
+            else:
+                stage_down = False
+        if stage_down and not tripped:
+            raise FatalAPIError(
+                f"the first {probe_size} {request.stage} calls to {request.model} all failed "
+                "after all retries; the endpoint seems unavailable. Nothing failed is recorded "
+                "as finished; rerun later to continue."
+            )
         if tripped:
             raise FatalAPIError(
                 f"{self.max_consecutive_failures} calls in a row failed after all retries (last: "
