@@ -19,9 +19,10 @@ from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.lock import hold_run
 from memcost.run.preflight import check_estimate, preflight_credentials
-from memcost.run.presets import Preset, discover_notebooks, resolve_preset
+from memcost.run.presets import Preset, PresetError, discover_notebooks, resolve_preset
 from memcost.run.report import write_report
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
+from memcost.run.validate import validate_run
 
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
 PAID_STEPS = ("01", "02", "03", "04")
@@ -110,9 +111,14 @@ def run_preset(
     )
     if allow_failures is not None:
         preset.allow_failures = float(allow_failures)
+    try:
+        run_dir = resolve_run_dir(run_name or default_run_name(preset))
+    except ValueError as exc:
+        raise PresetError(str(exc)) from None
+    validate_run(preset, notebooks, run_dir)  # nothing is created before this passes
     preflight_credentials(preset, notebooks)
     selected = preset.steps or list(notebooks)
-    run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
+    run = RunPaths(run_dir).ensure()
     with hold_run(run.root):
         try:
             execute_steps(run, preset, notebooks, selected, stream)
