@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from memcost.datasets import DATASETS
-from memcost.params import notebook_parameters
+from memcost.params import normalise_price_overrides, notebook_defaults, notebook_parameters
 from memcost.paths import RunPaths
+from memcost.prices import UnknownPriceError, price_for
 from memcost.prompts import JUDGE_PROMPTS
 from memcost.run.presets import Preset, PresetError
 
@@ -54,6 +55,9 @@ PREREQUISITES: dict[str, tuple[tuple[str, str], ...]] = {
     "03": (("data/questions.parquet", "00"),),
     "04": (("data/questions.parquet", "00"),),
 }
+# Parameters that name models (their prices must be known before anything is spent).
+MODEL_PARAMETERS = ("extraction_model", "embedding_model", "reader_model", "models",
+                    "baseline_models", "judge_model")
 _SCALARS = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
 
@@ -108,6 +112,40 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
     for name in list(values):
         if name in declared:
             values[name] = check_value(name, values[name], declared[name])
+    if "price_overrides" in values:
+        try:
+            values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
+
+
+def unknown_price_line(model: str, parameter: str) -> str:
+    """One line that says how to declare a price (and works when followed)."""
+    return (f"no price for model {model!r} ({parameter}) in the price table; declare it: "
+            f"-p 'price_overrides={{\"{model}\": 0}}' for a free model (a local server), or "
+            f"-p 'price_overrides={{\"{model}\": {{input: 0.2, output: 0.6}}}}' "
+            "(USD per 1M tokens)")
+
+
+def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
+    """Every model a paid step names has a price (the table's, or ``price_overrides``)."""
+    for dataset in preset.datasets or [None]:
+        params = preset.parameters_for(dataset)
+        for step in steps:
+            defaults = notebook_defaults(notebooks[step])
+            if "price_overrides" not in defaults:
+                continue
+            for name in MODEL_PARAMETERS:
+                if name not in defaults:
+                    continue
+                value = params.get(name, defaults[name])
+                for model in value if isinstance(value, list) else [value]:
+                    try:
+                        price_for(str(model), params.get("price_overrides"))
+                    except UnknownPriceError:
+                        raise PresetError(unknown_price_line(str(model), name)) from None
+                    except ValueError as exc:
+                        raise PresetError(f"parameter {exc}") from None
 
 
 def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
@@ -154,4 +192,5 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
     for values in preset.per_dataset.values():
         check_block(values, declared)
     if study:
+        check_prices(preset, notebooks, steps)
         check_prerequisites(preset, run_dir, steps)
