@@ -21,6 +21,7 @@ from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError, price_for
 from memcost.prompts import JUDGE_PROMPTS
 from memcost.run.presets import Preset, PresetError
+from memcost.run.secrets import check_secrets
 
 EFFORTS = ("minimal", "low", "medium", "high")
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -185,6 +186,8 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
     for step in steps:
         for name, info in notebook_parameters(notebooks[step]).items():
             declared.setdefault(name, info["inferred_type_name"])
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        check_secrets(block)  # first: no later message may repeat a secret
     study = is_study(notebooks, steps)
     if study:
         check_datasets(preset)
