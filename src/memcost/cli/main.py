@@ -8,6 +8,7 @@ import sys
 from memcost.cli.resume import parse_override, resume_command, split_list
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
+from memcost.run.integrity import repair
 from memcost.run.lock import RunLocked
 from memcost.run.presets import PresetError
 from memcost.run.report import write_report
@@ -36,7 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
     report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    repair = sub.add_parser("repair-ledger", help="rebuild a run's calls.jsonl records that are "
+                            "missing, from the calls the response cache says the run paid for")
+    repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
     return parser
+
+
+def command_repair(args: argparse.Namespace) -> int:
+    paths = RunPaths.from_param(args.run_dir)
+    if not paths.run_id_file.is_file():
+        print(f"error: {paths.root} has no run_id: not a run that made API calls", file=sys.stderr)
+        return 2
+    added = repair(paths)
+    print(f"{paths.calls}: {added} missing record(s) rebuilt from the cache")
+    return 0
 
 
 def command_report(args: argparse.Namespace) -> int:
@@ -101,4 +115,6 @@ def main(argv: list[str] | None = None) -> int:
         return command_report(args)
     if args.command == "run":
         return command_run(args)
+    if args.command == "repair-ledger":
+        return command_repair(args)
     return 2

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from memcost.calls import normalise_tags
 from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
 from memcost.llm.errors import CacheMiss, FatalAPIError, TransientError
 from memcost.llm.ledger import call_key, make_record
@@ -166,6 +167,10 @@ class CallMixin:
             "latency_s": round(outcome.latency_s, 4),
             "served_model": outcome.served_model,
             "usage_estimated": usage_estimated,
+            # what rebuilding this call's ledger record needs (memcost.llm.ledger.repair_ledger)
+            "record": {"backend": outcome.backend, "provider": outcome.provider,
+                       "prompt_version": request.prompt_version,
+                       "sample_index": request.sample_index, "tags": normalise_tags(request.tags)},
         }
         if kind == "chat":
             stored.update(text=outcome.text, finish_reason=outcome.finish_reason)

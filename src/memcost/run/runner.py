@@ -17,6 +17,7 @@ from memcost import manifest as manifest_mod
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.execute import NotebookFailed, execute_notebook
+from memcost.run.integrity import check_run_stores
 from memcost.run.lock import hold_run
 from memcost.run.preflight import check_estimate, preflight_credentials
 from memcost.run.presets import Preset, PresetError, discover_notebooks, resolve_preset
@@ -144,6 +145,7 @@ def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
         statuses: list[StageStatus] = []
         for dataset in preset.datasets if "dataset" in declared else [None]:
             inputs = notebook_inputs(preset, run, declared, dataset)
+            check_run_stores(run, preset)  # the cache readable, the ledger whole
             run_notebook(run, notebook, inputs, dataset, stream)
             status = record_status(run, notebook.stem, dataset)
             if status is not None:
@@ -151,3 +153,4 @@ def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
         check_failures(statuses, preset.allow_failures)
         if step == "00" and any(s in selected for s in PAID_STEPS):
             check_estimate(preset, run)
+    check_run_stores(run, preset)
