@@ -16,6 +16,7 @@ from typing import Any
 from memcost import manifest as manifest_mod
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
+from memcost.run.context_check import check_context_limits
 from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.integrity import check_run_stores
 from memcost.run.lock import hold_run
@@ -152,5 +153,6 @@ def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
                 statuses.append(status)
         check_failures(statuses, preset.allow_failures)
         if step == "00" and any(s in selected for s in PAID_STEPS):
+            check_context_limits(preset, run, notebooks, selected)
             check_estimate(preset, run)
     check_run_stores(run, preset)
