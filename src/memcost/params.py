@@ -27,6 +27,7 @@ CLIENT_PARAMETERS: tuple[str, ...] = (
     "max_concurrency",
     "max_cost_usd",
     "price_overrides",
+    "request_timeout_s",
 )
 
 
