@@ -110,3 +110,45 @@ def test_one_failed_segment_of_four_is_complete_with_failures(run_paths, server,
 def test_allow_failures_must_be_a_fraction(value):
     with pytest.raises(PresetError, match="expected a fraction from 0 to 1"):
         check_fraction(value, "allow_failures")
+
+
+def answer(qid: str, error: str | None) -> dict:
+    return {"question_id": qid, "conversation_id": "c", "answer": "" if error else "x",
+            "model": "m", "backend": "openai", "prompt_version": "p@v1", "prompt_tokens": 1,
+            "cached_prompt_tokens": 0, "completion_tokens": 1, "reasoning_tokens": 0,
+            "latency_s": 0.0, "error": error}
+
+
+def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
+    from memcost.answers import AnswerWriter
+    from memcost.judgments import judgment_record, rewrite_judgments
+    from memcost.run.report import render_markdown
+
+    ds = run_paths.dataset("locomo").ensure()
+    with AnswerWriter(ds, "memory", "fp") as writer:
+        writer.write(answer("q1", None))
+        writer.write(answer("q2", "HTTP 500 (gave up after 6 attempts)"))
+    assert AnswerWriter(ds, "memory", "fp").pending(["q1", "q2"]) == ["q2"]  # retried
+    with AnswerWriter(ds, "long_context_gpt-5-mini", "fp") as writer:
+        writer.write(answer("q1", None))
+    votes = [judgment_record(question_id="q1", system="memory", vote=v, label="CORRECT",
+                             backend="openai", primary=True) for v in range(2)]
+    votes.append(judgment_record(question_id="q1", system="memory", vote=2, label="UNJUDGED",
+                                 reason="judge failed: timeout", backend="openai",
+                                 unjudged_cause="judge", primary=True))
+    rewrite_judgments(ds.judgments, votes)
+
+    read = record_status(run_paths, "02_answer_from_memory", "locomo")
+    assert (read.status, read.failed, read.total, read.item) == (WITH_FAILURES, 1, 2, "answers")
+    assert read.errors == ("HTTP 500 (gave up after 6 attempts)",)
+    long = record_status(run_paths, "03_answer_long_context", "locomo")
+    assert (long.status, long.failed, long.total) == (COMPLETE, 0, 1)
+    judged = record_status(run_paths, "04_judge_answers", "locomo")
+    assert (judged.failed, judged.total, judged.item) == (1, 3, "judge votes")
+
+    report = render_markdown(run_paths)
+    # right under the title, before the first section
+    assert 0 < report.index("> **Failures: this run is not complete.**") < report.index("\n## ")
+    assert "locomo/02_answer_from_memory**: complete with failures, 1 of 2 answers" in report
+    assert "locomo/04_judge_answers**: complete with failures, 1 of 3 judge votes" in report
+    assert "03_answer_long_context" not in report.split("## ")[0]

@@ -46,3 +46,28 @@ def test_a_run_whose_directory_is_held_exits_4_and_writes_nothing(tmp_path):
     assert f"pid {os.getpid()}" in done.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "run_id"] or \
         not (run_dir / "manifest.json").exists()
+
+
+def test_run_outputs_honour_the_umask(tmp_path):
+    """Reports, the manifest and tables are readable by others under umask 022 (0644/0755)."""
+    from test_runner import _notebook
+
+    from memcost.run import run_preset
+
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    _notebook(folder / "05_summarise.ipynb", 'run_dir: str = ""  # where',
+              "from memcost.io import write_csv\nimport pandas as pd\nfrom pathlib import Path\n"
+              "write_csv(Path(run_dir, 'tables', 't.csv'), pd.DataFrame({'a': [1]}))")
+    preset = tmp_path / "p.yaml"
+    preset.write_text(yaml.safe_dump({"datasets": []}))
+    old = os.umask(0o022)
+    try:
+        run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=folder,
+                         stream=False)
+    finally:
+        os.umask(old)
+    for path in (run.report_md, run.report_html, run.manifest, run.root / "tables" / "t.csv",
+                 run.root / ".lock"):
+        assert oct(path.stat().st_mode & 0o777) == oct(0o644), path
+    assert oct(run.root.stat().st_mode & 0o777) == oct(0o755)
