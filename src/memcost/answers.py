@@ -70,16 +70,21 @@ class AnswerWriter:
 
     Use ``pending(question_ids)`` to get what is left to do, then ``write(record)`` per answer.
     A question whose latest record carries an ``error`` is not done: a rerun asks it again and
-    appends the new record (readers keep the last record per question).
+    appends the new record (readers keep the last record per question). With a
+    ``fingerprint`` (:mod:`memcost.fingerprint`), answers are keyed by question *and*
+    fingerprint: an answer made with other settings (another backend, model, prompt or memory)
+    is not done either, so it is answered again rather than mixed in.
     """
 
-    def __init__(self, ds: DatasetPaths, system: str):
+    def __init__(self, ds: DatasetPaths, system: str, fingerprint: str | None = None):
         system_kind(system)
         self.system = system
+        self.fingerprint = fingerprint
         self.path = ds.answers_file(system)
         self.done: set[str] = set()
         for r in read_jsonl(self.path, missing_ok=True):
-            if r.get("error"):
+            same = fingerprint is None or r.get("fingerprint") == fingerprint
+            if r.get("error") or not same:
                 self.done.discard(r["question_id"])
             else:
                 self.done.add(r["question_id"])
@@ -90,6 +95,8 @@ class AnswerWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         record = {"system": self.system, **record}
+        if self.fingerprint is not None:
+            record["fingerprint"] = self.fingerprint
         validate_record(record)
         if record["question_id"] in self.done:
             return

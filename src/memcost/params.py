@@ -27,6 +27,7 @@ CLIENT_PARAMETERS: tuple[str, ...] = (
     "max_concurrency",
     "max_cost_usd",
     "price_overrides",
+    "request_timeout_s",
 )
 
 
@@ -92,5 +93,33 @@ def current_values(namespace: Mapping[str, Any], path: Path) -> dict[str, Any]:
 
 
 def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``)."""
-    return {name: namespace[name] for name in CLIENT_PARAMETERS if name in namespace}
+    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``),
+    ``price_overrides`` in its full form (:func:`normalise_price_overrides`)."""
+    shared = {name: namespace[name] for name in CLIENT_PARAMETERS if name in namespace}
+    if "price_overrides" in shared:
+        shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
+    return shared
+
+
+def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
+    """``price_overrides`` with each model's price as a mapping of fields (USD per 1M tokens).
+
+    A bare number is the shorthand for a model billed that much per token in and out, so
+    ``{"llama3.1:8b": 0}`` declares a free local model. Raises ``ValueError`` naming the entry."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"price_overrides={value!r}: expected a mapping of model to price, "
+                         'e.g. {"llama3.1:8b": 0} or {"my-model": {"input": 0.2, "output": 0.6}}')
+    out: dict[str, dict[str, Any]] = {}
+    for model, price in value.items():
+        if isinstance(price, bool) or not isinstance(price, (int, float, Mapping)):
+            raise ValueError(f"price_overrides[{model!r}]={price!r}: expected a number (USD per 1M "
+                             "tokens, 0 = free) or a mapping such as {input: 0.2, output: 0.6}")
+        if isinstance(price, Mapping):
+            out[str(model)] = dict(price)
+        elif price < 0:
+            raise ValueError(f"price_overrides[{model!r}]={price!r}: a price cannot be negative")
+        else:
+            out[str(model)] = {"input": float(price), "output": float(price)}
+    return out

@@ -8,9 +8,14 @@ import sys
 from memcost.cli.resume import parse_override, resume_command, split_list
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
+from memcost.run.integrity import repair
+from memcost.run.lock import RunLocked
 from memcost.run.presets import PresetError
 from memcost.run.report import write_report
 from memcost.run.runner import run_preset
+from memcost.run.status import EXIT_FAILED_ITEMS, StageFailures
+
+EXIT_LOCKED = 4  # another process is writing the same run directory
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,10 +31,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
                      default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
     run.add_argument("--quiet", action="store_true", help="do not stream cell output")
+    run.add_argument("--allow-failures", type=float, default=None, metavar="FRACTION",
+                     help="fraction of a stage's items that may fail after all retries without "
+                     "stopping the run (default: the preset's allow_failures, else 0)")
 
     report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
     report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    repair = sub.add_parser("repair-ledger", help="rebuild a run's calls.jsonl records that are "
+                            "missing, from the calls the response cache says the run paid for")
+    repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
     return parser
+
+
+def command_repair(args: argparse.Namespace) -> int:
+    paths = RunPaths.from_param(args.run_dir)
+    if not paths.run_id_file.is_file():
+        print(f"error: {paths.root} has no run_id: not a run that made API calls", file=sys.stderr)
+        return 2
+    added = repair(paths)
+    print(f"{paths.calls}: {added} missing record(s) rebuilt from the cache")
+    return 0
 
 
 def command_report(args: argparse.Namespace) -> int:
@@ -51,10 +72,19 @@ def command_run(args: argparse.Namespace) -> int:
             datasets=split_list(args.datasets),
             overrides=dict(args.overrides),
             stream=not args.quiet,
+            allow_failures=args.allow_failures,
         )
     except PresetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RunLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    except StageFailures as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        print(f"Resume once the cause is fixed (only the failed items are sent again):\n"
+              f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
+        return EXIT_FAILED_ITEMS
     except NotebookFailed as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         print_resume_hint(args, exc)
@@ -85,4 +115,6 @@ def main(argv: list[str] | None = None) -> int:
         return command_report(args)
     if args.command == "run":
         return command_run(args)
+    if args.command == "repair-ledger":
+        return command_repair(args)
     return 2

@@ -14,7 +14,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value)
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem", None) or "not a YAML value"
+        raise argparse.ArgumentTypeError(
+            f"{key.strip()}={value!r}: {where}; quote a list or mapping whole, e.g. "
+            f"-p '{key.strip()}=[a, b]'") from None
 
 
 def split_list(text: str | None) -> list[str] | None:
@@ -30,6 +36,8 @@ def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, .
         parts += ["--steps", args.steps]
     if args.datasets:
         parts += ["--datasets", args.datasets]
+    if getattr(args, "allow_failures", None) is not None:
+        parts += ["--allow-failures", str(args.allow_failures)]
     for key, value in args.overrides:
         if key not in drop:
             text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16)

@@ -62,8 +62,8 @@ def effective_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _price_ratio(model: str, reference: str) -> float:
-    mine, ref = price_for(model), price_for(reference)
+def _price_ratio(model: str, reference: str, overrides: Any = None) -> float:
+    mine, ref = price_for(model, overrides), price_for(reference, overrides)
     return (mine.input + mine.output) / (ref.input + ref.output)
 
 
@@ -76,7 +76,7 @@ class _Rows:
 
     def add(self, stage: str, system: str, model: str, requests: int, input_tokens: float,
             cached: float, output: float, usd: float | None = None) -> None:
-        price = price_for(model)
+        price = price_for(model, self.params.get("price_overrides"))
         if usd is None:
             usd = price.cost(prompt_tokens=int(input_tokens), cached_prompt_tokens=int(cached),
                              completion_tokens=int(output))
@@ -96,11 +96,14 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
     extraction_model = str(p.get("extraction_model") or EXTRACTION_MODEL)
     out.add("write", "memory", extraction_model,
             2 * segments if p.get("update_phase") else segments, history, 0, 0,
-            usd=history * INGEST_USD_PER_TOKEN_NANO * _price_ratio(extraction_model, "gpt-5-nano"))
+            usd=history * INGEST_USD_PER_TOKEN_NANO * _price_ratio(extraction_model, "gpt-5-nano",
+                                                                 p.get("price_overrides")))
     reader = str(p.get("reader_model") or READER_MODEL)
     out.add("read", "memory", reader, n_questions, 0, 0, 0,
-            usd=n_questions * READ_USD_PER_QUESTION_MINI * _price_ratio(reader, "gpt-5-mini")
-            + price_for(str(p.get("embedding_model") or EMBEDDING_MODEL)).cost(
+            usd=n_questions * READ_USD_PER_QUESTION_MINI * _price_ratio(reader, "gpt-5-mini",
+                                                                     p.get("price_overrides"))
+            + price_for(str(p.get("embedding_model") or EMBEDDING_MODEL),
+                        p.get("price_overrides")).cost(
                 prompt_tokens=n_questions * 20))
 
 
@@ -113,7 +116,8 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
             if r.n_questions:
                 first += r.history_tokens
                 later += (r.n_questions - 1) * r.history_tokens
-        cached_rate_known = price_for(model).cached_input is not None
+        cached_rate_known = (price_for(model, out.params.get("price_overrides")).cached_input
+                             is not None)
         out.add("long_context", f"long_context_{model}", model, n_questions, first + later,
                 later if cached_rate_known else 0, n_questions * LC_OUTPUT_TOKENS)
 

@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+class CacheCorrupted(RuntimeError):
+    """The SQLite file of the cache is damaged (the message names it and the two ways out)."""
+
+
 class ResponseCache:
     """Request hash → stored response. Thread-safe and process-safe."""
 
@@ -69,8 +73,29 @@ class ResponseCache:
                 self._all.append(conn)
         return conn
 
+    def _check_integrity(self, conn: sqlite3.Connection) -> None:
+        """A damaged file stops here with what to do, not later with a bare DatabaseError."""
+        try:
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        if verdict != "ok":
+            raise self._damaged(verdict)
+
+    def _damaged(self, verdict: str) -> CacheCorrupted:
+        return CacheCorrupted(
+            f"the response cache {self.path} is damaged ({verdict}). Either move it aside "
+            f"(mv {self.path} {self.path}.damaged; finished calls are then paid again "
+            "unless replayed from a copy) or run without it (-p cache_mode=off). The run's "
+            "ledger and outputs are untouched.")
+
     def _init_schema(self) -> None:
-        conn = self._connect()
+        try:
+            conn = self._connect()
+        except sqlite3.DatabaseError as exc:
+            self._local = threading.local()
+            raise self._damaged(str(exc)) from None
+        self._check_integrity(conn)
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
             try:
@@ -132,6 +157,14 @@ class ResponseCache:
 
     def keys(self) -> set[str]:
         return {r[0] for r in self._connect().execute("SELECT key FROM responses")}
+
+    def rows_of(self, origin: str) -> list[dict[str, Any]]:
+        """Every row a run paid for (``origin`` = its run id), oldest first, decoded."""
+        rows = self._connect().execute(
+            "SELECT key, kind, stage, model, created_at, response FROM responses "
+            "WHERE origin = ? ORDER BY created_at", (origin,))
+        return [{"key": k, "kind": kind, "stage": stage, "model": model, "created_at": created,
+                 **json.loads(response)} for k, kind, stage, model, created, response in rows]
 
     def close(self) -> None:
         with self._all_lock:

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from memcost.calls import normalise_tags
 from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
 from memcost.llm.errors import CacheMiss, FatalAPIError, TransientError
 from memcost.llm.ledger import call_key, make_record
@@ -23,6 +24,9 @@ from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
+# A stage whose first calls all fail after their retries stops, however few calls it has (the
+# in-a-row limit alone never fires on a stage smaller than it).
+STAGE_PROBE_CALLS = 5
 
 
 class CallMixin:
@@ -163,6 +167,10 @@ class CallMixin:
             "latency_s": round(outcome.latency_s, 4),
             "served_model": outcome.served_model,
             "usage_estimated": usage_estimated,
+            # what rebuilding this call's ledger record needs (memcost.llm.ledger.repair_ledger)
+            "record": {"backend": outcome.backend, "provider": outcome.provider,
+                       "prompt_version": request.prompt_version,
+                       "sample_index": request.sample_index, "tags": normalise_tags(request.tags)},
         }
         if kind == "chat":
             stored.update(text=outcome.text, finish_reason=outcome.finish_reason)
@@ -174,10 +182,25 @@ class CallMixin:
         )  # fmt: skip
 
     def _note_failure(self, failed: bool, request: Request) -> None:
-        """Stop when the endpoint looks down: many calls in a row failing after all retries."""
+        """Stop when the endpoint looks down: many calls in a row failing after all retries, or
+        all of a stage's first calls."""
+        probe_size = min(STAGE_PROBE_CALLS, self.max_consecutive_failures)
         with self._stats_lock:
             self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
             tripped = self._consecutive_failures >= self.max_consecutive_failures
+            probe = self.__dict__.setdefault("_stage_probe", {})
+            calls, fails = probe.get(request.stage, (0, 0))
+            if calls < probe_size:
+                probe[request.stage] = calls, fails = calls + 1, fails + int(failed)
+                stage_down = calls == probe_size and fails == probe_size
+            else:
+                stage_down = False
+        if stage_down and not tripped:
+            raise FatalAPIError(
+                f"the first {probe_size} {request.stage} calls to {request.model} all failed "
+                "after all retries; the endpoint seems unavailable. Nothing failed is recorded "
+                "as finished; rerun later to continue."
+            )
         if tripped:
             raise FatalAPIError(
                 f"{self.max_consecutive_failures} calls in a row failed after all retries (last: "

@@ -14,6 +14,7 @@ import numpy as np
 
 from memcost.llm.budget import BudgetStop
 from memcost.llm.errors import BudgetExceeded
+from memcost.llm.heartbeat import Heartbeat
 from memcost.llm.offline import OfflineMethod
 from memcost.llm.outcome import Outcome
 from memcost.llm.parsing import reask_request
@@ -43,16 +44,19 @@ class ItemMixin:
         show = self.progress if progress is None else progress
         bar = Progress(len(items), desc, self._progress_postfix) if (show and items) else None
         self._stop.clear()
-        results, failure = run_scheduled(
-            items,
-            work,
-            after=after,
-            inline=self._inline,
-            max_concurrency=self.max_concurrency,
-            on_result=on_result,
-            on_failure=lambda exc: self._stop.set(),
-            progress=bar,
-        )
+        heartbeat = Heartbeat(desc, timeout_s=getattr(self, "request_timeout_s", None),
+                              **getattr(self, "heartbeat", {}))
+        with heartbeat:  # a line while requests are slow: in flight, the oldest's age
+            results, failure = run_scheduled(
+                items,
+                heartbeat.track(work),
+                after=after,
+                inline=self._inline,
+                max_concurrency=self.max_concurrency,
+                on_result=on_result,
+                on_failure=lambda exc: self._stop.set(),
+                progress=bar,
+            )
         if failure is not None:
             if isinstance(failure, BudgetStop):
                 raise BudgetExceeded(

@@ -114,7 +114,8 @@ class Ledger:
         with self._lock:
             self._note(record)
             now = time.monotonic()
-            sync = now - self._last_sync > _SYNC_EVERY_S
+            # a paid call is on disk before it counts; cache hits are synced once a second
+            sync = is_paid(record) or now - self._last_sync > _SYNC_EVERY_S
             if sync:
                 self._last_sync = now
         if sync:
@@ -122,3 +123,59 @@ class Ledger:
 
     def close(self) -> None:
         self._out.close()
+
+
+# --- The ledger against the cache -------------------------------------------------------------
+
+# Calls a kill can leave in the cache but not yet in the ledger (in flight at once); a resume
+# records those itself. More unrecorded calls than this means the ledger lost records.
+LEDGER_SLACK = 32
+
+
+class LedgerDamaged(RuntimeError):
+    """``calls.jsonl`` is missing or truncated while the cache says this run paid for calls."""
+
+
+def unrecorded_calls(calls_path: str | Path, cache: Any, run_id: str) -> list[dict[str, Any]]:
+    """The cache rows this run paid for (``origin == run_id``) that no paid ledger record
+    holds. ``cache`` is a :class:`memcost.llm.cache.ResponseCache`."""
+    paid = {str(r.get("request_hash")) for r in read_jsonl(calls_path, missing_ok=True)
+            if is_paid(r)}
+    return [row for row in cache.rows_of(run_id) if row["key"] not in paid]
+
+
+def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str) -> None:
+    """Stop (:class:`LedgerDamaged`) when the ledger lost records the cache says were paid."""
+    missing = unrecorded_calls(calls_path, cache, run_id)
+    gone = not Path(calls_path).is_file()
+    if missing and (gone or len(missing) > LEDGER_SLACK):
+        state = "is missing" if gone else "is truncated"
+        raise LedgerDamaged(
+            f"{calls_path} {state}: the response cache ({cache.path}) holds {len(missing)} "
+            "calls this run paid for that it does not record, so cost tables and the budget "
+            f"would be wrong. Rebuild it from the cache: python -m memcost repair-ledger "
+            f"{run_name} (then resume the run)")
+
+
+def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
+    """Append a record for every call this run paid for that the ledger lacks, rebuilt from
+    its cache row (usage, attempts, latency, tags); returns how many were added."""
+    missing = unrecorded_calls(calls_path, cache, run_id)
+    out = JsonlAppender(calls_path)
+    try:
+        for row in missing:
+            saved = row.get("record") or {}
+            record = make_record(
+                stage=row["stage"], provider=str(saved.get("provider", "unknown")),
+                model=row["model"], backend=str(saved.get("backend", "unknown")),
+                request_hash=row["key"], prompt_version=str(saved.get("prompt_version", "")),
+                cached=False, usage=Usage.from_dict(row.get("usage") or {}),
+                latency_s=float(row.get("latency_s") or 0.0),
+                attempts=int(row.get("attempts") or 1), error=None,
+                sample_index=int(saved.get("sample_index", 0)), tags=saved.get("tags") or {})
+            record["timestamp"] = row["created_at"]
+            record["repaired"] = True
+            out.write(record)
+    finally:
+        out.close()
+    return len(missing)

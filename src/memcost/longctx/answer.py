@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memcost.answers import AnswerWriter
+from memcost.fingerprint import fingerprint
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.longctx.context import generation_settings
 from memcost.longctx.plan import Plan, Planned
@@ -79,6 +80,16 @@ def answer_record(result: ChatResult, plan: Plan) -> dict[str, Any]:
     }
 
 
+def system_fingerprint(client: LLMClient, ds: DatasetPaths, planned: Planned,
+                       system: str) -> str:
+    """The settings one system's answers are made with (:mod:`memcost.fingerprint`): a rerun
+    with another backend, model, prompt, generation setting or history answers again."""
+    model = next(p.model for p in planned.plans if p.system == system)
+    settings = planned.generation.get(model) or generation_settings(model)
+    return fingerprint(stage=STAGE, client=client, models=[model], prompts=[PROMPT.id],
+                       parameters={"system": system, **settings}, inputs=[ds.conversations])
+
+
 def answer_questions(
     client: LLMClient,
     ds: DatasetPaths,
@@ -94,7 +105,8 @@ def answer_questions(
     first question alone and the rest after it has returned; groups run in parallel up to the
     client's ``max_concurrency``. A rerun skips answered questions and retries failed ones.
     """
-    writers = {system: AnswerWriter(ds, system) for system in planned.systems}
+    writers = {system: AnswerWriter(ds, system, system_fingerprint(client, ds, planned, system))
+               for system in planned.systems}
     written: dict[str, int] = dict.fromkeys(planned.systems, 0)
     by_key = {(p.system, p.question_id): p for p in planned.plans}
     answerer = ExtractiveAnswerer()

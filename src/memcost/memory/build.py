@@ -105,6 +105,7 @@ class BuildReport:
     users: int = 0
     built: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)  # finished by an earlier run: skipped
+    incomplete: list[str] = field(default_factory=list)  # written with failed segments
     extraction_calls: int = 0
     update_calls: int = 0
     failed_segments: int = 0
@@ -188,9 +189,10 @@ class MemoryBuilder:
         return files.user_dir(self.ds, user)
 
     def is_done(self, user: str) -> bool:
-        """Finished by an earlier run with the same settings (marker written last)."""
+        """Finished by an earlier run with the same settings (marker written last) and no
+        failed segment (a failed item is never a finished one: a resume retries it)."""
         done = files.read_done(self.ds, user)
-        if done is None:
+        if done is None or done.get("failed_segments"):
             return False
         faiss_path, table_path = store.index_paths(self.index_dir, user)
         return (
@@ -239,6 +241,7 @@ class MemoryBuilder:
                     self.finish(states[u], dims, on_user)
                     report.built.append(u)
         files.write_dataset_files(self.ds, list(plans), split_rows(plans))
+        report.incomplete = [u for u in report.built if files.read_incomplete(self.ds, u)]
         report.wall_s = time.perf_counter() - t0
         return report
 
@@ -299,7 +302,8 @@ class MemoryBuilder:
     def finish(self, state: UserState, dims: int,
                on_user: Callable[[str], None] | None = None) -> None:
         """Write one user's files atomically; ``done.json`` last, so a kill leaves the user
-        unfinished (and redone) rather than half written."""
+        unfinished (and redone) rather than half written. A user with failed segments gets
+        ``incomplete.json`` instead: a resume builds it again."""
         user = state.plan.user
         arrow = state.memory.arrow()
         files.write_user_files(self.ds, user, arrow, state.segment_rows, state.updates)

@@ -4,6 +4,8 @@ Notebook 01 writes, for each dataset, under ``<ds>/memory/``:
 
 - ``users/<user>/{facts.parquet, segments.parquet, updates.jsonl, done.json}``: one user's
   files, written atomically when the user is finished, ``done.json`` last (the resume marker);
+  a user with failed segments gets ``incomplete.json`` instead: not finished, built again by a
+  resume (the segments that succeeded come back from the cache, the failed ones are sent again);
 - ``facts.parquet``, ``segments.parquet``, ``updates.jsonl``, ``splits.parquet``: the finished
   users' files concatenated, what notebooks 02 and 04 read.
 
@@ -76,6 +78,9 @@ SPLIT_SCHEMA = pa.schema(
         ("parts", pa.int64()),
     ]
 )
+DONE = "done.json"  # the user is finished: a resume skips it
+INCOMPLETE = "incomplete.json"  # written, but with failed segments: a resume builds it again
+MARKERS = (DONE, INCOMPLETE)
 UPDATE_FIELDS = (
     "conversation_id", "segment_index", "candidate_index", "candidate_text", "speaker",
     "session_datetime", "decision", "target_fact_id", "merged_text", "fact_id",
@@ -116,7 +121,8 @@ def write_user_files(
     written by :func:`mark_done` after the index, so a kill leaves the user unfinished)."""
     folder = user_dir(ds, user)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "done.json").unlink(missing_ok=True)
+    for marker in MARKERS:
+        (folder / marker).unlink(missing_ok=True)
     write_table(folder / "facts.parquet", facts)
     write_table(folder / "segments.parquet",
                 pa.Table.from_pylist(list(segment_rows), schema=SEGMENT_SCHEMA))
@@ -124,18 +130,37 @@ def write_user_files(
 
 
 def mark_done(ds: DatasetPaths, user: str, fingerprint: str, **counts: int) -> None:
-    """The marker that says ``user`` is finished with the settings ``fingerprint``."""
-    write_json(user_dir(ds, user) / "done.json", {
+    """The marker that says ``user`` is finished with the settings ``fingerprint``.
+
+    A user with ``failed_segments`` is not finished: its marker is ``incomplete.json`` (its
+    files are used, and counted as failures, until a resume builds the user again)."""
+    folder = user_dir(ds, user)
+    record = {
         "conversation_id": user,
         "fingerprint": fingerprint,
         **counts,
         "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
-    })
+    }
+    if counts.get("failed_segments"):
+        (folder / DONE).unlink(missing_ok=True)
+        write_json(folder / INCOMPLETE, record)
+    else:
+        (folder / INCOMPLETE).unlink(missing_ok=True)
+        write_json(folder / DONE, record)
+
+
+def read_incomplete(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
+    """``user``'s ``incomplete.json`` (written with failed segments), or ``None``."""
+    marker = user_dir(ds, user) / INCOMPLETE
+    try:
+        return read_json(marker) if marker.is_file() else None
+    except ValueError:
+        return None
 
 
 def read_done(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
     """``user``'s ``done.json``, or ``None`` when it is missing or unreadable."""
-    marker = user_dir(ds, user) / "done.json"
+    marker = user_dir(ds, user) / DONE
     if not marker.is_file():
         return None
     try:
@@ -148,11 +173,12 @@ def write_dataset_files(
     ds: DatasetPaths, users: Sequence[str], splits: Iterable[Mapping[str, Any]]
 ) -> None:
     """``memory/facts.parquet``, ``updates.jsonl``, ``segments.parquet``, ``splits.parquet``:
-    the finished users' files concatenated in ``users`` order."""
+    the written users' files (finished, or incomplete with their failed segments marked)
+    concatenated in ``users`` order."""
     facts, segments, updates = [], [], []
     for user in users:
         folder = user_dir(ds, user)
-        if not (folder / "done.json").is_file():
+        if not any((folder / marker).is_file() for marker in MARKERS):
             continue
         facts.append(pq.read_table(folder / "facts.parquet"))
         segments.append(pq.read_table(folder / "segments.parquet"))

@@ -15,11 +15,13 @@ from typing import Any
 import pandas as pd
 
 from memcost.answers import AnswerWriter
+from memcost.fingerprint import fingerprint
 from memcost.llm import ChatResult, LLMClient
 from memcost.memory.store import EF_SEARCH
 from memcost.models import EMBEDDING_MODEL, READER_MODEL
 from memcost.offline.reader import offline_reader
 from memcost.paths import DatasetPaths
+from memcost.prompts import MEMORY_READ
 from memcost.retrieval.reader import reader_request, render_memories
 from memcost.retrieval.recall import evidence_coverage, evidence_units
 from memcost.retrieval.search import SYSTEM, TOP_K, MemoryStore, Retrieved, embed_questions
@@ -89,7 +91,12 @@ def answer_from_memory(
     store = MemoryStore(ds, embedding_model=embedding_model)
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     empty_turns = conversations.iloc[0:0]
-    with AnswerWriter(ds, SYSTEM) as writer:
+    settings = fingerprint(
+        stage="read", client=client, models=[reader_model, embedding_model],
+        prompts=[MEMORY_READ.id], inputs=[ds.memory / "facts.parquet"],
+        parameters={"reasoning_effort": reasoning_effort, "top_k": top_k,
+                    "ef_search": ef_search, "mode": mode})
+    with AnswerWriter(ds, SYSTEM, settings) as writer:
         pending_ids = set(writer.pending(questions["question_id"].tolist()))
         todo = questions.loc[questions["question_id"].isin(pending_ids)].reset_index(drop=True)
         report.resumed = len(questions) - len(todo)

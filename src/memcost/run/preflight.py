@@ -15,6 +15,7 @@ from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials
 from memcost.params import notebook_parameters
 from memcost.paths import RunPaths
+from memcost.prices import UnknownPriceError
 from memcost.run.presets import Preset, PresetError, default_steps
 
 
@@ -60,7 +61,12 @@ def check_estimate(preset: Preset, run: RunPaths) -> None:
         for name in preset.datasets
         if run.dataset(name).questions.is_file()
     }
-    estimate = estimate_run(prepared)
+    try:
+        estimate = estimate_run(prepared)
+    except UnknownPriceError as exc:  # validate_run checks the prices; a model it did not see
+        raise PresetError(f"{exc}; declare it with -p 'price_overrides={{\"<model>\": 0}}' "
+                          "(free) or {\"<model>\": {input: ..., output: ...}} (USD per 1M "
+                          "tokens)") from None
     if estimate.empty:
         return
     write_csv(run.table.estimate_before_run, estimate)

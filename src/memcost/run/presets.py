@@ -7,6 +7,7 @@ A preset has runner keys and notebook parameters::
     steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
     parameters: {backend: offline, ...}               # given to every notebook that declares them
     per_dataset: {personamem_v2: {mode: multiple_choice}}  # overrides for one dataset
+    allow_failures: 0.0                               # fraction of a stage's items that may fail
 
 Unknown parameter keys are an error (papermill itself only warns).
 """
@@ -25,7 +26,7 @@ import yaml
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 
-RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset")
+RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset", "allow_failures")
 # Parameters the runner fills in itself; a preset must not set them.
 RUNNER_FILLED = ("run_dir", "dataset")
 
@@ -62,6 +63,7 @@ class Preset:
     steps: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+    allow_failures: float = 0.0  # fraction of a stage's items that may fail without stopping
 
     def parameters_for(self, dataset: str | None) -> dict[str, Any]:
         merged = copy.deepcopy(self.parameters)
@@ -78,6 +80,7 @@ class Preset:
             "steps": self.steps,
             "parameters": self.parameters,
             "per_dataset": self.per_dataset,
+            "allow_failures": self.allow_failures,
         }
 
 
@@ -113,6 +116,7 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
         steps=[normalise_step(s) for s in raw.get("steps") or []],
         parameters=dict(raw.get("parameters") or {}),
         per_dataset={str(k): dict(v or {}) for k, v in (raw.get("per_dataset") or {}).items()},
+        allow_failures=check_fraction(raw.get("allow_failures", 0.0), f"{path}: allow_failures"),
     )
     stray = [d for d in preset.per_dataset if d not in preset.datasets]
     if stray:
@@ -155,6 +159,17 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
         raise PresetError(
             f"{preset.path}: steps {per_dataset_steps} run per dataset but 'datasets:' is empty"
         )
+
+
+def check_fraction(value: Any, where: str) -> float:
+    """``allow_failures``: a number from 0 to 1 (the fraction of a stage's items)."""
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        fraction = -1.0
+    if isinstance(value, bool) or not 0.0 <= fraction <= 1.0:
+        raise PresetError(f"{where}={value!r}: expected a fraction from 0 to 1 (e.g. 0.05)")
+    return fraction
 
 
 def normalise_step(step: str) -> str:

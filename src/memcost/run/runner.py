@@ -16,10 +16,21 @@ from typing import Any
 from memcost import manifest as manifest_mod
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
+from memcost.run.context_check import check_context_limits
 from memcost.run.execute import NotebookFailed, execute_notebook
+from memcost.run.integrity import check_run_stores
+from memcost.run.lock import hold_run
 from memcost.run.preflight import check_estimate, preflight_credentials
-from memcost.run.presets import Preset, default_steps, discover_notebooks, resolve_preset
+from memcost.run.presets import (
+    Preset,
+    PresetError,
+    default_steps,
+    discover_notebooks,
+    resolve_preset,
+)
 from memcost.run.report import write_report
+from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
+from memcost.run.validate import validate_run
 
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
 PAID_STEPS = ("01", "02", "03", "04")
@@ -65,9 +76,8 @@ def run_notebook(
     status = "ok"
     try:
         execute_notebook(notebook, output, parameters, stream)
-    except NotebookFailed as exc:
+    except NotebookFailed:
         status = "failed"
-        exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
         raise
     except BaseException:
         status = "interrupted"
@@ -94,28 +104,61 @@ def run_preset(
     overrides: Mapping[str, Any] | None = None,
     stream: bool = True,
     notebooks_dir: Path = NOTEBOOKS_DIR,
+    allow_failures: float | None = None,
 ) -> RunPaths:
     """Execute a preset's notebooks in order; stop at the first failure.
 
     Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
-    is invalid and :class:`NotebookFailed` when a notebook fails.
+    is invalid, :class:`RunLocked` when another process writes the same run directory,
+    :class:`NotebookFailed` when a notebook fails and :class:`StageFailures` when a stage left
+    more failed items than ``allow_failures`` (a fraction; the preset's when not given) allows.
     """
     notebooks = discover_notebooks(notebooks_dir)
     preset = resolve_preset(
         params, notebooks, steps=steps, datasets=datasets, overrides=overrides
     )
+    if allow_failures is not None:
+        preset.allow_failures = float(allow_failures)
+    try:
+        run_dir = resolve_run_dir(run_name or default_run_name(preset))
+    except ValueError as exc:
+        raise PresetError(str(exc)) from None
+    validate_run(preset, notebooks, run_dir)  # nothing is created before this passes
     preflight_credentials(preset, notebooks)
     selected = preset.steps or default_steps(notebooks)
-    run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
+    run = RunPaths(run_dir).ensure()
+    with hold_run(run.root):
+        try:
+            execute_steps(run, preset, notebooks, selected, stream)
+        except (NotebookFailed, StageFailures) as exc:
+            exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
+            try:
+                write_report(run)  # the failures box opens it: what failed, how to resume
+            except Exception as report_error:  # noqa: BLE001 - the run's own error comes first
+                print(f"(the report could not be written: {report_error})", flush=True)
+            raise
+        write_report(run)
+    return run
+
+
+def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
+                  selected: list[str], stream: bool) -> None:
+    """The selected notebooks in order, each stage's status recorded and checked."""
     record_start(run, preset, selected)
     print(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}", flush=True)
     for step in selected:
         notebook = notebooks[step]
         declared = notebook_parameters(notebook)
+        statuses: list[StageStatus] = []
         for dataset in preset.datasets if "dataset" in declared else [None]:
             inputs = notebook_inputs(preset, run, declared, dataset)
+            check_run_stores(run, preset)  # the cache readable, the ledger whole
             run_notebook(run, notebook, inputs, dataset, stream)
+            status = record_status(run, notebook.stem, dataset)
+            if status is not None:
+                statuses.append(status)
+        check_failures(statuses, preset.allow_failures)
         if step == "00" and any(s in selected for s in PAID_STEPS):
+            check_context_limits(preset, run, notebooks, selected)
             check_estimate(preset, run)
-    write_report(run)
-    return run
+    check_run_stores(run, preset)

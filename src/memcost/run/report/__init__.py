@@ -19,6 +19,7 @@ from memcost.io import write_text
 from memcost.paths import RunPaths
 from memcost.run.report.comparison import Comparison, paper_vs_run, section_paper
 from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
+from memcost.run.report.failures import section_failures
 from memcost.run.report.markdown import md_table
 from memcost.run.report.overview import section_files, section_what_ran
 from memcost.run.report.results import section_accuracy, section_tokens
@@ -54,7 +55,7 @@ def render_markdown(run: RunPaths) -> str:
              "Reproduction of *Beyond the Context Window: A Cost-Performance Analysis of "
              "Fact-Based Memory vs. Long-Context LLMs for Persistent Agents* "
              "(Pollertlam & Kornsuwannawit).", ""]
-    for section in (section_what_ran, section_tokens, section_accuracy, section_costs,
+    for section in (section_failures, section_what_ran, section_tokens, section_accuracy, section_costs,
                     section_cost_model, section_figure1, section_paper, section_files):
         lines += section(view)
     return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,199 @@
+"""Every parameter checked before the first notebook runs, and before the run directory exists.
+
+A bad ``-p`` or preset value used to surface as a raw traceback, late (``-p top_k=abc`` ran
+notebooks 00-01 and failed in 02). :func:`validate_run` checks every value a selected notebook
+will receive against the type its parameters cell declares (``memcost.params``), coerces the
+harmless cases (an int where a float is declared), checks ranges and choices where they exist,
+the dataset names, and the steps' prerequisites; a problem is one line naming the parameter, the
+value, the expected type and the valid choices (:class:`PresetError`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memcost.datasets import DATASETS
+from memcost.params import normalise_price_overrides, notebook_defaults, notebook_parameters
+from memcost.paths import RunPaths
+from memcost.prices import UnknownPriceError, price_for
+from memcost.prompts import JUDGE_PROMPTS
+from memcost.run.presets import Preset, PresetError
+from memcost.run.secrets import check_secrets
+
+EFFORTS = ("minimal", "low", "medium", "high")
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "dataset": DATASETS,
+    "backend": ("offline", "openai", "openrouter", "custom"),
+    "cache_mode": ("read_write", "replay_only", "off"),
+    "longmemeval_file": ("s", "m", "oracle"),
+    "mode": ("open_ended", "multiple_choice"),
+    "overflow": ("error", "truncate_oldest"),
+    "cost_model": ("paper", "measured"),
+    "extraction_reasoning_effort": EFFORTS,
+    "reader_reasoning_effort": EFFORTS,
+    "reasoning_effort": EFFORTS,
+    "judge_prompts": tuple(JUDGE_PROMPTS),  # each element
+}
+# Lowest (and highest) value of numeric parameters.
+RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("limit_conversations", "limit_questions", "sample_conversations",
+                     "sample_questions", "sample_seed", "bootstrap_seed", "failure_examples",
+                     "window_turns"), (0, math.inf)),
+    **dict.fromkeys(("max_concurrency", "batch_size", "max_segment_chars", "update_top_k",
+                     "hnsw_m", "ef_construction", "top_k", "ef_search", "n_votes",
+                     "bootstrap_resamples", "heatmap_points", "max_turns", "growth_turns",
+                     "request_timeout_s"), (1, math.inf)),
+    "max_cost_usd": (0, math.inf),
+    "lc_cached_share": (0, 1),
+}
+# What a step reads, and the step that writes it: (file under <ds>/, writer).
+PREREQUISITES: dict[str, tuple[tuple[str, str], ...]] = {
+    "01": (("data/conversations.parquet", "00"),),
+    "02": (("data/questions.parquet", "00"), ("memory/facts.parquet", "01")),
+    "03": (("data/questions.parquet", "00"),),
+    "04": (("data/questions.parquet", "00"),),
+}
+# Parameters that name models (their prices must be known before anything is spent).
+MODEL_PARAMETERS = ("extraction_model", "embedding_model", "reader_model", "models",
+                    "baseline_models", "judge_model")
+_SCALARS = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
+
+
+def _problem(name: str, value: Any, expected: str, choices: Any = None) -> PresetError:
+    text = f"parameter {name}={value!r}: expected {expected}"
+    if choices:
+        text += f"; valid choices: {', '.join(map(str, choices))}"
+    return PresetError(text)
+
+
+def coerce(name: str, value: Any, annotation: str) -> Any:
+    """``value`` as the declared type (an int for a float, a scalar for a one-item list is
+    *not* guessed); :class:`PresetError` naming the parameter when it is not that type."""
+    base = annotation.split("[", 1)[0].strip()
+    kind = _SCALARS.get(base)
+    if kind is None:
+        return value  # an annotation the notebooks do not use: taken as given
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is bool and not isinstance(value, bool):
+        raise _problem(name, value, "true or false")
+    if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, kind)):
+        raise _problem(name, value, f"{'an integer' if kind is int else 'a number'}")
+    if kind in (list, dict) and not isinstance(value, kind):
+        raise _problem(name, value, f"a {base} (YAML, e.g. {'[a, b]' if kind is list else '{a: b}'})")
+    if kind is str and not isinstance(value, str):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise _problem(name, value, "a string")
+    return value
+
+
+def check_value(name: str, value: Any, annotation: str) -> Any:
+    """Type, range and choices of one parameter; returns the coerced value."""
+    value = coerce(name, value, annotation)
+    if name in RANGES and isinstance(value, (int, float)):
+        low, high = RANGES[name]
+        if not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
+            bound = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+            raise _problem(name, value, f"a number {bound}")
+    if name in CHOICES:
+        items = value if isinstance(value, list) else [value]
+        bad = [v for v in items if v not in CHOICES[name]]
+        if bad or (isinstance(value, list) and not value):
+            expected = "a list of names" if isinstance(value, list) else "one of the choices"
+            raise _problem(name, value, expected, CHOICES[name])
+    return value
+
+
+def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
+    """Check and coerce, in place, the values of one block that some notebook declares."""
+    for name in list(values):
+        if name in declared:
+            values[name] = check_value(name, values[name], declared[name])
+    if "price_overrides" in values:
+        try:
+            values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
+
+
+def unknown_price_line(model: str, parameter: str) -> str:
+    """One line that says how to declare a price (and works when followed)."""
+    return (f"no price for model {model!r} ({parameter}) in the price table; declare it: "
+            f"-p 'price_overrides={{\"{model}\": 0}}' for a free model (a local server), or "
+            f"-p 'price_overrides={{\"{model}\": {{input: 0.2, output: 0.6}}}}' "
+            "(USD per 1M tokens)")
+
+
+def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
+    """Every model a paid step names has a price (the table's, or ``price_overrides``)."""
+    for dataset in preset.datasets or [None]:
+        params = preset.parameters_for(dataset)
+        for step in steps:
+            defaults = notebook_defaults(notebooks[step])
+            if "price_overrides" not in defaults:
+                continue
+            for name in MODEL_PARAMETERS:
+                if name not in defaults:
+                    continue
+                value = params.get(name, defaults[name])
+                for model in value if isinstance(value, list) else [value]:
+                    try:
+                        price_for(str(model), params.get("price_overrides"))
+                    except UnknownPriceError:
+                        raise PresetError(unknown_price_line(str(model), name)) from None
+                    except ValueError as exc:
+                        raise PresetError(f"parameter {exc}") from None
+
+
+def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
+    """Are these the study's notebooks (their ``dataset`` parameter defaults to one of its
+    datasets)? Dataset names and prerequisites are checked only then."""
+    defaults = {str(notebook_parameters(notebooks[s]).get("dataset", {}).get("default"))
+                .strip("\"'") for s in steps}
+    return bool(defaults & set(DATASETS))
+
+
+def check_datasets(preset: Preset) -> None:
+    for name in preset.datasets:
+        if name not in DATASETS:
+            raise _problem("datasets", name, "a dataset name", DATASETS)
+
+
+def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None:
+    """Each selected step's inputs are either written by an earlier selected step or already in
+    the run directory (a resumed run)."""
+    run = RunPaths(run_dir)
+    for step in steps:
+        for dataset in preset.datasets:
+            for relative, writer in PREREQUISITES.get(step, ()):
+                if writer in steps and steps.index(writer) < steps.index(step):
+                    continue
+                if not (run.root / dataset / relative).is_file():
+                    raise PresetError(
+                        f"step {step} needs {dataset}/{relative}, written by step {writer}, "
+                        f"which is neither selected before it nor in {run.root}; add step "
+                        f"{writer} (e.g. --steps {writer},{step}) or resume a run that has it")
+
+
+def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
+    """Everything a run needs, checked before anything is created or executed."""
+    steps = preset.steps or list(notebooks)
+    declared: dict[str, str] = {}
+    for step in steps:
+        for name, info in notebook_parameters(notebooks[step]).items():
+            declared.setdefault(name, info["inferred_type_name"])
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        check_secrets(block)  # first: no later message may repeat a secret
+    study = is_study(notebooks, steps)
+    if study:
+        check_datasets(preset)
+    check_block(preset.parameters, declared)
+    for values in preset.per_dataset.values():
+        check_block(values, declared)
+    if study:
+        check_prices(preset, notebooks, steps)
+        check_prerequisites(preset, run_dir, steps)

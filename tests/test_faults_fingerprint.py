@@ -1,0 +1,94 @@
+"""Reusing a run name never mixes results: answers are keyed by question and fingerprint, so
+switching a run from the offline backend to an API answers every question again."""
+
+from __future__ import annotations
+
+import pandas as pd
+from llm_helpers import TEST_KEY, api_client
+from test_memory import api_responder, yoga_conversation
+
+from memcost.answers import AnswerWriter, load_answers
+from memcost.fingerprint import fingerprint
+from memcost.io import read_jsonl
+from memcost.llm import make_client
+from memcost.memory import MemoryBuilder, MemoryConfig
+from memcost.retrieval import answer_from_memory
+from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
+
+QUESTIONS = pd.DataFrame([{
+    "question_id": f"pair-1-q{i}", "conversation_id": "pair-1", "question": text,
+    "answer": "three times a week", "adversarial_answer": None, "category": "single_hop",
+    "category_id": 4, "question_date": None, "evidence": ["D2:1"], "is_abstention": False,
+    "options": None, "extra": "{}"} for i, text in enumerate(
+        ["How often does Ana go to yoga?", "What is the name of Ben's dog?"])])
+
+
+def answer(run, client):
+    ds = run.dataset("locomo").ensure()
+    turns = yoga_conversation()
+    MemoryBuilder(client, ds, MemoryConfig(dataset="locomo")).run(turns, ["pair-1"])
+    report = answer_from_memory(client, ds, QUESTIONS, turns, dataset="locomo")
+    return ds, report
+
+
+def test_switching_offline_to_an_api_answers_again_and_keeps_nothing_offline(
+        run_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    offline = make_client(run_paths, progress=False)
+    ds, report = answer(run_paths, offline)
+    offline.close()
+    assert report.answered == 2
+    assert {r["backend"] for r in read_jsonl(ds.answers_file("memory"))} == {"offline"}
+
+    with FakeOpenAIServer(api_key=TEST_KEY, responder=api_responder) as server:
+        client = api_client(run_paths, server.url, tmp_path)
+        ds, report = answer(run_paths, client)
+        client.close()
+        assert (report.answered, report.resumed) == (2, 0)  # the old behaviour kept both
+        reads = [r for r in server.requests if r.path == CHAT_PATH
+                 and r.body["messages"][0]["content"].startswith("You answer a question")]
+        assert len(reads) == 2
+        answers = load_answers(ds, "memory")
+        assert set(answers["backend"]) == {"openai"} and len(answers) == 2
+        assert set(answers["answer"]) == {"Three times a week."}
+
+        # the same settings again: nothing is asked, nothing appended
+        lines = len(read_jsonl(ds.answers_file("memory")))
+        client = api_client(run_paths, server.url, tmp_path)
+        ds, report = answer(run_paths, client)
+        client.close()
+        assert (report.answered, report.resumed) == (0, 2)
+        assert len(read_jsonl(ds.answers_file("memory"))) == lines == 4
+
+
+def test_an_answer_counts_as_done_only_under_its_own_fingerprint(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    record = {"question_id": "q1", "conversation_id": "c", "answer": "x", "model": "m",
+              "backend": "offline", "prompt_version": "p@v1", "prompt_tokens": 1,
+              "cached_prompt_tokens": 0, "completion_tokens": 1, "reasoning_tokens": 0,
+              "latency_s": 0.0, "error": None}
+    with AnswerWriter(ds, "memory", "aaaa") as writer:
+        writer.write(record)
+    assert AnswerWriter(ds, "memory", "aaaa").pending(["q1"]) == []
+    assert AnswerWriter(ds, "memory", "bbbb").pending(["q1"]) == ["q1"]
+    assert read_jsonl(ds.answers_file("memory"))[0]["fingerprint"] == "aaaa"
+
+
+def test_the_fingerprint_changes_with_backend_model_prompt_parameters_and_inputs(
+        run_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    offline = make_client(run_paths, progress=False)
+    data = tmp_path / "facts.parquet"
+    data.write_bytes(b"one")
+    base = dict(stage="read", models=["m"], prompts=["p@v1"], parameters={"k": 1},
+                inputs=[data])
+    first = fingerprint(client=offline, **base)
+    assert fingerprint(client=offline, **base) == first
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        api = api_client(run_paths, server.url, tmp_path)
+        assert fingerprint(client=api, **base) != first
+        api.close()
+    for change in ({"models": ["n"]}, {"prompts": ["p@v2"]}, {"parameters": {"k": 2}}):
+        assert fingerprint(client=offline, **{**base, **change}) != first
+    data.write_bytes(b"two")
+    assert fingerprint(client=offline, **base) != first

@@ -1,0 +1,94 @@
+"""Prices for any model: a model without a price stops the run before notebook 01 with one line
+that works when followed; a custom backend may declare its models free or priced."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+import yaml
+from llm_helpers import TEST_KEY, api_client, question
+
+from memcost.cli.main import main
+from memcost.io import read_jsonl
+from memcost.params import normalise_price_overrides, shared_params
+from memcost.paths import REPO_ROOT, RunPaths
+from memcost.testing.openai_server import FakeOpenAIServer
+from memcost.testing.stages import stage_server
+
+MODEL = "llama3.1:8b"
+
+
+def run_args(tmp_path, *extra):
+    return ["run", "--params", "smoke", "--run-name", str(tmp_path / "run"), "--datasets",
+            "locomo", "--steps", "00,01", "-p", "backend=custom",
+            "-p", "base_url=http://127.0.0.1:9/v1", "-p", f"extraction_model={MODEL}", *extra]
+
+
+def suggested(err: str) -> list[str]:
+    """The first ``-p ...`` the message suggests, as shell words."""
+    line = next(ln for ln in err.splitlines() if "error:" in ln)
+    start = line.index("-p '")
+    return shlex.split(line[start:line.index("' ", start) + 1])
+
+
+def test_an_unknown_price_is_one_line_before_anything_runs(tmp_path, capsys):
+    assert main(run_args(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert f"no price for model '{MODEL}' (extraction_model)" in err
+    assert "UnknownPriceError" not in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+    hint = suggested(err)
+    assert hint == ["-p", 'price_overrides={"llama3.1:8b": 0}']
+
+
+def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
+        tmp_path, capsys, monkeypatch, run_paths):
+    assert main(run_args(tmp_path)) == 2
+    hint = suggested(capsys.readouterr().err)
+    from memcost.cli.main import build_parser
+    from memcost.run.presets import discover_notebooks, resolve_preset
+    from memcost.run.validate import validate_run
+    args = build_parser().parse_args(run_args(tmp_path, *hint))
+    preset = resolve_preset(args.params, discover_notebooks(), steps=["00", "01"],
+                            datasets=["locomo"], overrides=dict(args.overrides))
+    validate_run(preset, discover_notebooks(), tmp_path / "run")
+    overrides = preset.parameters["price_overrides"]
+    assert overrides == {MODEL: {"input": 0.0, "output": 0.0}}
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = api_client(run_paths, server.url, tmp_path, max_cost_usd=0.01,
+                            **shared_params({"price_overrides": {MODEL: 0}}))
+        result = client.chat(question(1, model=MODEL, temperature=0, max_output_tokens=50))
+        client.close()
+    assert result.error is None
+    (record,) = read_jsonl(run_paths.calls)
+    assert record["model"] == MODEL and record["error"] is None
+
+
+@pytest.mark.parametrize("value", [{MODEL: "free"}, {MODEL: -1}, [MODEL]])
+def test_a_bad_price_names_the_entry(value):
+    with pytest.raises(ValueError, match="price_overrides"):
+        normalise_price_overrides(value)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
+    preset = tmp_path / "p.yaml"
+    preset.write_text(yaml.safe_dump({"datasets": ["locomo"], "steps": ["00", "01"]}))
+    with stage_server(api_key=TEST_KEY, faults=False) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
+             str(tmp_path / "run"), "--quiet", "-p", "backend=custom",
+             "-p", f"base_url={server.url}", "-p", "api_key_env=MEMCOST_TEST_KEY",
+             "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}'],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=280,
+            env={**__import__("os").environ, "MEMCOST_TEST_KEY": TEST_KEY,
+                 "MEMCOST_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    calls = read_jsonl(RunPaths(tmp_path / "run").calls)
+    assert {c["model"] for c in calls if c["stage"] == "extract"} == {MODEL}

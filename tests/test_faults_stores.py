@@ -1,0 +1,79 @@
+"""Fast variants of the ledger and cache checks (the command-line runs are in
+test_faults_ledger.py): the real client against the local server, then the stores damaged."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from llm_helpers import TEST_KEY, api_client, question
+
+from memcost.calls import is_paid
+from memcost.io import read_jsonl
+from memcost.llm.cache import CacheCorrupted, ResponseCache
+from memcost.llm.ledger import LedgerDamaged, check_ledger, repair_ledger
+from memcost.testing.openai_server import FakeOpenAIServer
+
+
+@pytest.fixture
+def paid_run(run_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = api_client(run_paths, server.url, tmp_path)
+        client.chat_many([question(i, tags={"conversation_id": f"c{i}"}) for i in range(40)])
+        client.close()
+    return run_paths, tmp_path / "cache.sqlite"
+
+
+def test_a_deleted_ledger_is_found_and_rebuilt_with_its_tags(paid_run):
+    run, cache_path = paid_run
+    before = sorted((r["request_hash"], r["conversation_id"], r["prompt_tokens"])
+                    for r in read_jsonl(run.calls) if is_paid(r))
+    assert len(before) == 40
+    cache = ResponseCache(cache_path)
+    check_ledger(run.calls, cache, run.run_id(), "r")  # whole: nothing to say
+    run.calls.unlink()
+    with pytest.raises(LedgerDamaged, match="is missing.*40 calls.*repair-ledger r"):
+        check_ledger(run.calls, cache, run.run_id(), "r")
+    assert repair_ledger(run.calls, cache, run.run_id()) == 40
+    after = sorted((r["request_hash"], r["conversation_id"], r["prompt_tokens"])
+                   for r in read_jsonl(run.calls) if is_paid(r))
+    assert after == before
+    assert repair_ledger(run.calls, cache, run.run_id()) == 0  # idempotent
+    cache.close()
+
+
+def test_a_few_unrecorded_calls_are_a_kill_not_a_damage(paid_run):
+    run, cache_path = paid_run
+    lines = run.calls.read_text().splitlines(keepends=True)
+    run.calls.write_text("".join(lines[:-3]))  # killed between cache rows and records
+    with _open(cache_path) as cache:
+        check_ledger(run.calls, cache, run.run_id(), "r")
+        run.calls.write_text("".join(lines[:5]))
+        with pytest.raises(LedgerDamaged, match="is truncated"):
+            check_ledger(run.calls, cache, run.run_id(), "r")
+
+
+class _open:
+    def __init__(self, path):
+        self.cache = ResponseCache(path)
+
+    def __enter__(self):
+        return self.cache
+
+    def __exit__(self, *exc):
+        self.cache.close()
+
+
+def test_a_damaged_cache_names_the_file_and_the_two_ways_out(paid_run):
+    _, cache_path = paid_run
+    with sqlite3.connect(cache_path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(cache_path.read_bytes())
+    data[200:4000] = b"\x00garbage" * 475
+    cache_path.write_bytes(bytes(data))
+    with pytest.raises(CacheCorrupted) as info:
+        ResponseCache(cache_path)
+    message = str(info.value)
+    assert str(cache_path) in message and "move it aside" in message
+    assert "cache_mode=off" in message

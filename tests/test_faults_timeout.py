@@ -1,0 +1,61 @@
+"""A server that never answers is no longer silent for minutes: the timeout is a shared
+parameter (settable from a preset), and a line reports requests in flight and the oldest's age."""
+
+from __future__ import annotations
+
+import io
+
+from llm_helpers import TEST_KEY, api_client, question
+
+from memcost.llm import RetryPolicy
+from memcost.llm.heartbeat import Heartbeat
+from memcost.params import CLIENT_PARAMETERS, notebook_parameters, shared_params
+from memcost.run import discover_notebooks
+from memcost.testing.openai_server import Action, FakeOpenAIServer
+
+
+def test_request_timeout_s_is_a_shared_parameter_of_every_model_notebook():
+    assert "request_timeout_s" in CLIENT_PARAMETERS
+    notebooks = discover_notebooks()
+    for step in ("01", "02", "03", "04"):
+        declared = notebook_parameters(notebooks[step])
+        assert declared["request_timeout_s"]["inferred_type_name"] == "float", step
+        assert declared["price_overrides"]["inferred_type_name"] == "dict", step
+    assert shared_params({"request_timeout_s": 7.5, "other": 1}) == {"request_timeout_s": 7.5}
+
+
+def test_a_silent_server_times_out_at_the_parameter_and_a_heartbeat_reports_it(
+        run_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        server.on(lambda path, body: True, Action(delay_s=2.0), times=None)
+        client = api_client(run_paths, server.url, tmp_path,
+                            retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02),
+                            **shared_params({"request_timeout_s": 0.5}))
+        client.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": io.StringIO()}
+        assert client.request_timeout_s == 0.5
+        results = client.chat_many([question(1), question(2)])
+        client.close()
+    assert all(r.error and "timeout" in r.error for r in results)
+    assert all(r.attempts == 2 for r in results)
+
+
+def test_the_heartbeat_line_counts_requests_in_flight_and_the_oldest_age():
+    import threading
+    import time
+
+    out = io.StringIO()
+    release = threading.Event()
+    with Heartbeat("judge locomo", timeout_s=300, every_s=0.1, slow_s=0.2, out=out) as beat:
+        work = beat.track(lambda item: release.wait(5))
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        release.set()
+        for t in threads:
+            t.join()
+    assert beat.lines, "no heartbeat line while three requests were slow"
+    assert beat.lines[-1].startswith("judge locomo: 3 requests in flight, the oldest for ")
+    assert beat.lines[-1].endswith("s (request_timeout_s=300)")
+    assert beat.status() is None  # nothing in flight any more

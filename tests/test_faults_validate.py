@@ -1,0 +1,52 @@
+"""Bad parameter values stop the run before the first notebook, in one line, with nothing
+created: the five cases an audit found, through the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcost.cli.main import main
+from memcost.run.presets import PresetError
+from memcost.run.validate import check_value
+
+CASES = [
+    (["-p", "max_concurrency=abc"], "parameter max_concurrency='abc': expected an integer"),
+    (["-p", "max_cost_usd=ten"], "parameter max_cost_usd='ten': expected a number"),
+    (["-p", "judge_prompts=[a, b"], "judge_prompts='[a, b'"),
+    (["-p", "top_k=abc"], "parameter top_k='abc': expected an integer"),
+    (["--datasets", "LoCoMo"], "parameter datasets='LoCoMo': expected a dataset name; valid "
+                               "choices: locomo, longmemeval, personamem_v2"),
+    (["-p", "backend=openia"], "valid choices: offline, openai, openrouter, custom"),
+    (["-p", "max_concurrency=0"], "expected a number at least 1"),
+    (["-p", "judge_prompts=[judge, judge_lenent]"], "valid choices: judge, judge_lenient"),
+    (["--steps", "02"], "step 02 needs locomo/data/questions.parquet, written by step 00"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), CASES)
+def test_a_bad_value_is_one_line_and_creates_nothing(tmp_path, capsys, extra, message):
+    run_dir = tmp_path / "run"
+    argv = ["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo",
+            *extra]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refuses a value it cannot read
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and "memcost run --params" not in err  # no resume hint
+    problems = [ln for ln in err.splitlines() if "error:" in ln]  # argparse adds its usage
+    assert len(problems) == 1 and message in problems[0]
+    assert not run_dir.exists()
+
+
+def test_values_are_coerced_to_the_declared_type():
+    assert check_value("max_cost_usd", 10, "float") == 10.0
+    assert isinstance(check_value("max_cost_usd", 10, "float"), float)
+    assert check_value("judge_prompts", ["judge", "judge_strict"], "list") == [
+        "judge", "judge_strict"]
+    with pytest.raises(PresetError, match="expected true or false"):
+        check_value("update_phase", "yes please", "bool")
+    with pytest.raises(PresetError, match=r"expected a dict"):
+        check_value("model_backends", "openrouter", "dict")
