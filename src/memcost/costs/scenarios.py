@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from memcost import paper
+from memcost.costs.model import CostConstants
 from memcost.costs.timeline import (
     PAPER_OUTPUT_TOKENS,
     PAPER_QUESTION_TOKENS,
@@ -156,3 +157,22 @@ def long_context_for(s: PriceScenario, policy: str, a: Assumptions = Assumptions
 def default_policy(s: PriceScenario) -> str:
     """The paper assumes the history is always cached; today's default is in-memory retention."""
     return "always" if s.paper_calibrated else "in_memory"
+
+
+def constants_for(s: PriceScenario, a: Assumptions = Assumptions()) -> CostConstants:
+    """Eq. 1-2's constants for scenario ``s``, back to back under its default policy: the first
+    turn pays the history at the cache-write price of that policy, later turns the cached
+    price. Equal to the timeline below the long-context tier threshold (above it, use
+    :mod:`memcost.costs.today`, which bills the tier)."""
+    lc = long_context_for(s, default_policy(s), a)
+    memory = memory_for(s, a)
+    return CostConstants(
+        write_usd_per_token=memory.write_usd_per_token,
+        read_usd=memory.read_usd,
+        output_tokens=a.output_tokens,
+        cached_share=1.0,
+        input_usd_per_mtok=lc.price.write_rate(lc.retention.sold_as),
+        cached_input_usd_per_mtok=lc.price.cached_rate,
+        output_usd_per_mtok=lc.price.output,
+        source=f"{s.label}; {lc.retention.policy} retention (first turn at the write price)",
+    )
