@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from memcost.costs import arrivals
+from memcost.costs.arrivals import back_to_back, fixed_gaps, from_gaps
 from memcost.costs.retention import DAY, RETENTION_LABELS
 from memcost.costs.scenarios import (
     CURRENT,
@@ -22,7 +22,7 @@ from memcost.costs.scenarios import (
     long_context_for,
     memory_for,
 )
-from memcost.costs.timeline import break_even_of, timeline
+from memcost.costs.timeline import LongContext, break_even_of, timeline
 
 MAX_QUESTIONS = 1_000  # break-even searched up to this many questions (None beyond)
 
@@ -53,7 +53,7 @@ def scenario_break_even(
     max_questions: int = MAX_QUESTIONS,
 ) -> int | None:
     """Break-even N of one user whose questions come ``gap_seconds`` apart."""
-    times = arrivals.fixed_gaps(max_questions, gap_seconds)
+    times = fixed_gaps(max_questions, gap_seconds)
     return break_even_of(
         scenario_timeline(s, context_tokens, times, policy=policy, assumptions=assumptions)
     )
@@ -70,7 +70,7 @@ def break_even_table_for(
     rows = []
     policy = policy or default_policy(s)
     for L in contexts:
-        frame = scenario_timeline(s, L, arrivals.back_to_back(MAX_QUESTIONS), policy=policy,
+        frame = scenario_timeline(s, L, back_to_back(MAX_QUESTIONS), policy=policy,
                                   assumptions=assumptions)
         rows.append({
             "scenario": s.name, "lc_model": s.lc_model, "price_date": s.date, "policy": policy,
@@ -89,7 +89,7 @@ def cumulative_table_for(
 ) -> pd.DataFrame:
     """Table 4's layout for scenario ``s`` (back-to-back questions)."""
     turns = np.asarray(list(turns), dtype=int)
-    frame = scenario_timeline(s, context_tokens, arrivals.back_to_back(int(turns.max())),
+    frame = scenario_timeline(s, context_tokens, back_to_back(int(turns.max())),
                               policy=policy)
     picked = frame.set_index("question").loc[turns]
     return pd.DataFrame({
@@ -107,7 +107,7 @@ def cost_difference_grid_for(
     n = int(max(turns))
     columns, boundary = [], []
     for L in contexts:
-        frame = scenario_timeline(s, L, arrivals.back_to_back(n), policy=policy)
+        frame = scenario_timeline(s, L, back_to_back(n), policy=policy)
         diff = frame["long_context_cumulative_usd"] - frame["memory_cumulative_usd"]
         columns.append(diff.to_numpy()[np.asarray(turns) - 1])
         be = break_even_of(frame)
@@ -163,7 +163,7 @@ def dataset_break_even_table(
                 try:
                     values = [
                         break_even_of(scenario_timeline(
-                            s, L, arrivals.from_gaps(max_questions, g), policy=policy))
+                            s, L, from_gaps(max_questions, g), policy=policy))
                         for g in usable.values()
                     ]
                 except ValueError:
@@ -205,11 +205,9 @@ def tier_table(
 
 
 def _without_tier(s: PriceScenario, price, L: float, policy: str | None) -> pd.Series:
-    from memcost.costs.timeline import LongContext  # same layer, no cycle: timeline is below
-
     flat = replace(price, long_context_threshold=None)
     lc = LongContext.on(flat, policy or default_policy(s))
-    frame = timeline(lc, memory_for(s), arrivals.back_to_back(MAX_QUESTIONS), L)
+    frame = timeline(lc, memory_for(s), back_to_back(MAX_QUESTIONS), L)
     return pd.Series({"lc_turn1_usd": frame["long_context_usd"].iloc[0],
                       "break_even_n": break_even_of(frame)})
 
