@@ -49,15 +49,23 @@ class Assumptions:
     extraction_completion_per_token: float = (
         paper.MEASURED["extraction_completion_tokens"] / _PER_HISTORY_TOKEN
     )
-    embedding_per_token: float = paper.MEASURED["embedding_tokens"] / _PER_HISTORY_TOKEN
+    embedding_tokens_per_fact: float = (  # §4.2: 1.842M tokens for 103,183 facts
+        paper.MEASURED["embedding_tokens"] / paper.MEASURED["embedding_facts"]
+    )
     # §4.2: 1,046 retrieved fact tokens per question; + ~300 tokens of instructions and the
     # question (this repository's reader prompt, an assumption). The reader's output tokens are
     # then whatever makes the paper's read cost at gpt-5-mini prices (computed, not typed).
     reader_prompt_tokens: float = paper.MEASURED["read_retrieved_tokens_per_question"] + 300
-    facts_per_user: float = paper.MEASURED["embedding_facts"] / paper.MEASURED["conversations"]  # §4.2
+    # §4.2: 103,183 facts for 500 histories of 101,601 tokens (memory grows with the history)
+    facts_per_user: float = paper.MEASURED["embedding_facts"] / paper.MEASURED["conversations"]
     exact_cache: bool = True  # §8: every shared token billed as cached
     batch_write: bool = False  # extraction and embeddings through the Batch API
     flex_answers: bool = False  # long-context answers with Flex processing
+
+    @property
+    def embedding_per_token(self) -> float:
+        """Embedding tokens per history token: facts per history token × tokens per fact."""
+        return self.facts_per_user / paper.TABLE4_CONTEXT_TOKENS * self.embedding_tokens_per_fact
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from memcost.costs.scenarios import (
     long_context_for,
     memory_for,
 )
-from memcost.costs.timeline import LongContext, break_even_of, timeline
+from memcost.costs.timeline import break_even_of, timeline
+from memcost.prices import Price
 
 MAX_QUESTIONS = 1_000  # break-even searched up to this many questions (None beyond)
 
@@ -85,12 +86,17 @@ def break_even_table_for(
 
 
 def cumulative_table_for(
-    s: PriceScenario, context_tokens: float, turns: Iterable[int], *, policy: str | None = None
+    s: PriceScenario,
+    context_tokens: float,
+    turns: Iterable[int],
+    *,
+    policy: str | None = None,
+    assumptions: Assumptions = Assumptions(),
 ) -> pd.DataFrame:
     """Table 4's layout for scenario ``s`` (back-to-back questions)."""
     turns = np.asarray(list(turns), dtype=int)
     frame = scenario_timeline(s, context_tokens, back_to_back(int(turns.max())),
-                              policy=policy)
+                              policy=policy, assumptions=assumptions)
     picked = frame.set_index("question").loc[turns]
     return pd.DataFrame({
         "scenario": s.name, "price_date": s.date, "n_turns": turns,
@@ -100,14 +106,19 @@ def cumulative_table_for(
 
 
 def cost_difference_grid_for(
-    s: PriceScenario, contexts: Sequence[float], turns: Sequence[int], *, policy: str | None = None
+    s: PriceScenario,
+    contexts: Sequence[float],
+    turns: Sequence[int],
+    *,
+    policy: str | None = None,
+    assumptions: Assumptions = Assumptions(),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Figure 1's data for scenario ``s``: ``C_LC − C_Mem`` (rows = turns, columns = L) and the
     break-even per L (NaN beyond the last turn)."""
     n = int(max(turns))
     columns, boundary = [], []
     for L in contexts:
-        frame = scenario_timeline(s, L, back_to_back(n), policy=policy)
+        frame = scenario_timeline(s, L, back_to_back(n), policy=policy, assumptions=assumptions)
         diff = frame["long_context_cumulative_usd"] - frame["memory_cumulative_usd"]
         columns.append(diff.to_numpy()[np.asarray(turns) - 1])
         be = break_even_of(frame)
@@ -148,6 +159,7 @@ def dataset_break_even_table(
     context_tokens: float | Mapping[str, float],
     *,
     max_questions: int = 200,
+    assumptions: Assumptions = Assumptions(),
 ) -> pd.DataFrame:
     """Per dataset, scenario and policy: the median over users of each user's break-even when
     questions come with the gaps of that user's own dated sessions (repeated in order)."""
@@ -163,7 +175,8 @@ def dataset_break_even_table(
                 try:
                     values = [
                         break_even_of(scenario_timeline(
-                            s, L, from_gaps(max_questions, g), policy=policy))
+                            s, L, from_gaps(max_questions, g), policy=policy,
+                            assumptions=assumptions))
                         for g in usable.values()
                     ]
                 except ValueError:
@@ -182,7 +195,11 @@ def dataset_break_even_table(
 
 
 def tier_table(
-    s: PriceScenario, contexts: Sequence[float], *, policy: str | None = None
+    s: PriceScenario,
+    contexts: Sequence[float],
+    *,
+    policy: str | None = None,
+    assumptions: Assumptions = Assumptions(),
 ) -> pd.DataFrame:
     """Per L: the first long-context turn, a later turn and the break-even, with the price
     row's long-context tier and without it (what the tier costs)."""
@@ -190,8 +207,8 @@ def tier_table(
     price = s.price(s.lc_model)
     flat = replace(s, name=f"{s.name} without tier")
     for L in contexts:
-        with_tier = break_even_table_for(s, [L], policy=policy).iloc[0]
-        without = _without_tier(flat, price, L, policy)
+        with_tier = break_even_table_for(s, [L], policy=policy, assumptions=assumptions).iloc[0]
+        without = _without_tier(flat, price, L, policy, assumptions)
         rows.append({
             "scenario": s.name, "price_date": s.date, "context_tokens": int(L),
             "tier_threshold": price.long_context_threshold,
@@ -204,10 +221,12 @@ def tier_table(
     return pd.DataFrame(rows)
 
 
-def _without_tier(s: PriceScenario, price, L: float, policy: str | None) -> pd.Series:
-    flat = replace(price, long_context_threshold=None)
-    lc = LongContext.on(flat, policy or default_policy(s))
-    frame = timeline(lc, memory_for(s), back_to_back(MAX_QUESTIONS), L)
+def _without_tier(
+    s: PriceScenario, price: Price, L: float, policy: str | None, assumptions: Assumptions
+) -> pd.Series:
+    lc = replace(long_context_for(s, policy or default_policy(s), assumptions),
+                 price=replace(price, long_context_threshold=None))
+    frame = timeline(lc, memory_for(s, assumptions), back_to_back(MAX_QUESTIONS), L)
     return pd.Series({"lc_turn1_usd": frame["long_context_usd"].iloc[0],
                       "break_even_n": break_even_of(frame)})
 
@@ -222,14 +241,18 @@ def tier_crossing(context_tokens: float, growth_tokens: float, threshold: int) -
     return int(np.floor((threshold - context_tokens) / growth_tokens)) + 2
 
 
-def batch_table(scenarios: Sequence[PriceScenario], contexts: Sequence[float]) -> pd.DataFrame:
+def batch_table(
+    scenarios: Sequence[PriceScenario],
+    contexts: Sequence[float],
+    assumptions: Assumptions = Assumptions(),
+) -> pd.DataFrame:
     """Break-even with list prices and with the write (extraction + embeddings) through the
     Batch API; answering stays interactive. (Judging is evaluation, not a per-user cost.)"""
     rows = []
     for s in scenarios:
-        for label, assumptions in (("list prices", Assumptions()),
-                                   ("batch write", Assumptions(batch_write=True))):
-            table = break_even_table_for(s, contexts, assumptions=assumptions)
+        for label, variant in (("list prices", replace(assumptions, batch_write=False)),
+                               ("batch write", replace(assumptions, batch_write=True))):
+            table = break_even_table_for(s, contexts, assumptions=variant)
             for r in table.itertuples():
                 rows.append({"scenario": s.name, "price_date": s.date, "variant": label,
                              "context_tokens": r.context_tokens, "write_usd": r.write_usd,
@@ -237,7 +260,9 @@ def batch_table(scenarios: Sequence[PriceScenario], contexts: Sequence[float]) -
     return pd.DataFrame(rows)
 
 
-def headline_table(context_tokens: float = 100_000) -> pd.DataFrame:
+def headline_table(
+    context_tokens: float = 100_000, assumptions: Assumptions = Assumptions()
+) -> pd.DataFrame:
     """The four break-evens side by side, each computed: the paper's; today's back to back;
     today's with one question a day (in-memory retention); the same under extended retention."""
     cases = [
@@ -251,6 +276,7 @@ def headline_table(context_tokens: float = 100_000) -> pd.DataFrame:
         rows.append({
             "case": label, "scenario": s.name, "lc_model": s.lc_model, "price_date": s.date,
             "policy": policy, "gap_seconds": gap, "context_tokens": int(context_tokens),
-            "break_even_n": scenario_break_even(s, context_tokens, gap_seconds=gap, policy=policy),
+            "break_even_n": scenario_break_even(s, context_tokens, gap_seconds=gap, policy=policy,
+                                                assumptions=assumptions),
         })
     return pd.DataFrame(rows)
