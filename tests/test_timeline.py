@@ -109,7 +109,9 @@ def test_paper_tables_unchanged_through_the_timeline():
 def test_headline_is_computed():
     table = costs.headline_table().set_index("case")
     assert table.loc["paper's break-even", "break_even_n"] == 10
-    assert table["price_date"].tolist() == ["2025-09-15"] + ["2026-11-30"] * 3
+    assert table["price_date"].tolist() == ["2025-09-15"] + ["2026-11-30"] * 6
+    luna = table.loc["today on gpt-6-luna, one question a day, extended retention"]
+    assert pd.isna(luna["break_even_n"]) and "no extended cache retention" in luna["note"]
     assert table.loc["today, one question a day", "gap_seconds"] == DAY
 
 

@@ -15,6 +15,7 @@ from memcost.costs.arrivals import back_to_back, fixed_gaps, from_gaps
 from memcost.costs.retention import DAY, RETENTION_LABELS
 from memcost.costs.scenarios import (
     CURRENT,
+    CURRENT_LUNA,
     PAPER,
     Assumptions,
     PriceScenario,
@@ -264,19 +265,29 @@ def headline_table(
     context_tokens: float = 100_000, assumptions: Assumptions = Assumptions()
 ) -> pd.DataFrame:
     """The four break-evens side by side, each computed: the paper's; today's back to back;
-    today's with one question a day (in-memory retention); the same under extended retention."""
+    today's with one question a day (in-memory retention); the same under extended retention.
+    The same three cases follow with everything on gpt-6-luna (a retention the model does not
+    sell gives no number and says so)."""
     cases = [
         ("paper's break-even", PAPER, "always", 0.0),
         ("today, back to back", CURRENT, "in_memory", 0.0),
         ("today, one question a day", CURRENT, "in_memory", DAY),
         ("today, one question a day, extended retention", CURRENT, "extended", DAY),
+        ("today on gpt-6-luna, back to back", CURRENT_LUNA, "in_memory", 0.0),
+        ("today on gpt-6-luna, one question a day", CURRENT_LUNA, "in_memory", DAY),
+        ("today on gpt-6-luna, one question a day, extended retention", CURRENT_LUNA,
+         "extended", DAY),
     ]
     rows = []
     for label, s, policy, gap in cases:
+        try:
+            be, note = scenario_break_even(s, context_tokens, gap_seconds=gap, policy=policy,
+                                           assumptions=assumptions), ""
+        except ValueError as error:  # the retention is not sold on this model
+            be, note = None, str(error).split(" (source")[0]
         rows.append({
             "case": label, "scenario": s.name, "lc_model": s.lc_model, "price_date": s.date,
             "policy": policy, "gap_seconds": gap, "context_tokens": int(context_tokens),
-            "break_even_n": scenario_break_even(s, context_tokens, gap_seconds=gap, policy=policy,
-                                                assumptions=assumptions),
+            "break_even_n": be, "note": note,
         })
     return pd.DataFrame(rows)
