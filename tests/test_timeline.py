@@ -155,3 +155,45 @@ def test_explorer_draws_the_tables_break_even(gap, name):
     assert f"break-even {expected}" in fig.axes[0].get_title()
     with pytest.raises(ValueError, match="unknown explorer setting"):
         explorer_update({"gapp": 1})
+
+
+def test_tier_table_and_crossing():
+    tier = costs.tier_table(costs.CURRENT_LUNA, [200_000, 300_000]).set_index("context_tokens")
+    assert tier["above_tier"].tolist() == [False, True]
+    luna = price_for("gpt-6-luna")
+    # the first turn at 300K: the whole history written at 2 × 0.125, 527 output at 1.5 × 0.50
+    assert tier.loc[300_000, "lc_turn1_usd"] == pytest.approx(
+        (300_000 * 0.125 * 2 + 527 * 0.50 * 1.5) / 1e6)
+    assert tier.loc[300_000, "lc_turn1_usd_no_tier"] == pytest.approx(
+        (300_000 * 0.125 + 527 * 0.50) / 1e6)
+    assert tier.loc[300_000, "break_even_n"] < tier.loc[300_000, "break_even_n_no_tier"]
+    assert luna.long_context_threshold == 272_000
+    assert costs.tier_crossing(101_601, 1_000, 272_000) == 172  # history 272,601 at question 172
+    assert costs.tier_crossing(300_000, 0, 272_000) == 1
+    assert costs.tier_crossing(100_000, 0, 272_000) is None
+
+
+def test_batch_write_halves_memorys_write():
+    table = costs.batch_table([costs.CURRENT_LUNA], [100_000]).set_index("variant")
+    assert table.loc["batch write", "write_usd"] == pytest.approx(
+        table.loc["list prices", "write_usd"] * 0.5)
+    assert table.loc["batch write", "break_even_n"] < table.loc["list prices", "break_even_n"]
+
+
+def test_report_shows_todays_break_evens_side_by_side(tmp_path):
+    from memcost.io import write_csv
+    from memcost.paths import RunPaths
+    from memcost.run.report.costs import section_today
+    from memcost.run.report.view import RunView
+
+    run = RunPaths(tmp_path / "run").ensure()
+    headline = costs.headline_table()
+    write_csv(run.table.break_even_headline, headline)
+    write_csv(run.table.table5_today, costs.break_even_table_for(costs.PAPER, [100_000]))
+    view = RunView(run, {})
+    text = "\n".join(section_today(view))
+    assert "| paper's break-even | gpt-5-mini | 2025-09-15 | always | 100,000 | 10 |" in text
+    assert "today, one question a day, extended retention" in text
+    assert "not sold" in text  # gpt-6-luna sells no extended retention
+    assert "| 100,000 | 10 |" in text  # Table 5 today, the paper's column
+    assert section_today(RunView(RunPaths(tmp_path / "empty"), {})) == []
