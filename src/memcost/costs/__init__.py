@@ -118,7 +118,6 @@ from memcost.costs.sensitivity import (
     sensitivity_cache_discount,
     sensitivity_output_tokens,
 )
-
 from memcost.costs.timeline import LongContext, Memory, break_even_of, timeline
 from memcost.costs.today import (
     batch_table,

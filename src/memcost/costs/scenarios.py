@@ -68,6 +68,9 @@ class Assumptions:
         return self.facts_per_user / paper.TABLE4_CONTEXT_TOKENS * self.embedding_tokens_per_fact
 
 
+PAPER_ASSUMPTIONS = Assumptions()  # the paper's values throughout
+
+
 @dataclass(frozen=True)
 class PriceScenario:
     """Models and price date of one result."""
@@ -132,7 +135,7 @@ def reader_output_tokens(a: Assumptions) -> float:
     return (a.read_usd * 1e6 - a.reader_prompt_tokens * p.input) / p.output
 
 
-def memory_for(s: PriceScenario, a: Assumptions = Assumptions()) -> Memory:
+def memory_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> Memory:
     """Memory's costs in scenario ``s``: the paper's calibrated costs, re-priced."""
     write = a.write_usd_per_token * _write_mix(s, a, a.batch_write) / _write_mix(PAPER, a, False)
     if s.paper_calibrated:
@@ -150,7 +153,7 @@ def memory_for(s: PriceScenario, a: Assumptions = Assumptions()) -> Memory:
     return Memory(write_usd_per_token=write, read_usd=read, source=source, price_date=s.date)
 
 
-def long_context_for(s: PriceScenario, policy: str, a: Assumptions = Assumptions()) -> LongContext:
+def long_context_for(s: PriceScenario, policy: str, a: Assumptions = PAPER_ASSUMPTIONS) -> LongContext:
     """The long-context model of ``s`` under cache ``policy``."""
     return LongContext.on(
         s.price(s.lc_model),
@@ -167,7 +170,7 @@ def default_policy(s: PriceScenario) -> str:
     return "always" if s.paper_calibrated else "in_memory"
 
 
-def constants_for(s: PriceScenario, a: Assumptions = Assumptions()) -> CostConstants:
+def constants_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> CostConstants:
     """Eq. 1-2's constants for scenario ``s``, back to back under its default policy: the first
     turn pays the history at the cache-write price of that policy, later turns the cached
     price. Equal to the timeline below the long-context tier threshold (above it, use

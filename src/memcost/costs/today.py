@@ -17,6 +17,7 @@ from memcost.costs.scenarios import (
     CURRENT,
     CURRENT_LUNA,
     PAPER,
+    PAPER_ASSUMPTIONS,
     Assumptions,
     PriceScenario,
     default_policy,
@@ -35,7 +36,7 @@ def scenario_timeline(
     times: Sequence[float],
     *,
     policy: str | None = None,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
     growth_tokens: float = 0.0,
 ) -> pd.DataFrame:
     """Per-question costs of scenario ``s`` for questions at ``times`` (history grows by
@@ -51,7 +52,7 @@ def scenario_break_even(
     *,
     gap_seconds: float = 0.0,
     policy: str | None = None,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
     max_questions: int = MAX_QUESTIONS,
 ) -> int | None:
     """Break-even N of one user whose questions come ``gap_seconds`` apart."""
@@ -66,7 +67,7 @@ def break_even_table_for(
     contexts: Iterable[float],
     *,
     policy: str | None = None,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
     """Table 5's layout for scenario ``s`` (back-to-back questions), with its price date."""
     rows = []
@@ -92,7 +93,7 @@ def cumulative_table_for(
     turns: Iterable[int],
     *,
     policy: str | None = None,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
     """Table 4's layout for scenario ``s`` (back-to-back questions)."""
     turns = np.asarray(list(turns), dtype=int)
@@ -112,7 +113,7 @@ def cost_difference_grid_for(
     turns: Sequence[int],
     *,
     policy: str | None = None,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Figure 1's data for scenario ``s``: ``C_LC − C_Mem`` (rows = turns, columns = L) and the
     break-even per L (NaN beyond the last turn)."""
@@ -133,7 +134,7 @@ def gap_break_even_table(
     gaps_seconds: Sequence[float],
     context_tokens: float,
     *,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
     """Break-even N against the gap between questions, per scenario and cache policy (a policy
     a model's price row does not sell gives no row)."""
@@ -160,7 +161,7 @@ def dataset_break_even_table(
     context_tokens: float | Mapping[str, float],
     *,
     max_questions: int = 200,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
     """Per dataset, scenario and policy: the median over users of each user's break-even when
     questions come with the gaps of that user's own dated sessions (repeated in order)."""
@@ -200,7 +201,7 @@ def tier_table(
     contexts: Sequence[float],
     *,
     policy: str | None = None,
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
     """Per L: the first long-context turn, a later turn and the break-even, with the price
     row's long-context tier and without it (what the tier costs)."""
@@ -245,7 +246,7 @@ def tier_crossing(context_tokens: float, growth_tokens: float, threshold: int) -
 def batch_table(
     scenarios: Sequence[PriceScenario],
     contexts: Sequence[float],
-    assumptions: Assumptions = Assumptions(),
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
     """Break-even with list prices and with the write (extraction + embeddings) through the
     Batch API; answering stays interactive. (Judging is evaluation, not a per-user cost.)"""
@@ -262,7 +263,7 @@ def batch_table(
 
 
 def headline_table(
-    context_tokens: float = 100_000, assumptions: Assumptions = Assumptions()
+    context_tokens: float = 100_000, assumptions: Assumptions = PAPER_ASSUMPTIONS
 ) -> pd.DataFrame:
     """The four break-evens side by side, each computed: the paper's; today's back to back;
     today's with one question a day (in-memory retention); the same under extended retention.
