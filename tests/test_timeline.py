@@ -197,3 +197,24 @@ def test_report_shows_todays_break_evens_side_by_side(tmp_path):
     assert "not sold" in text  # gpt-6-luna sells no extended retention
     assert "| 100,000 | 10 |" in text  # Table 5 today, the paper's column
     assert section_today(RunView(RunPaths(tmp_path / "empty"), {})) == []
+
+
+def test_arrival_table_and_the_explorer_widgets():
+    table = costs.arrival_table([costs.PAPER], ["in_memory"], 101_601, seeds=3, max_questions=60)
+    by = table.set_index("arrivals")["break_even_median"]
+    assert by["back to back (the paper)"] == 10 and by["a question a day"] == 2
+    assert by["sessions of 3 (1 min apart), a day apart"] == 4  # 2 of 3 questions cached
+    assert table.set_index("arrivals").loc["Poisson, 1 a day", "users"] == 3
+    from memcost.plots.explorer import EXPLORER_DEFAULTS, explorer_widgets
+
+    box = explorer_widgets({"gap_seconds": DAY})
+    assert len(box.children) == len(EXPLORER_DEFAULTS) + 1  # one control per setting + output
+
+
+def test_priced_ledger_names_its_price_date():
+    from test_usage import record
+
+    priced = costs.price_calls(costs.ledger_from_records([
+        record("long_context", "gpt-5-mini-2025-08-07", 1_000, 10),
+        record("long_context", "gpt-6.1-terra", 1_000, 10)]))
+    assert priced["price_date"].tolist() == ["2025-09-15", "2026-10-26"]

@@ -108,6 +108,7 @@ RUN_TABLES: dict[str, str] = {
     "table4_today": "table4_today",  # Table 4 at the paper's and today's prices (successor models), notebook 05
     "table5_today": "table5_today",  # Table 5 at the paper's and today's prices (successor models), notebook 05
     "break_even_by_gap": "break_even_by_gap",  # break-even against the gap between questions per cache retention, notebook 05
+    "break_even_by_arrivals": "break_even_by_arrivals",  # break-even per arrival process (gaps, Poisson, sessions), notebook 05
     "break_even_by_dataset_time": "break_even_by_dataset_time",  # break-even under each dataset's own dates, notebook 05
     "break_even_long_context_tier": "break_even_long_context_tier",  # break-even across the 272K long-context tier, notebook 05
     "break_even_batch_write": "break_even_batch_write",  # break-even with the write on the Batch API, notebook 05

@@ -120,6 +120,8 @@ from memcost.costs.sensitivity import (
 )
 from memcost.costs.timeline import LongContext, Memory, break_even_of, timeline
 from memcost.costs.today import (
+    arrival_processes,
+    arrival_table,
     batch_table,
     break_even_table_for,
     cost_difference_grid_for,
@@ -142,6 +144,8 @@ __all__ = [
     "LongContext",
     "Memory",
     "PriceScenario",
+    "arrival_processes",
+    "arrival_table",
     "batch_table",
     "break_even_of",
     "break_even_table_for",

@@ -148,7 +148,7 @@ def price_calls(
 ) -> pd.DataFrame:
     """Add what each record costs at the price table's prices.
 
-    Columns added: ``price_model``, ``input_usd``, ``cached_input_usd``, ``output_usd``,
+    Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``, ``cached_input_usd``, ``output_usd``,
     ``cost_usd`` (the record's tokens at list price), ``spent_usd`` (zero for local cache hits,
     offline calls and failed calls),
     ``workload`` (false for replays of a request already recorded earlier in the same run),
@@ -161,7 +161,7 @@ def price_calls(
             priced[column] = pd.Series(dtype="float64")
         for column in ("workload", "is_estimate"):
             priced[column] = pd.Series(dtype=bool)
-        for column in ("price_model", "phase", "answer_system"):
+        for column in ("price_model", "price_date", "phase", "answer_system"):
             priced[column] = pd.Series(dtype="string")
         return priced
     if priced["model"].isna().any():
@@ -173,6 +173,7 @@ def price_calls(
     rate_out = priced["model"].map(lambda m: prices[m].output).astype(float)
     cached_tokens = priced[["cached_prompt_tokens", "prompt_tokens"]].min(axis=1)
     priced["price_model"] = priced["model"].map(lambda m: prices[m].model).astype("string")
+    priced["price_date"] = priced["model"].map(lambda m: prices[m].date).astype("string")
     priced["input_usd"] = (priced["prompt_tokens"] - cached_tokens) * rate_in / 1e6
     priced["cached_input_usd"] = cached_tokens * rate_cached / 1e6
     priced["output_usd"] = priced["completion_tokens"] * rate_out / 1e6

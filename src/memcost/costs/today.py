@@ -11,8 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from memcost.costs.arrivals import back_to_back, fixed_gaps, from_gaps
-from memcost.costs.retention import DAY, RETENTION_LABELS
+from memcost.costs.arrivals import back_to_back, fixed_gaps, from_gaps, poisson, sessions
+from memcost.costs.retention import DAY, HOUR, MINUTE, RETENTION_LABELS
 from memcost.costs.scenarios import (
     CURRENT,
     CURRENT_LUNA,
@@ -291,4 +291,53 @@ def headline_table(
             "policy": policy, "gap_seconds": gap, "context_tokens": int(context_tokens),
             "break_even_n": be, "note": note,
         })
+    return pd.DataFrame(rows)
+
+
+def arrival_processes(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """The arrival processes compared in the notebook, all at about one question a day except
+    the paper's back-to-back case (a Poisson draw is one seeded user)."""
+    return {
+        "back to back (the paper)": back_to_back(n),
+        "a question every hour": fixed_gaps(n, HOUR),
+        "a question a day": fixed_gaps(n, DAY),
+        "Poisson, 1 a day": poisson(n, 1.0, seed),
+        "Poisson, 24 a day": poisson(n, 24.0, seed),
+        "sessions of 3 (1 min apart), a day apart": sessions(n, 3, DAY, MINUTE),
+    }
+
+
+def arrival_table(
+    scenarios: Sequence[PriceScenario],
+    policies: Sequence[str],
+    context_tokens: float,
+    *,
+    seeds: int = 20,
+    max_questions: int = 300,
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
+) -> pd.DataFrame:
+    """Break-even per arrival process, scenario and policy: the median over ``seeds`` users
+    (only the Poisson processes differ between seeds)."""
+    rows = []
+    for s in scenarios:
+        for policy in policies:
+            try:
+                long_context_for(s, policy, assumptions)
+            except ValueError:
+                continue  # this retention is not sold on this model
+            found: dict[str, list] = {}
+            for seed in range(seeds):
+                for name, times in arrival_processes(max_questions, seed).items():
+                    if seed and not name.startswith("Poisson"):
+                        continue
+                    frame = scenario_timeline(s, context_tokens, times, policy=policy,
+                                              assumptions=assumptions)
+                    found.setdefault(name, []).append(break_even_of(frame))
+            for name, values in found.items():
+                hits = [v for v in values if v is not None]
+                rows.append({"scenario": s.name, "price_date": s.date, "policy": policy,
+                             "arrivals": name, "context_tokens": int(context_tokens),
+                             "users": len(values),
+                             "break_even_median": float(np.median(hits)) if hits else np.nan,
+                             "users_never": len(values) - len(hits)})
     return pd.DataFrame(rows)
