@@ -216,5 +216,9 @@ def test_priced_ledger_names_its_price_date():
 
     priced = costs.price_calls(costs.ledger_from_records([
         record("long_context", "gpt-5-mini-2025-08-07", 1_000, 10),
-        record("long_context", "gpt-6.1-terra", 1_000, 10)]))
-    assert priced["price_date"].tolist() == ["2025-09-15", "2026-10-26"]
+        record("long_context", "gpt-6.1-terra", 1_000, 10),
+        record("long_context", "gpt-6.1-terra", 300_000, 10)]))
+    assert priced["price_date"].tolist() == ["2025-09-15", "2026-10-26", "2026-10-26"]
+    assert priced["cost_usd"].tolist() == pytest.approx([
+        (1_000 * 0.25 + 10 * 2.0) / 1e6, (1_000 + 10 * 5.0) / 1e6,
+        (300_000 * 2.0 + 10 * 7.5) / 1e6])  # the 300K record at the long-context tier

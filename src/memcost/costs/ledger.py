@@ -168,9 +168,15 @@ def price_calls(
         lines = priced.loc[priced["model"].isna(), "line"].head(3).tolist()
         raise ValueError(f"ledger records without a model cannot be priced (lines {lines})")
     prices = {m: price_for(m, price_overrides) for m in priced["model"].unique()}
-    rate_in = priced["model"].map(lambda m: prices[m].input).astype(float)
-    rate_cached = priced["model"].map(lambda m: prices[m].cached_rate).astype(float)
-    rate_out = priced["model"].map(lambda m: prices[m].output).astype(float)
+    # The long-context tier (today's rows): above the threshold the whole record costs more.
+    # Uncached prompt tokens are priced as plain input: the ledger holds no cache-write count.
+    tiers = [prices[m].tier_multipliers(p) for m, p in zip(priced["model"], priced["prompt_tokens"],
+                                                            strict=True)]
+    tier_in = pd.Series([t[0] for t in tiers], index=priced.index, dtype=float)
+    tier_out = pd.Series([t[1] for t in tiers], index=priced.index, dtype=float)
+    rate_in = priced["model"].map(lambda m: prices[m].input).astype(float) * tier_in
+    rate_cached = priced["model"].map(lambda m: prices[m].cached_rate).astype(float) * tier_in
+    rate_out = priced["model"].map(lambda m: prices[m].output).astype(float) * tier_out
     cached_tokens = priced[["cached_prompt_tokens", "prompt_tokens"]].min(axis=1)
     priced["price_model"] = priced["model"].map(lambda m: prices[m].model).astype("string")
     priced["price_date"] = priced["model"].map(lambda m: prices[m].date).astype("string")
