@@ -201,3 +201,24 @@ def test_measured_mode_without_ledger_fails_clearly():
     empty = costs.price_calls(costs.ledger_from_records([]))
     with pytest.raises(ValueError, match="needs a calls.jsonl"):
         costs.measured_constants(empty, "longmemeval", "long_context_gpt-5-mini")
+
+
+def test_todays_break_even_section(executed):
+    run, _, metrics, _ = executed
+    headline = pd.read_csv(run.table.break_even_headline).set_index("case")
+    assert headline.loc["paper's break-even", "break_even_n"] == 10
+    assert headline.loc["today, one question a day", "price_date"] == "2026-11-30"
+    today = pd.read_csv(run.table.table5_today)
+    assert today.loc[today["scenario"] == "paper", "break_even_n"].tolist() == [13, 10, 9, 9]
+    assert set(today["price_date"]) == {"2025-09-15", "2026-11-30"}
+    by_gap = pd.read_csv(run.table.break_even_by_gap)
+    assert by_gap["gap_seconds"].min() == 60 and by_gap["gap_seconds"].max() == 604_800
+    assert set(by_gap["policy"]) == {"in_memory", "extended", "none"}
+    for name in ("figure1_today", "break_even_by_gap", "break_even_by_context_today",
+                 "cost_explorer"):
+        assert getattr(run.figure, name).with_suffix(".png").stat().st_size > 10_000
+    assert metrics["break_even_headline"][0]["break_even_n"] == 10
+    assert metrics["tier_crossing_question"] == 172
+    for name in ("price_schedules", "break_even_by_arrivals", "break_even_long_context_tier",
+                 "break_even_batch_write"):
+        assert getattr(run.table, name).is_file()

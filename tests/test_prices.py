@@ -71,3 +71,48 @@ def test_price_table_records():
     names = [r["model"] for r in rows]
     assert "gpt-5-mini" in names and "local-llama" in names
     assert all({"input", "cached_input", "output", "source", "date"} <= set(r) for r in rows)
+
+
+def test_dated_schedules_pick_the_row_in_force():
+    assert price_for("gpt-5-mini", on="2026-11-30").date == prices.PRICE_TABLE_DATE
+    terra = price_for("gpt-6.1-terra", on=prices.CURRENT_PRICE_DATE)
+    assert (terra.input, terra.cached_input, terra.output) == (1.00, 0.05, 5.00)
+    assert (terra.cache_write_30m, terra.cache_write_12h) == (1.25, 2.50)
+    assert terra.long_context_threshold == 272_000
+    assert (terra.batch_multiplier, terra.flex_multiplier) == (0.5, 0.5)
+    luna = price_for("gpt-6-luna", on=prices.CURRENT_PRICE_DATE)
+    assert (luna.input, luna.cached_input, luna.cache_write_30m, luna.output) == (
+        0.10, 0.01, 0.125, 0.50)
+    with pytest.raises(UnknownPriceError, match="first row is from 2026-10-26"):
+        price_for("gpt-6.1-terra", on="2026-01-01")
+    embedding = prices.PRICE_SCHEDULES["text-embedding-3-small"]
+    assert [r.date for r in embedding] == [prices.PRICE_TABLE_DATE, prices.CURRENT_PRICE_DATE]
+    assert price_for("text-embedding-3-small") is embedding[0]  # the paper's table by default
+
+
+def test_every_row_names_a_source_url_and_a_date():
+    for rows in prices.PRICE_SCHEDULES.values():
+        for row in rows:
+            assert len(row.date) == 10 and row.date[4] == "-"
+            assert "http" in row.source or "openrouter.ai" in row.source
+            if row.date > prices.PRICE_TABLE_DATE and row.model != "gpt-oss-120b":
+                assert "checked 2026-11-30" in row.source
+    assert prices.price_successor("gpt-5-mini-2025-08-07") == "gpt-6.1-terra"
+    assert prices.price_successor("gpt-5-nano") == "gpt-6-luna"
+    records = prices.price_schedule_table()
+    assert {"cache_write_30m", "long_context_threshold", "flex_multiplier"} <= set(records[0])
+    assert [r["model"] for r in prices.price_table(on="2025-01-01")] == []
+
+
+def test_write_premium_batch_and_flex():
+    terra = price_for("gpt-6.1-terra")
+    assert terra.cost(prompt_tokens=1_000, cache_write_tokens=1_000, retention="12h") == (
+        pytest.approx(1_000 * 2.50 / 1e6))
+    # no cache-write price on Batch or Flex: written tokens are plain input, then half price
+    assert terra.cost(prompt_tokens=1_000, cache_write_tokens=1_000, retention="30m",
+                      flex=True) == pytest.approx(1_000 * 1.00 / 1e6 * 0.5)
+    with pytest.raises(ValueError, match="exceeds the uncached"):
+        terra.cost(prompt_tokens=10, cached_prompt_tokens=5, cache_write_tokens=6)
+    with pytest.raises(ValueError, match="unknown cache retention"):
+        terra.write_rate("1h")
+    assert price_for("gpt-5-mini").write_rate("24h") == 0.25  # GPT-5: no write premium

@@ -104,6 +104,15 @@ RUN_TABLES: dict[str, str] = {
     "cumulative_cost_curves": "cumulative_cost_curves",  # cumulative cost curves behind Figure 1b, notebook 05
     "figure1_cost_difference": "figure1_cost_difference",  # the grid behind Figure 1, notebook 05
     "token_vs_dollar_break_even": "token_vs_dollar_break_even",  # token-level against dollar break-even, notebook 05
+    "price_schedules": "price_schedules",  # every dated price row with its source, notebook 05
+    "table4_today": "table4_today",  # Table 4 at the paper's and today's prices (successor models), notebook 05
+    "table5_today": "table5_today",  # Table 5 at the paper's and today's prices (successor models), notebook 05
+    "break_even_by_gap": "break_even_by_gap",  # break-even against the gap between questions per cache retention, notebook 05
+    "break_even_by_arrivals": "break_even_by_arrivals",  # break-even per arrival process (gaps, Poisson, sessions), notebook 05
+    "break_even_by_dataset_time": "break_even_by_dataset_time",  # break-even under each dataset's own dates, notebook 05
+    "break_even_long_context_tier": "break_even_long_context_tier",  # break-even across the 272K long-context tier, notebook 05
+    "break_even_batch_write": "break_even_batch_write",  # break-even with the write on the Batch API, notebook 05
+    "break_even_headline": "break_even_headline",  # paper vs today back to back / one a day / extended, notebook 05
 }
 DATASET_FIGURES: dict[str, str] = {
     "conversation_tokens": "conversation_tokens",  # conversation lengths, notebook 00
@@ -120,6 +129,10 @@ RUN_FIGURES: dict[str, str] = {
     "cost_sensitivity": "cost_sensitivity",  # break-even sensitivity
     "cost_sustained_break_even": "cost_sustained_break_even",  # sustained break-even of a growing conversation
     "cost_token_vs_dollar_break_even": "cost_token_vs_dollar_break_even",  # token-level against dollar break-even
+    "figure1_today": "figure1_today_break_even_heatmap",  # Figure 1 at today's prices (successor models)
+    "break_even_by_context_today": "break_even_by_context_today",  # break-even against L, paper vs today
+    "break_even_by_gap": "break_even_by_gap",  # break-even against the gap between questions
+    "cost_explorer": "cost_explorer",  # the break-even explorer's static figure
 }
 
 

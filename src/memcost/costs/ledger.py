@@ -148,7 +148,7 @@ def price_calls(
 ) -> pd.DataFrame:
     """Add what each record costs at the price table's prices.
 
-    Columns added: ``price_model``, ``input_usd``, ``cached_input_usd``, ``output_usd``,
+    Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``, ``cached_input_usd``, ``output_usd``,
     ``cost_usd`` (the record's tokens at list price), ``spent_usd`` (zero for local cache hits,
     offline calls and failed calls),
     ``workload`` (false for replays of a request already recorded earlier in the same run),
@@ -161,18 +161,25 @@ def price_calls(
             priced[column] = pd.Series(dtype="float64")
         for column in ("workload", "is_estimate"):
             priced[column] = pd.Series(dtype=bool)
-        for column in ("price_model", "phase", "answer_system"):
+        for column in ("price_model", "price_date", "phase", "answer_system"):
             priced[column] = pd.Series(dtype="string")
         return priced
     if priced["model"].isna().any():
         lines = priced.loc[priced["model"].isna(), "line"].head(3).tolist()
         raise ValueError(f"ledger records without a model cannot be priced (lines {lines})")
     prices = {m: price_for(m, price_overrides) for m in priced["model"].unique()}
-    rate_in = priced["model"].map(lambda m: prices[m].input).astype(float)
-    rate_cached = priced["model"].map(lambda m: prices[m].cached_rate).astype(float)
-    rate_out = priced["model"].map(lambda m: prices[m].output).astype(float)
+    # The long-context tier (today's rows): above the threshold the whole record costs more.
+    # Uncached prompt tokens are priced as plain input: the ledger holds no cache-write count.
+    tiers = [prices[m].tier_multipliers(p) for m, p in zip(priced["model"], priced["prompt_tokens"],
+                                                            strict=True)]
+    tier_in = pd.Series([t[0] for t in tiers], index=priced.index, dtype=float)
+    tier_out = pd.Series([t[1] for t in tiers], index=priced.index, dtype=float)
+    rate_in = priced["model"].map(lambda m: prices[m].input).astype(float) * tier_in
+    rate_cached = priced["model"].map(lambda m: prices[m].cached_rate).astype(float) * tier_in
+    rate_out = priced["model"].map(lambda m: prices[m].output).astype(float) * tier_out
     cached_tokens = priced[["cached_prompt_tokens", "prompt_tokens"]].min(axis=1)
     priced["price_model"] = priced["model"].map(lambda m: prices[m].model).astype("string")
+    priced["price_date"] = priced["model"].map(lambda m: prices[m].date).astype("string")
     priced["input_usd"] = (priced["prompt_tokens"] - cached_tokens) * rate_in / 1e6
     priced["cached_input_usd"] = cached_tokens * rate_cached / 1e6
     priced["output_usd"] = priced["completion_tokens"] * rate_out / 1e6

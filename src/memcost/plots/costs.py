@@ -50,8 +50,14 @@ def plot_break_even_heatmap(
     reference_context: float | None = None,
     reference_label: str = "",
     subtitle: str = "",
+    region_labels: bool = True,
+    zero_contour: bool = False,
 ) -> plt.Figure:
     """Figure 1: ``C_LC − C_Mem`` over context length (x, log) and turns (y).
+
+    ``region_labels`` names the two regions where they lie in the paper's figure (long context
+    below the boundary, memory above); ``zero_contour`` draws where the two costs are equal,
+    for cost surfaces where memory can get ahead and fall behind again.
 
     Red cells: long context is cheaper; blue: memory is. The black staircase is the break-even
     boundary (first N where memory is cheaper). Colours use a symmetric-log scale so that the
@@ -91,8 +97,12 @@ def plot_break_even_heatmap(
             color="#222222",
             va="top",
         )
+    if zero_contour and np.nanmin(difference) < 0 < np.nanmax(difference):
+        ax.contour(np.asarray(contexts, float), np.asarray(turns, float), difference, levels=[0.0],
+                   colors="#333333", linestyles="dotted", linewidths=1.6)
+        ax.plot([], [], color="#333333", ls="dotted", label="equal cost (C_LC = C_Mem)")
     _mark_break_evens(ax, marks or {})
-    _label_heatmap(fig, ax, edges, turns, subtitle)
+    _label_heatmap(fig, ax, edges, turns, subtitle, region_labels)
     _heatmap_colorbar(fig, ax, mesh, limit, linthresh)
     ax.legend(loc="upper left", frameon=True, fontsize=9)
     return fig
@@ -123,10 +133,18 @@ def _mark_break_evens(ax: plt.Axes, marks: dict[float, int]) -> None:
 
 
 def _label_heatmap(
-    fig: plt.Figure, ax: plt.Axes, edges: np.ndarray, turns: np.ndarray, subtitle: str
+    fig: plt.Figure,
+    ax: plt.Axes,
+    edges: np.ndarray,
+    turns: np.ndarray,
+    subtitle: str,
+    region_labels: bool = True,
 ) -> None:
     """The two regions' names, the limits, axis labels and titles of Figure 1."""
-    for y, text, va in ((0.04, "long context cheaper", "bottom"), (0.96, "memory cheaper", "top")):
+    regions = ((0.04, "long context cheaper", "bottom"), (0.96, "memory cheaper", "top"))
+    if not region_labels:
+        subtitle = f"{subtitle}\nred: long context cheaper; blue: memory cheaper".strip()
+    for y, text, va in regions if region_labels else ():
         ax.text(
             0.98,
             y,

@@ -1,4 +1,5 @@
-"""The report's cost sections: this run's bill, Tables 4-5 (the cost model) and Figure 1."""
+"""The report's cost sections: this run's bill, Tables 4-5 (the cost model), Figure 1, and the
+break-even today (dated prices, cache expiry, the long-context tier, Batch write)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost.costs.scenarios import CURRENT
 from memcost.run.report.markdown import figure, md_table, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
 
@@ -68,11 +70,16 @@ def section_cost_model(view: RunView) -> list[str]:
     matched = "" if cells is None else (
         f" **{int(cells['match'].sum())} of {len(cells)}** published cells reproduced "
         "(rounded to 4 decimals).")
+    if model == "current" and cells is not None:
+        matched = (f" At today's prices for the successor models the published cells are not "
+                   f"expected to match ({int(cells['match'].sum())} of {len(cells)} do); the "
+                   "paper's own tables are reproduced under `cost_model: paper`.")
     lines += [f"Cost model constants: **{model}** (study §8: `C_LC(N) = C_first + (N−1)·C_cached`, "
               f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}", ""]
     t4 = rounded_cells(table4, ("memory_usd", "long_context_usd"))
+    lc_name = CURRENT.lc_model if model == "current" else "GPT-5-mini"
     lines += ["**Table 4 — cumulative cost per user at L = 101,601 tokens**", "",
-              md_table(t4.values.tolist(), ["N", "memory ($)", "long context GPT-5-mini ($)"]), ""]
+              md_table(t4.values.tolist(), ["N", "memory ($)", f"long context {lc_name} ($)"]), ""]
     t5 = rounded_cells(table5, ("write_usd", "lc_turn1_usd", "lc_turn_n_usd"))
     lines += ["**Table 5 — break-even by context length**", "",
               md_table(t5.values.tolist(), ["L (tokens)", "write ($)", "LC turn 1 ($)",
@@ -94,4 +101,76 @@ def section_figure1(view: RunView) -> list[str]:
             "Cumulative cost per user at L = 101,601 tokens")
     if len(lines) == before:
         lines += ["*Notebook 05 has not run in this run.*", ""]
+    return lines + section_today(view)
+
+
+def _n(value: Any) -> str:
+    return "never" if pd.isna(value) else f"{int(value)}"
+
+
+def _headline_value(row: Any) -> str:
+    note = getattr(row, "note", "")
+    return "not sold" if isinstance(note, str) and note.strip() else _n(row.break_even_n)
+
+
+def section_today(view: RunView) -> list[str]:
+    """Is memory worth it today? The computed break-evens side by side, today's Table 5, the
+    break-even by gap, by dataset time, across the tier and with a Batch write."""
+    headline = read_csv(view.run.table.break_even_headline)
+    if headline is None:
+        return []
+    lines = ["## Is memory worth it today?", "",
+             "Dated price rows (`tables/price_schedules.csv`, each with its source and date), the "
+             "successor models (gpt-6.1-terra for gpt-5-mini, gpt-6-luna for gpt-5-nano), and a "
+             "cost model in which a prompt cache expires between a user's questions. Every "
+             "number below is computed by notebook 05; none is typed in.", ""]
+    rows = [[r.case, r.lc_model, r.price_date, r.policy.replace("_", "-"),
+             f"{int(r.context_tokens):,}", _headline_value(r)] for r in headline.itertuples()]
+    lines += [md_table(rows, ["case", "long context", "prices of", "cache retention", "L",
+                              "break-even N"]), ""]
+    table5 = read_csv(view.run.table.table5_today)
+    if table5 is not None:
+        pivot = table5.pivot(index="context_tokens", columns="scenario", values="break_even_n")
+        pivot = pivot[list(dict.fromkeys(table5["scenario"]))]
+        dates = dict(zip(table5["scenario"], table5["price_date"], strict=False))
+        lines += ["**Table 5 at the paper's prices and today's** (break-even N, back to back)", "",
+                  md_table([[f"{int(L):,}", *[_n(v) for v in row]] for L, row in pivot.iterrows()],
+                           ["L (tokens)", *[f"{c} ({dates[c]})" for c in pivot.columns]]), ""]
+    for name, caption in (("figure1_today", "Figure 1 at today's prices (gpt-6.1-terra)"),
+                          ("break_even_by_context_today", "Break-even by context length"),
+                          ("break_even_by_gap", "Break-even against the gap between questions")):
+        figure(lines, png(getattr(view.run.figure, name)), view.run.root, caption)
+    return lines + _today_details(view)
+
+
+def _today_details(view: RunView) -> list[str]:
+    lines: list[str] = []
+    by_dataset = read_csv(view.run.table.break_even_by_dataset_time)
+    if by_dataset is not None and not by_dataset.empty:
+        rows = [[DATASET_NAMES.get(r.dataset, r.dataset), r.scenario, r.policy, r.users,
+                 f"{r.median_gap_hours:,.1f}", f"{int(r.context_tokens):,}",
+                 "never" if pd.isna(r.break_even_median) else f"{r.break_even_median:g}"]
+                for r in by_dataset.itertuples()]
+        lines += ["**Break-even under each dataset's own dates** (one question per dated "
+                  "session; median over users)", "",
+                  md_table(rows, ["dataset", "prices", "retention", "users", "median gap (h)",
+                                  "L", "break-even N"]), ""]
+    tier = read_csv(view.run.table.break_even_long_context_tier)
+    if tier is not None and not tier.empty:
+        rows = [[r.scenario, f"{int(r.context_tokens):,}", "yes" if r.above_tier else "no",
+                 usd(r.lc_turn1_usd), _n(r.break_even_n), _n(r.break_even_n_no_tier)]
+                for r in tier.itertuples()]
+        lines += ["**The long-context tier** (above 272K prompt tokens the whole request costs "
+                  "2× input and cache, 1.5× output)", "",
+                  md_table(rows, ["prices", "L", "above tier", "LC turn 1", "break-even N",
+                                  "without the tier"]), ""]
+    batch = read_csv(view.run.table.break_even_batch_write)
+    if batch is not None and not batch.empty:
+        pivot = batch.pivot_table(index=["scenario", "variant"], columns="context_tokens",
+                                  values="break_even_n", sort=False)
+        rows = [[s, v, *[_n(x) for x in row]] for (s, v), row in pivot.iterrows()]
+        lines += ["**Batch write** (extraction and embeddings on the Batch API; answering "
+                  "stays interactive)", "",
+                  md_table(rows, ["prices", "variant", *[f"L = {int(c):,}" for c in pivot.columns]]),
+                  ""]
     return lines

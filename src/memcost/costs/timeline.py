@@ -1,0 +1,142 @@
+"""The cost model with time in it: Eq. 1-2 generalised to questions arriving at given times.
+
+The paper (§8) bills a user's long-context questions as ``C_first + (N − 1)·C_cached``: the
+history is cached from the second question on. Here each question ``i`` arrives at a time
+``t_i`` (seconds) with a history of ``H_i`` tokens, and is priced as one request:
+
+* long context sends ``P_i = H_i + q`` prompt tokens (``q`` question tokens). If the prefix cached
+  by the previous request is still alive (:func:`~memcost.costs.retention.is_alive`: the
+  retention policy and the time since the last request), the part of ``P_i`` it shares (the old
+  history ``H_{i−1}``) is a cached read; the rest is written to the cache at the write price of
+  the retention sold (or billed as plain input when nothing is cached). Above the long-context
+  tier threshold the whole request costs the tier's prices (:meth:`memcost.prices.Price.cost`);
+* memory pays the write of the history it has not ingested yet (extraction, update and
+  embeddings: all of ``H_1`` at the first question, the growth ``H_i − H_{i−1}`` later) and one
+  read per question.
+
+With the paper's prices, retention ``always``, back-to-back arrivals and no growth this is
+exactly Eq. 1-2: Tables 4-5 and the break-evens 13/10/9/9 come out unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from memcost.costs.retention import Retention, cacheable_tokens, is_alive, retention_for
+from memcost.prices import Price
+
+PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implied by Tables 4-5
+PAPER_QUESTION_TOKENS = 0.0  # §8: Tables 4-5 bill the whole prompt as cached from turn 2
+PAPER_WRITE_USD_PER_TOKEN = 4.296e-7  # §8: Table 5 write column ÷ L (extraction + embeddings)
+PAPER_READ_USD = 0.001317  # §8: Table 4 memory column's slope (one question from memory)
+
+
+@dataclass(frozen=True)
+class LongContext:
+    """How one long-context question is billed."""
+
+    price: Price  # the long-context model's dated price row
+    retention: Retention  # the cache policy (window and write price)
+    output_tokens: float = PAPER_OUTPUT_TOKENS  # per answer, reasoning included (§8)
+    question_tokens: float = PAPER_QUESTION_TOKENS  # uncached tokens after the history (§8: 0)
+    exact_cache: bool = True  # §8: every shared token cached (False: 1,024/128-token grid)
+    flex: bool = False  # Flex processing (half price, slower; no cache-write price)
+
+    @classmethod
+    def on(cls, price: Price, policy: str, **values: Any) -> LongContext:
+        return cls(price=price, retention=retention_for(price, policy), **values)
+
+    def with_policy(self, policy: str) -> LongContext:
+        return replace(self, retention=retention_for(self.price, policy))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What memory costs: a write per history token ingested and a read per question."""
+
+    write_usd_per_token: float = PAPER_WRITE_USD_PER_TOKEN  # extraction + update + embeddings
+    read_usd: float = PAPER_READ_USD  # retrieval + reader call, per question
+    source: str = "paper constants implied by Tables 4-5 (§8)"
+    price_date: str = ""  # the price rows these costs were computed with
+
+
+def long_context_requests(
+    setup: LongContext, times: Sequence[float], history_tokens: Sequence[float]
+) -> pd.DataFrame:
+    """One row per question: its prompt, cached, written and plain tokens, tier and dollars."""
+    times = np.asarray(times, dtype=float)
+    history = np.broadcast_to(np.asarray(history_tokens, dtype=float), times.shape)
+    rows, last, previous_history = [], None, 0.0
+    for t, h in zip(times, history, strict=True):
+        prompt = h + setup.question_tokens
+        alive = is_alive(last, t, setup.retention)
+        shared = min(previous_history, prompt) if alive else 0.0
+        cached = cacheable_tokens(shared, exact=setup.exact_cache) if alive else 0.0
+        written = 0.0
+        if setup.retention.caches:
+            written = max(cacheable_tokens(prompt, exact=setup.exact_cache) - cached, 0.0)
+        usd = setup.price.cost(
+            prompt_tokens=prompt,
+            cached_prompt_tokens=cached,
+            completion_tokens=setup.output_tokens,
+            cache_write_tokens=written,
+            retention=setup.retention.sold_as,
+            flex=setup.flex,
+        )
+        tier = setup.price.tier_multipliers(prompt) != (1.0, 1.0)
+        rows.append((t, h, prompt, alive, cached, written, prompt - cached - written, tier, usd))
+        last, previous_history = t, h
+    return pd.DataFrame(
+        rows,
+        columns=["time_s", "history_tokens", "prompt_tokens", "cache_alive", "cached_tokens",
+                 "written_tokens", "plain_tokens", "long_context_tier", "usd"],
+    )
+
+
+def memory_requests(memory: Memory, history_tokens: Sequence[float]) -> np.ndarray:
+    """Per question: the write of the history not yet ingested plus one read."""
+    history = np.asarray(history_tokens, dtype=float)
+    new = np.diff(history, prepend=0.0)
+    return memory.write_usd_per_token * new + memory.read_usd
+
+
+def timeline(
+    setup: LongContext,
+    memory: Memory,
+    times: Sequence[float],
+    history_tokens: float | Sequence[float],
+) -> pd.DataFrame:
+    """Per-question and cumulative costs of both systems for questions at ``times``."""
+    times = np.asarray(times, dtype=float)
+    history = np.broadcast_to(np.asarray(history_tokens, dtype=float), times.shape)
+    lc = long_context_requests(setup, times, history)
+    lc.insert(0, "question", np.arange(1, len(times) + 1))
+    lc = lc.rename(columns={"usd": "long_context_usd"})
+    lc["memory_usd"] = memory_requests(memory, history)
+    lc["long_context_cumulative_usd"] = lc["long_context_usd"].cumsum()
+    lc["memory_cumulative_usd"] = lc["memory_usd"].cumsum()
+    lc["price_date"] = setup.price.date
+    return lc
+
+
+def break_even_of(frame: pd.DataFrame) -> int | None:
+    """First question after which memory's cumulative cost is below long context's."""
+    hits = np.flatnonzero(
+        frame["memory_cumulative_usd"].to_numpy() < frame["long_context_cumulative_usd"].to_numpy()
+    )
+    return int(frame["question"].iloc[hits[0]]) if hits.size else None
+
+
+def timeline_break_even(
+    setup: LongContext,
+    memory: Memory,
+    times: Sequence[float],
+    history_tokens: float | Sequence[float],
+) -> int | None:
+    """Break-even N of questions arriving at ``times`` (``None``: not within them)."""
+    return break_even_of(timeline(setup, memory, times, history_tokens))
