@@ -13,7 +13,7 @@ from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
 from memcost.runner import discover_notebooks, load_preset, notebook_parameters
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
 
 SHARED = ("run_dir", "dataset", "backend", "base_url", "api_key_env", "model_backends",
           "cache_mode", "max_concurrency", "max_cost_usd")
