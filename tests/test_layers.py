@@ -40,8 +40,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     TESTING: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING}),
 }
 _FOUNDATIONS = (
-    "__init__ paths io tokens text prompts models prices params datasets calls judgments "
-    "answers choices stats paper manifest"
+    "__init__ paths io tokens text prompts models prices params datasets calls judgments lifecycle "
+    "answers choices stats paper manifest prefix_cache"
 )
 _STAGES = "data memory retrieval longctx judge serving vectorstore"
 LAYER_OF: dict[str, str] = {

@@ -212,6 +212,10 @@ class ChatResult:
     finish_reason: str | None = None
     parsed: Any = None
     parse_error: str | None = None
+    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
+    retried_output_limit: int | None = None  # the larger limit of the one retry after "length"
+    billed_usd: float | None = None  # the provider's charge for the last call, when reported
+    served_by: str | None = None  # the upstream host that served it (OpenRouter)
 
     @property
     def ok(self) -> bool:
