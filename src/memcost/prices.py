@@ -101,6 +101,23 @@ PRICES: dict[str, Price] = {
         Price(
             "text-embedding-3-large", 0.13, None, 0.0, _OPENAI, PRICE_TABLE_DATE, kind="embedding"
         ),
+        # The successors of the paper's models (shut down 2026-12-11), flat standard-tier rows
+        # for prompts up to 272K input tokens, checked 2026-11-30. Cache writes (1.25x input for
+        # 30-minute retention) and the long-context rates (2x input, 1.5x output above 272K)
+        # are not modelled here.
+        Price(
+            "gpt-6.1-terra", 1.00, 0.05, 5.00,
+            "https://docs.litellm.ai/blog/gpt-6-1-terra (OpenAI pricing as quoted; also "
+            "https://apidog.com/de/blog/gpt-6-1-terra-pricing/)", "2026-10-26",
+            note="cache write 1.25 (30-minute retention) / 2.50 (12-hour) per 1M; above 272K "
+            "input tokens the whole request costs 2.00 / 0.10 / 7.50",
+        ),  # fmt: skip
+        Price(
+            "gpt-6-luna", 0.10, 0.01, 0.50,
+            "https://github.com/merefield/codexometer/releases/tag/v0.18.4 (OpenAI pricing as "
+            "quoted)", "2026-09-22",
+            note="cache write 0.125 per 1M; long-context pricing above 272K input tokens",
+        ),  # fmt: skip
         Price(
             "gpt-oss-120b",
             0.039,

@@ -1,0 +1,101 @@
+"""Before a run spends anything: is every model it will pay for still served, and known?
+
+Reads the preset's parameters (over the notebooks' defaults), keeps the models an API backend
+will serve, and compares their shutdown dates (the registry's, and ``GET /v1/models``' when a
+key is present) with today (:mod:`memcost.lifecycle`, ``MEMCOST_TODAY`` to inject a date). A
+shut-down model stops the run with a message naming the successor preset; a model the registry
+does not know (and the preset does not declare in ``model_capabilities``) stops it with what to
+add. Offline runs call no model and pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from memcost import lifecycle
+from memcost.llm.providers import EndpointClient, lookup_key, resolve_endpoint
+from memcost.models import UnknownModelError, canonical_name, model_info
+from memcost.params import notebook_defaults
+from memcost.paths import PARAMS_DIR
+from memcost.run.presets import Preset, PresetError
+
+LISTING_TIMEOUT_S = 10.0
+
+
+def _backend_of(model: str, params: Mapping[str, Any]) -> str:
+    routes = params.get("model_backends") or {}
+    for key, backend in routes.items():
+        if key == model or canonical_name(key) == canonical_name(model):
+            return str(backend)
+    return str(params.get("backend", "offline"))
+
+
+def paid_models(preset: Preset, notebooks: Mapping[str, Path]) -> dict[str, dict[str, Any]]:
+    """``{model: the parameters it runs under}`` for every model an API backend will serve."""
+    steps = preset.steps or list(notebooks)
+    found: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        defaults = notebook_defaults(notebooks[step])
+        for dataset in preset.datasets or [None]:
+            given = preset.parameters_for(dataset)
+            params = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
+            for model in lifecycle.run_models(params):
+                if _backend_of(model, params) != "offline":
+                    found.setdefault(model, params)
+    return found
+
+
+def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
+    """``GET /v1/models`` of each OpenAI endpoint a key is present for (``{}`` on any trouble:
+    the registry's dates still apply)."""
+    served: dict[str, str | None] = {}
+    for model, params in models.items():
+        backend = _backend_of(model, params)
+        if backend != "openai" or model in served:
+            continue
+        endpoint = resolve_endpoint(
+            backend, base_url=str(params.get("base_url", "")),
+            api_key_env=str(params.get("api_key_env", "")),
+            primary=backend == params.get("backend"),
+            custom_routed="custom" in (params.get("model_backends") or {}).values(),
+        )  # fmt: skip
+        if not lookup_key(endpoint.key_env):
+            continue
+        try:
+            served.update(EndpointClient(endpoint, timeout_s=LISTING_TIMEOUT_S).list_models())
+        except Exception as exc:  # noqa: BLE001 - the listing is a second opinion only
+            print(f"memcost: could not list models at {endpoint.host} ({exc}); "
+                  "using the registry's shutdown dates", flush=True)  # fmt: skip
+    return served
+
+
+def check_lifecycle(
+    preset: Preset, notebooks: Mapping[str, Path], *, on: str | date | None = None
+) -> None:
+    """Raise :class:`PresetError` before anything is sent when a paid model is shut down (or
+    unknown); print a warning when one shuts down within :data:`lifecycle.WARN_DAYS` days."""
+    day = lifecycle.today(on)
+    models = paid_models(preset, notebooks)
+    unknown = []
+    for model, params in models.items():
+        try:
+            model_info(model, params.get("model_capabilities") or None)
+        except UnknownModelError as exc:
+            unknown.append(str(exc))
+    if unknown:
+        raise PresetError(f"{preset.path}: cannot start.\n" + "\n".join(unknown))
+    statuses = [lifecycle.status(m, day) for m in models]
+    if not any(s.shut_down for s in statuses):  # a second opinion from the provider itself
+        served = _served_dates(models)
+        statuses = [lifecycle.status(m, day, served) for m in models]
+    gone = [s for s in statuses if s.shut_down]
+    if gone:
+        available = [p.stem for p in PARAMS_DIR.glob("*.yaml")]
+        successor = lifecycle.successor_preset(preset.name, available)
+        raise PresetError(lifecycle.refusal(preset.name, gone, successor, day))
+    for s in statuses:
+        if s.days_left is not None and s.days_left <= lifecycle.WARN_DAYS:
+            print(f"memcost: warning: {s.describe()} ({s.days_left} days left)", flush=True)
