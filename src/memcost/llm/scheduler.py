@@ -57,6 +57,7 @@ class _Ready:
     """Ready items, grouped by prefix: which may go now, and how long until one may."""
 
     WINDOW_S = 60.0
+    SLACK = 1.1  # a send counts a tenth of a window longer: it may still be on its way
 
     def __init__(self, prefixes: Sequence[Any] | None, limit: int | None) -> None:
         self.prefixes, self.limit = prefixes, limit
@@ -73,7 +74,7 @@ class _Ready:
 
     def _recent(self, prefix: Any, now: float) -> int:
         sent = self.sent[prefix]
-        while sent and now - sent[0] >= self.WINDOW_S:
+        while sent and now - sent[0] >= self.WINDOW_S * self.SLACK:
             sent.popleft()
         return len(sent)
 
@@ -102,7 +103,8 @@ class _Ready:
     def wait_s(self) -> float:
         """Seconds until some held-back prefix may send again."""
         now = time.monotonic()
-        waits = [self.WINDOW_S - (now - self.sent[p][0]) for p, h in self.groups.items()
+        waits = [self.WINDOW_S * self.SLACK - (now - self.sent[p][0])
+                 for p, h in self.groups.items()
                  if h and self.sent.get(p)]  # fmt: skip
         return max(0.01, min(waits)) if waits else 0.01
 
