@@ -20,6 +20,7 @@ from memcost.llm.providers import EndpointClient, lookup_key, resolve_endpoint
 from memcost.models import UnknownModelError, canonical_name, model_info
 from memcost.params import notebook_defaults
 from memcost.paths import PARAMS_DIR
+from memcost.prices import UnknownPriceError, price_for
 from memcost.run.presets import Preset, PresetError
 
 LISTING_TIMEOUT_S = 10.0
@@ -33,8 +34,11 @@ def _backend_of(model: str, params: Mapping[str, Any]) -> str:
     return str(params.get("backend", "offline"))
 
 
-def paid_models(preset: Preset, notebooks: Mapping[str, Path]) -> dict[str, dict[str, Any]]:
-    """``{model: the parameters it runs under}`` for every model an API backend will serve."""
+def paid_models(
+    preset: Preset, notebooks: Mapping[str, Path], *, paid_only: bool = True
+) -> dict[str, dict[str, Any]]:
+    """``{model: the parameters it runs under}`` for every model an API backend will serve
+    (with ``paid_only=False``: every model the preset names, offline ones too)."""
     steps = preset.steps or list(notebooks)
     found: dict[str, dict[str, Any]] = {}
     for step in steps:
@@ -43,7 +47,7 @@ def paid_models(preset: Preset, notebooks: Mapping[str, Path]) -> dict[str, dict
             given = preset.parameters_for(dataset)
             params = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
             for model in lifecycle.run_models(params):
-                if _backend_of(model, params) != "offline":
+                if not paid_only or _backend_of(model, params) != "offline":
                     found.setdefault(model, params)
     return found
 
@@ -99,3 +103,18 @@ def check_lifecycle(
     for s in statuses:
         if s.days_left is not None and s.days_left <= lifecycle.WARN_DAYS:
             print(f"memcost: warning: {s.describe()} ({s.days_left} days left)", flush=True)
+    print(price_lines(list(paid_models(preset, notebooks, paid_only=False))), flush=True)
+
+
+def price_lines(models: list[str]) -> str:
+    """The list prices the run's estimates use, one line per model (USD per 1M tokens)."""
+    lines = ["memcost: list prices used (USD per 1M tokens: input / cached input / output):"]
+    for model in models:
+        try:
+            p = price_for(model)
+        except UnknownPriceError as exc:
+            lines.append(f"  {model}: {exc}")
+            continue
+        cached = "-" if p.cached_input is None else f"{p.cached_input:g}"
+        lines.append(f"  {model}: {p.input:g} / {cached} / {p.output:g} (dated {p.date})")
+    return "\n".join(lines)
