@@ -216,3 +216,16 @@ def test_backoff_cap_is_a_parameter_and_minutes_long_by_default(run_paths, serve
     assert total > 120  # minutes of patience before an item gives up, not ~31 s
     client = api_client(run_paths, server.url, tmp_path, retry=None, max_backoff_s=2.0)
     assert client.retry.max_delay_s == 2.0
+
+
+def test_an_empty_cut_off_reply_cached_by_older_code_is_asked_again(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path)
+    request = question(8, max_output_tokens=50)
+    key = request.key(client.endpoint_for(request.model).identity)
+    stale = {"text": "", "finish_reason": "length", "usage": {"prompt_tokens": 20,
+             "completion_tokens": 50, "reasoning_tokens": 50}, "attempts": 1}  # fmt: skip
+    client.cache.put(key, stale, kind="chat", stage="read", model=request.model, origin="old")
+    result = client.chat(request)
+    assert result.ok and not result.cached and result.text.startswith("answer-")
+    assert server.count() == 1 and client.stats.discarded_rows == 1
+    assert client.cache.get(key)["text"] == result.text  # the answer replaced the empty row

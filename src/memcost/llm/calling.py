@@ -49,6 +49,10 @@ class CallMixin:
             event = self._claim(key)
         try:
             entry = self.cache.get(key)
+            if entry is not None and isinstance(request, ChatRequest) and reply_failure(entry):
+                self.cache.discard(key)  # no answer in it: ask again
+                self._count("discarded_rows")
+                entry = None
             if entry is not None:
                 return self._cached_call(request, endpoint, key, entry)
             if self.cache_mode == "replay_only":
