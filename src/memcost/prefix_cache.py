@@ -1,11 +1,12 @@
 """The one prompt-cache rule: which prompt tokens a provider serves from its prefix cache.
 
-OpenAI's prompt caching (https://platform.openai.com/docs/guides/prompt-caching, read
+OpenAI's prompt caching (https://developers.openai.com/api/docs/guides/prompt-caching, read
 2026-11-30): a prompt's prefix is cached once it is at least 1,024 tokens long, and hits are
 counted in 128-token steps; a cached prefix is kept for a while after its last use (5-10 minutes
-of inactivity by default, up to an hour off-peak); requests are routed by a hash of the prefix
-(and the ``prompt_cache_key``), and above about 15 requests a minute for one prefix and key
-the overflow goes to other machines, where it misses.
+of inactivity by default, up to an hour off-peak); requests are routed to a machine by a hash of
+the prompt's first tokens (typically 256) together with the ``prompt_cache_key``, and above
+about 15 requests a minute for one prefix and key the overflow goes to other machines, where it
+misses.
 
 :class:`PrefixCache` applies the rule to a stream of requests. The local test server simulates
 a provider's cache with it, the dispatch benchmark measures with it, and an offline simulation
@@ -18,8 +19,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-MIN_PREFIX_TOKENS = 1_024
-PREFIX_STEP_TOKENS = 128
+# The two token numbers are the price table's (where the discount they earn is priced).
+from memcost.prices import CACHED_INPUT_MIN_TOKENS as MIN_PREFIX_TOKENS
+from memcost.prices import CACHED_INPUT_STEP_TOKENS as PREFIX_STEP_TOKENS
+
+ROUTING_TOKENS = 256  # the prefix a request is routed by (with its prompt_cache_key)
 RETENTION_S = 600.0  # kept this long after its last use (the documented 5-10 minutes, upper end)
 MAX_REQUESTS_PER_PREFIX_PER_MINUTE = 15
 OVERFLOW_WINDOW_S = 60.0
@@ -50,8 +54,8 @@ class _Entry:
 class PrefixCache:
     """A provider's prefix cache for one model, driven by request arrival times (seconds).
 
-    A request is routed by its ``key`` (the ``prompt_cache_key``, or the first
-    :data:`MIN_PREFIX_TOKENS` tokens when none is given). When its key has already seen
+    A request is routed by its first :data:`ROUTING_TOKENS` tokens and its ``key`` (the
+    ``prompt_cache_key``, if any). When its key has already seen
     ``max_per_minute`` requests in the last minute it overflows to another machine: no hit, and
     nothing is remembered there.
     """
@@ -63,7 +67,7 @@ class PrefixCache:
     _arrivals: dict[str, deque[float]] = field(default_factory=dict)
 
     def route_key(self, tokens: Sequence[int], key: str | None) -> str:
-        return key if key else "prefix:" + ",".join(map(str, tokens[:MIN_PREFIX_TOKENS]))
+        return f"{key or ''}|" + ",".join(map(str, tokens[:ROUTING_TOKENS]))
 
     def overflowed(self, route: str, now: float) -> bool:
         """Record an arrival on ``route``; ``True`` when it is past the per-minute limit."""
