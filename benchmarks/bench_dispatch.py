@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from memcost import prefix_cache
-from memcost.llm import ChatRequest, make_client
-from memcost.llm import scheduler
+from memcost.llm import ChatRequest, make_client, scheduler
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 

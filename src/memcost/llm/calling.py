@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Any
 
-from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
 from memcost.llm.bodies import reply_failure
+from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
 from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected, TransientError
 from memcost.llm.ledger import call_key, make_record
 from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding

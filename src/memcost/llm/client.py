@@ -40,8 +40,8 @@ from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, Embe
 from memcost.llm.retry import PauseGate, RetryPolicy, TokenThrottle
 from memcost.llm.stats import ClientStats, StatsMixin
 from memcost.models import EMBEDDING_MODEL, ModelInfo, canonical_name, declare_model, model_info
-from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
 from memcost.paths import CACHE_DIR, RunPaths
+from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
 
 __all__ = ["PARSE_ERRORS", "ClientStats", "LLMClient", "ParseFn", "make_client"]
 
