@@ -127,3 +127,16 @@ def test_current_presets_pass_and_the_provider_listing_is_a_second_opinion(monke
     offline = resolve_preset("paper_locomo", notebooks,
                              overrides={"backend": "offline", "model_backends": {}})
     check_lifecycle(offline, notebooks)  # an offline run calls no model: nothing to refuse
+
+
+def test_a_server_of_your_own_is_not_bound_by_a_providers_shutdown(monkeypatch):
+    notebooks = discover_notebooks()
+    monkeypatch.setenv(lifecycle.TODAY_ENV, "2027-01-01")
+    own = resolve_preset("paper_locomo", notebooks, overrides={
+        "backend": "custom", "base_url": "http://127.0.0.1:9/v1", "model_backends": {}})
+    check_lifecycle(own, notebooks)  # vLLM serving the old snapshot names: nothing to refuse
+    unknown = resolve_preset("paper_locomo", notebooks, overrides={
+        "backend": "custom", "base_url": "http://127.0.0.1:9/v1", "model_backends": {},
+        "reader_model": "llama3.1:8b"})
+    with pytest.raises(PresetError, match="unknown model 'llama3.1:8b'.*model_capabilities"):
+        check_lifecycle(unknown, notebooks)

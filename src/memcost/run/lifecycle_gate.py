@@ -56,9 +56,10 @@ def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | No
     """``GET /v1/models`` of each OpenAI endpoint a key is present for (``{}`` on any trouble:
     the registry's dates still apply)."""
     served: dict[str, str | None] = {}
+    asked: set[str] = set()
     for model, params in models.items():
         backend = _backend_of(model, params)
-        if backend != "openai" or model in served:
+        if backend != "openai":
             continue
         endpoint = resolve_endpoint(
             backend, base_url=str(params.get("base_url", "")),
@@ -66,8 +67,9 @@ def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | No
             primary=backend == params.get("backend"),
             custom_routed="custom" in (params.get("model_backends") or {}).values(),
         )  # fmt: skip
-        if not lookup_key(endpoint.key_env):
+        if endpoint.identity in asked or not lookup_key(endpoint.key_env):
             continue
+        asked.add(endpoint.identity)
         try:
             served.update(EndpointClient(endpoint, timeout_s=LISTING_TIMEOUT_S).list_models())
         except Exception as exc:  # noqa: BLE001 - the listing is a second opinion only
@@ -91,10 +93,13 @@ def check_lifecycle(
             unknown.append(str(exc))
     if unknown:
         raise PresetError(f"{preset.path}: cannot start.\n" + "\n".join(unknown))
-    statuses = [lifecycle.status(m, day) for m in models]
+    # A provider's shutdown ends its own service (and OpenRouter's, which resells it); a server
+    # of your own (custom) serves whatever it holds.
+    hosted = {m: p for m, p in models.items() if _backend_of(m, p) != "custom"}
+    statuses = [lifecycle.status(m, day) for m in hosted]
     if not any(s.shut_down for s in statuses):  # a second opinion from the provider itself
-        served = _served_dates(models)
-        statuses = [lifecycle.status(m, day, served) for m in models]
+        served = _served_dates(hosted)
+        statuses = [lifecycle.status(m, day, served) for m in hosted]
     gone = [s for s in statuses if s.shut_down]
     if gone:
         available = [p.stem for p in PARAMS_DIR.glob("*.yaml")]
