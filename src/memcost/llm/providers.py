@@ -367,43 +367,50 @@ class EndpointClient:
             )
         what = f"{request.stage} call to {request.model}" if request else "model listing"
         key_env = self.endpoint.key_env or "the key variable (api_key_env)"
-        if status == 401:
-            msg = (
-                f"{host} rejected the API key (HTTP 401) on a {what}: set {key_env} "
-                f"(or use the offline backend). Server said: {said}"
-            )
-        elif status == 403:
-            msg = (
-                f"{host} refused the {what} (HTTP 403): the key's project may lack access to "
-                f"this model or region; check its permissions ({OFFLINE_HINT}). Server said: {said}"
-            )
-        elif status == 404:
-            msg = (
-                f"{host} does not know the {what} (HTTP 404): check the model name and "
-                f"snapshot, and base_url for a custom backend. Server said: {said}"
-            )
-        elif status == 429:
-            return QuotaExhausted(
-                f"{host} says the account has no quota left (HTTP 429 insufficient_quota): the "
-                "run stops now (retrying cannot help). Add credit or raise the project's limit, "
-                f"then rerun: finished calls come back from the cache ({OFFLINE_HINT}). "
-                f"Server said: {said}",
-                status=status,
-            )
-        elif status in ITEM_STATUSES and code not in RUN_LEVEL_CODES and request is not None:
-            return ItemRejected(
-                f"{host} rejected this {what} (HTTP {status}{', ' + code if code else ''}); "
-                f"retrying cannot help, the item is recorded as failed. Server said: {said}",
-                status=status,
-                code=code,
-            )
-        else:
-            msg = (
-                f"{host} rejected the {what} (HTTP {status}); retrying cannot help. Fix the "
-                "request (a parameter this model does not accept, or a prompt longer than its "
-                f"context window). Server said: {said}"
-            )
-        return FatalAPIError(msg, status=status)
+        return _client_error(status, code, host, what, said, key_env, item=request is not None)
+
+
+def _client_error(
+    status: int, code: str | None, host: str, what: str, said: str, key_env: str, *, item: bool
+) -> FatalAPIError:
+    """The error for a 4xx that retrying cannot fix, with what to do about it."""
+    if status == 401:
+        msg = (
+            f"{host} rejected the API key (HTTP 401) on a {what}: set {key_env} "
+            f"(or use the offline backend). Server said: {said}"
+        )
+    elif status == 403:
+        msg = (
+            f"{host} refused the {what} (HTTP 403): the key's project may lack access to "
+            f"this model or region; check its permissions ({OFFLINE_HINT}). Server said: {said}"
+        )
+    elif status == 404:
+        msg = (
+            f"{host} does not know the {what} (HTTP 404): check the model name and "
+            f"snapshot, and base_url for a custom backend. Server said: {said}"
+        )
+    elif status == 429:
+        return QuotaExhausted(
+            f"{host} says the account has no quota left (HTTP 429 insufficient_quota): the "
+            "run stops now (retrying cannot help). Add credit or raise the project's limit, "
+            f"then rerun: finished calls come back from the cache ({OFFLINE_HINT}). "
+            f"Server said: {said}",
+            status=status,
+        )
+    elif status in ITEM_STATUSES and code not in RUN_LEVEL_CODES and item:
+        return ItemRejected(
+            f"{host} rejected this {what} (HTTP {status}{', ' + code if code else ''}); "
+            f"retrying cannot help, the item is recorded as failed. Server said: {said}",
+            status=status,
+            code=code,
+        )
+    else:
+        msg = (
+            f"{host} rejected the {what} (HTTP {status}); retrying cannot help. Fix the "
+            "request (a parameter this model does not accept, or a prompt longer than its "
+            f"context window). Server said: {said}"
+        )
+    return FatalAPIError(msg, status=status)
 
 
 # A 4xx about one item's content fails that item only; one about the request's shape (a
