@@ -28,6 +28,7 @@ from memcost.llm import (
     parse_json_object,
     record_cost,
 )
+from memcost.llm.errors import QuotaExhausted
 from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
@@ -182,7 +183,8 @@ def test_401_stops_at_once_and_says_what_to_do(run_paths, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(
-    "status,needle", [(400, "retrying cannot help"), (403, "HTTP 403"), (404, "model name")]
+    "status,needle",
+    [(403, "HTTP 403"), (404, "model name")],
 )
 def test_other_client_errors_are_fatal_too(run_paths, server, tmp_path, status, needle):
     client = api_client(run_paths, server.url, tmp_path)
@@ -195,7 +197,7 @@ def test_other_client_errors_are_fatal_too(run_paths, server, tmp_path, status, 
 def test_no_quota_is_not_retried(run_paths, server, tmp_path):
     client = api_client(run_paths, server.url, tmp_path)
     server.script(Action(status=429, error_code="insufficient_quota"))
-    with pytest.raises(FatalAPIError, match="no quota"):
+    with pytest.raises(QuotaExhausted, match="no quota left.*the run stops now"):
         client.chat(question(1))
     assert server.count() == 1
 

@@ -40,9 +40,13 @@ BASE_FIELDS = (
     "error",
     "sample_index",
 )
+# Fields a record has only when the provider reports them: ``billed_usd`` (the provider's own
+# charge, OpenRouter's ``usage.cost``) and ``served_by`` (the upstream that served the call).
+# They are facts about the call, not tags: they take no part in its identity.
+OPTIONAL_FIELDS = ("billed_usd", "served_by")
 # Tags every record has (null when the stage did not set them), so the table has fixed columns.
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
-RESERVED_FIELDS = BASE_FIELDS
+RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
 
 
 def canonical_json(obj: Any) -> str:
@@ -70,7 +74,7 @@ def call_key(request_hash: str, tags: Mapping[str, Any]) -> str:
 
 
 def record_call_key(record: Mapping[str, Any]) -> str:
-    tags = {k: v for k, v in record.items() if k not in BASE_FIELDS}
+    tags = {k: v for k, v in record.items() if k not in RESERVED_FIELDS}
     return sha256_hex(str(record.get("request_hash")) + "\n" + canonical_json(tags))
 
 
@@ -80,6 +84,17 @@ def read_calls(path: str | os.PathLike[str], *, missing_ok: bool = True) -> list
 
 
 def record_cost(
+    record: Mapping[str, Any], price_overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> float | None:
+    """Dollars of one record: what the provider billed where it reported it (``billed_usd``),
+    else the list price of its usage (``None`` when the model has no price)."""
+    billed = record.get("billed_usd")
+    if billed is not None:
+        return float(billed)
+    return list_cost(record, price_overrides)
+
+
+def list_cost(
     record: Mapping[str, Any], price_overrides: Mapping[str, Mapping[str, Any]] | None = None
 ) -> float | None:
     """List-price dollars of one record's usage (``None`` when the model has no price)."""
@@ -96,10 +111,15 @@ def record_cost(
 
 
 def is_paid(record: Mapping[str, Any]) -> bool:
-    """Did this call cost money in this run (sent to a real API, not served from the cache)?"""
-    return (
-        record.get("backend") != OFFLINE and not record.get("cached") and not record.get("error")
-    )
+    """Did this call cost money in this run (sent to a real API, not served from the cache)?
+
+    A failed call is paid when tokens were billed for it: a reply cut off by its output limit,
+    withheld by a filter or refused still used (and charged) its prompt and output."""
+    if record.get("backend") == OFFLINE or record.get("cached"):
+        return False
+    if not record.get("error"):
+        return True
+    return bool(record.get("prompt_tokens") or record.get("completion_tokens"))
 
 
 def spent_usd(

@@ -23,6 +23,7 @@ from typing import Any
 
 from memcost import __version__
 from memcost.io import write_json
+from memcost.lifecycle import stands_in_for
 from memcost.params import current_values
 from memcost.paths import NOTEBOOKS_DIR, REPO_ROOT, RunPaths
 
@@ -178,6 +179,8 @@ class Step:
                 backend = routes.get(requested, summary.get("backend"))
                 entry = models.setdefault(requested, {"backend": backend, "served": []})
                 entry["served"] = sorted(set(entry.get("served", [])) | set(served))
+                if (paper_model := stands_in_for(requested)) is not None:
+                    entry["stands_in_for"] = paper_model  # a successor of a shut-down model
 
         update_manifest(self.run, mutate)
         return summary

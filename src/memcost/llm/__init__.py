@@ -12,8 +12,11 @@ from memcost.llm.errors import (
     BudgetExceeded,
     CacheMiss,
     FatalAPIError,
+    ItemRejected,
     LLMError,
     MissingCredentials,
+    ModelCapabilityError,
+    QuotaExhausted,
 )
 from memcost.llm.ledger import record_cost
 from memcost.llm.offline import OfflineMethod
@@ -42,10 +45,13 @@ __all__ = [
     "EmbeddingResult",
     "FatalAPIError",
     "HashingEmbedder",
+    "ItemRejected",
     "LLMClient",
     "LLMError",
     "MissingCredentials",
+    "ModelCapabilityError",
     "OfflineMethod",
+    "QuotaExhausted",
     "ResponseCache",
     "RetryPolicy",
     "Usage",

@@ -103,9 +103,24 @@ class Budget:
             self._in_flight += 1
         return amount
 
-    def settle(self, reserved: float | None, model: str, usage: Usage | None) -> float:
-        """Replace a reservation by what the call cost; returns the cost (0 if unpriced)."""
-        cost = (self.cost(model, usage) or 0.0) if usage is not None else 0.0
+    def settle(
+        self,
+        reserved: float | None,
+        model: str,
+        usage: Usage | None,
+        billed_usd: float | None = None,
+    ) -> float:
+        """Replace a reservation by what the call cost; returns the cost (0 if unpriced).
+
+        ``billed_usd`` (the provider's own charge, e.g. OpenRouter's ``usage.cost``) wins over
+        the list price when it is known: an open-weight model's host may charge several times
+        the cheapest listing."""
+        if usage is None:
+            cost = 0.0
+        elif billed_usd is not None:
+            cost = float(billed_usd)
+        else:
+            cost = self.cost(model, usage) or 0.0
         with self._lock:
             if reserved is not None:
                 self.reserved -= reserved

@@ -152,6 +152,11 @@ class ResponseCache:
         )
         return cur.rowcount == 1
 
+    def discard(self, key: str) -> None:
+        """Forget a row that holds no answer (a cut-off, filtered or refused reply stored by an
+        older version), so the answer that replaces it can be stored."""
+        self._connect().execute("DELETE FROM responses WHERE key = ?", (key,))
+
     def __len__(self) -> int:
         return int(self._connect().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 

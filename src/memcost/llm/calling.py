@@ -5,6 +5,11 @@ Life of one API request: claim its hash (so duplicates in flight wait instead of
 release. A call killed anywhere before the cache row is simply sent again by a rerun; one killed
 between the cache row and the ledger record is recognised on rerun (the row's ``origin`` is this
 run) and recorded then, as paid.
+
+Only answers are cached. A reply without a usable answer (``length`` with no content,
+``content_filter``, a ``refusal``) is recorded as a failed, paid call, and a non-retryable 4xx
+for one item as a failed call: the item fails with its reason, the stage goes on, and a rerun
+asks again. ``insufficient_quota`` stops the run at once.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import time
 from typing import Any
 
 from memcost.calls import normalise_tags
+from memcost.llm.bodies import reply_failure
 from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
-from memcost.llm.errors import CacheMiss, FatalAPIError, TransientError
+from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected, TransientError
 from memcost.llm.ledger import call_key, make_record
 from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding
 from memcost.llm.outcome import Outcome
@@ -36,6 +42,8 @@ class CallMixin:
         endpoint = self.endpoint_for(request.model)
         if endpoint is None:
             return self._offline_call(request, offline)
+        if isinstance(request, ChatRequest):
+            self.capabilities(request.model)  # an unknown model stops here, before any call
         key = request.key(endpoint.identity)
         if self.cache is None:
             return self._api_call(request, endpoint, key)
@@ -45,6 +53,10 @@ class CallMixin:
             event = self._claim(key)
         try:
             entry = self.cache.get(key)
+            if entry is not None and isinstance(request, ChatRequest) and reply_failure(entry):
+                self.cache.discard(key)  # no answer in it: ask again
+                self._count("discarded_rows")
+                entry = None
             if entry is not None:
                 return self._cached_call(request, endpoint, key, entry)
             if self.cache_mode == "replay_only":
@@ -91,11 +103,13 @@ class CallMixin:
             vectors=decode_vectors(entry["vectors"]) if "vectors" in entry else None,
             served_model=entry.get("served_model"),
             finish_reason=entry.get("finish_reason"),
+            billed_usd=entry.get("billed_usd"),
+            served_by=entry.get("served_by"),
         )
         self._account(request, outcome, cache_hit=True, paid=recovered)
         written = self._record(request, outcome, once=True, cached_flag=not recovered)
-        if written and recovered:
-            self.budget.settle(None, request.model, outcome.usage)  # the run did pay for it
+        if written and recovered:  # the run did pay for it
+            self.budget.settle(None, request.model, outcome.usage, outcome.billed_usd)
             self._count("recovered")
         return outcome
 
@@ -103,8 +117,12 @@ class CallMixin:
         client = self._endpoint_client(endpoint)
         reserved = self.budget.reserve(request)  # raises BudgetStop: nothing is sent
         attempts = [0, time.perf_counter()]  # attempts made, start of the last one
+        rejected = False
         try:
             response, latency, error = self._send(request, client, attempts)
+        except ItemRejected as exc:  # this item only: it fails, the stage goes on
+            response, latency, error = None, time.perf_counter() - attempts[1], str(exc)
+            rejected = True
         except FatalAPIError as exc:
             self.budget.settle(reserved, request.model, None)
             outcome = Outcome(
@@ -118,12 +136,18 @@ class CallMixin:
             self.budget.settle(reserved, request.model, None)
             raise
         outcome, usage_estimated = _outcome_of(request, endpoint, key, response, latency, attempts[0])
+        failure = reply_failure({**response, "usage": outcome.usage.as_dict()}) if (
+            response is not None and isinstance(request, ChatRequest)) else None
         if response is None:
             outcome.error = error
+            outcome.failure_kind = "rejected" if rejected else None
             self.budget.settle(reserved, request.model, None)
         else:
-            self.budget.settle(reserved, request.model, outcome.usage)
-            self._store(request, outcome, usage_estimated)
+            self.budget.settle(reserved, request.model, outcome.usage, outcome.billed_usd)
+            if failure is None:
+                self._store(request, outcome, usage_estimated)  # only answers are cached
+            else:
+                outcome.failure_kind, outcome.error = failure
         self._account(
             request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
         )
@@ -139,7 +163,15 @@ class CallMixin:
         ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
         fatal error propagates.
         """
-        send = client.embed if isinstance(request, EmbeddingRequest) else client.chat
+        if isinstance(request, EmbeddingRequest):
+            send = client.embed
+        else:
+            info, routing = self.capabilities(request.model), self.routing_for(request.model)
+
+            def send(r: ChatRequest) -> dict[str, Any]:
+                return client.chat(r, info, routing)
+
+        self._throttle.acquire(self._token_estimate(request), self._stop)
         while True:
             self._pause.wait(self._stop)
             attempts[0] += 1
@@ -151,8 +183,9 @@ class CallMixin:
                 if attempts[0] >= self.retry.max_attempts:
                     return None, latency, f"{exc} (gave up after {attempts[0]} attempts)"
                 delay = self.retry.delay(attempts[0], exc.retry_after, self._rng)
-                if exc.status == 429 and exc.retry_after is not None:
+                if exc.status == 429:  # every worker waits, not only this one
                     self._pause.pause(delay)
+                    self._count("rate_limited")
                 if self._stop.wait(delay):  # the stage is stopping: do not retry
                     return None, latency, f"{exc} (not retried: the stage stopped)"
 
@@ -174,12 +207,23 @@ class CallMixin:
         }
         if kind == "chat":
             stored.update(text=outcome.text, finish_reason=outcome.finish_reason)
+            if outcome.billed_usd is not None or outcome.served_by is not None:
+                stored.update(billed_usd=outcome.billed_usd, served_by=outcome.served_by)
         else:
             stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
         self.cache.put(
             outcome.key, stored, kind=kind, stage=request.stage, model=request.model,
             origin=self.run_id,
         )  # fmt: skip
+
+    def _token_estimate(self, request: Request) -> int:
+        """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""
+        if self._throttle.limit is None:
+            return 0
+        if isinstance(request, EmbeddingRequest):
+            return sum(count_tokens(t) for t in request.inputs)
+        prompt = sum(count_tokens(c) for _, c in request.messages)
+        return prompt + (request.max_output_tokens or 0)
 
     def _note_failure(self, failed: bool, request: Request) -> None:
         """Stop when the endpoint looks down: many calls in a row failing after all retries, or
@@ -236,6 +280,12 @@ class CallMixin:
             sample_index=request.sample_index,
             tags=request.tags,
         )
+        # Optional fields (memcost.calls.OPTIONAL_FIELDS): what the provider charged and who
+        # served the call, when it says so.
+        if outcome.billed_usd is not None:
+            record["billed_usd"] = outcome.billed_usd
+        if outcome.served_by:
+            record["served_by"] = outcome.served_by
         self.ledger.write(record)
         self._count("recorded")
         return True
@@ -289,7 +339,8 @@ def _outcome_of(
             )
         outcome = Outcome(
             usage=usage, text=response["text"], served_model=response["served_model"],
-            finish_reason=response["finish_reason"], **base,
+            finish_reason=response["finish_reason"], billed_usd=response.get("billed_usd"),
+            served_by=response.get("served_by"), **base,
         )  # fmt: skip
         return outcome, estimated
     prompt = response["prompt_tokens"]

@@ -37,10 +37,11 @@ from memcost.llm.providers import (
     resolve_endpoint,
 )
 from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
-from memcost.llm.retry import PauseGate, RetryPolicy
+from memcost.llm.retry import PauseGate, RetryPolicy, TokenThrottle
 from memcost.llm.stats import ClientStats, StatsMixin
-from memcost.models import EMBEDDING_MODEL, canonical_name, model_info
+from memcost.models import EMBEDDING_MODEL, ModelInfo, canonical_name, declare_model, model_info
 from memcost.paths import CACHE_DIR, RunPaths
+from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
 
 __all__ = ["PARSE_ERRORS", "ClientStats", "LLMClient", "ParseFn", "make_client"]
 
@@ -88,8 +89,23 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         progress: bool = True,
         env_file: str | Path | None = None,
         embedding_dims: int = DEFAULT_DIMS,
+        model_capabilities: Mapping[str, Mapping[str, Any]] | None = None,
+        provider_routing: Mapping[str, Mapping[str, Any]] | None = None,
+        tpm_limit: int | None = None,
+        max_backoff_s: float | None = None,
+        prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
     ):
         _check_options(backend, model_backends or {}, cache_mode, max_concurrency)
+        # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
+        self.model_capabilities: dict[str, ModelInfo] = {
+            name: declare_model(name, facts) for name, facts in (model_capabilities or {}).items()
+        }
+        # OpenRouter provider routing per model, e.g. {"order": ["deepinfra"],
+        # "allow_fallbacks": False}: the host decides the price of an open-weight model.
+        self.provider_routing = {k: dict(v) for k, v in (provider_routing or {}).items()}
+        self.prefix_requests_per_minute = prefix_requests_per_minute or None
+        if max_backoff_s is not None and retry is None:
+            retry = RetryPolicy(max_delay_s=float(max_backoff_s))
         self.run = run
         self.backend = backend
         self.base_url = base_url
@@ -116,6 +132,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         self._pause = PauseGate()
         self._stop = threading.Event()  # set when a stage stops: workers give up retrying
         self._rng = random.Random()
+        self._throttle = TokenThrottle(tpm_limit)
         self._consecutive_failures = 0
 
     def _open_stores(self, max_cost_usd: float | None, cache_path: str | Path | None) -> None:
@@ -202,18 +219,22 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         With ``first_alone`` the first request of each group is sent on its own and the rest
         only after it has returned, while different groups proceed in parallel: the provider's
         prompt cache then holds the shared prefix (the conversation) when the others arrive.
-        Among requests ready to go, earlier groups go first, so started groups finish early.
+        Groups interleave: among ready requests, the group (prefix) with the fewest requests in
+        the last minute goes next, and a group waits once it has sent
+        ``prefix_requests_per_minute`` in a minute (above it the provider's cache overflows).
         """
         flat: list[ChatRequest] = []
         after: list[int | None] = []
+        prefixes: list[int | None] = []
         shape: list[int] = []
-        for group in groups:
+        for number, group in enumerate(groups):
             group = list(group)
             shape.append(len(group))
             start = len(flat)
             for position, request in enumerate(group):
                 flat.append(request)
                 after.append(start if (first_alone and position > 0) else None)
+                prefixes.append(number if self._overflow_rule_applies(request) else None)
         results = self._run(
             flat,
             after=after,
@@ -221,6 +242,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
             desc=desc or _desc(flat),
             on_result=on_result,
             progress=progress,
+            prefixes=prefixes,
         )
         out: list[list[ChatResult]] = []
         start = 0
@@ -316,6 +338,24 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
             )
         return self._routes[model]
 
+    def capabilities(self, model: str) -> ModelInfo:
+        """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
+        raises :class:`memcost.models.UnknownModelError` naming what to add."""
+        return model_info(model, self.model_capabilities)
+
+    def _overflow_rule_applies(self, request: ChatRequest) -> bool:
+        """OpenAI's per-prefix overflow (about 15 requests a minute) applies to its own API;
+        a server of your own or another provider has its own rules."""
+        endpoint = self.endpoint_for(request.model)
+        return endpoint is not None and endpoint.backend == "openai"
+
+    def routing_for(self, model: str) -> dict[str, Any] | None:
+        """OpenRouter provider routing for ``model`` (by exact, then canonical name)."""
+        for key, routing in self.provider_routing.items():
+            if key == model or canonical_name(key) == canonical_name(model):
+                return routing
+        return None
+
     def close(self) -> None:
         self.ledger.close()
         if self.cache is not None:
@@ -362,7 +402,13 @@ def make_client(
     ``max_cost_usd``: ``None`` (or ``inf``) means no limit; ``0`` allows cache hits and offline
     calls only. Further ``options`` (``retry``, ``request_timeout_s``, ``max_reasks``,
     ``progress``, ``env_file``, ``embedding_dims``, ``max_consecutive_failures``) have defaults
-    that suit real runs; tests shorten them.
+    that suit real runs; tests shorten them. Paid-path options: ``model_capabilities`` declares
+    models the registry does not know (a model on your own server:
+    ``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat model); ``provider_routing``
+    pins OpenRouter hosts per model (``{"openai/gpt-oss-120b": {"order": [...],
+    "allow_fallbacks": False}}``); ``tpm_limit`` throttles to a tokens-per-minute limit;
+    ``max_backoff_s`` caps the backoff between retries (minutes by default);
+    ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15).
     """
     if max_cost_usd is not None and math.isinf(max_cost_usd):
         max_cost_usd = None

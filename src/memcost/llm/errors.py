@@ -55,3 +55,20 @@ class TransientError(Exception):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+
+
+class ModelCapabilityError(LLMError, ValueError):
+    """A request carries a parameter its model does not accept (found before it is sent)."""
+
+
+class QuotaExhausted(FatalAPIError):
+    """HTTP 429 ``insufficient_quota``: the account has no credit; the run stops at once."""
+
+
+class ItemRejected(FatalAPIError):
+    """A non-retryable 4xx for one item (``invalid_prompt``, ``context_length_exceeded``, ...):
+    that item fails with the error and the stage goes on."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
+        super().__init__(message, status=status)
+        self.code = code

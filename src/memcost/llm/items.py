@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from memcost.llm.bodies import larger_output_limit
 from memcost.llm.budget import BudgetStop
 from memcost.llm.errors import BudgetExceeded
 from memcost.llm.heartbeat import Heartbeat
@@ -40,6 +41,7 @@ class ItemMixin:
         desc: str,
         on_result: Callable[[T], None] | None,
         progress: bool | None,
+        prefixes: Sequence[Any] | None = None,
     ) -> list[T]:
         show = self.progress if progress is None else progress
         bar = Progress(len(items), desc, self._progress_postfix) if (show and items) else None
@@ -56,6 +58,8 @@ class ItemMixin:
                 on_result=on_result,
                 on_failure=lambda exc: self._stop.set(),
                 progress=bar,
+                prefixes=prefixes,
+                per_prefix_per_minute=self.prefix_requests_per_minute if prefixes else None,
             )
         if failure is not None:
             if isinstance(failure, BudgetStop):
@@ -81,6 +85,9 @@ class ItemMixin:
     ) -> ChatResult:
         outcome = self._call(request, offline)
         totals = {"usage": outcome.usage, "attempts": outcome.attempts, "calls": 1}
+        retried_limit = None
+        if outcome.failure_kind == "length":
+            outcome, retried_limit = self._retry_longer(request, outcome, offline, totals)
         parsed, parse_error = None, None
         if parse is not None and outcome.error is None:
             outcome, parsed, parse_error = self._parse_with_reasks(
@@ -103,7 +110,36 @@ class ItemMixin:
             finish_reason=outcome.finish_reason,
             parsed=parsed,
             parse_error=parse_error,
+            failure_kind=outcome.failure_kind,
+            retried_output_limit=retried_limit,
+            billed_usd=outcome.billed_usd,
+            served_by=outcome.served_by,
         )
+
+    def _retry_longer(
+        self,
+        request: ChatRequest,
+        outcome: Outcome,
+        offline: OfflineMethod | None,
+        totals: dict[str, Any],
+    ) -> tuple[Outcome, int | None]:
+        """Once: the same request with a larger output limit, after a reply cut off before any
+        answer (a reasoning model that spent its limit thinking). The retry is its own ledger
+        record, tagged with the limit it used; without room to grow, the item fails."""
+        larger = larger_output_limit(request, self.capabilities(request.model))
+        if larger is None or self._stop.is_set():
+            return outcome, None
+        self._count("output_limit_retries")
+        retry = request.replace(
+            max_output_tokens=larger, tags={**request.tags, "output_limit_retry": larger}
+        )
+        again = self._call(retry, offline)
+        totals["usage"] = totals["usage"] + again.usage
+        totals["attempts"] += again.attempts
+        totals["calls"] += 1
+        if again.error is not None:
+            again.error = f"{again.error} (also with max_output_tokens={larger})"
+        return again, larger
 
     def _parse_with_reasks(
         self,

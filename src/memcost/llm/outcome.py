@@ -25,3 +25,6 @@ class Outcome:
     error: str | None = None
     served_model: str | None = None
     finish_reason: str | None = None
+    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
+    billed_usd: float | None = None  # the provider's own charge (OpenRouter's usage.cost)
+    served_by: str | None = None  # the upstream that served it (OpenRouter's provider)

@@ -6,9 +6,7 @@ from the environment or the repository's ``.env`` (or the variable a preset name
 ``api_key_env``); they are handed to the SDK and nowhere else, and scrubbed from any error text
 we keep.
 
-This module also owns the model-family rules for request bodies: GPT-5 models get
-``reasoning_effort`` and ``max_completion_tokens`` and never ``temperature``/``max_tokens``;
-other models get ``temperature`` and ``max_tokens``.
+Request bodies are built from the model registry's capabilities (:mod:`memcost.llm.bodies`).
 """
 
 from __future__ import annotations
@@ -22,10 +20,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memcost.llm.errors import FatalAPIError, MissingCredentials, TransientError
+from memcost.llm.bodies import chat_body as _build_body
+from memcost.llm.bodies import sdk_arguments
+from memcost.llm.errors import (
+    FatalAPIError,
+    ItemRejected,
+    MissingCredentials,
+    QuotaExhausted,
+    TransientError,
+)
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.llm.retry import parse_retry_after
-from memcost.models import is_gpt5_family
+from memcost.models import ModelInfo, model_info
 from memcost.paths import REPO_ROOT
 
 BACKENDS = ("offline", "openai", "openrouter", "custom")
@@ -200,27 +206,17 @@ def check_credentials(
 # ---------------------------------------------------------------- request bodies
 
 
-def chat_body(request: ChatRequest) -> dict[str, Any]:
-    """The JSON body for ``/chat/completions``, by model family."""
-    body: dict[str, Any] = {
-        "model": request.model,
-        "messages": [{"role": role, "content": content} for role, content in request.messages],
-    }
-    if is_gpt5_family(request.model):
-        if request.reasoning_effort is not None:
-            body["reasoning_effort"] = request.reasoning_effort
-        if request.max_output_tokens is not None:
-            body["max_completion_tokens"] = request.max_output_tokens
-    else:
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.max_output_tokens is not None:
-            body["max_tokens"] = request.max_output_tokens
-        if request.reasoning_effort is not None:
-            body["reasoning_effort"] = request.reasoning_effort
-    if request.json_mode:
-        body["response_format"] = {"type": "json_object"}
-    return body
+def chat_body(
+    request: ChatRequest,
+    info: ModelInfo | None = None,
+    *,
+    backend: str = "openai",
+    routing: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body for ``/chat/completions`` from the model's capabilities (the registry's
+    entry unless ``info`` is given: a caller's declaration)."""
+    info = info if info is not None else model_info(request.model)
+    return _build_body(request, info, backend=backend, routing=routing)
 
 
 def embedding_body(request: EmbeddingRequest) -> dict[str, Any]:
@@ -267,10 +263,18 @@ class EndpointClient:
             text = text.replace(secret, "[redacted]")
         return text
 
-    def chat(self, request: ChatRequest) -> dict[str, Any]:
+    def chat(
+        self,
+        request: ChatRequest,
+        info: ModelInfo | None = None,
+        routing: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         openai = self._openai
+        body = chat_body(request, info, backend=self.endpoint.backend, routing=routing)
         try:
-            raw = self._sdk.chat.completions.with_raw_response.create(**chat_body(request))
+            raw = self._sdk.chat.completions.with_raw_response.create(
+                **sdk_arguments(body)
+            )
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:
@@ -282,7 +286,9 @@ class EndpointClient:
                 raise ValueError("no choices in the response")
             choice = completion.choices[0]
             text = choice.message.content or ""
+            refusal = getattr(choice.message, "refusal", None)
             usage = _chat_usage(completion.usage)
+            billed = _billed_usd(completion.usage)
         except Exception as exc:  # noqa: BLE001 - any unreadable body is the server's glitch
             raise TransientError(
                 f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
@@ -292,7 +298,23 @@ class EndpointClient:
             "usage": usage.as_dict() if usage else None,
             "served_model": completion.model,
             "finish_reason": choice.finish_reason,
+            "refusal": refusal,
+            "billed_usd": billed,
+            "served_by": getattr(completion, "provider", None),  # OpenRouter's upstream
         }
+
+    def list_models(self) -> dict[str, str | None]:
+        """``GET /models``: ``{model id: shutdown_date or None}`` (the field is optional)."""
+        openai = self._openai
+        try:
+            page = self._sdk.models.list()
+        except openai.APIError as exc:
+            raise self._classify(exc, None) from None
+        found: dict[str, str | None] = {}
+        for item in page.data:
+            extra = getattr(item, "model_extra", None) or {}
+            found[str(item.id)] = getattr(item, "shutdown_date", None) or extra.get("shutdown_date")
+        return found
 
     def embed(self, request: EmbeddingRequest) -> dict[str, Any]:
         import numpy as np
@@ -317,7 +339,9 @@ class EndpointClient:
             ) from None
         return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model}
 
-    def _classify(self, exc: Exception, request: ChatRequest | EmbeddingRequest) -> Exception:
+    def _classify(
+        self, exc: Exception, request: ChatRequest | EmbeddingRequest | None
+    ) -> Exception:
         openai = self._openai
         host = self.endpoint.host
         if isinstance(exc, openai.APITimeoutError):
@@ -331,7 +355,7 @@ class EndpointClient:
         code = getattr(exc, "code", None)
         if status == 429 and code != "insufficient_quota":
             return TransientError(
-                f"rate limited by {host} (HTTP 429)",
+                f"rate limited by {host} (HTTP 429): {said}",
                 status=429,
                 retry_after=parse_retry_after(exc.response.headers),
             )
@@ -341,35 +365,71 @@ class EndpointClient:
                 status=status,
                 retry_after=parse_retry_after(exc.response.headers),
             )
-        what = f"{request.stage} call to {request.model}"
+        what = f"{request.stage} call to {request.model}" if request else "model listing"
         key_env = self.endpoint.key_env or "the key variable (api_key_env)"
-        if status == 401:
-            msg = (
-                f"{host} rejected the API key (HTTP 401) on a {what}: set {key_env} "
-                f"(or use the offline backend). Server said: {said}"
-            )
-        elif status == 403:
-            msg = (
-                f"{host} refused the {what} (HTTP 403): the key's project may lack access to "
-                f"this model or region; check its permissions ({OFFLINE_HINT}). Server said: {said}"
-            )
-        elif status == 404:
-            msg = (
-                f"{host} does not know the {what} (HTTP 404): check the model name and "
-                f"snapshot, and base_url for a custom backend. Server said: {said}"
-            )
-        elif status == 429:
-            msg = (
-                f"{host} says the account has no quota left (HTTP 429 insufficient_quota): "
-                f"add credit or raise the limit ({OFFLINE_HINT}). Server said: {said}"
-            )
-        else:
-            msg = (
-                f"{host} rejected the {what} (HTTP {status}); retrying cannot help. Fix the "
-                "request (a parameter this model does not accept, or a prompt longer than its "
-                f"context window). Server said: {said}"
-            )
-        return FatalAPIError(msg, status=status)
+        return _client_error(status, code, host, what, said, key_env, item=request is not None)
+
+
+def _client_error(
+    status: int, code: str | None, host: str, what: str, said: str, key_env: str, *, item: bool
+) -> FatalAPIError:
+    """The error for a 4xx that retrying cannot fix, with what to do about it."""
+    if status == 401:
+        msg = (
+            f"{host} rejected the API key (HTTP 401) on a {what}: set {key_env} "
+            f"(or use the offline backend). Server said: {said}"
+        )
+    elif status == 403:
+        msg = (
+            f"{host} refused the {what} (HTTP 403): the key's project may lack access to "
+            f"this model or region; check its permissions ({OFFLINE_HINT}). Server said: {said}"
+        )
+    elif status == 404:
+        msg = (
+            f"{host} does not know the {what} (HTTP 404): check the model name and "
+            f"snapshot, and base_url for a custom backend. Server said: {said}"
+        )
+    elif status == 429:
+        return QuotaExhausted(
+            f"{host} says the account has no quota left (HTTP 429 insufficient_quota): the "
+            "run stops now (retrying cannot help). Add credit or raise the project's limit, "
+            f"then rerun: finished calls come back from the cache ({OFFLINE_HINT}). "
+            f"Server said: {said}",
+            status=status,
+        )
+    elif status in ITEM_STATUSES and code not in RUN_LEVEL_CODES and item:
+        return ItemRejected(
+            f"{host} rejected this {what} (HTTP {status}{', ' + code if code else ''}); "
+            f"retrying cannot help, the item is recorded as failed. Server said: {said}",
+            status=status,
+            code=code,
+        )
+    else:
+        msg = (
+            f"{host} rejected the {what} (HTTP {status}); retrying cannot help. Fix the "
+            "request (a parameter this model does not accept, or a prompt longer than its "
+            f"context window). Server said: {said}"
+        )
+    return FatalAPIError(msg, status=status)
+
+
+# A 4xx about one item's content fails that item only; one about the request's shape (a
+# parameter the model rejects, a model that does not exist) would fail every item: it stops.
+ITEM_STATUSES = (400, 413, 422)
+RUN_LEVEL_CODES = frozenset({
+    "unsupported_parameter", "unsupported_value", "model_not_found", "invalid_api_key",
+})  # fmt: skip
+
+
+def _billed_usd(usage: Any) -> float | None:
+    """OpenRouter's ``usage.cost`` (the dollars charged), when the provider reports it."""
+    cost = getattr(usage, "cost", None) if usage is not None else None
+    if cost is None and usage is not None:
+        cost = (getattr(usage, "model_extra", None) or {}).get("cost")
+    try:
+        return float(cost) if cost is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _server_message(exc: Any) -> str:

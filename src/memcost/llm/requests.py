@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from memcost.calls import RESERVED_FIELDS, STAGES, canonical_json, sha256_hex
-from memcost.models import is_gpt5_family
+from memcost.models import rejects_temperature
 
 ROLES = ("system", "developer", "user", "assistant")
 # Bumped whenever the key material changes shape, so old cache entries can never be misread.
@@ -47,10 +47,11 @@ def _check_common(
 class ChatRequest:
     """One chat completion, as a value.
 
-    ``max_output_tokens`` is the output limit whatever the family calls it: GPT-5 models receive
-    it as ``max_completion_tokens`` (which also bounds reasoning tokens), other models as
-    ``max_tokens``. GPT-5 models reject ``temperature``, so setting it for one is an error here
-    rather than an HTTP 400 later.
+    ``max_output_tokens`` is the output limit whatever the model calls it (the registry's
+    ``output_limit_param``: ``max_completion_tokens`` for OpenAI's reasoning models, which also
+    bounds reasoning tokens, else ``max_tokens``). A registered model that rejects
+    ``temperature`` is an error here rather than an HTTP 400 later; the body is checked against
+    the model's capabilities before it is sent (:func:`memcost.llm.providers.chat_body`).
     """
 
     model: str  # as sent, with snapshot date where there is one ("gpt-5-mini-2025-08-07")
@@ -77,9 +78,9 @@ class ChatRequest:
         if bad:
             raise ValueError(f"unknown message roles {bad}; use {', '.join(ROLES)}")
         _check_common(self.stage, self.prompt_version, self.sample_index, self.tags)
-        if is_gpt5_family(self.model) and self.temperature is not None:
+        if self.temperature is not None and rejects_temperature(self.model):
             raise ValueError(
-                f"{self.model} is a GPT-5 model: it rejects temperature; control it with "
+                f"{self.model} is a reasoning model that rejects temperature; control it with "
                 "reasoning_effort (and max_output_tokens) instead"
             )
         if self.max_output_tokens is not None and self.max_output_tokens <= 0:
@@ -211,6 +212,10 @@ class ChatResult:
     finish_reason: str | None = None
     parsed: Any = None
     parse_error: str | None = None
+    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
+    retried_output_limit: int | None = None  # the larger limit of the one retry after "length"
+    billed_usd: float | None = None  # the provider's charge for the last call, when reported
+    served_by: str | None = None  # the upstream host that served it (OpenRouter)
 
     @property
     def ok(self) -> bool:

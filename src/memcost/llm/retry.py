@@ -1,4 +1,11 @@
-"""Retry policy: bounded exponential backoff with jitter, and the server's Retry-After.
+"""Retry policy: bounded exponential backoff with jitter, and the server's own wait hints.
+
+Hints, in order: ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date), then OpenAI's
+``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (durations such as ``6m0s`` or
+``20ms``; the longer of the two). Any 429 pauses every worker (:class:`PauseGate`). The backoff
+grows to a minutes-long cap (``max_delay_s``, a client parameter), so a low usage tier slows a
+run down instead of failing its items. An optional tokens-per-minute throttle
+(:class:`TokenThrottle`) keeps a run under the caller's limit in the first place.
 
 The SDK's own retries are switched off so that every HTTP attempt passes through here and is
 counted in the ledger (the paper's LC runs sent 504 and 664 requests for 500 questions because
@@ -10,6 +17,7 @@ from __future__ import annotations
 import email.utils
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -26,10 +34,10 @@ class RetryPolicy:
     ``max_retry_after_s``).
     """
 
-    max_attempts: int = 6
+    max_attempts: int = 10  # with the defaults: about 8 minutes of backoff before giving up
     base_delay_s: float = 1.0
-    max_delay_s: float = 60.0
-    max_retry_after_s: float = 120.0
+    max_delay_s: float = 300.0
+    max_retry_after_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -43,11 +51,42 @@ class RetryPolicy:
         return backoff * (0.5 + 0.5 * rng.random())
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: str) -> float | None:
+    """``"6m0s"`` → 360.0, ``"20ms"`` → 0.02, ``"1.5s"`` → 1.5, ``"2"`` → 2.0; else ``None``."""
+    value = str(value).strip().lower()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds the server asks us to wait: ``retry-after-ms``, then ``Retry-After`` as seconds
-    or as an HTTP date; ``None`` when absent or unreadable."""
+    or as an HTTP date, then the longer of ``x-ratelimit-reset-requests`` and
+    ``x-ratelimit-reset-tokens``; ``None`` when absent or unreadable."""
     if not headers:
         return None
+    hinted = _retry_after(headers)
+    if hinted is not None:
+        return hinted
+    resets = [
+        parse_duration(headers[name])
+        for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+        if headers.get(name) is not None
+    ]
+    resets = [r for r in resets if r is not None and math.isfinite(r)]
+    return max(resets) if resets else None
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
@@ -91,3 +130,36 @@ class PauseGate:
                 stop.wait(min(remaining, 0.5))
             else:
                 time.sleep(min(remaining, 0.5))
+
+
+class TokenThrottle:
+    """Keep a run under ``tpm_limit`` tokens a minute: a request waits until the tokens sent in
+    the last 60 s plus its own fit (its prompt and its output limit, counted in advance)."""
+
+    WINDOW_S = 60.0
+
+    def __init__(self, tpm_limit: int | None):
+        self.limit = int(tpm_limit) if tpm_limit else None
+        self._sent: list[tuple[float, int]] = []
+        self._lock = threading.Lock()
+
+    def acquire(self, tokens: int, stop: threading.Event | None = None) -> float:
+        """Block until ``tokens`` fit; returns the seconds waited."""
+        if self.limit is None:
+            return 0.0
+        tokens = min(int(tokens), self.limit)  # one request larger than the limit still goes
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._sent = [(t, n) for t, n in self._sent if now - t < self.WINDOW_S]
+                used = sum(n for _, n in self._sent)
+                if used + tokens <= self.limit:
+                    self._sent.append((now, tokens))
+                    return waited
+                wait_s = self.WINDOW_S - (now - self._sent[0][0]) + 0.01
+            if stop is not None and stop.wait(wait_s):
+                return waited
+            if stop is None:
+                time.sleep(wait_s)
+            waited += wait_s

@@ -3,7 +3,11 @@
 Items are dispatched in input order among those that are ready, at most ``max_concurrency`` at
 a time. An item may wait for another (``after``): the questions of a conversation go out only
 after its first question has returned, so the provider's prompt cache holds the conversation
-when they arrive; other conversations proceed meanwhile. Work that needs no network (offline
+when they arrive; other conversations proceed meanwhile. Items may name a prefix (their
+conversation): then the ready prefix with the fewest requests in the last minute goes next, so
+conversations interleave, and a prefix that has had ``per_prefix_per_minute`` requests in the
+last minute waits (above about 15 a minute a provider sends the overflow to machines that do not
+hold the prefix, :mod:`memcost.prefix_cache`). Work that needs no network (offline
 methods, cache hits) runs inline in the calling thread, where a thread hop would cost more than
 the work.
 
@@ -16,7 +20,7 @@ from __future__ import annotations
 import heapq
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
@@ -49,20 +53,75 @@ class Progress:
         self._bar.close()
 
 
+class _Ready:
+    """Ready items, grouped by prefix: which may go now, and how long until one may."""
+
+    WINDOW_S = 60.0
+    SLACK = 1.1  # a send counts a tenth of a window longer: it may still be on its way
+
+    def __init__(self, prefixes: Sequence[Any] | None, limit: int | None) -> None:
+        self.prefixes, self.limit = prefixes, limit
+        self.groups: dict[Any, list[int]] = defaultdict(list)
+        self.sent: dict[Any, deque[float]] = defaultdict(deque)
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def push(self, i: int) -> None:
+        heapq.heappush(self.groups[self.prefixes[i] if self.prefixes else None], i)
+        self.size += 1
+
+    def _recent(self, prefix: Any, now: float) -> int:
+        sent = self.sent[prefix]
+        while sent and now - sent[0] >= self.WINDOW_S * self.SLACK:
+            sent.popleft()
+        return len(sent)
+
+    def pop(self) -> int | None:
+        """The next item to send (``None``: every ready prefix is at its per-minute limit)."""
+        now = time.monotonic()
+        best: tuple[int, int, Any] | None = None
+        for prefix, heap in self.groups.items():
+            if not heap:
+                continue
+            recent = self._recent(prefix, now) if prefix is not None else 0
+            if self.limit and prefix is not None and recent >= self.limit:
+                continue
+            if best is None or (recent, heap[0]) < best[:2]:
+                best = (recent, heap[0], prefix)
+        if best is None:
+            return None
+        self.size -= 1
+        return heapq.heappop(self.groups[best[2]])
+
+    def sent_now(self, i: int) -> None:
+        """Item ``i`` went to the provider (cache hits and offline work do not count)."""
+        if self.prefixes and self.prefixes[i] is not None:
+            self.sent[self.prefixes[i]].append(time.monotonic())
+
+    def wait_s(self) -> float:
+        """Seconds until some held-back prefix may send again."""
+        now = time.monotonic()
+        waits = [self.WINDOW_S * self.SLACK - (now - self.sent[p][0])
+                 for p, h in self.groups.items()
+                 if h and self.sent.get(p)]  # fmt: skip
+        return max(0.01, min(waits)) if waits else 0.01
+
+
 class _Schedule:
     """The state of one :func:`run_scheduled` call: what is ready, in flight, and done."""
 
-    def __init__(self, n: int, after, on_result, on_failure, progress) -> None:
+    def __init__(self, n: int, after, on_result, on_failure, progress, ready: _Ready) -> None:
         self.results: list[Any] = [None] * n
         self.dependents: dict[int, list[int]] = defaultdict(list)
-        self.ready: list[int] = []
+        self.ready = ready
         for i in range(n):
             first = after[i] if after is not None else None
             if first is None:
-                self.ready.append(i)
+                self.ready.push(i)
             else:
                 self.dependents[first].append(i)
-        heapq.heapify(self.ready)
         self.failure: BaseException | None = None
         self.inflight: dict[Future[Any], int] = {}
         self.on_result, self.on_failure, self.progress = on_result, on_failure, progress
@@ -76,7 +135,7 @@ class _Schedule:
     def finish(self, i: int, value: Any) -> None:
         self.results[i] = value
         for j in self.dependents.pop(i, ()):
-            heapq.heappush(self.ready, j)
+            self.ready.push(j)
         if self.progress is not None:
             self.progress.update()
         if self.on_result is not None:
@@ -106,20 +165,29 @@ def run_scheduled(
     on_result: Callable[[T], None] | None = None,
     on_failure: Callable[[BaseException], None] | None = None,
     progress: Progress | None = None,
+    prefixes: Sequence[Any] | None = None,
+    per_prefix_per_minute: int | None = None,
 ) -> tuple[list[T | None], BaseException | None]:
     """Run ``work`` over ``items``; returns ``(results in input order, first failure)``.
 
     ``after[i] = j`` holds item ``i`` back until item ``j`` has finished. ``on_result`` is called
     in this thread as each item finishes (so a caller can append its output file item by item);
     ``on_failure`` as soon as the first failure is seen (so workers can stop retrying). Items
-    not run because of a failure are ``None`` in the results.
+    not run because of a failure are ``None`` in the results. ``prefixes[i]`` names item
+    ``i``'s prompt prefix (``None``: none); with ``per_prefix_per_minute`` a prefix sends at most
+    that many requests in any minute.
     """
-    s = _Schedule(len(items), after, on_result, on_failure, progress)
+    ready = _Ready(prefixes, per_prefix_per_minute)
+    s = _Schedule(len(items), after, on_result, on_failure, progress, ready)
     pool: ThreadPoolExecutor | None = None
     try:
         while True:
+            held = False
             while s.ready and s.failure is None and len(s.inflight) < max_concurrency:
-                i = heapq.heappop(s.ready)
+                i = s.ready.pop()
+                if i is None:
+                    held = True
+                    break
                 if inline(items[i]):
                     try:
                         s.finish(i, work(items[i]))
@@ -128,10 +196,15 @@ def run_scheduled(
                     continue
                 if pool is None:
                     pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="memcost-llm")
+                s.ready.sent_now(i)
                 s.inflight[pool.submit(work, items[i])] = i
-            if not s.inflight:
+            if not s.inflight and not (held and s.failure is None):
                 break
-            done, _ = wait(s.inflight, return_when=FIRST_COMPLETED)
+            if not s.inflight:  # every ready prefix is at its limit: wait for a slot
+                time.sleep(s.ready.wait_s())
+                continue
+            timeout = s.ready.wait_s() if held else None
+            done, _ = wait(s.inflight, timeout=timeout, return_when=FIRST_COMPLETED)
             s.collect(done)
     except BaseException as exc:  # an interrupt while waiting: let the calls in flight land
         s.fail(exc)

@@ -53,12 +53,17 @@ class ClientStats:
     reasks: int = 0
     usage_estimated: int = 0  # API replies without usage, counted with o200k instead
     truncated_inputs: int = 0  # embedding inputs cut to the API's per-input limit
+    rate_limited: int = 0  # HTTP 429 answers (every worker paused after each)
+    discarded_rows: int = 0  # cache rows that held no answer (cut off, filtered): asked again
+    output_limit_retries: int = 0  # items asked again with a larger output limit after "length"
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     paid_usd: float = 0.0  # list-price dollars of calls sent by this client
     estimated_usd: float = 0.0  # list-price dollars of every call (cached and offline included)
+    billed_usd: float = 0.0  # dollars the providers reported charging (OpenRouter's usage.cost)
+    billed_calls: int = 0  # paid calls whose charge the provider reported
     by_stage_model: dict[tuple[str, str], StageModelStats] = field(
         default_factory=lambda: defaultdict(StageModelStats)
     )
@@ -99,6 +104,9 @@ class StatsMixin:
                 counts.estimated_usd += cost
                 if paid and sent:
                     counts.paid_usd += cost
+            if paid and sent and outcome.billed_usd is not None:
+                s.billed_usd += float(outcome.billed_usd)
+                s.billed_calls += 1
             s.retries += max(0, outcome.attempts - 1) if sent else 0
             s.offline_calls += offline
             s.usage_estimated += usage_estimated

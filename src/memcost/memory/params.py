@@ -1,17 +1,11 @@
-"""Generation settings of a chat request, by model family (shared by memory and retrieval)."""
+"""Generation settings of a chat request (shared by memory and retrieval).
+
+The rule lives in the model registry (:func:`memcost.models.generation_params`, by capability);
+this name is kept so the stages' imports stay as they are.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from memcost.models import generation_params
 
-from memcost.models import is_gpt5_family
-
-
-def generation_params(model: str, reasoning_effort: str) -> dict[str, Any]:
-    """GPT-5 models take a reasoning effort and no temperature; others get temperature 0."""
-    params: dict[str, Any] = {}
-    if reasoning_effort:
-        params["reasoning_effort"] = reasoning_effort
-    if not is_gpt5_family(model):
-        params["temperature"] = 0.0
-    return params
+__all__ = ["generation_params"]

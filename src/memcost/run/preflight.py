@@ -16,6 +16,7 @@ from memcost.llm.providers import check_credentials
 from memcost.params import notebook_parameters
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError
+from memcost.run.lifecycle_gate import check_lifecycle
 from memcost.run.presets import Preset, PresetError, default_steps
 
 
@@ -45,6 +46,7 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
         raise PresetError(
             f"{preset.path}: cannot start, a backend is not set up.\n" + "\n".join(problems)
         )
+    check_lifecycle(preset, notebooks)  # shut-down or unknown models: stop before any call
 
 
 def uses_paid_backend(params: Mapping[str, Any]) -> bool:

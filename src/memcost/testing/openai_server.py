@@ -7,9 +7,17 @@ steps) and ``completion_tokens_details.reasoning_tokens`` for GPT-5 models. GPT-
 carrying ``temperature`` or ``max_tokens`` get the API's 400, so tests check the client's
 request bodies the way the real API would.
 
+The prompt cache follows :class:`memcost.prefix_cache.PrefixCache` (the one rule), routed by
+``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
+for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
+with their ``shutdown_date``.
+
 It can be told to misbehave, per request in arrival order (:meth:`FakeOpenAIServer.script`) or
-for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After, 500,
-401, a malformed body, a slow answer, a dropped connection. It logs every request it receives
+for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After or only
+``x-ratelimit-reset-*`` headers, ``insufficient_quota``, 400 on one item, 500, 401, a malformed
+body, a slow answer, a dropped connection, and replies that are no answer: ``finish_reason``
+``length`` with null content, ``content_filter``, a ``refusal``; OpenRouter-shaped usage with
+``cost`` and the serving ``provider``. It logs every request it receives
 (path, body, arrival and finish times, status), never the Authorization header.
 
 Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``; to
@@ -34,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from memcost.models import is_gpt5_family
+from memcost.models import is_known, model_info
+from memcost.prefix_cache import PrefixCache
 from memcost.tokens import encode
 
 CHAT_PATH = "/v1/chat/completions"
@@ -55,6 +64,13 @@ class Action:
     text: str | None = None  # reply content instead of the responder's
     error_code: str | None = None  # "code" in the error body (e.g. "insufficient_quota")
     usage: dict[str, int] | None = None  # usage numbers to report instead of counted ones
+    finish_reason: str = "stop"  # "length" | "content_filter" | ...
+    content_null: bool = False  # message.content null (a reply cut off before any answer)
+    refusal: str | None = None  # message.refusal text
+    headers: dict[str, str] | None = None  # extra response headers (x-ratelimit-reset-*)
+    message: str | None = None  # error message instead of the default one
+    cost: float | None = None  # OpenRouter's usage.cost (dollars charged)
+    served_by: str | None = None  # OpenRouter's top-level "provider"
 
 
 @dataclass
@@ -121,12 +137,12 @@ class FakeOpenAIServer:
     embedding_dims: int = 1_536
     host: str = "127.0.0.1"
     port: int = 0
-    prompt_cache_min_tokens: int = 1_024
-    prompt_cache_step: int = 128
+    prefix_overflow_per_minute: int | None = None  # None: no overflow (a test's fast bursts)
+    models: dict[str, str | None] = field(default_factory=dict)  # GET /v1/models: shutdown dates
     _script: deque[Action] = field(default_factory=deque, init=False, repr=False)
     _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
     _log: list[Received] = field(default_factory=list, init=False, repr=False)
-    _seen_prompts: dict[str, deque[list[int]]] = field(default_factory=dict, init=False, repr=False)
+    _caches: dict[str, PrefixCache] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -186,7 +202,7 @@ class FakeOpenAIServer:
             self._script.clear()
             self._rules.clear()
             self._log.clear()
-            self._seen_prompts.clear()
+            self._caches.clear()
 
     @property
     def requests(self) -> list[Received]:
@@ -218,25 +234,14 @@ class FakeOpenAIServer:
             self._log.append(rec)
             return rec
 
-    def _cached_prefix(self, model: str, tokens: list[int]) -> int:
+    def _cached_prefix(self, model: str, tokens: list[int], key: str | None) -> int:
+        """Cached tokens of this prompt by the one prefix-cache rule; remembers the prompt."""
         with self._lock:
-            seen = list(self._seen_prompts.get(model, ()))
-        best = 0
-        for earlier in seen:
-            n = min(len(earlier), len(tokens))
-            k = 0
-            while k < n and earlier[k] == tokens[k]:
-                k += 1
-            best = max(best, k)
-        if best < self.prompt_cache_min_tokens:
-            return 0
-        return best // self.prompt_cache_step * self.prompt_cache_step
-
-    def _remember_prompt(self, model: str, tokens: list[int]) -> None:
-        if len(tokens) < self.prompt_cache_min_tokens:
-            return
-        with self._lock:
-            self._seen_prompts.setdefault(model, deque(maxlen=256)).append(tokens)
+            cache = self._caches.get(model)
+            if cache is None:
+                limit = self.prefix_overflow_per_minute or 10**9
+                cache = self._caches[model] = PrefixCache(max_per_minute=limit)
+            return cache.lookup(tokens, time.monotonic(), key)
 
     def chat_response(self, body: dict[str, Any], action: Action) -> tuple[int, dict[str, Any]]:
         model = body.get("model")
@@ -249,16 +254,20 @@ class FakeOpenAIServer:
             return 400, refused
         text = action.text if action.text is not None else self.responder(body)
         prompt_ids = encode("\n".join(str(m.get("content", "")) for m in messages))
-        cached = self._cached_prefix(str(model), prompt_ids)
+        key = body.get("prompt_cache_key")
+        cached = self._cached_prefix(str(model), prompt_ids, str(key) if key else None)
         reasoning = (
             REASONING_BY_EFFORT.get(str(body.get("reasoning_effort", "medium")), 64)
-            if is_gpt5_family(str(model))
+            if _reasons(str(model))
             else 0
         )
-        usage = _chat_usage(len(prompt_ids), len(encode(text)), cached, reasoning, action)
-        self._remember_prompt(str(model), prompt_ids)
+        visible = 0 if action.content_null else len(encode(text))
+        usage = _chat_usage(len(prompt_ids), visible, cached, reasoning, action)
+        if action.cost is not None:
+            usage["cost"] = action.cost
         served = str(model) if "-20" in str(model) or "/" in str(model) else f"{model}-2025-08-07"
-        return 200, {
+        content = None if action.content_null else text
+        answer = {
             "id": "chatcmpl-"
             + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24],
             "object": "chat.completion",
@@ -267,8 +276,9 @@ class FakeOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text, "refusal": None},
-                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content,
+                                "refusal": action.refusal},
+                    "finish_reason": action.finish_reason,
                     "logprobs": None,
                 }
             ],
@@ -276,6 +286,9 @@ class FakeOpenAIServer:
             "service_tier": "default",
             "system_fingerprint": "fp_memcost_test",
         }
+        if action.served_by is not None:
+            answer["provider"] = action.served_by
+        return 200, answer
 
     def embeddings_response(
         self, body: dict[str, Any], action: Action
@@ -311,9 +324,14 @@ class FakeOpenAIServer:
         }
 
 
+def _reasons(model: str) -> bool:
+    return is_known(model) and model_info(model).reasoning and not model_info(model).temperature
+
+
 def _refuse_gpt5_parameters(model: str, body: dict[str, Any]) -> dict[str, Any] | None:
-    """The API's 400 body for a GPT-5 request carrying ``max_tokens`` or a ``temperature``."""
-    if not is_gpt5_family(model):
+    """The API's 400 body for a reasoning-model request (GPT-5, GPT-6: the registry says which)
+    carrying ``max_tokens`` or a ``temperature``."""
+    if not _reasons(model):
         return None
     for name, instead in (("max_tokens", "max_completion_tokens"), ("temperature", None)):
         if name in body and not (name == "temperature" and body[name] == 1):
@@ -399,7 +417,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         if self.path.rstrip("/") == "/v1/models":
-            self._send(200, json.dumps({"object": "list", "data": []}).encode())
+            data = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "system",
+                 "shutdown_date": when}
+                for name, when in self.owner.models.items()
+            ]  # fmt: skip
+            self._send(200, json.dumps({"object": "list", "data": data}).encode())
         else:
             self._send(
                 404, json.dumps(_error(f"no route {self.path}", "invalid_request_error")).encode()
@@ -454,6 +477,7 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = action.retry_after
             if action.retry_after_ms is not None:
                 headers["retry-after-ms"] = str(action.retry_after_ms)
+            headers.update(action.headers or {})
             messages = {
                 401: "Incorrect API key provided.",
                 403: "Project does not have access to this model.",
@@ -461,7 +485,7 @@ class _Handler(BaseHTTPRequestHandler):
                 429: "Rate limit reached for requests.",
                 500: "The server had an error.",
             }
-            msg = messages.get(action.status, f"Error {action.status}")
+            msg = action.message or messages.get(action.status, f"Error {action.status}")
             kind = "server_error" if action.status >= 500 else "invalid_request_error"
             payload = _error(msg, kind, code=action.error_code)
             # The real API tells the SDK not to retry some errors; ours never retries anyway.

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcost import paper
+from memcost.lifecycle import stand_ins
 from memcost.run.report.markdown import md_table
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.view import (
@@ -185,6 +186,11 @@ def _cost_model_rows(view: RunView) -> list[Comparison]:
     return rows
 
 
+def _stand_ins(view: RunView) -> str:
+    found = {old: new for ds in view.datasets for old, new in stand_ins(ds.parameters).items()}
+    return ", ".join(f"{new} for {old}" for old, new in sorted(found.items()))
+
+
 def section_paper(view: RunView) -> list[str]:
     rows = paper_vs_run(view)
     comparable = sum(r.comparable for r in rows)
@@ -194,6 +200,8 @@ def section_paper(view: RunView) -> list[str]:
              f"data and the same models and settings (for Tables 4-5: the paper's cost model). "
              f"{comparable} of {len(rows)} numbers are comparable in this run; {matched} of those "
              "match to 4 decimals.", "",
+             *([f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
+               if _stand_ins(view) else []),
              md_table([r.row() for r in rows],
                       ["source", "quantity", "paper", "this run", "comparable", "why"]), ""]
     return lines
