@@ -20,6 +20,10 @@ from filelock import FileLock
 from memcost.paths import RunPaths
 from memcost.run import run_preset
 
+# The tests run on a fixed "today" so that they do not change meaning when a model they name is
+# shut down (the paper's GPT-5 models on 2026-12-11); the lifecycle tests set their own dates.
+os.environ.setdefault("MEMCOST_TODAY", "2026-11-30")
+
 
 @pytest.fixture
 def run_paths(tmp_path) -> RunPaths:

@@ -55,6 +55,9 @@ def test_later_questions_of_a_conversation_are_billed_as_cached(prepared):
 
 def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000000000")
+    # The smoke preset names the paper's GPT-5 models, which are shut down on 2026-12-11: this
+    # test is about the budget, so it runs on a day they were still served.
+    monkeypatch.setenv("MEMCOST_TODAY", "2026-11-30")
     run_dir = tmp_path / "run"
     with pytest.raises(PresetError) as info:
         run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], stream=False,
