@@ -39,7 +39,7 @@ test-slow: setup
 	$(PY) -m pytest -m "slow or not slow"
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. notebooks/00_prepare_data.ipynb
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

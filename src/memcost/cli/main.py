@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memcost.cli import runs as runs_cli
 from memcost.cli.resume import parse_override, resume_command, split_list
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
@@ -25,10 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
     run.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
                      default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
-    run.add_argument("--quiet", action="store_true", help="do not stream cell output")
+    run.add_argument("--verbose", action="store_true",
+                     help="stream every cell's output (it is always in runs/<name>/logs/)")
+    run.add_argument("--quiet", action="store_true",
+                     help="no line per notebook: only warnings, errors and where the results are")
 
     report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
     report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    runs_cli.add_commands(sub)
     return parser
 
 
@@ -50,7 +55,8 @@ def command_run(args: argparse.Namespace) -> int:
             steps=split_list(args.steps),
             datasets=split_list(args.datasets),
             overrides=dict(args.overrides),
-            stream=not args.quiet,
+            stream=args.verbose,
+            quiet=args.quiet,
         )
     except PresetError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -85,4 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_report(args)
     if args.command == "run":
         return command_run(args)
+    if args.command == "runs":
+        return runs_cli.command_runs(args)
+    if args.command == "clean":
+        return runs_cli.command_clean(args)
     return 2

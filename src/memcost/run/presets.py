@@ -24,6 +24,7 @@ import yaml
 
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
+from memcost.run.notebooks import discover_notebooks  # noqa: F401 (the canonical list; re-exported)
 
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset")
 # Parameters the runner fills in itself; a preset must not set them.
@@ -33,14 +34,6 @@ RUNNER_FILLED = ("run_dir", "dataset")
 class PresetError(ValueError):
     """A preset file that cannot be run as written."""
 
-
-
-def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
-    """Pipeline notebooks by their two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``."""
-    found: dict[str, Path] = {}
-    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
-        found[path.name[:2]] = path
-    return found
 
 
 @dataclass

@@ -17,8 +17,10 @@ from memcost import manifest as manifest_mod
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.execute import NotebookFailed, execute_notebook
+from memcost.run.notebooks import discover_notebooks, notebook_sha256, stray_warnings
 from memcost.run.preflight import check_estimate, preflight_credentials
-from memcost.run.presets import Preset, discover_notebooks, resolve_preset
+from memcost.run.presets import Preset, resolve_preset
+from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
 
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
@@ -54,17 +56,19 @@ def notebook_inputs(
 
 
 def run_notebook(
-    run: RunPaths, notebook: Path, parameters: dict[str, Any], dataset: str | None, stream: bool
+    run: RunPaths, notebook: Path, parameters: dict[str, Any], dataset: str | None,
+    progress: Progress,
 ) -> None:
     """Execute one notebook into the run and record its status and wall time in the manifest."""
     out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
     output = out_dir / notebook.name
     label = f"{notebook.stem}" + (f" [{dataset}]" if dataset else "")
-    print(f"\n=== {label}", flush=True)
+    progress.start(label)
     t0 = time.perf_counter()
     status = "ok"
     try:
-        execute_notebook(notebook, output, parameters, stream)
+        with progress.cells():  # cell output: the log always, the terminal with --verbose
+            execute_notebook(notebook, output, parameters, True)
     except NotebookFailed as exc:
         status = "failed"
         exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
@@ -80,9 +84,10 @@ def run_notebook(
             "notebooks",
             key,
             {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
-             "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso()},
+             "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
+             "sha256": notebook_sha256(notebook)},
         )  # fmt: skip
-    print(f"=== {label}: done in {wall:.1f} s", flush=True)
+        progress.finish(label, status, wall)
 
 
 def run_preset(
@@ -92,12 +97,14 @@ def run_preset(
     steps: list[str] | None = None,
     datasets: list[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
-    stream: bool = True,
+    stream: bool = False,
+    quiet: bool = False,
     notebooks_dir: Path = NOTEBOOKS_DIR,
 ) -> RunPaths:
     """Execute a preset's notebooks in order; stop at the first failure.
 
-    Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
+    ``stream`` shows cell output in the terminal (``--verbose``), ``quiet`` hides the line per
+    notebook; the run's ``logs/`` keeps everything either way. Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
     is invalid and :class:`NotebookFailed` when a notebook fails.
     """
     notebooks = discover_notebooks(notebooks_dir)
@@ -108,14 +115,20 @@ def run_preset(
     selected = preset.steps or list(notebooks)
     run = RunPaths(resolve_run_dir(run_name or default_run_name(preset))).ensure()
     record_start(run, preset, selected)
-    print(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}", flush=True)
-    for step in selected:
-        notebook = notebooks[step]
-        declared = notebook_parameters(notebook)
-        for dataset in preset.datasets if "dataset" in declared else [None]:
-            inputs = notebook_inputs(preset, run, declared, dataset)
-            run_notebook(run, notebook, inputs, dataset, stream)
-        if step == "00" and any(s in selected for s in PAID_STEPS):
-            check_estimate(preset, run)
-    write_report(run)
+    declared = {step: notebook_parameters(notebooks[step]) for step in selected}
+    total = count_executions(selected, {s: "dataset" in d for s, d in declared.items()},
+                             len(preset.datasets))
+    progress = Progress(run.logs, total, verbose=stream, quiet=quiet)
+    with progress.session():
+        progress.say(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}")
+        for warning in stray_warnings(notebooks_dir):
+            progress.say(warning, always=True)
+        for step in selected:
+            for dataset in preset.datasets if "dataset" in declared[step] else [None]:
+                inputs = notebook_inputs(preset, run, declared[step], dataset)
+                run_notebook(run, notebooks[step], inputs, dataset, progress)
+            if step == "00" and any(s in selected for s in PAID_STEPS):
+                check_estimate(preset, run)
+        write_report(run)
+        progress.say(f"log: {progress.log_path}")
     return run
