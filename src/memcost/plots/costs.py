@@ -8,7 +8,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, system_color
+from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, StepFormatter, system_color
 
 LC_CHEAPER_COLOR = "#b2182b"  # the red end of RdBu: long context cheaper
 MEMORY_CHEAPER_COLOR = "#2166ac"  # the blue end: memory cheaper
@@ -216,7 +216,7 @@ def plot_cumulative_costs(
         _mark_published(ax, published)
     if break_even is not None and turns[0] <= break_even <= turns[-1]:
         _mark_crossing(ax, turns, memory, long_context, break_even)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.2f}"))
+    ax.yaxis.set_major_formatter(StepFormatter(prefix="$"))  # $0.025, not a rounded $0.03
     ax.set_xlim(turns[0] - 0.5, turns[-1] + 0.5)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("questions about the same history N")

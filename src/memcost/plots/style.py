@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 import seaborn as sns
 
 from memcost.io import atomic_path
@@ -71,3 +73,30 @@ def label_backend(ax: plt.Axes, backend: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Cost figures (notebook 05)
 # ---------------------------------------------------------------------------------------------
+
+
+def step_decimals(step: float, most: int = 6) -> int:
+    """Decimals that show a tick step exactly: 0.025 → 3, 0.5 → 1, 10 → 0."""
+    step = abs(step)
+    for decimals in range(most + 1):
+        if abs(step - round(step, decimals)) <= 1e-9 * max(step, 1e-12):
+            return decimals
+    return most
+
+
+class StepFormatter(ticker.Formatter):
+    """Tick labels with the precision of the tick step, so no two gridlines read alike and no
+    label rounds its gridline ($0.025 is "$0.025", not "$0.03")."""
+
+    def __init__(self, prefix: str = "", suffix: str = ""):
+        self.prefix, self.suffix = prefix, suffix
+        self.ticks: list[float] = []
+
+    def set_locs(self, locs: Any) -> None:
+        self.ticks = sorted(float(v) for v in locs)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        locs = self.ticks
+        steps = [b - a for a, b in zip(locs, locs[1:], strict=False) if b > a]
+        decimals = step_decimals(min(steps)) if steps else step_decimals(x)
+        return f"{self.prefix}{x:,.{decimals}f}{self.suffix}"
