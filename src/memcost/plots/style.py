@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
-from matplotlib import ticker
 import seaborn as sns
+from matplotlib import ticker
 
 from memcost.io import atomic_path
 
@@ -43,6 +43,14 @@ def system_color(system: str) -> str:
         if system.startswith(prefix):
             return color
     return "#9467bd"
+
+
+def readable(name: str) -> str:
+    """``long_context_gpt-5-mini`` → ``long context, gpt-5-mini``; ``multi_hop`` → ``multi hop``."""
+    for kind in ("long_context", "rolling_window", "no_context", "oracle"):
+        if name.startswith(kind + "_"):
+            return f"{kind.replace('_', ' ')}, {name[len(kind) + 1:]}"
+    return name.replace("_", " ").replace("-", " ")
 
 
 def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = True) -> list[Path]:
