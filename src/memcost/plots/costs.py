@@ -269,6 +269,15 @@ def _mark_crossing(
     )
 
 
+# Readable titles for the calibration figure's constants (the CSV keeps the variable names).
+CONSTANT_TITLES = {
+    "write_usd_per_token": "write cost per history token",
+    "read_usd": "read cost per question",
+    "output_tokens": "output tokens per long-context answer",
+    "cached_share": "share of the history billed as cached",
+}
+
+
 def plot_calibration_intervals(
     intervals: Any,
     *,
@@ -336,7 +345,8 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
     )
     ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
     ax.set_yticks([])
-    ax.set_title(row.constant, fontsize=9, loc="left")
+    ax.set_title(CONSTANT_TITLES.get(row.constant, row.constant.replace("_", " ")), fontsize=9,
+                 loc="left")
     ax.set_xlabel(unit, fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(4))
