@@ -183,7 +183,6 @@ def plot_cumulative_costs(
     title: str = "Cumulative cost per user",
 ) -> plt.Figure:
     """Memory vs long context as questions accumulate; the crossing marked, the gap shaded."""
-    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8.0, 4.8))
     ax.plot(

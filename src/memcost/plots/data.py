@@ -8,7 +8,6 @@ import pandas as pd
 
 from memcost.datasets import DISPLAY_NAMES
 
-
 # Fewer conversations than this are drawn one dot each: a histogram of 2 or 3 values is bars of
 # height 1 that hide which value is which.
 MIN_FOR_HISTOGRAM = 10
@@ -43,7 +42,7 @@ def _strip(stats: pd.DataFrame, dataset: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7.5, 2.8))
     series = (("utterance text (Table 1)", "text_tokens", "#1f77b4"),
               ("long-context rendering\n(speakers, dates)", "history_tokens", "#d62728"))
-    for row, (label, column, color) in enumerate(series):
+    for row, (_label, column, color) in enumerate(series):
         values = stats[column].to_numpy()
         ax.scatter(values, np.full(len(values), row), s=60, color=color, zorder=3)
         for value in values:

@@ -11,7 +11,8 @@ import pandas as pd
 
 from memcost import paper
 from memcost.io import write_csv
-from memcost.run.report.markdown import md_table, number, usd
+from memcost.run.report.markdown import md_table, usd
+from memcost.run.report.markdown import number as plain_number
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.view import (
     DATASET_NAMES,
@@ -50,7 +51,7 @@ def _plain(value: Any, money: bool) -> str:
         return str(value)
     if money:
         return usd(value)
-    return number(float(value))
+    return plain_number(float(value))
 
 
 def _matches(published: Any, ours: Any) -> bool:
