@@ -44,7 +44,7 @@ def test_runs_lists_a_finished_and_a_failed_run(runs, capsys):
     assert lines[0].split()[:4] == ["name", "preset", "backend", "status"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == {"bad", "good"}
-    assert rows["good"][1:4] == ["p", "offline", "ok"]
+    assert rows["good"][1:4] == ["p", "—", "ok"]  # no backend set and no model call
     assert rows["bad"][3] == "failed"
     assert rows["good"][5] == "$0.00"  # nothing was called, nothing spent
 

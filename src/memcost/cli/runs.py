@@ -58,7 +58,7 @@ def summarise(root: Path) -> dict[str, Any] | None:
     return {
         "name": root.name,
         "preset": preset.get("name") or "(by hand)",
-        "backend": params.get("backend", "offline"),
+        "backend": params.get("backend") or ("offline" if calls else "—"),
         "status": run_status(manifest, root),
         "wall": clock(wall),
         "spent": f"${spent_usd(calls):.2f}",
