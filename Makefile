@@ -16,7 +16,7 @@ help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
 	@echo "make test                                     run the test suite (CI)"
 	@echo "make test-slow                                also run tests marked slow"
-	@echo "make lab                                      open JupyterLab on notebooks/"
+	@echo "make lab                                      open JupyterLab at the repository root"
 	@echo "make bench                                    run the benchmark scripts"
 	@echo "make setup                                    create .venv and install the package"
 
