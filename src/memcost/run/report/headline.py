@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
@@ -95,8 +96,9 @@ def _bill(view: RunView) -> str | None:
     if estimate is not None and not estimate.empty:
         before = float(estimate["usd"].sum())
         text += (f"; the estimate printed before the run was {usd(before)}. They differ because "
-                 "the estimate assumes the paper's models at work: about 1,000 reasoning and "
-                 "output tokens per judge vote and ~527 output tokens per long-context answer "
+                 f"the estimate assumes the paper's models at work: about "
+                 f"{JUDGE_OUTPUT_TOKENS:,.0f} reasoning and output tokens per judge vote and "
+                 f"~{LC_OUTPUT_TOKENS:,.0f} output tokens per long-context answer "
                  "(`memcost/costs/estimate.py`), while the ledger prices the tokens this run's "
                  "calls actually used")
         if view.offline:
