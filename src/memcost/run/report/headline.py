@@ -20,15 +20,16 @@ LONG_CONTEXT = "long_context_gpt-5-mini"  # the long-context system the headline
 
 
 def _what_ran(view: RunView) -> str:
-    preset = (view.manifest.get("preset") or {}).get("name") or "notebooks run by hand"
+    name = (view.manifest.get("preset") or {}).get("name")
+    preset = f"preset `{name}`" if name else "notebooks run by hand with their defaults"
     notebooks = view.manifest.get("notebooks") or view.manifest.get("steps") or {}
     count = f"{len(notebooks)} notebook execution" + ("s" if len(notebooks) != 1 else "")
     if not view.datasets:
-        return f"**What ran:** preset `{preset}`, {count}: the cost model only, no dataset."
+        return f"**What ran:** {preset}, {count}: the cost model only, no dataset."
     names = ", ".join(ds.title for ds in view.datasets)
     backend = ", ".join(view.backends) or "no model calls"
     note = " (deterministic classical methods, not LLMs)" if view.offline else ""
-    return f"**What ran:** preset `{preset}`, {count} on {names}; backend {backend}{note}."
+    return f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}."
 
 
 def _break_even(view: RunView) -> str | None:
