@@ -19,7 +19,7 @@ help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
 	@echo "make test                                     run the test suite (CI)"
 	@echo "make test-slow                                also run tests marked slow"
-	@echo "make lab                                      open JupyterLab on notebooks/"
+	@echo "make lab                                      open JupyterLab at the repository root"
 	@echo "make bench                                    run the benchmark scripts"
 	@echo "make setup                                    create .venv and install the package"
 
@@ -42,7 +42,7 @@ test-slow: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "slow or not slow"
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. notebooks/00_prepare_data.ipynb
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -39,8 +39,9 @@ def test_each_stage_follows_its_stated_assumption(prepared):
 
 def test_later_questions_of_a_conversation_are_billed_as_cached(prepared):
     ds = prepared.dataset("locomo")
+    # one judge prompt: the notebook's default judges with all three, as the smoke preset does
     table = estimate.estimate_dataset(ds, {"models": ["gpt-5-mini-2025-08-07"],
-                                           "baseline_models": []})
+                                           "baseline_models": [], "judge_prompts": ["judge"]})
     lc = table.loc[table["stage"] == "long_context"].iloc[0]
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     later = sum((q - 1) * h for q, h in zip(stats["n_questions"], stats["history_tokens"],

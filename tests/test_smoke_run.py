@@ -129,15 +129,31 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         assert f"## {section}" in text, section
     assert "**Offline backend.**" in text
     assert "**Estimated before the run**" in text and "Paid by this run: $0.0000" in text
+    # the answer first: what ran, the break-even, memory against long context, the bill
+    brief = text[text.index("## The answer in brief"):text.index("## What ran")]
+    assert "**Break-even**" in brief and "10 questions at 100k tokens" in brief
+    assert "- LoCoMo: memory" in brief and "⚠ 2 conversations" in brief
+    assert "**The bill:** $0.0000 paid" in brief
+    assert "⚠ **Few conversations**" in text  # under Table 3 as well
+    # the comparable rows (Tables 4-5, all 26 matching) in the table; the others counted by
+    # reason, and every row in tables/paper_vs_run.csv
     table_rows = [line for line in text.splitlines() if line.startswith("| Table ")
                   or line.startswith("| §4.2")]
-    sources = {line.split("|")[1].strip() for line in table_rows}
-    assert {"Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "§4.2 LongMemEval"} <= sources
-    # Tables 4-5: all 26 published cells are comparable and match; nothing else is comparable
-    matches = [line for line in table_rows if "| yes, matches |" in line]
-    assert len(matches) == 26
-    assert all(line.split("|")[1].strip() in {"Table 4", "Table 5"} for line in matches)
-    assert "| Table 3 | LoCoMo memory accuracy % | 57.68 |" in text
+    assert len(table_rows) == 26
+    assert all("| yes, matches |" in line for line in table_rows)
+    assert {line.split("|")[1].strip() for line in table_rows} == {"Table 4", "Table 5"}
+    assert ("- 53 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data" in text)
+    every = pd.read_csv(smoke.tables / "paper_vs_run.csv")
+    assert len(every) == 79 and set(every["source"]) >= {"Table 1", "Table 3", "§4.2 LongMemEval"}
+    locomo = every.loc[every["quantity"] == "LoCoMo memory accuracy %"].iloc[0]
+    assert (str(locomo["paper"]), locomo["comparable"]) == ("57.7", "no")
+    # CPA, McNemar, judge sensitivity and the executed notebooks, each with an HTML export
+    for heading in ("### Cost per correct answer", "### Paired tests (exact McNemar)",
+                    "### Judge sensitivity"):
+        assert heading in text
+    assert "[HTML](locomo/notebooks/04_judge_answers.html)" in text
+    assert (smoke.root / "locomo" / "notebooks" / "04_judge_answers.html").is_file()
     html = smoke.report_html.read_text()
     assert html.count("data:image/png;base64,") >= 4  # figures embedded: one self-contained file
-    assert "<table>" in html
+    assert "<table>" in html and "<th></th>" not in html
+    assert "<title>Fact memory vs. long context: run run</title>" in html  # no backticks

@@ -83,6 +83,7 @@ DATASET_TABLES: dict[str, str] = {
 }
 RUN_TABLES: dict[str, str] = {
     "estimate_before_run": "estimate_before_run",  # the bill estimated after notebook 00
+    "paper_vs_run": "paper_vs_run",  # every number the paper reports beside this run's, the report
     "cost_summary": "cost_summary",  # measured cost per dataset and system (§4.2), notebook 05
     "cost_by_stage": "cost_by_stage",  # cost per stage, notebook 05
     "cost_per_user": "cost_per_user",  # cost per user, notebook 05

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memcost.cli import runs as runs_cli
 from memcost.cli.resume import parse_override, resume_command, split_list
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
@@ -30,7 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
     run.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
                      default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
-    run.add_argument("--quiet", action="store_true", help="do not stream cell output")
+    run.add_argument("--verbose", action="store_true",
+                     help="stream every cell's output (it is always in runs/<name>/logs/)")
+    run.add_argument("--quiet", action="store_true",
+                     help="no line per notebook: only warnings, errors and where the results are")
     run.add_argument("--allow-failures", type=float, default=None, metavar="FRACTION",
                      help="fraction of a stage's items that may fail after all retries without "
                      "stopping the run (default: the preset's allow_failures, else 0)")
@@ -40,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     repair = sub.add_parser("repair-ledger", help="rebuild a run's calls.jsonl records that are "
                             "missing, from the calls the response cache says the run paid for")
     repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    runs_cli.add_commands(sub)
     return parser
 
 
@@ -71,7 +76,8 @@ def command_run(args: argparse.Namespace) -> int:
             steps=split_list(args.steps),
             datasets=split_list(args.datasets),
             overrides=dict(args.overrides),
-            stream=not args.quiet,
+            stream=args.verbose,
+            quiet=args.quiet,
             allow_failures=args.allow_failures,
         )
     except PresetError as exc:
@@ -117,4 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_run(args)
     if args.command == "repair-ledger":
         return command_repair(args)
+    if args.command == "runs":
+        return runs_cli.command_runs(args)
+    if args.command == "clean":
+        return runs_cli.command_clean(args)
     return 2

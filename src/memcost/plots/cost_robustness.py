@@ -61,7 +61,7 @@ def plot_sensitivity(
         part = batch.loc[batch["context_tokens"] == L]
         _draw_break_even(
             axes[2], top, list(part["scenario"]), part["break_even_n"], palette[L],
-            marker="o", markersize=6, linewidth=1, alpha=0.9,
+            marker="o", markersize=6, linestyle="none", alpha=0.9,  # scenarios have no order
         )
     axes[2].set_title(
         "△ on the top edge: memory never cheaper", loc="right", fontsize=8, color="#555555"
@@ -161,6 +161,7 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
     ax.set_yticks([1, 2, 5, 10, 20, 50, 100])
+    _mark_never(ax, frame, list(styles))
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel("break-even (questions per user, log scale)")
     ax.set_title(
@@ -170,6 +171,25 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
     )
     ax.legend(fontsize=8, loc="upper right")
     return fig
+
+
+def _mark_never(ax: plt.Axes, frame: Any, columns: list[str], top: float = 100.0) -> None:
+    """Where a break-even is missing (memory is never cheaper) or above the axis, a hollow
+    triangle on the top edge, so that no context length silently drops out of a line."""
+    ax.set_ylim(top=top)
+    never_any = False
+    for column in columns:
+        values = np.asarray(frame[column], dtype=float)
+        off = ~np.isfinite(values) | (values > top)
+        if off.any():
+            never_any = True
+            ax.plot(np.asarray(frame["context_tokens"])[off], np.full(off.sum(), top),
+                    linestyle="none", marker="^", markersize=8, markerfacecolor="white",
+                    markeredgecolor="black", clip_on=False, zorder=4)
+    if never_any:
+        ax.text(0.01, 0.02, "△ on the top edge: memory is never cheaper within the horizon, or "
+                "the break-even is above 100", transform=ax.transAxes, fontsize=8,
+                color="#555555")
 
 
 def plot_sustained_break_even(

@@ -8,7 +8,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, system_color
+from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, StepFormatter, system_color
 
 LC_CHEAPER_COLOR = "#b2182b"  # the red end of RdBu: long context cheaper
 MEMORY_CHEAPER_COLOR = "#2166ac"  # the blue end: memory cheaper
@@ -201,7 +201,6 @@ def plot_cumulative_costs(
     title: str = "Cumulative cost per user",
 ) -> plt.Figure:
     """Memory vs long context as questions accumulate; the crossing marked, the gap shaded."""
-    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8.0, 4.8))
     ax.plot(
@@ -234,7 +233,7 @@ def plot_cumulative_costs(
         _mark_published(ax, published)
     if break_even is not None and turns[0] <= break_even <= turns[-1]:
         _mark_crossing(ax, turns, memory, long_context, break_even)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.2f}"))
+    ax.yaxis.set_major_formatter(StepFormatter(prefix="$"))  # $0.025, not a rounded $0.03
     ax.set_xlim(turns[0] - 0.5, turns[-1] + 0.5)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("questions about the same history N")
@@ -285,6 +284,15 @@ def _mark_crossing(
         fontsize=9,
         color=MEMORY_CHEAPER_COLOR,
     )
+
+
+# Readable titles for the calibration figure's constants (the CSV keeps the variable names).
+CONSTANT_TITLES = {
+    "write_usd_per_token": "write cost per history token",
+    "read_usd": "read cost per question",
+    "output_tokens": "output tokens per long-context answer",
+    "cached_share": "share of the history billed as cached",
+}
 
 
 def plot_calibration_intervals(
@@ -354,7 +362,8 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
     )
     ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
     ax.set_yticks([])
-    ax.set_title(row.constant, fontsize=9, loc="left")
+    ax.set_title(CONSTANT_TITLES.get(row.constant, row.constant.replace("_", " ")), fontsize=9,
+                 loc="left")
     ax.set_xlabel(unit, fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(4))

@@ -1,17 +1,20 @@
-"""Notebook 04's figure: accuracy per system, overall and per category."""
+"""Notebook 04's figure: accuracy per system, overall and per category, as dots with intervals."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from memcost.answers import system_kind
 from memcost.calls import OFFLINE
 from memcost.offline.judge import LEXICAL
-from memcost.plots.style import system_color
+from memcost.plots.style import readable, system_color
 
-HATCHES = ["", "//", "..", "xx"]  # second, third, ... system of the same kind
+# One marker per kind as well as one colour, so that no system is told apart by colour alone.
+MARKERS = {"memory": "o", "long_context": "s", "rolling_window": "D", "no_context": "v",
+           "oracle": "^"}
+ALL = "all questions"
 
 
 def _judge_label(table3: pd.DataFrame, backend: str) -> str:
@@ -22,59 +25,77 @@ def _judge_label(table3: pd.DataFrame, backend: str) -> str:
     return judge
 
 
-def _bars(table3: pd.DataFrame, categories: pd.DataFrame, system: str,
-          groups: list[str]) -> tuple[list[float], list[float], list[float]]:
-    """Per group: the system's accuracy and the lower and upper Wilson whisker lengths."""
-    values, lows, highs = [], [], []
-    for group in groups:
-        if group == "all":
-            row = table3.loc[table3["system"] == system].iloc[0]
-        else:
-            match = categories.loc[(categories["system"] == system)
-                                   & (categories["category"] == group)]
-            row = match.iloc[0] if not match.empty else None
-        if row is None or pd.isna(row["accuracy"]):
-            values.append(np.nan), lows.append(np.nan), highs.append(np.nan)
-            continue
-        values.append(row["accuracy"])
-        lows.append(max(0.0, row["accuracy"] - row["wilson_low"]))
-        highs.append(max(0.0, row["wilson_high"] - row["accuracy"]))
-    return values, lows, highs
+def _rows(table3: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
+    """One row per (group, system): accuracy, Wilson interval, n; ``all questions`` first."""
+    overall = table3.assign(category=ALL)
+    cols = ["category", "system", "n", "accuracy", "wilson_low", "wilson_high"]
+    frames = [overall[cols + ["bootstrap_low", "bootstrap_high"]]]
+    if not categories.empty:
+        frames.append(categories[cols])
+    rows = pd.concat(frames, ignore_index=True)
+    order = [ALL] + sorted(set(rows["category"]) - {ALL})
+    rows["group"] = rows["category"].map({g: i for i, g in enumerate(order)})
+    return rows
+
+
+def _styles(systems: list[str]) -> dict[str, tuple[str, str, str, str]]:
+    """Colour, marker, marker face and line style per system: the second system of a kind (the
+    second long-context model) is drawn hollow and dashed."""
+    seen: dict[str, int] = {}
+    out = {}
+    for system in systems:
+        kind = system_kind(system)
+        seen[kind] = seen.get(kind, 0) + 1
+        color = system_color(system)
+        second = seen[kind] > 1
+        out[system] = (color, MARKERS.get(kind, "o"), "white" if second else color,
+                       "--" if second else "-")
+    return out
 
 
 def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: str,
                   backend: str = "") -> plt.Figure:
-    """Grouped bars: accuracy per system, overall and per category, with Wilson 95% intervals
-    (overall: the dialogue-cluster bootstrap interval as a second, thicker whisker)."""
+    """Per category, a dot per system at its accuracy with its Wilson 95% interval; each label
+    carries the category's n. Overall, a faint band in the system's colour is the
+    dialogue-cluster bootstrap 95% interval. A 0% dot is as visible as any other."""
+    rows = _rows(table3, categories)
     systems = list(table3["system"])
-    groups = ["all"] + sorted(categories["category"].unique()) if not categories.empty else ["all"]
-    width = 0.8 / max(1, len(systems))
-    fig, ax = plt.subplots(figsize=(min(14.0, max(6.5, 0.42 * len(groups) * len(systems) + 2.5)),
-                                    4.4))
-    seen_kinds: dict[str, int] = {}
+    groups = rows.drop_duplicates("group").sort_values("group")
+    height = min(10.0, 1.4 + 0.17 * len(groups) * max(1, len(systems)) + 0.2 * len(groups))
+    fig, ax = plt.subplots(figsize=(8.0, height))
+    spread = 0.7 / max(1, len(systems))
+    styles = _styles(systems)
     for j, system in enumerate(systems):
-        kind = system_kind(system)
-        seen_kinds[kind] = seen_kinds.get(kind, 0) + 1
-        values, lows, highs = _bars(table3, categories, system, groups)
-        x = np.arange(len(groups)) + (j - (len(systems) - 1) / 2) * width
-        ax.bar(x, values, width * 0.92, color=system_color(system),
-               hatch=HATCHES[(seen_kinds[kind] - 1) % 4], edgecolor="white", label=system)
-        ax.errorbar(x, values, yerr=[lows, highs], fmt="none", ecolor="#333333", capsize=2,
-                    linewidth=0.9)
-        row = table3.loc[table3["system"] == system].iloc[0]
-        if pd.notna(row["bootstrap_low"]):
-            ax.vlines(x[0] + width * 0.22, row["bootstrap_low"], row["bootstrap_high"],
-                      color="#444444", linewidth=3.2, alpha=0.6)
-    ax.set_xticks(np.arange(len(groups)), [g.replace("-", "-\n", 1) if len(g) > 14 else g
-                                           for g in groups], fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("accuracy (majority of votes)")
-    n = int(table3["n"].max()) if not table3.empty else 0
-    ax.set_title(f"{dataset}: accuracy by system ({n} questions), judged by "
+        mine = rows.loc[rows["system"] == system]
+        y = mine["group"].to_numpy() + (j - (len(systems) - 1) / 2) * spread
+        color, marker, face, line = styles[system]
+        acc = mine["accuracy"].to_numpy(dtype=float)
+        ax.hlines(y, mine["wilson_low"], mine["wilson_high"], color=color, linewidth=1.4,
+                  linestyle=line)
+        ax.scatter(acc, y, facecolor=face, marker=marker, s=34, zorder=3, edgecolor=color,
+                   linewidth=1.2)
+        first = mine.loc[mine["category"] == ALL]
+        if not first.empty and pd.notna(first["bootstrap_low"].iloc[0]):
+            ax.hlines(y[0], first["bootstrap_low"].iloc[0], first["bootstrap_high"].iloc[0],
+                      color=color, linewidth=6, alpha=0.25, zorder=1)
+    labels = []
+    for g in groups.itertuples(index=False):
+        n = int(rows.loc[rows["group"] == g.group, "n"].max())
+        labels.append(f"{readable(str(g.category))}  (n = {n})")
+    ax.set_yticks(groups["group"].to_numpy(), labels, fontsize=9)
+    for boundary in groups["group"].to_numpy()[:-1]:
+        ax.axhline(boundary + 0.5, color="#dddddd", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
+    ax.set_xlim(-0.02, 1.02)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _p: f"{100 * v:.0f}%"))
+    ax.set_xlabel("accuracy (majority of votes); lines: Wilson 95%; faint band (all questions): "
+                  "cluster bootstrap 95%", fontsize=8.5)
+    ax.set_title(f"{dataset}: accuracy by system and category\njudged by "
                  f"{_judge_label(table3, backend)}", loc="left", fontsize=10)
-    ax.text(0, -0.2, "thin whiskers: Wilson 95%; thick grey bar (overall): dialogue-cluster "
-            "bootstrap 95%", transform=ax.transAxes, fontsize=7.5, color="#555555")
-    ax.legend(fontsize=8, ncol=min(3, len(systems)), loc="upper left", bbox_to_anchor=(0, -0.26),
+    handles = [Line2D([], [], color=styles[s][0], marker=styles[s][1], markerfacecolor=styles[s][2],
+                      linestyle=styles[s][3], label=readable(s)) for s in systems]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False)
     fig.tight_layout()
     return fig

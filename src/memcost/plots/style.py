@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import seaborn as sns
+from matplotlib import ticker
 
 from memcost.io import atomic_path
 
@@ -43,6 +45,14 @@ def system_color(system: str) -> str:
     return "#9467bd"
 
 
+def readable(name: str) -> str:
+    """``long_context_gpt-5-mini`` → ``long context, gpt-5-mini``; ``multi_hop`` → ``multi hop``."""
+    for kind in ("long_context", "rolling_window", "no_context", "oracle"):
+        if name.startswith(kind + "_"):
+            return f"{kind.replace('_', ' ')}, {name[len(kind) + 1:]}"
+    return name.replace("_", " ").replace("-", " ")
+
+
 def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = True) -> list[Path]:
     """Write ``<folder>/<name>.png`` (and ``.svg``) atomically; returns the paths written."""
     folder = Path(folder)
@@ -71,3 +81,30 @@ def label_backend(ax: plt.Axes, backend: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Cost figures (notebook 05)
 # ---------------------------------------------------------------------------------------------
+
+
+def step_decimals(step: float, most: int = 6) -> int:
+    """Decimals that show a tick step exactly: 0.025 → 3, 0.5 → 1, 10 → 0."""
+    step = abs(step)
+    for decimals in range(most + 1):
+        if abs(step - round(step, decimals)) <= 1e-9 * max(step, 1e-12):
+            return decimals
+    return most
+
+
+class StepFormatter(ticker.Formatter):
+    """Tick labels with the precision of the tick step, so no two gridlines read alike and no
+    label rounds its gridline ($0.025 is "$0.025", not "$0.03")."""
+
+    def __init__(self, prefix: str = "", suffix: str = ""):
+        self.prefix, self.suffix = prefix, suffix
+        self.ticks: list[float] = []
+
+    def set_locs(self, locs: Any) -> None:
+        self.ticks = sorted(float(v) for v in locs)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        locs = self.ticks
+        steps = [b - a for a, b in zip(locs, locs[1:], strict=False) if b > a]
+        decimals = step_decimals(min(steps)) if steps else step_decimals(x)
+        return f"{self.prefix}{x:,.{decimals}f}{self.suffix}"

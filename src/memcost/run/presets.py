@@ -25,6 +25,7 @@ import yaml
 
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
+from memcost.run.notebooks import discover_notebooks  # noqa: F401 (the canonical list; re-exported)
 
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset", "allow_failures")
 # Parameters the runner fills in itself; a preset must not set them.
@@ -44,14 +45,6 @@ OPT_IN_STEPS = ("06",)
 def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
     """The steps of a preset that names none: every notebook but the opt-in ones."""
     return [s for s in notebooks if s not in OPT_IN_STEPS]
-
-
-def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
-    """Pipeline notebooks by their two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``."""
-    found: dict[str, Path] = {}
-    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
-        found[path.name[:2]] = path
-    return found
 
 
 @dataclass

@@ -20,14 +20,10 @@ from memcost.run.context_check import check_context_limits
 from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.integrity import check_run_stores
 from memcost.run.lock import hold_run
+from memcost.run.notebooks import discover_notebooks, notebook_sha256, stray_warnings
 from memcost.run.preflight import check_estimate, preflight_credentials
-from memcost.run.presets import (
-    Preset,
-    PresetError,
-    default_steps,
-    discover_notebooks,
-    resolve_preset,
-)
+from memcost.run.presets import Preset, PresetError, default_steps, resolve_preset
+from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
@@ -65,17 +61,19 @@ def notebook_inputs(
 
 
 def run_notebook(
-    run: RunPaths, notebook: Path, parameters: dict[str, Any], dataset: str | None, stream: bool
+    run: RunPaths, notebook: Path, parameters: dict[str, Any], dataset: str | None,
+    progress: Progress,
 ) -> None:
     """Execute one notebook into the run and record its status and wall time in the manifest."""
     out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
     output = out_dir / notebook.name
     label = f"{notebook.stem}" + (f" [{dataset}]" if dataset else "")
-    print(f"\n=== {label}", flush=True)
+    progress.start(label)
     t0 = time.perf_counter()
     status = "ok"
     try:
-        execute_notebook(notebook, output, parameters, stream)
+        with progress.cells():  # cell output: the log always, the terminal with --verbose
+            execute_notebook(notebook, output, parameters, True)
     except NotebookFailed:
         status = "failed"
         raise
@@ -90,9 +88,10 @@ def run_notebook(
             "notebooks",
             key,
             {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
-             "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso()},
+             "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
+             "sha256": notebook_sha256(notebook)},
         )  # fmt: skip
-    print(f"=== {label}: done in {wall:.1f} s", flush=True)
+        progress.finish(label, status, wall)
 
 
 def run_preset(
@@ -102,13 +101,15 @@ def run_preset(
     steps: list[str] | None = None,
     datasets: list[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
-    stream: bool = True,
+    stream: bool = False,
+    quiet: bool = False,
     notebooks_dir: Path = NOTEBOOKS_DIR,
     allow_failures: float | None = None,
 ) -> RunPaths:
     """Execute a preset's notebooks in order; stop at the first failure.
 
-    Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
+    ``stream`` shows cell output in the terminal (``--verbose``), ``quiet`` hides the line per
+    notebook; the run's ``logs/`` keeps everything either way. Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
     is invalid, :class:`RunLocked` when another process writes the same run directory,
     :class:`NotebookFailed` when a notebook fails and :class:`StageFailures` when a stage left
     more failed items than ``allow_failures`` (a fraction; the preset's when not given) allows.
@@ -127,25 +128,32 @@ def run_preset(
     preflight_credentials(preset, notebooks)
     selected = preset.steps or default_steps(notebooks)
     run = RunPaths(run_dir).ensure()
-    with hold_run(run.root):
+    declared = {step: notebook_parameters(notebooks[step]) for step in selected}
+    total = count_executions(selected, {s: "dataset" in d for s, d in declared.items()},
+                             len(preset.datasets))
+    progress = Progress(run.logs, total, verbose=stream, quiet=quiet)
+    with hold_run(run.root), progress.session():
+        progress.say(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}")
+        for warning in stray_warnings(notebooks_dir):
+            progress.say(warning, always=True)
         try:
-            execute_steps(run, preset, notebooks, selected, stream)
+            execute_steps(run, preset, notebooks, selected, progress)
         except (NotebookFailed, StageFailures) as exc:
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
             try:
                 write_report(run)  # the failures box opens it: what failed, how to resume
             except Exception as report_error:  # noqa: BLE001 - the run's own error comes first
-                print(f"(the report could not be written: {report_error})", flush=True)
+                progress.say(f"(the report could not be written: {report_error})", always=True)
             raise
         write_report(run)
+        progress.say(f"log: {progress.log_path}")
     return run
 
 
 def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
-                  selected: list[str], stream: bool) -> None:
+                  selected: list[str], progress: Progress) -> None:
     """The selected notebooks in order, each stage's status recorded and checked."""
     record_start(run, preset, selected)
-    print(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}", flush=True)
     for step in selected:
         notebook = notebooks[step]
         declared = notebook_parameters(notebook)
@@ -153,7 +161,7 @@ def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
         for dataset in preset.datasets if "dataset" in declared else [None]:
             inputs = notebook_inputs(preset, run, declared, dataset)
             check_run_stores(run, preset)  # the cache readable, the ledger whole
-            run_notebook(run, notebook, inputs, dataset, stream)
+            run_notebook(run, notebook, inputs, dataset, progress)
             status = record_status(run, notebook.stem, dataset)
             if status is not None:
                 statuses.append(status)

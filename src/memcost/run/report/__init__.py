@@ -12,14 +12,18 @@ Figure 1), :mod:`comparison` (paper vs this run); :mod:`view` reads the run.
 from __future__ import annotations
 
 import base64
+import html
 import re
 from pathlib import Path
 
 from memcost.io import write_text
 from memcost.paths import RunPaths
+from memcost.run.report.analyses import section_analyses
 from memcost.run.report.comparison import Comparison, paper_vs_run, section_paper
 from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
+from memcost.run.report.executed import section_notebooks
 from memcost.run.report.failures import section_failures
+from memcost.run.report.headline import section_headline
 from memcost.run.report.markdown import md_table
 from memcost.run.report.overview import section_files, section_what_ran
 from memcost.run.report.results import section_accuracy, section_tokens
@@ -37,13 +41,16 @@ __all__ = [
 ]
 
 SECTIONS = (
+    "The answer in brief",
     "What ran",
     "Tables 1-2: tokens per conversation and per question",
     "Table 3: accuracy",
     "Cost of this run",
     "Tables 4-5: the cost model",
     "Figure 1",
+    "Cost per correct answer, paired tests, judge sensitivity",
     "Paper vs this run",
+    "The executed notebooks",
     "Files",
 )
 
@@ -51,12 +58,13 @@ SECTIONS = (
 
 def render_markdown(run: RunPaths) -> str:
     view = RunView.load(run)
-    lines = [f"# Fact memory vs. long context: run `{run.name}`", "",
+    lines = [f"# Fact memory vs. long context: run {run.name}", "",
              "Reproduction of *Beyond the Context Window: A Cost-Performance Analysis of "
              "Fact-Based Memory vs. Long-Context LLMs for Persistent Agents* "
              "(Pollertlam & Kornsuwannawit).", ""]
-    for section in (section_failures, section_what_ran, section_tokens, section_accuracy, section_costs,
-                    section_cost_model, section_figure1, section_paper, section_files):
+    for section in (section_failures, section_headline, section_what_ran, section_tokens,
+                    section_accuracy, section_costs, section_cost_model, section_figure1,
+                    section_analyses, section_paper, section_notebooks, section_files):
         lines += section(view)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -89,7 +97,7 @@ def render_html(markdown_text: str, root: Path) -> str:
 
     embedded = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", embed, markdown_text)
     body = md.markdown(embedded, extensions=["tables"])
-    title = markdown_text.splitlines()[0].lstrip("# ").strip()
+    title = html.escape(markdown_text.splitlines()[0].lstrip("# ").replace("`", "").strip())
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{title}</title><style>{_HTML_STYLE}</style></head>\n<body>\n{body}\n"
             "</body></html>\n")

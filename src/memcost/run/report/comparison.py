@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from memcost import paper
+from memcost.io import write_csv
 from memcost.lifecycle import stand_ins
-from memcost.run.report.markdown import md_table
+from memcost.run.report.markdown import md_table, usd
+from memcost.run.report.markdown import number as plain_number
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.view import (
     DATASET_NAMES,
@@ -39,17 +44,15 @@ class Comparison:
 
 
 def _plain(value: Any, money: bool) -> str:
-    """A number as the paper prints it: dollars to 4 decimals (2 from $1), others without
-    trailing zeros."""
+    """A number in the report's one format: dollars as :func:`usd` prints them, others as
+    :func:`number` (45.5, 85.8, 0.0435, 1,234)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return str(value)
     if money:
-        return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.4f}"
-    if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:,.4f}".rstrip("0").rstrip(".")
+        return usd(value)
+    return plain_number(float(value))
 
 
 def _matches(published: Any, ours: Any) -> bool:
@@ -88,7 +91,7 @@ def paper_vs_run(view: RunView) -> list[Comparison]:
             ours = None
             if table is not None and system in set(table["system"]):
                 ours = round(100 * float(table.set_index("system").loc[system, "strict_accuracy"]),
-                             2)
+                             1)
             rows.append(Comparison("Table 3", f"{DATASET_NAMES[name]} {system} accuracy %",
                                    paper.TABLE3[name][system], ours, comparable, why))
     rows += _measured_rows(view)
@@ -192,17 +195,32 @@ def _stand_ins(view: RunView) -> str:
 
 
 def section_paper(view: RunView) -> list[str]:
+    """The comparable numbers first, in a table; the others folded into one counted line per
+    reason (every row, comparable or not, is in ``tables/paper_vs_run.csv``)."""
     rows = paper_vs_run(view)
-    comparable = sum(r.comparable for r in rows)
-    matched = sum(r.comparable and _matches(r.paper, r.run) for r in rows)
+    comparable = [r for r in rows if r.comparable]
+    matched = sum(_matches(r.paper, r.run) for r in comparable)
+    header = ["source", "quantity", "paper", "this run", "comparable", "why"]
+    view.run.tables.mkdir(parents=True, exist_ok=True)
+    write_csv(view.run.table.paper_vs_run,
+              pd.DataFrame([r.row() for r in rows], columns=header))
     lines = ["## Paper vs this run", "",
              f"Every number the paper reports, next to this run's. **Comparable** means the same "
              f"data and the same models and settings (for Tables 4-5: the paper's cost model). "
-             f"{comparable} of {len(rows)} numbers are comparable in this run; {matched} of those "
-             "match to 4 decimals.", "",
+             f"{len(comparable)} of {len(rows)} numbers are comparable in this run; {matched} of "
+             "those match to 4 decimals.", "",
              *([f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
-               if _stand_ins(view) else []),
-             md_table([r.row() for r in rows],
-                      ["source", "quantity", "paper", "this run", "comparable", "why"]), ""]
+               if _stand_ins(view) else [])]
+    if comparable:
+        lines += [md_table([r.row() for r in comparable], header), ""]
+    reasons = Counter(r.why for r in rows if not r.comparable)
+    if reasons:
+        sources = {why: sorted({r.section for r in rows if r.why == why and not r.comparable})
+                   for why in reasons}
+        lines += [f"**{sum(reasons.values())} numbers are not comparable in this run** (all of "
+                  "them, with this run's value, are in `tables/paper_vs_run.csv`):", ""]
+        lines += [f"- {count} ({', '.join(sources[why])}): {why}"
+                  for why, count in reasons.most_common()]
+        lines.append("")
     return lines
 

@@ -7,6 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# An interval over fewer conversations than this is flagged: questions of one conversation are
+# not independent, and a cluster bootstrap over 2 or 3 conversations is not a 95% interval.
+FEW_CONVERSATIONS = 10
+
 
 def fmt(value: Any, *, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -16,9 +20,7 @@ def fmt(value: Any, *, digits: int = 4) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        if value.is_integer() and abs(value) >= 1:
-            return f"{int(value):,}"
-        return f"{value:,.{digits}f}"
+        return number(value, digits=digits)
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
@@ -27,6 +29,20 @@ def md_table(rows: Sequence[Sequence[Any]], header: Sequence[str], *, digits: in
     for row in rows:
         lines.append("| " + " | ".join(fmt(v, digits=digits) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def number(value: float, *, digits: int = 4) -> str:
+    """The report's one format for a plain number: integers with thousands separators, others
+    with one decimal from 10 up and at most ``digits`` significant digits below (no trailing
+    zeros), so 45.5, 85.8, 0.0435 and 1,234 print alike in every table."""
+    if math.isnan(value):
+        return "—"
+    if value.is_integer():
+        return f"{int(value):,}"
+    if abs(value) >= 10:
+        return f"{value:,.1f}"
+    text = f"{value:.{max(digits, 1)}g}"
+    return text if "e" not in text else f"{value:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def pct(value: Any) -> str:

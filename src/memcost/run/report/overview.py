@@ -13,12 +13,14 @@ def section_what_ran(view: RunView) -> list[str]:
     m = view.manifest
     preset = m.get("preset") or {}
     git = m.get("git") or {}
-    notebooks = m.get("notebooks") or {}
+    # Notebooks run by hand record their steps but no runner entry: count those instead.
+    notebooks = m.get("notebooks") or m.get("steps") or {}
     wall = sum(float(v.get("wall_time_s") or 0) for v in notebooks.values())
-    failed = [k for k, v in notebooks.items() if v.get("status") not in (None, "ok")]
+    failed = [k for k, v in notebooks.items() if v.get("status") not in (None, "ok", "finished")]
     rows: list[list[Any]] = [
         ["run", f"`{view.run.name}` ({view.run.root})"],
-        ["preset", f"{preset.get('name', '—')}: {preset.get('description', '')}".strip()],
+        ["preset", f"{preset.get('name', '—')}: {preset.get('description', '')}".strip()
+                   if preset else "none: notebooks run by hand with their own defaults"],
         ["git commit", f"{git.get('commit') or 'not a git checkout'}"
                        + (" (uncommitted changes)" if git.get("dirty") else "")],
         ["created / updated", f"{m.get('created_at', '—')} / {m.get('updated_at', '—')}"],
@@ -49,7 +51,7 @@ def section_what_ran(view: RunView) -> list[str]:
             "figures are **estimates** (offline token counts priced as the configured models).",
             "",
         ]
-    lines += [md_table(rows, ["", ""]), ""]
+    lines += [md_table(rows, ["what", "value"]), ""]
     return lines
 
 

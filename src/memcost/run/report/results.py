@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from memcost.run.report.markdown import figure, md_table, pct, png
+from memcost.run.report.markdown import FEW_CONVERSATIONS, figure, md_table, pct, png
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 
@@ -23,6 +23,14 @@ def section_tokens(view: RunView) -> list[str]:
               "text, upper median, mean rounded half up. The paper's rows are in "
               "*Paper vs this run* below.", ""]
     return lines
+
+
+def system_label(system: str) -> str:
+    """``long_context_gpt-5-mini`` → ``long context, gpt-5-mini``: readable, still unique."""
+    for kind in ("long_context", "rolling_window", "no_context", "oracle"):
+        if system.startswith(kind + "_"):
+            return f"{kind.replace('_', ' ')}, {system[len(kind) + 1:]}"
+    return system.replace("_", " ")
 
 
 def accuracy_tables(view: RunView) -> dict[str, pd.DataFrame]:
@@ -44,15 +52,26 @@ def section_accuracy(view: RunView) -> list[str]:
               f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
               "*Strict* counts answers that failed or could not be judged as wrong (the paper's "
               "\"correct ÷ all questions\").", ""]
-    rows = []
+    rows, few = [], []
     for name, table in tables.items():
         for r in table.itertuples(index=False):
-            rows.append([DATASET_NAMES.get(name, name), r.system, int(r.n), pct(r.accuracy),
-                         f"{pct(r.wilson_low)}–{pct(r.wilson_high)}",
-                         f"{pct(r.bootstrap_low)}–{pct(r.bootstrap_high)}",
+            clusters = int(getattr(r, "conversations", 0) or 0)
+            flag = f" ⚠ {clusters} conv." if 0 < clusters < FEW_CONVERSATIONS else ""
+            if flag and name not in few:
+                few.append(name)
+            rows.append([DATASET_NAMES.get(name, name), system_label(r.system), int(r.n),
+                         pct(r.accuracy), f"{pct(r.wilson_low)}–{pct(r.wilson_high)}",
+                         f"{pct(r.bootstrap_low)}–{pct(r.bootstrap_high)}{flag}",
                          f"{pct(r.vote_mean)} ± {pct(r.vote_std)}", pct(r.strict_accuracy)])
     lines += [md_table(rows, ["dataset", "system", "n", "accuracy %", "Wilson 95%",
                               "cluster bootstrap 95%", "mean ± std over votes", "strict %"]), ""]
+    if few:
+        names = ", ".join(DATASET_NAMES.get(n, n) for n in few)
+        lines += [f"⚠ **Few conversations** ({names}): these intervals rest on fewer than "
+                  f"{FEW_CONVERSATIONS} conversations. The cluster bootstrap can only resample "
+                  "the few conversations there are, so its interval can come out *narrower* than "
+                  "Wilson's; neither is a reliable 95% interval here. Read the accuracies as "
+                  "descriptions of this sample, not estimates.", ""]
     for ds in view.datasets:
         figure(lines, png(ds.paths.figure.accuracy_by_system), view.run.root,
                 f"{ds.title}: accuracy by system")

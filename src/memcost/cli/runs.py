@@ -1,0 +1,104 @@
+"""``python -m memcost runs`` lists the run directories; ``python -m memcost clean <name>`` deletes one.
+
+The list reads each run's ``manifest.json`` and ``calls.jsonl`` only: name, preset, backend,
+status (from the notebooks' recorded statuses), wall time, dollars spent and the list-price
+estimate of the same calls (what an offline run's tokens would cost with the configured models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from memcost.calls import read_calls, record_cost, spent_usd
+from memcost.paths import RUNS_DIR
+from memcost.run.progress import clock
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    runs = sub.add_parser("runs", help="list the runs under runs/: name, preset, status, time, cost")
+    runs.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
+    clean = sub.add_parser("clean", help="delete one run directory under runs/")
+    clean.add_argument("name", help="run name under runs/ (as `python -m memcost runs` lists it)")
+    clean.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
+
+
+def run_status(manifest: dict[str, Any], root: Path) -> str:
+    """``failed`` / ``interrupted`` if a notebook ended so, ``ok`` if all ran and the report was
+    written, ``incomplete`` otherwise (started, or stopped between notebooks)."""
+    statuses = [e.get("status") for e in (manifest.get("notebooks") or {}).values()]
+    for bad in ("failed", "interrupted"):
+        if bad in statuses:
+            return bad
+    if statuses and (root / "report.md").is_file():
+        return "ok"
+    return "incomplete"
+
+
+def summarise(root: Path) -> dict[str, Any] | None:
+    """One row of the list, or ``None`` for a folder that is not a run."""
+    manifest_path = root / "manifest.json"
+    if not manifest_path.is_file():
+        return None
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {"name": root.name, "preset": "?", "backend": "?", "status": "unreadable",
+                "wall": "", "spent": "", "estimate": ""}
+    preset = manifest.get("preset") or {}
+    params = preset.get("parameters") or {}
+    notebooks = (manifest.get("notebooks") or {}).values()
+    wall = sum(float(e.get("wall_time_s") or 0) for e in notebooks)
+    calls = read_calls(root / "calls.jsonl")
+    priced = [record_cost(r) for r in calls]
+    return {
+        "name": root.name,
+        "preset": preset.get("name") or "(by hand)",
+        "backend": params.get("backend") or ("offline" if calls else "—"),
+        "status": run_status(manifest, root),
+        "wall": clock(wall),
+        "spent": f"${spent_usd(calls):.2f}",
+        "estimate": f"${sum(p for p in priced if p is not None):.2f}",
+    }
+
+
+def list_runs(folder: Path) -> list[dict[str, Any]]:
+    rows = [summarise(p) for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
+    return [r for r in rows if r is not None]
+
+
+COLUMNS = (("name", "name"), ("preset", "preset"), ("backend", "backend"), ("status", "status"),
+           ("wall", "wall time"), ("spent", "spent"), ("estimate", "list-price estimate"))
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    widths = {k: max([len(title)] + [len(str(r[k])) for r in rows]) for k, title in COLUMNS}
+    lines = ["  ".join(title.ljust(widths[k]) for k, title in COLUMNS)]
+    lines += ["  ".join(str(r[k]).ljust(widths[k]) for k, _ in COLUMNS) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def command_runs(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    rows = list_runs(folder)
+    if not rows:
+        print(f"no runs in {folder}")
+        return 0
+    print(format_table(rows))
+    return 0
+
+
+def command_clean(args: argparse.Namespace) -> int:
+    folder = Path(args.dir).resolve()
+    target = (folder / args.name).resolve()
+    if target.parent != folder or not (target / "manifest.json").is_file():
+        print(f"error: {args.name} is not a run under {folder} (see `python -m memcost runs`)",
+              file=sys.stderr)
+        return 2
+    shutil.rmtree(target)
+    print(f"deleted {target}")
+    return 0

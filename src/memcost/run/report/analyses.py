@@ -1,0 +1,76 @@
+"""The report's analyses beyond Table 3: cost per correct answer, McNemar tests, judge sensitivity.
+
+Each is a table a notebook wrote (05 the first, 04 the others); the report shows them, it does
+not recompute them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memcost.run.report.markdown import md_table, pct, usd
+from memcost.run.report.results import system_label
+from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
+
+
+def _frames(view: RunView, table: str) -> list[pd.DataFrame]:
+    return [t for ds in view.datasets if (t := read_csv(getattr(ds.paths.table, table))) is not None]
+
+
+def _cost_per_correct(view: RunView) -> list[str]:
+    table = read_csv(view.run.table.cost_per_correct_answer)
+    if table is None or table.empty:
+        return []
+    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), system_label(str(r.system)), int(r.correct),
+             int(r.questions), usd(r.cpa_usd), usd(r.cpa_with_write_usd)]
+            for r in table.itertuples(index=False)]
+    basis = "; ".join(sorted(set(table["basis"].astype(str)))) if "basis" in table else ""
+    return ["### Cost per correct answer", "",
+            f"Answering dollars divided by correct answers (notebook 05; basis: {basis}). "
+            "Memory's second column adds its share of writing the memory. A system with no "
+            "correct answer has no cost per correct answer (—).", "",
+            md_table(rows, ["dataset", "system", "correct", "questions", "$ per correct",
+                            "$ per correct, with writing"]), ""]
+
+
+def _mcnemar(view: RunView) -> list[str]:
+    frames = _frames(view, "mcnemar")
+    if not frames:
+        return []
+    rows = []
+    for r in pd.concat(frames, ignore_index=True).itertuples(index=False):
+        rows.append([DATASET_NAMES.get(r.dataset, r.dataset),
+                     f"{system_label(str(r.system_a))} vs {system_label(str(r.system_b))}",
+                     int(r.n_paired), int(r.a_only_correct), int(r.b_only_correct),
+                     f"{100 * float(r.difference_b_minus_a):+.1f}", f"{float(r.p_value):.3g}",
+                     "yes" if bool(r.significant_5pct) else "no"])
+    return ["### Paired tests (exact McNemar)", "",
+            "Both systems answered the same questions, so they are compared on the questions "
+            "where exactly one was right (notebook 04). Few discordant pairs cannot show a "
+            "difference, whatever the accuracies say.", "",
+            md_table(rows, ["dataset", "pair", "questions", "only first right",
+                            "only second right", "difference (points)", "p", "p < 0.05"]), ""]
+
+
+def _judge_sensitivity(view: RunView) -> list[str]:
+    frames = _frames(view, "judge_sensitivity")
+    if not frames:
+        return []
+    table = pd.concat(frames, ignore_index=True)
+    wide = table.pivot_table(index=["dataset", "system"], columns="prompt_name",
+                             values="accuracy", aggfunc="first")
+    prompts = [p for p in ("judge_lenient", "judge", "judge_strict") if p in wide.columns]
+    rows = [[DATASET_NAMES.get(d, d), system_label(str(s)), *[pct(wide.loc[(d, s), p])
+                                                              for p in prompts]]
+            for d, s in wide.index]
+    return ["### Judge sensitivity", "",
+            "Accuracy in % under each judge prompt (notebook 04): if the ranking of the systems "
+            "changes between a lenient and a strict judge, the judge, not the system, decides.",
+            "", md_table(rows, ["dataset", "system", *prompts]), ""]
+
+
+def section_analyses(view: RunView) -> list[str]:
+    body = _cost_per_correct(view) + _mcnemar(view) + _judge_sensitivity(view)
+    if not body:
+        return []
+    return ["## Cost per correct answer, paired tests, judge sensitivity", "", *body]

@@ -1,0 +1,83 @@
+"""The runner executes the canonical notebooks only, warns about copies, records their hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+
+import nbformat
+import pytest
+
+from memcost.paths import NOTEBOOKS_DIR, REPO_ROOT
+from memcost.run import run_preset
+from memcost.run.notebooks import (
+    CANONICAL_NOTEBOOKS,
+    discover_notebooks,
+    stray_notebooks,
+    stray_warnings,
+)
+
+STRAYS = ("05_analyse_costs.nbconvert.ipynb", "05_x_v2.ipynb")
+
+
+def _stray(path, marker):
+    """A notebook that, if it ran, would write ``marker`` and fail the run."""
+    nb = nbformat.read(NOTEBOOKS_DIR / "05_analyse_costs.ipynb", as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('a stray copy ran')"))
+    nbformat.write(nb, path)
+
+
+def test_the_repository_folder_holds_exactly_the_listed_notebooks():
+    found = discover_notebooks()
+    assert [p.name for p in found.values()] == [
+        n for n in CANONICAL_NOTEBOOKS if (NOTEBOOKS_DIR / n).is_file()
+    ]
+    assert list(found)[:6] == ["00", "01", "02", "03", "04", "05"]
+    assert stray_notebooks() == []
+
+
+def test_gitignore_covers_the_copies():
+    for name in STRAYS[:1] + ("05_analyse_costs-Copy1.ipynb",):
+        probe = subprocess.run(["git", "check-ignore", "-q", f"notebooks/{name}"], cwd=REPO_ROOT)
+        assert probe.returncode == 0, f"{name} is not ignored"
+
+
+def test_strays_are_warned_about_and_the_canonical_notebook_runs(tmp_path, capsys):
+    folder = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS_DIR, folder)
+    marker = tmp_path / "stray_ran"
+    for name in STRAYS + ("05_analyse_costs-Copy1.ipynb",):
+        _stray(folder / name, marker)
+    assert discover_notebooks(folder)["05"].name == "05_analyse_costs.ipynb"
+    assert sorted(p.name for p in stray_notebooks(folder)) == sorted(
+        STRAYS + ("05_analyse_costs-Copy1.ipynb",))
+    assert all("05_analyse_costs.ipynb runs instead" in w for w in stray_warnings(folder))
+
+    run = run_preset("paper_cost_model", run_name=str(tmp_path / "run"), notebooks_dir=folder,
+                     overrides={"repo_figures_dir": ""})  # leave the committed figures alone
+    out = capsys.readouterr().out
+    for name in STRAYS:
+        assert f"warning: {name} in notebooks/ is not a canonical notebook" in out
+    assert not marker.exists()
+    manifest = json.loads(run.manifest.read_text())
+    entry = manifest["notebooks"]["05_analyse_costs"]
+    assert entry["status"] == "ok"
+    canonical = folder / "05_analyse_costs.ipynb"
+    assert entry["sha256"] == hashlib.sha256(canonical.read_bytes()).hexdigest()
+    # the log holds the warnings and the line per notebook
+    log = next(run.logs.glob("run-*.log")).read_text()
+    assert "warning: 05_x_v2.ipynb" in log and "notebook 1 of 1: 05_analyse_costs" in log
+
+
+def test_a_foreign_folder_with_two_notebooks_for_one_number_is_an_error(tmp_path):
+    for name in ("00_a.ipynb", "00_b.ipynb"):
+        nbformat.write(nbformat.v4.new_notebook(), tmp_path / name)
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "01_c.nbconvert.ipynb")
+    with pytest.raises(ValueError, match="two notebooks numbered 00"):
+        discover_notebooks(tmp_path)
+    (tmp_path / "00_b.ipynb").unlink()
+    assert list(discover_notebooks(tmp_path)) == ["00"]
+    assert [p.name for p in stray_notebooks(tmp_path)] == ["01_c.nbconvert.ipynb"]

@@ -1,0 +1,67 @@
+"""``python -m memcost runs`` lists runs (a failed one with its status); ``clean`` deletes one;
+the runner's log is one line per notebook, with cell output only in the log file."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+import yaml
+
+from memcost.cli.main import main
+from memcost.run import NotebookFailed, run_preset
+
+
+def _notebook(path, body):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('run_dir: str = ""  # where\nfail: bool = False  # why',
+                                          metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(body)]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def runs(tmp_path, capsys):
+    """Two runs of a two-notebook folder: one finishes, one fails in its second notebook."""
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    _notebook(folder / "00_first.ipynb", "print('CELL-OUTPUT-MARKER ' * 3)")
+    _notebook(folder / "01_second.ipynb", "assert not fail, 'asked to fail'")
+    preset = tmp_path / "p.yaml"
+    preset.write_text(yaml.safe_dump({"datasets": [], "parameters": {}}))
+    root = tmp_path / "runs"
+    run_preset(preset, run_name=str(root / "good"), notebooks_dir=folder)
+    with pytest.raises(NotebookFailed):
+        run_preset(preset, run_name=str(root / "bad"), notebooks_dir=folder,
+                   overrides={"fail": True})
+    (root / "terminal.txt").write_text(capsys.readouterr().out)
+    return root
+
+
+def test_runs_lists_a_finished_and_a_failed_run(runs, capsys):
+    assert main(["runs", "--dir", str(runs)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["name", "preset", "backend", "status"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {"bad", "good"}
+    assert rows["good"][1:4] == ["p", "—", "ok"]  # no backend set and no model call
+    assert rows["bad"][3] == "failed"
+    assert rows["good"][5] == "$0.00"  # nothing was called, nothing spent
+
+
+def test_clean_deletes_a_run_and_refuses_other_folders(runs, capsys):
+    assert main(["clean", "bad", "--dir", str(runs)]) == 0
+    assert not (runs / "bad").exists() and (runs / "good").exists()
+    assert main(["clean", "..", "--dir", str(runs)]) == 2
+    assert main(["clean", "nope", "--dir", str(runs)]) == 2
+    assert "is not a run" in capsys.readouterr().err
+
+
+def test_the_log_is_one_line_per_notebook_and_the_file_has_everything(runs):
+    out = (runs / "terminal.txt").read_text()
+    assert "notebook 1 of 2: 00_first ... ok in" in out
+    assert "notebook 2 of 2: 01_second ... failed in" in out
+    assert "ETA ~" in out  # after the first notebook, the second's ETA
+    assert "CELL-OUTPUT-MARKER" not in out  # cell output only with --verbose
+    log = next((runs / "good" / "logs").glob("run-*.log")).read_text()
+    assert "CELL-OUTPUT-MARKER" in log and "notebook 2 of 2: 01_second" in log
