@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from memcost.models import canonical_name
+from memcost.models import canonical_name, is_known, model_info
 
 PRICE_TABLE_NAME = "memcost.prices.PRICES"
 PRICE_TABLE_DATE = "2025-09-15"  # list prices in force when the paper's runs were made (§8)
@@ -233,13 +233,14 @@ PRICE_SCHEDULES: dict[str, tuple[Price, ...]] = _rows(
 # https://developers.openai.com/api/docs/deprecations, checked 2026-11-30: gpt-5-mini ->
 # gpt-6.1-terra; gpt-5-nano -> a GPT-6 model, gpt-6-luna the low-cost one). Prices only: the
 # model registry (memcost.models) is the place for lifecycle facts; unify the two there.
-PRICE_SUCCESSORS: dict[str, str] = {"gpt-5-mini": "gpt-6.1-terra", "gpt-5-nano": "gpt-6-luna"}
-
-
 def price_successor(model: str) -> str:
-    """The successor whose price ``cost_model: current`` uses (the model itself if none)."""
+    """The successor whose price ``cost_model: current`` uses (the model itself if none): the
+    one the model registry names from the provider's deprecations page."""
     name = canonical_name(model)
-    return PRICE_SUCCESSORS.get(name, name)
+    if not is_known(model):
+        return name
+    successor = model_info(model).successor
+    return canonical_name(successor) if successor else name
 
 
 def _row_on(name: str, on: str | None) -> Price | None:

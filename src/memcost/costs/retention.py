@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memcost.longctx import cacheable_tokens as _provider_cacheable
+from memcost.prefix_cache import cacheable as _provider_cacheable
 from memcost.prices import Price
 
 MINUTE = 60.0

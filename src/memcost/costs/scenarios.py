@@ -2,7 +2,7 @@
 
 ``paper`` is the paper's setting (study §8): gpt-5-mini answers with long context and reads
 memory, gpt-5-nano extracts facts, at the prices of :data:`memcost.prices.PRICE_TABLE_DATE`.
-``current`` replaces each retired model by its successor (:data:`memcost.prices.PRICE_SUCCESSORS`)
+``current`` replaces each retired model by its successor (:func:`memcost.prices.price_successor`, from the model registry)
 at today's rows. Memory's costs at today's prices are the paper's calibrated costs re-priced by
 the token mix the paper measured (§4.2): the calibration stays, only the prices move.
 

@@ -3,8 +3,8 @@
 Two questions about the same user send prompts that are identical up to the end of the history;
 the provider can serve that shared beginning from its cache on the second question. OpenAI
 caches prefixes of at least 1,024 tokens and extends them in 128-token steps
-(:data:`memcost.prices.CACHED_INPUT_MIN_TOKENS`, ``CACHED_INPUT_STEP_TOKENS``), so the cached
-part is the shared prefix rounded down to that grid. This is the arithmetic the cost model's
+(:mod:`memcost.prefix_cache`, the one statement of that rule), so the cached part is the shared
+prefix rounded down to that grid. This is the arithmetic the cost model's
 "cached from the second question on" assumption rests on (study §8), computed on real prompts.
 """
 
@@ -15,16 +15,13 @@ from dataclasses import dataclass
 from memcost import tokens
 from memcost.longctx.answer import messages_for
 from memcost.longctx.plan import Plan
-from memcost.prices import CACHED_INPUT_MIN_TOKENS, CACHED_INPUT_STEP_TOKENS
+from memcost.prefix_cache import cacheable
 
 
 def cacheable_tokens(shared: int) -> int:
     """The tokens a provider can serve from its cache when ``shared`` leading tokens match a
-    prompt it has seen: none under the minimum, else the minimum plus whole steps."""
-    if shared < CACHED_INPUT_MIN_TOKENS:
-        return 0
-    steps = (shared - CACHED_INPUT_MIN_TOKENS) // CACHED_INPUT_STEP_TOKENS
-    return CACHED_INPUT_MIN_TOKENS + steps * CACHED_INPUT_STEP_TOKENS
+    prompt it has seen (the one rule, :func:`memcost.prefix_cache.cacheable`)."""
+    return cacheable(shared)
 
 
 def prompt_token_ids(plan: Plan) -> list[int]:
