@@ -86,3 +86,26 @@ def test_a_failed_user_build_leaves_no_rows(wheel, tmp_path):
             store.apply("u", upserts=(["u:f2"], x[2:3]), deletes=["u:f0"])
         assert store.is_built("u") and store.vectors("u")[0] == ["u:f1", "u:f2"]
         store.close()
+
+
+def test_a_resumed_run_reuses_the_servers_data_and_rebuilds_what_the_store_lacks(
+        wheel, prepared_run):
+    run = prepared_run(("locomo",))
+    again = {"run_name": str(run.root), "steps": ["01"], "datasets": ["locomo"], "stream": False,
+             "overrides": {"vector_store": "pgvector", "pgvector_layout": "per_user"}}
+    metrics = run.dataset("locomo").metrics / "01_extract_facts.json"
+    run_preset("smoke", **again)
+    built = read_json(metrics)["metrics"]
+    assert built["users_built"] > 1 and built["users_resumed"] == 0
+    run_preset("smoke", **again)  # the server starts again on the run's data
+    resumed = read_json(metrics)["metrics"]
+    assert resumed["users_built"] == 0 and resumed["users_resumed"] == built["users_built"]
+    table = store_table("locomo", "per_user")
+    with PgServer(run.root / "pgvector") as server:  # a user whose committed build is gone
+        store = PgVectorStore(server.dsn, 1536, layout="per_user", table=table)
+        lost = store.users()[0]
+        store.conn.execute(f"DELETE FROM {table}_users WHERE user_id = %s", (lost,))
+        store.close()
+    run_preset("smoke", **again)
+    redone = read_json(metrics)["metrics"]
+    assert redone["users_built"] == 1 and redone["users_resumed"] == built["users_built"] - 1
