@@ -69,8 +69,10 @@ class StoreSession:
                 ef_construction=ef_construction))
             atexit.register(self.close)
 
-    def manifest_entry(self, config: MemoryConfig) -> dict[str, Any]:
-        return faiss_entry(config) if self.store is None else manifest_entry(self.store)
+    def manifest_entry(self, config: MemoryConfig | None) -> dict[str, Any]:
+        if self.store is None:
+            return faiss_entry(config or MemoryConfig(dataset=""))
+        return manifest_entry(self.store)
 
     def describe(self) -> str:
         """One line for a notebook: which store, which versions, which layout."""
