@@ -31,9 +31,12 @@ a shared index. Each fact is a topic centre (64 topics shared by all users) plus
 dimensions instead of 1,536 keep the builds within minutes on two cores; the filtering effect
 depends on ``ef_search`` and the user's share, not on the dimension.
 
-Run: ``.venv/bin/python benchmarks/bench_vectorstore.py [--sizes sample paper tenx]
-[--queries 200] [--dims 256]``. The PostgreSQL server is a private one in a temporary
-directory (or ``--dsn``), removed at the end.
+Run: ``.venv/bin/python benchmarks/bench_vectorstore.py`` (what ``make bench`` runs: the
+``sample`` size and ``small``, 50 users x 206 facts, 100 queries, a 10,000-fact share sweep;
+about a minute), ``--full`` for the paper size and a 50,000-fact sweep (about ten minutes), or
+``--sizes sample small paper tenx [--queries 200] [--dims 256]`` by hand (``tenx`` takes about
+25 minutes). The PostgreSQL server is a private one in a temporary directory (or ``--dsn``),
+removed at the end.
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ K = 20
 EF_VALUES = (10, 20, 40, 60, 80, 100, 200, 400, 1000)  # 1000: the most pgvector allows
 FEW_EF_VALUES = (10, 40, 400)  # for the variants (iterative scans are slow)
 SAME_TABLE = ("pg-shared-planner", "pg-shared-iter")  # search pg-shared's table
-SIZES = {"sample": (3, 120), "paper": (500, 206), "tenx": (5_000, 206)}  # users x facts each
+SIZES = {"sample": (3, 120), "small": (50, 206), "paper": (500, 206),
+         "tenx": (5_000, 206)}  # users x facts each
+DEFAULT_SIZES = ["sample", "small"]  # about a minute; --full adds the paper size
 TOPICS = 64
 NOISE = 1.0  # noise norm around a unit topic centre: cosine to the centre ~0.7
 SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25)
-SHARE_TABLE = 50_000
+SHARE_TABLE = 10_000  # --full: 50,000
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -162,11 +167,12 @@ def run_size(dsn: str, label: str, dims: int, n_queries: int, seed: int) -> list
     return rows
 
 
-def share_sweep(dsn: str, dims: int, n_queries: int, seed: int) -> pd.DataFrame:
-    """One shared table of SHARE_TABLE facts; one probe user per share, the rest filler."""
+def share_sweep(dsn: str, dims: int, n_queries: int, seed: int,
+                table_facts: int = SHARE_TABLE) -> pd.DataFrame:
+    """One shared table of ``table_facts`` facts; one probe user per share, the rest filler."""
     topics = Topics(dims, seed + 7)
-    sizes = {f"s{share:g}": max(int(SHARE_TABLE * share), 1) for share in SHARES}
-    filler = SHARE_TABLE - sum(sizes.values())
+    sizes = {f"s{share:g}": max(int(table_facts * share), 1) for share in SHARES}
+    filler = table_facts - sum(sizes.values())
     sizes.update({f"fill{i:03d}": filler // 100 for i in range(100)})
     facts = make_users(topics, sizes)
     store = PgVectorStore(dsn, dims, layout="shared", table="b_share")
@@ -201,13 +207,20 @@ def summarise(table: pd.DataFrame) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", default=["sample", "paper"], choices=list(SIZES))
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES),
+                        help=f"default {DEFAULT_SIZES} (about a minute); see --full")
+    parser.add_argument("--full", action="store_true",
+                        help="the paper size (500 users x 206 facts, ~10 minutes) and a 50,000-"
+                        "fact share sweep; add --sizes ... tenx for 10x the paper")
+    parser.add_argument("--queries", type=int)
     parser.add_argument("--dims", type=int, default=256)
     parser.add_argument("--dsn", default="", help="an existing server (default: a private one)")
     parser.add_argument("--no-share-sweep", action="store_true")
     parser.add_argument("--out", type=Path, help="also write the table as CSV")
     args = parser.parse_args()
+    args.sizes = args.sizes or (["sample", "paper"] if args.full else DEFAULT_SIZES)
+    args.queries = args.queries or (200 if args.full else 100)
+    share_facts = 50_000 if args.full else SHARE_TABLE
     workdir = Path(tempfile.mkdtemp(prefix="bench_vectorstore_"))
     rows = []
     try:
@@ -220,7 +233,7 @@ def main() -> None:
             for label in args.sizes:
                 rows += run_size(server.dsn, label, args.dims, args.queries, seed=len(rows))
             shares = None if args.no_share_sweep else share_sweep(
-                server.dsn, args.dims, min(args.queries, 100), seed=1)
+                server.dsn, args.dims, min(args.queries, 100), seed=1, table_facts=share_facts)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     table = pd.DataFrame(rows)
@@ -230,7 +243,7 @@ def main() -> None:
         table.to_csv(args.out, index=False)
     summarise(table)
     if shares is not None:
-        print(f"\nShared table of {SHARE_TABLE:,} facts: returned facts and recall@20 by the "
+        print(f"\nShared table of {share_facts:,} facts: returned facts and recall@20 by the "
               "user's share of the table (iterative scan off)")
         print(shares.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 

@@ -194,13 +194,16 @@ class MemoryBuilder:
         done = files.read_done(self.ds, user)
         if done is None or done.get("failed_segments"):
             return False
-        faiss_path, table_path = store.index_paths(self.index_dir, user)
         return (
             done.get("fingerprint") == self.fingerprint
             and done.get("conversation_id") == user
-            and faiss_path.is_file()
-            and table_path.is_file()
+            and self.index_built(user)
         )
+
+    def index_built(self, user: str) -> bool:
+        """The user's index is in the store (here: both FAISS files exist)."""
+        faiss_path, table_path = store.index_paths(self.index_dir, user)
+        return faiss_path.is_file() and table_path.is_file()
 
     def plan(self, conversations: pd.DataFrame, users: Sequence[str]) -> dict[str, UserPlan]:
         return plan_users(

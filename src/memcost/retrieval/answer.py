@@ -84,11 +84,13 @@ def answer_from_memory(
     top_k: int = TOP_K,
     ef_search: int = EF_SEARCH,
     mode: str = "open_ended",
+    store: MemoryStore | None = None,
 ) -> ReadReport:
-    """Answer every question not yet in ``answers_memory.jsonl`` and append its record."""
+    """Answer every question not yet in ``answers_memory.jsonl`` and append its record
+    (``store``: the run's vector store; default the FAISS files of notebook 01)."""
     t0 = time.perf_counter()
     report = ReadReport(questions=len(questions))
-    store = MemoryStore(ds, embedding_model=embedding_model)
+    store = store or MemoryStore(ds, embedding_model=embedding_model)
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     empty_turns = conversations.iloc[0:0]
     settings = fingerprint(

@@ -15,6 +15,7 @@ of a built user, all or nothing.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -142,6 +143,11 @@ class VectorStore(ABC):
         """What the manifest records about the store (system, versions, settings)."""
         return {"vector_store": self.name, "hnsw_m": self.m,
                 "ef_construction": self.ef_construction, "dims": self.dims}
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A block whose writes become visible together (nested blocks: savepoints); a store
+        without transactions runs the block as it is."""
+        return contextlib.nullcontext()
 
     def close(self) -> None:  # noqa: B027 - a store without connections has nothing to do
         """Release connections (the data stays)."""

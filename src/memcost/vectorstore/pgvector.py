@@ -322,6 +322,11 @@ class PgVectorStore(VectorStore):
                 "iterative_scan": self.iterative_scan if self.supports_iterative_scan
                 else "unsupported", "force_hnsw": self.force_hnsw}
 
+    def transaction(self) -> Any:
+        """One SQL transaction (a savepoint inside another): builds and applies in the block
+        commit together, or not at all."""
+        return self.conn.transaction()
+
     def close(self) -> None:
         if not self.conn.closed:
             self.conn.close()

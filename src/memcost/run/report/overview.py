@@ -27,6 +27,11 @@ def section_what_ran(view: RunView) -> list[str]:
         ["notebooks", f"{len(notebooks)} executed in {wall:,.0f} s"
                       + (f"; not finished: {', '.join(failed)}" if failed else "")],
         ["backend", ", ".join(view.backends) or "no model calls"],
+        ["vector store", "; ".join(sorted({  # the memory's store (notebooks 01-02)
+            f"{v.get('vector_store')} {v.get('layout', '')}".strip()
+            + (f" (PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, "
+               f"{(v.get('server') or {}).get('server', '')} server)" if "pgvector" in v else "")
+            for v in (m.get("vector_store") or {}).values()})) or "faiss per_user"],
         ["python / tiktoken / faiss", " / ".join(str(x) for x in (
             (m.get("tools") or {}).get("python"), (m.get("packages") or {}).get("tiktoken"),
             (m.get("packages") or {}).get("faiss-cpu")))],
