@@ -21,7 +21,7 @@ from memcost.models import UnknownModelError, canonical_name, model_info
 from memcost.params import notebook_defaults
 from memcost.paths import PARAMS_DIR
 from memcost.prices import UnknownPriceError, price_for
-from memcost.run.presets import Preset, PresetError
+from memcost.run.presets import Preset, PresetError, selected_steps
 
 LISTING_TIMEOUT_S = 10.0
 
@@ -39,7 +39,7 @@ def paid_models(
 ) -> dict[str, dict[str, Any]]:
     """``{model: the parameters it runs under}`` for every model an API backend will serve
     (with ``paid_only=False``: every model the preset names, offline ones too)."""
-    steps = preset.steps or list(notebooks)
+    steps = selected_steps(preset, notebooks)
     found: dict[str, dict[str, Any]] = {}
     for step in steps:
         defaults = notebook_defaults(notebooks[step])

@@ -17,7 +17,7 @@ from memcost.params import notebook_parameters
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError
 from memcost.run.lifecycle_gate import check_lifecycle
-from memcost.run.presets import Preset, PresetError, default_steps
+from memcost.run.presets import Preset, PresetError, selected_steps
 
 
 def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
@@ -25,7 +25,7 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
 
     The message names each missing variable and the offline alternative.
     """
-    steps = preset.steps or default_steps(notebooks)
+    steps = selected_steps(preset, notebooks)
     if not any("backend" in notebook_parameters(notebooks[s]) for s in steps):
         return
     problems: list[str] = []

@@ -47,6 +47,11 @@ def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
     return [s for s in notebooks if s not in OPT_IN_STEPS]
 
 
+def selected_steps(preset: Preset, notebooks: Mapping[str, Path]) -> list[str]:
+    """The steps a preset runs: the ones it names, else :func:`default_steps`."""
+    return preset.steps or default_steps(notebooks)
+
+
 @dataclass
 class Preset:
     name: str
@@ -119,7 +124,7 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
 
 def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     """Every parameter key must be declared by at least one notebook the preset runs."""
-    steps = preset.steps or default_steps(notebooks)
+    steps = selected_steps(preset, notebooks)
     missing = [s for s in steps if s not in notebooks]
     if missing:
         raise PresetError(
@@ -190,9 +195,9 @@ def resolve_preset(
     validate_preset(preset, notebooks)
     if steps:
         chosen = [normalise_step(s) for s in steps]
-        outside = [s for s in chosen if s not in (preset.steps or default_steps(notebooks))]
+        outside = [s for s in chosen if s not in (selected_steps(preset, notebooks))]
         if outside:
             raise PresetError(f"{preset.path}: steps {outside} are not part of this preset "
-                              f"(its steps: {preset.steps or default_steps(notebooks)})")
+                              f"(its steps: {selected_steps(preset, notebooks)})")
         preset.steps = chosen
     return preset

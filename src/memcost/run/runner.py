@@ -22,7 +22,7 @@ from memcost.run.integrity import check_run_stores
 from memcost.run.lock import hold_run
 from memcost.run.notebooks import discover_notebooks, notebook_sha256, stray_warnings
 from memcost.run.preflight import check_estimate, preflight_credentials
-from memcost.run.presets import Preset, PresetError, default_steps, resolve_preset
+from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps
 from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
@@ -126,7 +126,7 @@ def run_preset(
         raise PresetError(str(exc)) from None
     validate_run(preset, notebooks, run_dir)  # nothing is created before this passes
     preflight_credentials(preset, notebooks)
-    selected = preset.steps or default_steps(notebooks)
+    selected = selected_steps(preset, notebooks)
     run = RunPaths(run_dir).ensure()
     declared = {step: notebook_parameters(notebooks[step]) for step in selected}
     total = count_executions(selected, {s: "dataset" in d for s, d in declared.items()},

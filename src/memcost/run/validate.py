@@ -20,7 +20,7 @@ from memcost.params import normalise_price_overrides, notebook_defaults, noteboo
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError, price_for
 from memcost.prompts import JUDGE_PROMPTS
-from memcost.run.presets import Preset, PresetError
+from memcost.run.presets import Preset, PresetError, selected_steps
 from memcost.run.secrets import check_secrets
 
 EFFORTS = ("minimal", "low", "medium", "high")
@@ -181,7 +181,7 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
 
 def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
     """Everything a run needs, checked before anything is created or executed."""
-    steps = preset.steps or list(notebooks)
+    steps = selected_steps(preset, notebooks)
     declared: dict[str, str] = {}
     for step in steps:
         for name, info in notebook_parameters(notebooks[step]).items():
