@@ -46,22 +46,39 @@ def test_an_unknown_price_is_one_line_before_anything_runs(tmp_path, capsys):
 
 def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
         tmp_path, capsys, monkeypatch, run_paths):
-    assert main(run_args(tmp_path)) == 2
-    hint = suggested(capsys.readouterr().err)
     from memcost.cli.main import build_parser
-    from memcost.run.presets import discover_notebooks, resolve_preset
+    from memcost.run.presets import PresetError, discover_notebooks, resolve_preset
     from memcost.run.validate import validate_run
-    args = build_parser().parse_args(run_args(tmp_path, *hint))
-    preset = resolve_preset(args.params, discover_notebooks(), steps=["00", "01"],
-                            datasets=["locomo"], overrides=dict(args.overrides))
-    validate_run(preset, discover_notebooks(), tmp_path / "run")
+
+    assert main(run_args(tmp_path)) == 2
+    hints = suggested(capsys.readouterr().err)  # first: the price
+    assert hints == ["-p", 'price_overrides={"llama3.1:8b": 0}']
+
+    def validate(extra):
+        args = build_parser().parse_args(run_args(tmp_path, *extra))
+        preset = resolve_preset(args.params, discover_notebooks(), steps=["00", "01"],
+                                datasets=["locomo"], overrides=dict(args.overrides))
+        validate_run(preset, discover_notebooks(), tmp_path / "run")
+        return preset
+
+    # then, a model the registry does not know: one more line, which works when followed too
+    with pytest.raises(PresetError) as info:
+        validate(hints)
+    assert f"unknown model '{MODEL}' (extraction_model)" in str(info.value)
+    line = str(info.value)
+    start = line.index("-p '")
+    hints += shlex.split(line[start:line.index("' ", start) + 1])
+    preset = validate(hints)
     overrides = preset.parameters["price_overrides"]
     assert overrides == {MODEL: {"input": 0.0, "output": 0.0}}
+    capabilities = preset.parameters["model_capabilities"]
+    assert capabilities == {MODEL: {"context_window": 32768}}
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         client = api_client(run_paths, server.url, tmp_path, max_cost_usd=0.01,
-                            **shared_params({"price_overrides": {MODEL: 0}}))
+                            **shared_params({"price_overrides": {MODEL: 0},
+                                             "model_capabilities": capabilities}))
         result = client.chat(question(1, model=MODEL, temperature=0, max_output_tokens=50))
         client.close()
     assert result.error is None
@@ -85,7 +102,8 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
             [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
              str(tmp_path / "run"), "--quiet", "-p", "backend=custom",
              "-p", f"base_url={server.url}", "-p", "api_key_env=MEMCOST_TEST_KEY",
-             "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}'],
+             "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}',
+             "-p", f'model_capabilities={{"{MODEL}": {{}}}}'],
             cwd=REPO_ROOT, capture_output=True, text=True, timeout=280,
             env={**__import__("os").environ, "MEMCOST_TEST_KEY": TEST_KEY,
                  "MEMCOST_CACHE_DIR": str(tmp_path / "cache")})

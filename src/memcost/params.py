@@ -28,6 +28,7 @@ CLIENT_PARAMETERS: tuple[str, ...] = (
     "max_cost_usd",
     "price_overrides",
     "request_timeout_s",
+    "model_capabilities",
 )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memcost.datasets import DATASETS
+from memcost.models import is_known
 from memcost.params import normalise_price_overrides, notebook_defaults, notebook_parameters
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError, price_for
@@ -128,8 +129,17 @@ def unknown_price_line(model: str, parameter: str) -> str:
             "(USD per 1M tokens)")
 
 
-def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
-    """Every model a paid step names has a price (the table's, or ``price_overrides``)."""
+def unknown_model_line(model: str, parameter: str) -> str:
+    """One line that says how to declare a model the registry does not know (and works when
+    followed): a plain chat model on the user's own server."""
+    return (f"unknown model {model!r} ({parameter}): memcost.models has no capabilities for it; "
+            f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
+            f"-p 'model_capabilities={{\"{model}\": {{context_window: 32768}}}}' "
+            "(a plain chat model: temperature and max_tokens)")
+
+
+def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]):
+    """``(model, parameter, parameters)`` for every model a model-calling step names."""
     for dataset in preset.datasets or [None]:
         params = preset.parameters_for(dataset)
         for step in steps:
@@ -141,12 +151,22 @@ def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]
                     continue
                 value = params.get(name, defaults[name])
                 for model in value if isinstance(value, list) else [value]:
-                    try:
-                        price_for(str(model), params.get("price_overrides"))
-                    except UnknownPriceError:
-                        raise PresetError(unknown_price_line(str(model), name)) from None
-                    except ValueError as exc:
-                        raise PresetError(f"parameter {exc}") from None
+                    yield str(model), name, params
+
+
+def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
+    """Every model a paid step names has a price (the table's, or ``price_overrides``) and is
+    known to the model registry (or declared in ``model_capabilities``)."""
+    for model, name, params in _named_models(preset, notebooks, steps):
+        try:
+            price_for(model, params.get("price_overrides"))
+        except UnknownPriceError:
+            raise PresetError(unknown_price_line(model, name)) from None
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
+        if params.get("backend", "offline") != "offline" and not is_known(
+                model, params.get("model_capabilities") or None):
+            raise PresetError(unknown_model_line(model, name))
 
 
 def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
