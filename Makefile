@@ -9,9 +9,10 @@ PY            := $(VENV)/bin/python
 STAMP         := $(VENV)/.installed
 PRESET        ?= smoke
 RUN_NAME      ?=
-# Test processes: the notebooks a test session executes run in parallel (pytest-xdist); each
-# test file stays in one process, so its module fixtures run once.
-TEST_WORKERS  ?= 2
+# Test processes (pytest-xdist): 0 runs the suite in one process, the default; N > 0 spreads
+# test files over N processes (module fixtures still run once per file; the session's smoke run
+# is shared through a file lock).
+TEST_WORKERS  ?= 0
 
 .PHONY: setup reproduce test test-slow lab bench lint clean help
 
