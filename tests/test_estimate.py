@@ -8,7 +8,7 @@ import pytest
 from memcost import costs
 from memcost.costs import estimate
 from memcost.prices import price_for
-from memcost.runner import PresetError, run_preset
+from memcost.run import PresetError, run_preset
 
 
 @pytest.fixture(scope="module")

@@ -55,18 +55,8 @@ LAYER_OF: dict[str, str] = {
     "cli": TOP,
     "report": TOP,
     "__main__": TOP,
-    "runner": TOP,  # the runner's former name, kept for older imports (memcost.run)
     "testing": TESTING,
 }
-# Module names from before the package split, still present until each stage moves into its
-# subpackage. Delete a line when its module is gone; the test lists lines that name nothing.
-LEGACY_LAYER_OF: dict[str, str] = {
-}
-# Imports that break a rule today and go away when their module moves (a stage's figures move
-# to plots/<stage>.py). Delete a line when its import is gone; the test lists lines that match
-# no import.
-LEGACY_EDGES: frozenset[tuple[str, str]] = frozenset({
-})
 OPENAI_IMPORTERS = frozenset({"memcost.llm.providers"})
 
 
@@ -177,10 +167,9 @@ def layer_of(module: str, table: dict[str, str]) -> str | None:
 def violations(
     graph: Graph,
     table: dict[str, str] | None = None,
-    legacy_edges: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[str]:
     """Every broken rule, one line each (empty when the package is layered as it should be)."""
-    table = {**LAYER_OF, **LEGACY_LAYER_OF} if table is None else table
+    table = LAYER_OF if table is None else table
     problems = []
     for module in sorted(graph.modules):
         if layer_of(module, table) is None:
@@ -191,8 +180,6 @@ def violations(
                 problems.append(f"{source}:{line} imports {target}, which does not exist")
                 continue
             mine, theirs = layer_of(source, table), layer_of(target, table)
-            if (source, target) in legacy_edges:
-                continue
             if mine and theirs and theirs not in ALLOWED[mine]:
                 problems.append(f"{source}:{line} ({mine}) imports {target} ({theirs})")
     for source, names in sorted(graph.external.items()):
@@ -213,7 +200,7 @@ def graph() -> Graph:
 
 def test_the_package_is_layered(graph):
     assert len(graph.modules) > 40
-    assert violations(graph, legacy_edges=LEGACY_EDGES) == []
+    assert violations(graph) == []
 
 
 def test_function_level_imports_are_in_the_graph(graph):
@@ -231,14 +218,6 @@ def test_the_client_does_not_write_the_manifest(graph):
                 todo.append(target)
     assert "memcost.manifest" not in reach
     assert not any(m.startswith(("memcost.run", "memcost.cli")) for m in reach)
-
-
-def test_legacy_names_still_name_modules(graph):
-    tops = {m.split(".")[1] for m in graph.modules if "." in m}
-    stale = sorted(set(LEGACY_LAYER_OF) - tops)
-    assert not stale, f"delete these lines from LEGACY_LAYER_OF, their modules are gone: {stale}"
-    gone = sorted(edge for edge in LEGACY_EDGES if edge[1] not in graph.edges.get(edge[0], {}))
-    assert not gone, f"delete these lines from LEGACY_EDGES, the imports are gone: {gone}"
 
 
 # --------------------------------------------------------------------------- the checker fails
@@ -311,7 +290,7 @@ def test_checker_fails_a_broken_rule(tmp_path, name, text, expected):
 def test_checker_fails_the_real_package_with_one_bad_edge(graph):
     graph.add("memcost.paths", "memcost.run.runner", 1)
     try:
-        problems = violations(graph, legacy_edges=LEGACY_EDGES)
+        problems = violations(graph)
     finally:
         del graph.edges["memcost.paths"]["memcost.run.runner"]
     assert "memcost.paths:1 (foundation) imports memcost.run.runner (top)" in problems

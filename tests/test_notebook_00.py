@@ -16,7 +16,7 @@ import yaml
 
 from memcost import data
 from memcost.paths import PARAMS_DIR, SAMPLE_DIR, RunPaths
-from memcost.runner import (
+from memcost.run import (
     NotebookFailed,
     discover_notebooks,
     load_preset,

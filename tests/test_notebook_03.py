@@ -12,7 +12,7 @@ from memcost import data
 from memcost.answers import REQUIRED_FIELDS, answer_systems
 from memcost.io import read_jsonl
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
-from memcost.runner import discover_notebooks, load_preset, notebook_parameters, run_preset
+from memcost.run import discover_notebooks, load_preset, notebook_parameters, run_preset
 
 NOTEBOOK = NOTEBOOKS_DIR / "03_answer_long_context.ipynb"
 SHARED = ("backend", "base_url", "api_key_env", "model_backends", "cache_mode",

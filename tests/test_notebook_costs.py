@@ -12,7 +12,7 @@ from test_usage import record
 
 from memcost.io import read_json
 from memcost.paths import FIGURES_DIR
-from memcost.runner import run_preset
+from memcost.run import run_preset
 
 pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from memcost.io import read_json
-from memcost.runner import run_preset
+from memcost.run import run_preset
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

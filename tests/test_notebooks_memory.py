@@ -11,7 +11,7 @@ import pytest
 from memcost import memory
 from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
-from memcost.runner import discover_notebooks, load_preset, notebook_parameters
+from memcost.run import discover_notebooks, load_preset, notebook_parameters
 
 pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
 
