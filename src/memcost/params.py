@@ -29,6 +29,10 @@ CLIENT_PARAMETERS: tuple[str, ...] = (
     "price_overrides",
     "request_timeout_s",
     "model_capabilities",
+    "provider_routing",
+    "tpm_limit",
+    "max_backoff_s",
+    "prefix_requests_per_minute",
 )
 
 
@@ -99,6 +103,8 @@ def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
     shared = {name: namespace[name] for name in CLIENT_PARAMETERS if name in namespace}
     if "price_overrides" in shared:
         shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
+    if not shared.get("tpm_limit"):  # 0 in a parameters cell means no throttle
+        shared.pop("tpm_limit", None)
     return shared
 
 
