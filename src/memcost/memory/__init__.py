@@ -46,7 +46,6 @@ from memcost.memory.facts import (
     read_splits,
     read_updates,
 )
-from memcost.memory.params import generation_params
 from memcost.memory.segment import (
     BATCH_SIZE,
     MAX_SEGMENT_CHARS,
@@ -84,6 +83,7 @@ from memcost.memory.update import (
     update_request,
 )
 from memcost.memory.user import UserMemory
+from memcost.models import generation_params
 from memcost.offline.extract import (
     informative_sentence,
     offline_extract,

@@ -15,9 +15,8 @@ import numpy as np
 
 from memcost.llm import ChatRequest
 from memcost.llm.parsing import parse_json_object
-from memcost.memory.params import generation_params
 from memcost.memory.segment import Segment
-from memcost.models import EXTRACTION_MODEL
+from memcost.models import EXTRACTION_MODEL, generation_params
 from memcost.offline.extract import capitalise, person_name
 from memcost.prompts import MEMORY_EXTRACT
 from memcost.text import spoken_datetime

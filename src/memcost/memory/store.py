@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 from memcost.io import atomic_path
 from memcost.text import stable_hash
 
-HNSW_M = 16  # §3.1: pgvector m
-EF_CONSTRUCTION = 64  # §3.1: pgvector ef_construction
-EF_SEARCH = 40  # pgvector's default hnsw.ef_search (the paper's store); a search parameter here
+# The paper's HNSW settings (§3.1) and the vector shape check: one definition, the stores'.
+from memcost.vectorstore.base import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, as_matrix
+
 SINGLE_THREAD_BELOW = 16  # queries per search call below which FAISS runs on one thread
 _META_KEY = b"memcost.index"
 _SAFE_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -90,17 +90,6 @@ def index_paths(folder: str | Path, user: str) -> tuple[Path, Path]:
     return folder / f"{stem}.faiss", folder / f"{stem}.parquet"
 
 
-def _as_matrix(vectors: np.ndarray, dims: int | None = None) -> np.ndarray:
-    arr = np.ascontiguousarray(vectors, dtype=np.float32)
-    if arr.ndim == 1:
-        arr = arr.reshape(1, -1)
-    if arr.ndim != 2:
-        raise ValueError(f"expected a 2-d array of vectors, got shape {arr.shape}")
-    if dims is not None and arr.shape[1] != dims:
-        raise ValueError(f"vectors have {arr.shape[1]} dimensions, the index {dims}")
-    return arr
-
-
 def build_hnsw(
     vectors: np.ndarray,
     ids: np.ndarray,
@@ -109,7 +98,7 @@ def build_hnsw(
     ef_construction: int = EF_CONSTRUCTION,
 ) -> faiss.IndexIDMap2:
     """An HNSW index over ``vectors`` (rows L2-normalised: inner product = cosine)."""
-    x = _as_matrix(vectors)
+    x = as_matrix(vectors)
     keys = np.ascontiguousarray(ids, dtype=np.int64)
     if len(keys) != len(x):
         raise ValueError(f"{len(x)} vectors but {len(keys)} ids")
@@ -124,8 +113,8 @@ def build_hnsw(
 def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` by inner product (``IndexFlatIP``): ``(scores, row indices)``, ``-1``
     where there are fewer than ``k`` vectors. The reference HNSW is measured against."""
-    x = _as_matrix(vectors)
-    q = _as_matrix(queries, x.shape[1])
+    x = as_matrix(vectors)
+    q = as_matrix(queries, x.shape[1])
     flat = faiss.IndexFlatIP(x.shape[1])
     if len(x):
         flat.add(x)
@@ -186,7 +175,7 @@ class UserIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """HNSW top-``k``: ``(scores, table rows)``, each ``(queries, k)``; rows are ``-1``
         (scores ``-inf``) where the user has fewer than ``k`` facts."""
-        q = _as_matrix(queries, self.dims)
+        q = as_matrix(queries, self.dims)
         self._set_ef(max(int(ef_search), 1))
         if len(self) == 0 or k <= 0:
             shape = (len(q), max(int(k), 0))
@@ -235,7 +224,7 @@ def save_user_index(
     files atomically. ``table`` needs ``fact_id`` and ``conversation_id`` columns; ``index_id``
     and ``faiss_id`` are added. ``dims`` is needed only when there are no vectors; ``schema``
     (the table's columns) keeps column types when there are no rows to infer them from."""
-    x = _as_matrix(vectors) if len(vectors) else np.zeros((0, dims or 0), np.float32)
+    x = as_matrix(vectors) if len(vectors) else np.zeros((0, dims or 0), np.float32)
     if len(x) != len(table):
         raise ValueError(f"user {user!r}: {len(x)} vectors for {len(table)} facts")
     if x.shape[1] == 0:

@@ -18,9 +18,8 @@ import numpy as np
 from memcost.llm import ChatRequest, ChatResult
 from memcost.llm.parsing import parse_json_object
 from memcost.memory.extract import Candidate
-from memcost.memory.params import generation_params
 from memcost.memory.user import UserMemory
-from memcost.models import EXTRACTION_MODEL
+from memcost.models import EXTRACTION_MODEL, generation_params
 from memcost.prompts import MEMORY_UPDATE
 from memcost.text import day_text
 

@@ -14,8 +14,7 @@ import pandas as pd
 
 from memcost import choices
 from memcost.llm import ChatRequest
-from memcost.memory import generation_params
-from memcost.models import READER_MODEL
+from memcost.models import READER_MODEL, generation_params
 from memcost.prompts import MEMORY_READ
 from memcost.retrieval.search import SYSTEM, Retrieved
 from memcost.text import day_text, spoken_datetime
