@@ -50,6 +50,19 @@ def _worker(
     )
 
 
+def _settle(server, quiet_s: float = 0.3, limit_s: float = 5.0) -> None:
+    """Wait until the server has logged no new request for ``quiet_s``: a request the killed
+    worker sent just before the kill may still be in the server's hands (its latency is 30 ms),
+    and logged only after the test has cleared the log for the rerun."""
+    deadline = time.monotonic() + limit_s
+    seen = server.count()
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        if server.count() == seen:
+            return
+        seen = server.count()
+
+
 def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
     run, cache_path = tmp_path / "run", tmp_path / "cache.sqlite"
     with FakeOpenAIServer(latency_s=0.03) as server:
@@ -59,6 +72,7 @@ def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
             time.sleep(0.002)
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
+        _settle(server)  # requests the killed process had on the wire are logged before clear()
         sent_first = server.count()
         assert 70 <= sent_first < 200, "the kill must land midway"
 
