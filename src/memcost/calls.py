@@ -43,7 +43,9 @@ BASE_FIELDS = (
 # Fields a record has only when the provider reports them: ``billed_usd`` (the provider's own
 # charge, OpenRouter's ``usage.cost``) and ``served_by`` (the upstream that served the call).
 # They are facts about the call, not tags: they take no part in its identity.
-OPTIONAL_FIELDS = ("billed_usd", "served_by")
+# ``execution`` is how the call was sent when not interactively (``batch``: the Batch API,
+# ``flex``: Flex processing), which sets its price (memcost.prices.ModelPrice.cost).
+OPTIONAL_FIELDS = ("billed_usd", "served_by", "execution")
 # Tags every record has (null when the stage did not set them), so the table has fixed columns.
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
 RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
@@ -107,6 +109,8 @@ def list_cost(
         prompt_tokens=prompt,
         cached_prompt_tokens=min(int(record.get("cached_prompt_tokens") or 0), prompt),
         completion_tokens=int(record.get("completion_tokens") or 0),
+        batch=record.get("execution") == "batch",
+        flex=record.get("execution") == "flex",
     )
 
 

@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from memcost.calls import STAGES
+
 # The parameters that configure the one model client, identical in every notebook that calls a
 # model (docs/architecture.md, "Parameters every notebook shares").
 CLIENT_PARAMETERS: tuple[str, ...] = (
@@ -33,7 +35,13 @@ CLIENT_PARAMETERS: tuple[str, ...] = (
     "tpm_limit",
     "max_backoff_s",
     "prefix_requests_per_minute",
+    "execution",
 )
+
+# How a stage's model calls are sent (``execution``): ``interactive`` (one request at a time,
+# list price), ``batch`` (the OpenAI Batch API: a file of requests, results within 24 h, half
+# price) or ``flex`` (OpenAI Flex processing: interactive requests, slower, half price).
+EXECUTION_MODES: tuple[str, ...] = ("interactive", "batch", "flex")
 
 
 class NotebookError(ValueError):
@@ -105,7 +113,34 @@ def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
         shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
     if not shared.get("tpm_limit"):  # 0 in a parameters cell means no throttle
         shared.pop("tpm_limit", None)
+    if "execution" in shared:
+        shared["execution"] = normalise_execution(shared["execution"])
     return shared
+
+
+def normalise_execution(value: Any) -> dict[str, str]:
+    """``execution`` as a mapping of ledger stage to mode, every stage named.
+
+    Stages left out are ``interactive``; ``{"*": "batch"}`` sets every stage at once (stages
+    named beside it win). Raises ``ValueError`` naming the entry and the valid choices."""
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"execution={value!r}: expected a mapping of stage to mode, e.g. "
+                         '{"extract": "batch", "judge": "batch"}')
+    out = dict.fromkeys(STAGES, "interactive")
+    default = value.get("*")
+    for stage, mode in value.items():
+        if stage != "*" and stage not in STAGES:
+            raise ValueError(f"execution[{stage!r}]: unknown stage; stages are "
+                             f"{', '.join(STAGES)} (or * for all)")
+        if mode not in EXECUTION_MODES:
+            raise ValueError(f"execution[{stage!r}]={mode!r}: choose one of "
+                             f"{', '.join(EXECUTION_MODES)}")
+    if default is not None:
+        out = dict.fromkeys(STAGES, str(default))
+    out.update({str(k): str(v) for k, v in value.items() if k != "*"})
+    return out
 
 
 def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:

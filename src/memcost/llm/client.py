@@ -40,6 +40,7 @@ from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, Embe
 from memcost.llm.retry import PauseGate, RetryPolicy, TokenThrottle
 from memcost.llm.stats import ClientStats, StatsMixin
 from memcost.models import EMBEDDING_MODEL, ModelInfo, canonical_name, declare_model, model_info
+from memcost.params import normalise_execution
 from memcost.paths import CACHE_DIR, RunPaths
 from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
 
@@ -94,6 +95,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         tpm_limit: int | None = None,
         max_backoff_s: float | None = None,
         prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
+        execution: Mapping[str, str] | None = None,
     ):
         _check_options(backend, model_backends or {}, cache_mode, max_concurrency)
         # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
@@ -104,6 +106,8 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         # "allow_fallbacks": False}: the host decides the price of an open-weight model.
         self.provider_routing = {k: dict(v) for k, v in (provider_routing or {}).items()}
         self.prefix_requests_per_minute = prefix_requests_per_minute or None
+        # How each ledger stage's calls are sent: interactive, batch or flex (params.EXECUTION_MODES)
+        self.execution = normalise_execution(execution)
         if max_backoff_s is not None and retry is None:
             retry = RetryPolicy(max_delay_s=float(max_backoff_s))
         self.run = run
@@ -310,6 +314,10 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
             progress=progress,
         )
 
+    def execution_for(self, stage: str) -> str:
+        """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
+        return self.execution.get(stage, "interactive")
+
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
         canonical name)."""
@@ -408,7 +416,8 @@ def make_client(
     pins OpenRouter hosts per model (``{"openai/gpt-oss-120b": {"order": [...],
     "allow_fallbacks": False}}``); ``tpm_limit`` throttles to a tokens-per-minute limit;
     ``max_backoff_s`` caps the backoff between retries (minutes by default);
-    ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15).
+    ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
+    ``execution`` maps ledger stages to ``interactive``, ``batch`` or ``flex``.
     """
     if max_cost_usd is not None and math.isinf(max_cost_usd):
         max_cost_usd = None

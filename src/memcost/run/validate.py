@@ -17,7 +17,12 @@ from typing import Any
 
 from memcost.datasets import DATASETS
 from memcost.models import is_known
-from memcost.params import normalise_price_overrides, notebook_defaults, notebook_parameters
+from memcost.params import (
+    normalise_execution,
+    normalise_price_overrides,
+    notebook_defaults,
+    notebook_parameters,
+)
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError, price_for
 from memcost.prompts import JUDGE_PROMPTS
@@ -117,6 +122,11 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
     if "price_overrides" in values:
         try:
             values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
+    if "execution" in values:
+        try:
+            normalise_execution(values["execution"])
         except ValueError as exc:
             raise PresetError(f"parameter {exc}") from None
 

@@ -1,0 +1,52 @@
+"""The ``execution`` parameter: how each ledger stage's calls are sent, and what they cost."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcost.calls import STAGES, list_cost
+from memcost.params import normalise_execution
+from memcost.prices import price_for
+
+
+def test_stages_left_out_are_interactive():
+    modes = normalise_execution({"extract": "batch", "judge": "flex"})
+    assert set(modes) == set(STAGES)
+    assert modes["extract"] == "batch" and modes["judge"] == "flex"
+    assert modes["long_context"] == "interactive"
+
+
+def test_star_sets_every_stage_and_named_stages_win():
+    modes = normalise_execution({"*": "batch", "long_context": "interactive"})
+    assert modes["extract"] == modes["judge"] == modes["embed"] == "batch"
+    assert modes["long_context"] == "interactive"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"extraction": "batch"}, "execution['extraction']: unknown stage; stages are extract"),
+        ({"judge": "cheap"}, "execution['judge']='cheap': choose one of interactive, batch, flex"),
+        ("batch", "execution='batch': expected a mapping of stage to mode"),
+    ],
+)
+def test_bad_values_name_the_entry_and_the_choices(value, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        normalise_execution(value)
+
+
+def test_a_batch_or_flex_record_costs_half_the_interactive_one():
+    record = {"model": "gpt-6.1-terra", "prompt_tokens": 120_000, "cached_prompt_tokens": 20_000,
+              "completion_tokens": 3_000}
+    interactive = list_cost(record)
+    price = price_for("gpt-6.1-terra")
+    expected = (100_000 * price.input + 20_000 * price.cached_rate + 3_000 * price.output) / 1e6
+    assert interactive == pytest.approx(expected)
+    assert list_cost({**record, "execution": "batch"}) == pytest.approx(expected / 2)
+    assert list_cost({**record, "execution": "flex"}) == pytest.approx(expected / 2)
+
+
+def test_flex_on_a_model_sold_without_it_is_an_error_not_a_silent_list_price():
+    record = {"model": "gpt-5-mini", "prompt_tokens": 1_000, "completion_tokens": 10}
+    with pytest.raises(ValueError, match="gpt-5-mini: no Flex processing"):
+        list_cost({**record, "execution": "flex"})
