@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.calls import OFFLINE
+from memcost.datasets import display_name
 from memcost.plots.style import OFFLINE_NOTE, label_backend, readable
 
 
@@ -24,7 +25,7 @@ def plot_facts_vs_history(stats: pd.DataFrame, *, dataset: str, backend: str = "
         fig.colorbar(points, ax=ax, label="history tokens per fact token")
     ax.set_xlabel("history tokens (long-context rendering)")
     ax.set_ylabel("active facts")
-    ax.set_title(f"Facts per user vs history length ({dataset})")
+    ax.set_title(f"Facts per user vs history length ({display_name(dataset)})")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     label_backend(ax, backend)
@@ -49,7 +50,7 @@ def plot_evidence_recall(by_category: pd.DataFrame, *, dataset: str, top_k: int,
     ax.set_xticks(x, labels, fontsize=8.5)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("evidence recall")
-    ax.set_title(f"Where the evidence gets lost ({dataset})", loc="left")
+    ax.set_title(f"Where the evidence gets lost ({display_name(dataset)})", loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     if backend == OFFLINE:  # below the axes, where it cannot cover a bar
         ax.text(0, -0.22, OFFLINE_NOTE, transform=ax.transAxes, fontsize=8, color="#555555",
