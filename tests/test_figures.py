@@ -222,3 +222,34 @@ def test_evidence_recall_names_every_category_and_labels_zero_bars():
         "knowledge update (n = 2)", "single session assistant (n = 1)"]
     values = sorted(t.get_text() for t in ax.texts if t.get_text()[0].isdigit())
     assert values == ["0.00", "0.00", "0.50", "0.75"]  # a bar of length 0 still says so
+
+
+def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
+    import pandas as pd
+
+    from memcost.plots.serving import plot_cumulative
+
+    panels = [("gpt-5-mini", "low"), ("gpt-5-mini", "high"), ("gpt-oss-20b", "")]
+    curves = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
+                            "system": s, "turn": t, "cumulative": (t + 1) * (2 if s == "mem0" else 3)}
+                           for m, e in panels for s in ("mem0", "full_history")
+                           for t in range(1, 11)])
+    break_even = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
+                                "system": "mem0", "t_be": 4} for m, e in panels])
+    fig = plot_cumulative(curves, break_even, cell="10×1000", backend="offline")
+    width, height = saved_size(fig, tmp_path, "serving_cumulative")
+    assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 3 x 5.2 in
+    assert sum(ax.get_visible() for ax in fig.axes) == len(panels)
+
+
+def test_facts_vs_history_keeps_every_dot_inside_the_axes():
+    import pandas as pd
+
+    from memcost.plots.memory import plot_facts_vs_history
+
+    stats = pd.DataFrame({"history_tokens": [863, 1205], "active_facts": [33, 46],
+                          "compression": [1.19, 1.23]})
+    fig = plot_facts_vs_history(stats, dataset="locomo", backend="offline")
+    ax = fig.axes[0]
+    assert ax.get_xlim()[1] > 1205 * 1.05 and ax.get_ylim()[1] > 46 * 1.05  # was at the edge
+    assert ax.get_title() == "Facts per user vs history length (LoCoMo)"

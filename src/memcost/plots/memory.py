@@ -8,6 +8,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from memcost.calls import OFFLINE
 from memcost.datasets import display_name
@@ -22,12 +23,16 @@ def plot_facts_vs_history(stats: pd.DataFrame, *, dataset: str, backend: str = "
         points = ax.scatter(stats["history_tokens"], stats["active_facts"],
                             c=stats["compression"].astype(float), cmap="viridis", s=40,
                             edgecolor="black", linewidth=0.4)
-        fig.colorbar(points, ax=ax, label="history tokens per fact token")
+        bar = fig.colorbar(points, ax=ax, label="history tokens per fact token")
+        bar.locator = MaxNLocator(5)  # a few users span a narrow range: no 0.005 steps
+        bar.update_ticks()
     ax.set_xlabel("history tokens (long-context rendering)")
     ax.set_ylabel("active facts")
     ax.set_title(f"Facts per user vs history length ({display_name(dataset)})")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    # room past the largest point, so that no dot sits half outside the axes
+    ax.set_xlim(0, float(stats["history_tokens"].max()) * 1.08 if len(stats) else None)
+    ax.set_ylim(0, float(stats["active_facts"].max()) * 1.1 + 1 if len(stats) else None)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
     label_backend(ax, backend)
     return fig
 
