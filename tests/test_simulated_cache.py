@@ -128,3 +128,10 @@ def test_batch_summary_is_the_sum_of_its_steps_and_labelled_simulated(long_and_s
     assert row["simulated_share_after_first"] == pytest.approx(
         cached / later["prompt_tokens"].sum())
     assert row["source"].startswith("SIMULATED")
+
+
+def test_a_conversation_asked_once_has_nothing_to_reuse(long_and_short):
+    (plan_,) = [p for p in long_and_short.plans if p.conversation_id == "long"][:1]
+    (step,) = longctx.simulate_conversation([plan_])
+    assert (step.prompt_tokens, step.cached_tokens) == (plan_.prompt_tokens, 0)
+    assert step.reason == "first question: nothing sent before it (remembered)"

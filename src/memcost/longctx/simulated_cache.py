@@ -97,6 +97,12 @@ def simulate_conversation(plans: Sequence[Plan], *, gap_s: float = DEFAULT_GAP_S
     :class:`PrefixCache`: what it serves each of them, and why."""
     if gap_s < 0:
         raise ValueError(f"gap_s must be at least 0 seconds, got {gap_s}")
+    if len(plans) == 1 and cache is None:
+        # asked once (every LongMemEval history): a fresh cache has nothing to serve the first
+        # prompt, so there is no need to tokenise a 100k-token history to learn that
+        plan = plans[0]
+        return [Step(1, plan.question_id, 0.0, plan.prompt_tokens, 0, 0,
+                     _reason(1, plan.prompt_tokens, 0, 0, gap_s, PrefixCache()))]
     ids = ids or PromptIds()
     cache = cache or PrefixCache(keep=1)
     key = plans[0].conversation_id if plans else None
