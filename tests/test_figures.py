@@ -15,6 +15,8 @@ from memcost.paths import FIGURES_DIR  # noqa: E402
 from memcost.plots.costs import plot_cumulative_costs  # noqa: E402
 from memcost.plots.style import StepFormatter, step_decimals  # noqa: E402
 
+MAX_WIDTH_PX = 1600  # at the repository's savefig.dpi of 150: about 10.7 inches
+
 
 def png_size(path) -> tuple[int, int]:
     """Width and height from the PNG header (IHDR), without an image library."""
@@ -60,7 +62,194 @@ def test_cumulative_cost_ticks_have_the_precision_of_their_step():
 @pytest.mark.parametrize("path", sorted(FIGURES_DIR.glob("*.png")), ids=lambda p: p.stem)
 def test_committed_figures_have_a_readable_size(path):
     width, height = png_size(path)
-    # wide enough to read at 100%, not so wide that text shrinks when a page fits it
-    assert 600 <= width <= 2400, (path.name, width)
+    # wide enough to read at 100%, not so wide that text shrinks when a page fits it: rows of
+    # panels wrap into a grid (cost_sensitivity was 2,007 x 635, the intervals 1,963 x 450)
+    assert 600 <= width <= MAX_WIDTH_PX, (path.name, width)
     assert 300 <= height <= 1800, (path.name, height)
-    assert width / height <= 4.5, (path.name, width, height)  # a row of panels at most
+    assert width / height <= 2.5, (path.name, width, height)
+
+
+# --- Sizes of the figures as saved, and histograms that do not hide each other ------------------
+
+
+def saved_size(fig, tmp_path, name: str) -> tuple[int, int]:
+    """The PNG a notebook would write: the repository's style (dpi 150, tight bounding box)."""
+    from memcost.plots.style import save_figure
+
+    (path,) = save_figure(fig, tmp_path, name, svg=False)
+    return png_size(path)
+
+
+@pytest.fixture(autouse=True)
+def repository_style():
+    from memcost.plots import apply_style
+
+    apply_style()
+
+
+def sensitivity_inputs():
+    import pandas as pd
+
+    contexts = [30_000, 100_000, 200_000, 500_000]
+    discount = pd.DataFrame([{"context_tokens": L, "cache_discount": d, "break_even_n": 2 + 10 * d}
+                             for L in contexts for d in (0.0, 0.5, 0.9)])
+    output = pd.DataFrame([{"context_tokens": L, "output_tokens": n, "break_even_n": 40 - n / 200}
+                           for L in contexts for n in (0, 527, 2000, 4000)])
+    scenarios = ["list prices", "batch write", "batch write + read", "batch long context",
+                 "batch everything"]
+    batch = pd.DataFrame([{"context_tokens": L, "scenario": s,
+                           "break_even_n": float("nan") if s == "batch long context" else 9.0}
+                          for L in contexts for s in scenarios])
+    return discount, output, batch
+
+
+def test_sensitivity_wraps_into_a_grid_of_readable_width(tmp_path):
+    from memcost.plots import plot_sensitivity
+
+    fig = plot_sensitivity(*sensitivity_inputs())
+    width, height = saved_size(fig, tmp_path, "cost_sensitivity")
+    assert 900 <= width <= MAX_WIDTH_PX, width  # one row of three was 2,007 px
+    assert width / height <= 2.0, (width, height)
+    # (c)'s scenarios have no order: dots only, no line joins them
+    assert all(line.get_linestyle() == "None" for line in fig.axes[2].get_lines())
+
+
+def test_calibration_intervals_wrap_into_two_columns(tmp_path):
+    import pandas as pd
+
+    from memcost.plots import plot_calibration_intervals
+    from memcost.plots.costs import CONSTANT_TITLES
+
+    intervals = pd.DataFrame([
+        {"constant": name, "unit": "units", "low": 1.0, "high": 2.0, "chosen": 1.5,
+         "stated": 0.8 if i % 2 == 0 else 1.5} for i, name in enumerate(CONSTANT_TITLES)])
+    fig = plot_calibration_intervals(intervals, subtitle="test")
+    width, height = saved_size(fig, tmp_path, "cost_calibration_intervals")
+    assert width <= MAX_WIDTH_PX and width / height <= 2.5, (width, height)  # was 1,963 x 450
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == len(CONSTANT_TITLES)
+    assert len({round(ax.get_position().x0, 3) for ax in visible}) == 2  # two columns
+    assert [ax.get_title(loc="left") for ax in visible] == list(CONSTANT_TITLES.values())
+
+
+def test_break_even_by_gap_wraps_three_scenarios(tmp_path):
+    import pandas as pd
+
+    from memcost.plots.today import plot_break_even_by_gap
+
+    rows = [{"scenario": s, "price_date": "2026-11-30", "lc_model": "m", "policy": p,
+             "policy_label": p, "context_tokens": 101_601, "gap_seconds": g, "break_even_n": n}
+            for s, n in (("paper", 10), ("current", 1), ("current (all gpt-6-luna)", 58))
+            for p in ("in_memory", "none") for g in (60.0, 3_600.0, 604_800.0)]
+    fig = plot_break_even_by_gap(pd.DataFrame(rows))
+    width, height = saved_size(fig, tmp_path, "break_even_by_gap")
+    assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 2,041 x 649
+
+
+def conversation_stats(n: int):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    text = rng.integers(300, 600, n)
+    return pd.DataFrame({"conversation_id": [f"c{i}" for i in range(n)], "text_tokens": text,
+                         "history_tokens": text + rng.integers(80, 200, n)})
+
+
+def test_histograms_of_10_or_more_are_small_multiples_that_hide_nothing(tmp_path):
+    from matplotlib.container import BarContainer
+
+    from memcost.plots.data import plot_conversation_lengths
+
+    stats = conversation_stats(11)
+    fig = plot_conversation_lengths(stats, "longmemeval")
+    histograms = [ax for ax in fig.axes
+                  if any(isinstance(c, BarContainer) for c in ax.containers)]
+    assert len(histograms) == 2  # one panel per series, on a shared x axis
+    for ax, column in zip(histograms, ("text_tokens", "history_tokens"), strict=True):
+        (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]  # never two in one
+        assert sum(p.get_height() for p in bars.patches) == len(stats)
+        assert all(p.get_alpha() in (None, 1.0) for p in bars.patches)  # opaque, not blended
+        assert f"median {np.median(stats[column]):,.0f}" in [t.get_text().strip() for t in ax.texts]
+    assert histograms[0].get_shared_x_axes().joined(histograms[0], histograms[1])
+    width, height = saved_size(fig, tmp_path, "conversation_tokens")
+    assert 600 <= width <= MAX_WIDTH_PX and 400 <= height, (width, height)
+
+
+def test_fewer_than_10_conversations_are_dots(tmp_path):
+    from memcost.plots.data import plot_conversation_lengths
+
+    fig = plot_conversation_lengths(conversation_stats(3), "locomo")
+    (ax,) = fig.axes
+    assert not ax.containers and len(ax.collections) == 2  # one dot series per row
+
+
+def test_stage_costs_read_as_names_with_one_dollar_format():
+    import pandas as pd
+
+    from memcost.plots import plot_stage_costs
+    from memcost.plots.costs import dollars_2sf
+
+    assert [dollars_2sf(v) for v in (0.2169, 0.0017458, 0.000035, 0.0)] == [
+        "$0.22", "$0.0017", "$0.000035", "$0"]
+    summary = pd.DataFrame({
+        "dataset": ["personamem_v2"] * 3,
+        "component": ["write: fact extraction", "answer: long_context_gpt-5-mini (gpt-5-mini)",
+                      "judge"],
+        "total_usd": [0.00069, 0.0040, 0.2169]})
+    fig = plot_stage_costs(summary, backend="offline")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_title(loc="left") == "PersonaMem v2"
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "answer: long context, gpt-5-mini" in labels and not any("_" in t for t in labels)
+    assert sorted(t.get_text() for t in ax.texts) == ["$0.00069", "$0.0040", "$0.22"]
+
+
+def test_evidence_recall_names_every_category_and_labels_zero_bars():
+    import pandas as pd
+
+    from memcost.plots.memory import plot_evidence_recall
+
+    categories = pd.DataFrame({
+        "category": ["knowledge_update", "single_session_assistant", "adversarial"],
+        "with_evidence": [2, 1, 4], "evidence_in_memory": [0.75, 0.0, 1.0],
+        "evidence_recall": [0.5, 0.0, 1.0]})
+    fig = plot_evidence_recall(categories, dataset="longmemeval", top_k=20, backend="offline")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    # long names read along the y axis (on the x axis LongMemEval's ran into each other)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "knowledge update (n = 2)", "single session assistant (n = 1)"]
+    values = sorted(t.get_text() for t in ax.texts if t.get_text()[0].isdigit())
+    assert values == ["0.00", "0.00", "0.50", "0.75"]  # a bar of length 0 still says so
+
+
+def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
+    import pandas as pd
+
+    from memcost.plots.serving import plot_cumulative
+
+    panels = [("gpt-5-mini", "low"), ("gpt-5-mini", "high"), ("gpt-oss-20b", "")]
+    curves = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
+                            "system": s, "turn": t, "cumulative": (t + 1) * (2 if s == "mem0" else 3)}
+                           for m, e in panels for s in ("mem0", "full_history")
+                           for t in range(1, 11)])
+    break_even = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
+                                "system": "mem0", "t_be": 4} for m, e in panels])
+    fig = plot_cumulative(curves, break_even, cell="10×1000", backend="offline")
+    width, height = saved_size(fig, tmp_path, "serving_cumulative")
+    assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 3 x 5.2 in
+    assert sum(ax.get_visible() for ax in fig.axes) == len(panels)
+
+
+def test_facts_vs_history_keeps_every_dot_inside_the_axes():
+    import pandas as pd
+
+    from memcost.plots.memory import plot_facts_vs_history
+
+    stats = pd.DataFrame({"history_tokens": [863, 1205], "active_facts": [33, 46],
+                          "compression": [1.19, 1.23]})
+    fig = plot_facts_vs_history(stats, dataset="locomo", backend="offline")
+    ax = fig.axes[0]
+    assert ax.get_xlim()[1] > 1205 * 1.05 and ax.get_ylim()[1] > 46 * 1.05  # was at the edge
+    assert ax.get_title() == "Facts per user vs history length (LoCoMo)"

@@ -93,4 +93,14 @@ def test_notebook_03_offline_after_notebook_00(tmp_path, prepared_run):
     assert manifest["llm"]["locomo/03_answer_long_context"]["calls"] == len(calls)
     executed = (ds.notebooks / "03_answer_long_context.ipynb").read_text()
     assert "no provider prompt cache" in executed
+
+    # the simulated cache: its own key and label, never in the ledger's billed usage
+    assert all(c["cached_prompt_tokens"] == 0 for c in calls)
+    simulated = metrics["simulated_cache"]["long_context_gpt-5-mini"]
+    assert simulated["source"].startswith("SIMULATED")
+    assert simulated["questions"] == len(questions)
+    assert simulated["later_questions"] == len(questions) - questions["conversation_id"].nunique()
+    # the sample's longer LoCoMo history is over 1,024 tokens: its later questions hit
+    assert 0 < simulated["simulated_cached_tokens"] < lc["prompt_tokens"]
+    assert "SIMULATED" in executed and "hit: " in executed
     assert data.DISPLAY_NAMES["locomo"] in executed

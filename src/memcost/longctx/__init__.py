@@ -9,7 +9,8 @@ that keeps only the sessions holding the evidence (a ceiling).
 The files follow the notebook: ``history`` (render and count once), ``prompt`` (history first,
 question last), ``cache`` (the shared prefix and what the cache serves), ``context`` (the four
 kinds of context, context limits), ``plan`` (every prompt sized before any call), ``answer``
-(requests and answer records), ``summary`` (what the notebook reports). The offline method is
+(requests and answer records), ``simulated_cache`` (offline: what the one prefix-cache rule
+would have served), ``summary`` (what the notebook reports). The offline method is
 :mod:`memcost.offline.answer`; the figure is :mod:`memcost.plots.longctx`.
 """
 
@@ -46,6 +47,13 @@ from memcost.longctx.context import (
 from memcost.longctx.history import History, SessionBlock, Turn, build_histories, history_table
 from memcost.longctx.plan import Plan, Planned, fit_table, plan_questions, prompt_size_table
 from memcost.longctx.prompt import PROMPT, option_letter, question_block, shown_options
+from memcost.longctx.simulated_cache import (
+    SIMULATION_LABEL,
+    PromptIds,
+    simulate_conversation,
+    simulate_prompt_cache,
+    simulated_cache_summary,
+)
 from memcost.longctx.summary import (
     answers_summary,
     context_sizes,
@@ -73,6 +81,7 @@ __all__ = [
     "OVERFLOW_MODES",
     "PAPER_GENERATION",
     "PROMPT",
+    "SIMULATION_LABEL",
     "STAGE",
     "UNDECIDED",
     "Context",
@@ -83,6 +92,7 @@ __all__ = [
     "Plan",
     "Planned",
     "PrefixShare",
+    "PromptIds",
     "SessionBlock",
     "Turn",
     "answer_questions",
@@ -116,6 +126,9 @@ __all__ = [
     "sessions_context",
     "shared_prefixes",
     "shown_options",
+    "simulate_conversation",
+    "simulate_prompt_cache",
+    "simulated_cache_summary",
     "step_metrics",
     "truncate_oldest",
     "window_contexts",

@@ -151,9 +151,11 @@ def _clean(value: Any) -> Any:
 
 def step_metrics(
     planned: Planned, summary: pd.DataFrame, *, backend: str, written: Mapping[str, int],
-    ds: DatasetPaths,
+    ds: DatasetPaths, simulated: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """The numbers the report and the tests read from ``metrics/03_answer_long_context.json``."""
+    """The numbers the report and the tests read from ``metrics/03_answer_long_context.json``.
+    ``simulated`` (offline: :func:`memcost.longctx.simulated_cache_summary`) goes under its own
+    key, ``simulated_cache``, labelled; the measured ``cached_share_after_first`` stays empty."""
     tokens = [h.tokens for h in planned.histories.values()]
     offline = "backend" not in summary or bool(
         summary["backend"].fillna("offline").eq("offline").all()
@@ -189,6 +191,10 @@ def step_metrics(
             for r in summary.to_dict("records")
         },
         "answers_written_now": dict(written),
+        "simulated_cache": {
+            r["system"]: {k: _clean(v) for k, v in r.items() if k != "system"}
+            for r in simulated.to_dict("records")
+        } if simulated is not None and not simulated.empty else {},
         "answer_files": [
             str(ds.answers_file(s).relative_to(ds.root))
             for s in planned.systems

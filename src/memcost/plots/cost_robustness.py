@@ -30,9 +30,13 @@ def plot_sensitivity(
     """Small multiples: break-even vs cache discount, vs output tokens, vs Batch-API use."""
     contexts = sorted(discount["context_tokens"].unique())
     palette = _context_palette(contexts)
-    fig, axes = plt.subplots(
-        1, 3, figsize=(13.5, 4.3), sharey=True, gridspec_kw={"width_ratios": [1, 1, 1.15]}
-    )
+    # (a) and (b) side by side, (c) under them across the width: ~1,500 px wide, not a
+    # 2,000-px row of three
+    fig = plt.figure(figsize=(10.0, 7.4))
+    grid = fig.add_gridspec(2, 2)
+    first = fig.add_subplot(grid[0, 0])
+    axes = [first, fig.add_subplot(grid[0, 1], sharey=first),
+            fig.add_subplot(grid[1, :], sharey=first)]
     top = (
         max(
             float(np.nanmax(frame["break_even_n"].astype(float)))
@@ -110,11 +114,10 @@ def _label_sensitivity(fig: plt.Figure, axes: Any, top: float, subtitle: str) ->
     """Axis labels, panel letters, legend and title of the sensitivity figure."""
     axes[0].set_xlabel("cached-input discount (% off the input price)")
     axes[1].set_xlabel("output tokens per long-context answer")
-    axes[2].set_xlabel("which components use Batch-API prices")
-    axes[2].tick_params(axis="x", rotation=25)
-    for label in axes[2].get_xticklabels():
-        label.set_horizontalalignment("right")
-    axes[0].set_ylabel("break-even N (questions per user)")
+    axes[2].set_xlabel("which components use Batch-API prices (no order: one dot per scenario)")
+    axes[2].margins(x=0.08)
+    for ax in (axes[0], axes[2]):
+        ax.set_ylabel("break-even N (questions per user)")
     for ax, letter in zip(axes, "abc", strict=True):
         ax.set_ylim(0, top)
         ax.set_title(f"({letter})", loc="left", fontsize=10)

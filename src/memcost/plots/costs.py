@@ -8,7 +8,15 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from memcost.plots.style import OFFLINE_NOTE, SYSTEM_COLORS, StepFormatter, system_color
+from memcost.datasets import display_name
+from memcost.plots.style import (
+    OFFLINE_NOTE,
+    SYSTEM_COLORS,
+    StepFormatter,
+    panel_grid,
+    readable,
+    system_color,
+)
 
 LC_CHEAPER_COLOR = "#b2182b"  # the red end of RdBu: long context cheaper
 MEMORY_CHEAPER_COLOR = "#2166ac"  # the blue end: memory cheaper
@@ -308,21 +316,12 @@ def plot_calibration_intervals(
     """
 
     display = display or {}
-    fig, axes = plt.subplots(1, len(intervals), figsize=(3.3 * len(intervals), 2.7))
-    for ax, row in zip(np.atleast_1d(axes), intervals.itertuples(), strict=True):
+    fig, axes = panel_grid(len(intervals), panel_size=(4.7, 2.3))
+    for ax, row in zip(axes, intervals.itertuples(), strict=True):
         _draw_interval(ax, row, *display.get(row.constant, (1.0, row.unit)))
-    handles, labels = np.atleast_1d(axes)[
-        1 if len(intervals) > 1 else 0
-    ].get_legend_handles_labels()
-    fig.legend(
-        handles,
-        labels,
-        loc="lower center",
-        ncol=3,
-        fontsize=8,
-        frameon=False,
-        bbox_to_anchor=(0.5, -0.08),
-    )
+    # the legend of the panel that shows all three marks (a stated value apart from the chosen)
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda h: len(h[1]))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
     fig.suptitle(
         "What the published cells allow" + (f" — {subtitle}" if subtitle else ""),
         x=0.01,
@@ -330,7 +329,7 @@ def plot_calibration_intervals(
         fontweight="bold",
         fontsize=11,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 
@@ -362,19 +361,34 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
     )
     ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
     ax.set_yticks([])
-    ax.set_title(CONSTANT_TITLES.get(row.constant, row.constant.replace("_", " ")), fontsize=9,
+    ax.set_title(CONSTANT_TITLES.get(row.constant, row.constant.replace("_", " ")), fontsize=10,
                  loc="left")
-    ax.set_xlabel(unit, fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
+    ax.set_xlabel(unit, fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(4))
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
     ax.grid(axis="y", visible=False)
 
 
+def component_label(component: str) -> str:
+    """``answer: long_context_gpt-5-mini (gpt-5-mini)`` → ``answer: long context, gpt-5-mini``."""
+    stage, _, rest = component.partition(": ")
+    if stage != "answer" or not rest:
+        return component
+    return f"answer: {readable(rest.split(' (', 1)[0])}"
+
+
+def dollars_2sf(value: float) -> str:
+    """Dollars to two significant digits, never in scientific notation: $0.22, $0.0017,
+    $0.000035 (one rule for every bar of the figure)."""
+    if not np.isfinite(value) or value <= 0:
+        return "$0"
+    decimals = max(2, 1 - int(np.floor(np.log10(value))))
+    return f"${value:,.{decimals}f}"
+
+
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
     """Total cost of each component, one panel per dataset (from the priced ledger)."""
-    from matplotlib.ticker import FuncFormatter
-
     data = summary.loc[summary["component"] != "write: total"]
     datasets = list(dict.fromkeys(data["dataset"]))
     heights = [max(1.0, 0.32 * (data["dataset"] == d).sum()) for d in datasets]
@@ -395,16 +409,13 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
             else "#7f7f7f"
             for c in part["component"]
         ]
-        bars = ax.barh(part["component"], part["total_usd"], color=colors, height=0.7)
-        ax.bar_label(
-            bars,
-            labels=[f"${v:.4f}" if v >= 1e-3 else f"${v:.6f}" for v in part["total_usd"]],
-            padding=3,
-            fontsize=8,
-        )
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"${v:.3g}"))
+        bars = ax.barh([component_label(c) for c in part["component"]], part["total_usd"],
+                       color=colors, height=0.7)
+        ax.bar_label(bars, labels=[dollars_2sf(v) for v in part["total_usd"]], padding=3,
+                     fontsize=8)
+        ax.xaxis.set_major_formatter(StepFormatter(prefix="$"))
         ax.set_xlim(0, float(part["total_usd"].max()) * 1.25 or 1.0)
-        ax.set_title(dataset, loc="left", fontsize=10)
+        ax.set_title(display_name(dataset), loc="left", fontsize=10)
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(axis="y", visible=False)
     axes[-1, 0].set_xlabel("total cost at list prices (USD)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from memcost.datasets import DISPLAY_NAMES
 
@@ -13,26 +14,33 @@ from memcost.datasets import DISPLAY_NAMES
 MIN_FOR_HISTOGRAM = 10
 
 
+SERIES = (("utterance text (Table 1)", "text_tokens", "#1f77b4"),
+          ("long-context rendering (speakers, dates)", "history_tokens", "#d62728"))
+
+
 def plot_conversation_lengths(stats: pd.DataFrame, dataset: str) -> plt.Figure:
-    """Tokens per conversation, the Table-1 text and the long-context rendering: a histogram,
-    or one dot per conversation when there are fewer than 10."""
+    """Tokens per conversation, the Table-1 text and the long-context rendering: one histogram
+    per series, stacked on a shared axis (small multiples, so neither hides the other), or one
+    dot per conversation when there are fewer than 10."""
     if len(stats) < MIN_FOR_HISTOGRAM:
         return _strip(stats, dataset)
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
-    values = np.concatenate([stats["text_tokens"].to_numpy(), stats["history_tokens"].to_numpy()])
+    fig, axes = plt.subplots(len(SERIES), 1, figsize=(7.5, 4.8), sharex=True, sharey=True)
+    values = np.concatenate([stats[column].to_numpy() for _, column, _ in SERIES])
     bins = np.histogram_bin_edges(values, bins=int(min(30, max(6, len(stats)))))
-    series = (("utterance text (Table 1)", "text_tokens", "#1f77b4"),
-              ("long-context rendering (speakers, dates)", "history_tokens", "#d62728"))
-    for label, column, color in series:
+    for ax, (label, column, color) in zip(axes, SERIES, strict=True):
         column_values = stats[column].to_numpy()
-        ax.hist(column_values, bins=bins, alpha=0.55, color=color, label=label)
-        median = sorted(column_values.tolist())[len(column_values) // 2]
-        ax.axvline(median, color=color, linestyle="--", linewidth=1.2)
-    ax.set_xlabel("o200k tokens per conversation (dashed: upper median)")
-    ax.set_ylabel("conversations")
-    ax.set_title(f"{DISPLAY_NAMES.get(dataset, dataset)}: conversation length "
-                 f"(n = {len(stats)})")
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
+        ax.hist(column_values, bins=bins, color=color, edgecolor="white", linewidth=0.6)
+        median = float(np.median(column_values))
+        ax.axvline(median, color="#222222", linestyle="--", linewidth=1.2)
+        ax.text(median, 0.97, f" median {median:,.0f}", transform=ax.get_xaxis_transform(),
+                va="top", fontsize=8, color="#222222")
+        ax.set_title(label, loc="left", fontsize=10, color=color)
+        ax.set_ylabel("conversations")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[-1].set_xlabel("o200k tokens per conversation")
+    axes[-1].xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+    fig.suptitle(f"{DISPLAY_NAMES.get(dataset, dataset)}: conversation length "
+                 f"(n = {len(stats)})", x=0.01, ha="left", fontweight="bold", fontsize=12)
     fig.tight_layout()
     return fig
 
@@ -40,8 +48,8 @@ def plot_conversation_lengths(stats: pd.DataFrame, dataset: str) -> plt.Figure:
 def _strip(stats: pd.DataFrame, dataset: str) -> plt.Figure:
     """One dot per conversation on two rows (text, rendering), each dot labelled with its value."""
     fig, ax = plt.subplots(figsize=(7.5, 2.8))
-    series = (("utterance text (Table 1)", "text_tokens", "#1f77b4"),
-              ("long-context rendering\n(speakers, dates)", "history_tokens", "#d62728"))
+    series = [(label.replace(" (", "\n(", 1) if "rendering" in label else label, column, color)
+              for label, column, color in SERIES]
     for row, (_label, column, color) in enumerate(series):
         values = stats[column].to_numpy()
         ax.scatter(values, np.full(len(values), row), s=60, color=color, zorder=3)
@@ -51,6 +59,7 @@ def _strip(stats: pd.DataFrame, dataset: str) -> plt.Figure:
     ax.set_yticks([0, 1], [label for label, _, _ in series], fontsize=9)
     ax.set_ylim(-0.6, 1.6)
     ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
     ax.grid(axis="y", visible=False)
     ax.set_xlabel("o200k tokens per conversation (one dot each)")
     ax.set_title(f"{DISPLAY_NAMES.get(dataset, dataset)}: conversation length "

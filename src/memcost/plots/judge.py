@@ -8,6 +8,7 @@ from matplotlib.lines import Line2D
 
 from memcost.answers import system_kind
 from memcost.calls import OFFLINE
+from memcost.datasets import display_name
 from memcost.offline.judge import LEXICAL
 from memcost.plots.style import readable, system_color
 
@@ -91,7 +92,7 @@ def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: st
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _p: f"{100 * v:.0f}%"))
     ax.set_xlabel("accuracy (majority of votes); lines: Wilson 95%; faint band (all questions): "
                   "cluster bootstrap 95%", fontsize=8.5)
-    ax.set_title(f"{dataset}: accuracy by system and category\njudged by "
+    ax.set_title(f"{display_name(dataset)}: accuracy by system and category\njudged by "
                  f"{_judge_label(table3, backend)}", loc="left", fontsize=10)
     handles = [Line2D([], [], color=styles[s][0], marker=styles[s][1], markerfacecolor=styles[s][2],
                       linestyle=styles[s][3], label=readable(s)) for s in systems]

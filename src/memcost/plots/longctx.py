@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from memcost.plots.style import label_backend, system_color
+from memcost.plots.style import label_backend, readable, system_color
 
 SHOWN_KINDS = ("memory", "long_context", "rolling_window")
 
@@ -34,7 +34,7 @@ def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str 
     for row, system in enumerate(systems):
         values = shown.loc[shown["system"] == system, "context_tokens"].astype(float)
         _system_row(ax, row, values.clip(lower=1), system_color(system), rng)
-    ax.set_yticks(range(len(systems)), systems)
+    ax.set_yticks(range(len(systems)), [readable(s) for s in systems])
     ax.invert_yaxis()
     ax.set_xscale("log")
     low, high = float(shown["context_tokens"].clip(lower=1).min()), float(

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from memcost.plots.style import label_backend
+from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid
 
 SYSTEM_COLORS = {"full_history": "#d62728", "rolling_window": "#ff7f0e", "mem0": "#1f77b4",
                  "observational": "#2ca02c"}
@@ -22,9 +22,8 @@ def plot_cumulative(curves: pd.DataFrame, break_even: pd.DataFrame, *, cell: str
     the sustained break-even of each memory system marked on its curve."""
     mine = curves[curves["cell"] == cell]
     panels = mine[["model", "reasoning_effort"]].drop_duplicates().to_records(index=False)
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5.2 * max(1, len(panels)), 4),
-                             squeeze=False)
-    for ax, (model, effort) in zip(axes[0], panels, strict=False):
+    fig, axes = panel_grid(len(panels), panel_size=(5.0, 3.9))
+    for ax, (model, effort) in zip(axes, panels, strict=False):
         part = mine[(mine["model"] == model) & (mine["reasoning_effort"] == effort)]
         for system, curve in part.groupby("system"):
             ax.plot(curve["turn"], curve["cumulative"], label=system,
@@ -55,9 +54,8 @@ def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str
     """Where the separable fit fails: log residuals per cell (box) and the held-out cell's
     mean-cost ratio (predicted / actual, the LOOCV error) as a red mark."""
     systems = list(residuals["system"].unique())
-    fig, axes = plt.subplots(1, max(1, len(systems)), figsize=(4.2 * max(1, len(systems)), 3.8),
-                             squeeze=False, sharey=True)
-    for ax, system in zip(axes[0], systems, strict=False):
+    fig, axes = panel_grid(len(systems), panel_size=(4.8, 3.6), sharey=True)
+    for ax, system in zip(axes, systems, strict=False):
         mine = residuals[residuals["system"] == system]
         cells = _cell_order(mine["cell"])
         ax.boxplot([mine.loc[mine["cell"] == c, "residual"] for c in cells], showfliers=False)
@@ -71,8 +69,9 @@ def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str
         ax.set_title(system, fontsize=10)
         ax.set_xlabel("cell N×L")
         label_backend(ax, backend)
-    axes[0][0].set_ylabel("log(C+1) − fitted")
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    for ax in axes[::MAX_COLUMNS]:
+        ax.set_ylabel("log(C+1) − fitted")
+    axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 

@@ -38,6 +38,28 @@ def apply_style() -> None:
     )
 
 
+# The widest a saved figure should be (pixels at ``savefig.dpi``): wider, and a page or a screen
+# that fits it shrinks its text below reading size. Rows of panels wrap into a grid instead.
+MAX_WIDTH_PX = 1600
+MAX_COLUMNS = 2
+
+
+def panel_grid(
+    n: int, *, panel_size: tuple[float, float], max_columns: int = MAX_COLUMNS, **kwargs: Any
+) -> tuple[plt.Figure, list[plt.Axes]]:
+    """``n`` panels of ``panel_size`` inches, at most ``max_columns`` to a row, wrapped into a
+    grid rather than one long row; unused cells of the last row are switched off."""
+    columns = max(1, min(n, max_columns))
+    rows = -(-max(n, 1) // columns)
+    width, height = panel_size
+    fig, grid = plt.subplots(rows, columns, figsize=(width * columns, height * rows),
+                             squeeze=False, **kwargs)
+    axes = list(grid.ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:max(n, 1)]
+
+
 def system_color(system: str) -> str:
     for prefix, color in SYSTEM_COLORS.items():
         if system.startswith(prefix):

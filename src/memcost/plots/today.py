@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from memcost.plots.costs import token_label
+from memcost.plots.style import MAX_COLUMNS, panel_grid
 
 # One colour per price scenario, one line style per cache policy.
 SCENARIO_COLORS = {
@@ -47,9 +48,8 @@ def plot_break_even_by_gap(table: Any, *, subtitle: str = "") -> plt.Figure:
     """Break-even N against the typical gap between a user's questions (log x, 1 minute to a
     week), one panel per price scenario, one line per cache policy."""
     names = list(dict.fromkeys(table["scenario"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 4.4), sharey=False,
-                             squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
+    fig, axes = panel_grid(len(names), panel_size=(5.0, 3.9))
+    for ax, name in zip(axes, names, strict=True):
         part = table.loc[table["scenario"] == name]
         never = []
         for policy, rows in part.groupby("policy", sort=False):
@@ -75,7 +75,8 @@ def plot_break_even_by_gap(table: Any, *, subtitle: str = "") -> plt.Figure:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper right")
         _never_note(ax, top, never)
-    axes[0][0].set_ylabel("break-even N (questions per user)")
+    for ax in axes[::MAX_COLUMNS]:
+        ax.set_ylabel("break-even N (questions per user)")
     L = int(table["context_tokens"].iloc[0])
     fig.suptitle(f"When does memory pay off? Break-even against the gap between questions, "
                  f"L = {L:,} tokens" + (f"\n{subtitle}" if subtitle else ""), fontsize=11)
