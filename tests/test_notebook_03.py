@@ -103,4 +103,8 @@ def test_notebook_03_offline_after_notebook_00(tmp_path, prepared_run):
     # the sample's longer LoCoMo history is over 1,024 tokens: its later questions hit
     assert 0 < simulated["simulated_cached_tokens"] < lc["prompt_tokens"]
     assert "SIMULATED" in executed and "hit: " in executed
+    table = pd.read_csv(ds.table.simulated_prompt_cache).set_index("system")
+    assert table.loc["long_context_gpt-5-mini", "simulated_cached_tokens"] == (
+        simulated["simulated_cached_tokens"])
+    assert table["source"].str.startswith("SIMULATED").all()
     assert data.DISPLAY_NAMES["locomo"] in executed

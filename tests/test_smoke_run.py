@@ -149,8 +149,12 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert (str(locomo["paper"]), locomo["comparable"]) == ("57.7", "no")
     # CPA, McNemar, judge sensitivity and the executed notebooks, each with an HTML export
     for heading in ("### Cost per correct answer", "### Paired tests (exact McNemar)",
-                    "### Judge sensitivity"):
+                    "### Judge sensitivity", "### Long-context prompt cache: SIMULATED"):
         assert heading in text
+    simulated = text.split("### Long-context prompt cache: SIMULATED")[1].split("\n#")[0]
+    locomo_lc = [line for line in simulated.splitlines()
+                 if line.startswith("| LoCoMo | long context, gpt-5-mini |")]
+    assert float(locomo_lc[0].split("|")[4]) > 50  # LoCoMo's later questions share its history
     assert "[HTML](locomo/notebooks/04_judge_answers.html)" in text
     assert (smoke.root / "locomo" / "notebooks" / "04_judge_answers.html").is_file()
     html = smoke.report_html.read_text()

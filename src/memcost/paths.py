@@ -80,6 +80,7 @@ DATASET_TABLES: dict[str, str] = {
     "failure_tags": "failure_tags",  # failure tags per system, notebook 04
     "judge_sensitivity": "judge_sensitivity",  # accuracy under each judge prompt, notebook 04
     "mcnemar": "mcnemar",  # paired McNemar tests between systems, notebook 04
+    "simulated_prompt_cache": "simulated_prompt_cache",  # SIMULATED cache hits per system, notebook 03
 }
 RUN_TABLES: dict[str, str] = {
     "estimate_before_run": "estimate_before_run",  # the bill estimated after notebook 00
