@@ -47,6 +47,6 @@ def test_a_batch_or_flex_record_costs_half_the_interactive_one():
 
 
 def test_flex_on_a_model_sold_without_it_is_an_error_not_a_silent_list_price():
-    record = {"model": "gpt-5-mini", "prompt_tokens": 1_000, "completion_tokens": 10}
-    with pytest.raises(ValueError, match="gpt-5-mini: no Flex processing"):
+    record = {"model": "gpt-4.1-mini", "prompt_tokens": 1_000, "completion_tokens": 10}
+    with pytest.raises(ValueError, match="gpt-4.1-mini: no Flex processing"):
         list_cost({**record, "execution": "flex"})

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from memcost.execution import FLEX_UNAVAILABLE_CODE
 from memcost.llm.bodies import chat_body as _build_body
 from memcost.llm.bodies import sdk_arguments
 from memcost.llm.errors import (
@@ -29,6 +30,7 @@ from memcost.llm.errors import (
     QuotaExhausted,
     TransientError,
 )
+from memcost.llm.flex import FLEX, flex_timeout
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.llm.retry import parse_retry_after
 from memcost.models import ModelInfo, model_info
@@ -212,11 +214,12 @@ def chat_body(
     *,
     backend: str = "openai",
     routing: Mapping[str, Any] | None = None,
+    service_tier: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body for ``/chat/completions`` from the model's capabilities (the registry's
     entry unless ``info`` is given: a caller's declaration)."""
     info = info if info is not None else model_info(request.model)
-    return _build_body(request, info, backend=backend, routing=routing)
+    return _build_body(request, info, backend=backend, routing=routing, service_tier=service_tier)
 
 
 def embedding_body(request: EmbeddingRequest) -> dict[str, Any]:
@@ -250,6 +253,9 @@ class EndpointClient:
             raise MissingCredentials(_missing_message(endpoint))
         self._secrets = tuple(s for s in (key,) if s)
         self._openai = openai
+        self._flex_timeout = openai.Timeout(
+            flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)
+        )
         self._sdk = openai.OpenAI(
             # Local servers that need no key still get a placeholder: the SDK insists on one.
             api_key=key or "no-key-needed",
@@ -268,13 +274,18 @@ class EndpointClient:
         request: ChatRequest,
         info: ModelInfo | None = None,
         routing: Mapping[str, Any] | None = None,
+        service_tier: str | None = None,
     ) -> dict[str, Any]:
+        """One chat attempt; ``service_tier="flex"`` asks for Flex processing, with the longer
+        Flex timeout (memcost.llm.flex)."""
         openai = self._openai
-        body = chat_body(request, info, backend=self.endpoint.backend, routing=routing)
+        body = chat_body(request, info, backend=self.endpoint.backend, routing=routing,
+                         service_tier=service_tier)
+        sdk = self._sdk
+        if service_tier == FLEX:
+            sdk = sdk.with_options(timeout=self._flex_timeout)
         try:
-            raw = self._sdk.chat.completions.with_raw_response.create(
-                **sdk_arguments(body)
-            )
+            raw = sdk.chat.completions.with_raw_response.create(**sdk_arguments(body))
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:
@@ -353,6 +364,13 @@ class EndpointClient:
         status = exc.status_code
         said = self.redact(_server_message(exc))
         code = getattr(exc, "code", None)
+        if status == 429 and code == FLEX_UNAVAILABLE_CODE:
+            return TransientError(
+                f"Flex capacity unavailable at {host} (HTTP 429 {code}, nothing billed): {said}",
+                status=429,
+                retry_after=parse_retry_after(exc.response.headers),
+                code=code,
+            )
         if status == 429 and code != "insufficient_quota":
             return TransientError(
                 f"rate limited by {host} (HTTP 429): {said}",
