@@ -14,7 +14,12 @@ inputs from published numbers:
   layout, same rendering): the long-context rendering's tokens per Table-1 token (speakers,
   dates and session headers added), Table-1 tokens per turn, turns per session.
 
-The figures it gives are labelled as such (``source`` in :func:`profile_note`).
+The figures it gives are labelled as such (:func:`profile_note`). The bundled samples are
+invented, with shorter turns than the real benchmarks: the turns per conversation (the number
+of extraction requests and the time estimate) and the rendering overhead (the long-context
+rows) come out high. The figures that depend only on published counts are exact to the
+estimate's assumptions: the write bill (Table-1 tokens), the reading and judging bills
+(questions), and so what batching or Flex saves on them.
 """
 
 from __future__ import annotations

@@ -253,9 +253,6 @@ class EndpointClient:
             raise MissingCredentials(_missing_message(endpoint))
         self._secrets = tuple(s for s in (key,) if s)
         self._openai = openai
-        self._flex_timeout = openai.Timeout(
-            flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)
-        )
         self._sdk = openai.OpenAI(
             # Local servers that need no key still get a placeholder: the SDK insists on one.
             api_key=key or "no-key-needed",
@@ -263,6 +260,9 @@ class EndpointClient:
             max_retries=0,  # our retry loop is the only one, so every attempt is counted
             timeout=openai.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
         )
+        # Flex requests: the same connection pool, a longer read timeout (memcost.llm.flex)
+        self._flex_sdk = self._sdk.with_options(timeout=openai.Timeout(
+            flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)))
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -281,9 +281,7 @@ class EndpointClient:
         openai = self._openai
         body = chat_body(request, info, backend=self.endpoint.backend, routing=routing,
                          service_tier=service_tier)
-        sdk = self._sdk
-        if service_tier == FLEX:
-            sdk = sdk.with_options(timeout=self._flex_timeout)
+        sdk = self._flex_sdk if service_tier == FLEX else self._sdk
         try:
             raw = sdk.chat.completions.with_raw_response.create(**sdk_arguments(body))
         except openai.APIError as exc:
