@@ -9,6 +9,7 @@ import re
 import pytest
 
 from memcost.cli.estimate import preset_estimate
+from memcost.cli.main import main
 from memcost.costs.estimate import chosen_total, summary_text
 from memcost.paths import REPO_ROOT
 from memcost.run.notebooks import discover_notebooks
@@ -70,3 +71,16 @@ def test_flex_is_priced_like_batch_for_the_gpt5_judge():
     flex = chosen_total(_estimate("paper_locomo", {"judge": "flex"}))
     batch = chosen_total(_estimate("paper_locomo", {"judge": "batch"}))
     assert flex == pytest.approx(batch)
+
+
+def test_the_estimate_command_prints_both_bills(capsys):
+    assert main(["estimate", "--params", "paper_locomo", "-p",
+                 "execution={extract: batch, judge: batch}"]) == 0
+    out = capsys.readouterr().out
+    interactive = float(_estimate("paper_locomo")["usd"].sum())
+    batched = chosen_total(_estimate("paper_locomo", BATCHED))
+    assert f"total, all interactive: ${interactive:,.2f}" in out
+    assert f"total, with execution {{extract: batch, judge: batch}}: ${batched:,.2f}" in out
+    assert "locomo: paper-scale counts (paper Tables 1-2: 10 conversations" in out
+    assert main(["estimate", "--params", "paper_locomo", "-p", "execution={judging: batch}"]) == 2
+    assert "execution['judging']: unknown stage" in capsys.readouterr().err
