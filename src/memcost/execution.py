@@ -93,23 +93,6 @@ def execution_problem(
     return None
 
 
-def execution_problems(
-    execution: Mapping[str, str],
-    params: Mapping[str, Any],
-    backend_for: Any,
-) -> list[str]:
-    """Every (stage, model) whose mode cannot be served: ``execution`` maps stages to modes,
-    ``params`` names the models, ``backend_for(model)`` says where each model's calls go."""
-    problems: list[str] = []
-    for stage, mode in execution.items():
-        for model in stage_models(stage, params):
-            line = execution_problem(stage, mode, model, backend_for(model),
-                                     params.get("price_overrides"))
-            if line and line not in problems:
-                problems.append(line)
-    return problems
-
-
 def backend_of(model: str, params: Mapping[str, Any]) -> str:
     """The backend ``params`` route ``model`` to (``model_backends`` first, then ``backend``)."""
     routes = params.get("model_backends") or {}
