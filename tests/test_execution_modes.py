@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from memcost.calls import STAGES, list_cost
+from memcost.costs.ledger import price_calls
 from memcost.params import normalise_execution
 from memcost.prices import price_for
 
@@ -47,6 +49,17 @@ def test_a_batch_or_flex_record_costs_half_the_interactive_one():
 
 
 def test_flex_on_a_model_sold_without_it_is_an_error_not_a_silent_list_price():
-    record = {"model": "gpt-5-mini", "prompt_tokens": 1_000, "completion_tokens": 10}
-    with pytest.raises(ValueError, match="gpt-5-mini: no Flex processing"):
+    record = {"model": "gpt-4.1-mini", "prompt_tokens": 1_000, "completion_tokens": 10}
+    with pytest.raises(ValueError, match="gpt-4.1-mini: no Flex processing"):
         list_cost({**record, "execution": "flex"})
+
+
+def test_notebook_05_prices_batch_and_flex_records_at_their_multiplier():
+    base = {"stage": "judge", "model": "gpt-5-mini-2025-08-07", "backend": "openai",
+            "prompt_tokens": 10_000, "cached_prompt_tokens": 2_000, "completion_tokens": 1_500,
+            "reasoning_tokens": 1_000, "cached": False, "error": None, "attempts": 1}
+    rows = [base, {**base, "execution": "batch"}, {**base, "execution": "flex"}]
+    priced = price_calls(pd.DataFrame(rows))
+    full = list_cost(base)
+    assert list(priced["cost_usd"]) == pytest.approx([full, full / 2, full / 2])
+    assert list(priced["spent_usd"]) == pytest.approx([full, full / 2, full / 2])

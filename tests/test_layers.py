@@ -41,7 +41,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 _FOUNDATIONS = (
     "__init__ paths io tokens text prompts models prices params datasets calls judgments "
-    "answers choices stats paper manifest fingerprint lifecycle prefix_cache"
+    "answers choices stats paper manifest fingerprint lifecycle prefix_cache execution"
 )
 _STAGES = "data memory retrieval longctx judge serving vectorstore"
 LAYER_OF: dict[str, str] = {

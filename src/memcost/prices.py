@@ -165,7 +165,15 @@ _EMBED = "https://developers.openai.com/api/docs/models/text-embedding-3-large (
 # The GPT-5 family (paper era): in-memory caches are typically cleared after 5-10 minutes of
 # inactivity (the upper end, 10, is used); extended retention keeps them up to 24 h; no write
 # premium. Long-context tier: none (the models accept at most 272k prompt tokens).
-_GPT5 = {"in_memory_retention_minutes": 10.0, "extended_retention_hours": 24.0}
+# Flex processing at the Batch rate (half price; OpenAI's Flex guide: "priced at Batch API
+# rates"): the pricing page's Flex tab listed the GPT-5 models from their launch.
+_GPT5_FLEX = (
+    "Flex: https://platform.openai.com/docs/pricing?latest-pricing=flex, listing GPT-5 as cited "
+    "on 2025-08-08 in https://github.com/vercel/ai/issues/7889 (and flex use of gpt-5-mini in "
+    "https://github.com/Skyvern-AI/skyvern/pull/4106); checked 2026-11-30"
+)
+_GPT5 = {"in_memory_retention_minutes": 10.0, "extended_retention_hours": 24.0,
+         "flex_multiplier": FLEX_MULTIPLIER, "note": _GPT5_FLEX}
 # GPT-6 rows: above 272K prompt tokens the whole request costs 2x input and cache, 1.5x output;
 # 30-minute minimum cache life; Batch and Flex 50% off.
 _GPT6_TIER = {

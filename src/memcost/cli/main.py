@@ -6,6 +6,8 @@ import argparse
 import sys
 
 from memcost.cli import runs as runs_cli
+from memcost.cli.estimate import add_command as add_estimate_command
+from memcost.cli.estimate import command_estimate
 from memcost.cli.resume import parse_override, resume_command, split_list
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
@@ -45,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "missing, from the calls the response cache says the run paid for")
     repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
     runs_cli.add_commands(sub)
+    add_estimate_command(sub)
     return parser
 
 
@@ -123,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_run(args)
     if args.command == "repair-ledger":
         return command_repair(args)
+    if args.command == "estimate":
+        return command_estimate(args)
     if args.command == "runs":
         return runs_cli.command_runs(args)
     if args.command == "clean":

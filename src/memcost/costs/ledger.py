@@ -149,7 +149,8 @@ def price_calls(
     """Add what each record costs at the price table's prices.
 
     Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``, ``cached_input_usd``, ``output_usd``,
-    ``cost_usd`` (the record's tokens at list price), ``spent_usd`` (zero for local cache hits,
+    ``cost_usd`` (the record's tokens at list price, times the batch or Flex multiplier of a
+    record sent that way: its ``execution``), ``spent_usd`` (zero for local cache hits,
     offline calls and failed calls),
     ``workload`` (false for replays of a request already recorded earlier in the same run),
     ``phase``, ``answer_system``, ``is_estimate``. A model without a price raises
@@ -183,6 +184,13 @@ def price_calls(
     priced["input_usd"] = (priced["prompt_tokens"] - cached_tokens) * rate_in / 1e6
     priced["cached_input_usd"] = cached_tokens * rate_cached / 1e6
     priced["output_usd"] = priced["completion_tokens"] * rate_out / 1e6
+    # A call sent through the Batch API or Flex processing (``execution``) costs its multiple.
+    modes = priced["execution"] if "execution" in priced.columns else None
+    if modes is not None:
+        factor = pd.Series([_execution_factor(prices[m], e) for m, e in zip(
+            priced["model"], modes, strict=True)], index=priced.index, dtype=float)
+        for column in ("input_usd", "cached_input_usd", "output_usd"):
+            priced[column] = priced[column] * factor
     priced["cost_usd"] = priced["input_usd"] + priced["cached_input_usd"] + priced["output_usd"]
     # What this run paid: the same rule as the client's budget (memcost.calls.is_paid), so a
     # cache hit, an offline call or a failed call costs nothing here.
@@ -192,6 +200,15 @@ def price_calls(
     priced["is_estimate"] = (priced["backend"] == "offline").fillna(False).astype(bool)
     priced["workload"] = ~_replays(priced)
     return priced
+
+
+def _execution_factor(price: Any, execution: Any) -> float:
+    """The price multiple of a record sent in mode ``execution`` (1 when interactive)."""
+    if execution == "batch":
+        return price.batch_rate()
+    if execution == "flex":
+        return price.flex_rate()
+    return 1.0
 
 
 def _label_phases(priced: pd.DataFrame) -> None:

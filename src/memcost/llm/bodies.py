@@ -6,7 +6,7 @@ model's values, ``response_format`` of a kind it supports. A parameter the model
 an error before anything is sent; an effort asked of a model that does not reason is left out
 (there is nothing to set). ``prompt_cache_key`` (the conversation) goes to OpenAI models that
 route by it; OpenRouter gets the preset's provider routing and is asked for its usage accounting
-(``usage.cost``, the billed dollars).
+(``usage.cost``, the billed dollars). A stage run on Flex processing sends ``service_tier``.
 
 A reply that finished by ``length`` without content, by ``content_filter``, or with a
 ``refusal`` is a failure (:func:`reply_failure`), never an answer.
@@ -43,8 +43,10 @@ def chat_body(
     *,
     backend: str = "openai",
     routing: Mapping[str, Any] | None = None,
+    service_tier: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body for ``/chat/completions``, from ``info``'s capabilities."""
+    """The JSON body for ``/chat/completions``, from ``info``'s capabilities; ``service_tier``
+    ``"flex"`` asks for Flex processing (memcost.llm.flex)."""
     body: dict[str, Any] = {
         "model": request.model,
         "messages": [{"role": role, "content": content} for role, content in request.messages],
@@ -73,6 +75,8 @@ def chat_body(
     conversation = request.tags.get("conversation_id")
     if info.prompt_cache_key and backend == "openai" and conversation is not None:
         body["prompt_cache_key"] = str(conversation)
+    if service_tier is not None:
+        body["service_tier"] = service_tier
     if backend == "openrouter":
         body["usage"] = {"include": True}  # OpenRouter's usage accounting: usage.cost
         if routing:

@@ -22,6 +22,13 @@ from memcost.calls import normalise_tags
 from memcost.llm.bodies import reply_failure
 from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
 from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected, TransientError
+from memcost.llm.flex import (
+    FLEX,
+    check_flex,
+    discounted_cost,
+    is_flex_unavailable,
+    outage_hint,
+)
 from memcost.llm.ledger import call_key, make_record
 from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding
 from memcost.llm.outcome import Outcome
@@ -44,6 +51,8 @@ class CallMixin:
             return self._offline_call(request, offline)
         if isinstance(request, ChatRequest):
             self.capabilities(request.model)  # an unknown model stops here, before any call
+        if self.execution_for(request.stage) == FLEX:  # no Flex for this model: before any call
+            check_flex(request.stage, request.model, endpoint.backend, self.price_overrides)
         key = request.key(endpoint.identity)
         if self.cache is None:
             return self._api_call(request, endpoint, key)
@@ -105,11 +114,12 @@ class CallMixin:
             finish_reason=entry.get("finish_reason"),
             billed_usd=entry.get("billed_usd"),
             served_by=entry.get("served_by"),
+            execution=self._flex_or_interactive(request),
         )
         self._account(request, outcome, cache_hit=True, paid=recovered)
         written = self._record(request, outcome, once=True, cached_flag=not recovered)
         if written and recovered:  # the run did pay for it
-            self.budget.settle(None, request.model, outcome.usage, outcome.billed_usd)
+            self.budget.settle(None, request.model, outcome.usage, self._charge(request, outcome))
             self._count("recovered")
         return outcome
 
@@ -136,6 +146,7 @@ class CallMixin:
             self.budget.settle(reserved, request.model, None)
             raise
         outcome, usage_estimated = _outcome_of(request, endpoint, key, response, latency, attempts[0])
+        outcome.execution = self._flex_or_interactive(request)
         failure = reply_failure({**response, "usage": outcome.usage.as_dict()}) if (
             response is not None and isinstance(request, ChatRequest)) else None
         if response is None:
@@ -143,7 +154,8 @@ class CallMixin:
             outcome.failure_kind = "rejected" if rejected else None
             self.budget.settle(reserved, request.model, None)
         else:
-            self.budget.settle(reserved, request.model, outcome.usage, outcome.billed_usd)
+            self.budget.settle(reserved, request.model, outcome.usage,
+                               self._charge(request, outcome))
             if failure is None:
                 self._store(request, outcome, usage_estimated)  # only answers are cached
             else:
@@ -167,9 +179,10 @@ class CallMixin:
             send = client.embed
         else:
             info, routing = self.capabilities(request.model), self.routing_for(request.model)
+            tier = FLEX if self.execution_for(request.stage) == FLEX else None
 
             def send(r: ChatRequest) -> dict[str, Any]:
-                return client.chat(r, info, routing)
+                return client.chat(r, info, routing, service_tier=tier)
 
         self._throttle.acquire(self._token_estimate(request), self._stop)
         while True:
@@ -183,7 +196,9 @@ class CallMixin:
                 if attempts[0] >= self.retry.max_attempts:
                     return None, latency, f"{exc} (gave up after {attempts[0]} attempts)"
                 delay = self.retry.delay(attempts[0], exc.retry_after, self._rng)
-                if exc.status == 429:  # every worker waits, not only this one
+                if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
+                    self._count("flex_unavailable")
+                elif exc.status == 429:  # every worker waits, not only this one
                     self._pause.pause(delay)
                     self._count("rate_limited")
                 if self._stop.wait(delay):  # the stage is stopping: do not retry
@@ -239,17 +254,18 @@ class CallMixin:
                 stage_down = calls == probe_size and fails == probe_size
             else:
                 stage_down = False
+        hint = outage_hint(request.stage, self.execution_for(request.stage))
         if stage_down and not tripped:
             raise FatalAPIError(
                 f"the first {probe_size} {request.stage} calls to {request.model} all failed "
                 "after all retries; the endpoint seems unavailable. Nothing failed is recorded "
-                "as finished; rerun later to continue."
+                "as finished; rerun later to continue." + hint
             )
         if tripped:
             raise FatalAPIError(
                 f"{self.max_consecutive_failures} calls in a row failed after all retries (last: "
                 f"{request.stage} call to {request.model}); the endpoint seems unavailable. "
-                "Finished calls are cached and recorded; rerun later to continue."
+                "Finished calls are cached and recorded; rerun later to continue." + hint
             )
 
     def _record(
@@ -286,9 +302,20 @@ class CallMixin:
             record["billed_usd"] = outcome.billed_usd
         if outcome.served_by:
             record["served_by"] = outcome.served_by
+        if outcome.execution != "interactive":  # batch or flex: sets the record's price
+            record["execution"] = outcome.execution
         self.ledger.write(record)
         self._count("recorded")
         return True
+
+    def _flex_or_interactive(self, request: Request) -> str:
+        """``flex`` for a call of a stage run on Flex processing, else ``interactive``."""
+        return FLEX if self.execution_for(request.stage) == FLEX else "interactive"
+
+    def _charge(self, request: Request, outcome: Outcome) -> float | None:
+        """Dollars to settle in the budget: the provider's charge, the Flex price, or ``None``
+        (the budget prices it at list price)."""
+        return discounted_cost(outcome, request.model, self.price_overrides)
 
     def _claim(self, key: str) -> threading.Event | None:
         """``None`` if this thread now owns ``key``; else the event to wait for."""

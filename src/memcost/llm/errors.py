@@ -50,11 +50,17 @@ class TransientError(Exception):
     """One failed attempt that may succeed if repeated (internal: the retry loop consumes it)."""
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, status: int | None = None
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        code: str | None = None,
     ):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+        self.code = code  # the API's error code (e.g. Flex's "resource_unavailable")
 
 
 class ModelCapabilityError(LLMError, ValueError):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from memcost.execution import FLEX_UNAVAILABLE_CODE
 from memcost.llm.bodies import chat_body as _build_body
 from memcost.llm.bodies import sdk_arguments
 from memcost.llm.errors import (
@@ -29,6 +30,7 @@ from memcost.llm.errors import (
     QuotaExhausted,
     TransientError,
 )
+from memcost.llm.flex import FLEX, flex_timeout
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.llm.retry import parse_retry_after
 from memcost.models import ModelInfo, model_info
@@ -212,11 +214,12 @@ def chat_body(
     *,
     backend: str = "openai",
     routing: Mapping[str, Any] | None = None,
+    service_tier: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body for ``/chat/completions`` from the model's capabilities (the registry's
     entry unless ``info`` is given: a caller's declaration)."""
     info = info if info is not None else model_info(request.model)
-    return _build_body(request, info, backend=backend, routing=routing)
+    return _build_body(request, info, backend=backend, routing=routing, service_tier=service_tier)
 
 
 def embedding_body(request: EmbeddingRequest) -> dict[str, Any]:
@@ -257,6 +260,9 @@ class EndpointClient:
             max_retries=0,  # our retry loop is the only one, so every attempt is counted
             timeout=openai.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
         )
+        # Flex requests: the same connection pool, a longer read timeout (memcost.llm.flex)
+        self._flex_sdk = self._sdk.with_options(timeout=openai.Timeout(
+            flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)))
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -268,13 +274,16 @@ class EndpointClient:
         request: ChatRequest,
         info: ModelInfo | None = None,
         routing: Mapping[str, Any] | None = None,
+        service_tier: str | None = None,
     ) -> dict[str, Any]:
+        """One chat attempt; ``service_tier="flex"`` asks for Flex processing, with the longer
+        Flex timeout (memcost.llm.flex)."""
         openai = self._openai
-        body = chat_body(request, info, backend=self.endpoint.backend, routing=routing)
+        body = chat_body(request, info, backend=self.endpoint.backend, routing=routing,
+                         service_tier=service_tier)
+        sdk = self._flex_sdk if service_tier == FLEX else self._sdk
         try:
-            raw = self._sdk.chat.completions.with_raw_response.create(
-                **sdk_arguments(body)
-            )
+            raw = sdk.chat.completions.with_raw_response.create(**sdk_arguments(body))
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:
@@ -353,6 +362,13 @@ class EndpointClient:
         status = exc.status_code
         said = self.redact(_server_message(exc))
         code = getattr(exc, "code", None)
+        if status == 429 and code == FLEX_UNAVAILABLE_CODE:
+            return TransientError(
+                f"Flex capacity unavailable at {host} (HTTP 429 {code}, nothing billed): {said}",
+                status=429,
+                retry_after=parse_retry_after(exc.response.headers),
+                code=code,
+            )
         if status == 429 and code != "insufficient_quota":
             return TransientError(
                 f"rate limited by {host} (HTTP 429): {said}",

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memcost.costs.estimate import estimate_run, summary_text
+from memcost.costs.estimate import chosen_total, estimate_run, summary_text
 from memcost.io import write_csv
 from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials
@@ -79,7 +79,9 @@ def check_estimate(preset: Preset, run: RunPaths) -> None:
         print("  (offline backend: nothing is spent; these are the configured models' prices)",
               flush=True)
         return
-    total = float(estimate["usd"].sum())
+    # the bill with the chosen execution modes (batch, flex) when every stage has its price
+    chosen = chosen_total(estimate)
+    total = float(estimate["usd"].sum()) if chosen is None else chosen
     if budget is not None and total > float(budget):
         raise PresetError(
             f"{preset.path}: the estimated bill ${total:,.2f} exceeds max_cost_usd "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memcost.datasets import DATASETS
+from memcost.execution import STAGE_MODEL_PARAMETERS, backend_of, execution_problem, stage_models
 from memcost.models import is_known
 from memcost.params import (
     normalise_execution,
@@ -179,6 +180,25 @@ def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]
             raise PresetError(unknown_model_line(model, name))
 
 
+def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
+    """Every stage run in batch or flex has a model and provider that sell it (OpenAI's own
+    API, a price with that mode's multiplier): else one line naming the stage, the model and
+    what to change, before anything runs (memcost.execution)."""
+    defaults: dict[str, Any] = {}
+    for step in steps:
+        defaults.update(notebook_defaults(notebooks[step]))
+    for dataset in preset.datasets or [None]:
+        params = {**defaults, **preset.parameters_for(dataset)}
+        for stage, mode in normalise_execution(params.get("execution")).items():
+            if not any(name in defaults for name, _ in STAGE_MODEL_PARAMETERS[stage]):
+                continue  # no selected step calls this stage
+            for model in stage_models(stage, params):
+                problem = execution_problem(stage, mode, model, backend_of(model, params),
+                                            params.get("price_overrides"))
+                if problem is not None:
+                    raise PresetError(problem)
+
+
 def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
     """Are these the study's notebooks (their ``dataset`` parameter defaults to one of its
     datasets)? Dataset names and prerequisites are checked only then."""
@@ -226,4 +246,5 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
         check_block(values, declared)
     if study:
         check_prices(preset, notebooks, steps)
+        check_execution(preset, notebooks, steps)
         check_prerequisites(preset, run_dir, steps)

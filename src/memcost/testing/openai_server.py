@@ -10,7 +10,7 @@ request bodies the way the real API would.
 The prompt cache follows :class:`memcost.prefix_cache.PrefixCache` (the one rule), routed by
 ``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
 for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
-with their ``shutdown_date``.
+with their ``shutdown_date``. Flex requests (``service_tier``) follow :mod:`memcost.testing.flex`.
 
 It can be told to misbehave, per request in arrival order (:meth:`FakeOpenAIServer.script`) or
 for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After or only
@@ -44,6 +44,7 @@ import numpy as np
 
 from memcost.models import is_known, model_info
 from memcost.prefix_cache import PrefixCache
+from memcost.testing.flex import FlexTier
 from memcost.tokens import encode
 
 CHAT_PATH = "/v1/chat/completions"
@@ -139,6 +140,7 @@ class FakeOpenAIServer:
     port: int = 0
     prefix_overflow_per_minute: int | None = None  # None: no overflow (a test's fast bursts)
     models: dict[str, str | None] = field(default_factory=dict)  # GET /v1/models: shutdown dates
+    flex: FlexTier = field(default_factory=FlexTier)  # service_tier "flex" (memcost.testing.flex)
     _script: deque[Action] = field(default_factory=deque, init=False, repr=False)
     _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
     _log: list[Received] = field(default_factory=list, init=False, repr=False)
@@ -252,6 +254,8 @@ class FakeOpenAIServer:
             )
         if (refused := _refuse_gpt5_parameters(str(model), body)) is not None:
             return 400, refused
+        if (flex_refusal := self.flex.refuse(body)) is not None:
+            return flex_refusal
         text = action.text if action.text is not None else self.responder(body)
         prompt_ids = encode("\n".join(str(m.get("content", "")) for m in messages))
         key = body.get("prompt_cache_key")
@@ -283,7 +287,7 @@ class FakeOpenAIServer:
                 }
             ],
             "usage": usage,
-            "service_tier": "default",
+            "service_tier": self.flex.tier(body),
             "system_fingerprint": "fp_memcost_test",
         }
         if action.served_by is not None:

@@ -1,0 +1,68 @@
+"""``python -m memcost estimate --params paper_locomo``: a preset's bill before anything runs.
+
+The runner prints the same estimate after notebook 00, from the counted data. This command
+needs no data and no key: it counts a run's notebook-00 files when ``--run-name`` names a run
+that has them, and otherwise the paper-scale counts (:mod:`memcost.costs.profile`). With ``-p
+'execution={extract: batch, judge: batch}'`` it prints the bill in the chosen modes beside the
+all-interactive one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import pandas as pd
+
+from memcost.cli.resume import parse_override, split_list
+from memcost.costs.estimate import estimate_counts, estimate_dataset, summary_text
+from memcost.costs.profile import paper_scale_counts, profile_note
+from memcost.paths import RunPaths
+from memcost.run.notebooks import discover_notebooks
+from memcost.run.presets import Preset, PresetError, resolve_preset
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser("estimate", help="print a preset's estimated bill (no data, no key "
+                         "needed), interactive and in the chosen execution modes")
+    cmd.add_argument("--params", required=True, help="preset: a path or a name in papermill_params/")
+    cmd.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
+    cmd.add_argument("--run-name", help="count this run's notebook-00 files instead of the "
+                     "paper-scale counts")
+    cmd.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
+                     default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
+
+
+def preset_estimate(preset: Preset, run_name: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The estimate of every dataset of ``preset``, and one line per dataset saying what was
+    counted."""
+    frames, notes = [], []
+    for name in preset.datasets:
+        params = preset.parameters_for(name)
+        ds = RunPaths.from_param(run_name).dataset(name) if run_name else None
+        if ds is not None and ds.questions.is_file():
+            frames.append(estimate_dataset(ds, params))
+            notes.append(f"{name}: counted from {ds.data}")
+        else:
+            stats, questions = paper_scale_counts(name)
+            frames.append(estimate_counts(name, stats, questions, params))
+            notes.append(profile_note(name))
+    return pd.concat(frames, ignore_index=True), notes
+
+
+def command_estimate(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = dict(args.overrides)
+    try:
+        preset = resolve_preset(args.params, discover_notebooks(),
+                                datasets=split_list(args.datasets), overrides=overrides)
+        if not preset.datasets:
+            raise PresetError(f"{preset.path}: names no dataset to estimate")
+        estimate, notes = preset_estimate(preset, args.run_name)
+    except (PresetError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary_text(estimate, max_cost_usd=preset.parameters.get("max_cost_usd")))
+    for note in notes:
+        print(f"  {note}")
+    return 0

@@ -1,0 +1,86 @@
+"""The README's preset costs are the estimate's figures, interactive and with extraction and
+judging batched, so that they cannot drift from it; and the estimate's batch figure is the
+interactive one with exactly the batched stages halved."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from memcost.cli.estimate import preset_estimate
+from memcost.cli.main import main
+from memcost.costs.estimate import chosen_total, summary_text
+from memcost.paths import REPO_ROOT
+from memcost.run.notebooks import discover_notebooks
+from memcost.run.presets import resolve_preset
+
+BATCHED = {"extract": "batch", "judge": "batch"}
+ROW = re.compile(r"^\| `(paper_\w+)` \|.*\| ~\$(\d+) \(budget \$\d+\) \| ~\$(\d+) \|$", re.M)
+
+
+def _estimate(name: str, execution: dict[str, str] | None = None):
+    overrides = {"execution": execution} if execution else {}
+    preset = resolve_preset(name, discover_notebooks(), overrides=overrides)
+    return preset_estimate(preset)[0]
+
+
+def test_the_readme_cost_columns_are_the_estimate():
+    rows = {m[1]: (int(m[2]), int(m[3])) for m in ROW.finditer(
+        (REPO_ROOT / "README.md").read_text(encoding="utf-8"))}
+    assert set(rows) == {"paper_locomo", "paper_longmemeval", "paper_personamem_v2"}
+    for name, written in rows.items():
+        interactive = float(_estimate(name)["usd"].sum())
+        batched = chosen_total(_estimate(name, BATCHED))
+        assert batched is not None
+        computed = (round(interactive), round(batched))
+        assert written == computed, (
+            f"README's {name} row says ~${written[0]} / ~${written[1]}; the estimate gives "
+            f"~${computed[0]} / ~${computed[1]} (python -m memcost estimate --params {name} "
+            "[-p 'execution={extract: batch, judge: batch}']): update the row")
+
+
+def test_batched_stages_cost_exactly_half_and_the_rest_is_unchanged():
+    interactive = _estimate("paper_locomo")
+    batched = _estimate("paper_locomo", BATCHED)
+    assert list(interactive["usd"]) == list(batched["usd"])  # the all-interactive column
+    for row in batched.itertuples():
+        factor = 0.5 if row.ledger_stage in BATCHED else 1.0
+        assert row.usd_execution == pytest.approx(row.usd * factor)
+    judge = batched.loc[batched["ledger_stage"] == "judge"]
+    assert len(judge) == 1 and judge["usd"].iloc[0] > 10  # the judge: most of the bill
+    extract, update = (batched.loc[batched["ledger_stage"] == s].iloc[0] for s in
+                       ("extract", "update"))
+    assert extract.usd_execution == pytest.approx(update.usd_execution / 2)  # update: interactive
+    saved = float(batched["usd"].sum()) - chosen_total(batched)
+    assert saved == pytest.approx((judge["usd"].iloc[0] + extract.usd) / 2)
+
+
+def test_a_stage_without_a_batch_price_is_named_not_guessed():
+    # GPT-OSS-120B (OpenRouter) has no batch interface in the price table
+    estimate = _estimate("paper_locomo", {"long_context": "batch"})
+    assert chosen_total(estimate) is None
+    text = summary_text(estimate, max_cost_usd=None)
+    assert "total, with execution {long_context: batch}: not known" in text
+    assert ("locomo long_context: openai/gpt-oss-120b has no batch price in memcost.prices; "
+            "the estimate does not guess one") in text
+    assert "n/a" in text
+
+
+def test_flex_is_priced_like_batch_for_the_gpt5_judge():
+    flex = chosen_total(_estimate("paper_locomo", {"judge": "flex"}))
+    batch = chosen_total(_estimate("paper_locomo", {"judge": "batch"}))
+    assert flex == pytest.approx(batch)
+
+
+def test_the_estimate_command_prints_both_bills(capsys):
+    assert main(["estimate", "--params", "paper_locomo", "-p",
+                 "execution={extract: batch, judge: batch}"]) == 0
+    out = capsys.readouterr().out
+    interactive = float(_estimate("paper_locomo")["usd"].sum())
+    batched = chosen_total(_estimate("paper_locomo", BATCHED))
+    assert f"total, all interactive: ${interactive:,.2f}" in out
+    assert f"total, with execution {{extract: batch, judge: batch}}: ${batched:,.2f}" in out
+    assert "locomo: paper-scale counts (paper Tables 1-2: 10 conversations" in out
+    assert main(["estimate", "--params", "paper_locomo", "-p", "execution={judging: batch}"]) == 2
+    assert "execution['judging']: unknown stage" in capsys.readouterr().err
