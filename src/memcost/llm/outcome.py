@@ -28,3 +28,4 @@ class Outcome:
     failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
     billed_usd: float | None = None  # the provider's own charge (OpenRouter's usage.cost)
     served_by: str | None = None  # the upstream that served it (OpenRouter's provider)
+    execution: str = "interactive"  # how it was sent: interactive | batch | flex (its price)
