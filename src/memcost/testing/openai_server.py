@@ -44,6 +44,7 @@ import numpy as np
 
 from memcost.models import is_known, model_info
 from memcost.prefix_cache import PrefixCache
+from memcost.testing.batches import BatchService
 from memcost.tokens import encode
 
 CHAT_PATH = "/v1/chat/completions"
@@ -146,6 +147,14 @@ class FakeOpenAIServer:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _batches: BatchService | None = field(default=None, init=False, repr=False)
+
+    @property
+    def batches(self) -> BatchService:
+        """The Batch API (/v1/files, /v1/batches) and its controls (memcost.testing.batches)."""
+        if self._batches is None:
+            self._batches = BatchService(self, Action())
+        return self._batches
 
     # ---------------------------------------------------------------- control
 
@@ -415,7 +424,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _batch_route(self, method: str) -> bool:
+        """/v1/files and /v1/batches go to the server's Batch API."""
+        path, owner = self.path.split("?")[0], self.owner
+        if not path.startswith(("/v1/files", "/v1/batches")):
+            return False
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        authorized = None if owner.api_key is None else (
+            self.headers.get("Authorization", "") == f"Bearer {owner.api_key}")
+        record = owner._register(path, None, authorized)
+        status, payload = (401, json.dumps(_error("Incorrect API key provided.", "auth")).encode()
+                           ) if authorized is False else owner.batches.handle(
+            method, path, self.headers.get("Content-Type", ""), raw)
+        record.status, record.finished = status, time.monotonic()
+        self._send(status, payload)
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self._batch_route("GET"):
+            return
         if self.path.rstrip("/") == "/v1/models":
             data = [
                 {"id": name, "object": "model", "created": 0, "owned_by": "system",
@@ -429,6 +456,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
     def do_POST(self) -> None:  # noqa: N802
+        if self._batch_route("POST"):
+            return
         server = self.owner
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
