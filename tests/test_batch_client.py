@@ -5,6 +5,12 @@ expiry by ``batch_retry``; ``max_wait_hours``; the budget's reservation; refusal
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from llm_helpers import TEST_KEY, api_client, question
@@ -178,3 +184,37 @@ def test_embedding_request_body_in_the_file(tmp_path):
         line = json.loads(next(iter(server.batches.files.values())).splitlines()[0])
         assert line["url"] == "/v1/embeddings" and line["body"]["input"] == ["one", "two"]
         client.close()
+
+
+def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(tmp_path):
+    """SIGKILL while a batch runs, then rerun: the recorded batch is waited for, not resubmitted
+    (the server counts creations), and its results land in the cache, ledger and outputs."""
+    run, cache = tmp_path / "run", tmp_path / "cache.sqlite"
+    env = {**os.environ, "OPENAI_API_KEY": TEST_KEY}
+    command = [sys.executable, str(Path(__file__).with_name("batch_worker.py")), "--run",
+               str(run), "--cache", str(cache)]
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        server.batches.delay_s = 600.0  # far longer than the test: the worker is waiting
+        first = subprocess.Popen([*command, "--url", server.url], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        journal = BatchJournal(run)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and first.poll() is None and not any(
+                e.batch_id for e in journal.entries()):
+            time.sleep(0.02)
+        time.sleep(0.2)  # it polls now
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        assert server.batches.created == 1 and not read_jsonl(run / "calls.jsonl", missing_ok=True)
+        server.batches.delay_s = 0.0  # the batch has finished meanwhile
+        second = subprocess.run([*command, "--url", server.url], env=env, timeout=120,
+                                capture_output=True, text=True)
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert "re-attached to batch_000001 (40 read requests" in second.stderr
+        assert server.batches.created == 1 and server.count(CHAT_PATH) == 0
+    records = read_jsonl(run / "calls.jsonl")
+    assert len(records) == 40 and all(r["execution"] == "batch" and not r["cached"]
+                                      for r in records)
+    answers = read_jsonl(run / "answers.jsonl")
+    assert sorted(a["question_id"] for a in answers) == [f"q{i:03d}" for i in range(40)]
+    assert [e.status for e in BatchJournal(run).entries()] == ["completed"]
