@@ -110,14 +110,25 @@ def _rows(path: Path, keys: tuple[str, ...]) -> dict[tuple, dict]:
             for r in read_jsonl(path)}
 
 
+def _differences(left: dict[tuple, dict], right: dict[tuple, dict]) -> dict[str, tuple]:
+    """Field → (an item, its two values), for every field on which some item differs."""
+    assert left.keys() == right.keys()
+    out = {}
+    for item, row in left.items():
+        for name in set(row) | set(right[item]):
+            if row.get(name) != right[item].get(name):
+                out.setdefault(name, (item, row.get(name), right[item].get(name)))
+    return out
+
+
 def test_batched_run_gives_the_same_memory_answers_and_judgments(runs):
     a, b = (runs[n].paths.dataset(DATASET) for n in ("interactive", "batch"))
     key = ("system", "question_id", "prompt_name", "vote")
     judgments = _rows(a.judgments, key)
-    assert judgments and judgments == _rows(b.judgments, key)
+    assert judgments and _differences(judgments, _rows(b.judgments, key)) == {}
     for system in SYSTEMS:
-        assert _rows(a.answers_file(system), ("question_id",)) == _rows(
-            b.answers_file(system), ("question_id",)), system
+        assert _differences(_rows(a.answers_file(system), ("question_id",)),
+                            _rows(b.answers_file(system), ("question_id",))) == {}, system
     for name in ("facts.parquet", "segments.parquet"):
         left, right = (pd.read_parquet(d.memory / name) for d in (a, b))
         pd.testing.assert_frame_equal(left.drop(columns=list(TIMING & set(left)), errors="ignore"),

@@ -16,6 +16,7 @@ import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import list_cost
+from memcost.cli.main import main
 from memcost.io import read_jsonl
 from memcost.llm import BudgetExceeded, EmbeddingRequest
 from memcost.llm.batch import BatchJournal, BatchWaitExceeded
@@ -218,3 +219,18 @@ def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(t
     answers = read_jsonl(run / "answers.jsonl")
     assert sorted(a["question_id"] for a in answers) == [f"q{i:03d}" for i in range(40)]
     assert [e.status for e in BatchJournal(run).entries()] == ["completed"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["-p", "backend=openrouter", "-p", "execution={judge: batch}"],
+     "execution: batch is the OpenAI Batch API, and backend 'openrouter' has none"),
+    (["-p", "batch_retry=later"], "valid choices: batch, interactive"),
+])
+def test_the_runner_refuses_batch_settings_before_anything_starts(tmp_path, capsys, extra,
+                                                                  message):
+    run_dir = tmp_path / "run"
+    code = main(["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo",
+                 *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not run_dir.exists()
