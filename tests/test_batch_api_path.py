@@ -43,10 +43,10 @@ PARAMETERS = {
 }
 STEPS = ["00", "01", "02", "03", "04", "05"]
 SYSTEMS = ["memory", "long_context_gpt-5-mini", "rolling_window_gpt-5-mini"]
-# What may differ between the two runs: how long calls took, what the prompt cache held, and the
-# request hash (it names the endpoint, and each run has its own server).
+# What may differ between the two runs: how long calls took, what the prompt cache held, and what
+# names the endpoint (each run has its own server): the request hash and the settings' fingerprint.
 TIMING = {"latency_s", "search_latency_s", "cached_prompt_tokens", "cached", "attempts",
-          "request_hash"}
+          "request_hash", "fingerprint"}
 
 
 @dataclass
