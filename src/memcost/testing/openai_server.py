@@ -10,7 +10,8 @@ request bodies the way the real API would.
 The prompt cache follows :class:`memcost.prefix_cache.PrefixCache` (the one rule), routed by
 ``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
 for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
-with their ``shutdown_date``.
+with their ``shutdown_date``. ``/v1/files`` and ``/v1/batches`` are the Batch API
+(:mod:`memcost.testing.batches`; its controls: ``server.batches``).
 
 It can be told to misbehave, per request in arrival order (:meth:`FakeOpenAIServer.script`) or
 for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After or only
