@@ -233,7 +233,7 @@ class BatchSession:
         running = sum(not s.done for s in states)
         bar.total = max(bar.total, sum(len(t.entry.keys) for t in self.tracked))
         bar.n = min(bar.total, done + failed)
-        bar.set_postfix_str(f"completed={done} failed={failed} batches={running} running",
+        bar.set_postfix_str(f"completed={done} failed={failed} batches running={running}",
                             refresh=True)
 
     def _note(self, line: str) -> None:
