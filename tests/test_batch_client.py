@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from memcost.cli.main import main
 from memcost.io import read_jsonl
 from memcost.llm import BudgetExceeded, EmbeddingRequest
 from memcost.llm.batch import BatchJournal, BatchWaitExceeded
-from memcost.llm.batch.files import Line, read_answers, request_line, split_lines
+from memcost.llm.batch.files import Line, joined, read_answers, request_line, split_lines
+from memcost.llm.batch.journal import Entry
+from memcost.llm.batch.transport import BatchTransport
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, FakeOpenAIServer
 
@@ -234,3 +237,28 @@ def test_the_runner_refuses_batch_settings_before_anything_starts(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("created", [True, False])
+def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(tmp_path,
+                                                                              created):
+    """The journal holds the uploaded file but no batch id: a rerun finds the batch made from
+    that file (or, when none was made, creates it), and never uploads the requests again."""
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = _client(tmp_path, server)
+        requests = [question(i) for i in range(3)]
+        endpoint = client.endpoint_for(requests[0].model)
+        lines = [client._batch_line(r.key(endpoint.identity), r) for r in requests]
+        transport = BatchTransport(client._endpoint_client(endpoint), client.retry,
+                                   threading.Event())
+        file_id = transport.upload(joined(lines))
+        BatchJournal(client.run.root).uploaded(Entry(
+            input_file_id=file_id, model=lines[0].model, url=lines[0].url, stage="read",
+            endpoint=endpoint.identity, keys=[line.key for line in lines]))
+        if created:
+            transport.create(file_id, lines[0].url, {})
+        results = client.chat_many(requests)
+        assert all(r.ok for r in results) and server.batches.created == 1
+        assert len(server.batches.files) == 2  # the one input file and its output
+        assert [e.status for e in BatchJournal(client.run.root).entries()] == ["completed"]
+        client.close()
