@@ -262,3 +262,23 @@ def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(t
         assert len(server.batches.files) == 2  # the one input file and its output
         assert [e.status for e in BatchJournal(client.run.root).entries()] == ["completed"]
         client.close()
+
+
+def test_a_cancelled_batch_is_batched_again(tmp_path):
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        server.batches.delay_s = 60.0
+        client = _client(tmp_path, server)
+
+        def cancel() -> None:  # as someone cancelling it in the dashboard would
+            while not server.batches.batches:
+                time.sleep(0.01)
+            server.batches.delay_s = 0.0
+            server.batches.handle("POST", "/v1/batches/batch_000001/cancel", "", b"")
+
+        threading.Thread(target=cancel, daemon=True).start()
+        results = client.chat_many([question(i) for i in range(4)])
+        assert all(r.ok for r in results) and server.batches.created == 2
+        entries = BatchJournal(client.run.root).entries()
+        assert [(e.status, len(e.keys)) for e in entries] == [("cancelled", 4), ("completed", 4)]
+        assert {c["execution"] for c in read_jsonl(client.run.calls)} == {"batch"}
+        client.close()
