@@ -36,6 +36,10 @@ CLIENT_PARAMETERS: tuple[str, ...] = (
     "max_backoff_s",
     "prefix_requests_per_minute",
     "execution",
+    "batch_retry",
+    "max_wait_hours",
+    "batch_poll_s",
+    "batch_queue_tokens",
 )
 
 # How a stage's model calls are sent (``execution``): ``interactive`` (one request at a time,

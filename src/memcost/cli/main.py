@@ -113,6 +113,12 @@ def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
         print(f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "
               f"on, resume with a higher limit (finished calls are not paid again):\n"
               f"  {resume} -p max_cost_usd=<dollars>", file=sys.stderr)
+    elif exc.ename == "BatchWaitExceeded":
+        # Not a fault either: the batches keep running at the provider, recorded in the run.
+        print(f"The run stopped waiting for the Batch API (max_wait_hours); its batches stay "
+              f"recorded in the run directory and are not submitted again. Resume later (a "
+              f"larger -p max_wait_hours=<hours> waits longer) with:\n"
+              f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
     else:
         print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
               f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)

@@ -132,3 +132,27 @@ class Budget:
                 )
             self._lock.notify_all()
         return cost
+
+    def reserve_batch(self, amount: float, *, what: str = "a batch", force: bool = False
+                      ) -> float | None:
+        """Reserve a whole batch's estimated cost when it is submitted (it is spent however long
+        it takes), or raise :class:`BudgetStop`. ``force``: a batch already submitted (re-attached
+        by a rerun) is reserved whatever the limit. Hand the amount back to :meth:`settle_batch`."""
+        if not self.limited:
+            return None
+        with self._lock:
+            if not force and self.spent + self.reserved + amount > self.limit:
+                raise BudgetStop(
+                    f"a batch of {what} (about ${amount:.4f} at the batch price) would take the "
+                    f"run's spend (${self.spent:.4f} so far, ${self.reserved:.4f} reserved) past "
+                    f"max_cost_usd = ${self.limit:.4f}")
+            self.reserved += amount
+        return amount
+
+    def settle_batch(self, reserved: float | None, cost: float) -> None:
+        """Replace a batch's reservation by what its answers cost."""
+        with self._lock:
+            if reserved is not None:
+                self.reserved -= reserved
+            self.spent += cost
+            self._lock.notify_all()

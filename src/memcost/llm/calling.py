@@ -114,7 +114,8 @@ class CallMixin:
             finish_reason=entry.get("finish_reason"),
             billed_usd=entry.get("billed_usd"),
             served_by=entry.get("served_by"),
-            execution=self._flex_or_interactive(request),
+            execution=(str(entry.get("execution") or "interactive") if recovered
+                       else self._flex_or_interactive(request)),
         )
         self._account(request, outcome, cache_hit=True, paid=recovered)
         written = self._record(request, outcome, once=True, cached_flag=not recovered)
@@ -226,6 +227,8 @@ class CallMixin:
                 stored.update(billed_usd=outcome.billed_usd, served_by=outcome.served_by)
         else:
             stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
+        if outcome.execution != "interactive":  # its price, for a record rebuilt from the row
+            stored["execution"] = outcome.execution
         self.cache.put(
             outcome.key, stored, kind=kind, stage=request.stage, model=request.model,
             origin=self.run_id,

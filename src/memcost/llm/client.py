@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from memcost.llm.batch import BatchMixin, batch_options
 from memcost.llm.budget import Budget
 from memcost.llm.cache import CACHE_MODES, ResponseCache
 from memcost.llm.calling import CallMixin
@@ -67,7 +68,7 @@ def _check_options(
         raise ValueError("max_concurrency must be at least 1")
 
 
-class LLMClient(ItemMixin, CallMixin, StatsMixin):
+class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
     """Use :func:`make_client` to build one from notebook parameters."""
 
     def __init__(
@@ -96,6 +97,10 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         max_backoff_s: float | None = None,
         prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
         execution: Mapping[str, str] | None = None,
+        batch_retry: str = "batch",
+        max_wait_hours: float = 24.0,
+        batch_poll_s: float = 60.0,
+        batch_queue_tokens: Mapping[str, int] | None = None,
     ):
         _check_options(backend, model_backends or {}, cache_mode, max_concurrency)
         # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
@@ -108,6 +113,8 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         self.prefix_requests_per_minute = prefix_requests_per_minute or None
         # How each ledger stage's calls are sent: interactive, batch or flex (params.EXECUTION_MODES)
         self.execution = normalise_execution(execution)
+        self.batch_options = batch_options(batch_retry, max_wait_hours, batch_poll_s,
+                                           batch_queue_tokens)
         if max_backoff_s is not None and retry is None:
             retry = RetryPolicy(max_delay_s=float(max_backoff_s))
         self.run = run
@@ -138,6 +145,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         self._rng = random.Random()
         self._throttle = TokenThrottle(tpm_limit)
         self._consecutive_failures = 0
+        self._check_batch()  # batch where there is no Batch API: refused before any call
 
     def _open_stores(self, max_cost_usd: float | None, cache_path: str | Path | None) -> None:
         """Check credentials, then open the ledger, the budget and (for API runs) the cache."""
@@ -198,6 +206,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         :class:`CacheMiss` or :class:`BudgetExceeded` after the calls in flight have finished.
         """
         requests = list(requests)
+        self._batch_first(requests)
         return self._run(
             requests,
             after=None,
@@ -239,6 +248,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
                 flat.append(request)
                 after.append(start if (first_alone and position > 0) else None)
                 prefixes.append(number if self._overflow_rule_applies(request) else None)
+        self._batch_first(flat)
         results = self._run(
             flat,
             after=after,
@@ -305,6 +315,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         progress: bool | None = None,
     ) -> list[EmbeddingResult]:
         requests = list(requests)
+        self._batch_first(requests)
         return self._run(
             requests,
             after=None,
@@ -417,7 +428,10 @@ def make_client(
     "allow_fallbacks": False}}``); ``tpm_limit`` throttles to a tokens-per-minute limit;
     ``max_backoff_s`` caps the backoff between retries (minutes by default);
     ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
-    ``execution`` maps ledger stages to ``interactive``, ``batch`` or ``flex``.
+    ``execution`` maps ledger stages to ``interactive``, ``batch`` or ``flex``; for ``batch``,
+    ``batch_retry`` (``batch`` or ``interactive``: what becomes of requests a batch did not
+    answer), ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens`` (model → enqueued-
+    token limit) (:mod:`memcost.llm.batch`).
     """
     if max_cost_usd is not None and math.isinf(max_cost_usd):
         max_cost_usd = None

@@ -174,6 +174,8 @@ def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
                 attempts=int(row.get("attempts") or 1), error=None,
                 sample_index=int(saved.get("sample_index", 0)), tags=saved.get("tags") or {})
             record["timestamp"] = row["created_at"]
+            if row.get("execution"):  # sent through the Batch API or Flex: its price
+                record["execution"] = row["execution"]
             record["repaired"] = True
             out.write(record)
     finally:

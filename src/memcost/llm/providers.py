@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -348,8 +348,17 @@ class EndpointClient:
             ) from None
         return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model}
 
+    def sdk_call(self, what: str, call: Callable[[Any], Any]) -> Any:
+        """One SDK call beyond chat and embeddings (the Batch API's files and batches, named by
+        ``what`` in errors): ``call(sdk)``, or :class:`TransientError` / :class:`FatalAPIError`."""
+        try:
+            return call(self._sdk)
+        except self._openai.APIError as exc:
+            raise self._classify(exc, None, what=what) from None
+
     def _classify(
-        self, exc: Exception, request: ChatRequest | EmbeddingRequest | None
+        self, exc: Exception, request: ChatRequest | EmbeddingRequest | None,
+        what: str = "model listing",
     ) -> Exception:
         openai = self._openai
         host = self.endpoint.host
@@ -381,7 +390,7 @@ class EndpointClient:
                 status=status,
                 retry_after=parse_retry_after(exc.response.headers),
             )
-        what = f"{request.stage} call to {request.model}" if request else "model listing"
+        what = f"{request.stage} call to {request.model}" if request else what
         key_env = self.endpoint.key_env or "the key variable (api_key_env)"
         return _client_error(status, code, host, what, said, key_env, item=request is not None)
 

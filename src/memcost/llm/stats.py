@@ -57,6 +57,8 @@ class ClientStats:
     flex_unavailable: int = 0  # Flex 429 resource_unavailable answers (that request backed off)
     discarded_rows: int = 0  # cache rows that held no answer (cut off, filtered): asked again
     output_limit_retries: int = 0  # items asked again with a larger output limit after "length"
+    batches: int = 0  # Batch API batches this client created
+    batch_calls: int = 0  # answers that came back from the Batch API (then served by the cache)
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from memcost.datasets import DATASETS
 from memcost.execution import STAGE_MODEL_PARAMETERS, backend_of, execution_problem, stage_models
+from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
 from memcost.models import is_known
 from memcost.params import (
     normalise_execution,
@@ -43,6 +44,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "reader_reasoning_effort": EFFORTS,
     "reasoning_effort": EFFORTS,
     "judge_prompts": tuple(JUDGE_PROMPTS),  # each element
+    "batch_retry": BATCH_RETRY_MODES,
 }
 # Lowest (and highest) value of numeric parameters.
 RANGES: dict[str, tuple[float, float]] = {
@@ -53,6 +55,7 @@ RANGES: dict[str, tuple[float, float]] = {
                      "hnsw_m", "ef_construction", "top_k", "ef_search", "n_votes",
                      "bootstrap_resamples", "heatmap_points", "max_turns", "growth_turns",
                      "request_timeout_s"), (1, math.inf)),
+    **dict.fromkeys(("max_wait_hours", "batch_poll_s"), (1e-6, math.inf)),
     "max_cost_usd": (0, math.inf),
     "lc_cached_share": (0, 1),
 }
@@ -127,9 +130,12 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
             raise PresetError(f"parameter {exc}") from None
     if "execution" in values:
         try:
-            normalise_execution(values["execution"])
+            modes = normalise_execution(values["execution"])
         except ValueError as exc:
             raise PresetError(f"parameter {exc}") from None
+        refused = batch_refusal(str(values.get("backend", "offline")))
+        if "batch" in modes.values() and refused:
+            raise PresetError(refused)
 
 
 def unknown_price_line(model: str, parameter: str) -> str:

@@ -11,6 +11,8 @@ The prompt cache follows :class:`memcost.prefix_cache.PrefixCache` (the one rule
 ``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
 for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
 with their ``shutdown_date``. Flex requests (``service_tier``) follow :mod:`memcost.testing.flex`.
+``/v1/files`` and ``/v1/batches`` are the Batch API
+(:mod:`memcost.testing.batches`; its controls: ``server.batches``).
 
 It can be told to misbehave, per request in arrival order (:meth:`FakeOpenAIServer.script`) or
 for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After or only
@@ -44,6 +46,7 @@ import numpy as np
 
 from memcost.models import is_known, model_info
 from memcost.prefix_cache import PrefixCache
+from memcost.testing.batches import BatchService
 from memcost.testing.flex import FlexTier
 from memcost.tokens import encode
 
@@ -148,6 +151,14 @@ class FakeOpenAIServer:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _batches: BatchService | None = field(default=None, init=False, repr=False)
+
+    @property
+    def batches(self) -> BatchService:
+        """The Batch API (/v1/files, /v1/batches) and its controls (memcost.testing.batches)."""
+        if self._batches is None:
+            self._batches = BatchService(self, Action())
+        return self._batches
 
     # ---------------------------------------------------------------- control
 
@@ -419,7 +430,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _batch_route(self, method: str) -> bool:
+        """/v1/files and /v1/batches go to the server's Batch API."""
+        path, owner = self.path.split("?")[0], self.owner
+        if not path.startswith(("/v1/files", "/v1/batches")):
+            return False
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        authorized = None if owner.api_key is None else (
+            self.headers.get("Authorization", "") == f"Bearer {owner.api_key}")
+        record = owner._register(path, None, authorized)
+        status, payload = (401, json.dumps(_error("Incorrect API key provided.", "auth")).encode()
+                           ) if authorized is False else owner.batches.handle(
+            method, path, self.headers.get("Content-Type", ""), raw)
+        record.status, record.finished = status, time.monotonic()
+        self._send(status, payload)
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self._batch_route("GET"):
+            return
         if self.path.rstrip("/") == "/v1/models":
             data = [
                 {"id": name, "object": "model", "created": 0, "owned_by": "system",
@@ -433,6 +462,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
     def do_POST(self) -> None:  # noqa: N802
+        if self._batch_route("POST"):
+            return
         server = self.owner
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""

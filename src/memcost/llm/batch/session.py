@@ -1,0 +1,250 @@
+"""One wait on the Batch API: submit what the cache cannot answer, re-attach to what an earlier
+process submitted, poll until every batch has ended, and hand each result to the client.
+
+The order that makes a kill harmless: upload the file, journal it, create the batch, journal
+its id, then wait (:mod:`memcost.llm.batch.journal`). A rerun re-attaches to every open batch
+whose requests it needs, so a batch is never created twice for the same requests.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memcost.llm.batch.files import Line, joined, read_answers, split_lines
+from memcost.llm.batch.journal import BatchJournal, Entry
+from memcost.llm.batch.transport import BatchState, BatchTransport
+from memcost.llm.errors import LLMError
+from memcost.llm.providers import Endpoint
+
+MAX_ROUNDS = 3  # batches for the same request, at most (the first and two re-batches)
+BATCH_RETRY_MODES = ("batch", "interactive")
+
+
+class BatchWaitExceeded(LLMError):
+    """The wait for the Batch API passed ``max_wait_hours``; the batches stay recorded."""
+
+
+@dataclass
+class Tracked:
+    """A batch this process waits for."""
+
+    entry: Entry
+    reserved: float | None
+    state: BatchState | None = None
+    started: float = 0.0
+
+
+class BatchSession:
+    """Send ``todo`` (cache key → request, none answered by the cache) through one endpoint's
+    Batch API; ``client`` is the :class:`memcost.llm.client.LLMClient` that puts results in
+    its cache and ledger (:meth:`BatchMixin._batch_result`)."""
+
+    def __init__(self, client: Any, endpoint: Endpoint, todo: Mapping[str, Any],
+                 lines: Mapping[str, Line], transport: BatchTransport):
+        self.client = client
+        self.endpoint = endpoint
+        self.todo = dict(todo)
+        self.lines = dict(lines)
+        self.transport = transport
+        self.journal = BatchJournal(client.run.root)
+        self.tracked: list[Tracked] = []
+        self.queue: list[list[Line]] = []
+        self.retry: set[str] = set()
+        self.round = 1
+        self.answered = self.failed = 0
+
+    # -------------------------------------------------------------------------- the loop
+
+    def run(self) -> None:
+        options = self.client.batch_options
+        deadline = time.monotonic() + float(options["max_wait_hours"]) * 3600
+        covered = self._attach()
+        self._plan([k for k in self.todo if k not in covered])
+        bar = self._bar()
+        try:
+            while True:
+                self._submit_ready()
+                for tracked in self.tracked:
+                    if tracked.entry.finished:
+                        continue
+                    if tracked.state is None or not tracked.state.done:
+                        tracked.state = self.transport.retrieve(str(tracked.entry.batch_id))
+                    if tracked.state.done:
+                        self._ingest(tracked)
+                self._show(bar)
+                if all(t.entry.finished for t in self.tracked) and not self.queue:
+                    if not self._next_round():
+                        break
+                    continue
+                if time.monotonic() > deadline:
+                    raise BatchWaitExceeded(self._wait_message(options["max_wait_hours"]))
+                time.sleep(float(options["poll_s"]))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _next_round(self) -> bool:
+        """Re-batch what expired, was cancelled or failed on the server's side, or leave it to
+        the stage's interactive calls (``batch_retry``); ``False`` when nothing is left."""
+        again = sorted(k for k in self.retry if not self.client.cache.contains(k))
+        self.retry = set()
+        if not again:
+            return False
+        if self.client.batch_options["retry"] == "batch" and self.round < MAX_ROUNDS:
+            self.round += 1
+            self._note(f"batch: {len(again)} requests not answered; batching them again "
+                       f"(round {self.round} of {MAX_ROUNDS})")
+            self._plan(again)
+            return True
+        self._note(f"batch: {len(again)} requests not answered by the Batch API are sent "
+                   "interactively (at the list price)")
+        return False
+
+    # -------------------------------------------------------------------------- submitting
+
+    def _attach(self) -> set[str]:
+        """Wait for the open batches an earlier process submitted for these requests."""
+        covered: set[str] = set()
+        for entry in self.journal.open_entries(self.endpoint.identity):
+            if not set(entry.keys) & set(self.todo):
+                continue
+            if entry.batch_id is None:  # killed between upload and creation: find it
+                state = self.transport.find(entry.input_file_id)
+                if state is None:
+                    state = self.transport.create(entry.input_file_id, entry.url,
+                                                  self._metadata(entry))
+                    self.client._count("batches")
+                self.journal.created(entry, state.id)
+            reserved = self.client.budget.reserve_batch(entry.estimate_usd, force=True)
+            self.tracked.append(Tracked(entry, reserved, started=time.monotonic()))
+            covered.update(entry.keys)
+            self._note(f"batch: re-attached to {entry.batch_id} ({len(entry.keys)} "
+                       f"{entry.stage} requests, submitted {entry.submitted_at})")
+        return covered
+
+    def _plan(self, keys: list[str]) -> None:
+        """Files within the API's limits: one model and URL each, in request order."""
+        by_model: dict[tuple[str, str], list[Line]] = {}
+        for key in keys:
+            line = self.lines[key]
+            by_model.setdefault((line.model, line.url), []).append(line)
+        limits = self.client.batch_options["queue_tokens"]
+        for (model, _), lines in by_model.items():
+            self.queue.extend(split_lines(lines, max_tokens=limits.get(model)))
+
+    def _submit_ready(self) -> None:
+        """Submit the files the enqueued-token limit lets in now (one per model at least)."""
+        limits = self.client.batch_options["queue_tokens"]
+        waiting: list[list[Line]] = []
+        for part in self.queue:
+            model = part[0].model
+            queued = sum(sum(self.lines[k].tokens for k in t.entry.keys if k in self.lines)
+                         for t in self.tracked if not t.entry.finished and t.entry.model == model)
+            limit = limits.get(model)
+            if queued and limit is not None and queued + sum(x.tokens for x in part) > limit:
+                waiting.append(part)
+            else:
+                self._submit(part)
+        self.queue = waiting
+
+    def _submit(self, part: list[Line]) -> None:
+        requests = [self.todo[line.key] for line in part]
+        estimate = self.client._batch_estimate(requests)
+        # The whole batch's estimated cost is reserved now: it is spent however long it takes.
+        reserved = self.client.budget.reserve_batch(
+            estimate, what=f"{len(part)} {requests[0].stage} requests to {part[0].model}")
+        file_id = self.transport.upload(joined(part))
+        entry = Entry(input_file_id=file_id, model=part[0].model, url=part[0].url,
+                      stage=requests[0].stage, endpoint=self.endpoint.identity,
+                      keys=[line.key for line in part], estimate_usd=estimate)
+        self.journal.uploaded(entry)
+        state = self.transport.create(file_id, entry.url, self._metadata(entry))
+        self.journal.created(entry, state.id)
+        self.client._count("batches")
+        self.tracked.append(Tracked(entry, reserved, state, started=time.monotonic()))
+
+    def _metadata(self, entry: Entry) -> dict[str, str]:
+        return {"run_id": str(self.client.run_id), "stage": entry.stage}
+
+    # -------------------------------------------------------------------------- results
+
+    def _ingest(self, tracked: Tracked) -> None:
+        """Every result of a batch that ended into the cache and ledger; what did not run (or
+        failed on the server's side) waits for the next round."""
+        state, entry = tracked.state, tracked.entry
+        assert state is not None
+        answers = {}
+        for file_id in (state.output_file_id, state.error_file_id):
+            if file_id:
+                answers.update({a.key: a for a in read_answers(self.transport.content(file_id))})
+        turnaround = time.monotonic() - tracked.started
+        cost, completed, failed = 0.0, 0, 0
+        for key in entry.keys:
+            request = self.todo.get(key)
+            if request is None or self.client.cache.contains(key):
+                continue  # not asked for by this stage, or answered meanwhile
+            answer = answers.get(key)
+            if answer is None or (not answer.ok and answer.retryable):
+                self.retry.add(key)
+                failed += 1
+                continue
+            if not answer.ok:  # a 4xx on this item: its own call records why it fails
+                failed += 1
+                continue
+            try:
+                cost += self.client._batch_result(request, self.endpoint, key, answer.body,
+                                                  turnaround, self.round)
+                completed += 1
+            except ValueError:  # an answer we cannot read: ask again
+                self.retry.add(key)
+                failed += 1
+        self.client.budget.settle_batch(tracked.reserved, cost)
+        self.answered += completed
+        self.failed += failed
+        self.journal.finished(entry, status=state.status, output_file_id=state.output_file_id,
+                              error_file_id=state.error_file_id, completed=completed,
+                              failed=failed)
+        if state.status != "completed":
+            why = f": {state.errors}" if state.errors else ""
+            self._note(f"batch {state.id} {state.status}{why}")
+
+    # -------------------------------------------------------------------------- showing
+
+    def _bar(self) -> Any:
+        if not self.client.progress:
+            return None
+        from tqdm import tqdm
+
+        total = sum(len(t.entry.keys) for t in self.tracked) + sum(len(p) for p in self.queue)
+        stage = next(iter(self.todo.values())).stage
+        return tqdm(total=total, desc=f"batch {stage}", unit="req", file=sys.stderr,
+                    mininterval=1.0, dynamic_ncols=True)
+
+    def _show(self, bar: Any) -> None:
+        if bar is None:
+            return
+        states = [t.state for t in self.tracked if t.state is not None]
+        done = sum(s.completed for s in states)
+        failed = sum(s.failed for s in states)
+        running = sum(not s.done for s in states)
+        bar.total = max(bar.total, sum(len(t.entry.keys) for t in self.tracked))
+        bar.n = min(bar.total, done + failed)
+        bar.set_postfix_str(f"completed={done} failed={failed} batches running={running}",
+                            refresh=True)
+
+    def _note(self, line: str) -> None:
+        if self.client.progress:
+            print(line, file=sys.stderr, flush=True)
+
+    def _wait_message(self, hours: float) -> str:
+        running = [t.entry for t in self.tracked if not t.entry.finished]
+        ids = ", ".join(str(e.batch_id) for e in running[:5])
+        return (f"waited max_wait_hours={hours:g} for the Batch API; {len(running)} batch(es) "
+                f"still running ({ids}{', ...' if len(running) > 5 else ''}), recorded in "
+                f"{self.journal.path}. Stopped cleanly: rerun the same command later (or with "
+                "a larger -p max_wait_hours=<hours>) and it re-attaches to them; nothing is "
+                "submitted twice.")
