@@ -16,6 +16,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memcost.execution import DISCOUNT_BACKEND
 from memcost.llm.batch.files import CHAT_URL, EMBEDDINGS_URL, Line, chat_reply, embedding_reply
 from memcost.llm.batch.files import request_line as _line
 from memcost.llm.batch.session import BATCH_RETRY_MODES, BatchSession
@@ -30,7 +31,7 @@ from memcost.prices import price_for
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
-BATCH_BACKENDS = ("openai",)  # who has a Batch API
+BATCH_BACKENDS = (DISCOUNT_BACKEND,)  # who has a Batch API (memcost.execution, the one rule)
 
 
 def batch_refusal(backend: str, where: str = "") -> str | None:
