@@ -11,7 +11,9 @@ from memcost.answers import AnswerWriter, load_answers
 from memcost.fingerprint import fingerprint
 from memcost.io import read_jsonl
 from memcost.llm import make_client
+from memcost import memory
 from memcost.memory import MemoryBuilder, MemoryConfig
+from memcost.memory import facts as memory_files
 from memcost.retrieval import answer_from_memory
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
@@ -92,3 +94,35 @@ def test_the_fingerprint_changes_with_backend_model_prompt_parameters_and_inputs
         assert fingerprint(client=offline, **{**base, **change}) != first
     data.write_bytes(b"two")
     assert fingerprint(client=offline, **base) != first
+
+
+def test_a_changed_turn_rebuilds_that_users_memory_only(run_paths):
+    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")],
+                      ignore_index=True)
+    ds = run_paths.dataset("locomo").ensure()
+    config = MemoryConfig(dataset="locomo")
+    client = make_client(run_paths, progress=False)
+    first = MemoryBuilder(client, ds, config).run(turns, ["pair-1", "pair-2"])
+    assert sorted(first.built) == ["pair-1", "pair-2"]
+    done = {u: read_done(ds, u) for u in ("pair-1", "pair-2")}
+    assert done["pair-1"]["fingerprint"] != done["pair-2"]["fingerprint"]  # their turns differ
+
+    again = MemoryBuilder(client, ds, config).run(turns, ["pair-1", "pair-2"])
+    assert (again.built, sorted(again.resumed)) == ([], ["pair-1", "pair-2"])
+
+    changed = turns.copy()
+    row = changed.index[(changed["conversation_id"] == "pair-2")
+                        & (changed["text"].str.contains("yoga three times"))][0]
+    changed.loc[row, "text"] = "Quick news: I now go to yoga four times a week."
+    rebuilt = MemoryBuilder(client, ds, config).run(changed, ["pair-1", "pair-2"])
+    client.close()
+    assert (rebuilt.built, rebuilt.resumed) == (["pair-2"], ["pair-1"])
+    assert read_done(ds, "pair-1") == done["pair-1"]
+    assert read_done(ds, "pair-2")["fingerprint"] != done["pair-2"]["fingerprint"]
+    facts = memory.read_facts(ds)
+    texts = facts.loc[facts["conversation_id"] == "pair-2", "text"].str.cat(sep=" ")
+    assert "four times" in texts and "three times" not in texts
+
+
+def read_done(ds, user):
+    return memory_files.read_done(ds, user)
