@@ -4,7 +4,8 @@ Life of one API request: claim its hash (so duplicates in flight wait instead of
 → disk cache → budget reservation → HTTP attempts with backoff → cache row → ledger record →
 release. A call killed anywhere before the cache row is simply sent again by a rerun; one killed
 between the cache row and the ledger record is recognised on rerun (the row's ``origin`` is this
-run) and recorded then, as paid.
+run) and recorded then, as paid. Inside ``LLMClient.walkthrough()`` the run's own memo of the
+walk-through's replies (:mod:`memcost.llm.walkthrough`) is asked before the disk cache.
 
 Only answers are cached. A reply without a usable answer (``length`` with no content,
 ``content_filter``, a ``refusal``) is recorded as a failed, paid call, and a non-retryable 4xx
@@ -45,6 +46,20 @@ class CallMixin:
         if isinstance(request, ChatRequest):
             self.capabilities(request.model)  # an unknown model stops here, before any call
         key = request.key(endpoint.identity)
+        memo = getattr(self, "_walkthrough", None)  # set inside LLMClient.walkthrough()
+        if memo is None:
+            return self._serve(request, endpoint, key)
+        entry = memo.get(key)
+        if entry is not None:  # the walk-through made this call before: never again
+            return self._cached_call(request, endpoint, key, entry)
+        outcome = self._serve(request, endpoint, key)
+        if outcome.error is None and outcome.failure_kind is None:
+            origin = "" if outcome.cached else self.run_id
+            memo.put(key, {**self._entry(request, outcome, False), "origin": origin})
+        return outcome
+
+    def _serve(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+        """The disk cache, else the API (duplicates in flight wait for the first)."""
         if self.cache is None:
             return self._api_call(request, endpoint, key)
         event = self._claim(key)
@@ -194,6 +209,14 @@ class CallMixin:
         if self.cache is None:
             return
         kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
+        self.cache.put(
+            outcome.key, self._entry(request, outcome, usage_estimated), kind=kind,
+            stage=request.stage, model=request.model, origin=self.run_id,
+        )  # fmt: skip
+
+    def _entry(self, request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
+        """A reply as the disk cache (and the walk-through memo) store it."""
+        kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
         stored: dict[str, Any] = {
             "usage": outcome.usage.as_dict(),
             "attempts": outcome.attempts,
@@ -211,10 +234,7 @@ class CallMixin:
                 stored.update(billed_usd=outcome.billed_usd, served_by=outcome.served_by)
         else:
             stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
-        self.cache.put(
-            outcome.key, stored, kind=kind, stage=request.stage, model=request.model,
-            origin=self.run_id,
-        )  # fmt: skip
+        return stored
 
     def _token_estimate(self, request: Request) -> int:
         """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""

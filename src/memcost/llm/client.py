@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import random
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from memcost.llm.providers import (
 from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
 from memcost.llm.retry import PauseGate, RetryPolicy, TokenThrottle
 from memcost.llm.stats import ClientStats, StatsMixin
+from memcost.llm.walkthrough import WalkthroughMemo
 from memcost.models import EMBEDDING_MODEL, ModelInfo, canonical_name, declare_model, model_info
 from memcost.paths import CACHE_DIR, RunPaths
 from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
@@ -134,6 +136,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         self._rng = random.Random()
         self._throttle = TokenThrottle(tpm_limit)
         self._consecutive_failures = 0
+        self._walkthrough: WalkthroughMemo | None = None
 
     def _open_stores(self, max_cost_usd: float | None, cache_path: str | Path | None) -> None:
         """Check credentials, then open the ledger, the budget and (for API runs) the cache."""
@@ -309,6 +312,19 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
             on_result=None,
             progress=progress,
         )
+
+    @contextmanager
+    def walkthrough(self) -> Iterator[LLMClient]:
+        """Calls made inside are a notebook's walk-through: their replies are kept in the run
+        directory (:mod:`memcost.llm.walkthrough`) and served from there on a rerun, so an
+        emptied cache never sends or records them twice (the batch dedupes by its outputs)."""
+        memo = WalkthroughMemo(self.run.walkthrough)
+        self._walkthrough = memo
+        try:
+            yield self
+        finally:
+            self._walkthrough = None
+            memo.close()
 
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
