@@ -102,6 +102,10 @@ class ModelInfo:
     shutdown_date: str | None = None
     successor: str | None = None
     source: str = ""
+    # Throughput floors that size a request's timeout (request_timeout_s = 0): a slow hour of
+    # the provider, not its median (assumed, not measured; declare yours for a slow server).
+    input_tokens_per_s: float = 5_000.0
+    output_tokens_per_s: float = 50.0
 
     def __post_init__(self) -> None:
         if self.output_limit_param not in OUTPUT_LIMIT_PARAMS:
@@ -117,6 +121,25 @@ class ModelInfo:
     @property
     def price_name(self) -> str:
         return self.price_key or self.name
+
+
+# A request's timeout when ``request_timeout_s`` is 0 ("sized"): see :func:`request_timeout`.
+TIMEOUT_BASE_S = 60.0  # connecting, queueing and the first token
+TIMEOUT_MAX_S = 3_600.0  # no single attempt waits longer than an hour
+UNSET_OUTPUT_TOKENS = 4_096  # output expected of a request that sets no limit
+REASONING_TIMEOUT_FACTOR = 3.0  # a reasoning model's hidden tokens come before its answer
+
+
+def request_timeout(info: ModelInfo, prompt_tokens: int, max_output_tokens: int | None) -> float:
+    """Seconds one attempt of a request may take: a base, plus the prompt at the model's input
+    throughput, plus the output limit (or :data:`UNSET_OUTPUT_TOKENS`, at most the model's
+    maximum) at its output throughput; the reading and writing times three for a reasoning
+    model; at most :data:`TIMEOUT_MAX_S`. An embedding request has no output."""
+    output = max_output_tokens or min(UNSET_OUTPUT_TOKENS, info.max_output_tokens)
+    work = prompt_tokens / info.input_tokens_per_s + output / info.output_tokens_per_s
+    if info.reasoning:
+        work *= REASONING_TIMEOUT_FACTOR
+    return round(min(TIMEOUT_MAX_S, TIMEOUT_BASE_S + work), 1)
 
 
 def _gpt5(name: str, successor: str) -> ModelInfo:

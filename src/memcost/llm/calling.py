@@ -28,6 +28,7 @@ from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding
 from memcost.llm.outcome import Outcome
 from memcost.llm.providers import Endpoint, EndpointClient
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
+from memcost.models import TIMEOUT_MAX_S, declare_model, request_timeout
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
@@ -178,13 +179,15 @@ class CallMixin:
         ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
         fatal error propagates.
         """
+        timeout = self.timeout_for(request)
         if isinstance(request, EmbeddingRequest):
-            send = client.embed
+            def send(r: EmbeddingRequest) -> dict[str, Any]:
+                return client.embed(r, timeout)
         else:
             info, routing = self.capabilities(request.model), self.routing_for(request.model)
 
             def send(r: ChatRequest) -> dict[str, Any]:
-                return client.chat(r, info, routing)
+                return client.chat(r, info, routing, timeout)
 
         self._throttle.acquire(self._token_estimate(request), self._stop)
         while True:
@@ -235,6 +238,20 @@ class CallMixin:
         else:
             stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
         return stored
+
+    def timeout_for(self, request: Request) -> float:
+        """Seconds one attempt may take: ``request_timeout_s``, or when it is 0 sized to the
+        model and the prompt (:func:`memcost.models.request_timeout`)."""
+        if self.request_timeout_s > 0:
+            return self.request_timeout_s
+        try:
+            info = self.capabilities(request.model)
+        except KeyError:  # an embedding model the registry does not know: a plain one
+            info = declare_model(request.model, {"max_output_tokens": 0})
+        if isinstance(request, EmbeddingRequest):
+            return request_timeout(info, sum(count_tokens(t) for t in request.inputs), 0)
+        prompt = sum(count_tokens(c) for _, c in request.messages)
+        return request_timeout(info, prompt, request.max_output_tokens)
 
     def _token_estimate(self, request: Request) -> int:
         """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""
@@ -328,8 +345,9 @@ class CallMixin:
         with self._endpoints_lock:
             client = self._endpoints.get(endpoint.identity)
             if client is None:
-                client = EndpointClient(
-                    endpoint, timeout_s=self.request_timeout_s, env_file=self.env_file
+                client = EndpointClient(  # each request passes its own timeout (timeout_for)
+                    endpoint, timeout_s=self.request_timeout_s or TIMEOUT_MAX_S,
+                    env_file=self.env_file,
                 )
                 self._endpoints[endpoint.identity] = client
             return client

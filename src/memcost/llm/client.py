@@ -85,7 +85,7 @@ class LLMClient(ItemMixin, CallMixin, StatsMixin):
         max_cost_usd: float | None = None,
         price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         retry: RetryPolicy | None = None,
-        request_timeout_s: float = 300.0,
+        request_timeout_s: float = 0.0,
         max_reasks: int = 2,
         max_consecutive_failures: int = 20,
         progress: bool = True,

@@ -250,6 +250,7 @@ class EndpointClient:
             raise MissingCredentials(_missing_message(endpoint))
         self._secrets = tuple(s for s in (key,) if s)
         self._openai = openai
+        self._connect_s = connect_timeout_s
         self._sdk = openai.OpenAI(
             # Local servers that need no key still get a placeholder: the SDK insists on one.
             api_key=key or "no-key-needed",
@@ -268,12 +269,13 @@ class EndpointClient:
         request: ChatRequest,
         info: ModelInfo | None = None,
         routing: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         openai = self._openai
         body = chat_body(request, info, backend=self.endpoint.backend, routing=routing)
         try:
             raw = self._sdk.chat.completions.with_raw_response.create(
-                **sdk_arguments(body)
+                **sdk_arguments(body), **self._timeout(timeout_s)
             )
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
@@ -316,12 +318,19 @@ class EndpointClient:
             found[str(item.id)] = getattr(item, "shutdown_date", None) or extra.get("shutdown_date")
         return found
 
-    def embed(self, request: EmbeddingRequest) -> dict[str, Any]:
+    def _timeout(self, timeout_s: float | None) -> dict[str, Any]:
+        """The SDK's per-request ``timeout`` (none given: the client's)."""
+        if not timeout_s:
+            return {}
+        return {"timeout": self._openai.Timeout(timeout_s, connect=min(self._connect_s, timeout_s))}
+
+    def embed(self, request: EmbeddingRequest, timeout_s: float | None = None) -> dict[str, Any]:
         import numpy as np
 
         openai = self._openai
         try:
-            raw = self._sdk.embeddings.with_raw_response.create(**embedding_body(request))
+            raw = self._sdk.embeddings.with_raw_response.create(
+                **embedding_body(request), **self._timeout(timeout_s))
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:
