@@ -4,6 +4,7 @@ switching a run from the offline backend to an API answers every question again.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from llm_helpers import TEST_KEY, api_client
 from test_memory import api_responder, yoga_conversation
 
@@ -126,3 +127,34 @@ def test_a_changed_turn_rebuilds_that_users_memory_only(run_paths):
 
 def read_done(ds, user):
     return memory_files.read_done(ds, user)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_through_the_runner_a_changed_turn_rebuilds_that_user_only(tmp_path, capsys):
+    from memcost.cli.main import main
+    from memcost.io import read_json
+    from memcost.paths import RunPaths
+
+    run = RunPaths(tmp_path / "run")
+    args = ["run", "--params", "smoke", "--run-name", str(run.root), "--datasets", "locomo",
+            "--quiet"]
+    assert main([*args, "--steps", "00,01"]) == 0, capsys.readouterr().err[-2000:]
+    ds = run.dataset("locomo")
+    users = sorted(memory_files.read_done(ds, u)["conversation_id"]
+                   for u in pd.read_parquet(ds.conversations)["conversation_id"].unique())
+    assert len(users) >= 2
+    before = {u: memory_files.read_done(ds, u) for u in users}
+    turns = pd.read_parquet(ds.conversations)
+    row = turns.index[turns["conversation_id"] == users[-1]][5]
+    turns.loc[row, "text"] = turns.loc[row, "text"] + " I also moved to Lisbon last month."
+    turns.to_parquet(ds.conversations, index=False)
+
+    assert main([*args, "--steps", "01"]) == 0, capsys.readouterr().err[-2000:]
+    metrics = read_json(ds.metrics / "01_extract_facts.json")["metrics"]
+    assert (metrics["users_built"], metrics["users_resumed"]) == (1, len(users) - 1)
+    for user in users[:-1]:
+        assert memory_files.read_done(ds, user) == before[user]
+    assert memory_files.read_done(ds, users[-1])["fingerprint"] != before[users[-1]]["fingerprint"]
+    facts = memory.read_facts(ds)
+    assert facts.loc[facts["conversation_id"] == users[-1], "text"].str.contains("Lisbon").any()
