@@ -161,12 +161,15 @@ def test_items_failed_over_allow_failures_exit_3_and_within_it_exit_0(tmp_path):
         assert failed.returncode == EXIT_FAILED_ITEMS, failed.stderr[-3000:]
         assert "items failed after all retries (allowed: 0%" in failed.stderr
         rejected = server.count(CHAT_PATH, status=400)
-        assert rejected > 0
         metrics = read_json(run.dataset(DATASET).metrics / "01_extract_facts.json")
-        assert metrics["failures"]["failed"] == rejected
+        failures = metrics["failures"]
+        # each failed segment was asked (the walk-through's ones again by the build)
+        assert 0 < failures["failed"] <= rejected and failures["failed"] < failures["total"] / 2
 
         allowed = run_cli(command(steps, run.root, *api(server.url)) + ["--allow-failures", "0.5"],
                           tmp_path / "cache")
         assert allowed.returncode == 0, allowed.stderr[-3000:]
-        assert server.count(CHAT_PATH, status=400) == 2 * rejected  # asked again, failed again
+        assert server.count(CHAT_PATH, status=400) > rejected  # asked again, failed again
+    again = read_json(run.dataset(DATASET).metrics / "01_extract_facts.json")["failures"]
+    assert again["failed"] == failures["failed"]
     assert "Failures" in run.report_md.read_text()

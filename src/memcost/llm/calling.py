@@ -168,7 +168,9 @@ class CallMixin:
             request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
         )
         self._record(request, outcome)
-        self._note_failure(outcome.error is not None, request)
+        # The endpoint-down stops count calls that got no answer; an item the endpoint refused
+        # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
+        self._note_failure(response is None and not rejected, request)
         return outcome
 
     def _send(
