@@ -70,7 +70,8 @@ def test_a_failed_download_says_in_one_line_how_to_use_the_bundled_samples(capsy
 def test_current_locomo_runs_offline_end_to_end(tmp_path, no_keys, capsys):
     run = RunPaths(tmp_path / "run")
     code = main(["run", "--params", "current_locomo", "--run-name", str(run.root),
-                 "-p", "backend=offline", "-p", "download=false"])
+                 "-p", "backend=offline", "-p", "download=false",
+                 "-p", "interactive_explorer=false"])  # no widgets: nothing here looks at them
     out = capsys.readouterr()
     assert code == 0, out.err[-3000:]
     assert DROPPED in out.out
