@@ -4,14 +4,17 @@ switching a run from the offline backend to an API answers every question again.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from llm_helpers import TEST_KEY, api_client
 from test_memory import api_responder, yoga_conversation
 
+from memcost import memory
 from memcost.answers import AnswerWriter, load_answers
 from memcost.fingerprint import fingerprint
 from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.memory import MemoryBuilder, MemoryConfig
+from memcost.memory import facts as memory_files
 from memcost.retrieval import answer_from_memory
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
@@ -92,3 +95,66 @@ def test_the_fingerprint_changes_with_backend_model_prompt_parameters_and_inputs
         assert fingerprint(client=offline, **{**base, **change}) != first
     data.write_bytes(b"two")
     assert fingerprint(client=offline, **base) != first
+
+
+def test_a_changed_turn_rebuilds_that_users_memory_only(run_paths):
+    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")],
+                      ignore_index=True)
+    ds = run_paths.dataset("locomo").ensure()
+    config = MemoryConfig(dataset="locomo")
+    client = make_client(run_paths, progress=False)
+    first = MemoryBuilder(client, ds, config).run(turns, ["pair-1", "pair-2"])
+    assert sorted(first.built) == ["pair-1", "pair-2"]
+    done = {u: read_done(ds, u) for u in ("pair-1", "pair-2")}
+    assert done["pair-1"]["fingerprint"] != done["pair-2"]["fingerprint"]  # their turns differ
+
+    again = MemoryBuilder(client, ds, config).run(turns, ["pair-1", "pair-2"])
+    assert (again.built, sorted(again.resumed)) == ([], ["pair-1", "pair-2"])
+
+    changed = turns.copy()
+    row = changed.index[(changed["conversation_id"] == "pair-2")
+                        & (changed["text"].str.contains("yoga three times"))][0]
+    changed.loc[row, "text"] = "Quick news: I now go to yoga four times a week."
+    rebuilt = MemoryBuilder(client, ds, config).run(changed, ["pair-1", "pair-2"])
+    client.close()
+    assert (rebuilt.built, rebuilt.resumed) == (["pair-2"], ["pair-1"])
+    assert read_done(ds, "pair-1") == done["pair-1"]
+    assert read_done(ds, "pair-2")["fingerprint"] != done["pair-2"]["fingerprint"]
+    facts = memory.read_facts(ds)
+    texts = facts.loc[facts["conversation_id"] == "pair-2", "text"].str.cat(sep=" ")
+    assert "four times" in texts and "three times" not in texts
+
+
+def read_done(ds, user):
+    return memory_files.read_done(ds, user)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_through_the_runner_a_changed_turn_rebuilds_that_user_only(tmp_path, capsys):
+    from memcost.cli.main import main
+    from memcost.io import read_json
+    from memcost.paths import RunPaths
+
+    run = RunPaths(tmp_path / "run")
+    args = ["run", "--params", "smoke", "--run-name", str(run.root), "--datasets", "locomo",
+            "--quiet"]
+    assert main([*args, "--steps", "00,01"]) == 0, capsys.readouterr().err[-2000:]
+    ds = run.dataset("locomo")
+    users = sorted(memory_files.read_done(ds, u)["conversation_id"]
+                   for u in pd.read_parquet(ds.conversations)["conversation_id"].unique())
+    assert len(users) >= 2
+    before = {u: memory_files.read_done(ds, u) for u in users}
+    turns = pd.read_parquet(ds.conversations)
+    row = turns.index[turns["conversation_id"] == users[-1]][5]
+    turns.loc[row, "text"] = turns.loc[row, "text"] + " I also moved to Lisbon last month."
+    turns.to_parquet(ds.conversations, index=False)
+
+    assert main([*args, "--steps", "01"]) == 0, capsys.readouterr().err[-2000:]
+    metrics = read_json(ds.metrics / "01_extract_facts.json")["metrics"]
+    assert (metrics["users_built"], metrics["users_resumed"]) == (1, len(users) - 1)
+    for user in users[:-1]:
+        assert memory_files.read_done(ds, user) == before[user]
+    assert memory_files.read_done(ds, users[-1])["fingerprint"] != before[users[-1]]["fingerprint"]
+    facts = memory.read_facts(ds)
+    assert facts.loc[facts["conversation_id"] == users[-1], "text"].str.contains("Lisbon").any()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from llm_helpers import TEST_KEY, api_client
+from llm_helpers import TEST_KEY, api_client, question
 from test_memory import api_responder, yoga_conversation
 
 from memcost.io import read_json
@@ -152,3 +152,16 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
     assert "locomo/02_answer_from_memory**: complete with failures, 1 of 2 answers" in report
     assert "locomo/04_judge_answers**: complete with failures, 1 of 3 judge votes" in report
     assert "03_answer_long_context" not in report.split("## ")[0]
+
+
+def test_items_the_endpoint_refuses_are_failed_items_not_an_outage(run_paths, server, tmp_path):
+    # a resume whose only calls left are items refused for good (400 on each) must not read
+    # as "the endpoint seems unavailable": the endpoint answered every one of them
+    server.on(lambda path, body: path == CHAT_PATH,
+              Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
+              times=None)
+    client = api_client(run_paths, server.url, tmp_path)
+    results = client.chat_many([question(i) for i in range(8)])
+    client.close()
+    assert [r.failure_kind for r in results] == ["rejected"] * 8
+    assert server.count(CHAT_PATH, status=400) == 8

@@ -59,3 +59,37 @@ def test_the_heartbeat_line_counts_requests_in_flight_and_the_oldest_age():
     assert beat.lines[-1].startswith("judge locomo: 3 requests in flight, the oldest for ")
     assert beat.lines[-1].endswith("s (request_timeout_s=300)")
     assert beat.status() is None  # nothing in flight any more
+
+
+def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp_path,
+                                                                   monkeypatch):
+    from memcost.llm import ChatRequest, EmbeddingRequest
+    from memcost.models import TIMEOUT_MAX_S, declare_model, model_info, request_timeout
+    from memcost.tokens import count_tokens
+
+    # 60 s + prompt / 5,000 tok/s + output / 50 tok/s, the reading and writing x3 if it reasons
+    assert request_timeout(model_info("gpt-5-mini"), 2_000, None) == 307.0  # 60 + 3 x 82.32
+    assert request_timeout(model_info("gpt-5-mini"), 100_000, 2_000) == 240.0  # 60 + 3 x (20 + 40)
+    assert request_timeout(model_info("gpt-6.1-terra"), 900_000, None) == 845.8
+    assert request_timeout(model_info("gpt-4o-mini"), 2_000, 1_000) == 80.4  # no reasoning
+    assert request_timeout(model_info("text-embedding-3-small"), 300_000, 0) == 120.0
+    slow = declare_model("llama3.1:8b", {"output_tokens_per_s": 2})
+    assert request_timeout(slow, 1_000, 4_096) == 2_108.2
+    assert request_timeout(slow, 1_000, 100_000) == TIMEOUT_MAX_S
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        sized = api_client(run_paths, server.url, tmp_path, request_timeout_s=0)
+        fixed = api_client(run_paths, server.url, tmp_path, request_timeout_s=42)
+        text = "word " * 2_000
+        chat = ChatRequest("gpt-5-mini-2025-08-07", (("user", text),), stage="read",
+                           prompt_version="test@v1", reasoning_effort="medium")
+        embed = EmbeddingRequest("text-embedding-3-small", (text,))
+        tokens = count_tokens(text)
+        assert 1_990 < tokens < 2_010
+        assert sized.timeout_for(chat) == request_timeout(model_info("gpt-5-mini"), tokens, None)
+        assert 306 < sized.timeout_for(chat) < 308
+        assert sized.timeout_for(embed) == round(60 + tokens / 5_000, 1)
+        assert fixed.timeout_for(chat) == fixed.timeout_for(embed) == 42
+        sized.close()
+        fixed.close()

@@ -104,7 +104,7 @@ def test_paper_preset_refuses_after_shutdown_before_any_call(tmp_path):
          "--run-name", str(tmp_path / "run")],
         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120,
     )  # fmt: skip
-    assert done.returncode != 0
+    assert done.returncode == 2  # bad input: refused before anything ran
     out = done.stdout + done.stderr
     assert "gpt-5-mini-2025-08-07 was shut down on 2026-12-11" in out
     assert "python -m memcost run --params current_locomo" in out

@@ -102,6 +102,10 @@ class ModelInfo:
     shutdown_date: str | None = None
     successor: str | None = None
     source: str = ""
+    # Throughput floors that size a request's timeout (request_timeout_s = 0): a slow hour of
+    # the provider, not its median (assumed, not measured; declare yours for a slow server).
+    input_tokens_per_s: float = 5_000.0
+    output_tokens_per_s: float = 50.0
 
     def __post_init__(self) -> None:
         if self.output_limit_param not in OUTPUT_LIMIT_PARAMS:
@@ -117,6 +121,25 @@ class ModelInfo:
     @property
     def price_name(self) -> str:
         return self.price_key or self.name
+
+
+# A request's timeout when ``request_timeout_s`` is 0 ("sized"): see :func:`request_timeout`.
+TIMEOUT_BASE_S = 60.0  # connecting, queueing and the first token
+TIMEOUT_MAX_S = 3_600.0  # no single attempt waits longer than an hour
+UNSET_OUTPUT_TOKENS = 4_096  # output expected of a request that sets no limit
+REASONING_TIMEOUT_FACTOR = 3.0  # a reasoning model's hidden tokens come before its answer
+
+
+def request_timeout(info: ModelInfo, prompt_tokens: int, max_output_tokens: int | None) -> float:
+    """Seconds one attempt of a request may take: a base, plus the prompt at the model's input
+    throughput, plus the output limit (or :data:`UNSET_OUTPUT_TOKENS`, at most the model's
+    maximum) at its output throughput; the reading and writing times three for a reasoning
+    model; at most :data:`TIMEOUT_MAX_S`. An embedding request has no output."""
+    output = max_output_tokens or min(UNSET_OUTPUT_TOKENS, info.max_output_tokens)
+    work = prompt_tokens / info.input_tokens_per_s + output / info.output_tokens_per_s
+    if info.reasoning:
+        work *= REASONING_TIMEOUT_FACTOR
+    return round(min(TIMEOUT_MAX_S, TIMEOUT_BASE_S + work), 1)
 
 
 def _gpt5(name: str, successor: str) -> ModelInfo:
@@ -152,23 +175,40 @@ REGISTRY: dict[str, ModelInfo] = {
         _gpt_oss("gpt-oss-20b"),
         # gpt-6.1-terra, launched 2026-10-26 (https://docs.litellm.ai/blog/gpt-6-1-terra,
         # https://apidog.com/de/blog/gpt-6-1-terra-pricing/): 1,050,000 context, 922,000 input,
-        # 128,000 output; Chat Completions, Responses and Batch.
+        # 128,000 output; Chat Completions, Responses and Batch; default snapshot gpt-6.1-terra
+        # and no shutdown date (OpenAI's page as translated at https://www.w3cschool.cn/
+        # openai_api/openai_api-models-gpt-6-1-terra.html, checked 2026-11-30).
         ModelInfo(
             "gpt-6.1-terra", "gpt-6", 1_050_000, 128_000, True, max_input_tokens=922_000,
             temperature=False, reasoning_efforts=_GPT61_EFFORTS,
             output_limit_param="max_completion_tokens", response_formats=RESPONSE_FORMATS,
             prompt_cache_key=True, source="https://docs.litellm.ai/blog/gpt-6-1-terra",
         ),  # fmt: skip
-        # gpt-6-luna, priced 2026-09-22 (https://github.com/merefield/codexometer/releases/tag/
-        # v0.18.4). Its window is not on a page we could check: long-context pricing above
-        # 272,000 input tokens shows it takes at least that, so 272,000 is the prompt limit we
-        # allow; the reasoning efforts are the three every OpenAI reasoning model accepts.
+        # gpt-6-luna, launched 2026-09-22: OpenAI's model page (Japanese edition,
+        # https://developers.openai.com/ja-JP/api/docs/models/gpt-6-luna, checked 2026-11-30):
+        # 1,050,000 context, 128,000 output, reasoning.effort none to max, Chat Completions and
+        # Batch. Its input limit (922,000) is not on that page; it is quoted from OpenAI's in
+        # https://docs.venice.ai/es/models/gpt-6-luna.md (checked 2026-11-30).
         ModelInfo(
-            "gpt-6-luna", "gpt-6", 400_000, 128_000, True, max_input_tokens=272_000,
-            temperature=False, reasoning_efforts=("low", "medium", "high"),
+            "gpt-6-luna", "gpt-6", 1_050_000, 128_000, True, max_input_tokens=922_000,
+            temperature=False, reasoning_efforts=_GPT61_EFFORTS,
             output_limit_param="max_completion_tokens", response_formats=RESPONSE_FORMATS,
             prompt_cache_key=True,
-            source="https://github.com/merefield/codexometer/releases/tag/v0.18.4",
+            source="https://developers.openai.com/ja-JP/api/docs/models/gpt-6-luna",
+        ),  # fmt: skip
+        # gpt-6.1-sol, launched 2026-09-29 (snapshot gpt-6.1-sol-2026-09-29), OpenAI's successor
+        # of gpt-5: 1,050,000 context, 922,000 input, 128,000 output (OpenAI's figures as listed
+        # at https://documentation.s3ns.fr/gemini-enterprise-agent-platform/models/
+        # partner-models/openai/gpt-6-1-sol); it rejects reasoning_effort none and minimal, and
+        # Chat Completions takes at most xhigh (max only on the Responses API), per
+        # https://docs.laozhang.ai/en/announcements/gpt-6-1-sol-2026-10.md. Both checked
+        # 2026-11-30; OpenAI's own page was not among the pages we could search.
+        ModelInfo(
+            "gpt-6.1-sol", "gpt-6", 1_050_000, 128_000, True, max_input_tokens=922_000,
+            temperature=False, reasoning_efforts=("low", "medium", "high", "xhigh"),
+            output_limit_param="max_completion_tokens", response_formats=RESPONSE_FORMATS,
+            prompt_cache_key=True,
+            source="https://docs.laozhang.ai/en/announcements/gpt-6-1-sol-2026-10.md",
         ),  # fmt: skip
         ModelInfo("gpt-4o-mini", "other", 128_000, 16_384, False, prompt_cache_key=True,
                   response_formats=RESPONSE_FORMATS),

@@ -302,6 +302,11 @@ class RunPaths:
     def run_id_file(self) -> Path:
         return self.root / "run_id"
 
+    @property
+    def walkthrough(self) -> Path:
+        """The notebooks' walk-through calls by request key (``memcost.llm.walkthrough``)."""
+        return self.root / "walkthrough_calls.jsonl"
+
     def run_id(self) -> str:
         """This run directory's unique id, made on first use and kept in ``run_id``.
 

@@ -161,6 +161,12 @@ _GPT6 = (
     "https://github.com/merefield/codexometer/releases/tag/v0.18.4 "
     "(OpenAI pricing as quoted; checked 2026-11-30)"
 )
+_LUNA = "https://developers.openai.com/ja-JP/api/docs/models/gpt-6-luna (checked 2026-11-30)"
+_SOL61 = (
+    "https://docs.litellm.ai/blog/gpt_6_1_sol and "
+    "https://github.com/amine123max/Codex-Manager/releases/tag/0.4.7 (OpenAI's price card as "
+    "quoted; checked 2026-11-30)"
+)
 _EMBED = "https://developers.openai.com/api/docs/models/text-embedding-3-large (checked 2026-11-30)"
 # The GPT-5 family (paper era): in-memory caches are typically cleared after 5-10 minutes of
 # inactivity (the upper end, 10, is used); extended retention keeps them up to 24 h; no write
@@ -224,9 +230,18 @@ PRICE_SCHEDULES: dict[str, tuple[Price, ...]] = _rows(
         cache_write_30m=1.25, cache_write_12h=2.50, extended_retention_hours=12.0, **_GPT6_TIER,
     ),
     Price(
-        "gpt-6-luna", 0.10, 0.01, 0.50, _GPT6, "2026-09-22", cache_write_30m=0.125,
-        note="one cache-write price is quoted (taken as the 30-minute one); tier multipliers, "
-             "Batch and Flex assumed as on gpt-6.1-terra",
+        "gpt-6-luna", 0.10, 0.01, 0.50, _LUNA, "2026-09-22", cache_write_30m=0.125,
+        note="OpenAI's page lists one cache-write price (taken as the 30-minute one) and no "
+             "12-hour retention; the 272K tier (2x input and cache, 1.5x output), Batch and "
+             "Flex (50%) are on the page",
+        **_GPT6_TIER,
+    ),
+    # gpt-6.1-sol (launched 2026-09-29, successor of gpt-5): as gpt-6-sol but cached input
+    # halved; above 272K input 4.00 / 0.20 / 15.00 (the GPT-6 tier rule); Flex 0.5x.
+    Price(
+        "gpt-6.1-sol", 2.00, 0.10, 10.00, _SOL61, "2026-09-29", cache_write_30m=2.50,
+        note="cache write as on gpt-6-sol (https://dev.to/hassann/how-to-use-gpt-61-sol-apl--45cg); "
+             "no 12-hour price quoted",
         **_GPT6_TIER,
     ),
     Price(

@@ -107,7 +107,12 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
-    if exc.ename == "BudgetExceeded":
+    if exc.ename == "DataError" and "could not download" in exc.error:
+        # One line that works as given: the same run on the bundled samples.
+        resume = resume_command(args, exc.run_dir, drop=("download",))
+        print(f"No network? Use the bundled samples instead: {resume} -p download=false",
+              file=sys.stderr)
+    elif exc.ename == "BudgetExceeded":
         # Not a fault to fix: the run reached the limit it was given.
         resume = resume_command(args, exc.run_dir, drop=("max_cost_usd",))
         print(f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "

@@ -4,7 +4,8 @@ Life of one API request: claim its hash (so duplicates in flight wait instead of
 → disk cache → budget reservation → HTTP attempts with backoff → cache row → ledger record →
 release. A call killed anywhere before the cache row is simply sent again by a rerun; one killed
 between the cache row and the ledger record is recognised on rerun (the row's ``origin`` is this
-run) and recorded then, as paid.
+run) and recorded then, as paid. Inside ``LLMClient.walkthrough()`` the run's own memo of the
+walk-through's replies (:mod:`memcost.llm.walkthrough`) is asked before the disk cache.
 
 Only answers are cached. A reply without a usable answer (``length`` with no content,
 ``content_filter``, a ``refusal``) is recorded as a failed, paid call, and a non-retryable 4xx
@@ -34,6 +35,7 @@ from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding
 from memcost.llm.outcome import Outcome
 from memcost.llm.providers import Endpoint, EndpointClient
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
+from memcost.models import TIMEOUT_MAX_S, declare_model, request_timeout
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
@@ -54,6 +56,20 @@ class CallMixin:
         if self.execution_for(request.stage) == FLEX:  # no Flex for this model: before any call
             check_flex(request.stage, request.model, endpoint.backend, self.price_overrides)
         key = request.key(endpoint.identity)
+        memo = getattr(self, "_walkthrough", None)  # set inside LLMClient.walkthrough()
+        if memo is None:
+            return self._serve(request, endpoint, key)
+        entry = memo.get(key)
+        if entry is not None:  # the walk-through made this call before: never again
+            return self._cached_call(request, endpoint, key, entry)
+        outcome = self._serve(request, endpoint, key)
+        if outcome.error is None and outcome.failure_kind is None:
+            origin = "" if outcome.cached else self.run_id
+            memo.put(key, {**self._entry(request, outcome, False), "origin": origin})
+        return outcome
+
+    def _serve(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+        """The disk cache, else the API (duplicates in flight wait for the first)."""
         if self.cache is None:
             return self._api_call(request, endpoint, key)
         event = self._claim(key)
@@ -165,7 +181,9 @@ class CallMixin:
             request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
         )
         self._record(request, outcome)
-        self._note_failure(outcome.error is not None, request)
+        # The endpoint-down stops count calls that got no answer; an item the endpoint refused
+        # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
+        self._note_failure(response is None and not rejected, request)
         return outcome
 
     def _send(
@@ -176,14 +194,16 @@ class CallMixin:
         ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
         fatal error propagates.
         """
+        timeout = self.timeout_for(request)
         if isinstance(request, EmbeddingRequest):
-            send = client.embed
+            def send(r: EmbeddingRequest) -> dict[str, Any]:
+                return client.embed(r, timeout)
         else:
             info, routing = self.capabilities(request.model), self.routing_for(request.model)
             tier = FLEX if self.execution_for(request.stage) == FLEX else None
 
             def send(r: ChatRequest) -> dict[str, Any]:
-                return client.chat(r, info, routing, service_tier=tier)
+                return client.chat(r, info, routing, timeout_s=timeout, service_tier=tier)
 
         self._throttle.acquire(self._token_estimate(request), self._stop)
         while True:
@@ -210,6 +230,14 @@ class CallMixin:
         if self.cache is None:
             return
         kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
+        self.cache.put(
+            outcome.key, self._entry(request, outcome, usage_estimated), kind=kind,
+            stage=request.stage, model=request.model, origin=self.run_id,
+        )  # fmt: skip
+
+    def _entry(self, request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
+        """A reply as the disk cache (and the walk-through memo) store it."""
+        kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
         stored: dict[str, Any] = {
             "usage": outcome.usage.as_dict(),
             "attempts": outcome.attempts,
@@ -229,10 +257,21 @@ class CallMixin:
             stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
         if outcome.execution != "interactive":  # its price, for a record rebuilt from the row
             stored["execution"] = outcome.execution
-        self.cache.put(
-            outcome.key, stored, kind=kind, stage=request.stage, model=request.model,
-            origin=self.run_id,
-        )  # fmt: skip
+        return stored
+
+    def timeout_for(self, request: Request) -> float:
+        """Seconds one attempt may take: ``request_timeout_s``, or when it is 0 sized to the
+        model and the prompt (:func:`memcost.models.request_timeout`)."""
+        if self.request_timeout_s > 0:
+            return self.request_timeout_s
+        try:
+            info = self.capabilities(request.model)
+        except KeyError:  # an embedding model the registry does not know: a plain one
+            info = declare_model(request.model, {"max_output_tokens": 0})
+        if isinstance(request, EmbeddingRequest):
+            return request_timeout(info, sum(count_tokens(t) for t in request.inputs), 0)
+        prompt = sum(count_tokens(c) for _, c in request.messages)
+        return request_timeout(info, prompt, request.max_output_tokens)
 
     def _token_estimate(self, request: Request) -> int:
         """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""
@@ -338,8 +377,9 @@ class CallMixin:
         with self._endpoints_lock:
             client = self._endpoints.get(endpoint.identity)
             if client is None:
-                client = EndpointClient(
-                    endpoint, timeout_s=self.request_timeout_s, env_file=self.env_file
+                client = EndpointClient(  # each request passes its own timeout (timeout_for)
+                    endpoint, timeout_s=self.request_timeout_s or TIMEOUT_MAX_S,
+                    env_file=self.env_file,
                 )
                 self._endpoints[endpoint.identity] = client
             return client

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import random
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from memcost.llm.providers import (
 from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
 from memcost.llm.retry import PauseGate, RetryPolicy, TokenThrottle
 from memcost.llm.stats import ClientStats, StatsMixin
+from memcost.llm.walkthrough import WalkthroughMemo
 from memcost.models import EMBEDDING_MODEL, ModelInfo, canonical_name, declare_model, model_info
 from memcost.params import normalise_execution
 from memcost.paths import CACHE_DIR, RunPaths
@@ -85,7 +87,7 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         max_cost_usd: float | None = None,
         price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         retry: RetryPolicy | None = None,
-        request_timeout_s: float = 300.0,
+        request_timeout_s: float = 0.0,
         max_reasks: int = 2,
         max_consecutive_failures: int = 20,
         progress: bool = True,
@@ -145,6 +147,7 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         self._rng = random.Random()
         self._throttle = TokenThrottle(tpm_limit)
         self._consecutive_failures = 0
+        self._walkthrough: WalkthroughMemo | None = None
         self._check_batch()  # batch where there is no Batch API: refused before any call
 
     def _open_stores(self, max_cost_usd: float | None, cache_path: str | Path | None) -> None:
@@ -328,6 +331,19 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
     def execution_for(self, stage: str) -> str:
         """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
         return self.execution.get(stage, "interactive")
+
+    @contextmanager
+    def walkthrough(self) -> Iterator[LLMClient]:
+        """Calls made inside are a notebook's walk-through: their replies are kept in the run
+        directory (:mod:`memcost.llm.walkthrough`) and served from there on a rerun, so an
+        emptied cache never sends or records them twice (the batch dedupes by its outputs)."""
+        memo = WalkthroughMemo(self.run.walkthrough)
+        self._walkthrough = memo
+        try:
+            yield self
+        finally:
+            self._walkthrough = None
+            memo.close()
 
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by

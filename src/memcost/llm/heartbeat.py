@@ -57,7 +57,9 @@ class Heartbeat:
             ages = [now - t for t in self._started.values()]
         if not ages or max(ages) < self.slow_s:
             return None
-        limit = f" (request_timeout_s={self.timeout_s:g})" if self.timeout_s else ""
+        limit = (f" (request_timeout_s={self.timeout_s:g})" if self.timeout_s else
+                 " (timeouts sized to each request's model and prompt)"
+                 if self.timeout_s == 0 else "")
         return (f"{self.desc}: {len(ages)} request{'s' if len(ages) != 1 else ''} in flight, "
                 f"the oldest for {max(ages):.0f} s{limit}")
 

@@ -253,6 +253,7 @@ class EndpointClient:
             raise MissingCredentials(_missing_message(endpoint))
         self._secrets = tuple(s for s in (key,) if s)
         self._openai = openai
+        self._connect_s = connect_timeout_s
         self._sdk = openai.OpenAI(
             # Local servers that need no key still get a placeholder: the SDK insists on one.
             api_key=key or "no-key-needed",
@@ -274,6 +275,7 @@ class EndpointClient:
         request: ChatRequest,
         info: ModelInfo | None = None,
         routing: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
         service_tier: str | None = None,
     ) -> dict[str, Any]:
         """One chat attempt; ``service_tier="flex"`` asks for Flex processing, with the longer
@@ -282,8 +284,12 @@ class EndpointClient:
         body = chat_body(request, info, backend=self.endpoint.backend, routing=routing,
                          service_tier=service_tier)
         sdk = self._flex_sdk if service_tier == FLEX else self._sdk
+        if service_tier == FLEX and timeout_s:
+            timeout_s = flex_timeout(timeout_s)  # Flex answers are slower
         try:
-            raw = sdk.chat.completions.with_raw_response.create(**sdk_arguments(body))
+            raw = sdk.chat.completions.with_raw_response.create(
+                **sdk_arguments(body), **self._timeout(timeout_s)
+            )
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:
@@ -325,12 +331,19 @@ class EndpointClient:
             found[str(item.id)] = getattr(item, "shutdown_date", None) or extra.get("shutdown_date")
         return found
 
-    def embed(self, request: EmbeddingRequest) -> dict[str, Any]:
+    def _timeout(self, timeout_s: float | None) -> dict[str, Any]:
+        """The SDK's per-request ``timeout`` (none given: the client's)."""
+        if not timeout_s:
+            return {}
+        return {"timeout": self._openai.Timeout(timeout_s, connect=min(self._connect_s, timeout_s))}
+
+    def embed(self, request: EmbeddingRequest, timeout_s: float | None = None) -> dict[str, Any]:
         import numpy as np
 
         openai = self._openai
         try:
-            raw = self._sdk.embeddings.with_raw_response.create(**embedding_body(request))
+            raw = self._sdk.embeddings.with_raw_response.create(
+                **embedding_body(request), **self._timeout(timeout_s))
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:

@@ -87,6 +87,21 @@ class MemoryConfig:
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def conversation_hashes(conversations: pd.DataFrame) -> dict[str, str]:
+    """Each user's turns as one hash (every column of ``conversations.parquet``, in order): a
+    changed turn changes that user's memory fingerprint only."""
+    out = {}
+    for user, rows in conversations.groupby("conversation_id", sort=False):
+        text = rows.to_json(orient="records", date_format="iso", default_handler=str)
+        out[str(user)] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out
+
+
+def user_fingerprint(settings: str, conversation: str | None) -> str:
+    """A user's memory fingerprint: the settings' and the user's own conversation's."""
+    return hashlib.sha256(f"{settings}:{conversation}".encode()).hexdigest()[:16]
+
+
 @dataclass
 class UserState:
     """One user's memory while it is built: candidates per segment, rows, update records."""
@@ -179,7 +194,8 @@ class MemoryBuilder:
         self.client = client
         self.ds = ds
         self.config = config
-        self.fingerprint = config.fingerprint(client)
+        self.fingerprint = config.fingerprint(client)  # the settings; per user, with its turns
+        self.inputs: dict[str, str] = {}  # user -> hash of its conversation (set by run)
         self.users_dir = ds.memory / "users"
         self.index_dir = files.index_dir(ds)
         self.store = store.FaissStore(self.index_dir, m=config.hnsw_m,
@@ -188,14 +204,19 @@ class MemoryBuilder:
     def user_dir(self, user: str) -> Path:
         return files.user_dir(self.ds, user)
 
+    def user_fingerprint(self, user: str) -> str:
+        """The settings and this user's conversation: a changed turn rebuilds the user."""
+        return user_fingerprint(self.fingerprint, self.inputs.get(user))
+
     def is_done(self, user: str) -> bool:
-        """Finished by an earlier run with the same settings (marker written last) and no
-        failed segment (a failed item is never a finished one: a resume retries it)."""
+        """Finished by an earlier run with the same settings and the same conversation (marker
+        written last) and no failed segment (a failed item is never a finished one: a resume
+        retries it)."""
         done = files.read_done(self.ds, user)
         if done is None or done.get("failed_segments"):
             return False
         return (
-            done.get("fingerprint") == self.fingerprint
+            done.get("fingerprint") == self.user_fingerprint(user)
             and done.get("conversation_id") == user
             and self.index_built(user)
         )
@@ -222,6 +243,7 @@ class MemoryBuilder:
         dataset-wide files. ``on_user`` is called as each user is written."""
         t0 = time.perf_counter()
         plans = self.plan(conversations, users)
+        self.inputs = conversation_hashes(conversations)
         report = BuildReport(users=len(plans))
         report.resumed = [u for u in plans if self.is_done(u)]
         pending = [u for u in plans if u not in set(report.resumed)]
@@ -317,10 +339,10 @@ class MemoryBuilder:
         self.store.build(
             user, vectors, active, dims=dims, schema=files.FACT_SCHEMA,
             extra_meta={"embedding_model": self.config.embedding_model,
-                        "fingerprint": self.fingerprint},
+                        "fingerprint": self.user_fingerprint(user)},
         )
         files.mark_done(
-            self.ds, user, self.fingerprint, facts=len(facts), active_facts=len(active),
+            self.ds, user, self.user_fingerprint(user), facts=len(facts), active_facts=len(active),
             segments=len(state.plan.segments),
             failed_segments=sum(r["status"] == "failed" for r in state.segment_rows))
         if on_user is not None:

@@ -62,6 +62,7 @@ class Preset:
     parameters: dict[str, Any] = field(default_factory=dict)
     per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
     allow_failures: float = 0.0  # fraction of a stage's items that may fail without stopping
+    notes: list[str] = field(default_factory=list)  # lines the runner prints once at the start
 
     def parameters_for(self, dataset: str | None) -> dict[str, Any]:
         merged = copy.deepcopy(self.parameters)
@@ -193,6 +194,9 @@ def resolve_preset(
     # Keys are checked against every notebook the preset names, so running a subset of its
     # steps does not turn the other notebooks' keys into errors.
     validate_preset(preset, notebooks)
+    note = offline_means_offline(preset)
+    if note:
+        preset.notes.append(note)
     if steps:
         chosen = [normalise_step(s) for s in steps]
         outside = [s for s in chosen if s not in (selected_steps(preset, notebooks))]
@@ -201,3 +205,21 @@ def resolve_preset(
                               f"(its steps: {selected_steps(preset, notebooks)})")
         preset.steps = chosen
     return preset
+
+
+def offline_means_offline(preset: Preset) -> str | None:
+    """``backend: offline`` runs every model offline: the preset's ``model_backends`` (a paid
+    preset routes gpt-oss to OpenRouter) is dropped, so ``-p backend=offline`` alone tries any
+    preset without a key. Returns the line that says so (``None``: nothing was dropped)."""
+    dropped: dict[str, Any] = {}
+    for dataset in [None, *preset.datasets]:
+        params = preset.parameters_for(dataset)
+        if params.get("backend") != "offline" or not params.get("model_backends"):
+            continue
+        dropped.update(params["model_backends"])
+        block = preset.parameters if dataset is None else preset.per_dataset.setdefault(dataset, {})
+        block["model_backends"] = {}
+    if not dropped:
+        return None
+    routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())
+    return f"backend=offline: every model runs offline; model_backends ({routes}) is ignored"

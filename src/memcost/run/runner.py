@@ -136,6 +136,8 @@ def run_preset(
         progress.say(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}")
         for warning in stray_warnings(notebooks_dir):
             progress.say(warning, always=True)
+        for note in preset.notes:
+            progress.say(note)
         try:
             execute_steps(run, preset, notebooks, selected, progress)
         except (NotebookFailed, StageFailures) as exc:

@@ -53,10 +53,11 @@ RANGES: dict[str, tuple[float, float]] = {
                      "window_turns"), (0, math.inf)),
     **dict.fromkeys(("max_concurrency", "batch_size", "max_segment_chars", "update_top_k",
                      "hnsw_m", "ef_construction", "top_k", "ef_search", "n_votes",
-                     "bootstrap_resamples", "heatmap_points", "max_turns", "growth_turns",
-                     "request_timeout_s"), (1, math.inf)),
+                     "bootstrap_resamples", "heatmap_points", "max_turns", "growth_turns"),
+                    (1, math.inf)),
     **dict.fromkeys(("max_wait_hours", "batch_poll_s"), (1e-6, math.inf)),
     "max_cost_usd": (0, math.inf),
+    "request_timeout_s": (0, math.inf),  # 0: sized to each request's model and prompt
     "lc_cached_share": (0, 1),
 }
 # What a step reads, and the step that writes it: (file under <ds>/, writer).

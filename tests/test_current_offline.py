@@ -1,0 +1,83 @@
+"""The ``current_*`` presets try offline with ``-p backend=offline`` alone: every model runs
+offline (the preset's OpenRouter route for gpt-oss is dropped, with one line saying so), no key
+is asked for, the estimate prints the successor models' prices, and a download that fails for
+want of network says in one line how to use the bundled samples."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from memcost.cli.main import main, print_resume_hint
+from memcost.io import read_jsonl
+from memcost.paths import RunPaths
+from memcost.prices import price_for
+from memcost.run import discover_notebooks
+from memcost.run.execute import NotebookFailed
+from memcost.run.preflight import preflight_credentials
+from memcost.run.presets import resolve_preset
+
+OFFLINE = {"backend": "offline", "download": False}
+DROPPED = ("backend=offline: every model runs offline; model_backends "
+           "(openai/gpt-oss-120b -> openrouter) is ignored")
+
+
+def price_line(model: str) -> str:
+    p = price_for(model)
+    return f"  {model}: {p.input:g} / {p.cached_input:g} / {p.output:g} (dated {p.date})"
+
+
+@pytest.fixture
+def no_keys(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("name", ["current_locomo", "current_longmemeval", "current_personamem_v2"])
+def test_backend_offline_runs_every_model_offline_without_a_key(name, no_keys, capsys):
+    notebooks = discover_notebooks()
+    preset = resolve_preset(name, notebooks, overrides=OFFLINE)
+    assert preset.parameters["model_backends"] == {}
+    assert preset.notes == [DROPPED]
+    preflight_credentials(preset, notebooks)  # no key asked for, no model refused
+    out = capsys.readouterr().out
+    assert price_line("gpt-6.1-terra") in out and price_line("gpt-6-luna") in out
+    assert "gpt-5" not in out  # the successors only
+    paid = resolve_preset(name, notebooks)  # an API run keeps the preset's routing
+    assert paid.parameters["model_backends"] == {"openai/gpt-oss-120b": "openrouter"}
+    assert paid.notes == []
+
+
+def test_a_failed_download_says_in_one_line_how_to_use_the_bundled_samples(capsys):
+    args = argparse.Namespace(params="current_locomo", steps=None, datasets=None,
+                              allow_failures=None,
+                              overrides=[("backend", "offline"), ("download", True)])
+    exc = NotebookFailed(Path("00_prepare_data.ipynb"), Path("out.ipynb"), 6,
+                         "DataError: could not download LoCoMo from https://x/locomo10.json: "
+                         "<urlopen error [Errno -2] Name or service not known>. With no network, "
+                         "...", ename="DataError")
+    exc.run_dir = "r"
+    print_resume_hint(args, exc)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["No network? Use the bundled samples instead: python -m memcost run "
+                     "--params current_locomo --run-name r -p backend=offline -p download=false"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_current_locomo_runs_offline_end_to_end(tmp_path, no_keys, capsys):
+    run = RunPaths(tmp_path / "run")
+    code = main(["run", "--params", "current_locomo", "--run-name", str(run.root),
+                 "-p", "backend=offline", "-p", "download=false",
+                 "-p", "interactive_explorer=false"])  # no widgets: nothing here looks at them
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    assert DROPPED in out.out
+    assert price_line("gpt-6.1-terra") in out.out and price_line("gpt-6-luna") in out.out
+    assert "estimated bill of this run" in out.out
+    calls = read_jsonl(run.calls)
+    assert calls and {c["backend"] for c in calls} == {"offline"}
+    assert {"gpt-6.1-terra", "gpt-6-luna", "openai/gpt-oss-120b"} <= {c["model"] for c in calls}
+    assert run.report_md.is_file()
