@@ -16,22 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from memcost import lifecycle
+from memcost.execution import backend_of
 from memcost.llm.providers import EndpointClient, lookup_key, resolve_endpoint
-from memcost.models import UnknownModelError, canonical_name, model_info
+from memcost.models import UnknownModelError, model_info
 from memcost.params import notebook_defaults
 from memcost.paths import PARAMS_DIR
 from memcost.prices import UnknownPriceError, price_for
 from memcost.run.presets import Preset, PresetError, selected_steps
 
 LISTING_TIMEOUT_S = 10.0
-
-
-def _backend_of(model: str, params: Mapping[str, Any]) -> str:
-    routes = params.get("model_backends") or {}
-    for key, backend in routes.items():
-        if key == model or canonical_name(key) == canonical_name(model):
-            return str(backend)
-    return str(params.get("backend", "offline"))
 
 
 def paid_models(
@@ -47,7 +40,7 @@ def paid_models(
             given = preset.parameters_for(dataset)
             params = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
             for model in lifecycle.run_models(params):
-                if not paid_only or _backend_of(model, params) != "offline":
+                if not paid_only or backend_of(model, params) != "offline":
                     found.setdefault(model, params)
     return found
 
@@ -58,7 +51,7 @@ def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | No
     served: dict[str, str | None] = {}
     asked: set[str] = set()
     for model, params in models.items():
-        backend = _backend_of(model, params)
+        backend = backend_of(model, params)
         if backend != "openai":
             continue
         endpoint = resolve_endpoint(
@@ -95,7 +88,7 @@ def check_lifecycle(
         raise PresetError(f"{preset.path}: cannot start.\n" + "\n".join(unknown))
     # A provider's shutdown ends its own service (and OpenRouter's, which resells it); a server
     # of your own (custom) serves whatever it holds.
-    hosted = {m: p for m, p in models.items() if _backend_of(m, p) != "custom"}
+    hosted = {m: p for m, p in models.items() if backend_of(m, p) != "custom"}
     statuses = [lifecycle.status(m, day) for m in hosted]
     if not any(s.shut_down for s in statuses):  # a second opinion from the provider itself
         served = _served_dates(hosted)
