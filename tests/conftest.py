@@ -130,9 +130,10 @@ def prepared_run(smoke_run, tmp_path) -> Callable[[Sequence[str]], RunPaths]:
     return make
 
 
-# Test files whose notebook executions take longest, longest first. They start the session so
-# that, under pytest-xdist, the processes finish together (a long file started last would run on
-# alone); the files that read the smoke run come after the others, by which time it has finished.
+# Test files whose notebook executions take longest, longest first. They start the session and
+# the short files come after them, so that under pytest-xdist the processes finish together (a
+# long file handed out last would run on alone). The smoke run starts at once in the
+# background; among the short files, those that read it come last.
 LONG_FILES = ("test_api_path.py", "test_notebook_costs.py", "test_canonical_notebooks.py",
               "test_serving_api.py", "test_serving_notebook.py", "test_notebooks_pgvector.py",
               "test_notebook_04.py", "test_runs_cli.py")
@@ -141,9 +142,9 @@ LONG_FILES = ("test_api_path.py", "test_notebook_costs.py", "test_canonical_note
 def pytest_collection_modifyitems(config, items) -> None:
     reads_smoke = {item.path for item in items if "smoke_run" in item.fixturenames}
 
-    def order(item) -> tuple[bool, int]:
+    def order(item) -> tuple[int, bool]:
         name = item.path.name
         long_rank = LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
-        return item.path in reads_smoke, long_rank
+        return long_rank, item.path in reads_smoke
 
     items.sort(key=order)  # stable: within a file, and among equals, the collected order stays
