@@ -130,21 +130,28 @@ def prepared_run(smoke_run, tmp_path) -> Callable[[Sequence[str]], RunPaths]:
     return make
 
 
-# Test files whose notebook executions take longest, longest first. They start the session and
-# the short files come after them, so that under pytest-xdist the processes finish together (a
-# long file handed out last would run on alone). The smoke run starts at once in the
-# background; among the short files, those that read it come last.
+# Test files whose notebook executions take longest, longest first. Under pytest-xdist the files
+# are handed out in the order set below, so that the processes finish together (a long file
+# handed out last would run on alone) and none waits idle for the smoke run: the long files that
+# do not read it first (they keep both cores busy while it runs in the background), then half of
+# the short ones, then the long files that read it (it has finished by then), then the other
+# short ones, those that read it last.
 LONG_FILES = ("test_api_path.py", "test_notebook_costs.py", "test_canonical_notebooks.py",
               "test_serving_api.py", "test_serving_notebook.py", "test_notebooks_pgvector.py",
               "test_notebook_04.py", "test_runs_cli.py")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    reads_smoke = {item.path for item in items if "smoke_run" in item.fixturenames}
+    reads_smoke = {item.path.name for item in items if "smoke_run" in item.fixturenames}
+    short = sorted({item.path.name for item in items} - reads_smoke - set(LONG_FILES))
+    first_short = set(short[: len(short) // 2])
 
-    def order(item) -> tuple[int, bool]:
+    def order(item) -> tuple[int, int]:
         name = item.path.name
-        long_rank = LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
-        return long_rank, item.path in reads_smoke
+        if name in LONG_FILES:
+            return (2 if name in reads_smoke else 0), LONG_FILES.index(name)
+        if name in reads_smoke:
+            return 4, 0
+        return (1 if name in first_short else 3), 0
 
     items.sort(key=order)  # stable: within a file, and among equals, the collected order stays
