@@ -9,10 +9,12 @@ PY            := $(VENV)/bin/python
 STAMP         := $(VENV)/.installed
 PRESET        ?= smoke
 RUN_NAME      ?=
-# Test processes (pytest-xdist): 0 runs the suite in one process, the default; N > 0 spreads
-# test files over N processes (module fixtures still run once per file; the session's smoke run
-# is shared through a file lock).
-TEST_WORKERS  ?= 0
+# Test processes (pytest-xdist): the test files are spread over 2 processes by default, one per
+# core (module fixtures still run once per file; the session's smoke run is shared through a
+# file lock); TEST_WORKERS=0 runs the suite in one process. Files are handed out in the order
+# tests/conftest.py sorts them (longest first), not by their number of tests.
+TEST_WORKERS  ?= 2
+PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: setup reproduce test test-slow lab bench lint clean help
 
@@ -37,10 +39,10 @@ reproduce: setup
 	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME))
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest $(PYTEST_XDIST)
 
 test-slow: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "slow or not slow"
+	$(PY) -m pytest $(PYTEST_XDIST) -m "slow or not slow"
 
 lab: setup
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. notebooks/00_prepare_data.ipynb

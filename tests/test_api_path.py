@@ -57,6 +57,9 @@ PARAMETERS = {
     "heatmap_points": 13,  # 05: figures of the paper's model, not what is tested here
     "max_turns": 20,
     "growth_turns": 20,
+    "gap_points": 5,
+    "today_max_turns": 20,
+    "interactive_explorer": False,
 }
 STEPS_ALL = ["00", "01", "02", "03", "04", "05"]
 STEPS_MODEL = ["01", "02", "03", "04"]  # the notebooks that call models

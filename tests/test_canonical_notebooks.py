@@ -20,6 +20,10 @@ from memcost.run.notebooks import (
 )
 
 STRAYS = ("05_analyse_costs.nbconvert.ipynb", "05_x_v2.ipynb")
+# The committed figures left alone, and small grids: which notebook runs is tested here, not the
+# figures of the paper's model (tests/test_notebook_costs.py runs 05 with the paper's grids).
+SMALL_GRIDS = {"heatmap_points": 13, "max_turns": 20, "growth_turns": 20, "gap_points": 5,
+               "today_max_turns": 20, "interactive_explorer": False}
 
 
 def _stray(path, marker):
@@ -57,7 +61,7 @@ def test_strays_are_warned_about_and_the_canonical_notebook_runs(tmp_path, capsy
     assert all("05_analyse_costs.ipynb runs instead" in w for w in stray_warnings(folder))
 
     run = run_preset("paper_cost_model", run_name=str(tmp_path / "run"), notebooks_dir=folder,
-                     overrides={"repo_figures_dir": ""})  # leave the committed figures alone
+                     overrides={"repo_figures_dir": "", **SMALL_GRIDS})
     out = capsys.readouterr().out
     for name in STRAYS:
         assert f"warning: {name} in notebooks/ is not a canonical notebook" in out

@@ -3,6 +3,11 @@ the runner's log is one line per notebook, with cell output only in the log file
 
 from __future__ import annotations
 
+import contextlib
+import io
+import shutil
+from pathlib import Path
+
 import nbformat
 import pytest
 import yaml
@@ -20,9 +25,11 @@ def _notebook(path, body):
     nbformat.write(nb, path)
 
 
-@pytest.fixture
-def runs(tmp_path, capsys):
-    """Two runs of a two-notebook folder: one finishes, one fails in its second notebook."""
+@pytest.fixture(scope="module")
+def made_runs(tmp_path_factory) -> Path:
+    """Two runs of a two-notebook folder: one finishes, one fails in its second notebook (made
+    once; each test gets its own copy)."""
+    tmp_path = tmp_path_factory.mktemp("runs_cli")
     folder = tmp_path / "nbs"
     folder.mkdir()
     _notebook(folder / "00_first.ipynb", "print('CELL-OUTPUT-MARKER ' * 3)")
@@ -30,12 +37,19 @@ def runs(tmp_path, capsys):
     preset = tmp_path / "p.yaml"
     preset.write_text(yaml.safe_dump({"datasets": [], "parameters": {}}))
     root = tmp_path / "runs"
-    run_preset(preset, run_name=str(root / "good"), notebooks_dir=folder)
-    with pytest.raises(NotebookFailed):
-        run_preset(preset, run_name=str(root / "bad"), notebooks_dir=folder,
-                   overrides={"fail": True})
-    (root / "terminal.txt").write_text(capsys.readouterr().out)
+    terminal = io.StringIO()
+    with contextlib.redirect_stdout(terminal):
+        run_preset(preset, run_name=str(root / "good"), notebooks_dir=folder)
+        with pytest.raises(NotebookFailed):
+            run_preset(preset, run_name=str(root / "bad"), notebooks_dir=folder,
+                       overrides={"fail": True})
+    (root / "terminal.txt").write_text(terminal.getvalue())
     return root
+
+
+@pytest.fixture
+def runs(made_runs, tmp_path) -> Path:
+    return Path(shutil.copytree(made_runs, tmp_path / "runs"))
 
 
 def test_runs_lists_a_finished_and_a_failed_run(runs, capsys):

@@ -33,16 +33,48 @@ class NotebookFailed(RuntimeError):
 
 
 
+# The longest a wait on a kernel socket lasts before the socket's own queue is looked at again.
+WAIT_SLICE_S = 1.0
+
+
 def _kernel_manager_class() -> type:
-    """A kernel manager that talks to the kernel over IPC sockets in the temp directory.
+    """A kernel manager that talks to the kernel over IPC sockets in the temp directory, with a
+    client that never sleeps beside a message that has arrived.
 
     The default TCP transport makes every kernel print a plain-text-transport warning into the
     terminal; local IPC sockets avoid both the warning and the open ports.
+
+    A zmq socket wakes the event loop through an edge-triggered file descriptor, and that wake-up
+    can be lost: on a busy machine a kernel's reply was seen waiting in the client's socket while
+    the cell waited for it forever (both processes idle, the run stuck mid-notebook). The
+    client's channels therefore wait in slices of ``WAIT_SLICE_S``; each new wait looks at the
+    socket's queue first, so a reply whose wake-up was lost is read within a slice.
     """
     import tempfile
+    import time
     import uuid
+    from queue import Empty
 
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
     from jupyter_client.manager import AsyncKernelManager
+    from traitlets import Type
+
+    class SlicedWaitChannel(AsyncZMQSocketChannel):
+        async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+                if await self.socket.poll(int(max(0.0, min(WAIT_SLICE_S, left)) * 1000)):
+                    return await self._recv()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise Empty
+
+    class SlicedWaitClient(AsyncKernelClient):
+        shell_channel_class = Type(SlicedWaitChannel)
+        iopub_channel_class = Type(SlicedWaitChannel)
+        stdin_channel_class = Type(SlicedWaitChannel)
+        control_channel_class = Type(SlicedWaitChannel)
 
     class IPCKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs: Any):
@@ -50,6 +82,7 @@ def _kernel_manager_class() -> type:
             kwargs.setdefault(
                 "ip", os.path.join(tempfile.gettempdir(), f"memcost-kernel-{uuid.uuid4().hex[:12]}")
             )
+            kwargs.setdefault("client_factory", SlicedWaitClient)
             super().__init__(**kwargs)
 
     return IPCKernelManager
