@@ -164,12 +164,16 @@ def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str
             defaults = notebook_defaults(notebooks[step])
             if "price_overrides" not in defaults:
                 continue
+            # the notebook's own price_overrides apply where the preset sets none (notebook 06
+            # prices its open-weight models there)
+            step_params = {**params, "price_overrides": normalise_price_overrides(
+                params.get("price_overrides", defaults["price_overrides"]))}
             for name in MODEL_PARAMETERS:
                 if name not in defaults:
                     continue
                 value = params.get(name, defaults[name])
                 for model in value if isinstance(value, list) else [value]:
-                    yield str(model), name, params
+                    yield str(model), name, step_params
 
 
 def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
