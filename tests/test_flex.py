@@ -9,7 +9,7 @@ from llm_helpers import FAST_RETRY, TEST_KEY, api_client, question
 
 from memcost.calls import list_cost, read_calls
 from memcost.execution import FLEX_TIMEOUT_FACTOR
-from memcost.llm import FatalAPIError
+from memcost.llm import BudgetExceeded, FatalAPIError
 from memcost.llm.flex import ExecutionUnsupported
 from memcost.run import PresetError, run_preset
 from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
@@ -44,6 +44,27 @@ def test_a_flex_stage_sends_service_tier_and_its_records_cost_half(run_paths, se
     assert list_cost(judge) == pytest.approx(interactive / 2)
     # the budget settled the Flex call at the Flex price, the read call at list price
     assert client.budget.spent == pytest.approx(list_cost(judge) + list_cost(records["read"]))
+
+
+def test_a_flex_request_reserves_its_budget_at_the_flex_price(run_paths, server, tmp_path):
+    """A budget between the Flex and the list-price guess: the Flex call is sent, the same call
+    interactive is refused before anything is sent."""
+    request = question(1, stage="judge")
+    probe = api_client(run_paths, server.url, tmp_path)
+    guess = probe.budget.estimate(request)
+    probe.close()
+    limit = 0.75 * guess  # above the Flex reservation (half), below the list-price one
+    flex = api_client(run_paths, server.url, tmp_path, execution={"judge": "flex"},
+                      max_cost_usd=limit)
+    assert flex.chat(request).error is None
+    flex.close()
+    assert len(server.requests) == 1
+    interactive = api_client(run_paths, server.url, tmp_path / "other", max_cost_usd=limit,
+                             cache_path=tmp_path / "other.sqlite")
+    with pytest.raises(BudgetExceeded, match="would take the run's spend"):
+        interactive.chat(question(2, stage="judge"))
+    interactive.close()
+    assert len(server.requests) == 1
 
 
 def test_resource_unavailable_is_retried_without_pausing_the_other_workers(

@@ -80,16 +80,19 @@ class Budget:
             output = min(output, request.max_output_tokens)
         return price.cost(prompt_tokens=prompt, completion_tokens=output)
 
-    def reserve(self, request: ChatRequest | EmbeddingRequest) -> float | None:
-        """Reserve the estimate or raise :class:`BudgetStop`. Returns the amount reserved
-        (``None`` without a limit), to be handed back to :meth:`settle`.
+    def reserve(
+        self, request: ChatRequest | EmbeddingRequest, multiplier: float = 1.0
+    ) -> float | None:
+        """Reserve the estimate (times ``multiplier``: a Flex request's discount) or raise
+        :class:`BudgetStop`. Returns the amount reserved (``None`` without a limit), to be handed
+        back to :meth:`settle`.
 
         When only the reservations of calls in flight stand in the way, wait for them to settle
         (their real cost is usually below the estimate) before deciding.
         """
         if not self.limited:
             return None
-        amount = self.estimate(request)
+        amount = self.estimate(request) * multiplier
         with self._lock:
             while self.spent + self.reserved + amount > self.limit:
                 if self._in_flight == 0 or self.spent + amount > self.limit:

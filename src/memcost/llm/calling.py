@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from memcost.calls import normalise_tags
+from memcost.execution import discount_multiplier
 from memcost.llm.bodies import reply_failure
 from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
 from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected, TransientError
@@ -142,7 +143,8 @@ class CallMixin:
 
     def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
         client = self._endpoint_client(endpoint)
-        reserved = self.budget.reserve(request)  # raises BudgetStop: nothing is sent
+        reserved = self.budget.reserve(request, self._price_multiplier(request))  # BudgetStop:
+        # nothing is sent
         attempts = [0, time.perf_counter()]  # attempts made, start of the last one
         rejected = False
         try:
@@ -353,6 +355,12 @@ class CallMixin:
     def _flex_or_interactive(self, request: Request) -> str:
         """``flex`` for a call of a stage run on Flex processing, else ``interactive``."""
         return FLEX if self.execution_for(request.stage) == FLEX else "interactive"
+
+    def _price_multiplier(self, request: Request) -> float:
+        """What a request is billed relative to its list price: Flex's discount, else 1."""
+        if self._flex_or_interactive(request) != FLEX:
+            return 1.0
+        return discount_multiplier(request.model, FLEX, self.price_overrides) or 1.0
 
     def _charge(self, request: Request, outcome: Outcome) -> float | None:
         """Dollars to settle in the budget: the provider's charge, the Flex price, or ``None``
