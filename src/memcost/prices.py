@@ -115,11 +115,7 @@ class Price:
             + cached_prompt_tokens * self.cached_rate * in_mult
             + completion_tokens * self.output * out_mult
         ) / 1_000_000
-        if batch:
-            dollars *= self.batch_rate()
-        elif flex:
-            dollars *= self.flex_rate()
-        return dollars
+        return dollars * self.execution_rate("batch" if batch else "flex" if flex else "")
 
     def write_rate(self, retention: str = "") -> float:
         """USD per 1M tokens written to the cache with ``retention`` (the input price when no
@@ -136,6 +132,15 @@ class Price:
         if self.long_context_threshold is not None and prompt_tokens > self.long_context_threshold:
             return self.long_context_input_multiplier, self.long_context_output_multiplier
         return 1.0, 1.0
+
+    def execution_rate(self, execution: str) -> float:
+        """The multiple of the list price a call sent in ``execution`` mode pays: the batch or
+        Flex multiplier (an error where the table sells neither), else 1."""
+        if execution == "batch":
+            return self.batch_rate()
+        if execution == "flex":
+            return self.flex_rate()
+        return 1.0
 
     def flex_rate(self) -> float:
         if self.flex_multiplier is None:

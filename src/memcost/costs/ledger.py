@@ -187,7 +187,8 @@ def price_calls(
     # A call sent through the Batch API or Flex processing (``execution``) costs its multiple.
     modes = priced["execution"] if "execution" in priced.columns else None
     if modes is not None:
-        factor = pd.Series([_execution_factor(prices[m], e) for m, e in zip(
+        factor = pd.Series([prices[m].execution_rate(e if isinstance(e, str) else "")
+                            for m, e in zip(
             priced["model"], modes, strict=True)], index=priced.index, dtype=float)
         for column in ("input_usd", "cached_input_usd", "output_usd"):
             priced[column] = priced[column] * factor
@@ -200,15 +201,6 @@ def price_calls(
     priced["is_estimate"] = (priced["backend"] == "offline").fillna(False).astype(bool)
     priced["workload"] = ~_replays(priced)
     return priced
-
-
-def _execution_factor(price: Any, execution: Any) -> float:
-    """The price multiple of a record sent in mode ``execution`` (1 when interactive)."""
-    if execution == "batch":
-        return price.batch_rate()
-    if execution == "flex":
-        return price.flex_rate()
-    return 1.0
 
 
 def _label_phases(priced: pd.DataFrame) -> None:

@@ -53,7 +53,9 @@ class Budget:
     def limited(self) -> bool:
         return math.isfinite(self.limit)
 
-    def cost(self, model: str, usage: Usage) -> float | None:
+    def cost(self, model: str, usage: Usage, execution: str = "interactive") -> float | None:
+        """What ``usage`` costs at ``model``'s price, sent in ``execution`` mode (``None``: no
+        price)."""
         try:
             price = price_for(model, self.price_overrides)
         except UnknownPriceError:
@@ -62,6 +64,8 @@ class Budget:
             prompt_tokens=usage.prompt_tokens,
             cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),
             completion_tokens=usage.completion_tokens,
+            batch=execution == "batch",
+            flex=execution == "flex",
         )
 
     def estimate(self, request: ChatRequest | EmbeddingRequest) -> float:
@@ -112,6 +116,7 @@ class Budget:
         model: str,
         usage: Usage | None,
         billed_usd: float | None = None,
+        execution: str = "interactive",
     ) -> float:
         """Replace a reservation by what the call cost; returns the cost (0 if unpriced).
 
@@ -123,7 +128,7 @@ class Budget:
         elif billed_usd is not None:
             cost = float(billed_usd)
         else:
-            cost = self.cost(model, usage) or 0.0
+            cost = self.cost(model, usage, execution) or 0.0
         with self._lock:
             if reserved is not None:
                 self.reserved -= reserved

@@ -27,7 +27,6 @@ from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected, Transient
 from memcost.llm.flex import (
     FLEX,
     check_flex,
-    discounted_cost,
     is_flex_unavailable,
     outage_hint,
 )
@@ -137,7 +136,8 @@ class CallMixin:
         self._account(request, outcome, cache_hit=True, paid=recovered)
         written = self._record(request, outcome, once=True, cached_flag=not recovered)
         if written and recovered:  # the run did pay for it
-            self.budget.settle(None, request.model, outcome.usage, self._charge(request, outcome))
+            self.budget.settle(None, request.model, outcome.usage, outcome.billed_usd,
+                               outcome.execution)
             self._count("recovered")
         return outcome
 
@@ -173,8 +173,8 @@ class CallMixin:
             outcome.failure_kind = "rejected" if rejected else None
             self.budget.settle(reserved, request.model, None)
         else:
-            self.budget.settle(reserved, request.model, outcome.usage,
-                               self._charge(request, outcome))
+            self.budget.settle(reserved, request.model, outcome.usage, outcome.billed_usd,
+                               outcome.execution)
             if failure is None:
                 self._store(request, outcome, usage_estimated)  # only answers are cached
             else:
@@ -361,11 +361,6 @@ class CallMixin:
         if self._flex_or_interactive(request) != FLEX:
             return 1.0
         return discount_multiplier(request.model, FLEX, self.price_overrides) or 1.0
-
-    def _charge(self, request: Request, outcome: Outcome) -> float | None:
-        """Dollars to settle in the budget: the provider's charge, the Flex price, or ``None``
-        (the budget prices it at list price)."""
-        return discounted_cost(outcome, request.model, self.price_overrides)
 
     def _claim(self, key: str) -> threading.Event | None:
         """``None`` if this thread now owns ``key``; else the event to wait for."""

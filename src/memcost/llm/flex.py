@@ -26,8 +26,6 @@ from typing import Any
 
 from memcost.execution import FLEX_TIMEOUT_FACTOR, FLEX_UNAVAILABLE_CODE, execution_problem
 from memcost.llm.errors import LLMError, TransientError
-from memcost.llm.outcome import Outcome
-from memcost.prices import UnknownPriceError, price_for
 
 FLEX = "flex"
 
@@ -54,28 +52,6 @@ def flex_timeout(timeout_s: float) -> float:
 def is_flex_unavailable(exc: TransientError) -> bool:
     """Is this OpenAI's Flex 429 ``resource_unavailable`` (no capacity; nothing billed)?"""
     return exc.status == 429 and getattr(exc, "code", None) == FLEX_UNAVAILABLE_CODE
-
-
-def discounted_cost(
-    outcome: Outcome, model: str, overrides: Mapping[str, Mapping[str, Any]] | None
-) -> float | None:
-    """What a Flex call costs (the provider's charge where it reported one); ``None`` for an
-    interactive call (the budget prices it at list price itself)."""
-    if outcome.billed_usd is not None:
-        return float(outcome.billed_usd)
-    if outcome.execution != FLEX:
-        return None
-    try:
-        price = price_for(model, overrides)
-    except UnknownPriceError:
-        return None
-    usage = outcome.usage
-    return price.cost(
-        prompt_tokens=usage.prompt_tokens,
-        cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),
-        completion_tokens=usage.completion_tokens,
-        flex=True,
-    )
 
 
 def outage_hint(stage: str, mode: str) -> str:

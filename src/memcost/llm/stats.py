@@ -92,7 +92,7 @@ class StatsMixin:
         usage_estimated: bool = False,
     ) -> None:
         """Add one call to the counts (and to its stage and model's)."""
-        cost = self.budget.cost(request.model, outcome.usage) or 0.0
+        cost = self.budget.cost(request.model, outcome.usage, outcome.execution) or 0.0
         with self._stats_lock:
             s = self.stats
             sm = s.by_stage_model[(request.stage, request.model)]

@@ -128,7 +128,7 @@ class BatchMixin:
         """What the budget reserves for a batch: each request's generous guess, batch-priced."""
         total = 0.0
         for request in requests:
-            rate = price_for(request.model, self.price_overrides).batch_rate()
+            rate = price_for(request.model, self.price_overrides).execution_rate("batch")
             total += self.budget.estimate(request) * rate
         return total
 
@@ -149,11 +149,7 @@ class BatchMixin:
         else:  # paid, and no answer: the stage's own call asks again
             outcome.failure_kind, outcome.error = failure
         self._record(request, outcome)
-        usage = outcome.usage
-        cost = price_for(request.model, self.price_overrides).cost(
-            prompt_tokens=usage.prompt_tokens,
-            cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),
-            completion_tokens=usage.completion_tokens, batch=True)
+        cost = self.budget.cost(request.model, outcome.usage, "batch") or 0.0
         with self._stats_lock:
             self.stats.batch_calls += 1
             self.stats.paid_usd += cost
