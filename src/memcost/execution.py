@@ -42,6 +42,9 @@ STAGE_MODEL_PARAMETERS: dict[str, tuple[tuple[str, Any], ...]] = {
     "long_context": (("models", []), ("baseline_models", [])),
     "judge": (("judge_model", JUDGE_MODEL),),
 }
+# Every parameter that names a model some stage calls, in stage order.
+MODEL_PARAMETERS: tuple[str, ...] = tuple(dict.fromkeys(
+    name for pairs in STAGE_MODEL_PARAMETERS.values() for name, _ in pairs))
 _NAMES = {"batch": "the Batch API", "flex": "Flex processing"}
 
 

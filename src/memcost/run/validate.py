@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from memcost.datasets import DATASETS
-from memcost.execution import STAGE_MODEL_PARAMETERS, backend_of, execution_problem, stage_models
+from memcost.execution import (
+    MODEL_PARAMETERS,
+    STAGE_MODEL_PARAMETERS,
+    backend_of,
+    execution_problem,
+    stage_models,
+)
 from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
 from memcost.models import is_known
 from memcost.params import (
@@ -68,8 +74,6 @@ PREREQUISITES: dict[str, tuple[tuple[str, str], ...]] = {
     "04": (("data/questions.parquet", "00"),),
 }
 # Parameters that name models (their prices must be known before anything is spent).
-MODEL_PARAMETERS = ("extraction_model", "embedding_model", "reader_model", "models",
-                    "baseline_models", "judge_model")
 _SCALARS = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
 
