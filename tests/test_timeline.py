@@ -15,7 +15,15 @@ import pytest
 from memcost import costs, paper
 from memcost.costs import arrivals
 from memcost.costs.retention import DAY, HOUR, MINUTE, is_alive, retention_for
-from memcost.costs.timeline import LongContext, Memory, long_context_requests, timeline
+from memcost.costs.timeline import (
+    BREAK_EVEN_FIRST_PREFIX,
+    LongContext,
+    Memory,
+    break_even_of,
+    long_context_requests,
+    timeline,
+    timeline_break_even,
+)
 from memcost.prices import price_for
 
 TERRA = price_for("gpt-6.1-terra", on="2026-11-30")
@@ -104,6 +112,26 @@ def test_paper_tables_unchanged_through_the_timeline():
     now = costs.break_even_table_for(costs.CURRENT_LUNA, [30_000, 100_000, 200_000])
     closed = costs.break_even_table(costs.constants_for(costs.CURRENT_LUNA), [30_000, 100_000, 200_000])
     assert now["break_even_n"].tolist() == closed["break_even_n"].tolist()
+
+
+def test_the_break_even_on_prefixes_is_the_whole_timelines():
+    # questions at random times on a growing history, with break-evens before and after the
+    # first prefix, and none at all: the prefix search finds what the whole timeline finds
+    rng = np.random.default_rng(7)
+    found = []
+    for case in range(120):
+        setup = LongContext.on(MINI, ["in_memory", "extended", "none"][case % 3],
+                               output_tokens=300)
+        n = int(rng.integers(1, 400))
+        times = np.cumsum(rng.choice([0.0, MINUTE, HOUR, DAY], size=n))
+        history = rng.uniform(2_000, 300_000) + np.cumsum(rng.uniform(0, 2_000, size=n))
+        memory = Memory(write_usd_per_token=rng.uniform(1e-8, 2e-6), read_usd=rng.uniform(0, 0.01))
+        whole = break_even_of(timeline(setup, memory, times, history))
+        assert timeline_break_even(setup, memory, times, history) == whole, case
+        found.append(whole)
+    assert None in found
+    assert any(n and n > BREAK_EVEN_FIRST_PREFIX for n in found)
+    assert any(n and n <= BREAK_EVEN_FIRST_PREFIX for n in found)
 
 
 def test_headline_is_computed():

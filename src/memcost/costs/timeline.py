@@ -34,6 +34,7 @@ PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implie
 PAPER_QUESTION_TOKENS = 0.0  # §8: Tables 4-5 bill the whole prompt as cached from turn 2
 PAPER_WRITE_USD_PER_TOKEN = 4.296e-7  # §8: Table 5 write column ÷ L (extraction + embeddings)
 PAPER_READ_USD = 0.001317  # §8: Table 4 memory column's slope (one question from memory)
+BREAK_EVEN_FIRST_PREFIX = 32  # questions priced before the first look for a break-even
 
 
 @dataclass(frozen=True)
@@ -69,33 +70,46 @@ def long_context_requests(
     setup: LongContext, times: Sequence[float], history_tokens: Sequence[float]
 ) -> pd.DataFrame:
     """One row per question: its prompt, cached, written and plain tokens, tier and dollars."""
+    return pd.DataFrame(_long_context_columns(setup, times, history_tokens))
+
+
+def _long_context_columns(
+    setup: LongContext, times: Sequence[float], history_tokens: Sequence[float]
+) -> dict[str, np.ndarray]:
     times = np.asarray(times, dtype=float)
     history = np.broadcast_to(np.asarray(history_tokens, dtype=float), times.shape)
-    rows, last, previous_history = [], None, 0.0
-    for t, h in zip(times, history, strict=True):
-        prompt = h + setup.question_tokens
-        alive = is_alive(last, t, setup.retention)
-        shared = min(previous_history, prompt) if alive else 0.0
-        cached = cacheable_tokens(shared, exact=setup.exact_cache) if alive else 0.0
-        written = 0.0
+    n = len(times)
+    prompt = history + setup.question_tokens
+    alive, tier = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    cached, written, usd = np.zeros(n), np.zeros(n), np.zeros(n)
+    # A user's requests repeat a few shapes (back-to-back questions on a fixed history are all
+    # alike from the second on): each shape is priced once.
+    priced: dict[tuple[float, float, float], tuple[float, bool]] = {}
+    last, previous_history = None, 0.0
+    for i in range(n):
+        alive[i] = is_alive(last, times[i], setup.retention)
+        if alive[i]:
+            cached[i] = cacheable_tokens(min(previous_history, prompt[i]), exact=setup.exact_cache)
         if setup.retention.caches:
-            written = max(cacheable_tokens(prompt, exact=setup.exact_cache) - cached, 0.0)
-        usd = setup.price.cost(
-            prompt_tokens=prompt,
-            cached_prompt_tokens=cached,
-            completion_tokens=setup.output_tokens,
-            cache_write_tokens=written,
-            retention=setup.retention.sold_as,
-            flex=setup.flex,
-        )
-        tier = setup.price.tier_multipliers(prompt) != (1.0, 1.0)
-        rows.append((t, h, prompt, alive, cached, written, prompt - cached - written, tier, usd))
-        last, previous_history = t, h
-    return pd.DataFrame(
-        rows,
-        columns=["time_s", "history_tokens", "prompt_tokens", "cache_alive", "cached_tokens",
-                 "written_tokens", "plain_tokens", "long_context_tier", "usd"],
-    )
+            written[i] = max(cacheable_tokens(prompt[i], exact=setup.exact_cache) - cached[i], 0.0)
+        shape = (prompt[i], cached[i], written[i])
+        if shape not in priced:
+            priced[shape] = (
+                setup.price.cost(
+                    prompt_tokens=prompt[i],
+                    cached_prompt_tokens=cached[i],
+                    completion_tokens=setup.output_tokens,
+                    cache_write_tokens=written[i],
+                    retention=setup.retention.sold_as,
+                    flex=setup.flex,
+                ),
+                setup.price.tier_multipliers(prompt[i]) != (1.0, 1.0),
+            )
+        usd[i], tier[i] = priced[shape]
+        last, previous_history = times[i], history[i]
+    return {"time_s": times, "history_tokens": np.array(history), "prompt_tokens": prompt,
+            "cache_alive": alive, "cached_tokens": cached, "written_tokens": written,
+            "plain_tokens": prompt - cached - written, "long_context_tier": tier, "usd": usd}
 
 
 def memory_requests(memory: Memory, history_tokens: Sequence[float]) -> np.ndarray:
@@ -114,14 +128,18 @@ def timeline(
     """Per-question and cumulative costs of both systems for questions at ``times``."""
     times = np.asarray(times, dtype=float)
     history = np.broadcast_to(np.asarray(history_tokens, dtype=float), times.shape)
-    lc = long_context_requests(setup, times, history)
-    lc.insert(0, "question", np.arange(1, len(times) + 1))
-    lc = lc.rename(columns={"usd": "long_context_usd"})
-    lc["memory_usd"] = memory_requests(memory, history)
-    lc["long_context_cumulative_usd"] = lc["long_context_usd"].cumsum()
-    lc["memory_cumulative_usd"] = lc["memory_usd"].cumsum()
-    lc["price_date"] = setup.price.date
-    return lc
+    columns = _long_context_columns(setup, times, history)
+    long_context_usd = columns.pop("usd")
+    memory_usd = memory_requests(memory, history)
+    return pd.DataFrame({
+        "question": np.arange(1, len(times) + 1),
+        **columns,
+        "long_context_usd": long_context_usd,
+        "memory_usd": memory_usd,
+        "long_context_cumulative_usd": np.cumsum(long_context_usd),
+        "memory_cumulative_usd": np.cumsum(memory_usd),
+        "price_date": setup.price.date,
+    })
 
 
 def break_even_of(frame: pd.DataFrame) -> int | None:
@@ -132,11 +150,30 @@ def break_even_of(frame: pd.DataFrame) -> int | None:
     return int(frame["question"].iloc[hits[0]]) if hits.size else None
 
 
+def _first_crossing(long_context_usd: np.ndarray, memory_usd: np.ndarray) -> int | None:
+    """:func:`break_even_of` on the per-question costs of questions 1, 2, ... (no frame)."""
+    hits = np.flatnonzero(np.cumsum(memory_usd) < np.cumsum(long_context_usd))
+    return int(hits[0]) + 1 if hits.size else None
+
+
 def timeline_break_even(
     setup: LongContext,
     memory: Memory,
     times: Sequence[float],
     history_tokens: float | Sequence[float],
 ) -> int | None:
-    """Break-even N of questions arriving at ``times`` (``None``: not within them)."""
-    return break_even_of(timeline(setup, memory, times, history_tokens))
+    """Break-even N of questions arriving at ``times`` (``None``: not within them).
+
+    A question's costs depend on the questions before it only, so the timeline is computed on
+    growing prefixes and stops at the first that holds the crossing: the same N as the whole
+    timeline's, without pricing the hundreds of questions after a break-even near 10."""
+    times = np.asarray(times, dtype=float)
+    history = np.broadcast_to(np.asarray(history_tokens, dtype=float), times.shape)
+    length = BREAK_EVEN_FIRST_PREFIX
+    while True:
+        length = min(length, len(times))
+        columns = _long_context_columns(setup, times[:length], history[:length])
+        found = _first_crossing(columns["usd"], memory_requests(memory, history[:length]))
+        if found is not None or length == len(times):
+            return found
+        length *= 4

@@ -24,7 +24,7 @@ from memcost.costs.scenarios import (
     long_context_for,
     memory_for,
 )
-from memcost.costs.timeline import break_even_of, timeline
+from memcost.costs.timeline import break_even_of, timeline, timeline_break_even
 from memcost.prices import Price
 
 MAX_QUESTIONS = 1_000  # break-even searched up to this many questions (None beyond)
@@ -46,6 +46,20 @@ def scenario_timeline(
     return timeline(lc, memory_for(s, assumptions), times, history)
 
 
+def scenario_break_even_at(
+    s: PriceScenario,
+    context_tokens: float,
+    times: Sequence[float],
+    *,
+    policy: str | None = None,
+    assumptions: Assumptions = PAPER_ASSUMPTIONS,
+) -> int | None:
+    """Break-even N of scenario ``s`` for questions at ``times`` on a fixed history (``None``:
+    not within them); what :func:`scenario_timeline` would give, without the questions after."""
+    lc = long_context_for(s, policy or default_policy(s), assumptions)
+    return timeline_break_even(lc, memory_for(s, assumptions), times, context_tokens)
+
+
 def scenario_break_even(
     s: PriceScenario,
     context_tokens: float,
@@ -57,9 +71,8 @@ def scenario_break_even(
 ) -> int | None:
     """Break-even N of one user whose questions come ``gap_seconds`` apart."""
     times = fixed_gaps(max_questions, gap_seconds)
-    return break_even_of(
-        scenario_timeline(s, context_tokens, times, policy=policy, assumptions=assumptions)
-    )
+    return scenario_break_even_at(s, context_tokens, times, policy=policy,
+                                  assumptions=assumptions)
 
 
 def break_even_table_for(
@@ -176,9 +189,8 @@ def dataset_break_even_table(
             for policy in policies:
                 try:
                     values = [
-                        break_even_of(scenario_timeline(
-                            s, L, from_gaps(max_questions, g), policy=policy,
-                            assumptions=assumptions))
+                        scenario_break_even_at(s, L, from_gaps(max_questions, g), policy=policy,
+                                               assumptions=assumptions)
                         for g in usable.values()
                     ]
                 except ValueError:
@@ -330,9 +342,8 @@ def arrival_table(
                 for name, times in arrival_processes(max_questions, seed).items():
                     if seed and not name.startswith("Poisson"):
                         continue
-                    frame = scenario_timeline(s, context_tokens, times, policy=policy,
-                                              assumptions=assumptions)
-                    found.setdefault(name, []).append(break_even_of(frame))
+                    found.setdefault(name, []).append(scenario_break_even_at(
+                        s, context_tokens, times, policy=policy, assumptions=assumptions))
             for name, values in found.items():
                 hits = [v for v in values if v is not None]
                 rows.append({"scenario": s.name, "price_date": s.date, "policy": policy,
