@@ -1,0 +1,37 @@
+"""What the runner leaves on disk while a notebook executes: after every cell a whole, readable
+notebook (compact while it runs, papermill's indented nbformat at the end)."""
+
+from __future__ import annotations
+
+import nbformat
+
+from memcost.run.execute import execute_notebook
+
+# Cell 2 reads the output notebook as it stands when cell 2 starts: cell 1's output must be in it.
+READ_BACK = """
+import nbformat
+seen = nbformat.read(output_path, as_version=4)
+nbformat.validate(seen)
+assert seen.cells[2].outputs[0]["text"] == "first cell ran\\n", seen.cells[2].outputs
+assert seen.cells[3].metadata.papermill["status"] == "running"
+print("read back")
+"""
+
+
+def test_the_output_notebook_is_whole_after_every_cell(tmp_path):
+    source, output = tmp_path / "in.ipynb", tmp_path / "out" / "out.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('output_path = ""', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell('print("first cell ran")'),
+                nbformat.v4.new_code_cell(READ_BACK)]
+    nbformat.write(nb, source)
+
+    execute_notebook(source, output, {"output_path": str(output)}, stream=False)
+
+    final = nbformat.read(output, as_version=4)
+    # cells: parameters, injected parameters, the two cells above
+    assert final.cells[3].outputs[0]["text"] == "read back\n"
+    assert output.read_text(encoding="utf-8").startswith('{\n "cells": [')  # nbformat's layout
+    assert [p.name for p in output.parent.iterdir()] == ["out.ipynb"]  # no temporary file left
