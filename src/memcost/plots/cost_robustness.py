@@ -8,12 +8,13 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 
 from memcost.plots.costs import LC_CHEAPER_COLOR, MEMORY_CHEAPER_COLOR, token_label, usd_label
 
 
 def _context_palette(contexts: Any) -> dict[float, Any]:
+    import seaborn as sns  # with scipy.stats 0.7 s to import: only when this figure is drawn
+
     colors = sns.color_palette("viridis", n_colors=len(contexts) + 1)
     return {L: colors[i] for i, L in enumerate(contexts)}
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
-import seaborn as sns
 from matplotlib import ticker
 
 from memcost.io import atomic_path
+from memcost.plots.theme import SEABORN_WHITEGRID
 
 # Colours per system, fixed so that a system has the same colour in every figure.
 SYSTEM_COLORS = {
@@ -24,7 +25,7 @@ OFFLINE_NOTE = "offline backend (lexical methods, not an LLM)"
 
 def apply_style() -> None:
     """Seaborn's whitegrid with readable sizes; call once at the top of a notebook."""
-    sns.set_theme(context="notebook", style="whitegrid", font_scale=1.0)
+    plt.rcParams.update(SEABORN_WHITEGRID)
     plt.rcParams.update(
         {
             "figure.dpi": 110,
@@ -89,8 +90,20 @@ def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = T
 
 
 def save_figures(fig: plt.Figure, folders: list[str | Path], name: str) -> list[Path]:
-    """Save one figure into several folders (the run's ``figures/``, the repository's)."""
-    return [path for folder in folders for path in save_figure(fig, folder, name)]
+    """Save one figure into several folders (the run's ``figures/``, the repository's): drawn
+    once into the first, copied into the others."""
+    if not folders:
+        return []
+    drawn = save_figure(fig, folders[0], name)
+    written = list(drawn)
+    for folder in folders[1:]:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for source in drawn:
+            target = Path(folder) / source.name
+            with atomic_path(target) as tmp:
+                shutil.copyfile(source, tmp)
+            written.append(target)
+    return written
 
 
 def label_backend(ax: plt.Axes, backend: str) -> None:
