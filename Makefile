@@ -16,7 +16,7 @@ RUN_NAME      ?=
 TEST_WORKERS  ?= 2
 PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: setup reproduce test test-slow lab bench lint clean help
+.PHONY: setup bytecode reproduce test test-slow lab bench lint clean help
 
 help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
@@ -35,13 +35,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
-reproduce: setup
+# Every notebook kernel imports the package: compiled once here, not in each process (an
+# environment that sets PYTHONDONTWRITEBYTECODE never caches it otherwise). Up to date: 0.2 s.
+bytecode: setup
+	@$(PY) -m compileall -q src
+
+reproduce: setup bytecode
 	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME))
 
-test: setup
+test: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST)
 
-test-slow: setup
+test-slow: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST) -m "slow or not slow"
 
 lab: setup

@@ -136,7 +136,7 @@ def prepared_run(smoke_run, tmp_path) -> Callable[[Sequence[str]], RunPaths]:
 # do not read it first (they keep both cores busy while it runs in the background), then half of
 # the short ones, then the long files that read it (it has finished by then), then the other
 # short ones, those that read it last.
-LONG_FILES = ("test_api_path.py", "test_notebook_costs.py", "test_canonical_notebooks.py",
+LONG_FILES = ("test_api_path.py", "test_notebook_costs.py",
               "test_serving_api.py", "test_serving_notebook.py", "test_notebooks_pgvector.py",
               "test_notebook_04.py", "test_runs_cli.py")
 

@@ -19,16 +19,13 @@ from memcost.run.notebooks import (
     stray_warnings,
 )
 
-STRAYS = ("05_analyse_costs.nbconvert.ipynb", "05_x_v2.ipynb")
-# The committed figures left alone, and small grids: which notebook runs is tested here, not the
-# figures of the paper's model (tests/test_notebook_costs.py runs 05 with the paper's grids).
-SMALL_GRIDS = {"heatmap_points": 13, "max_turns": 20, "growth_turns": 20, "gap_points": 5,
-               "today_max_turns": 20, "interactive_explorer": False}
+STRAYS = ("00_prepare_data.nbconvert.ipynb", "00_x_v2.ipynb")
+COPY = "00_prepare_data-Copy1.ipynb"  # what Jupyter names a duplicated notebook
 
 
 def _stray(path, marker):
     """A notebook that, if it ran, would write ``marker`` and fail the run."""
-    nb = nbformat.read(NOTEBOOKS_DIR / "05_analyse_costs.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOKS_DIR / "00_prepare_data.ipynb", as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(
         f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('a stray copy ran')"))
     nbformat.write(nb, path)
@@ -44,7 +41,7 @@ def test_the_repository_folder_holds_exactly_the_listed_notebooks():
 
 
 def test_gitignore_covers_the_copies():
-    for name in STRAYS[:1] + ("05_analyse_costs-Copy1.ipynb",):
+    for name in STRAYS[:1] + (COPY, "05_analyse_costs-Copy1.ipynb"):
         probe = subprocess.run(["git", "check-ignore", "-q", f"notebooks/{name}"], cwd=REPO_ROOT)
         assert probe.returncode == 0, f"{name} is not ignored"
 
@@ -53,27 +50,28 @@ def test_strays_are_warned_about_and_the_canonical_notebook_runs(tmp_path, capsy
     folder = tmp_path / "notebooks"
     shutil.copytree(NOTEBOOKS_DIR, folder)
     marker = tmp_path / "stray_ran"
-    for name in STRAYS + ("05_analyse_costs-Copy1.ipynb",):
+    for name in STRAYS + (COPY,):
         _stray(folder / name, marker)
-    assert discover_notebooks(folder)["05"].name == "05_analyse_costs.ipynb"
-    assert sorted(p.name for p in stray_notebooks(folder)) == sorted(
-        STRAYS + ("05_analyse_costs-Copy1.ipynb",))
-    assert all("05_analyse_costs.ipynb runs instead" in w for w in stray_warnings(folder))
+    assert discover_notebooks(folder)["00"].name == "00_prepare_data.ipynb"
+    assert sorted(p.name for p in stray_notebooks(folder)) == sorted(STRAYS + (COPY,))
+    assert all("00_prepare_data.ipynb runs instead" in w for w in stray_warnings(folder))
 
-    run = run_preset("paper_cost_model", run_name=str(tmp_path / "run"), notebooks_dir=folder,
-                     overrides={"repo_figures_dir": "", **SMALL_GRIDS})
+    # notebook 00 on one bundled sample: the quickest notebook the strays copy
+    run = run_preset("smoke", run_name=str(tmp_path / "run"), notebooks_dir=folder,
+                     steps=["00"], datasets=["locomo"])
     out = capsys.readouterr().out
     for name in STRAYS:
         assert f"warning: {name} in notebooks/ is not a canonical notebook" in out
     assert not marker.exists()
+    assert run.dataset("locomo").questions.is_file()  # what the canonical notebook writes
     manifest = json.loads(run.manifest.read_text())
-    entry = manifest["notebooks"]["05_analyse_costs"]
+    entry = manifest["notebooks"]["locomo/00_prepare_data"]
     assert entry["status"] == "ok"
-    canonical = folder / "05_analyse_costs.ipynb"
+    canonical = folder / "00_prepare_data.ipynb"
     assert entry["sha256"] == hashlib.sha256(canonical.read_bytes()).hexdigest()
     # the log holds the warnings and the line per notebook
     log = next(run.logs.glob("run-*.log")).read_text()
-    assert "warning: 05_x_v2.ipynb" in log and "notebook 1 of 1: 05_analyse_costs" in log
+    assert "warning: 00_x_v2.ipynb" in log and "notebook 1 of 1: 00_prepare_data" in log
 
 
 def test_a_foreign_folder_with_two_notebooks_for_one_number_is_an_error(tmp_path):

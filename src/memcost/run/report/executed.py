@@ -7,7 +7,9 @@ than its notebook is kept) so a reader without Jupyter can open what ran, output
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 from memcost.run.report.view import RunView
 
@@ -18,6 +20,14 @@ def executed_notebooks(view: RunView) -> list[Path]:
     return [p for p in found if not p.name.startswith(".")]
 
 
+@functools.cache
+def _exporter() -> Any:
+    """One exporter for every notebook of a report: its templates are loaded once."""
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter()
+
+
 def export_html(notebook: Path) -> Path | None:
     """``x.ipynb`` → ``x.html`` beside it; ``None`` when nbconvert cannot export it."""
     target = notebook.with_suffix(".html")
@@ -25,9 +35,8 @@ def export_html(notebook: Path) -> Path | None:
         return target
     try:
         import nbformat
-        from nbconvert import HTMLExporter
 
-        body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+        body, _ = _exporter().from_notebook_node(nbformat.read(notebook, as_version=4))
     except Exception:  # noqa: BLE001 - a missing or broken exporter leaves the .ipynb link only
         return None
     target.write_text(body, encoding="utf-8")
