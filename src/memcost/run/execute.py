@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from memcost.io import atomic_path
 
 
 class NotebookFailed(RuntimeError):
@@ -108,10 +111,6 @@ def _register_engine() -> None:
             if kwargs.get("nb") is not None:
                 self.nb = kwargs["nb"]
             if self.output_path:
-                import json
-
-                from memcost.io import atomic_path
-
                 with atomic_path(self.output_path) as tmp:
                     tmp.write_text(json.dumps(self.nb, ensure_ascii=False), encoding="utf-8")
             self.last_save_time = self.now()
