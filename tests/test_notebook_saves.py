@@ -3,12 +3,19 @@ notebook (compact while it runs, papermill's indented nbformat at the end)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import nbformat
 
 from memcost.run.execute import execute_notebook
 
 # Cell 2 reads the output notebook as it stands when cell 2 starts: cell 1's output must be in it.
 READ_BACK = """
+import subprocess
+import sys
+
 import nbformat
 seen = nbformat.read(output_path, as_version=4)
 nbformat.validate(seen)
@@ -35,3 +42,32 @@ def test_the_output_notebook_is_whole_after_every_cell(tmp_path):
     assert final.cells[3].outputs[0]["text"] == "read back\n"
     assert output.read_text(encoding="utf-8").startswith('{\n "cells": [')  # nbformat's layout
     assert [p.name for p in output.parent.iterdir()] == ["out.ipynb"]  # no temporary file left
+
+
+def _format_checkers(skip: bool) -> tuple[list[str], bool]:
+    """The formats jsonschema checks in a fresh process, and whether the IRI checker's package
+    is marked unavailable there, with or without the runner's skip before the first import."""
+    code = ("import json, sys\nfrom memcost.run.execute import skip_iri_format_checker\n"
+            + ("skip_iri_format_checker()\n" if skip else "")
+            + "import jsonschema, nbformat, papermill\n"
+              "nbformat.validate(nbformat.v4.new_notebook())\n"
+              "print(json.dumps([sorted(jsonschema.FormatChecker.checkers),"
+              " sys.modules.get('rfc3987_syntax', 'absent') is None]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    checkers, skipped = json.loads(out.stdout)
+    return checkers, skipped
+
+
+def test_a_process_that_runs_notebooks_leaves_out_the_iri_format_checker_only():
+    with_skip, skipped = _format_checkers(skip=True)
+    without, _ = _format_checkers(skip=False)
+    assert skipped
+    assert set(without) - set(with_skip) <= {"iri", "iri-reference"}
+    assert "date-time" in with_skip and "email" in with_skip
+
+
+def test_a_process_that_has_imported_jsonschema_is_left_as_it_is():
+    code = ("import sys, jsonschema\nfrom memcost.run.execute import skip_iri_format_checker\n"
+            "skip_iri_format_checker()\nprint(sys.modules.get('rfc3987_syntax', 'absent') is None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -91,6 +91,20 @@ def _kernel_manager_class() -> type:
     return IPCKernelManager
 
 
+def skip_iri_format_checker() -> None:
+    """Leave jsonschema's optional IRI format checker out of this process.
+
+    papermill, nbformat and nbconvert import jsonschema, which imports the optional package
+    ``rfc3987_syntax`` when it is installed (the Jupyter stack installs it) to check the ``iri``
+    format; that import compiles 38 grammars, a second of every process that runs notebooks.
+    No schema here uses that format. Marking the package unavailable before jsonschema's first
+    import makes jsonschema do what it does when the package is not installed: leave the two IRI
+    formats unchecked. A process that has already imported jsonschema is left as it is.
+    """
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)
+
+
 ENGINE_NAME = "memcost"  # the papermill engine below, registered on first use
 
 
@@ -134,6 +148,7 @@ def _register_engine() -> None:
 
 
 def execute_notebook(notebook: Path, output: Path, parameters: dict[str, Any], stream: bool) -> None:
+    skip_iri_format_checker()
     import papermill
     from papermill.exceptions import PapermillExecutionError
 

@@ -11,6 +11,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from memcost.run.execute import skip_iri_format_checker
 from memcost.run.report.view import RunView
 
 
@@ -33,6 +34,7 @@ def export_html(notebook: Path) -> Path | None:
     target = notebook.with_suffix(".html")
     if target.is_file() and target.stat().st_mtime >= notebook.stat().st_mtime:
         return target
+    skip_iri_format_checker()
     try:
         import nbformat
 
