@@ -135,6 +135,26 @@ def test_max_wait_hours_stops_cleanly_and_a_rerun_reattaches(tmp_path):
         rerun.close()
 
 
+def test_answers_a_rerun_no_longer_asks_for_are_counted_and_said(tmp_path, capsys):
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        server.batches.delay_s = 30.0
+        client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
+        with pytest.raises(BatchWaitExceeded):
+            client.chat_many([question(i) for i in range(4)])
+        client.close()
+        server.batches.delay_s = 0.0
+        rerun = _client(tmp_path, server, progress=True)
+        results = rerun.chat_many([question(i) for i in range(2)])  # its parameters changed
+        assert all(r.ok for r in results) and server.batches.created == 1
+        rerun.close()
+    [entry] = BatchJournal(rerun.run.root).entries()
+    assert entry.status == "completed" and entry.extra["completed"] == 2
+    assert entry.extra["unused"] == 2
+    assert len(read_jsonl(rerun.run.calls)) == 2  # the two used answers, nothing invented
+    err = capsys.readouterr().err
+    assert "batch_000001: 2 of its answers are for requests this call no longer sends" in err
+
+
 def test_the_budget_reserves_a_whole_batch_before_submitting(tmp_path):
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         client = _client(tmp_path, server, max_cost_usd=0.0001)

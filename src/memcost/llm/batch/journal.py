@@ -8,7 +8,9 @@ time, each before the step it guards goes on, so a run killed anywhere can re-at
   before the batch is created: a run killed between the two finds its batch by that file id.
 - ``created``: the batch exists (``batch_id``). Written before any waiting.
 - ``finished``: its results are in the cache and ledger (``status``, output and error file ids,
-  completed and failed counts). A finished batch is never attached to again.
+  completed and failed counts, and ``unused``: answers paid for requests the run re-attaching to
+  it no longer sends, because its parameters changed). A finished batch is never attached to
+  again.
 
 A batch that was uploaded or created but not finished is *open*: a rerun waits for it instead
 of submitting its requests again.
@@ -80,7 +82,7 @@ class BatchJournal:
                 by_file[file_id].status = str(event["status"])
                 by_file[file_id].extra = {k: event.get(k) for k in
                                           ("output_file_id", "error_file_id", "completed",
-                                           "failed")}
+                                           "failed", "unused")}
         return list(by_file.values())
 
     def open_entries(self, endpoint: str) -> list[Entry]:
@@ -104,9 +106,10 @@ class BatchJournal:
         entry.batch_id = batch_id
 
     def finished(self, entry: Entry, *, status: str, output_file_id: str | None,
-                 error_file_id: str | None, completed: int, failed: int) -> None:
+                 error_file_id: str | None, completed: int, failed: int,
+                 unused: int = 0) -> None:
         self._append({"event": "finished", "input_file_id": entry.input_file_id,
                       "batch_id": entry.batch_id, "status": status,
                       "output_file_id": output_file_id, "error_file_id": error_file_id,
-                      "completed": completed, "failed": failed})
+                      "completed": completed, "failed": failed, "unused": unused})
         entry.status = status

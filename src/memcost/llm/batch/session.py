@@ -182,9 +182,11 @@ class BatchSession:
             if file_id:
                 answers.update({a.key: a for a in read_answers(self.transport.content(file_id))})
         turnaround = time.monotonic() - tracked.started
-        cost, completed, failed = 0.0, 0, 0
+        cost, completed, failed, unused = 0.0, 0, 0, 0
         for key in entry.keys:
             request = self.todo.get(key)
+            if request is None and key in answers and answers[key].ok:
+                unused += 1  # paid, but not asked for by this call (see the note below)
             if request is None or self.client.cache.contains(key):
                 continue  # not asked for by this stage, or answered meanwhile
             answer = answers.get(key)
@@ -207,7 +209,13 @@ class BatchSession:
         self.failed += failed
         self.journal.finished(entry, status=state.status, output_file_id=state.output_file_id,
                               error_file_id=state.error_file_id, completed=completed,
-                              failed=failed)
+                              failed=failed, unused=unused)
+        if unused:
+            self._note(f"batch {state.id}: {unused} of its answers are for requests this call no "
+                       f"longer sends (the run's parameters changed since it was submitted); the "
+                       f"provider bills them, they are not used or recorded in calls.jsonl. They "
+                       f"stay in its output file {state.output_file_id} and are counted as "
+                       f"'unused' in {self.journal.path.name}.")
         if state.status != "completed":
             why = f": {state.errors}" if state.errors else ""
             self._note(f"batch {state.id} {state.status}{why}")
