@@ -135,7 +135,7 @@ def test_max_wait_hours_stops_cleanly_and_a_rerun_reattaches(tmp_path):
         rerun.close()
 
 
-def test_answers_a_rerun_no_longer_asks_for_are_counted_and_said(tmp_path, capsys):
+def test_answers_a_rerun_no_longer_asks_for_are_kept_as_asked(tmp_path, capsys):
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         server.batches.delay_s = 30.0
         client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
@@ -147,12 +147,40 @@ def test_answers_a_rerun_no_longer_asks_for_are_counted_and_said(tmp_path, capsy
         results = rerun.chat_many([question(i) for i in range(2)])  # its parameters changed
         assert all(r.ok for r in results) and server.batches.created == 1
         rerun.close()
+        [entry] = BatchJournal(rerun.run.root).entries()
+        assert entry.status == "completed"
+        assert (entry.extra["completed"], entry.extra["not_asked"], entry.extra["unused"]) == (
+            2, 2, 0)
+        err = capsys.readouterr().err
+        assert "batch_000001: 2 of its answers are for requests this call does not send" in err
+        records = read_jsonl(rerun.run.calls)  # all four paid answers, tagged as they were asked
+        assert sorted(r["question_id"] for r in records) == ["q0", "q1", "q2", "q3"]
+        assert all(r["execution"] == "batch" and not r["cached"] for r in records)
+        # a later call that sends the other two is answered from the cache: nothing sent again
+        later = _client(tmp_path, server)
+        assert all(r.ok for r in later.chat_many([question(i) for i in range(2, 4)]))
+        later.close()
+        assert server.batches.created == 1 and server.count(CHAT_PATH) == 0
+
+
+def test_a_batch_recorded_without_its_requests_counts_what_it_cannot_keep(tmp_path, capsys):
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        server.batches.delay_s = 30.0
+        client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
+        with pytest.raises(BatchWaitExceeded):
+            client.chat_many([question(i) for i in range(4)])
+        client.close()
+        for saved in (tmp_path / "run" / "batches").iterdir():
+            saved.unlink()  # as a journal written before the requests were kept beside it
+        server.batches.delay_s = 0.0
+        rerun = _client(tmp_path, server, progress=True)
+        assert all(r.ok for r in rerun.chat_many([question(i) for i in range(2)]))
+        rerun.close()
     [entry] = BatchJournal(rerun.run.root).entries()
-    assert entry.status == "completed" and entry.extra["completed"] == 2
-    assert entry.extra["unused"] == 2
-    assert len(read_jsonl(rerun.run.calls)) == 2  # the two used answers, nothing invented
-    err = capsys.readouterr().err
-    assert "batch_000001: 2 of its answers are for requests this call no longer sends" in err
+    assert (entry.extra["completed"], entry.extra["not_asked"], entry.extra["unused"]) == (2, 0, 2)
+    assert len(read_jsonl(rerun.run.calls)) == 2
+    assert "2 answers for requests this call does not send are billed but not used" in (
+        capsys.readouterr().err)
 
 
 def test_the_budget_reserves_a_whole_batch_before_submitting(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -196,3 +197,18 @@ def test_client_routes_each_model_to_its_endpoint(run_paths, monkeypatch):
                          model_backends={"openai/gpt-oss-120b": "custom"}, progress=False)
     assert client.endpoint_for("gpt-5-mini-2025-08-07").base_url == "https://api.openai.com/v1"
     assert client.endpoint_for("openai/gpt-oss-120b").base_url == "http://gpu-box:8000/v1"
+
+
+def test_a_request_written_as_a_record_reads_back_with_its_key_and_tags():
+    from memcost.llm.requests import request_from_record, request_record
+
+    chat = ChatRequest(model="gpt-5-mini-2025-08-07", messages=(("system", "s"), ("user", "u")),
+                       stage="judge", prompt_version="judge@v1", sample_index=2,
+                       reasoning_effort="low", max_output_tokens=50, json_mode=True,
+                       tags={"question_id": "q1", "dataset": "locomo"})
+    embed = EmbeddingRequest(model="text-embedding-3-small", inputs=("a", "b"), dimensions=256,
+                             tags={"conversation_id": "c1"})
+    for request in (chat, embed):
+        back = request_from_record(json.loads(json.dumps(request_record(request))))
+        assert back == request and back.key("p") == request.key("p")
+        assert back.tags == request.tags and type(back) is type(request)

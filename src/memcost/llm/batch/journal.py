@@ -8,12 +8,17 @@ time, each before the step it guards goes on, so a run killed anywhere can re-at
   before the batch is created: a run killed between the two finds its batch by that file id.
 - ``created``: the batch exists (``batch_id``). Written before any waiting.
 - ``finished``: its results are in the cache and ledger (``status``, output and error file ids,
-  completed and failed counts, and ``unused``: answers paid for requests the run re-attaching to
-  it no longer sends, because its parameters changed). A finished batch is never attached to
-  again.
+  completed and failed counts; ``not_asked``: of the completed, those the run that re-attached
+  no longer sends, its parameters having changed; ``unused``: such answers of a batch journaled
+  without its requests, paid and not stored). A finished batch is never attached to again.
 
 A batch that was uploaded or created but not finished is *open*: a rerun waits for it instead
 of submitting its requests again.
+
+Beside it, ``batches/<input file id>.requests.jsonl`` keeps each batch's requests as they were
+asked (written before the ``uploaded`` event): a rerun whose calls no longer send some of them
+(its parameters changed) still puts their paid answers in the cache and the ledger, tagged as
+they were asked.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memcost.io import JsonlAppender, read_jsonl
+from memcost.io import JsonlAppender, atomic_open, jsonl_line, read_jsonl
+from memcost.llm.requests import request_from_record, request_record
 
 FILE_NAME = "batches.jsonl"
+REQUESTS_FOLDER = "batches"  # beside it: each batch's requests, by input file id
 EVENTS = ("uploaded", "created", "finished")
 
 
@@ -63,6 +70,22 @@ class BatchJournal:
 
     def __init__(self, run_root: str | Path):
         self.path = journal_path(run_root)
+        self.requests_folder = Path(run_root) / REQUESTS_FOLDER
+
+    def _requests_path(self, input_file_id: str) -> Path:
+        return self.requests_folder / f"{input_file_id}.requests.jsonl"
+
+    def save_requests(self, input_file_id: str, requests: dict[str, Any]) -> None:
+        """The requests of one batch (cache key → request), before its ``uploaded`` event."""
+        self.requests_folder.mkdir(parents=True, exist_ok=True)
+        with atomic_open(self._requests_path(input_file_id)) as out:
+            for key, request in requests.items():
+                out.write(jsonl_line({"key": key, **request_record(request)}) + "\n")
+
+    def load_requests(self, entry: Entry) -> dict[str, Any]:
+        """The requests saved with ``entry`` (none for a batch journaled without them)."""
+        records = read_jsonl(self._requests_path(entry.input_file_id), missing_ok=True)
+        return {str(r.pop("key")): request_from_record(r) for r in records}
 
     def entries(self) -> list[Entry]:
         """Every batch in the file, in submission order, with its latest state."""
@@ -82,7 +105,7 @@ class BatchJournal:
                 by_file[file_id].status = str(event["status"])
                 by_file[file_id].extra = {k: event.get(k) for k in
                                           ("output_file_id", "error_file_id", "completed",
-                                           "failed", "unused")}
+                                           "failed", "not_asked", "unused")}
         return list(by_file.values())
 
     def open_entries(self, endpoint: str) -> list[Entry]:
@@ -107,9 +130,10 @@ class BatchJournal:
 
     def finished(self, entry: Entry, *, status: str, output_file_id: str | None,
                  error_file_id: str | None, completed: int, failed: int,
-                 unused: int = 0) -> None:
+                 not_asked: int = 0, unused: int = 0) -> None:
         self._append({"event": "finished", "input_file_id": entry.input_file_id,
                       "batch_id": entry.batch_id, "status": status,
                       "output_file_id": output_file_id, "error_file_id": error_file_id,
-                      "completed": completed, "failed": failed, "unused": unused})
+                      "completed": completed, "failed": failed, "not_asked": not_asked,
+                      "unused": unused})
         entry.status = status

@@ -158,6 +158,7 @@ class BatchSession:
         reserved = self.client.budget.reserve_batch(
             estimate, what=f"{len(part)} {requests[0].stage} requests to {part[0].model}")
         file_id = self.transport.upload(joined(part))
+        self.journal.save_requests(file_id, {line.key: self.todo[line.key] for line in part})
         entry = Entry(input_file_id=file_id, model=part[0].model, url=part[0].url,
                       stage=requests[0].stage, endpoint=self.endpoint.identity,
                       keys=[line.key for line in part], estimate_usd=estimate)
@@ -182,40 +183,54 @@ class BatchSession:
             if file_id:
                 answers.update({a.key: a for a in read_answers(self.transport.content(file_id))})
         turnaround = time.monotonic() - tracked.started
-        cost, completed, failed, unused = 0.0, 0, 0, 0
+        cost, completed, failed, not_asked, unused = 0.0, 0, 0, 0, 0
+        saved: dict[str, Any] | None = None  # the batch's requests as asked, read if needed
         for key in entry.keys:
-            request = self.todo.get(key)
-            if request is None and key in answers and answers[key].ok:
-                unused += 1  # paid, but not asked for by this call (see the note below)
-            if request is None or self.client.cache.contains(key):
-                continue  # not asked for by this stage, or answered meanwhile
-            answer = answers.get(key)
-            if answer is None or (not answer.ok and answer.retryable):
+            if self.client.cache.contains(key):
+                continue  # answered meanwhile
+            request, answer = self.todo.get(key), answers.get(key)
+            asked = request is not None
+            if not asked:  # a rerun whose calls no longer send it (its parameters changed)
+                if answer is None or not answer.ok:
+                    continue  # nothing paid to keep
+                saved = self.journal.load_requests(entry) if saved is None else saved
+                request = saved.get(key)
+                if request is None:  # journaled without its requests: paid, not usable
+                    unused += 1
+                    continue
+            elif answer is None or (not answer.ok and answer.retryable):
                 self.retry.add(key)
                 failed += 1
                 continue
-            if not answer.ok:  # a 4xx on this item: its own call records why it fails
+            elif not answer.ok:  # a 4xx on this item: its own call records why it fails
                 failed += 1
                 continue
             try:
                 cost += self.client._batch_result(request, self.endpoint, key, answer.body,
                                                   turnaround, self.round)
-                completed += 1
-            except ValueError:  # an answer we cannot read: ask again
-                self.retry.add(key)
+            except ValueError:  # an answer we cannot read: ask again (if this call asks)
+                if asked:
+                    self.retry.add(key)
                 failed += 1
+                continue
+            if asked:
+                completed += 1
+            else:
+                not_asked += 1
         self.client.budget.settle_batch(tracked.reserved, cost)
         self.answered += completed
         self.failed += failed
         self.journal.finished(entry, status=state.status, output_file_id=state.output_file_id,
                               error_file_id=state.error_file_id, completed=completed,
-                              failed=failed, unused=unused)
+                              failed=failed, not_asked=not_asked, unused=unused)
+        if not_asked:
+            self._note(f"batch {state.id}: {not_asked} of its answers are for requests this call "
+                       "does not send (the run's parameters changed since it was submitted); "
+                       "they are paid, so they are in the cache and the ledger, tagged as asked")
         if unused:
-            self._note(f"batch {state.id}: {unused} of its answers are for requests this call no "
-                       f"longer sends (the run's parameters changed since it was submitted); the "
-                       f"provider bills them, they are not used or recorded in calls.jsonl. They "
-                       f"stay in its output file {state.output_file_id} and are counted as "
-                       f"'unused' in {self.journal.path.name}.")
+            self._note(f"batch {state.id}: {unused} answers for requests this call does not send "
+                       f"are billed but not used: the batch was recorded without its requests. "
+                       f"They stay in its output file {state.output_file_id}.")
         if state.status != "completed":
             why = f": {state.errors}" if state.errors else ""
             self._note(f"batch {state.id} {state.status}{why}")
