@@ -115,16 +115,22 @@ def test_a_request_the_batch_rejects_fails_through_its_own_call(tmp_path):
         client.close()
 
 
+def _leave_an_open_batch(tmp_path, server, n: int) -> None:
+    """A run that submitted one batch of ``n`` questions and stopped waiting for it (the
+    server holds it back); the batch finishes as soon as the caller lets it."""
+    server.batches.delay_s = 30.0
+    client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
+    with pytest.raises(BatchWaitExceeded, match=r"max_wait_hours=0.000138889.*1 batch\(es\) "
+                       r"still running \(batch_000001\).*rerun the same command"):
+        client.chat_many([question(i) for i in range(n)])
+    assert not read_jsonl(client.run.calls, missing_ok=True)
+    client.close()
+    server.batches.delay_s = 0.0
+
+
 def test_max_wait_hours_stops_cleanly_and_a_rerun_reattaches(tmp_path):
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        server.batches.delay_s = 30.0
-        client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
-        with pytest.raises(BatchWaitExceeded, match=r"max_wait_hours=0.000138889.*1 batch\(es\) "
-                           r"still running \(batch_000001\).*rerun the same command"):
-            client.chat_many([question(i) for i in range(3)])
-        assert not read_jsonl(client.run.calls, missing_ok=True)
-        client.close()
-        server.batches.delay_s = 0.0
+        _leave_an_open_batch(tmp_path, server, 3)
         rerun = _client(tmp_path, server)
         results = rerun.chat_many([question(i) for i in range(4)])  # one more than before
         assert all(r.ok for r in results)
@@ -137,12 +143,7 @@ def test_max_wait_hours_stops_cleanly_and_a_rerun_reattaches(tmp_path):
 
 def test_answers_a_rerun_no_longer_asks_for_are_kept_as_asked(tmp_path, capsys):
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        server.batches.delay_s = 30.0
-        client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
-        with pytest.raises(BatchWaitExceeded):
-            client.chat_many([question(i) for i in range(4)])
-        client.close()
-        server.batches.delay_s = 0.0
+        _leave_an_open_batch(tmp_path, server, 4)
         rerun = _client(tmp_path, server, progress=True)
         results = rerun.chat_many([question(i) for i in range(2)])  # its parameters changed
         assert all(r.ok for r in results) and server.batches.created == 1
@@ -165,14 +166,9 @@ def test_answers_a_rerun_no_longer_asks_for_are_kept_as_asked(tmp_path, capsys):
 
 def test_a_batch_recorded_without_its_requests_counts_what_it_cannot_keep(tmp_path, capsys):
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        server.batches.delay_s = 30.0
-        client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
-        with pytest.raises(BatchWaitExceeded):
-            client.chat_many([question(i) for i in range(4)])
-        client.close()
+        _leave_an_open_batch(tmp_path, server, 4)
         for saved in (tmp_path / "run" / "batches").iterdir():
             saved.unlink()  # as a journal written before the requests were kept beside it
-        server.batches.delay_s = 0.0
         rerun = _client(tmp_path, server, progress=True)
         assert all(r.ok for r in rerun.chat_many([question(i) for i in range(2)]))
         rerun.close()

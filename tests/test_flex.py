@@ -12,13 +12,7 @@ from memcost.execution import FLEX_TIMEOUT_FACTOR
 from memcost.llm import BudgetExceeded, FatalAPIError
 from memcost.llm.flex import ExecutionUnsupported
 from memcost.run import PresetError, run_preset
-from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer(api_key=TEST_KEY) as srv:
-        yield srv
+from memcost.testing.openai_server import CHAT_PATH, Action
 
 
 @pytest.fixture(autouse=True)

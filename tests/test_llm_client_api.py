@@ -34,12 +34,6 @@ from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
 
 
-@pytest.fixture
-def server():
-    with FakeOpenAIServer(api_key=TEST_KEY) as srv:
-        yield srv
-
-
 @pytest.fixture(autouse=True)
 def key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)

@@ -71,3 +71,12 @@ def test_a_process_that_has_imported_jsonschema_is_left_as_it_is():
             "skip_iri_format_checker()\nprint(sys.modules.get('rfc3987_syntax', 'absent') is None)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_runner_starts_without_scipy_stats():
+    # memcost.stats reaches the runner through the cost analysis; scipy.stats (0.6 s) is
+    # imported by the two functions that compute with it, not by every run's process
+    code = ("import sys, memcost.cli.main, memcost.run, memcost.stats\n"
+            "print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -24,7 +24,13 @@ from memcost.costs.scenarios import (
     long_context_for,
     memory_for,
 )
-from memcost.costs.timeline import break_even_of, timeline, timeline_break_even
+from memcost.costs.timeline import (
+    LongContext,
+    Memory,
+    break_even_of,
+    timeline,
+    timeline_break_even,
+)
 from memcost.prices import Price
 
 MAX_QUESTIONS = 1_000  # break-even searched up to this many questions (None beyond)
@@ -42,8 +48,7 @@ def scenario_timeline(
     """Per-question costs of scenario ``s`` for questions at ``times`` (history grows by
     ``growth_tokens`` between questions)."""
     history = context_tokens + growth_tokens * np.arange(len(times))
-    lc = long_context_for(s, policy or default_policy(s), assumptions)
-    return timeline(lc, memory_for(s, assumptions), times, history)
+    return timeline(*_billing(s, policy, assumptions), times, history)
 
 
 def scenario_break_even_at(
@@ -56,8 +61,15 @@ def scenario_break_even_at(
 ) -> int | None:
     """Break-even N of scenario ``s`` for questions at ``times`` on a fixed history (``None``:
     not within them); what :func:`scenario_timeline` would give, without the questions after."""
-    lc = long_context_for(s, policy or default_policy(s), assumptions)
-    return timeline_break_even(lc, memory_for(s, assumptions), times, context_tokens)
+    return timeline_break_even(*_billing(s, policy, assumptions), times, context_tokens)
+
+
+def _billing(
+    s: PriceScenario, policy: str | None, assumptions: Assumptions
+) -> tuple[LongContext, Memory]:
+    """How scenario ``s`` bills a long-context question (under ``policy``, else the scenario's
+    own) and memory."""
+    return long_context_for(s, policy or default_policy(s), assumptions), memory_for(s, assumptions)
 
 
 def scenario_break_even(
