@@ -9,7 +9,7 @@ import pytest
 from llm_helpers import TEST_KEY, api_client, question
 from test_memory import api_responder, yoga_conversation
 
-from memcost.io import read_json
+from memcost.io import read_json, read_jsonl
 from memcost.memory import MemoryBuilder, MemoryConfig
 from memcost.memory import facts as memory_files
 from memcost.run.presets import PresetError, check_fraction
@@ -165,3 +165,54 @@ def test_items_the_endpoint_refuses_are_failed_items_not_an_outage(run_paths, se
     client.close()
     assert [r.failure_kind for r in results] == ["rejected"] * 8
     assert server.count(CHAT_PATH, status=400) == 8
+
+
+def is_update(path: str, body: dict) -> bool:
+    return path == CHAT_PATH and body["messages"][0]["content"].startswith(
+        "You keep a personal assistant's long-term memory consistent")
+
+
+def active_facts(ds, user):
+    facts = pd.read_parquet(ds.memory / "users" / user / "facts.parquet")
+    return sorted(facts.loc[facts["status"] == "active", "text"])
+
+
+@pytest.mark.parametrize("action", [
+    Action(status=500),
+    Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
+], ids=["outage", "refused"])
+def test_a_failed_update_call_is_a_failed_segment_not_an_add(run_paths, server, tmp_path, action):
+    # the update phase of pair-1's second segment fails after its retries: that segment is a
+    # failed item (its user unfinished, the stage counts it), never "ADD every candidate"
+    server.on(lambda p, b: is_update(p, b) and "pair-2" not in str(b), action, times=None)
+    client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=50)
+    ds, report = build(run_paths, client)
+    client.close()
+    assert report.failed_segments == 1 and report.incomplete == ["pair-1"]
+    assert memory_files.read_done(ds, "pair-1") is None
+    assert memory_files.read_incomplete(ds, "pair-1")["failed_segments"] == 1
+    segments = pd.read_parquet(ds.memory / "users" / "pair-1" / "segments.parquet")
+    failed = segments.loc[segments["status"] == "failed"]
+    assert failed["segment_index"].tolist() == [1]
+    assert failed["error"].iloc[0].startswith("update phase: ")
+    # nothing of the failed segment reached the memory: no stale "three times" ADD beside
+    # "twice a week", and no decision recorded for it
+    assert active_facts(ds, "pair-1") == ["Ana goes to yoga twice a week.",
+                                          "Ben has a beagle named Pretzel."]
+    updates = read_jsonl(ds.memory / "users" / "pair-1" / "updates.jsonl")
+    assert all(u["segment_index"] == 0 for u in updates)
+    status = record_status(run_paths, "01_extract_facts", "locomo")
+    assert (status.status, status.failed, status.total) == (WITH_FAILURES, 1, 4)
+    with pytest.raises(StageFailures, match="1 of 4 segments failed"):
+        check_failures([status], 0.0)
+
+    server.clear()  # the endpoint answers again: the resume repairs pair-1's memory
+    client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=50)
+    ds, report = build(run_paths, client)
+    client.close()
+    assert report.built == ["pair-1"] and report.resumed == ["pair-2"]
+    assert report.failed_segments == 0 and memory_files.read_done(ds, "pair-1")
+    assert active_facts(ds, "pair-1") == active_facts(ds, "pair-2") == [
+        "Ana goes to yoga three times a week (twice a week until April 2023).",
+        "Ben has a beagle named Pretzel."]
+    assert record_status(run_paths, "01_extract_facts", "locomo").status == COMPLETE

@@ -187,6 +187,15 @@ def apply_planned(
     return records
 
 
+def fail_segment(state: UserState, index: int, error: str) -> None:
+    """Mark segment ``index`` of the user as failed (its extraction had succeeded)."""
+    for row in state.segment_rows:
+        if row["segment_index"] == index:
+            row.update(status="failed", candidates=0, error=error)
+            return
+    raise KeyError(f"user {state.plan.user!r} has no segment {index}")
+
+
 class MemoryBuilder:
     """Builds every user's memory for one dataset into ``<ds>/memory/`` (notebook 01)."""
 
@@ -297,7 +306,12 @@ class MemoryBuilder:
 
     def update_wave(self, states: Mapping[str, UserState], w: int, waves: int,
                     report: BuildReport) -> None:
-        """The update phase for segment ``w`` of every user that has one with new facts."""
+        """The update phase for segment ``w`` of every user that has one with new facts.
+
+        A call that failed after its retries makes segment ``w`` a failed segment of its user:
+        none of its facts reach the memory (adding them all would silently change what the
+        update phase decides), the user is written as incomplete, and a resume builds it again.
+        """
         cfg = self.config
         calls, direct = [], []
         for u, state in states.items():
@@ -310,16 +324,22 @@ class MemoryBuilder:
                                model=cfg.extraction_model,
                                reasoning_effort=cfg.extraction_reasoning_effort,
                                update_phase=cfg.update_phase)
-            (direct if isinstance(step, str) else calls).append((u, cands, compared, step))
+            (calls if step.needs_call else direct).append((u, cands, compared, step))
         results = self.client.chat_many(
-            [c[3] for c in calls], offline=offline_update, parse=parse_update,
+            [c[3].request for c in calls], offline=offline_update, parse=parse_update,
             desc=f"update phase, segment {w + 1}/{waves}", progress=False,
         ) if calls else []
         report.update_calls += len(calls)
-        planned = [(u, resolve_decisions(cands, compared, result, request.payload["ids"]))
-                   for (u, cands, compared, request), result in zip(calls, results, strict=True)]
-        planned += [(u, resolve_decisions(cands, compared, None, {}, note=note))
-                    for u, cands, compared, note in direct]
+        planned = []
+        for (u, cands, compared, step), result in zip(calls, results, strict=True):
+            if result.ok:
+                planned.append((u, resolve_decisions(cands, compared, result,
+                                                     step.request.payload["ids"])))
+            else:
+                fail_segment(states[u], w, f"update phase: {result.error or result.parse_error}")
+                report.failed_segments += 1
+        planned += [(u, resolve_decisions(cands, compared, None, {}, note=step.note))
+                    for u, cands, compared, step in direct]
         memories = {u: states[u].memory for u, _ in planned}
         for u, records in apply_planned(self.client, cfg, memories, planned).items():
             states[u].updates.extend(records)

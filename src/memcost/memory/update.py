@@ -139,7 +139,6 @@ class Decision:
     target: str | None = None  # fact id (long form)
     text: str | None = None  # merged text for UPDATE
     note: str | None = None  # why the model's decision was changed, or why no call was made
-    error: str | None = None  # the update call failed
     compared: list[str] = field(default_factory=list)
     backend: str | None = None
     prompt_version: str | None = None
@@ -156,25 +155,27 @@ def resolve_decisions(
     """Turn a reply (or no call) into one checked decision per candidate.
 
     A missing decision, or an UPDATE/DELETE naming an unknown memory, becomes ADD (the
-    information is kept, never lost to a bad reply); a failed call adds every candidate.
+    information is kept, never lost to a bad reply). A call that failed after its retries
+    has no decisions: its segment is a failed item (see
+    :meth:`memcost.memory.build.MemoryBuilder.update_wave`), and turning it into "ADD every
+    candidate" would silently change the memory a resume can never repair.
     """
+    if result is not None and not result.ok:
+        raise ValueError(f"the update call failed ({result.error or result.parse_error}): its "
+                         "segment is a failed item, not a set of decisions")
     backend = result.backend if result is not None else None
     version = result.request.prompt_version if result is not None else None
-    error = None
     parsed: dict[int, dict[str, Any]] = {}
     if result is not None:
-        error = result.error or result.parse_error
         for item in result.parsed or []:
             parsed.setdefault(item["fact"], item)
     out = []
     for i, (cand, ids_i) in enumerate(zip(candidates, compared, strict=True)):
         d = Decision(cand, "ADD", compared=list(ids_i), backend=backend, prompt_version=version,
-                     note=note, error=error)
+                     note=note)
         item = parsed.get(i + 1)
         if result is None:
             pass
-        elif error is not None:
-            d.note = "update call failed: added"
         elif item is None:
             d.note = "no decision returned: added"
         else:
@@ -235,7 +236,6 @@ def apply_decisions(
                 "backend": d.backend,
                 "prompt_version": d.prompt_version,
                 "note": note,
-                "error": d.error,
             }
         )
     return records
@@ -250,6 +250,19 @@ def similar_facts(
     return memory.similar(matrix, k)
 
 
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What the update phase does with one segment's new facts: a model call (``request``),
+    or none, with the ``note`` saying why (the phase is off, or the memory is still empty)."""
+
+    request: ChatRequest | None = None
+    note: str | None = None
+
+    @property
+    def needs_call(self) -> bool:
+        return self.request is not None
+
+
 def plan_update(
     memory: UserMemory,
     candidates: Sequence[Candidate],
@@ -259,15 +272,14 @@ def plan_update(
     model: str = EXTRACTION_MODEL,
     reasoning_effort: str = "low",
     update_phase: bool = True,
-) -> ChatRequest | str:
-    """The update call for one segment's new facts, or (a ``str``) the note saying why no call
-    is needed: the update phase is off, or the user's memory is still empty."""
+) -> UpdatePlan:
+    """The update call for one segment's new facts, or the note saying why none is needed."""
     if not update_phase:
-        return "update phase off: added"
+        return UpdatePlan(note="update phase off: added")
     if not memory.active_ids():
-        return "memory empty: added without a call"
-    return update_request(memory, candidates, compared, dataset=dataset, model=model,
-                          reasoning_effort=reasoning_effort)
+        return UpdatePlan(note="memory empty: added without a call")
+    return UpdatePlan(request=update_request(memory, candidates, compared, dataset=dataset,
+                                             model=model, reasoning_effort=reasoning_effort))
 
 
 def merged_rows(decisions: Sequence[Decision]) -> list[int]:
