@@ -77,3 +77,23 @@ def test_a_damaged_cache_names_the_file_and_the_two_ways_out(paid_run):
     message = str(info.value)
     assert str(cache_path) in message and "move it aside" in message
     assert "cache_mode=off" in message
+
+
+def test_a_billed_call_is_recorded_even_when_the_cache_write_fails(run_paths, tmp_path,
+                                                                   monkeypatch):
+    # the cache's disk is full: the answered call was billed, so it is recorded all the same;
+    # the cache error still stops the call (and names itself), but no money goes unseen
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = api_client(run_paths, server.url, tmp_path)
+
+        def full_disk(*args, **kwargs):
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(client.cache, "put", full_disk)
+        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            client.chat(question(1))
+        client.close()
+    records = read_jsonl(run_paths.calls)
+    assert len(records) == 1 and is_paid(records[0]) and not records[0]["cached"]
+    assert records[0]["prompt_tokens"] > 0 and records[0]["error"] is None

@@ -175,14 +175,18 @@ class CallMixin:
         else:
             self.budget.settle(reserved, request.model, outcome.usage, outcome.billed_usd,
                                outcome.execution)
-            if failure is None:
-                self._store(request, outcome, usage_estimated)  # only answers are cached
-            else:
+            if failure is not None:
                 outcome.failure_kind, outcome.error = failure
-        self._account(
-            request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
-        )
-        self._record(request, outcome)
+        # The cache row first: a kill between the two writes leaves a row whose missing record
+        # a resume recovers (_cached_call), so nothing is paid twice. A cache write that fails
+        # (a full disk) still stops the call, but the billed call is on the ledger first.
+        try:
+            if response is not None and failure is None:
+                self._store(request, outcome, usage_estimated)  # only answers are cached
+        finally:
+            self._account(request, outcome, sent=True, paid=response is not None,
+                          usage_estimated=usage_estimated)
+            self._record(request, outcome)
         # The endpoint-down stops count calls that got no answer; an item the endpoint refused
         # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
         self._note_failure(response is None and not rejected, request)
