@@ -20,6 +20,12 @@ CASES = [
     (["-p", "max_concurrency=0"], "expected a number at least 1"),
     (["-p", "judge_prompts=[judge, judge_lenent]"], "valid choices: judge, judge_lenient"),
     (["--steps", "02"], "step 02 needs locomo/data/questions.parquet, written by step 00"),
+    (["-p", "vector_store=pgvectr"], "parameter vector_store='pgvectr': expected one of the "
+                                     "choices; valid choices: faiss, pgvector"),
+    (["-p", "pgvector_iterative_scan=fast"], "valid choices: off, relaxed_order, strict_order"),
+    (["-p", "pgvector_layout=one_table"], "valid choices: shared, per_user"),
+    (["-p", "pgvector_dsn=host:5432 hunter2"], "parameter pgvector_dsn: expected a PostgreSQL "
+                                               "connection URI"),
 ]
 
 
@@ -39,6 +45,7 @@ def test_a_bad_value_is_one_line_and_creates_nothing(tmp_path, capsys, extra, me
     problems = [ln for ln in err.splitlines() if "error:" in ln]  # argparse adds its usage
     assert len(problems) == 1 and message in problems[0]
     assert not run_dir.exists()
+    assert "hunter2" not in err  # a malformed dsn may hold a password: never repeated
 
 
 def test_values_are_coerced_to_the_declared_type():
@@ -50,3 +57,12 @@ def test_values_are_coerced_to_the_declared_type():
         check_value("update_phase", "yes please", "bool")
     with pytest.raises(PresetError, match=r"expected a dict"):
         check_value("model_backends", "openrouter", "dict")
+
+
+@pytest.mark.parametrize("dsn", ["", "postgresql://postgres:@127.0.0.1:5432/memcost",
+                                 "postgres://u:p@db/x", "host=localhost port=5432 dbname=x",
+                                 "host=/tmp dbname='my db'"])
+def test_well_formed_dsns_pass(dsn):
+    from memcost.run.validate import check_dsn
+
+    check_dsn(dsn)

@@ -11,6 +11,7 @@ value, the expected type and the valid choices (:class:`PresetError`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from memcost.prices import UnknownPriceError, price_for
 from memcost.prompts import JUDGE_PROMPTS
 from memcost.run.presets import Preset, PresetError, selected_steps
 from memcost.run.secrets import check_secrets
+from memcost.vectorstore.base import LAYOUTS, STORES
+from memcost.vectorstore.pgvector import ITERATIVE_SCANS
 
 EFFORTS = ("minimal", "low", "medium", "high")
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -51,7 +54,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "reasoning_effort": EFFORTS,
     "judge_prompts": tuple(JUDGE_PROMPTS),  # each element
     "batch_retry": BATCH_RETRY_MODES,
+    "vector_store": STORES,
+    "pgvector_layout": LAYOUTS,
+    "pgvector_iterative_scan": ITERATIVE_SCANS,
 }
+_DSN_URI = re.compile(r"^postgres(?:ql)?://[^\s]*$")
+_DSN_PAIRS = re.compile(r"^\s*(?:[A-Za-z_]+\s*=\s*(?:'[^']*'|\S+)\s*)+$")
 # Lowest (and highest) value of numeric parameters.
 RANGES: dict[str, tuple[float, float]] = {
     **dict.fromkeys(("limit_conversations", "limit_questions", "sample_conversations",
@@ -123,11 +131,23 @@ def check_value(name: str, value: Any, annotation: str) -> Any:
     return value
 
 
+def check_dsn(dsn: str) -> None:
+    """``pgvector_dsn``: empty, a ``postgresql://`` URI or ``key=value`` pairs. The message never
+    repeats the value (it may hold a password)."""
+    if dsn and not (_DSN_URI.match(dsn) or _DSN_PAIRS.match(dsn)):
+        raise PresetError(
+            "parameter pgvector_dsn: expected a PostgreSQL connection URI "
+            "(postgresql://user@host:5432/db) or key=value pairs (host=... dbname=...); "
+            "empty for the private server inside the run directory")
+
+
 def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
     """Check and coerce, in place, the values of one block that some notebook declares."""
     for name in list(values):
         if name in declared:
             values[name] = check_value(name, values[name], declared[name])
+    if isinstance(values.get("pgvector_dsn"), str):
+        check_dsn(values["pgvector_dsn"])
     if "price_overrides" in values:
         try:
             values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
