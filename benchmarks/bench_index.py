@@ -1,4 +1,5 @@
-"""Benchmark of the per-user HNSW index (``memcost.memory.store``) on offline-embedded facts.
+"""Benchmark of the per-user HNSW index (``memcost.vectorstore.faiss_store``) on offline-embedded
+facts.
 
 Facts are made like the offline extractor's facts on the bundled samples: template sentences
 ("On 8 May 2023, Maya said: I go to yoga twice a week at the studio near my office.") over a
@@ -29,7 +30,9 @@ import numpy as np
 import pandas as pd
 
 from memcost.llm import HashingEmbedder
-from memcost.memory import store as index
+from memcost.vectorstore import faiss_index as index
+from memcost.vectorstore.base import EF_CONSTRUCTION, HNSW_M
+from memcost.vectorstore.faiss_store import FaissStore
 
 DIMS = 1_536
 K = 20
@@ -107,16 +110,14 @@ def percentiles_ms(seconds: list[float]) -> tuple[float, float]:
     return float(np.percentile(values, 50)), float(np.percentile(values, 95))
 
 
-def user_index(vectors: np.ndarray, *, m: int = index.HNSW_M,
-               ef_construction: int = index.EF_CONSTRUCTION) -> tuple[index.UserIndex, float]:
-    """An in-memory index as notebook 01 builds it (no files), and its build time."""
-    table = pd.DataFrame({"fact_id": [f"bench:f{i}" for i in range(len(vectors))],
-                          "conversation_id": "bench"})
-    table["faiss_id"] = [index.fact_key(f) for f in table["fact_id"]]
+def user_index(vectors: np.ndarray, *, m: int = HNSW_M,
+               ef_construction: int = EF_CONSTRUCTION) -> tuple[FaissStore, float]:
+    """One user's index in the FAISS store notebook 01 writes (here in memory, no files), and
+    its build time."""
+    store = FaissStore(vectors.shape[1], m=m, ef_construction=ef_construction)
     t0 = time.perf_counter()
-    built = index.build_hnsw(vectors, table["faiss_id"].to_numpy(), m=m,
-                             ef_construction=ef_construction)
-    return index.UserIndex("bench", built, table), time.perf_counter() - t0
+    store.build_user("bench", [f"bench:f{i}" for i in range(len(vectors))], vectors)
+    return store, time.perf_counter() - t0
 
 
 def time_searches(search, queries: np.ndarray, warmup: int = 10) -> tuple[list[float], list]:
@@ -158,7 +159,7 @@ def main() -> None:
             if ef in EF_BEYOND and reached:
                 break
             latencies, found = time_searches(
-                lambda q, ef=ef, idx=idx: idx.search(q, K, ef_search=ef)[0][0], query_vectors)
+                lambda q, ef=ef, idx=idx: idx.search("bench", q, K, ef_search=ef).scores[0], query_vectors)
             p50, p95 = percentiles_ms(latencies)
             found = np.stack(found)
             recall = index.recall_at_k(found, exact_scores)
@@ -202,7 +203,7 @@ def main() -> None:
 
         exact_lat, exact_found = time_searches(exact, query_vectors)
         hnsw_lat, hnsw_found = time_searches(
-            lambda q, idx=idx: idx.search(q, K, ef_search=40)[0][0], query_vectors)
+            lambda q, idx=idx: idx.search("bench", q, K, ef_search=40).scores[0], query_vectors)
         recall = index.recall_at_k(np.stack(hnsw_found), np.stack(exact_found))
         e50, e95 = percentiles_ms(exact_lat)
         h50, h95 = percentiles_ms(hnsw_lat)

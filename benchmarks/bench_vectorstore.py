@@ -7,7 +7,8 @@ after the index scan, which yields about ``hnsw.ef_search`` candidates from ever
 script measures what that does at the paper's settings (``m = 16``, ``ef_construction = 64``,
 cosine, ``k = 20``) for:
 
-- ``faiss``: one FAISS ``IndexHNSWFlat`` per user (:mod:`memcost.memory.store`, the default store);
+- ``faiss``: one FAISS ``IndexHNSWFlat`` per user (:mod:`memcost.vectorstore.faiss_store`, the
+  default store);
 - ``pg-shared``: one pgvector table, one HNSW index, ``WHERE user_id = ...``;
 - ``pg-shared-planner``: the same table with the planner free to choose its plan (the other
   stores force the HNSW index): as in production, it may prefer an exact scan and sort;
@@ -50,7 +51,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memcost.memory import store as index
+from memcost.vectorstore import faiss_index as index
 from memcost.vectorstore.base import SearchResult, VectorStore
 from memcost.vectorstore.embedded import PgServer
 from memcost.vectorstore.faiss_store import FaissStore

@@ -1,24 +1,21 @@
-"""Per-user HNSW indexes: round trip, the checks on load, search quality against exact search."""
+"""The FAISS store's per-user files: round trip, the checks on load, search quality against
+exact search."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from memcost.llm import HashingEmbedder
-from memcost.memory import store as index
-
-
-def fact_table(user: str, texts: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({
-        "fact_id": [f"{user}:f{i}" for i in range(len(texts))],
-        "conversation_id": user,
-        "text": texts,
-    })
-
+from memcost.vectorstore import IndexMismatch
+from memcost.vectorstore import faiss_index as index
+from memcost.vectorstore.faiss_store import FaissStore
 
 TEXTS = [
     "Ana goes to yoga three times a week.",
@@ -29,65 +26,85 @@ TEXTS = [
 ]
 
 
-def test_save_load_round_trip_searches_the_same(tmp_path):
+def ids(user: str, n: int) -> list[str]:
+    return [f"{user}:f{i}" for i in range(n)]
+
+
+def test_write_read_round_trip_searches_the_same(tmp_path):
     vectors = HashingEmbedder(64).embed(TEXTS)
-    saved = index.save_user_index(tmp_path, "ana", vectors, fact_table("ana", TEXTS), m=8,
-                                  ef_construction=32, extra_meta={"embedding_model": "x"})
-    loaded = index.load_user_index(tmp_path, "ana")
-    assert len(loaded) == 5 and loaded.dims == 64
-    assert loaded.meta == {"user": "ana", "dims": 64, "count": 5, "hnsw_m": 8,
-                           "ef_construction": 32, "metric": "inner_product",
-                           "embedding_model": "x"}
-    assert loaded.table["index_id"].tolist() == [0, 1, 2, 3, 4]
+    written = FaissStore(64, folder=tmp_path, m=8, ef_construction=32)
+    written.build_user("ana", ids("ana", 5), vectors)
+    read = FaissStore(0, folder=tmp_path)  # a reader that learns the dimensions from the files
+    assert read.users() == ["ana"] and read.is_built("ana") and not read.is_built("ben")
+    assert read.count("ana") == 5 and read.dims == 64
+    files = index.read_user_files(tmp_path, "ana")
+    assert files.meta == {"user": "ana", "dims": 64, "count": 5, "hnsw_m": 8,
+                          "ef_construction": 32, "metric": "inner_product"}
+    table = pd.read_parquet(index.index_paths(tmp_path, "ana")[1])
+    assert table["fact_id"].tolist() == ids("ana", 5)
+    assert table["index_id"].tolist() == [0, 1, 2, 3, 4]
     query = HashingEmbedder(64).embed(["Where does Lena live?"])
-    for idx in (saved, loaded):
-        scores, rows = idx.search(query, 3)
-        assert rows[0][0] == 1  # the Porto fact
-        assert scores[0][0] == pytest.approx(float(vectors[1] @ query[0]), abs=1e-5)
-    assert np.allclose(loaded.vectors(), vectors, atol=1e-6)
-    scores, rows = loaded.search(query, 10)  # more than there are: padded
-    assert (rows[0][5:] == -1).all() and np.isneginf(scores[0][5:]).all()
+    for store in (written, read):
+        found = store.search("ana", query, 3)
+        assert found.fact_ids[0][0] == "ana:f1"  # the Porto fact
+        assert found.scores[0][0] == pytest.approx(float(vectors[1] @ query[0]), abs=1e-5)
+    assert np.allclose(read.vectors("ana")[1], vectors, atol=1e-6)
+    found = read.search("ana", query, 10)  # more than there are: padded
+    assert (found.fact_ids[0][5:] == "").all() and np.isneginf(found.scores[0][5:]).all()
+    assert found.returned.tolist() == [5]
 
 
-def test_an_index_that_does_not_match_its_table_is_an_error_naming_the_user(tmp_path):
+def test_files_that_do_not_match_are_an_error_naming_the_user(tmp_path):
     embed = HashingEmbedder(32).embed
-    index.save_user_index(tmp_path, "ana", embed(TEXTS), fact_table("ana", TEXTS))
-    index.save_user_index(tmp_path, "ben", embed(TEXTS[:4]), fact_table("ben", TEXTS[:4]))
+    store = FaissStore(32, folder=tmp_path)
+    store.build_user("ana", ids("ana", 5), embed(TEXTS))
+    store.build_user("ben", ids("ben", 4), embed(TEXTS[:4]))
     faiss_path, table_path = index.index_paths(tmp_path, "ana")
 
-    table = pd.read_parquet(table_path)
-    table.iloc[:4].to_parquet(table_path)  # a fact lost from the table
-    with pytest.raises(index.IndexMismatch, match=r"user 'ana'.*5 vectors, the table 4 facts"):
-        index.load_user_index(tmp_path, "ana")
+    def load():
+        return FaissStore(32, folder=tmp_path).count("ana")
 
-    table.iloc[[1, 0, 2, 3, 4]].to_parquet(table_path)  # same facts, wrong order
-    with pytest.raises(index.IndexMismatch, match=r"user 'ana'.*not the table's facts"):
-        index.load_user_index(tmp_path, "ana")
+    table = pd.read_parquet(table_path)
+    meta = {b"memcost.index": json.dumps(index.read_meta(table_path)).encode()}
+
+    def write(frame):  # the fact ids edited, the file's own record kept
+        arrow = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(meta)
+        pq.write_table(arrow, table_path)
+
+    write(table.iloc[:4])  # a fact lost from the table
+    with pytest.raises(IndexMismatch, match=r"user 'ana'.*5 vectors, the table 4 facts"):
+        load()
+
+    write(table.iloc[[1, 0, 2, 3, 4]])  # same facts, wrong order
+    with pytest.raises(IndexMismatch, match=r"user 'ana'.*not the table's facts"):
+        load()
 
     # Ben's index (4 vectors) beside a 4-fact table of Ana's: same count, but the ids carry
     # the user, so the facts do not match.
     ben_faiss, ben_table = index.index_paths(tmp_path, "ben")
-    table.iloc[:4].to_parquet(table_path)
+    write(table.iloc[:4])
     shutil.copy(ben_faiss, faiss_path)
-    with pytest.raises(index.IndexMismatch, match=r"user 'ana'.*not the table's facts"):
-        index.load_user_index(tmp_path, "ana")
+    with pytest.raises(IndexMismatch, match=r"user 'ana'.*not the table's facts"):
+        load()
 
     shutil.copy(ben_table, table_path)  # Ben's files under Ana's name, table and all
-    with pytest.raises(index.IndexMismatch, match=r"user 'ana'.*belongs to user 'ben'"):
-        index.load_user_index(tmp_path, "ana")
+    with pytest.raises(IndexMismatch, match=r"user 'ana'.*belong to user 'ben'"):
+        load()
 
     faiss_path.unlink()
-    with pytest.raises(index.IndexMismatch, match=r"user 'ana': missing \['ana.faiss'\]"):
-        index.load_user_index(tmp_path, "ana")
+    assert not FaissStore(32, folder=tmp_path).is_built("ana")
+    with pytest.raises(IndexMismatch, match=r"user 'ana': missing \['ana.faiss'\]"):
+        load()
+    with pytest.raises(IndexMismatch, match="32 dimensions, the questions. embeddings 16"):
+        FaissStore(16, folder=tmp_path).count("ben")
 
 
 def test_an_empty_memory_round_trips(tmp_path):
-    empty = fact_table("nobody", [])
-    index.save_user_index(tmp_path, "nobody", np.zeros((0, 16), np.float32), empty, dims=16)
-    loaded = index.load_user_index(tmp_path, "nobody")
-    assert len(loaded) == 0 and loaded.dims == 16
-    scores, rows = loaded.search(np.ones((1, 16), np.float32), 20)
-    assert (rows == -1).all() and rows.shape == (1, 20)
+    FaissStore(16, folder=tmp_path).build_user("nobody", [], np.zeros((0, 16), np.float32))
+    read = FaissStore(0, folder=tmp_path)
+    assert read.count("nobody") == 0 and read.dims == 16
+    found = read.search("nobody", np.ones((1, 16), np.float32), 20)
+    assert (found.fact_ids == "").all() and found.fact_ids.shape == (1, 20)
 
 
 def test_user_stems_are_safe_and_distinct():
@@ -109,12 +126,12 @@ def test_hnsw_finds_what_exact_search_finds_at_a_few_hundred_facts(tmp_path):
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((400, 48)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    table = fact_table("u", [f"fact {i}" for i in range(400)])
-    idx = index.save_user_index(tmp_path, "u", vectors, table)
+    store = FaissStore(48, folder=tmp_path)
+    store.build_user("u", ids("u", 400), vectors)
     queries = rng.standard_normal((50, 48)).astype(np.float32)
-    exact_scores, exact_rows = index.exact_search(vectors, queries, 20)
-    assert np.allclose(exact_scores[:, 0], (queries @ vectors.T).max(axis=1), atol=1e-5)
-    low_scores, _ = idx.search(queries, 20, ef_search=16)
-    default_scores, _ = idx.search(queries, 20)
-    low, default = (index.recall_at_k(s, exact_scores) for s in (low_scores, default_scores))
+    exact = store.exact_search("u", queries, 20)
+    assert np.allclose(exact.scores[:, 0], (queries @ vectors.T).max(axis=1), atol=1e-5)
+    low = store.search("u", queries, 20, ef_search=16).scores
+    default = store.search("u", queries, 20).scores
+    low, default = (index.recall_at_k(s, exact.scores) for s in (low, default))
     assert default >= 0.95 and default >= low

@@ -3,7 +3,12 @@
 Every ``import`` of ``src/memcost`` is read with :mod:`ast`: module-level and inside functions,
 absolute and relative, ``importlib.import_module("memcost....")`` too. From that graph:
 
-- there is no import cycle (a function-level import does not hide one);
+- there is no import cycle (a function-level import does not hide one), between modules or
+  between the packages under ``memcost`` (``memory`` importing ``vectorstore`` while a
+  ``vectorstore`` module imports ``memory`` is a cycle of packages, even when no two modules
+  import each other);
+- no two classes under ``src/memcost`` share a name (a newcomer should never ask "which
+  ``FaissStore``?");
 - each module imports only its own layer or layers below, by the table :data:`LAYER_OF`
   (foundations <- llm <- offline <- stages <- analysis <- run/cli), with two extra rules:
   analysis never imports ``llm``, and nothing outside ``memcost.testing`` imports it;
@@ -159,6 +164,36 @@ def find_cycle(graph: Graph) -> list[str] | None:
     return None
 
 
+def package_of(module: str) -> str:
+    """``memcost.memory.build`` -> ``memcost.memory``; a top-level module is its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: Graph) -> Graph:
+    """The same imports between the packages (and top-level modules) under ``memcost``."""
+    packages = Graph()
+    for module in graph.modules:
+        packages.modules.setdefault(package_of(module), graph.modules[module])
+    for source, targets in graph.edges.items():
+        for target, line in targets.items():
+            a, b = package_of(source), package_of(target)
+            if a != b and a != PACKAGE and b != PACKAGE:
+                packages.add(a, b, line)
+    return packages
+
+
+def duplicate_classes(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
+    """Class names defined more than once under ``root/package``: name -> ``file:line`` each."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                seen.setdefault(node.name, []).append(where)
+    return {name: places for name, places in seen.items() if len(places) > 1}
+
+
 def layer_of(module: str, table: dict[str, str]) -> str | None:
     parts = module.split(".")
     return table.get(parts[1] if len(parts) > 1 else "__init__")
@@ -187,6 +222,8 @@ def violations(
             problems.append(f"{source}:{names['openai']} imports openai (only llm/providers may)")
     if cycle := find_cycle(graph):
         problems.append("import cycle: " + " -> ".join(cycle))
+    if cycle := find_cycle(package_graph(graph)):
+        problems.append("package cycle: " + " -> ".join(cycle))
     return problems
 
 
@@ -201,6 +238,10 @@ def graph() -> Graph:
 def test_the_package_is_layered(graph):
     assert len(graph.modules) > 40
     assert violations(graph) == []
+
+
+def test_no_two_classes_share_a_name():
+    assert duplicate_classes(SRC) == {}
 
 
 def test_function_level_imports_are_in_the_graph(graph):
@@ -285,6 +326,22 @@ def test_checker_passes_a_layered_package(tmp_path):
 def test_checker_fails_a_broken_rule(tmp_path, name, text, expected):
     graph = _package(tmp_path, {**BASE, name: text})
     assert expected in violations(graph)
+
+
+def test_checker_fails_two_packages_that_import_each_other(tmp_path):
+    # memory.index -> retrieval.search -> memory.build: no module imports itself back, but the
+    # packages do (the cycle memory and vectorstore once had)
+    graph = _package(tmp_path, {**BASE, "memory/index.py": "from memcost.retrieval import search\n",
+                                "retrieval/search.py": "from memcost.memory import build\n"})
+    assert find_cycle(graph) is None
+    assert "package cycle: memcost.memory -> memcost.retrieval -> memcost.memory" in (
+        violations(graph))
+
+
+def test_checker_finds_two_classes_of_one_name(tmp_path):
+    _package(tmp_path, {**BASE, "memory/store.py": "class Client:\n    pass\n"})
+    assert duplicate_classes(tmp_path) == {
+        "Client": ["memcost/llm/client.py:2", "memcost/memory/store.py:1"]}
 
 
 def test_checker_fails_the_real_package_with_one_bad_edge(graph):

@@ -12,9 +12,9 @@ import pytest
 
 from memcost import memory
 from memcost.io import read_json, read_jsonl
-from memcost.memory.backends import store_table
 from memcost.run import run_preset
 from memcost.vectorstore.embedded import PgServer, ServerUnavailable, provider
+from memcost.vectorstore.factory import store_table
 from memcost.vectorstore.pgvector import PgVectorStore
 
 pytestmark = pytest.mark.timeout(300)

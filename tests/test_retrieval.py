@@ -12,7 +12,9 @@ from memcost import answers, retrieval
 from memcost.answers import REQUIRED_FIELDS
 from memcost.io import read_jsonl
 from memcost.llm import make_client
+from memcost.memory import index_dir
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
+from memcost.vectorstore.faiss_store import FaissStore
 
 
 def make_questions(rows: list[tuple]) -> pd.DataFrame:
@@ -65,10 +67,10 @@ def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):
     for user in ("pair-1", "pair-2"):
         ids = got.loc[f"{user}-q", "retrieved_fact_ids"]
         assert len(ids) == 3 and all(f.startswith(f"{user}:") for f in ids)
-        facts = pd.read_parquet(ds.memory / "index" / f"{user}.parquet").set_index("fact_id")
+        facts = pd.read_parquet(ds.memory / "facts.parquet").set_index("fact_id")
         texts[user] = sorted(facts.loc[ids, "text"])
     assert texts["pair-1"] == texts["pair-2"]  # the same facts, each user's own copy
-    store = retrieval.MemoryStore(ds)
+    store = retrieval.MemoryStore(ds, FaissStore(0, folder=index_dir(ds)))
     vector = store.vectors("pair-2")[0]  # a pair-2 fact, searched in pair-1's index
     found = retrieval.retrieve(store, "pair-1", vector, top_k=20)
     assert found.fact_ids and all(f.startswith("pair-1:") for f in found.fact_ids)

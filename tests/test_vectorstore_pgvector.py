@@ -222,18 +222,18 @@ def test_server_restart_finds_the_data_and_reports_versions(pg_dsn):
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_opened_store_names_the_store_and_server(pg_dsn):
-    from memcost.vectorstore.factory import manifest_entry, opened_store
+def test_open_store_names_the_store_and_server(pg_dsn):
+    from memcost.vectorstore.factory import manifest_entry, open_store
 
-    with opened_store("faiss", 8) as store:
+    with open_store("faiss", 8) as store:
         assert manifest_entry(store)["vector_store"] == "faiss"
     secret_dsn = pg_dsn.replace("postgres:@", "postgres:hunter2@")
-    with opened_store("pgvector", 8, pgvector_dsn=secret_dsn, table="opened",
-                      layout="per_user") as store:
+    with open_store("pgvector", 8, pgvector_dsn=secret_dsn, table="opened",
+                    layout="per_user") as store:
         store.build_user("a", ids("a", 2), unit(2, seed=9, dims=8))
         entry = manifest_entry(store)
     assert entry["layout"] == "per_user" and entry["server"]["server"] == "external"
     assert "hunter2" not in str(entry) and entry["pgvector"]
     with pytest.raises(ValueError, match="vector_store must be one of"):
-        with opened_store("chroma", 8):
+        with open_store("chroma", 8):
             pass

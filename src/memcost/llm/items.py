@@ -20,7 +20,7 @@ from memcost.llm.offline import OfflineMethod
 from memcost.llm.outcome import Outcome
 from memcost.llm.parsing import reask_request
 from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
-from memcost.llm.scheduler import Progress, run_scheduled
+from memcost.llm.scheduler import ProgressBar, run_scheduled
 
 T = TypeVar("T")
 ParseFn = Callable[[str], Any]
@@ -44,7 +44,7 @@ class ItemMixin:
         prefixes: Sequence[Any] | None = None,
     ) -> list[T]:
         show = self.progress if progress is None else progress
-        bar = Progress(len(items), desc, self._progress_postfix) if (show and items) else None
+        bar = ProgressBar(len(items), desc, self._progress_postfix) if (show and items) else None
         self._stop.clear()
         heartbeat = Heartbeat(desc, timeout_s=getattr(self, "request_timeout_s", None),
                               **getattr(self, "heartbeat", {}))

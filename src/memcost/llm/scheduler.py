@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-class Progress:
+class ProgressBar:
     """A tqdm bar (stderr, so it shows in notebooks and logs) with a live postfix such as
     cache hits and dollars so far."""
 
@@ -164,7 +164,7 @@ def run_scheduled(
     max_concurrency: int = 8,
     on_result: Callable[[T], None] | None = None,
     on_failure: Callable[[BaseException], None] | None = None,
-    progress: Progress | None = None,
+    progress: ProgressBar | None = None,
     prefixes: Sequence[Any] | None = None,
     per_prefix_per_minute: int | None = None,
 ) -> tuple[list[T | None], BaseException | None]:

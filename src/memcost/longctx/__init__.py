@@ -44,7 +44,13 @@ from memcost.longctx.context import (
     truncate_oldest,
     window_contexts,
 )
-from memcost.longctx.history import History, SessionBlock, Turn, build_histories, history_table
+from memcost.longctx.history import (
+    History,
+    HistoryTurn,
+    SessionBlock,
+    build_histories,
+    history_table,
+)
 from memcost.longctx.plan import Plan, Planned, fit_table, plan_questions, prompt_size_table
 from memcost.longctx.prompt import PROMPT, option_letter, question_block, shown_options
 from memcost.longctx.simulated_cache import (
@@ -94,7 +100,7 @@ __all__ = [
     "PrefixShare",
     "PromptIds",
     "SessionBlock",
-    "Turn",
+    "HistoryTurn",
     "answer_questions",
     "answer_record",
     "answers_summary",

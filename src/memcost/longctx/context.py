@@ -20,7 +20,7 @@ import pandas as pd
 from memcost import prompts, tokens
 from memcost.longctx.history import History, SessionBlock, rendered
 from memcost.models import canonical_name, model_info
-from memcost.offline.answer import Turn
+from memcost.offline.answer import HistoryTurn
 
 KINDS = ("long_context", "rolling_window", "no_context", "oracle")
 BASELINES = ("rolling_window", "no_context", "oracle")
@@ -122,7 +122,7 @@ class Context:
         """Identical keys mean identical history text (the grouping and caching key)."""
         return (self.kind, self.conversation_id, self.sessions, self.last_turns)
 
-    def turns(self) -> list[Turn]:
+    def turns(self) -> list[HistoryTurn]:
         """The turns this context shows (for the offline method)."""
         if self.history is None:
             return []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from memcost import data, tokens
-from memcost.offline.answer import Turn
+from memcost.offline.answer import HistoryTurn
 from memcost.text import with_caption
 
 # tiktoken's batch encoder returns every token id before we take the lengths, and 50M ids at
@@ -42,7 +42,7 @@ class History:
     conversation_id: str
     sessions: tuple[SessionBlock, ...]
     turns: pd.DataFrame = field(repr=False)  # this conversation's rows, in order
-    _turn_list: list[Turn] | None = field(default=None, repr=False)
+    _turn_list: list[HistoryTurn] | None = field(default=None, repr=False)
 
     @property
     def tokens(self) -> int:
@@ -53,11 +53,12 @@ class History:
         """The whole rendered history, as a prompt that keeps every session shows it."""
         return "".join(s.text for s in self.sessions)
 
-    def turn_list(self) -> list[Turn]:
+    def turn_list(self) -> list[HistoryTurn]:
         if self._turn_list is None:
             t = self.turns
             self._turn_list = [
-                Turn(int(s) + 1, w if isinstance(w, str) else None, str(sp), with_caption(str(x), c))
+                HistoryTurn(int(s) + 1, w if isinstance(w, str) else None, str(sp),
+                            with_caption(str(x), c))
                 for s, w, sp, x, c in zip(
                     t["session_index"].tolist(),
                     t["session_datetime"].tolist(),
@@ -148,5 +149,5 @@ def history_table(histories: Mapping[str, History]) -> pd.DataFrame:
     )
 
 
-__all__ = ["History", "SessionBlock", "Turn", "build_histories", "count_in_chunks",
+__all__ = ["History", "SessionBlock", "HistoryTurn", "build_histories", "count_in_chunks",
            "history_table", "rendered"]

@@ -59,7 +59,7 @@ class PromptIds:
 
 
 @dataclass(frozen=True)
-class Step:
+class CacheStep:
     """One question of one conversation, through the simulated cache."""
 
     position: int  # 1 for the conversation's first question
@@ -92,7 +92,7 @@ def _reason(position: int, prompt: int, shared: int, cached: int, elapsed: float
 
 def simulate_conversation(plans: Sequence[Plan], *, gap_s: float = DEFAULT_GAP_S,
                           ids: PromptIds | None = None,
-                          cache: PrefixCache | None = None) -> list[Step]:
+                          cache: PrefixCache | None = None) -> list[CacheStep]:
     """The questions of one conversation (one system), ``gap_s`` seconds apart, through one
     :class:`PrefixCache`: what it serves each of them, and why."""
     if gap_s < 0:
@@ -101,19 +101,19 @@ def simulate_conversation(plans: Sequence[Plan], *, gap_s: float = DEFAULT_GAP_S
         # asked once (every LongMemEval history): a fresh cache has nothing to serve the first
         # prompt, so there is no need to tokenise a 100k-token history to learn that
         plan = plans[0]
-        return [Step(1, plan.question_id, 0.0, plan.prompt_tokens, 0, 0,
+        return [CacheStep(1, plan.question_id, 0.0, plan.prompt_tokens, 0, 0,
                      _reason(1, plan.prompt_tokens, 0, 0, gap_s, PrefixCache()))]
     ids = ids or PromptIds()
     cache = cache or PrefixCache(keep=1)
     key = plans[0].conversation_id if plans else None
-    steps: list[Step] = []
+    steps: list[CacheStep] = []
     previous: list[int] = []
     for i, plan in enumerate(plans):
         prompt = ids(plan)
         now = i * gap_s
         cached = cache.lookup(prompt, now, key)
         shared = common_prefix(previous, prompt)
-        steps.append(Step(i + 1, plan.question_id, now, len(prompt), shared, cached,
+        steps.append(CacheStep(i + 1, plan.question_id, now, len(prompt), shared, cached,
                           _reason(i + 1, len(prompt), shared, cached, gap_s, cache)))
         previous = prompt
     return steps
@@ -167,5 +167,5 @@ def simulated_cache_summary(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["DEFAULT_GAP_S", "SIMULATION_LABEL", "PromptIds", "Step", "simulate_conversation",
+__all__ = ["DEFAULT_GAP_S", "SIMULATION_LABEL", "PromptIds", "CacheStep", "simulate_conversation",
            "simulate_prompt_cache", "simulated_cache_summary"]

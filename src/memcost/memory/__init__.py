@@ -7,9 +7,9 @@
 - :mod:`~memcost.memory.user`: one user's facts, their status and vectors;
 - :mod:`~memcost.memory.update`: the update phase (Mem0's ``add``): each new fact against the
   most similar stored facts of the same user, ADD / UPDATE / DELETE / NOOP, applied;
-- :mod:`~memcost.memory.store`: one vector index per user (FAISS HNSW, the paper's pgvector
-  settings), behind the store interface a second backend implements;
-- :mod:`~memcost.memory.build`: :class:`MemoryBuilder`, the same steps for every user, resumably;
+- :mod:`~memcost.memory.build`: :class:`MemoryBuilder`, the same steps for every user, resumably,
+  each finished user written to the run's vector store (:mod:`memcost.vectorstore`: FAISS files
+  per user by default, or pgvector, the paper's store);
 - :mod:`~memcost.memory.facts`: the owner of the memory's files (schema, writer, reader);
 - :mod:`~memcost.memory.stats`: per-user sizes and notebook 01's metrics.
 
@@ -39,6 +39,7 @@ from memcost.memory.facts import (
     FACT_SCHEMA,
     SEGMENT_SCHEMA,
     SPLIT_SCHEMA,
+    index_dir,
     load_facts,
     load_updates,
     read_facts,
@@ -84,6 +85,7 @@ from memcost.memory.update import (
     update_request,
 )
 from memcost.memory.user import UserMemory
+from memcost.memory.vector_store import open_run_store
 from memcost.models import generation_params
 from memcost.offline.extract import (
     informative_sentence,
@@ -126,6 +128,7 @@ __all__ = [
     "generation_params",
     "informative_sentence",
     "lexical_decision",
+    "index_dir",
     "load_facts",
     "load_updates",
     "memory_metrics",
@@ -138,6 +141,7 @@ __all__ = [
     "parse_extraction",
     "parse_update",
     "person_name",
+    "open_run_store",
     "plan_update",
     "UpdatePlan",
     "plan_users",

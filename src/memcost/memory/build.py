@@ -8,7 +8,8 @@
 3. :meth:`~MemoryBuilder.update_wave`: the update phase segment by segment, in order within a
    user, users in parallel (one wave per segment number); :func:`apply_planned` embeds merged
    texts and applies the decisions;
-4. :meth:`~MemoryBuilder.finish`: the user's files and index, ``done.json`` last.
+4. :meth:`~MemoryBuilder.finish`: the user's files, its facts in the run's vector store
+   (:meth:`memcost.vectorstore.base.VectorStore.write_user`), ``done.json`` last.
 
 A rerun after a crash skips finished users (and the client's cache and ledger make redone model
 calls free and recorded once).
@@ -28,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 import memcost.memory.facts as files
-import memcost.memory.store as store
 from memcost.llm import ChatResult, LLMClient
 from memcost.memory.embed import embed_groups
 from memcost.memory.extract import Candidate, candidates_from, extraction_request, parse_extraction
@@ -57,6 +57,8 @@ from memcost.offline.extract import offline_extract
 from memcost.offline.update import offline_update
 from memcost.paths import DatasetPaths
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE
+from memcost.vectorstore.base import EF_CONSTRUCTION, HNSW_M, Change, VectorStore
+from memcost.vectorstore.faiss_store import FaissStore
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ class MemoryConfig:
     max_segment_chars: int = MAX_SEGMENT_CHARS
     update_phase: bool = True
     update_top_k: int = UPDATE_TOP_K
-    hnsw_m: int = store.HNSW_M
-    ef_construction: int = store.EF_CONSTRUCTION
+    hnsw_m: int = HNSW_M
+    ef_construction: int = EF_CONSTRUCTION
 
     def fingerprint(self, client: LLMClient) -> str:
         material = {
@@ -197,18 +199,19 @@ def fail_segment(state: UserState, index: int, error: str) -> None:
 
 
 class MemoryBuilder:
-    """Builds every user's memory for one dataset into ``<ds>/memory/`` (notebook 01)."""
+    """Builds every user's memory for one dataset into ``<ds>/memory/`` and ``store`` (notebook
+    01); without a store, the FAISS files of ``<ds>/memory/index/``."""
 
-    def __init__(self, client: LLMClient, ds: DatasetPaths, config: MemoryConfig):
+    def __init__(self, client: LLMClient, ds: DatasetPaths, config: MemoryConfig,
+                 store: VectorStore | None = None):
         self.client = client
         self.ds = ds
         self.config = config
         self.fingerprint = config.fingerprint(client)  # the settings; per user, with its turns
         self.inputs: dict[str, str] = {}  # user -> hash of its conversation (set by run)
         self.users_dir = ds.memory / "users"
-        self.index_dir = files.index_dir(ds)
-        self.store = store.FaissStore(self.index_dir, m=config.hnsw_m,
-                                      ef_construction=config.ef_construction)
+        self.store = store if store is not None else FaissStore(
+            0, folder=files.index_dir(ds), m=config.hnsw_m, ef_construction=config.ef_construction)
 
     def user_dir(self, user: str) -> Path:
         return files.user_dir(self.ds, user)
@@ -227,13 +230,8 @@ class MemoryBuilder:
         return (
             done.get("fingerprint") == self.user_fingerprint(user)
             and done.get("conversation_id") == user
-            and self.index_built(user)
+            and self.store.is_built(user)
         )
-
-    def index_built(self, user: str) -> bool:
-        """The user's index is in the store (here: both FAISS files exist)."""
-        faiss_path, table_path = store.index_paths(self.index_dir, user)
-        return faiss_path.is_file() and table_path.is_file()
 
     def plan(self, conversations: pd.DataFrame, users: Sequence[str]) -> dict[str, UserPlan]:
         return plan_users(
@@ -356,14 +354,14 @@ class MemoryBuilder:
         active = facts.loc[facts["status"] == "active"].reset_index(drop=True)
         vectors = (np.stack([state.memory.vector(f) for f in active["fact_id"]])
                    if len(active) else np.zeros((0, dims), np.float32))
-        self.store.build(
-            user, vectors, active, dims=dims, schema=files.FACT_SCHEMA,
-            extra_meta={"embedding_model": self.config.embedding_model,
-                        "fingerprint": self.user_fingerprint(user)},
-        )
+        changes = [Change(r["decision"], r["fact_id"], r["target_fact_id"])
+                   for r in state.updates]
+        self.store.write_user(user, active["fact_id"].tolist(), vectors,
+                                        changes=changes, vector_of=state.memory.vector)
         files.mark_done(
-            self.ds, user, self.user_fingerprint(user), facts=len(facts), active_facts=len(active),
-            segments=len(state.plan.segments),
+            self.ds, user, self.user_fingerprint(user),
+            embedding_model=self.config.embedding_model, facts=len(facts),
+            active_facts=len(active), segments=len(state.plan.segments),
             failed_segments=sum(r["status"] == "failed" for r in state.segment_rows))
         if on_user is not None:
             on_user(user)

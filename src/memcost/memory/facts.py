@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memcost.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
-from memcost.memory.store import user_stem
 from memcost.paths import DatasetPaths
+from memcost.vectorstore.faiss_index import user_stem
 
 FACT_SCHEMA = pa.schema(
     [
@@ -84,7 +84,7 @@ MARKERS = (DONE, INCOMPLETE)
 UPDATE_FIELDS = (
     "conversation_id", "segment_index", "candidate_index", "candidate_text", "speaker",
     "session_datetime", "decision", "target_fact_id", "merged_text", "fact_id",
-    "compared_fact_ids", "backend", "prompt_version", "note", "error",
+    "compared_fact_ids", "backend", "prompt_version", "note",
 )
 
 
@@ -97,7 +97,8 @@ def user_dir(ds: DatasetPaths, user: str) -> Path:
 
 
 def index_dir(ds: DatasetPaths) -> Path:
-    """``<ds>/memory/index/``: the per-user vector indexes (:mod:`memcost.memory.store`)."""
+    """``<ds>/memory/index/``: the FAISS store's per-user index files
+    (:mod:`memcost.vectorstore.faiss_index`)."""
     return ds.memory / "index"
 
 
@@ -129,7 +130,8 @@ def write_user_files(
     write_jsonl(folder / "updates.jsonl", updates)
 
 
-def mark_done(ds: DatasetPaths, user: str, fingerprint: str, **counts: int) -> None:
+def mark_done(ds: DatasetPaths, user: str, fingerprint: str, *, embedding_model: str = "",
+              **counts: int) -> None:
     """The marker that says ``user`` is finished with the settings ``fingerprint``.
 
     A user with ``failed_segments`` is not finished: its marker is ``incomplete.json`` (its
@@ -138,6 +140,7 @@ def mark_done(ds: DatasetPaths, user: str, fingerprint: str, **counts: int) -> N
     record = {
         "conversation_id": user,
         "fingerprint": fingerprint,
+        **({"embedding_model": embedding_model} if embedding_model else {}),
         **counts,
         "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
     }

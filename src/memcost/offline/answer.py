@@ -22,7 +22,7 @@ NO_HISTORY_ANSWER = "I don't know: no past conversations are available."
 UNDECIDED = "I don't know."
 
 
-class Turn(NamedTuple):
+class HistoryTurn(NamedTuple):
     """One turn of a shown history, as the extractive method quotes it."""
 
     session: int  # session number as rendered (session_index + 1)
@@ -40,7 +40,7 @@ class ShownHistory(Protocol):
     @property
     def history(self) -> Any: ...  # None: the prompt says there is no history
 
-    def turns(self) -> list[Turn]: ...
+    def turns(self) -> list[HistoryTurn]: ...
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ class ExtractiveAnswerer:
     and the turns shown. One index per distinct history text, built on first use."""
 
     def __init__(self) -> None:
-        self._indexes: dict[Hashable, tuple[list[Turn], BM25]] = {}
+        self._indexes: dict[Hashable, tuple[list[HistoryTurn], BM25]] = {}
 
-    def _index(self, context: ShownHistory) -> tuple[list[Turn], BM25]:
+    def _index(self, context: ShownHistory) -> tuple[list[HistoryTurn], BM25]:
         key = context.key
         if key not in self._indexes:
             turns = context.turns()
@@ -85,7 +85,7 @@ class ExtractiveAnswerer:
         return quote(turns[best[0]])
 
 
-def quote(turn: Turn) -> str:
+def quote(turn: HistoryTurn) -> str:
     """``Speaker (Monday 8 May 2023, 13:56): text`` (the session number without a date)."""
     when = spoken_datetime(turn.when, missing=f"session {turn.session}")
     return f"{turn.speaker} ({when}): {turn.text}"
@@ -98,6 +98,6 @@ __all__ = [
     "ExtractiveAnswerer",
     "OfflineJob",
     "ShownHistory",
-    "Turn",
+    "HistoryTurn",
     "quote",
 ]

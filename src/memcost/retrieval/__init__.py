@@ -1,7 +1,7 @@
 """Answering from memory (study §2; paper §3.1), one file per step of notebook 02.
 
-- :mod:`~memcost.retrieval.search`: embed the question, search its own user's HNSW index
-  (and, to measure it, exact search);
+- :mod:`~memcost.retrieval.search`: embed the question, search its own user's facts in the
+  run's vector store (and, to measure it, exact search);
 - :mod:`~memcost.retrieval.reader`: the reader's request (retrieved facts with their dates);
 - :mod:`~memcost.retrieval.recall`: whether the retrieved facts, and the whole memory, cover
   the question's evidence;
@@ -21,8 +21,11 @@ from memcost.retrieval.search import (
     TOP_K,
     MemoryStore,
     Retrieved,
+    UserFacts,
     embed_questions,
     retrieve,
+    search_quality,
+    user_tables,
 )
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "MemoryStore",
     "ReadReport",
     "Retrieved",
+    "UserFacts",
     "answer_from_memory",
     "answer_record",
     "embed_questions",
@@ -45,6 +49,8 @@ __all__ = [
     "render_memories",
     "retrieval_record",
     "retrieve",
+    "search_quality",
     "scored_answers",
     "shown_options",
+    "user_tables",
 ]

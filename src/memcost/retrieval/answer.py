@@ -17,7 +17,7 @@ import pandas as pd
 from memcost.answers import AnswerWriter
 from memcost.fingerprint import fingerprint
 from memcost.llm import ChatResult, LLMClient
-from memcost.memory.store import EF_SEARCH
+from memcost.memory.facts import index_dir
 from memcost.models import EMBEDDING_MODEL, READER_MODEL
 from memcost.offline.reader import offline_reader
 from memcost.paths import DatasetPaths
@@ -27,6 +27,8 @@ from memcost.retrieval.recall import evidence_coverage, evidence_units
 from memcost.retrieval.search import SYSTEM, TOP_K, MemoryStore, Retrieved, embed_questions
 from memcost.retrieval.search import retrieve as search_user
 from memcost.tokens import count_tokens
+from memcost.vectorstore.base import EF_SEARCH
+from memcost.vectorstore.faiss_store import FaissStore
 
 
 @dataclass
@@ -90,7 +92,8 @@ def answer_from_memory(
     (``store``: the run's vector store; default the FAISS files of notebook 01)."""
     t0 = time.perf_counter()
     report = ReadReport(questions=len(questions))
-    store = store or MemoryStore(ds, embedding_model=embedding_model)
+    store = store or MemoryStore(ds, FaissStore(0, folder=index_dir(ds)),
+                                 embedding_model=embedding_model)
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     empty_turns = conversations.iloc[0:0]
     settings = fingerprint(

@@ -1,13 +1,23 @@
 """Answering from memory, step 1 (study §2; paper §3.1): embed the question, search its user.
 
 Each question is embedded (one embedding call, tagged with the question so the cost tables
-count it as a read) and searched in its own user's HNSW index only, so another user's facts can
+count it as a read) and searched in its own user's facts only, so another user's facts can
 never come back. Every search is repeated exactly to measure what HNSW misses.
+
+:class:`MemoryStore` is the dataset's memory as retrieval reads it: the run's vector store
+(whichever :mod:`memcost.vectorstore` store notebook 01 wrote) joined with each user's active
+facts from ``facts.parquet``. :func:`search_quality` measures, for this run's questions, how many
+of the ``k`` facts asked for the store's search returns and its recall@k against exact search
+within the user: on a shared pgvector table with ``hnsw.iterative_scan = off`` the user filter
+runs after the index scan, and a question can come back with fewer than ``k`` facts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,40 +25,118 @@ import pandas as pd
 from memcost.answers import system_name
 from memcost.llm import LLMClient
 from memcost.memory import embed_groups
-from memcost.memory import store as vector_store
-from memcost.memory.facts import index_dir
+from memcost.memory.facts import read_done, read_facts, read_incomplete
 from memcost.models import EMBEDDING_MODEL
 from memcost.paths import DatasetPaths
+from memcost.vectorstore.base import EF_SEARCH, IndexMismatch, VectorStore
+from memcost.vectorstore.faiss_index import recall_at_k
 
 TOP_K = 20  # §3.1: facts retrieved per question
 SYSTEM = system_name("memory")
 
 
-class MemoryStore:
-    """The per-user indexes of one dataset, loaded (and checked) once each."""
+@dataclass
+class UserFacts:
+    """One user's active facts (``table``, in ``facts.parquet`` order) and their vectors in the
+    store; search results are ``(scores, table rows)``, ``-1`` where a search came back short."""
 
-    def __init__(self, ds: DatasetPaths, *, embedding_model: str | None = None):
-        self.folder = index_dir(ds)
+    user: str
+    store: VectorStore
+    table: pd.DataFrame
+    _row_of: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.table = self.table.reset_index(drop=True)
+        self._row_of = {f: i for i, f in enumerate(self.table["fact_id"].tolist())}
+        stored = self.store.count(self.user)
+        if stored != len(self.table):
+            raise IndexMismatch(
+                f"memory of user {self.user!r}: the {self.store.name} store holds {stored} facts, "
+                f"facts.parquet {len(self.table)} active ones; rebuild it with "
+                "notebooks/01_extract_facts.ipynb")
+
+    @property
+    def dims(self) -> int:
+        return self.store.dims
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def _rows(self, fact_ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.array([[self._row_of.get(f, -1) if f else -1 for f in r] for r in fact_ids],
+                        dtype=np.int64).reshape(fact_ids.shape)
+        return np.where(rows >= 0, scores, -np.inf).astype(np.float32), rows
+
+    def search(self, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """HNSW top-``k`` in the store: ``(scores, table rows)``."""
+        res = self.store.search(self.user, queries, k, ef_search=ef_search)
+        return self._rows(res.fact_ids, res.scores)
+
+    def exact_search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        res = self.store.exact_search(self.user, queries, k)
+        return self._rows(res.fact_ids, res.scores)
+
+    def timed_search(self, query: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+                     ) -> tuple[np.ndarray, np.ndarray, float]:
+        """:meth:`search` for one query, with its wall time in seconds (what a user waits)."""
+        t0 = time.perf_counter()
+        scores, rows = self.search(query, k, ef_search=ef_search)
+        return scores[0], rows[0], time.perf_counter() - t0
+
+    def vectors(self) -> np.ndarray:
+        """The stored vectors in table order."""
+        if not len(self.table):
+            return np.zeros((0, self.dims), np.float32)
+        ids, x = self.store.vectors(self.user)
+        where = {f: i for i, f in enumerate(ids)}
+        return x[[where[f] for f in self.table["fact_id"]]]
+
+
+def user_tables(facts: pd.DataFrame, users: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Each user's active facts, in ``facts.parquet`` order (empty tables for users without)."""
+    active = facts.loc[facts["status"] == "active"]
+    groups = {str(u): g for u, g in active.groupby("conversation_id", sort=False)}
+    return {u: groups.get(u, active.iloc[0:0]).reset_index(drop=True) for u in users}
+
+
+class MemoryStore:
+    """The dataset's users' memories in the run's vector store, each loaded (and checked) once.
+
+    A user the store has not built is an error naming notebook 01, and so is a memory embedded
+    with another model than the questions (a question embedded by one model cannot be compared
+    with facts embedded by another)."""
+
+    def __init__(self, ds: DatasetPaths, store: VectorStore, *,
+                 embedding_model: str | None = None):
+        self.ds = ds
+        self.vector_store = store
         self.embedding_model = embedding_model
-        self.store = vector_store.FaissStore(self.folder)
-        self._checked: set[str] = set()
+        self._facts: pd.DataFrame | None = None
+        self._loaded: dict[str, UserFacts] = {}
         self._vectors: dict[str, np.ndarray] = {}
 
-    def get(self, user: str) -> vector_store.UserIndex:
-        """``user``'s index; :class:`memcost.memory.store.IndexMismatch` names the user when its
-        files are missing or disagree, and a different embedding model is an error too (a
-        question embedded by one model cannot be compared with facts embedded by another)."""
-        loaded = self.store.load(user)
-        if user not in self._checked:
-            built_with = loaded.meta.get("embedding_model")
-            if self.embedding_model and built_with and built_with != self.embedding_model:
-                raise ValueError(
-                    f"memory of user {user!r} was embedded with {built_with}, but questions are "
-                    f"to be embedded with {self.embedding_model}: use the same embedding_model "
-                    "in notebooks 01 and 02"
-                )
-            self._checked.add(user)
-        return loaded
+    def _check_model(self, user: str) -> None:
+        marker = read_done(self.ds, user) or read_incomplete(self.ds, user) or {}
+        built_with = marker.get("embedding_model")
+        if self.embedding_model and built_with and built_with != self.embedding_model:
+            raise ValueError(
+                f"memory of user {user!r} was embedded with {built_with}, but questions are "
+                f"to be embedded with {self.embedding_model}: use the same embedding_model "
+                "in notebooks 01 and 02")
+
+    def get(self, user: str) -> UserFacts:
+        if user not in self._loaded:
+            if not self.vector_store.is_built(user):
+                raise IndexMismatch(
+                    f"memory of user {user!r} is not in the {self.vector_store.name} store; "
+                    "run notebooks/01_extract_facts.ipynb with the same vector_store settings")
+            self._check_model(user)
+            if self._facts is None:
+                self._facts = read_facts(self.ds)
+            table = user_tables(self._facts, [user])[user]
+            self._loaded[user] = UserFacts(user, self.vector_store, table)
+        return self._loaded[user]
 
     def vectors(self, user: str) -> np.ndarray:
         if user not in self._vectors:
@@ -62,7 +150,7 @@ class Retrieved:
 
     fact_ids: tuple[str, ...]
     scores: tuple[float, ...]
-    facts: pd.DataFrame  # the index table's rows, best first
+    facts: pd.DataFrame  # the user's fact rows, best first
     latency_s: float  # the HNSW search alone
     index_recall: float | None  # share of the exact top-k that HNSW found (ties count)
 
@@ -97,10 +185,10 @@ def retrieve(
     vector: np.ndarray,
     *,
     top_k: int = TOP_K,
-    ef_search: int = vector_store.EF_SEARCH,
+    ef_search: int = EF_SEARCH,
     compare_exact: bool = True,
 ) -> Retrieved:
-    """The ``top_k`` facts of ``user`` most similar to ``vector``: only that user's index is
+    """The ``top_k`` facts of ``user`` most similar to ``vector``: only that user's facts are
     searched, so another user's facts can never come back."""
     idx = store.get(user)
     scores, rows, latency = idx.timed_search(vector, top_k, ef_search=ef_search)
@@ -108,8 +196,8 @@ def retrieve(
     facts = idx.table.iloc[rows[keep]].reset_index(drop=True)
     recall = None
     if compare_exact and len(idx):
-        exact_scores, _ = vector_store.exact_search(store.vectors(user), vector, top_k)
-        recall = vector_store.recall_at_k(scores[None, :], exact_scores)
+        exact_scores, _ = idx.exact_search(vector, top_k)
+        recall = recall_at_k(scores[None, :], exact_scores)
     return Retrieved(
         fact_ids=tuple(facts["fact_id"].tolist()),
         scores=tuple(round(float(s), 6) for s in scores[keep]),
@@ -117,3 +205,30 @@ def retrieve(
         latency_s=latency,
         index_recall=recall,
     )
+
+
+def search_quality(store: MemoryStore, users: Sequence[str], vectors: np.ndarray, *, k: int,
+                   ef_values: Sequence[int]) -> pd.DataFrame:
+    """Per ``ef_search``: questions, facts returned of ``k`` (mean, min, share of questions
+    with every fact a user has up to ``k``), recall@k against exact search within the user."""
+    rows: list[dict[str, Any]] = []
+    for ef in ef_values:
+        returned, wanted, approx, exact = [], [], [], []
+        for user, vector in zip(users, vectors, strict=True):
+            idx = store.get(user)
+            scores, found = idx.search(vector, k, ef_search=ef)
+            exact_scores, _ = idx.exact_search(vector, k)
+            returned.append(int((found[0] >= 0).sum()))
+            wanted.append(min(k, len(idx)))
+            approx.append(scores[0])
+            exact.append(exact_scores[0])
+        got, want = np.array(returned), np.array(wanted)
+        rows.append({
+            "ef_search": int(ef), "questions": len(got), "k": k,
+            "returned_mean": round(float(got.mean()), 2) if len(got) else None,
+            "returned_min": int(got.min()) if len(got) else None,
+            "all_returned": round(float((got >= want).mean()), 3) if len(got) else None,
+            f"recall@{k}": round(recall_at_k(np.array(approx), np.array(exact)), 3)
+            if len(got) else None,
+        })
+    return pd.DataFrame(rows)

@@ -10,14 +10,19 @@ facts as a whole and makes them visible at once (a FAISS file renamed into place
 transaction that also writes the user's done marker), so a run killed in the middle of a user
 leaves the previous state, never half of the new one; :meth:`VectorStore.is_built` is true
 only for users whose build finished. :meth:`VectorStore.apply` adds, updates and deletes facts
-of a built user, all or nothing.
+of a built user, all or nothing. :meth:`VectorStore.write_user` is what the memory builder
+calls for a finished user: a store that keeps its index incrementally (pgvector) replays the
+update phase's changes in one transaction, others build the final facts at once.
+
+This is the only store interface: the memory builder (notebook 01) writes through it and
+retrieval (notebook 02) reads through it, whichever store the run's ``vector_store`` names.
 """
 
 from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +33,21 @@ EF_CONSTRUCTION = 64  # §3.1: pgvector ef_construction
 EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 STORES = ("faiss", "pgvector")  # values of the vector_store parameter
 LAYOUTS = ("shared", "per_user")  # pgvector: one table for all users, or one per user
+
+
+class IndexMismatch(ValueError):
+    """A user's stored facts are missing, or disagree with what the memory says they are."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One applied decision of the update phase, as the store replays it: ``ADD`` writes
+    ``fact_id``, ``UPDATE`` replaces ``target`` with ``fact_id``, ``DELETE`` removes ``target``
+    (``NOOP`` changes nothing)."""
+
+    event: str
+    fact_id: str | None = None
+    target: str | None = None
 
 
 def as_matrix(vectors: np.ndarray, dims: int | None = None) -> np.ndarray:
@@ -76,9 +96,11 @@ class VectorStore(ABC):
     """Per-user facts with HNSW search (``m``, ``ef_construction``: the paper's settings)."""
 
     name: str = "store"
+    replays_changes = False  # True: write_user replays the update phase as single writes
+    learns_dims = False  # True: dims 0 means "from the first vectors built or read"
 
     def __init__(self, dims: int, *, m: int = HNSW_M, ef_construction: int = EF_CONSTRUCTION):
-        if dims <= 0:
+        if dims <= 0 and not (dims == 0 and self.learns_dims):
             raise ValueError("dims must be positive")
         self.dims = int(dims)
         self.m = int(m)
@@ -92,6 +114,46 @@ class VectorStore(ABC):
         """Build many users (a store may load them in bulk); each user is still all or none."""
         for user, (fact_ids, vectors) in facts.items():
             self.build_user(user, fact_ids, vectors)
+
+    def write_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray, *,
+                   changes: Sequence[Change] = (),
+                   vector_of: Callable[[str], np.ndarray] | None = None) -> None:
+        """Store a finished user's active facts (row ``i`` of ``vectors`` is ``fact_ids[i]``).
+
+        A store with ``replays_changes`` writes them as the update phase made them, in one
+        transaction: an empty build, then each ADD an insert, each UPDATE the superseded fact
+        deleted and the merged one inserted, each DELETE a delete (``vector_of`` gives a fact's
+        vector), and checks that it ends with ``fact_ids``. Others build ``fact_ids`` at once.
+        """
+        if not self.replays_changes:
+            self.build_user(user, fact_ids, vectors)
+            return
+        if vector_of is None:
+            raise ValueError("replaying the update phase needs vector_of")
+        with self.transaction():
+            self.build_user(user, [], np.zeros((0, self.dims), np.float32))
+            added: list[str] = []
+
+            def flush() -> None:
+                if added:
+                    self.add(user, list(added), np.stack([vector_of(f) for f in added]))
+                    added.clear()
+
+            for change in changes:
+                if change.event == "ADD" and change.fact_id:
+                    added.append(change.fact_id)
+                elif change.event == "UPDATE":
+                    flush()
+                    self.apply(user, upserts=([change.fact_id], vector_of(change.fact_id)[None, :]),
+                               deletes=[change.target])
+                elif change.event == "DELETE":
+                    flush()
+                    self.apply(user, deletes=[change.target])
+            flush()
+            stored = sorted(self.vectors(user)[0])
+            if stored != sorted(fact_ids):
+                raise IndexMismatch(f"user {user!r}: the replayed updates left {len(stored)} facts "
+                                    f"in the store, the memory has {len(fact_ids)} active facts")
 
     @abstractmethod
     def is_built(self, user: str) -> bool:
@@ -143,6 +205,10 @@ class VectorStore(ABC):
         """What the manifest records about the store (system, versions, settings)."""
         return {"vector_store": self.name, "hnsw_m": self.m,
                 "ef_construction": self.ef_construction, "dims": self.dims}
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line for a notebook: which store, which versions, which layout."""
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A block whose writes become visible together (nested blocks: savepoints); a store

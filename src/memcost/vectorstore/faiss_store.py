@@ -1,23 +1,26 @@
-"""The FAISS store: one ``IndexHNSWFlat`` per user, held in memory.
+"""The FAISS store: one ``IndexHNSWFlat`` per user, as files in a folder or in memory only.
 
-It wraps the per-user index functions of :mod:`memcost.memory.store` (the ones notebook 01 writes to
-disk) behind :class:`~memcost.vectorstore.base.VectorStore`, so a benchmark or a test can run
-the same calls against FAISS and pgvector. A user's new index replaces the old one only once it
-is complete, and :meth:`FaissStore.apply` rebuilds the user's index from the changed fact set:
+With a ``folder`` (notebook 01 gives ``<ds>/memory/index/``) each built user is written to
+``<user>.faiss`` + ``<user>.parquet`` (:mod:`.faiss_index`) before the build returns, and a
+user not loaded yet is read back from them, checked, on first use; without one (a benchmark, a
+test) the indexes live in memory. A user's new index replaces the old one only once it is
+complete, and :meth:`FaissStore.apply` rebuilds the user's index from the changed fact set:
 HNSW graphs in FAISS cannot delete, and a user holds a few hundred facts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import faiss
 import numpy as np
 
-from memcost.memory import store as index_mod
+from memcost.vectorstore import faiss_index
 from memcost.vectorstore.base import (
     EF_SEARCH,
+    IndexMismatch,
     SearchResult,
     VectorStore,
     as_matrix,
@@ -26,41 +29,71 @@ from memcost.vectorstore.base import (
 
 
 @dataclass
-class _UserFacts:
+class _UserIndex:
     fact_ids: list[str]
     vectors: np.ndarray
     index: faiss.IndexIDMap2
+    ef: int | None = None
+    position: dict[int, int] = field(default_factory=dict)  # faiss id -> row
+
+    def __post_init__(self) -> None:
+        self.position = {faiss_index.fact_key(f): i for i, f in enumerate(self.fact_ids)}
 
 
 class FaissStore(VectorStore):
     """Per-user FAISS HNSW indexes (inner product on unit vectors = cosine)."""
 
     name = "faiss"
+    learns_dims = True  # a notebook reading files need not know the embedding's dimensions
 
-    def __init__(self, dims: int, **settings: int):
+    def __init__(self, dims: int, *, folder: str | Path | None = None, **settings: int):
         super().__init__(dims, **settings)
-        self._users: dict[str, _UserFacts] = {}
-        self._ef: dict[str, int] = {}
+        self.folder = Path(folder) if folder is not None else None
+        self._users: dict[str, _UserIndex] = {}
 
-    def _make(self, fact_ids: list[str], x: np.ndarray) -> _UserFacts:
-        keys = np.arange(len(fact_ids), dtype=np.int64)
-        index = index_mod.build_hnsw(x, keys, m=self.m, ef_construction=self.ef_construction)
-        return _UserFacts(list(fact_ids), x, index)
+    def _learn(self, dims: int) -> None:
+        if not self.dims and dims:
+            self.dims = int(dims)
 
     def build_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:
+        shape = np.shape(vectors)
+        self._learn(shape[1] if len(shape) == 2 else 0)
+        if not self.dims:
+            raise ValueError(f"user {user!r}: unknown vector dimensions (no facts, and the "
+                             "store was opened without dims)")
         x = check_facts(user, fact_ids, vectors, self.dims)
-        self._users[user] = self._make(list(fact_ids), x)
-        self._ef.pop(user, None)
+        if self.folder is not None:
+            files = faiss_index.write_user_files(self.folder, user, list(fact_ids), x, m=self.m,
+                                                 ef_construction=self.ef_construction)
+            self._users[user] = _UserIndex(files.fact_ids, files.vectors, files.index)
+            return
+        keys = np.array([faiss_index.fact_key(f) for f in fact_ids], dtype=np.int64)
+        index = faiss_index.build_hnsw(x, keys, m=self.m, ef_construction=self.ef_construction)
+        self._users[user] = _UserIndex(list(fact_ids), x, index)
 
     def is_built(self, user: str) -> bool:
-        return user in self._users
+        if user in self._users:
+            return True
+        if self.folder is None:
+            return False
+        return all(p.is_file() for p in faiss_index.index_paths(self.folder, user))
 
     def users(self) -> list[str]:
-        return sorted(self._users)
+        on_disk = faiss_index.stored_users(self.folder) if self.folder is not None else []
+        return sorted(set(self._users) | set(on_disk))
 
-    def _get(self, user: str) -> _UserFacts:
+    def _get(self, user: str) -> _UserIndex:
         if user not in self._users:
-            raise KeyError(f"user {user!r} has no built index in the FAISS store")
+            if self.folder is None:
+                raise IndexMismatch(f"user {user!r} has no built index in the FAISS store")
+            files = faiss_index.read_user_files(self.folder, user)
+            self._learn(files.index.d)
+            if files.index.d != self.dims:
+                raise IndexMismatch(
+                    f"memory index of user {user!r} has {files.index.d} dimensions, the "
+                    f"questions' embeddings {self.dims}: use the same embedding_model in "
+                    "notebooks 01 and 02")
+            self._users[user] = _UserIndex(files.fact_ids, files.vectors, files.index)
         return self._users[user]
 
     def apply(self, user, *, upserts=None, deletes=()) -> None:  # type: ignore[override]
@@ -79,10 +112,12 @@ class FaissStore(VectorStore):
         x = np.stack(list(rows.values())) if ids else np.zeros((0, self.dims), np.float32)
         self.build_user(user, ids, x)
 
-    def _result(self, facts: _UserFacts, scores: np.ndarray, rows: np.ndarray) -> SearchResult:
+    def _result(self, facts: _UserIndex, scores: np.ndarray, keys: np.ndarray) -> SearchResult:
         names = np.array(facts.fact_ids + [""], dtype=object)
-        rows = np.where(rows >= 0, rows, len(facts.fact_ids))
-        found = rows < len(facts.fact_ids)
+        missing = len(facts.fact_ids)
+        rows = np.vectorize(lambda key: facts.position.get(int(key), missing),
+                            otypes=[np.int64])(keys) if keys.size else keys.astype(np.int64)
+        found = rows < missing
         return SearchResult(np.where(found, scores, -np.inf).astype(np.float32), names[rows])
 
     def search(self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
@@ -91,20 +126,23 @@ class FaissStore(VectorStore):
         q = as_matrix(queries, self.dims)
         if not facts.fact_ids or k <= 0:
             return SearchResult.empty(len(q), k)
-        if self._ef.get(user) != ef_search:
+        if facts.ef != ef_search:
             faiss.downcast_index(facts.index.index).hnsw.efSearch = max(int(ef_search), 1)
-            self._ef[user] = ef_search
-        with index_mod.omp_threads(1 if len(q) < index_mod.SINGLE_THREAD_BELOW else None):
-            scores, rows = facts.index.search(q, int(k))
-        return self._result(facts, scores, rows)
+            facts.ef = ef_search
+        with faiss_index.omp_threads(1 if len(q) < faiss_index.SINGLE_THREAD_BELOW else None):
+            scores, keys = facts.index.search(q, int(k))
+        return self._result(facts, scores, keys)
 
     def exact_search(self, user: str, queries: np.ndarray, k: int) -> SearchResult:
         facts = self._get(user)
         q = as_matrix(queries, self.dims)
         if not facts.fact_ids or k <= 0:
             return SearchResult.empty(len(q), k)
-        scores, rows = index_mod.exact_search(facts.vectors, q, k)
-        return self._result(facts, scores, rows)
+        scores, rows = faiss_index.exact_search(facts.vectors, q, k)
+        names = np.array(facts.fact_ids + [""], dtype=object)
+        rows = np.where(rows >= 0, rows, len(facts.fact_ids))
+        found = rows < len(facts.fact_ids)
+        return SearchResult(np.where(found, scores, -np.inf).astype(np.float32), names[rows])
 
     def vectors(self, user: str) -> tuple[list[str], np.ndarray]:
         facts = self._get(user)
@@ -114,7 +152,11 @@ class FaissStore(VectorStore):
     def count(self, user: str | None = None) -> int:
         if user is not None:
             return len(self._get(user).fact_ids)
-        return sum(len(f.fact_ids) for f in self._users.values())
+        return sum(len(self._get(u).fact_ids) for u in self.users())
 
     def versions(self) -> dict:
-        return {**super().versions(), "faiss": faiss.__version__}
+        return {**super().versions(), "faiss": faiss.__version__, "layout": "per_user"}
+
+    def describe(self) -> str:
+        where = f"files in {self.folder}" if self.folder is not None else "in memory"
+        return f"FAISS {faiss.__version__}: one IndexHNSWFlat per user ({where})"

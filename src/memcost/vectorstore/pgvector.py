@@ -46,7 +46,7 @@ from memcost.vectorstore.base import (
     as_matrix,
     check_facts,
 )
-from memcost.vectorstore.embedded import driver
+from memcost.vectorstore.embedded import PgServer, driver
 
 ITERATIVE_SCANS = ("off", "relaxed_order", "strict_order")
 ITERATIVE_SINCE = (0, 8, 0)  # pgvector version that added hnsw.iterative_scan
@@ -86,10 +86,13 @@ class PgVectorStore(VectorStore):
     """Per-user facts in PostgreSQL + pgvector (layout ``shared`` or ``per_user``)."""
 
     name = "pgvector"
+    replays_changes = True  # the paper's store saw Mem0's inserts, updates and deletes
 
     def __init__(self, dsn: str, dims: int, *, layout: str = "shared", table: str = "facts",
-                 iterative_scan: str = "off", force_hnsw: bool = True, **settings: int):
+                 iterative_scan: str = "off", force_hnsw: bool = True,
+                 server: PgServer | None = None, **settings: int):
         super().__init__(dims, **settings)
+        self.server = server  # stopped by close() when given (the store owns it)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         if not _NAME.match(table):
@@ -327,6 +330,13 @@ class PgVectorStore(VectorStore):
         commit together, or not at all."""
         return self.conn.transaction()
 
+    def describe(self) -> str:
+        where = self.server.describe()["server"] if self.server is not None else "given"
+        return (f"PostgreSQL {self.server_version} + pgvector {self.extension_version} ({where} "
+                f"server), layout {self.layout}, iterative_scan {self.iterative_scan}")
+
     def close(self) -> None:
         if not self.conn.closed:
             self.conn.close()
+        if self.server is not None:
+            self.server.stop()
