@@ -292,8 +292,8 @@ def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(t
         client = _client(tmp_path, server)
         requests = [question(i) for i in range(3)]
         endpoint = client.endpoint_for(requests[0].model)
-        lines = [client._batch_line(r.key(endpoint.identity), r) for r in requests]
-        transport = BatchTransport(client._endpoint_client(endpoint), client.retry,
+        lines = [client.prefill.line(r.key(endpoint.identity), r) for r in requests]
+        transport = BatchTransport(client.transport.client_for(endpoint), client.config.retry,
                                    threading.Event())
         file_id = transport.upload(joined(lines))
         BatchJournal(client.run.root).uploaded(Entry(

@@ -30,8 +30,8 @@ def test_the_notebook_defaults_build_a_client_and_routing_reaches_it(run_paths, 
     client = make_client(run_paths, **{**params, "provider_routing": routing},
                          cache_path=tmp_path / "cache.sqlite", progress=False)
     try:
-        assert client.provider_routing == routing
-        assert client.prefix_requests_per_minute == 15
+        assert client.config.provider_routing == routing
+        assert client.config.prefix_requests_per_minute == 15
         assert client.backend == "offline"
     finally:
         client.close()

@@ -32,8 +32,8 @@ def test_a_silent_server_times_out_at_the_parameter_and_a_heartbeat_reports_it(
         client = api_client(run_paths, server.url, tmp_path,
                             retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02),
                             **shared_params({"request_timeout_s": 0.5}))
-        client.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": io.StringIO()}
-        assert client.request_timeout_s == 0.5
+        client.items.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": io.StringIO()}
+        assert client.config.request_timeout_s == 0.5
         results = client.chat_many([question(1), question(2)])
         client.close()
     assert all(r.error and "timeout" in r.error for r in results)
@@ -91,9 +91,9 @@ def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp
         embed = EmbeddingRequest("text-embedding-3-small", (text,))
         tokens = count_tokens(text)
         assert 1_990 < tokens < 2_010
-        assert sized.timeout_for(chat) == request_timeout(model_info("gpt-5-mini"), tokens, None)
-        assert 306 < sized.timeout_for(chat) < 308
-        assert sized.timeout_for(embed) == round(60 + tokens / 5_000, 1)
-        assert fixed.timeout_for(chat) == fixed.timeout_for(embed) == 42
+        assert sized.transport.timeout_for(chat) == request_timeout(model_info("gpt-5-mini"), tokens, None)
+        assert 306 < sized.transport.timeout_for(chat) < 308
+        assert sized.transport.timeout_for(embed) == round(60 + tokens / 5_000, 1)
+        assert fixed.transport.timeout_for(chat) == fixed.transport.timeout_for(embed) == 42
         sized.close()
         fixed.close()

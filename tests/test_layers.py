@@ -8,7 +8,9 @@ absolute and relative, ``importlib.import_module("memcost....")`` too. From that
   ``vectorstore`` module imports ``memory`` is a cycle of packages, even when no two modules
   import each other);
 - no two classes under ``src/memcost`` share a name (a newcomer should never ask "which
-  ``FaissStore``?");
+  ``FaissStore``?"), and none is a mixin: an object is made of parts it is handed, so one call
+  can be followed without opening every file that adds methods to it;
+- no module is over 600 lines and no function over 80.
 - each module imports only its own layer or layers below, by the table :data:`LAYER_OF`
   (foundations <- llm <- offline <- stages <- analysis <- run/cli), with two extra rules:
   analysis never imports ``llm``, and nothing outside ``memcost.testing`` imports it;
@@ -182,6 +184,36 @@ def package_graph(graph: Graph) -> Graph:
     return packages
 
 
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def mixins(root: Path, package: str = PACKAGE) -> list[str]:
+    """Classes whose name ends in ``Mixin``, as ``file:line name``."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin"):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    return found
+
+
+def oversized(root: Path, package: str = PACKAGE) -> list[str]:
+    """Modules over :data:`MAX_MODULE_LINES` lines and functions over :data:`MAX_FUNCTION_LINES`."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root)
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            found.append(f"{where}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{where}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
 def duplicate_classes(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
     """Class names defined more than once under ``root/package``: name -> ``file:line`` each."""
     seen: dict[str, list[str]] = {}
@@ -242,6 +274,14 @@ def test_the_package_is_layered(graph):
 
 def test_no_two_classes_share_a_name():
     assert duplicate_classes(SRC) == {}
+
+
+def test_no_class_is_a_mixin():
+    assert mixins(SRC) == []
+
+
+def test_modules_and_functions_stay_small():
+    assert oversized(SRC) == []
 
 
 def test_function_level_imports_are_in_the_graph(graph):
@@ -336,6 +376,14 @@ def test_checker_fails_two_packages_that_import_each_other(tmp_path):
     assert find_cycle(graph) is None
     assert "package cycle: memcost.memory -> memcost.retrieval -> memcost.memory" in (
         violations(graph))
+
+
+def test_checker_finds_a_mixin_and_an_oversized_function(tmp_path):
+    long_body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    _package(tmp_path, {**BASE, "llm/calls.py": "class CallMixin:\n    pass\n",
+                        "memory/big.py": "def f():\n" + long_body})
+    assert mixins(tmp_path) == ["memcost/llm/calls.py:1 CallMixin"]
+    assert oversized(tmp_path) == [f"memcost/memory/big.py:1 f: {MAX_FUNCTION_LINES + 1} lines"]
 
 
 def test_checker_finds_two_classes_of_one_name(tmp_path):

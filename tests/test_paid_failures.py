@@ -215,7 +215,7 @@ def test_backoff_cap_is_a_parameter_and_minutes_long_by_default(run_paths, serve
     total = sum(default.delay(n, None, random.Random(0)) for n in range(1, default.max_attempts))
     assert total > 120  # minutes of patience before an item gives up, not ~31 s
     client = api_client(run_paths, server.url, tmp_path, retry=None, max_backoff_s=2.0)
-    assert client.retry.max_delay_s == 2.0
+    assert client.config.retry.max_delay_s == 2.0
 
 
 def test_an_empty_cut_off_reply_cached_by_older_code_is_asked_again(run_paths, server, tmp_path):

@@ -7,6 +7,10 @@ between the cache row and the ledger record is recognised on rerun (the row's ``
 run) and recorded then, as paid. Inside ``LLMClient.walkthrough()`` the run's own memo of the
 walk-through's replies (:mod:`memcost.llm.walkthrough`) is asked before the disk cache.
 
+:class:`CallPath` is that path, read top to bottom in :meth:`CallPath.call`: the offline
+stand-in, or the cache, or the API (through :class:`memcost.llm.transport.Transport`), then the
+ledger. It is handed the parts it uses; it owns none of them.
+
 Only answers are cached. A reply without a usable answer (``length`` with no content,
 ``content_filter``, a ``refusal``) is recorded as a failed, paid call, and a non-retryable 4xx
 for one item as a failed call: the item fails with its reason, the stage goes on, and a rerun
@@ -17,46 +21,65 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from memcost.calls import normalise_tags
 from memcost.execution import discount_multiplier
 from memcost.llm.bodies import reply_failure
+from memcost.llm.budget import Budget
+from memcost.llm.cache import ResponseCache
+from memcost.llm.config import ClientConfig
 from memcost.llm.embeddings import HashingEmbedder, decode_vectors, encode_vectors, l2_normalise
-from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected, TransientError
-from memcost.llm.flex import (
-    FLEX,
-    check_flex,
-    is_flex_unavailable,
-    outage_hint,
-)
-from memcost.llm.ledger import call_key, make_record
+from memcost.llm.errors import CacheMiss, FatalAPIError, ItemRejected
+from memcost.llm.flex import FLEX, check_flex
+from memcost.llm.ledger import Ledger, call_key, make_record
 from memcost.llm.offline import OFFLINE, OfflineMethod, run_chat, run_embedding
 from memcost.llm.outcome import Outcome
-from memcost.llm.providers import Endpoint, EndpointClient
+from memcost.llm.providers import Endpoint
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
-from memcost.models import TIMEOUT_MAX_S, declare_model, request_timeout
+from memcost.llm.stats import Accounting
+from memcost.llm.transport import Transport
+from memcost.llm.walkthrough import WalkthroughMemo
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
-# A stage whose first calls all fail after their retries stops, however few calls it has (the
-# in-a-row limit alone never fires on a stage smaller than it).
-STAGE_PROBE_CALLS = 5
 
 
-class CallMixin:
-    """One call, end to end (mixed into :class:`memcost.llm.client.LLMClient`)."""
+class CallPath:
+    """One call, end to end, for one client (see the module's docstring)."""
 
-    def _call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
-        endpoint = self.endpoint_for(request.model)
+    def __init__(self, config: ClientConfig, *, transport: Transport, ledger: Ledger,
+                 budget: Budget, cache: ResponseCache | None, accounting: Accounting,
+                 run_id: str):
+        self.config = config
+        self.transport = transport
+        self.ledger = ledger
+        self.budget = budget
+        self.cache = cache
+        self.accounting = accounting
+        self.run_id = run_id  # cache rows carry it: a rerun tells its own paid calls from others'
+        self.embedder = HashingEmbedder(config.embedding_dims)
+        self.walkthrough: WalkthroughMemo | None = None  # set inside LLMClient.walkthrough()
+        self._inflight: dict[str, threading.Event] = {}
+        self._inflight_lock = threading.Lock()
+
+    @property
+    def cache_path(self) -> Path:
+        return self.config.cache_path
+
+    def call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+        """Serve ``request``: the offline stand-in, or the walk-through memo, the disk cache or
+        the API; every call ends with its ledger record."""
+        endpoint = self.transport.endpoint_for(request.model)
         if endpoint is None:
             return self._offline_call(request, offline)
         if isinstance(request, ChatRequest):
-            self.capabilities(request.model)  # an unknown model stops here, before any call
-        if self.execution_for(request.stage) == FLEX:  # no Flex for this model: before any call
-            check_flex(request.stage, request.model, endpoint.backend, self.price_overrides)
+            self.transport.capabilities(request.model)  # an unknown model stops here
+        if self.config.execution_for(request.stage) == FLEX:  # no Flex for it: before any call
+            check_flex(request.stage, request.model, endpoint.backend, self.config.price_overrides)
         key = request.key(endpoint.identity)
-        memo = getattr(self, "_walkthrough", None)  # set inside LLMClient.walkthrough()
+        memo = self.walkthrough
         if memo is None:
             return self._serve(request, endpoint, key)
         entry = memo.get(key)
@@ -65,7 +88,7 @@ class CallMixin:
         outcome = self._serve(request, endpoint, key)
         if outcome.error is None and outcome.failure_kind is None:
             origin = "" if outcome.cached else self.run_id
-            memo.put(key, {**self._entry(request, outcome, False), "origin": origin})
+            memo.put(key, {**self.entry(request, outcome, False), "origin": origin})
         return outcome
 
     def _serve(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
@@ -80,11 +103,11 @@ class CallMixin:
             entry = self.cache.get(key)
             if entry is not None and isinstance(request, ChatRequest) and reply_failure(entry):
                 self.cache.discard(key)  # no answer in it: ask again
-                self._count("discarded_rows")
+                self.accounting.count("discarded_rows")
                 entry = None
             if entry is not None:
                 return self._cached_call(request, endpoint, key, entry)
-            if self.cache_mode == "replay_only":
+            if self.config.cache_mode == "replay_only":
                 raise CacheMiss(
                     f"cache_mode='replay_only' and no cached response for the {request.stage} call "
                     f"to {request.model} (prompt: {request.excerpt()!r}) in {self.cache_path}. "
@@ -107,8 +130,8 @@ class CallMixin:
             vectors = None
         key = request.key(OFFLINE)
         outcome = Outcome(key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors)
-        self._account(request, outcome, offline=True)
-        self._record(request, outcome, once=True)
+        self.accounting.add(request, outcome, offline=True)
+        self.record(request, outcome, once=True)
         return outcome
 
     def _cached_call(
@@ -133,22 +156,21 @@ class CallMixin:
             execution=(str(entry.get("execution") or "interactive") if recovered
                        else self._flex_or_interactive(request)),
         )
-        self._account(request, outcome, cache_hit=True, paid=recovered)
-        written = self._record(request, outcome, once=True, cached_flag=not recovered)
+        self.accounting.add(request, outcome, cache_hit=True, paid=recovered)
+        written = self.record(request, outcome, once=True, cached_flag=not recovered)
         if written and recovered:  # the run did pay for it
             self.budget.settle(None, request.model, outcome.usage, outcome.billed_usd,
                                outcome.execution)
-            self._count("recovered")
+            self.accounting.count("recovered")
         return outcome
 
     def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
-        client = self._endpoint_client(endpoint)
         reserved = self.budget.reserve(request, self._price_multiplier(request))  # BudgetStop:
         # nothing is sent
         attempts = [0, time.perf_counter()]  # attempts made, start of the last one
         rejected = False
         try:
-            response, latency, error = self._send(request, client, attempts)
+            response, latency, error = self.transport.send(request, endpoint, attempts)
         except ItemRejected as exc:  # this item only: it fails, the stage goes on
             response, latency, error = None, time.perf_counter() - attempts[1], str(exc)
             rejected = True
@@ -158,8 +180,8 @@ class CallMixin:
                 key, endpoint.backend, endpoint.host, Usage(), False,
                 time.perf_counter() - attempts[1], attempts[0], error=str(exc),
             )  # fmt: skip
-            self._account(request, outcome, sent=True)
-            self._record(request, outcome)
+            self.accounting.add(request, outcome, sent=True)
+            self.record(request, outcome)
             raise
         except BaseException:
             self.budget.settle(reserved, request.model, None)
@@ -182,66 +204,27 @@ class CallMixin:
         # (a full disk) still stops the call, but the billed call is on the ledger first.
         try:
             if response is not None and failure is None:
-                self._store(request, outcome, usage_estimated)  # only answers are cached
+                self.store(request, outcome, usage_estimated)  # only answers are cached
         finally:
-            self._account(request, outcome, sent=True, paid=response is not None,
-                          usage_estimated=usage_estimated)
-            self._record(request, outcome)
+            self.accounting.add(request, outcome, sent=True, paid=response is not None,
+                                usage_estimated=usage_estimated)
+            self.record(request, outcome)
         # The endpoint-down stops count calls that got no answer; an item the endpoint refused
         # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
-        self._note_failure(response is None and not rejected, request)
+        self.transport.note(response is None and not rejected, request)
         return outcome
 
-    def _send(
-        self, request: Request, client: EndpointClient, attempts: list[Any]
-    ) -> tuple[dict[str, Any] | None, float, str | None]:
-        """HTTP attempts with backoff: ``(response or None, latency of the last attempt, error)``.
-
-        ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
-        fatal error propagates.
-        """
-        timeout = self.timeout_for(request)
-        if isinstance(request, EmbeddingRequest):
-            def send(r: EmbeddingRequest) -> dict[str, Any]:
-                return client.embed(r, timeout)
-        else:
-            info, routing = self.capabilities(request.model), self.routing_for(request.model)
-            tier = FLEX if self.execution_for(request.stage) == FLEX else None
-
-            def send(r: ChatRequest) -> dict[str, Any]:
-                return client.chat(r, info, routing, timeout_s=timeout, service_tier=tier)
-
-        self._throttle.acquire(self._token_estimate(request), self._stop)
-        while True:
-            self._pause.wait(self._stop)
-            attempts[0] += 1
-            attempts[1] = t0 = time.perf_counter()
-            try:
-                return send(request), time.perf_counter() - t0, None
-            except TransientError as exc:
-                latency = time.perf_counter() - t0
-                if attempts[0] >= self.retry.max_attempts:
-                    return None, latency, f"{exc} (gave up after {attempts[0]} attempts)"
-                delay = self.retry.delay(attempts[0], exc.retry_after, self._rng)
-                if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
-                    self._count("flex_unavailable")
-                elif exc.status == 429:  # every worker waits, not only this one
-                    self._pause.pause(delay)
-                    self._count("rate_limited")
-                if self._stop.wait(delay):  # the stage is stopping: do not retry
-                    return None, latency, f"{exc} (not retried: the stage stopped)"
-
-    def _store(self, request: Request, outcome: Outcome, usage_estimated: bool) -> None:
+    def store(self, request: Request, outcome: Outcome, usage_estimated: bool) -> None:
         """Write the paid reply to the disk cache, marked with this run's id."""
         if self.cache is None:
             return
         kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
         self.cache.put(
-            outcome.key, self._entry(request, outcome, usage_estimated), kind=kind,
+            outcome.key, self.entry(request, outcome, usage_estimated), kind=kind,
             stage=request.stage, model=request.model, origin=self.run_id,
         )  # fmt: skip
 
-    def _entry(self, request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
+    def entry(self, request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
         """A reply as the disk cache (and the walk-through memo) store it."""
         kind = "embed" if isinstance(request, EmbeddingRequest) else "chat"
         stored: dict[str, Any] = {
@@ -265,58 +248,7 @@ class CallMixin:
             stored["execution"] = outcome.execution
         return stored
 
-    def timeout_for(self, request: Request) -> float:
-        """Seconds one attempt may take: ``request_timeout_s``, or when it is 0 sized to the
-        model and the prompt (:func:`memcost.models.request_timeout`)."""
-        if self.request_timeout_s > 0:
-            return self.request_timeout_s
-        try:
-            info = self.capabilities(request.model)
-        except KeyError:  # an embedding model the registry does not know: a plain one
-            info = declare_model(request.model, {"max_output_tokens": 0})
-        if isinstance(request, EmbeddingRequest):
-            return request_timeout(info, sum(count_tokens(t) for t in request.inputs), 0)
-        prompt = sum(count_tokens(c) for _, c in request.messages)
-        return request_timeout(info, prompt, request.max_output_tokens)
-
-    def _token_estimate(self, request: Request) -> int:
-        """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""
-        if self._throttle.limit is None:
-            return 0
-        if isinstance(request, EmbeddingRequest):
-            return sum(count_tokens(t) for t in request.inputs)
-        prompt = sum(count_tokens(c) for _, c in request.messages)
-        return prompt + (request.max_output_tokens or 0)
-
-    def _note_failure(self, failed: bool, request: Request) -> None:
-        """Stop when the endpoint looks down: many calls in a row failing after all retries, or
-        all of a stage's first calls."""
-        probe_size = min(STAGE_PROBE_CALLS, self.max_consecutive_failures)
-        with self._stats_lock:
-            self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
-            tripped = self._consecutive_failures >= self.max_consecutive_failures
-            probe = self.__dict__.setdefault("_stage_probe", {})
-            calls, fails = probe.get(request.stage, (0, 0))
-            if calls < probe_size:
-                probe[request.stage] = calls, fails = calls + 1, fails + int(failed)
-                stage_down = calls == probe_size and fails == probe_size
-            else:
-                stage_down = False
-        hint = outage_hint(request.stage, self.execution_for(request.stage))
-        if stage_down and not tripped:
-            raise FatalAPIError(
-                f"the first {probe_size} {request.stage} calls to {request.model} all failed "
-                "after all retries; the endpoint seems unavailable. Nothing failed is recorded "
-                "as finished; rerun later to continue." + hint
-            )
-        if tripped:
-            raise FatalAPIError(
-                f"{self.max_consecutive_failures} calls in a row failed after all retries (last: "
-                f"{request.stage} call to {request.model}); the endpoint seems unavailable. "
-                "Finished calls are cached and recorded; rerun later to continue." + hint
-            )
-
-    def _record(
+    def record(
         self,
         request: Request,
         outcome: Outcome,
@@ -327,7 +259,7 @@ class CallMixin:
         """Write the ledger record; with ``once``, skip it if this run already recorded the call."""
         ckey = call_key(outcome.key, request.tags)
         if once and self.ledger.seen(ckey):
-            self._count("replayed")
+            self.accounting.count("replayed")
             return False
         record = make_record(
             stage=request.stage,
@@ -353,18 +285,18 @@ class CallMixin:
         if outcome.execution != "interactive":  # batch or flex: sets the record's price
             record["execution"] = outcome.execution
         self.ledger.write(record)
-        self._count("recorded")
+        self.accounting.count("recorded")
         return True
 
     def _flex_or_interactive(self, request: Request) -> str:
         """``flex`` for a call of a stage run on Flex processing, else ``interactive``."""
-        return FLEX if self.execution_for(request.stage) == FLEX else "interactive"
+        return FLEX if self.config.execution_for(request.stage) == FLEX else "interactive"
 
     def _price_multiplier(self, request: Request) -> float:
         """What a request is billed relative to its list price: Flex's discount, else 1."""
         if self._flex_or_interactive(request) != FLEX:
             return 1.0
-        return discount_multiplier(request.model, FLEX, self.price_overrides) or 1.0
+        return discount_multiplier(request.model, FLEX, self.config.price_overrides) or 1.0
 
     def _claim(self, key: str) -> threading.Event | None:
         """``None`` if this thread now owns ``key``; else the event to wait for."""
@@ -379,17 +311,6 @@ class CallMixin:
             event = self._inflight.pop(key, None)
         if event is not None:
             event.set()
-
-    def _endpoint_client(self, endpoint: Endpoint) -> EndpointClient:
-        with self._endpoints_lock:
-            client = self._endpoints.get(endpoint.identity)
-            if client is None:
-                client = EndpointClient(  # each request passes its own timeout (timeout_for)
-                    endpoint, timeout_s=self.request_timeout_s or TIMEOUT_MAX_S,
-                    env_file=self.env_file,
-                )
-                self._endpoints[endpoint.identity] = client
-            return client
 
 
 def _outcome_of(

@@ -5,178 +5,76 @@ request is served (disk cache, the stage's offline method, or an OpenAI-compatib
 retries what can be retried, records one ledger record per call, and keeps counts a notebook
 can print and hand to the manifest (``step.record_llm(client.summary())``).
 
-This file is the public face (:class:`LLMClient`, :func:`make_client`); the work is split by
-concern: :mod:`memcost.llm.items` (scheduling, re-asks), :mod:`memcost.llm.calling` (one call:
-offline, cache or API, then the ledger) and :mod:`memcost.llm.stats` (counts and summary).
+The client is made of explicit parts, each handed to it by :func:`make_client`: a frozen
+:class:`~memcost.llm.config.ClientConfig`; the :class:`~memcost.llm.transport.Transport`
+(endpoints, HTTP attempts, pacing); the disk cache, the ledger and the budget; the
+:class:`~memcost.llm.stats.Accounting` of its calls; the
+:class:`~memcost.llm.calling.CallPath` that serves one call (offline, cache or API, then the
+ledger); the :class:`~memcost.llm.items.ItemRunner` that schedules items and re-asks; and the
+:class:`~memcost.llm.batch.BatchPrefill` that fills the cache through the Batch API first.
 """
 
 from __future__ import annotations
 
-import math
-import random
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memcost.llm.batch import BatchMixin, batch_options
+from memcost.llm.batch import BatchPrefill
 from memcost.llm.budget import Budget
-from memcost.llm.cache import CACHE_MODES, ResponseCache
-from memcost.llm.calling import CallMixin
-from memcost.llm.embeddings import DEFAULT_DIMS, HashingEmbedder, plan_batches
+from memcost.llm.cache import ResponseCache
+from memcost.llm.calling import CallPath
+from memcost.llm.config import ClientConfig
+from memcost.llm.embeddings import plan_batches
 from memcost.llm.errors import LLMError
-from memcost.llm.items import PARSE_ERRORS, ItemMixin, ParseFn
+from memcost.llm.items import PARSE_ERRORS, ItemRunner, ParseFn
 from memcost.llm.ledger import Ledger
 from memcost.llm.offline import OfflineMethod
-from memcost.llm.providers import (
-    BACKENDS,
-    Endpoint,
-    EndpointClient,
-    check_credentials,
-    resolve_endpoint,
-)
+from memcost.llm.providers import Endpoint, check_credentials
 from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
-from memcost.llm.retry import PauseGate, RetryPolicy, TokenThrottle
-from memcost.llm.stats import ClientStats, StatsMixin
+from memcost.llm.stats import Accounting, ClientStats
+from memcost.llm.transport import Transport
 from memcost.llm.walkthrough import WalkthroughMemo
-from memcost.models import EMBEDDING_MODEL, ModelInfo, canonical_name, declare_model, model_info
-from memcost.params import normalise_execution
-from memcost.paths import CACHE_DIR, RunPaths
-from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
+from memcost.models import EMBEDDING_MODEL, ModelInfo
+from memcost.paths import RunPaths
 
-__all__ = ["PARSE_ERRORS", "ClientStats", "LLMClient", "ParseFn", "make_client"]
-
-DEFAULT_CACHE_PATH = CACHE_DIR / "llm_cache.sqlite"
+__all__ = ["PARSE_ERRORS", "ClientConfig", "ClientStats", "LLMClient", "ParseFn", "make_client"]
 
 
-def _check_options(
-    backend: str, model_backends: Mapping[str, str], cache_mode: str, max_concurrency: int
-) -> None:
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    for model, other in model_backends.items():
-        if other not in BACKENDS:
-            raise ValueError(
-                f"model_backends[{model!r}] = {other!r}; choose one of {', '.join(BACKENDS)}"
-            )
-    if cache_mode not in CACHE_MODES:
-        raise ValueError(
-            f"unknown cache_mode {cache_mode!r}; choose one of {', '.join(CACHE_MODES)}"
-        )
-    if max_concurrency < 1:
-        raise ValueError("max_concurrency must be at least 1")
-
-
-class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
+class LLMClient:
     """Use :func:`make_client` to build one from notebook parameters."""
 
-    def __init__(
-        self,
-        run: RunPaths,
-        *,
-        backend: str = "offline",
-        base_url: str = "",
-        api_key_env: str = "",
-        model_backends: Mapping[str, str] | None = None,
-        cache_mode: str = "read_write",
-        cache_path: str | Path | None = None,
-        max_concurrency: int = 8,
-        max_cost_usd: float | None = None,
-        price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
-        retry: RetryPolicy | None = None,
-        request_timeout_s: float = 0.0,
-        max_reasks: int = 2,
-        max_consecutive_failures: int = 20,
-        progress: bool = True,
-        env_file: str | Path | None = None,
-        embedding_dims: int = DEFAULT_DIMS,
-        model_capabilities: Mapping[str, Mapping[str, Any]] | None = None,
-        provider_routing: Mapping[str, Mapping[str, Any]] | None = None,
-        tpm_limit: int | None = None,
-        max_backoff_s: float | None = None,
-        prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
-        execution: Mapping[str, str] | None = None,
-        batch_retry: str = "batch",
-        max_wait_hours: float = 24.0,
-        batch_poll_s: float = 60.0,
-        batch_queue_tokens: Mapping[str, int] | None = None,
-    ):
-        _check_options(backend, model_backends or {}, cache_mode, max_concurrency)
-        # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
-        self.model_capabilities: dict[str, ModelInfo] = {
-            name: declare_model(name, facts) for name, facts in (model_capabilities or {}).items()
-        }
-        # OpenRouter provider routing per model, e.g. {"order": ["deepinfra"],
-        # "allow_fallbacks": False}: the host decides the price of an open-weight model.
-        self.provider_routing = {k: dict(v) for k, v in (provider_routing or {}).items()}
-        self.prefix_requests_per_minute = prefix_requests_per_minute or None
-        # How each ledger stage's calls are sent: interactive, batch or flex (params.EXECUTION_MODES)
-        self.execution = normalise_execution(execution)
-        self.batch_options = batch_options(batch_retry, max_wait_hours, batch_poll_s,
-                                           batch_queue_tokens)
-        if max_backoff_s is not None and retry is None:
-            retry = RetryPolicy(max_delay_s=float(max_backoff_s))
+    def __init__(self, run: RunPaths, config: ClientConfig, *, calls: CallPath,
+                 items: ItemRunner, prefill: BatchPrefill):
         self.run = run
-        self.backend = backend
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.model_backends = dict(model_backends or {})
-        self.cache_mode = cache_mode
-        self.max_concurrency = int(max_concurrency)
-        self.price_overrides = {k: dict(v) for k, v in (price_overrides or {}).items()}
-        self.retry = retry or RetryPolicy()
-        self.request_timeout_s = float(request_timeout_s)
-        self.max_reasks = int(max_reasks)
-        self.max_consecutive_failures = int(max_consecutive_failures)
-        self.progress = progress
-        self.env_file = Path(env_file) if env_file is not None else None
-        self.embedder = HashingEmbedder(embedding_dims)
-        self.stats = ClientStats()
-        self._open_stores(max_cost_usd, cache_path)
-        self._routes: dict[str, Endpoint | None] = {}
-        self._endpoints: dict[str, EndpointClient] = {}
-        self._endpoints_lock = threading.Lock()
-        self._inflight: dict[str, threading.Event] = {}
-        self._inflight_lock = threading.Lock()
-        self._stats_lock = threading.Lock()
-        self._pause = PauseGate()
-        self._stop = threading.Event()  # set when a stage stops: workers give up retrying
-        self._rng = random.Random()
-        self._throttle = TokenThrottle(tpm_limit)
-        self._consecutive_failures = 0
-        self._walkthrough: WalkthroughMemo | None = None
-        self._check_batch()  # batch where there is no Batch API: refused before any call
+        self.config = config
+        self.calls = calls
+        self.items = items
+        self.prefill = prefill
+        self.transport = calls.transport
+        self.cache = calls.cache
+        self.ledger = calls.ledger
+        self.budget = calls.budget
+        self.accounting = calls.accounting
 
-    def _open_stores(self, max_cost_usd: float | None, cache_path: str | Path | None) -> None:
-        """Check credentials, then open the ledger, the budget and (for API runs) the cache."""
-        uses_api = self.backend != "offline" or any(
-            b != "offline" for b in self.model_backends.values()
-        )
-        if uses_api:
-            # Before anything is spent: a missing key is an error naming the variable.
-            check_credentials(
-                self.backend,
-                base_url=self.base_url,
-                api_key_env=self.api_key_env,
-                model_backends=self.model_backends,
-                env_file=self.env_file,
-            )
-        self.run.root.mkdir(parents=True, exist_ok=True)
-        self.ledger = Ledger(self.run.calls, price_overrides=self.price_overrides)
-        self.budget = Budget(
-            max_cost_usd,
-            spent_before_usd=self.ledger.spent_before_usd,
-            price_overrides=self.price_overrides,
-        )
-        self.cache_path = Path(cache_path) if cache_path else DEFAULT_CACHE_PATH
-        # Offline calls never touch the cache; an API run opens it unless caching is off.
-        use_cache = uses_api and self.cache_mode != "off"
-        self.cache = ResponseCache(self.cache_path) if use_cache else None
-        # Cache rows carry the run's id, so a rerun can tell its own paid calls from others'.
-        self.run_id = self.run.run_id() if self.cache is not None else ""
+    # The options and counts notebooks and stages read.
+    @property
+    def backend(self) -> str:
+        return self.config.backend
+
+    @property
+    def base_url(self) -> str:
+        return self.config.base_url
+
+    @property
+    def stats(self) -> ClientStats:
+        return self.accounting.stats
+
+    @property
+    def run_id(self) -> str:
+        return self.calls.run_id
 
     # ------------------------------------------------------------------ public API
 
@@ -209,11 +107,11 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         :class:`CacheMiss` or :class:`BudgetExceeded` after the calls in flight have finished.
         """
         requests = list(requests)
-        self._batch_first(requests)
-        return self._run(
+        self.prefill.fill(requests)
+        return self.items.run(
             requests,
             after=None,
-            work=lambda r: self._chat_item(r, offline, parse),
+            work=lambda r: self.items.chat_item(r, offline, parse),
             desc=desc or _desc(requests),
             on_result=on_result,
             progress=progress,
@@ -251,11 +149,11 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
                 flat.append(request)
                 after.append(start if (first_alone and position > 0) else None)
                 prefixes.append(number if self._overflow_rule_applies(request) else None)
-        self._batch_first(flat)
-        results = self._run(
+        self.prefill.fill(flat)
+        results = self.items.run(
             flat,
             after=after,
-            work=lambda r: self._chat_item(r, offline, parse),
+            work=lambda r: self.items.chat_item(r, offline, parse),
             desc=desc or _desc(flat),
             on_result=on_result,
             progress=progress,
@@ -286,11 +184,11 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         """
         texts = [str(t) for t in texts]
         keep = [i for i, t in enumerate(texts) if t.strip()]
-        dims = dimensions or self._embedding_dims(model)
+        dims = dimensions or self.items.embedding_dims(model)
         if not keep:
             return np.zeros((len(texts), dims), dtype=np.float32)
         batches, fitted, truncated = plan_batches([texts[i] for i in keep])
-        self._count("truncated_inputs", truncated)
+        self.accounting.count("truncated_inputs", truncated)
         requests = [
             EmbeddingRequest(
                 model, tuple(fitted[j] for j in batch), dimensions=dimensions, tags=dict(tags or {})
@@ -318,11 +216,11 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         progress: bool | None = None,
     ) -> list[EmbeddingResult]:
         requests = list(requests)
-        self._batch_first(requests)
-        return self._run(
+        self.prefill.fill(requests)
+        return self.items.run(
             requests,
             after=None,
-            work=self._embed_item,
+            work=self.items.embed_item,
             desc=desc or "embed",
             on_result=None,
             progress=progress,
@@ -330,7 +228,7 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
 
     def execution_for(self, stage: str) -> str:
         """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
-        return self.execution.get(stage, "interactive")
+        return self.config.execution_for(stage)
 
     @contextmanager
     def walkthrough(self) -> Iterator[LLMClient]:
@@ -338,45 +236,26 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         directory (:mod:`memcost.llm.walkthrough`) and served from there on a rerun, so an
         emptied cache never sends or records them twice (the batch dedupes by its outputs)."""
         memo = WalkthroughMemo(self.run.walkthrough)
-        self._walkthrough = memo
+        self.calls.walkthrough = memo
         try:
             yield self
         finally:
-            self._walkthrough = None
+            self.calls.walkthrough = None
             memo.close()
 
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
         canonical name)."""
-        if model in self.model_backends:
-            return self.model_backends[model]
-        name = canonical_name(model)
-        for key, backend in self.model_backends.items():
-            if canonical_name(key) == name:
-                return backend
-        return self.backend
+        return self.config.backend_for(model)
 
     def endpoint_for(self, model: str) -> Endpoint | None:
         """Where ``model``'s calls go (``None``: the offline backend)."""
-        if model not in self._routes:
-            backend = self.backend_for(model)
-            self._routes[model] = (
-                None
-                if backend == "offline"
-                else resolve_endpoint(
-                    backend,
-                    base_url=self.base_url,
-                    api_key_env=self.api_key_env,
-                    primary=backend == self.backend,
-                    custom_routed="custom" in self.model_backends.values(),
-                )
-            )
-        return self._routes[model]
+        return self.transport.endpoint_for(model)
 
     def capabilities(self, model: str) -> ModelInfo:
         """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
         raises :class:`memcost.models.UnknownModelError` naming what to add."""
-        return model_info(model, self.model_capabilities)
+        return self.transport.capabilities(model)
 
     def _overflow_rule_applies(self, request: ChatRequest) -> bool:
         """OpenAI's per-prefix overflow (about 15 requests a minute) applies to its own API;
@@ -384,12 +263,15 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
         endpoint = self.endpoint_for(request.model)
         return endpoint is not None and endpoint.backend == "openai"
 
-    def routing_for(self, model: str) -> dict[str, Any] | None:
-        """OpenRouter provider routing for ``model`` (by exact, then canonical name)."""
-        for key, routing in self.provider_routing.items():
-            if key == model or canonical_name(key) == canonical_name(model):
-                return routing
-        return None
+    def summary(self) -> dict[str, Any]:
+        """What a notebook prints and stores in the manifest (no keys, no prompts)."""
+        return self.accounting.summary(cache_open=self.cache is not None)
+
+    def summary_table(self):
+        """Per stage and model: calls, cache hits, errors, tokens, dollars (a DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.summary()["by_stage_model"])
 
     def close(self) -> None:
         self.ledger.close()
@@ -402,14 +284,6 @@ class LLMClient(ItemMixin, CallMixin, BatchMixin, StatsMixin):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _embedding_dims(self, model: str) -> int:
-        if self.endpoint_for(model) is None:
-            return self.embedder.dims
-        try:
-            return model_info(model).embedding_dims or DEFAULT_DIMS
-        except KeyError:
-            return DEFAULT_DIMS
-
 
 def _desc(requests: Sequence[ChatRequest]) -> str:
     if not requests:
@@ -418,49 +292,45 @@ def _desc(requests: Sequence[ChatRequest]) -> str:
     return f"{first.stage} {first.model}"
 
 
-def make_client(
-    run: RunPaths,
-    *,
-    backend: str = "offline",
-    base_url: str = "",
-    api_key_env: str = "",
-    model_backends: Mapping[str, str] | None = None,
-    cache_mode: str = "read_write",
-    max_concurrency: int = 8,
-    max_cost_usd: float | None = None,
-    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
-    cache_path: str | Path | None = None,
-    **options: Any,
-) -> LLMClient:
-    """The client for a notebook, from its shared parameters (docs/architecture.md).
+def open_stores(run: RunPaths, config: ClientConfig) -> tuple[Ledger, Budget, ResponseCache | None]:
+    """Check credentials, then open the ledger, the budget and (for API runs) the cache."""
+    if config.uses_api:
+        # Before anything is spent: a missing key is an error naming the variable.
+        check_credentials(config.backend, base_url=config.base_url,
+                          api_key_env=config.api_key_env, model_backends=config.model_backends,
+                          env_file=config.env_file)
+    run.root.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger(run.calls, price_overrides=config.price_overrides)
+    budget = Budget(config.max_cost_usd, spent_before_usd=ledger.spent_before_usd,
+                    price_overrides=config.price_overrides)
+    # Offline calls never touch the cache; an API run opens it unless caching is off.
+    use_cache = config.uses_api and config.cache_mode != "off"
+    return ledger, budget, ResponseCache(config.cache_path) if use_cache else None
 
-    ``max_cost_usd``: ``None`` (or ``inf``) means no limit; ``0`` allows cache hits and offline
-    calls only. Further ``options`` (``retry``, ``request_timeout_s``, ``max_reasks``,
-    ``progress``, ``env_file``, ``embedding_dims``, ``max_consecutive_failures``) have defaults
-    that suit real runs; tests shorten them. Paid-path options: ``model_capabilities`` declares
-    models the registry does not know (a model on your own server:
-    ``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat model); ``provider_routing``
-    pins OpenRouter hosts per model (``{"openai/gpt-oss-120b": {"order": [...],
-    "allow_fallbacks": False}}``); ``tpm_limit`` throttles to a tokens-per-minute limit;
-    ``max_backoff_s`` caps the backoff between retries (minutes by default);
+
+def make_client(run: RunPaths, **options: Any) -> LLMClient:
+    """The client for a notebook, from its client parameters (docs/architecture.md).
+
+    ``options`` are those of :meth:`ClientConfig.make`: ``backend``, ``base_url``,
+    ``api_key_env``, ``model_backends``, ``cache_mode``, ``cache_path``, ``max_concurrency``,
+    ``max_cost_usd`` (``None`` or ``inf``: no limit; ``0``: cache hits and offline calls only),
+    ``price_overrides``; ``retry``, ``request_timeout_s``, ``max_reasks``, ``progress``,
+    ``env_file``, ``embedding_dims``, ``max_consecutive_failures`` have defaults that suit real
+    runs (tests shorten them). Paid-path options: ``model_capabilities`` declares models the
+    registry does not know (``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat
+    model); ``provider_routing`` pins OpenRouter hosts per model; ``tpm_limit`` throttles to a
+    tokens-per-minute limit; ``max_backoff_s`` caps the backoff between retries;
     ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
     ``execution`` maps ledger stages to ``interactive``, ``batch`` or ``flex``; for ``batch``,
-    ``batch_retry`` (``batch`` or ``interactive``: what becomes of requests a batch did not
-    answer), ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens`` (model → enqueued-
-    token limit) (:mod:`memcost.llm.batch`).
+    ``batch_retry``, ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens``
+    (:mod:`memcost.llm.batch`).
     """
-    if max_cost_usd is not None and math.isinf(max_cost_usd):
-        max_cost_usd = None
-    return LLMClient(
-        run,
-        backend=backend,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        model_backends=model_backends,
-        cache_mode=cache_mode,
-        cache_path=cache_path,
-        max_concurrency=max_concurrency,
-        max_cost_usd=max_cost_usd,
-        price_overrides=price_overrides,
-        **options,
-    )
+    config = ClientConfig.make(**options)
+    ledger, budget, cache = open_stores(run, config)
+    accounting = Accounting(config, budget)
+    transport = Transport(config, accounting)
+    # Cache rows carry the run's id, so a rerun can tell its own paid calls from others'.
+    calls = CallPath(config, transport=transport, ledger=ledger, budget=budget, cache=cache,
+                     accounting=accounting, run_id=run.run_id() if cache is not None else "")
+    return LLMClient(run, config, calls=calls, items=ItemRunner(config, calls),
+                     prefill=BatchPrefill(run, calls))

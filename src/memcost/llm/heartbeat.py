@@ -2,7 +2,7 @@
 
 A server that accepts a request and never answers used to be silent until the request timeout
 (``request_timeout_s``) and every retry had run out. :class:`Heartbeat` wraps the work of one
-batch (:meth:`memcost.llm.items.ItemMixin._run`): it notes when each item starts and ends, and
+batch (:meth:`memcost.llm.items.ItemRunner.run`): it notes when each item starts and ends, and
 while any item has been in flight longer than ``slow_s`` it prints, every ``every_s``::
 
     extract facts: 8 requests in flight, the oldest for 95 s (request_timeout_s=300)

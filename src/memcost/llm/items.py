@@ -3,6 +3,9 @@
 A chat item is the request a stage built; when the stage's ``parse`` rejects the reply, the
 client re-asks (a new request with the bad reply and a correction appended) up to
 ``max_reasks`` times. The item's result sums the usage and attempts of all its calls.
+
+:class:`ItemRunner` is the client's part that does it: it schedules items (at most
+``max_concurrency`` in flight) and turns each into calls of :class:`memcost.llm.calling.CallPath`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import numpy as np
 
 from memcost.llm.bodies import larger_output_limit
 from memcost.llm.budget import BudgetStop
+from memcost.llm.calling import CallPath
+from memcost.llm.config import ClientConfig
+from memcost.llm.embeddings import DEFAULT_DIMS
 from memcost.llm.errors import BudgetExceeded
 from memcost.llm.heartbeat import Heartbeat
 from memcost.llm.offline import OfflineMethod
@@ -21,6 +27,7 @@ from memcost.llm.outcome import Outcome
 from memcost.llm.parsing import reask_request
 from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
 from memcost.llm.scheduler import ProgressBar, run_scheduled
+from memcost.models import model_info
 
 T = TypeVar("T")
 ParseFn = Callable[[str], Any]
@@ -29,10 +36,17 @@ ParseFn = Callable[[str], Any]
 PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError)
 
 
-class ItemMixin:
-    """Scheduling and items (mixed into :class:`memcost.llm.client.LLMClient`)."""
+class ItemRunner:
+    """Items of one client: scheduled, each a call plus its bounded re-asks."""
 
-    def _run(
+    def __init__(self, config: ClientConfig, calls: CallPath):
+        self.config = config
+        self.calls = calls
+        self.transport = calls.transport
+        self.accounting = calls.accounting
+        self.heartbeat: dict[str, Any] = {}  # Heartbeat options (tests shorten them)
+
+    def run(
         self,
         items: list[Any],
         *,
@@ -43,31 +57,34 @@ class ItemMixin:
         progress: bool | None,
         prefixes: Sequence[Any] | None = None,
     ) -> list[T]:
-        show = self.progress if progress is None else progress
-        bar = ProgressBar(len(items), desc, self._progress_postfix) if (show and items) else None
-        self._stop.clear()
-        heartbeat = Heartbeat(desc, timeout_s=getattr(self, "request_timeout_s", None),
-                              **getattr(self, "heartbeat", {}))
+        c = self.config
+        show = c.progress if progress is None else progress
+        bar = (ProgressBar(len(items), desc, self.accounting.progress_postfix)
+               if (show and items) else None)
+        stop = self.transport.stop
+        stop.clear()
+        heartbeat = Heartbeat(desc, timeout_s=c.request_timeout_s, **self.heartbeat)
         with heartbeat:  # a line while requests are slow: in flight, the oldest's age
             results, failure = run_scheduled(
                 items,
                 heartbeat.track(work),
                 after=after,
                 inline=self._inline,
-                max_concurrency=self.max_concurrency,
+                max_concurrency=c.max_concurrency,
                 on_result=on_result,
-                on_failure=lambda exc: self._stop.set(),
+                on_failure=lambda exc: stop.set(),
                 progress=bar,
                 prefixes=prefixes,
-                per_prefix_per_minute=self.prefix_requests_per_minute if prefixes else None,
+                per_prefix_per_minute=c.prefix_requests_per_minute if prefixes else None,
             )
         if failure is not None:
             if isinstance(failure, BudgetStop):
+                budget = self.calls.budget
                 raise BudgetExceeded(
                     f"budget guard: {failure}. Stopped cleanly; everything done so far is cached "
                     "and recorded. Raise max_cost_usd to continue.",
-                    spent_usd=self.budget.spent,
-                    limit_usd=self.budget.limit,
+                    spent_usd=budget.spent,
+                    limit_usd=budget.limit,
                     results=results,
                 ) from None
             raise failure
@@ -75,15 +92,16 @@ class ItemMixin:
 
     def _inline(self, request: ChatRequest | EmbeddingRequest) -> bool:
         """Served without waiting on the network (offline or cached): run it in this thread."""
-        endpoint = self.endpoint_for(request.model)
+        endpoint = self.transport.endpoint_for(request.model)
         if endpoint is None:
             return True
-        return self.cache is not None and self.cache.contains(request.key(endpoint.identity))
+        cache = self.calls.cache
+        return cache is not None and cache.contains(request.key(endpoint.identity))
 
-    def _chat_item(
+    def chat_item(
         self, request: ChatRequest, offline: OfflineMethod | None, parse: ParseFn | None
     ) -> ChatResult:
-        outcome = self._call(request, offline)
+        outcome = self.calls.call(request, offline)
         totals = {"usage": outcome.usage, "attempts": outcome.attempts, "calls": 1}
         retried_limit = None
         if outcome.failure_kind == "length":
@@ -93,7 +111,7 @@ class ItemMixin:
             outcome, parsed, parse_error = self._parse_with_reasks(
                 request, outcome, offline, parse, totals
             )
-        self._count("items")
+        self.accounting.count("items")
         return ChatResult(
             request=request,
             text=outcome.text,
@@ -126,14 +144,14 @@ class ItemMixin:
         """Once: the same request with a larger output limit, after a reply cut off before any
         answer (a reasoning model that spent its limit thinking). The retry is its own ledger
         record, tagged with the limit it used; without room to grow, the item fails."""
-        larger = larger_output_limit(request, self.capabilities(request.model))
-        if larger is None or self._stop.is_set():
+        larger = larger_output_limit(request, self.transport.capabilities(request.model))
+        if larger is None or self.transport.stop.is_set():
             return outcome, None
-        self._count("output_limit_retries")
+        self.accounting.count("output_limit_retries")
         retry = request.replace(
             max_output_tokens=larger, tags={**request.tags, "output_limit_retry": larger}
         )
-        again = self._call(retry, offline)
+        again = self.calls.call(retry, offline)
         totals["usage"] = totals["usage"] + again.usage
         totals["attempts"] += again.attempts
         totals["calls"] += 1
@@ -155,31 +173,41 @@ class ItemMixin:
         or when a re-ask failed as a call: that error is the item's error then).
         """
         current, parsed, parse_error = request, None, None
-        for number in range(1, self.max_reasks + 2):
+        max_reasks = self.config.max_reasks
+        for number in range(1, max_reasks + 2):
             try:
                 return outcome, parse(outcome.text), None
             except PARSE_ERRORS as exc:
                 parse_error = f"unparseable reply: {type(exc).__name__}: {exc}"[:500]
-            if number > self.max_reasks or self._stop.is_set():
+            if number > max_reasks or self.transport.stop.is_set():
                 break
             current = reask_request(current, outcome.text, str(parse_error), number)
-            self._count("reasks")
-            outcome = self._call(current, offline)
+            self.accounting.count("reasks")
+            outcome = self.calls.call(current, offline)
             totals["usage"] = totals["usage"] + outcome.usage
             totals["attempts"] += outcome.attempts
             totals["calls"] += 1
             if outcome.error is not None:
                 return outcome, None, None
-        self._count("parse_failures")
+        self.accounting.count("parse_failures")
         return outcome, parsed, parse_error
 
-    def _embed_item(self, request: EmbeddingRequest) -> EmbeddingResult:
-        outcome = self._call(request, None)
-        self._count("items")
+    def embedding_dims(self, model: str) -> int:
+        """The dimensions ``model``'s vectors have (the offline embedder's when it is offline)."""
+        if self.transport.endpoint_for(model) is None:
+            return self.calls.embedder.dims
+        try:
+            return model_info(model).embedding_dims or DEFAULT_DIMS
+        except KeyError:
+            return DEFAULT_DIMS
+
+    def embed_item(self, request: EmbeddingRequest) -> EmbeddingResult:
+        outcome = self.calls.call(request, None)
+        self.accounting.count("items")
         vectors = outcome.vectors
         if vectors is None:
             vectors = np.full(
-                (len(request.inputs), self._embedding_dims(request.model)), np.nan, np.float32
+                (len(request.inputs), self.embedding_dims(request.model)), np.nan, np.float32
             )
         return EmbeddingResult(
             request=request,

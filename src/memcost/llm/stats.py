@@ -1,15 +1,18 @@
 """The client's counts: what a notebook prints, stores in the manifest and shows in a progress bar.
 
-:class:`ClientStats` holds the counts since the client was made; :class:`StatsMixin` gives the
-client the methods that add one call to them and report them (:meth:`StatsMixin.summary`).
+:class:`ClientStats` holds the counts since the client was made; :class:`Accounting` is the
+client's part that adds one call to them and reports them (:meth:`Accounting.summary`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from memcost.llm.budget import Budget
+from memcost.llm.config import ClientConfig
 from memcost.llm.outcome import Outcome
 from memcost.llm.providers import resolve_endpoint
 from memcost.llm.requests import ChatRequest, EmbeddingRequest
@@ -77,10 +80,16 @@ def _rounded(values: dict[str, Any]) -> dict[str, Any]:
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in values.items()}
 
 
-class StatsMixin:
-    """The client's accounting and reports (mixed into :class:`memcost.llm.client.LLMClient`)."""
+class Accounting:
+    """The counts of one client's calls, kept under one lock, and its reports."""
 
-    def _account(
+    def __init__(self, config: ClientConfig, budget: Budget):
+        self.config = config
+        self.budget = budget
+        self.stats = ClientStats()
+        self.lock = threading.Lock()
+
+    def add(
         self,
         request: ChatRequest | EmbeddingRequest,
         outcome: Outcome,
@@ -93,7 +102,7 @@ class StatsMixin:
     ) -> None:
         """Add one call to the counts (and to its stage and model's)."""
         cost = self.budget.cost(request.model, outcome.usage, outcome.execution) or 0.0
-        with self._stats_lock:
+        with self.lock:
             s = self.stats
             sm = s.by_stage_model[(request.stage, request.model)]
             for counts in (s, sm):
@@ -118,28 +127,36 @@ class StatsMixin:
             elif offline:
                 s.models[request.model]  # noqa: B018 - note the model as used
 
-    def _count(self, name: str, n: int = 1) -> None:
-        with self._stats_lock:
+    def count(self, name: str, n: int = 1) -> None:
+        with self.lock:
             setattr(self.stats, name, getattr(self.stats, name) + n)
 
-    def _endpoints_summary(self) -> dict[str, dict[str, str]]:
+    def add_paid(self, stage: str, model: str, cost: float) -> None:
+        """A paid call whose outcome was not counted by :meth:`add` (a Batch API answer)."""
+        with self.lock:
+            self.stats.batch_calls += 1
+            self.stats.paid_usd += cost
+            self.stats.by_stage_model[(stage, model)].paid_usd += cost
+
+    def endpoints_summary(self) -> dict[str, dict[str, str]]:
         """Where each API backend in use sends its calls, and which variable holds its key."""
+        c = self.config
         endpoints = {}
-        for backend in {self.backend, *self.model_backends.values()} - {"offline"}:
+        for backend in {c.backend, *c.model_backends.values()} - {"offline"}:
             ep = resolve_endpoint(
                 backend,
-                base_url=self.base_url,
-                api_key_env=self.api_key_env,
-                primary=backend == self.backend,
-                custom_routed="custom" in self.model_backends.values(),
+                base_url=c.base_url,
+                api_key_env=c.api_key_env,
+                primary=backend == c.backend,
+                custom_routed="custom" in c.model_backends.values(),
             )
             endpoints[backend] = {"base_url": ep.identity.split("|", 1)[1], "key_env": ep.key_env}
         return endpoints
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, *, cache_open: bool) -> dict[str, Any]:
         """What a notebook prints and stores in the manifest (no keys, no prompts)."""
-        s = self.stats
-        with self._stats_lock:
+        s, c = self.stats, self.config
+        with self.lock:
             by = [
                 {"stage": stage, "model": model, **_rounded(vars(sm))}
                 for (stage, model), sm in sorted(s.by_stage_model.items())
@@ -147,29 +164,23 @@ class StatsMixin:
             counts = {k: v for k, v in vars(s).items() if k not in ("by_stage_model", "models")}
             models = {m: sorted(v) for m, v in sorted(s.models.items())}
         return {
-            "backend": self.backend,
-            "model_backends": self.model_backends,
-            "endpoints": self._endpoints_summary(),
-            "cache_mode": self.cache_mode,
-            "cache_path": str(self.cache_path) if self.cache is not None else None,
-            "max_concurrency": self.max_concurrency,
+            "backend": c.backend,
+            "model_backends": dict(c.model_backends),
+            "endpoints": self.endpoints_summary(),
+            "cache_mode": c.cache_mode,
+            "cache_path": str(c.cache_path) if cache_open else None,
+            "max_concurrency": c.max_concurrency,
             "max_cost_usd": None if not self.budget.limited else self.budget.limit,
-            "price_overrides": self.price_overrides,
+            "price_overrides": {k: dict(v) for k, v in c.price_overrides.items()},
             **_rounded(counts),
             "run_spent_usd": round(self.budget.spent, 6),
             "model_snapshots": models,
-            "routes": {m: self.backend_for(m) for m in models},
+            "routes": {m: c.backend_for(m) for m in models},
             "by_stage_model": by,
         }
 
-    def summary_table(self):
-        """Per stage and model: calls, cache hits, errors, tokens, dollars (a DataFrame)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.summary()["by_stage_model"])
-
-    def _progress_postfix(self) -> str:
+    def progress_postfix(self) -> str:
         s = self.stats
-        if self.backend == "offline" and not self.model_backends:
+        if self.config.backend == "offline" and not self.config.model_backends:
             return f"hits={s.cache_hits} est=${s.estimated_usd:.4f}"
         return f"hits={s.cache_hits} ${s.paid_usd:.4f}"

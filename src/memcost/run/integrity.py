@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memcost.llm.cache import CacheCorrupted, ResponseCache
-from memcost.llm.client import DEFAULT_CACHE_PATH
+from memcost.llm.config import DEFAULT_CACHE_PATH
 from memcost.llm.ledger import LedgerDamaged, check_ledger, repair_ledger
 from memcost.paths import RUNS_DIR, RunPaths
 from memcost.run.presets import Preset, PresetError

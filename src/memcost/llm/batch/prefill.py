@@ -1,8 +1,10 @@
-"""The client's side of the Batch API: which requests go, and what a result becomes.
+"""The Batch API as a pre-fill of the cache: which requests go, and what a result becomes.
 
-Before :meth:`LLMClient.chat_many` (``chat_groups``, ``embed_many``) serves its requests, the
-requests of stages whose ``execution`` is ``batch`` that the disk cache cannot answer go through
-the Batch API (:class:`memcost.llm.batch.session.BatchSession`). Each result is put in the disk
+:class:`BatchPrefill` is a step before the calls, not a way of making them: before
+:meth:`LLMClient.chat_many` (``chat_groups``, ``embed_many``) serves its requests, it hands them
+to :meth:`BatchPrefill.fill`, and the requests of stages whose ``execution`` is ``batch`` that
+the disk cache cannot answer go through the Batch API
+(:class:`memcost.llm.batch.session.BatchSession`). Each result is put in the disk
 cache (origin: this run) and the ledger (paid, ``execution: batch``, at the batch price), as an
 interactive call would be; then the stage's requests run as usual and find their answers in
 the cache. A stage has one code path; what the Batch API did not answer is asked
@@ -13,17 +15,17 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from memcost.execution import DISCOUNT_BACKEND
 from memcost.llm.batch.files import CHAT_URL, EMBEDDINGS_URL, Line, chat_reply, embedding_reply
 from memcost.llm.batch.files import request_line as _line
-from memcost.llm.batch.session import BATCH_RETRY_MODES, BatchSession
+from memcost.llm.batch.session import BatchSession
 from memcost.llm.batch.transport import BatchTransport
 from memcost.llm.bodies import reply_failure
 from memcost.llm.budget import BudgetStop
-from memcost.llm.calling import _outcome_of
+from memcost.llm.calling import CallPath, _outcome_of
 from memcost.llm.errors import BudgetExceeded
 from memcost.llm.providers import Endpoint, chat_body, embedding_body
 from memcost.llm.requests import ChatRequest, EmbeddingRequest
@@ -43,55 +45,50 @@ def batch_refusal(backend: str, where: str = "") -> str | None:
             "(e.g. -p 'execution={}'), or route the model to backend openai.")
 
 
-def batch_options(
-    retry: str = "batch",
-    max_wait_hours: float = 24.0,
-    poll_s: float = 60.0,
-    queue_tokens: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
-    """The Batch API settings, checked: what to do with requests a batch did not answer
-    (``batch`` them again, or send them ``interactive``), how long to wait in all, how often to
-    ask, and each model's enqueued-token limit (a file never holds more)."""
-    if retry not in BATCH_RETRY_MODES:
-        raise ValueError(f"batch_retry={retry!r}: choose one of {', '.join(BATCH_RETRY_MODES)}")
-    if not max_wait_hours > 0 or not poll_s > 0:
-        raise ValueError("max_wait_hours and batch_poll_s must be positive")
-    limits = {str(m): int(n) for m, n in (queue_tokens or {}).items()}
-    if any(n <= 0 for n in limits.values()):
-        raise ValueError(f"batch_queue_tokens={limits}: limits must be positive token counts")
-    return {"retry": retry, "max_wait_hours": float(max_wait_hours), "poll_s": float(poll_s),
-            "queue_tokens": limits}
+def check_batch(config: Any) -> None:
+    """Refuse ``batch`` where there is no Batch API, before any call; on the offline backend it
+    means nothing (nothing is paid): say so and go on. ``config``: a ClientConfig."""
+    if "batch" not in config.execution.values():
+        return
+    refused = batch_refusal(config.backend)
+    if refused:
+        raise ValueError(refused)
+    if config.backend == "offline" and set(config.model_backends.values()) <= {"offline"}:
+        print("execution: batch is ignored by the offline backend (it calls no model and "
+              "costs nothing)", file=sys.stderr, flush=True)
+    elif config.cache_mode == "off":
+        raise ValueError("execution: batch hands its results to the stages through the "
+                         "response cache; use cache_mode read_write")
 
 
-class BatchMixin:
-    """Mixed into :class:`memcost.llm.client.LLMClient`."""
+class BatchPrefill:
+    """The Batch API step of one client: fills its cache (and ledger) before the calls."""
 
-    def _check_batch(self) -> None:
-        """Refuse ``batch`` where there is no Batch API, before any call; on the offline
-        backend it means nothing (nothing is paid): say so and go on."""
-        if "batch" not in self.execution.values():
-            return
-        refused = batch_refusal(self.backend)
-        if refused:
-            raise ValueError(refused)
-        if self.backend == "offline" and set(self.model_backends.values()) <= {"offline"}:
-            print("execution: batch is ignored by the offline backend (it calls no model and "
-                  "costs nothing)", file=sys.stderr, flush=True)
-        elif self.cache_mode == "off":
-            raise ValueError("execution: batch hands its results to the stages through the "
-                             "response cache; use cache_mode read_write")
+    def __init__(self, run: Any, calls: CallPath):
+        check_batch(calls.config)  # batch where there is no Batch API: refused before any call
+        self.run = run
+        self.calls = calls
+        self.config = calls.config
+        self.batch_options = calls.config.batch
+        self.cache = calls.cache
+        self.budget = calls.budget
+        self.run_id = calls.run_id
+        self.progress = calls.config.progress
 
-    def _batch_first(self, requests: Sequence[Request]) -> None:
+    def count(self, name: str, n: int = 1) -> None:
+        self.calls.accounting.count(name, n)
+
+    def fill(self, requests: Sequence[Request]) -> None:
         """Send the batch stages' requests the cache cannot answer through the Batch API and
         wait for them (see the module's docstring)."""
-        if (self.cache is None or self.cache_mode == "replay_only"
-                or "batch" not in self.execution.values()):
+        if (self.cache is None or self.config.cache_mode == "replay_only"
+                or "batch" not in self.config.execution.values()):
             return
         wanted: dict[str, tuple[Endpoint, dict[str, Request]]] = {}
         for request in requests:
-            if self.execution_for(request.stage) != "batch":
+            if self.config.execution_for(request.stage) != "batch":
                 continue
-            endpoint = self.endpoint_for(request.model)
+            endpoint = self.calls.transport.endpoint_for(request.model)
             if endpoint is None:
                 continue
             refused = batch_refusal(endpoint.backend, f" (serving {request.model})")
@@ -103,11 +100,12 @@ class BatchMixin:
                 todo[key] = request
         for endpoint, todo in wanted.values():
             if todo:
-                self._batch_session(endpoint, todo)
+                self._session(endpoint, todo)
 
-    def _batch_session(self, endpoint: Endpoint, todo: dict[str, Request]) -> None:
-        lines = {key: self._batch_line(key, request) for key, request in todo.items()}
-        transport = BatchTransport(self._endpoint_client(endpoint), self.retry, threading.Event())
+    def _session(self, endpoint: Endpoint, todo: dict[str, Request]) -> None:
+        lines = {key: self.line(key, request) for key, request in todo.items()}
+        transport = BatchTransport(self.calls.transport.client_for(endpoint), self.config.retry,
+                                   threading.Event())
         try:
             BatchSession(self, endpoint, todo, lines, transport).run()
         except BudgetStop as stop:
@@ -116,24 +114,25 @@ class BatchMixin:
                 "recorded. Raise max_cost_usd to continue.",
                 spent_usd=self.budget.spent, limit_usd=self.budget.limit) from None
 
-    def _batch_line(self, key: str, request: Request) -> Line:
+    def line(self, key: str, request: Request) -> Line:
         if isinstance(request, EmbeddingRequest):
             tokens = sum(count_tokens(t) for t in request.inputs)
             return _line(key, request.model, EMBEDDINGS_URL, embedding_body(request), tokens)
-        body = chat_body(request, self.capabilities(request.model), backend="openai")
+        body = chat_body(request, self.calls.transport.capabilities(request.model),
+                         backend="openai")
         tokens = sum(count_tokens(content) for _, content in request.messages)
         return _line(key, request.model, CHAT_URL, body, tokens)
 
-    def _batch_estimate(self, requests: Sequence[Request]) -> float:
+    def estimate(self, requests: Sequence[Request]) -> float:
         """What the budget reserves for a batch: each request's generous guess, batch-priced."""
         total = 0.0
         for request in requests:
-            rate = price_for(request.model, self.price_overrides).execution_rate("batch")
+            rate = price_for(request.model, self.config.price_overrides).execution_rate("batch")
             total += self.budget.estimate(request) * rate
         return total
 
-    def _batch_result(self, request: Request, endpoint: Endpoint, key: str,
-                      body: dict[str, Any], turnaround_s: float, attempts: int) -> float:
+    def result(self, request: Request, endpoint: Endpoint, key: str,
+               body: dict[str, Any], turnaround_s: float, attempts: int) -> float:
         """One answer of a batch into the cache and the ledger; its batch-priced cost.
         ``ValueError`` when the body cannot be read."""
         if isinstance(request, EmbeddingRequest):
@@ -144,14 +143,13 @@ class BatchMixin:
         outcome.execution = "batch"
         failure = (reply_failure({**reply, "usage": outcome.usage.as_dict()})
                    if isinstance(request, ChatRequest) else None)
-        if failure is None:
-            self._store(request, outcome, estimated)  # only answers are cached
-        else:  # paid, and no answer: the stage's own call asks again
-            outcome.failure_kind, outcome.error = failure
-        self._record(request, outcome)
+        try:  # the row first, the record whatever happens (memcost.llm.calling)
+            if failure is None:
+                self.calls.store(request, outcome, estimated)  # only answers are cached
+            else:  # paid, and no answer: the stage's own call asks again
+                outcome.failure_kind, outcome.error = failure
+        finally:
+            self.calls.record(request, outcome)
         cost = self.budget.cost(request.model, outcome.usage, "batch") or 0.0
-        with self._stats_lock:
-            self.stats.batch_calls += 1
-            self.stats.paid_usd += cost
-            self.stats.by_stage_model[(request.stage, request.model)].paid_usd += cost
+        self.calls.accounting.add_paid(request.stage, request.model, cost)
         return cost

@@ -21,7 +21,6 @@ from memcost.llm.errors import LLMError
 from memcost.llm.providers import Endpoint
 
 MAX_ROUNDS = 3  # batches for the same request, at most (the first and two re-batches)
-BATCH_RETRY_MODES = ("batch", "interactive")
 
 
 class BatchWaitExceeded(LLMError):
@@ -40,8 +39,8 @@ class Tracked:
 
 class BatchSession:
     """Send ``todo`` (cache key → request, none answered by the cache) through one endpoint's
-    Batch API; ``client`` is the :class:`memcost.llm.client.LLMClient` that puts results in
-    its cache and ledger (:meth:`BatchMixin._batch_result`)."""
+    Batch API; ``client`` is the :class:`memcost.llm.batch.prefill.BatchPrefill` that puts results in
+    its cache and ledger (:meth:`memcost.llm.batch.prefill.BatchPrefill.result`)."""
 
     def __init__(self, client: Any, endpoint: Endpoint, todo: Mapping[str, Any],
                  lines: Mapping[str, Line], transport: BatchTransport):
@@ -117,7 +116,7 @@ class BatchSession:
                 if state is None:
                     state = self.transport.create(entry.input_file_id, entry.url,
                                                   self._metadata(entry))
-                    self.client._count("batches")
+                    self.client.count("batches")
                 self.journal.created(entry, state.id)
             reserved = self.client.budget.reserve_batch(entry.estimate_usd, force=True)
             self.tracked.append(Tracked(entry, reserved, started=time.monotonic()))
@@ -153,7 +152,7 @@ class BatchSession:
 
     def _submit(self, part: list[Line]) -> None:
         requests = [self.todo[line.key] for line in part]
-        estimate = self.client._batch_estimate(requests)
+        estimate = self.client.estimate(requests)
         # The whole batch's estimated cost is reserved now: it is spent however long it takes.
         reserved = self.client.budget.reserve_batch(
             estimate, what=f"{len(part)} {requests[0].stage} requests to {part[0].model}")
@@ -165,7 +164,7 @@ class BatchSession:
         self.journal.uploaded(entry)
         state = self.transport.create(file_id, entry.url, self._metadata(entry))
         self.journal.created(entry, state.id)
-        self.client._count("batches")
+        self.client.count("batches")
         self.tracked.append(Tracked(entry, reserved, state, started=time.monotonic()))
 
     def _metadata(self, entry: Entry) -> dict[str, str]:
@@ -206,7 +205,7 @@ class BatchSession:
                 failed += 1
                 continue
             try:
-                cost += self.client._batch_result(request, self.endpoint, key, answer.body,
+                cost += self.client.result(request, self.endpoint, key, answer.body,
                                                   turnaround, self.round)
             except ValueError:  # an answer we cannot read: ask again (if this call asks)
                 if asked:

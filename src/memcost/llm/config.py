@@ -1,0 +1,171 @@
+"""What a client is configured with: one frozen value, checked once when it is made.
+
+:class:`ClientConfig` holds every option of :func:`memcost.llm.client.make_client` (the
+notebooks' client parameters): where calls go, the cache, the budget, retries, pacing and the
+execution modes. The client's parts read it and never change it; a wrong value is an error here,
+before a store is opened or a call made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcost.llm.cache import CACHE_MODES
+from memcost.llm.embeddings import DEFAULT_DIMS
+from memcost.llm.providers import BACKENDS
+from memcost.llm.retry import RetryPolicy
+from memcost.models import ModelInfo, canonical_name, declare_model
+from memcost.params import normalise_execution
+from memcost.paths import CACHE_DIR
+from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
+
+DEFAULT_CACHE_PATH = CACHE_DIR / "llm_cache.sqlite"
+# What becomes of requests a batch did not answer: batched again, or sent interactively.
+BATCH_RETRY_MODES = ("batch", "interactive")
+
+
+def batch_options(
+    retry: str = "batch",
+    max_wait_hours: float = 24.0,
+    poll_s: float = 60.0,
+    queue_tokens: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The Batch API settings, checked: what to do with requests a batch did not answer
+    (``batch`` them again, or send them ``interactive``), how long to wait in all, how often to
+    ask, and each model's enqueued-token limit (a file never holds more)."""
+    if retry not in BATCH_RETRY_MODES:
+        raise ValueError(f"batch_retry={retry!r}: choose one of {', '.join(BATCH_RETRY_MODES)}")
+    if not max_wait_hours > 0 or not poll_s > 0:
+        raise ValueError("max_wait_hours and batch_poll_s must be positive")
+    limits = {str(m): int(n) for m, n in (queue_tokens or {}).items()}
+    if any(n <= 0 for n in limits.values()):
+        raise ValueError(f"batch_queue_tokens={limits}: limits must be positive token counts")
+    return {"retry": retry, "max_wait_hours": float(max_wait_hours), "poll_s": float(poll_s),
+            "queue_tokens": limits}
+
+
+def _check_routes(backend: str, model_backends: Mapping[str, str], cache_mode: str,
+                  max_concurrency: int) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    for model, other in model_backends.items():
+        if other not in BACKENDS:
+            raise ValueError(
+                f"model_backends[{model!r}] = {other!r}; choose one of {', '.join(BACKENDS)}")
+    if cache_mode not in CACHE_MODES:
+        raise ValueError(
+            f"unknown cache_mode {cache_mode!r}; choose one of {', '.join(CACHE_MODES)}")
+    if max_concurrency < 1:
+        raise ValueError("max_concurrency must be at least 1")
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """A client's options (docs/architecture.md, "The client"); build it with :meth:`make`."""
+
+    backend: str = "offline"
+    base_url: str = ""
+    api_key_env: str = ""
+    model_backends: Mapping[str, str] = field(default_factory=dict)
+    cache_mode: str = "read_write"
+    cache_path: Path = DEFAULT_CACHE_PATH
+    max_concurrency: int = 8
+    max_cost_usd: float | None = None  # None: no limit; 0: cache hits and offline calls only
+    price_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    request_timeout_s: float = 0.0  # 0: sized to each request (memcost.models.request_timeout)
+    max_reasks: int = 2
+    max_consecutive_failures: int = 20
+    progress: bool = True
+    env_file: Path | None = None
+    embedding_dims: int = DEFAULT_DIMS
+    model_capabilities: Mapping[str, ModelInfo] = field(default_factory=dict)
+    provider_routing: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tpm_limit: int | None = None
+    prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE
+    execution: Mapping[str, str] = field(default_factory=dict)
+    batch: Mapping[str, Any] = field(default_factory=batch_options)
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        backend: str = "offline",
+        model_backends: Mapping[str, str] | None = None,
+        cache_mode: str = "read_write",
+        cache_path: str | Path | None = None,
+        max_concurrency: int = 8,
+        max_cost_usd: float | None = None,
+        price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        retry: RetryPolicy | None = None,
+        max_backoff_s: float | None = None,
+        env_file: str | Path | None = None,
+        model_capabilities: Mapping[str, Mapping[str, Any]] | None = None,
+        provider_routing: Mapping[str, Mapping[str, Any]] | None = None,
+        prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
+        execution: Mapping[str, str] | None = None,
+        batch_retry: str = "batch",
+        max_wait_hours: float = 24.0,
+        batch_poll_s: float = 60.0,
+        batch_queue_tokens: Mapping[str, int] | None = None,
+        **scalars: Any,
+    ) -> ClientConfig:
+        """The checked configuration (``scalars``: the plain fields, e.g. ``base_url``)."""
+        routes = dict(model_backends or {})
+        _check_routes(backend, routes, cache_mode, int(max_concurrency))
+        if max_backoff_s is not None and retry is None:
+            retry = RetryPolicy(max_delay_s=float(max_backoff_s))
+        if max_cost_usd is not None and math.isinf(max_cost_usd):
+            max_cost_usd = None
+        return cls(
+            backend=backend,
+            model_backends=routes,
+            cache_mode=cache_mode,
+            cache_path=Path(cache_path) if cache_path else DEFAULT_CACHE_PATH,
+            max_concurrency=int(max_concurrency),
+            max_cost_usd=max_cost_usd,
+            price_overrides={k: dict(v) for k, v in (price_overrides or {}).items()},
+            retry=retry or RetryPolicy(),
+            env_file=Path(env_file) if env_file is not None else None,
+            # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
+            model_capabilities={name: declare_model(name, facts)
+                                for name, facts in (model_capabilities or {}).items()},
+            # OpenRouter provider routing per model: the host decides an open model's price.
+            provider_routing={k: dict(v) for k, v in (provider_routing or {}).items()},
+            prefix_requests_per_minute=prefix_requests_per_minute or None,
+            execution=normalise_execution(execution),
+            batch=batch_options(batch_retry, max_wait_hours, batch_poll_s, batch_queue_tokens),
+            **scalars,
+        )
+
+    @property
+    def uses_api(self) -> bool:
+        """Some model is served by an API (not every call is offline)."""
+        return self.backend != "offline" or any(b != "offline"
+                                                for b in self.model_backends.values())
+
+    def backend_for(self, model: str) -> str:
+        """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
+        canonical name)."""
+        if model in self.model_backends:
+            return self.model_backends[model]
+        name = canonical_name(model)
+        for key, backend in self.model_backends.items():
+            if canonical_name(key) == name:
+                return backend
+        return self.backend
+
+    def execution_for(self, stage: str) -> str:
+        """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
+        return self.execution.get(stage, "interactive")
+
+    def routing_for(self, model: str) -> dict[str, Any] | None:
+        """OpenRouter provider routing for ``model`` (by exact, then canonical name)."""
+        for key, routing in self.provider_routing.items():
+            if key == model or canonical_name(key) == canonical_name(model):
+                return dict(routing)
+        return None

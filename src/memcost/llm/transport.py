@@ -1,0 +1,165 @@
+"""Where a request goes and how it is sent: endpoints, timeouts, retries, pacing, outages.
+
+:class:`Transport` is the client's part that talks to the network. It resolves each model to
+an endpoint (``None``: the offline backend), keeps one HTTP client per endpoint, sends a request
+with bounded retries and backoff (a 429 pauses every worker, a Flex capacity answer only this
+request), throttles to a tokens-per-minute limit, and stops the stage when the endpoint looks
+down. It never touches the cache, the ledger or the budget: :mod:`memcost.llm.calling` does.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+from memcost.llm.config import ClientConfig
+from memcost.llm.errors import FatalAPIError, TransientError
+from memcost.llm.flex import FLEX, is_flex_unavailable, outage_hint
+from memcost.llm.providers import Endpoint, EndpointClient, resolve_endpoint
+from memcost.llm.requests import ChatRequest, EmbeddingRequest
+from memcost.llm.retry import PauseGate, TokenThrottle
+from memcost.llm.stats import Accounting
+from memcost.models import TIMEOUT_MAX_S, ModelInfo, declare_model, model_info, request_timeout
+from memcost.tokens import count_tokens
+
+Request = ChatRequest | EmbeddingRequest
+# A stage whose first calls all fail after their retries stops, however few calls it has (the
+# in-a-row limit alone never fires on a stage smaller than it).
+STAGE_PROBE_CALLS = 5
+
+
+class Transport:
+    """Endpoints and HTTP attempts for one client (see the module's docstring)."""
+
+    def __init__(self, config: ClientConfig, accounting: Accounting):
+        self.config = config
+        self.accounting = accounting
+        self.stop = threading.Event()  # set when a stage stops: workers give up retrying
+        self.pause = PauseGate()
+        self.throttle = TokenThrottle(config.tpm_limit)
+        self.rng = random.Random()
+        self._routes: dict[str, Endpoint | None] = {}
+        self._clients: dict[str, EndpointClient] = {}
+        self._lock = threading.Lock()
+        self._consecutive_failures = 0
+        self._stage_probe: dict[str, tuple[int, int]] = {}
+
+    # ------------------------------------------------------------------ where
+
+    def endpoint_for(self, model: str) -> Endpoint | None:
+        """Where ``model``'s calls go (``None``: the offline backend)."""
+        if model not in self._routes:
+            c = self.config
+            backend = c.backend_for(model)
+            self._routes[model] = None if backend == "offline" else resolve_endpoint(
+                backend, base_url=c.base_url, api_key_env=c.api_key_env,
+                primary=backend == c.backend,
+                custom_routed="custom" in c.model_backends.values())
+        return self._routes[model]
+
+    def capabilities(self, model: str) -> ModelInfo:
+        """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
+        raises :class:`memcost.models.UnknownModelError` naming what to add."""
+        return model_info(model, self.config.model_capabilities)
+
+    def client_for(self, endpoint: Endpoint) -> EndpointClient:
+        """The HTTP client of ``endpoint`` (one per endpoint; each request passes its timeout)."""
+        with self._lock:
+            client = self._clients.get(endpoint.identity)
+            if client is None:
+                client = EndpointClient(endpoint,
+                                        timeout_s=self.config.request_timeout_s or TIMEOUT_MAX_S,
+                                        env_file=self.config.env_file)
+                self._clients[endpoint.identity] = client
+            return client
+
+    def timeout_for(self, request: Request) -> float:
+        """Seconds one attempt may take: ``request_timeout_s``, or when it is 0 sized to the
+        model and the prompt (:func:`memcost.models.request_timeout`)."""
+        if self.config.request_timeout_s > 0:
+            return self.config.request_timeout_s
+        try:
+            info = self.capabilities(request.model)
+        except KeyError:  # an embedding model the registry does not know: a plain one
+            info = declare_model(request.model, {"max_output_tokens": 0})
+        if isinstance(request, EmbeddingRequest):
+            return request_timeout(info, sum(count_tokens(t) for t in request.inputs), 0)
+        prompt = sum(count_tokens(c) for _, c in request.messages)
+        return request_timeout(info, prompt, request.max_output_tokens)
+
+    # ------------------------------------------------------------------ how
+
+    def send(self, request: Request, endpoint: Endpoint, attempts: list[Any]
+             ) -> tuple[dict[str, Any] | None, float, str | None]:
+        """HTTP attempts with backoff: ``(response or None, latency of the last attempt, error)``.
+
+        ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
+        fatal error propagates.
+        """
+        client, timeout = self.client_for(endpoint), self.timeout_for(request)
+        if isinstance(request, EmbeddingRequest):
+            def send(r: EmbeddingRequest) -> dict[str, Any]:
+                return client.embed(r, timeout)
+        else:
+            info, routing = self.capabilities(request.model), self.config.routing_for(request.model)
+            tier = FLEX if self.config.execution_for(request.stage) == FLEX else None
+
+            def send(r: ChatRequest) -> dict[str, Any]:
+                return client.chat(r, info, routing, timeout_s=timeout, service_tier=tier)
+
+        self.throttle.acquire(self._token_estimate(request), self.stop)
+        retry = self.config.retry
+        while True:
+            self.pause.wait(self.stop)
+            attempts[0] += 1
+            attempts[1] = t0 = time.perf_counter()
+            try:
+                return send(request), time.perf_counter() - t0, None
+            except TransientError as exc:
+                latency = time.perf_counter() - t0
+                if attempts[0] >= retry.max_attempts:
+                    return None, latency, f"{exc} (gave up after {attempts[0]} attempts)"
+                delay = retry.delay(attempts[0], exc.retry_after, self.rng)
+                if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
+                    self.accounting.count("flex_unavailable")
+                elif exc.status == 429:  # every worker waits, not only this one
+                    self.pause.pause(delay)
+                    self.accounting.count("rate_limited")
+                if self.stop.wait(delay):  # the stage is stopping: do not retry
+                    return None, latency, f"{exc} (not retried: the stage stopped)"
+
+    def _token_estimate(self, request: Request) -> int:
+        """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""
+        if self.throttle.limit is None:
+            return 0
+        if isinstance(request, EmbeddingRequest):
+            return sum(count_tokens(t) for t in request.inputs)
+        prompt = sum(count_tokens(c) for _, c in request.messages)
+        return prompt + (request.max_output_tokens or 0)
+
+    def note(self, failed: bool, request: Request) -> None:
+        """Stop when the endpoint looks down: many calls in a row failing after all retries, or
+        all of a stage's first calls."""
+        limit = self.config.max_consecutive_failures
+        probe_size = min(STAGE_PROBE_CALLS, limit)
+        with self._lock:
+            self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
+            tripped = self._consecutive_failures >= limit
+            calls, fails = self._stage_probe.get(request.stage, (0, 0))
+            stage_down = False
+            if calls < probe_size:
+                self._stage_probe[request.stage] = calls, fails = calls + 1, fails + int(failed)
+                stage_down = calls == probe_size and fails == probe_size
+        hint = outage_hint(request.stage, self.config.execution_for(request.stage))
+        if stage_down and not tripped:
+            raise FatalAPIError(
+                f"the first {probe_size} {request.stage} calls to {request.model} all failed "
+                "after all retries; the endpoint seems unavailable. Nothing failed is recorded "
+                "as finished; rerun later to continue." + hint)
+        if tripped:
+            raise FatalAPIError(
+                f"{limit} calls in a row failed after all retries (last: {request.stage} call "
+                f"to {request.model}); the endpoint seems unavailable. Finished calls are cached "
+                "and recorded; rerun later to continue." + hint)
