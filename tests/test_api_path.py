@@ -99,7 +99,7 @@ def _start(preset: Path, run_dir: Path, server: FakeOpenAIServer, cache: Path,
     command = [sys.executable, "-m", "memcost", "run", "--params", str(preset),
                "--run-name", str(run_dir), "--quiet",
                "-p", "backend=custom", "-p", f"base_url={server.url}",
-               "-p", f"api_key_env={KEY_ENV}", *[a for o in overrides for a in ("-p", o)]]
+               "-p", f"client={{api_key_env: {KEY_ENV}}}", *[a for o in overrides for a in ("-p", o)]]
     with open(f"{run_dir}.log", "w", encoding="utf-8") as log:  # a file never fills up
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log,
                                    stderr=subprocess.STDOUT)
@@ -169,7 +169,7 @@ def world(tmp_path_factory) -> World:
         seen = len(server.requests)  # from here on, every request is a failure of the test
         _seed(first_paths, tmp / "replay")
         replay = _start(_preset(tmp, "replay", STEPS_MODEL), tmp / "replay", server, cache,
-                        "cache_mode=replay_only")
+                        "client={cache_mode: replay_only}")
         first_run = _finish(first, first_paths.root)
         assert first_run.returncode == 0, first_run.output[-3000:]
         first_run.requests = server.requests[:seen]

@@ -39,7 +39,7 @@ PARAMETERS = {
     "max_turns": 20,
     "growth_turns": 20,
     "models": ["gpt-5-mini-2025-08-07"],  # OpenAI's models only: the server poses as OpenAI
-    "batch_poll_s": 0.2,
+    "client": {"batch_poll_s": 0.2},
 }
 STEPS = ["00", "01", "02", "03", "04", "05"]
 SYSTEMS = ["memory", "long_context_gpt-5-mini", "rolling_window_gpt-5-mini"]
@@ -72,7 +72,7 @@ def _start(preset: Path, root: Path, server: FakeOpenAIServer, *overrides: str):
     env.pop("OPENAI_API_KEY", None)
     command = [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
                str(root), "--quiet", "-p", "backend=openai", "-p", f"base_url={server.url}",
-               "-p", f"api_key_env={KEY_ENV}", *[a for o in overrides for a in ("-p", o)]]
+               "-p", f"client={{api_key_env: {KEY_ENV}}}", *[a for o in overrides for a in ("-p", o)]]
     log = open(f"{root}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
     # A session of its own: a kernel the other run interrupts at its shutdown is never this one's.
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -88,7 +88,7 @@ def runs(tmp_path_factory) -> dict[str, Run]:
     started = {}
     try:
         for name, server in servers.items():
-            extra = [f"execution={BATCHED}"] if name == "batch" else []
+            extra = [f"client={{execution: {BATCHED}}}"] if name == "batch" else []
             started[name] = _start(preset, tmp / name, server, *extra)
         out = {}
         for name, (process, log) in started.items():

@@ -269,9 +269,9 @@ def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(t
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["-p", "backend=openrouter", "-p", "execution={judge: batch}"],
+    (["-p", "backend=openrouter", "-p", "client={execution: {judge: batch}}"],
      "execution: batch is the OpenAI Batch API, and backend 'openrouter' has none"),
-    (["-p", "batch_retry=later"], "valid choices: batch, interactive"),
+    (["-p", "client={batch_retry: later}"], "valid choices: batch, interactive"),
 ])
 def test_the_runner_refuses_batch_settings_before_anything_starts(tmp_path, capsys, extra,
                                                                   message):

@@ -1,27 +1,58 @@
-"""The client's parameters are shared notebook parameters: declared alike by every model-calling
-notebook, settable from a preset, and handed to the one client unchanged."""
+"""The client's parameters: a few shared ones (backend, base_url, max_cost_usd, price_overrides)
+declared alike by every model-calling notebook, and one ``client`` mapping for the rest, settable
+from a preset or the command line and handed to the one client unchanged."""
 
 from __future__ import annotations
 
+import pytest
+
 from memcost.llm import make_client
-from memcost.params import CLIENT_PARAMETERS, notebook_defaults, shared_params
+from memcost.params import (
+    CLIENT_SETTINGS,
+    SHARED_PARAMETERS,
+    merge_client,
+    notebook_defaults,
+    notebook_parameters,
+    shared_params,
+)
 from memcost.paths import NOTEBOOKS_DIR
+from memcost.run.presets import PresetError
 
 CALLING = ("01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
            "04_judge_answers")
+MAX_PARAMETERS = 20  # assignments in a study notebook's parameters cell, at most
 
 
 def test_every_model_calling_notebook_declares_them_with_one_default():
     defaults = [notebook_defaults(NOTEBOOKS_DIR / f"{stem}.ipynb") for stem in CALLING]
-    for name in CLIENT_PARAMETERS:
+    for name in (*SHARED_PARAMETERS, "client"):
         values = [d[name] for d in defaults if name in d]
         assert len(values) == len(CALLING), f"{name} missing from a model-calling notebook"
         assert all(v == values[0] for v in values), f"{name} has different defaults: {values}"
+    for d in defaults:
+        assert d["client"] == {} and not set(d) & set(CLIENT_SETTINGS)  # no plumbing of its own
 
 
-def test_a_zero_token_limit_means_no_throttle():
-    assert "tpm_limit" not in shared_params({"tpm_limit": 0})
-    assert shared_params({"tpm_limit": 30_000})["tpm_limit"] == 30_000
+@pytest.mark.parametrize("stem", [*CALLING, "00_prepare_data"])
+def test_parameters_cells_hold_at_most_twenty_names(stem):
+    assert len(notebook_parameters(NOTEBOOKS_DIR / f"{stem}.ipynb")) <= MAX_PARAMETERS
+
+
+def test_the_client_mapping_reaches_the_client_and_a_zero_token_limit_means_no_throttle():
+    assert "tpm_limit" not in shared_params({"client": {"tpm_limit": 0}})
+    assert shared_params({"client": {"tpm_limit": 30_000}})["tpm_limit"] == 30_000
+    assert shared_params({"backend": "offline", "other": 1, "client": {"request_timeout_s": 7.5}}
+                         ) == {"backend": "offline", "request_timeout_s": 7.5}
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['max_concurency'\]"):
+        shared_params({"client": {"max_concurency": 3}})
+
+
+def test_a_client_mapping_given_later_changes_only_what_it_names():
+    preset = {"backend": "openai", "client": {"model_backends": {"a": "openrouter"},
+                                              "max_concurrency": 8}}
+    merged = merge_client(preset, {"client": {"max_concurrency": 16}})
+    assert merged["client"] == {"model_backends": {"a": "openrouter"}, "max_concurrency": 16}
+    assert preset["client"]["max_concurrency"] == 8  # the preset itself is left as it was
 
 
 def test_the_notebook_defaults_build_a_client_and_routing_reaches_it(run_paths, tmp_path):
@@ -41,10 +72,28 @@ def test_a_preset_may_set_them(tmp_path):
     from memcost.run import discover_notebooks, resolve_preset
     from memcost.run.validate import validate_run
 
-    overrides = {"provider_routing": {"openai/gpt-oss-120b": {"order": ["x"]}},
-                 "tpm_limit": 1000, "max_backoff_s": 60, "prefix_requests_per_minute": 10}
+    settings = {"provider_routing": {"openai/gpt-oss-120b": {"order": ["x"]}},
+                "tpm_limit": 1000, "max_backoff_s": 60, "prefix_requests_per_minute": 10}
     preset = resolve_preset("smoke", discover_notebooks(), steps=["00", "01", "02", "03", "04"],
-                            datasets=["locomo"], overrides=overrides)
+                            datasets=["locomo"], overrides={"client": settings})
     validate_run(preset, discover_notebooks(), tmp_path / "run")  # no unknown key, no bad type
-    assert {k: preset.parameters[k] for k in overrides} == overrides
+    assert {k: preset.parameters["client"][k] for k in settings} == {**settings,
+                                                                      "max_backoff_s": 60.0}
     assert not (tmp_path / "run").exists()
+
+
+def test_an_old_flat_name_is_refused_naming_the_new_key(tmp_path):
+    from memcost.run import discover_notebooks, resolve_preset
+
+    with pytest.raises(PresetError) as refused:
+        resolve_preset("smoke", discover_notebooks(), overrides={"max_concurrency": 16})
+    assert str(refused.value) == (
+        "-p max_concurrency=...: max_concurrency is a setting of the client mapping now: write "
+        "client: {max_concurrency: ...} in a preset, or -p 'client={max_concurrency: ...}' on "
+        "the command line")
+    old = tmp_path / "old.yaml"
+    old.write_text("datasets: [locomo]\nparameters:\n  execution: {judge: batch}\n",
+                   encoding="utf-8")
+    with pytest.raises(PresetError, match=r"old.yaml: 'parameters.execution': execution is a "
+                                          r"setting of the client mapping now"):
+        resolve_preset(old, discover_notebooks())

@@ -39,14 +39,15 @@ def no_keys(monkeypatch):
 def test_backend_offline_runs_every_model_offline_without_a_key(name, no_keys, capsys):
     notebooks = discover_notebooks()
     preset = resolve_preset(name, notebooks, overrides=OFFLINE)
-    assert preset.parameters["model_backends"] == {}
+    assert preset.parameters["client"]["model_backends"] == {}
+    assert preset.parameters["client"]["max_concurrency"] == 8  # the other settings kept
     assert preset.notes == [DROPPED]
     preflight_credentials(preset, notebooks)  # no key asked for, no model refused
     out = capsys.readouterr().out
     assert price_line("gpt-6.1-terra") in out and price_line("gpt-6-luna") in out
     assert "gpt-5" not in out  # the successors only
     paid = resolve_preset(name, notebooks)  # an API run keeps the preset's routing
-    assert paid.parameters["model_backends"] == {"openai/gpt-oss-120b": "openrouter"}
+    assert paid.parameters["client"]["model_backends"] == {"openai/gpt-oss-120b": "openrouter"}
     assert paid.notes == []
 
 

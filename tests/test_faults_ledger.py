@@ -41,7 +41,7 @@ def world(tmp_path_factory):
         def run(name: str, *extra: str, cache: Path = tmp / "cache"):
             return cli(["run", "--params", str(preset), "--run-name", str(tmp / name),
                         "--quiet", "-p", "backend=custom", "-p", f"base_url={server.url}",
-                        "-p", f"api_key_env={KEY_ENV}", *extra], cache)
+                        "-p", f"client={{api_key_env: {KEY_ENV}}}", *extra], cache)
         first = run("run")
         assert first.returncode == 0, first.stderr[-3000:]
         yield tmp, server, run
@@ -107,7 +107,7 @@ def test_a_damaged_cache_is_named_with_the_two_ways_out(world):
     stopped = run("run", cache=damaged)
     assert stopped.returncode == 2, stopped.stderr[-2000:]
     assert str(db) in stopped.stderr
-    assert "move it aside" in stopped.stderr and "cache_mode=off" in stopped.stderr
+    assert "move it aside" in stopped.stderr and "client={cache_mode: off}" in stopped.stderr
     assert "DatabaseError" not in stopped.stderr and "check_dataset" not in stopped.stderr
     chats = len([r for r in server.requests if r.path == CHAT_PATH])
     assert chats > 0

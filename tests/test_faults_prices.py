@@ -71,14 +71,14 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
     preset = validate(hints)
     overrides = preset.parameters["price_overrides"]
     assert overrides == {MODEL: {"input": 0.0, "output": 0.0}}
-    capabilities = preset.parameters["model_capabilities"]
+    capabilities = preset.parameters["client"]["model_capabilities"]
     assert capabilities == {MODEL: {"context_window": 32768}}
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         client = api_client(run_paths, server.url, tmp_path, max_cost_usd=0.01,
                             **shared_params({"price_overrides": {MODEL: 0},
-                                             "model_capabilities": capabilities}))
+                                             "client": {"model_capabilities": capabilities}}))
         result = client.chat(question(1, model=MODEL, temperature=0, max_output_tokens=50))
         client.close()
     assert result.error is None
@@ -101,9 +101,9 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
         done = subprocess.run(
             [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
              str(tmp_path / "run"), "--quiet", "-p", "backend=custom",
-             "-p", f"base_url={server.url}", "-p", "api_key_env=MEMCOST_TEST_KEY",
-             "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}',
-             "-p", f'model_capabilities={{"{MODEL}": {{}}}}'],
+             "-p", f"base_url={server.url}",
+             "-p", f'client={{api_key_env: MEMCOST_TEST_KEY, model_capabilities: {{"{MODEL}": {{}}}}}}',
+             "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}'],
             cwd=REPO_ROOT, capture_output=True, text=True, timeout=280,
             env={**__import__("os").environ, "MEMCOST_TEST_KEY": TEST_KEY,
                  "MEMCOST_CACHE_DIR": str(tmp_path / "cache")})

@@ -46,7 +46,7 @@ def command(preset_path: Path, run_dir: Path, *overrides: str) -> list[str]:
 
 
 def api(url: str) -> tuple[str, ...]:
-    return ("backend=custom", f"base_url={url}", f"api_key_env={KEY_ENV}")
+    return ("backend=custom", f"base_url={url}", f"client={{api_key_env: {KEY_ENV}}}")
 
 
 def run_cli(args: list[str], cache: Path) -> subprocess.CompletedProcess:

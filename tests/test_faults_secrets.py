@@ -33,13 +33,14 @@ def refused(tmp_path, capsys, *overrides: str) -> str:
     f"https://proxy.example/v1?key={SECRET}",
 ])
 def test_a_base_url_with_a_credential_is_refused(tmp_path, capsys, url):
-    err = refused(tmp_path, capsys, f"base_url={url}", "api_key_env=MY_PROXY_KEY")
+    err = refused(tmp_path, capsys, f"base_url={url}", "client={api_key_env: MY_PROXY_KEY}")
     assert "base_url carries a credential" in err
     assert "proxy.example" in err  # the public part is shown, to copy
 
 
 def test_a_key_given_as_api_key_env_is_refused_without_echo(tmp_path, capsys):
-    err = refused(tmp_path, capsys, "base_url=http://127.0.0.1:9/v1", f"api_key_env={SECRET}")
+    err = refused(tmp_path, capsys, "base_url=http://127.0.0.1:9/v1",
+                  f"client={{api_key_env: {SECRET}}}")
     assert "looks like a key (not shown)" in err
 
 

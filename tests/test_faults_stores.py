@@ -76,7 +76,7 @@ def test_a_damaged_cache_names_the_file_and_the_two_ways_out(paid_run):
         ResponseCache(cache_path)
     message = str(info.value)
     assert str(cache_path) in message and "move it aside" in message
-    assert "cache_mode=off" in message
+    assert "client={cache_mode: off}" in message
 
 
 def test_a_billed_call_is_recorded_even_when_the_cache_write_fails(run_paths, tmp_path,

@@ -9,19 +9,20 @@ from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.llm import RetryPolicy
 from memcost.llm.heartbeat import Heartbeat
-from memcost.params import CLIENT_PARAMETERS, notebook_parameters, shared_params
+from memcost.params import CLIENT_SETTINGS, notebook_parameters, shared_params
 from memcost.run import discover_notebooks
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 
-def test_request_timeout_s_is_a_shared_parameter_of_every_model_notebook():
-    assert "request_timeout_s" in CLIENT_PARAMETERS
+def test_request_timeout_s_is_a_client_setting_of_every_model_notebook():
+    assert CLIENT_SETTINGS["request_timeout_s"][:2] == ("float", 0.0)
     notebooks = discover_notebooks()
     for step in ("01", "02", "03", "04"):
         declared = notebook_parameters(notebooks[step])
-        assert declared["request_timeout_s"]["inferred_type_name"] == "float", step
+        assert declared["client"]["inferred_type_name"] == "dict", step
         assert declared["price_overrides"]["inferred_type_name"] == "dict", step
-    assert shared_params({"request_timeout_s": 7.5, "other": 1}) == {"request_timeout_s": 7.5}
+    assert shared_params({"client": {"request_timeout_s": 7.5}, "other": 1}) == {
+        "request_timeout_s": 7.5}
 
 
 def test_a_silent_server_times_out_at_the_parameter_and_a_heartbeat_reports_it(
@@ -31,7 +32,7 @@ def test_a_silent_server_times_out_at_the_parameter_and_a_heartbeat_reports_it(
         server.on(lambda path, body: True, Action(delay_s=2.0), times=None)
         client = api_client(run_paths, server.url, tmp_path,
                             retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02),
-                            **shared_params({"request_timeout_s": 0.5}))
+                            **shared_params({"client": {"request_timeout_s": 0.5}}))
         client.items.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": io.StringIO()}
         assert client.config.request_timeout_s == 0.5
         results = client.chat_many([question(1), question(2)])

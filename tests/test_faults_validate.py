@@ -10,14 +10,17 @@ from memcost.run.presets import PresetError
 from memcost.run.validate import check_value
 
 CASES = [
-    (["-p", "max_concurrency=abc"], "parameter max_concurrency='abc': expected an integer"),
+    (["-p", "client={max_concurrency: abc}"], "parameter client.max_concurrency='abc': "
+                                               "expected an integer"),
     (["-p", "max_cost_usd=ten"], "parameter max_cost_usd='ten': expected a number"),
     (["-p", "judge_prompts=[a, b"], "judge_prompts='[a, b'"),
     (["-p", "top_k=abc"], "parameter top_k='abc': expected an integer"),
     (["--datasets", "LoCoMo"], "parameter datasets='LoCoMo': expected a dataset name; valid "
                                "choices: locomo, longmemeval, personamem_v2"),
     (["-p", "backend=openia"], "valid choices: offline, openai, openrouter, custom"),
-    (["-p", "max_concurrency=0"], "expected a number at least 1"),
+    (["-p", "client={max_concurrency: 0}"], "expected a number at least 1"),
+    (["-p", "max_concurrency=16"], "-p max_concurrency=...: max_concurrency is a setting of the "
+                                   "client mapping now"),
     (["-p", "judge_prompts=[judge, judge_lenent]"], "valid choices: judge, judge_lenient"),
     (["--steps", "02"], "step 02 needs locomo/data/questions.parquet, written by step 00"),
     (["-p", "vector_store=pgvectr"], "parameter vector_store='pgvectr': expected one of the "

@@ -60,7 +60,7 @@ def test_an_emptied_cache_sends_no_walkthrough_call_again(tmp_path):
         def run():
             return cli(["run", "--params", str(preset), "--run-name", str(paths.root), "--quiet",
                         "-p", "backend=custom", "-p", f"base_url={server.url}",
-                        "-p", f"api_key_env={KEY_ENV}"], cache)
+                        "-p", f"client={{api_key_env: {KEY_ENV}}}"], cache)
 
         first = run()
         assert first.returncode == 0, first.stderr[-3000:]

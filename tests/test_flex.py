@@ -140,7 +140,8 @@ def test_the_runner_refuses_a_flex_stage_on_openrouter_before_anything_runs(tmp_
     run_dir = tmp_path / "run"
     with pytest.raises(PresetError) as info:
         run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], stream=False,
-                   overrides={"backend": "openrouter", "execution": {"judge": "flex"}})
+                   overrides={"backend": "openrouter",
+                              "client": {"execution": {"judge": "flex"}}})
     assert str(info.value).startswith("execution judge: flex cannot be used for ")
     assert "backend 'openrouter' has no Flex processing" in str(info.value)
     assert not run_dir.exists()

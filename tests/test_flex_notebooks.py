@@ -16,15 +16,15 @@ from memcost.testing.stages import stage_of, stage_server
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 KEY = "sk-memcost-flex-0f3a9c1e5b7d2468ace"
 STEPS = ["00", "01", "02", "03", "04"]
-PARAMETERS = {"include_no_context": False, "include_oracle": False, "judge_prompts": ["judge"],
-              "model_backends": {}, "request_timeout_s": 20.0, "max_backoff_s": 0.05}
+PARAMETERS = {"include_no_context": False, "include_oracle": False, "judge_prompts": ["judge"]}
+CLIENT = {"model_backends": {}, "request_timeout_s": 20.0, "max_backoff_s": 0.05}
 
 
-def _run(tmp_path, url, name, **overrides):
+def _run(tmp_path, url, name, **settings):
     run_dir = tmp_path / name
     run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], steps=STEPS, stream=False,
                quiet=True, overrides={**PARAMETERS, "backend": "openai", "base_url": url,
-                                      **overrides})
+                                      "client": {**CLIENT, **settings}})
     return run_dir
 
 

@@ -14,8 +14,8 @@ from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters
 
 NOTEBOOK = NOTEBOOKS_DIR / "03_answer_long_context.ipynb"
-SHARED = ("backend", "base_url", "api_key_env", "model_backends", "cache_mode",
-          "max_concurrency", "max_cost_usd", "run_dir", "dataset")
+SHARED = ("backend", "base_url", "max_cost_usd", "price_overrides", "client", "run_dir",
+          "dataset")
 STAGE = ("models", "generation", "mode", "overflow", "window_turns", "include_rolling_window",
          "include_no_context", "include_oracle", "baseline_models")
 

@@ -18,9 +18,8 @@ pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are s
 BASE = dict(model="gpt-5-mini-2025-08-07", backend="offline", prompt_version="t@v1",
             prompt_tokens=10, cached_prompt_tokens=0, completion_tokens=3, reasoning_tokens=0,
             latency_s=0.01, error=None)
-SHARED = {"backend": "offline", "base_url": "", "api_key_env": "", "model_backends": {},
-          "cache_mode": "read_write", "max_concurrency": 8, "max_cost_usd": 50.0,
-          "run_dir": "", "dataset": "locomo"}
+SHARED = {"backend": "offline", "base_url": "", "max_cost_usd": 50.0, "price_overrides": {},
+          "client": {}, "run_dir": "", "dataset": "locomo"}
 
 
 def preset(tmp_path, step: str, **parameters) -> str:

@@ -15,8 +15,8 @@ from memcost.run import discover_notebooks, load_preset, notebook_parameters
 
 pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
 
-SHARED = ("run_dir", "dataset", "backend", "base_url", "api_key_env", "model_backends",
-          "cache_mode", "max_concurrency", "max_cost_usd")
+SHARED = ("run_dir", "dataset", "backend", "base_url", "max_cost_usd", "price_overrides",
+          "client")
 
 
 def test_parameters_cells_declare_the_shared_and_stage_parameters():

@@ -120,12 +120,13 @@ def test_current_presets_pass_and_the_provider_listing_is_a_second_opinion(monke
         server.models = {"gpt-6.1-terra": "2026-12-01"}
         monkeypatch.setenv("MEMCOST_TEST_KEY", "sk-test")
         preset = resolve_preset("current_locomo", notebooks, overrides={
-            "base_url": server.url, "api_key_env": "MEMCOST_TEST_KEY", "model_backends": {}})
+            "base_url": server.url,
+            "client": {"api_key_env": "MEMCOST_TEST_KEY", "model_backends": {}}})
         with pytest.raises(PresetError, match=r"gpt-6.1-terra was shut down on 2026-12-01 "
                            r"\(/v1/models\)"):
             check_lifecycle(preset, notebooks)
     offline = resolve_preset("paper_locomo", notebooks,
-                             overrides={"backend": "offline", "model_backends": {}})
+                             overrides={"backend": "offline", "client": {"model_backends": {}}})
     check_lifecycle(offline, notebooks)  # an offline run calls no model: nothing to refuse
 
 
@@ -133,10 +134,11 @@ def test_a_server_of_your_own_is_not_bound_by_a_providers_shutdown(monkeypatch):
     notebooks = discover_notebooks()
     monkeypatch.setenv(lifecycle.TODAY_ENV, "2027-01-01")
     own = resolve_preset("paper_locomo", notebooks, overrides={
-        "backend": "custom", "base_url": "http://127.0.0.1:9/v1", "model_backends": {}})
+        "backend": "custom", "base_url": "http://127.0.0.1:9/v1",
+        "client": {"model_backends": {}}})
     check_lifecycle(own, notebooks)  # vLLM serving the old snapshot names: nothing to refuse
     unknown = resolve_preset("paper_locomo", notebooks, overrides={
-        "backend": "custom", "base_url": "http://127.0.0.1:9/v1", "model_backends": {},
-        "reader_model": "llama3.1:8b"})
+        "backend": "custom", "base_url": "http://127.0.0.1:9/v1",
+        "client": {"model_backends": {}}, "reader_model": "llama3.1:8b"})
     with pytest.raises(PresetError, match="unknown model 'llama3.1:8b'.*model_capabilities"):
         check_lifecycle(unknown, notebooks)

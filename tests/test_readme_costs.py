@@ -20,7 +20,7 @@ ROW = re.compile(r"^\| `(paper_\w+)` \|.*\| ~\$(\d+) \(budget \$\d+\) \| ~\$(\d+
 
 
 def _estimate(name: str, execution: dict[str, str] | None = None):
-    overrides = {"execution": execution} if execution else {}
+    overrides = {"client": {"execution": execution}} if execution else {}
     preset = resolve_preset(name, discover_notebooks(), overrides=overrides)
     return preset_estimate(preset)[0]
 
@@ -37,7 +37,7 @@ def test_the_readme_cost_columns_are_the_estimate():
         assert written == computed, (
             f"README's {name} row says ~${written[0]} / ~${written[1]}; the estimate gives "
             f"~${computed[0]} / ~${computed[1]} (python -m memcost estimate --params {name} "
-            "[-p 'execution={extract: batch, judge: batch}']): update the row")
+            "[-p 'client={execution: {extract: batch, judge: batch}}']): update the row")
 
 
 def test_batched_stages_cost_exactly_half_and_the_rest_is_unchanged():
@@ -75,12 +75,13 @@ def test_flex_is_priced_like_batch_for_the_gpt5_judge():
 
 def test_the_estimate_command_prints_both_bills(capsys):
     assert main(["estimate", "--params", "paper_locomo", "-p",
-                 "execution={extract: batch, judge: batch}"]) == 0
+                 "client={execution: {extract: batch, judge: batch}}"]) == 0
     out = capsys.readouterr().out
     interactive = float(_estimate("paper_locomo")["usd"].sum())
     batched = chosen_total(_estimate("paper_locomo", BATCHED))
     assert f"total, all interactive: ${interactive:,.2f}" in out
     assert f"total, with execution {{extract: batch, judge: batch}}: ${batched:,.2f}" in out
     assert "locomo: paper-scale counts (paper Tables 1-2: 10 conversations" in out
-    assert main(["estimate", "--params", "paper_locomo", "-p", "execution={judging: batch}"]) == 2
+    assert main(["estimate", "--params", "paper_locomo", "-p",
+                 "client={execution: {judging: batch}}"]) == 2
     assert "execution['judging']: unknown stage" in capsys.readouterr().err

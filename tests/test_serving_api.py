@@ -77,7 +77,7 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
 
     monkeypatch.setenv("SERVING_TEST_KEY", TEST_KEY)
     common = {**TINY, "backend": "custom", "base_url": server.url,
-              "api_key_env": "SERVING_TEST_KEY",
+              "client": {"api_key_env": "SERVING_TEST_KEY"},
               "models": [MODEL], "price_overrides": {}, "workload_generator": "llm",
               "generator_model": MODEL, "grid": [[15, 50], [20, 80]], "baseline_cells": [],
               "curve_cell": [20, 80], "cpa_cells": [[20, 80]], "systems": ["full_history", "mem0"]}

@@ -22,6 +22,7 @@ from memcost.models import (
     READER_MODEL,
     canonical_name,
 )
+from memcost.params import client_option
 from memcost.prices import PRICE_TABLE_NAME, UnknownPriceError, price_for
 
 # The backend that sells batch and flex execution.
@@ -98,7 +99,7 @@ def execution_problem(
 
 def backend_of(model: str, params: Mapping[str, Any]) -> str:
     """The backend ``params`` route ``model`` to (``model_backends`` first, then ``backend``)."""
-    routes = params.get("model_backends") or {}
+    routes = client_option(params, "model_backends") or {}
     if model in routes:
         return str(routes[model])
     for key, backend in routes.items():

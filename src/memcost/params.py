@@ -3,8 +3,8 @@
 A notebook's ``parameters`` cell is the single declaration of its parameters (papermill injects
 overrides after it). This module reads that cell with ``ast`` (no papermill import: a notebook
 can list its own parameters in milliseconds), and names the parameters that configure the model
-client in every notebook, so that a notebook builds its client with
-``make_client(run, **shared_params(globals()))`` instead of repeating them.
+client in every notebook (a few shared ones and one ``client`` mapping), so that a notebook
+builds its client with ``make_client(run, **shared_params(globals()))``.
 """
 
 from __future__ import annotations
@@ -18,29 +18,53 @@ from typing import Any
 
 from memcost.calls import STAGES
 
-# The parameters that configure the one model client, identical in every notebook that calls a
-# model (docs/architecture.md, "Parameters every notebook shares").
-CLIENT_PARAMETERS: tuple[str, ...] = (
-    "backend",
-    "base_url",
-    "api_key_env",
-    "model_backends",
-    "cache_mode",
-    "max_concurrency",
-    "max_cost_usd",
-    "price_overrides",
-    "request_timeout_s",
-    "model_capabilities",
-    "provider_routing",
-    "tpm_limit",
-    "max_backoff_s",
-    "prefix_requests_per_minute",
-    "execution",
-    "batch_retry",
-    "max_wait_hours",
-    "batch_poll_s",
-    "batch_queue_tokens",
-)
+# The client parameters every notebook that calls a model declares on their own: where calls go
+# and what they may cost (docs/architecture.md, "Parameters every notebook shares").
+SHARED_PARAMETERS: tuple[str, ...] = ("backend", "base_url", "max_cost_usd", "price_overrides")
+# The client's other settings, given together in one ``client`` mapping (a notebook declares
+# ``client: dict = {}``; a preset writes ``client: {max_concurrency: 16}``; the command line
+# ``-p 'client={execution: {judge: batch}}'``): name -> (type, default, what it does).
+CLIENT_SETTINGS: dict[str, tuple[str, Any, str]] = {
+    "api_key_env": ("str", "", "environment variable holding the key; empty for the provider's"),
+    "model_backends": ("dict", {}, "per-model provider, e.g. {openai/gpt-oss-120b: openrouter}"),
+    "cache_mode": ("str", "read_write", "read_write | replay_only | off (the disk cache)"),
+    "max_concurrency": ("int", 8, "requests in flight at once"),
+    "request_timeout_s": ("float", 0.0, "seconds one attempt may take; 0 sizes it per request"),
+    "model_capabilities": ("dict", {}, "models the registry does not know, e.g. "
+                           "{llama3.1:8b: {context_window: 32768}}"),
+    "provider_routing": ("dict", {}, "OpenRouter provider pinning per model"),
+    "tpm_limit": ("int", 0, "tokens per minute the account allows (0: no throttle)"),
+    "max_backoff_s": ("float", 300.0, "the longest wait between retries"),
+    "prefix_requests_per_minute": ("int", 15, "requests a minute per conversation prefix"),
+    "execution": ("dict", {}, "per stage: interactive | batch | flex, e.g. {judge: batch}"),
+    "batch_retry": ("str", "batch", "requests a batch did not answer: batch | interactive"),
+    "max_wait_hours": ("float", 24.0, "the longest wait for batches"),
+    "batch_poll_s": ("float", 60.0, "seconds between two looks at a running batch"),
+    "batch_queue_tokens": ("dict", {}, "enqueued-token limit per model (a batch file holds "
+                           "no more)"),
+}
+
+
+def client_option(params: Mapping[str, Any], name: str) -> Any:
+    """One client setting of a run's or a notebook's parameters: the ``client`` mapping's
+    value, else its default."""
+    return (params.get("client") or {}).get(name, CLIENT_SETTINGS[name][1])
+
+
+def merge_client(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` over ``base``, with the ``client`` mappings merged key by key (a per-dataset
+    block or ``-p 'client={...}'`` changes the settings it names and keeps the others)."""
+    merged = {**base, **extra}
+    if isinstance(base.get("client"), Mapping) and isinstance(extra.get("client"), Mapping):
+        merged["client"] = {**base["client"], **extra["client"]}
+    return merged
+
+
+def moved_to_client(name: str, where: str) -> str:
+    """The one line that refuses a client setting given as a parameter of its own."""
+    return (f"{where}{name} is a setting of the client mapping now: write client: "
+            f"{{{name}: ...}} in a preset, or -p 'client={{{name}: ...}}' on the command line")
+
 
 # How a stage's model calls are sent (``execution``): ``interactive`` (one request at a time,
 # list price), ``batch`` (the OpenAI Batch API: a file of requests, results within 24 h, half
@@ -110,9 +134,17 @@ def current_values(namespace: Mapping[str, Any], path: Path) -> dict[str, Any]:
 
 
 def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``),
-    ``price_overrides`` in its full form (:func:`normalise_price_overrides`)."""
-    shared = {name: namespace[name] for name in CLIENT_PARAMETERS if name in namespace}
+    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``):
+    the shared ones and its ``client`` mapping, ``price_overrides`` in its full form
+    (:func:`normalise_price_overrides`). An unknown ``client`` key is an error naming the known
+    ones."""
+    shared = {name: namespace[name] for name in SHARED_PARAMETERS if name in namespace}
+    settings = dict(namespace.get("client") or {})
+    unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
+    if unknown:
+        raise ValueError(f"client: unknown setting(s) {unknown}; the client's settings are "
+                         f"{', '.join(CLIENT_SETTINGS)}")
+    shared.update(settings)
     if "price_overrides" in shared:
         shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
     if not shared.get("tpm_limit"):  # 0 in a parameters cell means no throttle

@@ -3,7 +3,7 @@
 The runner prints the same estimate after notebook 00, from the counted data. This command
 needs no data and no key: it counts a run's notebook-00 files when ``--run-name`` names a run
 that has them, and otherwise the paper-scale counts (:mod:`memcost.costs.profile`). With ``-p
-'execution={extract: batch, judge: batch}'`` it prints the bill in the chosen modes beside the
+'client={execution: {extract: batch, judge: batch}}'`` it prints the bill in the chosen modes beside the
 all-interactive one.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.cli.resume import parse_override, split_list
+from memcost.cli.resume import collect_overrides, parse_override, split_list
 from memcost.costs.estimate import estimate_counts, estimate_dataset, summary_text
 from memcost.costs.profile import paper_scale_counts, profile_note
 from memcost.paths import RunPaths
@@ -52,7 +52,7 @@ def preset_estimate(preset: Preset, run_name: str | None = None) -> tuple[pd.Dat
 
 
 def command_estimate(args: argparse.Namespace) -> int:
-    overrides: dict[str, Any] = dict(args.overrides)
+    overrides: dict[str, Any] = collect_overrides(args.overrides)
     try:
         preset = resolve_preset(args.params, discover_notebooks(),
                                 datasets=split_list(args.datasets), overrides=overrides)

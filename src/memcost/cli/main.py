@@ -8,7 +8,7 @@ import sys
 from memcost.cli import runs as runs_cli
 from memcost.cli.estimate import add_command as add_estimate_command
 from memcost.cli.estimate import command_estimate
-from memcost.cli.resume import parse_override, resume_command, split_list
+from memcost.cli.resume import collect_overrides, parse_override, resume_command, split_list
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
 from memcost.run.integrity import repair
@@ -78,7 +78,7 @@ def command_run(args: argparse.Namespace) -> int:
             run_name=args.run_name,
             steps=split_list(args.steps),
             datasets=split_list(args.datasets),
-            overrides=dict(args.overrides),
+            overrides=collect_overrides(args.overrides),
             stream=args.verbose,
             quiet=args.quiet,
             allow_failures=args.allow_failures,
@@ -122,7 +122,7 @@ def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
         # Not a fault either: the batches keep running at the provider, recorded in the run.
         print(f"The run stopped waiting for the Batch API (max_wait_hours); its batches stay "
               f"recorded in the run directory and are not submitted again. Resume later (a "
-              f"larger -p max_wait_hours=<hours> waits longer) with:\n"
+              f"larger -p 'client={{max_wait_hours: <hours>}}' waits longer) with:\n"
               f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
     else:
         print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"

@@ -23,6 +23,17 @@ def parse_override(text: str) -> tuple[str, Any]:
             f"-p '{key.strip()}=[a, b]'") from None
 
 
+def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The ``-p`` overrides as one mapping, later ones winning; several ``-p 'client={...}'``
+    add up (``-p 'client={cache_mode: off}' -p 'client={max_concurrency: 4}'`` sets both)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key == "client" and isinstance(out.get(key), dict) and isinstance(value, dict):
+            value = {**out[key], **value}
+        out[key] = value
+    return out
+
+
 def split_list(text: str | None) -> list[str] | None:
     """``"00,01"`` → ``["00", "01"]``; nothing → ``None``."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None

@@ -20,7 +20,7 @@ from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import read_questions
 from memcost.execution import discount_multiplier
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
-from memcost.params import normalise_execution, notebook_defaults
+from memcost.params import client_option, normalise_execution, notebook_defaults
 from memcost.paths import NOTEBOOKS_DIR, DatasetPaths
 from memcost.prices import price_for
 
@@ -89,9 +89,9 @@ class _Rows:
         if usd is None:
             usd = price.cost(prompt_tokens=int(input_tokens), cached_prompt_tokens=int(cached),
                              completion_tokens=int(output))
-        mode = normalise_execution(self.params.get("execution"))[ledger_stage]
+        mode = normalise_execution(client_option(self.params, "execution"))[ledger_stage]
         multiplier = discount_multiplier(model, mode, overrides)
-        concurrency = max(1, int(self.params.get("max_concurrency") or 1))
+        concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
         self.rows.append({"dataset": self.dataset, "stage": stage, "system": system,
                           "model": model, "requests": int(requests),
                           "input_tokens": int(input_tokens), "cached_input_tokens": int(cached),

@@ -86,7 +86,7 @@ class ResponseCache:
         return CacheCorrupted(
             f"the response cache {self.path} is damaged ({verdict}). Either move it aside "
             f"(mv {self.path} {self.path}.damaged; finished calls are then paid again "
-            "unless replayed from a copy) or run without it (-p cache_mode=off). The run's "
+            "unless replayed from a copy) or run without it (-p 'client={cache_mode: off}'). The run's "
             "ledger and outputs are untouched.")
 
     def _init_schema(self) -> None:

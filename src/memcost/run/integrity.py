@@ -15,6 +15,7 @@ from typing import Any
 from memcost.llm.cache import CacheCorrupted, ResponseCache
 from memcost.llm.config import DEFAULT_CACHE_PATH
 from memcost.llm.ledger import LedgerDamaged, check_ledger, repair_ledger
+from memcost.params import client_option
 from memcost.paths import RUNS_DIR, RunPaths
 from memcost.run.presets import Preset, PresetError
 
@@ -25,8 +26,8 @@ class StoresDamaged(PresetError):
 
 def uses_cache(params: Mapping[str, Any]) -> bool:
     backends = {str(params.get("backend", "offline"))}
-    backends |= {str(v) for v in (params.get("model_backends") or {}).values()}
-    return bool(backends - {"offline"}) and params.get("cache_mode", "read_write") != "off"
+    backends |= {str(v) for v in (client_option(params, "model_backends") or {}).values()}
+    return bool(backends - {"offline"}) and client_option(params, "cache_mode") != "off"
 
 
 def check_run_stores(run: RunPaths, preset: Preset) -> None:

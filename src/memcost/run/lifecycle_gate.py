@@ -19,7 +19,7 @@ from memcost import lifecycle
 from memcost.execution import backend_of
 from memcost.llm.providers import EndpointClient, lookup_key, resolve_endpoint
 from memcost.models import UnknownModelError, model_info
-from memcost.params import notebook_defaults
+from memcost.params import client_option, notebook_defaults
 from memcost.paths import PARAMS_DIR
 from memcost.prices import UnknownPriceError, price_for
 from memcost.run.presets import Preset, PresetError, selected_steps
@@ -56,9 +56,9 @@ def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | No
             continue
         endpoint = resolve_endpoint(
             backend, base_url=str(params.get("base_url", "")),
-            api_key_env=str(params.get("api_key_env", "")),
+            api_key_env=str(client_option(params, "api_key_env")),
             primary=backend == params.get("backend"),
-            custom_routed="custom" in (params.get("model_backends") or {}).values(),
+            custom_routed="custom" in (client_option(params, "model_backends") or {}).values(),
         )  # fmt: skip
         if endpoint.identity in asked or not lookup_key(endpoint.key_env):
             continue
@@ -81,7 +81,7 @@ def check_lifecycle(
     unknown = []
     for model, params in models.items():
         try:
-            model_info(model, params.get("model_capabilities") or None)
+            model_info(model, client_option(params, "model_capabilities") or None)
         except UnknownModelError as exc:
             unknown.append(str(exc))
     if unknown:

@@ -13,7 +13,7 @@ from memcost.costs.estimate import chosen_total, estimate_run, summary_text
 from memcost.io import write_csv
 from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials
-from memcost.params import notebook_parameters
+from memcost.params import client_option, notebook_parameters
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError
 from memcost.run.lifecycle_gate import check_lifecycle
@@ -35,8 +35,8 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
             check_credentials(
                 str(params.get("backend", "offline")),
                 base_url=str(params.get("base_url", "")),
-                api_key_env=str(params.get("api_key_env", "")),
-                model_backends=params.get("model_backends") or None,
+                api_key_env=str(client_option(params, "api_key_env")),
+                model_backends=client_option(params, "model_backends") or None,
             )
         except (MissingCredentials, ValueError) as exc:
             # ValueError: an endpoint that cannot be used (custom without base_url, ...)
@@ -51,7 +51,7 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
 
 def uses_paid_backend(params: Mapping[str, Any]) -> bool:
     backends = {str(params.get("backend", "offline"))}
-    backends |= {str(v) for v in (params.get("model_backends") or {}).values()}
+    backends |= {str(v) for v in (client_option(params, "model_backends") or {}).values()}
     return bool(backends - {"offline"})
 
 

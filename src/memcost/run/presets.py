@@ -6,6 +6,7 @@ A preset has runner keys and notebook parameters::
     datasets: [locomo, longmemeval, personamem_v2]    # per-dataset notebooks run once for each
     steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
     parameters: {backend: offline, ...}               # given to every notebook that declares them
+                                                      # (the client's settings: client: {...})
     per_dataset: {personamem_v2: {mode: multiple_choice}}  # overrides for one dataset
     allow_failures: 0.0                               # fraction of a stage's items that may fail
 
@@ -23,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from memcost.params import notebook_parameters
+from memcost.params import CLIENT_SETTINGS, merge_client, moved_to_client, notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 from memcost.run.notebooks import discover_notebooks  # noqa: F401 (the canonical list; re-exported)
 
@@ -67,7 +68,7 @@ class Preset:
     def parameters_for(self, dataset: str | None) -> dict[str, Any]:
         merged = copy.deepcopy(self.parameters)
         if dataset is not None:
-            merged.update(copy.deepcopy(self.per_dataset.get(dataset, {})))
+            merged = merge_client(merged, copy.deepcopy(self.per_dataset.get(dataset, {})))
         return merged
 
     def as_dict(self) -> dict[str, Any]:
@@ -139,6 +140,8 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     ]
     for where, values in blocks:
         for key in values:
+            if key in CLIENT_SETTINGS:
+                raise PresetError(moved_to_client(key, f"{preset.path}: '{where}.{key}': "))
             if key in RUNNER_FILLED:
                 raise PresetError(
                     f"{preset.path}: '{where}.{key}' is set by the runner; remove it "
@@ -190,7 +193,10 @@ def resolve_preset(
     if datasets:
         preset.datasets = list(datasets)
     if overrides:
-        preset.parameters.update(overrides)
+        moved = [key for key in overrides if key in CLIENT_SETTINGS]
+        if moved:  # typed on the command line: the message names -p, not the preset file
+            raise PresetError(moved_to_client(moved[0], f"-p {moved[0]}=...: "))
+        preset.parameters = merge_client(preset.parameters, overrides)
     # Keys are checked against every notebook the preset names, so running a subset of its
     # steps does not turn the other notebooks' keys into errors.
     validate_preset(preset, notebooks)
@@ -214,11 +220,12 @@ def offline_means_offline(preset: Preset) -> str | None:
     dropped: dict[str, Any] = {}
     for dataset in [None, *preset.datasets]:
         params = preset.parameters_for(dataset)
-        if params.get("backend") != "offline" or not params.get("model_backends"):
+        routes = (params.get("client") or {}).get("model_backends")
+        if params.get("backend") != "offline" or not routes:
             continue
-        dropped.update(params["model_backends"])
+        dropped.update(routes)
         block = preset.parameters if dataset is None else preset.per_dataset.setdefault(dataset, {})
-        block["model_backends"] = {}
+        block["client"] = {**(block.get("client") or {}), "model_backends": {}}
     if not dropped:
         return None
     routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())

@@ -21,7 +21,7 @@ _KEY_PREFIX = re.compile(r"^(sk|pk|rk|ghp|xox[a-z])[-_]")
 _SECRET_QUERY = re.compile(r"key|token|secret|sig|auth|pass|credential|access", re.IGNORECASE)
 HOW = ("keys never go in parameters (they are recorded in the manifest and the executed "
        "notebooks): put the key in an environment variable (or .env) and pass that variable's "
-       "name as api_key_env, e.g. -p api_key_env=MY_PROXY_KEY")
+       "name as api_key_env, e.g. -p 'client={api_key_env: MY_PROXY_KEY}'")
 
 
 def looks_like_key(value: str) -> bool:
@@ -64,7 +64,8 @@ def check_api_key_env(value: str) -> None:
 
 def check_secrets(values: Mapping[str, Any]) -> None:
     """Refuse a block of parameters that carries a credential (:class:`PresetError`)."""
-    if isinstance(values.get("api_key_env"), str):
-        check_api_key_env(values["api_key_env"])
+    settings = values.get("client") if isinstance(values.get("client"), Mapping) else {}
+    if isinstance(settings.get("api_key_env"), str):
+        check_api_key_env(settings["api_key_env"])
     if isinstance(values.get("base_url"), str):
         check_base_url(values["base_url"])

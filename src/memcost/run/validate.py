@@ -27,6 +27,8 @@ from memcost.execution import (
 from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
 from memcost.models import is_known
 from memcost.params import (
+    CLIENT_SETTINGS,
+    client_option,
     normalise_execution,
     normalise_price_overrides,
     notebook_defaults,
@@ -153,14 +155,33 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
             values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
         except ValueError as exc:
             raise PresetError(f"parameter {exc}") from None
-    if "execution" in values:
+    if "client" in values:
+        values["client"] = check_client(values["client"], str(values.get("backend", "offline")))
+
+
+def check_client(settings: Any, backend: str) -> dict[str, Any]:
+    """The ``client`` mapping: known settings only, each of its type, range and choices."""
+    if not isinstance(settings, Mapping):
+        raise PresetError(f"parameter client={settings!r}: expected a mapping of the client's "
+                          "settings, e.g. client: {max_concurrency: 16, execution: {judge: batch}}")
+    unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
+    if unknown:
+        raise PresetError(f"parameter client: unknown setting(s) {', '.join(map(str, unknown))}; "
+                          f"the client's settings are {', '.join(CLIENT_SETTINGS)}")
+    try:
+        checked = {name: check_value(name, value, CLIENT_SETTINGS[name][0])
+                   for name, value in settings.items()}
+    except PresetError as exc:  # "parameter client.max_concurrency=0: ..."
+        raise PresetError(str(exc).replace("parameter ", "parameter client.", 1)) from None
+    if "execution" in checked:
         try:
-            modes = normalise_execution(values["execution"])
+            modes = normalise_execution(checked["execution"])
         except ValueError as exc:
-            raise PresetError(f"parameter {exc}") from None
-        refused = batch_refusal(str(values.get("backend", "offline")))
+            raise PresetError(f"parameter client.{exc}") from None
+        refused = batch_refusal(backend)
         if "batch" in modes.values() and refused:
             raise PresetError(refused)
+    return checked
 
 
 def unknown_price_line(model: str, parameter: str) -> str:
@@ -176,7 +197,7 @@ def unknown_model_line(model: str, parameter: str) -> str:
     followed): a plain chat model on the user's own server."""
     return (f"unknown model {model!r} ({parameter}): memcost.models has no capabilities for it; "
             f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
-            f"-p 'model_capabilities={{\"{model}\": {{context_window: 32768}}}}' "
+            f"-p 'client={{model_capabilities: {{\"{model}\": {{context_window: 32768}}}}}}' "
             "(a plain chat model: temperature and max_tokens)")
 
 
@@ -211,7 +232,7 @@ def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]
         except ValueError as exc:
             raise PresetError(f"parameter {exc}") from None
         if params.get("backend", "offline") != "offline" and not is_known(
-                model, params.get("model_capabilities") or None):
+                model, client_option(params, "model_capabilities") or None):
             raise PresetError(unknown_model_line(model, name))
 
 
@@ -224,7 +245,7 @@ def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[s
         defaults.update(notebook_defaults(notebooks[step]))
     for dataset in preset.datasets or [None]:
         params = {**defaults, **preset.parameters_for(dataset)}
-        for stage, mode in normalise_execution(params.get("execution")).items():
+        for stage, mode in normalise_execution(client_option(params, "execution")).items():
             if not any(name in defaults for name, _ in STAGE_MODEL_PARAMETERS[stage]):
                 continue  # no selected step calls this stage
             for model in stage_models(stage, params):

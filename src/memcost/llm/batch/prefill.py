@@ -42,7 +42,7 @@ def batch_refusal(backend: str, where: str = "") -> str | None:
         return None
     return (f"execution: batch is the OpenAI Batch API, and backend '{backend}'{where} has none "
             "(OpenRouter and vLLM offer no batch endpoint). Set those stages to interactive "
-            "(e.g. -p 'execution={}'), or route the model to backend openai.")
+            "(e.g. -p 'client={execution: {}}'), or route the model to backend openai.")
 
 
 def check_batch(config: Any) -> None:

@@ -39,8 +39,8 @@ class Tracked:
 
 class BatchSession:
     """Send ``todo`` (cache key → request, none answered by the cache) through one endpoint's
-    Batch API; ``client`` is the :class:`memcost.llm.batch.prefill.BatchPrefill` that puts results in
-    its cache and ledger (:meth:`memcost.llm.batch.prefill.BatchPrefill.result`)."""
+    Batch API; ``client`` is the :class:`memcost.llm.batch.prefill.BatchPrefill` that puts
+    results in its cache and ledger (:meth:`memcost.llm.batch.prefill.BatchPrefill.result`)."""
 
     def __init__(self, client: Any, endpoint: Endpoint, todo: Mapping[str, Any],
                  lines: Mapping[str, Line], transport: BatchTransport):
@@ -268,5 +268,5 @@ class BatchSession:
         return (f"waited max_wait_hours={hours:g} for the Batch API; {len(running)} batch(es) "
                 f"still running ({ids}{', ...' if len(running) > 5 else ''}), recorded in "
                 f"{self.journal.path}. Stopped cleanly: rerun the same command later (or with "
-                "a larger -p max_wait_hours=<hours>) and it re-attaches to them; nothing is "
-                "submitted twice.")
+                "a larger -p 'client={max_wait_hours: <hours>}') and it re-attaches to them; "
+                "nothing is submitted twice.")
