@@ -69,3 +69,24 @@ def test_well_formed_dsns_pass(dsn):
     from memcost.run.validate import check_dsn
 
     check_dsn(dsn)
+
+
+def test_an_unknown_name_typed_on_the_command_line_is_one_line_with_a_suggestion(tmp_path,
+                                                                                  capsys):
+    run_dir = tmp_path / "run"
+    code = main(["run", "--params", "smoke", "--run-name", str(run_dir), "-p", "top_kk=3"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not run_dir.exists()
+    assert err == ("error: -p top_kk=...: no notebook of preset smoke declares top_kk; did you "
+                   "mean top_k? (each notebook's parameters cell lists its own)")
+
+
+def test_an_unknown_name_in_a_preset_file_is_one_line_naming_the_file(tmp_path, capsys):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text("datasets: [locomo]\nparameters:\n  judge_modle: gpt-5-mini\n",
+                      encoding="utf-8")
+    code = main(["run", "--params", str(preset), "--run-name", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(f"error: {preset}: unknown parameter 'parameters.judge_modle'")
+    assert err.endswith("did you mean judge_model? (each notebook's parameters cell lists its own)")

@@ -16,6 +16,7 @@ Unknown parameter keys are an error (papermill itself only warns).
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,19 +149,33 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
                     "(use --run-name for the run directory and 'datasets:' for datasets)"
                 )
             if key not in valid:
-                listing = "\n".join(
-                    f"  {notebooks[s].name}: {', '.join(sorted(declared[s] - set(RUNNER_FILLED)))}"
-                    for s in steps
-                )
-                raise PresetError(
-                    f"{preset.path}: unknown parameter '{where}.{key}'; no notebook in this "
-                    f"preset declares it. Valid parameters:\n{listing}"
-                )
+                raise PresetError(f"{preset.path}: unknown parameter '{where}.{key}'; no "
+                                  f"notebook in this preset declares it{suggestion(key, valid)}")
     per_dataset_steps = [s for s in steps if "dataset" in declared[s]]
     if per_dataset_steps and not preset.datasets:
         raise PresetError(
             f"{preset.path}: steps {per_dataset_steps} run per dataset but 'datasets:' is empty"
         )
+
+
+def suggestion(key: str, valid: set[str]) -> str:
+    """``"; did you mean top_k? (...)"``: the nearest declared name, and where names are listed."""
+    near = difflib.get_close_matches(key, sorted(valid - set(RUNNER_FILLED)), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return f"{hint} (each notebook's parameters cell lists its own)"
+
+
+def check_overrides(preset: Preset, overrides: Mapping[str, Any],
+                    notebooks: Mapping[str, Path]) -> None:
+    """Names typed with ``-p``: refused in one line that names ``-p``, not the preset file."""
+    valid = set().union(*(notebook_parameters(notebooks[s])
+                          for s in selected_steps(preset, notebooks) if s in notebooks))
+    for key in overrides:
+        if key in CLIENT_SETTINGS:
+            raise PresetError(moved_to_client(key, f"-p {key}=...: "))
+        if key not in valid and key not in RUNNER_FILLED:
+            raise PresetError(f"-p {key}=...: no notebook of preset {preset.name} declares "
+                              f"{key}{suggestion(key, valid)}")
 
 
 def check_fraction(value: Any, where: str) -> float:
@@ -192,10 +207,8 @@ def resolve_preset(
     preset = load_preset(params)
     if datasets:
         preset.datasets = list(datasets)
-    if overrides:
-        moved = [key for key in overrides if key in CLIENT_SETTINGS]
-        if moved:  # typed on the command line: the message names -p, not the preset file
-            raise PresetError(moved_to_client(moved[0], f"-p {moved[0]}=...: "))
+    if overrides:  # typed on the command line: a message names -p, not the preset file
+        check_overrides(preset, overrides, notebooks)
         preset.parameters = merge_client(preset.parameters, overrides)
     # Keys are checked against every notebook the preset names, so running a subset of its
     # steps does not turn the other notebooks' keys into errors.
