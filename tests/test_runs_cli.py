@@ -79,3 +79,37 @@ def test_the_log_is_one_line_per_notebook_and_the_file_has_everything(runs):
     assert "CELL-OUTPUT-MARKER" not in out  # cell output only with --verbose
     log = next((runs / "good" / "logs").glob("run-*.log")).read_text()
     assert "CELL-OUTPUT-MARKER" in log and "notebook 2 of 2: 01_second" in log
+
+
+@pytest.mark.parametrize("text", ['{"steps": ', "[1, 2]", '"a string"'],
+                         ids=["torn", "a list", "a string"])
+def test_a_damaged_manifest_is_one_line_and_never_hides_the_other_runs(tmp_path, capsys, text):
+    from memcost.cli.main import main
+
+    runs = tmp_path / "runs"
+    for name in ("good", "bad"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "manifest.json").write_text('{"preset": {"name": "smoke"}}')
+    (runs / "bad" / "manifest.json").write_text(text, encoding="utf-8")
+    assert main(["runs", "--dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "good" in out and "smoke" in out
+    assert next(ln for ln in out.splitlines() if ln.startswith("bad")).split()[3] == "unreadable"
+    assert main(["report", str(runs / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert err.startswith(f"error: {runs / 'bad' / 'manifest.json'}: ")
+    assert "not a JSON object" in err or "corrupt manifest" in err
+
+
+def test_a_run_on_a_torn_manifest_stops_in_one_line(tmp_path, capsys):
+    from memcost.cli.main import main
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text('{"steps": ', encoding="utf-8")
+    code = main(["run", "--params", "smoke", "--datasets", "locomo", "--steps", "00",
+                 "--run-name", str(run_dir), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"error: {run_dir / 'manifest.json'}: corrupt manifest (line 1" in err

@@ -102,16 +102,27 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+class ManifestDamaged(ValueError):
+    """A ``manifest.json`` that is not a JSON object (torn by a crash, or edited by hand)."""
+
+
 def read_manifest(run: RunPaths) -> dict[str, Any]:
+    """The run's manifest (``{}`` before the first write); :class:`ManifestDamaged` naming the
+    file when it is not a JSON object. Every reader of a manifest goes through here."""
     if not run.manifest.is_file():
         return {}
     try:
-        return json.loads(run.manifest.read_text(encoding="utf-8"))
+        manifest = json.loads(run.manifest.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(
+        raise ManifestDamaged(
             f"{run.manifest}: corrupt manifest (line {exc.lineno}, column {exc.colno}); "
-            "delete it to start the run's record afresh"
-        ) from exc
+            "move it aside to start the run's record afresh (its tables and notebooks stay)"
+        ) from None
+    if not isinstance(manifest, dict):
+        raise ManifestDamaged(
+            f"{run.manifest}: not a JSON object but a {type(manifest).__name__}; move it aside "
+            "to start the run's record afresh (its tables and notebooks stay)")
+    return manifest
 
 
 def update_manifest(run: RunPaths, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

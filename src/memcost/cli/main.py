@@ -9,6 +9,7 @@ from memcost.cli import runs as runs_cli
 from memcost.cli.estimate import add_command as add_estimate_command
 from memcost.cli.estimate import command_estimate
 from memcost.cli.resume import collect_overrides, parse_override, resume_command, split_list
+from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
 from memcost.run.integrity import repair
@@ -63,6 +64,11 @@ def command_repair(args: argparse.Namespace) -> int:
 
 def command_report(args: argparse.Namespace) -> int:
     paths = RunPaths.from_param(args.run_dir)
+    try:
+        read_manifest(paths)
+    except ManifestDamaged as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not paths.manifest.is_file():
         print(f"error: {paths.root} is not a run directory (no manifest.json)", file=sys.stderr)
         return 2
@@ -83,7 +89,7 @@ def command_run(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             allow_failures=args.allow_failures,
         )
-    except PresetError as exc:
+    except (PresetError, ManifestDamaged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RunLocked as exc:

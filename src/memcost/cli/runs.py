@@ -8,14 +8,14 @@ estimate of the same calls (what an offline run's tokens would cost with the con
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from memcost.calls import read_calls, record_cost, spent_usd
-from memcost.paths import RUNS_DIR
+from memcost.manifest import ManifestDamaged, read_manifest
+from memcost.paths import RUNS_DIR, RunPaths
 from memcost.run.progress import clock
 
 
@@ -45,8 +45,8 @@ def summarise(root: Path) -> dict[str, Any] | None:
     if not manifest_path.is_file():
         return None
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        manifest = read_manifest(RunPaths(root))
+    except (OSError, ManifestDamaged):
         return {"name": root.name, "preset": "?", "backend": "?", "status": "unreadable",
                 "wall": "", "spent": "", "estimate": ""}
     preset = manifest.get("preset") or {}

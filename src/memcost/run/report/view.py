@@ -14,6 +14,7 @@ import pandas as pd
 
 from memcost import paper
 from memcost.datasets import DISPLAY_NAMES
+from memcost.manifest import read_manifest
 from memcost.models import PAPER_SETTINGS, canonical_name
 from memcost.paths import DatasetPaths, RunPaths
 
@@ -118,7 +119,7 @@ class RunView:
 
     @classmethod
     def load(cls, run: RunPaths) -> RunView:
-        manifest = read_json(run.manifest)
+        manifest = read_manifest(run)
         views = []
         for ds in run.datasets():
             steps = {key.split("/", 1)[1]: value for key, value in manifest.get("steps", {}).items()
