@@ -90,3 +90,12 @@ def test_an_unknown_name_in_a_preset_file_is_one_line_naming_the_file(tmp_path, 
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"error: {preset}: unknown parameter 'parameters.judge_modle'")
     assert err.endswith("did you mean judge_model? (each notebook's parameters cell lists its own)")
+
+
+@pytest.mark.parametrize("command", [["estimate", "--params", "smoke"], ["runs"]])
+def test_a_malformed_today_is_one_line_before_any_command(monkeypatch, capsys, command):
+    monkeypatch.setenv("MEMCOST_TODAY", "tomorrow")
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: MEMCOST_TODAY must be a date as YYYY-MM-DD, got 'tomorrow' (unset it "
+                   "for today's date)")
