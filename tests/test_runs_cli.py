@@ -113,3 +113,23 @@ def test_a_run_on_a_torn_manifest_stops_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert f"error: {run_dir / 'manifest.json'}: corrupt manifest (line 1" in err
+
+
+def test_clean_refuses_a_run_whose_postgresql_is_running(tmp_path, capsys):
+    import os
+
+    from memcost.cli.main import main
+
+    runs = tmp_path / "runs"
+    pgdata = runs / "pg" / "pgvector" / "pgdata"
+    pgdata.mkdir(parents=True)
+    (runs / "pg" / "manifest.json").write_text("{}", encoding="utf-8")
+    # a live server's postmaster.pid: its first line is the server's pid (here: a live process)
+    (pgdata / "postmaster.pid").write_text(f"{os.getpid()}\n{pgdata}\n", encoding="utf-8")
+    assert main(["clean", "pg", "--dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert f"PostgreSQL server (pid {os.getpid()}) is running on {pgdata}" in err
+    assert (runs / "pg").is_dir()  # nothing deleted
+    (pgdata / "postmaster.pid").write_text("2147483646\n", encoding="utf-8")  # a dead pid
+    assert main(["clean", "pg", "--dir", str(runs)]) == 0
+    assert not (runs / "pg").exists()

@@ -8,6 +8,7 @@ estimate of the same calls (what an offline run's tokens would cost with the con
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -99,6 +100,30 @@ def command_clean(args: argparse.Namespace) -> int:
         print(f"error: {args.name} is not a run under {folder} (see `python -m memcost runs`)",
               file=sys.stderr)
         return 2
+    server = running_server(target)
+    if server is not None:
+        pid, pgdata = server
+        print(f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running on "
+              f"{pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
+              file=sys.stderr)
+        return 2
     shutil.rmtree(target)
     print(f"deleted {target}")
     return 0
+
+
+def running_server(run_dir: Path) -> tuple[int, Path] | None:
+    """``(pid, pgdata)`` of a live PostgreSQL server on the run's private data directory
+    (``<run>/pgvector/pgdata/postmaster.pid`` names a process that exists), else ``None``."""
+    pgdata = run_dir / "pgvector" / "pgdata"
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)  # signal 0: is there such a process (ours or another user's)?
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid, pgdata
