@@ -97,3 +97,37 @@ def test_a_billed_call_is_recorded_even_when_the_cache_write_fails(run_paths, tm
     records = read_jsonl(run_paths.calls)
     assert len(records) == 1 and is_paid(records[0]) and not records[0]["cached"]
     assert records[0]["prompt_tokens"] > 0 and records[0]["error"] is None
+
+
+def test_records_overwritten_in_the_middle_are_damage_not_a_torn_line(paid_run):
+    # five paid records in the middle of calls.jsonl overwritten (a disk error, an editor):
+    # never skipped silently as if a kill had torn them; repair-ledger restores them
+    run, cache_path = paid_run
+    before = sorted(r["request_hash"] for r in read_jsonl(run.calls) if is_paid(r))
+    lines = run.calls.read_text().splitlines(keepends=True)
+    for i in range(10, 15):
+        lines[i] = "x" * (len(lines[i]) - 1) + "\n"
+    run.calls.write_text("".join(lines))
+    with pytest.raises(ValueError, match=r"calls.jsonl: line 11 is not valid JSON"):
+        read_jsonl(run.calls)
+    with _open(cache_path) as cache:
+        with pytest.raises(LedgerDamaged, match=r"line 11 .*damaged.*repair-ledger r"):
+            check_ledger(run.calls, cache, run.run_id(), "r")
+        assert repair_ledger(run.calls, cache, run.run_id()) == 5
+        check_ledger(run.calls, cache, run.run_id(), "r")
+    after = sorted(r["request_hash"] for r in read_jsonl(run.calls) if is_paid(r))
+    assert after == before
+    kept = list(run.calls.parent.glob("calls.jsonl.damaged-*"))
+    assert len(kept) == 1 and "x" * 20 in kept[0].read_text()  # the damaged file is kept aside
+
+
+def test_a_torn_last_line_is_cut_when_the_file_is_appended_to_again(tmp_path):
+    from memcost.io import JsonlAppender
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": 1}\n{"a": 2}\n{"a": 3, "b": "tor', encoding="utf-8")
+    assert read_jsonl(path) == [{"a": 1}, {"a": 2}]  # a kill mid-write: the last line only
+    with JsonlAppender(path) as out:
+        out.write({"a": 4})
+    assert read_jsonl(path) == [{"a": 1}, {"a": 2}, {"a": 4}]
+    assert path.read_text(encoding="utf-8").count("\n") == 3

@@ -131,7 +131,8 @@ class JsonlAppender:
     """Append-only JSONL writer, safe across threads; each record is flushed as it is written.
 
     A process killed mid-write can leave a torn last line; :func:`read_jsonl` skips it (and only
-    it), so appending after a crash is safe. A flushed record survives the process being killed
+    it), and opening the file to append again cuts it off, so a torn line never ends up in the
+    middle of a file, where a bad line is damage, not a crash. A flushed record survives the process being killed
     (it is in the OS page cache); ``fsync=True`` (default) also makes it survive a power cut, at
     a cost per record that high-rate writers (the usage ledger replaying thousands of cached
     calls) can avoid with ``fsync=False`` and a :meth:`sync` now and then.
@@ -146,12 +147,20 @@ class JsonlAppender:
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def _repair_torn_tail(self) -> None:
-        """End the file with a newline so the next record never joins a torn line."""
-        if self.path.exists() and self.path.stat().st_size > 0:
-            with open(self.path, "rb+") as handle:
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
-                    handle.write(b"\n")
+        """Cut a torn last line (a record a kill left half written: it holds nothing a reader
+        could use) so the next record starts on a line of its own."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) == b"\n":
+                return
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - (1 << 20))  # a record is far shorter than 1 MiB
+            handle.seek(start)
+            tail = handle.read()
+            cut = tail.rfind(b"\n")
+            handle.truncate(start + cut + 1 if cut >= 0 else start)
 
     def write(self, record: dict[str, Any]) -> None:
         line = jsonl_line(record)
@@ -185,8 +194,8 @@ class JsonlAppender:
 def read_jsonl(path: str | os.PathLike[str], *, missing_ok: bool = False) -> list[dict[str, Any]]:
     """Read a JSONL file written by :class:`JsonlAppender`.
 
-    A torn line (a crash mid-write) is skipped; any other bad line is an error naming the file
-    and line number.
+    A torn last line (a crash mid-write) is skipped; any other bad line, and a torn line with
+    records after it, is an error naming the file and line number (a ``ValueError``).
     """
     path = Path(path)
     if not path.exists():
@@ -194,16 +203,19 @@ def read_jsonl(path: str | os.PathLike[str], *, missing_ok: bool = False) -> lis
             return []
         raise FileNotFoundError(f"{path}: file not found")
     records: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+    lines = path.read_text(encoding="utf-8").split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            # A writer killed mid-record leaves a line without its closing brace; skip only that.
-            if not line.rstrip().endswith("}"):
+            # A writer killed mid-record leaves its last line without the closing brace (and
+            # the next writer cuts it off): skip only that.
+            if number - 1 == last and not line.rstrip().endswith("}"):
                 continue
-            raise ValueError(f"{path}: line {number} is not valid JSON: {exc.msg}") from exc
+            raise ValueError(f"{path}: line {number} is not valid JSON: {exc.msg}") from None
     return records
 
 

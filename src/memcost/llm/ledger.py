@@ -9,6 +9,8 @@ cache). Cost tables are computed from these records and :mod:`memcost.prices`, n
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -145,8 +147,15 @@ def unrecorded_calls(calls_path: str | Path, cache: Any, run_id: str) -> list[di
 
 
 def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str) -> None:
-    """Stop (:class:`LedgerDamaged`) when the ledger lost records the cache says were paid."""
-    missing = unrecorded_calls(calls_path, cache, run_id)
+    """Stop (:class:`LedgerDamaged`) when the ledger lost records the cache says were paid, or
+    holds a damaged line (a record overwritten in the middle is never skipped silently)."""
+    try:
+        missing = unrecorded_calls(calls_path, cache, run_id)
+    except ValueError as exc:
+        raise LedgerDamaged(
+            f"{exc}: the ledger is damaged, so cost tables and the budget would be wrong. "
+            f"Rebuild it from the cache: python -m memcost repair-ledger {run_name} (the "
+            "damaged file is kept beside it; then resume the run)") from None
     gone = not Path(calls_path).is_file()
     if missing and (gone or len(missing) > LEDGER_SLACK):
         state = "is missing" if gone else "is truncated"
@@ -157,10 +166,35 @@ def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str)
             f"{run_name} (then resume the run)")
 
 
+def salvage(calls_path: str | Path) -> None:
+    """A ledger with damaged lines: moved aside as ``calls.jsonl.damaged-<time>`` and written
+    again with its readable records only (the rebuild then adds what the damage took)."""
+    path = Path(calls_path)
+    kept = []
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the damage itself: what it held is rebuilt from the cache
+        kept.append(record)
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    os.replace(path, aside)
+    with JsonlAppender(path) as out:
+        for record in kept:
+            out.write(record)
+
+
 def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
     """Append a record for every call this run paid for that the ledger lacks, rebuilt from
-    its cache row (usage, attempts, latency, tags); returns how many were added."""
-    missing = unrecorded_calls(calls_path, cache, run_id)
+    its cache row (usage, attempts, latency, tags); returns how many were added. A ledger with
+    damaged lines is salvaged first (:func:`salvage`)."""
+    try:
+        missing = unrecorded_calls(calls_path, cache, run_id)
+    except ValueError:
+        salvage(calls_path)
+        missing = unrecorded_calls(calls_path, cache, run_id)
     out = JsonlAppender(calls_path)
     try:
         for row in missing:
