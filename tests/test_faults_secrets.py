@@ -56,3 +56,36 @@ def test_key_like_values_are_refused(value):
     with pytest.raises(PresetError) as info:
         check_api_key_env(value)
     assert value not in str(info.value)
+
+
+@pytest.mark.parametrize("override", [
+    f"client={{provider_routing: {{openai/gpt-oss-120b: {{order: [{SECRET}]}}}}}}",
+    f"client={{model_backends: {{{SECRET}: openrouter}}}}",
+])
+def test_a_key_pasted_anywhere_in_the_parameters_is_refused_without_echo(tmp_path, capsys,
+                                                                         override):
+    err = refused(tmp_path, capsys, "base_url=http://127.0.0.1:9/v1", override)
+    assert "looks like a key (not shown); refused, nothing ran" in err
+
+
+@pytest.mark.parametrize("dsn", [
+    "postgresql://memcost:hunter2-pw@db.example:5432/memcost",
+    "host=db.example dbname=memcost password=hunter2-pw",
+])
+def test_a_pgvector_password_is_refused_and_never_recorded(tmp_path, capsys, dsn):
+    run_dir = tmp_path / "run"
+    assert main(["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo",
+                 "-p", f"pgvector_dsn={dsn}"]) == 2
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "pgvector_dsn carries a password" in err
+    assert "PGPASSWORD" in err and not run_dir.exists()
+
+
+def test_a_key_in_the_description_is_refused_before_the_manifest_records_it(tmp_path, capsys):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text(f"description: try with {SECRET}\ndatasets: [locomo]\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    assert main(["run", "--params", str(preset), "--run-name", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert SECRET not in err and "description holds what looks like a key" in err
+    assert not run_dir.exists()

@@ -293,7 +293,7 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
         for name, info in notebook_parameters(notebooks[step]).items():
             declared.setdefault(name, info["inferred_type_name"])
     for block in (preset.parameters, *preset.per_dataset.values()):
-        check_secrets(block)  # first: no later message may repeat a secret
+        check_secrets(block, preset.description)  # first: no later message may repeat a secret
     study = is_study(notebooks, steps)
     if study:
         check_datasets(preset)
