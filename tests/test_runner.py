@@ -183,3 +183,30 @@ def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(tmp_path, note
     # resuming as printed keeps the API backend (without it the run would go on offline)
     assert "--datasets a -p backend=custom -p base_url=http://127.0.0.1:9/v1" in err
     assert "-p max_cost_usd=<dollars>" in err and "max_cost_usd=0.01" not in err
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
+    import nbformat
+
+    from memcost.run import NotebookFailed, run_preset
+
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    nb = nbformat.v4.new_notebook(metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"}})
+    params = nbformat.v4.new_code_cell('run_dir: str = ""  # run directory')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would")]
+    nbformat.write(nb, notebooks / "00_die.ipynb")
+    preset = tmp_path / "die.yaml"
+    preset.write_text('steps: ["00"]\n', encoding="utf-8")
+    with pytest.raises(NotebookFailed) as failed:
+        run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, quiet=True)
+    message = str(failed.value)
+    # cell 2 of the executed notebook (papermill puts its parameters cell before it)
+    assert message.startswith("00_die.ipynb failed in cell 2 (`import os, signal`): the "
+                              "notebook's kernel died")
+    assert "out of memory" in message and failed.value.ename == "DeadKernelError"

@@ -150,6 +150,7 @@ def _register_engine() -> None:
 def execute_notebook(notebook: Path, output: Path, parameters: dict[str, Any], stream: bool) -> None:
     skip_iri_format_checker()
     import papermill
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     _register_engine()
@@ -175,3 +176,25 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict[str, Any], s
         raise NotebookFailed(
             notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}", first_line, exc.ename
         ) from exc
+    except DeadKernelError:
+        index, source = last_started_cell(output)
+        raise NotebookFailed(
+            notebook, output, index,
+            "the notebook's kernel died (killed: most often out of memory, or by a signal); "
+            "what finished before it is kept", source, ename="DeadKernelError") from None
+
+
+def last_started_cell(output: Path) -> tuple[int | None, str]:
+    """The cell a killed kernel was running: the last code cell of the saved notebook that
+    papermill started (its index there, and its first line); ``(None, "")`` when unknown."""
+    try:
+        cells = json.loads(output.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return None, ""
+    started = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"
+               and (c.get("metadata", {}).get("papermill") or {}).get("start_time")]
+    if not started:
+        return None, ""
+    source = cells[started[-1]].get("source", "")
+    source = "".join(source) if isinstance(source, list) else source
+    return started[-1], next((ln for ln in source.splitlines() if ln.strip()), "")
