@@ -99,3 +99,15 @@ def test_a_malformed_today_is_one_line_before_any_command(monkeypatch, capsys, c
     err = capsys.readouterr().err.strip()
     assert err == ("error: MEMCOST_TODAY must be a date as YYYY-MM-DD, got 'tomorrow' (unset it "
                    "for today's date)")
+
+
+def test_a_relative_data_path_is_read_from_where_the_command_was_typed(tmp_path, monkeypatch):
+    from memcost.run import discover_notebooks, resolve_preset
+
+    (tmp_path / "mine").mkdir()
+    monkeypatch.chdir(tmp_path)
+    preset = resolve_preset("smoke", discover_notebooks(), datasets=["locomo"],
+                            overrides={"data_path": "mine/locomo10.json"})
+    assert preset.parameters["data_path"] == str(tmp_path / "mine" / "locomo10.json")
+    empty = resolve_preset("smoke", discover_notebooks(), overrides={"data_path": ""})
+    assert empty.parameters["data_path"] == ""  # empty stays empty: the bundled sample

@@ -32,6 +32,9 @@ from memcost.run.notebooks import discover_notebooks  # noqa: F401 (the canonica
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset", "allow_failures")
 # Parameters the runner fills in itself; a preset must not set them.
 RUNNER_FILLED = ("run_dir", "dataset")
+# Parameters that name a file or folder: a relative one is read from where the command was
+# typed (the notebooks run in notebooks/, where it would mean something else).
+PATH_PARAMETERS = ("data_path",)
 
 
 class PresetError(ValueError):
@@ -210,6 +213,10 @@ def resolve_preset(
     if overrides:  # typed on the command line: a message names -p, not the preset file
         check_overrides(preset, overrides, notebooks)
         preset.parameters = merge_client(preset.parameters, overrides)
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        for name in PATH_PARAMETERS:
+            if isinstance(block.get(name), str) and block[name]:
+                block[name] = str(Path(block[name]).expanduser().absolute())
     # Keys are checked against every notebook the preset names, so running a subset of its
     # steps does not turn the other notebooks' keys into errors.
     validate_preset(preset, notebooks)
