@@ -131,3 +131,23 @@ def test_a_torn_last_line_is_cut_when_the_file_is_appended_to_again(tmp_path):
         out.write({"a": 4})
     assert read_jsonl(path) == [{"a": 1}, {"a": 2}, {"a": 4}]
     assert path.read_text(encoding="utf-8").count("\n") == 3
+
+
+def test_a_read_only_cache_is_not_called_damaged(paid_run, monkeypatch):
+    # moving a read-only cache aside (the advice for a damaged one) would make every finished
+    # call paid again: it must say what it is, and how to make it usable
+    import memcost.llm.cache as cache_module
+
+    _, cache_path = paid_run
+    real_connect = sqlite3.connect
+
+    def read_only(path, **kwargs):
+        return real_connect(f"file:{path}?mode=ro", uri=True, **kwargs)
+
+    monkeypatch.setattr(cache_module.sqlite3, "connect", read_only)
+    with pytest.raises(cache_module.CacheUnwritable) as info:
+        ResponseCache(cache_path)
+    message = str(info.value)
+    assert f"the response cache {cache_path} cannot be written" in message
+    assert "damaged" not in message and "move it aside" not in message
+    assert "chmod" in message and "cache_path" in message

@@ -42,6 +42,16 @@ class CacheCorrupted(RuntimeError):
     """The SQLite file of the cache is damaged (the message names it and the two ways out)."""
 
 
+class CacheUnwritable(RuntimeError):
+    """The cache (or its folder) cannot be written: nothing is wrong with what it holds."""
+
+
+# What SQLite says when the file or its folder is not writable (WAL needs -wal and -shm
+# files beside it): a permission problem, never damage.
+_UNWRITABLE = ("readonly database", "unable to open database", "read-only file system",
+               "permission denied")
+
+
 class ResponseCache:
     """Request hash → stored response. Thread-safe and process-safe."""
 
@@ -89,13 +99,31 @@ class ResponseCache:
             "unless replayed from a copy) or run without it (-p 'client={cache_mode: off}'). The run's "
             "ledger and outputs are untouched.")
 
+    def _unwritable(self, error: str) -> CacheUnwritable:
+        return CacheUnwritable(
+            f"the response cache {self.path} cannot be written ({error}); what it holds is "
+            f"fine. Make it and its folder writable (chmod u+w {self.path} {self.path.parent}), "
+            "or copy it somewhere writable and point cache_path there (MEMCOST_CACHE_DIR); do "
+            "not delete it: its finished calls would be paid again.")
+
     def _init_schema(self) -> None:
         try:
             conn = self._connect()
         except sqlite3.DatabaseError as exc:
             self._local = threading.local()
+            if any(word in str(exc).lower() for word in _UNWRITABLE):
+                raise self._unwritable(str(exc)) from None
             raise self._damaged(str(exc)) from None
         self._check_integrity(conn)
+        try:
+            self._prepare(conn)
+        except sqlite3.OperationalError as exc:
+            if any(word in str(exc).lower() for word in _UNWRITABLE):
+                raise self._unwritable(str(exc)) from None
+            raise
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """WAL mode and the schema (created once), then the schema version checked."""
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
             try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memcost.llm.cache import CacheCorrupted, ResponseCache
+from memcost.llm.cache import CacheCorrupted, CacheUnwritable, ResponseCache
 from memcost.llm.config import DEFAULT_CACHE_PATH
 from memcost.llm.ledger import LedgerDamaged, check_ledger, repair_ledger
 from memcost.params import client_option
@@ -38,7 +38,7 @@ def check_run_stores(run: RunPaths, preset: Preset) -> None:
         return
     try:
         cache = ResponseCache(DEFAULT_CACHE_PATH)
-    except CacheCorrupted as exc:
+    except (CacheCorrupted, CacheUnwritable) as exc:
         raise StoresDamaged(str(exc)) from None
     try:
         if run.run_id_file.is_file():
