@@ -111,3 +111,24 @@ def test_a_relative_data_path_is_read_from_where_the_command_was_typed(tmp_path,
     assert preset.parameters["data_path"] == str(tmp_path / "mine" / "locomo10.json")
     empty = resolve_preset("smoke", discover_notebooks(), overrides={"data_path": ""})
     assert empty.parameters["data_path"] == ""  # empty stays empty: the bundled sample
+
+
+@pytest.mark.parametrize(("code", "text"), [(28, "No space left on device"),
+                                            (30, "Read-only file system")])
+def test_a_disk_that_cannot_be_written_is_one_line_with_the_path_and_the_resume(
+        tmp_path, capsys, monkeypatch, code, text):
+    import memcost.run.runner as runner
+
+    run_dir = tmp_path / "run"
+    target = run_dir / "manifest.json"
+
+    def unwritable(*args, **kwargs):
+        raise OSError(code, text, str(target))
+
+    monkeypatch.setattr(runner, "record_start", unwritable)
+    assert main(["run", "--params", "smoke", "--datasets", "locomo", "--run-name",
+                 str(run_dir), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"error: cannot write {target}: {text}" in err
+    assert f"memcost run --params smoke --run-name {run_dir} --datasets locomo" in err

@@ -105,6 +105,13 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"\nerror: {exc}", file=sys.stderr)
         print_resume_hint(args, exc)
         return 1
+    except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
+        where = exc.filename or "a file of the run"
+        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
+        print(f"\nerror: cannot write {where}: {exc.strerror or exc}. Free space or make it "
+              f"writable, then resume (finished work is kept) with:\n"
+              f"  {resume_command(args, run_dir)}", file=sys.stderr)
+        return 1
     print(f"\nResults are in {paths.root}")
     for label, path in (("manifest", paths.manifest), ("report", paths.report_md),
                         ("report (HTML)", paths.report_html)):

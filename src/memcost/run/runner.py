@@ -140,6 +140,9 @@ def run_preset(
             progress.say(note)
         try:
             execute_steps(run, preset, notebooks, selected, progress)
+        except OSError as exc:  # a full disk, a read-only folder: the command line says how
+            exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
+            raise
         except (NotebookFailed, StageFailures) as exc:
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
             try:
