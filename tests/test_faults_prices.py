@@ -110,3 +110,27 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     calls = read_jsonl(RunPaths(tmp_path / "run").calls)
     assert {c["model"] for c in calls if c["stage"] == "extract"} == {MODEL}
+
+
+def test_reservations_learn_what_the_provider_bills_above_the_list_price():
+    # a host charging 27 times the listed price: once a charge is seen, the next request
+    # reserves at that markup, so calls in flight cannot carry the spend past the budget
+    from memcost.llm.budget import Budget, BudgetStop
+    from memcost.llm.requests import Usage
+
+    budget = Budget(1.0)
+    request = question(1)
+    listed = budget.estimate(request)
+    first = budget.reserve(request)
+    assert first == pytest.approx(listed)
+    usage = Usage(prompt_tokens=20, completion_tokens=10)
+    list_cost = budget.cost(request.model, usage)
+    budget.settle(first, request.model, usage, billed_usd=27 * list_cost)
+    second = budget.reserve(request)
+    assert second == pytest.approx(27 * budget.estimate(request))  # the list guess, marked up
+    budget.settle(second, request.model, usage, billed_usd=27 * list_cost)
+    with pytest.raises(BudgetStop):
+        for _ in range(100_000):  # one call after another, each billed at the markup
+            budget.settle(budget.reserve(request), request.model, usage,
+                          billed_usd=27 * list_cost)
+    assert 1.0 - 27 * list_cost < budget.spent <= 1.0  # stopped before the budget, not after

@@ -150,8 +150,9 @@ def price_calls(
 
     Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``, ``cached_input_usd``, ``output_usd``,
     ``cost_usd`` (the record's tokens at list price, times the batch or Flex multiplier of a
-    record sent that way: its ``execution``), ``spent_usd`` (zero for local cache hits,
-    offline calls and failed calls),
+    record sent that way: its ``execution``), ``spent_usd`` (what was paid: the provider's
+    ``billed_usd`` where it reported one, else ``cost_usd``; zero for local cache hits,
+    offline calls and calls that failed before anything was billed),
     ``workload`` (false for replays of a request already recorded earlier in the same run),
     ``phase``, ``answer_system``, ``is_estimate``. A model without a price raises
     :class:`memcost.prices.UnknownPriceError` naming the model and the table.
@@ -193,10 +194,16 @@ def price_calls(
         for column in ("input_usd", "cached_input_usd", "output_usd"):
             priced[column] = priced[column] * factor
     priced["cost_usd"] = priced["input_usd"] + priced["cached_input_usd"] + priced["output_usd"]
-    # What this run paid: the same rule as the client's budget (memcost.calls.is_paid), so a
-    # cache hit, an offline call or a failed call costs nothing here.
-    paid = ~priced["cached"] & (priced["backend"] != OFFLINE) & ~priced["has_error"]
-    priced["spent_usd"] = priced["cost_usd"].where(paid.fillna(False).astype(bool), 0.0)
+    # What this run paid: the rule of the client's budget (memcost.calls.is_paid): a cache
+    # hit, an offline call or a call that failed before anything was billed costs nothing; a
+    # failed reply that was billed (cut off, filtered) costs its tokens. Where the provider
+    # reported its charge (``billed_usd``, OpenRouter's usage.cost), that is what was paid.
+    billed_tokens = (priced["prompt_tokens"] + priced["completion_tokens"]) > 0
+    paid = (~priced["cached"] & (priced["backend"] != OFFLINE)
+            & (~priced["has_error"] | billed_tokens)).fillna(False).astype(bool)
+    charged = pd.to_numeric(priced["billed_usd"], errors="coerce") if (
+        "billed_usd" in priced.columns) else pd.Series(np.nan, index=priced.index)
+    priced["spent_usd"] = charged.where(charged.notna(), priced["cost_usd"]).where(paid, 0.0)
     _label_phases(priced)
     priced["is_estimate"] = (priced["backend"] == "offline").fillna(False).astype(bool)
     priced["workload"] = ~_replays(priced)

@@ -47,6 +47,9 @@ class Budget:
         self.reserved = 0.0
         self._in_flight = 0  # reservations not yet settled (a count: float sums drift)
         self._max_output: dict[str, int] = {}
+        # Per model, the largest ratio seen of what the provider billed to the list price: a
+        # host may charge several times the listing, and reservations must know it.
+        self._markup: dict[str, float] = {}
         self._lock = threading.Condition()
 
     @property
@@ -96,7 +99,9 @@ class Budget:
         """
         if not self.limited:
             return None
-        amount = self.estimate(request) * multiplier
+        with self._lock:
+            markup = self._markup.get(request.model, 1.0)
+        amount = self.estimate(request) * multiplier * markup
         with self._lock:
             while self.spent + self.reserved + amount > self.limit:
                 if self._in_flight == 0 or self.spent + amount > self.limit:
@@ -123,13 +128,16 @@ class Budget:
         ``billed_usd`` (the provider's own charge, e.g. OpenRouter's ``usage.cost``) wins over
         the list price when it is known: an open-weight model's host may charge several times
         the cheapest listing."""
+        listed = self.cost(model, usage, execution) if usage is not None else None
         if usage is None:
             cost = 0.0
         elif billed_usd is not None:
             cost = float(billed_usd)
         else:
-            cost = self.cost(model, usage, execution) or 0.0
+            cost = listed or 0.0
         with self._lock:
+            if billed_usd is not None and listed:
+                self._markup[model] = max(self._markup.get(model, 1.0), cost / listed)
             if reserved is not None:
                 self.reserved -= reserved
                 self._in_flight -= 1
