@@ -43,7 +43,8 @@ from memcost.testing.openai_server import (
 )
 from memcost.testing.stages import stage_of, stage_server
 
-pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
+# a hang guard; notebook executions are slow on a busy 2-core machine
+pytestmark = pytest.mark.timeout(600)
 
 DATASET = "locomo"
 KEY_ENV = "MEMCOST_TEST_API_KEY"

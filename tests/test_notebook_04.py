@@ -13,7 +13,8 @@ from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters, run_preset
 
-pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
+# a hang guard; notebook executions are slow on a busy 2-core machine
+pytestmark = pytest.mark.timeout(600)
 
 BASE = dict(model="gpt-5-mini-2025-08-07", backend="offline", prompt_version="t@v1",
             prompt_tokens=10, cached_prompt_tokens=0, completion_tokens=3, reasoning_tokens=0,

@@ -14,7 +14,8 @@ from memcost.io import read_json
 from memcost.paths import FIGURES_DIR
 from memcost.run import run_preset
 
-pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
+# a hang guard; notebook executions are slow on a busy 2-core machine
+pytestmark = pytest.mark.timeout(600)
 
 
 def offline_ledger() -> list[dict]:

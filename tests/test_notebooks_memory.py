@@ -13,7 +13,8 @@ from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters
 
-pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
+# a hang guard; notebook executions are slow on a busy 2-core machine
+pytestmark = pytest.mark.timeout(600)
 
 SHARED = ("run_dir", "dataset", "backend", "base_url", "max_cost_usd", "price_overrides",
           "client")

@@ -13,7 +13,8 @@ from memcost.run.execute import _kernel_manager_class
 from memcost.serving import published
 from memcost.serving.replay import TURN_COLUMNS, read_turns
 
-pytestmark = pytest.mark.timeout(600)  # a hang guard; notebook executions are slow on a busy 2-core machine
+# a hang guard; notebook executions are slow on a busy 2-core machine
+pytestmark = pytest.mark.timeout(600)
 TINY = {
     "grid": [[15, 50], [15, 120], [40, 80]], "seeds": 2, "baseline_cells": [[30, 40]],
     "baseline_repeats": 1, "observer_tokens": 1200, "reflector_tokens": 300, "n_bootstrap": 50,

@@ -18,7 +18,8 @@ from typing import Any
 
 # The paper's models (study §2-§4), by the snapshot the paper used where it names one.
 EXTRACTION_MODEL = "gpt-5-nano-2025-08-07"  # §3.1: fact extraction, reasoning_effort=low
-READER_MODEL = "gpt-5-mini-2025-08-07"  # §3.1: answers from retrieved facts, reasoning_effort=medium
+# §3.1: answers from retrieved facts, reasoning_effort=medium
+READER_MODEL = "gpt-5-mini-2025-08-07"
 LONG_CONTEXT_MODELS = ("gpt-5-mini-2025-08-07", "openai/gpt-oss-120b")  # §3.2
 JUDGE_MODEL = "gpt-5-mini-2025-08-07"  # §3.4: reasoning_effort=high, three votes
 EMBEDDING_MODEL = "text-embedding-3-small"  # §3.1: 1,536 dimensions

@@ -80,7 +80,8 @@ DATASET_TABLES: dict[str, str] = {
     "failure_tags": "failure_tags",  # failure tags per system, notebook 04
     "judge_sensitivity": "judge_sensitivity",  # accuracy under each judge prompt, notebook 04
     "mcnemar": "mcnemar",  # paired McNemar tests between systems, notebook 04
-    "simulated_prompt_cache": "simulated_prompt_cache",  # SIMULATED cache hits per system, notebook 03
+    # SIMULATED cache hits per system, notebook 03
+    "simulated_prompt_cache": "simulated_prompt_cache",
 }
 RUN_TABLES: dict[str, str] = {
     "estimate_before_run": "estimate_before_run",  # the bill estimated after notebook 00
@@ -89,50 +90,77 @@ RUN_TABLES: dict[str, str] = {
     "cost_by_stage": "cost_by_stage",  # cost per stage, notebook 05
     "cost_per_user": "cost_per_user",  # cost per user, notebook 05
     "cost_per_question": "cost_per_question",  # cost per question and system, notebook 05
-    "cost_lc_cached_share": "cost_lc_cached_share",  # long-context input billed as cached, notebook 05
-    "cost_token_ratios": "cost_token_ratios",  # output/input and reasoning/visible tokens, notebook 05
-    "sensitivity_cache_discount": "sensitivity_cache_discount",  # break-even by cache discount, notebook 05
-    "sensitivity_output_tokens": "sensitivity_output_tokens",  # break-even by answer length, notebook 05
+    # long-context input billed as cached, notebook 05
+    "cost_lc_cached_share": "cost_lc_cached_share",
+    # output/input and reasoning/visible tokens, notebook 05
+    "cost_token_ratios": "cost_token_ratios",
+    # break-even by cache discount, notebook 05
+    "sensitivity_cache_discount": "sensitivity_cache_discount",
+    # break-even by answer length, notebook 05
+    "sensitivity_output_tokens": "sensitivity_output_tokens",
     "sensitivity_batch": "sensitivity_batch",  # break-even with Batch-API prices, notebook 05
     "table4": "table4_cumulative_cost",  # Table 4 (§3.5), notebook 05
     "table5": "table5_break_even",  # Table 5 (§3.5), notebook 05
-    "table45_vs_paper": "table45_vs_paper",  # Tables 4-5 cell by cell against the paper, notebook 05
-    "calibration_intervals": "calibration_intervals",  # feasible interval of each cost constant, notebook 05
-    "calibration_variants": "calibration_variants",  # Tables 4-5 under each set of constants, notebook 05
-    "cost_break_even_per_user": "cost_break_even_per_user",  # measured break-even per user, notebook 05
-    "cost_growing_conversation": "cost_growing_conversation",  # cost as a conversation grows, notebook 05
-    "cost_model_measured": "cost_model_measured",  # the cost model with this run's measured constants, notebook 05
+    # Tables 4-5 cell by cell against the paper, notebook 05
+    "table45_vs_paper": "table45_vs_paper",
+    # feasible interval of each cost constant, notebook 05
+    "calibration_intervals": "calibration_intervals",
+    # Tables 4-5 under each set of constants, notebook 05
+    "calibration_variants": "calibration_variants",
+    # measured break-even per user, notebook 05
+    "cost_break_even_per_user": "cost_break_even_per_user",
+    # cost as a conversation grows, notebook 05
+    "cost_growing_conversation": "cost_growing_conversation",
+    # the cost model with this run's measured constants, notebook 05
+    "cost_model_measured": "cost_model_measured",
     "cost_per_correct_answer": "cost_per_correct_answer",  # cost per correct answer, notebook 05
-    "cumulative_cost_curves": "cumulative_cost_curves",  # cumulative cost curves behind Figure 1b, notebook 05
+    # cumulative cost curves behind Figure 1b, notebook 05
+    "cumulative_cost_curves": "cumulative_cost_curves",
     "figure1_cost_difference": "figure1_cost_difference",  # the grid behind Figure 1, notebook 05
-    "token_vs_dollar_break_even": "token_vs_dollar_break_even",  # token-level against dollar break-even, notebook 05
+    # token-level against dollar break-even, notebook 05
+    "token_vs_dollar_break_even": "token_vs_dollar_break_even",
     "price_schedules": "price_schedules",  # every dated price row with its source, notebook 05
-    "table4_today": "table4_today",  # Table 4 at the paper's and today's prices (successor models), notebook 05
-    "table5_today": "table5_today",  # Table 5 at the paper's and today's prices (successor models), notebook 05
-    "break_even_by_gap": "break_even_by_gap",  # break-even against the gap between questions per cache retention, notebook 05
-    "break_even_by_arrivals": "break_even_by_arrivals",  # break-even per arrival process (gaps, Poisson, sessions), notebook 05
-    "break_even_by_dataset_time": "break_even_by_dataset_time",  # break-even under each dataset's own dates, notebook 05
-    "break_even_long_context_tier": "break_even_long_context_tier",  # break-even across the 272K long-context tier, notebook 05
-    "break_even_batch_write": "break_even_batch_write",  # break-even with the write on the Batch API, notebook 05
-    "break_even_headline": "break_even_headline",  # paper vs today back to back / one a day / extended, notebook 05
+    # Table 4 at the paper's and today's prices (successor models), notebook 05
+    "table4_today": "table4_today",
+    # Table 5 at the paper's and today's prices (successor models), notebook 05
+    "table5_today": "table5_today",
+    # break-even against the gap between questions per cache retention, notebook 05
+    "break_even_by_gap": "break_even_by_gap",
+    # break-even per arrival process (gaps, Poisson, sessions), notebook 05
+    "break_even_by_arrivals": "break_even_by_arrivals",
+    # break-even under each dataset's own dates, notebook 05
+    "break_even_by_dataset_time": "break_even_by_dataset_time",
+    # break-even across the 272K long-context tier, notebook 05
+    "break_even_long_context_tier": "break_even_long_context_tier",
+    # break-even with the write on the Batch API, notebook 05
+    "break_even_batch_write": "break_even_batch_write",
+    # paper vs today back to back / one a day / extended, notebook 05
+    "break_even_headline": "break_even_headline",
 }
 DATASET_FIGURES: dict[str, str] = {
     "conversation_tokens": "conversation_tokens",  # conversation lengths, notebook 00
-    "memory_facts_vs_history": "memory_facts_vs_history",  # facts against history tokens, notebook 01
+    # facts against history tokens, notebook 01
+    "memory_facts_vs_history": "memory_facts_vs_history",
     "memory_evidence_recall": "memory_evidence_recall",  # evidence recall of retrieval, notebook 02
-    "long_context_prompt_sizes": "long_context_prompt_sizes",  # long-context prompt sizes, notebook 03
+    # long-context prompt sizes, notebook 03
+    "long_context_prompt_sizes": "long_context_prompt_sizes",
     "accuracy_by_system": "accuracy_by_system",  # accuracy per system and category, notebook 04
 }
 RUN_FIGURES: dict[str, str] = {
     "figure1": "figure1_break_even_heatmap",  # Figure 1 (§3.5): the break-even heatmap
     "figure1b": "figure1b_cumulative_cost",  # cumulative cost against turns at L = 101,601
     "cost_by_component": "cost_by_component",  # measured cost per component
-    "cost_calibration_intervals": "cost_calibration_intervals",  # feasible intervals of the cost constants
+    # feasible intervals of the cost constants
+    "cost_calibration_intervals": "cost_calibration_intervals",
     "cost_sensitivity": "cost_sensitivity",  # break-even sensitivity
-    "cost_sustained_break_even": "cost_sustained_break_even",  # sustained break-even of a growing conversation
-    "cost_token_vs_dollar_break_even": "cost_token_vs_dollar_break_even",  # token-level against dollar break-even
-    "figure1_today": "figure1_today_break_even_heatmap",  # Figure 1 at today's prices (successor models)
-    "break_even_by_context_today": "break_even_by_context_today",  # break-even against L, paper vs today
+    # sustained break-even of a growing conversation
+    "cost_sustained_break_even": "cost_sustained_break_even",
+    # token-level against dollar break-even
+    "cost_token_vs_dollar_break_even": "cost_token_vs_dollar_break_even",
+    # Figure 1 at today's prices (successor models)
+    "figure1_today": "figure1_today_break_even_heatmap",
+    # break-even against L, paper vs today
+    "break_even_by_context_today": "break_even_by_context_today",
     "break_even_by_gap": "break_even_by_gap",  # break-even against the gap between questions
     "cost_explorer": "cost_explorer",  # the break-even explorer's static figure
 }
