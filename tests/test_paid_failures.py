@@ -229,3 +229,17 @@ def test_an_empty_cut_off_reply_cached_by_older_code_is_asked_again(run_paths, s
     assert result.ok and not result.cached and result.text.startswith("answer-")
     assert server.count() == 1 and client.stats.discarded_rows == 1
     assert client.cache.get(key)["text"] == result.text  # the answer replaced the empty row
+
+
+def test_a_long_run_of_429s_says_rate_limited_not_unavailable(run_paths, server, tmp_path):
+    from memcost.llm import FatalAPIError, RetryPolicy
+
+    server.on(lambda path, body: True, Action(status=429, retry_after_ms=1), times=None)
+    client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=3,
+                        retry=RetryPolicy(max_attempts=2, base_delay_s=0.001, max_delay_s=0.002))
+    with pytest.raises(FatalAPIError) as stop:
+        client.chat_many([question(i) for i in range(6)])
+    client.close()
+    message = str(stop.value)
+    assert "rate limited (HTTP 429)" in message and "seems unavailable" not in message
+    assert "max_concurrency" in message and "tpm_limit" in message

@@ -211,7 +211,8 @@ class CallPath:
             self.record(request, outcome)
         # The endpoint-down stops count calls that got no answer; an item the endpoint refused
         # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
-        self.transport.note(response is None and not rejected, request)
+        self.transport.note(response is None and not rejected, request,
+                            rate_limited=bool(error and "rate limited: HTTP 429" in error))
         return outcome
 
     def store(self, request: Request, outcome: Outcome, usage_estimated: bool) -> None:

@@ -44,6 +44,7 @@ class Transport:
         self._clients: dict[str, EndpointClient] = {}
         self._lock = threading.Lock()
         self._consecutive_failures = 0
+        self._consecutive_rate_limited = 0  # of those, calls whose last answer was a 429
         self._stage_probe: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ where
@@ -120,7 +121,9 @@ class Transport:
             except TransientError as exc:
                 latency = time.perf_counter() - t0
                 if attempts[0] >= retry.max_attempts:
-                    return None, latency, f"{exc} (gave up after {attempts[0]} attempts)"
+                    limited = " (rate limited: HTTP 429)" if (
+                        exc.status == 429 and not is_flex_unavailable(exc)) else ""
+                    return None, latency, f"{exc}{limited} (gave up after {attempts[0]} attempts)"
                 delay = retry.delay(attempts[0], exc.retry_after, self.rng)
                 if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
                     self.accounting.count("flex_unavailable")
@@ -139,13 +142,17 @@ class Transport:
         prompt = sum(count_tokens(c) for _, c in request.messages)
         return prompt + (request.max_output_tokens or 0)
 
-    def note(self, failed: bool, request: Request) -> None:
+    def note(self, failed: bool, request: Request, *, rate_limited: bool = False) -> None:
         """Stop when the endpoint looks down: many calls in a row failing after all retries, or
-        all of a stage's first calls."""
+        all of a stage's first calls. When every one of them was refused with a 429, the
+        account's limits are the cause, and the message says so."""
         limit = self.config.max_consecutive_failures
         probe_size = min(STAGE_PROBE_CALLS, limit)
         with self._lock:
             self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
+            self._consecutive_rate_limited = (
+                self._consecutive_rate_limited + 1 if failed and rate_limited else 0)
+            all_limited = self._consecutive_rate_limited == self._consecutive_failures
             tripped = self._consecutive_failures >= limit
             calls, fails = self._stage_probe.get(request.stage, (0, 0))
             stage_down = False
@@ -153,6 +160,13 @@ class Transport:
                 self._stage_probe[request.stage] = calls, fails = calls + 1, fails + int(failed)
                 stage_down = calls == probe_size and fails == probe_size
         hint = outage_hint(request.stage, self.config.execution_for(request.stage))
+        if (stage_down or tripped) and all_limited:
+            raise FatalAPIError(
+                f"{self._consecutive_failures} calls in a row were rate limited (HTTP 429) after "
+                f"all retries (last: {request.stage} call to {request.model}): the account's "
+                "limits are below this run's pace. Lower the pace (client: {max_concurrency: 2}, "
+                "or tpm_limit at the account's tokens per minute) or wait for the limit to "
+                "reset; finished calls are cached and recorded, so a rerun continues.")
         if stage_down and not tripped:
             raise FatalAPIError(
                 f"the first {probe_size} {request.stage} calls to {request.model} all failed "
