@@ -326,3 +326,15 @@ def test_a_cancelled_batch_is_batched_again(tmp_path):
         assert [(e.status, len(e.keys)) for e in entries] == [("cancelled", 4), ("completed", 4)]
         assert {c["execution"] for c in read_jsonl(client.run.calls)} == {"batch"}
         client.close()
+
+
+def test_a_batch_wait_prints_signs_of_life(tmp_path, capsys):
+    from memcost.io import SIGN_OF_LIFE
+
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = _client(tmp_path, server, progress=True)
+        assert all(r.ok for r in client.chat_many([question(i) for i in range(3)]))
+        client.close()
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(SIGN_OF_LIFE)]
+    assert any(ln.startswith(f"{SIGN_OF_LIFE}batch read: ") and "requests answered" in ln
+               and "results within 24 h" in ln for ln in lines), lines

@@ -98,3 +98,36 @@ def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp
         assert fixed.transport.timeout_for(chat) == fixed.transport.timeout_for(embed) == 42
         sized.close()
         fixed.close()
+
+
+def test_signs_of_life_reach_the_terminal_without_verbose(tmp_path):
+    import sys
+
+    from memcost.io import SIGN_OF_LIFE
+    from memcost.run.progress import Progress
+
+    terminal = io.StringIO()
+    progress = Progress(tmp_path, 1, terminal=terminal)
+    with progress.cells():
+        print("a table the notebook printed")
+        print(f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for 95 s", file=sys.stderr)
+        sys.stderr.write(f"{SIGN_OF_LIFE}batch judge: 12 of 40 ")  # a line written in parts
+        sys.stderr.write("answered\n")
+    assert terminal.getvalue() == (f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for "
+                                   f"95 s\n{SIGN_OF_LIFE}batch judge: 12 of 40 answered\n")
+    progress.log.close()
+    log = (tmp_path / progress.log_path.name).read_text(encoding="utf-8")
+    assert "a table the notebook printed" in log and "12 of 40 answered" in log
+
+
+def test_a_rate_limited_wait_says_so_while_it_waits(run_paths, tmp_path, monkeypatch, capsys):
+    from memcost.io import SIGN_OF_LIFE
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        server.script(Action(status=429, retry_after_ms=50))
+        client = api_client(run_paths, server.url, tmp_path)
+        assert client.chat(question(1)).ok
+        client.close()
+    err = capsys.readouterr().err
+    assert f"{SIGN_OF_LIFE}rate limited (HTTP 429): every request waits 0.05 s" in err

@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -120,6 +121,17 @@ def write_csv(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
     kwargs.setdefault("index", False)
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, **kwargs)
+
+
+# The prefix of a line that says a long wait is still alive (requests in flight, a rate limit,
+# a batch being processed): the runner shows such lines on the terminal even without
+# --verbose, while the rest of a notebook's output goes to the log only.
+SIGN_OF_LIFE = "[memcost] "
+
+
+def sign_of_life(line: str, stream: Any = None) -> None:
+    """Print ``line`` as a sign of life (on stderr unless ``stream`` is given)."""
+    print(SIGN_OF_LIFE + line, file=stream or sys.stderr, flush=True)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

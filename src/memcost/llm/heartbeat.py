@@ -10,11 +10,12 @@ while any item has been in flight longer than ``slow_s`` it prints, every ``ever
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO, TypeVar
+
+from memcost.io import sign_of_life
 
 T = TypeVar("T")
 EVERY_S = 30.0  # seconds between two lines
@@ -68,7 +69,7 @@ class Heartbeat:
             line = self.status()
             if line is not None:
                 self.lines.append(line)
-                print(line, file=self.out or sys.stderr, flush=True)
+                sign_of_life(line, self.out)
 
     def __enter__(self) -> Heartbeat:
         self._thread = threading.Thread(target=self._beat, name="memcost-heartbeat", daemon=True)

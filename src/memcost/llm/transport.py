@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from memcost.io import sign_of_life
 from memcost.llm.config import ClientConfig
 from memcost.llm.errors import FatalAPIError, TransientError
 from memcost.llm.flex import FLEX, is_flex_unavailable, outage_hint
@@ -28,6 +29,7 @@ Request = ChatRequest | EmbeddingRequest
 # A stage whose first calls all fail after their retries stops, however few calls it has (the
 # in-a-row limit alone never fires on a stage smaller than it).
 STAGE_PROBE_CALLS = 5
+SAY_EVERY_S = 30.0  # the least time between two signs of life about waiting requests
 
 
 class Transport:
@@ -46,6 +48,7 @@ class Transport:
         self._consecutive_failures = 0
         self._consecutive_rate_limited = 0  # of those, calls whose last answer was a 429
         self._stage_probe: dict[str, tuple[int, int]] = {}
+        self._last_said = -SAY_EVERY_S
 
     # ------------------------------------------------------------------ where
 
@@ -127,11 +130,25 @@ class Transport:
                 delay = retry.delay(attempts[0], exc.retry_after, self.rng)
                 if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
                     self.accounting.count("flex_unavailable")
+                    self._say_waiting("Flex has no capacity now (HTTP 429): this request "
+                                      f"waits {delay:.2g} s", "flex_unavailable")
                 elif exc.status == 429:  # every worker waits, not only this one
                     self.pause.pause(delay)
                     self.accounting.count("rate_limited")
+                    self._say_waiting(f"rate limited (HTTP 429): every request waits {delay:.2g} s",
+                                      "rate_limited")
                 if self.stop.wait(delay):  # the stage is stopping: do not retry
                     return None, latency, f"{exc} (not retried: the stage stopped)"
+
+    def _say_waiting(self, what: str, counter: str) -> None:
+        """A sign of life while requests wait, at most one every 30 s (so a long run of 429s
+        shows on the terminal without flooding it)."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_said < SAY_EVERY_S:
+                return
+            self._last_said = now
+        sign_of_life(f"{what}; {getattr(self.accounting.stats, counter)} so far this notebook")
 
     def _token_estimate(self, request: Request) -> int:
         """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from memcost.io import SIGN_OF_LIFE
+
 
 def clock(seconds: float) -> str:
     """``75.2`` → ``"1:15"``; ``3725`` → ``"1:02:05"``."""
@@ -22,6 +24,25 @@ def clock(seconds: float) -> str:
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class SignsOfLife:
+    """A text stream that passes on only the whole lines marked as signs of life."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            if line.startswith(SIGN_OF_LIFE):
+                self.stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 class Tee:
@@ -106,8 +127,10 @@ class Progress:
 
     @contextlib.contextmanager
     def cells(self) -> Iterator[None]:
-        """While a notebook runs: its cell output to the log, and to the terminal if verbose."""
-        sink = Tee(self.terminal if self.verbose else None, self.log)
+        """While a notebook runs: its cell output to the log, and to the terminal if verbose
+        (without it, only the signs of life of long waits: :data:`memcost.io.SIGN_OF_LIFE`)."""
+        shown = self.terminal if self.verbose else SignsOfLife(self.terminal)
+        sink = Tee(None if self.quiet and not self.verbose else shown, self.log)
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):  # type: ignore[type-var]
             yield
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from memcost.io import sign_of_life
 from memcost.llm.batch.files import Line, joined, read_answers, split_lines
 from memcost.llm.batch.journal import BatchJournal, Entry
 from memcost.llm.batch.transport import BatchState, BatchTransport
@@ -37,6 +38,9 @@ class Tracked:
     started: float = 0.0
 
 
+SAY_EVERY_S = 60.0  # the least time between two lines about a batch still being processed
+
+
 class BatchSession:
     """Send ``todo`` (cache key → request, none answered by the cache) through one endpoint's
     Batch API; ``client`` is the :class:`memcost.llm.batch.prefill.BatchPrefill` that puts
@@ -55,6 +59,7 @@ class BatchSession:
         self.retry: set[str] = set()
         self.round = 1
         self.answered = self.failed = 0
+        self._last_said = -SAY_EVERY_S
 
     # -------------------------------------------------------------------------- the loop
 
@@ -247,12 +252,22 @@ class BatchSession:
                     mininterval=1.0, dynamic_ncols=True)
 
     def _show(self, bar: Any) -> None:
-        if bar is None:
-            return
         states = [t.state for t in self.tracked if t.state is not None]
         done = sum(s.completed for s in states)
         failed = sum(s.failed for s in states)
         running = sum(not s.done for s in states)
+        now = time.monotonic()
+        if self.client.progress and now - self._last_said >= SAY_EVERY_S:
+            # a line the runner shows without --verbose: a wait of hours must not look hung
+            self._last_said = now
+            total = sum(len(t.entry.keys) for t in self.tracked)
+            waited = now - min((t.started for t in self.tracked), default=now)
+            stage = next(iter(self.todo.values())).stage
+            sign_of_life(f"batch {stage}: {done + failed} of {total} requests answered "
+                         f"({failed} failed), {running} batch(es) running, waited "
+                         f"{waited / 60:.0f} min (results within 24 h)")
+        if bar is None:
+            return
         bar.total = max(bar.total, sum(len(t.entry.keys) for t in self.tracked))
         bar.n = min(bar.total, done + failed)
         bar.set_postfix_str(f"completed={done} failed={failed} batches running={running}",
@@ -260,7 +275,7 @@ class BatchSession:
 
     def _note(self, line: str) -> None:
         if self.client.progress:
-            print(line, file=sys.stderr, flush=True)
+            sign_of_life(line)
 
     def _wait_message(self, hours: float) -> str:
         running = [t.entry for t in self.tracked if not t.entry.finished]
