@@ -111,6 +111,7 @@ def test_signs_of_life_reach_the_terminal_without_verbose(tmp_path):
     with progress.cells():
         print("a table the notebook printed")
         print(f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for 95 s", file=sys.stderr)
+        sys.stderr.write("\rbatch judge:  30%|###   | 12/40")  # a progress bar, then
         sys.stderr.write(f"{SIGN_OF_LIFE}batch judge: 12 of 40 ")  # a line written in parts
         sys.stderr.write("answered\n")
     assert terminal.getvalue() == (f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for "

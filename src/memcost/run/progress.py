@@ -34,11 +34,13 @@ class SignsOfLife:
         self._partial = ""
 
     def write(self, text: str) -> int:
-        lines = (self._partial + text).split("\n")
+        # A progress bar redraws itself after a carriage return: that ends a line too.
+        lines = (self._partial + text).replace("\r", "\n").split("\n")
         self._partial = lines.pop()
         for line in lines:
-            if line.startswith(SIGN_OF_LIFE):
-                self.stream.write(line + "\n")
+            start = line.find(SIGN_OF_LIFE)  # a bar may be drawn before it on the same line
+            if start >= 0:
+                self.stream.write(line[start:] + "\n")
         return len(text)
 
     def flush(self) -> None:
