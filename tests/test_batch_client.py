@@ -340,3 +340,32 @@ def test_a_batch_wait_prints_signs_of_life(tmp_path, capsys):
     lines = [ln[ln.index(SIGN_OF_LIFE):] for ln in err.splitlines() if SIGN_OF_LIFE in ln]
     assert any(ln.startswith(f"{SIGN_OF_LIFE}batch read: ") and "requests answered" in ln
                and "results within 24 h" in ln for ln in lines), lines
+
+
+def test_a_batch_the_provider_forgot_stops_in_one_line_and_can_be_given_up(tmp_path, capsys):
+    from memcost.cli.main import main
+    from memcost.llm.batch import BatchLost
+
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        client = _client(tmp_path, server)
+        requests = [question(i) for i in range(3)]
+        endpoint = client.endpoint_for(requests[0].model)
+        lines = [client.prefill.line(r.key(endpoint.identity), r) for r in requests]
+        journal = BatchJournal(client.run.root)
+        entry = Entry(input_file_id="file-gone", model=lines[0].model, url=lines[0].url,
+                      stage="read", endpoint=endpoint.identity, keys=[ln.key for ln in lines])
+        journal.uploaded(entry)
+        journal.created(entry, "batch_gone")  # submitted by a run, then lost by the provider
+        with pytest.raises(BatchLost) as lost:
+            client.chat_many(requests)
+        message = str(lost.value)
+        assert "no longer knows batch batch_gone (HTTP 404" in message
+        assert f"python -m memcost forget-batch {client.run.root} batch_gone" in message
+        assert main(["forget-batch", str(client.run.root), "batch_gone"]) == 0
+        assert "gave up batch batch_gone (3 requests" in capsys.readouterr().out
+        assert main(["forget-batch", str(client.run.root), "batch_gone"]) == 2  # once only
+        results = client.chat_many(requests)  # its requests go in a new batch
+        assert all(r.ok for r in results) and server.batches.created == 1
+        client.close()
+    assert [e.status for e in BatchJournal(client.run.root).entries()] == ["forgotten",
+                                                                         "completed"]

@@ -10,6 +10,7 @@ from memcost.cli import runs as runs_cli
 from memcost.cli.estimate import add_command as add_estimate_command
 from memcost.cli.estimate import command_estimate
 from memcost.cli.resume import collect_overrides, parse_override, resume_command, split_list
+from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.paths import RunPaths
 from memcost.run.execute import NotebookFailed
@@ -48,9 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     repair = sub.add_parser("repair-ledger", help="rebuild a run's calls.jsonl records that are "
                             "missing, from the calls the response cache says the run paid for")
     repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    forget = sub.add_parser("forget-batch", help="give up a batch the provider no longer knows, "
+                            "so a rerun sends its requests again")
+    forget.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    forget.add_argument("batch_id", help="the batch id the run's error named")
     runs_cli.add_commands(sub)
     add_estimate_command(sub)
     return parser
+
+
+def command_forget_batch(args: argparse.Namespace) -> int:
+    paths = RunPaths.from_param(args.run_dir)
+    try:
+        entry = BatchJournal(paths.root).forget(args.batch_id)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(f"gave up batch {args.batch_id} ({len(entry.keys)} requests of {entry.stage}); "
+          "rerun the same command and they are sent again")
+    return 0
 
 
 def command_repair(args: argparse.Namespace) -> int:
@@ -156,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_run(args)
     if args.command == "repair-ledger":
         return command_repair(args)
+    if args.command == "forget-batch":
+        return command_forget_batch(args)
     if args.command == "estimate":
         return command_estimate(args)
     if args.command == "runs":

@@ -9,7 +9,7 @@ See docs/architecture.md, "Batch API".
 
 from memcost.llm.batch.journal import BatchJournal, journal_path
 from memcost.llm.batch.prefill import BATCH_BACKENDS, BatchPrefill, batch_refusal
-from memcost.llm.batch.session import MAX_ROUNDS, BatchWaitExceeded
+from memcost.llm.batch.session import MAX_ROUNDS, BatchLost, BatchWaitExceeded
 from memcost.llm.config import BATCH_RETRY_MODES, batch_options
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "BATCH_RETRY_MODES",
     "MAX_ROUNDS",
     "BatchJournal",
+    "BatchLost",
     "BatchPrefill",
     "BatchWaitExceeded",
     "batch_options",

@@ -128,6 +128,18 @@ class BatchJournal:
                       "batch_id": batch_id})
         entry.batch_id = batch_id
 
+    def forget(self, batch_id: str) -> Entry:
+        """Give up an open batch (the provider lost it): it is finished as ``forgotten``, so
+        a rerun sends its requests again. ``KeyError`` naming the open batches otherwise."""
+        open_ones = [e for e in self.entries() if not e.finished]
+        entry = next((e for e in open_ones if e.batch_id == batch_id), None)
+        if entry is None:
+            known = ", ".join(str(e.batch_id) for e in open_ones) or "none"
+            raise KeyError(f"{self.path} has no open batch {batch_id} (open batches: {known})")
+        self.finished(entry, status="forgotten", output_file_id=None, error_file_id=None,
+                      completed=0, failed=0, not_asked=len(entry.keys))
+        return entry
+
     def finished(self, entry: Entry, *, status: str, output_file_id: str | None,
                  error_file_id: str | None, completed: int, failed: int,
                  not_asked: int = 0, unused: int = 0) -> None:

@@ -18,14 +18,19 @@ from memcost.io import sign_of_life
 from memcost.llm.batch.files import Line, joined, read_answers, split_lines
 from memcost.llm.batch.journal import BatchJournal, Entry
 from memcost.llm.batch.transport import BatchState, BatchTransport
-from memcost.llm.errors import LLMError
+from memcost.llm.errors import FatalAPIError, LLMError
 from memcost.llm.providers import Endpoint
+from memcost.paths import RUNS_DIR
 
 MAX_ROUNDS = 3  # batches for the same request, at most (the first and two re-batches)
 
 
 class BatchWaitExceeded(LLMError):
     """The wait for the Batch API passed ``max_wait_hours``; the batches stay recorded."""
+
+
+class BatchLost(LLMError):
+    """The provider no longer knows a batch this run submitted (404 on its status)."""
 
 
 @dataclass
@@ -76,7 +81,7 @@ class BatchSession:
                     if tracked.entry.finished:
                         continue
                     if tracked.state is None or not tracked.state.done:
-                        tracked.state = self.transport.retrieve(str(tracked.entry.batch_id))
+                        tracked.state = self._retrieve(tracked.entry)
                     if tracked.state.done:
                         self._ingest(tracked)
                 self._show(bar)
@@ -109,6 +114,23 @@ class BatchSession:
         return False
 
     # -------------------------------------------------------------------------- submitting
+
+    def _retrieve(self, entry: Entry) -> BatchState:
+        """The batch's state; :class:`BatchLost` with the way out when the provider has
+        forgotten it (every rerun would otherwise stop on the same 404)."""
+        try:
+            return self.transport.retrieve(str(entry.batch_id))
+        except FatalAPIError as exc:
+            if exc.status != 404:
+                raise
+            run = self.client.run
+            name = run.name if run.root.parent == RUNS_DIR else str(run.root)
+            raise BatchLost(
+                f"the provider no longer knows batch {entry.batch_id} (HTTP 404 on its status), "
+                f"submitted {entry.submitted_at} with {len(entry.keys)} {entry.stage} requests "
+                f"and recorded in {self.journal.path}. Give it up, and a rerun sends its "
+                f"requests again (any it had answered are paid again): python -m memcost "
+                f"forget-batch {name} {entry.batch_id}") from None
 
     def _attach(self) -> set[str]:
         """Wait for the open batches an earlier process submitted for these requests."""
