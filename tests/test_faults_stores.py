@@ -188,3 +188,18 @@ def test_a_server_left_by_a_killed_kernel_is_stopped_by_the_runner(tmp_path):
         assert stop_orphaned_server(pgdata) is None  # nothing left to stop
     finally:
         server.kill()
+
+
+def test_a_repaired_record_is_the_same_call_as_the_one_it_rebuilds(paid_run):
+    # 'repaired' says how a record was made, not which call it is: read as a tag, it gave the
+    # rebuilt record another identity, and a replay of the call was then recorded twice
+    from memcost.calls import record_call_key
+
+    run, cache_path = paid_run
+    before = {record_call_key(r) for r in read_jsonl(run.calls) if is_paid(r)}
+    run.calls.unlink()
+    with _open(cache_path) as cache:
+        assert repair_ledger(run.calls, cache, run.run_id()) == 40
+    rebuilt = read_jsonl(run.calls)
+    assert all(r["repaired"] for r in rebuilt)
+    assert {record_call_key(r) for r in rebuilt} == before

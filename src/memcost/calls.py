@@ -45,7 +45,8 @@ BASE_FIELDS = (
 # They are facts about the call, not tags: they take no part in its identity.
 # ``execution`` is how the call was sent when not interactively (``batch``: the Batch API,
 # ``flex``: Flex processing), which sets its price (memcost.prices.ModelPrice.cost).
-OPTIONAL_FIELDS = ("billed_usd", "served_by", "execution")
+# ``repaired`` marks a record rebuilt from the cache by repair-ledger: how it was written.
+OPTIONAL_FIELDS = ("billed_usd", "served_by", "execution", "repaired")
 # Tags every record has (null when the stage did not set them), so the table has fixed columns.
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
 RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
