@@ -68,6 +68,9 @@ def test_a_deleted_ledger_stops_the_run_and_repair_rebuilds_it(world):
 
     repaired = cli(["repair-ledger", str(tmp / "run")], tmp / "cache")
     assert repaired.returncode == 0, repaired.stderr
+    # what a repair cannot give back is said, not left for the cost tables to show silently
+    assert "records of calls it served from the cache" in repaired.stdout
+    assert "cannot be rebuilt" in repaired.stdout
     records = read_jsonl(paths.calls)
     assert paid_hashes(paths) == paid  # every paid call, once, with its usage and tags
     by_hash = {r["request_hash"]: r for r in before if is_paid(r)}
