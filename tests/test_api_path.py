@@ -55,12 +55,9 @@ PARAMETERS = {
     "include_no_context": False,
     "include_oracle": False,
     "judge_prompts": ["judge"],
-    "heatmap_points": 13,  # 05: figures of the paper's model, not what is tested here
+    "figure1_grid": {"points": 13},  # 05: figures of the paper's model, not what is tested here
     "max_turns": 20,
-    "growth_turns": 20,
-    "gap_points": 5,
-    "today_max_turns": 20,
-    "interactive_explorer": False,
+    "growing_conversation": {"turns": 20},
 }
 STEPS_ALL = ["00", "01", "02", "03", "04", "05"]
 STEPS_MODEL = ["01", "02", "03", "04"]  # the notebooks that call models

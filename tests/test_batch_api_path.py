@@ -35,9 +35,9 @@ PARAMETERS = {
     "include_no_context": False,
     "include_oracle": False,
     "judge_prompts": ["judge"],
-    "heatmap_points": 13,
+    "figure1_grid": {"points": 13},
     "max_turns": 20,
-    "growth_turns": 20,
+    "growing_conversation": {"turns": 20},
     "models": ["gpt-5-mini-2025-08-07"],  # OpenAI's models only: the server poses as OpenAI
     "client": {"batch_poll_s": 0.2},
 }

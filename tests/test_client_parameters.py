@@ -10,9 +10,8 @@ from memcost.llm import make_client
 from memcost.params import (
     CLIENT_SETTINGS,
     SHARED_PARAMETERS,
-    merge_client,
+    merge_parameters,
     notebook_defaults,
-    notebook_parameters,
     shared_params,
 )
 from memcost.paths import NOTEBOOKS_DIR
@@ -20,7 +19,6 @@ from memcost.run.presets import PresetError
 
 CALLING = ("01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
            "04_judge_answers")
-MAX_PARAMETERS = 20  # assignments in a study notebook's parameters cell, at most
 
 
 def test_every_model_calling_notebook_declares_them_with_one_default():
@@ -31,11 +29,6 @@ def test_every_model_calling_notebook_declares_them_with_one_default():
         assert all(v == values[0] for v in values), f"{name} has different defaults: {values}"
     for d in defaults:
         assert d["client"] == {} and not set(d) & set(CLIENT_SETTINGS)  # no plumbing of its own
-
-
-@pytest.mark.parametrize("stem", [*CALLING, "00_prepare_data"])
-def test_parameters_cells_hold_at_most_twenty_names(stem):
-    assert len(notebook_parameters(NOTEBOOKS_DIR / f"{stem}.ipynb")) <= MAX_PARAMETERS
 
 
 def test_the_client_mapping_reaches_the_client_and_a_zero_token_limit_means_no_throttle():
@@ -50,7 +43,7 @@ def test_the_client_mapping_reaches_the_client_and_a_zero_token_limit_means_no_t
 def test_a_client_mapping_given_later_changes_only_what_it_names():
     preset = {"backend": "openai", "client": {"model_backends": {"a": "openrouter"},
                                               "max_concurrency": 8}}
-    merged = merge_client(preset, {"client": {"max_concurrency": 16}})
+    merged = merge_parameters(preset, {"client": {"max_concurrency": 16}})
     assert merged["client"] == {"model_backends": {"a": "openrouter"}, "max_concurrency": 16}
     assert preset["client"]["max_concurrency"] == 8  # the preset itself is left as it was
 

@@ -57,6 +57,7 @@ LAYER_OF: dict[str, str] = {
     "offline": OFFLINE,
     **{name: STAGE for name in _STAGES.split()},
     "costs": ANALYSIS,
+    "today": ANALYSIS,
     "plots": ANALYSIS,
     "run": TOP,
     "cli": TOP,

@@ -1,6 +1,6 @@
-"""Notebook 05 end to end under papermill, executed once for the whole module: the paper preset
-on an offline run that has a ledger and judgments (Tables 4-5, Figure 1, the hand-written
-break-even loop, and the estimated cost tables)."""
+"""Notebooks 05 and 07 end to end under papermill, executed once for the whole module: the paper
+preset on an offline run that has a ledger and judgments (Tables 4-5, Figure 1, the hand-written
+break-even loop, the estimated cost tables, and the break-even at today's prices)."""
 
 from __future__ import annotations
 
@@ -204,8 +204,9 @@ def test_measured_mode_without_ledger_fails_clearly():
         costs.measured_constants(empty, "longmemeval", "long_context_gpt-5-mini")
 
 
-def test_todays_break_even_section(executed):
-    run, _, metrics, _ = executed
+def test_notebook_07_computes_the_break_even_today(executed):
+    run = executed[0]
+    metrics = read_json(run.root / "metrics" / "07_costs_today.json")["metrics"]
     headline = pd.read_csv(run.table.break_even_headline).set_index("case")
     assert headline.loc["paper's break-even", "break_even_n"] == 10
     assert headline.loc["today, one question a day", "price_date"] == "2026-11-30"

@@ -78,9 +78,11 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
     monkeypatch.setenv("SERVING_TEST_KEY", TEST_KEY)
     common = {**TINY, "backend": "custom", "base_url": server.url,
               "client": {"api_key_env": "SERVING_TEST_KEY"},
-              "models": [MODEL], "price_overrides": {}, "workload_generator": "llm",
-              "generator_model": MODEL, "grid": [[15, 50], [20, 80]], "baseline_cells": [],
-              "curve_cell": [20, 80], "cpa_cells": [[20, 80]], "systems": ["full_history", "mem0"]}
+              "models": [MODEL], "price_overrides": {},
+              "workload": {"generator": "llm", "model": MODEL}, "grid": [[15, 50], [20, 80]],
+              "baselines": {"cells": []},
+              "figure_cells": {"curve": [20, 80], "cost_per_accuracy": [[20, 80]]},
+              "systems": ["full_history", "mem0"]}
     with pytest.raises(NotebookFailed, match="exceeds max_cost_usd"):
         run_preset("serving_offline_full", run_name=str(tmp_path / "poor"), stream=False,
                    overrides={**common, "max_cost_usd": 1e-7})

@@ -35,7 +35,7 @@ def test_every_notebook_ran(smoke):
     ran = manifest["notebooks"]
     expected = {f"{d}/{nb}" for d in DATASETS for nb in (
         "00_prepare_data", "01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
-        "04_judge_answers")} | {"05_analyse_costs"}
+        "04_judge_answers")} | {"05_analyse_costs", "07_costs_today"}
     assert set(ran) == expected
     assert all(entry["status"] == "ok" for entry in ran.values())
     for key in expected:

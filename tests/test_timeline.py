@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import costs, paper
-from memcost.costs import arrivals
-from memcost.costs.retention import DAY, HOUR, MINUTE, is_alive, retention_for
-from memcost.costs.timeline import (
+from memcost import costs, paper, today
+from memcost.prices import price_for
+from memcost.today import arrivals
+from memcost.today.retention import DAY, HOUR, MINUTE, is_alive, retention_for
+from memcost.today.timeline import (
     BREAK_EVEN_FIRST_PREFIX,
     LongContext,
     Memory,
@@ -24,7 +25,6 @@ from memcost.costs.timeline import (
     timeline,
     timeline_break_even,
 )
-from memcost.prices import price_for
 
 TERRA = price_for("gpt-6.1-terra", on="2026-11-30")
 MINI = price_for("gpt-5-mini")
@@ -100,8 +100,8 @@ def test_history_growth_is_written_by_memory_and_read_uncached_by_long_context()
 
 
 def test_paper_tables_unchanged_through_the_timeline():
-    table4 = costs.cumulative_table_for(costs.PAPER, paper.TABLE4_CONTEXT_TOKENS, [1, 5, 10, 15, 20])
-    table5 = costs.break_even_table_for(costs.PAPER, paper.TABLE5["context_tokens"])
+    table4 = today.cumulative_table_for(today.PAPER, paper.TABLE4_CONTEXT_TOKENS, [1, 5, 10, 15, 20])
+    table5 = today.break_even_table_for(today.PAPER, paper.TABLE5["context_tokens"])
     cells = costs.compare_with_paper(
         table4[["n_turns", "memory_usd", "long_context_usd"]],
         table5[["context_tokens", "write_usd", "lc_turn1_usd", "lc_turn_n_usd", "break_even_n"]])
@@ -109,8 +109,8 @@ def test_paper_tables_unchanged_through_the_timeline():
     assert table5["break_even_n"].tolist() == [13, 10, 9, 9]
     assert set(table5["price_date"]) == {"2025-09-15"}
     # and the closed form agrees with the timeline below the tier at today's prices
-    now = costs.break_even_table_for(costs.CURRENT_LUNA, [30_000, 100_000, 200_000])
-    closed = costs.break_even_table(costs.constants_for(costs.CURRENT_LUNA), [30_000, 100_000, 200_000])
+    now = today.break_even_table_for(today.CURRENT_LUNA, [30_000, 100_000, 200_000])
+    closed = costs.break_even_table(today.constants_for(today.CURRENT_LUNA), [30_000, 100_000, 200_000])
     assert now["break_even_n"].tolist() == closed["break_even_n"].tolist()
 
 
@@ -135,7 +135,7 @@ def test_the_break_even_on_prefixes_is_the_whole_timelines():
 
 
 def test_headline_is_computed():
-    table = costs.headline_table().set_index("case")
+    table = today.headline_table().set_index("case")
     assert table.loc["paper's break-even", "break_even_n"] == 10
     assert table["price_date"].tolist() == ["2025-09-15"] + ["2026-11-30"] * 6
     luna = table.loc["today on gpt-6-luna, one question a day, extended retention"]
@@ -164,7 +164,7 @@ def test_arrival_processes():
 
 def test_break_even_by_dataset_time():
     gaps = {"toy": {"u1": np.array([60.0]), "u2": np.array([DAY])}}
-    table = costs.dataset_break_even_table(gaps, [costs.PAPER], ["in_memory"], 100_000)
+    table = today.dataset_break_even_table(gaps, [today.PAPER], ["in_memory"], 100_000)
     row = table.iloc[0]
     assert (row["break_even_min"], row["break_even_max"]) == (2, 10)  # minute vs day gaps
 
@@ -174,8 +174,8 @@ def test_break_even_by_dataset_time():
 def test_explorer_draws_the_tables_break_even(gap, name):
     from memcost.plots.explorer import explorer_update
 
-    s = costs.scenario(name)
-    table = costs.gap_break_even_table([s], ["in_memory"], [gap], 101_601)
+    s = today.scenario(name)
+    table = today.gap_break_even_table([s], ["in_memory"], [gap], 101_601)
     expected = int(table["break_even_n"].iloc[0])
     fig, drawn = explorer_update({"gap_seconds": gap, "scenario": name, "questions": 120,
                                   "retention": "in_memory", "context_tokens": 101_601})
@@ -186,7 +186,7 @@ def test_explorer_draws_the_tables_break_even(gap, name):
 
 
 def test_tier_table_and_crossing():
-    tier = costs.tier_table(costs.CURRENT_LUNA, [200_000, 300_000]).set_index("context_tokens")
+    tier = today.tier_table(today.CURRENT_LUNA, [200_000, 300_000]).set_index("context_tokens")
     assert tier["above_tier"].tolist() == [False, True]
     luna = price_for("gpt-6-luna")
     # the first turn at 300K: the whole history written at 2 × 0.125, 527 output at 1.5 × 0.50
@@ -196,13 +196,13 @@ def test_tier_table_and_crossing():
         (300_000 * 0.125 + 527 * 0.50) / 1e6)
     assert tier.loc[300_000, "break_even_n"] < tier.loc[300_000, "break_even_n_no_tier"]
     assert luna.long_context_threshold == 272_000
-    assert costs.tier_crossing(101_601, 1_000, 272_000) == 172  # history 272,601 at question 172
-    assert costs.tier_crossing(300_000, 0, 272_000) == 1
-    assert costs.tier_crossing(100_000, 0, 272_000) is None
+    assert today.tier_crossing(101_601, 1_000, 272_000) == 172  # history 272,601 at question 172
+    assert today.tier_crossing(300_000, 0, 272_000) == 1
+    assert today.tier_crossing(100_000, 0, 272_000) is None
 
 
 def test_batch_write_halves_memorys_write():
-    table = costs.batch_table([costs.CURRENT_LUNA], [100_000]).set_index("variant")
+    table = today.batch_table([today.CURRENT_LUNA], [100_000]).set_index("variant")
     assert table.loc["batch write", "write_usd"] == pytest.approx(
         table.loc["list prices", "write_usd"] * 0.5)
     assert table.loc["batch write", "break_even_n"] < table.loc["list prices", "break_even_n"]
@@ -215,9 +215,9 @@ def test_report_shows_todays_break_evens_side_by_side(tmp_path):
     from memcost.run.report.view import RunView
 
     run = RunPaths(tmp_path / "run").ensure()
-    headline = costs.headline_table()
+    headline = today.headline_table()
     write_csv(run.table.break_even_headline, headline)
-    write_csv(run.table.table5_today, costs.break_even_table_for(costs.PAPER, [100_000]))
+    write_csv(run.table.table5_today, today.break_even_table_for(today.PAPER, [100_000]))
     view = RunView(run, {})
     text = "\n".join(section_today(view))
     assert "| paper's break-even | gpt-5-mini | 2025-09-15 | always | 100,000 | 10 |" in text
@@ -228,7 +228,7 @@ def test_report_shows_todays_break_evens_side_by_side(tmp_path):
 
 
 def test_arrival_table_and_the_explorer_widgets():
-    table = costs.arrival_table([costs.PAPER], ["in_memory"], 101_601, seeds=3, max_questions=60)
+    table = today.arrival_table([today.PAPER], ["in_memory"], 101_601, seeds=3, max_questions=60)
     by = table.set_index("arrivals")["break_even_median"]
     assert by["back to back (the paper)"] == 10 and by["a question a day"] == 2
     assert by["sessions of 3 (1 min apart), a day apart"] == 4  # 2 of 3 questions cached

@@ -51,12 +51,16 @@ def client_option(params: Mapping[str, Any], name: str) -> Any:
     return (params.get("client") or {}).get(name, CLIENT_SETTINGS[name][1])
 
 
-def merge_client(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``extra`` over ``base``, with the ``client`` mappings merged key by key (a per-dataset
-    block or ``-p 'client={...}'`` changes the settings it names and keeps the others)."""
+def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` over ``base``, with mappings merged key by key: a per-dataset block or
+    ``-p 'client={...}'`` (or a settings group, ``-p 'explorer={questions: 30}'``) changes the
+    settings it names and keeps the others. ``price_overrides`` is replaced whole: a price is
+    one decision, not a merge of two."""
     merged = {**base, **extra}
-    if isinstance(base.get("client"), Mapping) and isinstance(extra.get("client"), Mapping):
-        merged["client"] = {**base["client"], **extra["client"]}
+    for name, value in extra.items():
+        if name != "price_overrides" and isinstance(value, Mapping) \
+                and isinstance(base.get(name), Mapping):
+            merged[name] = {**base[name], **value}
     return merged
 
 
@@ -70,6 +74,50 @@ def moved_to_client(name: str, where: str) -> str:
 # list price), ``batch`` (the OpenAI Batch API: a file of requests, results within 24 h, half
 # price) or ``flex`` (OpenAI Flex processing: interactive requests, slower, half price).
 EXECUTION_MODES: tuple[str, ...] = ("interactive", "batch", "flex")
+
+
+# Parameters that became one setting of a settings group: old name -> (group, setting).
+MOVED_INTO_GROUPS: dict[str, tuple[str, str]] = {
+    "heatmap_min_tokens": ("figure1_grid", "min_tokens"),
+    "heatmap_max_tokens": ("figure1_grid", "max_tokens"),
+    "heatmap_points": ("figure1_grid", "points"),
+    "growth_turns": ("growing_conversation", "turns"),
+    "growth_message_tokens": ("growing_conversation", "message_tokens"),
+    "growth_ingest_every": ("growing_conversation", "ingest_every"),
+    "gap_min_seconds": ("gap_grid", "min_seconds"),
+    "gap_max_seconds": ("gap_grid", "max_seconds"),
+    "gap_points": ("gap_grid", "points"),
+    "reader_prompt_tokens": ("assumptions", "reader_prompt_tokens"),
+    "facts_per_user": ("assumptions", "facts_per_user"),
+    **{f"explorer_{key}": ("explorer", key) for key in (
+        "context_tokens", "questions", "scenario", "retention", "gap_seconds", "batch")},
+    **{key: ("memory_systems", key) for key in (
+        "window", "ingest_interval", "mem0_top_k", "om_top_k", "observer_tokens",
+        "reflector_tokens")},
+    "baseline_cells": ("baselines", "cells"),
+    "baseline_repeats": ("baselines", "repeats"),
+    "workload_generator": ("workload", "generator"),
+    "generator_model": ("workload", "model"),
+    "curve_cell": ("figure_cells", "curve"),
+    "cpa_cells": ("figure_cells", "cost_per_accuracy"),
+    "accuracy_run_dir": ("accuracy_subset", "run_dir"),
+    "accuracy_system_map": ("accuracy_subset", "system_map"),
+    "subset_size": ("accuracy_subset", "subset_size"),
+    "subset_questions": ("accuracy_subset", "subset_questions"),
+    "real_datasets": ("real_histories", "datasets"),
+    "real_run_dir": ("real_histories", "run_dir"),
+    "real_max_conversations": ("real_histories", "max_conversations"),
+}
+
+
+def moved_into_group(name: str, where: str) -> str | None:
+    """The one line that refuses a parameter that is now a setting of a group, else ``None``."""
+    if name not in MOVED_INTO_GROUPS:
+        return None
+    group, key = MOVED_INTO_GROUPS[name]
+    return (f"{where}{name} is the setting {key} of {group} now: write {group}: {{{key}: ...}} "
+            f"in a preset, or -p '{group}={{{key}: ...}}' on the command line (the other "
+            "settings keep their defaults)")
 
 
 class NotebookError(ValueError):
@@ -129,8 +177,54 @@ def notebook_defaults(path: Path) -> dict[str, Any]:
 
 def current_values(namespace: Mapping[str, Any], path: Path) -> dict[str, Any]:
     """The current values of the parameters ``path`` declares, read from ``namespace`` (a
-    notebook passes ``globals()``), so a record cannot drift from the parameters cell."""
+    notebook passes ``globals()``), so a record cannot drift from the parameters cell.
+
+    A settings group given in part (``-p 'explorer={questions: 30}'``) is completed from the
+    cell's default, in ``namespace`` too, so the notebook reads every key."""
+    for name, default in settings_groups(path).items():
+        if name in namespace:
+            namespace[name] = complete_group(name, namespace[name], default)  # type: ignore[index]
     return {name: namespace[name] for name in notebook_parameters(path) if name in namespace}
+
+
+def settings_groups(path: Path) -> dict[str, dict[str, Any]]:
+    """The parameters of ``path`` that are settings groups: a ``dict`` whose default names its
+    keys (``figure1_grid: dict = {"min_tokens": 10000, ...}``), as opposed to an open mapping
+    such as ``client`` or ``price_overrides`` whose default is empty."""
+    return {name: value for name, value in notebook_defaults(path).items()
+            if isinstance(value, dict) and value
+            and notebook_parameters(path)[name]["inferred_type_name"] == "dict"}
+
+
+def complete_group(name: str, value: Any, default: Mapping[str, Any]) -> dict[str, Any]:
+    """``value`` over ``default``, key by key; ``ValueError`` in one line for a value that is not
+    a mapping, an unknown key (with the known ones) or a value of the wrong type."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"parameter {name}={value!r}: expected a mapping of its settings "
+                         f"({', '.join(default)})")
+    unknown = [key for key in value if key not in default]
+    if unknown:
+        raise ValueError(f"parameter {name}: unknown setting(s) {unknown}; its settings are "
+                         f"{', '.join(default)}")
+    merged = {**default, **value}
+    for key, given in value.items():
+        merged[key] = _like(f"{name}[{key!r}]", given, default[key])
+    return merged
+
+
+def _like(where: str, value: Any, default: Any) -> Any:
+    """``value`` checked against the type of ``default`` (an int is taken for a float)."""
+    kind = type(default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if default is None or isinstance(value, kind) and (kind is bool) == isinstance(value, bool):
+        return value
+    raise ValueError(f"parameter {where}={value!r}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
+                     f", like the default {default!r}")
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+               list: "a list", dict: "a mapping"}
 
 
 def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:

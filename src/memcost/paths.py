@@ -119,22 +119,22 @@ RUN_TABLES: dict[str, str] = {
     "figure1_cost_difference": "figure1_cost_difference",  # the grid behind Figure 1, notebook 05
     # token-level against dollar break-even, notebook 05
     "token_vs_dollar_break_even": "token_vs_dollar_break_even",
-    "price_schedules": "price_schedules",  # every dated price row with its source, notebook 05
-    # Table 4 at the paper's and today's prices (successor models), notebook 05
+    "price_schedules": "price_schedules",  # every dated price row with its source, notebook 07
+    # Table 4 at the paper's and today's prices (successor models), notebook 07
     "table4_today": "table4_today",
-    # Table 5 at the paper's and today's prices (successor models), notebook 05
+    # Table 5 at the paper's and today's prices (successor models), notebook 07
     "table5_today": "table5_today",
-    # break-even against the gap between questions per cache retention, notebook 05
+    # break-even against the gap between questions per cache retention, notebook 07
     "break_even_by_gap": "break_even_by_gap",
-    # break-even per arrival process (gaps, Poisson, sessions), notebook 05
+    # break-even per arrival process (gaps, Poisson, sessions), notebook 07
     "break_even_by_arrivals": "break_even_by_arrivals",
-    # break-even under each dataset's own dates, notebook 05
+    # break-even under each dataset's own dates, notebook 07
     "break_even_by_dataset_time": "break_even_by_dataset_time",
-    # break-even across the 272K long-context tier, notebook 05
+    # break-even across the 272K long-context tier, notebook 07
     "break_even_long_context_tier": "break_even_long_context_tier",
-    # break-even with the write on the Batch API, notebook 05
+    # break-even with the write on the Batch API, notebook 07
     "break_even_batch_write": "break_even_batch_write",
-    # paper vs today back to back / one a day / extended, notebook 05
+    # paper vs today back to back / one a day / extended, notebook 07
     "break_even_headline": "break_even_headline",
 }
 DATASET_FIGURES: dict[str, str] = {

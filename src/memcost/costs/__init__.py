@@ -1,4 +1,4 @@
-"""Notebook 05's analysis: what memory and long context cost, and when memory pays off.
+"""Notebook 05's analysis: the paper's cost model, what this run cost, and when memory pays off.
 
 One module per section of the notebook:
 
@@ -13,14 +13,11 @@ One module per section of the notebook:
   ratios, cost per correct answer;
 * :mod:`~memcost.costs.measured_model` — the cost model's constants measured on a run;
 * :mod:`~memcost.costs.estimate` — the bill estimated before a run, from notebook 00's counts;
-* :mod:`~memcost.costs.retention` — the prompt-cache retention rule (is a prefix still alive);
-* :mod:`~memcost.costs.arrivals` — when questions arrive (back to back, gaps, Poisson, sessions,
-  a dataset's own dates);
-* :mod:`~memcost.costs.timeline` — Eq. 1-2 with time in it: cache expiry, write premiums, tiers;
-* :mod:`~memcost.costs.scenarios` — the paper's prices and today's (successor models);
-* :mod:`~memcost.costs.today` — the break-even today: by gap, dataset, tier, Batch write.
+* :mod:`~memcost.costs.profile` — the datasets' shape against the paper's Tables 1-2.
 
-Analysis reads files; it never imports the model client (``memcost.llm``).
+The same model at today's prices, with time, cache retention and tiers in it, is
+:mod:`memcost.today` (notebook 07). Analysis reads files; it never imports the model client
+(``memcost.llm``).
 """
 
 from memcost.costs.calibration import (
@@ -100,69 +97,14 @@ from memcost.costs.model import (
     cumulative_table,
     round_table,
 )
-from memcost.costs.scenarios import (
-    CURRENT,
-    CURRENT_LUNA,
-    PAPER,
-    SCENARIOS,
-    Assumptions,
-    PriceScenario,
-    constants_for,
-    long_context_for,
-    memory_for,
-    scenario,
-)
 from memcost.costs.sensitivity import (
     BATCH_SCENARIOS,
     sensitivity_batch,
     sensitivity_cache_discount,
     sensitivity_output_tokens,
 )
-from memcost.costs.timeline import LongContext, Memory, break_even_of, timeline
-from memcost.costs.today import (
-    arrival_processes,
-    arrival_table,
-    batch_table,
-    break_even_table_for,
-    cost_difference_grid_for,
-    cumulative_table_for,
-    dataset_break_even_table,
-    gap_break_even_table,
-    headline_table,
-    scenario_break_even,
-    scenario_timeline,
-    tier_crossing,
-    tier_table,
-)
 
 __all__ = [
-    "CURRENT",
-    "CURRENT_LUNA",
-    "PAPER",
-    "SCENARIOS",
-    "Assumptions",
-    "LongContext",
-    "Memory",
-    "PriceScenario",
-    "arrival_processes",
-    "arrival_table",
-    "batch_table",
-    "break_even_of",
-    "break_even_table_for",
-    "constants_for",
-    "cost_difference_grid_for",
-    "cumulative_table_for",
-    "dataset_break_even_table",
-    "gap_break_even_table",
-    "headline_table",
-    "long_context_for",
-    "memory_for",
-    "scenario",
-    "scenario_break_even",
-    "scenario_timeline",
-    "tier_crossing",
-    "tier_table",
-    "timeline",
     "BATCH_SCENARIOS",
     "ESTIMATE",
     "ESTIMATE_NOTE",

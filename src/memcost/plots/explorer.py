@@ -1,5 +1,5 @@
 """The break-even explorer for workshops: cumulative cost curves of one user, redrawn from a few
-settings. It draws what :mod:`memcost.costs` computes and does no arithmetic of its own; the
+settings. It draws what :mod:`memcost.today` computes and does no arithmetic of its own; the
 widgets are optional (a static figure when ipywidgets or a live kernel is missing)."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from memcost import costs
-from memcost.costs import arrivals
-from memcost.costs.retention import RETENTION_LABELS, RETENTION_POLICIES
+from memcost import today
 from memcost.plots.costs import usd_label
+from memcost.today import arrivals
+from memcost.today.retention import RETENTION_LABELS, RETENTION_POLICIES
 
 # The explorer's settings and their defaults (the paper's values where it has one).
 EXPLORER_DEFAULTS: dict[str, Any] = {
     "context_tokens": 101_601,  # §3.3 Table 1: mean LongMemEval-S history
     "questions": 50,  # questions per user drawn
-    "scenario": "current",  # a name in memcost.costs.SCENARIOS (model and price date)
+    "scenario": "current",  # a name in memcost.today.SCENARIOS (model and price date)
     "retention": "in_memory",  # always | in_memory | extended | none
     "gap_seconds": 3_600.0,  # gap between a user's questions
     "output_tokens": 527.0,  # §8: long-context output tokens per answer
@@ -38,10 +38,10 @@ def explorer_settings(settings: Mapping[str, Any] | None = None) -> dict[str, An
 def explorer_frame(settings: Mapping[str, Any]) -> Any:
     """The per-question costs the explorer draws (the same function as the tables)."""
     s = explorer_settings(settings)
-    assumptions = costs.Assumptions(output_tokens=float(s["output_tokens"]),
+    assumptions = today.Assumptions(output_tokens=float(s["output_tokens"]),
                                     batch_write=bool(s["batch"]))
     times = arrivals.fixed_gaps(int(s["questions"]), float(s["gap_seconds"]))
-    return costs.scenario_timeline(costs.scenario(s["scenario"]), float(s["context_tokens"]),
+    return today.scenario_timeline(today.scenario(s["scenario"]), float(s["context_tokens"]),
                                    times, policy=s["retention"], assumptions=assumptions)
 
 
@@ -49,7 +49,7 @@ def explorer_update(settings: Mapping[str, Any] | None = None) -> tuple[plt.Figu
     """Cumulative cost of memory and long context for one user, and the break-even N."""
     s = explorer_settings(settings)
     frame = explorer_frame(s)
-    be = costs.break_even_of(frame)
+    be = today.break_even_of(frame)
     fig, ax = plt.subplots(figsize=(8.0, 4.6))
     n = frame["question"].to_numpy()
     ax.plot(n, frame["long_context_cumulative_usd"], lw=2, color="#b2182b", label="long context")
@@ -64,7 +64,7 @@ def explorer_update(settings: Mapping[str, Any] | None = None) -> tuple[plt.Figu
     ax.yaxis.set_major_formatter(usd_label)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
-    scenario = costs.scenario(s["scenario"])
+    scenario = today.scenario(s["scenario"])
     gap = _gap_text(float(s["gap_seconds"]))
     ax.set_title(
         f"L = {int(s['context_tokens']):,} tokens, a question every {gap}; "
@@ -99,7 +99,7 @@ def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
                                                  readout_format=",.0f", style=style, layout=layout),
         "questions": widgets.IntSlider(value=s["questions"], min=2, max=200,
                                        description="questions per user", style=style, layout=layout),
-        "scenario": widgets.Dropdown(options=list(costs.SCENARIOS), value=s["scenario"],
+        "scenario": widgets.Dropdown(options=list(today.SCENARIOS), value=s["scenario"],
                                      description="model and price date", style=style, layout=layout),
         "retention": widgets.Dropdown(options=list(RETENTION_POLICIES), value=s["retention"],
                                       description="cache retention", style=style, layout=layout),

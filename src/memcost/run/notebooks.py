@@ -24,6 +24,7 @@ CANONICAL_NOTEBOOKS = (
     "04_judge_answers.ipynb",
     "05_analyse_costs.ipynb",
     "06_serving_cost_study.ipynb",  # opt-in: runs only where a preset's `steps` names 06
+    "07_costs_today.ipynb",
 )
 
 NUMBERED = re.compile(r"^(\d\d)_.+\.ipynb$")

@@ -25,7 +25,13 @@ from typing import Any
 
 import yaml
 
-from memcost.params import CLIENT_SETTINGS, merge_client, moved_to_client, notebook_parameters
+from memcost.params import (
+    CLIENT_SETTINGS,
+    merge_parameters,
+    moved_into_group,
+    moved_to_client,
+    notebook_parameters,
+)
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 from memcost.run.notebooks import discover_notebooks  # noqa: F401 (the canonical list; re-exported)
 
@@ -72,7 +78,7 @@ class Preset:
     def parameters_for(self, dataset: str | None) -> dict[str, Any]:
         merged = copy.deepcopy(self.parameters)
         if dataset is not None:
-            merged = merge_client(merged, copy.deepcopy(self.per_dataset.get(dataset, {})))
+            merged = merge_parameters(merged, copy.deepcopy(self.per_dataset.get(dataset, {})))
         return merged
 
     def as_dict(self) -> dict[str, Any]:
@@ -151,6 +157,8 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
                     f"{preset.path}: '{where}.{key}' is set by the runner; remove it "
                     "(use --run-name for the run directory and 'datasets:' for datasets)"
                 )
+            if key not in valid and moved_into_group(key, ""):
+                raise PresetError(moved_into_group(key, f"{preset.path}: '{where}.{key}': "))
             if key not in valid:
                 raise PresetError(f"{preset.path}: unknown parameter '{where}.{key}'; no "
                                   f"notebook in this preset declares it{suggestion(key, valid)}")
@@ -176,6 +184,8 @@ def check_overrides(preset: Preset, overrides: Mapping[str, Any],
     for key in overrides:
         if key in CLIENT_SETTINGS:
             raise PresetError(moved_to_client(key, f"-p {key}=...: "))
+        if key not in valid and moved_into_group(key, ""):
+            raise PresetError(moved_into_group(key, f"-p {key}=...: "))
         if key not in valid and key not in RUNNER_FILLED:
             raise PresetError(f"-p {key}=...: no notebook of preset {preset.name} declares "
                               f"{key}{suggestion(key, valid)}")
@@ -212,7 +222,7 @@ def resolve_preset(
         preset.datasets = list(datasets)
     if overrides:  # typed on the command line: a message names -p, not the preset file
         check_overrides(preset, overrides, notebooks)
-        preset.parameters = merge_client(preset.parameters, overrides)
+        preset.parameters = merge_parameters(preset.parameters, overrides)
     for block in (preset.parameters, *preset.per_dataset.values()):
         for name in PATH_PARAMETERS:
             if isinstance(block.get(name), str) and block[name]:

@@ -29,10 +29,12 @@ from memcost.models import is_known
 from memcost.params import (
     CLIENT_SETTINGS,
     client_option,
+    complete_group,
     normalise_execution,
     normalise_price_overrides,
     notebook_defaults,
     notebook_parameters,
+    settings_groups,
 )
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError, price_for
@@ -69,7 +71,7 @@ RANGES: dict[str, tuple[float, float]] = {
                      "window_turns"), (0, math.inf)),
     **dict.fromkeys(("max_concurrency", "batch_size", "max_segment_chars", "update_top_k",
                      "hnsw_m", "ef_construction", "top_k", "ef_search", "n_votes",
-                     "bootstrap_resamples", "heatmap_points", "max_turns", "growth_turns"),
+                     "bootstrap_resamples", "max_turns", "today_max_turns"),
                     (1, math.inf)),
     **dict.fromkeys(("max_wait_hours", "batch_poll_s"), (1e-6, math.inf)),
     "max_cost_usd": (0, math.inf),
@@ -143,11 +145,18 @@ def check_dsn(dsn: str) -> None:
             "empty for the private server inside the run directory")
 
 
-def check_block(values: dict[str, Any], declared: Mapping[str, str]) -> None:
-    """Check and coerce, in place, the values of one block that some notebook declares."""
+def check_block(values: dict[str, Any], declared: Mapping[str, str],
+                groups: Mapping[str, dict[str, Any]] | None = None) -> None:
+    """Check and coerce, in place, the values of one block that some notebook declares; a
+    settings group (``groups``: its default) is completed from its default."""
     for name in list(values):
         if name in declared:
             values[name] = check_value(name, values[name], declared[name])
+        if name in (groups or {}):
+            try:
+                values[name] = complete_group(name, values[name], groups[name])
+            except ValueError as exc:
+                raise PresetError(str(exc)) from None
     if isinstance(values.get("pgvector_dsn"), str):
         check_dsn(values["pgvector_dsn"])
     if "price_overrides" in values:
@@ -289,17 +298,20 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
     """Everything a run needs, checked before anything is created or executed."""
     steps = selected_steps(preset, notebooks)
     declared: dict[str, str] = {}
+    groups: dict[str, dict[str, Any]] = {}
     for step in steps:
         for name, info in notebook_parameters(notebooks[step]).items():
             declared.setdefault(name, info["inferred_type_name"])
+        for name, default in settings_groups(notebooks[step]).items():
+            groups.setdefault(name, default)
     for block in (preset.parameters, *preset.per_dataset.values()):
         check_secrets(block, preset.description)  # first: no later message may repeat a secret
     study = is_study(notebooks, steps)
     if study:
         check_datasets(preset)
-    check_block(preset.parameters, declared)
+    check_block(preset.parameters, declared, groups)
     for values in preset.per_dataset.values():
-        check_block(values, declared)
+        check_block(values, declared, groups)
     if study:
         check_prices(preset, notebooks, steps)
         check_execution(preset, notebooks, steps)

@@ -8,7 +8,6 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.costs.scenarios import CURRENT
 from memcost.run.report.markdown import figure, md_table, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
 
@@ -70,16 +69,11 @@ def section_cost_model(view: RunView) -> list[str]:
     matched = "" if cells is None else (
         f" **{int(cells['match'].sum())} of {len(cells)}** published cells reproduced "
         "(rounded to 4 decimals).")
-    if model == "current" and cells is not None:
-        matched = (f" At today's prices for the successor models the published cells are not "
-                   f"expected to match ({int(cells['match'].sum())} of {len(cells)} do); the "
-                   "paper's own tables are reproduced under `cost_model: paper`.")
     lines += [f"Cost model constants: **{model}** (study §8: `C_LC(N) = C_first + (N−1)·C_cached`, "
               f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}", ""]
     t4 = rounded_cells(table4, ("memory_usd", "long_context_usd"))
-    lc_name = CURRENT.lc_model if model == "current" else "GPT-5-mini"
     lines += ["**Table 4 — cumulative cost per user at L = 101,601 tokens**", "",
-              md_table(t4.values.tolist(), ["N", "memory ($)", f"long context {lc_name} ($)"]), ""]
+              md_table(t4.values.tolist(), ["N", "memory ($)", "long context GPT-5-mini ($)"]), ""]
     t5 = rounded_cells(table5, ("write_usd", "lc_turn1_usd", "lc_turn_n_usd"))
     lines += ["**Table 5 — break-even by context length**", "",
               md_table(t5.values.tolist(), ["L (tokens)", "write ($)", "LC turn 1 ($)",
@@ -123,7 +117,7 @@ def section_today(view: RunView) -> list[str]:
              "Dated price rows (`tables/price_schedules.csv`, each with its source and date), the "
              "successor models (gpt-6.1-terra for gpt-5-mini, gpt-6-luna for gpt-5-nano), and a "
              "cost model in which a prompt cache expires between a user's questions. Every "
-             "number below is computed by notebook 05; none is typed in.", ""]
+             "number below is computed by notebook 07; none is typed in.", ""]
     rows = [[r.case, r.lc_model, r.price_date, r.policy.replace("_", "-"),
              f"{int(r.context_tokens):,}", _headline_value(r)] for r in headline.itertuples()]
     lines += [md_table(rows, ["case", "long context", "prices of", "cache retention", "L",

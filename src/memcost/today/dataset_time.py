@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from memcost.costs.arrivals import dataset_gaps
 from memcost.data import read_conversation_stats, read_conversations, read_questions
 from memcost.paths import RunPaths
+from memcost.today.arrivals import dataset_gaps
 
 
 def run_dataset_time(run: RunPaths) -> tuple[dict[str, dict], dict[str, float], list[str]]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from memcost.costs.retention import DAY, MINUTE
+from memcost.today.retention import DAY, MINUTE
 
 ARRIVAL_PROCESSES = ("back_to_back", "fixed_gap", "poisson", "sessions", "dataset")
 

@@ -5,7 +5,7 @@ history is cached from the second question on. Here each question ``i`` arrives 
 ``t_i`` (seconds) with a history of ``H_i`` tokens, and is priced as one request:
 
 * long context sends ``P_i = H_i + q`` prompt tokens (``q`` question tokens). If the prefix cached
-  by the previous request is still alive (:func:`~memcost.costs.retention.is_alive`: the
+  by the previous request is still alive (:func:`~memcost.today.retention.is_alive`: the
   retention policy and the time since the last request), the part of ``P_i`` it shares (the old
   history ``H_{i−1}``) is a cached read; the rest is written to the cache at the write price of
   the retention sold (or billed as plain input when nothing is cached). Above the long-context
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.costs.retention import Retention, cacheable_tokens, is_alive, retention_for
 from memcost.prices import Price
+from memcost.today.retention import Retention, cacheable_tokens, is_alive, retention_for
 
 PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implied by Tables 4-5
 PAPER_QUESTION_TOKENS = 0.0  # §8: Tables 4-5 bill the whole prompt as cached from turn 2

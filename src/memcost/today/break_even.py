@@ -11,9 +11,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from memcost.costs.arrivals import back_to_back, fixed_gaps, from_gaps, poisson, sessions
-from memcost.costs.retention import DAY, HOUR, MINUTE, RETENTION_LABELS
-from memcost.costs.scenarios import (
+from memcost.prices import Price
+from memcost.today.arrivals import back_to_back, fixed_gaps, from_gaps, poisson, sessions
+from memcost.today.retention import DAY, HOUR, MINUTE, RETENTION_LABELS
+from memcost.today.scenarios import (
     CURRENT,
     CURRENT_LUNA,
     PAPER,
@@ -24,14 +25,13 @@ from memcost.costs.scenarios import (
     long_context_for,
     memory_for,
 )
-from memcost.costs.timeline import (
+from memcost.today.timeline import (
     LongContext,
     Memory,
     break_even_of,
     timeline,
     timeline_break_even,
 )
-from memcost.prices import Price
 
 MAX_QUESTIONS = 1_000  # break-even searched up to this many questions (None beyond)
 

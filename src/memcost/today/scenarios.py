@@ -15,14 +15,6 @@ from dataclasses import dataclass, field, replace
 
 from memcost import paper
 from memcost.costs.model import CostConstants
-from memcost.costs.timeline import (
-    PAPER_OUTPUT_TOKENS,
-    PAPER_QUESTION_TOKENS,
-    PAPER_READ_USD,
-    PAPER_WRITE_USD_PER_TOKEN,
-    LongContext,
-    Memory,
-)
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, READER_MODEL
 from memcost.prices import (
     CURRENT_PRICE_DATE,
@@ -30,6 +22,14 @@ from memcost.prices import (
     Price,
     price_for,
     price_successor,
+)
+from memcost.today.timeline import (
+    PAPER_OUTPUT_TOKENS,
+    PAPER_QUESTION_TOKENS,
+    PAPER_READ_USD,
+    PAPER_WRITE_USD_PER_TOKEN,
+    LongContext,
+    Memory,
 )
 
 _PER_HISTORY_TOKEN = paper.MEASURED["conversations"] * paper.TABLE4_CONTEXT_TOKENS
@@ -174,7 +174,7 @@ def constants_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> CostC
     """Eq. 1-2's constants for scenario ``s``, back to back under its default policy: the first
     turn pays the history at the cache-write price of that policy, later turns the cached
     price. Equal to the timeline below the long-context tier threshold (above it, use
-    :mod:`memcost.costs.today`, which bills the tier)."""
+    :mod:`memcost.today.break_even`, which bills the tier)."""
     lc = long_context_for(s, default_policy(s), a)
     memory = memory_for(s, a)
     return CostConstants(
