@@ -111,11 +111,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             rows.append(run_dispatch(new, batches, window=window, concurrency=args.concurrency))
     print(f"{args.conversations} conversations x {args.questions} questions, "
           f"~{args.prefix_tokens} prefix tokens, {args.concurrency} workers, a minute simulated "
-          f"as {60 / args.time_scale:.1f} s, overflow above 15 requests/min per prefix")  # fmt: skip
+          f"as {60 / args.time_scale:.1f} s, overflow above 15 requests/min per prefix")
     for row in rows:
         print(f"  {row['dispatch']} dispatch: cached share of long-context input "
               f"{row['cached_share']:.1%}, max {row['max_requests_per_minute_per_prefix']} "
-              f"requests/min per prefix, {row['requests']} requests in {row['wall_s']:.1f} s")  # fmt: skip
+              f"requests/min per prefix, {row['requests']} requests in "
+              f"{row['wall_s']:.1f} s")
     return rows
 
 

@@ -11,8 +11,9 @@ For 1k, 10k and 100k facts (HNSW M = 16, efConstruction = 64, inner product), an
 {16, 40, 64, 128}: build time, search latency p50/p95 of one query at k = 20 (as notebook 02
 searches: one question at a time, FAISS on one thread), and recall@20 against exact search
 (``IndexFlatIP``, ties counted as found), with the mean gap between the exact and the HNSW
-20th score (near zero: what HNSW missed scores about as well as what it returned). Then the smallest efSearch that reaches recall@20 of
-0.95 at each size (trying 256, 512 and 1024 where the grid falls short), and exact search against HNSW at a typical user's size (the paper: 103,183
+20th score (near zero: what HNSW missed scores about as well as what it returned). Then the
+smallest efSearch that reaches recall@20 of 0.95 at each size (trying 256, 512 and 1024 where the
+grid falls short), and exact search against HNSW at a typical user's size (the paper: 103,183
 facts for 500 users, ~200 each).
 
 Targets on this machine at efSearch 40 (pgvector's default): p95 <= 2 ms at 1k facts and
@@ -159,7 +160,8 @@ def main() -> None:
             if ef in EF_BEYOND and reached:
                 break
             latencies, found = time_searches(
-                lambda q, ef=ef, idx=idx: idx.search("bench", q, K, ef_search=ef).scores[0], query_vectors)
+                lambda q, ef=ef, idx=idx: idx.search("bench", q, K, ef_search=ef).scores[0],
+                query_vectors)
             p50, p95 = percentiles_ms(latencies)
             found = np.stack(found)
             recall = index.recall_at_k(found, exact_scores)

@@ -15,12 +15,12 @@ cosine, ``k = 20``) for:
 - ``pg-shared-iter``: the same with ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8);
 - ``pg-per-user``: one table and HNSW index per user;
 
-at three sizes: ``sample`` (3 users x 120 facts, the bundled samples' scale), ``paper``
-(500 users x 206 facts = 103,000, the paper's 103,183 facts for 500 users) and ``tenx``
-(5,000 users x 206 = 1,030,000: more users of the same size, as a shared database grows). For
-each store and ``ef_search`` in 10..1000 (pgvector's maximum): facts returned per query against ``k = 20`` (mean,
-minimum, share of queries with all 20), recall@20 against exact search within the user (ties
-counted as found), p50 / p95 latency of one query, and the build time. Then, on one shared
+at three sizes: ``sample`` (3 users x 120 facts, the bundled samples' scale), ``paper`` (500
+users x 206 facts = 103,000, the paper's 103,183 facts for 500 users) and ``tenx`` (5,000 users
+x 206 = 1,030,000: more users of the same size, as a shared database grows). For each store and
+``ef_search`` in 10..1000 (pgvector's maximum): facts returned per query against ``k = 20``
+(mean, minimum, share of queries with all 20), recall@20 against exact search within the user
+(ties counted as found), p50 / p95 latency of one query, and the build time. Then, on one shared
 table, how returned count and recall depend on the user's share of the table.
 
 Vectors: random unit vectors with topic structure, not the offline hashing embedder. Hashing

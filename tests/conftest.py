@@ -51,7 +51,7 @@ def run_paths(tmp_path) -> RunPaths:
 
 
 def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder every xdist worker of this session sees (pytest's base temp when not under xdist)."""
+    """A folder every xdist worker of this session sees (pytest's base temp outside xdist)."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
@@ -74,7 +74,8 @@ def _start_smoke(folder: Path) -> subprocess.Popen | None:
         (folder / "started").touch()
         command = [sys.executable, "-m", "memcost", "run", "--params", "smoke", "--quiet",
                    "--run-name", str(folder / "run")]
-        script = 'f=$1; shift; "$@" > "$f/run.log" 2>&1; echo $? > "$f/code" && mv "$f/code" "$f/exit_code"'
+        script = ('f=$1; shift; "$@" > "$f/run.log" 2>&1; '
+                  'echo $? > "$f/code" && mv "$f/code" "$f/exit_code"')
         process = subprocess.Popen(["sh", "-c", script, "sh", str(folder), *command],
                                    cwd=REPO_ROOT, start_new_session=True)
     _BACKGROUND.append(process)

@@ -97,7 +97,8 @@ def _start(preset: Path, run_dir: Path, server: FakeOpenAIServer, cache: Path,
     command = [sys.executable, "-m", "memcost", "run", "--params", str(preset),
                "--run-name", str(run_dir), "--quiet",
                "-p", "backend=custom", "-p", f"base_url={server.url}",
-               "-p", f"client={{api_key_env: {KEY_ENV}}}", *[a for o in overrides for a in ("-p", o)]]
+               "-p", f"client={{api_key_env: {KEY_ENV}}}",
+               *[a for o in overrides for a in ("-p", o)]]
     with open(f"{run_dir}.log", "w", encoding="utf-8") as log:  # a file never fills up
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log,
                                    stderr=subprocess.STDOUT)
@@ -176,7 +177,8 @@ def world(tmp_path_factory) -> World:
 
         # The same run again: nothing is left to do.
         resumed = _start(_preset(tmp, "resume", STEPS_MODEL), first_paths.root, server, cache)
-        resumed_run, replay_run = _finish(resumed, first_paths.root), _finish(replay, tmp / "replay")
+        resumed_run = _finish(resumed, first_paths.root)
+        replay_run = _finish(replay, tmp / "replay")
         for run in (resumed_run, replay_run):
             assert run.returncode == 0, run.output[-3000:]
             run.requests = server.requests[seen:]

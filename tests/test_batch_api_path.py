@@ -72,7 +72,8 @@ def _start(preset: Path, root: Path, server: FakeOpenAIServer, *overrides: str):
     env.pop("OPENAI_API_KEY", None)
     command = [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
                str(root), "--quiet", "-p", "backend=openai", "-p", f"base_url={server.url}",
-               "-p", f"client={{api_key_env: {KEY_ENV}}}", *[a for o in overrides for a in ("-p", o)]]
+               "-p", f"client={{api_key_env: {KEY_ENV}}}",
+               *[a for o in overrides for a in ("-p", o)]]
     log = open(f"{root}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
     # A session of its own: a kernel the other run interrupts at its shutdown is never this one's.
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

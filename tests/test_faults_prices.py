@@ -102,7 +102,8 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
             [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
              str(tmp_path / "run"), "--quiet", "-p", "backend=custom",
              "-p", f"base_url={server.url}",
-             "-p", f'client={{api_key_env: MEMCOST_TEST_KEY, model_capabilities: {{"{MODEL}": {{}}}}}}',
+             "-p", "client={api_key_env: MEMCOST_TEST_KEY, "
+                   f'model_capabilities: {{"{MODEL}": {{}}}}}}',
              "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}'],
             cwd=REPO_ROOT, capture_output=True, text=True, timeout=280,
             env={**__import__("os").environ, "MEMCOST_TEST_KEY": TEST_KEY,

@@ -92,7 +92,8 @@ def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp
         embed = EmbeddingRequest("text-embedding-3-small", (text,))
         tokens = count_tokens(text)
         assert 1_990 < tokens < 2_010
-        assert sized.transport.timeout_for(chat) == request_timeout(model_info("gpt-5-mini"), tokens, None)
+        expected = request_timeout(model_info("gpt-5-mini"), tokens, None)
+        assert sized.transport.timeout_for(chat) == expected
         assert 306 < sized.transport.timeout_for(chat) < 308
         assert sized.transport.timeout_for(embed) == round(60 + tokens / 5_000, 1)
         assert fixed.transport.timeout_for(chat) == fixed.transport.timeout_for(embed) == 42

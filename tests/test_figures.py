@@ -233,7 +233,8 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
 
     panels = [("gpt-5-mini", "low"), ("gpt-5-mini", "high"), ("gpt-oss-20b", "")]
     curves = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
-                            "system": s, "turn": t, "cumulative": (t + 1) * (2 if s == "mem0" else 3)}
+                            "system": s, "turn": t,
+                            "cumulative": (t + 1) * (2 if s == "mem0" else 3)}
                            for m, e in panels for s in ("mem0", "full_history")
                            for t in range(1, 11)])
     break_even = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,

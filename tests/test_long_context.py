@@ -464,7 +464,7 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
     assert pd.isna(fixed.loc["c0-q1", "error"]) and fixed.loc["c0-q1", "answer"]
 
 
-# --- the walk of notebook 03: shared prefix and cached share ---------------------------------------
+# --- the walk of notebook 03: shared prefix and cached share ---------------------------------
 
 
 def test_cacheable_tokens_follow_the_1024_and_128_grid():

@@ -20,7 +20,9 @@ from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 # --- Hand-made conversations --------------------------------------------------------------------
 
 
-def make_turns(conversation_id: str, sessions: list[tuple[str | None, list[tuple]]]) -> pd.DataFrame:
+def make_turns(
+    conversation_id: str, sessions: list[tuple[str | None, list[tuple]]]
+) -> pd.DataFrame:
     """Rows of ``conversations.parquet``: ``sessions`` = [(iso date, [(speaker, role, text,
     extra...)])]; extra is an optional dict (dia_id, has_answer, image_caption, session_id)."""
     rows = []

@@ -154,7 +154,8 @@ def test_break_even_loop_equals_the_library(executed):
     printed = "".join(
         "".join(output.get("text", ""))
         for cell in notebook["cells"]
-        if cell["cell_type"] == "code" and "for n in range(1, max_turns + 1)" in "".join(cell["source"])
+        if cell["cell_type"] == "code"
+        and "for n in range(1, max_turns + 1)" in "".join(cell["source"])
         for output in cell["outputs"]
     )
     lines = [line for line in printed.splitlines() if line.startswith("N = ")]

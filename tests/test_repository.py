@@ -35,7 +35,8 @@ def test_one_parameters_cell_with_typed_commented_literals(notebook):
     declared = notebook_parameters(notebook)
     assert "run_dir" in declared
     for name, info in declared.items():
-        assert info["inferred_type_name"] != "None", f"{notebook.name}: {name} has no type annotation"
+        assert info["inferred_type_name"] != "None", (
+            f"{notebook.name}: {name} has no type annotation")
         assert info["help"], f"{notebook.name}: {name} has no trailing comment"
 
 
@@ -85,3 +86,16 @@ def test_paper_presets_use_the_papers_settings():
         assert params["backend"] == "openai" and params["download"] is True
     persona = load_preset("paper_personamem_v2").parameters
     assert (persona["sample_conversations"], persona["sample_questions"]) == (222, 589)
+
+
+def test_the_code_passes_the_linter_line_length_included():
+    """``make lint`` in the suite, so that CI holds the 100-character lines and the import order
+    (pyproject.toml, [tool.ruff])."""
+    import subprocess
+    import sys
+
+    from memcost.paths import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "src", "tests", "benchmarks"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]

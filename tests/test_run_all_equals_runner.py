@@ -1,8 +1,8 @@
 """"Run All" in a fresh kernel with the notebooks' defaults gives the runner's Table 3.
 
-A workshop opens the notebooks and runs 00 to 05 and 07 with whatever their parameters cells say; the
-batch user runs ``make reproduce`` (the smoke preset) on one dataset. Their Table 3 must agree,
-so the notebooks' defaults are the smoke preset's values.
+A workshop opens the notebooks and runs 00 to 05 and 07 with whatever their parameters cells
+say; the batch user runs ``make reproduce`` (the smoke preset) on one dataset. Their Table 3
+must agree, so the notebooks' defaults are the smoke preset's values.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from memcost.run import NotebookFailed, PresetError, load_preset, run_preset
 
 def _notebook(path: Path, params: str, body: str) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
     nb.cells = [
         nbformat.v4.new_markdown_cell("# test notebook"),
         nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
@@ -130,7 +131,8 @@ def test_missing_key_stops_before_anything_runs(tmp_path, monkeypatch):
     folder = tmp_path / "nbs"
     folder.mkdir()
     _notebook(folder / "01_call.ipynb",
-              'run_dir: str = ""  # where\ndataset: str = "a"  # which\nbackend: str = "offline"  # who',
+              'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
+              'backend: str = "offline"  # who',
               "raise SystemExit('must not run')")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)

@@ -18,7 +18,8 @@ from memcost.run import NotebookFailed, run_preset
 
 def _notebook(path, body):
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell('run_dir: str = ""  # where\nfail: bool = False  # why',
                                           metadata={"tags": ["parameters"]}),
                 nbformat.v4.new_code_cell(body)]

@@ -106,7 +106,8 @@ def test_retention_and_overflow_follow_the_rule():
     assert [s.position for s in fast if s.cached_tokens] == list(range(2, 16))
     assert all("over 15 requests a minute" in s.reason for s in fast[15:])
     # the dispatcher's pace (4 s) stays under the limit: every later question hits
-    paced = longctx.simulate_conversation(planned.plans, gap_s=longctx.simulated_cache.DEFAULT_GAP_S)
+    paced = longctx.simulate_conversation(planned.plans,
+                                          gap_s=longctx.simulated_cache.DEFAULT_GAP_S)
     assert all(s.cached_tokens for s in paced[1:])
     with pytest.raises(ValueError, match="gap_s"):
         longctx.simulate_conversation(planned.plans, gap_s=-1.0)

@@ -1,7 +1,7 @@
 """The embedded default end to end: the smoke preset, every notebook, all three datasets, offline.
 
-One run per test session (the shared ``smoke_run`` fixture, about a minute); each test checks what one part of it wrote, so a
-failure names the part that broke rather than "the pipeline".
+One run per test session (the shared ``smoke_run`` fixture, about a minute); each test checks
+what one part of it wrote, so a failure names the part that broke rather than "the pipeline".
 """
 
 from __future__ import annotations
@@ -112,14 +112,16 @@ def test_offline_ledger_pays_nothing(smoke):
     assert {"extract", "update", "embed", "read", "long_context", "judge"} <= stages
     summary = pd.read_csv(smoke.tables / "cost_summary.csv")
     assert summary["spent_usd"].sum() == 0
-    assert set(summary["basis"]) == {"estimate (offline token counts priced as the configured models)"}
+    assert set(summary["basis"]) == {
+        "estimate (offline token counts priced as the configured models)"}
 
 
 def test_cost_tables_reproduce_the_paper(smoke):
     metrics = _metrics(smoke, None, "05_analyse_costs")
     assert metrics["paper_cells_matched"] == metrics["paper_cells"] == 26
     table5 = pd.read_csv(smoke.tables / "table5_break_even.csv")
-    assert table5["break_even_n"].tolist() == paper.TABLE5["break_even_n"].tolist() == [13, 10, 9, 9]
+    published = paper.TABLE5["break_even_n"].tolist()
+    assert table5["break_even_n"].tolist() == published == [13, 10, 9, 9]
     assert (smoke.figures / "figure1_break_even_heatmap.png").is_file()
 
 

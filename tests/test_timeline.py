@@ -100,7 +100,8 @@ def test_history_growth_is_written_by_memory_and_read_uncached_by_long_context()
 
 
 def test_paper_tables_unchanged_through_the_timeline():
-    table4 = today.cumulative_table_for(today.PAPER, paper.TABLE4_CONTEXT_TOKENS, [1, 5, 10, 15, 20])
+    table4 = today.cumulative_table_for(today.PAPER, paper.TABLE4_CONTEXT_TOKENS,
+                                        [1, 5, 10, 15, 20])
     table5 = today.break_even_table_for(today.PAPER, paper.TABLE5["context_tokens"])
     cells = costs.compare_with_paper(
         table4[["n_turns", "memory_usd", "long_context_usd"]],
@@ -110,7 +111,8 @@ def test_paper_tables_unchanged_through_the_timeline():
     assert set(table5["price_date"]) == {"2025-09-15"}
     # and the closed form agrees with the timeline below the tier at today's prices
     now = today.break_even_table_for(today.CURRENT_LUNA, [30_000, 100_000, 200_000])
-    closed = costs.break_even_table(today.constants_for(today.CURRENT_LUNA), [30_000, 100_000, 200_000])
+    closed = costs.break_even_table(today.constants_for(today.CURRENT_LUNA),
+                                    [30_000, 100_000, 200_000])
     assert now["break_even_n"].tolist() == closed["break_even_n"].tolist()
 
 

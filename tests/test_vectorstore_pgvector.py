@@ -147,8 +147,9 @@ def test_killed_build_leaves_no_rows_and_resumes(pg_dsn, layout):
     app = f"killme_{table}"
     sep = "&" if "?" in pg_dsn else "?"
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(KILLED_BUILD), f"{pg_dsn}{sep}application_name={app}",
-         layout, table], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-c", textwrap.dedent(KILLED_BUILD),
+         f"{pg_dsn}{sep}application_name={app}", layout, table],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     query = None
     while query is None and time.monotonic() < deadline and proc.poll() is None:

@@ -144,10 +144,10 @@ class JsonlAppender:
 
     A process killed mid-write can leave a torn last line; :func:`read_jsonl` skips it (and only
     it), and opening the file to append again cuts it off, so a torn line never ends up in the
-    middle of a file, where a bad line is damage, not a crash. A flushed record survives the process being killed
-    (it is in the OS page cache); ``fsync=True`` (default) also makes it survive a power cut, at
-    a cost per record that high-rate writers (the usage ledger replaying thousands of cached
-    calls) can avoid with ``fsync=False`` and a :meth:`sync` now and then.
+    middle of a file, where a bad line is damage, not a crash. A flushed record survives the
+    process being killed (it is in the OS page cache); ``fsync=True`` (default) also makes it
+    survive a power cut, at a cost per record that high-rate writers (the usage ledger replaying
+    thousands of cached calls) can avoid with ``fsync=False`` and a :meth:`sync` now and then.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True):

@@ -236,6 +236,7 @@ def start_step(
     if dataset:
         run.dataset(dataset).ensure()
     step = Step(run=run, name=name, dataset=dataset, parameters=dict(parameters))
-    set_entry(run, "steps", step.key, {"step": name, "dataset": dataset, "started_at": step.started_at,
+    set_entry(run, "steps", step.key, {"step": name, "dataset": dataset,
+                                       "started_at": step.started_at,
                                        "parameters": step.parameters, "status": "running"})
     return step

@@ -110,7 +110,8 @@ class ModelInfo:
 
     def __post_init__(self) -> None:
         if self.output_limit_param not in OUTPUT_LIMIT_PARAMS:
-            raise ValueError(f"{self.name}: output_limit_param must be one of {OUTPUT_LIMIT_PARAMS}")
+            raise ValueError(f"{self.name}: output_limit_param must be one of "
+                             f"{OUTPUT_LIMIT_PARAMS}")
         bad = sorted(set(self.response_formats) - set(RESPONSE_FORMATS))
         if bad:
             raise ValueError(f"{self.name}: unknown response formats {bad}")

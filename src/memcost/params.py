@@ -129,8 +129,10 @@ def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{path}: not a valid notebook (JSON error at line {exc.lineno})") from exc
-    cells = [c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])]
+        raise NotebookError(f"{path}: not a valid notebook (JSON error at line "
+                            f"{exc.lineno})") from exc
+    cells = [c for c in nb.get("cells", [])
+             if "parameters" in c.get("metadata", {}).get("tags", [])]
     if not cells:
         return {}
     source = cells[0]["source"]

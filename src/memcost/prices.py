@@ -144,7 +144,8 @@ class Price:
 
     def flex_rate(self) -> float:
         if self.flex_multiplier is None:
-            raise ValueError(f"{self.model}: no Flex processing in {PRICE_TABLE_NAME} ({self.source})")
+            raise ValueError(f"{self.model}: no Flex processing in {PRICE_TABLE_NAME} "
+                             f"({self.source})")
         return self.flex_multiplier
 
     def batch_rate(self) -> float:
@@ -160,7 +161,8 @@ _OPENAI = "https://openai.com/api/pricing (list prices, standard tier)"
 # Today's rows, each checked on CURRENT_PRICE_DATE; the sources quote OpenAI's pricing page.
 _TERRA = (
     "https://docs.litellm.ai/blog/gpt-6-1-terra and "
-    "https://apidog.com/de/blog/gpt-6-1-terra-pricing/ (OpenAI pricing as quoted; checked 2026-11-30)"
+    "https://apidog.com/de/blog/gpt-6-1-terra-pricing/ "
+    "(OpenAI pricing as quoted; checked 2026-11-30)"
 )
 _GPT6 = (
     "https://github.com/merefield/codexometer/releases/tag/v0.18.4 "
@@ -245,7 +247,8 @@ PRICE_SCHEDULES: dict[str, tuple[Price, ...]] = _rows(
     # halved; above 272K input 4.00 / 0.20 / 15.00 (the GPT-6 tier rule); Flex 0.5x.
     Price(
         "gpt-6.1-sol", 2.00, 0.10, 10.00, _SOL61, "2026-09-29", cache_write_30m=2.50,
-        note="cache write as on gpt-6-sol (https://dev.to/hassann/how-to-use-gpt-61-sol-apl--45cg); "
+        note="cache write as on gpt-6-sol "
+             "(https://dev.to/hassann/how-to-use-gpt-61-sol-apl--45cg); "
              "no 12-hour price quoted",
         **_GPT6_TIER,
     ),

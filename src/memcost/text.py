@@ -1,4 +1,4 @@
-"""Text utilities: lexical pieces for the offline methods, and dates and photos as prompts show them.
+"""Text utilities: lexical pieces for the offline methods, dates and photos as prompts show them.
 
 Everything here is deterministic across processes and machines: no salted ``hash()``, no
 randomness. The offline backend is built from these classical pieces so that it is obvious what

@@ -41,7 +41,8 @@ def _verified_ranks_bytes() -> bytes:
     if digest != RANKS_SHA256:
         raise ValueError(
             f"the o200k_base ranks file is corrupt: {RANKS_FILE} has sha256 {digest}, expected "
-            f"{RANKS_SHA256}. Restore it with `git checkout -- src/memcost/assets/o200k_base.tiktoken`."
+            f"{RANKS_SHA256}. Restore it with "
+            "`git checkout -- src/memcost/assets/o200k_base.tiktoken`."
         )
     return data
 
@@ -159,7 +160,8 @@ def clear_count_cache() -> None:
 
 def tokenizer_info() -> dict[str, str]:
     """What to write into a manifest about the tokenizer."""
-    return {"encoding": ENCODING_NAME, "ranks_sha256": RANKS_SHA256, "tiktoken": tiktoken.__version__}
+    return {"encoding": ENCODING_NAME, "ranks_sha256": RANKS_SHA256,
+            "tiktoken": tiktoken.__version__}
 
 
 __all__ = [

@@ -2,9 +2,9 @@
 
 The runner prints the same estimate after notebook 00, from the counted data. This command
 needs no data and no key: it counts a run's notebook-00 files when ``--run-name`` names a run
-that has them, and otherwise the paper-scale counts (:mod:`memcost.costs.profile`). With ``-p
-'client={execution: {extract: batch, judge: batch}}'`` it prints the bill in the chosen modes beside the
-all-interactive one.
+that has them, and otherwise the paper-scale counts (:mod:`memcost.costs.profile`). With
+``-p 'client={execution: {extract: batch, judge: batch}}'`` it prints the bill in the chosen
+modes beside the all-interactive one.
 """
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ from memcost.run.presets import Preset, PresetError, resolve_preset
 def add_command(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("estimate", help="print a preset's estimated bill (no data, no key "
                          "needed), interactive and in the chosen execution modes")
-    cmd.add_argument("--params", required=True, help="preset: a path or a name in papermill_params/")
+    cmd.add_argument("--params", required=True,
+                     help="preset: a path or a name in papermill_params/")
     cmd.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
     cmd.add_argument("--run-name", help="count this run's notebook-00 files instead of the "
                      "paper-scale counts")
     cmd.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
-                     default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
+                     default=[], metavar="KEY=VALUE",
+                     help="override a notebook parameter (YAML value)")
 
 
 def preset_estimate(preset: Preset, run_name: str | None = None) -> tuple[pd.DataFrame, list[str]]:

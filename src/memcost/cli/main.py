@@ -29,13 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute a preset's notebooks into runs/<run_name>/")
-    run.add_argument("--params", required=True, help="preset: a path or a name in papermill_params/")
-    run.add_argument("--run-name", help="run directory name under runs/ (default: <preset>-<time>); "
-                     "reuse a name to resume a killed run from its cache")
+    run.add_argument("--params", required=True,
+                     help="preset: a path or a name in papermill_params/")
+    run.add_argument("--run-name",
+                     help="run directory name under runs/ (default: <preset>-<time>); "
+                          "reuse a name to resume a killed run from its cache")
     run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
     run.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
-                     default=[], metavar="KEY=VALUE", help="override a notebook parameter (YAML value)")
+                     default=[], metavar="KEY=VALUE",
+                     help="override a notebook parameter (YAML value)")
     run.add_argument("--verbose", action="store_true",
                      help="stream every cell's output (it is always in runs/<name>/logs/)")
     run.add_argument("--quiet", action="store_true",

@@ -1,4 +1,5 @@
-"""``python -m memcost runs`` lists the run directories; ``python -m memcost clean <name>`` deletes one.
+"""``python -m memcost runs`` lists the run directories; ``python -m memcost clean <name>``
+deletes one.
 
 The list reads each run's ``manifest.json`` and ``calls.jsonl`` only: name, preset, backend,
 status (from the notebooks' recorded statuses), wall time, dollars spent and the list-price
@@ -21,7 +22,8 @@ from memcost.run.progress import clock
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    runs = sub.add_parser("runs", help="list the runs under runs/: name, preset, status, time, cost")
+    runs = sub.add_parser("runs",
+                          help="list the runs under runs/: name, preset, status, time, cost")
     runs.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
     clean = sub.add_parser("clean", help="delete one run directory under runs/")
     clean.add_argument("name", help="run name under runs/ (as `python -m memcost runs` lists it)")

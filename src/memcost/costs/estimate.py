@@ -2,10 +2,10 @@
 
 After notebook 00 has counted every history and question (free), this module multiplies those
 counts by the dated price table under the stated assumptions below, per dataset and stage. The
-runner prints it, writes it to ``the run's ``estimate_before_run`` table`` and refuses to start the paid
-notebooks when the total exceeds ``max_cost_usd``. It is deliberately simple and every constant is
-named: for a finer figure, run the ``estimate_<dataset>`` preset (the whole pipeline offline on the
-real data, every prompt counted, priced as the paper's models).
+runner prints it, writes it to the run's ``estimate_before_run`` table and refuses to start the
+paid notebooks when the total exceeds ``max_cost_usd``. It is deliberately simple and every
+constant is named: for a finer figure, run the ``estimate_<dataset>`` preset (the whole pipeline
+offline on the real data, every prompt counted, priced as the paper's models).
 """
 
 from __future__ import annotations

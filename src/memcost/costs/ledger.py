@@ -148,7 +148,8 @@ def price_calls(
 ) -> pd.DataFrame:
     """Add what each record costs at the price table's prices.
 
-    Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``, ``cached_input_usd``, ``output_usd``,
+    Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``,
+    ``cached_input_usd``, ``output_usd``,
     ``cost_usd`` (the record's tokens at list price, times the batch or Flex multiplier of a
     record sent that way: its ``execution``), ``spent_usd`` (what was paid: the provider's
     ``billed_usd`` where it reported one, else ``cost_usd``; zero for local cache hits,

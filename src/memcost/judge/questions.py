@@ -252,5 +252,5 @@ def _writer(system: str) -> str:
     return "02_answer_from_memory" if system == "memory" else "03_answer_long_context"
 
 
-__all__ = ["JudgeItem", "JudgePlan", "as_list", "as_text", "load_questions", "plan_judging", "scored_questions",
-           "system_inventory"]
+__all__ = ["JudgeItem", "JudgePlan", "as_list", "as_text", "load_questions", "plan_judging",
+           "scored_questions", "system_inventory"]

@@ -96,8 +96,8 @@ class ResponseCache:
         return CacheCorrupted(
             f"the response cache {self.path} is damaged ({verdict}). Either move it aside "
             f"(mv {self.path} {self.path}.damaged; finished calls are then paid again "
-            "unless replayed from a copy) or run without it (-p 'client={cache_mode: off}'). The run's "
-            "ledger and outputs are untouched.")
+            "unless replayed from a copy) or run without it (-p 'client={cache_mode: off}'). "
+            "The run's ledger and outputs are untouched.")
 
     def _unwritable(self, error: str) -> CacheUnwritable:
         return CacheUnwritable(

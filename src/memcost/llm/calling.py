@@ -129,7 +129,8 @@ class CallPath:
             text, usage, latency = run_chat(offline, request)
             vectors = None
         key = request.key(OFFLINE)
-        outcome = Outcome(key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors)
+        outcome = Outcome(key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text,
+                          vectors=vectors)
         self.accounting.add(request, outcome, offline=True)
         self.record(request, outcome, once=True)
         return outcome
@@ -186,7 +187,8 @@ class CallPath:
         except BaseException:
             self.budget.settle(reserved, request.model, None)
             raise
-        outcome, usage_estimated = _outcome_of(request, endpoint, key, response, latency, attempts[0])
+        outcome, usage_estimated = _outcome_of(request, endpoint, key, response, latency,
+                                               attempts[0])
         outcome.execution = self._flex_or_interactive(request)
         failure = reply_failure({**response, "usage": outcome.usage.as_dict()}) if (
             response is not None and isinstance(request, ChatRequest)) else None

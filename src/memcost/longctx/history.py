@@ -93,7 +93,9 @@ def rendered(turns: pd.DataFrame) -> str:
 
 def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
     positions = frame["position"]
-    return frame if positions.is_monotonic_increasing else frame.sort_values("position", kind="stable")
+    if positions.is_monotonic_increasing:
+        return frame
+    return frame.sort_values("position", kind="stable")
 
 
 def _session_ids(ordered: pd.DataFrame) -> tuple[dict[int, str], dict[int, set[str]]]:

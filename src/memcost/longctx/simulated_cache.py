@@ -85,7 +85,8 @@ def _reason(position: int, prompt: int, shared: int, cached: int, elapsed: float
     if shared < MIN_PREFIX_TOKENS:
         return f"miss: the shared prefix ({shared:,}) is under {MIN_PREFIX_TOKENS:,} tokens"
     if elapsed > cache.retention_s:
-        return f"miss: {elapsed:,.0f} s since the last use, over the {cache.retention_s:,.0f} s kept"
+        return (f"miss: {elapsed:,.0f} s since the last use, over the "
+                f"{cache.retention_s:,.0f} s kept")
     return (f"miss: over {cache.max_per_minute} requests a minute for this prefix, sent to a "
             "machine that has not seen it")
 

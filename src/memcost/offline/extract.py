@@ -70,7 +70,9 @@ def offline_fact_text(sentence: str, speaker: str, when: str | None, verb: str =
     """``On 8 May 2023, Maya said: <sentence>`` (no date: ``Maya said: ...``)."""
     name = person_name(speaker)
     day = day_text(when)
-    return f"On {day}, {name} {verb}: {sentence}" if day else f"{capitalise(name)} {verb}: {sentence}"
+    if day:
+        return f"On {day}, {name} {verb}: {sentence}"
+    return f"{capitalise(name)} {verb}: {sentence}"
 
 
 def offline_extract(request: ChatRequest) -> str:

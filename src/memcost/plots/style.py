@@ -1,4 +1,4 @@
-"""One visual style for every figure: colours per system, the offline label, saving as PNG and SVG."""
+"""One visual style for every figure: colours per system, the offline label, PNG and SVG."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ class NotebookFailed(RuntimeError):
         cell_source: str = "",
         ename: str = "",
     ):
-        self.notebook, self.output, self.cell_index, self.error = notebook, output, cell_index, error
+        self.notebook, self.output = notebook, output
+        self.cell_index, self.error = cell_index, error
         self.ename = ename  # the exception's class name, e.g. BudgetExceeded: what to suggest
         self.run_dir: str = ""  # filled in by run_preset: what to pass to --run-name to resume
         where = f"cell {cell_index}" if cell_index is not None else "a cell"
@@ -147,7 +148,9 @@ def _register_engine() -> None:
     papermill_engines.register(ENGINE_NAME, Engine)
 
 
-def execute_notebook(notebook: Path, output: Path, parameters: dict[str, Any], stream: bool) -> None:
+def execute_notebook(
+    notebook: Path, output: Path, parameters: dict[str, Any], stream: bool
+) -> None:
     skip_iri_format_checker()
     import papermill
     from nbclient.exceptions import DeadKernelError

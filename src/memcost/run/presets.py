@@ -130,7 +130,8 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
     )
     stray = [d for d in preset.per_dataset if d not in preset.datasets]
     if stray:
-        raise PresetError(f"{path}: per_dataset names {stray}, which are not in datasets {preset.datasets}")
+        raise PresetError(f"{path}: per_dataset names {stray}, which are not in datasets "
+                          f"{preset.datasets}")
     return preset
 
 

@@ -115,10 +115,11 @@ def run_preset(
     """Execute a preset's notebooks in order; stop at the first failure.
 
     ``stream`` shows cell output in the terminal (``--verbose``), ``quiet`` hides the line per
-    notebook; the run's ``logs/`` keeps everything either way. Returns the run's paths. Raises :class:`PresetError` before running anything if the preset
-    is invalid, :class:`RunLocked` when another process writes the same run directory,
-    :class:`NotebookFailed` when a notebook fails and :class:`StageFailures` when a stage left
-    more failed items than ``allow_failures`` (a fraction; the preset's when not given) allows.
+    notebook; the run's ``logs/`` keeps everything either way. Returns the run's paths. Raises
+    :class:`PresetError` before running anything if the preset is invalid, :class:`RunLocked`
+    when another process writes the same run directory, :class:`NotebookFailed` when a notebook
+    fails and :class:`StageFailures` when a stage left more failed items than ``allow_failures``
+    (a fraction; the preset's when not given) allows.
     """
     notebooks = discover_notebooks(notebooks_dir)
     preset = resolve_preset(

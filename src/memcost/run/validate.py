@@ -110,7 +110,8 @@ def coerce(name: str, value: Any, annotation: str) -> Any:
     if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, kind)):
         raise _problem(name, value, f"{'an integer' if kind is int else 'a number'}")
     if kind in (list, dict) and not isinstance(value, kind):
-        raise _problem(name, value, f"a {base} (YAML, e.g. {'[a, b]' if kind is list else '{a: b}'})")
+        example = "[a, b]" if kind is list else "{a: b}"
+        raise _problem(name, value, f"a {base} (YAML, e.g. {example})")
     if kind is str and not isinstance(value, str):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)

@@ -47,8 +47,9 @@ def token_ratios(rows: pd.DataFrame) -> pd.DataFrame:
             mine = part[part["stage"].isin(stages)]
             total = mine[["prompt_tokens", "output_tokens", "reasoning_tokens"]].sum()
             row[f"input_{suffix}"] = int(total["prompt_tokens"])
-            row[f"gamma_{suffix}"] = (float(total["output_tokens"] + total["reasoning_tokens"])
-                                      / total["prompt_tokens"] if total["prompt_tokens"] else np.nan)
+            output = float(total["output_tokens"] + total["reasoning_tokens"])
+            row[f"gamma_{suffix}"] = (output / total["prompt_tokens"] if total["prompt_tokens"]
+                                      else np.nan)
             row[f"zeta_{suffix}"] = (float(total["reasoning_tokens"]) / total["output_tokens"]
                                      if total["output_tokens"] else np.nan)
         out.append(row)

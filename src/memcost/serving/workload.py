@@ -140,7 +140,9 @@ def _sentence_tokens(sentence: str) -> int:
     return count_tokens(" " + sentence)
 
 
-def template_turn(rng: random.Random, mean_tokens: int, fact_no: int) -> tuple[str, tuple[str, ...]]:
+def template_turn(
+    rng: random.Random, mean_tokens: int, fact_no: int
+) -> tuple[str, tuple[str, ...]]:
     """One turn's raw text (before length control) and the facts planted in it."""
     target = rng.uniform(0.9, 1.1) * mean_tokens
     sentences: list[str] = []

@@ -2,9 +2,10 @@
 
 ``paper`` is the paper's setting (study §8): gpt-5-mini answers with long context and reads
 memory, gpt-5-nano extracts facts, at the prices of :data:`memcost.prices.PRICE_TABLE_DATE`.
-``current`` replaces each retired model by its successor (:func:`memcost.prices.price_successor`, from the model registry)
-at today's rows. Memory's costs at today's prices are the paper's calibrated costs re-priced by
-the token mix the paper measured (§4.2): the calibration stays, only the prices move.
+``current`` replaces each retired model by its successor
+(:func:`memcost.prices.price_successor`, from the model registry) at today's rows. Memory's
+costs at today's prices are the paper's calibrated costs re-priced by the token mix the paper
+measured (§4.2): the calibration stays, only the prices move.
 
 Every assumption is a named field of :class:`Assumptions`, with the paper's value as default.
 """
@@ -45,7 +46,9 @@ class Assumptions:
     read_usd: float = PAPER_READ_USD  # §8: paper read cost per question
     # §4.2: 122.6M extraction prompt and 41.6M completion tokens, 1.842M embedding tokens, for
     # 500 histories of 101,601 tokens: the token mix behind the write cost.
-    extraction_prompt_per_token: float = paper.MEASURED["extraction_prompt_tokens"] / _PER_HISTORY_TOKEN
+    extraction_prompt_per_token: float = (
+        paper.MEASURED["extraction_prompt_tokens"] / _PER_HISTORY_TOKEN
+    )
     extraction_completion_per_token: float = (
         paper.MEASURED["extraction_completion_tokens"] / _PER_HISTORY_TOKEN
     )
@@ -115,7 +118,8 @@ def scenario(name: str) -> PriceScenario:
     try:
         return SCENARIOS[name]
     except KeyError:
-        raise ValueError(f"unknown price scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+        raise ValueError(f"unknown price scenario {name!r}; known: "
+                         f"{', '.join(SCENARIOS)}") from None
 
 
 def _write_mix(s: PriceScenario, a: Assumptions, batch: bool) -> float:
@@ -153,7 +157,9 @@ def memory_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> Memory:
     return Memory(write_usd_per_token=write, read_usd=read, source=source, price_date=s.date)
 
 
-def long_context_for(s: PriceScenario, policy: str, a: Assumptions = PAPER_ASSUMPTIONS) -> LongContext:
+def long_context_for(
+    s: PriceScenario, policy: str, a: Assumptions = PAPER_ASSUMPTIONS
+) -> LongContext:
     """The long-context model of ``s`` under cache ``policy``."""
     return LongContext.on(
         s.price(s.lc_model),

@@ -1,9 +1,10 @@
 """The OpenAI Batch API for stages that can wait: half the price, results within 24 hours.
 
 :mod:`~memcost.llm.batch.prefill` decides which requests go and turns results into cache rows
-and ledger records, before the client makes its calls; :mod:`~memcost.llm.batch.session` submits, re-attaches and waits;
-:mod:`~memcost.llm.batch.files` writes and reads the JSONL files; :mod:`~memcost.llm.batch.journal`
-owns ``batches.jsonl`` in the run directory; :mod:`~memcost.llm.batch.transport` makes the calls.
+and ledger records, before the client makes its calls; :mod:`~memcost.llm.batch.session`
+submits, re-attaches and waits; :mod:`~memcost.llm.batch.files` writes and reads the JSONL files;
+:mod:`~memcost.llm.batch.journal` owns ``batches.jsonl`` in the run directory;
+:mod:`~memcost.llm.batch.transport` makes the calls.
 See docs/architecture.md, "Batch API".
 """
 

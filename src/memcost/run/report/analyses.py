@@ -15,7 +15,8 @@ from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 
 def _frames(view: RunView, table: str) -> list[pd.DataFrame]:
-    return [t for ds in view.datasets if (t := read_csv(getattr(ds.paths.table, table))) is not None]
+    frames = (read_csv(getattr(ds.paths.table, table)) for ds in view.datasets)
+    return [t for t in frames if t is not None]
 
 
 def _cost_per_correct(view: RunView) -> list[str]:

@@ -18,10 +18,12 @@ def section_costs(view: RunView) -> list[str]:
     if estimate is not None and not estimate.empty:
         by_dataset = estimate.groupby("dataset", sort=False)["usd"].sum()
         parts = ", ".join(f"{DATASET_NAMES.get(d, d)} {usd(v)}" for d, v in by_dataset.items())
+        table = view.run.table.estimate_before_run.relative_to(view.run.root).as_posix()
         lines += [f"**Estimated before the run** (notebook 00's token counts × list prices, "
-                  f"assumptions in `memcost/costs/estimate.py`): {usd(float(estimate['usd'].sum()))} "
-                  f"({parts}), about {float(estimate['minutes'].sum()) / 60:,.1f} hours of calls "
-                  f"at the run's concurrency — `{view.run.table.estimate_before_run.relative_to(view.run.root).as_posix()}`.", ""]
+                  f"assumptions in `memcost/costs/estimate.py`): "
+                  f"{usd(float(estimate['usd'].sum()))} ({parts}), about "
+                  f"{float(estimate['minutes'].sum()) / 60:,.1f} hours of calls at the run's "
+                  f"concurrency — `{table}`.", ""]
     summary = read_csv(view.run.table.cost_summary)
     if summary is None or summary.empty:
         return lines + ["*No usage ledger was analysed (notebook 05 without model calls).*", ""]
@@ -165,6 +167,7 @@ def _today_details(view: RunView) -> list[str]:
         rows = [[s, v, *[_n(x) for x in row]] for (s, v), row in pivot.iterrows()]
         lines += ["**Batch write** (extraction and embeddings on the Batch API; answering "
                   "stays interactive)", "",
-                  md_table(rows, ["prices", "variant", *[f"L = {int(c):,}" for c in pivot.columns]]),
+                  md_table(rows, ["prices", "variant",
+                                  *[f"L = {int(c):,}" for c in pivot.columns]]),
                   ""]
     return lines

@@ -93,7 +93,8 @@ def _bill(view: RunView) -> str | None:
     parts = ~summary["component"].astype(str).str.endswith(": total")
     spent = float(summary.loc[parts, "spent_usd"].sum())
     ledger = float(summary.loc[parts, "total_usd"].sum())
-    text = f"**The bill:** {usd(spent)} paid; the ledger's calls at list price come to {usd(ledger)}"
+    text = (f"**The bill:** {usd(spent)} paid; the ledger's calls at list price come to "
+            f"{usd(ledger)}")
     if estimate is not None and not estimate.empty:
         before = float(estimate["usd"].sum())
         text += (f"; the estimate printed before the run was {usd(before)}. They differ because "
