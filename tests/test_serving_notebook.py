@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(600)
 TINY = {  # settings groups given in part: the notebook completes them from its defaults
     "grid": [[15, 50], [15, 120], [40, 80]], "seeds": 2,
     "baselines": {"cells": [[30, 40]], "repeats": 1},
-    "memory_systems": {"observer_tokens": 1200, "reflector_tokens": 300}, "n_bootstrap": 50,
+    "system_settings": {"observer_tokens": 1200, "reflector_tokens": 300}, "n_bootstrap": 50,
     "figure_cells": {"curve": [40, 80], "cost_per_accuracy": [[40, 80]]},
     "real_histories": {"datasets": []},
 }
@@ -58,7 +58,7 @@ def test_it_writes_the_turn_rows_tables_and_figures(executed):
 def test_metrics_hold_the_fit_break_even_and_missing_accuracy(executed):
     record = json.loads((executed / "metrics" / "06_serving_cost_study.json").read_text())
     metrics = record["metrics"]
-    assert record["parameters"]["memory_systems"] == {  # completed from the notebook's defaults
+    assert record["parameters"]["system_settings"] == {  # completed from the notebook's defaults
         "window": 10, "ingest_interval": 10, "mem0_top_k": 10, "om_top_k": 1,
         "observer_tokens": 1200, "reflector_tokens": 300}
     assert metrics["backend"] == "offline" and metrics["price_table_date"]
@@ -85,7 +85,7 @@ def test_the_runner_runs_notebook_06_only_when_a_preset_names_it():
     full = load_preset("serving_offline_full").parameters
     assert [tuple(c) for c in full["grid"]] == list(published.GRID)
     assert full["seeds"] == published.SEEDS_PER_CELL
-    gates = full["memory_systems"]
+    gates = full["system_settings"]
     assert (gates["observer_tokens"], gates["reflector_tokens"]) == (30_000, 40_000)
 
 

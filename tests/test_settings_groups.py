@@ -65,8 +65,8 @@ def test_a_notebook_reads_every_setting_of_a_group_given_in_part():
 
 def test_minus_p_changes_one_setting_and_keeps_the_presets_others():
     preset = resolve_preset("serving_smoke", discover_notebooks(),
-                            overrides={"memory_systems": {"window": 5}})
-    assert preset.parameters["memory_systems"] == {
+                            overrides={"system_settings": {"window": 5}})
+    assert preset.parameters["system_settings"] == {
         "window": 5, "ingest_interval": 10, "mem0_top_k": 10, "om_top_k": 1,
         "observer_tokens": 1500, "reflector_tokens": 1000}  # the preset's gates, not 30,000
 
@@ -84,10 +84,10 @@ def test_an_unknown_setting_stops_the_run_before_it_starts(tmp_path):
 @pytest.mark.parametrize(("old", "group", "key"), [
     ("heatmap_points", "figure1_grid", "points"),
     ("explorer_questions", "explorer", "questions"),
-    ("observer_tokens", "memory_systems", "observer_tokens"),
+    ("observer_tokens", "system_settings", "observer_tokens"),
 ])
 def test_a_parameter_that_moved_into_a_group_names_its_new_spelling(old, group, key):
-    preset = "serving_smoke" if group == "memory_systems" else "paper_cost_model"
+    preset = "serving_smoke" if group == "system_settings" else "paper_cost_model"
     with pytest.raises(PresetError) as caught:
         resolve_preset(preset, discover_notebooks(), overrides={old: 1})
     assert str(caught.value) == (
@@ -100,5 +100,5 @@ def test_a_preset_with_an_old_name_is_refused_in_one_line(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump({"steps": ["06"], "parameters": {"window": 10}}))
     with pytest.raises(PresetError, match=r"'parameters.window': window is the setting window "
-                                          r"of memory_systems now"):
+                                          r"of system_settings now"):
         resolve_preset(path, discover_notebooks())

@@ -91,7 +91,7 @@ MOVED_INTO_GROUPS: dict[str, tuple[str, str]] = {
     "facts_per_user": ("assumptions", "facts_per_user"),
     **{f"explorer_{key}": ("explorer", key) for key in (
         "context_tokens", "questions", "scenario", "retention", "gap_seconds", "batch")},
-    **{key: ("memory_systems", key) for key in (
+    **{key: ("system_settings", key) for key in (
         "window", "ingest_interval", "mem0_top_k", "om_top_k", "observer_tokens",
         "reflector_tokens")},
     "baseline_cells": ("baselines", "cells"),
