@@ -35,7 +35,9 @@ REQUIRED_FIELDS = (
     "error",
 )
 SYSTEM_KINDS = ("memory", "long_context", "rolling_window", "no_context", "oracle")
-_SYSTEM_RE = re.compile(r"^(memory|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$")
+# ``memory`` (the paper's), ``memory_<architecture>`` (memcost.systems), ``<kind>_<model>``
+_SYSTEM_RE = re.compile(
+    r"^(memory(_[a-z0-9]+)?|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$")
 
 
 def system_name(kind: str, model: str | None = None) -> str:

@@ -302,6 +302,64 @@ MEMORY_READ = register(
 )
 
 
+# --- The other memory systems (notebook 01, memcost.systems) ----------------------------------
+# Mem0^g (Mem0's paper): an entity extractor and a relationship generator per segment; the
+# generator also says which stored relation a new one supersedes (marked invalid, not deleted).
+
+MEMORY_GRAPH_ENTITIES = register(
+    Prompt(
+        name="memory_graph_entities",
+        version="v1",
+        system=(
+            "You build the knowledge graph of a personal assistant's memory. List the entities "
+            "the messages below mention: the people (by name, or \"the user\" when no name is "
+            "given), places, organisations, pets, activities, objects, events and dates. Give "
+            "each a short type (person, place, organisation, pet, activity, object, event, "
+            "date, other).\n"
+            "Reply with a JSON object and nothing else: "
+            '{{"entities": [{{"name": "<entity>", "type": "<type>"}}]}}'
+        ),
+        user="{session_line}Messages:\n{messages}",
+    )
+)
+MEMORY_GRAPH_RELATIONS = register(
+    Prompt(
+        name="memory_graph_relations",
+        version="v1",
+        system=(
+            "You build the knowledge graph of a personal assistant's memory. From the messages "
+            "below, write the relations between the listed entities as triples (source, "
+            "relation, destination): the relation a short verb phrase in lower case "
+            "(\"lives in\", \"practises yoga\", \"works at\"), source and destination among the "
+            "entities. Only what the people themselves say. When a new relation changes "
+            "something a stored relation says (a new value of the same thing: a new home, a new "
+            "frequency, a new job), give that stored relation's id as \"supersedes\"; the "
+            "stored relation is kept, marked as no longer valid.\n"
+            "Reply with a JSON object and nothing else: "
+            '{{"relations": [{{"source": "<entity>", "relation": "<verb phrase>", '
+            '"destination": "<entity>", "supersedes": "<stored id or null>"}}]}}'
+        ),
+        user=("{session_line}Entities: {entities}\n\nStored relations:\n{stored}\n\n"
+              "Messages:\n{messages}"),
+    )
+)
+# Hierarchical memory: the working memory's running summary, rewritten every few turns.
+MEMORY_SUMMARY = register(
+    Prompt(
+        name="memory_summary",
+        version="v1",
+        system=(
+            "You keep the working memory of a personal assistant: a short running summary of "
+            "what matters about the people in a long conversation (who they are, what they are "
+            "doing, their plans, preferences and recent events, with dates). Rewrite the "
+            "summary to take in the new messages; keep it under {max_words} words, newest "
+            "information winning over older. Reply with the summary only."
+        ),
+        user="Summary so far:\n{summary}\n\nNew messages:\n{messages}",
+    )
+)
+
+
 # --- Serving-cost study (notebook 06): a memory system serving a conversation turn by turn ----
 # Every user template is built from parts that end in a newline, so a history's o200k count is
 # the sum of its lines' counts and a replay can count its prompts incrementally.

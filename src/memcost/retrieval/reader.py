@@ -8,7 +8,7 @@ it is asked. The offline stand-in is :mod:`memcost.offline.reader`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -16,8 +16,20 @@ from memcost import choices
 from memcost.llm import ChatRequest
 from memcost.models import READER_MODEL, generation_params
 from memcost.prompts import MEMORY_READ
-from memcost.retrieval.search import SYSTEM, Retrieved
+from memcost.retrieval.search import SYSTEM
 from memcost.text import day_text, spoken_datetime
+
+
+class Memories(Protocol):
+    """What the reader reads of a search: the items (``text``, ``session_datetime``), best
+    first, and their texts (a :class:`~memcost.retrieval.search.Retrieved`, or any memory
+    system's recall)."""
+
+    @property
+    def facts(self) -> pd.DataFrame: ...
+
+    @property
+    def texts(self) -> list[str]: ...
 
 
 def render_memories(facts: pd.DataFrame) -> str:
@@ -45,14 +57,16 @@ def shown_options(question: Mapping[str, Any], mode: str) -> choices.MultipleCho
 
 def reader_request(
     question: Mapping[str, Any],
-    retrieved: Retrieved,
+    retrieved: Memories,
     *,
     dataset: str,
     model: str = READER_MODEL,
     reasoning_effort: str = "medium",
     mode: str = "open_ended",
+    system: str = SYSTEM,
 ) -> ChatRequest:
-    """The reader call for one question (``payload`` feeds the offline reader).
+    """The reader call for one question (``payload`` feeds the offline reader); ``system`` is
+    the memory system whose items it reads (:mod:`memcost.systems`; the paper's: ``memory``).
 
     In ``multiple_choice`` mode a question with options (PersonaMem v2) lists them in the order
     :func:`memcost.choices.multiple_choice` fixes and asks for a letter, as the judge expects.
@@ -77,7 +91,7 @@ def reader_request(
             "dataset": dataset,
             "conversation_id": str(question["conversation_id"]),
             "question_id": str(question["question_id"]),
-            "system": SYSTEM,
+            "system": system,
         },
         **generation_params(model, reasoning_effort),
     )

@@ -165,12 +165,13 @@ def embed_questions(
     *,
     dataset: str,
     model: str = EMBEDDING_MODEL,
+    system: str = SYSTEM,
 ) -> np.ndarray:
     """One embedding call per question, tagged with its ``question_id`` and ``system``: the
     cost tables count these as reads, and fact embeddings (no question) as writes."""
     groups = [
         ([str(q)], {"dataset": dataset, "conversation_id": str(c), "question_id": str(qid),
-                    "system": SYSTEM})
+                    "system": system})
         for q, c, qid in zip(questions["question"], questions["conversation_id"],
                              questions["question_id"], strict=True)
     ]

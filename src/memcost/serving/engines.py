@@ -24,6 +24,7 @@ from typing import Any
 
 from memcost.llm import ChatRequest, LLMClient
 from memcost.offline.extract import informative_sentence, offline_fact_text
+from memcost.offline.observe import standin_observe, standin_reflect
 from memcost.offline.update import lexical_decision
 from memcost.prompts import Prompt
 from memcost.text import content_words, split_sentences
@@ -74,6 +75,7 @@ class Reply:
 
 
 # --------------------------------------------------------------------------- offline methods
+# The observer and reflector stand-ins are observational memory's, shared with the main study.
 def _sentences(text: str) -> list[str]:
     return [s for line in text.splitlines() for s in split_sentences(line)]
 
@@ -107,28 +109,6 @@ def standin_update(candidates: Sequence[dict[str, Any]]) -> str:
         else:
             decisions.append({"fact": i + 1, "event": "ADD", "memory_id": None, "text": None})
     return json.dumps({"decisions": decisions}, ensure_ascii=False)
-
-
-def standin_observe(messages: Sequence[tuple[str, str]]) -> str:
-    """Observations: the informative sentences of the unobserved messages, one line each."""
-    lines = [f"- {offline_fact_text(s, speaker, None)}"
-             for speaker, text in messages for s in _sentences(text) if informative_sentence(s)]
-    return "\n".join(lines)
-
-
-def _subject_key(observation: str) -> tuple[str, ...]:
-    body = observation.split(": ", 1)[-1]
-    return tuple(content_words(observation.split(" said", 1)[0]) + content_words(body)[:3])
-
-
-def standin_reflect(observations: Sequence[str]) -> str:
-    """Condensed observations: the latest observation of each (person, first three content
-    words) survives, in the order they were made."""
-    latest: dict[tuple[str, ...], int] = {}
-    for i, obs in enumerate(observations):
-        latest[_subject_key(obs)] = i
-    keep = sorted(latest.values())
-    return "\n".join(observations[i] for i in keep)
 
 
 def standin_answer(message: str, items: Sequence[str], item_words: Sequence[frozenset[str]]) -> str:

@@ -1,0 +1,36 @@
+"""The memory systems the study compares, behind one interface, found by name.
+
+- :mod:`~memcost.systems.base`: :class:`MemorySystem` (build, recall, state), :class:`Recall`,
+  the registry (:func:`system_names`, :func:`open_system`);
+- :mod:`~memcost.systems.mem0_style`: the paper's (``memory``);
+- :mod:`~memcost.systems.rag`: raw chunks, embedded (``memory_rag``);
+- :mod:`~memcost.systems.graph`: Mem0^g, entities and relation triples (``memory_graph``);
+- :mod:`~memcost.systems.hierarchical`: L1 prompt, L2 working memory, L3 archive
+  (``memory_hierarchical``);
+- :mod:`~memcost.systems.observational`: observer and reflector (``memory_observational``);
+- :mod:`~memcost.systems.stored`: what the last four share (message stream, waves, search);
+- :mod:`~memcost.systems.store`: the owner of their files, ``<ds>/memory/systems/<name>/``;
+- :mod:`~memcost.systems.answer`: every system's answers through the same reader.
+
+Each system's offline stand-ins are in :mod:`memcost.offline`.
+"""
+
+from memcost.systems.base import (
+    MemorySystem,
+    Recall,
+    SystemBuild,
+    open_system,
+    parse_systems,
+    register,
+    system_class,
+    system_names,
+)
+from memcost.systems.graph import GraphMemory
+from memcost.systems.hierarchical import HierarchicalMemory
+from memcost.systems.mem0_style import Mem0Style
+from memcost.systems.observational import ObservationalMemory
+from memcost.systems.rag import Rag
+
+__all__ = ["GraphMemory", "HierarchicalMemory", "Mem0Style", "MemorySystem", "ObservationalMemory",
+           "Rag", "Recall", "SystemBuild", "open_system", "parse_systems", "register",
+           "system_class", "system_names"]

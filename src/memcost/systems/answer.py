@@ -1,0 +1,109 @@
+"""Every memory system's answers through the same reader (notebook 02).
+
+For one system: recall every question of the dataset (in order, so a system whose memory moves
+with the questions, the hierarchical one, sees them as a user would ask them), then ask the
+reader the questions not answered yet. Records go to ``answers/answers_<system>.jsonl``, one
+at a time, with what was retrieved, its tokens, the search's time and the evidence recall;
+notebook 04 judges them like any other system's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from memcost.answers import AnswerWriter
+from memcost.fingerprint import fingerprint
+from memcost.llm import ChatResult, LLMClient
+from memcost.models import READER_MODEL
+from memcost.offline.reader import offline_reader
+from memcost.prompts import MEMORY_READ
+from memcost.retrieval.reader import reader_request, render_memories
+from memcost.retrieval.recall import evidence_coverage, evidence_units
+from memcost.systems.base import MemorySystem, Recall
+from memcost.tokens import count_tokens
+
+
+@dataclass
+class SystemAnswers:
+    system: str
+    questions: int = 0
+    answered: int = 0
+    resumed: int = 0
+    errors: int = 0
+    wall_s: float = 0.0
+    recalls: dict[str, Recall] = field(default_factory=dict)
+
+    def line(self) -> str:
+        errors = f", {self.errors} FAILED (rerun to ask them again)" if self.errors else ""
+        return (f"{self.system}: {self.answered} answered, {self.resumed} answered earlier"
+                f"{errors} in {self.wall_s:.1f} s")
+
+
+def recall_record(recall: Recall, units: list[frozenset[int]]) -> dict[str, Any]:
+    """What an answer record says about its retrieval."""
+    return {
+        "retrieved_item_ids": recall.items["item_id"].tolist(),
+        "retrieved_kinds": recall.items["kind"].tolist(),
+        "retrieved_scores": [None if pd.isna(s) else round(float(s), 6)
+                             for s in recall.items["score"]],
+        "retrieved_tokens": count_tokens(render_memories(recall.facts)) if len(recall.items)
+        else 0,
+        "search_latency_s": round(recall.latency_s, 6),
+        "evidence_recall": evidence_coverage(units, recall.facts),
+        "evidence_items": len(units),
+    }
+
+
+def answer_with_system(
+    client: LLMClient, system: MemorySystem, questions: pd.DataFrame,
+    conversations: pd.DataFrame, *, reader_model: str = READER_MODEL,
+    reasoning_effort: str = "medium", mode: str = "open_ended",
+) -> SystemAnswers:
+    """Answer every question not yet in the system's answers file and append its record."""
+    t0 = time.perf_counter()
+    report = SystemAnswers(system.answers_as, questions=len(questions))
+    turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
+    empty = conversations.iloc[0:0]
+    report.recalls = system.recall(client, questions)
+    settings = fingerprint(
+        stage="read", client=client, models=[reader_model],
+        prompts=[MEMORY_READ.id], inputs=system.memory_files,
+        parameters={"system": system.name, "settings": system.settings,
+                    "reasoning_effort": reasoning_effort, "mode": mode})
+    with AnswerWriter(system.ds, system.answers_as, settings) as writer:
+        pending = set(writer.pending(questions["question_id"].astype(str).tolist()))
+        report.resumed = len(questions) - len(pending)
+        context: dict[str, dict[str, Any]] = {}
+        requests = []
+        for question in questions.to_dict("records"):
+            qid, user = str(question["question_id"]), str(question["conversation_id"])
+            if qid not in pending:
+                continue
+            recall = report.recalls[qid]
+            units = evidence_units(list(question["evidence"]), turns.get(user, empty))
+            context[qid] = {"conversation_id": user, **recall_record(recall, units)}
+            request = reader_request(question, recall, dataset=system.dataset,
+                                     model=reader_model, reasoning_effort=reasoning_effort,
+                                     mode=mode, system=system.answers_as)
+            if request.payload["options"] is not None:
+                context[qid]["mode"] = "multiple_choice"
+            requests.append(request)
+
+        def write(result: ChatResult) -> None:
+            qid = str(result.request.tags["question_id"])
+            extra = context[qid]
+            writer.write({"question_id": qid, "conversation_id": extra["conversation_id"],
+                          "answer": result.text if result.error is None else "",
+                          **result.record_fields(),
+                          **{k: v for k, v in extra.items() if k != "conversation_id"}})
+            report.answered += 1
+            report.errors += result.error is not None
+
+        client.chat_many(requests, offline=offline_reader, on_result=write,
+                         desc=f"{system.answers_as}: read answers")
+    report.wall_s = time.perf_counter() - t0
+    return report

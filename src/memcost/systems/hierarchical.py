@@ -1,0 +1,160 @@
+"""``hierarchical``: memory as an operating system's memory hierarchy.
+
+- **L1, the prompt**: the last ``window_turns`` messages, verbatim.
+- **L2, working memory**: a running summary, rewritten by a model every ``summary_every``
+  messages (and once more for the messages since the last rewrite), plus up to
+  ``working_capacity`` archived messages promoted into it.
+- **L3, the archive**: every message that left L1, embedded; a question retrieves the
+  ``archive_top_k`` most similar.
+
+A question sees the summary, the working set and L1. An archived message it retrieves is
+**promoted** into the working set (a hit on one already there refreshes it); when the set is
+over capacity one is **evicted** back to L3 by ``eviction``: ``lru`` (least recently hit) or
+``fifo`` (first promoted). Promotions persist across one user's questions, in the order they
+are asked, so the working memory carries what the last questions needed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+import pandas as pd
+
+from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
+from memcost.offline.observe import standin_summarise
+from memcost.prompts import MEMORY_SUMMARY
+from memcost.systems.base import ITEM_COLUMNS, Recall, register
+from memcost.systems.stored import (
+    HistoryLine,
+    StoredSystem,
+    UserIngest,
+    item_rows,
+    nearest,
+    user_lines,
+)
+
+EVICTION_POLICIES = ("lru", "fifo")
+
+
+class WorkingSet:
+    """L2's promoted items: at most ``capacity``, evicted by ``policy``."""
+
+    def __init__(self, capacity: int, policy: str):
+        if policy not in EVICTION_POLICIES:
+            raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, not {policy!r}")
+        self.capacity, self.policy = capacity, policy
+        self.items: OrderedDict[int, None] = OrderedDict()  # eviction order: first goes first
+        self.evicted: list[int] = []
+
+    def hit(self, row: int) -> None:
+        """Promote ``row`` (or refresh it, under ``lru``), evicting past the capacity."""
+        if row in self.items:
+            if self.policy == "lru":
+                self.items.move_to_end(row)
+            return
+        self.items[row] = None
+        while len(self.items) > self.capacity:
+            out, _ = self.items.popitem(last=False)
+            self.evicted.append(out)
+
+    def rows(self) -> list[int]:
+        return list(self.items)
+
+
+class _Layering(UserIngest):
+    def __init__(self, system: HierarchicalMemory, user: str, lines: list[HistoryLine]):
+        super().__init__(user, lines)
+        self.system = system
+        self.every = int(system.settings["summary_every"])
+        self.summary = ""
+        self.summarised = 0  # lines taken into the summary so far
+
+    def requests(self) -> list[ChatRequest]:
+        left = len(self.lines) - self.summarised
+        if left <= 0:
+            return []
+        upto = self.summarised + min(self.every, left)
+        return [self.system.summary_request(self.user, self.summary,
+                                            self.lines[self.summarised:upto])]
+
+    def take(self, results: list[ChatResult]) -> None:
+        self.summary = results[0].text.strip()
+        self.summarised = min(len(self.lines), self.summarised + self.every)
+
+    def items(self) -> pd.DataFrame:
+        window = int(self.system.settings["window_turns"])
+        recent = self.lines[-window:] if window else []
+        archived = self.lines[: len(self.lines) - len(recent)]
+        last = self.lines[-1].session_datetime if self.lines else None
+        rows = [{"item_id": "summary", "kind": "summary", "text": self.summary or "(nothing yet)",
+                 "session_datetime": last}]
+        rows += [{"item_id": f"a{line.position}", "kind": "archive", "text": line.render(),
+                  "session_datetime": line.session_datetime, "positions": [line.position]}
+                 for line in archived]
+        rows += [{"item_id": f"t{line.position}", "kind": "turn", "text": line.render(),
+                  "session_datetime": line.session_datetime, "positions": [line.position]}
+                 for line in recent]
+        return item_rows(rows)
+
+
+@register
+class HierarchicalMemory(StoredSystem):
+    name = "hierarchical"
+    answers_as = "memory_hierarchical"
+    describes = "L1 recent turns, L2 running summary + promoted items, L3 archive; LRU eviction"
+    defaults = {"window_turns": 10, "summary_every": 10, "summary_words": 200,
+                "archive_top_k": 5, "working_capacity": 5, "eviction": "lru",
+                "summary_model": EXTRACTION_MODEL, "summary_reasoning_effort": "low",
+                "embedding_model": EMBEDDING_MODEL}
+    embed_kinds = ("archive",)
+    prompts = (MEMORY_SUMMARY.id,)
+
+    def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
+        return _Layering(self, user, user_lines(turns))
+
+    def summary_request(self, user: str, summary: str, lines: list[HistoryLine]) -> ChatRequest:
+        model = self.settings["summary_model"]
+        words = int(self.settings["summary_words"])
+        return ChatRequest(
+            model=model,
+            messages=MEMORY_SUMMARY.messages(max_words=str(words), summary=summary or "(empty)",
+                                             messages="\n".join(x.render() for x in lines)),
+            stage="extract", prompt_version=MEMORY_SUMMARY.id,
+            payload={"summary": summary.splitlines(), "max_words": words,
+                     "messages": [(x.speaker, x.text, x.session_datetime) for x in lines]},
+            tags=self.tags(user, memory_step="summary", through=lines[-1].position),
+            **generation_params(model, self.settings["summary_reasoning_effort"]))
+
+    def offline(self, request: ChatRequest) -> str:
+        p = request.payload
+        return standin_summarise(p["summary"], p["messages"], p["max_words"])
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        vectors = self.question_vectors(client, questions)
+        out: dict[str, Recall] = {}
+        users: dict[str, tuple] = {}
+        for i, q in enumerate(questions.to_dict("records")):
+            user = str(q["conversation_id"])
+            if user not in users:
+                items, stored = self.load(user)
+                users[user] = (items, stored, WorkingSet(int(self.settings["working_capacity"]),
+                                                         str(self.settings["eviction"])))
+            items, stored, working = users[user]
+            t0 = time.perf_counter()
+            archive = (items["kind"] == "archive").to_numpy()
+            hits = nearest(stored, vectors[i], archive, int(self.settings["archive_top_k"]))
+            for row, _ in hits:
+                working.hit(row)
+            scores = dict(hits)
+            rows = ([*np.flatnonzero((items["kind"] == "summary").to_numpy())]
+                    + working.rows() + [*np.flatnonzero((items["kind"] == "turn").to_numpy())])
+            shown = items.iloc[rows].assign(score=[scores.get(r, np.nan) for r in rows])
+            shown["kind"] = ["working" if r in working.items else k
+                             for r, k in zip(rows, shown["kind"], strict=True)]
+            out[str(q["question_id"])] = Recall(shown.reset_index(drop=True)[list(ITEM_COLUMNS)],
+                                                latency_s=time.perf_counter() - t0)
+        self.working_sets = {u: w for u, (_, _, w) in users.items()}  # what the questions left
+        return out

@@ -1,0 +1,163 @@
+"""``observational``: observational memory (Mastra's, as the serving study measures it).
+
+Messages accumulate un-observed. When they reach ``observer_tokens`` (30,000) an observer call
+turns them into observations (one line each) and the buffer empties; when the observations
+reach ``reflector_tokens`` (40,000) a reflector call condenses them. The observer fires on the
+message that makes the buffer reach the threshold, not before and not after. Messages not
+observed yet stay in the context as they are (Mastra keeps the recent messages raw, which keeps
+the prompt's prefix stable and cacheable); a question gets them and the ``top_k`` (1)
+observation most similar to it. The serving study (notebook 06) uses the same thresholds and
+the same offline observer and reflector.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
+from memcost.offline.observe import standin_observe, standin_reflect
+from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
+from memcost.systems.base import Recall, register
+from memcost.systems.stored import (
+    HistoryLine,
+    StoredSystem,
+    UserIngest,
+    item_rows,
+    nearest,
+    recall_of,
+    user_lines,
+)
+from memcost.tokens import count_tokens
+
+OBSERVER_TOKENS = 30_000  # serving study §3: un-observed message tokens that start the observer
+REFLECTOR_TOKENS = 40_000  # ... observation tokens that start the reflector
+TOP_K = 1  # ... observations retrieved
+
+
+def observation_lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip().startswith("-")]
+
+
+class _Observing(UserIngest):
+    def __init__(self, system: ObservationalMemory, user: str, lines: list[HistoryLine]):
+        super().__init__(user, lines)
+        self.system = system
+        self.observer_at = int(system.settings["observer_tokens"])
+        self.reflector_at = int(system.settings["reflector_tokens"])
+        self.next = 0  # the next line to read
+        self.buffer: list[HistoryLine] = []
+        self.buffer_tokens = 0
+        # (line, date of its messages, the turns it came from)
+        self.observations: list[tuple[str, str | None, list[int]]] = []
+        self.reflect_due = False
+        self.fired: list[dict] = []  # every gate that fired: where and why
+
+    @property
+    def observation_tokens(self) -> int:
+        return sum(count_tokens(f"{text}\n") for text, _, _ in self.observations)
+
+    def requests(self) -> list[ChatRequest]:
+        if self.reflect_due:
+            return [self.system.reflector_request(self.user,
+                                                  [t for t, _, _ in self.observations])]
+        while self.next < len(self.lines):
+            line = self.lines[self.next]
+            self.next += 1
+            self.buffer.append(line)
+            self.buffer_tokens += count_tokens(line.render() + "\n")
+            if self.buffer_tokens >= self.observer_at:
+                self.fired.append({"gate": "observer", "position": line.position,
+                                   "tokens": self.buffer_tokens})
+                return [self.system.observer_request(self.user, self.buffer)]
+        return []
+
+    def take(self, results: list[ChatResult]) -> None:
+        text = results[0].text
+        if self.reflect_due:  # what the reflector kept came from any of the observed turns
+            when = self.observations[-1][1] if self.observations else None
+            seen = sorted({p for _, _, ps in self.observations for p in ps})
+            self.observations = [(x, when, seen) for x in observation_lines(text)]
+            self.reflect_due = False
+            return
+        when = self.buffer[-1].session_datetime
+        turns = [x.position for x in self.buffer]
+        self.observations += [(x, when, turns) for x in observation_lines(text)]
+        self.buffer, self.buffer_tokens = [], 0
+        if self.observation_tokens >= self.reflector_at:
+            self.fired.append({"gate": "reflector", "position": self.lines[self.next - 1].position,
+                               "tokens": self.observation_tokens})
+            self.reflect_due = True
+
+    def info(self) -> dict:
+        return {"observer_fired": sum(g["gate"] == "observer" for g in self.fired),
+                "reflector_fired": sum(g["gate"] == "reflector" for g in self.fired),
+                "gates": self.fired}
+
+    def items(self) -> pd.DataFrame:
+        rows = [{"item_id": f"o{i}", "kind": "observation", "text": text,
+                 "session_datetime": when, "positions": turns}
+                for i, (text, when, turns) in enumerate(self.observations)]
+        rows += [{"item_id": f"t{line.position}", "kind": "turn", "text": line.render(),
+                  "session_datetime": line.session_datetime, "positions": [line.position]}
+                 for line in self.buffer]
+        return item_rows(rows)
+
+
+@register
+class ObservationalMemory(StoredSystem):
+    name = "observational"
+    answers_as = "memory_observational"
+    describes = "observer at 30,000 un-observed tokens, reflector at 40,000; top-1 + raw tail"
+    defaults = {"observer_tokens": OBSERVER_TOKENS, "reflector_tokens": REFLECTOR_TOKENS,
+                "top_k": TOP_K, "observer_model": EXTRACTION_MODEL,
+                "observer_reasoning_effort": "low", "embedding_model": EMBEDDING_MODEL}
+    embed_kinds = ("observation",)
+    prompts = (SERVING_OBSERVER.id, SERVING_REFLECTOR.id)
+
+    def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
+        return _Observing(self, user, user_lines(turns))
+
+    def _request(self, user: str, prompt, step: str, payload, **fields: str) -> ChatRequest:
+        model = self.settings["observer_model"]
+        return ChatRequest(
+            model=model, messages=prompt.messages(**fields), stage="extract",
+            prompt_version=prompt.id, payload={"step": step, "items": payload},
+            tags=self.tags(user, memory_step=step),
+            **generation_params(model, self.settings["observer_reasoning_effort"]))
+
+    def observer_request(self, user: str, lines: list[HistoryLine]) -> ChatRequest:
+        return self._request(user, SERVING_OBSERVER, "observer",
+                             [(x.speaker, x.text, x.session_datetime) for x in lines],
+                             messages="\n".join(x.render() for x in lines))
+
+    def reflector_request(self, user: str, observations: list[str]) -> ChatRequest:
+        return self._request(user, SERVING_REFLECTOR, "reflector", list(observations),
+                             observations="\n".join(observations))
+
+    def offline(self, request: ChatRequest) -> str:
+        p = request.payload
+        return standin_observe(p["items"]) if p["step"] == "observer" else standin_reflect(
+            p["items"])
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        vectors = self.question_vectors(client, questions)
+        out: dict[str, Recall] = {}
+        loaded: dict[str, tuple] = {}
+        for i, q in enumerate(questions.to_dict("records")):
+            user = str(q["conversation_id"])
+            if user not in loaded:
+                loaded[user] = self.load(user)
+            items, stored = loaded[user]
+            t0 = time.perf_counter()
+            observed = (items["kind"] == "observation").to_numpy()
+            picked = nearest(stored, vectors[i], observed, int(self.settings["top_k"]))
+            tail = items.loc[(items["kind"] == "turn").to_numpy()]
+            recall = recall_of(items, picked, t0)
+            both = pd.concat([recall.items, tail.assign(score=np.nan)[list(recall.items.columns)]],
+                             ignore_index=True)
+            out[str(q["question_id"])] = Recall(both, latency_s=time.perf_counter() - t0)
+        return out

@@ -1,0 +1,101 @@
+"""``rag``: retrieval over raw chunks of the history, the baseline of Mem0's paper.
+
+The history (every message, with its session's date) is cut into consecutive chunks of at most
+``chunk_tokens`` o200k tokens, each chunk is embedded, and a question gets the ``top_k`` chunks
+most similar to it. There is no model call at all before the first question: the write cost is
+the embeddings alone. Mem0's paper reports RAG over a grid of chunk sizes and k; the defaults
+here, 1,024 tokens and k = 2, are one cell of that grid.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.models import EMBEDDING_MODEL
+from memcost.systems.base import Recall, register
+from memcost.systems.stored import (
+    HistoryLine,
+    StoredSystem,
+    UserIngest,
+    item_rows,
+    nearest,
+    recall_of,
+    user_lines,
+)
+from memcost.tokens import count_tokens
+
+CHUNK_TOKENS = 1024
+TOP_K = 2
+
+
+def chunk_lines(lines: list[HistoryLine], chunk_tokens: int) -> list[dict]:
+    """Consecutive messages into chunks of at most ``chunk_tokens`` (a longer message is a chunk
+    of its own: nothing is cut or dropped)."""
+    chunks: list[dict] = []
+    current: list[HistoryLine] = []
+    size = 0
+
+    def close() -> None:
+        chunks.append({"text": "\n".join(x.render() for x in current), "tokens": size,
+                       "session_datetime": current[0].session_datetime,
+                       "positions": [x.position for x in current]})
+
+    for line in lines:
+        n = count_tokens(line.render() + "\n")
+        if current and size + n > chunk_tokens:
+            close()
+            current, size = [], 0
+        current.append(line)
+        size += n
+    if current:
+        close()
+    return [{**c, "item_id": f"c{i}", "kind": "chunk"} for i, c in enumerate(chunks)]
+
+
+class _Chunking(UserIngest):
+    def __init__(self, user: str, lines: list[HistoryLine], chunk_tokens: int):
+        super().__init__(user, lines)
+        self.chunk_tokens = chunk_tokens
+
+    def requests(self) -> list[ChatRequest]:
+        return []  # no model call: chunks are embedded as they are
+
+    def take(self, results: list[ChatResult]) -> None:  # pragma: no cover - never asked
+        raise AssertionError("rag sends no chat requests")
+
+    def items(self) -> pd.DataFrame:
+        return item_rows(chunk_lines(self.lines, self.chunk_tokens))
+
+
+@register
+class Rag(StoredSystem):
+    name = "rag"
+    answers_as = "memory_rag"
+    describes = "raw chunks of the history, embedded; top-k by similarity (no extraction)"
+    defaults = {"chunk_tokens": CHUNK_TOKENS, "top_k": TOP_K, "embedding_model": EMBEDDING_MODEL}
+    embed_kinds = ("chunk",)
+
+    def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
+        return _Chunking(user, user_lines(turns), int(self.settings["chunk_tokens"]))
+
+    def offline(self, request: ChatRequest) -> str:  # pragma: no cover - never asked
+        raise AssertionError("rag sends no chat requests")
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        vectors = self.question_vectors(client, questions)
+        out: dict[str, Recall] = {}
+        loaded: dict[str, tuple] = {}
+        for i, q in enumerate(questions.to_dict("records")):
+            user = str(q["conversation_id"])
+            if user not in loaded:
+                loaded[user] = self.load(user)
+            items, stored = loaded[user]
+            t0 = time.perf_counter()
+            eligible = np.ones(len(items), dtype=bool)
+            picked = nearest(stored, vectors[i], eligible, int(self.settings["top_k"]))
+            out[str(q["question_id"])] = recall_of(items, picked, t0)
+        return out

@@ -1,0 +1,236 @@
+"""What the systems that keep their own items share: the message stream, the build in waves,
+the question's embedding and the exact search over a user's vectors.
+
+A system's ingest of one user is a small state machine (:class:`UserIngest`): it says which
+requests it needs next, takes their results, and in the end has its items. :func:`run_waves`
+drives every pending user's machine at once, one wave of requests after another through
+:meth:`LLMClient.chat_many` (users in parallel, each user's calls in order), so a system with
+two calls per segment costs two waves per segment, not one round trip per call. A user whose
+call fails stops there and is recorded as failed; the others go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+import memcost.systems.store as store
+from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.memory.embed import embed_groups
+from memcost.memory.segment import segment_conversation
+from memcost.models import EMBEDDING_MODEL
+from memcost.retrieval.search import embed_questions
+from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild
+from memcost.text import day_text
+from memcost.tokens import count_tokens
+
+
+@dataclass(frozen=True)
+class HistoryLine:
+    """One message of a user's history, in order, as the systems read it."""
+
+    position: int
+    speaker: str
+    text: str
+    session_index: int
+    session_datetime: str | None
+
+    def render(self) -> str:
+        """``[8 May 2023] Maya: text`` (the date only where the dataset gives one)."""
+        day = day_text(self.session_datetime)
+        return f"[{day}] {self.speaker}: {self.text}" if day else f"{self.speaker}: {self.text}"
+
+
+def user_lines(turns: pd.DataFrame) -> list[HistoryLine]:
+    """A user's messages in order, system messages left out, long messages whole (the memory
+    stage's segmentation, read back as a stream)."""
+    segments, _ = segment_conversation(turns, batch_size=10_000, max_chars=10**9)
+    return [HistoryLine(m.position, m.speaker, m.text, s.session_index, s.session_datetime)
+            for s in segments for m in s.messages]
+
+
+def item_rows(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Stored items with every column of :data:`store.ITEM_SCHEMA` (tokens counted here)."""
+    out = []
+    for r in rows:
+        text = str(r["text"])
+        out.append({"item_id": str(r["item_id"]), "kind": str(r["kind"]), "text": text,
+                    "session_datetime": r.get("session_datetime"),
+                    "tokens": int(r.get("tokens") or count_tokens(text)),
+                    "valid": bool(r.get("valid", True)),
+                    "detail": json.dumps(r.get("detail") or {}, ensure_ascii=False),
+                    "positions": [int(x) for x in r.get("positions") or []]})
+    return pd.DataFrame(out, columns=list(store.ITEM_SCHEMA))
+
+
+class UserIngest:
+    """One user's ingest: ``requests()`` (the next wave; empty when finished), ``take()``."""
+
+    def __init__(self, user: str, lines: list[HistoryLine]):
+        self.user, self.lines = user, lines
+        self.calls = 0
+
+    @abstractmethod
+    def requests(self) -> list[ChatRequest]: ...
+
+    @abstractmethod
+    def take(self, results: list[ChatResult]) -> None: ...
+
+    @abstractmethod
+    def items(self) -> pd.DataFrame: ...
+
+    def info(self) -> dict[str, Any]:
+        """What the build says about this user beside its items (``done.json``)."""
+        return {}
+
+
+def run_waves(client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any,
+              desc: str, parse: Any = None) -> dict[str, str]:
+    """Drive every user's ingest to its end; returns ``{user: reason}`` of the failed ones.
+
+    ``parse`` (a reply to its value, raising ``ValueError`` when unusable) makes the client
+    re-ask a malformed reply; one still unusable fails its user, like a failed call."""
+    failed: dict[str, str] = {}
+    active = dict(ingests)
+    wave = 0
+    bar = tqdm(total=len(active), desc=desc, unit="user", disable=not active,
+               file=sys.stderr, leave=True)
+    while active:
+        asked = {user: ingest.requests() for user, ingest in active.items()}
+        asked = {u: r for u, r in asked.items() if r}
+        bar.update(len(active) - len(asked))  # users with nothing more to ask are finished
+        if not asked:
+            break
+        wave += 1
+        flat = [r for rs in asked.values() for r in rs]
+        bar.set_postfix_str(f"wave {wave}, {len(flat)} calls")
+        results = client.chat_many(flat, offline=offline, parse=parse, progress=False)
+        start = 0
+        for user, requests in asked.items():
+            mine = results[start:start + len(requests)]
+            start += len(requests)
+            bad = next((r for r in mine if not r.ok), None)
+            active[user].calls += len(mine)
+            if bad is not None:
+                failed[user] = (f"{bad.request.stage} call failed: "
+                                f"{bad.error or bad.parse_error}")
+                continue
+            active[user].take(mine)
+        bar.update(sum(1 for u in asked if u in failed))
+        active = {u: i for u, i in active.items() if u in asked and u not in failed}
+    bar.close()
+    return failed
+
+
+class StoredSystem(MemorySystem):
+    """A system whose items are written by :mod:`memcost.systems.store`; ``embed_kinds`` of them
+    get vectors, which the exact search of :meth:`nearest` ranks against the question."""
+
+    embed_kinds: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()  # ids of the prompts it sends (part of its fingerprint)
+    parse: Any = None  # its replies to values (see run_waves); None: taken as text
+
+    @property
+    def folder(self):
+        return store.system_dir(self.ds, self.name)
+
+    def fingerprint(self, client: LLMClient) -> str:
+        material = {"system": self.name, "settings": self.settings, "prompts": self.prompts,
+                    "backend": client.backend, "base_url": client.base_url}
+        return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()
+                              ).hexdigest()[:16]
+
+    @abstractmethod
+    def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
+        """The ingest of one user's conversation (rows of ``conversations.parquet``)."""
+
+    @abstractmethod
+    def offline(self, request: ChatRequest) -> str:
+        """The offline stand-in for every request the system sends (by ``payload["step"]``)."""
+
+    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
+        t0 = time.perf_counter()
+        groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
+        report = SystemBuild(self.name, users=len(groups))
+        fingerprint = self.fingerprint(client)
+        done = store.finished(self.folder, list(groups), fingerprint)
+        report.resumed = len(done)
+        ingests = {u: self.start(u, g) for u, g in groups.items() if u not in done}
+        report.failed = run_waves(client, ingests, self.offline, desc=f"{self.name}: ingest",
+                                  parse=type(self).parse)
+        finished = {u: i for u, i in ingests.items() if u not in report.failed}
+        items = {u: i.items() for u, i in finished.items()}
+        vectors = self._embed(client, items)
+        for user, ingest in finished.items():
+            store.write_user(self.folder, user, items[user], vectors.get(user),
+                             fingerprint=fingerprint, calls=ingest.calls, info=ingest.info())
+        store.record_failures(self.folder, report.failed)
+        report.built = len(finished)
+        report.wall_s = time.perf_counter() - t0
+        return report
+
+    def _embed(self, client: LLMClient, items: Mapping[str, pd.DataFrame]
+               ) -> dict[str, np.ndarray]:
+        if not self.embed_kinds:
+            return {}
+        users = list(items)
+        groups = [(items[u].loc[items[u]["kind"].isin(self.embed_kinds), "text"].tolist(),
+                   self.tags(u)) for u in users]
+        arrays = embed_groups(client, groups, model=self.settings.get(
+            "embedding_model", EMBEDDING_MODEL), desc=f"{self.name}: embed items")
+        width = max((a.shape[1] for a in arrays if a.ndim == 2), default=0)
+        out = {}
+        for user, array in zip(users, arrays, strict=True):
+            frame = items[user]
+            full = np.zeros((len(frame), width), np.float32)
+            if len(array):
+                full[frame["kind"].isin(self.embed_kinds).to_numpy()] = array
+            out[user] = full
+        return out
+
+    def question_vectors(self, client: LLMClient, questions: pd.DataFrame) -> np.ndarray:
+        return embed_questions(client, questions, dataset=self.dataset,
+                               model=self.settings.get("embedding_model", EMBEDDING_MODEL),
+                               system=self.answers_as)
+
+    def state(self) -> pd.DataFrame:
+        return store.state_table(self.folder)
+
+    @property
+    def memory_files(self) -> list:
+        return [self.folder / "done.json"]
+
+    def load(self, user: str) -> tuple[pd.DataFrame, np.ndarray | None]:
+        return store.read_user(self.folder, user)
+
+
+def nearest(vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray, k: int
+            ) -> list[tuple[int, float]]:
+    """The ``k`` eligible rows most similar to ``query`` (inner product of unit vectors: exact
+    cosine), best first, ties by row order."""
+    if vectors is None or not len(vectors) or k <= 0:
+        return []
+    scores = vectors @ query.astype(np.float32)
+    rows = [i for i in np.flatnonzero(eligible)]
+    rows.sort(key=lambda i: (-float(scores[i]), i))
+    return [(i, float(scores[i])) for i in rows[:k]]
+
+
+def recall_of(items: pd.DataFrame, picked: Sequence[tuple[int, float]], started: float,
+              extra: pd.DataFrame | None = None) -> Recall:
+    """A :class:`Recall` of ``items`` rows ``picked`` (with scores), after ``extra`` rows."""
+    chosen = items.iloc[[i for i, _ in picked]].assign(score=[s for _, s in picked])
+    if extra is not None and len(extra):
+        chosen = pd.concat([extra.assign(score=np.nan), chosen], ignore_index=True)
+    return Recall(chosen.reset_index(drop=True)[list(ITEM_COLUMNS)],
+                  latency_s=time.perf_counter() - started)

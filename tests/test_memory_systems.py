@@ -1,0 +1,207 @@
+"""The memory-system interface and the four architectures beside the paper's: what each stores,
+what its gates and policies do, and what its ledger holds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_memory import make_turns, yoga_conversation
+
+from memcost.answers import system_kind
+from memcost.calls import read_calls
+from memcost.llm import make_client
+from memcost.systems import open_system, parse_systems, system_names
+from memcost.systems.answer import answer_with_system
+from memcost.systems.graph import GraphMemory
+from memcost.systems.hierarchical import WorkingSet
+from memcost.systems.observational import ObservationalMemory
+from memcost.systems.store import read_user
+from memcost.systems.stored import user_lines
+from memcost.tokens import count_tokens
+
+
+def client_for(run):
+    return make_client(run, progress=False)
+
+
+def questions_for(user: str, texts: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"question_id": [f"{user}-q{i}" for i in range(len(texts))],
+                         "conversation_id": user, "question": texts,
+                         "evidence": [[] for _ in texts], "question_date": None,
+                         "options": None})
+
+
+def test_the_registry_names_five_systems_and_refuses_an_unknown_one_in_one_line():
+    assert system_names() == ("mem0_style", "graph", "hierarchical", "observational", "rag")
+    with pytest.raises(ValueError, match=r"^unknown memory system 'mem0'; the memory systems "
+                                         r"are mem0_style, graph, hierarchical"):
+        parse_systems(["mem0"])
+    with pytest.raises(ValueError, match=r"memory system rag: unknown setting\(s\) \['k'\]"):
+        parse_systems([{"rag": {"k": 3}}])
+    assert parse_systems(["rag", {"hierarchical": {"window_turns": 4}}]) == [
+        ("rag", {}), ("hierarchical", {"window_turns": 4})]
+    assert system_kind("memory_graph") == "memory"  # judged as a memory system
+
+
+class ModelLikeGraph(GraphMemory):
+    """The graph system with the replies a model gives for the yoga conversation (the offline
+    stand-in finds relations from words; a model says which relation a new one supersedes)."""
+
+    def offline(self, request):
+        step, text = request.payload["step"], " ".join(t for _, t in request.payload["messages"])
+        if step == "entities":
+            return json.dumps({"entities": [{"name": "Ana", "type": "person"},
+                                            {"name": "yoga", "type": "activity"}]})
+        if "twice a week" in text:
+            return json.dumps({"relations": [{"source": "Ana", "relation": "goes to yoga",
+                                              "destination": "twice a week", "supersedes": None}]})
+        if "three times a week" in text:
+            stored = request.payload["stored"]
+            assert [s[2] for s in stored] == ["goes to yoga"]  # shown the stored relation
+            return json.dumps({"relations": [{"source": "Ana", "relation": "goes to yoga",
+                                              "destination": "three times a week",
+                                              "supersedes": stored[0][0]}]})
+        return json.dumps({"relations": []})
+
+
+def test_graph_marks_a_superseded_relation_invalid_and_keeps_it(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    system = ModelLikeGraph(ds, {"batch_size": 2}, dataset="locomo")
+    report = system.build(client_for(run_paths), yoga_conversation())
+    assert report.built == 1 and not report.failed
+    items, vectors = read_user(system.folder, "pair-1")
+    triples = items.loc[items["kind"] == "triple"].set_index("item_id")
+    assert triples["text"].tolist() == ["Ana goes to yoga twice a week",
+                                        "Ana goes to yoga three times a week"]
+    old, new = triples.index
+    assert not triples.loc[old, "valid"] and triples.loc[new, "valid"]  # kept, marked
+    assert json.loads(triples.loc[old, "detail"])["superseded_by"] == new
+    assert vectors.shape[0] == len(items)
+    # only the valid relation comes back for a question about it
+    recall = system.recall(client_for(run_paths),
+                           questions_for("pair-1", ["How often does Ana go to yoga?"]))
+    assert recall["pair-1-q0"].items["text"].tolist() == ["Ana goes to yoga three times a week"]
+
+
+def test_graph_offline_makes_two_calls_per_segment_tagged_with_the_system(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    system = open_system("graph", ds, dataset="locomo", settings={"batch_size": 2})
+    system.build(client_for(run_paths), yoga_conversation())
+    calls = [c for c in read_calls(run_paths.calls) if c["stage"] == "extract"]
+    steps = [c["memory_step"] for c in calls]
+    assert steps == ["entities", "relations"] * (len(steps) // 2) and len(steps) >= 4
+    assert {c["system"] for c in calls} == {"memory_graph"}
+
+
+def test_working_set_evicts_by_its_policy():
+    lru = WorkingSet(2, "lru")
+    for row in (1, 2, 1, 3):  # 1 is hit again, so 2 is the least recently used
+        lru.hit(row)
+    assert lru.rows() == [1, 3] and lru.evicted == [2]
+    fifo = WorkingSet(2, "fifo")
+    for row in (1, 2, 1, 3):  # under fifo a second hit does not save 1
+        fifo.hit(row)
+    assert fifo.rows() == [2, 3] and fifo.evicted == [1]
+    with pytest.raises(ValueError, match="eviction must be one of"):
+        WorkingSet(2, "random")
+
+
+def test_hierarchical_promotes_an_archived_hit_into_working_memory(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    settings = {"window_turns": 2, "summary_every": 3, "archive_top_k": 1,
+                "working_capacity": 1}
+    system = open_system("hierarchical", ds, dataset="locomo", settings=settings)
+    client = client_for(run_paths)
+    system.build(client, yoga_conversation())
+    items, _ = read_user(system.folder, "pair-1")
+    assert items["kind"].tolist().count("turn") == 2  # L1: the last two messages
+    assert items["kind"].tolist().count("summary") == 1
+    archived = items.loc[items["kind"] == "archive", "text"].tolist()
+    assert any("twice a week" in t for t in archived)
+    recalls = system.recall(client, questions_for("pair-1", [
+        "Ana yoga twice a week studio office", "beagle Pretzel adopted January"]))
+    first, second = recalls["pair-1-q0"].items, recalls["pair-1-q1"].items
+    assert "twice a week" in first.loc[first["kind"] == "working", "text"].item()
+    assert "Pretzel" in second.loc[second["kind"] == "working", "text"].item()
+    working = system.working_sets["pair-1"]
+    assert len(working.evicted) == 1  # the yoga message went back to L3 at capacity 1
+    assert {"summary", "turn"} <= set(second["kind"])
+
+
+def test_observer_fires_on_the_message_that_reaches_its_threshold(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    turns = yoga_conversation()
+    lines = user_lines(turns)
+    sizes = [count_tokens(line.render() + "\n") for line in lines]
+    threshold = sum(sizes[:3])  # reached exactly by the third message
+    system = ObservationalMemory(ds, {"observer_tokens": threshold, "reflector_tokens": 10**6},
+                                 dataset="locomo")
+    system.build(client_for(run_paths), turns)
+    state = system.state().set_index("conversation_id").loc["pair-1"]
+    assert state["observer_fired"] == 2 - (sum(sizes[3:]) < threshold)
+    assert state["gates"][0] == {"gate": "observer", "position": lines[2].position,
+                                 "tokens": threshold}
+    one_less = ObservationalMemory(run_paths.dataset("longmemeval").ensure(),
+                                   {"observer_tokens": threshold + 1}, dataset="longmemeval")
+    one_less.build(client_for(run_paths), turns)
+    gates = one_less.state().set_index("conversation_id").loc["pair-1", "gates"]
+    assert gates[0]["position"] == lines[3].position  # one token more: one message later
+
+
+def test_the_reflector_condenses_once_observations_reach_its_threshold(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    system = ObservationalMemory(ds, {"observer_tokens": 1, "reflector_tokens": 1},
+                                 dataset="locomo")
+    system.build(client_for(run_paths), yoga_conversation())
+    state = system.state().set_index("conversation_id").loc["pair-1"]
+    assert state["reflector_fired"] >= 1
+    stages = [c["memory_step"] for c in read_calls(run_paths.calls) if c["stage"] == "extract"]
+    # each message is observed at once; the first observation starts the reflector
+    first = stages.index("reflector")
+    assert first > 0 and set(stages[:first]) == {"observer"}
+
+
+def test_rag_writes_with_embeddings_alone_and_answers_under_its_own_name(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")])
+    system = open_system("rag", ds, dataset="locomo", settings={"chunk_tokens": 60})
+    client = client_for(run_paths)
+    system.build(client, turns)
+    records = read_calls(run_paths.calls)
+    mine = [r for r in records if r["system"] == "memory_rag"]
+    assert {r["stage"] for r in mine} == {"embed"}  # no extraction, no update
+    items, vectors = read_user(system.folder, "pair-1")
+    assert len(items) > 1 and (items["tokens"] <= 60).all() and np.allclose(
+        np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert sorted(p for ps in items["positions"] for p in ps) == list(range(7))  # every turn
+    questions = questions_for("pair-1", ["What is the beagle called?"])
+    answers = answer_with_system(client, system, questions, turns)
+    assert answers.answered == 1 and answers.recalls["pair-1-q0"].tokens > 0
+    lines = [json.loads(x) for x in ds.answers_file("memory_rag").read_text().splitlines()]
+    assert lines[0]["system"] == "memory_rag" and lines[0]["retrieved_kinds"] == ["chunk"] * 2
+    read = [r for r in read_calls(run_paths.calls) if r["stage"] == "read"]
+    assert read[0]["system"] == "memory_rag"
+
+
+def test_a_finished_user_is_not_built_again_and_a_failed_one_is_retried(run_paths):
+    ds = run_paths.dataset("locomo").ensure()
+    turns = pd.concat([yoga_conversation("pair-1"), make_turns("pair-2", [
+        ("2023-05-01T09:00:00", [("Cleo", "user", "I moved to Porto in May for a new job.")])])])
+
+    class Flaky(GraphMemory):
+        def offline(self, request):
+            if request.tags["conversation_id"] == "pair-2" and not getattr(self, "healed", False):
+                raise RuntimeError("the model is down")
+            return super().offline(request)
+
+    system = Flaky(ds, dataset="locomo")
+    with pytest.raises(RuntimeError):  # an offline method that raises is a bug, not a failure
+        system.build(client_for(run_paths), turns)
+    system.healed = True
+    first = system.build(client_for(run_paths), turns)
+    assert first.built == 2 and first.resumed == 0
+    again = system.build(client_for(run_paths), turns)
+    assert again.built == 0 and again.resumed == 2
