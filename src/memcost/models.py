@@ -34,8 +34,7 @@ PAPER_SETTINGS: dict[str, dict[str, object]] = {
         "embedding_model": EMBEDDING_MODEL,
         "batch_size": 10,  # §3.1: messages per segment
         "max_segment_chars": 8000,  # §3.1: characters of content per segment
-        "hnsw_m": 16,  # §3.1: HNSW index
-        "ef_construction": 64,  # §3.1: HNSW index
+        "hnsw": {"m": 16, "ef_construction": 64},  # §3.1: HNSW index
     },
     "02_answer_from_memory": {
         "reader_model": READER_MODEL,

@@ -87,6 +87,8 @@ MOVED_INTO_GROUPS: dict[str, tuple[str, str]] = {
     "gap_min_seconds": ("gap_grid", "min_seconds"),
     "gap_max_seconds": ("gap_grid", "max_seconds"),
     "gap_points": ("gap_grid", "points"),
+    "hnsw_m": ("hnsw", "m"),
+    "ef_construction": ("hnsw", "ef_construction"),
     "reader_prompt_tokens": ("assumptions", "reader_prompt_tokens"),
     "facts_per_user": ("assumptions", "facts_per_user"),
     **{f"explorer_{key}": ("explorer", key) for key in (

@@ -114,6 +114,10 @@ RUN_TABLES: dict[str, str] = {
     # the cost model with this run's measured constants, notebook 05
     "cost_model_measured": "cost_model_measured",
     "cost_per_correct_answer": "cost_per_correct_answer",  # cost per correct answer, notebook 05
+    # p50/p95 of search, answer and total per system, with Mem0's published p95, notebook 05
+    "latency": "latency",
+    # write and read cost and break-even per memory system, notebook 05
+    "cost_per_memory_system": "cost_per_memory_system",
     # cumulative cost curves behind Figure 1b, notebook 05
     "cumulative_cost_curves": "cumulative_cost_curves",
     "figure1_cost_difference": "figure1_cost_difference",  # the grid behind Figure 1, notebook 05
@@ -163,6 +167,7 @@ RUN_FIGURES: dict[str, str] = {
     "break_even_by_context_today": "break_even_by_context_today",
     "break_even_by_gap": "break_even_by_gap",  # break-even against the gap between questions
     "cost_explorer": "cost_explorer",  # the break-even explorer's static figure
+    "latency": "latency",  # latency per system and stage, Mem0's published p95 beside
 }
 
 

@@ -11,7 +11,9 @@ One module per section of the notebook:
 * :mod:`~memcost.costs.ledger` — ``calls.jsonl`` loaded (through :mod:`memcost.calls`) and priced;
 * :mod:`~memcost.costs.measured` — the bill per stage, user and question, cached share, token
   ratios, cost per correct answer;
-* :mod:`~memcost.costs.measured_model` — the cost model's constants measured on a run;
+* :mod:`~memcost.costs.measured_model` — the cost model's constants measured on a run, per
+  memory system;
+* :mod:`~memcost.costs.latency` — search and answer latency per system, Mem0's beside;
 * :mod:`~memcost.costs.estimate` — the bill estimated before a run, from notebook 00's counts;
 * :mod:`~memcost.costs.profile` — the datasets' shape against the paper's Tables 1-2.
 
@@ -42,6 +44,12 @@ from memcost.costs.growth import (
     sustained_break_even,
     token_break_even,
     token_vs_dollar_table,
+)
+from memcost.costs.latency import (
+    MEM0_PUBLISHED,
+    latency_table,
+    question_latencies,
+    with_published,
 )
 from memcost.costs.ledger import (
     ESTIMATE,
@@ -105,6 +113,10 @@ from memcost.costs.sensitivity import (
 )
 
 __all__ = [
+    "MEM0_PUBLISHED",
+    "latency_table",
+    "question_latencies",
+    "with_published",
     "BATCH_SCENARIOS",
     "ESTIMATE",
     "ESTIMATE_NOTE",

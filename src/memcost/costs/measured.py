@@ -72,6 +72,13 @@ def stage_costs(priced: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def memory_system(work: pd.DataFrame) -> pd.Series:
+    """The memory system of each write or read record: its ``system`` tag, or ``memory`` (the
+    paper's writes carry none); ``None`` for long context and the judge."""
+    memory = work["phase"].isin(["write", "read"])
+    return work["answer_system"].where(work["answer_system"].notna(), "memory").where(memory)
+
+
 def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
     """Cost per dataset and conversation (the paper's "per user"): one column per phase/system.
 
@@ -82,7 +89,9 @@ def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
     if work.empty:
         return pd.DataFrame(columns=["dataset", "conversation_id", "questions", "total_usd"])
     label = work["phase"].where(work["phase"] != "long_context", work["answer_system"])
-    label = label.fillna(work["phase"]).astype(str) + "_usd"
+    label = label.fillna(work["phase"]).astype(str)
+    other = work["phase"].isin(["write", "read"]) & ~memory_system(work).eq("memory")
+    label = label.where(~other, label + "_" + memory_system(work).astype(str)) + "_usd"
     table = (
         work.assign(component=label)
         .groupby(["dataset", "conversation_id", "component"])["cost_usd"]
@@ -117,8 +126,11 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
     requests exceed questions)."""
     work = workload(priced)
     rows = []
-    for dataset, frame in work.groupby("dataset", dropna=False, sort=True):
-        conversations = frame["conversation_id"].nunique()
+    for dataset, everything in work.groupby("dataset", dropna=False, sort=True):
+        conversations = everything["conversation_id"].nunique()
+        mine = memory_system(everything)
+        # the paper's components are its memory's; each other memory system gets its own two
+        frame = everything.loc[mine.isna() | mine.eq("memory")]
         components: list[tuple[str, pd.DataFrame]] = [
             ("write: fact extraction", frame.loc[frame["stage"] == "extract"]),
             ("write: update phase", frame.loc[frame["stage"] == "update"]),
@@ -134,6 +146,10 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
             models = ", ".join(sorted(part["price_model"].dropna().unique()))
             components.append((f"answer: {system} ({models})", part))
         components.append(("judge", frame.loc[frame["phase"] == "judge"]))
+        for system in sorted(set(mine.dropna()) - {"memory"}):
+            part = everything.loc[mine.eq(system)]
+            components.append((f"write: {system}", part.loc[part["phase"] == "write"]))
+            components.append((f"read: {system}", part.loc[part["phase"] == "read"]))
         for name, part in components:
             if part.empty:
                 continue

@@ -15,7 +15,7 @@ import pandas as pd
 
 from memcost.costs.growth import first_break_even, sustained_break_even, token_break_even
 from memcost.costs.ledger import basis_of, workload
-from memcost.costs.measured import lc_cached_share, ordered
+from memcost.costs.measured import lc_cached_share, memory_system, ordered
 from memcost.costs.model import CostConstants, CostModel
 from memcost.prices import price_for
 
@@ -26,6 +26,7 @@ def measured_cost_model(
     lc_system: str,
     *,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    memory: str = "memory",
 ) -> tuple[CostModel, dict[str, Any]]:
     """The four constants of the cost model measured on one dataset of a run.
 
@@ -35,7 +36,7 @@ def measured_cost_model(
     (LongMemEval) there are no later calls: ``C_cached`` is then the first calls' tokens with the
     whole prompt priced as cached — the paper's own assumption, stated in the details.
     """
-    work, write, read, lc = _phases(priced, dataset, lc_system)
+    work, write, read, lc = _phases(priced, dataset, lc_system, memory)
     conversations = write["conversation_id"].nunique()
     questions = read["question_id"].nunique()
     first_mask = ~lc.duplicated(subset=["conversation_id"], keep="first")
@@ -43,6 +44,7 @@ def measured_cost_model(
     per_call = lc.groupby(["conversation_id", "question_id"], dropna=False, sort=False)
     details: dict[str, Any] = {
         "dataset": dataset,
+        "memory_system": memory,
         "lc_system": lc_system,
         "conversations": int(conversations),
         "questions": int(questions),
@@ -67,9 +69,10 @@ def measured_cost_model(
 
 
 def _phases(
-    priced: pd.DataFrame, dataset: str, lc_system: str
+    priced: pd.DataFrame, dataset: str, lc_system: str, memory: str = "memory"
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One dataset's workload in ledger order, and its write, read and ``lc_system`` records."""
+    """One dataset's workload in ledger order, and the write and read records of the memory
+    system ``memory`` and the ``lc_system`` records."""
     if priced.empty:
         raise ValueError(
             "measuring the cost model needs a calls.jsonl with records (none found in these "
@@ -78,8 +81,9 @@ def _phases(
     work = ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
     if work.empty:
         raise ValueError(f"no ledger records for dataset {dataset!r}")
-    write = work.loc[work["phase"] == "write"]
-    read = work.loc[work["phase"] == "read"]
+    mine = memory_system(work) == memory
+    write = work.loc[(work["phase"] == "write") & mine]
+    read = work.loc[(work["phase"] == "read") & mine]
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
     missing = [
         name for name, part in (("write", write), ("read", read), (lc_system, lc)) if part.empty
@@ -177,15 +181,18 @@ def measured_constants(
     return constants, details
 
 
-def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str) -> pd.DataFrame:
-    """Per conversation, the question-by-question cost of memory and of one long-context system.
+def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str,
+                    memory: str = "memory") -> pd.DataFrame:
+    """Per conversation, the question-by-question cost of the memory system ``memory`` and of
+    one long-context system.
 
     Memory pays the conversation's whole write cost with its first question, then one read per
     question; long context pays each call as it came. Questions are in ledger order.
     """
     work = ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
-    write = work.loc[work["phase"] == "write"].groupby("conversation_id")["cost_usd"].sum()
-    read = work.loc[work["phase"] == "read"].groupby("question_id")["cost_usd"].sum()
+    mine = memory_system(work) == memory
+    write = work.loc[(work["phase"] == "write") & mine].groupby("conversation_id")["cost_usd"].sum()
+    read = work.loc[(work["phase"] == "read") & mine].groupby("question_id")["cost_usd"].sum()
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
     lc = lc.groupby(["conversation_id", "question_id"], sort=False)["cost_usd"].sum().reset_index()
     rows = []
@@ -222,30 +229,32 @@ def measured_break_even(
     work = workload(priced)
     lc_calls = work.loc[work["phase"] == "long_context"]
     systems = sorted(lc_calls["answer_system"].dropna().unique())
+    memories = sorted(set(memory_system(work).dropna()), key=lambda m: (m != "memory", m))
     model_rows: list[dict[str, Any]] = []
     user_rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    for dataset in sorted(work["dataset"].dropna().unique()):
-        for system in systems:
-            try:
-                model, details = measured_cost_model(priced, dataset, system,
-                                                     price_overrides=price_overrides)
-            except ValueError as exc:
-                skipped.append(f"{dataset}/{system}: {exc}")
-                continue
-            series = per_user_series(priced, dataset, system)
-            for conversation, part in series.groupby("conversation_id"):
-                user_rows.append({
-                    "dataset": dataset, "system": system, "conversation_id": conversation,
-                    "questions": len(part),
-                    "first_break_even": first_break_even(part["memory_usd"],
-                                                         part["long_context_usd"]),
-                    "sustained_break_even": sustained_break_even(part["memory_usd"],
-                                                                 part["long_context_usd"]),
-                })
-            model_rows.append({**details, "write_usd": model.write_usd, "read_usd": model.read_usd,
-                               "lc_first_usd": model.lc_first_usd,
-                               "lc_cached_usd": model.lc_cached_usd})
+    pairs = [(d, m, s) for d in sorted(work["dataset"].dropna().unique()) for m in memories
+             for s in systems]
+    for dataset, memory, system in pairs:
+        try:
+            model, details = measured_cost_model(priced, dataset, system,
+                                                 price_overrides=price_overrides, memory=memory)
+        except ValueError as exc:
+            skipped.append(f"{dataset}/{memory}/{system}: {exc}")
+            continue
+        series = per_user_series(priced, dataset, system, memory)
+        for conversation, part in series.groupby("conversation_id"):
+            user_rows.append({
+                "dataset": dataset, "memory_system": memory, "system": system,
+                "conversation_id": conversation, "questions": len(part),
+                "first_break_even": first_break_even(part["memory_usd"],
+                                                     part["long_context_usd"]),
+                "sustained_break_even": sustained_break_even(part["memory_usd"],
+                                                             part["long_context_usd"]),
+            })
+        model_rows.append({**details, "write_usd": model.write_usd, "read_usd": model.read_usd,
+                           "lc_first_usd": model.lc_first_usd,
+                           "lc_cached_usd": model.lc_cached_usd})
     return pd.DataFrame(model_rows), pd.DataFrame(user_rows), skipped
 
 
@@ -254,7 +263,7 @@ def break_even_by_user_summary(users: pd.DataFrame) -> pd.DataFrame:
     if users.empty:
         return users
     differs = users["first_break_even"].ne(users["sustained_break_even"])
-    return users.assign(differs=differs).groupby(["dataset", "system"]).agg(
+    return users.assign(differs=differs).groupby(["dataset", "memory_system", "system"]).agg(
         users=("conversation_id", "size"), questions_per_user=("questions", "median"),
         median_first=("first_break_even", "median"),
         median_sustained=("sustained_break_even", "median"),

@@ -16,6 +16,7 @@ from memcost.plots.costs import (
     plot_cumulative_costs,
     plot_stage_costs,
 )
+from memcost.plots.latency import plot_latency
 from memcost.plots.style import (
     OFFLINE_NOTE,
     SYSTEM_COLORS,
@@ -37,6 +38,7 @@ __all__ = [
     "plot_break_even_heatmap",
     "plot_calibration_intervals",
     "plot_cumulative_costs",
+    "plot_latency",
     "plot_sensitivity",
     "plot_stage_costs",
     "plot_sustained_break_even",

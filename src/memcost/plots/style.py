@@ -14,6 +14,11 @@ from memcost.plots.theme import SEABORN_WHITEGRID
 
 # Colours per system, fixed so that a system has the same colour in every figure.
 SYSTEM_COLORS = {
+    # the other memory systems before the paper's "memory" (the first matching prefix wins)
+    "memory_rag": "#17becf",
+    "memory_graph": "#9467bd",
+    "memory_hierarchical": "#8c564b",
+    "memory_observational": "#e377c2",
     "memory": "#1f77b4",
     "long_context": "#d62728",
     "rolling_window": "#ff7f0e",

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import memcost.systems.store as system_files
 from memcost import manifest as manifest_mod
-from memcost.answers import answer_systems, load_answers
+from memcost.answers import answer_systems, load_answers, system_kind
 from memcost.io import read_json, write_json
 from memcost.judgments import read_judgments
 from memcost.memory import facts as memory_files
@@ -100,10 +101,24 @@ def _segments(ds: DatasetPaths) -> tuple[int, int, tuple[str, ...]]:
     return len(called), len(failed), _distinct(failed["error"].tolist())
 
 
+def _memories(ds: DatasetPaths) -> tuple[int, int, tuple[str, ...]]:
+    """Segments of the paper's memory, and users of every other memory system (a user whose
+    build failed is in its system's ``failed.json`` until a rerun builds it)."""
+    total, failed, errors = _segments(ds)
+    folders = sorted((ds.memory / "systems").glob("*/")) if (ds.memory / "systems").is_dir() else []
+    reasons = list(errors)
+    for folder in folders:
+        done, bad = system_files.read_done(folder), system_files.read_failed(folder)
+        total += len(set(done) | set(bad))
+        failed += len(bad)
+        reasons += [f"{folder.name}: {r}" for r in bad.values()]
+    return total, failed, _distinct(reasons)
+
+
 def _answers(ds: DatasetPaths, memory: bool) -> tuple[int, int, tuple[str, ...]]:
     total, failed, errors = 0, 0, []
     for system in answer_systems(ds):
-        if (system == "memory") != memory:
+        if (system_kind(system) == "memory") != memory:
             continue
         frame = load_answers(ds, system)
         if frame.empty:
@@ -122,7 +137,7 @@ def _votes(ds: DatasetPaths) -> tuple[int, int, tuple[str, ...]]:
 
 
 COUNTERS = {
-    "01": ("segments", lambda ds: _segments(ds)),
+    "01": ("segments", lambda ds: _memories(ds)),
     "02": ("answers", lambda ds: _answers(ds, memory=True)),
     "03": ("answers", lambda ds: _answers(ds, memory=False)),
     "04": ("judge votes", lambda ds: _votes(ds)),
@@ -135,7 +150,10 @@ def stage_status(run: RunPaths, stem: str, dataset: str | None) -> StageStatus |
     if counter is None or dataset is None:
         return None
     item, count = counter
-    total, failed, errors = count(run.dataset(dataset))
+    ds = run.dataset(dataset)
+    total, failed, errors = count(ds)
+    if stem[:2] == "01" and (ds.memory / "systems").is_dir():
+        item = "segments and users"  # the other memory systems are built user by user
     return StageStatus(stem, dataset, item, total, failed, errors)
 
 

@@ -41,6 +41,7 @@ from memcost.prices import UnknownPriceError, price_for
 from memcost.prompts import JUDGE_PROMPTS
 from memcost.run.presets import Preset, PresetError, selected_steps
 from memcost.run.secrets import check_secrets
+from memcost.systems import parse_systems
 from memcost.vectorstore.base import LAYOUTS, STORES
 from memcost.vectorstore.pgvector import ITERATIVE_SCANS
 
@@ -167,6 +168,11 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str],
             raise PresetError(f"parameter {exc}") from None
     if "client" in values:
         values["client"] = check_client(values["client"], str(values.get("backend", "offline")))
+    if "memory_systems" in values:
+        try:
+            parse_systems(values["memory_systems"])
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
 
 
 def check_client(settings: Any, backend: str) -> dict[str, Any]:

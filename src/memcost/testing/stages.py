@@ -13,6 +13,10 @@ stage asks for, built from the request's own text:
 - reader and long context: the sentence of the given memories or history that shares the most
   words with the question, or the option letter in multiple-choice prompts;
 - judge: ``{"reason": ..., "label": "CORRECT" | "WRONG"}`` by word overlap with the reference;
+- graph memory: ``{"entities": [...]}`` (speakers and capitalised names) and
+  ``{"relations": [...]}`` (a triple per statement, superseding a listed relation with the same
+  source and relation); hierarchical memory's summary: its latest statements within 60 words;
+  observational memory: an observation line per statement, the reflector's without repeats;
 - a JSON re-ask: the stage's valid reply.
 
 Nothing is tuned to the bundled samples: every rule is word overlap. A seeded share of the
@@ -42,7 +46,10 @@ from memcost.testing.openai_server import Action, FakeOpenAIServer, default_resp
 from memcost.text import content_words, split_sentences, words
 
 EXTRACT, UPDATE, READ, LONG_CONTEXT, JUDGE = "extract", "update", "read", "long_context", "judge"
-JSON_STAGES = frozenset({EXTRACT, UPDATE, JUDGE})
+# The other memory systems' write calls (memcost.systems): graph memory's two, and the summary.
+ENTITIES, RELATIONS, SUMMARY = "graph_entities", "graph_relations", "summary"
+OBSERVER, REFLECTOR = "observer", "reflector"  # observational memory (both studies)
+JSON_STAGES = frozenset({EXTRACT, UPDATE, JUDGE, ENTITIES, RELATIONS})
 # System messages identify the stage: every prompt of a stage opens with the same one (they
 # have no fields, so formatting them only turns escaped braces into braces, as sending does).
 _SYSTEMS: dict[str, str] = {
@@ -50,6 +57,10 @@ _SYSTEMS: dict[str, str] = {
     prompts.MEMORY_UPDATE.system.format(): UPDATE,
     prompts.MEMORY_READ.system.format(): READ,
     prompts.LONG_CONTEXT_ANSWER.system.format(): LONG_CONTEXT,
+    prompts.MEMORY_GRAPH_ENTITIES.system.format(): ENTITIES,
+    prompts.MEMORY_GRAPH_RELATIONS.system.format(): RELATIONS,
+    prompts.SERVING_OBSERVER.system.format(): OBSERVER,
+    prompts.SERVING_REFLECTOR.system.format(): REFLECTOR,
     **{prompts.get(name).system.format(): JUDGE for name in prompts.JUDGE_PROMPTS},
 }
 _REASK_OPENING = JSON_REASK.user.split("{", 1)[0]
@@ -65,8 +76,80 @@ def stage_of(body: Mapping[str, Any]) -> str | None:
     """The study stage a chat request belongs to (``None``: not one of ours)."""
     for message in body.get("messages") or []:
         if message.get("role") == "system":
-            return _SYSTEMS.get(str(message.get("content", "")))
+            content = str(message.get("content", ""))
+            if content.startswith(_SUMMARY_OPENING):  # its system message has a field
+                return SUMMARY
+            return _SYSTEMS.get(content)
     return None
+
+
+_SUMMARY_OPENING = prompts.MEMORY_SUMMARY.system.split("{", 1)[0]
+_SPOKEN = re.compile(r"^(?:\[[^\]]*\] )?([^:\[\]]{1,40}): (.+)$")
+_STORED = re.compile(r"^(r\d+): (.+?) \| (.+?) \| (.+)$")
+
+
+def _spoken_lines(user: str) -> list[tuple[str, str]]:
+    """``(speaker, text)`` of the ``Name: text`` lines after ``Messages:`` (or the new messages)."""
+    part = re.split(r"(?:New messages|Messages):\n", user, maxsplit=1)[-1]
+    return [(m.group(1), m.group(2)) for line in part.splitlines()
+            if (m := _SPOKEN.match(line.strip()))]
+
+
+def _statements(user: str) -> list[tuple[str, str]]:
+    return [(speaker, s) for speaker, text in _spoken_lines(user) for s in split_sentences(text)
+            if not s.rstrip().endswith("?") and len(content_words(s)) >= 3]
+
+
+def entities_reply(user: str) -> dict[str, Any]:
+    """The people speaking and the capitalised names they use, as graph entities."""
+    found: dict[str, str] = {}
+    for speaker, sentence in _statements(user):
+        found.setdefault(speaker, "person")
+        for name in re.findall(r"(?<=[a-z,;:] )[A-Z][a-zA-Z'-]+", sentence):
+            found.setdefault(name, "other")
+    return {"entities": [{"name": n, "type": t} for n, t in found.items()]}
+
+
+def relations_reply(user: str) -> dict[str, Any]:
+    """One triple per statement: speaker, its first two content words, the rest; it supersedes
+    the listed stored relation with the same source and relation."""
+    stored = {}
+    for line in user.split("Stored relations:\n", 1)[-1].split("\n\n", 1)[0].splitlines():
+        if (m := _STORED.match(line.strip())):
+            stored[(m.group(2).lower(), m.group(3))] = m.group(1)
+    relations = []
+    for speaker, sentence in _statements(user):
+        words_ = content_words(sentence)
+        relation, destination = " ".join(words_[:2]), " ".join(words_[2:8])
+        relations.append({"source": speaker, "relation": relation, "destination": destination,
+                          "supersedes": stored.get((speaker.lower(), relation))})
+    return {"relations": relations}
+
+
+def observer_reply(user: str) -> str:
+    """One ``- Name: statement`` line per statement of the unobserved messages."""
+    part = user.split("Messages not observed yet:\n", 1)[-1]
+    return "\n".join(f"- {speaker}: {s}" for speaker, s in _statements("Messages:\n" + part))
+
+
+def reflector_reply(user: str) -> str:
+    """The observations without repeats, the latest 30."""
+    lines = [ln.strip() for ln in user.splitlines() if ln.strip().startswith("- ")]
+    return "\n".join(list(dict.fromkeys(lines))[-30:])
+
+
+def summary_reply(user: str) -> str:
+    """The last statements of the summary and the new messages that fit 60 words."""
+    earlier = user.split("Summary so far:\n", 1)[-1].split("\n\nNew messages:", 1)[0]
+    lines = [ln for ln in earlier.splitlines() if ln.strip() and ln != "(empty)"]
+    lines += [f"{speaker}: {s}" for speaker, s in _statements(user)]
+    kept, count = [], 0
+    for line in reversed(lines):
+        count += len(line.split())
+        if kept and count > 60:
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
 
 
 def is_reask(body: Mapping[str, Any]) -> bool:
@@ -270,9 +353,8 @@ class StageResponder:
         stage = stage_of(body)
         user = _first_user(body)
         if stage in JSON_STAGES:
-            value: Any = {EXTRACT: extract_reply, UPDATE: update_reply, JUDGE: judge_reply}[
-                stage
-            ](user)
+            value: Any = {EXTRACT: extract_reply, UPDATE: update_reply, JUDGE: judge_reply,
+                          ENTITIES: entities_reply, RELATIONS: relations_reply}[stage](user)
             text = json.dumps(value, ensure_ascii=False)
             if self.breaks(body):
                 # Cut off mid-object, as a model that ran out of tokens answers; no closing
@@ -284,6 +366,12 @@ class StageResponder:
             return read_reply(user)
         if stage == LONG_CONTEXT:
             return long_context_reply(user)
+        if stage == SUMMARY:
+            return summary_reply(user)
+        if stage == OBSERVER:
+            return observer_reply(user)
+        if stage == REFLECTOR:
+            return reflector_reply(user)
         return default_responder(body)
 
 

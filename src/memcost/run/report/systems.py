@@ -1,0 +1,37 @@
+"""The report's section on the memory systems beside the paper's: cost and latency per system."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memcost.run.report.markdown import figure, md_table, png, usd
+from memcost.run.report.view import RunView, read_csv
+
+
+def _never(value) -> str:
+    return "never" if pd.isna(value) else f"{int(value)}"
+
+
+def section_memory_systems(view: RunView) -> list[str]:
+    """Each memory system's write and read cost and break-even against the paper's long
+    context (notebook 05, 6.7), and the latency figure (6.8); nothing when only the paper's
+    memory ran and no answers were timed."""
+    per_system = read_csv(view.run.table.cost_per_memory_system)
+    latency = read_csv(view.run.table.latency)
+    if (per_system is None or len(per_system) < 2) and latency is None:
+        return []
+    lines = ["## Memory systems side by side", ""]
+    if per_system is not None and len(per_system) >= 2:
+        lc = "break_even_vs_long_context_gpt-5-mini"
+        rows = [[r["dataset"], r["memory_system"], usd(r["write_usd"]), usd(r["read_usd"]),
+                 _never(r[lc]) if lc in per_system else "—"]
+                for r in per_system.to_dict("records")]
+        lines += ["Measured on this run's ledger (an estimate for offline records): write per "
+                  "user, read per question, and the break-even against long context "
+                  "(GPT-5-mini) in questions per user.", "",
+                  md_table(rows, ["dataset", "memory system", "write / user", "read / question",
+                                  "break-even N"]), ""]
+    if latency is not None:
+        figure(lines, png(view.run.figure.latency), view.run.root,
+               "Latency per question (p50, p95) with Mem0's published p95")
+    return lines
