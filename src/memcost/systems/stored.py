@@ -220,10 +220,12 @@ def nearest(vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray,
     cosine), best first, ties by row order."""
     if vectors is None or not len(vectors) or k <= 0:
         return []
-    scores = vectors @ query.astype(np.float32)
-    rows = [i for i in np.flatnonzero(eligible)]
-    rows.sort(key=lambda i: (-float(scores[i]), i))
-    return [(i, float(scores[i])) for i in rows[:k]]
+    rows = np.flatnonzero(eligible)
+    if not len(rows):
+        return []
+    scores = vectors[rows] @ query.astype(np.float32)
+    order = np.lexsort((rows, -scores))[:k]  # best score first, then the earlier row
+    return [(int(rows[j]), float(scores[j])) for j in order]
 
 
 def recall_of(items: pd.DataFrame, picked: Sequence[tuple[int, float]], started: float,
