@@ -80,7 +80,7 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
               "client": {"api_key_env": "SERVING_TEST_KEY"},
               "models": [MODEL], "price_overrides": {},
               "workload": {"generator": "llm", "model": MODEL}, "grid": [[15, 50], [20, 80]],
-              "baselines": {"cells": []},
+              "extra_cells": {"baselines": []},
               "figure_cells": {"curve": [20, 80], "cost_per_accuracy": [[20, 80]]},
               "systems": ["full_history", "mem0"]}
     with pytest.raises(NotebookFailed, match="exceeds max_cost_usd"):

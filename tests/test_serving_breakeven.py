@@ -31,8 +31,20 @@ def test_crossing_back_and_forth_counts_from_the_last_crossing():
 
 
 def test_curves_must_match():
-    with pytest.raises(ValueError, match="same non-zero length"):
+    with pytest.raises(ValueError, match="series lengths differ"):
         sustained_break_even([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="same non-zero length"):
+        sustained_break_even([], [])
+
+
+def test_both_studies_share_one_sustained_rule():
+    """The serving study's turn 0 is the main study's question 1: one rule, two numberings."""
+    from memcost.costs import sustained_break_even as per_question
+
+    per_turn_memory, per_turn_full = [5, 1, 1, 1, 1], [2, 2, 2, 2, 2]  # cheaper at the 5th
+    cumulative = (np.cumsum(per_turn_memory), np.cumsum(per_turn_full))
+    assert sustained_break_even(*cumulative) == 4
+    assert per_question(per_turn_memory, per_turn_full) == 5
 
 
 def test_table_averages_seeds_before_deciding():

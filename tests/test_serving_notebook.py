@@ -17,7 +17,7 @@ from memcost.serving.replay import TURN_COLUMNS, read_turns
 pytestmark = pytest.mark.timeout(600)
 TINY = {  # settings groups given in part: the notebook completes them from its defaults
     "grid": [[15, 50], [15, 120], [40, 80]], "seeds": 2,
-    "baselines": {"cells": [[30, 40]], "repeats": 1},
+    "extra_cells": {"baselines": [[30, 40]], "baseline_repeats": 1},
     "system_settings": {"observer_tokens": 1200, "reflector_tokens": 300}, "n_bootstrap": 50,
     "figure_cells": {"curve": [40, 80], "cost_per_accuracy": [[40, 80]]},
     "real_histories": {"datasets": []},

@@ -143,3 +143,23 @@ def test_unknown_system_and_run_plan():
         ("full_history", 100, 200, 0), ("full_history", 100, 200, 1),
         ("full_history", 400, 200, 0), ("full_history", 400, 200, 1)]
     assert len([r for r in runs if r[0] == "mem0"]) == 6
+
+
+def test_observational_memory_gets_its_long_cells_and_their_gates_are_counted():
+    import pandas as pd
+
+    from memcost.serving import tables
+    from memcost.serving.replay import plan_runs
+
+    runs = plan_runs([(15, 50)], [0, 1, 2, 3], ["mem0", "observational"],
+                     observational_cells=[(800, 200), (15, 50)], observational_repeats=3)
+    assert sorted({(s, n, size) for s, n, size, _ in runs}) == [
+        ("mem0", 15, 50), ("observational", 15, 50), ("observational", 800, 200)]
+    assert sum(1 for s, n, *_ in runs if (s, n) == ("observational", 800)) == 3
+    rows = pd.DataFrame([
+        {"system": "observational", "cell": "800×200", "model": "m", "reasoning_effort": "low",
+         "seed": seed, "conversation_id": "c", "stage": stage}
+        for seed in (0, 1) for stage in ("answer", "observer", "observer", "reflector")])
+    gates = tables.gates_fired(rows).set_index("stage")
+    assert gates.loc["observer", "fired"] == 4 and gates.loc["observer", "per_run"] == 2.0
+    assert gates.loc["reflector", "runs"] == 2 and gates.loc["reflector", "per_run"] == 1.0

@@ -96,8 +96,8 @@ MOVED_INTO_GROUPS: dict[str, tuple[str, str]] = {
     **{key: ("system_settings", key) for key in (
         "window", "ingest_interval", "mem0_top_k", "om_top_k", "observer_tokens",
         "reflector_tokens")},
-    "baseline_cells": ("baselines", "cells"),
-    "baseline_repeats": ("baselines", "repeats"),
+    "baseline_cells": ("extra_cells", "baselines"),
+    "baseline_repeats": ("extra_cells", "baseline_repeats"),
     "workload_generator": ("workload", "generator"),
     "generator_model": ("workload", "model"),
     "curve_cell": ("figure_cells", "curve"),

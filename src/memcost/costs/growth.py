@@ -15,6 +15,7 @@ import pandas as pd
 
 from memcost import paper
 from memcost.costs.model import TOKENS_PER_MILLION, CostConstants
+from memcost.stats import stays_below_from
 
 
 def sustained_break_even(
@@ -31,11 +32,8 @@ def sustained_break_even(
     lc = np.cumsum(np.asarray(lc_per_turn, dtype=float))
     if memory.shape != lc.shape:
         raise ValueError(f"series lengths differ: memory {memory.shape}, long context {lc.shape}")
-    cheaper = memory < lc
-    if cheaper.size == 0 or not cheaper[-1]:
-        return None
-    not_cheaper = np.flatnonzero(~cheaper)
-    return 1 if not_cheaper.size == 0 else int(not_cheaper[-1]) + 2
+    start = stays_below_from(memory, lc)
+    return None if start is None else start + 1  # questions are numbered from 1
 
 
 def first_break_even(memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]) -> int | None:

@@ -13,24 +13,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from memcost.stats import stays_below_from
+
 REFERENCE = "full_history"
 NEVER = "never"
 
 
 def sustained_break_even(memory_cumulative: Sequence[float],
                          full_cumulative: Sequence[float]) -> int | None:
-    """The first turn (0-based) from which memory's cumulative cost stays below full history's,
-    or ``None`` when it is not below at the last turn."""
+    """The first turn (0-based, the study's numbering) from which memory's cumulative cost
+    stays below full history's, or ``None`` when it is not below at the last turn: the rule of
+    :func:`memcost.stats.stays_below_from`, which the main study's break-even uses too."""
     mem = np.asarray(memory_cumulative, dtype=float)
-    full = np.asarray(full_cumulative, dtype=float)
-    if mem.shape != full.shape or mem.size == 0:
-        raise ValueError(f"two curves of the same non-zero length needed, got {mem.shape} and "
-                         f"{full.shape}")
-    cheaper = mem < full
-    if not cheaper[-1]:
-        return None
-    not_cheaper = np.flatnonzero(~cheaper)
-    return 0 if not_cheaper.size == 0 else int(not_cheaper[-1] + 1)
+    if mem.size == 0:
+        raise ValueError("two curves of the same non-zero length needed, got empty ones")
+    return stays_below_from(mem, full_cumulative)
 
 
 def label(t_be: int | None) -> str:

@@ -78,11 +78,14 @@ def run_labels(source: str, n_turns: int, mean_tokens: int, seed: int, conversat
 
 
 def plan_runs(grid: Iterable[Sequence[int]], seeds: Sequence[int], systems: Sequence[str],
-              baseline_cells: Iterable[Sequence[int]] = (), baseline_repeats: int = 2,
+              baseline_cells: Iterable[Sequence[int]] = (), baseline_repeats: int = 2, *,
+              observational_cells: Iterable[Sequence[int]] = (), observational_repeats: int = 3,
               ) -> list[tuple[str, int, int, int]]:
     """``(system, N, L, seed)`` of every synthetic run: memory systems on the main grid with
     every seed; the deterministic baselines on the main grid and the extra cells with
-    ``baseline_repeats`` seeds (the study: 8 cells × 2 repeats)."""
+    ``baseline_repeats`` seeds (the study: 8 cells × 2 repeats); observational memory also on
+    its extra cells with ``observational_repeats`` seeds (the study: 800×200 and 800×400, three
+    runs each: long enough for its observer and reflector to fire)."""
     grid = [(int(n), int(size)) for n, size in grid]
     extra = [(int(n), int(size)) for n, size in baseline_cells if (int(n), int(size)) not in grid]
     runs = []
@@ -92,6 +95,11 @@ def plan_runs(grid: Iterable[Sequence[int]], seeds: Sequence[int], systems: Sequ
         else:
             cells, run_seeds = grid, list(seeds)
         runs += [(system, n, size, s) for (n, size), s in itertools.product(cells, run_seeds)]
+    if "observational" in systems:
+        long = [(int(n), int(size)) for n, size in observational_cells
+                if (int(n), int(size)) not in grid]
+        runs += [("observational", n, size, s) for (n, size), s in
+                 itertools.product(long, list(seeds)[:observational_repeats])]
     return runs
 
 

@@ -89,3 +89,25 @@ def residuals_by_cell(turns: pd.DataFrame, fits: dict[str, object]) -> pd.DataFr
                                    - np.log(predicted + 1)}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["system", "cell", "residual"])
+
+
+def gates_fired(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per memory system and cell: runs, and how often each ingest gate fired (in all and per
+    run): Mem0's extraction and observational memory's observer and reflector."""
+    memory = rows.loc[rows["system"].isin(["mem0", "observational"])]
+    if memory.empty:
+        return pd.DataFrame(columns=["system", "cell", "runs", "stage", "fired", "per_run"])
+    memory = memory.assign(run=memory[["model", "reasoning_effort", "seed",
+                                       "conversation_id"]].astype(str).agg("/".join, axis=1))
+    runs = memory.groupby(["system", "cell"])["run"].nunique().rename("runs")
+    stages = memory.loc[memory["stage"].isin(["ingest_extract", "observer", "reflector"])]
+    counts = stages.groupby(["system", "cell", "stage"]).size().rename("fired").reset_index()
+    expected = [(s, c, g) for (s, c) in runs.index
+                for g in (("observer", "reflector") if s == "observational"
+                          else ("ingest_extract",))]
+    full = pd.DataFrame(expected, columns=["system", "cell", "stage"]).merge(
+        counts, how="left", on=["system", "cell", "stage"]).fillna({"fired": 0})
+    full = full.merge(runs.reset_index(), on=["system", "cell"])
+    full["fired"] = full["fired"].astype(int)
+    full["per_run"] = full["fired"] / full["runs"]
+    return full[["system", "cell", "runs", "stage", "fired", "per_run"]]
