@@ -205,3 +205,52 @@ def test_a_finished_user_is_not_built_again_and_a_failed_one_is_retried(run_path
     assert first.built == 2 and first.resumed == 0
     again = system.build(client_for(run_paths), turns)
     assert again.built == 0 and again.resumed == 2
+
+
+def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun(
+        run_paths, tmp_path, monkeypatch):
+    """Through the real client and the local server: one user's graph calls are rejected (a
+    400 for that item), the other user is built; the failed one is in failed.json, counted in
+    notebook 01's items, and a rerun builds it and only it."""
+    from llm_helpers import TEST_KEY, api_client
+
+    from memcost.run.status import stage_status
+    from memcost.testing.openai_server import Action
+    from memcost.testing.stages import stage_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    ds = run_paths.dataset("locomo").ensure()
+    turns = pd.concat([yoga_conversation("pair-1"), make_turns("pair-2", [
+        ("2023-05-01T09:00:00", [("Cleo", "user", "I moved to Porto in May for a new job."),
+                                 ("Dan", "user", "Congratulations on the new job in Porto!")])])])
+    with stage_server(api_key=TEST_KEY, faults=False, malformed_every=0) as server:
+        server.on(lambda path, body: "Cleo" in json.dumps(body.get("messages", "")),
+                  Action(status=400, message="This item was rejected."), times=None)
+        system = open_system("graph", ds, dataset="locomo")
+        first = system.build(api_client(run_paths, server.url, tmp_path), turns)
+        assert first.built == 1 and set(first.failed) == {"pair-2"}
+        assert "rejected" in first.failed["pair-2"] and "FAILED" in first.line()
+        assert set(system.state()["conversation_id"]) == {"pair-1"}
+        status = stage_status(run_paths, "01_extract_facts", "locomo")
+        assert (status.total, status.failed, status.item) == (2, 1, "segments and users")
+        server.clear()
+        again = system.build(api_client(run_paths, server.url, tmp_path), turns)
+    assert (again.built, again.resumed, again.failed) == (1, 1, {})
+    assert set(system.state()["conversation_id"]) == {"pair-1", "pair-2"}
+    assert stage_status(run_paths, "01_extract_facts", "locomo").failed == 0
+
+
+def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
+    from memcost.run import PresetError
+    from memcost.run.notebooks import discover_notebooks
+    from memcost.run.presets import resolve_preset
+    from memcost.run.validate import validate_run
+
+    notebooks = discover_notebooks()
+    preset = resolve_preset("smoke", notebooks,
+                            overrides={"memory_systems": ["mem0_style", "rga"]})
+    with pytest.raises(PresetError, match=r"^parameter memory_systems: unknown memory system "
+                                          r"'rga'; the memory systems are mem0_style, graph, "
+                                          r"hierarchical, observational, rag$"):
+        validate_run(preset, notebooks, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -172,7 +172,7 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str],
         try:
             parse_systems(values["memory_systems"])
         except ValueError as exc:
-            raise PresetError(f"parameter {exc}") from None
+            raise PresetError(f"parameter memory_systems: {exc}") from None
 
 
 def check_client(settings: Any, backend: str) -> dict[str, Any]:
