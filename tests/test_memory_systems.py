@@ -254,3 +254,33 @@ def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
                                           r"hierarchical, observational, rag$"):
         validate_run(preset, notebooks, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
+    from test_usage import record
+
+    from memcost import costs
+
+    nano, mini = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07"
+    q = {"question_id": "q1"}
+    records = [
+        record("extract", nano, 100_000, 20_000, request_hash="w0"),  # the paper's memory
+        record("extract", nano, 10_000, 2_000, system="memory_graph", request_hash="w1"),
+        record("read", mini, 1_000, 50, system="memory", request_hash="r0", **q),
+        record("read", mini, 2_000, 50, system="memory_graph", request_hash="r1", **q),
+        record("long_context", mini, 100_000, 500, system="long_context_gpt-5-mini",
+               request_hash="l0", **q),
+    ]
+    ledger = costs.ledger_from_records(records)
+    table, _, _ = costs.measured_break_even(costs.price_calls(ledger))
+    by = table.set_index("memory_system")
+    assert by.loc["memory", "write_usd"] == pytest.approx((100_000 * 0.05 + 20_000 * 0.4) / 1e6)
+    assert by.loc["memory_graph", "write_usd"] == pytest.approx((10_000 * 0.05 + 2_000 * 0.4) / 1e6)
+    assert by.loc["memory_graph", "read_usd"] == pytest.approx((2_000 * 0.25 + 50 * 2.0) / 1e6)
+    today = costs.price_calls(costs.as_successors(ledger), on="2026-11-30")
+    assert set(today["price_model"]) == {"gpt-6-luna", "gpt-6.1-terra"}
+    summary = costs.summary_table(costs.price_calls(ledger)).set_index("component")
+    assert summary.loc["write: fact extraction", "total_usd"] == pytest.approx(
+        by.loc["memory", "write_usd"])  # the paper's line holds the paper's memory only
+    assert summary.loc["write: memory_graph", "total_usd"] == pytest.approx(
+        by.loc["memory_graph", "write_usd"])

@@ -31,7 +31,7 @@ import pandas as pd
 from memcost.calls import BASE_FIELDS, OFFLINE, STANDARD_TAGS, read_calls, record_call_key
 from memcost.models import slug
 from memcost.paths import RunPaths
-from memcost.prices import price_for
+from memcost.prices import price_for, price_successor
 
 # The ledger schema is the client's: one definition, read here.
 LEDGER_COLUMNS = (*BASE_FIELDS, *STANDARD_TAGS)
@@ -129,6 +129,13 @@ def phase_of(stage: str | None, question_id: str | None) -> str:
     return stage or "unknown"
 
 
+def as_successors(ledger: pd.DataFrame) -> pd.DataFrame:
+    """The ledger with each retired model replaced by its successor
+    (:func:`memcost.prices.price_successor`): the same tokens, billed as today's models would
+    bill them (a model's tokens would differ; the token counts are the run's)."""
+    return ledger.assign(model=ledger["model"].map(price_successor))
+
+
 def answer_system(
     stage: str | None, system: str | None, model: str | None, phase: str
 ) -> str | None:
@@ -145,8 +152,11 @@ def answer_system(
 def price_calls(
     calls: pd.DataFrame,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    on: str | None = None,
 ) -> pd.DataFrame:
-    """Add what each record costs at the price table's prices.
+    """Add what each record costs at the price table's prices (``on``: the rows in force that
+    day, ``YYYY-MM-DD``; default the paper's table).
 
     Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``,
     ``cached_input_usd``, ``output_usd``,
@@ -170,7 +180,7 @@ def price_calls(
     if priced["model"].isna().any():
         lines = priced.loc[priced["model"].isna(), "line"].head(3).tolist()
         raise ValueError(f"ledger records without a model cannot be priced (lines {lines})")
-    prices = {m: price_for(m, price_overrides) for m in priced["model"].unique()}
+    prices = {m: price_for(m, price_overrides, on=on) for m in priced["model"].unique()}
     # The long-context tier (today's rows): above the threshold the whole record costs more.
     # Uncached prompt tokens are priced as plain input: the ledger holds no cache-write count.
     tiers = [prices[m].tier_multipliers(p) for m, p in zip(priced["model"], priced["prompt_tokens"],

@@ -23,14 +23,15 @@ def section_memory_systems(view: RunView) -> list[str]:
     lines = ["## Memory systems side by side", ""]
     if per_system is not None and len(per_system) >= 2:
         lc = "break_even_vs_long_context_gpt-5-mini"
-        rows = [[r["dataset"], r["memory_system"], usd(r["write_usd"]), usd(r["read_usd"]),
-                 _never(r[lc]) if lc in per_system else "—"]
+        rows = [[r["dataset"], r["memory_system"], r.get("prices", ""), usd(r["write_usd"]),
+                 usd(r["read_usd"]), _never(r[lc]) if lc in per_system else "—"]
                 for r in per_system.to_dict("records")]
         lines += ["Measured on this run's ledger (an estimate for offline records): write per "
-                  "user, read per question, and the break-even against long context "
-                  "(GPT-5-mini) in questions per user.", "",
-                  md_table(rows, ["dataset", "memory system", "write / user", "read / question",
-                                  "break-even N"]), ""]
+                  "user, read per question, and the break-even against long context in "
+                  "questions per user, at the paper's prices (GPT-5-mini) and with the same "
+                  "tokens at today's rows of the successors (gpt-6.1-terra, gpt-6-luna).", "",
+                  md_table(rows, ["dataset", "memory system", "prices", "write / user",
+                                  "read / question", "break-even N"]), ""]
     if latency is not None:
         figure(lines, png(view.run.figure.latency), view.run.root,
                "Latency per question (p50, p95) with Mem0's published p95")
