@@ -50,7 +50,7 @@ _FOUNDATIONS = (
     "__init__ paths io tokens text prompts models prices params datasets calls judgments "
     "answers choices stats paper manifest fingerprint lifecycle prefix_cache execution"
 )
-_STAGES = "data memory retrieval longctx judge serving vectorstore systems"
+_STAGES = "data memory retrieval longctx judge serving vectorstore systems gateway"
 LAYER_OF: dict[str, str] = {
     **{name: FOUNDATION for name in _FOUNDATIONS.split()},
     "llm": LLM,

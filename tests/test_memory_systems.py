@@ -34,11 +34,12 @@ def questions_for(user: str, texts: list[str]) -> pd.DataFrame:
                          "options": None})
 
 
-def test_the_registry_names_five_systems_and_refuses_an_unknown_one_in_one_line():
-    assert system_names() == ("mem0_style", "graph", "hierarchical", "observational", "rag")
-    with pytest.raises(ValueError, match=r"^unknown memory system 'mem0'; the memory systems "
+def test_the_registry_names_the_systems_and_refuses_an_unknown_one_in_one_line():
+    assert system_names() == ("mem0_style", "graph", "hierarchical", "mem0", "observational",
+                              "rag")
+    with pytest.raises(ValueError, match=r"^unknown memory system 'mem1'; the memory systems "
                                          r"are mem0_style, graph, hierarchical"):
-        parse_systems(["mem0"])
+        parse_systems(["mem1"])
     with pytest.raises(ValueError, match=r"memory system rag: unknown setting\(s\) \['k'\]"):
         parse_systems([{"rag": {"k": 3}}])
     assert parse_systems(["rag", {"hierarchical": {"window_turns": 4}}]) == [
@@ -251,7 +252,7 @@ def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
                             overrides={"memory_systems": ["mem0_style", "rga"]})
     with pytest.raises(PresetError, match=r"^parameter memory_systems: unknown memory system "
                                           r"'rga'; the memory systems are mem0_style, graph, "
-                                          r"hierarchical, observational, rag$"):
+                                          r"hierarchical, mem0, observational, rag$"):
         validate_run(preset, notebooks, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 

@@ -343,6 +343,29 @@ MEMORY_GRAPH_RELATIONS = register(
               "Messages:\n{messages}"),
     )
 )
+# The mem0 library (memcost.systems.mem0_library): its custom_fact_extraction_prompt, the
+# study's extraction rules (§3.1, Appendix A) in the reply format mem0 parses ({"facts": [...]}).
+# mem0 appends "Input:" and the messages; the first message gives the session date.
+MEM0_EXTRACT = register(
+    Prompt(
+        name="mem0_extract",
+        version="v1",
+        system=(
+            "You keep the long-term memory of a personal assistant. You are shown one part of a "
+            "conversation between people; the first line gives the session date. Write down the "
+            "facts about the people that would help in a later conversation with them.\n"
+            "Rules:\n"
+            "- Each fact is one short, self-contained sentence that names the person it is "
+            "about; never \"I\", \"he\", \"she\".\n"
+            "- Keep names, numbers, frequencies, places and dates; give dates as calendar dates, "
+            "resolving \"yesterday\" or \"last week\" against the session date.\n"
+            "- One piece of information per fact; leave out greetings and small talk.\n"
+            "- If nothing is worth remembering, return an empty list.\n"
+            'Reply with a JSON object and nothing else: {"facts": ["<fact>", ...]}'
+        ),
+        user="",
+    )
+)
 # Hierarchical memory: the working memory's running summary, rewritten every few turns.
 MEMORY_SUMMARY = register(
     Prompt(

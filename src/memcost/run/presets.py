@@ -224,6 +224,9 @@ def resolve_preset(
     if overrides:  # typed on the command line: a message names -p, not the preset file
         check_overrides(preset, overrides, notebooks)
         preset.parameters = merge_parameters(preset.parameters, overrides)
+        # the command line wins over the preset's per-dataset blocks too
+        preset.per_dataset = {name: merge_parameters(block, overrides)
+                              for name, block in preset.per_dataset.items()}
     for block in (preset.parameters, *preset.per_dataset.values()):
         for name in PATH_PARAMETERS:
             if isinstance(block.get(name), str) and block[name]:

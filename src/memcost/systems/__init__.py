@@ -3,6 +3,8 @@
 - :mod:`~memcost.systems.base`: :class:`MemorySystem` (build, recall, state), :class:`Recall`,
   the registry (:func:`system_names`, :func:`open_system`);
 - :mod:`~memcost.systems.mem0_style`: the paper's (``memory``);
+- :mod:`~memcost.systems.mem0_library`: the mem0 library itself, through the metering gateway
+  (``memory_mem0``);
 - :mod:`~memcost.systems.rag`: raw chunks, embedded (``memory_rag``);
 - :mod:`~memcost.systems.graph`: Mem0^g, entities and relation triples (``memory_graph``);
 - :mod:`~memcost.systems.hierarchical`: L1 prompt, L2 working memory, L3 archive
@@ -27,10 +29,11 @@ from memcost.systems.base import (
 )
 from memcost.systems.graph import GraphMemory
 from memcost.systems.hierarchical import HierarchicalMemory
+from memcost.systems.mem0_library import Mem0Library
 from memcost.systems.mem0_style import Mem0Style
 from memcost.systems.observational import ObservationalMemory
 from memcost.systems.rag import Rag
 
-__all__ = ["GraphMemory", "HierarchicalMemory", "Mem0Style", "MemorySystem", "ObservationalMemory",
-           "Rag", "Recall", "SystemBuild", "open_system", "parse_systems", "register",
-           "system_class", "system_names"]
+__all__ = ["GraphMemory", "HierarchicalMemory", "Mem0Library", "Mem0Style", "MemorySystem",
+           "ObservationalMemory", "Rag", "Recall", "SystemBuild", "open_system", "parse_systems",
+           "register", "system_class", "system_names"]

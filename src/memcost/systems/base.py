@@ -96,15 +96,33 @@ class MemorySystem(ABC):
     def state(self) -> pd.DataFrame:
         """One row per built user: ``conversation_id, items, tokens, calls``."""
 
+    def items(self, user: str) -> pd.DataFrame:
+        """What the system stores for ``user`` (at least ``kind``, ``text``, ``tokens``,
+        ``valid``): the notebooks show it."""
+        return store_items(self, user)
+
     @property
     @abstractmethod
     def memory_files(self) -> list[Path]:
         """The files a rebuilt memory changes (answers made from an older one are redone)."""
 
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise ``ValueError`` in one line when the system cannot run here (a library that is
+        missing or of an unsupported version); checked before a run starts."""
+        return None  # the systems of this repository need nothing beyond its own packages
+
     def tags(self, user: str, **extra: Any) -> dict[str, Any]:
         """The ledger tags of one of this system's calls."""
         return {"dataset": self.dataset, "conversation_id": user, "question_id": None,
                 "system": self.answers_as, **extra}
+
+
+def store_items(system: MemorySystem, user: str) -> pd.DataFrame:
+    """A user's items from the system's own folder (:mod:`memcost.systems.store`)."""
+    from memcost.systems.store import read_user, system_dir  # the store imports nothing here
+
+    return read_user(system_dir(system.ds, system.name), user)[0]
 
 
 # Filled as the system modules are imported (memcost.systems imports this package's own).
@@ -154,6 +172,7 @@ def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
             raise ValueError(f"memory_systems entry {entry!r}: expected a name or "
                              "{name: {setting: value}}")
         cls = system_class(str(name))
+        cls.check_available()
         if not isinstance(settings, Mapping):
             raise ValueError(f"memory_systems {name}: settings must be a mapping, not "
                              f"{settings!r}")

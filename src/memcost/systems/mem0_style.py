@@ -75,6 +75,10 @@ class Mem0Style(MemorySystem):
             out[str(q["question_id"])] = Recall(items[list(ITEM_COLUMNS)], found.latency_s)
         return out
 
+    def items(self, user: str) -> pd.DataFrame:
+        facts = MemoryStore(self.ds, self.store).get(user).table
+        return facts.assign(kind="fact", valid=True)
+
     @property
     def memory_files(self) -> list:
         return [self.ds.memory / "facts.parquet"]

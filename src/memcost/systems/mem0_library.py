@@ -1,0 +1,235 @@
+"""``mem0``: the mem0 library itself (``mem0ai``), configured as the study configured it.
+
+The study's memory "was implemented using the Mem0 Open Source framework with a custom
+configuration" (§3.1): ``Memory.add`` with custom extraction instructions, GPT-5-nano at low
+effort, text-embedding-3-small, an HNSW vector store, ``search(top_k=20)``. Here the real
+library runs with that configuration, its chat and embedding requests sent to a metering
+gateway (:mod:`memcost.gateway`) that hands them to the one client: cached, priced in the
+ledger (tagged ``memory_mem0`` and ``mem0/extract``, ``mem0/update``, ``mem0/embed``), budgeted,
+answered offline by stand-ins in mem0's formats (:mod:`memcost.offline.mem0`). Messages are added
+in the study's segments (10 messages, 8,000 characters, one session), the session date first.
+
+Version: mem0ai **1.0.4** (2026-02-17), the last release before the study's submission in
+March 2026; 1.0.x keeps the paper's pipeline (extraction, then an update step choosing ADD,
+UPDATE, DELETE or NONE against similar memories), and 2.0.0 changed extraction to ADD-only.
+Supported: 1.0.x. Its vector store is mem0's own: ``pgvector`` (the paper's; default) on the
+run's private PostgreSQL server (the one :mod:`memcost.vectorstore.embedded` starts), one
+collection for the dataset's users as mem0 creates it (HNSW, cosine; pgvector's defaults
+m = 16, ef_construction = 64, which are the study's), or ``faiss`` (mem0's FAISS provider in the
+dataset's folder; mem0 1.0.4 loses track of vectors after its update phase deletes and adds, so
+a search returns fewer than ``top_k``). Telemetry is off and the library talks to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from importlib import metadata
+from typing import Any
+
+import pandas as pd
+
+import memcost.systems.store as store
+from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
+from memcost.llm import ChatRequest, LLMClient
+from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
+from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.offline.mem0 import offline_mem0_extract, offline_mem0_update
+from memcost.prompts import MEM0_EXTRACT
+from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.stored import item_rows
+from memcost.tokens import count_tokens
+from memcost.vectorstore.embedded import SERVER_DIR, PgServer
+
+PINNED = "1.0.4"
+SUPPORTED = ("1.0.0", "2.0.0")  # [low, high): the 1.0 line, the paper's pipeline
+EMBEDDING_DIMS = 1536  # text-embedding-3-small; the offline embedder has the same width
+_UPDATE_OPENING = "You are a smart memory manager which controls the memory of a system."
+
+
+def library_version() -> str:
+    """The installed mem0ai version, or ``ValueError`` in one line when it is missing or
+    outside the supported range."""
+    try:
+        version = metadata.version("mem0ai")
+    except metadata.PackageNotFoundError:
+        raise ValueError(f"memory system mem0 needs the mem0ai package: pip install "
+                         f"mem0ai=={PINNED} (make setup installs it)") from None
+    parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+    low, high = (tuple(int(p) for p in v.split(".")) for v in SUPPORTED)
+    if not low <= parts < high:
+        raise ValueError(f"mem0ai {version} is not supported: the adapter supports "
+                         f">={SUPPORTED[0]},<{SUPPORTED[1]} (the paper's pipeline; {PINNED} "
+                         "pinned)")
+    return version
+
+
+def route(body: dict[str, Any]) -> Route:
+    """mem0's two chat calls told apart by their prompts."""
+    messages = body.get("messages") or []
+    system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
+    user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    if system.startswith(MEM0_EXTRACT.system[:60]):
+        return Route("extract", "mem0/extract", f"{MEM0_EXTRACT.id}+mem0ai@{PINNED}",
+                     offline_mem0_extract, "low")
+    if user.lstrip().startswith(_UPDATE_OPENING):
+        return Route("update", "mem0/update", f"mem0_update+mem0ai@{PINNED}",
+                     offline_mem0_update, "low")
+    raise ValueError("a mem0 request the adapter does not know (neither its extraction nor "
+                     "its update prompt)")
+
+
+@register
+class Mem0Library(MemorySystem):
+    name = "mem0"
+    answers_as = "memory_mem0"
+    describes = "the mem0 library (mem0ai 1.0.4) configured as §3.1, through the gateway"
+    defaults = {"extraction_model": EXTRACTION_MODEL, "embedding_model": EMBEDDING_MODEL,
+                "batch_size": BATCH_SIZE, "max_segment_chars": MAX_SEGMENT_CHARS, "top_k": 20,
+                "vector_store": "pgvector"}
+
+    _server: PgServer | None = None
+
+    @property
+    def folder(self):
+        return store.system_dir(self.ds, self.name)
+
+    @property
+    def memory_files(self) -> list:
+        return [self.folder / "done.json"]
+
+    @classmethod
+    def check_available(cls) -> None:
+        library_version()
+
+    def _memory(self, gateway: Gateway) -> Any:
+        os.environ["MEM0_TELEMETRY"] = "False"  # before the import: nothing leaves the machine
+        os.environ.setdefault("MEM0_DIR", str(self.folder / "mem0_home"))
+        from mem0 import Memory
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = {
+            "llm": {"provider": "openai", "config": {
+                "model": self.settings["extraction_model"], "api_key": PLACEHOLDER_KEY,
+                "openai_base_url": gateway.base_url}},
+            "embedder": {"provider": "openai", "config": {
+                "model": self.settings["embedding_model"], "api_key": PLACEHOLDER_KEY,
+                "openai_base_url": gateway.base_url, "embedding_dims": EMBEDDING_DIMS}},
+            "vector_store": self._vector_store(),
+            "history_db_path": str(self.folder / "history.db"),
+            "custom_fact_extraction_prompt": MEM0_EXTRACT.system,
+        }
+        return Memory.from_config(config)
+
+    def _vector_store(self) -> dict[str, Any]:
+        collection = f"mem0_{self.dataset}"
+        if self.settings["vector_store"] == "faiss":
+            return {"provider": "faiss", "config": {
+                "collection_name": collection, "path": str(self.folder / "faiss"),
+                "distance_strategy": "cosine", "embedding_model_dims": EMBEDDING_DIMS}}
+        if self.settings["vector_store"] != "pgvector":
+            raise ValueError(f"memory system mem0: vector_store must be pgvector or faiss, not "
+                             f"{self.settings['vector_store']!r}")
+        if self._server is None:
+            self._server = PgServer(self.ds.root.parent / SERVER_DIR)
+        return {"provider": "pgvector", "config": {
+            "connection_string": self._server.start(), "collection_name": collection,
+            "embedding_model_dims": EMBEDDING_DIMS, "hnsw": True}}
+
+    def close(self) -> None:
+        """Stop the private server this system started (its data stays for a resume)."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def _gateway(self, client: LLMClient) -> Gateway:
+        return Gateway(client, route, embedding_step="mem0/embed",
+                       tags={"dataset": self.dataset, "system": self.answers_as})
+
+    def fingerprint(self, client: LLMClient) -> str:
+        return f"mem0ai-{library_version()}-{client.backend}-{MEM0_EXTRACT.id}"
+
+    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
+        t0 = time.perf_counter()
+        library_version()
+        groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
+        report = SystemBuild(self.name, users=len(groups))
+        fingerprint = self.fingerprint(client)
+        done = store.finished(self.folder, list(groups), fingerprint)
+        report.resumed = len(done)
+        try:
+            with self._gateway(client) as gateway:
+                memory = self._memory(gateway)
+                for user, turns in groups.items():
+                    if user in done:
+                        continue
+                    self._build_user(memory, gateway, user, turns, fingerprint, report)
+        finally:
+            store.record_failures(self.folder, report.failed)
+            self.close()
+        report.wall_s = time.perf_counter() - t0
+        return report
+
+    def _build_user(self, memory: Any, gateway: Gateway, user: str, turns: pd.DataFrame,
+                    fingerprint: str, report: SystemBuild) -> None:
+        segments, _ = segment_conversation(turns, batch_size=int(self.settings["batch_size"]),
+                                           max_chars=int(self.settings["max_segment_chars"]))
+        with gateway.context(conversation_id=user, question_id=None):
+            # a user redone after a failure starts clean (one by one: mem0's delete_all resets
+            # the whole FAISS collection, every user's memories with it)
+            for old in memory.get_all(user_id=user, limit=100_000)["results"]:
+                memory.delete(old["id"])
+            try:
+                for segment in segments:
+                    messages = [{"role": "user",
+                                 "content": f"Session date: {segment.session_datetime or '-'}"}]
+                    messages += [{"role": "user", "content": f"{m.speaker}: {m.text}"}
+                                 for m in segment.messages]
+                    memory.add(messages, user_id=user,
+                               metadata={"session_datetime": segment.session_datetime,
+                                         "positions": [m.position for m in segment.messages]})
+            except Exception as exc:  # the library failed for this user: recorded, not fatal
+                gateway.raise_fatal()
+                report.failed[user] = f"mem0 raised {type(exc).__name__}: {exc}"
+                return
+            gateway.raise_fatal()  # a budget stop or an outage mem0 swallowed ends the stage
+            failed = gateway.failures(conversation_id=user)
+            if failed:  # mem0 logs a failed call and carries on; a failed call fails the user
+                report.failed[user] = f"{len(failed)} calls failed: {failed[0]['error']}"
+                return
+            stored = memory.get_all(user_id=user, limit=100_000)["results"]
+        items = item_rows([{
+            "item_id": m["id"], "kind": "fact", "text": m["memory"],
+            "session_datetime": (m.get("metadata") or {}).get("session_datetime"),
+            "positions": (m.get("metadata") or {}).get("positions") or []} for m in stored])
+        store.write_user(self.folder, user, items, None, fingerprint=fingerprint,
+                         calls=len(segments))
+        report.built += 1
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        library_version()
+        out: dict[str, Recall] = {}
+        with self._gateway(client) as gateway, contextlib.closing(self):
+            memory = self._memory(gateway)
+            for q in questions.to_dict("records"):
+                user, qid = str(q["conversation_id"]), str(q["question_id"])
+                with gateway.context(conversation_id=user, question_id=qid):
+                    t0 = time.perf_counter()
+                    found = memory.search(str(q["question"]), user_id=user,
+                                          limit=int(self.settings["top_k"]))["results"]
+                    latency = time.perf_counter() - t0
+                gateway.raise_fatal()
+                rows = [{"item_id": m["id"], "kind": "fact", "text": m["memory"],
+                         "session_datetime": (m.get("metadata") or {}).get("session_datetime"),
+                         "score": m.get("score"), "tokens": count_tokens(m["memory"]),
+                         "positions": (m.get("metadata") or {}).get("positions") or []}
+                        for m in found]
+                out[qid] = Recall(pd.DataFrame(rows, columns=list(ITEM_COLUMNS)), latency)
+        return out
+
+    def state(self) -> pd.DataFrame:
+        return store.state_table(self.folder)
+
+    def offline(self, request: ChatRequest) -> str:  # pragma: no cover - routes carry theirs
+        return route({"messages": list(request.payload["messages"])}).offline(request)
