@@ -65,6 +65,11 @@ def library_version() -> str:
     return version
 
 
+def _no_telemetry(*args: Any, **kwargs: Any) -> None:
+    """mem0's capture_event, replaced: no event is queued, none can leave the machine."""
+    return None
+
+
 def route(body: dict[str, Any]) -> Route:
     """mem0's two chat calls told apart by their prompts."""
     messages = body.get("messages") or []
@@ -106,7 +111,10 @@ class Mem0Library(MemorySystem):
     def _memory(self, gateway: Gateway) -> Any:
         os.environ["MEM0_TELEMETRY"] = "False"  # before the import: nothing leaves the machine
         os.environ.setdefault("MEM0_DIR", str(self.folder / "mem0_home"))
+        import mem0.memory.main as mem0_main
         from mem0 import Memory
+
+        mem0_main.capture_event = _no_telemetry  # its posthog client is disabled too; no event
 
         self.folder.mkdir(parents=True, exist_ok=True)
         config = {
