@@ -285,3 +285,13 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
         by.loc["memory", "write_usd"])  # the paper's line holds the paper's memory only
     assert summary.loc["write: memory_graph", "total_usd"] == pytest.approx(
         by.loc["memory_graph", "write_usd"])
+
+
+def test_questions_short_of_top_k_count_only_users_who_hold_enough():
+    from memcost.systems.answer import short_of_top_k
+
+    retrieved = pd.Series([["a"] * 20, ["a"] * 3, ["a"] * 3, []])
+    users = pd.Series(["big", "big", "small", "empty"])
+    stored = pd.Series({"big": 200, "small": 3, "empty": 0})
+    # the second question got 3 of the 20 the big user holds; the small user has only 3
+    assert short_of_top_k(retrieved, users, 20, stored) == 1

@@ -43,6 +43,16 @@ class SystemAnswers:
                 f"{errors} in {self.wall_s:.1f} s")
 
 
+def short_of_top_k(retrieved: pd.Series, users: pd.Series, top_k: int,
+                   stored: pd.Series) -> int:
+    """Questions whose search returned fewer items than it asked for, although the user's
+    memory holds at least that many (``stored``: items per user): the filtered-search trap of a
+    shared vector index, counted per store."""
+    asked = users.map(stored).fillna(0).clip(upper=top_k)
+    got = retrieved.map(lambda ids: len(ids) if isinstance(ids, list | tuple) else 0)
+    return int((got < asked).sum())
+
+
 def recall_record(recall: Recall, units: list[frozenset[int]]) -> dict[str, Any]:
     """What an answer record says about its retrieval."""
     return {
