@@ -32,7 +32,7 @@ def wheel():
 def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
     run = prepared_run(("locomo",))
     run_preset("smoke", run_name=str(run.root), steps=["01", "02"], datasets=["locomo"],
-               overrides={"vector_store": "pgvector"}, stream=False)
+               overrides={"vector_store": "pgvector", "pgvector_layout": "shared"}, stream=False)
     ds = run.dataset("locomo")
 
     entry = read_json(run.manifest)["vector_store"]["locomo"]

@@ -99,3 +99,19 @@ def test_the_code_passes_the_linter_line_length_included():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "src", "tests", "benchmarks"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_pgvector_store_defaults_to_the_layout_that_returns_top_k_at_any_scale():
+    """A shared table filtered after its HNSW scan returns about 0.09 of 20 facts at the
+    paper's scale (benchmarks/bench_vectorstore.py); a table per user returns 20. The default
+    is the latter in every place a run opens the store; the trap stays one parameter away."""
+    import inspect
+
+    from memcost.memory.vector_store import open_run_store
+    from memcost.params import notebook_defaults
+    from memcost.vectorstore.factory import open_store
+
+    for stem in ("01_extract_facts", "02_answer_from_memory"):
+        assert notebook_defaults(NOTEBOOKS_DIR / f"{stem}.ipynb")["pgvector_layout"] == "per_user"
+    for function in (open_run_store, open_store):
+        assert inspect.signature(function).parameters["layout"].default == "per_user"

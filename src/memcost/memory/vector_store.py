@@ -18,7 +18,7 @@ from memcost.vectorstore.factory import open_store, store_table
 
 
 def open_run_store(run: RunPaths, dataset: str, dims: int, *, vector_store: str = "faiss",
-                   pgvector_dsn: str = "", layout: str = "shared", iterative_scan: str = "off",
+                   pgvector_dsn: str = "", layout: str = "per_user", iterative_scan: str = "off",
                    m: int = HNSW_M, ef_construction: int = EF_CONSTRUCTION) -> VectorStore:
     """``dataset``'s memory store in ``run`` (``dims``: the embedding model's dimensions)."""
     store = open_store(vector_store, dims, faiss_dir=index_dir(run.dataset(dataset)),

@@ -31,7 +31,7 @@ def open_store(
     faiss_dir: str | Path | None = None,
     run_dir: str | Path | None = None,
     pgvector_dsn: str = "",
-    layout: str = "shared",
+    layout: str = "per_user",  # returns the k facts at any scale (docs: the filtered search)
     table: str = "facts",
     iterative_scan: str = "off",
     **settings: int,
