@@ -126,3 +126,24 @@ def test_an_unsupported_mem0ai_is_refused_in_one_line(monkeypatch):
     with pytest.raises(ValueError, match=r"^mem0ai 2\.2\.1 is not supported: the adapter "
                                          r"supports >=1\.0\.0,<2\.0\.0"):
         mem0_library.library_version()
+
+
+def test_a_library_exception_for_one_user_fails_that_user_and_the_others_are_built(
+        upstream, tmp_path, monkeypatch):
+    import mem0.memory.main as mem0_main
+
+    real_add = mem0_main.Memory.add
+
+    def add(self, messages, *, user_id=None, **kwargs):
+        if user_id == "pair-2":
+            raise RuntimeError("the library broke on this user")
+        return real_add(self, messages, user_id=user_id, **kwargs)
+
+    monkeypatch.setattr(mem0_main.Memory, "add", add)
+    run = RunPaths(tmp_path / "run").ensure()
+    system = open_system("mem0", run.dataset("locomo").ensure(), dataset="locomo",
+                         settings={"vector_store": "faiss", "batch_size": 4})
+    report = system.build(api_client(run, upstream.url, tmp_path), conversations())
+    assert report.built == 1 and set(report.failed) == {"pair-2"}
+    assert "RuntimeError: the library broke on this user" in report.failed["pair-2"]
+    assert set(read_done(system.folder)) == {"pair-1"}
