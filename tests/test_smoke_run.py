@@ -131,10 +131,16 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         assert f"## {section}" in text, section
     assert "**Offline backend.**" in text
     assert "**Estimated before the run**" in text and "Paid by this run: $0.0000" in text
-    # the answer first: what ran, the break-even, memory against long context, the bill
+    # the answers first: the paper's (Table 3, Table 5), today's, then this run's, labelled
     brief = text[text.index("## The answer in brief"):text.index("## What ran")]
-    assert "**Break-even**" in brief and "10 questions at 100k tokens" in brief
-    assert "- LoCoMo: memory" in brief and "⚠ 2 conversations" in brief
+    paper_answer, today, *_ = brief.split("\n>\n")
+    for number in ("57.68%", "92.85%", "49.00%", "82.40%", "10 at 100k"):
+        assert number in paper_answer, number
+    assert "**Today's answer**" in today and "from question 1 back to back" in today
+    assert brief.index("**The paper's answer**") < brief.index("**This run's accuracy, offline")
+    mine = brief[brief.index("**This run's accuracy"):brief.index("**The bill")]
+    assert "- LoCoMo: memory" in mine and "⚠ 2 conversations" in mine
+    assert "GPT-5-mini" not in mine and "gpt-" not in mine  # no model answered offline
     assert "**The bill:** $0.0000 paid" in brief
     assert "⚠ **Few conversations**" in text  # under Table 3 as well
     # the comparable rows (Tables 4-5, all 26 matching) in the table; the others counted by

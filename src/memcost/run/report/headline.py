@@ -1,8 +1,11 @@
-"""The report's first lines: the answer, before the details.
+"""The report's first lines: the study's two answers, then this run's, each labelled.
 
-A box with what ran, the break-even of the cost model, memory's accuracy against long context's
-(with intervals, flagged when they rest on few conversations), failures, and the bill, with why
-the estimate printed before the run and the ledger's total differ.
+A box that gives, in order: the paper's answer (its Table 3 accuracy of memory against long
+context, and its break-even), today's answer (the break-even at today's prices, back to back and
+with the cache expired between questions, from notebook 07), then what this run measured:
+memory's accuracy against long context's with intervals, labelled by what produced it (real
+models and an LLM judge, or the offline stand-ins, which carry no model name), failures, and the
+bill, with why the estimate printed before the run and the ledger's total differ.
 """
 
 from __future__ import annotations
@@ -11,12 +14,50 @@ from typing import Any
 
 import pandas as pd
 
+from memcost import paper
 from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
-LONG_CONTEXT = "long_context_gpt-5-mini"  # the long-context system the headline sets memory against
+LONG_CONTEXT = "long_context_gpt-5-mini"  # the paper's long-context system, preferred if it ran
+PAPER_CASE = "paper's break-even"  # notebook 07's headline table, its first case
+PAPER_NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval",
+               "personamem_v2": "PersonaMem (the paper's \"PersonaMem v2\")"}
+
+
+def _paper_answer() -> str:
+    """The paper's Table 3 (memory vs long context, GPT-5-mini) and its Table 5 break-even."""
+    rows = "; ".join(f"{PAPER_NAMES.get(d, d)} memory {t['memory']:.2f}% vs long context "
+                     f"{t[LONG_CONTEXT]:.2f}%" for d, t in paper.TABLE3.items())
+    cells = ", ".join(f"{int(n)} at {int(c) // 1000}k" for c, n in zip(
+        paper.TABLE5["context_tokens"], paper.TABLE5["break_even_n"], strict=True))
+    return (f"**The paper's answer** (GPT-5-mini answering, GPT-5-nano extracting, 2025 prices): "
+            f"long context is more accurate ({rows}; Table 3), and memory is cheaper per user "
+            f"from question {cells} tokens of history (Table 5).")
+
+
+def _today_answer(view: RunView) -> str | None:
+    """Notebook 07's side-by-side break-evens at today's prices, if it ran."""
+    headline = read_csv(view.run.table.break_even_headline)
+    if headline is None or headline.empty:
+        return None
+    cases = headline.set_index("case")
+
+    def n(case: str) -> str:
+        if case not in cases.index or pd.isna(cases.loc[case, "break_even_n"]):
+            return "never"
+        return str(int(cases.loc[case, "break_even_n"]))
+
+    model = str(cases["lc_model"].iloc[1]) if len(cases) > 1 else "today's model"
+    tokens = int(cases["context_tokens"].iloc[0])
+    return (f"**Today's answer** (notebook 07, computed from today's dated prices): with "
+            f"{model} for long context, memory is cheaper from question {n('today, back to back')}"
+            f" back to back and from question {n('today, one question a day')} with one "
+            f"question a day (the prompt cache expired), at {tokens:,} tokens of history, "
+            f"against {n(PAPER_CASE)} at the paper's prices. It moved because the "
+            "successor's input costs several times gpt-5-mini's and its first turn pays a "
+            "cache-write premium, while extraction moved only to gpt-6-luna.")
 
 
 def _what_ran(view: RunView) -> str:
@@ -33,10 +74,13 @@ def _what_ran(view: RunView) -> str:
 
 
 def _break_even(view: RunView) -> str | None:
+    """This run's Table 5, when it is not the paper's own (measured constants)."""
     table5 = read_csv(view.run.table.table5)
     if table5 is None or table5.empty:
         return None
     model = view.cost_parameters.get("cost_model", "paper")
+    if model == "paper":
+        return None  # the paper's answer above already gives it
     cells = ", ".join(f"{int(r.break_even_n)} questions at {int(r.context_tokens) // 1000}k tokens"
                       for r in table5.itertuples(index=False))
     return (f"**Break-even** (Table 5, {model} cost model): memory is cheaper per user after "
@@ -48,14 +92,24 @@ def interval_note(row: Any) -> str:
     return f" ⚠ {conversations} conversations" if 0 < conversations < FEW_CONVERSATIONS else ""
 
 
+def _long_context(bysys: pd.DataFrame) -> str | None:
+    """The long-context system to set memory against: the paper's if it ran, else the first."""
+    if LONG_CONTEXT in bysys.index:
+        return LONG_CONTEXT
+    return next((s for s in bysys.index if str(s).startswith("long_context_")), None)
+
+
 def _accuracy(view: RunView) -> list[str]:
     lines = []
     for name, table in accuracy_tables(view).items():
         bysys = table.set_index("system")
-        if "memory" not in bysys.index or LONG_CONTEXT not in bysys.index:
+        lc = _long_context(bysys)
+        if "memory" not in bysys.index or lc is None:
             continue
+        # offline systems carry no model name: no model answered
+        lc_label = "long context" if view.offline else f"long context ({lc[len('long_context_'):]})"
         parts = []
-        for system, label in (("memory", "memory"), (LONG_CONTEXT, "long context (GPT-5-mini)")):
+        for system, label in (("memory", "memory"), (lc, lc_label)):
             r = bysys.loc[system]
             parts.append(f"{label} {pct(r['accuracy'])}% (Wilson 95% {pct(r['wilson_low'])}–"
                          f"{pct(r['wilson_high'])}, n = {int(r['n'])})")
@@ -63,7 +117,13 @@ def _accuracy(view: RunView) -> list[str]:
         lines.append(f"- {DATASET_NAMES.get(name, name)}: " + " vs ".join(parts) + few)
     if not lines:
         return []
-    return ["**Accuracy**, memory vs long context:", *lines]
+    if view.offline:
+        return ["**This run's accuracy, offline: the pipeline tested, not the models.** The "
+                "offline stand-ins (sentence facts, lexical retrieval, extractive answers, a "
+                "lexical judge) answered; these numbers measure those methods, not any model, "
+                "and are not comparable with the paper's:", *lines]
+    return ["**This run's accuracy**, memory vs long context (the run's models, judged by its "
+            "LLM judge):", *lines]
 
 
 def _failures(view: RunView) -> str | None:
@@ -110,7 +170,8 @@ def _bill(view: RunView) -> str | None:
 
 def section_headline(view: RunView) -> list[str]:
     """The answer first, as a box (a block quote) above every other section."""
-    items = [_what_ran(view), _break_even(view), *_accuracy(view), _failures(view), _bill(view)]
+    items = [_paper_answer(), _today_answer(view), _what_ran(view), _break_even(view),
+             *_accuracy(view), _failures(view), _bill(view)]
     body = [item for item in items if item]
     lines = ["## The answer in brief", ""]
     for item in body:
