@@ -29,6 +29,11 @@ CASES = [
     (["-p", "pgvector_layout=one_table"], "valid choices: shared, per_user"),
     (["-p", "pgvector_dsn=host:5432 hunter2"], "parameter pgvector_dsn: expected a PostgreSQL "
                                                "connection URI"),
+    (["-p", "client={execution: {extract:batch}}"], "'extract:batch' reads as one key with no "
+                                                    "value; write {extract: batch} with a space "
+                                                    "after the colon"),
+    (["-p", "memory_systems=[mem0_style, ragg]"], "parameter memory_systems: unknown memory "
+                                                  "system 'ragg'"),
 ]
 
 

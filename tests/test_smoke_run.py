@@ -150,7 +150,8 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert len(table_rows) == 26
     assert all("| yes, matches |" in line for line in table_rows)
     assert {line.split("|")[1].strip() for line in table_rows} == {"Table 4", "Table 5"}
-    assert ("- 53 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data" in text)
+    assert ("- 53 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data "
+            "(invented)" in text)
     every = pd.read_csv(smoke.tables / "paper_vs_run.csv")
     assert len(every) == 79 and set(every["source"]) >= {"Table 1", "Table 3", "§4.2 LongMemEval"}
     locomo = every.loc[every["quantity"] == "LoCoMo memory accuracy %"].iloc[0]

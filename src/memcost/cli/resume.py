@@ -15,12 +15,31 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     key, value = text.split("=", 1)
     try:
-        return key.strip(), yaml.safe_load(value)
+        parsed = yaml.safe_load(value)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem", None) or "not a YAML value"
         raise argparse.ArgumentTypeError(
             f"{key.strip()}={value!r}: {where}; quote a list or mapping whole, e.g. "
             f"-p '{key.strip()}=[a, b]'") from None
+    slip = _colon_slip(parsed)
+    if slip is not None:
+        name, setting = slip.split(":", 1)
+        raise argparse.ArgumentTypeError(
+            f"{key.strip()}={value!r}: '{slip}' reads as one key with no value; write "
+            f"{{{name}: {setting}}} with a space after the colon")
+    return key.strip(), parsed
+
+
+def _colon_slip(value: Any) -> str | None:
+    """A mapping key like ``extract:batch`` with no value: YAML's reading of a missing space."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if v is None and isinstance(k, str) and ":" in k and not k.startswith("http"):
+                return k
+            found = _colon_slip(v)
+            if found:
+                return found
+    return None
 
 
 def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

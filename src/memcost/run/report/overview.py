@@ -40,8 +40,10 @@ def section_what_ran(view: RunView) -> list[str]:
         selection = ds.provenance.get("selection") or {}
         files = ds.provenance.get("files") or []
         digest = ", ".join(f"{Path(f['path']).name} sha256 {f['sha256'][:12]}…" for f in files[:2])
+        origin = ("bundled sample (invented text in the benchmark's schema)"
+                  if ds.origin == "sample" else ds.origin)
         rows.append([f"data: {ds.title}",
-                     f"{ds.origin} — {selection.get('conversations', '?')} conversations, "
+                     f"{origin} — {selection.get('conversations', '?')} conversations, "
                      f"{selection.get('questions', '?')} questions; {digest}"])
     models = models_used(view)
     if models:

@@ -78,7 +78,7 @@ class DatasetView:
     def full_data(self) -> tuple[bool, str]:
         """Is this the data the paper used (the real file, nothing left out)?"""
         if self.origin == "sample":
-            return False, "bundled sample data"
+            return False, "bundled sample data (invented)"
         selection = self.provenance.get("selection") or {}
         if self.name == "personamem_v2":
             wanted = (paper.TABLE1["personamem_v2"][0], paper.TABLE2["personamem_v2"][0])
