@@ -22,7 +22,7 @@ help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
 	@echo "make test                                     run the test suite (CI)"
 	@echo "make test-slow                                also run tests marked slow"
-	@echo "make lab                                      open JupyterLab at the repository root"
+	@echo "make lab                                      open JupyterLab on a class copy (runs/workshop/)"
 	@echo "make bench                                    run the benchmark scripts"
 	@echo "make setup                                    create .venv and install the package"
 
@@ -49,8 +49,11 @@ test: setup bytecode
 test-slow: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST) -m "slow or not slow"
 
+# A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay
+# clean however long JupyterLab has them open.
 lab: setup
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. notebooks/00_prepare_data.ipynb
+	$(PY) -m memcost workshop
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. runs/workshop/00_prepare_data.ipynb
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -7,6 +7,7 @@ import sys
 
 from memcost import lifecycle
 from memcost.cli import runs as runs_cli
+from memcost.cli import workshop as workshop_cli
 from memcost.cli.estimate import add_command as add_estimate_command
 from memcost.cli.estimate import command_estimate
 from memcost.cli.resume import collect_overrides, parse_override, resume_command, split_list
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
     forget.add_argument("batch_id", help="the batch id the run's error named")
     runs_cli.add_commands(sub)
+    workshop_cli.add_command(sub)
     add_estimate_command(sub)
     return parser
 
@@ -187,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_estimate(args)
     if args.command == "runs":
         return runs_cli.command_runs(args)
+    if args.command == "workshop":
+        return workshop_cli.command_workshop(args)
     if args.command == "clean":
         return runs_cli.command_clean(args)
     return 2

@@ -1,0 +1,51 @@
+"""A class works in copies: opening, running and saving notebooks never dirties the clone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from memcost.cli.main import main
+from memcost.paths import REPO_ROOT
+from memcost.run.execute import execute_notebook
+from memcost.run.notebooks import CANONICAL_NOTEBOOKS
+
+
+def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_path, capsys):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    target = clone / "runs" / "workshop"
+    assert main(["workshop", "--dir", str(target)]) == 0
+    assert sorted(p.name for p in target.glob("*.ipynb")) == sorted(CANONICAL_NOTEBOOKS)
+    # what JupyterLab's autosave writes after Run All: outputs and volatile metadata
+    saved = target / "05_analyse_costs.ipynb"
+    nb = json.loads(saved.read_text(encoding="utf-8"))
+    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["x" * 500]}]
+        cell["execution_count"] = i + 1
+    nb["metadata"]["widgets"] = {"state": {}}
+    saved.write_text(json.dumps(nb), encoding="utf-8")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True,
+                            text=True, check=True).stdout
+    assert status == ""  # runs/ is ignored: nothing a class does there shows
+    for name in CANONICAL_NOTEBOOKS:  # the committed notebooks, as the repository check reads
+        committed = json.loads((clone / "notebooks" / name).read_text(encoding="utf-8"))
+        assert not any(c.get("outputs") for c in committed["cells"] if c["cell_type"] == "code")
+    # a second `make lab` keeps the class's copy; --fresh starts over and keeps the old aside
+    assert main(["workshop", "--dir", str(target)]) == 0
+    assert "x" * 500 in saved.read_text(encoding="utf-8")
+    assert main(["workshop", "--dir", str(target), "--fresh"]) == 0
+    assert "x" * 500 not in saved.read_text(encoding="utf-8")
+    assert len(list(target.glob("previous-*/05_analyse_costs.ipynb"))) == 1
+    capsys.readouterr()
+
+
+def test_a_workshop_copy_runs_where_it_was_copied(tmp_path):
+    from memcost.cli.workshop import copy_notebooks
+
+    copy_notebooks(tmp_path / "workshop")
+    out = tmp_path / "executed.ipynb"
+    execute_notebook(tmp_path / "workshop" / "07_costs_today.ipynb", out,
+                     {"run_dir": str(tmp_path / "run"), "interactive_explorer": False},
+                     stream=False)
+    assert (tmp_path / "run" / "tables" / "table5_today.csv").is_file()
