@@ -18,6 +18,7 @@ def test_each_notebook_has_an_exercise_with_a_hidden_solution(step):
     for cell in solutions:
         assert cell.cell_type == "code"
         assert cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True  # no spoiler
         assert cell.source.lstrip().startswith("# Solution")
         assert not cell.outputs
     prompts = [c for c in nb.cells if c.cell_type == "markdown" and "**Exercise" in c.source]
