@@ -71,3 +71,13 @@ def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
     assert (run_dir / "locomo" / "data" / "questions.parquet").is_file()  # 00 ran (free)
     assert not (run_dir / "calls.jsonl").exists()  # no model call of any kind
     assert not list((run_dir / "locomo" / "memory").iterdir())
+
+
+def test_the_estimate_of_an_offline_preset_says_first_that_it_costs_nothing(capsys):
+    from memcost.cli.main import main
+
+    assert main(["estimate", "--params", "smoke"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("smoke runs offline") and "it costs $0" in first
+    assert main(["estimate", "--params", "paper_locomo"]) == 0
+    assert "runs offline" not in capsys.readouterr().out  # a paid preset: the bill is its own

@@ -64,7 +64,22 @@ def command_estimate(args: argparse.Namespace) -> int:
     except (PresetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if offline_preset(preset):
+        print(f"{preset.name} runs offline (the classical stand-ins answer): it costs $0. What "
+              "follows is what its calls would cost with the configured models, at the scale "
+              "each line below says (the paper's, unless a run's data was counted):")
     print(summary_text(estimate, max_cost_usd=preset.parameters.get("max_cost_usd")))
     for note in notes:
         print(f"  {note}")
     return 0
+
+
+def offline_preset(preset: Any) -> bool:
+    """Every dataset of the preset runs on the offline backend, every model with it."""
+    for name in preset.datasets:
+        params = preset.parameters_for(name)
+        routes = (params.get("client") or {}).get("model_backends") or {}
+        if params.get("backend", "offline") != "offline" or any(
+                b != "offline" for b in routes.values()):
+            return False
+    return True
