@@ -106,3 +106,20 @@ def test_serving_smoke_preset_end_to_end(tmp_path):
     metrics = json.loads((run.root / "metrics" / "06_serving_cost_study.json").read_text())
     assert metrics["metrics"]["locomo_subset"]["conversations"]
     assert metrics["metrics"]["real"]["exponents"]
+
+
+def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
+    from memcost.paths import RunPaths
+    from memcost.run.report import render_markdown
+
+    metrics = json.loads((executed / "metrics" / "06_serving_cost_study.json").read_text())
+    full = next(r for r in metrics["metrics"]["table1"] if r["system"] == "full_history")
+    text = render_markdown(RunPaths(executed))
+    brief = text[text.index("## The answer in brief"):text.index("## The serving-cost study")]
+    assert brief.index("**The serving study, this run**") < brief.index("**The paper's answer**")
+    assert f"full history p = {full['p']:.2f}, q = {full['q']:.2f}" in brief
+    assert "sustained break-even against full history at 40×80: mem0 " in brief
+    section = text.split("## The serving-cost study (notebook 06)")[1].split("\n## ")[0]
+    assert "**Table 1 against the study's ranges**" in section and "Figure 2" in section
+    assert "has not run" not in text  # no section for a notebook that did not run
+    assert "## Table 3" not in text and "## Tables 4-5" not in text

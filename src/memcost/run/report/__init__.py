@@ -27,6 +27,7 @@ from memcost.run.report.headline import section_headline
 from memcost.run.report.markdown import md_table
 from memcost.run.report.overview import section_files, section_what_ran
 from memcost.run.report.results import section_accuracy, section_tokens
+from memcost.run.report.serving import section_serving
 from memcost.run.report.systems import section_memory_systems
 from memcost.run.report.view import RunView
 
@@ -63,7 +64,8 @@ def render_markdown(run: RunPaths) -> str:
              "Reproduction of *Beyond the Context Window: A Cost-Performance Analysis of "
              "Fact-Based Memory vs. Long-Context LLMs for Persistent Agents* "
              "(Pollertlam & Kornsuwannawit).", ""]
-    for section in (section_failures, section_headline, section_what_ran, section_tokens,
+    for section in (section_failures, section_headline, section_serving, section_what_ran,
+                    section_tokens,
                     section_accuracy, section_memory_systems, section_costs,
                     section_cost_model, section_figure1,
                     section_analyses, section_paper, section_notebooks, section_files):

@@ -164,8 +164,9 @@ def _cost_model_rows(view: RunView) -> list[Comparison]:
     table4 = read_csv(view.run.table.table4)
     table5 = read_csv(view.run.table.table5)
     model = view.cost_parameters.get("cost_model", "paper")
-    comparable = model == "paper"
+    comparable = model == "paper" and (table4 is not None or table5 is not None)
     why = ("the paper's cost model with the constants its tables imply" if comparable else
+           "the cost model did not run (notebook 05)" if table4 is None and table5 is None else
            f"cost model from this run's measurements ({model})")
     rows: list[Comparison] = []
     ours4 = None if table4 is None else table4.set_index("n_turns")
@@ -211,8 +212,16 @@ def section_paper(view: RunView) -> list[str]:
              "those match to 4 decimals.", "",
              *([f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
                if _stand_ins(view) else [])]
-    if comparable:
-        lines += [md_table([r.row() for r in comparable], header), ""]
+    differ = [r for r in comparable if not _matches(r.paper, r.run)]
+    for source in dict.fromkeys(r.section for r in comparable):  # the matches, one line each
+        mine = [r for r in comparable if r.section == source]
+        same = sum(_matches(r.paper, r.run) for r in mine)
+        if same:
+            lines += [f"- **{source}**: {same} of {len(mine)} comparable numbers match the "
+                      "paper's to 4 decimals (each in `tables/paper_vs_run.csv`)."]
+    if differ:  # the comparable numbers that do not match, each shown
+        lines += ["", md_table([r.row() for r in differ], header)]
+    lines += [""]
     reasons = Counter(r.why for r in rows if not r.comparable)
     if reasons:
         sources = {why: sorted({r.section for r in rows if r.why == why and not r.comparable})

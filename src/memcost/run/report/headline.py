@@ -18,6 +18,7 @@ from memcost import paper
 from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.results import accuracy_tables
+from memcost.run.report.serving import serving_backend, serving_brief
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 LONG_CONTEXT = "long_context_gpt-5-mini"  # the paper's long-context system, preferred if it ran
@@ -68,7 +69,7 @@ def _what_ran(view: RunView) -> str:
     if not view.datasets:
         return f"**What ran:** {preset}, {count}: the cost model only, no dataset."
     names = ", ".join(ds.title for ds in view.datasets)
-    backend = ", ".join(view.backends) or "no model calls"
+    backend = ", ".join(view.backends) or serving_backend(view) or "no model calls"
     note = " (deterministic classical methods, not LLMs)" if view.offline else ""
     return f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}."
 
@@ -170,7 +171,9 @@ def _bill(view: RunView) -> str | None:
 
 def section_headline(view: RunView) -> list[str]:
     """The answer first, as a box (a block quote) above every other section."""
-    items = [_paper_answer(), _today_answer(view), _what_ran(view), _break_even(view),
+    serving = serving_brief(view)  # a serving-study run leads with its own study
+    answers = [serving, _paper_answer()] if serving else [_paper_answer()]
+    items = [*answers, _today_answer(view), _what_ran(view), _break_even(view),
              *_accuracy(view), _failures(view), _bill(view)]
     body = [item for item in items if item]
     lines = ["## The answer in brief", ""]

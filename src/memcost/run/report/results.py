@@ -9,13 +9,14 @@ from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 
 def section_tokens(view: RunView) -> list[str]:
+    if not view.datasets:
+        return []  # notebook 00 did not run: no section
     lines = ["## Tables 1-2: tokens per conversation and per question", ""]
     for number, table_name, what in ((1, "table1", "conversation"), (2, "table2", "question")):
         frames = [t for ds in view.datasets
                   if (t := read_csv(getattr(ds.paths.table, table_name))) is not None]
         if not frames:
-            lines += [f"*Table {number}: notebook 00 has not run in this run.*", ""]
-            continue
+            continue  # notebook 00 did not run
         table = pd.concat(frames, ignore_index=True)
         lines += [f"**Table {number} — o200k tokens per {what} (this run)**", "",
                   md_table(table.values.tolist(), list(table.columns), digits=1), ""]
@@ -46,7 +47,7 @@ def section_accuracy(view: RunView) -> list[str]:
     lines = ["## Table 3: accuracy", ""]
     tables = accuracy_tables(view)
     if not tables:
-        return lines + ["*Notebook 04 has not run in this run: no accuracy.*", ""]
+        return []  # notebook 04 did not run: no section
     judge = sorted({str(j) for t in tables.values() for j in t.get("judge_model", [])})
     lines += [f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
               f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
