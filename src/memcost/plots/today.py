@@ -18,7 +18,8 @@ SCENARIO_COLORS = {
     "current": "#d6604d",
     "current (all gpt-6-luna)": "#4393c3",
 }
-POLICY_STYLES = {"always": ":", "in_memory": "-", "extended": "--", "none": "-."}
+POLICY_STYLES = {"always": ":", "in_memory": "-", "extended": (0, (6, 2)),
+                 "none": (0, (5, 2, 1, 2))}
 GAP_TICKS = [
     (60, "1 min"), (600, "10 min"), (3_600, "1 h"), (6 * 3_600, "6 h"),
     (86_400, "1 day"), (604_800, "1 week"),
@@ -73,7 +74,8 @@ def plot_break_even_by_gap(table: Any, *, subtitle: str = "") -> plt.Figure:
         ax.set_title(f"{name}\n{part['lc_model'].iloc[0]}, prices of {part['price_date'].iloc[0]}",
                      fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        # long handles: a dash-dot line must show its pattern, not read as a solid one
+        ax.legend(fontsize=8, loc="upper right", handlelength=4.5)
         _never_note(ax, top, never)
     for ax in axes[::MAX_COLUMNS]:
         ax.set_ylabel("break-even N (questions per user)")
