@@ -153,13 +153,14 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
             color=color,
             label=label,
         )
-    ax.plot(
-        frame["context_tokens"],
-        frame["ingestion_multiplier"],
-        linestyle=":",
-        color="#555555",
-        label="ingestion multiplier (ingested ÷ history tokens)",
-    )
+    # The ingestion multiplier (ingested ÷ history tokens) is a ratio, not a number of
+    # questions: named beside the token curve it approaches, not drawn on this axis.
+    last = frame.sort_values("context_tokens").iloc[-1]
+    ax.annotate(f"tends to the ingestion multiplier, {float(last['ingestion_multiplier']):.2f}"
+                " (ingested ÷ history tokens)",
+                (float(last["context_tokens"]), float(last["token_break_even"])),
+                xytext=(0, 7), textcoords="offset points", ha="right", fontsize=8,
+                color="#555555")
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(token_label))
     ax.set_yscale("log")
