@@ -134,3 +134,23 @@ def test_clean_refuses_a_run_whose_postgresql_is_running(tmp_path, capsys):
     (pgdata / "postmaster.pid").write_text("2147483646\n", encoding="utf-8")  # a dead pid
     assert main(["clean", "pg", "--dir", str(runs)]) == 0
     assert not (runs / "pg").exists()
+
+
+def test_the_status_says_what_actually_ran(tmp_path):
+    """A run of notebooks opened by hand is judged by the notebooks' own records; a runner
+    run of some of its preset's steps is partial, not ok."""
+    from memcost.cli.runs import run_status
+    from memcost.paths import PARAMS_DIR
+
+    by_hand = {"steps": {"locomo/00_prepare_data": {"finished_at": "t", "wall_time_s": 3.0},
+                         "07_costs_today": {"finished_at": "t", "wall_time_s": 5.0}}}
+    assert run_status(by_hand, tmp_path) == "ok (by hand)"
+    by_hand["steps"]["locomo/01_extract_facts"] = {"status": "running"}
+    assert run_status(by_hand, tmp_path) == "incomplete"
+    (tmp_path / "report.md").write_text("report")
+    smoke = {"path": str(PARAMS_DIR / "smoke.yaml"), "steps": ["00"]}  # --steps 00 recorded
+    one = {"preset": smoke, "notebooks": {"locomo/00_prepare_data": {"status": "ok"}}}
+    assert run_status(one, tmp_path) == "partial (steps 00)"
+    cost = {"preset": {"path": str(PARAMS_DIR / "paper_cost_model.yaml"), "steps": []},
+            "notebooks": {"05_analyse_costs": {"status": "ok"}, "07_costs_today": {"status": "ok"}}}
+    assert run_status(cost, tmp_path) == "ok"

@@ -18,6 +18,8 @@ from typing import Any
 from memcost.calls import read_calls, record_cost, spent_usd
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.paths import RUNS_DIR, RunPaths
+from memcost.run.notebooks import CANONICAL_NOTEBOOKS, discover_notebooks
+from memcost.run.presets import OPT_IN_STEPS, load_preset
 from memcost.run.progress import clock
 
 
@@ -31,15 +33,43 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def run_status(manifest: dict[str, Any], root: Path) -> str:
-    """``failed`` / ``interrupted`` if a notebook ended so, ``ok`` if all ran and the report was
-    written, ``incomplete`` otherwise (started, or stopped between notebooks)."""
-    statuses = [e.get("status") for e in (manifest.get("notebooks") or {}).values()]
+    """What actually ran: ``failed`` / ``interrupted`` if a notebook ended so; ``ok`` when every
+    notebook the preset names ran (and the report was written); ``partial (steps ...)`` when the
+    runner ran only some of them; ``incomplete`` when one started and did not finish. A run of
+    notebooks opened by hand (no runner) is judged by the notebooks' own records."""
+    entries = manifest.get("notebooks") or {}
+    if not entries:  # by hand: each notebook records its own start and finish
+        steps = (manifest.get("steps") or {}).values()
+        if not steps:
+            return "incomplete"
+        return "ok (by hand)" if all(s.get("finished_at") for s in steps) else "incomplete"
+    statuses = [e.get("status") for e in entries.values()]
     for bad in ("failed", "interrupted"):
         if bad in statuses:
             return bad
-    if statuses and (root / "report.md").is_file():
-        return "ok"
-    return "incomplete"
+    if not (root / "report.md").is_file():
+        return "incomplete"
+    stems = {key.rsplit("/", 1)[-1] for key in entries}
+    if not stems <= {name.removesuffix(".ipynb") for name in CANONICAL_NOTEBOOKS}:
+        return "ok"  # another folder of notebooks (a test's, a fork's): all of them ran
+    ran = {stem[:2] for stem in stems}
+    missing = _planned(manifest.get("preset") or {}) - ran
+
+    return f"partial (steps {', '.join(sorted(ran))})" if missing else "ok"
+
+
+def _planned(preset: dict[str, Any]) -> set[str]:
+    """The steps the preset itself runs (the manifest records those a --steps run chose)."""
+    try:
+        steps = load_preset(preset["path"]).steps
+    except (KeyError, OSError, ValueError):
+        steps = list(preset.get("steps") or [])
+    return set(steps) or {s for s in discover_notebooks() if s not in OPT_IN_STEPS}
+
+
+def _wall(manifest: dict[str, Any]) -> float:
+    entries = (manifest.get("notebooks") or {}).values() or (manifest.get("steps") or {}).values()
+    return sum(float(e.get("wall_time_s") or 0) for e in entries)
 
 
 def summarise(root: Path) -> dict[str, Any] | None:
@@ -54,8 +84,7 @@ def summarise(root: Path) -> dict[str, Any] | None:
                 "wall": "", "spent": "", "estimate": ""}
     preset = manifest.get("preset") or {}
     params = preset.get("parameters") or {}
-    notebooks = (manifest.get("notebooks") or {}).values()
-    wall = sum(float(e.get("wall_time_s") or 0) for e in notebooks)
+    wall = _wall(manifest)
     calls = read_calls(root / "calls.jsonl")
     priced = [record_cost(r) for r in calls]
     return {
