@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid
 
@@ -25,6 +26,7 @@ def plot_cumulative(curves: pd.DataFrame, break_even: pd.DataFrame, *, cell: str
     fig, axes = panel_grid(len(panels), panel_size=(5.0, 3.9))
     for ax, (model, effort) in zip(axes, panels, strict=False):
         part = mine[(mine["model"] == model) & (mine["reasoning_effort"] == effort)]
+        marked = 0  # labels of break-evens at the same turn are stacked, not drawn over
         for system, curve in part.groupby("system"):
             ax.plot(curve["turn"], curve["cumulative"], label=system,
                     color=SYSTEM_COLORS.get(system, "#9467bd"))
@@ -38,13 +40,18 @@ def plot_cumulative(curves: pd.DataFrame, break_even: pd.DataFrame, *, cell: str
                     ax.scatter([t], [float(y.iloc[0])], marker="o", s=40, zorder=3,
                                color=SYSTEM_COLORS.get(system, "#9467bd"),
                                edgecolor="black")
-                    ax.annotate(f"t_BE={t}", (t, float(y.iloc[0])), textcoords="offset points",
-                                xytext=(4, 6), fontsize=8)
+                    ax.annotate(f"{system}: t_BE = {t}", (t, float(y.iloc[0])),
+                                textcoords="offset points", xytext=(6, 4 + 11 * marked),
+                                fontsize=8)
+                    marked += 1
         ax.set_title(f"{model} ({effort or 'default'}) · N×L = {cell}", fontsize=10)
         ax.set_xlabel("turn t")
         ax.set_ylabel(value_label)
         ax.set_yscale("log")
-        ax.legend(fontsize=8)
+        handles, _ = ax.get_legend_handles_labels()
+        handles.append(Line2D([], [], marker="o", linestyle="none", markerfacecolor="white",
+                              markeredgecolor="black", label="sustained break-even t_BE"))
+        ax.legend(handles=handles, fontsize=8, loc="upper left")  # the offline note is below
         label_backend(ax, backend)
     fig.tight_layout()
     return fig
