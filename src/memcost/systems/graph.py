@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import ChatRequest, ChatResult
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, Segment, segment_conversation
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.graph import offline_graph
 from memcost.prompts import MEMORY_GRAPH_ENTITIES, MEMORY_GRAPH_RELATIONS
-from memcost.systems.base import Recall, register
-from memcost.systems.stored import StoredSystem, UserIngest, item_rows, nearest, recall_of
+from memcost.systems.base import register
+from memcost.systems.stored import (
+    StoredSystem,
+    UserIngest,
+    UserItems,
+    item_rows,
+    nearest,
+    shown,
+)
 from memcost.text import spoken_datetime
 
 TOP_K = 20  # the paper's top-k for Mem0, kept for its graph variant
@@ -181,25 +187,16 @@ class GraphMemory(StoredSystem):
     def offline(self, request: ChatRequest) -> str:
         return offline_graph(request)
 
-    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        vectors = self.question_vectors(client, questions)
-        out: dict[str, Recall] = {}
-        loaded: dict[str, tuple] = {}
-        k = int(self.settings["top_k"])
-        for i, q in enumerate(questions.to_dict("records")):
-            user = str(q["conversation_id"])
-            if user not in loaded:
-                loaded[user] = self.load(user)
-            items, stored = loaded[user]
-            t0 = time.perf_counter()
-            triples = (items["kind"] == "triple").to_numpy() & items["valid"].to_numpy()
-            named = _named_entities(items, str(q["question"]))
-            about = triples & np.array([_mentions(d, named) for d in items["detail"]], dtype=bool)
-            picked = nearest(stored, vectors[i], about, k)
-            rest = triples & ~about
-            picked += nearest(stored, vectors[i], rest, k - len(picked))
-            out[str(q["question_id"])] = recall_of(items, picked, t0)
-        return out
+    def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
+        """The valid relations of the entities the question names, most similar first, then
+        the other valid relations by similarity: ``top_k`` in all."""
+        items, k = memory.items, int(self.settings["top_k"])
+        triples = memory.of_kind("triple") & items["valid"].to_numpy()
+        named = _named_entities(items, str(question["question"]))
+        about = triples & np.array([_mentions(d, named) for d in items["detail"]], dtype=bool)
+        picked = nearest(memory.vectors, query, about, k)
+        picked += nearest(memory.vectors, query, triples & ~about, k - len(picked))
+        return shown(items, [r for r, _ in picked], dict(picked))
 
 
 def _named_entities(items: pd.DataFrame, question: str) -> set[str]:

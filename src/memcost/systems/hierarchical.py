@@ -16,23 +16,24 @@ are asked, so the working memory carries what the last questions needed.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import ChatRequest, ChatResult
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.observe import standin_summarise
 from memcost.prompts import MEMORY_SUMMARY
-from memcost.systems.base import ITEM_COLUMNS, Recall, register
+from memcost.systems.base import register
 from memcost.systems.stored import (
     HistoryLine,
     StoredSystem,
     UserIngest,
+    UserItems,
     item_rows,
     nearest,
+    shown,
     user_lines,
 )
 
@@ -132,29 +133,24 @@ class HierarchicalMemory(StoredSystem):
         p = request.payload
         return standin_summarise(p["summary"], p["messages"], p["max_words"])
 
-    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        vectors = self.question_vectors(client, questions)
-        out: dict[str, Recall] = {}
-        users: dict[str, tuple] = {}
-        for i, q in enumerate(questions.to_dict("records")):
-            user = str(q["conversation_id"])
-            if user not in users:
-                items, stored = self.load(user)
-                users[user] = (items, stored, WorkingSet(int(self.settings["working_capacity"]),
-                                                         str(self.settings["eviction"])))
-            items, stored, working = users[user]
-            t0 = time.perf_counter()
-            archive = (items["kind"] == "archive").to_numpy()
-            hits = nearest(stored, vectors[i], archive, int(self.settings["archive_top_k"]))
-            for row, _ in hits:
-                working.hit(row)
-            scores = dict(hits)
-            rows = ([*np.flatnonzero((items["kind"] == "summary").to_numpy())]
-                    + working.rows() + [*np.flatnonzero((items["kind"] == "turn").to_numpy())])
-            shown = items.iloc[rows].assign(score=[scores.get(r, np.nan) for r in rows])
-            shown["kind"] = ["working" if r in working.items else k
-                             for r, k in zip(rows, shown["kind"], strict=True)]
-            out[str(q["question_id"])] = Recall(shown.reset_index(drop=True)[list(ITEM_COLUMNS)],
-                                                latency_s=time.perf_counter() - t0)
-        self.working_sets = {u: w for u, (_, _, w) in users.items()}  # what the questions left
+    def new_state(self) -> WorkingSet:
+        return WorkingSet(int(self.settings["working_capacity"]), str(self.settings["eviction"]))
+
+    def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
+        """The summary, the working set after this question's hits are promoted, L1."""
+        working = memory.state
+        hits = nearest(memory.vectors, query, memory.of_kind("archive"),
+                       int(self.settings["archive_top_k"]))
+        for row, _ in hits:
+            working.hit(row)
+        rows = [*np.flatnonzero(memory.of_kind("summary")), *working.rows(),
+                *np.flatnonzero(memory.of_kind("turn"))]
+        out = shown(memory.items, rows, dict(hits))
+        out["kind"] = ["working" if r in working.items else k
+                       for r, k in zip(rows, out["kind"], strict=True)]
         return out
+
+    @property
+    def working_sets(self) -> dict[str, WorkingSet]:
+        """Each user's working set as the last recall left it."""
+        return {user: memory.state for user, memory in self.recalled.items()}

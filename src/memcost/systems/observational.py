@@ -12,23 +12,22 @@ the same offline observer and reflector.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import ChatRequest, ChatResult
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.observe import standin_observe, standin_reflect
 from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
-from memcost.systems.base import Recall, register
+from memcost.systems.base import register
 from memcost.systems.stored import (
     HistoryLine,
     StoredSystem,
     UserIngest,
+    UserItems,
     item_rows,
     nearest,
-    recall_of,
+    shown,
     user_lines,
 )
 from memcost.tokens import count_tokens
@@ -143,21 +142,9 @@ class ObservationalMemory(StoredSystem):
         return standin_observe(p["items"]) if p["step"] == "observer" else standin_reflect(
             p["items"])
 
-    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        vectors = self.question_vectors(client, questions)
-        out: dict[str, Recall] = {}
-        loaded: dict[str, tuple] = {}
-        for i, q in enumerate(questions.to_dict("records")):
-            user = str(q["conversation_id"])
-            if user not in loaded:
-                loaded[user] = self.load(user)
-            items, stored = loaded[user]
-            t0 = time.perf_counter()
-            observed = (items["kind"] == "observation").to_numpy()
-            picked = nearest(stored, vectors[i], observed, int(self.settings["top_k"]))
-            tail = items.loc[(items["kind"] == "turn").to_numpy()]
-            recall = recall_of(items, picked, t0)
-            both = pd.concat([recall.items, tail.assign(score=np.nan)[list(recall.items.columns)]],
-                             ignore_index=True)
-            out[str(q["question_id"])] = Recall(both, latency_s=time.perf_counter() - t0)
-        return out
+    def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
+        """The most similar observation(s), then the messages not observed yet."""
+        picked = nearest(memory.vectors, query, memory.of_kind("observation"),
+                         int(self.settings["top_k"]))
+        tail = np.flatnonzero(memory.of_kind("turn")).tolist()
+        return shown(memory.items, [r for r, _ in picked] + tail, dict(picked))

@@ -9,21 +9,20 @@ here, 1,024 tokens and k = 2, are one cell of that grid.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import ChatRequest, ChatResult
 from memcost.models import EMBEDDING_MODEL
-from memcost.systems.base import Recall, register
+from memcost.systems.base import register
 from memcost.systems.stored import (
     HistoryLine,
     StoredSystem,
     UserIngest,
+    UserItems,
     item_rows,
     nearest,
-    recall_of,
+    shown,
     user_lines,
 )
 from memcost.tokens import count_tokens
@@ -85,17 +84,7 @@ class Rag(StoredSystem):
     def offline(self, request: ChatRequest) -> str:  # pragma: no cover - never asked
         raise AssertionError("rag sends no chat requests")
 
-    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        vectors = self.question_vectors(client, questions)
-        out: dict[str, Recall] = {}
-        loaded: dict[str, tuple] = {}
-        for i, q in enumerate(questions.to_dict("records")):
-            user = str(q["conversation_id"])
-            if user not in loaded:
-                loaded[user] = self.load(user)
-            items, stored = loaded[user]
-            t0 = time.perf_counter()
-            eligible = np.ones(len(items), dtype=bool)
-            picked = nearest(stored, vectors[i], eligible, int(self.settings["top_k"]))
-            out[str(q["question_id"])] = recall_of(items, picked, t0)
-        return out
+    def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
+        eligible = np.ones(len(memory.items), dtype=bool)
+        picked = nearest(memory.vectors, query, eligible, int(self.settings["top_k"]))
+        return shown(memory.items, [r for r, _ in picked], dict(picked))

@@ -132,6 +132,18 @@ def run_waves(client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any
     return failed
 
 
+@dataclass
+class UserItems:
+    """One user's stored items and vectors while the questions are recalled."""
+
+    items: pd.DataFrame
+    vectors: np.ndarray | None
+    state: Any = None  # what :meth:`StoredSystem.new_state` made for this user
+
+    def of_kind(self, *kinds: str) -> np.ndarray:
+        return self.items["kind"].isin(kinds).to_numpy()
+
+
 class StoredSystem(MemorySystem):
     """A system whose items are written by :mod:`memcost.systems.store`; ``embed_kinds`` of them
     get vectors, which the exact search of :meth:`nearest` ranks against the question."""
@@ -198,6 +210,30 @@ class StoredSystem(MemorySystem):
             out[user] = full
         return out
 
+    def new_state(self) -> Any:
+        """What the system keeps across one user's questions (the hierarchical working set)."""
+        return None
+
+    @abstractmethod
+    def search(self, memory: UserItems, question: Mapping[str, Any], query: np.ndarray
+               ) -> pd.DataFrame:
+        """The rows of ``memory.items`` a question is shown, best first, with ``score``."""
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        """Each question in the order asked, against its user's items (loaded once)."""
+        vectors = self.question_vectors(client, questions)
+        out: dict[str, Recall] = {}
+        self.recalled: dict[str, UserItems] = {}  # each user's memory after the questions
+        for i, q in enumerate(questions.to_dict("records")):
+            user = str(q["conversation_id"])
+            if user not in self.recalled:
+                self.recalled[user] = UserItems(*self.load(user), self.new_state())
+            t0 = time.perf_counter()
+            rows = self.search(self.recalled[user], q, vectors[i])
+            out[str(q["question_id"])] = Recall(rows.reset_index(drop=True)[list(ITEM_COLUMNS)],
+                                                latency_s=time.perf_counter() - t0)
+        return out
+
     def question_vectors(self, client: LLMClient, questions: pd.DataFrame) -> np.ndarray:
         return embed_questions(client, questions, dataset=self.dataset,
                                model=self.settings.get("embedding_model", EMBEDDING_MODEL),
@@ -228,11 +264,9 @@ def nearest(vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray,
     return [(int(rows[j]), float(scores[j])) for j in order]
 
 
-def recall_of(items: pd.DataFrame, picked: Sequence[tuple[int, float]], started: float,
-              extra: pd.DataFrame | None = None) -> Recall:
-    """A :class:`Recall` of ``items`` rows ``picked`` (with scores), after ``extra`` rows."""
-    chosen = items.iloc[[i for i, _ in picked]].assign(score=[s for _, s in picked])
-    if extra is not None and len(extra):
-        chosen = pd.concat([extra.assign(score=np.nan), chosen], ignore_index=True)
-    return Recall(chosen.reset_index(drop=True)[list(ITEM_COLUMNS)],
-                  latency_s=time.perf_counter() - started)
+def shown(items: pd.DataFrame, rows: Sequence[int],
+          scores: Mapping[int, float] | None = None) -> pd.DataFrame:
+    """``items``' rows ``rows`` in that order, with their search scores (NaN for a row shown
+    without a search: a summary, recent messages)."""
+    scores = scores or {}
+    return items.iloc[list(rows)].assign(score=[scores.get(r, np.nan) for r in rows])
