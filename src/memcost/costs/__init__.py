@@ -87,6 +87,7 @@ from memcost.costs.measured_model import (
     measured_break_even,
     measured_constants,
     measured_cost_model,
+    per_memory_system,
     per_user_series,
 )
 from memcost.costs.model import (
@@ -166,6 +167,7 @@ __all__ = [
     "measured_constants",
     "measured_cost_model",
     "normalise_ledger",
+    "per_memory_system",
     "per_user_series",
     "phase_of",
     "price_calls",

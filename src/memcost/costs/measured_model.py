@@ -271,3 +271,13 @@ def break_even_by_user_summary(users: pd.DataFrame) -> pd.DataFrame:
         users_first_differs=("differs", "sum"))
 
 
+
+
+def per_memory_system(table: pd.DataFrame, prices: str) -> pd.DataFrame:
+    """One row per dataset and memory system of :func:`measured_break_even`'s table: write and
+    read cost and the break-even against each long-context system (``None``: never within the
+    measured questions), labelled with the ``prices`` they are at."""
+    be = table.set_index(["dataset", "memory_system", "lc_system"])["break_even_n"].unstack(
+        "lc_system").add_prefix("break_even_vs_")
+    sizes = table.groupby(["dataset", "memory_system"])[["write_usd", "read_usd"]].first()
+    return sizes.join(be).reset_index().assign(prices=prices)

@@ -53,6 +53,20 @@ def short_of_top_k(retrieved: pd.Series, users: pd.Series, top_k: int,
     return int((got < asked).sum())
 
 
+def retrieval_summary(system: str, answers: pd.DataFrame, *, ids: str, top_k: int | None,
+                      stored: pd.Series) -> dict[str, Any]:
+    """One row of notebook 02's comparison of the memory systems: answers, questions short of
+    ``top_k`` (``None``: the system does not search for a number of items), retrieved tokens,
+    evidence recall, search p50/p95 (``ids``: the answers' column of retrieved ids)."""
+    search = pd.to_numeric(answers["search_latency_s"], errors="coerce")
+    return {"system": system, "answers": len(answers),
+            "short_of_top_k": short_of_top_k(answers[ids], answers["conversation_id"], top_k,
+                                             stored) if top_k else 0,
+            "retrieved_tokens": answers["retrieved_tokens"].mean(),
+            "evidence_recall": pd.to_numeric(answers["evidence_recall"], errors="coerce").mean(),
+            "search_p50_s": search.median(), "search_p95_s": search.quantile(0.95)}
+
+
 def recall_record(recall: Recall, units: list[frozenset[int]]) -> dict[str, Any]:
     """What an answer record says about its retrieval."""
     return {

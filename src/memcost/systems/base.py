@@ -22,6 +22,7 @@ import pandas as pd
 
 from memcost.llm import LLMClient
 from memcost.paths import DatasetPaths
+from memcost.systems.store import read_user, system_dir
 
 # The columns of a recall's items (and of every system's stored items): what the reader shows.
 ITEM_COLUMNS = ("item_id", "kind", "text", "session_datetime", "score", "tokens", "positions")
@@ -120,8 +121,6 @@ class MemorySystem(ABC):
 
 def store_items(system: MemorySystem, user: str) -> pd.DataFrame:
     """A user's items from the system's own folder (:mod:`memcost.systems.store`)."""
-    from memcost.systems.store import read_user, system_dir  # the store imports nothing here
-
     return read_user(system_dir(system.ds, system.name), user)[0]
 
 

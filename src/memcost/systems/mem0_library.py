@@ -32,7 +32,7 @@ import pandas as pd
 
 import memcost.systems.store as store
 from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
-from memcost.llm import ChatRequest, LLMClient
+from memcost.llm import LLMClient
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.mem0 import offline_mem0_extract, offline_mem0_update
@@ -238,6 +238,3 @@ class Mem0Library(MemorySystem):
 
     def state(self) -> pd.DataFrame:
         return store.state_table(self.folder)
-
-    def offline(self, request: ChatRequest) -> str:  # pragma: no cover - routes carry theirs
-        return route({"messages": list(request.payload["messages"])}).offline(request)
