@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatRequest, ChatResult
 from memcost.models import EMBEDDING_MODEL
 from memcost.systems.base import register
 from memcost.systems.stored import (
@@ -60,12 +59,6 @@ class _Chunking(UserIngest):
         super().__init__(user, lines)
         self.chunk_tokens = chunk_tokens
 
-    def requests(self) -> list[ChatRequest]:
-        return []  # no model call: chunks are embedded as they are
-
-    def take(self, results: list[ChatResult]) -> None:  # pragma: no cover - never asked
-        raise AssertionError("rag sends no chat requests")
-
     def items(self) -> pd.DataFrame:
         return item_rows(chunk_lines(self.lines, self.chunk_tokens))
 
@@ -80,9 +73,6 @@ class Rag(StoredSystem):
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Chunking(user, user_lines(turns), int(self.settings["chunk_tokens"]))
-
-    def offline(self, request: ChatRequest) -> str:  # pragma: no cover - never asked
-        raise AssertionError("rag sends no chat requests")
 
     def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
         eligible = np.ones(len(memory.items), dtype=bool)

@@ -80,11 +80,12 @@ class UserIngest:
         self.user, self.lines = user, lines
         self.calls = 0
 
-    @abstractmethod
-    def requests(self) -> list[ChatRequest]: ...
+    def requests(self) -> list[ChatRequest]:
+        """The next wave's requests; none (the default): the items need no model call."""
+        return []
 
-    @abstractmethod
-    def take(self, results: list[ChatResult]) -> None: ...
+    def take(self, results: list[ChatResult]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} asked for requests it cannot take")
 
     @abstractmethod
     def items(self) -> pd.DataFrame: ...
@@ -166,9 +167,9 @@ class StoredSystem(MemorySystem):
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         """The ingest of one user's conversation (rows of ``conversations.parquet``)."""
 
-    @abstractmethod
     def offline(self, request: ChatRequest) -> str:
         """The offline stand-in for every request the system sends (by ``payload["step"]``)."""
+        raise NotImplementedError(f"memory system {self.name} sends no chat requests")
 
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
         t0 = time.perf_counter()
