@@ -31,9 +31,11 @@ def test_every_model_calling_notebook_declares_them_with_one_default():
         assert d["client"] == {} and not set(d) & set(CLIENT_SETTINGS)  # no plumbing of its own
 
 
-def test_the_client_mapping_reaches_the_client_and_a_zero_token_limit_means_no_throttle():
-    assert "tpm_limit" not in shared_params({"client": {"tpm_limit": 0}})
-    assert shared_params({"client": {"tpm_limit": 30_000}})["tpm_limit"] == 30_000
+def test_the_client_mapping_reaches_the_client_and_the_old_token_limit_is_refused():
+    limits = {"gpt-5-mini": {"rpm": 500, "tpm": 500_000}}
+    assert shared_params({"client": {"rate_limits": limits}})["rate_limits"] == limits
+    with pytest.raises(ValueError, match=r"tpm_limit is per model now: client: \{rate_limits"):
+        shared_params({"client": {"tpm_limit": 30_000}})
     assert shared_params({"backend": "offline", "other": 1, "client": {"request_timeout_s": 7.5}}
                          ) == {"backend": "offline", "request_timeout_s": 7.5}
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['max_concurency'\]"):
@@ -66,7 +68,8 @@ def test_a_preset_may_set_them(tmp_path):
     from memcost.run.validate import validate_run
 
     settings = {"provider_routing": {"openai/gpt-oss-120b": {"order": ["x"]}},
-                "tpm_limit": 1000, "max_backoff_s": 60, "prefix_requests_per_minute": 10}
+                "rate_limits": {"gpt-5-mini": {"tpm": 1000}}, "max_backoff_s": 60,
+                "prefix_requests_per_minute": 10}
     preset = resolve_preset("smoke", discover_notebooks(), steps=["00", "01", "02", "03", "04"],
                             datasets=["locomo"], overrides={"client": settings})
     validate_run(preset, discover_notebooks(), tmp_path / "run")  # no unknown key, no bad type

@@ -132,4 +132,5 @@ def test_a_rate_limited_wait_says_so_while_it_waits(run_paths, tmp_path, monkeyp
         assert client.chat(question(1)).ok
         client.close()
     err = capsys.readouterr().err
-    assert f"{SIGN_OF_LIFE}rate limited (HTTP 429): every request waits 0.05 s" in err
+    assert (f"{SIGN_OF_LIFE}rate limited (HTTP 429) on gpt-5-mini-2025-08-07: its requests wait "
+            "0.05 s, then leave one by one") in err

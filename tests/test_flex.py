@@ -99,7 +99,9 @@ def test_a_flex_request_waits_longer_than_an_interactive_one(run_paths, server, 
     flex, interactive = client.chat_many([question(1, stage="judge"), question(2, stage="read")])
     client.close()
     assert FLEX_TIMEOUT_FACTOR * timeout > timeout * 1.8
-    assert flex.error is None and flex.attempts == 1
+    # Every answer takes 1.8 timeouts, so a Flex answer at all means it waited past the
+    # interactive timeout (an attempt may still fail on a connection the server has closed).
+    assert flex.error is None
     assert interactive.error is not None and "timeout" in interactive.error
 
 

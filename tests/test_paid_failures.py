@@ -131,7 +131,7 @@ def test_429_without_retry_after_waits_for_the_ratelimit_reset(run_paths, server
     assert client.stats.rate_limited == 1
 
 
-def test_a_429_pauses_every_worker(run_paths, server, tmp_path):
+def test_a_429_with_retry_after_holds_every_request_of_its_model(run_paths, server, tmp_path):
     client = api_client(run_paths, server.url, tmp_path, max_concurrency=4)
     server.latency_s = 0.05
     server.script(Action(status=429, retry_after_ms=600))
@@ -195,18 +195,6 @@ def test_prompt_cache_key_is_the_conversation_on_openai(run_paths, server, tmp_p
     assert "prompt_cache_key" not in _bodies(server)[1]  # only OpenAI routes by it
 
 
-def test_tpm_limit_holds_a_request_until_its_tokens_fit(monkeypatch):
-    from memcost.llm.retry import TokenThrottle
-
-    monkeypatch.setattr(TokenThrottle, "WINDOW_S", 0.4)
-    throttle = TokenThrottle(1_000)
-    assert throttle.acquire(600) == 0.0
-    t0 = time.perf_counter()
-    waited = throttle.acquire(600)  # 1,200 > 1,000 in the window: waits for the first to age out
-    assert 0.3 <= time.perf_counter() - t0 < 1.5 and waited > 0
-    assert TokenThrottle(None).acquire(10**9) == 0.0  # no limit: never waits
-
-
 def test_backoff_cap_is_a_parameter_and_minutes_long_by_default(run_paths, server, tmp_path):
     import random
 
@@ -242,4 +230,4 @@ def test_a_long_run_of_429s_says_rate_limited_not_unavailable(run_paths, server,
     client.close()
     message = str(stop.value)
     assert "rate limited (HTTP 429)" in message and "seems unavailable" not in message
-    assert "max_concurrency" in message and "tpm_limit" in message
+    assert "max_concurrency" in message and "rate_limits" in message

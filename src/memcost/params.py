@@ -28,12 +28,14 @@ CLIENT_SETTINGS: dict[str, tuple[str, Any, str]] = {
     "api_key_env": ("str", "", "environment variable holding the key; empty for the provider's"),
     "model_backends": ("dict", {}, "per-model provider, e.g. {openai/gpt-oss-120b: openrouter}"),
     "cache_mode": ("str", "read_write", "read_write | replay_only | off (the disk cache)"),
-    "max_concurrency": ("int", 8, "requests in flight at once"),
+    "max_concurrency": ("int", 32, "the most requests in flight at once (pacing to the "
+                        "account's limits decides how many below it)"),
     "request_timeout_s": ("float", 0.0, "seconds one attempt may take; 0 sizes it per request"),
     "model_capabilities": ("dict", {}, "models the registry does not know, e.g. "
                            "{llama3.1:8b: {context_window: 32768}}"),
     "provider_routing": ("dict", {}, "OpenRouter provider pinning per model"),
-    "tpm_limit": ("int", 0, "tokens per minute the account allows (0: no throttle)"),
+    "rate_limits": ("dict", {}, "the account's limits per model, e.g. {gpt-5-mini: {rpm: 500, "
+                    "tpm: 500000}} (replies' x-ratelimit-* headers correct them)"),
     "max_backoff_s": ("float", 300.0, "the longest wait between retries"),
     "prefix_requests_per_minute": ("int", 15, "requests a minute per conversation prefix"),
     "execution": ("dict", {}, "per stage: interactive | batch | flex, e.g. {judge: batch}"),
@@ -239,14 +241,15 @@ def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
     shared = {name: namespace[name] for name in SHARED_PARAMETERS if name in namespace}
     settings = dict(namespace.get("client") or {})
     unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
+    if "tpm_limit" in unknown:
+        raise ValueError("client: tpm_limit is per model now: client: {rate_limits: {MODEL: "
+                         "{tpm: N, rpm: N}}}")
     if unknown:
         raise ValueError(f"client: unknown setting(s) {unknown}; the client's settings are "
                          f"{', '.join(CLIENT_SETTINGS)}")
     shared.update(settings)
     if "price_overrides" in shared:
         shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
-    if not shared.get("tpm_limit"):  # 0 in a parameters cell means no throttle
-        shared.pop("tpm_limit", None)
     if "execution" in shared:
         shared["execution"] = normalise_execution(shared["execution"])
     return shared

@@ -16,9 +16,10 @@ from typing import Any
 
 from memcost.llm.cache import CACHE_MODES
 from memcost.llm.embeddings import DEFAULT_DIMS
+from memcost.llm.pacing import Limits, parse_rate_limits
 from memcost.llm.providers import BACKENDS
 from memcost.llm.retry import RetryPolicy
-from memcost.models import ModelInfo, canonical_name, declare_model
+from memcost.models import ModelInfo, canonical_name, declare_model, is_known
 from memcost.params import normalise_execution
 from memcost.paths import CACHE_DIR
 from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
@@ -73,7 +74,7 @@ class ClientConfig:
     model_backends: Mapping[str, str] = field(default_factory=dict)
     cache_mode: str = "read_write"
     cache_path: Path = DEFAULT_CACHE_PATH
-    max_concurrency: int = 8
+    max_concurrency: int = 32  # a ceiling: pacing decides how many below it
     max_cost_usd: float | None = None  # None: no limit; 0: cache hits and offline calls only
     price_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -85,7 +86,7 @@ class ClientConfig:
     embedding_dims: int = DEFAULT_DIMS
     model_capabilities: Mapping[str, ModelInfo] = field(default_factory=dict)
     provider_routing: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    tpm_limit: int | None = None
+    rate_limits: Mapping[str, Limits] = field(default_factory=dict)  # stated, per model
     prefix_requests_per_minute: int | None = MAX_REQUESTS_PER_PREFIX_PER_MINUTE
     execution: Mapping[str, str] = field(default_factory=dict)
     batch: Mapping[str, Any] = field(default_factory=batch_options)
@@ -98,7 +99,7 @@ class ClientConfig:
         model_backends: Mapping[str, str] | None = None,
         cache_mode: str = "read_write",
         cache_path: str | Path | None = None,
-        max_concurrency: int = 8,
+        max_concurrency: int = 32,
         max_cost_usd: float | None = None,
         price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         retry: RetryPolicy | None = None,
@@ -112,6 +113,7 @@ class ClientConfig:
         max_wait_hours: float = 24.0,
         batch_poll_s: float = 60.0,
         batch_queue_tokens: Mapping[str, int] | None = None,
+        rate_limits: Mapping[str, Mapping[str, float]] | None = None,
         **scalars: Any,
     ) -> ClientConfig:
         """The checked configuration (``scalars``: the plain fields, e.g. ``base_url``)."""
@@ -139,6 +141,8 @@ class ClientConfig:
             prefix_requests_per_minute=prefix_requests_per_minute or None,
             execution=normalise_execution(execution),
             batch=batch_options(batch_retry, max_wait_hours, batch_poll_s, batch_queue_tokens),
+            rate_limits=parse_rate_limits(
+                rate_limits, known=lambda m: is_known(m, model_capabilities or {})),
             **scalars,
         )
 

@@ -61,6 +61,7 @@ class TransientError(Exception):
         self.retry_after = retry_after
         self.status = status
         self.code = code  # the API's error code (e.g. Flex's "resource_unavailable")
+        self.reading: Any = None  # a 429's x-ratelimit-* headers (memcost.llm.pacing.Reading)
 
 
 class ModelCapabilityError(LLMError, ValueError):

@@ -31,8 +31,9 @@ from memcost.llm.errors import (
     TransientError,
 )
 from memcost.llm.flex import FLEX, flex_timeout
+from memcost.llm.pacing import Reading
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
-from memcost.llm.retry import parse_retry_after
+from memcost.llm.retry import explicit_retry_after, parse_retry_after
 from memcost.models import ModelInfo, model_info
 from memcost.paths import REPO_ROOT
 
@@ -316,6 +317,7 @@ class EndpointClient:
             "refusal": refusal,
             "billed_usd": billed,
             "served_by": getattr(completion, "provider", None),  # OpenRouter's upstream
+            "rate_limit": Reading.from_headers(raw.headers),  # for the pacer (llm/pacing.py)
         }
 
     def list_models(self) -> dict[str, str | None]:
@@ -359,7 +361,8 @@ class EndpointClient:
             raise TransientError(
                 f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
             ) from None
-        return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model}
+        return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model,
+                "rate_limit": Reading.from_headers(raw.headers)}
 
     def sdk_call(self, what: str, call: Callable[[Any], Any]) -> Any:
         """One SDK call beyond chat and embeddings (the Batch API's files and batches, named by
@@ -392,11 +395,17 @@ class EndpointClient:
                 code=code,
             )
         if status == 429 and code != "insufficient_quota":
-            return TransientError(
+            # With the x-ratelimit-* headers, the pacer knows when a request fits again better
+            # than the resets do (they give the time until a limit is full, often minutes).
+            reading = Reading.from_headers(exc.response.headers)
+            error = TransientError(
                 f"rate limited by {host} (HTTP 429): {said}",
                 status=429,
-                retry_after=parse_retry_after(exc.response.headers),
+                retry_after=(parse_retry_after if reading is None else explicit_retry_after)(
+                    exc.response.headers),
             )
+            error.reading = reading
+            return error
         if status in (408, 409) or status >= 500:
             return TransientError(
                 f"HTTP {status} from {host}: {said}",

@@ -2,10 +2,10 @@
 
 Hints, in order: ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date), then OpenAI's
 ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (durations such as ``6m0s`` or
-``20ms``; the longer of the two). Any 429 pauses every worker (:class:`PauseGate`). The backoff
-grows to a minutes-long cap (``max_delay_s``, a client parameter), so a low usage tier slows a
-run down instead of failing its items. An optional tokens-per-minute throttle
-(:class:`TokenThrottle`) keeps a run under the caller's limit in the first place.
+``20ms``; the longer of the two). The backoff grows to a minutes-long cap (``max_delay_s``, a
+client parameter), so a low usage tier slows a run down instead of failing its items. Pacing to
+the account's limits in the first place, and spacing the retries after a 429, is
+:mod:`memcost.llm.pacing`'s.
 
 The SDK's own retries are switched off so that every HTTP attempt passes through here and is
 counted in the ledger (the paper's LC runs sent 504 and 664 requests for 500 questions because
@@ -18,7 +18,6 @@ import email.utils
 import math
 import random
 import re
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,7 +73,7 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     ``x-ratelimit-reset-tokens``; ``None`` when absent or unreadable."""
     if not headers:
         return None
-    hinted = _retry_after(headers)
+    hinted = explicit_retry_after(headers)
     if hinted is not None:
         return hinted
     resets = [
@@ -86,7 +85,11 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(resets) if resets else None
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
+def explicit_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """``retry-after-ms``, else ``Retry-After`` (seconds or an HTTP date): what the server asks
+    for in so many words (not the time until a limit is full again)."""
+    if not headers:
+        return None
     for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
@@ -102,64 +105,3 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         if math.isfinite(seconds):
             return max(0.0, seconds)
     return None
-
-
-class PauseGate:
-    """A pause shared by all workers: after a 429 with Retry-After, nobody sends until it ends.
-
-    Without it, the other workers would keep hitting a rate-limited endpoint and each collect
-    its own 429.
-    """
-
-    def __init__(self) -> None:
-        self._until = 0.0
-        self._lock = threading.Lock()
-
-    def pause(self, seconds: float) -> None:
-        with self._lock:
-            self._until = max(self._until, time.monotonic() + seconds)
-
-    def wait(self, stop: threading.Event | None = None) -> None:
-        """Return once the pause is over (or ``stop`` is set)."""
-        while True:
-            with self._lock:
-                remaining = self._until - time.monotonic()
-            if remaining <= 0 or (stop is not None and stop.is_set()):
-                return
-            if stop is not None:
-                stop.wait(min(remaining, 0.5))
-            else:
-                time.sleep(min(remaining, 0.5))
-
-
-class TokenThrottle:
-    """Keep a run under ``tpm_limit`` tokens a minute: a request waits until the tokens sent in
-    the last 60 s plus its own fit (its prompt and its output limit, counted in advance)."""
-
-    WINDOW_S = 60.0
-
-    def __init__(self, tpm_limit: int | None):
-        self.limit = int(tpm_limit) if tpm_limit else None
-        self._sent: list[tuple[float, int]] = []
-        self._lock = threading.Lock()
-
-    def acquire(self, tokens: int, stop: threading.Event | None = None) -> float:
-        """Block until ``tokens`` fit; returns the seconds waited."""
-        if self.limit is None:
-            return 0.0
-        tokens = min(int(tokens), self.limit)  # one request larger than the limit still goes
-        waited = 0.0
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                self._sent = [(t, n) for t, n in self._sent if now - t < self.WINDOW_S]
-                used = sum(n for _, n in self._sent)
-                if used + tokens <= self.limit:
-                    self._sent.append((now, tokens))
-                    return waited
-                wait_s = self.WINDOW_S - (now - self._sent[0][0]) + 0.01
-            if stop is not None and stop.wait(wait_s):
-                return waited
-            if stop is None:
-                time.sleep(wait_s)
-            waited += wait_s

@@ -56,7 +56,7 @@ class ClientStats:
     reasks: int = 0
     usage_estimated: int = 0  # API replies without usage, counted with o200k instead
     truncated_inputs: int = 0  # embedding inputs cut to the API's per-input limit
-    rate_limited: int = 0  # HTTP 429 answers (every worker paused after each)
+    rate_limited: int = 0  # HTTP 429 answers (each slows its model's pace)
     flex_unavailable: int = 0  # Flex 429 resource_unavailable answers (that request backed off)
     discarded_rows: int = 0  # cache rows that held no answer (cut off, filtered): asked again
     output_limit_retries: int = 0  # items asked again with a larger output limit after "length"

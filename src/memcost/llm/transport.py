@@ -2,8 +2,9 @@
 
 :class:`Transport` is the client's part that talks to the network. It resolves each model to
 an endpoint (``None``: the offline backend), keeps one HTTP client per endpoint, sends a request
-with bounded retries and backoff (a 429 pauses every worker, a Flex capacity answer only this
-request), throttles to a tokens-per-minute limit, and stops the stage when the endpoint looks
+with bounded retries and backoff, paces each model to the account's rate limits
+(:mod:`memcost.llm.pacing`: a 429 slows that model's requests and spaces their retries; a Flex
+capacity answer delays only its own request), and stops the stage when the endpoint looks
 down. It never touches the cache, the ledger or the budget: :mod:`memcost.llm.calling` does.
 """
 
@@ -18,11 +19,18 @@ from memcost.io import sign_of_life
 from memcost.llm.config import ClientConfig
 from memcost.llm.errors import FatalAPIError, TransientError
 from memcost.llm.flex import FLEX, is_flex_unavailable, outage_hint
+from memcost.llm.pacing import Pacer
 from memcost.llm.providers import Endpoint, EndpointClient, resolve_endpoint
 from memcost.llm.requests import ChatRequest, EmbeddingRequest
-from memcost.llm.retry import PauseGate, TokenThrottle
 from memcost.llm.stats import Accounting
-from memcost.models import TIMEOUT_MAX_S, ModelInfo, declare_model, model_info, request_timeout
+from memcost.models import (
+    TIMEOUT_MAX_S,
+    ModelInfo,
+    canonical_name,
+    declare_model,
+    model_info,
+    request_timeout,
+)
 from memcost.tokens import count_tokens
 
 Request = ChatRequest | EmbeddingRequest
@@ -39,8 +47,7 @@ class Transport:
         self.config = config
         self.accounting = accounting
         self.stop = threading.Event()  # set when a stage stops: workers give up retrying
-        self.pause = PauseGate()
-        self.throttle = TokenThrottle(config.tpm_limit)
+        self.pacer = Pacer(config.rate_limits, config.max_concurrency, canonical_name)
         self.rng = random.Random()
         self._routes: dict[str, Endpoint | None] = {}
         self._clients: dict[str, EndpointClient] = {}
@@ -113,32 +120,44 @@ class Transport:
             def send(r: ChatRequest) -> dict[str, Any]:
                 return client.chat(r, info, routing, timeout_s=timeout, service_tier=tier)
 
-        self.throttle.acquire(self._token_estimate(request), self.stop)
+        pacer = self.pacer.model(request.model)
         retry = self.config.retry
         while True:
-            self.pause.wait(self.stop)
+            ticket = pacer.acquire(self._token_estimate(request), self.stop)
+            if ticket is None:
+                return None, 0.0, "not sent: the stage stopped"
             attempts[0] += 1
             attempts[1] = t0 = time.perf_counter()
             try:
-                return send(request), time.perf_counter() - t0, None
+                response = send(request)
             except TransientError as exc:
                 latency = time.perf_counter() - t0
+                limited = exc.status == 429 and not is_flex_unavailable(exc)
+                pacer.settle(ticket, reading=exc.reading, rate_limited=limited,
+                             hold_s=exc.retry_after if limited else None)
                 if attempts[0] >= retry.max_attempts:
-                    limited = " (rate limited: HTTP 429)" if (
-                        exc.status == 429 and not is_flex_unavailable(exc)) else ""
-                    return None, latency, f"{exc}{limited} (gave up after {attempts[0]} attempts)"
+                    said = " (rate limited: HTTP 429)" if limited else ""
+                    return None, latency, f"{exc}{said} (gave up after {attempts[0]} attempts)"
                 delay = retry.delay(attempts[0], exc.retry_after, self.rng)
                 if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
                     self.accounting.count("flex_unavailable")
                     self._say_waiting("Flex has no capacity now (HTTP 429): this request "
                                       f"waits {delay:.2g} s", "flex_unavailable")
-                elif exc.status == 429:  # every worker waits, not only this one
-                    self.pause.pause(delay)
+                elif limited:  # the pacer spaces the retries out (no thundering herd)
+                    delay = pacer.retry_delay_s(exc.retry_after)
                     self.accounting.count("rate_limited")
-                    self._say_waiting(f"rate limited (HTTP 429): every request waits {delay:.2g} s",
-                                      "rate_limited")
+                    wait = exc.retry_after if exc.retry_after is not None else delay
+                    self._say_waiting(f"rate limited (HTTP 429) on {request.model}: its requests "
+                                      f"wait {wait:.2g} s, then leave one by one", "rate_limited")
                 if self.stop.wait(delay):  # the stage is stopping: do not retry
                     return None, latency, f"{exc} (not retried: the stage stopped)"
+                continue
+            except BaseException:
+                pacer.settle(ticket)
+                raise
+            pacer.settle(ticket, used_tokens=_used_tokens(response),
+                         reading=response.pop("rate_limit", None))
+            return response, time.perf_counter() - t0, None
 
     def _say_waiting(self, what: str, counter: str) -> None:
         """A sign of life while requests wait, at most one every 30 s (so a long run of 429s
@@ -150,10 +169,11 @@ class Transport:
             self._last_said = now
         sign_of_life(f"{what}; {getattr(self.accounting.stats, counter)} so far this notebook")
 
-    def _token_estimate(self, request: Request) -> int:
-        """Tokens a request may use, for the tokens-per-minute throttle (0 when there is none)."""
-        if self.throttle.limit is None:
-            return 0
+    @staticmethod
+    def _token_estimate(request: Request) -> int:
+        """Tokens a request may use (its prompt and its output limit), for its model's
+        tokens-per-minute bucket (counted even before one is known: the first reply's headers
+        may create it, and what is in flight then must count against it)."""
         if isinstance(request, EmbeddingRequest):
             return sum(count_tokens(t) for t in request.inputs)
         prompt = sum(count_tokens(c) for _, c in request.messages)
@@ -181,8 +201,9 @@ class Transport:
             raise FatalAPIError(
                 f"{self._consecutive_failures} calls in a row were rate limited (HTTP 429) after "
                 f"all retries (last: {request.stage} call to {request.model}): the account's "
-                "limits are below this run's pace. Lower the pace (client: {max_concurrency: 2}, "
-                "or tpm_limit at the account's tokens per minute) or wait for the limit to "
+                "limits are below this run's pace. State them (client: {rate_limits: {"
+                f"{request.model}: {{rpm: ..., tpm: ...}}}}}}) or lower the ceiling (client: "
+                "{max_concurrency: 2}), or wait for the limit to "
                 "reset; finished calls are cached and recorded, so a rerun continues.")
         if stage_down and not tripped:
             raise FatalAPIError(
@@ -194,3 +215,13 @@ class Transport:
                 f"{limit} calls in a row failed after all retries (last: {request.stage} call "
                 f"to {request.model}); the endpoint seems unavailable. Finished calls are cached "
                 "and recorded; rerun later to continue." + hint)
+
+
+def _used_tokens(response: dict[str, Any]) -> float | None:
+    """Tokens a reply says it used (prompt and completion), for settling its reservation."""
+    usage = response.get("usage")
+    if isinstance(usage, dict):
+        return float((usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
+    if response.get("prompt_tokens") is not None:  # an embedding reply
+        return float(response["prompt_tokens"])
+    return None

@@ -25,6 +25,7 @@ from memcost.execution import (
     stage_models,
 )
 from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
+from memcost.llm.pacing import parse_rate_limits
 from memcost.models import is_known
 from memcost.params import (
     CLIENT_SETTINGS,
@@ -181,6 +182,9 @@ def check_client(settings: Any, backend: str) -> dict[str, Any]:
         raise PresetError(f"parameter client={settings!r}: expected a mapping of the client's "
                           "settings, e.g. client: {max_concurrency: 16, execution: {judge: batch}}")
     unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
+    if "tpm_limit" in unknown:
+        raise PresetError("parameter client.tpm_limit: limits are per model now: client: "
+                          "{rate_limits: {MODEL: {rpm: N, tpm: N}}}")
     if unknown:
         raise PresetError(f"parameter client: unknown setting(s) {', '.join(map(str, unknown))}; "
                           f"the client's settings are {', '.join(CLIENT_SETTINGS)}")
@@ -197,6 +201,12 @@ def check_client(settings: Any, backend: str) -> dict[str, Any]:
         refused = batch_refusal(backend)
         if "batch" in modes.values() and refused:
             raise PresetError(refused)
+    if "rate_limits" in checked:
+        declared = checked.get("model_capabilities") or {}
+        try:
+            parse_rate_limits(checked["rate_limits"], known=lambda m: is_known(m, declared))
+        except ValueError as exc:
+            raise PresetError(f"parameter client.{exc}") from None
     return checked
 
 

@@ -10,7 +10,9 @@ request bodies the way the real API would.
 The prompt cache follows :class:`memcost.prefix_cache.PrefixCache` (the one rule), routed by
 ``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
 for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
-with their ``shutdown_date``. Flex requests (``service_tier``) follow :mod:`memcost.testing.flex`.
+with their ``shutdown_date``. Flex requests (``service_tier``) follow :mod:`memcost.testing.flex`;
+per-model RPM/TPM limits, :mod:`memcost.testing.rate_limits` (``server.limits.set(model, rpm=,
+tpm=)``).
 ``/v1/files`` and ``/v1/batches`` are the Batch API
 (:mod:`memcost.testing.batches`; its controls: ``server.batches``).
 
@@ -48,6 +50,7 @@ from memcost.models import is_known, model_info
 from memcost.prefix_cache import PrefixCache
 from memcost.testing.batches import BatchService
 from memcost.testing.flex import FlexTier
+from memcost.testing.rate_limits import AccountLimits
 from memcost.tokens import encode
 
 CHAT_PATH = "/v1/chat/completions"
@@ -144,6 +147,8 @@ class FakeOpenAIServer:
     prefix_overflow_per_minute: int | None = None  # None: no overflow (a test's fast bursts)
     models: dict[str, str | None] = field(default_factory=dict)  # GET /v1/models: shutdown dates
     flex: FlexTier = field(default_factory=FlexTier)  # service_tier "flex" (memcost.testing.flex)
+    # per-model RPM/TPM limits with OpenAI's headers and 429s (memcost.testing.rate_limits)
+    limits: AccountLimits = field(default_factory=AccountLimits)
     _script: deque[Action] = field(default_factory=deque, init=False, repr=False)
     _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
     _log: list[Received] = field(default_factory=list, init=False, repr=False)
@@ -541,6 +546,10 @@ class _Handler(BaseHTTPRequestHandler):
                 ).encode(),
                 headers,
             )
+        if path in (CHAT_PATH, EMBEDDINGS_PATH):
+            refusal, headers = server.limits.admit(path, body)
+            if refusal is not None:
+                return refusal[0], json.dumps(refusal[1]).encode(), headers
         if path == CHAT_PATH:
             status, payload = server.chat_response(body, action)
         elif path == EMBEDDINGS_PATH:
