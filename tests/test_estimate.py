@@ -67,6 +67,8 @@ def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
                    overrides={"backend": "openai", "max_cost_usd": 0.01})
     message = str(info.value)
     assert "exceeds max_cost_usd $0.01" in message and "nothing has been spent" in message
+    assert "\n" not in message and "Cheapest change that fits: " in message
+    assert "-p max_cost_usd=" in message  # no batching or cheaper judge fits one cent
     assert (run_dir / "tables" / "estimate_before_run.csv").is_file()
     assert (run_dir / "locomo" / "data" / "questions.parquet").is_file()  # 00 ran (free)
     assert not (run_dir / "calls.jsonl").exists()  # no model call of any kind

@@ -1,6 +1,7 @@
-"""The README's preset costs are the estimate's figures, interactive and with extraction and
-judging batched, so that they cannot drift from it; and the estimate's batch figure is the
-interactive one with exactly the batched stages halved."""
+"""The README's preset hours and costs are the estimate's figures, as shipped and with
+extraction and judging batched, so that they cannot drift from it; every paid preset fits its
+own budget; and the estimate's batch figure is the interactive one with exactly the batched
+stages halved."""
 
 from __future__ import annotations
 
@@ -10,34 +11,67 @@ import pytest
 
 from memcost.cli.estimate import preset_estimate
 from memcost.cli.main import main
-from memcost.costs.estimate import chosen_total, summary_text
+from memcost.costs.estimate import bill, call_hours, chosen_total, summary_text
 from memcost.paths import REPO_ROOT
 from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import resolve_preset
 
 BATCHED = {"extract": "batch", "judge": "batch"}
-ROW = re.compile(r"^\| `(paper_\w+)` \|.*\| ~\$(\d+) \(budget \$\d+\) \| ~\$(\d+) \|$", re.M)
+ROW = re.compile(r"^\| `((?:paper|current)_\w+)` \|.*\| ~(\d+) h( \+ batches)? \| "
+                 r"~\$(\d+) \(budget \$(\d+)\) \| ~\$(\d+) \|$", re.M)
+PAID = ("paper_locomo", "paper_longmemeval", "paper_personamem_v2", "current_locomo",
+        "current_longmemeval", "current_personamem_v2")
 
 
 def _estimate(name: str, execution: dict[str, str] | None = None):
-    overrides = {"client": {"execution": execution}} if execution else {}
+    overrides = {"client": {"execution": execution}} if execution is not None else {}
     preset = resolve_preset(name, discover_notebooks(), overrides=overrides)
     return preset_estimate(preset)[0]
 
 
-def test_the_readme_cost_columns_are_the_estimate():
-    rows = {m[1]: (int(m[2]), int(m[3])) for m in ROW.finditer(
+def test_the_readme_time_and_cost_columns_are_the_estimate():
+    rows = {m[1]: (int(m[2]), bool(m[3]), int(m[4]), int(m[5]), int(m[6])) for m in ROW.finditer(
         (REPO_ROOT / "README.md").read_text(encoding="utf-8"))}
-    assert set(rows) == {"paper_locomo", "paper_longmemeval", "paper_personamem_v2"}
+    assert set(rows) == set(PAID)
     for name, written in rows.items():
-        interactive = float(_estimate(name)["usd"].sum())
+        shipped = _estimate(name)
+        preset = resolve_preset(name, discover_notebooks())
         batched = chosen_total(_estimate(name, BATCHED))
         assert batched is not None
-        computed = (round(interactive), round(batched))
+        computed = (max(1, round(call_hours(shipped))),
+                    bool((shipped["execution"] == "batch").any()), round(bill(shipped)),
+                    round(preset.parameters["max_cost_usd"]), round(batched))
         assert written == computed, (
-            f"README's {name} row says ~${written[0]} / ~${written[1]}; the estimate gives "
-            f"~${computed[0]} / ~${computed[1]} (python -m memcost estimate --params {name} "
+            f"README's {name} row says {written}; the estimate gives {computed} (hours, batched, "
+            f"cost, budget, batched cost: python -m memcost estimate --params {name} "
             "[-p 'client={execution: {extract: batch, judge: batch}}']): update the row")
+
+
+@pytest.mark.parametrize("name", PAID)
+def test_every_paid_preset_fits_its_own_budget_and_names_each_stage_s_model(name, capsys):
+    preset = resolve_preset(name, discover_notebooks())
+    estimate = _estimate(name)
+    assert bill(estimate) <= preset.parameters["max_cost_usd"]
+    assert main(["estimate", "--params", name]) == 0
+    out = capsys.readouterr().out
+    assert "would stop" not in out
+    for row in estimate.itertuples():  # one line per stage and model, naming both
+        assert re.search(rf"^  \S+ +{row.ledger_stage} +{re.escape(row.model)} +", out, re.M)
+
+
+def test_over_budget_says_the_estimate_the_budget_and_the_cheapest_change_that_fits(capsys):
+    assert main(["estimate", "--params", "current_locomo", "-p",
+                 "client={execution: {}}"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    interactive = bill(_estimate("current_locomo", {}))
+    judge_batched = bill(_estimate("current_locomo", {"judge": "batch"}))
+    assert line.startswith("this run would stop before its first paid call: ")
+    assert f"the estimated bill ${interactive:,.2f} exceeds max_cost_usd $60.00" in line
+    assert line.endswith("Cheapest change that fits: batch the judge: -p 'client={execution: "
+                         f"{{judge: batch}}}}' (${judge_batched:,.2f})")
+    assert main(["estimate", "--params", "current_locomo", "-p", "max_cost_usd=5"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "Cheapest change that fits: -p max_cost_usd=" in line  # nothing else fits $5
 
 
 def test_batched_stages_cost_exactly_half_and_the_rest_is_unchanged():

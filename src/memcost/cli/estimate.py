@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from memcost.cli.resume import collect_overrides, parse_override, split_list
-from memcost.costs.estimate import estimate_counts, estimate_dataset, summary_text
+from memcost.costs.estimate import (
+    bill,
+    estimate_counts,
+    estimate_dataset,
+    fitting_change,
+    over_budget_line,
+    summary_text,
+)
 from memcost.costs.profile import paper_scale_counts, profile_note
+from memcost.params import merge_parameters
 from memcost.paths import RunPaths
 from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import Preset, PresetError, resolve_preset
@@ -36,12 +45,13 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                      help="override a notebook parameter (YAML value)")
 
 
-def preset_estimate(preset: Preset, run_name: str | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """The estimate of every dataset of ``preset``, and one line per dataset saying what was
-    counted."""
+def preset_estimate(preset: Preset, run_name: str | None = None,
+                    overrides: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The estimate of every dataset of ``preset`` (with ``overrides`` merged in), and one line
+    per dataset saying what was counted."""
     frames, notes = [], []
     for name in preset.datasets:
-        params = preset.parameters_for(name)
+        params = merge_parameters(preset.parameters_for(name), overrides or {})
         ds = RunPaths.from_param(run_name).dataset(name) if run_name else None
         if ds is not None and ds.questions.is_file():
             frames.append(estimate_dataset(ds, params))
@@ -68,9 +78,15 @@ def command_estimate(args: argparse.Namespace) -> int:
         print(f"{preset.name} runs offline (the classical stand-ins answer): it costs $0. What "
               "follows is what its calls would cost with the configured models, at the scale "
               "each line below says (the paper's, unless a run's data was counted):")
-    print(summary_text(estimate, max_cost_usd=preset.parameters.get("max_cost_usd")))
+    budget = preset.parameters.get("max_cost_usd")
+    print(summary_text(estimate, max_cost_usd=budget))
     for note in notes:
         print(f"  {note}")
+    if budget is not None and not offline_preset(preset) and bill(estimate) > float(budget):
+        change = fitting_change(lambda o: preset_estimate(preset, args.run_name, o)[0],
+                                preset.parameters_for(preset.datasets[0]), float(budget))
+        print("this run would stop before its first paid call: "
+              + over_budget_line(preset.path, bill(estimate), float(budget), change))
     return 0
 
 

@@ -23,6 +23,7 @@ from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READE
 from memcost.params import client_option, normalise_execution, notebook_defaults
 from memcost.paths import NOTEBOOKS_DIR, DatasetPaths
 from memcost.prices import price_for
+from memcost.tiers import TIER_SOURCE, tier_limits
 
 # --- Assumptions (each from the paper where it gives one) ---------------------------------------
 # Writing memory with GPT-5-nano costs what the paper's LongMemEval bill implies per history token
@@ -39,7 +40,9 @@ JUDGE_OUTPUT_TOKENS = 1_000
 # Baselines: the no-context prompt is the question and instructions; the oracle keeps about one
 # session of the history (the evidence session).
 NO_CONTEXT_PROMPT_TOKENS = 300
-# Seconds per request, for the time estimate only (providers and load vary a lot).
+# Seconds per request, for the time estimate only (providers and load vary a lot): with
+# max_concurrency requests in flight, a stage takes at least requests x this / max_concurrency,
+# and at least what its model's rate limits allow (memcost.tiers).
 SECONDS_PER_REQUEST = {"write": 12.0, "read": 6.0, "long_context": 20.0, "baseline": 6.0,
                        "judge": 15.0}
 MESSAGES_PER_SEGMENT = 10  # §3.1 batch_size: one extraction call per 10 messages
@@ -81,25 +84,49 @@ class _Rows:
 
     def add(self, stage: str, system: str, model: str, requests: int, input_tokens: float,
             cached: float, output: float, usd: float | None = None, *,
-            ledger_stage: str) -> None:
+            ledger_stage: str, effort: str = "") -> None:
         """One row; ``ledger_stage`` (memcost.calls.STAGES) picks its execution mode, and
-        ``usd_execution`` is its bill in that mode (NaN: the model has no price for it)."""
+        ``usd_execution`` is its bill in that mode (NaN: the model has no price for it);
+        ``minutes`` is the time its calls take at the rate limits in force (NaN: a batch,
+        whose results come within 24 hours)."""
         overrides = self.params.get("price_overrides")
         price = price_for(model, overrides)
-        if usd is None:
-            usd = price.cost(prompt_tokens=int(input_tokens), cached_prompt_tokens=int(cached),
-                             completion_tokens=int(output))
+        if usd is None:  # priced per (mean) request: a long-context tier applies per request
+            n = max(1, int(requests))
+            usd = n * price.cost(prompt_tokens=input_tokens / n, cached_prompt_tokens=cached / n,
+                                 completion_tokens=output / n)
         mode = normalise_execution(client_option(self.params, "execution"))[ledger_stage]
         multiplier = discount_multiplier(model, mode, overrides)
-        concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
+        minutes, bound, limits = self._minutes(stage, model, requests, input_tokens + output)
         self.rows.append({"dataset": self.dataset, "stage": stage, "system": system,
-                          "model": model, "requests": int(requests),
+                          "model": model, "effort": effort, "requests": int(requests),
                           "input_tokens": int(input_tokens), "cached_input_tokens": int(cached),
                           "output_tokens": int(output), "usd": float(usd),
-                          "minutes": requests * SECONDS_PER_REQUEST[stage] / concurrency / 60,
+                          "minutes": math.nan if mode == "batch" else minutes,
+                          "bound_by": "batch (within 24 h)" if mode == "batch" else bound,
+                          "rate_limits": limits,
                           "ledger_stage": ledger_stage, "execution": mode,
                           "usd_execution": math.nan if multiplier is None
                           else float(usd) * multiplier})
+
+
+    def _minutes(self, stage: str, model: str, requests: float, tokens: float
+                 ) -> tuple[float, str, str]:
+        """Minutes of calls, what binds them (the request limit, the token limit, or latency
+        over ``max_concurrency``), and where the limits came from."""
+        concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
+        rpm, tpm, source = tier_limits(model, client_option(self.params, "rate_limits"))
+        bounds = {"latency": requests * SECONDS_PER_REQUEST[stage] / concurrency / 60}
+        if rpm:
+            bounds["requests/min"] = requests / rpm
+        if tpm:
+            bounds["tokens/min"] = tokens / tpm
+        bound = max(bounds, key=bounds.__getitem__)
+        return bounds[bound], bound, source
+
+
+def _effort(params: Mapping[str, Any], key: str) -> str:
+    return str(params.get(key) or "")
 
 
 def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -111,16 +138,17 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
     write_usd = history * INGEST_USD_PER_TOKEN_NANO * _price_ratio(
         extraction_model, "gpt-5-nano", p.get("price_overrides"))
     update_share = UPDATE_SHARE_OF_WRITE if p.get("update_phase") else 0.0
+    effort = _effort(p, "extraction_reasoning_effort")
     out.add("write", "memory", extraction_model, segments, history, 0, 0,
-            usd=write_usd * (1 - update_share), ledger_stage="extract")
+            usd=write_usd * (1 - update_share), ledger_stage="extract", effort=effort)
     if update_share:
         out.add("write", "memory", extraction_model, segments, 0, 0, 0,
-                usd=write_usd * update_share, ledger_stage="update")
+                usd=write_usd * update_share, ledger_stage="update", effort=effort)
     reader = str(p.get("reader_model") or READER_MODEL)
     out.add("read", "memory", reader, n_questions, 0, 0, 0,
             usd=n_questions * READ_USD_PER_QUESTION_MINI * _price_ratio(reader, "gpt-5-mini",
                                                                      p.get("price_overrides")),
-            ledger_stage="read")
+            ledger_stage="read", effort=_effort(p, "reader_reasoning_effort"))
     embedder = str(p.get("embedding_model") or EMBEDDING_MODEL)
     out.add("read", "memory", embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
 
@@ -136,9 +164,10 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
                 later += (r.n_questions - 1) * r.history_tokens
         cached_rate_known = (price_for(model, out.params.get("price_overrides")).cached_input
                              is not None)
+        effort = ((out.params.get("generation") or {}).get(model) or {}).get("reasoning_effort")
         out.add("long_context", f"long_context_{model}", model, n_questions, first + later,
                 later if cached_rate_known else 0, n_questions * LC_OUTPUT_TOKENS,
-                ledger_stage="long_context")
+                ledger_stage="long_context", effort=str(effort or ""))
 
 
 def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -177,7 +206,8 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
     requests = len(judged) * systems * votes
     judge = str(p.get("judge_model") or JUDGE_MODEL)
     out.add("judge", "judge", judge, requests, requests * JUDGE_PROMPT_TOKENS, 0,
-            requests * JUDGE_OUTPUT_TOKENS, ledger_stage="judge")
+            requests * JUDGE_OUTPUT_TOKENS, ledger_stage="judge",
+            effort=_effort(p, "reasoning_effort"))
 
 
 def estimate_dataset(ds: DatasetPaths, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -224,38 +254,115 @@ def _modes(estimate: pd.DataFrame) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in pairs.items()) + "}"
 
 
+def _tokens(n: float) -> str:
+    return f"{n / 1e6:,.1f}M" if n >= 1e6 else f"{n / 1e3:,.0f}k" if n >= 1e3 else f"{n:,.0f}"
+
+
+def _time(row: Any) -> str:
+    if row.execution == "batch":
+        return "within 24 h (batch)"
+    hours = row.minutes / 60
+    when = f"{hours:,.1f} h" if hours >= 1 else f"{row.minutes:,.0f} min"
+    return f"{when} ({row.bound_by})"
+
+
+def call_hours(estimate: pd.DataFrame) -> float:
+    """Hours of interactive and Flex calls, stage after stage (batches are not counted: their
+    results come within 24 hours, whatever their size)."""
+    return float(estimate["minutes"].sum(min_count=1) or 0.0) / 60
+
+
+def limits_note(estimate: pd.DataFrame) -> str:
+    """Where the rate limits behind the times came from, in one line."""
+    sources = sorted({f"{r.model}: {r.rate_limits}" for r in estimate.itertuples()
+                      if r.execution != "batch" and r.requests})
+    return ("times at the rate limits in force (" + "; ".join(sources) + f"; {TIER_SOURCE}; "
+            "state yours with client: {rate_limits: {MODEL: {rpm: N, tpm: N}}}), each stage "
+            "at most max_concurrency requests at a time")
+
+
 def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
-    """A few lines for the terminal: per dataset and stage, then the total against the budget;
-    with batch or flex stages, each line and the total also in the chosen modes."""
+    """A few lines for the terminal: one per dataset, stage and model (its reasoning effort,
+    execution mode, requests, tokens, bill interactive and as chosen, time and what binds it),
+    then the totals against the budget."""
     if estimate.empty:
         return "nothing to estimate"
-    discounted = bool((estimate["execution"] != "interactive").any())
-    frame = estimate.assign(unpriced=estimate["usd_execution"].isna())
-    pivot = frame.groupby(["dataset", "stage"], sort=False)[
-        ["requests", "usd", "usd_execution", "minutes", "unpriced"]].sum(min_count=1)
-    lines = ["estimated bill of this run (list prices; assumptions in memcost/costs/estimate.py):"]
-    if discounted:
-        lines[0] += f"\n  {'':<28} {'':>17}  {'interactive':>10}  {'as chosen':>10}"
-    for (dataset, stage), r in pivot.iterrows():
-        chosen = ""
-        if discounted:
-            chosen = "  " + ("       n/a" if r.unpriced else f"${r.usd_execution:>9,.2f}")
-        lines.append(f"  {dataset:<14} {stage:<13} {int(r.requests):>8,} requests  "
-                     f"${r.usd:>9,.2f}{chosen}  ~{r.minutes:,.0f} min")
-    total, minutes = float(estimate["usd"].sum()), float(estimate["minutes"].sum())
+    lines = ["estimated bill of this run (list prices; assumptions in memcost/costs/estimate.py):",
+             f"  {'dataset':<14} {'stage':<12} {'model':<22} {'effort':<7} {'mode':<11} "
+             f"{'requests':>9} {'tokens in':>9} {'out':>7} {'interactive':>11} "
+             f"{'as chosen':>10}  time"]
+    for r in estimate.itertuples():
+        chosen = "n/a" if pd.isna(r.usd_execution) else f"${r.usd_execution:,.2f}"
+        lines.append(f"  {r.dataset:<14} {r.ledger_stage:<12} {r.model:<22} "
+                     f"{r.effort or '-':<7} {r.execution:<11} {r.requests:>9,} "
+                     f"{_tokens(r.input_tokens):>9} {_tokens(r.output_tokens):>7} "
+                     f"{'$' + format(r.usd, ',.2f'):>11} {chosen:>10}  {_time(r)}")
+    total = float(estimate["usd"].sum())
     budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"
+    hours = call_hours(estimate)
+    batches = " plus batches, within 24 hours" if (estimate["execution"] == "batch").any() else ""
+    discounted = bool((estimate["execution"] != "interactive").any())
     if not discounted:
-        lines.append(f"  total: ${total:,.2f}, about {minutes / 60:,.1f} hours of calls{budget}")
-        return "\n".join(lines)
-    chosen = chosen_total(estimate)
-    lines.append(f"  total, all interactive: ${total:,.2f}, about {minutes / 60:,.1f} hours of "
-                 f"calls{budget}")
-    if chosen is not None:
-        lines.append(f"  total, with execution {_modes(estimate)}: ${chosen:,.2f} (batch results "
-                     "arrive within 24 hours; Flex answers are slower)")
-        return "\n".join(lines)
-    lines.append(f"  total, with execution {_modes(estimate)}: not known")
-    for r in estimate.loc[estimate["usd_execution"].isna()].itertuples():
-        lines.append(f"    {r.dataset} {r.ledger_stage}: {r.model} has no {r.execution} price "
-                     f"in memcost.prices; the estimate does not guess one")
+        lines.append(f"  total: ${total:,.2f}, about {hours:,.1f} hours of calls{budget}")
+    else:
+        lines.append(f"  total, all interactive: ${total:,.2f}{budget}")
+        chosen = chosen_total(estimate)
+        if chosen is not None:
+            lines.append(f"  total, with execution {_modes(estimate)}: ${chosen:,.2f}, about "
+                         f"{hours:,.1f} hours of calls{batches} (Flex answers are slower)")
+        else:
+            lines.append(f"  total, with execution {_modes(estimate)}: not known")
+            for r in estimate.loc[estimate["usd_execution"].isna()].itertuples():
+                lines.append(f"    {r.dataset} {r.ledger_stage}: {r.model} has no {r.execution} "
+                             "price in memcost.prices; the estimate does not guess one")
+    lines.append(f"  {limits_note(estimate)}")
     return "\n".join(lines)
+
+
+def bill(estimate: pd.DataFrame) -> float:
+    """What the run is expected to cost: the bill in the chosen modes where every stage has a
+    price in its mode, else the all-interactive one."""
+    chosen = chosen_total(estimate)
+    return float(estimate["usd"].sum()) if chosen is None else chosen
+
+
+# What a user can change to fit a budget, least change to the study first: batching changes
+# only when the answers come; a cheaper judge changes the judge.
+FIT_CHANGES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("batch the judge: -p 'client={execution: {judge: batch}}'",
+     {"client": {"execution": {"judge": "batch"}}}),
+    ("batch extraction and the judge: -p 'client={execution: {extract: batch, judge: batch}}'",
+     {"client": {"execution": {"extract": "batch", "judge": "batch"}}}),
+)
+
+
+def fitting_change(recompute: Any, params: Mapping[str, Any], budget: float) -> str:
+    """The first change of :data:`FIT_CHANGES` (then a cheaper judge: the run's extraction
+    model) whose estimate fits ``budget``, as the words to type; else the cheapest of them with
+    the budget it needs. ``recompute(overrides)`` is the estimate with ``overrides`` merged into
+    every dataset's parameters."""
+    chosen = dict(normalise_execution(client_option(params, "execution")))
+    cheaper = str(params.get("extraction_model") or EXTRACTION_MODEL)
+    changes = [c for c in FIT_CHANGES if any(
+        chosen.get(stage) != mode for stage, mode in c[1]["client"]["execution"].items())]
+    if str(params.get("judge_model") or JUDGE_MODEL) != cheaper:
+        changes.append((f"a cheaper judge: -p judge_model={cheaper}", {"judge_model": cheaper}))
+    best = ("", bill(recompute({})))
+    for words, overrides in changes:
+        try:
+            total = bill(recompute(overrides))
+        except (KeyError, ValueError):  # e.g. a model with no price in that mode
+            continue
+        if total <= budget:
+            return f"{words} (${total:,.2f})"
+        if total < best[1] and not words.startswith("a cheaper judge"):
+            best = (words, total)
+    raise_to = f"-p max_cost_usd={math.ceil(best[1] * 1.1)}"
+    return f"{best[0]}, and {raise_to}" if best[0] else raise_to
+
+
+def over_budget_line(where: Any, total: float, budget: float, change: str) -> str:
+    """The one line that refuses a run over its budget: the estimate, the budget, and the
+    least change that fits."""
+    return (f"{where}: the estimated bill ${total:,.2f} exceeds max_cost_usd ${budget:,.2f}; "
+            f"nothing has been spent. Cheapest change that fits: {change}")

@@ -9,11 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memcost.costs.estimate import chosen_total, estimate_run, summary_text
+from memcost.costs.estimate import (
+    bill,
+    estimate_run,
+    fitting_change,
+    over_budget_line,
+    summary_text,
+)
 from memcost.io import write_csv
 from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials
-from memcost.params import client_option, notebook_parameters
+from memcost.params import client_option, merge_parameters, notebook_parameters
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError
 from memcost.run.lifecycle_gate import check_lifecycle
@@ -80,13 +86,12 @@ def check_estimate(preset: Preset, run: RunPaths) -> None:
               flush=True)
         return
     # the bill with the chosen execution modes (batch, flex) when every stage has its price
-    chosen = chosen_total(estimate)
-    total = float(estimate["usd"].sum()) if chosen is None else chosen
+    total = bill(estimate)
     if budget is not None and total > float(budget):
-        raise PresetError(
-            f"{preset.path}: the estimated bill ${total:,.2f} exceeds max_cost_usd "
-            f"${float(budget):,.2f}; nothing has been spent yet. Raise max_cost_usd in the preset "
-            f"(or pass -p max_cost_usd=...), reduce limit_questions / limit_conversations, or run "
-            f"the estimate_<dataset> preset for a finer figure. Estimate: "
-            f"{run.table.estimate_before_run}"
-        )
+        def recompute(overrides: Mapping[str, Any]) -> Any:
+            return estimate_run({name: (ds, merge_parameters(params, overrides))
+                                 for name, (ds, params) in prepared.items()})
+
+        first = next(iter(prepared.values()))[1]
+        raise PresetError(over_budget_line(preset.path, total, float(budget),
+                                           fitting_change(recompute, first, float(budget))))

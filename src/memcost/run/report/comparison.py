@@ -12,6 +12,8 @@ import pandas as pd
 from memcost import paper
 from memcost.io import write_csv
 from memcost.lifecycle import stand_ins
+from memcost.models import JUDGE_MODEL
+from memcost.params import client_option, normalise_execution
 from memcost.run.report.markdown import md_table, usd
 from memcost.run.report.markdown import number as plain_number
 from memcost.run.report.results import accuracy_tables
@@ -195,6 +197,21 @@ def _stand_ins(view: RunView) -> str:
     return ", ".join(f"{new} for {old}" for old, new in sorted(found.items()))
 
 
+def _judge_line(view: RunView) -> str:
+    """Who judged, how: the paper's judge is GPT-5-mini at high effort, three votes, sent one
+    request at a time; a run that batches it or uses another judge says so here."""
+    said = []
+    for ds in view.datasets:
+        p = ds.parameters
+        mode = normalise_execution(client_option(p, "execution"))["judge"]
+        said.append(f"{ds.name}: {p.get('judge_model') or JUDGE_MODEL} at reasoning effort "
+                    f"{p.get('reasoning_effort') or 'high'}, {p.get('n_votes') or 3} votes, "
+                    f"{mode}")
+    return ("Judge (the paper's: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, "
+            "interactive; a batched judge gets the same requests, answered within 24 hours): "
+            + "; ".join(said) + ".")
+
+
 def section_paper(view: RunView) -> list[str]:
     """The comparable numbers first, in a table; the others folded into one counted line per
     reason (every row, comparable or not, is in ``tables/paper_vs_run.csv``)."""
@@ -211,7 +228,8 @@ def section_paper(view: RunView) -> list[str]:
              f"{len(comparable)} of {len(rows)} numbers are comparable in this run; {matched} of "
              "those match to 4 decimals.", "",
              *([f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
-               if _stand_ins(view) else [])]
+               if _stand_ins(view) else []),
+             _judge_line(view), ""]
     differ = [r for r in comparable if not _matches(r.paper, r.run)]
     for source in dict.fromkeys(r.section for r in comparable):  # the matches, one line each
         mine = [r for r in comparable if r.section == source]
