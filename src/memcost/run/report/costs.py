@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost.costs.estimate import bill, call_hours, chosen_total
 from memcost.run.report.markdown import figure, md_table, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
 
@@ -16,14 +17,17 @@ def section_costs(view: RunView) -> list[str]:
     lines = ["## Cost of this run", ""]
     estimate = read_csv(view.run.table.estimate_before_run)
     if estimate is not None and not estimate.empty:
-        by_dataset = estimate.groupby("dataset", sort=False)["usd"].sum()
+        column = "usd" if chosen_total(estimate) is None else "usd_execution"
+        by_dataset = estimate.groupby("dataset", sort=False)[column].sum()
         parts = ", ".join(f"{DATASET_NAMES.get(d, d)} {usd(v)}" for d, v in by_dataset.items())
         table = view.run.table.estimate_before_run.relative_to(view.run.root).as_posix()
         lines += [f"**Estimated before the run** (notebook 00's token counts × list prices, "
                   f"assumptions in `memcost/costs/estimate.py`): "
-                  f"{usd(float(estimate['usd'].sum()))} ({parts}), about "
-                  f"{float(estimate['minutes'].sum()) / 60:,.1f} hours of calls at the run's "
-                  f"concurrency — `{table}`.", ""]
+                  f"{usd(bill(estimate))} ({parts}), about "
+                  f"{call_hours(estimate):,.1f} hours of calls at the rate limits in force "
+                  "and the run's max_concurrency"
+                  + (", plus batches" if (estimate["execution"] == "batch").any() else "")
+                  + f" — `{table}`.", ""]
     summary = read_csv(view.run.table.cost_summary)
     if summary is None or summary.empty:
         return lines + ["*No usage ledger was analysed (notebook 05 without model calls).*", ""]
