@@ -100,10 +100,14 @@ def run_models(params: Mapping[str, Any]) -> list[str]:
 
 
 def successor_preset(preset_name: str, available: Iterable[str]) -> str | None:
-    """``paper_locomo`` → ``current_locomo`` when that preset exists."""
-    if not preset_name.startswith("paper_"):
+    """``paper_locomo`` → ``current_locomo``, ``verify_locomo`` → ``verify_current_locomo``,
+    when that preset exists."""
+    if preset_name.startswith("paper_"):
+        candidate = "current_" + preset_name.removeprefix("paper_")
+    elif preset_name.startswith("verify_") and not preset_name.startswith("verify_current_"):
+        candidate = "verify_current_" + preset_name.removeprefix("verify_")
+    else:
         return None
-    candidate = "current_" + preset_name.removeprefix("paper_")
     return candidate if candidate in set(available) else None
 
 

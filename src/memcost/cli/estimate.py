@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost import paper
 from memcost.cli.resume import collect_overrides, parse_override, split_list
 from memcost.costs.estimate import (
     bill,
@@ -25,11 +26,12 @@ from memcost.costs.estimate import (
     over_budget_line,
     summary_text,
 )
-from memcost.costs.profile import paper_scale_counts, profile_note
+from memcost.costs.profile import profile_note, selected_counts
 from memcost.params import merge_parameters
 from memcost.paths import RunPaths
 from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import Preset, PresetError, resolve_preset
+from memcost.verify import SubsetPlan, plan
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -57,10 +59,24 @@ def preset_estimate(preset: Preset, run_name: str | None = None,
             frames.append(estimate_dataset(ds, params))
             notes.append(f"{name}: counted from {ds.data}")
         else:
-            stats, questions = paper_scale_counts(name)
+            stats, questions = selected_counts(name, params)
             frames.append(estimate_counts(name, stats, questions, params))
-            notes.append(profile_note(name))
+            kept = (f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
+                    "questions of them" if len(questions) < paper.TABLE2[name][0] else "")
+            notes.append(profile_note(name) + kept)
     return pd.concat(frames, ignore_index=True), notes
+
+
+def verify_plan(preset: Preset) -> SubsetPlan:
+    """The subset :func:`memcost.verify.plan` sizes for a one-dataset preset, priced by this
+    preset's own estimate (with its models, modes and settings)."""
+    (dataset,) = preset.datasets
+
+    def cost(conversations: int, questions: int) -> float:
+        overrides = {"sample_conversations": conversations, "sample_questions": questions}
+        return bill(preset_estimate(preset, overrides=overrides)[0])
+
+    return plan(dataset, cost)
 
 
 def command_estimate(args: argparse.Namespace) -> int:
@@ -82,6 +98,8 @@ def command_estimate(args: argparse.Namespace) -> int:
     print(summary_text(estimate, max_cost_usd=budget))
     for note in notes:
         print(f"  {note}")
+    if preset.name.startswith("verify_"):
+        print(f"  what this subset can show: {verify_plan(preset).describe()}")
     if budget is not None and not offline_preset(preset) and bill(estimate) > float(budget):
         change = fitting_change(lambda o: preset_estimate(preset, args.run_name, o)[0],
                                 preset.parameters_for(preset.datasets[0]), float(budget))

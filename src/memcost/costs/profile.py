@@ -24,7 +24,9 @@ estimate's assumptions: the write bill (Table-1 tokens), the reading and judging
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,12 +57,22 @@ def _spread(total: int, parts: int) -> list[int]:
     return [base + (i < extra) for i in range(parts)]
 
 
-def paper_scale_counts(dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def paper_scale_counts(dataset: str, conversations: int = 0, questions: int = 0
+                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(stats, questions)`` for :func:`memcost.costs.estimate.estimate_counts` at the paper's
     scale: ``stats`` in the shape of ``conversation_stats.parquet``, ``questions`` with
-    ``conversation_id`` and ``category_id``."""
+    ``conversation_id`` and ``category_id``. ``conversations`` / ``questions`` (0: all) keep
+    that many, as a run's sample would (questions spread evenly, LoCoMo's adversarial share
+    kept)."""
     n, _low, _high, _median, mean = TABLE1[dataset]
     n_questions = TABLE2[dataset][0]
+    adversarial = LOCOMO_ADVERSARIAL
+    if dataset == "longmemeval" and (conversations or questions):  # one question each
+        conversations = questions = min(conversations or n, questions or n)
+    if questions and questions < n_questions:
+        adversarial = round(LOCOMO_ADVERSARIAL * questions / n_questions)
+        n_questions = questions
+    n = min(n, conversations or n, n_questions)
     rendered, per_turn, per_session = sample_shape(dataset)
     ids = [f"{dataset}-{i:04d}" for i in range(n)]
     asked = _spread(n_questions, n)
@@ -77,9 +89,18 @@ def paper_scale_counts(dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     categories = np.zeros(n_questions, dtype=np.int64)
     if dataset == "locomo":
         # every conversation has adversarial questions: spread them evenly too
-        categories[np.linspace(0, n_questions - 1, LOCOMO_ADVERSARIAL).round().astype(int)] = 5
+        categories[np.linspace(0, n_questions - 1, adversarial).round().astype(int)] = 5
     questions = pd.DataFrame({"conversation_id": owners, "category_id": categories})
     return stats, questions
+
+
+def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`paper_scale_counts` of the part a run's notebook-00 parameters keep
+    (``sample_*`` or ``limit_*``)."""
+    return paper_scale_counts(
+        dataset,
+        int(params.get("sample_conversations") or params.get("limit_conversations") or 0),
+        int(params.get("sample_questions") or params.get("limit_questions") or 0))
 
 
 def profile_note(dataset: str) -> str:

@@ -69,6 +69,7 @@ def select(
     sample_conversations: int = 0,
     sample_questions: int = 0,
     seed: int = 0,
+    stratify: bool = False,
 ) -> BenchmarkData:
     """Keep part of a dataset; 0 everywhere keeps all of it.
 
@@ -77,7 +78,9 @@ def select(
     ``sample_questions`` (which keeps at least one question per conversation when there are
     enough), then the first ``limit_questions``. Conversations left without a question are
     dropped (nothing would be asked about them). Everything keeps the source order, so the same
-    parameters always select the same rows.
+    parameters always select the same rows. With ``stratify`` the question sample keeps each
+    category's share (largest remainders) and spreads each category over the conversations in
+    turn.
     """
     params = {"limit_conversations": limit_conversations, "limit_questions": limit_questions,
               "sample_conversations": sample_conversations, "sample_questions": sample_questions,
@@ -96,7 +99,10 @@ def select(
     questions = data.questions[data.questions["conversation_id"].isin(conversation_ids)]
     if sample_questions and sample_questions < len(questions):
         rng = random.Random(f"memcost-questions-{seed}")
-        picked = _sample_covering(questions["conversation_id"].tolist(), sample_questions, rng)
+        owners = questions["conversation_id"].tolist()
+        picked = (_sample_stratified(owners, questions["category_id"].tolist(), sample_questions,
+                                     rng) if stratify else
+                  _sample_covering(owners, sample_questions, rng))
         questions = questions.iloc[sorted(picked)]
     if limit_questions:
         questions = questions.iloc[:limit_questions]
@@ -105,7 +111,8 @@ def select(
     asked = set(questions["conversation_id"].tolist())
     kept = [c for c in conversation_ids if c in asked]
     conversations = data.conversations[data.conversations["conversation_id"].isin(kept)]
-    selection = {**params, "conversations": len(kept), "questions": len(questions),
+    selection = {**params, "stratify": bool(stratify), "conversations": len(kept),
+                 "questions": len(questions),
                  "of_conversations": len(dict.fromkeys(data.conversations["conversation_id"])),
                  "of_questions": len(data.questions)}
     return replace(data, conversations=conversations.reset_index(drop=True),
@@ -124,6 +131,32 @@ def _sample_covering(groups: Sequence[str], n: int, rng: random.Random) -> list[
     chosen = set(picked)
     rest = [i for i in range(len(groups)) if i not in chosen]
     return picked + rng.sample(rest, n - len(picked))
+
+
+def _sample_stratified(groups: Sequence[str], categories: Sequence[Any], n: int,
+                       rng: random.Random) -> list[int]:
+    """``n`` indices with each category's share of them (largest remainders), each category's
+    taken from the conversations in turn (one shuffled order shared by all categories), so
+    that every conversation gets questions when ``n`` allows it."""
+    pools: dict[Any, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for index, (group, category) in enumerate(zip(groups, categories, strict=True)):
+        pools[category][group].append(index)
+    sizes = {c: sum(map(len, g.values())) for c, g in pools.items()}
+    exact = {c: n * size / len(groups) for c, size in sizes.items()}
+    quota = {c: int(x) for c, x in exact.items()}
+    for c in sorted(exact, key=lambda c: (quota[c] - exact[c], str(c)))[:n - sum(quota.values())]:
+        quota[c] += 1
+    order = list(dict.fromkeys(groups))
+    rng.shuffle(order)
+    turn, picked = 0, []
+    for category in sorted(pools, key=str):
+        left = {g: rng.sample(ix, len(ix)) for g, ix in pools[category].items()}
+        for _ in range(quota[category]):
+            while not left.get(order[turn % len(order)]):
+                turn += 1
+            picked.append(left[order[turn % len(order)]].pop())
+            turn += 1
+    return picked
 
 
 @dataclass

@@ -20,6 +20,8 @@ from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.serving import serving_backend, serving_brief
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
+from memcost.verify import JUDGED_SHARE, MEMORY, detectable_gap
+from memcost.verify import LONG_CONTEXT as HEADLINE_LONG_CONTEXT
 
 LONG_CONTEXT = "long_context_gpt-5-mini"  # the paper's long-context system, preferred if it ran
 PAPER_CASE = "paper's break-even"  # notebook 07's headline table, its first case
@@ -71,7 +73,32 @@ def _what_ran(view: RunView) -> str:
     names = ", ".join(ds.title for ds in view.datasets)
     backend = ", ".join(view.backends) or serving_backend(view) or "no model calls"
     note = " (deterministic classical methods, not LLMs)" if view.offline else ""
-    return f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}."
+    return (f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}."
+            + _subset_note(view, name or ""))
+
+
+def _subset_note(view: RunView, preset: str) -> str:
+    """For a verify_* run: what its subset can and cannot show (memcost.verify)."""
+    if not preset.startswith("verify_"):
+        return ""
+    said = []
+    for ds in view.datasets:
+        selection = ds.provenance.get("selection") or {}
+        questions, conversations = selection.get("questions"), selection.get("conversations")
+        if ds.name not in paper.TABLE3 or not questions or not conversations:
+            continue
+        judged = round(questions * JUDGED_SHARE.get(ds.name, 1.0))
+        gap = detectable_gap(judged, judged / conversations, ds.name)
+        row = paper.TABLE3[ds.name]
+        paper_gap = (row[HEADLINE_LONG_CONTEXT] - row[MEMORY]) / 100
+        verdict = ("so it can tell the paper's gap from zero" if gap <= paper_gap else
+                   "so it cannot confirm the paper's gap, only a larger one")
+        said.append(f"{ds.title}: about {judged} judged questions over {conversations} "
+                    f"conversations detect a gap of {100 * gap:.1f} points or more (the paper's: "
+                    f"{100 * paper_gap:.1f}), {verdict}; the subset does not estimate either "
+                    "system's accuracy closely or compare categories")
+    return (" **What this subset can show** (memcost/verify.py): " + "; ".join(said) + "."
+            ) if said else ""
 
 
 def _break_even(view: RunView) -> str | None:
