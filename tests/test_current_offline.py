@@ -40,7 +40,7 @@ def test_backend_offline_runs_every_model_offline_without_a_key(name, no_keys, c
     notebooks = discover_notebooks()
     preset = resolve_preset(name, notebooks, overrides=OFFLINE)
     assert preset.parameters["client"]["model_backends"] == {}
-    assert preset.parameters["client"]["max_concurrency"] == 8  # the other settings kept
+    assert preset.parameters["client"]["max_concurrency"] == 32  # the other settings kept
     assert preset.notes == [DROPPED]
     preflight_credentials(preset, notebooks)  # no key asked for, no model refused
     out = capsys.readouterr().out

@@ -127,4 +127,4 @@ def plan(dataset: str, cost: Callable[[int, int], float]) -> SubsetPlan:
         if options:
             _, k, m, sampled = min(options)
             return SubsetPlan(dataset, k, m, sampled, gap, target, detectable_gap(k * m, m, dataset))
-    raise ValueError(f"{dataset}: no subset detects even {FALLBACK_MULTIPLE} times the gap")
+    raise ValueError(f"{dataset}: no subset detects even {FALLBACK_MULTIPLE} times its gap")
