@@ -126,5 +126,6 @@ def plan(dataset: str, cost: Callable[[int, int], float]) -> SubsetPlan:
                 options.append((cost(k, sampled), k, m, sampled))
         if options:
             _, k, m, sampled = min(options)
-            return SubsetPlan(dataset, k, m, sampled, gap, target, detectable_gap(k * m, m, dataset))
+            return SubsetPlan(dataset, k, m, sampled, gap, target,
+                              detectable_gap(k * m, m, dataset))
     raise ValueError(f"{dataset}: no subset detects even {FALLBACK_MULTIPLE} times its gap")
