@@ -34,7 +34,7 @@ from memcost.llm import make_client
 from memcost.paths import RunPaths
 from memcost.systems import open_system, system_class, system_names
 
-DATASETS = ("locomo", "longmemeval", "personamem_v2")
+DATASETS = ("locomo", "longmemeval", "personamem")
 
 
 def bench(dataset: str, root: Path) -> list[dict]:

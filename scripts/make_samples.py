@@ -36,6 +36,11 @@ from samplegen.common import SEED, json_bytes  # noqa: E402
 from samplegen.locomo import build_locomo  # noqa: E402
 from samplegen.longmemeval import build_longmemeval  # noqa: E402
 from samplegen.personamem import PERSONAMEM_COLUMNS, build_personamem, csv_bytes  # noqa: E402
+from samplegen.personamem32k import (  # noqa: E402
+    build_personamem32k,
+    contexts_jsonl_bytes,
+    questions_csv_bytes,
+)
 
 from memcost.io import write_text  # noqa: E402
 from memcost.paths import SAMPLE_DIR  # noqa: E402
@@ -45,7 +50,7 @@ __all__ = ["PERSONAMEM_COLUMNS", "SEED", "render_files", "write_samples"]
 _README = """\
 # data/sample/
 
-Small synthetic samples of the three benchmarks, in each one's native file layout and field
+Small synthetic samples of the benchmarks, in each one's native file layout and field
 names, written by `python scripts/make_samples.py` (seeded: running it again reproduces these files
 byte for byte; a test checks it). The conversations, people and questions are invented for this
 repository; none is taken from the benchmarks.
@@ -55,7 +60,8 @@ repository; none is taken from the benchmarks.
 | `locomo/locomo10.json` | LoCoMo (snap-research/locomo `data/locomo10.json`) | 2 conversations x 6 sessions, 33 questions in categories 1-5 |
 | `longmemeval/longmemeval_s_cleaned.json` | LongMemEval S (cleaned) | 11 questions, 4-6 sessions each, all six types + 2 abstention |
 | `longmemeval/longmemeval_oracle.json` | LongMemEval oracle | the same questions, evidence sessions only (unsorted) |
-| `personamem_v2/benchmark/text/benchmark.csv` + `data/chat_history_{32k,128k}/` | PersonaMem v2 | 3 users, 12 queries, 4 options each |
+| `personamem/questions_32k.csv` + `shared_contexts_32k.jsonl` | PersonaMem, 32k split (the paper's "PersonaMem v2" rows) | 2 shared contexts, 8 questions at different end indexes, 4 options each |
+| `personamem_v2/benchmark/text/benchmark.csv` + `data/chat_history_{32k,128k}/` | PersonaMem-v2 release (an extension) | 3 users, 12 queries, 4 options each |
 
 Planted on purpose: dated facts (also relative: "last Sunday"), a preference that changes later
 ("yoga twice a week" then "three times a week"), facts to combine across sessions, small talk
@@ -75,6 +81,9 @@ def render_files(seed: int = SEED) -> dict[str, bytes]:
     files["personamem_v2/benchmark/text/benchmark.csv"] = csv_bytes(rows)
     for link, history in sorted(histories.items()):
         files[f"personamem_v2/{link}"] = json_bytes(history)
+    questions, contexts = build_personamem32k(rng)  # last: the other samples stay as they were
+    files["personamem/questions_32k.csv"] = questions_csv_bytes(questions)
+    files["personamem/shared_contexts_32k.jsonl"] = contexts_jsonl_bytes(contexts)
     return files
 
 

@@ -35,7 +35,7 @@ def no_keys(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.mark.parametrize("name", ["current_locomo", "current_longmemeval", "current_personamem_v2"])
+@pytest.mark.parametrize("name", ["current_locomo", "current_longmemeval", "current_personamem"])
 def test_backend_offline_runs_every_model_offline_without_a_key(name, no_keys, capsys):
     notebooks = discover_notebooks()
     preset = resolve_preset(name, notebooks, overrides=OFFLINE)

@@ -281,7 +281,7 @@ def test_longmemeval_oracle_sessions_are_sorted_by_date(longmemeval):
 
 def test_personamem_sample(personamem):
     conv, qs = personamem.conversations, personamem.questions
-    with open(PERSONAMEM / data.PERSONAMEM_CSV, encoding="utf-8", newline="") as handle:
+    with open(PERSONAMEM / data.PERSONAMEM_V2_CSV, encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(qs) == len(rows) == 12
     assert sorted(conv["conversation_id"].unique()) == [
@@ -308,7 +308,7 @@ def test_personamem_sample(personamem):
 def test_personamem_link_with_machine_prefix_is_rerooted(tmp_path):
     root = tmp_path / "pm"
     shutil.copytree(PERSONAMEM, root)
-    csv_path = root / data.PERSONAMEM_CSV
+    csv_path = root / data.PERSONAMEM_V2_CSV
     text = csv_path.read_text(encoding="utf-8").replace(
         "data/chat_history_32k/", "/home/someone/PersonaMem-v2/data/chat_history_32k/")
     csv_path.write_text(text, encoding="utf-8")
@@ -321,7 +321,7 @@ def test_resolve_source_accepts_folders_and_files(tmp_path):
     assert data.resolve_source("locomo").origin == "sample"
     assert data.resolve_source("locomo", LOCOMO.parent).path == LOCOMO.resolve()
     assert data.resolve_source("longmemeval", LONGMEMEVAL).origin == "local"
-    pm = data.resolve_source("personamem_v2", PERSONAMEM / data.PERSONAMEM_CSV)
+    pm = data.resolve_source("personamem_v2", PERSONAMEM / data.PERSONAMEM_V2_CSV)
     assert pm.root == PERSONAMEM.resolve()
     with pytest.raises(DataError, match="either data_path .* or download"):
         data.resolve_source("locomo", LOCOMO, download=True)
@@ -382,7 +382,7 @@ def test_write_prepared_files_and_schemas(run_paths, personamem):
     assert list(back["options"].iloc[0]) == list(prepared.data.questions["options"].iloc[0])
     table1 = (ds.tables / "table1_conversation_tokens.csv").read_text().splitlines()
     assert table1[0] == "dataset,n,min,max,median,mean"
-    assert table1[1].startswith("PersonaMem v2,3,")
+    assert table1[1].startswith("PersonaMem-v2 release,3,")
     assert "| dataset | n | min | max | median | mean |" in (
         ds.tables / "table2_question_tokens.md").read_text()
     data.record_provenance(run_paths, prepared.data)

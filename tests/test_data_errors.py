@@ -36,7 +36,7 @@ def _write_json(path: Path, obj) -> Path:
 
 def test_unknown_dataset_lists_valid_ones():
     with pytest.raises(DataError, match="unknown dataset 'locomo10'; valid datasets: locomo, "
-                                        "longmemeval, personamem_v2"):
+                                        "longmemeval, personamem, personamem_v2"):
         data.check_dataset("locomo10")
     with pytest.raises(DataError, match="valid datasets"):
         data.resolve_source("PersonaMem")
@@ -68,9 +68,13 @@ def test_missing_personamem_history_names_row_and_link(tmp_path):
         ("locomo", LONGMEMEVAL, "looks like a LongMemEval file, not a LoCoMo file"),
         ("locomo", ORACLE, "pass dataset='longmemeval'"),
         ("longmemeval", LOCOMO, "looks like a LoCoMo file, not a LongMemEval file"),
-        ("locomo", PERSONAMEM / data.PERSONAMEM_CSV, "looks like PersonaMem v2's benchmark CSV"),
+        ("locomo", PERSONAMEM / data.PERSONAMEM_V2_CSV,
+         "looks like PersonaMem-v2 release's questions CSV"),
+        ("locomo", SAMPLE_DIR / "personamem" / data.PERSONAMEM_QUESTIONS,
+         "looks like PersonaMem (32k split)'s questions CSV, not a LoCoMo JSON file; pass "
+         "dataset='personamem'"),
         ("locomo", PERSONAMEM / "data/chat_history_32k/chat_history_persona0.json",
-         "looks like a PersonaMem v2 chat history"),
+         "looks like a PersonaMem-v2 release chat history"),
         ("personamem_v2", LOCOMO, "looks like a LoCoMo JSON file, not PersonaMem v2's "
                                   "benchmark CSV"),
     ],
@@ -169,13 +173,13 @@ def test_bad_longmemeval_record_names_record(tmp_path, mutate, message):
 def _personamem_copy(tmp_path: Path) -> tuple[Path, list[dict], list[str]]:
     root = tmp_path / "pm"
     shutil.copytree(PERSONAMEM, root)
-    with open(root / data.PERSONAMEM_CSV, encoding="utf-8", newline="") as handle:
+    with open(root / data.PERSONAMEM_V2_CSV, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         return root, list(reader), list(reader.fieldnames or [])
 
 
 def _write_csv(root: Path, rows: list[dict], header: list[str]) -> Path:
-    path = root / data.PERSONAMEM_CSV
+    path = root / data.PERSONAMEM_V2_CSV
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=header, lineterminator="\n")
         writer.writeheader()

@@ -16,7 +16,7 @@ CASES = [
     (["-p", "judge_prompts=[a, b"], "judge_prompts='[a, b'"),
     (["-p", "top_k=abc"], "parameter top_k='abc': expected an integer"),
     (["--datasets", "LoCoMo"], "parameter datasets='LoCoMo': expected a dataset name; valid "
-                               "choices: locomo, longmemeval, personamem_v2"),
+                               "choices: locomo, longmemeval, personamem, personamem_v2"),
     (["-p", "backend=openia"], "valid choices: offline, openai, openrouter, custom"),
     (["-p", "client={max_concurrency: 0}"], "expected a number at least 1"),
     (["-p", "max_concurrency=16"], "-p max_concurrency=...: max_concurrency is a setting of the "

@@ -194,14 +194,14 @@ def test_stage_costs_read_as_names_with_one_dollar_format():
     assert [dollars_2sf(v) for v in (0.2169, 0.0017458, 0.000035, 0.0)] == [
         "$0.22", "$0.0017", "$0.000035", "$0"]
     summary = pd.DataFrame({
-        "dataset": ["personamem_v2"] * 3,
+        "dataset": ["personamem"] * 3,
         "component": ["write: fact extraction", "answer: long_context_gpt-5-mini (gpt-5-mini)",
                       "judge"],
         "total_usd": [0.00069, 0.0040, 0.2169]})
     fig = plot_stage_costs(summary, backend="offline")
     ax = fig.axes[0]
     fig.canvas.draw()
-    assert ax.get_title(loc="left") == "PersonaMem v2"
+    assert ax.get_title(loc="left") == "PersonaMem (32k split)"
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert "answer: long context, gpt-5-mini" in labels and not any("_" in t for t in labels)
     assert sorted(t.get_text() for t in ax.texts) == ["$0.00069", "$0.0040", "$0.22"]

@@ -29,7 +29,7 @@ def _preset(folder, **parameters) -> str:
     path = folder / "preset.yaml"
     path.write_text(yaml.safe_dump({
         "description": "notebook 00 test",
-        "datasets": list(data.DATASETS),
+        "datasets": list(data.PAPER_DATASETS),
         "steps": ["00"],
         "parameters": parameters,
     }), encoding="utf-8")
@@ -44,7 +44,8 @@ def run(smoke_run) -> RunPaths:
 
 @pytest.fixture(scope="module")
 def expected() -> dict[str, data.Prepared]:
-    return {name: data.prepare(data.load(data.resolve_source(name))) for name in data.DATASETS}
+    return {name: data.prepare(data.load(data.resolve_source(name)))
+            for name in data.PAPER_DATASETS}
 
 
 def _cell_text(notebook: nbformat.NotebookNode, cell_id: str) -> str:
@@ -60,11 +61,11 @@ def _cell_text(notebook: nbformat.NotebookNode, cell_id: str) -> str:
 def test_smoke_preset_keys_are_declared_by_notebook_00():
     preset = load_preset(PARAMS_DIR / "smoke.yaml")
     validate_preset(preset, discover_notebooks())
-    assert preset.datasets == list(data.DATASETS)
+    assert preset.datasets == list(data.PAPER_DATASETS)
     assert preset.parameters["download"] is False
 
 
-@pytest.mark.parametrize("dataset", data.DATASETS)
+@pytest.mark.parametrize("dataset", data.PAPER_DATASETS)
 def test_tables_match_the_library(run, expected, dataset):
     ds = run.dataset(dataset)
     table1 = pd.read_csv(ds.tables / "table1_conversation_tokens.csv")
@@ -76,7 +77,7 @@ def test_tables_match_the_library(run, expected, dataset):
     assert (ds.figures / "conversation_tokens.png").is_file()
 
 
-@pytest.mark.parametrize("dataset", data.DATASETS)
+@pytest.mark.parametrize("dataset", data.PAPER_DATASETS)
 def test_hand_over_files_metrics_and_provenance(run, expected, dataset):
     ds = run.dataset(dataset)
     manifest = json.loads(run.manifest.read_text(encoding="utf-8"))
@@ -94,7 +95,7 @@ def test_hand_over_files_metrics_and_provenance(run, expected, dataset):
     assert manifest["notebooks"][f"{dataset}/00_prepare_data"]["status"] == "ok"
 
 
-@pytest.mark.parametrize("dataset", data.DATASETS)
+@pytest.mark.parametrize("dataset", data.PAPER_DATASETS)
 def test_one_conversation_is_walked_through_before_the_batch(run, dataset):
     ds = run.dataset(dataset)
     executed = nbformat.read(ds.notebooks / "00_prepare_data.ipynb", as_version=4)

@@ -42,7 +42,7 @@ def test_parameters_follow_the_shared_contract():
     # three judge prompts (the paper presets name their own: open-ended, the default prompt)
     assert declared["mode"]["default"] == '"multiple_choice"'
     smoke = load_preset(PARAMS_DIR / "smoke.yaml")
-    assert smoke.per_dataset["personamem_v2"]["mode"] == "multiple_choice"
+    assert smoke.per_dataset["personamem"]["mode"] == "multiple_choice"
     assert declared["judge_prompts"]["default"] == '["judge", "judge_lenient", "judge_strict"]'
     assert smoke.parameters["judge_prompts"] == ["judge", "judge_lenient", "judge_strict"]
 

@@ -114,7 +114,7 @@ def test_paper_preset_refuses_after_shutdown_before_any_call(tmp_path):
 def test_current_presets_pass_and_the_provider_listing_is_a_second_opinion(monkeypatch):
     notebooks = discover_notebooks()
     monkeypatch.setenv(lifecycle.TODAY_ENV, "2026-12-12")
-    for name in ("current_locomo", "current_longmemeval", "current_personamem_v2"):
+    for name in ("current_locomo", "current_longmemeval", "current_personamem"):
         check_lifecycle(resolve_preset(name, notebooks), notebooks)  # no error
     with FakeOpenAIServer() as server:
         server.models = {"gpt-6.1-terra": "2026-12-01"}

@@ -51,7 +51,7 @@ def test_notebook_defaults_are_the_papers(notebook, name, value):
 
 def test_there_are_paper_presets():
     assert {p.stem for p in PAPER_DATASET_PRESETS} >= {
-        "paper_locomo", "paper_longmemeval", "paper_personamem_v2",
+        "paper_locomo", "paper_longmemeval", "paper_personamem",
     }  # fmt: skip
 
 

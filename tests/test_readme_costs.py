@@ -19,8 +19,8 @@ from memcost.run.presets import resolve_preset
 BATCHED = {"extract": "batch", "judge": "batch"}
 ROW = re.compile(r"^\| `((?:paper|current)_\w+)` \|.*\| ~(\d+) h( \+ batches)? \| "
                  r"~\$(\d+) \(budget \$(\d+)\) \| ~\$(\d+) \|$", re.M)
-PAID = ("paper_locomo", "paper_longmemeval", "paper_personamem_v2", "current_locomo",
-        "current_longmemeval", "current_personamem_v2")
+PAID = ("paper_locomo", "paper_longmemeval", "paper_personamem", "current_locomo",
+        "current_longmemeval", "current_personamem")
 
 
 def _estimate(name: str, execution: dict[str, str] | None = None):

@@ -58,7 +58,7 @@ def test_every_preset_key_is_a_parameter_of_its_notebooks(preset):
     validate_preset(load_preset(preset), discover_notebooks())
 
 
-@pytest.mark.parametrize("name", ["paper_locomo", "paper_longmemeval", "paper_personamem_v2"])
+@pytest.mark.parametrize("name", ["paper_locomo", "paper_longmemeval", "paper_personamem"])
 def test_real_preset_without_keys_stops_before_anything_runs(name, tmp_path, monkeypatch):
     from memcost.llm import providers
     from memcost.run import PresetError, run_preset
@@ -75,7 +75,7 @@ def test_real_preset_without_keys_stops_before_anything_runs(name, tmp_path, mon
 
 
 def test_paper_presets_use_the_papers_settings():
-    for name in ("paper_locomo", "paper_longmemeval", "paper_personamem_v2"):
+    for name in ("paper_locomo", "paper_longmemeval", "paper_personamem"):
         params = load_preset(name).parameters
         assert params["extraction_model"] == "gpt-5-nano-2025-08-07"
         assert params["extraction_reasoning_effort"] == "low"
@@ -84,8 +84,9 @@ def test_paper_presets_use_the_papers_settings():
         assert params["reasoning_effort"] == "high"
         assert params["models"] == ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"]
         assert params["backend"] == "openai" and params["download"] is True
-    persona = load_preset("paper_personamem_v2").parameters
-    assert (persona["sample_conversations"], persona["sample_questions"]) == (222, 589)
+    persona = load_preset("paper_personamem")  # the 32k split whole: its 222 and 589 are the
+    assert persona.datasets == ["personamem"]  # paper's, so nothing is sampled
+    assert not {"sample_conversations", "sample_questions"} & set(persona.parameters)
 
 
 def test_the_code_passes_the_linter_line_length_included():

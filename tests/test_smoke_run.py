@@ -17,7 +17,7 @@ from memcost.io import read_jsonl
 from memcost.paths import RunPaths
 from memcost.run.report import SECTIONS
 
-DATASETS = ("locomo", "longmemeval", "personamem_v2")
+DATASETS = ("locomo", "longmemeval", "personamem")
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +66,7 @@ def test_memory_was_built_and_read(smoke, dataset):
     assert extract["compression_ratio"] > 1  # the facts are shorter than the history
     assert read["cross_user_retrievals"] == 0
     assert read["errors"] == 0
-    if dataset != "personamem_v2":  # PersonaMem has no evidence annotation
+    if dataset != "personamem":  # PersonaMem has no evidence annotation
         assert 0 < read["evidence_recall"] <= 1
 
 
@@ -81,10 +81,10 @@ def test_every_system_answered_every_question(smoke, dataset):
         frame = load_answers(ds, system)
         assert frame["error"].isna().all(), system
         assert set(frame["backend"]) == {"offline"}
-        if system.startswith("oracle") and dataset == "personamem_v2":
+        if system.startswith("oracle") and dataset == "personamem":
             continue  # no evidence sessions: not asked
         assert set(frame["question_id"]) == questions, system
-    if dataset == "personamem_v2":  # the preset asks it as multiple choice
+    if dataset == "personamem":  # the preset asks it as multiple choice
         assert set(load_answers(ds, "memory")["mode"]) == {"multiple_choice"}
 
 

@@ -53,10 +53,10 @@ def test_what_each_subset_can_and_cannot_show():
     # A smaller subset would not: sized no larger than the gap needs.
     assert detectable_gap(flat.judged - flat.per_conversation, flat.per_conversation,
                           "locomo") > flat.paper_gap or flat.conversations == MIN_CONVERSATIONS
-    persona = plan("personamem_v2", lambda k, n: float(n))
+    persona = plan("personamem", lambda k, n: float(n))
     assert not persona.shows_paper_gap
     assert "cannot confirm the paper's gap of 7.3 points" in persona.describe()
-    whole = detectable_gap(paper.TABLE2["personamem_v2"][0], 589 / 222, "personamem_v2")
+    whole = detectable_gap(paper.TABLE2["personamem"][0], 589 / 222, "personamem")
     assert whole > persona.paper_gap  # not even the whole split could
 
 

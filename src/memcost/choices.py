@@ -1,4 +1,4 @@
-"""PersonaMem v2 multiple choice: one contract for the answering notebooks and the judge.
+"""PersonaMem multiple choice: one contract for the answering notebooks and the judge.
 
 ``questions.parquet`` lists a question's options with the correct answer first. The answering
 notebooks (02, 03) show them in an order fixed by the question id and ask for a letter; the judge
@@ -109,7 +109,7 @@ def format_choice(shown: Sequence[str], index: int) -> str:
 
 
 def longest_option(shown: Sequence[str]) -> int:
-    """Index of the longest option: the no-context guess that exposes PersonaMem v2's bias (the
+    """Index of the longest option: the no-context guess that exposes PersonaMem's bias (the
     correct option is the longest far more often than one time in four)."""
     return max(range(len(shown)), key=lambda i: (len(shown[i]), -i))
 

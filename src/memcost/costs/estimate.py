@@ -18,6 +18,7 @@ import pandas as pd
 
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import read_questions
+from memcost.datasets import WITH_OPTIONS
 from memcost.execution import discount_multiplier
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
 from memcost.params import client_option, normalise_execution, notebook_defaults
@@ -198,7 +199,7 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
     judged = questions
     if out.dataset == "locomo" and not p.get("include_adversarial"):
         judged = questions.loc[questions["category_id"] != 5]
-    if out.dataset == "personamem_v2" and p.get("mode") == "multiple_choice":
+    if out.dataset in WITH_OPTIONS and p.get("mode") == "multiple_choice":
         return  # multiple choice is scored by letter, with no model call
     systems = 1 + len(p.get("models") or []) + sum(
         1 for r in out.rows if r["stage"] == "baseline")

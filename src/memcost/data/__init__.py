@@ -1,6 +1,7 @@
 """The three benchmarks, read from their native files into one normalised form (notebook 00).
 
-LoCoMo, LongMemEval and PersonaMem v2 become two tables with the schemas of
+LoCoMo, LongMemEval, PersonaMem's 32k split (the paper's "PersonaMem v2") and the PersonaMem-v2
+release become two tables with the schemas of
 ``docs/architecture.md``: ``conversations`` (one row per turn) and ``questions`` (one row per
 question). Every later stage reads only those tables, so the quirks of each file format end here.
 Bad input stops with a :class:`DataError` that names the file, the record and what is wrong;
@@ -11,7 +12,8 @@ The modules follow notebook 00's sections:
 - ``sources``: where the raw files come from (bundled sample, local copy, download) and the
   sha256 of every file read;
 - ``benchmark``: the loaded benchmark in memory and the checks shared by the readers;
-- ``locomo``, ``longmemeval``, ``personamem``: one reader per native format;
+- ``locomo``, ``longmemeval``, ``personamem`` (the 32k split), ``personamem_v2``: one reader
+  per native format;
 - ``prepare``: select part of a dataset, compute everything, write it, the step's metrics;
 - ``render``: the long-context rendering of a history (what is billed);
 - ``tables``: Tables 1 and 2 with the paper's token conventions;
@@ -34,11 +36,11 @@ from memcost.data.locomo import (
 )
 from memcost.data.longmemeval import LONGMEMEVAL_TYPES, load_longmemeval, parse_longmemeval_datetime
 from memcost.data.personamem import (
-    PERSONAMEM_PAPER_HISTORIES,
-    PERSONAMEM_PAPER_QUESTIONS,
-    PERSONAMEM_REQUIRED_COLUMNS,
-    load_personamem_v2,
+    PERSONAMEM_32K_COLUMNS,
+    PERSONAMEM_QUESTION_TYPES,
+    load_personamem,
 )
+from memcost.data.personamem_v2 import PERSONAMEM_V2_REQUIRED_COLUMNS, load_personamem_v2
 from memcost.data.prepare import (
     Prepared,
     load,
@@ -71,10 +73,12 @@ from memcost.data.sources import (
     LONGMEMEVAL_FILES,
     LONGMEMEVAL_REPO,
     LONGMEMEVAL_REVISION,
-    PERSONAMEM_CSV,
-    PERSONAMEM_HISTORY_DIR,
-    PERSONAMEM_REPO,
-    PERSONAMEM_REVISION,
+    PERSONAMEM_CONTEXTS,
+    PERSONAMEM_QUESTIONS,
+    PERSONAMEM_V2_CSV,
+    PERSONAMEM_V2_HISTORY_DIR,
+    PERSONAMEM_V2_REPO,
+    PERSONAMEM_V2_REVISION,
     DataSource,
     RawFile,
     download_dataset,
@@ -96,13 +100,14 @@ from memcost.data.tables import (
     table_text,
     token_table,
 )
-from memcost.datasets import DATASETS, DISPLAY_NAMES, DataError, check_dataset
+from memcost.datasets import DATASETS, DISPLAY_NAMES, PAPER_DATASETS, DataError, check_dataset
 
 __all__ = [
     "CONVERSATION_COLUMNS",
     "CONVERSATION_SCHEMA",
     "DATASETS",
     "DISPLAY_NAMES",
+    "PAPER_DATASETS",
     "GITHUB_RAW",
     "LOCOMO_ABSTENTION_ANSWER",
     "LOCOMO_CATEGORIES",
@@ -116,13 +121,15 @@ __all__ = [
     "LONGMEMEVAL_REPO",
     "LONGMEMEVAL_REVISION",
     "LONGMEMEVAL_TYPES",
-    "PERSONAMEM_CSV",
-    "PERSONAMEM_HISTORY_DIR",
-    "PERSONAMEM_PAPER_HISTORIES",
-    "PERSONAMEM_PAPER_QUESTIONS",
-    "PERSONAMEM_REPO",
-    "PERSONAMEM_REQUIRED_COLUMNS",
-    "PERSONAMEM_REVISION",
+    "PERSONAMEM_V2_CSV",
+    "PERSONAMEM_V2_HISTORY_DIR",
+    "PERSONAMEM_32K_COLUMNS",
+    "PERSONAMEM_CONTEXTS",
+    "PERSONAMEM_QUESTIONS",
+    "PERSONAMEM_QUESTION_TYPES",
+    "PERSONAMEM_V2_REPO",
+    "PERSONAMEM_V2_REQUIRED_COLUMNS",
+    "PERSONAMEM_V2_REVISION",
     "QUESTION_COLUMNS",
     "QUESTION_SCHEMA",
     "SESSION_SEPARATOR",
@@ -143,6 +150,7 @@ __all__ = [
     "load",
     "load_locomo",
     "load_longmemeval",
+    "load_personamem",
     "load_personamem_v2",
     "native_excerpt",
     "paper_comparison",

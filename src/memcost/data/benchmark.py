@@ -64,7 +64,7 @@ def as_source(source: DataSource | Path | str, dataset: str) -> DataSource:
             raise DataError(f"{source.path}: source is for {source.dataset}, not {dataset}")
         return source
     path = Path(source)
-    root = personamem_root(path) if dataset == "personamem_v2" else path.parent
+    root = personamem_root(path) if dataset == "personamem_v2" else path.resolve().parent
     return DataSource(dataset, path, root, "local")
 
 
@@ -98,8 +98,9 @@ def parse_json(data: bytes, path: Path, dataset: str | None = None) -> Any:
     if dataset and head[:1] not in (b"[", b"{"):
         first_line = head.split(b"\n", 1)[0]
         if b"persona_id" in first_line and b"," in first_line:
-            raise DataError(f"{path}: this looks like PersonaMem v2's benchmark CSV, not a "
-                            f"{DISPLAY_NAMES[dataset]} JSON file; pass dataset='personamem_v2' "
+            guess = "personamem" if b"shared_context_id" in first_line else "personamem_v2"
+            raise DataError(f"{path}: this looks like {DISPLAY_NAMES[guess]}'s questions CSV, "
+                            f"not a {DISPLAY_NAMES[dataset]} JSON file; pass dataset='{guess}' "
                             "or the right file")
     try:
         return json.loads(data)
@@ -128,7 +129,7 @@ def expect_dataset(obj: Any, dataset: str, path: Path) -> None:
     """Stop when a parsed file looks like another benchmark's, and say which one to pass."""
     guess = guess_json_dataset(obj)
     if guess is not None and guess != dataset:
-        what = "a PersonaMem v2 chat history" if guess == "personamem_v2" else (
+        what = "a PersonaMem-v2 release chat history" if guess == "personamem_v2" else (
             f"a {DISPLAY_NAMES[guess]} file")
         raise DataError(f"{path}: this looks like {what}, not a {DISPLAY_NAMES[dataset]} file; "
                         f"pass dataset='{guess}' or the right file")

@@ -19,7 +19,8 @@ import pandas as pd
 from memcost.data.benchmark import BenchmarkData
 from memcost.data.locomo import load_locomo, locomo_excerpt
 from memcost.data.longmemeval import load_longmemeval, longmemeval_excerpt
-from memcost.data.personamem import load_personamem_v2, personamem_excerpt
+from memcost.data.personamem import load_personamem, personamem_excerpt
+from memcost.data.personamem_v2 import load_personamem_v2, personamem_v2_excerpt
 from memcost.data.prepared import write_data_files
 from memcost.data.sources import DataSource, display_path
 from memcost.data.tables import (
@@ -42,6 +43,7 @@ from memcost.tokens import tokenizer_info
 _LOADERS = {
     "locomo": load_locomo,
     "longmemeval": load_longmemeval,
+    "personamem": load_personamem,
     "personamem_v2": load_personamem_v2,
 }
 
@@ -58,7 +60,9 @@ def native_excerpt(source: DataSource, conversation_id: str, turns: int = 3) -> 
         return locomo_excerpt(source.path, conversation_id, turns)
     if source.dataset == "longmemeval":
         return longmemeval_excerpt(source.path, conversation_id, turns)
-    return personamem_excerpt(source, conversation_id, turns)
+    if source.dataset == "personamem":
+        return personamem_excerpt(source, conversation_id, turns)
+    return personamem_v2_excerpt(source, conversation_id, turns)
 
 
 def select(

@@ -28,8 +28,12 @@ LONGMEMEVAL_FILES: dict[str, str] = {
     "oracle": "longmemeval_oracle.json",
 }
 
-PERSONAMEM_CSV = "benchmark/text/benchmark.csv"
-PERSONAMEM_HISTORY_DIR = "data/chat_history_32k"
+# PersonaMem's 32k split (the paper's "PersonaMem v2" rows): two files side by side.
+PERSONAMEM_QUESTIONS = "questions_32k.csv"
+PERSONAMEM_CONTEXTS = "shared_contexts_32k.jsonl"
+# The PersonaMem-v2 release (an extension): a CSV and one chat-history JSON per user.
+PERSONAMEM_V2_CSV = "benchmark/text/benchmark.csv"
+PERSONAMEM_V2_HISTORY_DIR = "data/chat_history_32k"
 
 # Public homes. The revisions are the ones other public evaluations pin for these files; the
 # sha256 of what was actually read is recorded in the manifest either way, and `revision`
@@ -40,8 +44,14 @@ LOCOMO_REPO_FILE = "data/locomo10.json"
 LOCOMO_REVISION = "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376"
 LONGMEMEVAL_REPO = "xiaowu0162/longmemeval-cleaned"
 LONGMEMEVAL_REVISION = "98d7416c24c778c2fee6e6f3006e7a073259d48f"
-PERSONAMEM_REPO = "bowen-upenn/PersonaMem-v2"
-PERSONAMEM_REVISION = "b7b42b78917157afed063527a1c959e98f6109f2"
+PERSONAMEM_REPO = "bowen-upenn/PersonaMem"
+# No commit of that repository could be checked from here: the download takes "main" and holds
+# the questions file to the published bytes (CRLF line endings as published) whose counts give
+# the paper's Table 2 exactly; the contexts file's sha256 is recorded like every file read.
+PERSONAMEM_REVISION = "main"
+PERSONAMEM_QUESTIONS_SHA256 = "cccd34cf53e0bc4d9536c04cff5ca045156d9a4e227e83327112482840bbc93c"
+PERSONAMEM_V2_REPO = "bowen-upenn/PersonaMem-v2"
+PERSONAMEM_V2_REVISION = "b7b42b78917157afed063527a1c959e98f6109f2"
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -53,8 +63,9 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 class DataSource:
     """Where a dataset's raw files are and where they came from (for the manifest).
 
-    ``path`` is the file the loader opens (for PersonaMem v2 the benchmark CSV); ``root`` is the
-    folder PersonaMem's chat-history links are relative to.
+    ``path`` is the file the loader opens (for PersonaMem the questions CSV, for the v2 release
+    the benchmark CSV); ``root`` is the folder holding PersonaMem's contexts file, or the one
+    the v2 release's chat-history links are relative to.
     """
 
     dataset: str
@@ -95,7 +106,9 @@ def sample_path(dataset: str, *, longmemeval_file: str = "s",
         return sample_dir / "locomo" / LOCOMO_FILE
     if dataset == "longmemeval":
         return sample_dir / "longmemeval" / _longmemeval_filename(longmemeval_file)
-    return sample_dir / "personamem_v2" / PERSONAMEM_CSV
+    if dataset == "personamem":
+        return sample_dir / "personamem" / PERSONAMEM_QUESTIONS
+    return sample_dir / "personamem_v2" / PERSONAMEM_V2_CSV
 
 
 def _longmemeval_filename(variant: str) -> str:
@@ -138,8 +151,7 @@ def resolve_source(
                 f"{path}: bundled sample not found; rebuild it with "
                 "`python scripts/make_samples.py`, or pass data_path to a local copy of the dataset"
             )
-        root = personamem_root(path) if dataset == "personamem_v2" else path.parent
-        return DataSource(dataset, path, root, "sample")
+        return DataSource(dataset, path, _root(dataset, path), "sample")
 
     path = Path(data_path).expanduser()
     if path.is_dir():
@@ -148,8 +160,10 @@ def resolve_source(
         elif dataset == "longmemeval":
             name = _longmemeval_filename(longmemeval_file)
             candidates = [path / name, path / name.replace("_cleaned", "")]
+        elif dataset == "personamem":
+            candidates = [path / PERSONAMEM_QUESTIONS, path / "data" / PERSONAMEM_QUESTIONS]
         else:
-            candidates = [path / PERSONAMEM_CSV]
+            candidates = [path / PERSONAMEM_V2_CSV]
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
             raise DataError(f"{path}: folder has no {DISPLAY_NAMES[dataset]} file; looked for "
@@ -157,8 +171,11 @@ def resolve_source(
         path = found
     elif not path.exists():
         raise DataError(f"{path}: file not found (data_path for {DISPLAY_NAMES[dataset]})")
-    root = personamem_root(path) if dataset == "personamem_v2" else path.parent
-    return DataSource(dataset, path.resolve(), root, "local")
+    return DataSource(dataset, path.resolve(), _root(dataset, path), "local")
+
+
+def _root(dataset: str, path: Path) -> Path:
+    return personamem_root(path) if dataset == "personamem_v2" else path.resolve().parent
 
 
 def _offline_hint(dataset: str, what: str) -> str:
@@ -190,7 +207,9 @@ def download_dataset(
     if dataset == "longmemeval":
         return _download_longmemeval(revision or LONGMEMEVAL_REVISION,
                                      _longmemeval_filename(longmemeval_file), raw_dir, endpoint)
-    return _download_personamem(revision or PERSONAMEM_REVISION, raw_dir, endpoint)
+    if dataset == "personamem":
+        return _download_personamem(revision or PERSONAMEM_REVISION, raw_dir, endpoint)
+    return _download_personamem_v2(revision or PERSONAMEM_V2_REVISION, raw_dir, endpoint)
 
 
 def _download_locomo(revision: str, raw_dir: Path, base: str, timeout: float) -> DataSource:
@@ -246,25 +265,52 @@ _DOWNLOAD_MARKER = ".memcost-download-complete"
 
 
 def _download_personamem(revision: str, raw_dir: Path, endpoint: str | None) -> DataSource:
+    """The 32k split's two files; the questions file must be the published one."""
+    folder = raw_dir / "personamem" / revision
+    base = f"{endpoint or 'https://huggingface.co'}/datasets/{PERSONAMEM_REPO}/resolve/{revision}"
+    for filename in (PERSONAMEM_QUESTIONS, PERSONAMEM_CONTEXTS):
+        if not (folder / filename).is_file():
+            try:
+                from huggingface_hub import hf_hub_download
+
+                hf_hub_download(PERSONAMEM_REPO, filename, repo_type="dataset",
+                                revision=revision, local_dir=folder, endpoint=endpoint)
+            except Exception as exc:  # noqa: BLE001 - network, auth, missing file: same advice
+                raise DataError(f"could not download {filename} from {base}/{filename}: {exc}. "
+                                + _offline_hint("personamem", f"{PERSONAMEM_QUESTIONS} and "
+                                                f"{PERSONAMEM_CONTEXTS}")) from exc
+    digest = hashlib.sha256((folder / PERSONAMEM_QUESTIONS).read_bytes()).hexdigest()
+    if revision == PERSONAMEM_REVISION and digest != PERSONAMEM_QUESTIONS_SHA256:
+        raise DataError(f"{folder / PERSONAMEM_QUESTIONS}: sha256 {digest} is not the published "
+                        f"file's ({PERSONAMEM_QUESTIONS_SHA256}), whose counts are the paper's; "
+                        "pass revision=<commit> to use this one anyway")
+    return DataSource("personamem", folder / PERSONAMEM_QUESTIONS, folder, "download",
+                      url=f"{base}/{PERSONAMEM_QUESTIONS}", repo=PERSONAMEM_REPO,
+                      revision=revision,
+                      resolved_revision=_hf_resolved_revision(PERSONAMEM_REPO, revision, endpoint))
+
+
+def _download_personamem_v2(revision: str, raw_dir: Path, endpoint: str | None) -> DataSource:
     root = raw_dir / "personamem_v2" / revision
-    url = f"{endpoint or 'https://huggingface.co'}/datasets/{PERSONAMEM_REPO}/tree/{revision}"
+    url = f"{endpoint or 'https://huggingface.co'}/datasets/{PERSONAMEM_V2_REPO}/tree/{revision}"
     marker = root / _DOWNLOAD_MARKER  # a snapshot can be interrupted half-way; only a complete
     if not marker.is_file():  # one is reused without asking the network
         try:
             from huggingface_hub import snapshot_download
 
-            snapshot_download(PERSONAMEM_REPO, repo_type="dataset", revision=revision,
+            snapshot_download(PERSONAMEM_V2_REPO, repo_type="dataset", revision=revision,
                               local_dir=root, endpoint=endpoint,
-                              allow_patterns=[PERSONAMEM_CSV, f"{PERSONAMEM_HISTORY_DIR}/*"])
+                              allow_patterns=[PERSONAMEM_V2_CSV, f"{PERSONAMEM_V2_HISTORY_DIR}/*"])
         except Exception as exc:  # noqa: BLE001
-            raise DataError(f"could not download PersonaMem v2 from {url}: {exc}. "
-                            + _offline_hint("personamem_v2", "the dataset folder (with "
-                                            f"{PERSONAMEM_CSV} and {PERSONAMEM_HISTORY_DIR}/)")
-                            ) from exc
+            folder = (f"the dataset folder (with {PERSONAMEM_V2_CSV} and "
+                      f"{PERSONAMEM_V2_HISTORY_DIR}/)")
+            raise DataError(f"could not download the PersonaMem-v2 release from {url}: {exc}. "
+                            + _offline_hint("personamem_v2", folder)) from exc
         write_text(marker, revision + "\n")
-    return DataSource("personamem_v2", root / PERSONAMEM_CSV, root, "download", url=url,
-                      repo=PERSONAMEM_REPO, revision=revision,
-                      resolved_revision=_hf_resolved_revision(PERSONAMEM_REPO, revision, endpoint))
+    return DataSource("personamem_v2", root / PERSONAMEM_V2_CSV, root, "download", url=url,
+                      repo=PERSONAMEM_V2_REPO, revision=revision,
+                      resolved_revision=_hf_resolved_revision(PERSONAMEM_V2_REPO, revision,
+                                                              endpoint))
 
 
 # --- Which bytes were read ------------------------------------------------------------------------

@@ -164,16 +164,22 @@ def questions_per_category(questions: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_with_paper(dataset: str, table1: pd.DataFrame, table2: pd.DataFrame) -> pd.DataFrame:
-    """Our Tables 1 and 2 next to the paper's rows, with a column saying whether they match."""
+    """Our Tables 1 and 2 next to the paper's rows, with a column saying whether they match
+    (a dataset the paper did not use, the PersonaMem-v2 release, has no paper row; PersonaMem's
+    row is labelled with the name the paper gives it)."""
     rows = []
     for name, ours, published in (("Table 1 (conversation)", table1, paper.TABLE1),
                                   ("Table 2 (question)", table2, paper.TABLE2)):
         mine = tuple(ours.iloc[0][c] for c in TABLE_COLUMNS[1:])
-        theirs = published[dataset]
         rows.append({"table": name, "source": "this run", **dict(zip(TABLE_COLUMNS[1:], mine,
                                                                      strict=True))})
-        rows.append({"table": name, "source": "paper", **dict(zip(TABLE_COLUMNS[1:], theirs,
-                                                                  strict=True))})
+        theirs = published.get(dataset)
+        if theirs is None:
+            rows[-1]["matches_paper"] = None
+            continue
+        label = 'paper ("PersonaMem v2")' if dataset == "personamem" else "paper"
+        rows.append({"table": name, "source": label, **dict(zip(TABLE_COLUMNS[1:], theirs,
+                                                                strict=True))})
         rows[-2]["matches_paper"] = rows[-1]["matches_paper"] = bool(
             all(float(a) == float(b) for a, b in zip(mine, theirs, strict=True)))
     return pd.DataFrame(rows, dtype=object)  # object: integers stay integers next to 12.0

@@ -5,13 +5,13 @@ question type, as in each benchmark's own evaluation. The wording is in :mod:`me
 LongMemEval tolerates off-by-one day counts for temporal questions, accepts old plus updated
 information for knowledge updates, treats the preference answer as a rubric and expects "not
 available" for abstention (``_abs``) questions; LoCoMo's adversarial category 5, when scored,
-expects "not mentioned"; PersonaMem v2 is judged against its correct reply, with the benchmark's
+expects "not mentioned"; PersonaMem is judged against its correct reply, with the benchmark's
 wrong options shown as wrong.
 """
 
 from __future__ import annotations
 
-from memcost.datasets import DATASETS
+from memcost.datasets import DATASETS, WITH_OPTIONS
 from memcost.prompts import INSTRUCTIONS, Instruction
 
 LME_TYPES = {
@@ -42,7 +42,7 @@ def choose_instruction(
                 f"grading instruction (known: {', '.join(LME_TYPES)})"
             )
         return INSTRUCTIONS[LME_TYPES[category]]
-    if dataset == "personamem_v2":
+    if dataset in WITH_OPTIONS:
         return INSTRUCTIONS["personamem"]
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
 

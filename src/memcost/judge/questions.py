@@ -18,6 +18,7 @@ import pandas as pd
 from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
 from memcost.choices import MODES, MultipleChoice, multiple_choice
 from memcost.data import read_questions as load_questions
+from memcost.datasets import WITH_OPTIONS
 from memcost.judge.instructions import Instruction, choose_instruction
 from memcost.models import LONG_CONTEXT_MODELS
 from memcost.paths import DatasetPaths
@@ -125,10 +126,10 @@ def as_text(value: Any) -> str:
 def _judged_mode(dataset: str, mode: str, notes: list[str]) -> str:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-    if mode == "multiple_choice" and dataset != "personamem_v2":
-        # A preset may set the mode for every dataset; only PersonaMem v2 has options.
-        notes.append(f"mode 'multiple_choice' applies to personamem_v2 only; {dataset} is "
-                     "judged open-ended")
+    if mode == "multiple_choice" and dataset not in WITH_OPTIONS:
+        # A preset may set the mode for every dataset; only PersonaMem's questions have options.
+        notes.append(f"mode 'multiple_choice' applies to {' and '.join(WITH_OPTIONS)} only; "
+                     f"{dataset} is judged open-ended")
         return "open_ended"
     return mode
 
@@ -219,7 +220,7 @@ def _item(dataset: str, system: str, question: Mapping[str, Any], answer: Mappin
                                        is_abstention=bool(question.get("is_abstention"))),
         is_abstention=bool(question.get("is_abstention")),
         adversarial_answer=as_text(question.get("adversarial_answer")),
-        wrong_options=tuple(options[1:]) if dataset == "personamem_v2" else (),
+        wrong_options=tuple(options[1:]) if dataset in WITH_OPTIONS else (),
         answer_error=error,
         choice=choice,
     )

@@ -234,7 +234,7 @@ def plan_questions(
     """Size every prompt of every system and check it against its model's limit.
 
     ``kinds`` picks the systems: ``long_context`` runs on ``models``, the baselines on
-    ``baseline_models``. ``mode`` decides how questions with options (PersonaMem v2) are
+    ``baseline_models``. ``mode`` decides how questions with options (PersonaMem) are
     asked: ``open_ended`` (the question alone) or ``multiple_choice`` (options listed). Raises
     :class:`ContextOverflow` when a prompt does not fit and ``overflow`` is ``error``; nothing
     has been sent at that point.

@@ -4,7 +4,7 @@ It reads what the prompt shows and nothing else, so the variants differ offline 
 differ for a model: no history, a window, the evidence sessions, the whole history. The turn of
 the shown history that shares the most words with the question (BM25) is quoted with its date;
 with options listed it picks the option the history supports best, and with no history the
-longest option, which is the known PersonaMem v2 bias (study §10) made visible.
+longest option, which is the known PersonaMem bias (study §10) made visible.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Offline reader (the stand-in for the memory reader model, study §2): extractive answers.
 
 It answers with the retrieved fact that shares the most words with the question (BM25 over
-content words), or says it has no information; with options (PersonaMem v2), the option the
+content words), or says it has no information; with options (PersonaMem), the option the
 retrieved facts support best. It cannot reason, count or subtract dates: it shows what
 retrieval alone brings back. It reads the request's ``payload`` (``question``, ``facts``,
 ``options``), so it imports nothing of the retrieval stage.

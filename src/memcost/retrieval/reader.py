@@ -68,7 +68,7 @@ def reader_request(
     """The reader call for one question (``payload`` feeds the offline reader); ``system`` is
     the memory system whose items it reads (:mod:`memcost.systems`; the paper's: ``memory``).
 
-    In ``multiple_choice`` mode a question with options (PersonaMem v2) lists them in the order
+    In ``multiple_choice`` mode a question with options (PersonaMem) lists them in the order
     :func:`memcost.choices.multiple_choice` fixes and asks for a letter, as the judge expects.
     """
     asked = question.get("question_date")

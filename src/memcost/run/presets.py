@@ -3,11 +3,11 @@
 A preset has runner keys and notebook parameters::
 
     description: what this preset is for              # shown in the manifest and the report
-    datasets: [locomo, longmemeval, personamem_v2]    # per-dataset notebooks run once for each
+    datasets: [locomo, longmemeval, personamem]    # per-dataset notebooks run once for each
     steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
     parameters: {backend: offline, ...}               # given to every notebook that declares them
                                                       # (the client's settings: client: {...})
-    per_dataset: {personamem_v2: {mode: multiple_choice}}  # overrides for one dataset
+    per_dataset: {personamem: {mode: multiple_choice}}  # overrides for one dataset
     allow_failures: 0.0                               # fraction of a stage's items that may fail
 
 Unknown parameter keys are an error (papermill itself only warns).

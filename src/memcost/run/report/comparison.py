@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from memcost import paper
+from memcost.datasets import PERSONAMEM_NAME_NOTE
 from memcost.io import write_csv
 from memcost.lifecycle import stand_ins
 from memcost.models import JUDGE_MODEL
@@ -229,7 +230,7 @@ def section_paper(view: RunView) -> list[str]:
              "those match to 4 decimals.", "",
              *([f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
                if _stand_ins(view) else []),
-             _judge_line(view), ""]
+             _judge_line(view), "", PERSONAMEM_NAME_NOTE, ""]
     differ = [r for r in comparable if not _matches(r.paper, r.run)]
     for source in dict.fromkeys(r.section for r in comparable):  # the matches, one line each
         mine = [r for r in comparable if r.section == source]

@@ -26,7 +26,7 @@ from memcost.verify import LONG_CONTEXT as HEADLINE_LONG_CONTEXT
 LONG_CONTEXT = "long_context_gpt-5-mini"  # the paper's long-context system, preferred if it ran
 PAPER_CASE = "paper's break-even"  # notebook 07's headline table, its first case
 PAPER_NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval",
-               "personamem_v2": "PersonaMem (the paper's \"PersonaMem v2\")"}
+               "personamem": "PersonaMem (the paper's \"PersonaMem v2\", the 32k split)"}
 
 
 def _paper_answer() -> str:
