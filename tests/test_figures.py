@@ -289,3 +289,44 @@ def test_a_notebook_kernel_draws_without_importing_seaborn():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_the_explorer_widgets_start_where_the_figure_above_them_does():
+    """A browser snaps a slider's value to ``min + k * step``: each starting value lies on its
+    slider's grid, so the widgets show the static figure's settings, not neighbours of them."""
+    import math
+
+    pytest.importorskip("ipywidgets")
+    from memcost.plots.explorer import explorer_widgets
+
+    start = {"context_tokens": 101_601, "questions": 60, "scenario": "current",
+             "retention": "in_memory", "gap_seconds": 3600.0, "batch": False,
+             "output_tokens": 527}
+    controls = explorer_widgets(start).children[:-1]
+    for control in controls:
+        if type(control).__name__ == "FloatLogSlider":
+            steps = (math.log10(control.value) - control.min) / control.step
+            assert abs(steps - round(steps)) < 1e-6, control.description
+        elif type(control).__name__ == "IntSlider":
+            assert (control.value - control.min) % control.step == 0, control.description
+    widths = {c.style.description_width for c in controls}
+    assert widths == {"230px"}  # the longest description fits in one line
+
+
+def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
+    import numpy as np
+
+    from memcost.plots import plot_break_even_heatmap
+
+    contexts = np.array([1e4, 1e5, 5e5, 1e6])
+    turns = np.arange(1, 11)
+    difference = np.ones((len(turns), len(contexts)))  # memory cheaper everywhere
+    fig = plot_break_even_heatmap(contexts, turns, difference, np.ones(len(contexts)),
+                                  region_labels=False, tier_threshold=272_000)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == "break-even at N = 1 where blue"
+    assert any(t.get_text().startswith("272k: long-context tier") for t in ax.texts)
+    fig = plot_break_even_heatmap(contexts, turns, difference, np.array([1, 3, 5, 7.0]),
+                                  region_labels=False)
+    assert fig.axes[0].get_legend().get_texts()[0].get_text() == "break-even boundary"

@@ -46,7 +46,8 @@ def plot_sensitivity(
         * 1.08
     )
     top = top if np.isfinite(top) else 10.0
-    for L in contexts:
+    scenarios = list(dict.fromkeys(batch["scenario"]))
+    for i, L in enumerate(contexts):
         part = discount.loc[discount["context_tokens"] == L]
         _draw_break_even(
             axes[0],
@@ -64,10 +65,16 @@ def plot_sensitivity(
             marker="o", markersize=3.5,
         )
         part = batch.loc[batch["context_tokens"] == L]
-        _draw_break_even(
-            axes[2], top, list(part["scenario"]), part["break_even_n"], palette[L],
-            marker="o", markersize=6, linestyle="none", alpha=0.9,  # scenarios have no order
-        )
+        # Scenarios have no order: dots side by side, one per context length, each labelled
+        # with its N, so that equal break-evens do not hide one another on the axis.
+        x = [scenarios.index(s) + (i - (len(contexts) - 1) / 2) * 0.13 for s in part["scenario"]]
+        _draw_break_even(axes[2], top, x, part["break_even_n"], palette[L], marker="o",
+                         markersize=6, linestyle="none", clip_on=False)
+        for xi, n in zip(x, part["break_even_n"].astype(float), strict=True):
+            if np.isfinite(n):
+                axes[2].annotate(f"{n:.0f}", (xi, n), xytext=(0, 5), textcoords="offset points",
+                                 ha="center", fontsize=7.5, color="#333333")
+    axes[2].set_xticks(range(len(scenarios)), scenarios)
     axes[2].set_title(
         "△ on the top edge: memory never cheaper", loc="right", fontsize=8, color="#555555"
     )
@@ -115,7 +122,8 @@ def _label_sensitivity(fig: plt.Figure, axes: Any, top: float, subtitle: str) ->
     """Axis labels, panel letters, legend and title of the sensitivity figure."""
     axes[0].set_xlabel("cached-input discount (% off the input price)")
     axes[1].set_xlabel("output tokens per long-context answer")
-    axes[2].set_xlabel("which components use Batch-API prices (no order: one dot per scenario)")
+    axes[2].set_xlabel("which components use Batch-API prices (no order; one dot per context "
+                       "length, labelled with its N)")
     axes[2].margins(x=0.08)
     for ax in (axes[0], axes[2]):
         ax.set_ylabel("break-even N (questions per user)")

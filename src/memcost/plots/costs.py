@@ -60,8 +60,12 @@ def plot_break_even_heatmap(
     subtitle: str = "",
     region_labels: bool = True,
     zero_contour: bool = False,
+    tier_threshold: float | None = None,
 ) -> plt.Figure:
     """Figure 1: ``C_LC − C_Mem`` over context length (x, log) and turns (y).
+
+    ``tier_threshold`` marks where the long-context model's prompts enter its long-context tier
+    (the whole request billed higher): the colours jump there, and the line says why.
 
     ``region_labels`` names the two regions where they lie in the paper's figure (long context
     below the boundary, memory above); ``zero_contour`` draws where the two costs are equal,
@@ -92,9 +96,19 @@ def plot_break_even_heatmap(
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
     edges = _log_edges(np.asarray(contexts, float))
     finite = np.where(np.isfinite(boundary), boundary - 0.5, np.nan)
+    # Where memory is cheaper from the first question the boundary lies on the N = 1 edge,
+    # where no line can be seen: the legend says so instead of promising a line.
+    on_edge = bool(np.isfinite(boundary).any()) and float(np.nanmax(boundary)) <= turns[0]
     ax.stairs(
-        finite, edges, color="black", linewidth=2.2, baseline=None, label="break-even boundary"
+        finite, edges, color="black", linewidth=2.2, baseline=None, clip_on=not on_edge,
+        label="break-even at N = 1 where blue" if on_edge else "break-even boundary",
     )
+    if tier_threshold and edges[0] < tier_threshold < edges[-1]:
+        ax.axvline(tier_threshold, color="#333333", linestyle=(0, (1, 2)), linewidth=1.2)
+        ax.text(tier_threshold * 1.05, turns[0] + 0.5 * (turns[-1] - turns[0]),
+                f"{token_label(tier_threshold)}: long-context\ntier (whole request\npriced higher)",
+                fontsize=8.5, color="#222222", va="center", ha="left",
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.75})
     if reference_context:
         ax.axvline(reference_context, color="#333333", linestyle="--", linewidth=1)
         ax.text(
@@ -301,6 +315,8 @@ CONSTANT_TITLES = {
     "output_tokens": "output tokens per long-context answer",
     "cached_share": "share of the history billed as cached",
 }
+# ... when ``display`` rescales them (the axis then is not per token).
+RESCALED_TITLES = {"write_usd_per_token": "write cost of one history"}
 
 
 def plot_calibration_intervals(
@@ -350,19 +366,21 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
         alpha=0.35,
         label="feasible (all published cells)",
     )
-    ax.plot([chosen], [0], "o", color="black", markersize=7, label="chosen")
-    ax.plot(
-        [stated] if not np.isclose(stated, chosen, rtol=1e-9, atol=0) else [],
-        [0] * (not np.isclose(stated, chosen, rtol=1e-9, atol=0)),
-        "X",
-        color=LC_CHEAPER_COLOR,
-        markersize=9,
-        label="stated in the text",
-    )
+    same = bool(np.isclose(stated, chosen, rtol=1e-9, atol=0))
+    ax.plot([chosen], [0], "o", color="black", markersize=11 if same else 7, label="chosen",
+            zorder=3)
+    # Where the text's value is the chosen one, its mark sits on the dot, smaller, and says so.
+    ax.plot([stated], [0], "X", color=LC_CHEAPER_COLOR, markersize=6 if same else 9,
+            markeredgecolor="white" if same else LC_CHEAPER_COLOR, zorder=4,
+            label="stated in the text")
+    if same:
+        ax.annotate("chosen = stated", (chosen, 0), xytext=(0, 12), textcoords="offset points",
+                    ha="center", fontsize=8.5, color="#222222")
     ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
     ax.set_yticks([])
-    ax.set_title(CONSTANT_TITLES.get(row.constant, row.constant.replace("_", " ")), fontsize=10,
-                 loc="left")
+    titles = RESCALED_TITLES if factor != 1.0 else CONSTANT_TITLES
+    title = titles.get(row.constant) or CONSTANT_TITLES.get(row.constant)
+    ax.set_title(title or row.constant.replace("_", " "), fontsize=10, loc="left")
     ax.set_xlabel(unit, fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(4))

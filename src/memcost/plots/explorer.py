@@ -84,6 +84,18 @@ def _gap_text(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
+LOG_STEP = 0.01  # log10 steps of the log sliders: 2.3% apart
+
+
+def _on_grid(value: float, low: float) -> float:
+    """A log slider's minimum near ``low`` such that ``value`` lies on its step grid: the
+    browser snaps a slider's value to ``min + k * step``, which would start it elsewhere."""
+    import math
+
+    exponent = math.log10(value)
+    return exponent - math.floor((exponent - low) / LOG_STEP) * LOG_STEP
+
+
 def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
     """The interactive explorer (needs ipywidgets and a live kernel): sliders and drop-downs
     that call :func:`explorer_update` on every change."""
@@ -91,11 +103,13 @@ def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
     from IPython.display import display
 
     s = explorer_settings(settings)
-    style = {"description_width": "170px"}
-    layout = widgets.Layout(width="520px")
+    # Wide enough for the longest description; steps fine enough that every slider starts at
+    # the static figure's value (a coarse step snaps 101,601 tokens to 100,000, 527 to 550).
+    style = {"description_width": "230px"}
+    layout = widgets.Layout(width="640px")
     controls = {
-        "context_tokens": widgets.FloatLogSlider(value=s["context_tokens"], base=10, min=4, max=6.3,
-                                                 step=0.05, description="context length (tokens)",
+        "context_tokens": widgets.FloatLogSlider(value=s["context_tokens"], base=10, min=_on_grid(s["context_tokens"], 4),
+                                                 max=6.3, step=LOG_STEP, description="context length (tokens)",
                                                  readout_format=",.0f", style=style, layout=layout),
         "questions": widgets.IntSlider(value=s["questions"], min=2, max=200,
                                        description="questions per user", style=style,
@@ -105,10 +119,10 @@ def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
                                      layout=layout),
         "retention": widgets.Dropdown(options=list(RETENTION_POLICIES), value=s["retention"],
                                       description="cache retention", style=style, layout=layout),
-        "gap_seconds": widgets.FloatLogSlider(value=s["gap_seconds"], base=10, min=1, max=5.79,
-                                              step=0.05, description="gap between questions (s)",
+        "gap_seconds": widgets.FloatLogSlider(value=s["gap_seconds"], base=10, min=_on_grid(s["gap_seconds"], 1),
+                                              max=5.79, step=LOG_STEP, description="gap between questions (s)",
                                               readout_format=",.0f", style=style, layout=layout),
-        "output_tokens": widgets.IntSlider(value=int(s["output_tokens"]), min=0, max=4_000, step=50,
+        "output_tokens": widgets.IntSlider(value=int(s["output_tokens"]), min=0, max=4_000, step=1,
                                            description="output tokens per answer", style=style,
                                            layout=layout),
         "batch": widgets.Checkbox(value=s["batch"], description="memory write on the Batch API",

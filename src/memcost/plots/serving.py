@@ -96,7 +96,7 @@ def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.F
     ax.set_yscale("log")
     ax.set_xlabel("turn t")
     ax.set_ylabel("input tokens C at turn t")
-    ax.set_title(f"Cost per turn, N×L = {cell} (one seed)", fontsize=10)
+    ax.set_title(f"Input tokens per turn, N×L = {cell} (one seed)", fontsize=10)
     ax.legend(fontsize=8)
     label_backend(ax, backend)
     fig.tight_layout()
