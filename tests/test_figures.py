@@ -326,7 +326,7 @@ def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[0] == "break-even at N = 1 where blue"
-    assert any(t.get_text().startswith("272k: long-context tier") for t in ax.texts)
+    assert any(t.get_text().startswith("272k: long-context\ntier") for t in ax.texts)
     fig = plot_break_even_heatmap(contexts, turns, difference, np.array([1, 3, 5, 7.0]),
                                   region_labels=False)
     assert fig.axes[0].get_legend().get_texts()[0].get_text() == "break-even boundary"
