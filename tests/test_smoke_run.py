@@ -142,6 +142,13 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert "- LoCoMo: memory" in mine and "⚠ 2 conversations" in mine
     assert "GPT-5-mini" not in mine and "gpt-" not in mine  # no model answered offline
     assert "**The bill:** $0.0000 paid" in brief
+    # "Is memory worth it today?" says how to read its numbers, and names the PersonaMem split
+    today_section = text[text.index("## Is memory worth it today?"):]
+    assert "How to read it: N is the first question after which memory is cheaper" in today_section
+    assert "N = 1 appears even at the paper's prices" in today_section
+    assert "median gap (h, this run's data)" in today_section
+    assert ('The paper calls this split "PersonaMem v2"; its counts (222 conversations, 589 '
+            "questions) match PersonaMem's 32k split.") in text
     assert "⚠ **Few conversations**" in text  # under Table 3 as well
     # the comparable numbers (Tables 4-5, all 26 matching) one line per source, no row each;
     # the others counted by reason, and every row in tables/paper_vs_run.csv

@@ -108,9 +108,10 @@ def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
     style = {"description_width": "230px"}
     layout = widgets.Layout(width="640px")
     controls = {
-        "context_tokens": widgets.FloatLogSlider(value=s["context_tokens"], base=10, min=_on_grid(s["context_tokens"], 4),
-                                                 max=6.3, step=LOG_STEP, description="context length (tokens)",
-                                                 readout_format=",.0f", style=style, layout=layout),
+        "context_tokens": widgets.FloatLogSlider(
+            value=s["context_tokens"], base=10, min=_on_grid(s["context_tokens"], 4), max=6.3,
+            step=LOG_STEP, description="context length (tokens)", readout_format=",.0f",
+            style=style, layout=layout),
         "questions": widgets.IntSlider(value=s["questions"], min=2, max=200,
                                        description="questions per user", style=style,
                                        layout=layout),
@@ -119,9 +120,10 @@ def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
                                      layout=layout),
         "retention": widgets.Dropdown(options=list(RETENTION_POLICIES), value=s["retention"],
                                       description="cache retention", style=style, layout=layout),
-        "gap_seconds": widgets.FloatLogSlider(value=s["gap_seconds"], base=10, min=_on_grid(s["gap_seconds"], 1),
-                                              max=5.79, step=LOG_STEP, description="gap between questions (s)",
-                                              readout_format=",.0f", style=style, layout=layout),
+        "gap_seconds": widgets.FloatLogSlider(
+            value=s["gap_seconds"], base=10, min=_on_grid(s["gap_seconds"], 1), max=5.79,
+            step=LOG_STEP, description="gap between questions (s)", readout_format=",.0f",
+            style=style, layout=layout),
         "output_tokens": widgets.IntSlider(value=int(s["output_tokens"]), min=0, max=4_000, step=1,
                                            description="output tokens per answer", style=style,
                                            layout=layout),

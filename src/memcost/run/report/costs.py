@@ -127,13 +127,15 @@ def section_today(view: RunView) -> list[str]:
     rows = [[r.case, r.lc_model, r.price_date, r.policy.replace("_", "-"),
              f"{int(r.context_tokens):,}", _headline_value(r)] for r in headline.itertuples()]
     lines += [md_table(rows, ["case", "long context", "prices of", "cache retention", "L",
-                              "break-even N"]), ""]
+                              "break-even N"]), "", READ_N, ""]
     table5 = read_csv(view.run.table.table5_today)
     if table5 is not None:
         pivot = table5.pivot(index="context_tokens", columns="scenario", values="break_even_n")
         pivot = pivot[list(dict.fromkeys(table5["scenario"]))]
         dates = dict(zip(table5["scenario"], table5["price_date"], strict=False))
-        lines += ["**Table 5 at the paper's prices and today's** (break-even N, back to back)", "",
+        lines += ["**Table 5 at the paper's prices and today's** (break-even N, back to back: "
+                  "the history is cached from a user's second question on, as the paper "
+                  "assumes)", "",
                   md_table([[f"{int(L):,}", *[_n(v) for v in row]] for L, row in pivot.iterrows()],
                            ["L (tokens)", *[f"{c} ({dates[c]})" for c in pivot.columns]]), ""]
     for name, caption in (("figure1_today", "Figure 1 at today's prices (gpt-6.1-terra)"),
@@ -153,8 +155,13 @@ def _today_details(view: RunView) -> list[str]:
                 for r in by_dataset.itertuples()]
         lines += ["**Break-even under each dataset's own dates** (one question per dated "
                   "session; median over users)", "",
-                  md_table(rows, ["dataset", "prices", "retention", "users", "median gap (h)",
-                                  "L", "break-even N"]), ""]
+                  md_table(rows, ["dataset", "prices", "retention", "users",
+                                  "median gap (h, this run's data)", "L (the paper's mean)",
+                                  "break-even N"]), "",
+                  "How to read it: the gaps between questions are those of this run's data "
+                  "(invented dates on the bundled samples), the history length is the paper's "
+                  "Table 1 mean for the dataset; a gap longer than the cache's retention makes "
+                  "every long-context question pay its history in full again.", ""]
     tier = read_csv(view.run.table.break_even_long_context_tier)
     if tier is not None and not tier.empty:
         rows = [[r.scenario, f"{int(r.context_tokens):,}", "yes" if r.above_tier else "no",
@@ -173,5 +180,18 @@ def _today_details(view: RunView) -> list[str]:
                   "stays interactive)", "",
                   md_table(rows, ["prices", "variant",
                                   *[f"L = {int(c):,}" for c in pivot.columns]]),
-                  ""]
+                  "", "How to read it: at half price for writing, memory's first question "
+                  "(the whole history extracted once, plus one read) can cost less than long "
+                  "context's first (the whole history read uncached), so N = 1 appears even at "
+                  "the paper's prices.", ""]
     return lines
+
+
+# One line under the break-even table: what its values mean.
+READ_N = ("How to read it: N is the first question after which memory is cheaper for one user "
+          "and stays so. N = 1 means memory's first question (writing the whole history once, "
+          "plus one read) already costs less than long context's first (the whole history, "
+          "uncached, plus its cache write where the model bills one): today's successor reads "
+          "input at several times gpt-5-mini's price, while extraction moved only to "
+          "gpt-6-luna. \"never\" means long context stays cheaper within the questions "
+          "computed; \"not sold\" is a retention the model does not offer.")
