@@ -438,3 +438,37 @@ def build_longmemeval(rng: random.Random) -> tuple[list[dict[str, Any]], list[di
                        "haystack_sessions": [turns for _, _, turns, _ in evidence_only]})
     return s_file, oracle
 
+
+
+def build_longmemeval_scaled(rng: random.Random, users: int, tokens: int) -> list[dict[str, Any]]:
+    """An S-style file at a chosen scale, for benchmarks: ``users`` questions (the sample's
+    questions in turn), each with its evidence sessions and enough filler sessions to reach
+    about ``tokens`` tokens of history. Every filler session is made unique (a numbered line
+    opens it), so that nothing downstream can serve one user's work from another's."""
+    from memcost.tokens import count_tokens
+
+    sizes = [sum(count_tokens(c) for _, c in turns) for _, turns in FILLERS]
+    base = build_longmemeval(random.Random(rng.random()))
+    out = []
+    for i in range(users):
+        record = dict(base[i % len(base)])
+        record["question_id"] = f"{record['question_id']}_{i:04d}"
+        sessions = list(zip(record["haystack_session_ids"], record["haystack_dates"],
+                            record["haystack_sessions"], strict=True))
+        have = sum(count_tokens(t["content"]) for _, _, turns in sessions for t in turns)
+        k = 0
+        while have < tokens:
+            j = rng.randrange(len(FILLERS))
+            name, turns = FILLERS[j]
+            first = {"role": turns[0][0], "content": f"(chat {i}.{k}) {turns[0][1]}"}
+            date = sessions[rng.randrange(len(sessions))][1]
+            sessions.append((f"{name}_{i}_{k}", date,
+                             [first, *({"role": r, "content": c} for r, c in turns[1:])]))
+            have += sizes[j] + 6
+            k += 1
+        sessions.sort(key=lambda s: s[1])
+        record["haystack_session_ids"] = [sid for sid, _, _ in sessions]
+        record["haystack_dates"] = [d for _, d, _ in sessions]
+        record["haystack_sessions"] = [turns for _, _, turns in sessions]
+        out.append(record)
+    return out

@@ -1,0 +1,138 @@
+"""Benchmark: the offline study end to end, notebook by notebook.
+
+Runs notebooks 00-05 with the offline backend, the paper's two long-context models and the
+rolling-window, no-context and oracle baselines, three judge votes, on
+
+- a dataset file: ``--data PATH --dataset NAME`` (e.g. the real ``locomo10.json``); or
+- generated data at LongMemEval-S scale: ``--scale longmemeval_s`` writes 500 users of about
+  100,000 tokens, one question each, in LongMemEval's native schema with the repository's own
+  sample generator (``--users`` / ``--tokens`` for a fraction of it).
+
+For each notebook it prints the wall time, the peak resident memory of the notebook's kernel
+(sampled every 0.2 s) and, for the notebooks that call models, the offline calls per second of
+each ledger stage. Targets (quiet 2-core machine): the full LoCoMo study in at most 60 s, the
+LongMemEval-S-scale study in at most 10 minutes and 8 GB.
+Run: ``.venv/bin/python benchmarks/bench_pipeline.py --scale longmemeval_s --users 50``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+import yaml
+
+from memcost.paths import REPO_ROOT
+from memcost.run import run_preset
+
+STAGE_NOTEBOOK = {"extract": "01", "update": "01", "embed": "01", "read": "02",
+                  "long_context": "03", "judge": "04"}
+PARAMETERS = {
+    "backend": "offline",
+    "models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"],
+    "baseline_models": ["gpt-5-mini-2025-08-07"],
+    "include_rolling_window": True, "include_no_context": True, "include_oracle": True,
+    "n_votes": 3, "judge_prompts": ["judge"], "cost_model": "paper",
+}
+
+
+def generate_longmemeval(folder: Path, users: int, tokens: int) -> Path:
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    from samplegen.longmemeval import build_longmemeval_scaled
+
+    path = folder / "longmemeval_s_cleaned.json"
+    t0 = time.perf_counter()
+    path.write_text(json.dumps(build_longmemeval_scaled(random.Random(0), users, tokens)),
+                    encoding="utf-8")
+    print(f"generated {users} users x ~{tokens:,} tokens: {path.stat().st_size / 1e6:,.0f} MB "
+          f"in {time.perf_counter() - t0:.0f} s")
+    return path
+
+
+class MemorySampler(threading.Thread):
+    """The resident memory of this process's children (the notebook kernels), over time."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, int]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.done.wait(0.2):
+            rss = 0
+            for child in me.children(recursive=True):
+                try:
+                    rss += child.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.samples.append((time.time(), rss))
+
+    def peak(self, start: float, end: float) -> int:
+        return max((r for t, r in self.samples if start <= t <= end), default=0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, help="a dataset file (with --dataset)")
+    parser.add_argument("--dataset", default="locomo")
+    parser.add_argument("--scale", choices=["longmemeval_s"])
+    parser.add_argument("--users", type=int, default=500)
+    parser.add_argument("--tokens", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        if args.scale:
+            args.dataset = "longmemeval"
+            args.data = generate_longmemeval(folder, args.users, args.tokens)
+        if args.data is None:
+            parser.error("give --data PATH --dataset NAME, or --scale longmemeval_s")
+        preset = folder / "bench.yaml"
+        preset.write_text(yaml.safe_dump({
+            "description": "bench_pipeline", "datasets": [args.dataset],
+            "steps": ["00", "01", "02", "03", "04", "05"],
+            "parameters": {**PARAMETERS, "data_path": str(args.data.resolve())}}),
+            encoding="utf-8")
+        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1 and 5 min), "
+              f"{os.cpu_count()} cores")
+        sampler = MemorySampler()
+        sampler.start()
+        t0 = time.perf_counter()
+        run_preset(str(preset), run_name=str(folder / "run"), stream=False)
+        total = time.perf_counter() - t0
+        sampler.done.set()
+        report(folder / "run", sampler, total)
+    return 0
+
+
+def report(run: Path, sampler: MemorySampler, total: float) -> None:
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    stages: Counter[str] = Counter()
+    with (run / "calls.jsonl").open(encoding="utf-8") as ledger:
+        for line in ledger:
+            stages[json.loads(line)["stage"]] += 1
+    print(f"{'notebook':<34} {'wall s':>8} {'peak RSS':>9}  calls per second")
+    for name, entry in manifest["notebooks"].items():
+        end = datetime.fromisoformat(entry["finished_at"]).timestamp()
+        wall = float(entry["wall_time_s"])
+        step = name.rsplit("/", 1)[-1][:2]
+        rates = ", ".join(f"{s} {n / wall:,.0f}/s ({n:,})" for s, n in sorted(stages.items())
+                          if STAGE_NOTEBOOK.get(s) == step)
+        peak = sampler.peak(end - wall - 1, end + 1) / 2**20
+        print(f"{name:<34} {wall:>8.1f} {peak:>7,.0f} MB  {rates}")
+    print(f"total: {total:.1f} s wall, peak RSS of any notebook "
+          f"{max((r for _, r in sampler.samples), default=0) / 2**30:.2f} GB")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
