@@ -89,9 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=["longmemeval_s"])
     parser.add_argument("--users", type=int, default=500)
     parser.add_argument("--tokens", type=int, default=100_000)
+    parser.add_argument("--keep", type=Path, help="write the data and the run here, and keep "
+                        "them (to read the executed notebooks' cell times)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         if args.scale:
             args.dataset = "longmemeval"
             args.data = generate_longmemeval(folder, args.users, args.tokens)

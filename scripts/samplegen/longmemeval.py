@@ -448,7 +448,7 @@ def build_longmemeval_scaled(rng: random.Random, users: int, tokens: int) -> lis
     from memcost.tokens import count_tokens
 
     sizes = [sum(count_tokens(c) for _, c in turns) for _, turns in FILLERS]
-    base = build_longmemeval(random.Random(rng.random()))
+    base, _oracle = build_longmemeval(random.Random(rng.random()))
     out = []
     for i in range(users):
         record = dict(base[i % len(base)])

@@ -65,6 +65,13 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) ->
 def json_safe(value: Any) -> Any:
     """Plain JSON values: numpy scalars and arrays unwrapped, NaN and infinities as null, paths
     and other objects as their text. Metrics, manifests and JSONL records all pass through here."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most values: as they are
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):

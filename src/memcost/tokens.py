@@ -97,9 +97,13 @@ def decode(tokens: Sequence[int]) -> str:
 
 
 # Long histories are counted many times (Table 1, prompt sizes, offline usage); remember their
-# counts by content hash so each distinct text is tokenised once per process.
-_LONG_TEXT = 2_000  # characters; shorter texts are cheaper to count than to hash and look up
+# counts by content hash so each distinct text is tokenised once per process. Shorter texts
+# repeat too (every request's instructions): they are remembered by the text itself, in a table
+# emptied when it grows large, so that a long run does not keep every segment it counted.
+_LONG_TEXT = 2_000  # characters; longer texts are remembered by a digest, not the text
+_SHORT_KEPT = 50_000  # short texts remembered at most
 _counts: dict[bytes, int] = {}
+_short: dict[str, int] = {}
 _counts_lock = threading.Lock()
 
 
@@ -110,7 +114,13 @@ def _key(text: str) -> bytes:
 def count_tokens(text: str) -> int:
     """Number of ``o200k_base`` tokens in ``text``."""
     if len(text) < _LONG_TEXT:
-        return len(get_encoding().encode_ordinary(text))
+        n = _short.get(text)
+        if n is None:
+            n = len(get_encoding().encode_ordinary(text))
+            if len(_short) >= _SHORT_KEPT:
+                _short.clear()
+            _short[text] = n
+        return n
     key = _key(text)
     with _counts_lock:
         if key in _counts:
