@@ -6,7 +6,8 @@ rolling-window, no-context and oracle baselines, three judge votes, on
 - a dataset file: ``--data PATH --dataset NAME`` (e.g. the real ``locomo10.json``); or
 - generated data at LongMemEval-S scale: ``--scale longmemeval_s`` writes 500 users of about
   100,000 tokens, one question each, in LongMemEval's native schema with the repository's own
-  sample generator (``--users`` / ``--tokens`` for a fraction of it).
+  sample generator (``--users`` / ``--tokens`` for a fraction of it);
+- without either, the bundled sample of ``--dataset`` (what ``make bench`` runs).
 
 For each notebook it prints the wall time, the peak resident memory of the notebook's kernel
 (sampled every 0.2 s) and, for the notebooks that call models, the offline calls per second of
@@ -98,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.scale:
             args.dataset = "longmemeval"
             args.data = generate_longmemeval(folder, args.users, args.tokens)
-        if args.data is None:
-            parser.error("give --data PATH --dataset NAME, or --scale longmemeval_s")
+        if args.data is None:  # `make bench`: the bundled sample, a check that it all runs
+            from memcost.data import sample_path
+
+            args.data = sample_path(args.dataset)
+            print(f"no --data or --scale: the bundled {args.dataset} sample ({args.data})")
         preset = folder / "bench.yaml"
         preset.write_text(yaml.safe_dump({
             "description": "bench_pipeline", "datasets": [args.dataset],

@@ -443,11 +443,14 @@ def build_longmemeval(rng: random.Random) -> tuple[list[dict[str, Any]], list[di
 def build_longmemeval_scaled(rng: random.Random, users: int, tokens: int) -> list[dict[str, Any]]:
     """An S-style file at a chosen scale, for benchmarks: ``users`` questions (the sample's
     questions in turn), each with its evidence sessions and enough filler sessions to reach
-    about ``tokens`` tokens of history. Every filler session is made unique (a numbered line
-    opens it), so that nothing downstream can serve one user's work from another's."""
+    about ``tokens`` tokens of history. The filler sessions have LongMemEval-S's shape, about
+    a dozen turns of about 170 tokens each (some 50 sessions per 100,000-token history), each
+    turn several of the sample's filler turns of one role joined; a numbered line opens every
+    session, so that nothing downstream can serve one user's work from another's."""
     from memcost.tokens import count_tokens
 
-    sizes = [sum(count_tokens(c) for _, c in turns) for _, turns in FILLERS]
+    turns = {role: [c for _, chat in FILLERS for r, c in chat if r == role]
+             for role in ("user", "assistant")}
     base, _oracle = build_longmemeval(random.Random(rng.random()))
     out = []
     for i in range(users):
@@ -455,20 +458,26 @@ def build_longmemeval_scaled(rng: random.Random, users: int, tokens: int) -> lis
         record["question_id"] = f"{record['question_id']}_{i:04d}"
         sessions = list(zip(record["haystack_session_ids"], record["haystack_dates"],
                             record["haystack_sessions"], strict=True))
-        have = sum(count_tokens(t["content"]) for _, _, turns in sessions for t in turns)
+        have = sum(count_tokens(t["content"]) for _, _, chat in sessions for t in chat)
         k = 0
         while have < tokens:
-            j = rng.randrange(len(FILLERS))
-            name, turns = FILLERS[j]
-            first = {"role": turns[0][0], "content": f"(chat {i}.{k}) {turns[0][1]}"}
+            chat = []
+            for n in range(SCALED_TURNS):
+                role = "user" if n % 2 == 0 else "assistant"
+                text = " ".join(rng.choice(turns[role]) for _ in range(SCALED_JOIN))
+                chat.append({"role": role, "content": text})
+            chat[0]["content"] = f"(chat {i}.{k}) " + chat[0]["content"]
+            have += sum(count_tokens(t["content"]) for t in chat)
             date = sessions[rng.randrange(len(sessions))][1]
-            sessions.append((f"{name}_{i}_{k}", date,
-                             [first, *({"role": r, "content": c} for r, c in turns[1:])]))
-            have += sizes[j] + 6
+            sessions.append((f"filler_{i}_{k}", date, chat))
             k += 1
         sessions.sort(key=lambda s: s[1])
         record["haystack_session_ids"] = [sid for sid, _, _ in sessions]
         record["haystack_dates"] = [d for _, d, _ in sessions]
-        record["haystack_sessions"] = [turns for _, _, turns in sessions]
+        record["haystack_sessions"] = [chat for _, _, chat in sessions]
         out.append(record)
     return out
+
+
+SCALED_TURNS = 12  # turns per generated filler session
+SCALED_JOIN = 4  # sample filler turns joined into one generated turn (~170 tokens)
