@@ -48,11 +48,14 @@ def user_stats(ds: DatasetPaths, users: Sequence[str] | None = None) -> pd.DataF
         users = list(dict.fromkeys(segments["conversation_id"].tolist()
                                    + facts["conversation_id"].tolist()))
     stats = _history_stats(ds)
+    # grouped once: a scan of the whole tables per user is quadratic in the dataset's size
+    facts_of = {str(u): g for u, g in facts.groupby("conversation_id", sort=False)}
+    segments_of = {str(u): g for u, g in segments.groupby("conversation_id", sort=False)}
     rows = []
     for user in users:
-        mine = facts.loc[facts["conversation_id"] == user]
+        mine = facts_of.get(user, facts.iloc[0:0])
         active = mine.loc[mine["status"] == "active"]
-        segs = segments.loc[segments["conversation_id"] == user]
+        segs = segments_of.get(user, segments.iloc[0:0])
         history = int(stats.loc[user, "history_tokens"]) if user in stats.index else 0
         fact_tokens = int(active["tokens"].sum())
         rows.append({

@@ -95,9 +95,15 @@ class UserFacts:
 
 def user_tables(facts: pd.DataFrame, users: Sequence[str]) -> dict[str, pd.DataFrame]:
     """Each user's active facts, in ``facts.parquet`` order (empty tables for users without)."""
+    groups, empty = _active_groups(facts)
+    return {u: groups.get(u, empty).reset_index(drop=True) for u in users}
+
+
+def _active_groups(facts: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """Every user's active facts, grouped in one pass, and the empty table of a user without."""
     active = facts.loc[facts["status"] == "active"]
-    groups = {str(u): g for u, g in active.groupby("conversation_id", sort=False)}
-    return {u: groups.get(u, active.iloc[0:0]).reset_index(drop=True) for u in users}
+    return ({str(u): g for u, g in active.groupby("conversation_id", sort=False)},
+            active.iloc[0:0])
 
 
 class MemoryStore:
@@ -112,7 +118,9 @@ class MemoryStore:
         self.ds = ds
         self.vector_store = store
         self.embedding_model = embedding_model
-        self._facts: pd.DataFrame | None = None
+        # every user's fact rows, grouped once: a user's own scan of the whole table, for each
+        # of 500 users, made notebook 02 quadratic in the dataset's size
+        self._groups: tuple[dict[str, pd.DataFrame], pd.DataFrame] | None = None
         self._loaded: dict[str, UserFacts] = {}
         self._vectors: dict[str, np.ndarray] = {}
 
@@ -132,9 +140,10 @@ class MemoryStore:
                     f"memory of user {user!r} is not in the {self.vector_store.name} store; "
                     "run notebooks/01_extract_facts.ipynb with the same vector_store settings")
             self._check_model(user)
-            if self._facts is None:
-                self._facts = read_facts(self.ds)
-            table = user_tables(self._facts, [user])[user]
+            if self._groups is None:
+                self._groups = _active_groups(read_facts(self.ds))
+            groups, empty = self._groups
+            table = groups.get(user, empty).reset_index(drop=True)
             self._loaded[user] = UserFacts(user, self.vector_store, table)
         return self._loaded[user]
 
