@@ -119,3 +119,20 @@ def test_the_estimate_command_prints_both_bills(capsys):
     assert main(["estimate", "--params", "paper_locomo", "-p",
                  "client={execution: {judging: batch}}"]) == 2
     assert "execution['judging']: unknown stage" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_serving_preset_fits_its_budget(tmp_path):
+    """Notebook 06 prices its grid from an offline run of it (its estimate needs the token
+    counts the run produces), so this one preset's bill is recomputed by running it offline."""
+    import json
+
+    from memcost.run import run_preset
+
+    preset = resolve_preset("serving_paper", discover_notebooks())
+    run_dir = tmp_path / "run"
+    run_preset("serving_paper", run_name=str(run_dir), stream=False,
+               overrides={"backend": "offline"})
+    metrics = json.loads((run_dir / "metrics" / "06_serving_cost_study.json").read_text())
+    estimate = metrics["metrics"]["estimate_usd"]
+    assert 0 < estimate <= preset.parameters["max_cost_usd"]
