@@ -20,7 +20,7 @@ from memcost.models import (
     EXTRACTION_MODEL,
     JUDGE_MODEL,
     READER_MODEL,
-    canonical_name,
+    per_model,
 )
 from memcost.params import client_option
 from memcost.prices import PRICE_TABLE_NAME, UnknownPriceError, price_for
@@ -99,10 +99,5 @@ def execution_problem(
 
 def backend_of(model: str, params: Mapping[str, Any]) -> str:
     """The backend ``params`` route ``model`` to (``model_backends`` first, then ``backend``)."""
-    routes = client_option(params, "model_backends") or {}
-    if model in routes:
-        return str(routes[model])
-    for key, backend in routes.items():
-        if canonical_name(key) == canonical_name(model):
-            return str(backend)
-    return str(params.get("backend", "offline"))
+    return str(per_model(client_option(params, "model_backends"), model,
+                         params.get("backend", "offline")))

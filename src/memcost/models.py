@@ -262,11 +262,21 @@ def declare_model(model: str, facts: Mapping[str, Any] | None = None) -> ModelIn
     return ModelInfo(name=model, **{**base, **facts})
 
 
+def per_model(settings: Mapping[str, Any] | None, model: str, default: Any = None) -> Any:
+    """``model``'s entry in a per-model mapping (``model_backends``, ``rate_limits``, ...): by
+    exact name, else by canonical name (snapshot date and provider prefix ignored)."""
+    settings = settings or {}
+    if model in settings:
+        return settings[model]
+    name = canonical_name(model)
+    return next((v for k, v in settings.items() if canonical_name(k) == name), default)
+
+
 def _declared(model: str, declared: Declared | None) -> ModelInfo | None:
-    for key, facts in (declared or {}).items():
-        if key == model or canonical_name(key) == canonical_name(model):
-            return facts if isinstance(facts, ModelInfo) else declare_model(model, facts)
-    return None
+    facts = per_model(declared, model)
+    if facts is None:
+        return None
+    return facts if isinstance(facts, ModelInfo) else declare_model(model, facts)
 
 
 def model_info(model: str, declared: Declared | None = None) -> ModelInfo:

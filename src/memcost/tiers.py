@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memcost.models import canonical_name
+from memcost.models import canonical_name, per_model
 
 DEFAULT_TIER = "tier 1"
 # OpenAI's model pages, Tier 1 (after the first $5 paid), as raised on 2025-09-12 for gpt-5 and
@@ -34,10 +34,10 @@ def tier_limits(model: str, stated: Mapping[str, Mapping[str, float]] | None = N
                 tier: str = DEFAULT_TIER) -> tuple[float | None, float | None, str]:
     """``(rpm, tpm, where from)`` for ``model``: the run's stated limits, else the tier's
     (``None``: not known)."""
+    limits = per_model(stated, model)
+    if limits is not None:
+        return limits.get("rpm"), limits.get("tpm"), "stated"
     name = canonical_name(model)
-    for key, limits in (stated or {}).items():
-        if key == model or canonical_name(key) == name:
-            return limits.get("rpm"), limits.get("tpm"), "stated"
     table = TIER_LIMITS[tier]
     if name in table:
         return (*table[name], tier)

@@ -8,6 +8,8 @@ record and the problem.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.data.sources import DataSource, RawFile, personamem_root
+from memcost.data.sources import DataSource, RawFile, personamem_root, read_raw
 from memcost.datasets import DISPLAY_NAMES, DataError
 from memcost.manifest import set_entry
 from memcost.paths import RunPaths
@@ -168,3 +170,20 @@ def answer_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def read_text(path: Path, files: list[RawFile]) -> str:
+    """A raw text file (its bytes recorded in ``files``), UTF-8 with or without a BOM."""
+    try:
+        return read_raw(path, files).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
+
+
+def parse_csv(text: str, path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """A CSV's header and rows (any line endings, quoted newlines kept)."""
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        return list(reader.fieldnames or []), list(reader)
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a readable CSV: {exc}") from None

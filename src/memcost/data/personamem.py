@@ -26,14 +26,12 @@ not one of their letters) stops with one line naming the file, the row and the f
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-from memcost.data.benchmark import ROLES, BenchmarkData, as_source, short
+from memcost.data.benchmark import ROLES, BenchmarkData, as_source, parse_csv, read_text, short
 from memcost.data.prepared import (
     CONVERSATION_COLUMNS,
     CONVERSATION_SCHEMA,
@@ -42,7 +40,7 @@ from memcost.data.prepared import (
     Rows,
     frame,
 )
-from memcost.data.sources import PERSONAMEM_CONTEXTS, DataSource, RawFile, read_raw
+from memcost.data.sources import PERSONAMEM_CONTEXTS, DataSource, RawFile
 from memcost.datasets import DataError
 
 PERSONAMEM_32K_COLUMNS: tuple[str, ...] = (
@@ -106,17 +104,7 @@ def load_personamem(source: DataSource | Path) -> BenchmarkData:
 
 
 def _read_questions(path: Path, files: list[RawFile]) -> list[dict[str, str]]:
-    data = read_raw(path, files)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        header = list(reader.fieldnames or [])
-        rows = list(reader)
-    except csv.Error as exc:
-        raise DataError(f"{path}: not a readable CSV: {exc}") from None
+    header, rows = parse_csv(read_text(path, files), path)
     missing = [c for c in PERSONAMEM_32K_COLUMNS if c not in header]
     if missing:
         raise DataError(f"{path}: header (line 1): not PersonaMem's questions_32k.csv: missing "
@@ -133,7 +121,7 @@ def _read_contexts(path: Path, files: list[RawFile]) -> dict[str, list[dict[str,
         raise DataError(f"{path}: file not found: the shared contexts belong beside the "
                         "questions CSV")
     contexts: dict[str, list[dict[str, Any]]] = {}
-    for number, line in enumerate(read_raw(path, files).decode("utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text(path, files).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -213,8 +201,8 @@ def personamem_excerpt(source: DataSource, conversation_id: str,
     """The first question row of one conversation and its context's first messages, exactly as
     the two files hold them (notebook 00 shows them beside the normalised rows)."""
     context_id, _, end = conversation_id.rpartition("@")
-    text = Path(source.path).read_bytes().decode("utf-8-sig")
-    row = next(r for r in csv.DictReader(io.StringIO(text, newline=""))
+    _, rows = parse_csv(Path(source.path).read_bytes().decode("utf-8-sig"), source.path)
+    row = next(r for r in rows
                if r["shared_context_id"] == context_id
                and r["end_index_in_shared_context"].strip() == end)
     path = source.root / PERSONAMEM_CONTEXTS

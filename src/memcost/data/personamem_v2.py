@@ -23,7 +23,9 @@ from memcost.data.benchmark import (
     as_source,
     expect_dataset,
     guess_json_dataset,
+    parse_csv,
     parse_json,
+    read_text,
     required,
     short,
 )
@@ -118,22 +120,13 @@ def load_personamem_v2(source: DataSource | Path) -> BenchmarkData:
 
 def _read_benchmark_csv(path: Path, files: list[RawFile]) -> tuple[list[str], list[dict]]:
     """The CSV's header and rows; a JSON file or a CSV without the needed columns stops here."""
-    data = read_raw(path, files)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
+    text = read_text(path, files)
     if text.lstrip().startswith(("[", "{")):
         guess = guess_json_dataset(_parse_literal(text) if len(text) < 50_000_000 else None)
         what = f"a {DISPLAY_NAMES[guess]} JSON file" if guess else "a JSON file"
         raise DataError(f"{path}: this looks like {what}, not PersonaMem v2's benchmark CSV "
                         f"({PERSONAMEM_V2_CSV})" + (f"; pass dataset='{guess}'" if guess else ""))
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        header = list(reader.fieldnames or [])
-        rows = list(reader)
-    except csv.Error as exc:
-        raise DataError(f"{path}: not a readable CSV: {exc}") from None
+    header, rows = parse_csv(text, path)
     missing = [c for c in PERSONAMEM_V2_REQUIRED_COLUMNS if c not in header]
     if missing:
         raise DataError(f"{path}: not a PersonaMem v2 benchmark CSV: missing column(s) "

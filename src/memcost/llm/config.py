@@ -19,7 +19,7 @@ from memcost.llm.embeddings import DEFAULT_DIMS
 from memcost.llm.pacing import Limits, parse_rate_limits
 from memcost.llm.providers import BACKENDS
 from memcost.llm.retry import RetryPolicy
-from memcost.models import ModelInfo, canonical_name, declare_model, is_known
+from memcost.models import ModelInfo, declare_model, is_known, per_model
 from memcost.params import normalise_execution
 from memcost.paths import CACHE_DIR
 from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
@@ -155,13 +155,7 @@ class ClientConfig:
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
         canonical name)."""
-        if model in self.model_backends:
-            return self.model_backends[model]
-        name = canonical_name(model)
-        for key, backend in self.model_backends.items():
-            if canonical_name(key) == name:
-                return backend
-        return self.backend
+        return per_model(self.model_backends, model, self.backend)
 
     def execution_for(self, stage: str) -> str:
         """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
@@ -169,7 +163,5 @@ class ClientConfig:
 
     def routing_for(self, model: str) -> dict[str, Any] | None:
         """OpenRouter provider routing for ``model`` (by exact, then canonical name)."""
-        for key, routing in self.provider_routing.items():
-            if key == model or canonical_name(key) == canonical_name(model):
-                return dict(routing)
-        return None
+        routing = per_model(self.provider_routing, model)
+        return None if routing is None else dict(routing)

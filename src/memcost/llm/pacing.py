@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcost.llm.retry import parse_duration
+from memcost.models import per_model
 
 WINDOW_S = 60.0  # the providers' limits are per minute
 SAFETY = 0.95  # pace to this share of a limit: replies and clocks are never exactly in step
@@ -280,26 +281,18 @@ class ModelPacer:
 class Pacer:
     """Every model's :class:`ModelPacer`, made on first use."""
 
-    def __init__(self, stated: Mapping[str, Limits] | None, ceiling: int,
-                 canonical: Any = None):
+    def __init__(self, stated: Mapping[str, Limits] | None, ceiling: int):
         self.stated = dict(stated or {})
         self.ceiling = ceiling
-        self.canonical = canonical or (lambda name: name)
         self.rng = random.Random()
         self._models: dict[str, ModelPacer] = {}
         self._lock = threading.Lock()
-
-    def limits_for(self, model: str) -> Limits | None:
-        if model in self.stated:
-            return self.stated[model]
-        name = self.canonical(model)
-        return next((v for k, v in self.stated.items() if self.canonical(k) == name), None)
 
     def model(self, model: str) -> ModelPacer:
         with self._lock:
             pacer = self._models.get(model)
             if pacer is None:
-                pacer = self._models[model] = ModelPacer(model, self.limits_for(model),
+                pacer = self._models[model] = ModelPacer(model, per_model(self.stated, model),
                                                          self.ceiling, self.rng)
             return pacer
 

@@ -26,7 +26,6 @@ from memcost.llm.stats import Accounting
 from memcost.models import (
     TIMEOUT_MAX_S,
     ModelInfo,
-    canonical_name,
     declare_model,
     model_info,
     request_timeout,
@@ -47,7 +46,7 @@ class Transport:
         self.config = config
         self.accounting = accounting
         self.stop = threading.Event()  # set when a stage stops: workers give up retrying
-        self.pacer = Pacer(config.rate_limits, config.max_concurrency, canonical_name)
+        self.pacer = Pacer(config.rate_limits, config.max_concurrency)
         self.rng = random.Random()
         self._routes: dict[str, Endpoint | None] = {}
         self._clients: dict[str, EndpointClient] = {}
