@@ -61,6 +61,7 @@ LAYER_OF: dict[str, str] = {
     "plots": ANALYSIS,
     "run": TOP,
     "cli": TOP,
+    "kernel_server": TOP,
     "report": TOP,
     "__main__": TOP,
     "testing": TESTING,

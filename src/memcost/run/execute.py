@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memcost.io import atomic_path
+from memcost.run.kernel_forks import provisioner_class
 
 
 class NotebookFailed(RuntimeError):
@@ -43,7 +44,8 @@ WAIT_SLICE_S = 1.0
 
 def _kernel_manager_class() -> type:
     """A kernel manager that talks to the kernel over IPC sockets in the temp directory, with a
-    client that never sleeps beside a message that has arrived.
+    client that never sleeps beside a message that has arrived, and kernels forked from a
+    process that has imported what notebooks import (:mod:`memcost.run.kernel_forks`).
 
     The default TCP transport makes every kernel print a plain-text-transport warning into the
     terminal; local IPC sockets avoid both the warning and the open ports.
@@ -88,6 +90,13 @@ def _kernel_manager_class() -> type:
             )
             kwargs.setdefault("client_factory", SlicedWaitClient)
             super().__init__(**kwargs)
+
+        async def _async_pre_start_kernel(self, **kw: Any) -> Any:
+            if self.provisioner is None:  # kernels forked from a warm process when they can be
+                self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
+                self.provisioner = provisioner_class()(
+                    kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
+            return await super()._async_pre_start_kernel(**kw)
 
     return IPCKernelManager
 

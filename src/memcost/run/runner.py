@@ -19,6 +19,7 @@ from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.context_check import check_context_limits
 from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.integrity import check_run_stores
+from memcost.run.kernel_forks import expect_kernels
 from memcost.run.lock import hold_run
 from memcost.run.notebooks import discover_notebooks, notebook_sha256, stray_warnings
 from memcost.run.preflight import check_estimate, preflight_credentials
@@ -139,6 +140,7 @@ def run_preset(
     total = count_executions(selected, {s: "dataset" in d for s, d in declared.items()},
                              len(preset.datasets))
     progress = Progress(run.logs, total, verbose=stream, quiet=quiet)
+    expect_kernels(total)
     with hold_run(run.root), progress.session():
         progress.say(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}")
         for warning in stray_warnings(notebooks_dir):

@@ -1,0 +1,137 @@
+"""The fork server of notebook kernels: ``python -m memcost.kernel_server REPLY_FD``.
+
+It imports what the notebooks import, writes ``ready`` to ``REPLY_FD``, then reads one request
+per line on its standard input and forks a kernel for it, answering with the kernel's pid. Only
+the standard library is imported before the preload, so the kernels get exactly the modules a
+fresh kernel would import. :mod:`memcost.run.kernel_forks` starts it and says why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+# The modules the notebooks' first cells import, and what those import (ipykernel's own, too).
+PRELOAD = (
+    "ipykernel.kernelapp",
+    "IPython.display",
+    "numpy",
+    "pandas",
+    "pyarrow.parquet",
+    "matplotlib.pyplot",
+    "memcost.datasets",
+    "memcost.io",
+    "memcost.llm",
+    "memcost.manifest",
+    "memcost.params",
+    "memcost.paths",
+    "memcost.plots",
+    "memcost.prices",
+    "memcost.tokens",
+)
+# What ipykernel sets when the environment names no backend (its kernelapp does so at start):
+# matplotlib reads the variable when it is imported, so the server sets it first.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+READY = "ready"
+LAUNCHER = "ipykernel_launcher"
+
+
+def serve(requests_fd: int, reply_fd: int) -> None:
+    """Import, say ready, then fork one kernel per request line until the requests pipe
+    closes. Kernels are reaped by the system (no zombie a liveness check could mistake)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    entry = sys.path[0]  # the server's own folder, which ``python -m`` put first
+    _preload()
+    # closefd=False: a forked kernel puts /dev/null on that descriptor, and nothing of the
+    # server's may close it (or a descriptor of the kernel's given its number) later
+    requests = os.fdopen(requests_fd, "r", encoding="utf-8", closefd=False)
+    os.write(reply_fd, f"{READY}\n".encode())
+    for line in requests:
+        request = {**json.loads(line), "server_entry": entry}
+        pid = os.fork()
+        if pid == 0:
+            _become_kernel(request, (requests_fd, reply_fd))  # does not return
+        os.write(reply_fd, f"{pid}\n".encode())
+
+
+class _KernelShell:
+    """What ``get_ipython()`` is inside a Jupyter kernel, as far as an import looks at it."""
+
+    kernel = True  # pandas: "IPython as a Jupyter kernel", so 20 display columns, not 0
+
+
+class _KernelStream:
+    """A standard stream with the encoding a kernel's has (pandas keeps it as its display
+    encoding); what is written goes to the real stream."""
+
+    def __init__(self, stream: Any, encoding: str):
+        self._stream, self.encoding = stream, encoding
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _preload() -> None:
+    """Import as a kernel would: a module that asks whether it runs in one (pandas chooses its
+    display width so) must hear yes, and one that reads the streams' encoding must read a
+    kernel's, as it would have."""
+    import builtins
+    import importlib
+
+    from ipykernel.iostream import OutStream
+
+    real = sys.stdout, sys.stderr
+    builtins.get_ipython = lambda: _KernelShell  # type: ignore[attr-defined]
+    sys.stdout, sys.stderr = (_KernelStream(s, OutStream.encoding) for s in real)
+    try:
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the kernel imports it again, and reports why
+                pass
+    finally:
+        del builtins.get_ipython  # type: ignore[attr-defined]
+        sys.stdout, sys.stderr = real
+    try:
+        from memcost import tokens
+
+        tokens.get_encoding()  # the tokenizer's ranks, read and checked once
+    except Exception:  # noqa: BLE001 - as above: the notebook that counts tokens says why
+        pass
+
+
+def _become_kernel(request: dict[str, Any], server_fds: tuple[int, ...]) -> None:
+    """In the forked child: the process ``python -m ipykernel_launcher ARGS`` would be."""
+    os.setsid()  # its own session, as the kernel manager starts kernels: interrupts reach it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # so that its own subprocesses can be waited
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # in place of the requests pipe (as a fresh kernel, it reads nothing)
+    for fd in {null, *server_fds} - {0}:
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    parent = str(os.getppid())
+    os.environ["JPY_PARENT_PID"] = parent
+    if sys.path and sys.path[0] == request["server_entry"]:
+        del sys.path[0]  # what ``python -m`` put first, as ipykernel_launcher drops it
+    # ipykernel read JPY_PARENT_PID when the server imported it, before there was one: said
+    # again here, the kernel watches the server and ends when it does
+    launcher = importlib.util.find_spec(LAUNCHER)
+    sys.argv = [launcher.origin if launcher and launcher.origin else LAUNCHER,
+                *request["args"], f"--IPKernelApp.parent_handle={parent}"]
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()
+    sys.exit(0)  # and the interpreter shuts down as the launched kernel's would
+
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.fileno(), int(sys.argv[1]))
