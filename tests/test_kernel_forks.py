@@ -91,7 +91,8 @@ def test_a_forked_kernel_is_what_a_fresh_launch_gives(tmp_path, monkeypatch):
     assert "matplotlib_inline.backend_inline" in fresh["figure_hook_after"]
 
 
-def test_a_forked_kernel_that_dies_is_a_failed_notebook(tmp_path):
+def test_a_forked_kernel_that_dies_is_a_failed_notebook(tmp_path, monkeypatch):
+    monkeypatch.setenv(kernel_forks.SWITCH, "1")
     server = _warm_server()
     source = ("import os, signal, sys, time\nprint(os.getppid())\nsys.stdout.flush()\n"
               "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)")
@@ -130,7 +131,8 @@ def test_nothing_outlives_a_killed_owner(tmp_path):
         open({str(tmp_path / 'kernel.pid')!r}, 'w').write(str(os.getpid()))
         time.sleep(120)
     """))
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path)])
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path)],
+                             env={**os.environ, kernel_forks.SWITCH: "1"})
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "kernel.pid").exists():

@@ -27,6 +27,7 @@ def measured_cost_model(
     *,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
     memory: str = "memory",
+    work: pd.DataFrame | None = None,
 ) -> tuple[CostModel, dict[str, Any]]:
     """The four constants of the cost model measured on one dataset of a run.
 
@@ -35,8 +36,9 @@ def measured_cost_model(
     ``C_cached`` = mean cost of the later calls. When every conversation has a single question
     (LongMemEval) there are no later calls: ``C_cached`` is then the first calls' tokens with the
     whole prompt priced as cached — the paper's own assumption, stated in the details.
+    ``work`` is the dataset's :func:`dataset_workload` when the caller has it already.
     """
-    work, write, read, lc = _phases(priced, dataset, lc_system, memory)
+    work, write, read, lc = _phases(priced, dataset, lc_system, memory, work)
     conversations = write["conversation_id"].nunique()
     questions = read["question_id"].nunique()
     first_mask = ~lc.duplicated(subset=["conversation_id"], keep="first")
@@ -68,8 +70,14 @@ def measured_cost_model(
     return model, details
 
 
+def dataset_workload(priced: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """One dataset's workload records in ledger order."""
+    return ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
+
+
 def _phases(
-    priced: pd.DataFrame, dataset: str, lc_system: str, memory: str = "memory"
+    priced: pd.DataFrame, dataset: str, lc_system: str, memory: str = "memory",
+    work: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One dataset's workload in ledger order, and the write and read records of the memory
     system ``memory`` and the ``lc_system`` records."""
@@ -78,7 +86,7 @@ def _phases(
             "measuring the cost model needs a calls.jsonl with records (none found in these "
             "runs); use the paper's constants, or point run_dir at a run with a ledger"
         )
-    work = ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
+    work = dataset_workload(priced, dataset) if work is None else work
     if work.empty:
         raise ValueError(f"no ledger records for dataset {dataset!r}")
     mine = memory_system(work) == memory
@@ -182,14 +190,15 @@ def measured_constants(
 
 
 def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str,
-                    memory: str = "memory") -> pd.DataFrame:
+                    memory: str = "memory", work: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per conversation, the question-by-question cost of the memory system ``memory`` and of
     one long-context system.
 
     Memory pays the conversation's whole write cost with its first question, then one read per
-    question; long context pays each call as it came. Questions are in ledger order.
+    question; long context pays each call as it came. Questions are in ledger order. ``work``
+    is the dataset's :func:`dataset_workload` when the caller has it already.
     """
-    work = ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
+    work = dataset_workload(priced, dataset) if work is None else work
     mine = memory_system(work) == memory
     write = work.loc[(work["phase"] == "write") & mine].groupby("conversation_id")["cost_usd"].sum()
     read = work.loc[(work["phase"] == "read") & mine].groupby("question_id")["cost_usd"].sum()
@@ -233,16 +242,18 @@ def measured_break_even(
     model_rows: list[dict[str, Any]] = []
     user_rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    pairs = [(d, m, s) for d in sorted(work["dataset"].dropna().unique()) for m in memories
-             for s in systems]
+    datasets = sorted(work["dataset"].dropna().unique())
+    by_dataset = {d: dataset_workload(priced, d) for d in datasets}  # sorted once, not per pair
+    pairs = [(d, m, s) for d in datasets for m in memories for s in systems]
     for dataset, memory, system in pairs:
         try:
             model, details = measured_cost_model(priced, dataset, system,
-                                                 price_overrides=price_overrides, memory=memory)
+                                                 price_overrides=price_overrides, memory=memory,
+                                                 work=by_dataset[dataset])
         except ValueError as exc:
             skipped.append(f"{dataset}/{memory}/{system}: {exc}")
             continue
-        series = per_user_series(priced, dataset, system, memory)
+        series = per_user_series(priced, dataset, system, memory, work=by_dataset[dataset])
         for conversation, part in series.groupby("conversation_id"):
             user_rows.append({
                 "dataset": dataset, "memory_system": memory, "system": system,

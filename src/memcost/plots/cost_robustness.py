@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -13,9 +14,10 @@ from memcost.plots.costs import LC_CHEAPER_COLOR, MEMORY_CHEAPER_COLOR, token_la
 
 
 def _context_palette(contexts: Any) -> dict[float, Any]:
-    import seaborn as sns  # with scipy.stats 0.7 s to import: only when this figure is drawn
-
-    colors = sns.color_palette("viridis", n_colors=len(contexts) + 1)
+    """One viridis colour per context length, sampled as seaborn's ``color_palette("viridis",
+    n)`` samples it (n + 1 colours, ends left out), without importing seaborn and scipy."""
+    bins = np.linspace(0, 1, len(contexts) + 3)[1:-1]
+    colors = [tuple(float(c) for c in rgba[:3]) for rgba in matplotlib.colormaps["viridis"](bins)]
     return {L: colors[i] for i, L in enumerate(contexts)}
 
 

@@ -26,6 +26,7 @@ from memcost.run.preflight import check_estimate, preflight_credentials
 from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps
 from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
+from memcost.run.report.executed import export_in_background
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
 from memcost.vectorstore.embedded import SERVER_DIR, stop_orphaned_server
@@ -76,6 +77,7 @@ def run_notebook(
     try:
         with progress.cells():  # cell output: the log always, the terminal with --verbose
             execute_notebook(notebook, output, parameters, True)
+        export_in_background(output)  # its HTML for the report, while the next one runs
     except NotebookFailed:
         status = "failed"
         raise
