@@ -203,3 +203,47 @@ def test_a_repaired_record_is_the_same_call_as_the_one_it_rebuilds(paid_run):
     rebuilt = read_jsonl(run.calls)
     assert all(r["repaired"] for r in rebuilt)
     assert {record_call_key(r) for r in rebuilt} == before
+
+
+def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
+    # the runner killed with SIGKILL takes its kernel with it, and nobody used to stop the
+    # run's PostgreSQL until the next run on the same directory: the watch started with the
+    # server stops it as soon as no live process uses it
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from memcost.vectorstore.embedded import ServerUnavailable, alive, provider
+
+    try:
+        provider()
+    except ServerUnavailable as err:
+        pytest.skip(str(err))
+    folder = Path(tempfile.mkdtemp(prefix="memcost-watch-"))  # a server's folder: not in tmp
+    user = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom memcost.vectorstore.embedded import PgServer\n"
+        f"PgServer({str(folder)!r}).start()\nprint('up', flush=True)\ntime.sleep(120)")],
+        stdout=subprocess.PIPE, text=True)
+    pid = None
+    try:
+        assert user.stdout.readline().strip() == "up"
+        pid = int((folder / "pgdata" / "postmaster.pid").read_text().split()[0])
+        time.sleep(1.5)  # a live user: the server is left running
+        assert alive(pid)
+        user.send_signal(signal.SIGKILL)
+        user.wait()
+        deadline = time.monotonic() + 15
+        while alive(pid):
+            assert time.monotonic() < deadline, "the server outlived its killed user"
+            time.sleep(0.1)
+        assert not (folder / "pgdata" / "postmaster.pid").exists()  # a clean shutdown
+    finally:
+        user.kill()
+        if pid is not None and alive(pid):  # the test failed: leave no server behind
+            os.kill(pid, signal.SIGINT)
+        shutil.rmtree(folder, ignore_errors=True)

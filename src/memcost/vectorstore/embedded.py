@@ -20,6 +20,9 @@ import importlib.metadata
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -55,17 +58,47 @@ def prune_dead_handles(pgdata: Path) -> list[int]:
     return live
 
 
+def _postmaster(pgdata: Path) -> int | None:
+    try:
+        return int((Path(pgdata) / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stop_orphaned_server(pgdata: Path) -> int | None:
     """Stop (fast shutdown) a server on ``pgdata`` that no live process uses any more, as a
     kernel killed in the middle of a run leaves it; returns its pid, or ``None``."""
-    try:
-        pid = int((Path(pgdata) / "postmaster.pid").read_text(encoding="utf-8").split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    if not alive(pid) or prune_dead_handles(pgdata):
+    pid = _postmaster(pgdata)
+    if pid is None or not alive(pid) or prune_dead_handles(pgdata):
         return None
     os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown: clean, and its data kept
     return pid
+
+
+WATCH_INTERVAL_S = 1.0
+
+
+def watch(pgdata: Path, interval: float = WATCH_INTERVAL_S) -> None:
+    """Until the server on ``pgdata`` is gone: stop it as soon as no live process uses it.
+
+    The wheel stops the server when its last user exits normally. A user killed outright (a
+    kernel, or the runner with its kernel, by SIGKILL or out of memory) cannot; this watch,
+    a process of its own started with the server, does it within ``interval``.
+    """
+    while True:
+        time.sleep(interval)
+        pid = _postmaster(pgdata)
+        if pid is None or not alive(pid) or stop_orphaned_server(pgdata) is not None:
+            return
+
+
+def start_watch(pgdata: Path) -> subprocess.Popen:
+    """:func:`watch` in a process of its own session (a kernel's shutdown, which ends the
+    processes of its group, leaves it) that outlives whoever started the server."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "memcost.vectorstore.embedded", "--watch", str(pgdata)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
 
 
 class ServerUnavailable(RuntimeError):
@@ -142,6 +175,7 @@ class PgServer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._server = module.get_server(pgdata, cleanup_mode="stop")
+        start_watch(pgdata)  # stops the server if this process is killed with it running
         self._ensure_database(self._server.get_uri())
         self.dsn = self._server.get_uri(self.database)
         return self.dsn
@@ -174,3 +208,7 @@ class PgServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--watch"]:
+    watch(Path(sys.argv[2]))
