@@ -132,6 +132,5 @@ def _become_kernel(request: dict[str, Any], server_fds: tuple[int, ...]) -> None
     sys.exit(0)  # and the interpreter shuts down as the launched kernel's would
 
 
-
 if __name__ == "__main__":
     serve(sys.stdin.fileno(), int(sys.argv[1]))

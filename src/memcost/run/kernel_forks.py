@@ -7,9 +7,9 @@ process that runs notebooks, does those imports once; each kernel is then a fork
 starts ipykernel exactly as ``python -m ipykernel_launcher -f <connection file>`` would, in its
 own session, with the environment and working directory the kernel manager asked for.
 
-A kernel is forked only when that gives the process a fresh launch would have: the standard
-launcher command of this interpreter, and the very environment the server was started with
-(a module may read a variable when it is imported). Anything else starts as a fresh process,
+A kernel is forked only when that gives it what a fresh launch would: the standard launcher
+command of this interpreter, and the very environment the server was started with (a module
+may read a variable when it is imported). Anything else starts as a fresh process,
 and so does every kernel with ``MEMCOST_KERNEL_FORKS=0``. The server imports nothing a notebook
 does not (no seaborn, no faiss, no model client), and it ends when the process that started it
 ends: its requests pipe closes. A forked kernel watches the server as a fresh kernel watches
@@ -88,6 +88,7 @@ class ForkServer:
             self.process.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd}) + "\n")
             self.process.stdin.flush()
             if not select.select([self._reply], [], [], 30)[0]:
+                self.process.kill()  # wedged: a kernel it forks late ends with it, unused
                 return None
             line = self._reply.readline().strip()
             return int(line) if line.isdigit() else None
