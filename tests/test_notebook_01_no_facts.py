@@ -1,0 +1,39 @@
+"""A model that finds nothing to remember: notebook 01 walks through what it can, builds every
+user with no facts, and finishes (it used to stop at the walk-through's embedding summary)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from memcost.paths import NOTEBOOKS_DIR
+from memcost.run.execute import execute_notebook
+from memcost.testing.openai_server import FakeOpenAIServer
+from memcost.testing.stages import StageResponder, stage_of
+
+pytestmark = pytest.mark.timeout(300)
+KEY_ENV, KEY = "MEMCOST_TEST_NOFACTS_KEY", "sk-memcost-nofacts-2b4d6f8a0c1e"
+
+
+def test_notebook_01_finishes_when_no_segment_gives_a_fact(prepared_run, tmp_path, monkeypatch):
+    run = prepared_run(["locomo"])
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setenv("MEMCOST_CACHE_DIR", str(tmp_path / "cache"))
+    stages = StageResponder(malformed_every=0)
+
+    def respond(body: dict) -> str:
+        return '{"facts": []}' if stage_of(body) == "extract" else stages(body)
+
+    with FakeOpenAIServer(api_key=KEY, responder=respond) as server:
+        execute_notebook(NOTEBOOKS_DIR / "01_extract_facts.ipynb", tmp_path / "01.ipynb",
+                         {"run_dir": str(run.root), "dataset": "locomo", "backend": "custom",
+                          "base_url": server.url, "client": {"api_key_env": KEY_ENV}}, False)
+    segments = pd.read_parquet(run.dataset("locomo").memory / "segments.parquet")
+    assert len(segments) and (segments["status"] == "ok").all()
+    printed = "".join("".join(o.get("text", "")) for c in json.loads(
+        (tmp_path / "01.ipynb").read_text(encoding="utf-8"))["cells"]
+        for o in c.get("outputs", []))
+    assert "EMBEDDINGS: 0 facts" in printed
+    assert "gave a fact: the update phase has nothing to walk through" in printed
