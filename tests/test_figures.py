@@ -330,3 +330,17 @@ def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
     fig = plot_break_even_heatmap(contexts, turns, difference, np.array([1, 3, 5, 7.0]),
                                   region_labels=False)
     assert fig.axes[0].get_legend().get_texts()[0].get_text() == "break-even boundary"
+
+
+def test_the_sensitivity_palette_is_seaborns_viridis_without_seaborn():
+    # the figure's colours were seaborn's color_palette("viridis", n + 1); they are now sampled
+    # from matplotlib's colormap, so that drawing it imports neither seaborn nor scipy
+    import seaborn as sns
+
+    from memcost.plots.cost_robustness import _context_palette
+
+    for n in (1, 4, 7):
+        contexts = [10_000 * (i + 1) for i in range(n)]
+        expected = sns.color_palette("viridis", n_colors=n + 1)
+        assert [_context_palette(contexts)[c] for c in contexts] == [
+            tuple(expected[i]) for i in range(n)]
