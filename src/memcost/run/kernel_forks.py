@@ -34,8 +34,6 @@ from typing import Any
 from memcost.kernel_server import INLINE_BACKEND, LAUNCHER, READY
 
 SWITCH = "MEMCOST_KERNEL_FORKS"  # "0" (or "no", "false"): every kernel is a fresh process
-
-
 # Variables that change from one kernel to the next and are only read while a kernel runs (each
 # kernel gets its own value): no reason for a new server.
 PER_CALL = frozenset({"PYTEST_CURRENT_TEST"})
@@ -142,16 +140,17 @@ def stop() -> None:
         _SERVER = None
 
 
-def fork_kernel(cmd: list[str], env: dict[str, str], cwd: str) -> int | None:
-    """The pid of a kernel forked for this launch, or None: the caller starts it fresh (forks
-    switched off, another command, or a server not yet ready, which is then started or
-    replaced for this environment so that the next kernel is forked)."""
+def fork_kernel(cmd: list[str], env: dict[str, str], cwd: str) -> ForkedKernel | None:
+    """A kernel forked for this launch, or None: the caller starts it fresh (forks switched
+    off, another command, or a server not yet ready, which is then started or replaced for
+    this environment so that the next kernel is forked)."""
     if not (enabled() and _WANTED) or not _standard_launch(cmd):
         return None
     server = _server_for(env)
     if not server.ready():
         return None
-    return server.fork(cmd[3:], {k: v for k, v in env.items() if k != "JPY_PARENT_PID"}, cwd)
+    pid = server.fork(cmd[3:], {k: v for k, v in env.items() if k != "JPY_PARENT_PID"}, cwd)
+    return None if pid is None else ForkedKernel(pid, server.process.pid)
 
 
 def _standard_launch(cmd: list[str]) -> bool:
@@ -201,11 +200,10 @@ def _running(pid: int, parent: int) -> bool:
         return False
     except PermissionError:
         return False  # the pid now belongs to another user's process
-    stat = Path(f"/proc/{pid}/stat")
-    if not stat.parent.parent.joinpath("self").exists():
+    if not Path("/proc/self").exists():
         return True  # no /proc (macOS): the signal test is all there is
     try:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return False
     return fields[0] != "Z" and int(fields[1]) == parent
@@ -219,12 +217,11 @@ def provisioner_class() -> type:
         async def launch_kernel(self, cmd: list[str], **kwargs: Any):
             streams = [kwargs.get(k) for k in ("stdin", "stdout", "stderr")]
             env, cwd = kwargs.get("env"), str(kwargs.get("cwd") or os.getcwd())
-            pid = None if any(streams) or env is None else fork_kernel(cmd, env, cwd)
-            if pid is None:
+            kernel = None if any(streams) or env is None else fork_kernel(cmd, env, cwd)
+            if kernel is None:
                 return await super().launch_kernel(cmd, **kwargs)
-            assert _SERVER is not None
-            self.process = ForkedKernel(pid, _SERVER.process.pid)
-            self.pid = self.pgid = pid
+            self.process = kernel
+            self.pid = self.pgid = kernel.pid
             self.cwd = cwd
             return self.connection_info
 
