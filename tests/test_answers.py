@@ -27,6 +27,41 @@ def test_system_names():
         answers.system_kind("longcontext")
 
 
+def test_labels_name_models_online_and_never_offline():
+    systems = ["memory", "memory_graph", "long_context_gpt-oss-120b", "long_context_gpt-5-mini",
+               "rolling_window_gpt-5-mini"]
+    online = answers.system_labels(systems)
+    assert online["long_context_gpt-5-mini"] == "long context, gpt-5-mini"
+    assert online["memory_graph"] == "memory graph"
+    offline = answers.system_labels(systems, offline=True)
+    # numbered in the order of the names, whatever order they came in; alone, no number
+    assert offline["long_context_gpt-5-mini"] == "long context (offline) 1"
+    assert offline["long_context_gpt-oss-120b"] == "long context (offline) 2"
+    assert offline["rolling_window_gpt-5-mini"] == "rolling window (offline)"
+    assert offline["memory"] == "memory" and not [v for v in offline.values() if "gpt" in v]
+    assert len(set(offline.values())) == len(systems)
+    assert answers.offline_places(systems) == {"long_context_gpt-5-mini": ("gpt-5-mini", 1),
+                                               "long_context_gpt-oss-120b": ("gpt-oss-120b", 2)}
+
+
+def test_offline_accuracy_figure_names_no_model():
+    import pandas as pd
+
+    from memcost.plots.judge import plot_accuracy
+
+    table3 = pd.DataFrame({"system": ["memory", "long_context_gpt-5-mini",
+                                      "long_context_gpt-oss-120b"],
+                           "n": 4, "accuracy": [0.5, 0.25, 0.25], "wilson_low": 0.1,
+                           "wilson_high": 0.9, "bootstrap_low": 0.2, "bootstrap_high": 0.8,
+                           "judge_model": "lexical"})
+    fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="offline")
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["memory", "long context (offline) 1", "long context (offline) 2"]
+    fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="openai")
+    assert "long context, gpt-oss-120b" in [t.get_text()
+                                            for t in fig.axes[0].get_legend().get_texts()]
+
+
 def test_writer_resumes_without_duplicates(run_paths):
     ds = run_paths.dataset("locomo").ensure()
     with answers.AnswerWriter(ds, "memory") as out:

@@ -150,6 +150,15 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert ('The paper calls this split "PersonaMem v2"; its counts (222 conversations, 589 '
             "questions) match PersonaMem's 32k split.") in text
     assert "⚠ **Few conversations**" in text  # under Table 3 as well
+    # no model's name on an offline result, in any table of results: the two long-context
+    # models' places are numbered, and one line says which number stands in for which model
+    results = text[text.index("## Table 3: accuracy"):text.index("## Memory systems side")]
+    results += text[text.index("### Cost per correct answer"):text.index("## Paper vs this run")]
+    rows = [line for line in results.splitlines() if line.startswith("| LoCoMo |")]
+    assert rows and not [line for line in rows if "gpt" in line.split("|")[2]]
+    assert "| LoCoMo | long context (offline) 2 |" in results
+    assert ("*long context (offline) 1* in place of gpt-5-mini, *long context (offline) 2* in "
+            "place of gpt-oss-120b") in results
     # the comparable numbers (Tables 4-5, all 26 matching) one line per source, no row each;
     # the others counted by reason, and every row in tables/paper_vs_run.csv
     assert "- **Table 4**: 10 of 10 comparable numbers match" in text
@@ -167,7 +176,7 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         assert heading in text
     simulated = text.split("### Long-context prompt cache: SIMULATED")[1].split("\n#")[0]
     locomo_lc = [line for line in simulated.splitlines()
-                 if line.startswith("| LoCoMo | long context, gpt-5-mini |")]
+                 if line.startswith("| LoCoMo | long context (offline) 1 |")]
     assert float(locomo_lc[0].split("|")[4]) > 50  # LoCoMo's later questions share its history
     assert "[HTML](locomo/notebooks/04_judge_answers.html)" in text
     assert (smoke.root / "locomo" / "notebooks" / "04_judge_answers.html").is_file()

@@ -58,6 +58,44 @@ def system_kind(system: str) -> str:
     return next(k for k in SYSTEM_KINDS if system == k or system.startswith(k + "_"))
 
 
+def system_label(system: str, *, offline: bool = False, number: int | None = None) -> str:
+    """How a system is named to a reader: ``long_context_gpt-5-mini`` → ``long context,
+    gpt-5-mini``; ``memory_graph`` → ``memory graph``.
+
+    Offline no model answered, so an offline system carries no model's name: ``long context
+    (offline)``, numbered when several models of one kind were configured (see
+    :func:`system_labels`)."""
+    kind = next((k for k in SYSTEM_KINDS[1:] if system.startswith(k + "_")), None)
+    if kind is None:
+        return system.replace("_", " ")
+    words = kind.replace("_", " ")
+    if offline:
+        return f"{words} (offline)" + (f" {number}" if number else "")
+    return f"{words}, {system[len(kind) + 1:]}"
+
+
+def system_labels(systems: Iterable[str], *, offline: bool = False) -> dict[str, str]:
+    """Readable, unique labels for a set of systems. Offline, the systems of one kind (two
+    long-context models) are numbered 1, 2, … in the order of their names, so the same set gets
+    the same numbers in every table and figure; :func:`offline_places` says which configured
+    model each number stands in for."""
+    names = sorted(set(systems))
+    places = offline_places(names) if offline else {}
+    return {s: system_label(s, offline=offline, number=places.get(s, (None, 0))[1] or None)
+            for s in names}
+
+
+def offline_places(systems: Iterable[str]) -> dict[str, tuple[str, int]]:
+    """``{system: (configured model slug, number)}`` for the kinds with more than one system."""
+    by_kind: dict[str, list[str]] = {}
+    for system in sorted(set(systems)):
+        kind = system_kind(system)
+        if kind != "memory":
+            by_kind.setdefault(kind, []).append(system)
+    return {s: (s[len(kind) + 1:], i) for kind, group in by_kind.items() if len(group) > 1
+            for i, s in enumerate(group, start=1)}
+
+
 def validate_record(record: dict[str, Any]) -> None:
     missing = [f for f in REQUIRED_FIELDS if f not in record]
     if missing:

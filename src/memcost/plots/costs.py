@@ -8,13 +8,14 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from memcost.answers import system_label
+from memcost.calls import OFFLINE
 from memcost.datasets import display_name
 from memcost.plots.style import (
     OFFLINE_NOTE,
     SYSTEM_COLORS,
     StepFormatter,
     panel_grid,
-    readable,
     system_color,
 )
 
@@ -388,12 +389,16 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
     ax.grid(axis="y", visible=False)
 
 
-def component_label(component: str) -> str:
-    """``answer: long_context_gpt-5-mini (gpt-5-mini)`` → ``answer: long context, gpt-5-mini``."""
+def component_label(component: str, *, offline: bool = False) -> str:
+    """``answer: long_context_gpt-5-mini (gpt-5-mini)`` → ``answer: long context, gpt-5-mini``;
+    offline, no model answered: ``answer: long context (offline), priced as gpt-5-mini``."""
     stage, _, rest = component.partition(": ")
     if stage != "answer" or not rest:
         return component
-    return f"answer: {readable(rest.split(' (', 1)[0])}"
+    system, _, model = rest.partition(" (")
+    if offline and model:
+        return f"answer: {system_label(system, offline=True)}, priced as {model.rstrip(')')}"
+    return f"answer: {system_label(system)}"
 
 
 def dollars_2sf(value: float) -> str:
@@ -427,8 +432,8 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
             else "#7f7f7f"
             for c in part["component"]
         ]
-        bars = ax.barh([component_label(c) for c in part["component"]], part["total_usd"],
-                       color=colors, height=0.7)
+        names = [component_label(c, offline=backend == OFFLINE) for c in part["component"]]
+        bars = ax.barh(names, part["total_usd"], color=colors, height=0.7)
         ax.bar_label(bars, labels=[dollars_2sf(v) for v in part["total_usd"]], padding=3,
                      fontsize=8)
         ax.xaxis.set_major_formatter(StepFormatter(prefix="$"))

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from memcost.answers import system_kind
+from memcost.answers import system_kind, system_labels
 from memcost.calls import OFFLINE
 from memcost.datasets import display_name
 from memcost.offline.judge import LEXICAL
@@ -66,6 +66,7 @@ def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: st
     fig, ax = plt.subplots(figsize=(8.0, height))
     spread = 0.7 / max(1, len(systems))
     styles = _styles(systems)
+    names = system_labels(systems, offline=backend == OFFLINE)
     for j, system in enumerate(systems):
         mine = rows.loc[rows["system"] == system]
         y = mine["group"].to_numpy() + (j - (len(systems) - 1) / 2) * spread
@@ -95,7 +96,7 @@ def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: st
     ax.set_title(f"{display_name(dataset)}: accuracy by system and category\njudged by "
                  f"{_judge_label(table3, backend)}", loc="left", fontsize=10)
     handles = [Line2D([], [], color=styles[s][0], marker=styles[s][1], markerfacecolor=styles[s][2],
-                      linestyle=styles[s][3], label=readable(s)) for s in systems]
+                      linestyle=styles[s][3], label=names[s]) for s in systems]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False)
     fig.tight_layout()

@@ -6,7 +6,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from memcost.plots.style import label_backend, readable, system_color
+from memcost.answers import system_labels
+from memcost.calls import OFFLINE
+from memcost.plots.style import label_backend, system_color
 
 STAGES = ("search", "total")
 
@@ -20,6 +22,7 @@ def plot_latency(table: pd.DataFrame, *, backend: str = "") -> plt.Figure:
     fig, axes = plt.subplots(1, len(stages), figsize=(6.2 * len(stages), 0.5 * len(systems) + 1.6),
                              sharey=True, squeeze=False)
     y = {s: i for i, s in enumerate(systems)}
+    names = system_labels(systems, offline=backend == OFFLINE)
     positive = table.loc[table["p95_s"] > 0, ["p50_s", "p95_s"]].to_numpy()
     low = max(float(np.nanmin(positive)) / 3 if positive.size else 1e-4, 1e-6)
     for ax, stage in zip(axes[0], stages, strict=True):
@@ -39,7 +42,7 @@ def plot_latency(table: pd.DataFrame, *, backend: str = "") -> plt.Figure:
         ax.set_title("search (embedding + index)" if stage == "search" else
                      "total (search + answer)", fontsize=10)
         label_backend(ax, backend)
-    axes[0][0].set_yticks(range(len(systems)), [readable(s) for s in systems], fontsize=9)
+    axes[0][0].set_yticks(range(len(systems)), [names[s] for s in systems], fontsize=9)
     axes[0][0].invert_yaxis()
     fig.suptitle("Latency per question: dot p50, bar to p95; hollow diamond: Mem0's paper's p95 "
                  "(LoCoMo)", fontsize=11)

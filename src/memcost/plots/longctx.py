@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from memcost.plots.style import label_backend, readable, system_color
+from memcost.answers import system_labels
+from memcost.calls import OFFLINE
+from memcost.plots.style import label_backend, system_color
 
 SHOWN_KINDS = ("memory", "long_context", "rolling_window")
 
@@ -29,12 +31,13 @@ def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str 
     facts, the full history, the rolling window."""
     shown = sizes.loc[sizes["kind"].isin(SHOWN_KINDS)]
     systems = list(dict.fromkeys(shown["system"]))
+    names = system_labels(systems, offline=backend == OFFLINE)
     fig, ax = plt.subplots(figsize=(8.5, 0.9 + 0.55 * max(2, len(systems))))
     rng = np.random.default_rng(0)  # jitter only; fixed so the figure is the same every run
     for row, system in enumerate(systems):
         values = shown.loc[shown["system"] == system, "context_tokens"].astype(float)
         _system_row(ax, row, values.clip(lower=1), system_color(system), rng)
-    ax.set_yticks(range(len(systems)), [readable(s) for s in systems])
+    ax.set_yticks(range(len(systems)), [names[s] for s in systems])
     ax.invert_yaxis()
     ax.set_xscale("log")
     low, high = float(shown["context_tokens"].clip(lower=1).min()), float(

@@ -74,10 +74,7 @@ def system_color(system: str) -> str:
 
 
 def readable(name: str) -> str:
-    """``long_context_gpt-5-mini`` → ``long context, gpt-5-mini``; ``multi_hop`` → ``multi hop``."""
-    for kind in ("long_context", "rolling_window", "no_context", "oracle"):
-        if name.startswith(kind + "_"):
-            return f"{kind.replace('_', ' ')}, {name[len(kind) + 1:]}"
+    """``multi_hop`` → ``multi hop`` (a category; systems are named by ``answers.system_label``)."""
     return name.replace("_", " ").replace("-", " ")
 
 

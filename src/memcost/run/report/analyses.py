@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from memcost.run.report.markdown import md_table, pct, usd
-from memcost.run.report.results import system_label
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 
@@ -23,7 +22,7 @@ def _cost_per_correct(view: RunView) -> list[str]:
     table = read_csv(view.run.table.cost_per_correct_answer)
     if table is None or table.empty:
         return []
-    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), system_label(str(r.system)), int(r.correct),
+    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), view.label(str(r.system)), int(r.correct),
              int(r.questions), usd(r.cpa_usd), usd(r.cpa_with_write_usd)]
             for r in table.itertuples(index=False)]
     basis = "; ".join(sorted(set(table["basis"].astype(str)))) if "basis" in table else ""
@@ -42,7 +41,7 @@ def _mcnemar(view: RunView) -> list[str]:
     rows = []
     for r in pd.concat(frames, ignore_index=True).itertuples(index=False):
         rows.append([DATASET_NAMES.get(r.dataset, r.dataset),
-                     f"{system_label(str(r.system_a))} vs {system_label(str(r.system_b))}",
+                     f"{view.label(str(r.system_a))} vs {view.label(str(r.system_b))}",
                      int(r.n_paired), int(r.a_only_correct), int(r.b_only_correct),
                      f"{100 * float(r.difference_b_minus_a):+.1f}", f"{float(r.p_value):.3g}",
                      "yes" if bool(r.significant_5pct) else "no"])
@@ -62,7 +61,7 @@ def _judge_sensitivity(view: RunView) -> list[str]:
     wide = table.pivot_table(index=["dataset", "system"], columns="prompt_name",
                              values="accuracy", aggfunc="first")
     prompts = [p for p in ("judge_lenient", "judge", "judge_strict") if p in wide.columns]
-    rows = [[DATASET_NAMES.get(d, d), system_label(str(s)), *[pct(wide.loc[(d, s), p])
+    rows = [[DATASET_NAMES.get(d, d), view.label(str(s)), *[pct(wide.loc[(d, s), p])
                                                               for p in prompts]]
             for d, s in wide.index]
     return ["### Judge sensitivity", "",
@@ -76,7 +75,7 @@ def _simulated_cache(view: RunView) -> list[str]:
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
-    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), system_label(str(r.system)),
+    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), view.label(str(r.system)),
              int(r.later_questions), pct(r.simulated_share_after_first),
              pct(r.simulated_cached_share)]
             for r in table.itertuples(index=False)]

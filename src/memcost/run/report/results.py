@@ -26,14 +26,6 @@ def section_tokens(view: RunView) -> list[str]:
     return lines
 
 
-def system_label(system: str) -> str:
-    """``long_context_gpt-5-mini`` → ``long context, gpt-5-mini``: readable, still unique."""
-    for kind in ("long_context", "rolling_window", "no_context", "oracle"):
-        if system.startswith(kind + "_"):
-            return f"{kind.replace('_', ' ')}, {system[len(kind) + 1:]}"
-    return system.replace("_", " ")
-
-
 def accuracy_tables(view: RunView) -> dict[str, pd.DataFrame]:
     out = {}
     for ds in view.datasets:
@@ -60,12 +52,14 @@ def section_accuracy(view: RunView) -> list[str]:
             flag = f" ⚠ {clusters} conv." if 0 < clusters < FEW_CONVERSATIONS else ""
             if flag and name not in few:
                 few.append(name)
-            rows.append([DATASET_NAMES.get(name, name), system_label(r.system), int(r.n),
+            rows.append([DATASET_NAMES.get(name, name), view.label(str(r.system)), int(r.n),
                          pct(r.accuracy), f"{pct(r.wilson_low)}–{pct(r.wilson_high)}",
                          f"{pct(r.bootstrap_low)}–{pct(r.bootstrap_high)}{flag}",
                          f"{pct(r.vote_mean)} ± {pct(r.vote_std)}", pct(r.strict_accuracy)])
     lines += [md_table(rows, ["dataset", "system", "n", "accuracy %", "Wilson 95%",
                               "cluster bootstrap 95%", "mean ± std over votes", "strict %"]), ""]
+    if note := view.offline_places_note():
+        lines += [note, ""]
     if few:
         names = ", ".join(DATASET_NAMES.get(n, n) for n in few)
         lines += [f"⚠ **Few conversations** ({names}): these intervals rest on fewer than "

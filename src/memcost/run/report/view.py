@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from memcost import paper
+from memcost.answers import offline_places, system_labels
 from memcost.datasets import DISPLAY_NAMES
 from memcost.manifest import read_manifest
 from memcost.models import PAPER_SETTINGS, canonical_name
@@ -150,6 +152,35 @@ class RunView:
     @property
     def offline(self) -> bool:
         return "offline" in self.backends
+
+    @cached_property
+    def systems(self) -> list[str]:
+        """Every answering system of the run's Table 3s, across its datasets."""
+        found: set[str] = set()
+        for ds in self.datasets:
+            table = read_csv(ds.paths.table.table3)
+            if table is not None and "system" in table:
+                found.update(str(s) for s in table["system"])
+        return sorted(found)
+
+    @cached_property
+    def _labels(self) -> dict[str, str]:
+        return system_labels(self.systems, offline=self.offline)
+
+    def label(self, system: str) -> str:
+        """A system as a reader sees it: no model's name on an offline result."""
+        return self._labels.get(system) or system_labels([system], offline=self.offline)[system]
+
+    def offline_places_note(self) -> str:
+        """One line saying which configured model each numbered offline system stands in for."""
+        places = offline_places(self.systems) if self.offline else {}
+        if not places:
+            return ""
+        slots = ", ".join(f"*{self.label(s)}* in place of {model}"
+                          for s, (model, _n) in places.items())
+        return (f"Offline, one stand-in answers in the place of each configured model: {slots}. "
+                "Their accuracies are the same method's; their costs are its tokens priced as "
+                "that model.")
 
     @property
     def cost_parameters(self) -> dict[str, Any]:
