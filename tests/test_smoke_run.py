@@ -178,6 +178,15 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     locomo_lc = [line for line in simulated.splitlines()
                  if line.startswith("| LoCoMo | long context (offline) 1 |")]
     assert float(locomo_lc[0].split("|")[4]) > 50  # LoCoMo's later questions share its history
+    # histories asked once are one line, not a row of zeros per system
+    assert "| LongMemEval |" not in simulated
+    assert ("LongMemEval, PersonaMem (32k split): every history is asked one question, so no "
+            "system reuses a cached prefix") in simulated
+    # retentions with one break-even are one row of the dates table
+    dates = today_section.split("**Break-even under each dataset's own dates**")[1]
+    dates = dates.split("How to read it")[0]
+    assert "| LoCoMo | paper | in_memory, extended, none | 2 |" in dates
+    assert len([line for line in dates.splitlines() if line.startswith("| Lo")]) <= 12  # of 22
     assert "[HTML](locomo/notebooks/04_judge_answers.html)" in text
     assert (smoke.root / "locomo" / "notebooks" / "04_judge_answers.html").is_file()
     html = smoke.report_html.read_text()

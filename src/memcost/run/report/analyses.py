@@ -75,20 +75,27 @@ def _simulated_cache(view: RunView) -> list[str]:
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
+    # a dataset whose every history is asked once has nothing to reuse: one line, not a row
+    # per system of zeros
+    asked_once = [d for d, g in table.groupby("dataset", sort=False)
+                  if (g["later_questions"] == 0).all()]
+    shown = table.loc[~table["dataset"].isin(asked_once)]
     rows = [[DATASET_NAMES.get(r.dataset, r.dataset), view.label(str(r.system)),
              int(r.later_questions), pct(r.simulated_share_after_first),
              pct(r.simulated_cached_share)]
-            for r in table.itertuples(index=False)]
+            for r in shown.itertuples(index=False)]
     gaps = ", ".join(f"{g:g} s" for g in sorted(set(table["gap_s"])))
     return ["### Long-context prompt cache: SIMULATED, not measured", "",
             f"The offline backend has no provider cache, so notebook 03 replays its prompts "
             f"through the prefix-cache rule (`memcost.prefix_cache`), questions {gaps} apart. "
             "These shares are the rule's prediction in %: they are not in the ledger and not in "
-            "any cost above. A dataset whose histories are asked once (LongMemEval) reuses "
-            "nothing.", "",
-            md_table(rows, ["dataset", "system", "later questions",
-                            "simulated share after the first", "simulated share of all input"]),
-            ""]
+            "any cost above.", "",
+            *([md_table(rows, ["dataset", "system", "later questions",
+                               "simulated share after the first",
+                               "simulated share of all input"]), ""] if rows else []),
+            *([f"{', '.join(DATASET_NAMES.get(d, d) for d in asked_once)}: every history is "
+               "asked one question, so no system reuses a cached prefix (0% for each).", ""]
+              if asked_once else [])]
 
 
 def section_analyses(view: RunView) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from memcost.costs.estimate import bill, call_hours, chosen_total
-from memcost.run.report.markdown import figure, md_table, png, usd
+from memcost.run.report.markdown import figure, md_table, merge_rows, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
 
 
@@ -153,6 +153,7 @@ def _today_details(view: RunView) -> list[str]:
                  f"{r.median_gap_hours:,.1f}", f"{int(r.context_tokens):,}",
                  "never" if pd.isna(r.break_even_median) else f"{r.break_even_median:g}"]
                 for r in by_dataset.itertuples()]
+        rows = merge_rows(rows, column=2)  # retentions with the same break-even: one row
         lines += ["**Break-even under each dataset's own dates** (one question per dated "
                   "session; median over users)", "",
                   md_table(rows, ["dataset", "prices", "retention", "users",

@@ -31,6 +31,21 @@ def md_table(rows: Sequence[Sequence[Any]], header: Sequence[str], *, digits: in
     return "\n".join(lines) + "\n"
 
 
+def merge_rows(rows: Sequence[Sequence[Any]], column: int) -> list[list[Any]]:
+    """Rows that differ only in ``column`` become one row listing its values ("in_memory,
+    extended, none"): a table that repeats a result per setting shows it once."""
+    merged: list[list[Any]] = []
+    for row in rows:
+        row = list(row)
+        rest = row[:column] + row[column + 1:]
+        match = next((m for m in merged if m[:column] + m[column + 1:] == rest), None)
+        if match is None:
+            merged.append(row)
+        else:
+            match[column] = f"{match[column]}, {row[column]}"
+    return merged
+
+
 def number(value: float, *, digits: int = 4) -> str:
     """The report's one format for a plain number: integers with thousands separators, others
     with one decimal from 10 up and at most ``digits`` significant digits below (no trailing
