@@ -68,13 +68,12 @@ def test_a_deleted_ledger_stops_the_run_and_repair_rebuilds_it(world):
 
     repaired = cli(["repair-ledger", str(tmp / "run")], tmp / "cache")
     assert repaired.returncode == 0, repaired.stderr
-    # what a repair cannot give back is said, not left for the cost tables to show silently
-    assert "records of calls it served from the cache" in repaired.stdout
-    assert "cannot be rebuilt" in repaired.stdout
     records = read_jsonl(paths.calls)
+    assert sorted(record_call_key(r) for r in records) == sorted(
+        record_call_key(r) for r in before)
     assert paid_hashes(paths) == paid  # every paid call, once, with its usage and tags
     by_hash = {r["request_hash"]: r for r in before if is_paid(r)}
-    for record in records:
+    for record in (r for r in records if is_paid(r)):
         original = by_hash[record["request_hash"]]
         for field in ("stage", "model", "backend", "prompt_tokens", "completion_tokens",
                       "dataset", "conversation_id", "sample_index"):
@@ -85,6 +84,33 @@ def test_a_deleted_ledger_stops_the_run_and_repair_rebuilds_it(world):
     assert len(server.requests) == sent
     keys = Counter(record_call_key(r) for r in read_jsonl(paths.calls))
     assert max(keys.values()) == 1
+
+
+def test_a_run_served_from_the_cache_gets_its_whole_ledger_back(world):
+    # a second run asks what the first paid for: every call is a cache hit, free but counted
+    # at list price in its cost tables. Its lost ledger used to go unnoticed (nothing paid to
+    # miss) and could not be rebuilt; the cache notes who read it.
+    tmp, server, run = world
+    sent = len(server.requests)
+    again = run("again")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(server.requests) == sent
+    paths = RunPaths(tmp / "again")
+    before = read_jsonl(paths.calls)
+    assert before and all(r["cached"] for r in before)
+    paths.calls.unlink()
+    stopped = run("again")
+    assert stopped.returncode == 2
+    assert f"{len(before)} calls it was served from the cache" in stopped.stderr
+    repaired = cli(["repair-ledger", str(tmp / "again")], tmp / "cache")
+    assert repaired.returncode == 0, repaired.stderr
+    assert f"{len(before)} missing record(s) rebuilt" in repaired.stdout
+    records = read_jsonl(paths.calls)
+    assert sorted(record_call_key(r) for r in records) == sorted(
+        record_call_key(r) for r in before)
+    assert [r["prompt_tokens"] for r in sorted(records, key=record_call_key)] == [
+        r["prompt_tokens"] for r in sorted(before, key=record_call_key)]
+    assert run("again").returncode == 0
 
 
 def test_a_truncated_ledger_stops_the_run(world):

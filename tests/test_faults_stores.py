@@ -205,6 +205,32 @@ def test_a_repaired_record_is_the_same_call_as_the_one_it_rebuilds(paid_run):
     assert {record_call_key(r) for r in rebuilt} == before
 
 
+def test_a_repair_gives_back_the_calls_served_from_the_cache(run_paths, tmp_path, monkeypatch):
+    # the cost tables count a cache hit at list price: a repair that rebuilt only the paid
+    # calls changed them silently; the cache now notes who read a row, and the repair gives
+    # every record back
+    from memcost.calls import record_call_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    run, cache_path = run_paths, tmp_path / "cache.sqlite"
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        for step in ("walk-through", "batch"):  # the second asks the same: all from the cache
+            client = api_client(run, server.url, tmp_path)
+            client.chat_many([question(i, tags={"conversation_id": f"c{i}", "step": step})
+                              for i in range(40)])
+            client.close()
+        assert len(server.requests) == 40
+    before = sorted(record_call_key(r) for r in read_jsonl(run.calls))
+    assert len(before) == 80 and sum(not is_paid(r) for r in read_jsonl(run.calls)) == 40
+    run.calls.unlink()
+    with _open(cache_path) as cache:
+        assert repair_ledger(run.calls, cache, run.run_id()) == 80
+        assert repair_ledger(run.calls, cache, run.run_id()) == 0  # idempotent
+    rebuilt = read_jsonl(run.calls)
+    assert sorted(record_call_key(r) for r in rebuilt) == before
+    assert sum(r["cached"] for r in rebuilt) == 40
+
+
 def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
     # the runner killed with SIGKILL takes its kernel with it, and nobody used to stop the
     # run's PostgreSQL until the next run on the same directory: the watch started with the

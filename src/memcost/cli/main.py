@@ -83,10 +83,9 @@ def command_repair(args: argparse.Namespace) -> int:
     added = repair(paths)
     print(f"{paths.calls}: {added} missing record(s) rebuilt from the cache")
     if added:
-        print("Only the calls this run paid for can be rebuilt: records of calls it served from "
-              "the cache (free, but counted at list price in the cost tables' estimates) are not "
-              "kept by the cache and cannot be rebuilt, so those estimates may now be lower than "
-              "before the loss; what was paid, and the budget, are exact.")
+        print("Rebuilt: the calls this run paid for (from their cache rows) and the calls it was "
+              "served from the cache (as the cache noted them). Offline calls are never cached, "
+              "so their records (estimates only, nothing paid) cannot be rebuilt.")
     return 0
 
 

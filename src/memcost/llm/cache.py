@@ -9,7 +9,8 @@ its own connection (a connection must not be shared between threads).
 A row keeps the response with its original usage, attempts and latency, and ``origin``: the
 run that paid for it. That lets a rerun of the same run tell "a call this run made but was
 killed before recording" (record it as paid) from "a response another run paid for" (record it
-as cached).
+as cached). The ``reads`` table keeps the ledger record of every call served from a row, so a
+damaged ledger is rebuilt with its cache hits too (:func:`memcost.llm.ledger.repair_ledger`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ CREATE TABLE IF NOT EXISTS responses (
     response   TEXT NOT NULL       -- JSON: text or vectors, usage, attempts, latency_s, ...
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- Who read a row: the ledger record of each call a run was served from the cache, so that a
+-- damaged ledger can be rebuilt whole, not only its paid calls (added beside schema 1: older
+-- code ignores it, and a cache from before it simply has no reads to give back).
+CREATE TABLE IF NOT EXISTS reads (
+    run_id     TEXT NOT NULL,
+    call_key   TEXT NOT NULL,      -- request hash + tags: one call of one run
+    created_at TEXT NOT NULL,
+    record     TEXT NOT NULL,      -- JSON: the ledger record as written
+    PRIMARY KEY (run_id, call_key)
+);
 """
 
 
@@ -198,6 +209,24 @@ class ResponseCache:
             "WHERE origin = ? ORDER BY created_at", (origin,))
         return [{"key": k, "kind": kind, "stage": stage, "model": model, "created_at": created,
                  **json.loads(response)} for k, kind, stage, model, created, response in rows]
+
+    def note_read(self, run_id: str, call_key: str, record: dict[str, Any]) -> None:
+        """Keep the ledger record of a call served from the cache (first record wins)."""
+        self._connect().execute(
+            "INSERT OR IGNORE INTO reads(run_id, call_key, created_at, record) VALUES (?, ?, ?, ?)",
+            (run_id, call_key, str(record.get("timestamp", "")),
+             json.dumps(record, ensure_ascii=False, separators=(",", ":"))))
+
+    def reads_of(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """``(call key, ledger record)`` of every cache hit a run recorded, oldest first."""
+        rows = self._connect().execute(
+            "SELECT call_key, record FROM reads WHERE run_id = ? ORDER BY created_at", (run_id,))
+        return [(key, json.loads(record)) for key, record in rows]
+
+    def read_keys_of(self, run_id: str) -> set[str]:
+        """The call keys of every cache hit a run recorded."""
+        rows = self._connect().execute("SELECT call_key FROM reads WHERE run_id = ?", (run_id,))
+        return {key for (key,) in rows}
 
     def close(self) -> None:
         with self._all_lock:

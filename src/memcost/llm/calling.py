@@ -19,6 +19,7 @@ asks again. ``insufficient_quota`` stops the run at once.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -289,7 +290,17 @@ class CallPath:
             record["execution"] = outcome.execution
         self.ledger.write(record)
         self.accounting.count("recorded")
+        if record["cached"] and self.cache is not None:
+            self._note_read(ckey, record)
         return True
+
+    def _note_read(self, ckey: str, record: dict[str, Any]) -> None:
+        """The cache keeps who read it, so repair-ledger can rebuild this record too. The
+        ledger already holds it: a cache that cannot take the copy costs only that rebuild."""
+        try:
+            self.cache.note_read(self.run_id, ckey, record)
+        except sqlite3.Error:
+            self.accounting.count("reads_not_kept")
 
     def _flex_or_interactive(self, request: Request) -> str:
         """``flex`` for a call of a stage run on Flex processing, else ``interactive``."""

@@ -146,24 +146,36 @@ def unrecorded_calls(calls_path: str | Path, cache: Any, run_id: str) -> list[di
     return [row for row in cache.rows_of(run_id) if row["key"] not in paid]
 
 
+def unrecorded_reads(calls_path: str | Path, cache: Any, run_id: str) -> set[str]:
+    """Call keys of cache hits this run recorded (the cache notes them after the ledger) that
+    the ledger no longer holds."""
+    recorded = {record_call_key(r) for r in read_jsonl(calls_path, missing_ok=True)}
+    return cache.read_keys_of(run_id) - recorded
+
+
 def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str) -> None:
     """Stop (:class:`LedgerDamaged`) when the ledger lost records the cache says were paid, or
     holds a damaged line (a record overwritten in the middle is never skipped silently)."""
     try:
         missing = unrecorded_calls(calls_path, cache, run_id)
+        lost_reads = unrecorded_reads(calls_path, cache, run_id)
     except ValueError as exc:
         raise LedgerDamaged(
             f"{exc}: the ledger is damaged, so cost tables and the budget would be wrong. "
             f"Rebuild it from the cache: python -m memcost repair-ledger {run_name} (the "
             "damaged file is kept beside it; then resume the run)") from None
     gone = not Path(calls_path).is_file()
-    if missing and (gone or len(missing) > LEDGER_SLACK):
+    if lost_reads or (missing and (gone or len(missing) > LEDGER_SLACK)):
+        # a kill leaves a few paid calls unrecorded (their resume records them), never a read:
+        # the cache notes a read only once the ledger holds it
         state = "is missing" if gone else "is truncated"
+        lost = (f"{len(missing)} calls this run paid for" if missing else "") + (
+            " and " if missing and lost_reads else "") + (
+            f"{len(lost_reads)} calls it was served from the cache" if lost_reads else "")
         raise LedgerDamaged(
-            f"{calls_path} {state}: the response cache ({cache.path}) holds {len(missing)} "
-            "calls this run paid for that it does not record, so cost tables and the budget "
-            f"would be wrong. Rebuild it from the cache: python -m memcost repair-ledger "
-            f"{run_name} (then resume the run)")
+            f"{calls_path} {state}: the response cache ({cache.path}) holds {lost} that it "
+            "does not record, so cost tables and the budget would be wrong. Rebuild it from the "
+            f"cache: python -m memcost repair-ledger {run_name} (then resume the run)")
 
 
 def salvage(calls_path: str | Path) -> None:
@@ -188,15 +200,20 @@ def salvage(calls_path: str | Path) -> None:
 
 def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
     """Append a record for every call this run paid for that the ledger lacks, rebuilt from
-    its cache row (usage, attempts, latency, tags); returns how many were added. A ledger with
-    damaged lines is salvaged first (:func:`salvage`)."""
+    its cache row (usage, attempts, latency, tags), and for every call it was served from the
+    cache, as the cache noted it (``reads``); returns how many were added. A ledger with damaged
+    lines is salvaged first (:func:`salvage`)."""
     try:
         missing = unrecorded_calls(calls_path, cache, run_id)
     except ValueError:
         salvage(calls_path)
         missing = unrecorded_calls(calls_path, cache, run_id)
+    recorded = {record_call_key(r) for r in read_jsonl(calls_path, missing_ok=True)}
+    reads = [record for key, record in cache.reads_of(run_id) if key not in recorded]
     out = JsonlAppender(calls_path)
     try:
+        for record in reads:  # served from the cache: the record as it was written
+            out.write({**record, "repaired": True})
         for row in missing:
             saved = row.get("record") or {}
             record = make_record(
@@ -214,4 +231,4 @@ def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
             out.write(record)
     finally:
         out.close()
-    return len(missing)
+    return len(missing) + len(reads)

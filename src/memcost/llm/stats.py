@@ -59,6 +59,7 @@ class ClientStats:
     rate_limited: int = 0  # HTTP 429 answers (each slows its model's pace)
     flex_unavailable: int = 0  # Flex 429 resource_unavailable answers (that request backed off)
     discarded_rows: int = 0  # cache rows that held no answer (cut off, filtered): asked again
+    reads_not_kept: int = 0  # cache hits the cache could not note (repair-ledger lacks them)
     output_limit_retries: int = 0  # items asked again with a larger output limit after "length"
     batches: int = 0  # Batch API batches this client created
     batch_calls: int = 0  # answers that came back from the Batch API (then served by the cache)
