@@ -119,6 +119,22 @@ def test_the_adapter_recognises_mem0s_prompts_and_refuses_others():
         route({"messages": [{"role": "user", "content": "Summarise this."}]})
 
 
+def test_a_session_without_a_date_is_extracted_without_one():
+    # PersonaMem's sessions have no date: the stand-in read the date line's "-" as a date and
+    # failed every PersonaMem user of mem0
+    from memcost.offline.mem0 import NO_SESSION_DATE
+
+    def facts(date: str) -> list[str]:
+        content = (f"Input:\nuser: Session date: {date}\n"
+                   "user: Ana: I go to yoga twice a week now.")
+        request = SimpleNamespace(payload={"messages": [{"role": "user", "content": content}]})
+        return json.loads(offline_mem0_extract(request))["facts"]
+
+    undated = facts(NO_SESSION_DATE)
+    assert undated and not any("On " in f for f in undated)
+    assert facts("2023-05-08T13:56:00")[0].startswith("On 8 May 2023, Ana said:")
+
+
 def test_an_unsupported_mem0ai_is_refused_in_one_line(monkeypatch):
     from memcost.systems import mem0_library
 

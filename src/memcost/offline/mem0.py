@@ -24,6 +24,7 @@ from memcost.offline.extract import informative_sentence, offline_fact_text
 from memcost.offline.update import lexical_decision
 from memcost.text import split_sentences
 
+NO_SESSION_DATE = "-"  # the date line of a session without a date (PersonaMem's)
 _LINE = re.compile(r"^(?:user|assistant): ([^:]{1,40}): (.*)$")
 _DATE = re.compile(r"^user: Session date: (\S+)$")
 _FENCED = re.compile(r"```\s*(.*?)\s*```", re.DOTALL)
@@ -39,7 +40,7 @@ def offline_mem0_extract(request: ChatRequest) -> str:
     for line in _user_text(request).splitlines():
         line = line.strip()
         if (found := _DATE.match(line)):
-            when = found.group(1)
+            when = None if found.group(1) == NO_SESSION_DATE else found.group(1)
             continue
         if (found := _LINE.match(line)):
             speaker, text = found.groups()

@@ -35,7 +35,7 @@ from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.offline.mem0 import offline_mem0_extract, offline_mem0_update
+from memcost.offline.mem0 import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update
 from memcost.prompts import MEM0_EXTRACT
 from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
 from memcost.systems.stored import item_rows
@@ -191,7 +191,7 @@ class Mem0Library(MemorySystem):
             try:
                 for segment in segments:
                     messages = [{"role": "user",
-                                 "content": f"Session date: {segment.session_datetime or '-'}"}]
+                                 "content": f"Session date: {segment.session_datetime or NO_SESSION_DATE}"}]
                     messages += [{"role": "user", "content": f"{m.speaker}: {m.text}"}
                                  for m in segment.messages]
                     memory.add(messages, user_id=user,
