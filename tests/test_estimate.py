@@ -56,6 +56,42 @@ def test_later_questions_of_a_conversation_are_billed_as_cached(prepared):
     assert judge["requests"] == judged * 2 * 3
 
 
+def test_each_memory_system_is_estimated_and_judged(prepared):
+    # the estimate used to price the paper's memory alone: five systems were one system's bill
+    ds = prepared.dataset("locomo")
+    base = {"models": ["gpt-5-mini-2025-08-07"], "baseline_models": [], "judge_prompts": ["judge"]}
+    paper = estimate.estimate_dataset(ds, base)
+    both = estimate.estimate_dataset(ds, {**base, "memory_systems": ["mem0_style", "graph", "rag"]})
+    write = both.loc[both["stage"] == "write"].groupby("system")["usd"].sum()
+    paper_write = float(paper.loc[paper["stage"] == "write", "usd"].sum())
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    history = int(stats["text_tokens"].sum())
+    share = estimate.UPDATE_SHARE_OF_WRITE
+    # graph: two passes over the history at the extraction price, no update phase
+    assert write["memory_graph"] == pytest.approx(paper_write * 2 * (1 - share))
+    # rag: no model call before the first question, only the history embedded
+    assert write["memory_rag"] == pytest.approx(
+        price_for("text-embedding-3-small").cost(prompt_tokens=history, completion_tokens=0))
+    reads = both.loc[both["stage"] == "read"].groupby("system")["usd"].sum()
+    assert reads["memory_graph"] == reads["memory_rag"] == pytest.approx(reads["memory"])
+    judge = lambda t: int(t.loc[t["stage"] == "judge", "requests"].iloc[0])  # noqa: E731
+    assert judge(both) == judge(paper) // 2 * 4  # 2 systems judged before, 4 now
+
+
+def test_a_run_of_some_steps_is_estimated_for_those(prepared):
+    # a run of notebooks 00-01 was refused for the judge's bill it would never pay
+    ds = prepared.dataset("locomo")
+    params = {"models": ["gpt-5-mini-2025-08-07"], "judge_prompts": ["judge"]}
+    whole = estimate.estimate_dataset(ds, params)
+    write_only = estimate.estimate_dataset(ds, params, steps={"00", "01"})
+    assert set(whole["stage"]) == {"write", "read", "long_context", "baseline", "judge"}
+    assert set(write_only["stage"]) == {"write"}
+    assert write_only["usd"].sum() == pytest.approx(
+        whole.loc[whole["stage"] == "write", "usd"].sum())
+    assert set(estimate.estimate_dataset(ds, params, steps={"03", "04"})["stage"]) == {
+        "long_context", "baseline", "judge"}
+
+
 def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000000000")
     # The smoke preset names the paper's GPT-5 models, which are shut down on 2026-12-11: this

@@ -11,7 +11,7 @@ offline on the real data, every prompt counted, priced as the paper's models).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pandas as pd
@@ -51,8 +51,14 @@ MESSAGES_PER_SEGMENT = 10  # §3.1 batch_size: one extraction call per 10 messag
 # segment's new facts against the similar stored ones); the write bill is split evenly between
 # them, so that the two ledger stages can be given different execution modes.
 UPDATE_SHARE_OF_WRITE = 0.5
+# The other memory systems (memory_systems): each writes as many passes over the history as it
+# declares (MemorySystem.write_passes: graph two, rag none) at that cost per pass, with the
+# update phase only if it has one, and reads through the paper's reader at its cost.
 
 STAGES = ("write", "read", "long_context", "baseline", "judge")
+# The notebook that makes each stage's calls: a run of some steps is estimated for those.
+STEP_STAGES = {"01": ("write",), "02": ("read",), "03": ("long_context", "baseline"),
+               "04": ("judge",)}
 
 
 def _notebook_defaults(stem: str) -> dict[str, Any]:
@@ -154,6 +160,38 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
     out.add("read", "memory", embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
 
 
+def _system_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
+    """Each memory system of ``memory_systems`` besides the paper's: its write from the model
+    passes it makes over the history (``MemorySystem.write_passes``, at the paper's measured
+    cost of one), and the paper's reader per question."""
+    from memcost.systems import parse_systems, system_class  # the registry: only when asked
+
+    p = out.params
+    history = int(stats["text_tokens"].sum())
+    segments = int(sum(math.ceil(n / MESSAGES_PER_SEGMENT) for n in stats["n_turns"]))
+    memory = [r for r in out.rows if r["system"] == "memory"]
+    for name, settings in parse_systems(p.get("memory_systems") or ["mem0_style"]):
+        cls = system_class(name)
+        if name == "mem0_style":
+            continue  # the paper's: _memory_rows
+        model = str(settings.get(cls.write_model_setting) or p.get("extraction_model")
+                    or EXTRACTION_MODEL)
+        per_token = INGEST_USD_PER_TOKEN_NANO * _price_ratio(model, "gpt-5-nano",
+                                                             p.get("price_overrides"))
+        share = UPDATE_SHARE_OF_WRITE if cls.write_update_phase else 0.0
+        passes = cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE) + share
+        if passes:
+            out.add("write", cls.answers_as, model, segments, history * cls.write_passes, 0, 0,
+                    usd=history * per_token * passes, ledger_stage="extract")
+        embedder = str(settings.get("embedding_model") or EMBEDDING_MODEL)
+        if not cls.write_passes:  # its items are the history itself, embedded
+            out.add("write", cls.answers_as, embedder, segments, history, 0, 0,
+                    ledger_stage="embed")
+        for row in (r for r in memory if r["stage"] == "read"):
+            out.add("read", cls.answers_as, row["model"], row["requests"], row["input_tokens"],
+                    0, 0, usd=row["usd"], ledger_stage=row["ledger_stage"], effort=row["effort"])
+
+
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
     """Each long-context model: the whole history per question, cached from the second on."""
     per_conversation = stats[["history_tokens", "n_questions", "n_sessions", "n_turns"]]
@@ -201,7 +239,7 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
         judged = questions.loc[questions["category_id"] != 5]
     if out.dataset in WITH_OPTIONS and p.get("mode") == "multiple_choice":
         return  # multiple choice is scored by letter, with no model call
-    systems = 1 + len(p.get("models") or []) + sum(
+    systems = len(p.get("memory_systems") or ["mem0_style"]) + len(p.get("models") or []) + sum(
         1 for r in out.rows if r["stage"] == "baseline")
     votes = int(p.get("n_votes") or 3) * len(p.get("judge_prompts") or ["judge"])
     requests = len(judged) * systems * votes
@@ -211,31 +249,40 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
             effort=_effort(p, "reasoning_effort"))
 
 
-def estimate_dataset(ds: DatasetPaths, params: Mapping[str, Any]) -> pd.DataFrame:
+def estimate_dataset(ds: DatasetPaths, params: Mapping[str, Any], *,
+                     steps: Collection[str] | None = None) -> pd.DataFrame:
     """Rows ``dataset, stage, system, model, requests, input_tokens, cached_input_tokens,
     output_tokens, usd, minutes, ledger_stage, execution, usd_execution`` for one prepared
     dataset (notebook 00's files). ``usd`` is the all-interactive bill, ``usd_execution`` the
     bill with the ``execution`` parameter's modes."""
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
-    return estimate_counts(ds.name, stats, read_questions(ds), params)
+    return estimate_counts(ds.name, stats, read_questions(ds), params, steps=steps)
 
 
 def estimate_counts(
-    dataset: str, stats: pd.DataFrame, questions: pd.DataFrame, params: Mapping[str, Any]
+    dataset: str, stats: pd.DataFrame, questions: pd.DataFrame, params: Mapping[str, Any], *,
+    steps: Collection[str] | None = None,
 ) -> pd.DataFrame:
     """:func:`estimate_dataset` from the counts themselves: ``stats`` in the shape of
-    ``conversation_stats.parquet``, ``questions`` with ``conversation_id`` and ``category_id``."""
+    ``conversation_stats.parquet``, ``questions`` with ``conversation_id`` and ``category_id``.
+    ``steps`` (``{"01", "02"}``): only the stages of those notebooks; ``None``: every stage."""
     out = _Rows(dataset, effective_parameters(params))
     _memory_rows(out, stats, len(questions))
+    _system_rows(out, stats, len(questions))
     _long_context_rows(out, stats, len(questions))
     _baseline_rows(out, stats, len(questions))
     _judge_rows(out, questions)
+    if steps is not None:  # only what the notebooks that run will call
+        wanted = {stage for step, stages in STEP_STAGES.items() if step in steps
+                  for stage in stages}
+        out.rows = [r for r in out.rows if r["stage"] in wanted]
     return pd.DataFrame(out.rows)
 
 
-def estimate_run(prepared: Mapping[str, tuple[DatasetPaths, Mapping[str, Any]]]) -> pd.DataFrame:
+def estimate_run(prepared: Mapping[str, tuple[DatasetPaths, Mapping[str, Any]]], *,
+                 steps: Collection[str] | None = None) -> pd.DataFrame:
     """The estimate for every dataset of a run: ``{name: (paths, preset parameters)}``."""
-    frames = [estimate_dataset(ds, params) for ds, params in prepared.values()]
+    frames = [estimate_dataset(ds, params, steps=steps) for ds, params in prepared.values()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

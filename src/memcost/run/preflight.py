@@ -5,7 +5,7 @@ Both stop the run with a :class:`PresetError` that says what to change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,16 +61,16 @@ def uses_paid_backend(params: Mapping[str, Any]) -> bool:
     return bool(backends - {"offline"})
 
 
-def check_estimate(preset: Preset, run: RunPaths) -> None:
-    """After notebook 00 (free): print what the rest of the run will cost and stop before any
-    paid call when that exceeds ``max_cost_usd``."""
+def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None = None) -> None:
+    """After notebook 00 (free): print what the rest of the run (its ``steps``) will cost and
+    stop before any paid call when that exceeds ``max_cost_usd``."""
     prepared = {
         name: (run.dataset(name), preset.parameters_for(name))
         for name in preset.datasets
         if run.dataset(name).questions.is_file()
     }
     try:
-        estimate = estimate_run(prepared)
+        estimate = estimate_run(prepared, steps=steps)
     except UnknownPriceError as exc:  # validate_run checks the prices; a model it did not see
         raise PresetError(f"{exc}; declare it with -p 'price_overrides={{\"<model>\": 0}}' "
                           "(free) or {\"<model>\": {input: ..., output: ...}} (USD per 1M "
@@ -90,7 +90,7 @@ def check_estimate(preset: Preset, run: RunPaths) -> None:
     if budget is not None and total > float(budget):
         def recompute(overrides: Mapping[str, Any]) -> Any:
             return estimate_run({name: (ds, merge_parameters(params, overrides))
-                                 for name, (ds, params) in prepared.items()})
+                                 for name, (ds, params) in prepared.items()}, steps=steps)
 
         first = next(iter(prepared.values()))[1]
         raise PresetError(over_budget_line(preset.path, total, float(budget),

@@ -184,5 +184,5 @@ def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
         check_failures(statuses, preset.allow_failures)
         if step == "00" and any(s in selected for s in PAID_STEPS):
             check_context_limits(preset, run, notebooks, selected)
-            check_estimate(preset, run)
+            check_estimate(preset, run, selected)
     check_run_stores(run, preset)

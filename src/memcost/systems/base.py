@@ -74,6 +74,12 @@ class MemorySystem(ABC):
     answers_as: ClassVar[str]  # the system name of its answers and ledger records
     defaults: ClassVar[Mapping[str, Any]] = {}  # its settings and their defaults
     describes: ClassVar[str] = ""  # one line for tables and the report
+    # What the pre-run estimate (memcost.costs.estimate) assumes it writes: model passes over
+    # the history at the extraction model's price, and whether an update phase follows (the
+    # paper's Mem0 is one pass and an update phase; its measured write cost is the unit).
+    write_passes: ClassVar[float] = 1.0
+    write_update_phase: ClassVar[bool] = True
+    write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
 
     def __init__(self, ds: DatasetPaths, settings: Mapping[str, Any] | None = None, *,
                  dataset: str):

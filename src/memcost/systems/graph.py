@@ -145,6 +145,8 @@ class GraphMemory(StoredSystem):
     name = "graph"
     answers_as = "memory_graph"
     describes = "Mem0^g: entities and relation triples per segment; invalid, never deleted"
+    write_passes = 2.0  # an entity call and a relation call read every segment; no update phase
+    write_update_phase = False
     defaults = {"extraction_model": EXTRACTION_MODEL, "extraction_reasoning_effort": "low",
                 "batch_size": BATCH_SIZE, "max_segment_chars": MAX_SEGMENT_CHARS,
                 "top_k": TOP_K, "embedding_model": EMBEDDING_MODEL}

@@ -106,6 +106,9 @@ class HierarchicalMemory(StoredSystem):
     name = "hierarchical"
     answers_as = "memory_hierarchical"
     describes = "L1 recent turns, L2 running summary + promoted items, L3 archive; LRU eviction"
+    write_passes = 1.0  # the summary rewrites read each message once; archive embeddings only
+    write_update_phase = False
+    write_model_setting = "summary_model"
     defaults = {"window_turns": 10, "summary_every": 10, "summary_words": 200,
                 "archive_top_k": 5, "working_capacity": 5, "eviction": "lru",
                 "summary_model": EXTRACTION_MODEL, "summary_reasoning_effort": "low",

@@ -190,8 +190,8 @@ class Mem0Library(MemorySystem):
                 memory.delete(old["id"])
             try:
                 for segment in segments:
-                    messages = [{"role": "user",
-                                 "content": f"Session date: {segment.session_datetime or NO_SESSION_DATE}"}]
+                    date = segment.session_datetime or NO_SESSION_DATE
+                    messages = [{"role": "user", "content": f"Session date: {date}"}]
                     messages += [{"role": "user", "content": f"{m.speaker}: {m.text}"}
                                  for m in segment.messages]
                     memory.add(messages, user_id=user,

@@ -111,6 +111,9 @@ class ObservationalMemory(StoredSystem):
     name = "observational"
     answers_as = "memory_observational"
     describes = "observer at 30,000 un-observed tokens, reflector at 40,000; top-1 + raw tail"
+    write_passes = 1.0  # the observer reads each message once; the reflector reads observations
+    write_update_phase = False
+    write_model_setting = "observer_model"
     defaults = {"observer_tokens": OBSERVER_TOKENS, "reflector_tokens": REFLECTOR_TOKENS,
                 "top_k": TOP_K, "observer_model": EXTRACTION_MODEL,
                 "observer_reasoning_effort": "low", "embedding_model": EMBEDDING_MODEL}

@@ -68,6 +68,8 @@ class Rag(StoredSystem):
     name = "rag"
     answers_as = "memory_rag"
     describes = "raw chunks of the history, embedded; top-k by similarity (no extraction)"
+    write_passes = 0.0  # no model call before the first question: the chunks' embeddings alone
+    write_update_phase = False
     defaults = {"chunk_tokens": CHUNK_TOKENS, "top_k": TOP_K, "embedding_model": EMBEDDING_MODEL}
     embed_kinds = ("chunk",)
 

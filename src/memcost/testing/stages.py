@@ -35,6 +35,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -372,7 +373,23 @@ class StageResponder:
             return observer_reply(user)
         if stage == REFLECTOR:
             return reflector_reply(user)
+        if stage is None and (library := mem0_route(body)) is not None:
+            # the mem0 library's own prompts, in the formats it parses
+            return library.offline(SimpleNamespace(payload={"messages": body["messages"]}))
         return default_responder(body)
+
+
+def mem0_route(body: Mapping[str, Any]) -> Any:
+    """The mem0 library's step a chat request belongs to (its ``Route``: ``.step`` is
+    ``mem0/extract`` or ``mem0/update``), or ``None`` when it is not one of mem0's prompts."""
+    if not body.get("messages"):
+        return None
+    from memcost.systems.mem0_library import route  # only once a request may be mem0's
+
+    try:
+        return route(dict(body))
+    except ValueError:
+        return None
 
 
 _EMBEDDER = HashingEmbedder()
