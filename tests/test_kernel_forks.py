@@ -91,6 +91,32 @@ def test_a_forked_kernel_is_what_a_fresh_launch_gives(tmp_path, monkeypatch):
     assert "matplotlib_inline.backend_inline" in fresh["figure_hook_after"]
 
 
+def test_a_forked_kernel_ends_as_a_program_does_without_its_teardown(tmp_path, monkeypatch):
+    # a forked kernel leaves without freeing its modules one by one (half a second of every
+    # notebook), but what a normal exit does that a notebook can rely on is still done
+    monkeypatch.setenv(kernel_forks.SWITCH, "1")
+    _warm_server()
+    source = textwrap.dedent(f"""
+        import atexit, threading, time
+        from pathlib import Path
+        folder = Path({str(tmp_path)!r})
+        left_open = open(folder / "left_open.txt", "w")  # never closed by the notebook
+        left_open.write("flushed at exit")
+        atexit.register(lambda: (folder / "atexit.txt").write_text("ran"))
+        def late():
+            time.sleep(0.3)
+            (folder / "thread.txt").write_text("joined")
+        threading.Thread(target=late, daemon=False).start()  # the exit waits for it
+    """)
+    execute_notebook(_notebook(tmp_path, source), tmp_path / "out.ipynb", {}, False)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "atexit.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "left_open.txt").read_text() == "flushed at exit"
+    assert (tmp_path / "thread.txt").read_text() == "joined"
+    assert (tmp_path / "atexit.txt").read_text() == "ran"
+
+
 def test_a_forked_kernel_that_dies_is_a_failed_notebook(tmp_path, monkeypatch):
     monkeypatch.setenv(kernel_forks.SWITCH, "1")
     server = _warm_server()
