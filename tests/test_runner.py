@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from memcost.run import NotebookFailed, PresetError, load_preset, run_preset
+from memcost.run.side_by_side import SWITCH, Chains
 
 
 def _notebook(path: Path, params: str, body: str) -> Path:
@@ -106,7 +107,8 @@ def test_bad_yaml_and_missing_preset(tmp_path):
         load_preset(tmp_path / "nope.yaml")
 
 
-def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks):
+def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks, monkeypatch):
+    monkeypatch.setenv(SWITCH, "1")  # one notebook after another: b never starts
     preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 9}})
     with pytest.raises(NotebookFailed) as info:
         run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
@@ -117,6 +119,78 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks):
     assert not (tmp_path / "run" / "b").exists()  # stopped at the first failure
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["notebooks"]["a/00_prepare"]["status"] == "failed"
+
+
+def test_datasets_side_by_side_give_the_serial_run_and_stop_on_a_failure(
+        tmp_path, notebooks, monkeypatch):
+    # offline, two datasets' notebooks run at once: the same files as one after another, and
+    # a notebook that fails stops the run before any run-wide notebook
+    monkeypatch.setenv(SWITCH, "2")
+    _notebook(notebooks / "01_slow.ipynb",
+              'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
+              "import time\nfrom pathlib import Path\nassert dataset != 'c', 'c fails'\n"
+              "Path(run_dir, dataset, 'start').write_text(str(time.time()))\ntime.sleep(1.5)\n"
+              "Path(run_dir, dataset, 'end').write_text(str(time.time()))")
+    preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 2, "label": "L"}})
+    run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    assert (run.root / "summary.txt").read_text() == "L:a,b"
+    spans = [tuple(float((run.root / d / f).read_text()) for f in ("start", "end"))
+             for d in ("a", "b")]
+    assert max(s for s, _ in spans) < min(e for _, e in spans)  # they overlapped
+    manifest = json.loads(run.manifest.read_text())
+    assert len(manifest["notebooks"]) == 5
+    assert all(v["status"] == "ok" for v in manifest["notebooks"].values())
+
+    preset = _preset(tmp_path, {"datasets": ["a", "c"], "parameters": {"scale": 2}})
+    with pytest.raises(NotebookFailed, match="c fails"):
+        run_preset(preset, run_name=str(tmp_path / "bad"), notebooks_dir=notebooks, stream=False)
+    assert not (tmp_path / "bad" / "summary.txt").exists()
+    manifest = json.loads((tmp_path / "bad" / "manifest.json").read_text())
+    assert manifest["notebooks"]["c/01_slow"]["status"] == "failed"
+    assert "05_summarise" not in manifest["notebooks"]
+
+
+def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
+    import threading
+    import time
+
+    done, lock = [], threading.Lock()
+
+    def run_one(step, dataset):
+        time.sleep(0.05)
+        if (step, dataset) == ("01", "a"):
+            raise RuntimeError("a failed")
+        with lock:
+            done.append((step, dataset))
+
+    chains = [[("00", "a"), ("01", "a"), ("02", "a")], [("00", "b"), ("01", "b")],
+              [("00", "c")], [("00", "d")]]
+    with pytest.raises(RuntimeError, match="a failed"):
+        Chains(run_one, lambda status: False, workers=2).run(chains)
+    assert ("02", "a") not in done and ("00", "d") not in done  # nothing after the failure
+    assert done.index(("00", "b")) < done.index(("01", "b")) if ("01", "b") in done else True
+    statuses = Chains(lambda step, dataset: f"{step}{dataset}",  # type: ignore[arg-type, return-value]
+                      lambda status: status == "00x", workers=3).run(
+        [[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")]])
+    assert statuses == {("00", "x"): "00x", ("00", "y"): "00y", ("01", "y"): "01y"}
+
+
+@pytest.mark.parametrize(("overrides", "workers"), [
+    ({}, 2),
+    ({"backend": "openai"}, 1),  # paid: one budget and one account's limits, one at a time
+    ({"vector_store": "pgvector"}, 1),  # one private PostgreSQL, started by the first user
+    ({"memory_systems": ["mem0_style", "mem0"]}, 1),  # the mem0 library's default store
+])
+def test_only_an_offline_run_without_postgresql_goes_side_by_side(monkeypatch, overrides,
+                                                                    workers):
+    from memcost.run import discover_notebooks
+    from memcost.run.presets import resolve_preset
+    from memcost.run.side_by_side import dataset_workers
+
+    monkeypatch.setenv(SWITCH, "2")
+    preset = resolve_preset("smoke", discover_notebooks(), overrides=overrides)
+    assert dataset_workers(preset, verbose=False) == workers
+    assert dataset_workers(preset, verbose=True) == 1  # streamed output would interleave
 
 
 def test_cli_reports_preset_error(tmp_path, notebooks, capsys):

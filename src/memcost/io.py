@@ -163,7 +163,10 @@ class JsonlAppender:
         self._fsync = fsync
         self._lock = threading.Lock()
         self._repair_torn_tail()
-        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        # Unbuffered, appending: each record goes out in one write() at the file's end, so
+        # writers in several processes (two notebooks sharing the run's ledger) never
+        # interleave within a line, and nobody ever sees half of one.
+        self._handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def _repair_torn_tail(self) -> None:
         """Cut a torn last line (a record a kill left half written: it holds nothing a reader
@@ -182,10 +185,11 @@ class JsonlAppender:
             handle.truncate(start + cut + 1 if cut >= 0 else start)
 
     def write(self, record: dict[str, Any]) -> None:
-        line = jsonl_line(record)
+        data = (jsonl_line(record) + "\n").encode("utf-8")
         with self._lock:
-            self._handle.write(line + "\n")
-            self._handle.flush()
+            written = self._handle.write(data)
+            while written is not None and written < len(data):  # a short write: the rest
+                written += self._handle.write(data[written:]) or 0
             if self._fsync:
                 os.fsync(self._handle.fileno())
 
@@ -193,13 +197,11 @@ class JsonlAppender:
         """Force written records to disk (for writers opened with ``fsync=False``)."""
         with self._lock:
             if not self._handle.closed:
-                self._handle.flush()
                 os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         with self._lock:
             if not self._handle.closed:
-                self._handle.flush()
                 os.fsync(self._handle.fileno())
                 self._handle.close()
 

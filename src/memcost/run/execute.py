@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from memcost.io import atomic_path
 from memcost.run.kernel_forks import provisioner_class
@@ -158,8 +158,11 @@ def _register_engine() -> None:
 
 
 def execute_notebook(
-    notebook: Path, output: Path, parameters: dict[str, Any], stream: bool
+    notebook: Path, output: Path, parameters: dict[str, Any], stream: bool,
+    sink: IO[str] | None = None,
 ) -> None:
+    """Execute ``notebook`` into ``output`` with ``parameters``; with ``stream``, its cell
+    output goes to ``sink`` (standard output when none is given)."""
     skip_iri_format_checker()
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -179,8 +182,8 @@ def execute_notebook(
             progress_bar=False,
             request_save_on_cell_execute=True,  # the partial notebook is on disk after every cell
             log_output=False,
-            stdout_file=sys.stdout if stream else None,
-            stderr_file=sys.stderr if stream else None,
+            stdout_file=(sink or sys.stdout) if stream else None,
+            stderr_file=(sink or sys.stderr) if stream else None,
             kernel_manager_class=_kernel_manager_class(),
         )
     except PapermillExecutionError as exc:

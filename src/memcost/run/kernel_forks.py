@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,20 @@ class ForkServer:
 
     def ready(self) -> bool:
         """Whether it has finished importing (without waiting for it)."""
+        with _LOCK:
+            return self._check_ready()
+
+    def _check_ready(self) -> bool:
         if not self._ready and self.process.poll() is None:
             if select.select([self._reply], [], [], 0)[0]:
                 self._ready = self._reply.readline().strip() == READY
         return self._ready and self.process.poll() is None
 
     def fork(self, args: list[str], env: dict[str, str], cwd: str) -> int | None:
+        with _LOCK:  # one request and its reply at a time (datasets' notebooks run side by side)
+            return self._fork(args, env, cwd)
+
+    def _fork(self, args: list[str], env: dict[str, str], cwd: str) -> int | None:
         try:
             assert self.process.stdin is not None
             self.process.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd}) + "\n")
@@ -109,6 +118,7 @@ class ForkServer:
 
 
 _SERVER: ForkServer | None = None
+_LOCK = threading.RLock()  # the server, and the one request in flight on its pipes
 _WANTED = True  # False when the runner knows it runs a single kernel: not worth a server
 
 
@@ -122,6 +132,11 @@ def expect_kernels(count: int) -> None:
 
 
 def _server_for(env: dict[str, str]) -> ForkServer:
+    with _LOCK:
+        return _start_server_for(env)
+
+
+def _start_server_for(env: dict[str, str]) -> ForkServer:
     global _SERVER
     if _SERVER is not None and _SERVER.env != server_env(env):
         _SERVER.stop()

@@ -9,7 +9,9 @@ tables, prints) goes to the log file always and to the terminal only with ``--ve
 from __future__ import annotations
 
 import contextlib
+import io
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,13 +88,18 @@ class Progress:
         self.done = 0
         self.durations: list[float] = []
         self.t0 = time.perf_counter()
+        # Set while datasets' notebooks run side by side: a notebook's line is printed whole
+        # when it ends, and its cell output reaches the log in one piece.
+        self.side_by_side = False
+        self._lock = threading.RLock()
 
     def say(self, line: str, *, always: bool = False) -> None:
         """A line for the terminal (unless quiet) and the log."""
-        self.log.write(line + "\n")
-        self.log.flush()
-        if always or not self.quiet:
-            print(line, file=self.terminal, flush=True)
+        with self._lock:
+            self.log.write(line + "\n")
+            self.log.flush()
+            if always or not self.quiet:
+                print(line, file=self.terminal, flush=True)
 
     def eta(self) -> str:
         left = self.total - self.done
@@ -102,6 +109,14 @@ class Progress:
         return f", ETA ~{clock(mean * left)}"
 
     def start(self, label: str) -> None:
+        with self._lock:
+            self._start(label)
+
+    def _start(self, label: str) -> None:
+        if self.side_by_side:
+            self.log.write(f"=== started: {label}\n")
+            self.log.flush()
+            return  # its line is printed whole when it ends
         index = self.done + 1
         line = f"notebook {index} of {self.total}: {label}"
         self.log.write(f"\n=== {line}\n")
@@ -114,6 +129,10 @@ class Progress:
             print(f"{line} ...", end="", file=self.terminal, flush=True)
 
     def finish(self, label: str, status: str, wall: float) -> None:
+        with self._lock:
+            self._finish(label, status, wall)
+
+    def _finish(self, label: str, status: str, wall: float) -> None:
         self.done += 1
         self.durations.append(wall)
         elapsed = clock(time.perf_counter() - self.t0)
@@ -124,17 +143,31 @@ class Progress:
             return
         if self.verbose:
             print(f"=== {label}: {tail}", file=self.terminal, flush=True)
+        elif self.side_by_side:
+            print(f"notebook {self.done} of {self.total}: {label}: {tail}", file=self.terminal,
+                  flush=True)
         else:
             print(f" {tail}", file=self.terminal, flush=True)
 
     @contextlib.contextmanager
-    def cells(self) -> Iterator[None]:
-        """While a notebook runs: its cell output to the log, and to the terminal if verbose
-        (without it, only the signs of life of long waits: :data:`memcost.io.SIGN_OF_LIFE`)."""
+    def cells(self, label: str = "") -> Iterator[IO[str]]:
+        """While a notebook runs: the stream its cell output goes to, the log, and the terminal
+        if verbose (without it, only the signs of life of long waits:
+        :data:`memcost.io.SIGN_OF_LIFE`). Side by side, the output is kept until the notebook
+        ends and then written to the log under its label."""
         shown = self.terminal if self.verbose else SignsOfLife(self.terminal)
+        if self.side_by_side:
+            kept = io.StringIO()
+            try:
+                yield Tee(None if self.quiet and not self.verbose else shown, kept)  # type: ignore[misc]
+            finally:
+                with self._lock:
+                    self.log.write(f"\n=== cell output of {label}\n{kept.getvalue()}")
+                    self.log.flush()
+            return
         sink = Tee(None if self.quiet and not self.verbose else shown, self.log)
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):  # type: ignore[type-var]
-            yield
+            yield sink  # type: ignore[misc]
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Progress]:

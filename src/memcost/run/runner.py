@@ -20,6 +20,7 @@ from memcost.run.context_check import check_context_limits
 from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.integrity import check_run_stores
 from memcost.run.kernel_forks import expect_kernels
+from memcost.run.kernel_forks import stop as stop_kernels
 from memcost.run.lock import hold_run
 from memcost.run.notebooks import discover_notebooks, notebook_sha256, stray_warnings
 from memcost.run.preflight import check_estimate, preflight_credentials
@@ -27,12 +28,15 @@ from memcost.run.presets import Preset, PresetError, resolve_preset, selected_st
 from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
 from memcost.run.report.executed import export_in_background
+from memcost.run.side_by_side import Chains, dataset_workers
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
 from memcost.vectorstore.embedded import SERVER_DIR, stop_orphaned_server
 
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
 PAID_STEPS = ("01", "02", "03", "04")
+# Run-wide notebooks that read only what the per-dataset ones wrote (not each other's output).
+INDEPENDENT_RUN_WIDE = frozenset({"05", "07"})
 
 
 def default_run_name(preset: Preset) -> str:
@@ -75,8 +79,8 @@ def run_notebook(
     t0 = time.perf_counter()
     status = "ok"
     try:
-        with progress.cells():  # cell output: the log always, the terminal with --verbose
-            execute_notebook(notebook, output, parameters, True)
+        with progress.cells(label) as sink:  # the log always, the terminal with --verbose
+            execute_notebook(notebook, output, parameters, True, sink)
         export_in_background(output)  # its HTML for the report, while the next one runs
     except NotebookFailed:
         status = "failed"
@@ -168,21 +172,66 @@ def run_preset(
 
 def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
                   selected: list[str], progress: Progress) -> None:
-    """The selected notebooks in order, each stage's status recorded and checked."""
+    """The selected notebooks in order, each stage's status recorded and checked. An offline
+    run's notebooks run side by side where nothing depends on another's output
+    (:mod:`memcost.run.side_by_side`)."""
     record_start(run, preset, selected)
+    workers = dataset_workers(preset, verbose=progress.verbose)
+    per_dataset = {s: "dataset" in notebook_parameters(notebooks[s]) for s in selected}
+    groups: list[list[str]] = []  # runs of steps, each group of one kind
     for step in selected:
-        notebook = notebooks[step]
-        declared = notebook_parameters(notebook)
-        statuses: list[StageStatus] = []
-        for dataset in preset.datasets if "dataset" in declared else [None]:
-            inputs = notebook_inputs(preset, run, declared, dataset)
-            check_run_stores(run, preset)  # the cache readable, the ledger whole
-            run_notebook(run, notebook, inputs, dataset, progress)
-            status = record_status(run, notebook.stem, dataset)
-            if status is not None:
-                statuses.append(status)
-        check_failures(statuses, preset.allow_failures)
-        if step == "00" and any(s in selected for s in PAID_STEPS):
-            check_context_limits(preset, run, notebooks, selected)
-            check_estimate(preset, run, selected)
+        if groups and per_dataset[groups[-1][0]] == per_dataset[step] and groups[-1] != ["00"]:
+            groups[-1].append(step)
+        else:
+            groups.append([step])  # 00 apart: the estimate comes between it and the rest
+    for group in groups:
+        if workers > 1 and (per_dataset[group[0]] or set(group) <= INDEPENDENT_RUN_WIDE):
+            chains = ([[(s, d) for s in group] for d in preset.datasets] if per_dataset[group[0]]
+                      else [[(s, None)] for s in group])
+            _side_by_side(run, preset, notebooks, chains, progress, workers)
+        else:
+            for step in group:
+                statuses = [status for d in (preset.datasets if per_dataset[step] else [None])
+                            if (status := _run_one(run, preset, notebooks, step, d, progress))]
+                check_failures(statuses, preset.allow_failures)
+        if group[-1] == "00":
+            _after_prepare(run, preset, notebooks, selected)
     check_run_stores(run, preset)
+
+
+def _run_one(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path], step: str,
+             dataset: str | None, progress: Progress) -> StageStatus | None:
+    notebook = notebooks[step]
+    inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
+    check_run_stores(run, preset)  # the cache readable, the ledger whole
+    run_notebook(run, notebook, inputs, dataset, progress)
+    return record_status(run, notebook.stem, dataset)
+
+
+def _after_prepare(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
+                   selected: list[str]) -> None:
+    """Once every dataset is prepared (notebook 00, free): the prompts that would not fit and
+    the bill of the rest, before any notebook that may pay."""
+    if any(s in selected for s in PAID_STEPS):
+        check_context_limits(preset, run, notebooks, selected)
+        check_estimate(preset, run, selected)
+
+
+def _side_by_side(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
+                  chains: list[list[tuple[str, str | None]]], progress: Progress,
+                  workers: int) -> None:
+    runner = Chains(lambda step, dataset: _run_one(run, preset, notebooks, step, dataset,
+                                                   progress),
+                    lambda status: status.failed > 0 and status.fraction > preset.allow_failures,
+                    workers)
+    progress.side_by_side = True
+    try:
+        statuses = runner.run(chains)
+    except KeyboardInterrupt:
+        stop_kernels()  # the kernels the other chains' notebooks run in end with the server
+        raise
+    finally:
+        progress.side_by_side = False
+    for step in dict.fromkeys(s for chain in chains for s, _ in chain):  # in the steps' order
+        check_failures([v for (s, _d), v in statuses.items() if s == step],
+                       preset.allow_failures)

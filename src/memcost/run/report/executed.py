@@ -8,6 +8,7 @@ than its notebook is kept) so a reader without Jupyter can open what ran, output
 from __future__ import annotations
 
 import functools
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,17 @@ def export_html(notebook: Path) -> Path | None:
 
 _BACKGROUND: list[Future] = []
 _EXPORTS: ThreadPoolExecutor | None = None
+_EXPORTS_LOCK = threading.Lock()
 
 
 def export_in_background(notebook: Path) -> None:
     """Export a notebook that has just finished while the runner waits on the next one's
     kernel (it is idle meanwhile); the report then finds the export made."""
     global _EXPORTS
-    if _EXPORTS is None:
-        _EXPORTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcost-export")
-    _BACKGROUND.append(_EXPORTS.submit(export_html, notebook))
+    with _EXPORTS_LOCK:  # notebooks of two datasets may finish at once
+        if _EXPORTS is None:
+            _EXPORTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcost-export")
+        _BACKGROUND.append(_EXPORTS.submit(export_html, notebook))
 
 
 def wait_for_exports() -> None:
