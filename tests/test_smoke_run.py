@@ -150,6 +150,9 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert ('The paper calls this split "PersonaMem v2"; its counts (222 conversations, 589 '
             "questions) match PersonaMem's 32k split.") in text
     assert "⚠ **Few conversations**" in text  # under Table 3 as well
+    # the paper's Tables 1-2 rows are where the text says, beside this run's
+    assert "| the paper | LoCoMo | 10 | 9,690 | 19,242 | 17,788 | 15,966 |" in text
+    assert "| the paper | LoCoMo | 1,986 | 4 | 28 | 11 | 12.0 |" in text
     # no model's name on an offline result, in any table of results: the two long-context
     # models' places are numbered, and one line says which number stands in for which model
     results = text[text.index("## Table 3: accuracy"):text.index("## Memory systems side")]

@@ -171,7 +171,10 @@ def _today_details(view: RunView) -> list[str]:
         lines += ["**The long-context tier** (above 272K prompt tokens the whole request costs "
                   "2× input and cache, 1.5× output)", "",
                   md_table(rows, ["prices", "L", "above tier", "LC turn 1", "break-even N",
-                                  "without the tier"]), ""]
+                                  "without the tier"]), "",
+                  "How to read it: *LC turn 1* is long context's first question with the whole "
+                  "history uncached; *without the tier* is the break-even were the request billed "
+                  "at the base rates: where the two break-evens differ, the tier moved it.", ""]
     batch = read_csv(view.run.table.break_even_batch_write)
     if batch is not None and not batch.empty:
         pivot = batch.pivot_table(index=["scenario", "variant"], columns="context_tokens",

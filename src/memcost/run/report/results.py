@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from memcost import paper
 from memcost.run.report.markdown import FEW_CONVERSATIONS, figure, md_table, pct, png
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
@@ -18,11 +19,17 @@ def section_tokens(view: RunView) -> list[str]:
         if not frames:
             continue  # notebook 00 did not run
         table = pd.concat(frames, ignore_index=True)
-        lines += [f"**Table {number} — o200k tokens per {what} (this run)**", "",
-                  md_table(table.values.tolist(), list(table.columns), digits=1), ""]
+        rows = [["this run", *r] for r in table.values.tolist()]
+        published = paper.TABLE1 if number == 1 else paper.TABLE2
+        rows += [["the paper", DATASET_NAMES.get(ds.name, ds.name), *published[ds.name][:4],
+                  f"{published[ds.name][4]:,.1f}" if number == 2 else published[ds.name][4]]
+                 for ds in view.datasets if ds.name in published]  # means as the paper prints
+        lines += [f"**Table {number} — o200k tokens per {what}**", "",
+                  md_table(rows, ["", *table.columns], digits=1), ""]
     lines += ["Counting conventions (study §5): utterance texts joined by newlines, bare question "
-              "text, upper median, mean rounded half up. The paper's rows are in "
-              "*Paper vs this run* below.", ""]
+              "text, upper median, mean rounded half up. The paper's rows are its Tables 1-2, "
+              "over the whole datasets; whether this run's are comparable is in *Paper vs this "
+              "run* below.", ""]
     return lines
 
 
