@@ -295,3 +295,20 @@ def test_questions_short_of_top_k_count_only_users_who_hold_enough():
     stored = pd.Series({"big": 200, "small": 3, "empty": 0})
     # the second question got 3 of the 20 the big user holds; the small user has only 3
     assert short_of_top_k(retrieved, users, 20, stored) == 1
+
+
+def test_one_gate_rule_for_both_studies():
+    from memcost.serving.memory_systems import Observational
+    from memcost.serving.systems import ServingConfig
+    from memcost.systems.observational import ObservationGates
+
+    gates = ObservationGates(observer_tokens=10, reflector_tokens=25)
+    assert [gates.add(n) for n in (4, 5, 1)] == [False, False, True]  # on reaching it, not after
+    assert gates.pending == 10 and gates.observed(24) is False and gates.pending == 0
+    assert gates.observed(25) is True
+    # the serving study's observational memory keeps its buffer with the same gates
+    import dataclasses
+
+    config = ServingConfig(**{f.name: f.default for f in dataclasses.fields(ServingConfig)
+                              if f.default is not dataclasses.MISSING})
+    assert isinstance(Observational(config).gates, ObservationGates)

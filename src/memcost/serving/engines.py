@@ -200,10 +200,6 @@ def parse_decisions(text: str) -> list[dict[str, Any]]:
         return []
 
 
-def parse_lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines() if ln.strip().startswith("-")]
-
-
 def _json_part(text: str) -> str:
     found = re.search(r"\{.*\}", text, re.DOTALL)
     return found.group(0) if found else text

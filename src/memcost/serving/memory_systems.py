@@ -1,5 +1,8 @@
 """The two memory systems of the serving study: Mem0-style facts and observational memory.
 
+Observational memory fires its observer and reflector by the main study's rule
+(:class:`memcost.systems.observational.ObservationGates`) and reads their replies as it does.
+
 Both follow :class:`memcost.serving.systems.ServedSystem`: retrieve, answer, then the ingest
 gate. The gate's decision and its reason are part of every row of the turn.
 """
@@ -9,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE, SERVING_OBSERVER, SERVING_REFLECTOR
-from memcost.serving.engines import Call, Engine, Reply, parse_decisions, parse_facts, parse_lines
+from memcost.serving.engines import Call, Engine, Reply, parse_decisions, parse_facts
 from memcost.serving.systems import (
     LexicalIndex,
     ServedSystem,
@@ -19,6 +22,7 @@ from memcost.serving.systems import (
     stage_row,
 )
 from memcost.serving.workload import Turn, render_line
+from memcost.systems.observational import ObservationGates, reply_observations
 from memcost.tokens import count_tokens
 
 UPDATE_TOP_K = 10  # stored facts each new fact is compared with in the update phase
@@ -132,7 +136,7 @@ class Observational(ServedSystem):
         self.index = LexicalIndex()
         self.observations: dict[int, tuple[str, int]] = {}  # id -> (line, tokens)
         self.buffer: list[Turn] = []
-        self.buffer_tokens = 0
+        self.gates = ObservationGates(config.observer_tokens, config.reflector_tokens)
 
     @property
     def observation_tokens(self) -> int:
@@ -140,7 +144,7 @@ class Observational(ServedSystem):
 
     def state(self) -> dict[str, Any]:
         return {"memory_items": len(self.observations), "memory_tokens": self.observation_tokens,
-                "pending_tokens": self.buffer_tokens}
+                "pending_tokens": self.gates.pending}
 
     def _replace(self, lines: list[str]) -> None:
         for line in lines:
@@ -157,13 +161,12 @@ class Observational(ServedSystem):
                            [self.index.items[k] for k in hits], self.name)
         rows.append(stage_row("answer", engine(call), **state))
         self.buffer.append(turn)
-        self.buffer_tokens += turn.line_tokens
         reasons = []
-        if self.buffer_tokens >= self.config.observer_tokens:
-            reasons.append(f"observer: {self.buffer_tokens:,} un-observed tokens >= "
+        if self.gates.add(turn.line_tokens):
+            reasons.append(f"observer: {self.gates.pending:,} un-observed tokens >= "
                            f"{self.config.observer_tokens:,}")
             rows.append(self._observe(engine, state))
-            if self.observation_tokens >= self.config.reflector_tokens:
+            if self.gates.observed(self.observation_tokens):
                 reasons.append(f"reflector: {self.observation_tokens:,} observation tokens >= "
                                f"{self.config.reflector_tokens:,}")
                 rows.append(self._reflect(engine, state))
@@ -178,8 +181,8 @@ class Observational(ServedSystem):
         reply = engine(Call("observer", SERVING_OBSERVER, parts, counts,
                             payload=[(t.speaker, t.text) for t in self.buffer],
                             tags={"system": self.name}))
-        self._replace(parse_lines(reply.text))
-        self.buffer, self.buffer_tokens = [], 0
+        self._replace(reply_observations(reply.text))
+        self.buffer = []  # the gates are told by step(), which asks whether to reflect
         return stage_row("observer", reply, **state)
 
     def _reflect(self, engine: Engine, state: dict[str, Any]) -> dict[str, Any]:
@@ -191,5 +194,5 @@ class Observational(ServedSystem):
         for key in list(self.observations):
             self.index.remove(key)
         self.observations = {}
-        self._replace(parse_lines(reply.text))
+        self._replace(reply_observations(reply.text))
         return stage_row("reflector", reply, **state)

@@ -12,6 +12,8 @@ the same offline observer and reflector.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -37,19 +39,42 @@ REFLECTOR_TOKENS = 40_000  # ... observation tokens that start the reflector
 TOP_K = 1  # ... observations retrieved
 
 
-def observation_lines(text: str) -> list[str]:
+def reply_observations(text: str) -> list[str]:
+    """The observations of an observer's or a reflector's reply: its lines that start with
+    "-" (both studies read replies with this)."""
     return [ln.strip() for ln in text.splitlines() if ln.strip().startswith("-")]
+
+
+@dataclass
+class ObservationGates:
+    """The two gates of observational memory, one rule for both studies: the observer fires on
+    the message that makes the un-observed message tokens reach ``observer_tokens`` (not
+    before, not after); once it has run, the reflector fires when the observations reach
+    ``reflector_tokens``."""
+
+    observer_tokens: int
+    reflector_tokens: int
+    pending: int = 0  # message tokens not observed yet
+
+    def add(self, tokens: int) -> bool:
+        """A message of ``tokens`` joins the un-observed ones: does the observer fire now?"""
+        self.pending += tokens
+        return self.pending >= self.observer_tokens
+
+    def observed(self, observation_tokens: int) -> bool:
+        """The observer has run (nothing is left un-observed): does the reflector fire?"""
+        self.pending = 0
+        return observation_tokens >= self.reflector_tokens
 
 
 class _Observing(UserIngest):
     def __init__(self, system: ObservationalMemory, user: str, lines: list[HistoryLine]):
         super().__init__(user, lines)
         self.system = system
-        self.observer_at = int(system.settings["observer_tokens"])
-        self.reflector_at = int(system.settings["reflector_tokens"])
+        self.gates = ObservationGates(int(system.settings["observer_tokens"]),
+                                      int(system.settings["reflector_tokens"]))
         self.next = 0  # the next line to read
         self.buffer: list[HistoryLine] = []
-        self.buffer_tokens = 0
         # (line, date of its messages, the turns it came from)
         self.observations: list[tuple[str, str | None, list[int]]] = []
         self.reflect_due = False
@@ -67,10 +92,9 @@ class _Observing(UserIngest):
             line = self.lines[self.next]
             self.next += 1
             self.buffer.append(line)
-            self.buffer_tokens += count_tokens(line.render() + "\n")
-            if self.buffer_tokens >= self.observer_at:
+            if self.gates.add(count_tokens(line.render() + "\n")):
                 self.fired.append({"gate": "observer", "position": line.position,
-                                   "tokens": self.buffer_tokens})
+                                   "tokens": self.gates.pending})
                 return [self.system.observer_request(self.user, self.buffer)]
         return []
 
@@ -79,14 +103,14 @@ class _Observing(UserIngest):
         if self.reflect_due:  # what the reflector kept came from any of the observed turns
             when = self.observations[-1][1] if self.observations else None
             seen = sorted({p for _, _, ps in self.observations for p in ps})
-            self.observations = [(x, when, seen) for x in observation_lines(text)]
+            self.observations = [(x, when, seen) for x in reply_observations(text)]
             self.reflect_due = False
             return
         when = self.buffer[-1].session_datetime
         turns = [x.position for x in self.buffer]
-        self.observations += [(x, when, turns) for x in observation_lines(text)]
-        self.buffer, self.buffer_tokens = [], 0
-        if self.observation_tokens >= self.reflector_at:
+        self.observations += [(x, when, turns) for x in reply_observations(text)]
+        self.buffer = []
+        if self.gates.observed(self.observation_tokens):
             self.fired.append({"gate": "reflector", "position": self.lines[self.next - 1].position,
                                "tokens": self.observation_tokens})
             self.reflect_due = True
