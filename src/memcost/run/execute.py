@@ -91,6 +91,16 @@ def _kernel_manager_class() -> type:
             kwargs.setdefault("client_factory", SlicedWaitClient)
             super().__init__(**kwargs)
 
+        async def _async_interrupt_kernel(self) -> None:
+            # jupyter_client interrupts every kernel it shuts down, busy or not, and a kernel
+            # still finishing its last reply then prints "KeyboardInterrupt caught in kernel"
+            # (two notebooks at once made that common). The runner shuts a kernel down when
+            # its notebook has ended; one still busy (the run interrupted) gets the shutdown
+            # request, then SIGTERM and SIGKILL, as jupyter_client goes on to send.
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
+
         async def _async_pre_start_kernel(self, **kw: Any) -> Any:
             if self.provisioner is None:  # kernels forked from a warm process when they can be
                 self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
