@@ -176,3 +176,22 @@ def test_nothing_outlives_a_killed_owner(tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def test_a_kernel_being_shut_down_is_not_interrupted(monkeypatch):
+    # jupyter_client sends SIGINT before every shutdown; a kernel finishing its last reply
+    # then printed "KeyboardInterrupt caught in kernel" on the terminal
+    import asyncio
+
+    from memcost.run.execute import _kernel_manager_class
+
+    manager = _kernel_manager_class()()
+    sent = []
+
+    async def signal_kernel(signum):
+        sent.append(signum)
+
+    monkeypatch.setattr(manager, "_async_signal_kernel", signal_kernel)
+    manager.shutting_down = True
+    asyncio.run(manager._async_interrupt_kernel())
+    assert sent == []
