@@ -25,7 +25,7 @@ def section_tokens(view: RunView) -> list[str]:
                   f"{published[ds.name][4]:,.1f}" if number == 2 else published[ds.name][4]]
                  for ds in view.datasets if ds.name in published]  # means as the paper prints
         lines += [f"**Table {number} — o200k tokens per {what}**", "",
-                  md_table(rows, ["", *table.columns], digits=1), ""]
+                  md_table(rows, ["rows of", *table.columns], digits=1), ""]
     lines += ["Counting conventions (study §5): utterance texts joined by newlines, bare question "
               "text, upper median, mean rounded half up. The paper's rows are its Tables 1-2, "
               "over the whole datasets; whether this run's are comparable is in *Paper vs this "
