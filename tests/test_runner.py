@@ -169,10 +169,14 @@ def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
         Chains(run_one, lambda status: False, workers=2).run(chains)
     assert ("02", "a") not in done and ("00", "d") not in done  # nothing after the failure
     assert done.index(("00", "b")) < done.index(("01", "b")) if ("01", "b") in done else True
-    statuses = Chains(lambda step, dataset: f"{step}{dataset}",  # type: ignore[arg-type, return-value]
-                      lambda status: status == "00x", workers=3).run(
-        [[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")]])
-    assert statuses == {("00", "x"): "00x", ("00", "y"): "00y", ("01", "y"): "01y"}
+    def slow(step, dataset):
+        time.sleep({"x": 0.1, "y": 0.4}.get(dataset, 0.0))  # y is running when x ends
+        return f"{step}{dataset}"
+
+    statuses = Chains(slow, lambda status: status == "00x", workers=2).run(  # type: ignore
+        [[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")], [("00", "z")]])
+    # x's failed items stop the run: y finishes what it had begun, nothing else starts
+    assert statuses == {("00", "x"): "00x", ("00", "y"): "00y"}
 
 
 @pytest.mark.parametrize(("overrides", "workers"), [

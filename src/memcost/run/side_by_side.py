@@ -4,9 +4,9 @@ Each dataset's notebooks (00, then 01-04) are a chain of their own, and so is ea
 notebook of the cost study (05 and 07 read only what the datasets' notebooks wrote); with two
 cores, two chains run at once, each notebook in its own kernel. The order within a dataset, the
 estimate printed after every dataset's notebook 00, and the failure rules are the serial run's:
-a chain stops at its first notebook that fails or leaves more failed items than allowed, the
-others finish the notebook they are running (and stop too when a notebook failed), and the run
-then stops as the serial run would have. Paid runs stay serial (one budget, one account's rate
+when a notebook fails or leaves more failed items than allowed, no other notebook starts, the
+one running beside it finishes (its work is kept for the resume), and the run then stops with
+the error the serial run would have given. Paid runs stay serial (one budget, one account's rate
 limits), and so do runs that keep vectors in the run's PostgreSQL server (started by whichever
 notebook needs it first) and runs that stream cell output to the terminal (two notebooks'
 output would interleave). ``MEMCOST_DATASET_WORKERS=1`` runs everything one after another.
@@ -106,4 +106,5 @@ class Chains:
                 with self._lock:
                     self._statuses[(step, dataset)] = status
                 if self.over_limit(status):
-                    return  # this chain goes no further; the run stops after the others
+                    self.stop.set()  # as serially, the run goes no further than this step
+                    return
