@@ -76,6 +76,11 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     assert reads["memory_graph"] == reads["memory_rag"] == pytest.approx(reads["memory"])
     judge = lambda t: int(t.loc[t["stage"] == "judge", "requests"].iloc[0])  # noqa: E731
     assert judge(both) == judge(paper) // 2 * 4  # 2 systems judged before, 4 now
+    # the printed lines say which system each is for, so the systems' rows can be told apart
+    lines = estimate.summary_text(both, max_cost_usd=None).splitlines()
+    graph = [ln.split() for ln in lines if ln.split()[1:3] == ["memory", "graph"]]
+    assert [g[3] for g in graph] == ["extract", "read", "embed"] and graph[0][5] == "low"
+    assert any(ln.split()[1:3] == ["long", "context"] for ln in lines)
 
 
 def test_a_run_of_some_steps_is_estimated_for_those(prepared):

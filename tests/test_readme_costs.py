@@ -55,8 +55,8 @@ def test_every_paid_preset_fits_its_own_budget_and_names_each_stage_s_model(name
     assert main(["estimate", "--params", name]) == 0
     out = capsys.readouterr().out
     assert "would stop" not in out
-    for row in estimate.itertuples():  # one line per stage and model, naming both
-        assert re.search(rf"^  \S+ +{row.ledger_stage} +{re.escape(row.model)} +", out, re.M)
+    for row in estimate.itertuples():  # one line per system, stage and model, naming them
+        assert re.search(rf"^  \S+ +.+? +{row.ledger_stage} +{re.escape(row.model)} +", out, re.M)
 
 
 def test_over_budget_says_the_estimate_the_budget_and_the_cheapest_change_that_fits(capsys):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost.answers import SYSTEM_KINDS
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import read_questions
 from memcost.datasets import WITH_OPTIONS
@@ -174,16 +175,18 @@ def _system_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
         cls = system_class(name)
         if name == "mem0_style":
             continue  # the paper's: _memory_rows
-        model = str(settings.get(cls.write_model_setting) or p.get("extraction_model")
-                    or EXTRACTION_MODEL)
+        chosen = {**cls.defaults, **settings}  # the settings the system is built with
+        model = str(chosen.get(cls.write_model_setting) or EXTRACTION_MODEL)
+        effort = str(chosen.get(cls.write_model_setting.replace("_model", "_reasoning_effort"))
+                     or "")
         per_token = INGEST_USD_PER_TOKEN_NANO * _price_ratio(model, "gpt-5-nano",
                                                              p.get("price_overrides"))
         share = UPDATE_SHARE_OF_WRITE if cls.write_update_phase else 0.0
         passes = cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE) + share
         if passes:
             out.add("write", cls.answers_as, model, segments, history * cls.write_passes, 0, 0,
-                    usd=history * per_token * passes, ledger_stage="extract")
-        embedder = str(settings.get("embedding_model") or EMBEDDING_MODEL)
+                    usd=history * per_token * passes, ledger_stage="extract", effort=effort)
+        embedder = str(chosen.get("embedding_model") or EMBEDDING_MODEL)
         if not cls.write_passes:  # its items are the history itself, embedded
             out.add("write", cls.answers_as, embedder, segments, history, 0, 0,
                     ledger_stage="embed")
@@ -329,6 +332,13 @@ def limits_note(estimate: pd.DataFrame) -> str:
             "at most max_concurrency requests at a time")
 
 
+def _system(system: str) -> str:
+    """Which system a line is for, its model aside: ``rolling_window_gpt-5-mini`` → ``rolling
+    window``, ``memory_graph`` → ``memory graph``."""
+    kind = next((k for k in SYSTEM_KINDS[1:] if system.startswith(k + "_")), None)
+    return (kind or system).replace("_", " ")
+
+
 def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
     """A few lines for the terminal: one per dataset, stage and model (its reasoning effort,
     execution mode, requests, tokens, bill interactive and as chosen, time and what binds it),
@@ -336,12 +346,13 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
     if estimate.empty:
         return "nothing to estimate"
     lines = ["estimated bill of this run (list prices; assumptions in memcost/costs/estimate.py):",
-             f"  {'dataset':<14} {'stage':<12} {'model':<22} {'effort':<7} {'mode':<11} "
-             f"{'requests':>9} {'tokens in':>9} {'out':>7} {'interactive':>11} "
+             f"  {'dataset':<14} {'for':<20} {'stage':<12} {'model':<22} {'effort':<7} "
+             f"{'mode':<11} {'requests':>9} {'tokens in':>9} {'out':>7} {'interactive':>11} "
              f"{'as chosen':>10}  time"]
     for r in estimate.itertuples():
         chosen = "n/a" if pd.isna(r.usd_execution) else f"${r.usd_execution:,.2f}"
-        lines.append(f"  {r.dataset:<14} {r.ledger_stage:<12} {r.model:<22} "
+        lines.append(f"  {r.dataset:<14} {_system(str(r.system)):<20} {r.ledger_stage:<12} "
+                     f"{r.model:<22} "
                      f"{r.effort or '-':<7} {r.execution:<11} {r.requests:>9,} "
                      f"{_tokens(r.input_tokens):>9} {_tokens(r.output_tokens):>7} "
                      f"{'$' + format(r.usd, ',.2f'):>11} {chosen:>10}  {_time(r)}")
