@@ -81,7 +81,7 @@ def system_labels(systems: Iterable[str], *, offline: bool = False) -> dict[str,
     model each number stands in for."""
     names = sorted(set(systems))
     places = offline_places(names) if offline else {}
-    return {s: system_label(s, offline=offline, number=places.get(s, (None, 0))[1] or None)
+    return {s: system_label(s, offline=offline, number=places[s][1] if s in places else None)
             for s in names}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.answers import SYSTEM_KINDS
+from memcost.answers import system_label
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import read_questions
 from memcost.datasets import WITH_OPTIONS
@@ -333,10 +333,9 @@ def limits_note(estimate: pd.DataFrame) -> str:
 
 
 def _system(system: str) -> str:
-    """Which system a line is for, its model aside: ``rolling_window_gpt-5-mini`` → ``rolling
-    window``, ``memory_graph`` → ``memory graph``."""
-    kind = next((k for k in SYSTEM_KINDS[1:] if system.startswith(k + "_")), None)
-    return (kind or system).replace("_", " ")
+    """Which system a line is for, its model aside (the line names it): ``rolling_window_gpt-5-
+    mini`` → ``rolling window``, ``memory_graph`` → ``memory graph``."""
+    return system_label(system).split(", ", 1)[0]
 
 
 def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:

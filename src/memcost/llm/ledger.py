@@ -138,27 +138,24 @@ class LedgerDamaged(RuntimeError):
     """``calls.jsonl`` is missing or truncated while the cache says this run paid for calls."""
 
 
-def unrecorded_calls(calls_path: str | Path, cache: Any, run_id: str) -> list[dict[str, Any]]:
-    """The cache rows this run paid for (``origin == run_id``) that no paid ledger record
-    holds. ``cache`` is a :class:`memcost.llm.cache.ResponseCache`."""
-    paid = {str(r.get("request_hash")) for r in read_jsonl(calls_path, missing_ok=True)
-            if is_paid(r)}
-    return [row for row in cache.rows_of(run_id) if row["key"] not in paid]
-
-
-def unrecorded_reads(calls_path: str | Path, cache: Any, run_id: str) -> set[str]:
-    """Call keys of cache hits this run recorded (the cache notes them after the ledger) that
-    the ledger no longer holds."""
-    recorded = {record_call_key(r) for r in read_jsonl(calls_path, missing_ok=True)}
-    return cache.read_keys_of(run_id) - recorded
+def ledger_gaps(calls_path: str | Path, cache: Any,
+                run_id: str) -> tuple[list[dict[str, Any]], set[str]]:
+    """What the cache holds of this run that the ledger lacks, the ledger read once: the rows
+    this run paid for (``origin == run_id``) with no paid record, and the call keys of the
+    cache hits it recorded (the cache notes them after the ledger) that it no longer holds.
+    ``cache`` is a :class:`memcost.llm.cache.ResponseCache`; a damaged line: ``ValueError``."""
+    records = read_jsonl(calls_path, missing_ok=True)
+    paid = {str(r.get("request_hash")) for r in records if is_paid(r)}
+    recorded = {record_call_key(r) for r in records}
+    return ([row for row in cache.rows_of(run_id) if row["key"] not in paid],
+            cache.read_keys_of(run_id) - recorded)
 
 
 def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str) -> None:
     """Stop (:class:`LedgerDamaged`) when the ledger lost records the cache says were paid, or
     holds a damaged line (a record overwritten in the middle is never skipped silently)."""
     try:
-        missing = unrecorded_calls(calls_path, cache, run_id)
-        lost_reads = unrecorded_reads(calls_path, cache, run_id)
+        missing, lost_reads = ledger_gaps(calls_path, cache, run_id)
     except ValueError as exc:
         raise LedgerDamaged(
             f"{exc}: the ledger is damaged, so cost tables and the budget would be wrong. "
@@ -204,12 +201,11 @@ def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
     cache, as the cache noted it (``reads``); returns how many were added. A ledger with damaged
     lines is salvaged first (:func:`salvage`)."""
     try:
-        missing = unrecorded_calls(calls_path, cache, run_id)
+        missing, lost_reads = ledger_gaps(calls_path, cache, run_id)
     except ValueError:
         salvage(calls_path)
-        missing = unrecorded_calls(calls_path, cache, run_id)
-    recorded = {record_call_key(r) for r in read_jsonl(calls_path, missing_ok=True)}
-    reads = [record for key, record in cache.reads_of(run_id) if key not in recorded]
+        missing, lost_reads = ledger_gaps(calls_path, cache, run_id)
+    reads = [record for key, record in cache.reads_of(run_id) if key in lost_reads]
     out = JsonlAppender(calls_path)
     try:
         for record in reads:  # served from the cache: the record as it was written

@@ -63,15 +63,14 @@ def _exporter() -> Any:
     """One exporter for every notebook of a report: its templates are loaded once."""
     from nbconvert import HTMLExporter
     from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
     class Exporter(HTMLExporter):
         def from_notebook_node(self, nb: Any, resources: Any = None, **kw: Any) -> Any:
             # HTMLExporter's own steps up to its BeautifulSoup pass, which _accessible does
             lexer = nb.metadata.get("language_info", {})
             lexer = lexer.get("pygments_lexer", lexer.get("name", None))
-            from nbconvert.filters.highlight import Highlight2HTML
-            from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
-
             resources = self._init_resources(resources)
             self.register_filter("highlight_code", self.filters.get(
                 "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
