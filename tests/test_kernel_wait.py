@@ -17,7 +17,7 @@ import zmq.asyncio
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
 
-from memcost.run.execute import WAIT_SLICE_S, _kernel_manager_class
+from memcost.run.kernel_manager import WAIT_SLICE_S, kernel_manager_class
 
 
 async def _reply_after_a_lost_wake_up(channel_class: type, address: str, wait_s: float) -> str:
@@ -45,7 +45,7 @@ async def _reply_after_a_lost_wake_up(channel_class: type, address: str, wait_s:
 
 
 def test_a_reply_whose_wake_up_was_lost_is_read_within_a_slice(tmp_path):
-    runner_channel = _kernel_manager_class()().client().shell_channel_class
+    runner_channel = kernel_manager_class()().client().shell_channel_class
     # jupyter client's channel: still waiting after a slice and a half, when ours has read it
     stock = asyncio.run(_reply_after_a_lost_wake_up(AsyncZMQSocketChannel,
                                                     f"ipc://{tmp_path}/stock", 1.5 * WAIT_SLICE_S))
@@ -56,6 +56,6 @@ def test_a_reply_whose_wake_up_was_lost_is_read_within_a_slice(tmp_path):
 
 
 def test_the_runner_client_waits_on_every_channel_in_slices():
-    client = _kernel_manager_class()().client()
+    client = kernel_manager_class()().client()
     for name in ("shell", "iopub", "stdin", "control"):
         assert getattr(client, f"{name}_channel_class").__name__ == "SlicedWaitChannel", name

@@ -9,7 +9,7 @@ import pytest
 
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import default_steps, discover_notebooks, load_preset, run_preset
-from memcost.run.execute import _kernel_manager_class
+from memcost.run.kernel_manager import kernel_manager_class
 from memcost.serving import published
 from memcost.serving.replay import TURN_COLUMNS, read_turns
 
@@ -34,7 +34,7 @@ def executed(tmp_path_factory):
     papermill.execute_notebook(str(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb"), str(out),
                                parameters={"run_dir": str(run), **TINY}, progress_bar=False,
                                cwd=str(NOTEBOOKS_DIR), kernel_name="python3",
-                               kernel_manager_class=_kernel_manager_class())
+                               kernel_manager_class=kernel_manager_class())
     return run
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO, Any
 
 from memcost.io import atomic_path
-from memcost.run.kernel_forks import provisioner_class
+from memcost.run.kernel_manager import kernel_manager_class
 
 
 class NotebookFailed(RuntimeError):
@@ -35,80 +34,6 @@ class NotebookFailed(RuntimeError):
             f"{notebook.name} failed in {where}: {error}\n"
             f"The partially executed notebook is at {output}"
         )
-
-
-
-# The longest a wait on a kernel socket lasts before the socket's own queue is looked at again.
-WAIT_SLICE_S = 1.0
-
-
-def _kernel_manager_class() -> type:
-    """A kernel manager that talks to the kernel over IPC sockets in the temp directory, with a
-    client that never sleeps beside a message that has arrived, and kernels forked from a
-    process that has imported what notebooks import (:mod:`memcost.run.kernel_forks`).
-
-    The default TCP transport makes every kernel print a plain-text-transport warning into the
-    terminal; local IPC sockets avoid both the warning and the open ports.
-
-    A zmq socket wakes the event loop through an edge-triggered file descriptor, and that wake-up
-    can be lost: on a busy machine a kernel's reply was seen waiting in the client's socket while
-    the cell waited for it forever (both processes idle, the run stuck mid-notebook). The
-    client's channels therefore wait in slices of ``WAIT_SLICE_S``; each new wait looks at the
-    socket's queue first, so a reply whose wake-up was lost is read within a slice.
-    """
-    import tempfile
-    import time
-    import uuid
-    from queue import Empty
-
-    from jupyter_client.asynchronous.client import AsyncKernelClient
-    from jupyter_client.channels import AsyncZMQSocketChannel
-    from jupyter_client.manager import AsyncKernelManager
-    from traitlets import Type
-
-    class SlicedWaitChannel(AsyncZMQSocketChannel):
-        async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
-                if await self.socket.poll(int(max(0.0, min(WAIT_SLICE_S, left)) * 1000)):
-                    return await self._recv()
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise Empty
-
-    class SlicedWaitClient(AsyncKernelClient):
-        shell_channel_class = Type(SlicedWaitChannel)
-        iopub_channel_class = Type(SlicedWaitChannel)
-        stdin_channel_class = Type(SlicedWaitChannel)
-        control_channel_class = Type(SlicedWaitChannel)
-
-    class IPCKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs: Any):
-            kwargs.setdefault("transport", "ipc")
-            kwargs.setdefault(
-                "ip", os.path.join(tempfile.gettempdir(), f"memcost-kernel-{uuid.uuid4().hex[:12]}")
-            )
-            kwargs.setdefault("client_factory", SlicedWaitClient)
-            super().__init__(**kwargs)
-
-        async def _async_interrupt_kernel(self) -> None:
-            # jupyter_client interrupts every kernel it shuts down, busy or not, and a kernel
-            # still finishing its last reply then prints "KeyboardInterrupt caught in kernel"
-            # (two notebooks at once made that common). The runner shuts a kernel down when
-            # its notebook has ended; one still busy (the run interrupted) gets the shutdown
-            # request, then SIGTERM and SIGKILL, as jupyter_client goes on to send.
-            if self.shutting_down:
-                return
-            await super()._async_interrupt_kernel()
-
-        async def _async_pre_start_kernel(self, **kw: Any) -> Any:
-            if self.provisioner is None:  # kernels forked from a warm process when they can be
-                self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
-                self.provisioner = provisioner_class()(
-                    kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
-            return await super()._async_pre_start_kernel(**kw)
-
-    return IPCKernelManager
 
 
 def skip_iri_format_checker() -> None:
@@ -194,7 +119,7 @@ def execute_notebook(
             log_output=False,
             stdout_file=(sink or sys.stdout) if stream else None,
             stderr_file=(sink or sys.stderr) if stream else None,
-            kernel_manager_class=_kernel_manager_class(),
+            kernel_manager_class=kernel_manager_class(),
         )
     except PapermillExecutionError as exc:
         first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
