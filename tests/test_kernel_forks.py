@@ -227,3 +227,12 @@ def test_forked_kernels_end_at_their_shutdown_request_not_at_a_sigterm(tmp_path,
     assert shown == str(server.process.pid)  # forked, every one of them
     assert sum("Starting kernel" in m for m in said) == 16
     assert not [m for m in said if "taking too long" in m]
+
+
+def test_a_servers_first_kernel_waits_for_its_imports_and_is_forked(tmp_path, monkeypatch):
+    # a fresh kernel imports for 2.5 s beside the server's own 1.2 s; the first waits instead
+    monkeypatch.setenv(kernel_forks.SWITCH, "1")
+    kernel_forks.stop()
+    forked = _run(tmp_path, FINGERPRINT + "\nfingerprint['parent'] = os.getppid()", "first")
+    assert kernel_forks._SERVER is not None
+    assert forked["parent"] == kernel_forks._SERVER.process.pid
