@@ -24,6 +24,7 @@ or package must be added to :data:`LAYER_OF`, or the test fails and says so.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,12 +130,24 @@ def _imports(tree: ast.AST, graph: Graph, module: str, is_package: bool):
             yield node.args[0].value, node.lineno, True
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path, mtime_ns: int) -> tuple[str, ast.Module, tuple[ast.AST, ...]]:
+    """A file's text, tree and every node of it: read once for all the checks below."""
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text, filename=str(path))
+    return text, tree, tuple(ast.walk(tree))
+
+
+def parsed(path: Path) -> tuple[str, ast.Module, tuple[ast.AST, ...]]:
+    return _parsed(path, path.stat().st_mtime_ns)
+
+
 def build_graph(root: Path, package: str = PACKAGE) -> Graph:
     graph = Graph()
     for path in sorted((root / package).rglob("*.py")):
         graph.modules[module_name(path, root)] = path
     for module, path in graph.modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)[1]
         for target, line, is_module in _imports(tree, graph, module, path.name == "__init__.py"):
             if target in graph.modules:
                 graph.add_with_parents(module, target, line)
@@ -194,7 +207,7 @@ def mixins(root: Path, package: str = PACKAGE) -> list[str]:
     """Classes whose name ends in ``Mixin``, as ``file:line name``."""
     found = []
     for path in sorted((root / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in parsed(path)[2]:
             if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin"):
                 found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
     return found
@@ -204,11 +217,11 @@ def oversized(root: Path, package: str = PACKAGE) -> list[str]:
     """Modules over :data:`MAX_MODULE_LINES` lines and functions over :data:`MAX_FUNCTION_LINES`."""
     found = []
     for path in sorted((root / package).rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
+        text, _, nodes = parsed(path)
         where = path.relative_to(root)
         if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
             found.append(f"{where}: {lines} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 if length > MAX_FUNCTION_LINES:
@@ -220,8 +233,7 @@ def duplicate_classes(root: Path, package: str = PACKAGE) -> dict[str, list[str]
     """Class names defined more than once under ``root/package``: name -> ``file:line`` each."""
     seen: dict[str, list[str]] = {}
     for path in sorted((root / package).rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
+        for node in parsed(path)[2]:
             if isinstance(node, ast.ClassDef):
                 where = f"{path.relative_to(root)}:{node.lineno}"
                 seen.setdefault(node.name, []).append(where)
