@@ -346,3 +346,50 @@ def test_the_sensitivity_palette_is_seaborns_viridis_without_seaborn():
         expected = sns.color_palette("viridis", n_colors=n + 1)
         assert [_context_palette(contexts)[c] for c in contexts] == [
             tuple(expected[i]) for i in range(n)]
+
+
+def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path):
+    # the inline backend drew every saved figure a third time at the cell's end
+    import base64
+    import json
+
+    import nbformat
+
+    from memcost.run.execute import execute_notebook
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("folder = ''", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(
+                    "import matplotlib.pyplot as plt\nfrom memcost import plots\n"
+                    "plots.apply_style()\nfig, ax = plt.subplots(figsize=(4, 3))\n"
+                    "ax.plot([1, 2, 3])\nwritten = plots.save_figure(fig, folder, 'line')\n"
+                    "print('after the figure')"),
+                nbformat.v4.new_code_cell("fig2, ax2 = plt.subplots()\nax2.plot([3, 2, 1])")]
+    source = tmp_path / "figure.ipynb"
+    source.write_text(nbformat.writes(nb), encoding="utf-8")
+    execute_notebook(source, tmp_path / "out.ipynb", {"folder": str(tmp_path)}, False)
+    cells = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))["cells"]
+    saved = [o for o in cells[2]["outputs"] if "image/png" in o.get("data", {})]
+    assert len(saved) == 1  # shown where it was saved, not again at the end of the cell
+    assert base64.b64decode(saved[0]["data"]["image/png"]) == (tmp_path / "line.png").read_bytes()
+    pixels = struct.unpack(">II", (tmp_path / "line.png").read_bytes()[16:24])
+    size = saved[0]["metadata"]["image/png"]  # shown at the figure's size on screen (110 dpi)
+    assert (size["width"], size["height"]) == tuple(round(p * 110 / 150) for p in pixels)
+    assert "".join(cells[2]["outputs"][-1]["text"]) == "after the figure\n"
+    drawn = [o for o in cells[3]["outputs"] if "image/png" in o.get("data", {})]
+    assert len(drawn) == 1  # a figure nobody saved is shown by the inline backend, as before
+
+
+def test_a_saved_figure_shows_nothing_outside_a_notebook(tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
+    from memcost import plots
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2])
+    plots.save_figure(fig, tmp_path, "quiet")
+    assert capsys.readouterr().out == ""
+    assert plt.fignum_exists(fig.number)  # left open: a script decides when to close it
+    plt.close(fig)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ SYSTEM_COLORS = {
     "oracle": "#2ca02c",
 }
 OFFLINE_NOTE = "offline backend (lexical methods, not an LLM)"
+SCREEN_DPI, SAVE_DPI = 110, 150  # a figure in a notebook, and in its PNG file
 
 
 def apply_style() -> None:
@@ -33,8 +36,8 @@ def apply_style() -> None:
     plt.rcParams.update(SEABORN_WHITEGRID)
     plt.rcParams.update(
         {
-            "figure.dpi": 110,
-            "savefig.dpi": 150,
+            "figure.dpi": SCREEN_DPI,
+            "savefig.dpi": SAVE_DPI,
             "savefig.bbox": "tight",
             "axes.titleweight": "bold",
             "axes.spines.top": False,
@@ -79,7 +82,8 @@ def readable(name: str) -> str:
 
 
 def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = True) -> list[Path]:
-    """Write ``<folder>/<name>.png`` (and ``.svg``) atomically; returns the paths written."""
+    """Write ``<folder>/<name>.png`` (and ``.svg``) atomically; returns the paths written. In a
+    notebook the figure is shown where it is saved (see :func:`show_saved`)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -88,7 +92,33 @@ def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = T
         with atomic_path(target) as tmp:
             fig.savefig(tmp, format=ext, metadata={"Date": None} if ext == "svg" else None)
         written.append(target)
+    show_saved(fig, written[0])
     return written
+
+
+def show_saved(fig: plt.Figure, png: Path) -> None:
+    """In a notebook kernel: show the PNG just written, at the size the figure has on screen,
+    and close the figure. The inline backend would otherwise draw it a third time at the end
+    of the cell (after the PNG and the SVG), for the same picture at a lower resolution; a
+    figure drawn again after this is shown as any other. Elsewhere: nothing."""
+    shell = _kernel_shell()
+    if shell is None:
+        return
+    from IPython.display import Image, display
+
+    data = png.read_bytes()
+    width, height = struct.unpack(">II", data[16:24])  # the PNG's IHDR chunk
+    scale = SCREEN_DPI / SAVE_DPI
+    display(Image(data=data, format="png", width=round(width * scale),
+                  height=round(height * scale)))
+    plt.close(fig)
+
+
+def _kernel_shell() -> Any:
+    """The Jupyter kernel's shell, or None outside one (IPython is not imported for this)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell if getattr(shell, "kernel", None) is not None else None
 
 
 def save_figures(fig: plt.Figure, folders: list[str | Path], name: str) -> list[Path]:
