@@ -130,7 +130,7 @@ def _imports(tree: ast.AST, graph: Graph, module: str, is_package: bool):
             yield node.args[0].value, node.lineno, True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed(path: Path, mtime_ns: int) -> tuple[str, ast.Module, tuple[ast.AST, ...]]:
     """A file's text, tree and every node of it: read once for all the checks below."""
     text = path.read_text(encoding="utf-8")

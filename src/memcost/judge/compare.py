@@ -73,12 +73,10 @@ def answer_length_table(judgments: pd.DataFrame, answers: Mapping[str, pd.DataFr
 
 def _length_row(lengths: np.ndarray, ok: np.ndarray) -> dict[str, float | int]:
     """Length statistics of correct and wrong answers, and the chance a correct one is longer."""
-    from scipy.stats import mannwhitneyu  # scipy loads slowly; only this table needs it
-
     good, bad = lengths[ok], lengths[~ok]
     auc = math.nan
     if good.size and bad.size:
-        auc = float(mannwhitneyu(good, bad).statistic) / (good.size * bad.size)
+        auc = stats.mann_whitney_u(good, bad) / (good.size * bad.size)
     return {
         "answers": int(lengths.size),
         "median_tokens": float(np.median(lengths)) if lengths.size else math.nan,
