@@ -197,14 +197,17 @@ def test_a_kernel_being_shut_down_is_not_interrupted(monkeypatch):
     assert sent == []
 
 
-def test_forked_kernels_end_at_their_shutdown_request_not_at_a_sigterm(tmp_path, monkeypatch):
-    # ipykernel's control thread publishes "idle" after the shutdown request; the kernel's
-    # exit handlers stopped IOPub beneath it about once in seven kernels, and the kernel hung
-    # until the kernel manager's SIGTERM, 2.5 s later
+def test_a_servers_kernels_are_forked_from_the_first_and_end_without_a_sigterm(tmp_path,
+                                                                             monkeypatch):
+    # The first kernel waits for the server's imports: started fresh, it imported for 2.5 s
+    # beside them. Every kernel ends at its shutdown request: ipykernel's control thread
+    # publishes "idle" after it, the exit handlers stopped IOPub beneath it about once in seven
+    # kernels, and the kernel hung until the kernel manager's SIGTERM, 2.5 s later.
     import logging
 
     monkeypatch.setenv(kernel_forks.SWITCH, "1")
-    server = _warm_server()
+    monkeypatch.setattr(kernel_forks, "FIRST_WAIT_S", 60.0)  # a busy machine imports slowly
+    kernel_forks.stop()
     notebook = _notebook(tmp_path, "import os\nparent = os.getppid()\nparent")
     said: list[str] = []
 
@@ -216,24 +219,15 @@ def test_forked_kernels_end_at_their_shutdown_request_not_at_a_sigterm(tmp_path,
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    parents = []
     try:
-        for i in range(16):
+        for i in range(12):
             execute_notebook(notebook, tmp_path / f"out{i}.ipynb", {}, False)
+            printed = json.loads((tmp_path / f"out{i}.ipynb").read_text(encoding="utf-8"))
+            parents.append("".join(printed["cells"][-1]["outputs"][0]["data"]["text/plain"]))
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-    printed = json.loads((tmp_path / "out15.ipynb").read_text(encoding="utf-8"))
-    shown = "".join(printed["cells"][-1]["outputs"][0]["data"]["text/plain"])
-    assert shown == str(server.process.pid)  # forked, every one of them
-    assert sum("Starting kernel" in m for m in said) == 16
+    assert parents == [str(kernel_forks._SERVER.process.pid)] * 12  # forked, the first too
+    assert sum("Starting kernel" in m for m in said) == 12
     assert not [m for m in said if "taking too long" in m]
-
-
-def test_a_servers_first_kernel_waits_for_its_imports_and_is_forked(tmp_path, monkeypatch):
-    # a fresh kernel imports for 2.5 s beside the server's own 1.2 s; the first waits instead
-    monkeypatch.setenv(kernel_forks.SWITCH, "1")
-    monkeypatch.setattr(kernel_forks, "FIRST_WAIT_S", 60.0)  # a busy machine imports slowly
-    kernel_forks.stop()
-    forked = _run(tmp_path, FINGERPRINT + "\nfingerprint['parent'] = os.getppid()", "first")
-    assert kernel_forks._SERVER is not None
-    assert forked["parent"] == kernel_forks._SERVER.process.pid
