@@ -190,6 +190,37 @@ def test_a_server_left_by_a_killed_kernel_is_stopped_by_the_runner(tmp_path):
         server.kill()
 
 
+@pytest.mark.timeout(30)
+def test_a_watch_stops_only_its_own_server_never_the_next_one_on_the_same_data(tmp_path):
+    # one notebook's server ends, the next notebook's starts on the same data within the watch's
+    # second, before its first user is registered: the old watch saw a server nobody used and
+    # stopped it, and the next start on that data failed
+    import json
+    import subprocess
+    import sys
+
+    from memcost.vectorstore.embedded import HANDLES_FILE, watch
+
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])  # the watched server: gone
+    ended.wait()
+    servers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+               for _ in range(2)]  # stand-in postmasters (they exit on SIGINT)
+    try:
+        (pgdata / HANDLES_FILE).write_text(json.dumps([]))  # no user registered yet
+        (pgdata / "postmaster.pid").write_text(f"{servers[0].pid}\n{pgdata}\n")
+        watch(pgdata, ended.pid, interval=0.05)  # its server is gone: it ends, stopping nothing
+        assert servers[0].poll() is None
+        (pgdata / "postmaster.pid").write_text(f"{servers[1].pid}\n{pgdata}\n")
+        watch(pgdata, servers[1].pid, interval=0.05)  # its own server, unused: stopped
+        assert servers[1].wait(timeout=10) != 0
+        assert servers[0].poll() is None
+    finally:
+        for server in servers:
+            server.kill()
+
+
 def test_a_repaired_record_is_the_same_call_as_the_one_it_rebuilds(paid_run):
     # 'repaired' says how a record was made, not which call it is: read as a tag, it gave the
     # rebuilt record another identity, and a replay of the call was then recorded twice

@@ -78,25 +78,35 @@ def stop_orphaned_server(pgdata: Path) -> int | None:
 WATCH_INTERVAL_S = 1.0
 
 
-def watch(pgdata: Path, interval: float = WATCH_INTERVAL_S) -> None:
-    """Until the server on ``pgdata`` is gone: stop it as soon as no live process uses it.
+def watch(pgdata: Path, server_pid: int, interval: float = WATCH_INTERVAL_S) -> None:
+    """Until the server ``server_pid`` on ``pgdata`` is gone: stop it as soon as no live process
+    uses it.
 
     The wheel stops the server when its last user exits normally. A user killed outright (a
     kernel, or the runner with its kernel, by SIGKILL or out of memory) cannot; this watch,
-    a process of its own started with the server, does it within ``interval``.
+    a process of its own started with the server, does it within ``interval``. It watches that
+    server only: the next one started on the same data (the next notebook's, often within the
+    interval) has its own watch, and was stopped by this one while its first user was still
+    being registered.
     """
     while True:
         time.sleep(interval)
-        pid = _postmaster(pgdata)
-        if pid is None or not alive(pid) or stop_orphaned_server(pgdata) is not None:
+        if _postmaster(pgdata) != server_pid or not alive(server_pid):
+            return
+        if stop_orphaned_server(pgdata) is not None:
             return
 
 
-def start_watch(pgdata: Path) -> subprocess.Popen:
-    """:func:`watch` in a process of its own session (a kernel's shutdown, which ends the
-    processes of its group, leaves it) that outlives whoever started the server."""
+def start_watch(pgdata: Path) -> subprocess.Popen | None:
+    """:func:`watch` of the server now running on ``pgdata``, in a process of its own session
+    (a kernel's shutdown, which ends the processes of its group, leaves it) that outlives
+    whoever started the server."""
+    server_pid = _postmaster(pgdata)
+    if server_pid is None:
+        return None
     return subprocess.Popen(
-        [sys.executable, "-m", "memcost.vectorstore.embedded", "--watch", str(pgdata)],
+        [sys.executable, "-m", "memcost.vectorstore.embedded", "--watch", str(pgdata),
+         str(server_pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
 
@@ -211,4 +221,4 @@ class PgServer:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--watch"]:
-    watch(Path(sys.argv[2]))
+    watch(Path(sys.argv[2]), int(sys.argv[3]))
