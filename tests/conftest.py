@@ -143,12 +143,12 @@ def prepared_run(smoke_run, tmp_path) -> Callable[[Sequence[str]], RunPaths]:
     return make
 
 
-# Test files whose notebook executions take longest, longest first. Under pytest-xdist the files
-# are handed out in the order set below, so that the processes finish together (a long file
-# handed out last would run on alone) and none waits idle for the smoke run: the long files that
-# do not read it first (they keep both cores busy while it runs in the background), then half of
-# the short ones, then the long files that read it (it has finished by then), then the other
-# short ones, those that read it last.
+# Test files whose notebook executions take longest, longest first. In one process
+# (TEST_WORKERS=0) the files run in the order set below, so that none waits idle for the smoke
+# run: the long files that do not read it first (they run while it runs in the background), then
+# half of the short ones, then the long files that read it (it has finished by then), then the
+# other short ones, those that read it last. Under pytest-xdist the Makefile lets xdist hand the
+# files out by their number of tests instead (measured faster).
 LONG_FILES = ("test_api_path.py", "test_notebook_costs.py",
               "test_serving_api.py", "test_serving_notebook.py", "test_notebooks_pgvector.py",
               "test_notebook_04.py", "test_runs_cli.py")
