@@ -381,7 +381,9 @@ def test_concurrency_is_bounded_and_results_keep_input_order(run_paths, tmp_path
 
 
 def test_groups_send_the_first_request_alone_and_groups_in_parallel(run_paths, tmp_path):
-    with FakeOpenAIServer(api_key=TEST_KEY, latency_s=0.05) as server:
+    # each answer takes 0.3 s: on a busy machine the three first requests may leave 0.1 s
+    # apart and still be in flight together
+    with FakeOpenAIServer(api_key=TEST_KEY, latency_s=0.3) as server:
         client = api_client(run_paths, server.url, tmp_path, max_concurrency=8)
         groups = [
             [question(10 * g + k, tags={"conversation_id": f"c{g}"}) for k in range(4)]
