@@ -169,17 +169,30 @@ def test_handles_of_dead_processes_are_dropped_so_the_last_live_one_stops_the_se
     assert prune_dead_handles(tmp_path / "none") == []  # no list: nothing to do
 
 
-def test_a_server_left_by_a_killed_kernel_is_stopped_by_the_runner(tmp_path):
-    import json
+# A stand-in postmaster: a process that exits on SIGINT (PostgreSQL's fast shutdown). It says
+# when its handler is in place, so a SIGINT never arrives before it can act on it.
+STAND_IN = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "print('ready', flush=True); time.sleep(60)")
+
+
+def stand_in_postmaster():
     import subprocess
     import sys
+
+    process = subprocess.Popen([sys.executable, "-c", STAND_IN], stdout=subprocess.PIPE,
+                               text=True)
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+def test_a_server_left_by_a_killed_kernel_is_stopped_by_the_runner(tmp_path):
+    import json
 
     from memcost.vectorstore.embedded import HANDLES_FILE, stop_orphaned_server
 
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
-    # a stand-in postmaster (a process that exits on SIGINT, PostgreSQL's fast shutdown)
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    server = stand_in_postmaster()
     try:
         (pgdata / "postmaster.pid").write_text(f"{server.pid}\n{pgdata}\n")
         (pgdata / HANDLES_FILE).write_text(json.dumps([server.pid + 10_000_000]))  # dead
@@ -205,8 +218,7 @@ def test_a_watch_stops_only_its_own_server_never_the_next_one_on_the_same_data(t
     pgdata.mkdir()
     ended = subprocess.Popen([sys.executable, "-c", "pass"])  # the watched server: gone
     ended.wait()
-    servers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-               for _ in range(2)]  # stand-in postmasters (they exit on SIGINT)
+    servers = [stand_in_postmaster() for _ in range(2)]
     try:
         (pgdata / HANDLES_FILE).write_text(json.dumps([]))  # no user registered yet
         (pgdata / "postmaster.pid").write_text(f"{servers[0].pid}\n{pgdata}\n")
