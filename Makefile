@@ -61,6 +61,7 @@ bench: setup
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

@@ -45,9 +45,13 @@ def groups(n_conv: int, n_questions: int, tokens: int) -> list[list[ChatRequest]
         [
             ChatRequest(
                 "gpt-5-mini-2025-08-07",
-                (("system", "Answer from the conversation."),
-                 ("user", f"{conversation(c, tokens)}\n\nQuestion {q}: what happened?")),
-                "long_context", "bench_dispatch@v1", reasoning_effort="low",
+                (
+                    ("system", "Answer from the conversation."),
+                    ("user", f"{conversation(c, tokens)}\n\nQuestion {q}: what happened?"),
+                ),
+                "long_context",
+                "bench_dispatch@v1",
+                reasoning_effort="low",
                 tags={"dataset": "bench", "conversation_id": f"conv-{c}", "question_id": f"q{q}"},
             )  # fmt: skip
             for q in range(n_questions)
@@ -109,14 +113,18 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     with scaled_minute(args.time_scale) as window:
         for new in (False, True):
             rows.append(run_dispatch(new, batches, window=window, concurrency=args.concurrency))
-    print(f"{args.conversations} conversations x {args.questions} questions, "
-          f"~{args.prefix_tokens} prefix tokens, {args.concurrency} workers, a minute simulated "
-          f"as {60 / args.time_scale:.1f} s, overflow above 15 requests/min per prefix")
+    print(
+        f"{args.conversations} conversations x {args.questions} questions, "
+        f"~{args.prefix_tokens} prefix tokens, {args.concurrency} workers, a minute simulated "
+        f"as {60 / args.time_scale:.1f} s, overflow above 15 requests/min per prefix"
+    )
     for row in rows:
-        print(f"  {row['dispatch']} dispatch: cached share of long-context input "
-              f"{row['cached_share']:.1%}, max {row['max_requests_per_minute_per_prefix']} "
-              f"requests/min per prefix, {row['requests']} requests in "
-              f"{row['wall_s']:.1f} s")
+        print(
+            f"  {row['dispatch']} dispatch: cached share of long-context input "
+            f"{row['cached_share']:.1%}, max {row['max_requests_per_minute_per_prefix']} "
+            f"requests/min per prefix, {row['requests']} requests in "
+            f"{row['wall_s']:.1f} s"
+        )
     return rows
 
 

@@ -50,8 +50,16 @@ CITIES = """Porto Lisbon Leeds Bristol Valencia Sicily Kyoto Lyon Manchester Aus
 Seville Dublin Vienna Prague Naples Bergen Ghent Tallinn Bologna Granada Utrecht Cork""".split()
 ACTIVITIES = """yoga pilates swimming climbing bouldering running cycling tennis pottery painting
 chess choir salsa boxing rowing karate archery surfing hiking drawing""".split()
-FREQUENCIES = ["once a week", "twice a week", "three times a week", "every morning",
-               "four evenings a week", "every weekend", "twice a month", "daily"]
+FREQUENCIES = [
+    "once a week",
+    "twice a week",
+    "three times a week",
+    "every morning",
+    "four evenings a week",
+    "every weekend",
+    "twice a month",
+    "daily",
+]
 PLACES = """studio gym pool club centre hall park school library garage""".split()
 NEAR = """office flat house station market river bakery hospital""".split()
 RELATIVES = """sister brother cousin mother father aunt uncle daughter son friend""".split()
@@ -59,8 +67,18 @@ ORGS = """design agency bank startup hospital school museum bakery law firm news
 ANIMALS = """beagle cat corgi parrot rabbit tortoise spaniel hamster""".split()
 PETS = """Pretzel Miso Biscuit Pepper Olive Mango Ziggy Luna Bruno Clementine""".split()
 THINGS = """camera bicycle laptop guitar kayak tent stove piano sofa telescope""".split()
-BOOKS = ["Piranesi", "The Remains of the Day", "Middlemarch", "Circe", "Stoner", "Beloved",
-         "Dune", "Emma", "Kindred", "Persuasion"]
+BOOKS = [
+    "Piranesi",
+    "The Remains of the Day",
+    "Middlemarch",
+    "Circe",
+    "Stoner",
+    "Beloved",
+    "Dune",
+    "Emma",
+    "Kindred",
+    "Persuasion",
+]
 LANGUAGES = """Spanish Italian Portuguese Japanese German French Polish Dutch Greek""".split()
 MONTHS = """January February March April May June July August September October November
 December""".split()
@@ -111,8 +129,9 @@ def percentiles_ms(seconds: list[float]) -> tuple[float, float]:
     return float(np.percentile(values, 50)), float(np.percentile(values, 95))
 
 
-def user_index(vectors: np.ndarray, *, m: int = HNSW_M,
-               ef_construction: int = EF_CONSTRUCTION) -> tuple[FaissStore, float]:
+def user_index(
+    vectors: np.ndarray, *, m: int = HNSW_M, ef_construction: int = EF_CONSTRUCTION
+) -> tuple[FaissStore, float]:
     """One user's index in the FAISS store notebook 01 writes (here in memory, no files), and
     its build time."""
     store = FaissStore(vectors.shape[1], m=m, ef_construction=ef_construction)
@@ -139,16 +158,20 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
 
-    print(f"FAISS {faiss.__version__}, {faiss.omp_get_max_threads()} OpenMP threads for "
-          f"building; searches one query at a time on one thread; {DIMS} dimensions, k = {K}")
+    print(
+        f"FAISS {faiss.__version__}, {faiss.omp_get_max_threads()} OpenMP threads for "
+        f"building; searches one query at a time on one thread; {DIMS} dimensions, k = {K}"
+    )
     embedder = HashingEmbedder(DIMS)
     t0 = time.perf_counter()
     facts = make_facts(max(args.sizes))
     fact_vectors = embedder.embed(facts)
     query_vectors = embedder.embed(make_queries(args.queries))
-    print(f"embedded {len(facts):,} facts and {args.queries} queries offline in "
-          f"{time.perf_counter() - t0:.1f} s ({len(set(facts)):,} distinct facts); e.g.\n"
-          f"  {facts[0]}\n  {facts[1]}\n")
+    print(
+        f"embedded {len(facts):,} facts and {args.queries} queries offline in "
+        f"{time.perf_counter() - t0:.1f} s ({len(set(facts)):,} distinct facts); e.g.\n"
+        f"  {facts[0]}\n  {facts[1]}\n"
+    )
 
     rows = []
     for size in sorted(args.sizes):
@@ -161,7 +184,8 @@ def main() -> None:
                 break
             latencies, found = time_searches(
                 lambda q, ef=ef, idx=idx: idx.search("bench", q, K, ef_search=ef).scores[0],
-                query_vectors)
+                query_vectors,
+            )
             p50, p95 = percentiles_ms(latencies)
             found = np.stack(found)
             recall = index.recall_at_k(found, exact_scores)
@@ -169,10 +193,18 @@ def main() -> None:
             # How far below the exact 20th score HNSW's 20th lies: near zero means the misses
             # are near-ties of what was returned, not better facts.
             gap = float(np.mean(exact_scores[:, K - 1] - found[:, K - 1]))
-            rows.append({"facts": size, "build_s": round(build_s, 2), "ef_search": ef,
-                         "p50_ms": round(p50, 3), "p95_ms": round(p95, 3),
-                         "recall@20": round(recall, 4), "kth_score_gap": round(gap, 4),
-                         "exact_kth_score": round(float(exact_scores[:, K - 1].mean()), 4)})
+            rows.append(
+                {
+                    "facts": size,
+                    "build_s": round(build_s, 2),
+                    "ef_search": ef,
+                    "p50_ms": round(p50, 3),
+                    "p95_ms": round(p95, 3),
+                    "recall@20": round(recall, 4),
+                    "kth_score_gap": round(gap, 4),
+                    "exact_kth_score": round(float(exact_scores[:, K - 1].mean()), 4),
+                }
+            )
         print(f"{size:>7,} facts: built in {build_s:.2f} s")
         del idx
     table = pd.DataFrame(rows)
@@ -188,8 +220,11 @@ def main() -> None:
     print(f"\nSmallest efSearch with recall@20 >= {RECALL_TARGET}:")
     for size, part in table.groupby("facts"):
         enough = part.loc[part["recall@20"] >= RECALL_TARGET, "ef_search"]
-        best = f"{int(enough.min())}" if len(enough) else (
-            f"none up to {int(part['ef_search'].max())} (best {part['recall@20'].max():.3f})")
+        best = (
+            f"{int(enough.min())}"
+            if len(enough)
+            else (f"none up to {int(part['ef_search'].max())} (best {part['recall@20'].max():.3f})")
+        )
         print(f"  {size:>7,} facts: {best}")
 
     print("\nA typical user (the paper: 103,183 facts for 500 users): exact search vs HNSW")
@@ -205,13 +240,16 @@ def main() -> None:
 
         exact_lat, exact_found = time_searches(exact, query_vectors)
         hnsw_lat, hnsw_found = time_searches(
-            lambda q, idx=idx: idx.search("bench", q, K, ef_search=40).scores[0], query_vectors)
+            lambda q, idx=idx: idx.search("bench", q, K, ef_search=40).scores[0], query_vectors
+        )
         recall = index.recall_at_k(np.stack(hnsw_found), np.stack(exact_found))
         e50, e95 = percentiles_ms(exact_lat)
         h50, h95 = percentiles_ms(hnsw_lat)
-        print(f"  {size:>4} facts: exact p50 {e50:.3f} / p95 {e95:.3f} ms; HNSW (ef 40) "
-              f"p50 {h50:.3f} / p95 {h95:.3f} ms, recall@20 {recall:.3f}, built in "
-              f"{build_s * 1000:.0f} ms")
+        print(
+            f"  {size:>4} facts: exact p50 {e50:.3f} / p95 {e95:.3f} ms; HNSW (ef 40) "
+            f"p50 {h50:.3f} / p95 {h95:.3f} ms, recall@20 {recall:.3f}, built in "
+            f"{build_s * 1000:.0f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -43,10 +43,15 @@ class _Terminations(logging.Handler):
 
 def _notebook(folder: Path) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("y = x + 1")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("y = x + 1"),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     path = folder / "trivial.ipynb"
     path.write_text(nbformat.writes(nb), encoding="utf-8")
     return path
@@ -64,8 +69,10 @@ def _times(notebook: Path, n: int) -> list[float]:
 def _line(name: str, times: list[float]) -> str:
     ordered = sorted(times)
     p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    return (f"{name:<16} {len(times):>3} notebooks   median {statistics.median(times):.2f} s   "
-            f"p90 {p90:.2f} s   slowest {ordered[-1]:.2f} s")
+    return (
+        f"{name:<16} {len(times):>3} notebooks   median {statistics.median(times):.2f} s   "
+        f"p90 {p90:.2f} s   slowest {ordered[-1]:.2f} s"
+    )
 
 
 def main() -> int:
@@ -87,8 +94,10 @@ def main() -> int:
     print(f"kernels sent SIGTERM after their shutdown request: {terminations.count}")
     median = statistics.median(forked)
     ok = median < MEDIAN_TARGET_S and terminations.count == 0
-    print(f"target: forked median under {MEDIAN_TARGET_S} s and no SIGTERM: "
-          f"{'met' if ok else 'NOT met'}")
+    print(
+        f"target: forked median under {MEDIAN_TARGET_S} s and no SIGTERM: "
+        f"{'met' if ok else 'NOT met'}"
+    )
     return 0 if ok else 1
 
 

@@ -53,19 +53,43 @@ def _sentences(rng: random.Random, n: int) -> list[str]:
     return out
 
 
-def synthesise(conversations: int, target_tokens: int, seed: int = 0) -> tuple[pd.DataFrame,
-                                                                                pd.DataFrame]:
+def synthesise(
+    conversations: int, target_tokens: int, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Conversations and questions tables in notebook 00's schema."""
     rng = random.Random(seed)
     pool = _sentences(rng, 20_000)
     tokens_per_sentence = sum(count_tokens_batch(pool[:2000])) / 2000
     sentences_needed = int(target_tokens / (tokens_per_sentence + 0.3))
-    columns: dict[str, list] = {c: [] for c in (
-        "conversation_id", "session_index", "session_id", "session_datetime", "turn_index",
-        "position", "speaker", "role", "text", "dia_id", "has_answer", "image_caption")}
-    questions: dict[str, list] = {c: [] for c in (
-        "question_id", "conversation_id", "question", "answer", "question_date", "evidence",
-        "options")}
+    columns: dict[str, list] = {
+        c: []
+        for c in (
+            "conversation_id",
+            "session_index",
+            "session_id",
+            "session_datetime",
+            "turn_index",
+            "position",
+            "speaker",
+            "role",
+            "text",
+            "dia_id",
+            "has_answer",
+            "image_caption",
+        )
+    }
+    questions: dict[str, list] = {
+        c: []
+        for c in (
+            "question_id",
+            "conversation_id",
+            "question",
+            "answer",
+            "question_date",
+            "evidence",
+            "options",
+        )
+    }
     for c in range(conversations):
         cid = f"bench{c:04d}"
         start = datetime(2023, 1, 1) + timedelta(days=rng.randint(0, 60))
@@ -78,10 +102,17 @@ def synthesise(conversations: int, target_tokens: int, seed: int = 0) -> tuple[p
                 text = f"({cid}.{position}) " + " ".join(rng.choices(pool, k=n))
                 role = "user" if turn % 2 == 0 else "assistant"
                 for name, value in (
-                    ("conversation_id", cid), ("session_index", session),
-                    ("session_id", f"{cid}_s{session}"), ("session_datetime", when),
-                    ("turn_index", turn), ("position", position), ("speaker", role),
-                    ("role", role), ("text", text), ("dia_id", None), ("has_answer", False),
+                    ("conversation_id", cid),
+                    ("session_index", session),
+                    ("session_id", f"{cid}_s{session}"),
+                    ("session_datetime", when),
+                    ("turn_index", turn),
+                    ("position", position),
+                    ("speaker", role),
+                    ("role", role),
+                    ("text", text),
+                    ("dia_id", None),
+                    ("has_answer", False),
                     ("image_caption", None),
                 ):
                     columns[name].append(value)
@@ -106,8 +137,11 @@ def main() -> None:
 
     t0 = time.perf_counter()
     conversations, questions = synthesise(args.conversations, args.tokens)
-    print(f"synthesised {args.conversations} conversations, {len(conversations):,} turns "
-          f"in {time.perf_counter() - t0:.1f} s (not timed below)", flush=True)
+    print(
+        f"synthesised {args.conversations} conversations, {len(conversations):,} turns "
+        f"in {time.perf_counter() - t0:.1f} s (not timed below)",
+        flush=True,
+    )
 
     models = list(LONG_CONTEXT_MODELS)
     timings: dict[str, float] = {}
@@ -116,26 +150,37 @@ def main() -> None:
     timings["histories (render + count once)"] = time.perf_counter() - t
     t = time.perf_counter()
     planned = longctx.plan_questions(
-        questions, histories, models=models, baseline_models=models[:1],
-        kinds=("long_context", "rolling_window", "oracle"), overflow="truncate_oldest")
+        questions,
+        histories,
+        models=models,
+        baseline_models=models[:1],
+        kinds=("long_context", "rolling_window", "oracle"),
+        overflow="truncate_oldest",
+    )
     timings["plan (sizes and limits, 2 models + baselines)"] = time.perf_counter() - t
     t = time.perf_counter()
     built = 0
     samples = []
     for model in planned.models:
         settings = planned.generation[model]
-        requests = [longctx.build_request(p, dataset="bench", settings=settings)
-                    for p in planned.plans if p.model == model]
+        requests = [
+            longctx.build_request(p, dataset="bench", settings=settings)
+            for p in planned.plans
+            if p.model == model
+        ]
         built += len(requests)
-        samples.extend(zip([p for p in planned.plans if p.model == model][:2], requests[:2],
-                           strict=True))
+        samples.extend(
+            zip([p for p in planned.plans if p.model == model][:2], requests[:2], strict=True)
+        )
         del requests
     timings["requests (prompt strings, model by model)"] = time.perf_counter() - t
     total = sum(timings.values())
 
     tokens = [h.tokens for h in histories.values()]
-    print(f"history tokens per conversation: min {min(tokens):,}, median "
-          f"{sorted(tokens)[len(tokens) // 2]:,}, max {max(tokens):,}; total {sum(tokens):,}")
+    print(
+        f"history tokens per conversation: min {min(tokens):,}, median "
+        f"{sorted(tokens)[len(tokens) // 2]:,}, max {max(tokens):,}; total {sum(tokens):,}"
+    )
     print(planned.fit.to_string(index=False))
     for name, seconds in timings.items():
         print(f"  {name:<48} {seconds:7.1f} s")

@@ -41,8 +41,11 @@ SETTINGS = {
     "ef_search 40 (pgvector default)": ["SET hnsw.ef_search = 40"],
     "ef_search 400": ["SET hnsw.ef_search = 400"],
     "ef_search 1000": ["SET hnsw.ef_search = 1000"],
-    "iterative relaxed": ["SET hnsw.ef_search = 40", "SET hnsw.iterative_scan = relaxed_order",
-                          "SET hnsw.max_scan_tuples = 20000"],
+    "iterative relaxed": [
+        "SET hnsw.ef_search = 40",
+        "SET hnsw.iterative_scan = relaxed_order",
+        "SET hnsw.max_scan_tuples = 20000",
+    ],
     "no index (exact)": ["SET enable_indexscan = off"],
 }
 
@@ -54,9 +57,11 @@ def fill(store, users: int, per_user: int, dims: int, seed: int) -> tuple[dict, 
         user = f"u{u:05d}"
         vectors = topics.sample(per_user)
         ids = [f"{user}-{i}" for i in range(per_user)]
-        store.insert(vectors.tolist(), [{"user_id": user, "data": i} for i in ids],
-                     [str(__import__("uuid").uuid5(__import__("uuid").NAMESPACE_URL, i))
-                      for i in ids])
+        store.insert(
+            vectors.tolist(),
+            [{"user_id": user, "data": i} for i in ids],
+            [str(__import__("uuid").uuid5(__import__("uuid").NAMESPACE_URL, i)) for i in ids],
+        )
         facts[user] = vectors
     return facts, topics
 
@@ -77,11 +82,13 @@ def measure(store, facts: dict, queries: list, statements: list[str]) -> dict:
         exact = set(np.argsort(-(facts[user] @ query))[:K])
         got = {int(r.payload["data"].rsplit("-", 1)[1]) for r in found}
         recalls.append(len(got & exact) / K)
-    return {"returned_mean": float(np.mean(returned)),
-            "returned_p5": float(np.percentile(returned, 5)),
-            "all_20_share": float(np.mean(np.array(returned) == K)),
-            "recall_at_20": float(np.mean(recalls)),
-            "latency_p50_ms": float(np.percentile(latency, 50) * 1000)}
+    return {
+        "returned_mean": float(np.mean(returned)),
+        "returned_p5": float(np.percentile(returned, 5)),
+        "all_20_share": float(np.mean(np.array(returned) == K)),
+        "recall_at_20": float(np.mean(recalls)),
+        "latency_p50_ms": float(np.percentile(latency, 50) * 1000),
+    }
 
 
 def main() -> int:
@@ -95,20 +102,36 @@ def main() -> int:
     from mem0.vector_stores.pgvector import PGVector
 
     with tempfile.TemporaryDirectory() as tmp, PgServer(Path(tmp) / "pg") as server:
-        store = PGVector(dbname="", collection_name="mem0_bench", embedding_model_dims=args.dims,
-                         user=None, password=None, host=None, port=None, diskann=False,
-                         hnsw=True, connection_string=server.start(), minconn=1, maxconn=1)
+        store = PGVector(
+            dbname="",
+            collection_name="mem0_bench",
+            embedding_model_dims=args.dims,
+            user=None,
+            password=None,
+            host=None,
+            port=None,
+            diskann=False,
+            hnsw=True,
+            connection_string=server.start(),
+            minconn=1,
+            maxconn=1,
+        )
         t0 = time.perf_counter()
         facts, topics = fill(store, args.users, args.per_user, args.dims, args.seed)
-        print(f"mem0 1.0 PGVector: {args.users} users x {args.per_user} facts in one collection, "
-              f"HNSW (m = 16, ef_construction = 64, cosine) built with the rows, "
-              f"{time.perf_counter() - t0:.0f} s")
+        print(
+            f"mem0 1.0 PGVector: {args.users} users x {args.per_user} facts in one collection, "
+            f"HNSW (m = 16, ef_construction = 64, cosine) built with the rows, "
+            f"{time.perf_counter() - t0:.0f} s"
+        )
         rng = np.random.default_rng(args.seed + 1)
         users = list(facts)
-        queries = [(users[int(rng.integers(len(users)))], topics.sample(1)[0])
-                   for _ in range(args.queries)]
-        rows = [{"setting": name, **measure(store, facts, queries, statements)}
-                for name, statements in SETTINGS.items()]
+        queries = [
+            (users[int(rng.integers(len(users)))], topics.sample(1)[0]) for _ in range(args.queries)
+        ]
+        rows = [
+            {"setting": name, **measure(store, facts, queries, statements)}
+            for name, statements in SETTINGS.items()
+        ]
         store.connection_pool.close()
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 160):

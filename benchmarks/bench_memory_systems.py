@@ -56,16 +56,21 @@ def bench(dataset: str, root: Path) -> list[dict]:
         mine = calls["system"].fillna("memory") == answers_as
         write = calls.loc[mine & calls["question_id"].isna()]
         latency = np.array([r.latency_s for r in recalls.values()]) * 1000
-        rows.append({
-            "dataset": dataset, "system": name, "users": users,
-            "write_tokens_per_user": (write["prompt_tokens"] + write["completion_tokens"]).sum()
-            / users,
-            "write_calls_per_user": len(write.loc[write["stage"] != "embed"]) / users,
-            "read_tokens_per_question": np.mean([r.tokens for r in recalls.values()]),
-            "search_p50_ms": float(np.percentile(latency, 50)),
-            "search_p95_ms": float(np.percentile(latency, 95)),
-            "build_s": build_s, "failed_users": len(report.failed),
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": name,
+                "users": users,
+                "write_tokens_per_user": (write["prompt_tokens"] + write["completion_tokens"]).sum()
+                / users,
+                "write_calls_per_user": len(write.loc[write["stage"] != "embed"]) / users,
+                "read_tokens_per_question": np.mean([r.tokens for r in recalls.values()]),
+                "search_p50_ms": float(np.percentile(latency, 50)),
+                "search_p95_ms": float(np.percentile(latency, 95)),
+                "build_s": build_s,
+                "failed_users": len(report.failed),
+            }
+        )
     return rows
 
 
@@ -77,8 +82,10 @@ def main() -> int:
         rows = [r for d in args.datasets.split(",") for r in bench(d.strip(), Path(tmp))]
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print("offline backend: token counts are o200k counts of the stand-ins' calls "
-              "(an estimate), latencies this machine's")
+        print(
+            "offline backend: token counts are o200k counts of the stand-ins' calls "
+            "(an estimate), latencies this machine's"
+        )
         print(table.round(2).to_string(index=False))
     return 0 if not table["failed_users"].any() else 1
 

@@ -36,14 +36,24 @@ import yaml
 from memcost.paths import REPO_ROOT
 from memcost.run import run_preset
 
-STAGE_NOTEBOOK = {"extract": "01", "update": "01", "embed": "01", "read": "02",
-                  "long_context": "03", "judge": "04"}
+STAGE_NOTEBOOK = {
+    "extract": "01",
+    "update": "01",
+    "embed": "01",
+    "read": "02",
+    "long_context": "03",
+    "judge": "04",
+}
 PARAMETERS = {
     "backend": "offline",
     "models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"],
     "baseline_models": ["gpt-5-mini-2025-08-07"],
-    "include_rolling_window": True, "include_no_context": True, "include_oracle": True,
-    "n_votes": 3, "judge_prompts": ["judge"], "cost_model": "paper",
+    "include_rolling_window": True,
+    "include_no_context": True,
+    "include_oracle": True,
+    "n_votes": 3,
+    "judge_prompts": ["judge"],
+    "cost_model": "paper",
 }
 
 
@@ -53,10 +63,13 @@ def generate_longmemeval(folder: Path, users: int, tokens: int) -> Path:
 
     path = folder / "longmemeval_s_cleaned.json"
     t0 = time.perf_counter()
-    path.write_text(json.dumps(build_longmemeval_scaled(random.Random(0), users, tokens)),
-                    encoding="utf-8")
-    print(f"generated {users} users x ~{tokens:,} tokens: {path.stat().st_size / 1e6:,.0f} MB "
-          f"in {time.perf_counter() - t0:.0f} s")
+    path.write_text(
+        json.dumps(build_longmemeval_scaled(random.Random(0), users, tokens)), encoding="utf-8"
+    )
+    print(
+        f"generated {users} users x ~{tokens:,} tokens: {path.stat().st_size / 1e6:,.0f} MB "
+        f"in {time.perf_counter() - t0:.0f} s"
+    )
     return path
 
 
@@ -90,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=["longmemeval_s"])
     parser.add_argument("--users", type=int, default=500)
     parser.add_argument("--tokens", type=int, default=100_000)
-    parser.add_argument("--keep", type=Path, help="write the data and the run here, and keep "
-                        "them (to read the executed notebooks' cell times)")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="write the data and the run here, and keep "
+        "them (to read the executed notebooks' cell times)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
@@ -105,13 +122,21 @@ def main(argv: list[str] | None = None) -> int:
             args.data = sample_path(args.dataset)
             print(f"no --data or --scale: the bundled {args.dataset} sample ({args.data})")
         preset = folder / "bench.yaml"
-        preset.write_text(yaml.safe_dump({
-            "description": "bench_pipeline", "datasets": [args.dataset],
-            "steps": ["00", "01", "02", "03", "04", "05"],
-            "parameters": {**PARAMETERS, "data_path": str(args.data.resolve())}}),
-            encoding="utf-8")
-        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1 and 5 min), "
-              f"{os.cpu_count()} cores")
+        preset.write_text(
+            yaml.safe_dump(
+                {
+                    "description": "bench_pipeline",
+                    "datasets": [args.dataset],
+                    "steps": ["00", "01", "02", "03", "04", "05"],
+                    "parameters": {**PARAMETERS, "data_path": str(args.data.resolve())},
+                }
+            ),
+            encoding="utf-8",
+        )
+        print(
+            f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1 and 5 min), "
+            f"{os.cpu_count()} cores"
+        )
         sampler = MemorySampler()
         sampler.start()
         t0 = time.perf_counter()
@@ -133,12 +158,17 @@ def report(run: Path, sampler: MemorySampler, total: float) -> None:
         end = datetime.fromisoformat(entry["finished_at"]).timestamp()
         wall = float(entry["wall_time_s"])
         step = name.rsplit("/", 1)[-1][:2]
-        rates = ", ".join(f"{s} {n / wall:,.0f}/s ({n:,})" for s, n in sorted(stages.items())
-                          if STAGE_NOTEBOOK.get(s) == step)
+        rates = ", ".join(
+            f"{s} {n / wall:,.0f}/s ({n:,})"
+            for s, n in sorted(stages.items())
+            if STAGE_NOTEBOOK.get(s) == step
+        )
         peak = sampler.peak(end - wall - 1, end + 1) / 2**20
         print(f"{name:<34} {wall:>8.1f} {peak:>7,.0f} MB  {rates}")
-    print(f"total: {total:.1f} s wall, peak RSS of any notebook "
-          f"{max((r for _, r in sampler.samples), default=0) / 2**30:.2f} GB")
+    print(
+        f"total: {total:.1f} s wall, peak RSS of any notebook "
+        f"{max((r for _, r in sampler.samples), default=0) / 2**30:.2f} GB"
+    )
 
 
 if __name__ == "__main__":

@@ -67,8 +67,14 @@ def synthesise(path: Path, questions: int, target_tokens: int, seed: int = 0) ->
     pool_tokens = count_tokens_batch(pool)
     mean_turn = sum(pool_tokens) / len(pool_tokens)
     turns_needed = int(target_tokens / mean_turn)
-    types = ["single-session-user", "single-session-assistant", "single-session-preference",
-             "temporal-reasoning", "knowledge-update", "multi-session"]
+    types = [
+        "single-session-user",
+        "single-session-assistant",
+        "single-session-preference",
+        "temporal-reasoning",
+        "knowledge-update",
+        "multi-session",
+    ]
     items = []
     for q in range(questions):
         start = datetime(2023, 1, 1) + timedelta(days=rng.randint(0, 120))
@@ -79,8 +85,10 @@ def synthesise(path: Path, questions: int, target_tokens: int, seed: int = 0) ->
             n = min(rng.randint(6, 14), turns_needed - made) or 1
             session = []
             for t in range(n):
-                turn = {"role": "user" if t % 2 == 0 else "assistant",
-                        "content": pool[rng.randrange(len(pool))]}
+                turn = {
+                    "role": "user" if t % 2 == 0 else "assistant",
+                    "content": pool[rng.randrange(len(pool))],
+                }
                 session.append(turn)
             if s == 3:
                 session[0]["has_answer"] = True
@@ -90,17 +98,19 @@ def synthesise(path: Path, questions: int, target_tokens: int, seed: int = 0) ->
             made += n
             s += 1
         qid = f"{rng.getrandbits(32):08x}" + ("_abs" if q % 17 == 0 else "")
-        items.append({
-            "question_id": qid,
-            "question_type": types[q % len(types)],
-            "question": _sentence(rng),
-            "answer": _sentence(rng) if q % 5 else rng.randint(1, 20),
-            "question_date": longmemeval_datetime(start + timedelta(hours=20 * s + 30)),
-            "haystack_session_ids": ids,
-            "haystack_dates": dates,
-            "haystack_sessions": sessions,
-            "answer_session_ids": [ids[3]],
-        })
+        items.append(
+            {
+                "question_id": qid,
+                "question_type": types[q % len(types)],
+                "question": _sentence(rng),
+                "answer": _sentence(rng) if q % 5 else rng.randint(1, 20),
+                "question_date": longmemeval_datetime(start + timedelta(hours=20 * s + 30)),
+                "haystack_session_ids": ids,
+                "haystack_dates": dates,
+                "haystack_sessions": sessions,
+                "answer_session_ids": [ids[3]],
+            }
+        )
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(items, handle)
 
@@ -136,8 +146,9 @@ def measure(path: Path, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--questions", type=int, default=500)
     parser.add_argument("--tokens", type=int, default=100_000, help="tokens per haystack")
     parser.add_argument("--keep", type=Path, help="write the synthetic file here and keep it")
@@ -156,18 +167,26 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         synthesise(path, args.questions, args.tokens)
         size_mb = path.stat().st_size / 1e6
-        print(f"synthesised {path.name}: {args.questions} questions, ~{args.tokens:,} tokens "
-              f"each, {size_mb:,.0f} MB in {time.perf_counter() - t0:.1f} s", flush=True)
+        print(
+            f"synthesised {path.name}: {args.questions} questions, ~{args.tokens:,} tokens "
+            f"each, {size_mb:,.0f} MB in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
         child = subprocess.run(
             [sys.executable, __file__, "--measure", str(path), "--out", str(Path(tmp) / "run")],
-            capture_output=True, text=True, check=False)
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if child.returncode != 0:
             print(child.stderr, file=sys.stderr)
             return child.returncode
         result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(f"questions {result['questions']:,}, turns {result['turns']:,}, "
-          f"Table-1 tokens {result['tokens_table1_total']:,}, "
-          f"rendered tokens {result['tokens_rendered_total']:,}")
+    print(
+        f"questions {result['questions']:,}, turns {result['turns']:,}, "
+        f"Table-1 tokens {result['tokens_table1_total']:,}, "
+        f"rendered tokens {result['tokens_rendered_total']:,}"
+    )
     print(f"Table 1 row: {result['table1']}")
     print(f"import            {result['import_s']:7.1f} s")
     print(f"load + normalise  {result['load_normalise_s']:7.1f} s")

@@ -39,22 +39,37 @@ CASES = [  # name, rpm, tpm, requests, prompt words, output limit
 
 def requests(n: int, words: int, output: int, tag: str) -> list[ChatRequest]:
     filler = " ".join(f"word{i}" for i in range(words))
-    return [ChatRequest(MODEL, (("system", filler), ("user", f"[{tag}] question {i}?")),
-                        "read", "bench@v1", reasoning_effort="low", max_output_tokens=output,
-                        tags={"dataset": "bench", "question_id": f"{tag}-{i}"})
-            for i in range(n)]
+    return [
+        ChatRequest(
+            MODEL,
+            (("system", filler), ("user", f"[{tag}] question {i}?")),
+            "read",
+            "bench@v1",
+            reasoning_effort="low",
+            max_output_tokens=output,
+            tags={"dataset": "bench", "question_id": f"{tag}-{i}"},
+        )
+        for i in range(n)
+    ]
 
 
 def run_case(name: str, rpm: int, tpm: int, n: int, words: int, output: int) -> None:
     pacing.WINDOW_S = MINUTE_S
     limits = AccountLimits(window_s=MINUTE_S)
     limits.set(MODEL, rpm=rpm, tpm=tpm)
-    with FakeOpenAIServer(latency_s=LATENCY_S, limits=limits) as server, \
-            tempfile.TemporaryDirectory() as tmp:
+    with (
+        FakeOpenAIServer(latency_s=LATENCY_S, limits=limits) as server,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         os.environ["MEMCOST_BENCH_KEY"] = "sk-bench"
-        client = make_client(RunPaths(Path(tmp) / "run").ensure(), backend="custom",
-                             base_url=server.url, cache_path=Path(tmp) / "cache.sqlite",
-                             max_concurrency=32, progress=False)
+        client = make_client(
+            RunPaths(Path(tmp) / "run").ensure(),
+            backend="custom",
+            base_url=server.url,
+            cache_path=Path(tmp) / "cache.sqlite",
+            max_concurrency=32,
+            progress=False,
+        )
         t0 = time.monotonic()
         results = client.chat_many(requests(n, words, output, name.split()[-1]))
         elapsed = time.monotonic() - t0
@@ -70,12 +85,18 @@ def run_case(name: str, rpm: int, tpm: int, n: int, words: int, output: int) -> 
     req_rate = len(steady) / span * MINUTE_S if span > 0 else float("nan")
     tok_rate = req_rate * per_request
     binding = min(req_rate / rpm, tok_rate / tpm, key=lambda x: -x)
-    print(f"{name}: {n} requests in {elapsed:.1f} s ({elapsed / MINUTE_S:.1f} shortened "
-          f"minutes), {sum(r.ok for r in results)} answered")
-    print(f"  after the first minute: {req_rate:,.0f} requests/min = {req_rate / rpm:.0%} of "
-          f"{rpm:,}; {tok_rate:,.0f} tokens/min = {tok_rate / tpm:.0%} of {tpm:,}")
-    print(f"  binding limit used: {binding:.0%} (target >= 90%); answered 429: "
-          f"{refused}/{len(log)} = {refused / len(log):.1%} (target <= 2%)")
+    print(
+        f"{name}: {n} requests in {elapsed:.1f} s ({elapsed / MINUTE_S:.1f} shortened "
+        f"minutes), {sum(r.ok for r in results)} answered"
+    )
+    print(
+        f"  after the first minute: {req_rate:,.0f} requests/min = {req_rate / rpm:.0%} of "
+        f"{rpm:,}; {tok_rate:,.0f} tokens/min = {tok_rate / tpm:.0%} of {tpm:,}"
+    )
+    print(
+        f"  binding limit used: {binding:.0%} (target >= 90%); answered 429: "
+        f"{refused}/{len(log)} = {refused / len(log):.1%} (target <= 2%)"
+    )
 
 
 def _tokens(received) -> int:

@@ -41,13 +41,22 @@ def main() -> int:
     args = parser.parse_args()
     params = load_preset("serving_offline_full").parameters
     seeds = args.seeds or params["seeds"]
-    config = ServingConfig(window=params["window"], ingest_interval=params["ingest_interval"],
-                           mem0_top_k=params["mem0_top_k"], om_top_k=params["om_top_k"],
-                           observer_tokens=params["observer_tokens"],
-                           reflector_tokens=params["reflector_tokens"])
+    config = ServingConfig(
+        window=params["window"],
+        ingest_interval=params["ingest_interval"],
+        mem0_top_k=params["mem0_top_k"],
+        om_top_k=params["om_top_k"],
+        observer_tokens=params["observer_tokens"],
+        reflector_tokens=params["reflector_tokens"],
+    )
     pairs = [(m, e) for m in params["models"] for e in params["reasoning_efforts"]]
-    runs = rp.plan_runs(params["grid"], list(range(seeds)), params["systems"],
-                        params["baseline_cells"], params["baseline_repeats"])
+    runs = rp.plan_runs(
+        params["grid"],
+        list(range(seeds)),
+        params["systems"],
+        params["baseline_cells"],
+        params["baseline_repeats"],
+    )
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -55,13 +64,19 @@ def main() -> int:
             wl.cached_workload(Path(tmp), n, size, seed)
         timings["workloads"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows = rp.replay_synthetic(runs, lambda n, size, s: wl.cached_workload(Path(tmp), n, size,
-                                                                                s),
-                                   OfflineEngine(), config)
+        rows = rp.replay_synthetic(
+            runs,
+            lambda n, size, s: wl.cached_workload(Path(tmp), n, size, s),
+            OfflineEngine(),
+            config,
+        )
         timings["replay"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    rows = pricing.price_rows(rp.with_models(rows, pairs), embedding_model="text-embedding-3-small",
-                              price_overrides=params.get("price_overrides") or _default_prices())
+    rows = pricing.price_rows(
+        rp.with_models(rows, pairs),
+        embedding_model="text-embedding-3-small",
+        price_overrides=params.get("price_overrides") or _default_prices(),
+    )
     turns = fit.turn_costs(rows)
     timings["pricing + turn costs"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -69,30 +84,54 @@ def main() -> int:
     exponents = fit.exponents_table(first, n_resamples=params["n_bootstrap"])
     table8 = breakeven.break_even_table(breakeven.cumulative_curves(turns))
     timings["fit + break-even"] = time.perf_counter() - t0
-    print(f"{len(runs)} runs, {len(rows):,} stage rows, {len(turns):,} turns "
-          f"({len(pairs)} model/effort pairs)")
+    print(
+        f"{len(runs)} runs, {len(rows):,} stage rows, {len(turns):,} turns "
+        f"({len(pairs)} model/effort pairs)"
+    )
     for name, seconds in timings.items():
         print(f"  {name:<22} {seconds:7.2f} s")
-    print(f"  {'total':<22} {sum(timings.values()):7.2f} s; peak memory "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(
+        f"  {'total':<22} {sum(timings.values()):7.2f} s; peak memory "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+    )
     versus = tables.exponents_vs_published(exponents.assign(source="synthetic"))
-    shown = versus[versus["published"] != ""][["system", "quantity", "measured", "published",
-                                                "inside"]]
+    shown = versus[versus["published"] != ""][
+        ["system", "quantity", "measured", "published", "inside"]
+    ]
     pd.set_option("display.width", 140)
     print(f"\nTable 1 offline ({pairs[0][0]}), measured vs the study:")
     print(shown.round(3).to_string(index=False))
     print("\nbootstrap 95% intervals (whole runs):")
-    print(exponents[["system", "p", "p_low", "p_high", "q", "q_low", "q_high", "worst_ratio",
-                     "loocv_mape_state"]].round(3).to_string(index=False))
+    print(
+        exponents[
+            [
+                "system",
+                "p",
+                "p_low",
+                "p_high",
+                "q",
+                "q_low",
+                "q_high",
+                "worst_ratio",
+                "loocv_mape_state",
+            ]
+        ]
+        .round(3)
+        .to_string(index=False)
+    )
     at = table8[(table8["cell"] == "400×200") & (table8["model"] == pairs[0][0])]
-    print(f"\nbreak-even at 400×200: {dict(zip(at['system'], at['break_even'], strict=True))}; "
-          f"study: {published.BREAK_EVEN_400_200}")
+    print(
+        f"\nbreak-even at 400×200: {dict(zip(at['system'], at['break_even'], strict=True))}; "
+        f"study: {published.BREAK_EVEN_400_200}"
+    )
     if args.notebook:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             run_preset("serving_offline_full", run_name=str(Path(tmp) / "run"), stream=False)
-            print(f"\nnotebook 06 with serving_offline_full via the runner: "
-                  f"{time.perf_counter() - t0:.1f} s")
+            print(
+                f"\nnotebook 06 with serving_offline_full via the runner: "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
     return 0
 
 

@@ -61,8 +61,12 @@ K = 20
 EF_VALUES = (10, 20, 40, 60, 80, 100, 200, 400, 1000)  # 1000: the most pgvector allows
 FEW_EF_VALUES = (10, 40, 400)  # for the variants (iterative scans are slow)
 SAME_TABLE = ("pg-shared-planner", "pg-shared-iter")  # search pg-shared's table
-SIZES = {"sample": (3, 120), "small": (50, 206), "paper": (500, 206),
-         "tenx": (5_000, 206)}  # users x facts each
+SIZES = {
+    "sample": (3, 120),
+    "small": (50, 206),
+    "paper": (500, 206),
+    "tenx": (5_000, 206),
+}  # users x facts each
 DEFAULT_SIZES = ["sample", "small"]  # about a minute; --full adds the paper size
 TOPICS = 64
 NOISE = 1.0  # noise norm around a unit topic centre: cosine to the centre ~0.7
@@ -101,15 +105,18 @@ def open_stores(dsn: str, dims: int, tag: str, extension_has_iter: bool) -> dict
     # Same table as pg-shared, other session settings: the planner free to choose, and
     # iterative index scans.
     stores["pg-shared-planner"] = PgVectorStore(
-        dsn, dims, layout="shared", table=f"b_{tag}_shared", force_hnsw=False)
+        dsn, dims, layout="shared", table=f"b_{tag}_shared", force_hnsw=False
+    )
     if extension_has_iter:
         stores["pg-shared-iter"] = PgVectorStore(
-            dsn, dims, layout="shared", table=f"b_{tag}_shared", iterative_scan="relaxed_order")
+            dsn, dims, layout="shared", table=f"b_{tag}_shared", iterative_scan="relaxed_order"
+        )
     return stores
 
 
-def measure(store: VectorStore, queries: list[tuple[str, np.ndarray]],
-            exact: list[SearchResult], ef: int) -> dict[str, float]:
+def measure(
+    store: VectorStore, queries: list[tuple[str, np.ndarray]], exact: list[SearchResult], ef: int
+) -> dict[str, float]:
     returned, times, approx, ref = [], [], [], []
     for (user, q), ex in zip(queries, exact, strict=True):
         t0 = time.perf_counter()
@@ -122,9 +129,14 @@ def measure(store: VectorStore, queries: list[tuple[str, np.ndarray]],
     recall = index.recall_at_k(pad(np.stack(approx)), pad(np.stack(ref)))
     ms = np.array(times) * 1000
     r = np.array(returned)
-    return {"returned_mean": r.mean(), "returned_min": int(r.min()),
-            "all_k_share": float((r >= K).mean()), "recall@20": recall,
-            "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
+    return {
+        "returned_mean": r.mean(),
+        "returned_min": int(r.min()),
+        "all_k_share": float((r >= K).mean()),
+        "recall@20": recall,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+    }
 
 
 def exact_reference(facts: dict, queries: list[tuple[str, np.ndarray]]) -> list[SearchResult]:
@@ -134,8 +146,12 @@ def exact_reference(facts: dict, queries: list[tuple[str, np.ndarray]]) -> list[
         ids, x = facts[user]
         scores, rows = index.exact_search(x, q, K)
         names = np.array(list(ids) + [""], dtype=object)
-        out.append(SearchResult(np.where(rows >= 0, scores, -np.inf).astype(np.float32),
-                                names[np.where(rows >= 0, rows, len(ids))]))
+        out.append(
+            SearchResult(
+                np.where(rows >= 0, scores, -np.inf).astype(np.float32),
+                names[np.where(rows >= 0, rows, len(ids))],
+            )
+        )
     return out
 
 
@@ -160,16 +176,23 @@ def run_size(dsn: str, label: str, dims: int, n_queries: int, seed: int) -> list
         build_s = time.perf_counter() - t0
         print(f"  {label}: {name} built {store.count():,} facts in {build_s:.1f} s", flush=True)
         for ef in FEW_EF_VALUES if reuses else EF_VALUES:
-            row = {"size": label, "facts": n_users * per_user, "users": n_users,
-                   "store": name, "ef_search": ef, **measure(store, queries, exact, ef)}
+            row = {
+                "size": label,
+                "facts": n_users * per_user,
+                "users": n_users,
+                "store": name,
+                "ef_search": ef,
+                **measure(store, queries, exact, ef),
+            }
             row["build_s"] = float("nan") if reuses else build_s
             rows.append(row)
         store.close()
     return rows
 
 
-def share_sweep(dsn: str, dims: int, n_queries: int, seed: int,
-                table_facts: int = SHARE_TABLE) -> pd.DataFrame:
+def share_sweep(
+    dsn: str, dims: int, n_queries: int, seed: int, table_facts: int = SHARE_TABLE
+) -> pd.DataFrame:
     """One shared table of ``table_facts`` facts; one probe user per share, the rest filler."""
     topics = Topics(dims, seed + 7)
     sizes = {f"s{share:g}": max(int(table_facts * share), 1) for share in SHARES}
@@ -185,9 +208,16 @@ def share_sweep(dsn: str, dims: int, n_queries: int, seed: int,
         exact = exact_reference(facts, queries)
         for ef in (40, 100, 400):
             m = measure(store, queries, exact, ef)
-            rows.append({"user_share": share, "user_facts": sizes[user], "ef_search": ef,
-                         "returned_mean": m["returned_mean"], "all_k_share": m["all_k_share"],
-                         "recall@20": m["recall@20"]})
+            rows.append(
+                {
+                    "user_share": share,
+                    "user_facts": sizes[user],
+                    "ef_search": ef,
+                    "returned_mean": m["returned_mean"],
+                    "all_k_share": m["all_k_share"],
+                    "recall@20": m["recall@20"],
+                }
+            )
     store.close()
     return pd.DataFrame(rows)
 
@@ -197,22 +227,32 @@ def summarise(table: pd.DataFrame) -> None:
     for (size, store), part in table.groupby(["size", "store"], sort=False):
         ok = part.loc[part["returned_min"] >= K, "ef_search"]
         print(f"  {size:>6} {store:<15} {int(ok.min()) if len(ok) else 'none up to 1000'}")
-    paper = table[(table["size"] == "paper") & (table["store"] == "pg-shared")
-                  & (table["ef_search"] == 40)]
+    paper = table[
+        (table["size"] == "paper") & (table["store"] == "pg-shared") & (table["ef_search"] == 40)
+    ]
     if len(paper):
         r = paper.iloc[0]
-        print(f"\nPaper size, shared table, ef_search = 40: {r['returned_mean']:.2f} of 20 facts "
-              f"returned on average (minimum {r['returned_min']}), {r['all_k_share']:.0%} of "
-              f"queries got all 20, recall@20 {r['recall@20']:.3f}")
+        print(
+            f"\nPaper size, shared table, ef_search = 40: {r['returned_mean']:.2f} of 20 facts "
+            f"returned on average (minimum {r['returned_min']}), {r['all_k_share']:.0%} of "
+            f"queries got all 20, recall@20 {r['recall@20']:.3f}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", choices=list(SIZES),
-                        help=f"default {DEFAULT_SIZES} (about a minute); see --full")
-    parser.add_argument("--full", action="store_true",
-                        help="the paper size (500 users x 206 facts, ~10 minutes) and a 50,000-"
-                        "fact share sweep; add --sizes ... tenx for 10x the paper")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        choices=list(SIZES),
+        help=f"default {DEFAULT_SIZES} (about a minute); see --full",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the paper size (500 users x 206 facts, ~10 minutes) and a 50,000-"
+        "fact share sweep; add --sizes ... tenx for 10x the paper",
+    )
     parser.add_argument("--queries", type=int)
     parser.add_argument("--dims", type=int, default=256)
     parser.add_argument("--dsn", default="", help="an existing server (default: a private one)")
@@ -227,14 +267,22 @@ def main() -> None:
     try:
         with PgServer(workdir, dsn=args.dsn) as server:
             probe = PgVectorStore(server.dsn, args.dims, table="b_probe")
-            print(f"{server.describe()}; PostgreSQL {probe.server_version}, pgvector "
-                  f"{probe.extension_version}; {args.dims} dimensions, k = {K}, "
-                  f"{args.queries} queries per size", flush=True)
+            print(
+                f"{server.describe()}; PostgreSQL {probe.server_version}, pgvector "
+                f"{probe.extension_version}; {args.dims} dimensions, k = {K}, "
+                f"{args.queries} queries per size",
+                flush=True,
+            )
             probe.close()
             for label in args.sizes:
                 rows += run_size(server.dsn, label, args.dims, args.queries, seed=len(rows))
-            shares = None if args.no_share_sweep else share_sweep(
-                server.dsn, args.dims, min(args.queries, 100), seed=1, table_facts=share_facts)
+            shares = (
+                None
+                if args.no_share_sweep
+                else share_sweep(
+                    server.dsn, args.dims, min(args.queries, 100), seed=1, table_facts=share_facts
+                )
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     table = pd.DataFrame(rows)
@@ -244,8 +292,10 @@ def main() -> None:
         table.to_csv(args.out, index=False)
     summarise(table)
     if shares is not None:
-        print(f"\nShared table of {share_facts:,} facts: returned facts and recall@20 by the "
-              "user's share of the table (iterative scan off)")
+        print(
+            f"\nShared table of {share_facts:,} facts: returned facts and recall@20 by the "
+            "user's share of the table (iterative scan off)"
+        )
         print(shares.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 

@@ -22,19 +22,40 @@ def main() -> None:
     out_path = run.root / "answers.jsonl"
     done = {r["question_id"] for r in read_jsonl(out_path, missing_ok=True)}
     requests = [
-        ChatRequest(model="gpt-5-mini-2025-08-07", stage="read", prompt_version="worker@v1",
-                    messages=(("user", f"Question number {i}: answer briefly."),),
-                    reasoning_effort="low", tags={"dataset": "test", "question_id": f"q{i:03d}"})
-        for i in range(args.n) if f"q{i:03d}" not in done
+        ChatRequest(
+            model="gpt-5-mini-2025-08-07",
+            stage="read",
+            prompt_version="worker@v1",
+            messages=(("user", f"Question number {i}: answer briefly."),),
+            reasoning_effort="low",
+            tags={"dataset": "test", "question_id": f"q{i:03d}"},
+        )
+        for i in range(args.n)
+        if f"q{i:03d}" not in done
     ]
-    client = make_client(run, backend="openai", base_url=args.url, cache_path=args.cache,
-                         execution={"read": "batch"}, batch_poll_s=0.05, progress=True,
-                         retry=RetryPolicy(max_attempts=3, base_delay_s=0.01),
-                         env_file=Path(args.run) / "absent.env")
+    client = make_client(
+        run,
+        backend="openai",
+        base_url=args.url,
+        cache_path=args.cache,
+        execution={"read": "batch"},
+        batch_poll_s=0.05,
+        progress=True,
+        retry=RetryPolicy(max_attempts=3, base_delay_s=0.01),
+        env_file=Path(args.run) / "absent.env",
+    )
     with JsonlAppender(out_path) as out:
-        client.chat_many(requests, desc="worker", on_result=lambda result: out.write(
-            {"question_id": result.request.tags["question_id"], "answer": result.text,
-             "execution": "batch"}))
+        client.chat_many(
+            requests,
+            desc="worker",
+            on_result=lambda result: out.write(
+                {
+                    "question_id": result.request.tags["question_id"],
+                    "answer": result.text,
+                    "execution": "batch",
+                }
+            ),
+        )
     client.close()
 
 

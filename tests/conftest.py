@@ -72,12 +72,24 @@ def _start_smoke(folder: Path) -> subprocess.Popen | None:
         if (folder / "started").exists():
             return None
         (folder / "started").touch()
-        command = [sys.executable, "-m", "memcost", "run", "--params", "smoke", "--quiet",
-                   "--run-name", str(folder / "run")]
-        script = ('f=$1; shift; "$@" > "$f/run.log" 2>&1; '
-                  'echo $? > "$f/code" && mv "$f/code" "$f/exit_code"')
-        process = subprocess.Popen(["sh", "-c", script, "sh", str(folder), *command],
-                                   cwd=REPO_ROOT, start_new_session=True)
+        command = [
+            sys.executable,
+            "-m",
+            "memcost",
+            "run",
+            "--params",
+            "smoke",
+            "--quiet",
+            "--run-name",
+            str(folder / "run"),
+        ]
+        script = (
+            'f=$1; shift; "$@" > "$f/run.log" 2>&1; '
+            'echo $? > "$f/code" && mv "$f/code" "$f/exit_code"'
+        )
+        process = subprocess.Popen(
+            ["sh", "-c", script, "sh", str(folder), *command], cwd=REPO_ROOT, start_new_session=True
+        )
     _BACKGROUND.append(process)
     return process
 
@@ -119,8 +131,10 @@ def smoke_run(tmp_path_factory) -> RunPaths:
     deadline = time.monotonic() + SMOKE_WAIT_S
     while not (folder / "exit_code").exists():
         if time.monotonic() > deadline:
-            pytest.fail(f"the smoke run did not finish in {SMOKE_WAIT_S} s; its output is in "
-                        f"{folder / 'run.log'}")
+            pytest.fail(
+                f"the smoke run did not finish in {SMOKE_WAIT_S} s; its output is in "
+                f"{folder / 'run.log'}"
+            )
         time.sleep(0.2)
     if (folder / "exit_code").read_text().strip() != "0":
         log = (folder / "run.log").read_text(encoding="utf-8", errors="replace")
@@ -149,9 +163,15 @@ def prepared_run(smoke_run, tmp_path) -> Callable[[Sequence[str]], RunPaths]:
 # half of the short ones, then the long files that read it (it has finished by then), then the
 # other short ones, those that read it last. Under pytest-xdist the Makefile lets xdist hand the
 # files out by their number of tests instead (measured faster).
-LONG_FILES = ("test_api_path.py", "test_notebook_costs.py",
-              "test_serving_api.py", "test_serving_notebook.py", "test_notebooks_pgvector.py",
-              "test_notebook_04.py", "test_runs_cli.py")
+LONG_FILES = (
+    "test_api_path.py",
+    "test_notebook_costs.py",
+    "test_serving_api.py",
+    "test_serving_notebook.py",
+    "test_notebooks_pgvector.py",
+    "test_notebook_04.py",
+    "test_runs_cli.py",
+)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -20,10 +20,17 @@ from typing import Any
 import pandas as pd
 
 GOLDEN = Path(__file__).parent / "golden" / "smoke.json"
-MEASURED = re.compile(r"latency|timestamp|wall_time|(^|_)p(50|95)(_|$)|_s$|_ms$|started_at|"
-                      r"finished_at")
-PATTERNS = ("tables/*.csv", "*/tables/*.csv", "*/answers/*.jsonl", "*/judgments/*.jsonl",
-            "*/data/*.parquet")
+MEASURED = re.compile(
+    r"latency|timestamp|wall_time|(^|_)p(50|95)(_|$)|_s$|_ms$|started_at|"
+    r"finished_at"
+)
+PATTERNS = (
+    "tables/*.csv",
+    "*/tables/*.csv",
+    "*/answers/*.jsonl",
+    "*/judgments/*.jsonl",
+    "*/data/*.parquet",
+)
 
 
 def _clean(value: Any) -> Any:
@@ -40,8 +47,11 @@ def _content(path: Path, root: str) -> bytes:
         frame = frame[[c for c in frame.columns if not MEASURED.search(str(c))]]
         text = frame.to_csv(index=False)
     elif path.suffix == ".jsonl":
-        lines = [json.dumps(_clean(json.loads(line)), sort_keys=True)
-                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = [
+            json.dumps(_clean(json.loads(line)), sort_keys=True)
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         text = "\n".join(lines)
     else:
         buffer = io.StringIO()
@@ -54,8 +64,9 @@ def run_digest(run: Path) -> dict[str, str]:
     """``{path relative to the run: sha256 of its computed content}``."""
     root = str(run.resolve())
     files = sorted({p for pattern in PATTERNS for p in run.glob(pattern)})
-    return {p.relative_to(run).as_posix(): hashlib.sha256(_content(p, root)).hexdigest()
-            for p in files}
+    return {
+        p.relative_to(run).as_posix(): hashlib.sha256(_content(p, root)).hexdigest() for p in files
+    }
 
 
 if __name__ == "__main__":

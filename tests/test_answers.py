@@ -9,10 +9,20 @@ from memcost.io import read_jsonl
 
 
 def _record(qid: str, **extra):
-    base = dict(question_id=qid, conversation_id="c1", answer="Paris", model="gpt-5-mini",
-                backend="offline", prompt_version="read@v1", prompt_tokens=10,
-                cached_prompt_tokens=0, completion_tokens=2, reasoning_tokens=0, latency_s=0.01,
-                error=None)
+    base = dict(
+        question_id=qid,
+        conversation_id="c1",
+        answer="Paris",
+        model="gpt-5-mini",
+        backend="offline",
+        prompt_version="read@v1",
+        prompt_tokens=10,
+        cached_prompt_tokens=0,
+        completion_tokens=2,
+        reasoning_tokens=0,
+        latency_s=0.01,
+        error=None,
+    )
     return {**base, **extra}
 
 
@@ -28,8 +38,13 @@ def test_system_names():
 
 
 def test_labels_name_models_online_and_never_offline():
-    systems = ["memory", "memory_graph", "long_context_gpt-oss-120b", "long_context_gpt-5-mini",
-               "rolling_window_gpt-5-mini"]
+    systems = [
+        "memory",
+        "memory_graph",
+        "long_context_gpt-oss-120b",
+        "long_context_gpt-5-mini",
+        "rolling_window_gpt-5-mini",
+    ]
     online = answers.system_labels(systems)
     assert online["long_context_gpt-5-mini"] == "long context, gpt-5-mini"
     assert online["memory_graph"] == "memory graph"
@@ -40,8 +55,10 @@ def test_labels_name_models_online_and_never_offline():
     assert offline["rolling_window_gpt-5-mini"] == "rolling window (offline)"
     assert offline["memory"] == "memory" and not [v for v in offline.values() if "gpt" in v]
     assert len(set(offline.values())) == len(systems)
-    assert answers.offline_places(systems) == {"long_context_gpt-5-mini": ("gpt-5-mini", 1),
-                                               "long_context_gpt-oss-120b": ("gpt-oss-120b", 2)}
+    assert answers.offline_places(systems) == {
+        "long_context_gpt-5-mini": ("gpt-5-mini", 1),
+        "long_context_gpt-oss-120b": ("gpt-oss-120b", 2),
+    }
 
 
 def test_offline_accuracy_figure_names_no_model():
@@ -49,17 +66,25 @@ def test_offline_accuracy_figure_names_no_model():
 
     from memcost.plots.judge import plot_accuracy
 
-    table3 = pd.DataFrame({"system": ["memory", "long_context_gpt-5-mini",
-                                      "long_context_gpt-oss-120b"],
-                           "n": 4, "accuracy": [0.5, 0.25, 0.25], "wilson_low": 0.1,
-                           "wilson_high": 0.9, "bootstrap_low": 0.2, "bootstrap_high": 0.8,
-                           "judge_model": "lexical"})
+    table3 = pd.DataFrame(
+        {
+            "system": ["memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b"],
+            "n": 4,
+            "accuracy": [0.5, 0.25, 0.25],
+            "wilson_low": 0.1,
+            "wilson_high": 0.9,
+            "bootstrap_low": 0.2,
+            "bootstrap_high": 0.8,
+            "judge_model": "lexical",
+        }
+    )
     fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="offline")
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["memory", "long context (offline) 1", "long context (offline) 2"]
     fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="openai")
-    assert "long context, gpt-oss-120b" in [t.get_text()
-                                            for t in fig.axes[0].get_legend().get_texts()]
+    assert "long context, gpt-oss-120b" in [
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()
+    ]
 
 
 def test_writer_resumes_without_duplicates(run_paths):
@@ -98,9 +123,17 @@ def test_missing_file_names_the_notebook(run_paths):
 
 def test_systems_sorted_memory_first(run_paths):
     ds = run_paths.dataset("locomo").ensure()
-    for system in ("oracle_gpt-5-mini", "long_context_gpt-oss-120b", "memory",
-                   "long_context_gpt-5-mini"):
+    for system in (
+        "oracle_gpt-5-mini",
+        "long_context_gpt-oss-120b",
+        "memory",
+        "long_context_gpt-5-mini",
+    ):
         with answers.AnswerWriter(ds, system) as out:
             out.write(_record("q1"))
     assert answers.answer_systems(ds) == [
-        "memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b", "oracle_gpt-5-mini"]
+        "memory",
+        "long_context_gpt-5-mini",
+        "long_context_gpt-oss-120b",
+        "oracle_gpt-5-mini",
+    ]

@@ -61,8 +61,12 @@ PARAMETERS = {
 }
 STEPS_ALL = ["00", "01", "02", "03", "04", "05"]
 STEPS_MODEL = ["01", "02", "03", "04"]  # the notebooks that call models
-SYSTEMS = ["memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b",
-           "rolling_window_gpt-5-mini"]
+SYSTEMS = [
+    "memory",
+    "long_context_gpt-5-mini",
+    "long_context_gpt-oss-120b",
+    "rolling_window_gpt-5-mini",
+]
 
 
 @dataclass
@@ -80,36 +84,57 @@ def _preset(folder: Path, name: str, steps: list[str]) -> Path:
     notebooks = discover_notebooks()
     declared = set().union(*(notebook_parameters(notebooks[s]) for s in steps))
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({
-        "description": f"API path test: {name}",
-        "datasets": [DATASET],
-        "steps": steps,
-        "parameters": {k: v for k, v in PARAMETERS.items() if k in declared},
-    }), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "description": f"API path test: {name}",
+                "datasets": [DATASET],
+                "steps": steps,
+                "parameters": {k: v for k, v in PARAMETERS.items() if k in declared},
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
-def _start(preset: Path, run_dir: Path, server: FakeOpenAIServer, cache: Path,
-           *overrides: str) -> subprocess.Popen:
+def _start(
+    preset: Path, run_dir: Path, server: FakeOpenAIServer, cache: Path, *overrides: str
+) -> subprocess.Popen:
     """``python -m memcost run`` as a user would type it; its output goes to ``<run>.log``."""
     env = {**os.environ, KEY_ENV: KEY, "MEMCOST_CACHE_DIR": str(cache)}
     env.pop("OPENAI_API_KEY", None)
-    command = [sys.executable, "-m", "memcost", "run", "--params", str(preset),
-               "--run-name", str(run_dir), "--quiet",
-               "-p", "backend=custom", "-p", f"base_url={server.url}",
-               "-p", f"client={{api_key_env: {KEY_ENV}}}",
-               *[a for o in overrides for a in ("-p", o)]]
+    command = [
+        sys.executable,
+        "-m",
+        "memcost",
+        "run",
+        "--params",
+        str(preset),
+        "--run-name",
+        str(run_dir),
+        "--quiet",
+        "-p",
+        "backend=custom",
+        "-p",
+        f"base_url={server.url}",
+        "-p",
+        f"client={{api_key_env: {KEY_ENV}}}",
+        *[a for o in overrides for a in ("-p", o)],
+    ]
     with open(f"{run_dir}.log", "w", encoding="utf-8") as log:  # a file never fills up
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     STARTED.append(process)
     return process
 
 
 def _finish(process: subprocess.Popen, run_dir: Path) -> Run:
     process.wait(timeout=200)
-    return Run(RunPaths(run_dir), process.returncode,
-               Path(f"{run_dir}.log").read_text(encoding="utf-8"))
+    return Run(
+        RunPaths(run_dir), process.returncode, Path(f"{run_dir}.log").read_text(encoding="utf-8")
+    )
 
 
 STARTED: list[subprocess.Popen] = []  # stopped when the fixture ends, whatever happened
@@ -129,8 +154,11 @@ class World:
 
 def _files(root: Path) -> dict[str, bytes]:
     """The hand-over files of a run (what later notebooks and the report read)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.suffix in (".jsonl", ".parquet", ".faiss", ".csv")}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix in (".jsonl", ".parquet", ".faiss", ".csv")
+    }
 
 
 def _wait_for(path: Path, process: subprocess.Popen, run_dir: Path) -> None:
@@ -162,13 +190,23 @@ def world(tmp_path_factory) -> World:
         first = _start(_preset(tmp, "first", STEPS_ALL), first_paths.root, server, cache)
         _wait_for(metrics / "00_prepare_data.json", first, first_paths.root)
         _seed(first_paths, tmp / "budget")
-        budget = _start(_preset(tmp, "budget", ["01", "02"]), tmp / "budget", budget_server,
-                        budget_cache, f"max_cost_usd={BUDGET_USD}")
+        budget = _start(
+            _preset(tmp, "budget", ["01", "02"]),
+            tmp / "budget",
+            budget_server,
+            budget_cache,
+            f"max_cost_usd={BUDGET_USD}",
+        )
         _wait_for(metrics / "04_judge_answers.json", first, first_paths.root)
         seen = len(server.requests)  # from here on, every request is a failure of the test
         _seed(first_paths, tmp / "replay")
-        replay = _start(_preset(tmp, "replay", STEPS_MODEL), tmp / "replay", server, cache,
-                        "client={cache_mode: replay_only}")
+        replay = _start(
+            _preset(tmp, "replay", STEPS_MODEL),
+            tmp / "replay",
+            server,
+            cache,
+            "client={cache_mode: replay_only}",
+        )
         first_run = _finish(first, first_paths.root)
         assert first_run.returncode == 0, first_run.output[-3000:]
         first_run.requests = server.requests[:seen]
@@ -184,8 +222,16 @@ def world(tmp_path_factory) -> World:
             run.requests = server.requests[seen:]
         budget_run = _finish(budget, tmp / "budget")
         budget_run.requests = budget_server.requests
-        yield World(first_run, resumed_run, replay_run, budget_run, server, cache, first_files,
-                    first_manifest)
+        yield World(
+            first_run,
+            resumed_run,
+            replay_run,
+            budget_run,
+            server,
+            cache,
+            first_files,
+            first_manifest,
+        )
     finally:
         for process in STARTED:
             if process.poll() is None:
@@ -233,8 +279,9 @@ def test_ledger_records_every_call_once_as_custom(world):
     # what the output files imply
     answers = {s: read_jsonl(run.dataset(DATASET).answers_file(s)) for s in SYSTEMS}
     questions = pd.read_parquet(run.dataset(DATASET).questions)
-    assert all(len(a) == len(questions) and not any(r["error"] for r in a)
-               for a in answers.values())
+    assert all(
+        len(a) == len(questions) and not any(r["error"] for r in a) for a in answers.values()
+    )
     judgments = read_jsonl(run.dataset(DATASET).judgments)
     segments = pd.read_parquet(run.dataset(DATASET).memory / "segments.parquet")
     updates = read_jsonl(run.dataset(DATASET).memory / "updates.jsonl")
@@ -242,8 +289,9 @@ def test_ledger_records_every_call_once_as_custom(world):
     assert stages["long_context"] == sum(len(answers[s]) for s in SYSTEMS[1:])
     assert stages["judge"] == len(judgments) == 3 * len(SYSTEMS) * judged_questions(questions)
     assert stages["extract"] == (segments["status"] == "ok").sum() == len(segments)
-    assert stages["update"] == len({(u["conversation_id"], u["segment_index"]) for u in updates
-                                    if u["prompt_version"]})
+    assert stages["update"] == len(
+        {(u["conversation_id"], u["segment_index"]) for u in updates if u["prompt_version"]}
+    )
     embeds = [c for c in calls if c["stage"] == "embed"]
     assert len([c for c in embeds if c["question_id"]]) == len(questions)
     # re-asks happened and were recorded apart; every reply finally parsed
@@ -277,8 +325,9 @@ def test_analysis_labels_the_costs_measured(world):
     by_stage = pd.read_csv(run.tables / "cost_by_stage.csv")
     judge = by_stage.loc[by_stage["stage"] == "judge"].set_index("system")["records"]
     votes = Counter(j["system"] for j in read_jsonl(run.dataset(DATASET).judgments))
-    reasks = Counter(c["system"] for c in read_jsonl(run.calls)
-                     if c["stage"] == "judge" and c.get("reask"))
+    reasks = Counter(
+        c["system"] for c in read_jsonl(run.calls) if c["stage"] == "judge" and c.get("reask")
+    )
     assert judge.to_dict() == {s: votes[s] + reasks[s] for s in SYSTEMS}
     summary = pd.read_csv(run.tables / "cost_summary.csv").set_index("component")
     questions = len(pd.read_parquet(run.dataset(DATASET).questions))
@@ -291,15 +340,19 @@ def test_manifest_records_snapshots_and_cache_hits(world):
     manifest = world.first_manifest
     assert manifest["models"] == {
         model: {"backend": "custom", "served": [served]}
-        for model, served in (("gpt-5-nano-2025-08-07", "gpt-5-nano-2025-08-07"),
-                              ("gpt-5-mini-2025-08-07", "gpt-5-mini-2025-08-07"),
-                              ("openai/gpt-oss-120b", "openai/gpt-oss-120b"),
-                              ("text-embedding-3-small", "text-embedding-3-small"))
+        for model, served in (
+            ("gpt-5-nano-2025-08-07", "gpt-5-nano-2025-08-07"),
+            ("gpt-5-mini-2025-08-07", "gpt-5-mini-2025-08-07"),
+            ("openai/gpt-oss-120b", "openai/gpt-oss-120b"),
+            ("text-embedding-3-small", "text-embedding-3-small"),
+        )
     }
     llm = manifest["llm"]
     assert llm[f"{DATASET}/01_extract_facts"]["cache_hits"] >= 1  # the example call, repeated
-    assert llm[f"{DATASET}/01_extract_facts"]["reasks"] + llm[f"{DATASET}/04_judge_answers"][
-        "reasks"] > 0
+    assert (
+        llm[f"{DATASET}/01_extract_facts"]["reasks"] + llm[f"{DATASET}/04_judge_answers"]["reasks"]
+        > 0
+    )
     assert llm[f"{DATASET}/03_answer_long_context"]["retries"] == 1
     for entry in llm.values():
         assert entry["backend"] == "custom" and entry["endpoints"]["custom"]["key_env"] == KEY_ENV
@@ -337,7 +390,8 @@ def test_replay_only_serves_everything_from_the_cache(world):
     # ... and the workload is the first run's, at the same list price
     first_priced = costs.price_calls(costs.load_ledger([world.first.paths]))
     assert costs.workload(priced)["cost_usd"].sum() == pytest.approx(
-        costs.workload(first_priced)["cost_usd"].sum())
+        costs.workload(first_priced)["cost_usd"].sum()
+    )
     for system in SYSTEMS:
         a = answers_by_question(world.first.paths, system)
         b = answers_by_question(world.replay.paths, system)
@@ -350,8 +404,10 @@ def test_replay_only_serves_everything_from_the_cache(world):
 
 def answers_by_question(run: RunPaths, system: str) -> dict[str, dict]:
     """Answers by question, without what is measured locally (the HNSW search time)."""
-    return {r["question_id"]: {k: v for k, v in r.items() if k != "search_latency_s"}
-            for r in read_jsonl(run.dataset(DATASET).answers_file(system))}
+    return {
+        r["question_id"]: {k: v for k, v in r.items() if k != "search_latency_s"}
+        for r in read_jsonl(run.dataset(DATASET).answers_file(system))
+    }
 
 
 def test_budget_stops_cleanly_keeping_what_was_done(world):
@@ -378,4 +434,3 @@ def test_budget_stops_cleanly_keeping_what_was_done(world):
     manifest = read_json(run.paths.manifest)
     assert manifest["notebooks"][f"{DATASET}/01_extract_facts"]["status"] == "failed"
     assert f"{DATASET}/02_answer_from_memory" not in manifest["notebooks"]
-

@@ -76,7 +76,9 @@ def test_embeddings_and_interactive_stages_mix(tmp_path):
         assert server.count(CHAT_PATH) == 1 and server.batches.created == 1
         records = read_jsonl(client.run.calls)
         assert {(c["stage"], c.get("execution")) for c in records} == {
-            ("embed", "batch"), ("judge", None)}
+            ("embed", "batch"),
+            ("judge", None),
+        }
         client.close()
 
 
@@ -120,8 +122,11 @@ def _leave_an_open_batch(tmp_path, server, n: int) -> None:
     server holds it back); the batch finishes as soon as the caller lets it."""
     server.batches.delay_s = 30.0
     client = _client(tmp_path, server, max_wait_hours=0.5 / 3600)
-    with pytest.raises(BatchWaitExceeded, match=r"max_wait_hours=0.000138889.*1 batch\(es\) "
-                       r"still running \(batch_000001\).*rerun the same command"):
+    with pytest.raises(
+        BatchWaitExceeded,
+        match=r"max_wait_hours=0.000138889.*1 batch\(es\) "
+        r"still running \(batch_000001\).*rerun the same command",
+    ):
         client.chat_many([question(i) for i in range(n)])
     assert not read_jsonl(client.run.calls, missing_ok=True)
     client.close()
@@ -151,7 +156,10 @@ def test_answers_a_rerun_no_longer_asks_for_are_kept_as_asked(tmp_path, capsys):
         [entry] = BatchJournal(rerun.run.root).entries()
         assert entry.status == "completed"
         assert (entry.extra["completed"], entry.extra["not_asked"], entry.extra["unused"]) == (
-            2, 2, 0)
+            2,
+            2,
+            0,
+        )
         err = capsys.readouterr().err
         assert "batch_000001: 2 of its answers are for requests this call does not send" in err
         records = read_jsonl(rerun.run.calls)  # all four paid answers, tagged as they were asked
@@ -176,15 +184,19 @@ def test_a_batch_recorded_without_its_requests_counts_what_it_cannot_keep(tmp_pa
     assert (entry.extra["completed"], entry.extra["not_asked"], entry.extra["unused"]) == (2, 0, 2)
     assert len(read_jsonl(rerun.run.calls)) == 2
     assert "2 answers for requests this call does not send are billed but not used" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
 
 def test_the_budget_reserves_a_whole_batch_before_submitting(tmp_path):
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         client = _client(tmp_path, server, max_cost_usd=0.0001)
         requests = [question(i, max_output_tokens=4000) for i in range(20)]
-        with pytest.raises(BudgetExceeded, match="a batch of 20 read requests to "
-                           r"gpt-5-mini-2025-08-07 \(about \$0\.0\d+ at the batch price\)"):
+        with pytest.raises(
+            BudgetExceeded,
+            match="a batch of 20 read requests to "
+            r"gpt-5-mini-2025-08-07 \(about \$0\.0\d+ at the batch price\)",
+        ):
             client.chat_many(requests)
         assert server.batches.created == 0 and not server.batches.files
         client.close()
@@ -194,8 +206,9 @@ def test_batch_is_refused_where_there_is_no_batch_api(tmp_path, monkeypatch, cap
     monkeypatch.setenv("OPENROUTER_API_KEY", TEST_KEY)
     with pytest.raises(ValueError, match="backend 'openrouter' has none"):
         _client(tmp_path, FakeOpenAIServer(), backend="openrouter")
-    routed = _client(tmp_path, FakeOpenAIServer(),
-                     model_backends={"gpt-5-mini-2025-08-07": "openrouter"})
+    routed = _client(
+        tmp_path, FakeOpenAIServer(), model_backends={"gpt-5-mini-2025-08-07": "openrouter"}
+    )
     with pytest.raises(ValueError, match=r"'openrouter' \(serving gpt-5-mini-2025-08-07\)"):
         routed.chat_many([question(1)])
     routed.close()
@@ -205,8 +218,9 @@ def test_batch_is_refused_where_there_is_no_batch_api(tmp_path, monkeypatch, cap
 
 
 def test_files_are_split_at_the_limits():
-    lines = [request_line(f"k{i}", "m", "/v1/chat/completions", {"i": i}, tokens=10)
-             for i in range(7)]
+    lines = [
+        request_line(f"k{i}", "m", "/v1/chat/completions", {"i": i}, tokens=10) for i in range(7)
+    ]
     assert [len(p) for p in split_lines(lines, max_requests=3)] == [3, 3, 1]
     assert [len(p) for p in split_lines(lines, max_tokens=25)] == [2, 2, 2, 1]
     size = len(lines[0].data)
@@ -215,11 +229,24 @@ def test_files_are_split_at_the_limits():
 
 
 def test_output_and_error_lines_are_read():
-    text = "\n".join(json.dumps(x) for x in [
-        {"custom_id": "a", "response": {"status_code": 200, "body": {"choices": []}}},
-        {"custom_id": "b", "response": None, "error": {"code": "batch_expired", "message": "x"}},
-        {"custom_id": "c", "response": {"status_code": 400, "body": {"error": {"message": "no"}}}},
-    ]) + "\n{torn"
+    text = (
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"custom_id": "a", "response": {"status_code": 200, "body": {"choices": []}}},
+                {
+                    "custom_id": "b",
+                    "response": None,
+                    "error": {"code": "batch_expired", "message": "x"},
+                },
+                {
+                    "custom_id": "c",
+                    "response": {"status_code": 400, "body": {"error": {"message": "no"}}},
+                },
+            ]
+        )
+        + "\n{torn"
+    )
     a, b, c = read_answers(text)
     assert a.ok and not b.ok and b.retryable and b.message == "batch_expired: x"
     assert not c.retryable and c.message == "HTTP 400: no"
@@ -239,53 +266,72 @@ def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(t
     (the server counts creations), and its results land in the cache, ledger and outputs."""
     run, cache = tmp_path / "run", tmp_path / "cache.sqlite"
     env = {**os.environ, "OPENAI_API_KEY": TEST_KEY}
-    command = [sys.executable, str(Path(__file__).with_name("batch_worker.py")), "--run",
-               str(run), "--cache", str(cache)]
+    command = [
+        sys.executable,
+        str(Path(__file__).with_name("batch_worker.py")),
+        "--run",
+        str(run),
+        "--cache",
+        str(cache),
+    ]
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         server.batches.delay_s = 600.0  # far longer than the test: the worker is waiting
-        first = subprocess.Popen([*command, "--url", server.url], env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        first = subprocess.Popen(
+            [*command, "--url", server.url],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         journal = BatchJournal(run)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and first.poll() is None and not any(
-                e.batch_id for e in journal.entries()):
+        while (
+            time.monotonic() < deadline
+            and first.poll() is None
+            and not any(e.batch_id for e in journal.entries())
+        ):
             time.sleep(0.02)
         time.sleep(0.2)  # it polls now
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
         assert server.batches.created == 1 and not read_jsonl(run / "calls.jsonl", missing_ok=True)
         server.batches.delay_s = 0.0  # the batch has finished meanwhile
-        second = subprocess.run([*command, "--url", server.url], env=env, timeout=120,
-                                capture_output=True, text=True)
+        second = subprocess.run(
+            [*command, "--url", server.url], env=env, timeout=120, capture_output=True, text=True
+        )
         assert second.returncode == 0, second.stderr[-2000:]
         assert "re-attached to batch_000001 (40 read requests" in second.stderr
         assert server.batches.created == 1 and server.count(CHAT_PATH) == 0
     records = read_jsonl(run / "calls.jsonl")
-    assert len(records) == 40 and all(r["execution"] == "batch" and not r["cached"]
-                                      for r in records)
+    assert len(records) == 40 and all(
+        r["execution"] == "batch" and not r["cached"] for r in records
+    )
     answers = read_jsonl(run / "answers.jsonl")
     assert sorted(a["question_id"] for a in answers) == [f"q{i:03d}" for i in range(40)]
     assert [e.status for e in BatchJournal(run).entries()] == ["completed"]
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["-p", "backend=openrouter", "-p", "client={execution: {judge: batch}}"],
-     "execution: batch is the OpenAI Batch API, and backend 'openrouter' has none"),
-    (["-p", "client={batch_retry: later}"], "valid choices: batch, interactive"),
-])
-def test_the_runner_refuses_batch_settings_before_anything_starts(tmp_path, capsys, extra,
-                                                                  message):
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["-p", "backend=openrouter", "-p", "client={execution: {judge: batch}}"],
+            "execution: batch is the OpenAI Batch API, and backend 'openrouter' has none",
+        ),
+        (["-p", "client={batch_retry: later}"], "valid choices: batch, interactive"),
+    ],
+)
+def test_the_runner_refuses_batch_settings_before_anything_starts(tmp_path, capsys, extra, message):
     run_dir = tmp_path / "run"
-    code = main(["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo",
-                 *extra])
+    code = main(
+        ["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo", *extra]
+    )
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not run_dir.exists()
 
 
 @pytest.mark.parametrize("created", [True, False])
-def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(tmp_path,
-                                                                              created):
+def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(tmp_path, created):
     """The journal holds the uploaded file but no batch id: a rerun finds the batch made from
     that file (or, when none was made, creates it), and never uploads the requests again."""
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
@@ -293,12 +339,20 @@ def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(t
         requests = [question(i) for i in range(3)]
         endpoint = client.endpoint_for(requests[0].model)
         lines = [client.prefill.line(r.key(endpoint.identity), r) for r in requests]
-        transport = BatchTransport(client.transport.client_for(endpoint), client.config.retry,
-                                   threading.Event())
+        transport = BatchTransport(
+            client.transport.client_for(endpoint), client.config.retry, threading.Event()
+        )
         file_id = transport.upload(joined(lines))
-        BatchJournal(client.run.root).uploaded(Entry(
-            input_file_id=file_id, model=lines[0].model, url=lines[0].url, stage="read",
-            endpoint=endpoint.identity, keys=[line.key for line in lines]))
+        BatchJournal(client.run.root).uploaded(
+            Entry(
+                input_file_id=file_id,
+                model=lines[0].model,
+                url=lines[0].url,
+                stage="read",
+                endpoint=endpoint.identity,
+                keys=[line.key for line in lines],
+            )
+        )
         if created:
             transport.create(file_id, lines[0].url, {})
         results = client.chat_many(requests)
@@ -337,9 +391,13 @@ def test_a_batch_wait_prints_signs_of_life(tmp_path, capsys):
         client.close()
     err = capsys.readouterr().err.replace("\r", "\n")  # a progress bar's redraws end lines
     # a bar may be drawn before the line: what the runner passes on starts at the mark
-    lines = [ln[ln.index(SIGN_OF_LIFE):] for ln in err.splitlines() if SIGN_OF_LIFE in ln]
-    assert any(ln.startswith(f"{SIGN_OF_LIFE}batch read: ") and "requests answered" in ln
-               and "results within 24 h" in ln for ln in lines), lines
+    lines = [ln[ln.index(SIGN_OF_LIFE) :] for ln in err.splitlines() if SIGN_OF_LIFE in ln]
+    assert any(
+        ln.startswith(f"{SIGN_OF_LIFE}batch read: ")
+        and "requests answered" in ln
+        and "results within 24 h" in ln
+        for ln in lines
+    ), lines
 
 
 def test_a_batch_the_provider_forgot_stops_in_one_line_and_can_be_given_up(tmp_path, capsys):
@@ -352,8 +410,14 @@ def test_a_batch_the_provider_forgot_stops_in_one_line_and_can_be_given_up(tmp_p
         endpoint = client.endpoint_for(requests[0].model)
         lines = [client.prefill.line(r.key(endpoint.identity), r) for r in requests]
         journal = BatchJournal(client.run.root)
-        entry = Entry(input_file_id="file-gone", model=lines[0].model, url=lines[0].url,
-                      stage="read", endpoint=endpoint.identity, keys=[ln.key for ln in lines])
+        entry = Entry(
+            input_file_id="file-gone",
+            model=lines[0].model,
+            url=lines[0].url,
+            stage="read",
+            endpoint=endpoint.identity,
+            keys=[ln.key for ln in lines],
+        )
         journal.uploaded(entry)
         journal.created(entry, "batch_gone")  # submitted by a run, then lost by the provider
         with pytest.raises(BatchLost) as lost:
@@ -367,5 +431,4 @@ def test_a_batch_the_provider_forgot_stops_in_one_line_and_can_be_given_up(tmp_p
         results = client.chat_many(requests)  # its requests go in a new batch
         assert all(r.ok for r in results) and server.batches.created == 1
         client.close()
-    assert [e.status for e in BatchJournal(client.run.root).entries()] == ["forgotten",
-                                                                         "completed"]
+    assert [e.status for e in BatchJournal(client.run.root).entries()] == ["forgotten", "completed"]

@@ -21,4 +21,5 @@ def test_the_bundled_sample_run_computes_what_it_did_before(smoke_run):
     assert not changed, (
         f"{len(changed)} output(s) of the bundled-sample run changed: {changed[:12]}. If the "
         "change is intended, record it: MEMCOST_UPDATE_GOLDEN=1 .venv/bin/python -m pytest "
-        "tests/test_byte_identity.py")
+        "tests/test_byte_identity.py"
+    )

@@ -26,8 +26,12 @@ COPY = "00_prepare_data-Copy1.ipynb"  # what Jupyter names a duplicated notebook
 def _stray(path, marker):
     """A notebook that, if it ran, would write ``marker`` and fail the run."""
     nb = nbformat.read(NOTEBOOKS_DIR / "00_prepare_data.ipynb", as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(
-        f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('a stray copy ran')"))
+    nb.cells.insert(
+        0,
+        nbformat.v4.new_code_cell(
+            f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('a stray copy ran')"
+        ),
+    )
     nbformat.write(nb, path)
 
 
@@ -57,8 +61,13 @@ def test_strays_are_warned_about_and_the_canonical_notebook_runs(tmp_path, capsy
     assert all("00_prepare_data.ipynb runs instead" in w for w in stray_warnings(folder))
 
     # notebook 00 on one bundled sample: the quickest notebook the strays copy
-    run = run_preset("smoke", run_name=str(tmp_path / "run"), notebooks_dir=folder,
-                     steps=["00"], datasets=["locomo"])
+    run = run_preset(
+        "smoke",
+        run_name=str(tmp_path / "run"),
+        notebooks_dir=folder,
+        steps=["00"],
+        datasets=["locomo"],
+    )
     out = capsys.readouterr().out
     for name in STRAYS:
         assert f"warning: {name} in notebooks/ is not a canonical notebook" in out

@@ -17,8 +17,12 @@ from memcost.params import (
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run.presets import PresetError
 
-CALLING = ("01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
-           "04_judge_answers")
+CALLING = (
+    "01_extract_facts",
+    "02_answer_from_memory",
+    "03_answer_long_context",
+    "04_judge_answers",
+)
 
 
 def test_every_model_calling_notebook_declares_them_with_one_default():
@@ -36,15 +40,18 @@ def test_the_client_mapping_reaches_the_client_and_the_old_token_limit_is_refuse
     assert shared_params({"client": {"rate_limits": limits}})["rate_limits"] == limits
     with pytest.raises(ValueError, match=r"tpm_limit is per model now: client: \{rate_limits"):
         shared_params({"client": {"tpm_limit": 30_000}})
-    assert shared_params({"backend": "offline", "other": 1, "client": {"request_timeout_s": 7.5}}
-                         ) == {"backend": "offline", "request_timeout_s": 7.5}
+    assert shared_params(
+        {"backend": "offline", "other": 1, "client": {"request_timeout_s": 7.5}}
+    ) == {"backend": "offline", "request_timeout_s": 7.5}
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['max_concurency'\]"):
         shared_params({"client": {"max_concurency": 3}})
 
 
 def test_a_client_mapping_given_later_changes_only_what_it_names():
-    preset = {"backend": "openai", "client": {"model_backends": {"a": "openrouter"},
-                                              "max_concurrency": 8}}
+    preset = {
+        "backend": "openai",
+        "client": {"model_backends": {"a": "openrouter"}, "max_concurrency": 8},
+    }
     merged = merge_parameters(preset, {"client": {"max_concurrency": 16}})
     assert merged["client"] == {"model_backends": {"a": "openrouter"}, "max_concurrency": 16}
     assert preset["client"]["max_concurrency"] == 8  # the preset itself is left as it was
@@ -53,8 +60,12 @@ def test_a_client_mapping_given_later_changes_only_what_it_names():
 def test_the_notebook_defaults_build_a_client_and_routing_reaches_it(run_paths, tmp_path):
     params = shared_params(notebook_defaults(NOTEBOOKS_DIR / "03_answer_long_context.ipynb"))
     routing = {"openai/gpt-oss-120b": {"order": ["deepinfra"], "allow_fallbacks": False}}
-    client = make_client(run_paths, **{**params, "provider_routing": routing},
-                         cache_path=tmp_path / "cache.sqlite", progress=False)
+    client = make_client(
+        run_paths,
+        **{**params, "provider_routing": routing},
+        cache_path=tmp_path / "cache.sqlite",
+        progress=False,
+    )
     try:
         assert client.config.provider_routing == routing
         assert client.config.prefix_requests_per_minute == 15
@@ -67,14 +78,24 @@ def test_a_preset_may_set_them(tmp_path):
     from memcost.run import discover_notebooks, resolve_preset
     from memcost.run.validate import validate_run
 
-    settings = {"provider_routing": {"openai/gpt-oss-120b": {"order": ["x"]}},
-                "rate_limits": {"gpt-5-mini": {"tpm": 1000}}, "max_backoff_s": 60,
-                "prefix_requests_per_minute": 10}
-    preset = resolve_preset("smoke", discover_notebooks(), steps=["00", "01", "02", "03", "04"],
-                            datasets=["locomo"], overrides={"client": settings})
+    settings = {
+        "provider_routing": {"openai/gpt-oss-120b": {"order": ["x"]}},
+        "rate_limits": {"gpt-5-mini": {"tpm": 1000}},
+        "max_backoff_s": 60,
+        "prefix_requests_per_minute": 10,
+    }
+    preset = resolve_preset(
+        "smoke",
+        discover_notebooks(),
+        steps=["00", "01", "02", "03", "04"],
+        datasets=["locomo"],
+        overrides={"client": settings},
+    )
     validate_run(preset, discover_notebooks(), tmp_path / "run")  # no unknown key, no bad type
-    assert {k: preset.parameters["client"][k] for k in settings} == {**settings,
-                                                                      "max_backoff_s": 60.0}
+    assert {k: preset.parameters["client"][k] for k in settings} == {
+        **settings,
+        "max_backoff_s": 60.0,
+    }
     assert not (tmp_path / "run").exists()
 
 
@@ -86,10 +107,15 @@ def test_an_old_flat_name_is_refused_naming_the_new_key(tmp_path):
     assert str(refused.value) == (
         "-p max_concurrency=...: max_concurrency is a setting of the client mapping now: write "
         "client: {max_concurrency: ...} in a preset, or -p 'client={max_concurrency: ...}' on "
-        "the command line")
+        "the command line"
+    )
     old = tmp_path / "old.yaml"
-    old.write_text("datasets: [locomo]\nparameters:\n  execution: {judge: batch}\n",
-                   encoding="utf-8")
-    with pytest.raises(PresetError, match=r"old.yaml: 'parameters.execution': execution is a "
-                                          r"setting of the client mapping now"):
+    old.write_text(
+        "datasets: [locomo]\nparameters:\n  execution: {judge: batch}\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        PresetError,
+        match=r"old.yaml: 'parameters.execution': execution is a "
+        r"setting of the client mapping now",
+    ):
         resolve_preset(old, discover_notebooks())

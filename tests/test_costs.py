@@ -234,17 +234,35 @@ def test_the_spend_is_what_the_provider_billed_where_it_says_and_failed_billed_c
     from memcost.calls import spent_usd
     from memcost.costs.ledger import ledger_from_records, price_calls
 
-    base = dict(stage="read", model="gpt-5-mini-2025-08-07", provider="openrouter.ai",
-                backend="openrouter", prompt_version="t@v1", prompt_tokens=1000,
-                cached_prompt_tokens=0, completion_tokens=100, reasoning_tokens=0,
-                latency_s=0.1, attempts=1, cached=False, error=None, sample_index=0,
-                request_hash="h", dataset="locomo")
+    base = dict(
+        stage="read",
+        model="gpt-5-mini-2025-08-07",
+        provider="openrouter.ai",
+        backend="openrouter",
+        prompt_version="t@v1",
+        prompt_tokens=1000,
+        cached_prompt_tokens=0,
+        completion_tokens=100,
+        reasoning_tokens=0,
+        latency_s=0.1,
+        attempts=1,
+        cached=False,
+        error=None,
+        sample_index=0,
+        request_hash="h",
+        dataset="locomo",
+    )
     records = [
         {**base, "request_hash": "a", "billed_usd": 0.5},  # the provider's own charge
         {**base, "request_hash": "b"},  # no charge reported: the list price
         {**base, "request_hash": "c", "error": "finish_reason=length: no answer"},  # billed
-        {**base, "request_hash": "d", "error": "HTTP 500", "prompt_tokens": 0,
-         "completion_tokens": 0},  # never answered: nothing billed
+        {
+            **base,
+            "request_hash": "d",
+            "error": "HTTP 500",
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        },  # never answered: nothing billed
     ]
     priced = price_calls(ledger_from_records(records)).set_index("request_hash")
     list_price = float(priced.loc["b", "cost_usd"])

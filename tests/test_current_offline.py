@@ -20,8 +20,10 @@ from memcost.run.preflight import preflight_credentials
 from memcost.run.presets import resolve_preset
 
 OFFLINE = {"backend": "offline", "download": False}
-DROPPED = ("backend=offline: every model runs offline; model_backends "
-           "(openai/gpt-oss-120b -> openrouter) is ignored")
+DROPPED = (
+    "backend=offline: every model runs offline; model_backends "
+    "(openai/gpt-oss-120b -> openrouter) is ignored"
+)
 
 
 def price_line(model: str) -> str:
@@ -52,27 +54,50 @@ def test_backend_offline_runs_every_model_offline_without_a_key(name, no_keys, c
 
 
 def test_a_failed_download_says_in_one_line_how_to_use_the_bundled_samples(capsys):
-    args = argparse.Namespace(params="current_locomo", steps=None, datasets=None,
-                              allow_failures=None,
-                              overrides=[("backend", "offline"), ("download", True)])
-    exc = NotebookFailed(Path("00_prepare_data.ipynb"), Path("out.ipynb"), 6,
-                         "DataError: could not download LoCoMo from https://x/locomo10.json: "
-                         "<urlopen error [Errno -2] Name or service not known>. With no network, "
-                         "...", ename="DataError")
+    args = argparse.Namespace(
+        params="current_locomo",
+        steps=None,
+        datasets=None,
+        allow_failures=None,
+        overrides=[("backend", "offline"), ("download", True)],
+    )
+    exc = NotebookFailed(
+        Path("00_prepare_data.ipynb"),
+        Path("out.ipynb"),
+        6,
+        "DataError: could not download LoCoMo from https://x/locomo10.json: "
+        "<urlopen error [Errno -2] Name or service not known>. With no network, "
+        "...",
+        ename="DataError",
+    )
     exc.run_dir = "r"
     print_resume_hint(args, exc)
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == ["No network? Use the bundled samples instead: python -m memcost run "
-                     "--params current_locomo --run-name r -p backend=offline -p download=false"]
+    assert lines == [
+        "No network? Use the bundled samples instead: python -m memcost run "
+        "--params current_locomo --run-name r -p backend=offline -p download=false"
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_current_locomo_runs_offline_end_to_end(tmp_path, no_keys, capsys):
     run = RunPaths(tmp_path / "run")
-    code = main(["run", "--params", "current_locomo", "--run-name", str(run.root),
-                 "-p", "backend=offline", "-p", "download=false",
-                 "-p", "interactive_explorer=false"])  # no widgets: nothing here looks at them
+    code = main(
+        [
+            "run",
+            "--params",
+            "current_locomo",
+            "--run-name",
+            str(run.root),
+            "-p",
+            "backend=offline",
+            "-p",
+            "download=false",
+            "-p",
+            "interactive_explorer=false",
+        ]
+    )  # no widgets: nothing here looks at them
     out = capsys.readouterr()
     assert code == 0, out.err[-3000:]
     assert DROPPED in out.out

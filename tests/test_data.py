@@ -81,16 +81,23 @@ def test_parse_longmemeval_datetime(text, iso):
 
 @pytest.mark.parametrize(
     "text",
-    ["1:56 pm on 8 Mey, 2023", "13:56 pm on 8 May, 2023", "1:56 pm on 30 February, 2023",
-     "8 May 2023", "", "2023/05/20 (Sat) 02:21"],
+    [
+        "1:56 pm on 8 Mey, 2023",
+        "13:56 pm on 8 May, 2023",
+        "1:56 pm on 30 February, 2023",
+        "8 May 2023",
+        "",
+        "2023/05/20 (Sat) 02:21",
+    ],
 )
 def test_parse_locomo_datetime_rejects(text):
     with pytest.raises(DataError, match="cannot parse date"):
         data.parse_locomo_datetime(text)
 
 
-@pytest.mark.parametrize("text", ["2023/13/20 (Sat) 02:21", "20/05/2023 02:21",
-                                  "1:56 pm on 8 May, 2023"])
+@pytest.mark.parametrize(
+    "text", ["2023/13/20 (Sat) 02:21", "20/05/2023 02:21", "1:56 pm on 8 May, 2023"]
+)
 def test_parse_longmemeval_datetime_rejects(text):
     with pytest.raises(DataError, match="cannot parse date"):
         data.parse_longmemeval_datetime(text)
@@ -102,7 +109,12 @@ def test_parse_longmemeval_datetime_rejects(text):
 def test_upper_median_and_half_up_rounding():
     # Even n: the upper median is sorted[n // 2], not the average of the two middle values.
     assert data.summarize_counts([4, 1, 3, 2], mean_decimals=0) == {
-        "n": 4, "min": 1, "max": 4, "median": 3, "mean": 3}  # mean 2.5 rounds up, not to even
+        "n": 4,
+        "min": 1,
+        "max": 4,
+        "median": 3,
+        "mean": 3,
+    }  # mean 2.5 rounds up, not to even
     assert data.summarize_counts([5, 1, 3], mean_decimals=0)["median"] == 3
     assert data.summarize_counts([10, 20], mean_decimals=0)["median"] == 20
     assert data.summarize_counts([1, 2, 2, 2], mean_decimals=1)["mean"] == 1.8  # 1.75
@@ -140,15 +152,21 @@ def test_paper_locomo_rows_come_out_with_the_paper_conventions():
 
 
 def test_table_text_joins_utterances_in_order_without_speakers_or_dates(tmp_path):
-    sample = {"sample_id": "conv-x", "conversation": {
-        "speaker_a": "Ann", "speaker_b": "Bo",
-        "session_2_date_time": "9:00 am on 2 May, 2023",
-        "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Second session."}],
-        "session_1_date_time": "8:00 am on 1 May, 2023",
-        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hello there."},
-                      {"speaker": "Bo", "dia_id": "D1:2", "text": "Hi Ann!"}]},
-        "qa": [{"question": "Who said hi?", "answer": "Bo", "evidence": ["D1:2"],
-                "category": 4}]}
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_2_date_time": "9:00 am on 2 May, 2023",
+            "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Second session."}],
+            "session_1_date_time": "8:00 am on 1 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hello there."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Hi Ann!"},
+            ],
+        },
+        "qa": [{"question": "Who said hi?", "answer": "Bo", "evidence": ["D1:2"], "category": 4}],
+    }
     loaded = data.load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
     expected = "Hello there.\nHi Ann!\nSecond session."
     shuffled = loaded.conversations.sample(frac=1, random_state=3)
@@ -202,17 +220,24 @@ def test_locomo_sample(locomo):
     # questions: ids, categories, answers as strings, adversarial handling
     q0 = qs.set_index("question_id").loc["conv-1-q0"]
     assert (q0["question"], q0["answer"], q0["category"], q0["category_id"]) == (
-        "What breed is Jonas's dog?", "A beagle", "single_hop", 4)
+        "What breed is Jonas's dog?",
+        "A beagle",
+        "single_hop",
+        4,
+    )
     assert list(q0["evidence"]) == ["D1:4"]
     integer = qs.set_index("question_id").loc["conv-1-q6"]
     assert integer["answer"] == "3" and isinstance(integer["answer"], str)
     adversarial = qs[qs["category_id"] == 5]
-    assert adversarial["is_abstention"].all() and not qs[qs["category_id"] != 5][
-        "is_abstention"].any()
+    assert (
+        adversarial["is_abstention"].all() and not qs[qs["category_id"] != 5]["is_abstention"].any()
+    )
     assert (adversarial["answer"] == data.LOCOMO_ABSTENTION_ANSWER).all()
     trap = qs.set_index("question_id").loc["conv-1-q16"]
-    assert (trap["question"], trap["adversarial_answer"]) == ("What breed is Maya's dog?",
-                                                              "A beagle")
+    assert (trap["question"], trap["adversarial_answer"]) == (
+        "What breed is Maya's dog?",
+        "A beagle",
+    )
     # the item whose evidence is a printed list in the raw file
     printed = qs.set_index("question_id").loc["conv-2-q11"]
     assert isinstance(raw[1]["qa"][11]["evidence"], str)
@@ -228,8 +253,11 @@ def test_locomo_sessions_are_ordered_numerically(tmp_path):
     for n in numbers:
         conversation[f"session_{n}"] = [{"speaker": "A", "dia_id": f"D{n}:1", "text": f"s{n}"}]
         conversation[f"session_{n}_date_time"] = f"10:00 am on {n} March, 2023"
-    sample = {"sample_id": "conv-9", "conversation": conversation,
-              "qa": [{"question": "q?", "answer": "a", "evidence": [], "category": 4}]}
+    sample = {
+        "sample_id": "conv-9",
+        "conversation": conversation,
+        "qa": [{"question": "q?", "answer": "a", "evidence": [], "category": 4}],
+    }
     loaded = data.load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
     conv = loaded.conversations
     assert conv["session_id"].tolist() == [f"session_{n}" for n in range(1, 12)]
@@ -257,7 +285,8 @@ def test_longmemeval_sample(longmemeval):
     assert set(conv["role"]) == {"user", "assistant"}
     assert conv["speaker"].equals(conv["role"])
     assert conv["has_answer"].dtype == bool and conv["has_answer"].sum() == sum(
-        t.get("has_answer", False) for item in raw for s in item["haystack_sessions"] for t in s)
+        t.get("has_answer", False) for item in raw for s in item["haystack_sessions"] for t in s
+    )
     first_turns = conv[conv["conversation_id"] == first["question_id"]]
     assert first_turns["session_id"].unique().tolist() == first["haystack_session_ids"]
     for _, group in conv.groupby("conversation_id"):
@@ -285,7 +314,10 @@ def test_personamem_sample(personamem):
         rows = list(csv.DictReader(handle))
     assert len(qs) == len(rows) == 12
     assert sorted(conv["conversation_id"].unique()) == [
-        "chat_history_persona0", "chat_history_persona1", "chat_history_persona2"]
+        "chat_history_persona0",
+        "chat_history_persona1",
+        "chat_history_persona2",
+    ]
     assert qs["question_id"].tolist() == [f"pm-{i}" for i in range(12)]
     for row, q in zip(rows, qs.itertuples(), strict=True):
         # link resolution: each question belongs to the history its row links to
@@ -310,7 +342,8 @@ def test_personamem_link_with_machine_prefix_is_rerooted(tmp_path):
     shutil.copytree(PERSONAMEM, root)
     csv_path = root / data.PERSONAMEM_V2_CSV
     text = csv_path.read_text(encoding="utf-8").replace(
-        "data/chat_history_32k/", "/home/someone/PersonaMem-v2/data/chat_history_32k/")
+        "data/chat_history_32k/", "/home/someone/PersonaMem-v2/data/chat_history_32k/"
+    )
     csv_path.write_text(text, encoding="utf-8")
     loaded = data.load(data.resolve_source("personamem_v2", root))
     assert loaded.conversations["conversation_id"].nunique() == 3
@@ -383,8 +416,10 @@ def test_write_prepared_files_and_schemas(run_paths, personamem):
     table1 = (ds.tables / "table1_conversation_tokens.csv").read_text().splitlines()
     assert table1[0] == "dataset,n,min,max,median,mean"
     assert table1[1].startswith("PersonaMem-v2 release,3,")
-    assert "| dataset | n | min | max | median | mean |" in (
-        ds.tables / "table2_question_tokens.md").read_text()
+    assert (
+        "| dataset | n | min | max | median | mean |"
+        in (ds.tables / "table2_question_tokens.md").read_text()
+    )
     data.record_provenance(run_paths, prepared.data)
     manifest = json.loads(run_paths.manifest.read_text())
     files = manifest["provenance"]["personamem_v2"]["files"]
@@ -393,8 +428,11 @@ def test_write_prepared_files_and_schemas(run_paths, personamem):
 
 def test_readers_give_back_what_was_written(run_paths, locomo):
     ds = run_paths.dataset("locomo")
-    with pytest.raises(FileNotFoundError, match=r"conversation_stats\.parquet: not found; run "
-                                                 r"notebooks/00_prepare_data\.ipynb"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"conversation_stats\.parquet: not found; run "
+        r"notebooks/00_prepare_data\.ipynb",
+    ):
         data.read_conversation_stats(ds)
     prepared = data.prepare(data.select(locomo))
     data.write_prepared(ds, prepared)
@@ -405,7 +443,8 @@ def test_readers_give_back_what_was_written(run_paths, locomo):
     assert data.conversation_stats_path(ds) == ds.data / "conversation_stats.parquet"
     assert stats["history_tokens"].tolist() == prepared.stats["history_tokens"].tolist()
     assert stats["text_tokens"].tolist() == [
-        count_tokens(data.table_text(locomo.conversation(c))) for c in stats["conversation_id"]]
+        count_tokens(data.table_text(locomo.conversation(c))) for c in stats["conversation_id"]
+    ]
 
 
 @pytest.mark.parametrize("dataset", ["locomo", "longmemeval", "personamem_v2"])

@@ -35,8 +35,11 @@ def _write_json(path: Path, obj) -> Path:
 
 
 def test_unknown_dataset_lists_valid_ones():
-    with pytest.raises(DataError, match="unknown dataset 'locomo10'; valid datasets: locomo, "
-                                        "longmemeval, personamem, personamem_v2"):
+    with pytest.raises(
+        DataError,
+        match="unknown dataset 'locomo10'; valid datasets: locomo, "
+        "longmemeval, personamem, personamem_v2",
+    ):
         data.check_dataset("locomo10")
     with pytest.raises(DataError, match="valid datasets"):
         data.resolve_source("PersonaMem")
@@ -56,9 +59,12 @@ def test_missing_personamem_history_names_row_and_link(tmp_path):
     root = tmp_path / "pm"
     shutil.copytree(PERSONAMEM, root)
     (root / "data/chat_history_32k/chat_history_persona2.json").unlink()
-    with pytest.raises(DataError, match=r"benchmark\.csv: row \d+ \(pm-\d+, line \d+, "
-                                        r"persona_id '2'\): chat history not found: "
-                                        r"'data/chat_history_32k/chat_history_persona2\.json'"):
+    with pytest.raises(
+        DataError,
+        match=r"benchmark\.csv: row \d+ \(pm-\d+, line \d+, "
+        r"persona_id '2'\): chat history not found: "
+        r"'data/chat_history_32k/chat_history_persona2\.json'",
+    ):
         data.load(data.resolve_source("personamem_v2", root))
 
 
@@ -68,15 +74,27 @@ def test_missing_personamem_history_names_row_and_link(tmp_path):
         ("locomo", LONGMEMEVAL, "looks like a LongMemEval file, not a LoCoMo file"),
         ("locomo", ORACLE, "pass dataset='longmemeval'"),
         ("longmemeval", LOCOMO, "looks like a LoCoMo file, not a LongMemEval file"),
-        ("locomo", PERSONAMEM / data.PERSONAMEM_V2_CSV,
-         "looks like PersonaMem-v2 release's questions CSV"),
-        ("locomo", SAMPLE_DIR / "personamem" / data.PERSONAMEM_QUESTIONS,
-         "looks like PersonaMem (32k split)'s questions CSV, not a LoCoMo JSON file; pass "
-         "dataset='personamem'"),
-        ("locomo", PERSONAMEM / "data/chat_history_32k/chat_history_persona0.json",
-         "looks like a PersonaMem-v2 release chat history"),
-        ("personamem_v2", LOCOMO, "looks like a LoCoMo JSON file, not PersonaMem v2's "
-                                  "benchmark CSV"),
+        (
+            "locomo",
+            PERSONAMEM / data.PERSONAMEM_V2_CSV,
+            "looks like PersonaMem-v2 release's questions CSV",
+        ),
+        (
+            "locomo",
+            SAMPLE_DIR / "personamem" / data.PERSONAMEM_QUESTIONS,
+            "looks like PersonaMem (32k split)'s questions CSV, not a LoCoMo JSON file; pass "
+            "dataset='personamem'",
+        ),
+        (
+            "locomo",
+            PERSONAMEM / "data/chat_history_32k/chat_history_persona0.json",
+            "looks like a PersonaMem-v2 release chat history",
+        ),
+        (
+            "personamem_v2",
+            LOCOMO,
+            "looks like a LoCoMo JSON file, not PersonaMem v2's benchmark CSV",
+        ),
     ],
 )
 def test_wrong_dataset_for_the_file(dataset, path, message):
@@ -89,13 +107,17 @@ def test_corrupt_json_names_file_and_position(tmp_path):
     text = LOCOMO.read_text(encoding="utf-8")
     bad = tmp_path / "locomo10.json"
     bad.write_text(text[:5000], encoding="utf-8")  # cut off mid-file
-    with pytest.raises(DataError, match=rf"{bad}: not valid JSON at line \d+, column \d+ "
-                                        r"\(char \d+\)"):
+    with pytest.raises(
+        DataError,
+        match=rf"{bad}: not valid JSON at line \d+, column \d+ "
+        r"\(char \d+\)",
+    ):
         data.load_locomo(bad)
     lme = tmp_path / "lme.json"
     lme.write_text('[{"question_id": "q1",, }]', encoding="utf-8")
-    with pytest.raises(DataError,
-                       match=r"lme\.json: not valid JSON at line 1, column 23 \(char 22\)"):
+    with pytest.raises(
+        DataError, match=r"lme\.json: not valid JSON at line 1, column 23 \(char 22\)"
+    ):
         data.load_longmemeval(lme)
 
 
@@ -106,25 +128,41 @@ def _locomo_copy() -> list:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d[0]["qa"][3].pop("question"),
-         r"sample 'conv-1' \(index 0\), qa\[3\]: missing field 'question'"),
-        (lambda d: d[1]["qa"][0].pop("answer"),
-         r"sample 'conv-2' \(index 1\), qa\[0\]: missing field 'answer' \(category 4\)"),
-        (lambda d: d[0]["qa"][2].update(category="multi-hop"),
-         r"qa\[2\]: field 'category' should be an integer 1-5, got 'multi-hop'"),
-        (lambda d: d[0]["qa"][2].update(evidence=[3]),
-         r"qa\[2\]: field 'evidence' should be a list of dialogue ids"),
-        (lambda d: d[0]["conversation"]["session_2"][1].update(text=42),
-         r"sample 'conv-1' \(index 0\), session_2\[1\] \(dia_id D2:2\): field 'text' should be "
-         r"a string, got int 42"),
-        (lambda d: d[1]["conversation"]["session_3"][0].pop("speaker"),
-         r"sample 'conv-2' \(index 1\), session_3\[0\]: missing field 'speaker'"),
+        (
+            lambda d: d[0]["qa"][3].pop("question"),
+            r"sample 'conv-1' \(index 0\), qa\[3\]: missing field 'question'",
+        ),
+        (
+            lambda d: d[1]["qa"][0].pop("answer"),
+            r"sample 'conv-2' \(index 1\), qa\[0\]: missing field 'answer' \(category 4\)",
+        ),
+        (
+            lambda d: d[0]["qa"][2].update(category="multi-hop"),
+            r"qa\[2\]: field 'category' should be an integer 1-5, got 'multi-hop'",
+        ),
+        (
+            lambda d: d[0]["qa"][2].update(evidence=[3]),
+            r"qa\[2\]: field 'evidence' should be a list of dialogue ids",
+        ),
+        (
+            lambda d: d[0]["conversation"]["session_2"][1].update(text=42),
+            r"sample 'conv-1' \(index 0\), session_2\[1\] \(dia_id D2:2\): field 'text' should be "
+            r"a string, got int 42",
+        ),
+        (
+            lambda d: d[1]["conversation"]["session_3"][0].pop("speaker"),
+            r"sample 'conv-2' \(index 1\), session_3\[0\]: missing field 'speaker'",
+        ),
         (lambda d: d[1].pop("qa"), r"sample 'conv-2' \(index 1\): missing field 'qa'"),
-        (lambda d: d[0]["conversation"].pop("session_4_date_time"),
-         r"sample 'conv-1' \(index 0\): missing field 'session_4_date_time'"),
-        (lambda d: d[0]["conversation"].update(session_5_date_time="noon on 8 May 2023"),
-         r"sample 'conv-1' \(index 0\), session_5_date_time: cannot parse date "
-         r"'noon on 8 May 2023'"),
+        (
+            lambda d: d[0]["conversation"].pop("session_4_date_time"),
+            r"sample 'conv-1' \(index 0\): missing field 'session_4_date_time'",
+        ),
+        (
+            lambda d: d[0]["conversation"].update(session_5_date_time="noon on 8 May 2023"),
+            r"sample 'conv-1' \(index 0\), session_5_date_time: cannot parse date "
+            r"'noon on 8 May 2023'",
+        ),
         (lambda d: d[1].update(sample_id="conv-1"), r"sample_id appears twice"),
     ],
 )
@@ -140,25 +178,42 @@ def test_bad_locomo_record_names_record(tmp_path, mutate, message):
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d[2].pop("haystack_dates"),
-         r"question_id '\w+' \(index 2\): missing field 'haystack_dates'"),
-        (lambda d: d[0]["haystack_dates"].pop(),
-         r"haystack_session_ids \(\d\), haystack_dates \(\d\) and haystack_sessions \(\d\) must "
-         r"have the same length"),
-        (lambda d: d[1].update(question_date="May 20th"),
-         r"question_id '\w+' \(index 1\), question_date: cannot parse date 'May 20th'"),
-        (lambda d: d[3]["haystack_dates"].__setitem__(1, "2023-05-20 02:21"),
-         r"question_id '\w+' \(index 3\), haystack_dates\[1\] \(session '\w+'\): cannot parse "
-         r"date '2023-05-20 02:21'"),
-        (lambda d: d[4]["haystack_sessions"][0][0].update(content=None),
-         r"question_id '\w+' \(index 4\), session '\w+' turn 0: field 'content' should be a "
-         r"string, got NoneType"),
-        (lambda d: d[4]["haystack_sessions"][0][1].update(role="bot"),
-         r"turn 1: unknown role 'bot'"),
-        (lambda d: d[5]["haystack_sessions"][0][0].update(has_answer="yes"),
-         r"field 'has_answer' should be true/false"),
-        (lambda d: d[6].update(answer=None), r"\(index 6\): field 'answer' should be a string or "
-                                             r"an integer or a number, got NoneType"),
+        (
+            lambda d: d[2].pop("haystack_dates"),
+            r"question_id '\w+' \(index 2\): missing field 'haystack_dates'",
+        ),
+        (
+            lambda d: d[0]["haystack_dates"].pop(),
+            r"haystack_session_ids \(\d\), haystack_dates \(\d\) and haystack_sessions \(\d\) must "
+            r"have the same length",
+        ),
+        (
+            lambda d: d[1].update(question_date="May 20th"),
+            r"question_id '\w+' \(index 1\), question_date: cannot parse date 'May 20th'",
+        ),
+        (
+            lambda d: d[3]["haystack_dates"].__setitem__(1, "2023-05-20 02:21"),
+            r"question_id '\w+' \(index 3\), haystack_dates\[1\] \(session '\w+'\): cannot parse "
+            r"date '2023-05-20 02:21'",
+        ),
+        (
+            lambda d: d[4]["haystack_sessions"][0][0].update(content=None),
+            r"question_id '\w+' \(index 4\), session '\w+' turn 0: field 'content' should be a "
+            r"string, got NoneType",
+        ),
+        (
+            lambda d: d[4]["haystack_sessions"][0][1].update(role="bot"),
+            r"turn 1: unknown role 'bot'",
+        ),
+        (
+            lambda d: d[5]["haystack_sessions"][0][0].update(has_answer="yes"),
+            r"field 'has_answer' should be true/false",
+        ),
+        (
+            lambda d: d[6].update(answer=None),
+            r"\(index 6\): field 'answer' should be a string or "
+            r"an integer or a number, got NoneType",
+        ),
     ],
 )
 def test_bad_longmemeval_record_names_record(tmp_path, mutate, message):
@@ -190,16 +245,26 @@ def _write_csv(root: Path, rows: list[dict], header: list[str]) -> Path:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda rows, header: rows[5].update(correct_answer=" "),
-         r"row 5 \(pm-5, line 7, persona_id '\d'\): column 'correct_answer' is empty"),
-        (lambda rows, header: rows[2].update(incorrect_answers="three wrong answers"),
-         r"row 2 \(pm-2, .*\): column 'incorrect_answers' should be a list of strings"),
-        (lambda rows, header: rows[7].update(user_query="{'role': 'user'}"),
-         r"row 7 \(pm-7, .*\): column 'user_query' has no text 'content'"),
-        (lambda rows, header: rows[7].update(user_query="{'role': 'user', 'content': "),
-         r"row 7 \(pm-7, .*\): column 'user_query' is not a \{role, content\} literal"),
-        (lambda rows, header: header.remove("pref_type"),
-         r"not a PersonaMem v2 benchmark CSV: missing column\(s\) pref_type"),
+        (
+            lambda rows, header: rows[5].update(correct_answer=" "),
+            r"row 5 \(pm-5, line 7, persona_id '\d'\): column 'correct_answer' is empty",
+        ),
+        (
+            lambda rows, header: rows[2].update(incorrect_answers="three wrong answers"),
+            r"row 2 \(pm-2, .*\): column 'incorrect_answers' should be a list of strings",
+        ),
+        (
+            lambda rows, header: rows[7].update(user_query="{'role': 'user'}"),
+            r"row 7 \(pm-7, .*\): column 'user_query' has no text 'content'",
+        ),
+        (
+            lambda rows, header: rows[7].update(user_query="{'role': 'user', 'content': "),
+            r"row 7 \(pm-7, .*\): column 'user_query' is not a \{role, content\} literal",
+        ),
+        (
+            lambda rows, header: header.remove("pref_type"),
+            r"not a PersonaMem v2 benchmark CSV: missing column\(s\) pref_type",
+        ),
     ],
 )
 def test_bad_personamem_row_names_row(tmp_path, mutate, message):
@@ -220,8 +285,11 @@ def test_bad_personamem_history_names_history_file(tmp_path):
     obj = json.loads(history.read_text(encoding="utf-8"))
     obj["chat_history"][3]["role"] = "narrator"
     history.write_text(json.dumps(obj), encoding="utf-8")
-    with pytest.raises(DataError, match=r"chat_history_persona1\.json: chat_history\[3\]: "
-                                        r"unknown role 'narrator'"):
+    with pytest.raises(
+        DataError,
+        match=r"chat_history_persona1\.json: chat_history\[3\]: "
+        r"unknown role 'narrator'",
+    ):
         data.load(data.resolve_source("personamem_v2", root))
     history.write_text('{"chat_history": [', encoding="utf-8")
     with pytest.raises(DataError, match=r"chat_history_persona1\.json: not valid JSON at line 1"):
@@ -229,10 +297,12 @@ def test_bad_personamem_history_names_history_file(tmp_path):
 
 
 def test_download_without_network_says_how_to_use_data_path(tmp_path, monkeypatch):
-    with pytest.raises(DataError, match=r"could not download LoCoMo from http://127\.0\.0\.1:9/"
-                                        r".*pass data_path="):
-        data.download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9",
-                              timeout=5)
+    with pytest.raises(
+        DataError,
+        match=r"could not download LoCoMo from http://127\.0\.0\.1:9/"
+        r".*pass data_path=",
+    ):
+        data.download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9", timeout=5)
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
@@ -261,7 +331,7 @@ def _full_locomo(counts: dict[int, int]) -> list[dict]:
     questions = [c for c, n in counts.items() for _ in range(n)]
     for i in range(data.LOCOMO_FULL_SAMPLES):
         sample = {"sample_id": f"conv-{i}", "conversation": base["conversation"], "qa": []}
-        for category in questions[i::data.LOCOMO_FULL_SAMPLES]:
+        for category in questions[i :: data.LOCOMO_FULL_SAMPLES]:
             item = {"question": "q?", "evidence": ["D1:1"], "category": category}
             item.update({"adversarial_answer": "x"} if category == 5 else {"answer": "a"})
             sample["qa"].append(item)

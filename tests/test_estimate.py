@@ -20,21 +20,30 @@ def prepared(smoke_run):
 
 def test_each_stage_follows_its_stated_assumption(prepared):
     ds = prepared.dataset("longmemeval")
-    params = {"models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"], "n_votes": 3,
-              "judge_prompts": ["judge"], "baseline_models": [], "update_phase": True}
+    params = {
+        "models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"],
+        "n_votes": 3,
+        "judge_prompts": ["judge"],
+        "baseline_models": [],
+        "update_phase": True,
+    }
     table = estimate.estimate_dataset(ds, params).set_index("system")
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     n = len(pd.read_parquet(ds.questions))
     write = table.loc["memory"].query("stage == 'write'")
     # extraction and update calls, one row each (split evenly: estimate.UPDATE_SHARE_OF_WRITE)
     assert list(write["ledger_stage"]) == ["extract", "update"]
-    assert write["usd"].sum() == pytest.approx(stats["text_tokens"].sum()
-                                               * costs.PAPER_CONSTANTS.write_usd_per_token)
+    assert write["usd"].sum() == pytest.approx(
+        stats["text_tokens"].sum() * costs.PAPER_CONSTANTS.write_usd_per_token
+    )
     gpt5 = table.loc["long_context_gpt-5-mini-2025-08-07"]
     # one question per LongMemEval history: every prompt is a first, uncached one
     assert gpt5["cached_input_tokens"] == 0
-    assert gpt5["usd"] == pytest.approx(price_for("gpt-5-mini").cost(
-        prompt_tokens=int(stats["history_tokens"].sum()), completion_tokens=n * 527))
+    assert gpt5["usd"] == pytest.approx(
+        price_for("gpt-5-mini").cost(
+            prompt_tokens=int(stats["history_tokens"].sum()), completion_tokens=n * 527
+        )
+    )
     judge = table.loc["judge"]
     assert judge["requests"] == n * 3 * 3  # memory + two long-context models, three votes
 
@@ -42,12 +51,14 @@ def test_each_stage_follows_its_stated_assumption(prepared):
 def test_later_questions_of_a_conversation_are_billed_as_cached(prepared):
     ds = prepared.dataset("locomo")
     # one judge prompt: the notebook's default judges with all three, as the smoke preset does
-    table = estimate.estimate_dataset(ds, {"models": ["gpt-5-mini-2025-08-07"],
-                                           "baseline_models": [], "judge_prompts": ["judge"]})
+    table = estimate.estimate_dataset(
+        ds, {"models": ["gpt-5-mini-2025-08-07"], "baseline_models": [], "judge_prompts": ["judge"]}
+    )
     lc = table.loc[table["stage"] == "long_context"].iloc[0]
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
-    later = sum((q - 1) * h for q, h in zip(stats["n_questions"], stats["history_tokens"],
-                                             strict=True) if q)
+    later = sum(
+        (q - 1) * h for q, h in zip(stats["n_questions"], stats["history_tokens"], strict=True) if q
+    )
     assert lc["cached_input_tokens"] == later > 0
     # LoCoMo category 5 is not judged unless asked for
     questions = pd.read_parquet(ds.questions)
@@ -71,7 +82,8 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     assert write["memory_graph"] == pytest.approx(paper_write * 2 * (1 - share))
     # rag: no model call before the first question, only the history embedded
     assert write["memory_rag"] == pytest.approx(
-        price_for("text-embedding-3-small").cost(prompt_tokens=history, completion_tokens=0))
+        price_for("text-embedding-3-small").cost(prompt_tokens=history, completion_tokens=0)
+    )
     reads = both.loc[both["stage"] == "read"].groupby("system")["usd"].sum()
     assert reads["memory_graph"] == reads["memory_rag"] == pytest.approx(reads["memory"])
     judge = lambda t: int(t.loc[t["stage"] == "judge", "requests"].iloc[0])  # noqa: E731
@@ -92,9 +104,13 @@ def test_a_run_of_some_steps_is_estimated_for_those(prepared):
     assert set(whole["stage"]) == {"write", "read", "long_context", "baseline", "judge"}
     assert set(write_only["stage"]) == {"write"}
     assert write_only["usd"].sum() == pytest.approx(
-        whole.loc[whole["stage"] == "write", "usd"].sum())
+        whole.loc[whole["stage"] == "write", "usd"].sum()
+    )
     assert set(estimate.estimate_dataset(ds, params, steps={"03", "04"})["stage"]) == {
-        "long_context", "baseline", "judge"}
+        "long_context",
+        "baseline",
+        "judge",
+    }
 
 
 def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
@@ -104,8 +120,13 @@ def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMCOST_TODAY", "2026-11-30")
     run_dir = tmp_path / "run"
     with pytest.raises(PresetError) as info:
-        run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], stream=False,
-                   overrides={"backend": "openai", "max_cost_usd": 0.01})
+        run_preset(
+            "smoke",
+            run_name=str(run_dir),
+            datasets=["locomo"],
+            stream=False,
+            overrides={"backend": "openai", "max_cost_usd": 0.01},
+        )
     message = str(info.value)
     assert "exceeds max_cost_usd $0.01" in message and "nothing has been spent" in message
     assert "\n" not in message and "Cheapest change that fits: " in message

@@ -38,8 +38,12 @@ def test_bad_values_name_the_entry_and_the_choices(value, message):
 
 
 def test_a_batch_or_flex_record_costs_half_the_interactive_one():
-    record = {"model": "gpt-6.1-terra", "prompt_tokens": 120_000, "cached_prompt_tokens": 20_000,
-              "completion_tokens": 3_000}
+    record = {
+        "model": "gpt-6.1-terra",
+        "prompt_tokens": 120_000,
+        "cached_prompt_tokens": 20_000,
+        "completion_tokens": 3_000,
+    }
     interactive = list_cost(record)
     price = price_for("gpt-6.1-terra")
     expected = (100_000 * price.input + 20_000 * price.cached_rate + 3_000 * price.output) / 1e6
@@ -55,9 +59,18 @@ def test_flex_on_a_model_sold_without_it_is_an_error_not_a_silent_list_price():
 
 
 def test_notebook_05_prices_batch_and_flex_records_at_their_multiplier():
-    base = {"stage": "judge", "model": "gpt-5-mini-2025-08-07", "backend": "openai",
-            "prompt_tokens": 10_000, "cached_prompt_tokens": 2_000, "completion_tokens": 1_500,
-            "reasoning_tokens": 1_000, "cached": False, "error": None, "attempts": 1}
+    base = {
+        "stage": "judge",
+        "model": "gpt-5-mini-2025-08-07",
+        "backend": "openai",
+        "prompt_tokens": 10_000,
+        "cached_prompt_tokens": 2_000,
+        "completion_tokens": 1_500,
+        "reasoning_tokens": 1_000,
+        "cached": False,
+        "error": None,
+        "attempts": 1,
+    }
     rows = [base, {**base, "execution": "batch"}, {**base, "execution": "flex"}]
     priced = price_calls(pd.DataFrame(rows))
     full = list_cost(base)

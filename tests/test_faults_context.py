@@ -15,9 +15,28 @@ SMALL = f'generation={{"{MODEL}": {{"max_output_tokens": 399000}}}}'  # leaves ~
 @pytest.mark.timeout(120)
 def test_an_oversized_prompt_stops_after_notebook_00(tmp_path, capsys):
     run = RunPaths(tmp_path / "run")
-    code = main(["run", "--params", "smoke", "--run-name", str(run.root), "--datasets",
-                 "locomo", "--steps", "00,01,02,03", "--quiet", "-p", f"models=[{MODEL}]",
-                 "-p", "include_no_context=false", "-p", "include_oracle=false", "-p", SMALL])
+    code = main(
+        [
+            "run",
+            "--params",
+            "smoke",
+            "--run-name",
+            str(run.root),
+            "--datasets",
+            "locomo",
+            "--steps",
+            "00,01,02,03",
+            "--quiet",
+            "-p",
+            f"models=[{MODEL}]",
+            "-p",
+            "include_no_context=false",
+            "-p",
+            "include_oracle=false",
+            "-p",
+            SMALL,
+        ]
+    )
     out = capsys.readouterr()
     assert code == 2, out.err[-2000:]
     assert "do not fit their model's context window" in out.err

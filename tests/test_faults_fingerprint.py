@@ -18,12 +18,27 @@ from memcost.memory import facts as memory_files
 from memcost.retrieval import answer_from_memory
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
-QUESTIONS = pd.DataFrame([{
-    "question_id": f"pair-1-q{i}", "conversation_id": "pair-1", "question": text,
-    "answer": "three times a week", "adversarial_answer": None, "category": "single_hop",
-    "category_id": 4, "question_date": None, "evidence": ["D2:1"], "is_abstention": False,
-    "options": None, "extra": "{}"} for i, text in enumerate(
-        ["How often does Ana go to yoga?", "What is the name of Ben's dog?"])])
+QUESTIONS = pd.DataFrame(
+    [
+        {
+            "question_id": f"pair-1-q{i}",
+            "conversation_id": "pair-1",
+            "question": text,
+            "answer": "three times a week",
+            "adversarial_answer": None,
+            "category": "single_hop",
+            "category_id": 4,
+            "question_date": None,
+            "evidence": ["D2:1"],
+            "is_abstention": False,
+            "options": None,
+            "extra": "{}",
+        }
+        for i, text in enumerate(
+            ["How often does Ana go to yoga?", "What is the name of Ben's dog?"]
+        )
+    ]
+)
 
 
 def answer(run, client):
@@ -35,7 +50,8 @@ def answer(run, client):
 
 
 def test_switching_offline_to_an_api_answers_again_and_keeps_nothing_offline(
-        run_paths, tmp_path, monkeypatch):
+    run_paths, tmp_path, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     offline = make_client(run_paths, progress=False)
     ds, report = answer(run_paths, offline)
@@ -48,8 +64,12 @@ def test_switching_offline_to_an_api_answers_again_and_keeps_nothing_offline(
         ds, report = answer(run_paths, client)
         client.close()
         assert (report.answered, report.resumed) == (2, 0)  # the old behaviour kept both
-        reads = [r for r in server.requests if r.path == CHAT_PATH
-                 and r.body["messages"][0]["content"].startswith("You answer a question")]
+        reads = [
+            r
+            for r in server.requests
+            if r.path == CHAT_PATH
+            and r.body["messages"][0]["content"].startswith("You answer a question")
+        ]
         assert len(reads) == 2
         answers = load_answers(ds, "memory")
         assert set(answers["backend"]) == {"openai"} and len(answers) == 2
@@ -66,10 +86,20 @@ def test_switching_offline_to_an_api_answers_again_and_keeps_nothing_offline(
 
 def test_an_answer_counts_as_done_only_under_its_own_fingerprint(run_paths):
     ds = run_paths.dataset("locomo").ensure()
-    record = {"question_id": "q1", "conversation_id": "c", "answer": "x", "model": "m",
-              "backend": "offline", "prompt_version": "p@v1", "prompt_tokens": 1,
-              "cached_prompt_tokens": 0, "completion_tokens": 1, "reasoning_tokens": 0,
-              "latency_s": 0.0, "error": None}
+    record = {
+        "question_id": "q1",
+        "conversation_id": "c",
+        "answer": "x",
+        "model": "m",
+        "backend": "offline",
+        "prompt_version": "p@v1",
+        "prompt_tokens": 1,
+        "cached_prompt_tokens": 0,
+        "completion_tokens": 1,
+        "reasoning_tokens": 0,
+        "latency_s": 0.0,
+        "error": None,
+    }
     with AnswerWriter(ds, "memory", "aaaa") as writer:
         writer.write(record)
     assert AnswerWriter(ds, "memory", "aaaa").pending(["q1"]) == []
@@ -78,13 +108,13 @@ def test_an_answer_counts_as_done_only_under_its_own_fingerprint(run_paths):
 
 
 def test_the_fingerprint_changes_with_backend_model_prompt_parameters_and_inputs(
-        run_paths, tmp_path, monkeypatch):
+    run_paths, tmp_path, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     offline = make_client(run_paths, progress=False)
     data = tmp_path / "facts.parquet"
     data.write_bytes(b"one")
-    base = dict(stage="read", models=["m"], prompts=["p@v1"], parameters={"k": 1},
-                inputs=[data])
+    base = dict(stage="read", models=["m"], prompts=["p@v1"], parameters={"k": 1}, inputs=[data])
     first = fingerprint(client=offline, **base)
     assert fingerprint(client=offline, **base) == first
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
@@ -98,8 +128,7 @@ def test_the_fingerprint_changes_with_backend_model_prompt_parameters_and_inputs
 
 
 def test_a_changed_turn_rebuilds_that_users_memory_only(run_paths):
-    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")],
-                      ignore_index=True)
+    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")], ignore_index=True)
     ds = run_paths.dataset("locomo").ensure()
     config = MemoryConfig(dataset="locomo")
     client = make_client(run_paths, progress=False)
@@ -112,8 +141,10 @@ def test_a_changed_turn_rebuilds_that_users_memory_only(run_paths):
     assert (again.built, sorted(again.resumed)) == ([], ["pair-1", "pair-2"])
 
     changed = turns.copy()
-    row = changed.index[(changed["conversation_id"] == "pair-2")
-                        & (changed["text"].str.contains("yoga three times"))][0]
+    row = changed.index[
+        (changed["conversation_id"] == "pair-2")
+        & (changed["text"].str.contains("yoga three times"))
+    ][0]
     changed.loc[row, "text"] = "Quick news: I now go to yoga four times a week."
     rebuilt = MemoryBuilder(client, ds, config).run(changed, ["pair-1", "pair-2"])
     client.close()
@@ -137,12 +168,22 @@ def test_through_the_runner_a_changed_turn_rebuilds_that_user_only(tmp_path, cap
     from memcost.paths import RunPaths
 
     run = RunPaths(tmp_path / "run")
-    args = ["run", "--params", "smoke", "--run-name", str(run.root), "--datasets", "locomo",
-            "--quiet"]
+    args = [
+        "run",
+        "--params",
+        "smoke",
+        "--run-name",
+        str(run.root),
+        "--datasets",
+        "locomo",
+        "--quiet",
+    ]
     assert main([*args, "--steps", "00,01"]) == 0, capsys.readouterr().err[-2000:]
     ds = run.dataset("locomo")
-    users = sorted(memory_files.read_done(ds, u)["conversation_id"]
-                   for u in pd.read_parquet(ds.conversations)["conversation_id"].unique())
+    users = sorted(
+        memory_files.read_done(ds, u)["conversation_id"]
+        for u in pd.read_parquet(ds.conversations)["conversation_id"].unique()
+    )
     assert len(users) >= 2
     before = {u: memory_files.read_done(ds, u) for u in users}
     turns = pd.read_parquet(ds.conversations)

@@ -27,7 +27,8 @@ from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 
 def is_extract(path: str, body: dict) -> bool:
     return path == CHAT_PATH and body["messages"][0]["content"].startswith(
-        "You keep the long-term memory")
+        "You keep the long-term memory"
+    )
 
 
 @pytest.fixture
@@ -44,8 +45,7 @@ def build(run, client):
     return ds, builder.run(turns, ["pair-1", "pair-2"])
 
 
-def test_an_outage_leaves_users_unfinished_and_a_resume_builds_them(run_paths, server,
-                                                                     tmp_path):
+def test_an_outage_leaves_users_unfinished_and_a_resume_builds_them(run_paths, server, tmp_path):
     # every extraction answered 500: the four segments fail after their retries
     server.on(is_extract, Action(status=500), times=None)
     client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=50)
@@ -94,8 +94,15 @@ def test_a_small_stage_whose_first_calls_all_fail_stops(run_paths, server, tmp_p
 
 
 def test_one_failed_segment_of_four_is_complete_with_failures(run_paths, server, tmp_path):
-    server.on(lambda p, b: is_extract(p, b) and "three times" in b["messages"][1]["content"]
-              and "pair-2" not in str(b), Action(status=500), times=4)
+    server.on(
+        lambda p, b: (
+            is_extract(p, b)
+            and "three times" in b["messages"][1]["content"]
+            and "pair-2" not in str(b)
+        ),
+        Action(status=500),
+        times=4,
+    )
     client = api_client(run_paths, server.url, tmp_path)
     ds, report = build(run_paths, client)
     client.close()
@@ -113,10 +120,20 @@ def test_allow_failures_must_be_a_fraction(value):
 
 
 def answer(qid: str, error: str | None) -> dict:
-    return {"question_id": qid, "conversation_id": "c", "answer": "" if error else "x",
-            "model": "m", "backend": "openai", "prompt_version": "p@v1", "prompt_tokens": 1,
-            "cached_prompt_tokens": 0, "completion_tokens": 1, "reasoning_tokens": 0,
-            "latency_s": 0.0, "error": error}
+    return {
+        "question_id": qid,
+        "conversation_id": "c",
+        "answer": "" if error else "x",
+        "model": "m",
+        "backend": "openai",
+        "prompt_version": "p@v1",
+        "prompt_tokens": 1,
+        "cached_prompt_tokens": 0,
+        "completion_tokens": 1,
+        "reasoning_tokens": 0,
+        "latency_s": 0.0,
+        "error": error,
+    }
 
 
 def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
@@ -131,11 +148,29 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
     assert AnswerWriter(ds, "memory", "fp").pending(["q1", "q2"]) == ["q2"]  # retried
     with AnswerWriter(ds, "long_context_gpt-5-mini", "fp") as writer:
         writer.write(answer("q1", None))
-    votes = [judgment_record(question_id="q1", system="memory", vote=v, label="CORRECT",
-                             backend="openai", primary=True) for v in range(2)]
-    votes.append(judgment_record(question_id="q1", system="memory", vote=2, label="UNJUDGED",
-                                 reason="judge failed: timeout", backend="openai",
-                                 unjudged_cause="judge", primary=True))
+    votes = [
+        judgment_record(
+            question_id="q1",
+            system="memory",
+            vote=v,
+            label="CORRECT",
+            backend="openai",
+            primary=True,
+        )
+        for v in range(2)
+    ]
+    votes.append(
+        judgment_record(
+            question_id="q1",
+            system="memory",
+            vote=2,
+            label="UNJUDGED",
+            reason="judge failed: timeout",
+            backend="openai",
+            unjudged_cause="judge",
+            primary=True,
+        )
+    )
     rewrite_judgments(ds.judgments, votes)
 
     read = record_status(run_paths, "02_answer_from_memory", "locomo")
@@ -157,9 +192,11 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
 def test_items_the_endpoint_refuses_are_failed_items_not_an_outage(run_paths, server, tmp_path):
     # a resume whose only calls left are items refused for good (400 on each) must not read
     # as "the endpoint seems unavailable": the endpoint answered every one of them
-    server.on(lambda path, body: path == CHAT_PATH,
-              Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
-              times=None)
+    server.on(
+        lambda path, body: path == CHAT_PATH,
+        Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
+        times=None,
+    )
     client = api_client(run_paths, server.url, tmp_path)
     results = client.chat_many([question(i) for i in range(8)])
     client.close()
@@ -169,7 +206,8 @@ def test_items_the_endpoint_refuses_are_failed_items_not_an_outage(run_paths, se
 
 def is_update(path: str, body: dict) -> bool:
     return path == CHAT_PATH and body["messages"][0]["content"].startswith(
-        "You keep a personal assistant's long-term memory consistent")
+        "You keep a personal assistant's long-term memory consistent"
+    )
 
 
 def active_facts(ds, user):
@@ -177,10 +215,14 @@ def active_facts(ds, user):
     return sorted(facts.loc[facts["status"] == "active", "text"])
 
 
-@pytest.mark.parametrize("action", [
-    Action(status=500),
-    Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
-], ids=["outage", "refused"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        Action(status=500),
+        Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
+    ],
+    ids=["outage", "refused"],
+)
 def test_a_failed_update_call_is_a_failed_segment_not_an_add(run_paths, server, tmp_path, action):
     # the update phase of pair-1's second segment fails after its retries: that segment is a
     # failed item (its user unfinished, the stage counts it), never "ADD every candidate"
@@ -197,8 +239,10 @@ def test_a_failed_update_call_is_a_failed_segment_not_an_add(run_paths, server, 
     assert failed["error"].iloc[0].startswith("update phase: ")
     # nothing of the failed segment reached the memory: no stale "three times" ADD beside
     # "twice a week", and no decision recorded for it
-    assert active_facts(ds, "pair-1") == ["Ana goes to yoga twice a week.",
-                                          "Ben has a beagle named Pretzel."]
+    assert active_facts(ds, "pair-1") == [
+        "Ana goes to yoga twice a week.",
+        "Ben has a beagle named Pretzel.",
+    ]
     updates = read_jsonl(ds.memory / "users" / "pair-1" / "updates.jsonl")
     assert all(u["segment_index"] == 0 for u in updates)
     status = record_status(run_paths, "01_extract_facts", "locomo")
@@ -212,7 +256,12 @@ def test_a_failed_update_call_is_a_failed_segment_not_an_add(run_paths, server, 
     client.close()
     assert report.built == ["pair-1"] and report.resumed == ["pair-2"]
     assert report.failed_segments == 0 and memory_files.read_done(ds, "pair-1")
-    assert active_facts(ds, "pair-1") == active_facts(ds, "pair-2") == [
-        "Ana goes to yoga three times a week (twice a week until April 2023).",
-        "Ben has a beagle named Pretzel."]
+    assert (
+        active_facts(ds, "pair-1")
+        == active_facts(ds, "pair-2")
+        == [
+            "Ana goes to yoga three times a week (twice a week until April 2023).",
+            "Ben has a beagle named Pretzel.",
+        ]
+    )
     assert record_status(run_paths, "01_extract_facts", "locomo").status == COMPLETE

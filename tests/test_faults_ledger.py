@@ -28,8 +28,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 def cli(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, KEY_ENV: KEY, "MEMCOST_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "memcost", *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "memcost", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +44,27 @@ def world(tmp_path_factory):
     preset = tmp / "p.yaml"
     preset.write_text(yaml.safe_dump({"datasets": ["locomo"], "steps": ["00", "01"]}))
     with stage_server(api_key=KEY, faults=False) as server:
+
         def run(name: str, *extra: str, cache: Path = tmp / "cache"):
-            return cli(["run", "--params", str(preset), "--run-name", str(tmp / name),
-                        "--quiet", "-p", "backend=custom", "-p", f"base_url={server.url}",
-                        "-p", f"client={{api_key_env: {KEY_ENV}}}", *extra], cache)
+            return cli(
+                [
+                    "run",
+                    "--params",
+                    str(preset),
+                    "--run-name",
+                    str(tmp / name),
+                    "--quiet",
+                    "-p",
+                    "backend=custom",
+                    "-p",
+                    f"base_url={server.url}",
+                    "-p",
+                    f"client={{api_key_env: {KEY_ENV}}}",
+                    *extra,
+                ],
+                cache,
+            )
+
         first = run("run")
         assert first.returncode == 0, first.stderr[-3000:]
         yield tmp, server, run
@@ -69,14 +92,21 @@ def test_a_deleted_ledger_stops_the_run_and_repair_rebuilds_it(world):
     repaired = cli(["repair-ledger", str(tmp / "run")], tmp / "cache")
     assert repaired.returncode == 0, repaired.stderr
     records = read_jsonl(paths.calls)
-    assert sorted(record_call_key(r) for r in records) == sorted(
-        record_call_key(r) for r in before)
+    assert sorted(record_call_key(r) for r in records) == sorted(record_call_key(r) for r in before)
     assert paid_hashes(paths) == paid  # every paid call, once, with its usage and tags
     by_hash = {r["request_hash"]: r for r in before if is_paid(r)}
     for record in (r for r in records if is_paid(r)):
         original = by_hash[record["request_hash"]]
-        for field in ("stage", "model", "backend", "prompt_tokens", "completion_tokens",
-                      "dataset", "conversation_id", "sample_index"):
+        for field in (
+            "stage",
+            "model",
+            "backend",
+            "prompt_tokens",
+            "completion_tokens",
+            "dataset",
+            "conversation_id",
+            "sample_index",
+        ):
             assert record[field] == original[field], field
 
     resumed = run("run")
@@ -106,10 +136,10 @@ def test_a_run_served_from_the_cache_gets_its_whole_ledger_back(world):
     assert repaired.returncode == 0, repaired.stderr
     assert f"{len(before)} missing record(s) rebuilt" in repaired.stdout
     records = read_jsonl(paths.calls)
-    assert sorted(record_call_key(r) for r in records) == sorted(
-        record_call_key(r) for r in before)
+    assert sorted(record_call_key(r) for r in records) == sorted(record_call_key(r) for r in before)
     assert [r["prompt_tokens"] for r in sorted(records, key=record_call_key)] == [
-        r["prompt_tokens"] for r in sorted(before, key=record_call_key)]
+        r["prompt_tokens"] for r in sorted(before, key=record_call_key)
+    ]
     assert run("again").returncode == 0
 
 

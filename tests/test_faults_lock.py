@@ -17,9 +17,16 @@ from memcost.run.lock import RunLocked, hold_run
 
 def test_the_lock_names_its_holder_and_goes_with_a_killed_process(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom memcost.run.lock import hold_run\n"
-         "with hold_run(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
-         str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom memcost.run.lock import hold_run\n"
+            "with hold_run(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
@@ -40,12 +47,28 @@ def test_a_run_whose_directory_is_held_exits_4_and_writes_nothing(tmp_path):
     run_dir = tmp_path / "run"
     with hold_run(run_dir):
         done = subprocess.run(
-            [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
-             str(run_dir), "--quiet"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "memcost",
+                "run",
+                "--params",
+                str(preset),
+                "--run-name",
+                str(run_dir),
+                "--quiet",
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 4, done.stderr
     assert f"pid {os.getpid()}" in done.stderr
-    assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "run_id"] or \
-        not (run_dir / "manifest.json").exists()
+    assert (
+        sorted(p.name for p in run_dir.iterdir()) == [".lock", "run_id"]
+        or not (run_dir / "manifest.json").exists()
+    )
 
 
 def test_run_outputs_honour_the_umask(tmp_path):
@@ -56,18 +79,25 @@ def test_run_outputs_honour_the_umask(tmp_path):
 
     folder = tmp_path / "nbs"
     folder.mkdir()
-    _notebook(folder / "05_summarise.ipynb", 'run_dir: str = ""  # where',
-              "from memcost.io import write_csv\nimport pandas as pd\nfrom pathlib import Path\n"
-              "write_csv(Path(run_dir, 'tables', 't.csv'), pd.DataFrame({'a': [1]}))")
+    _notebook(
+        folder / "05_summarise.ipynb",
+        'run_dir: str = ""  # where',
+        "from memcost.io import write_csv\nimport pandas as pd\nfrom pathlib import Path\n"
+        "write_csv(Path(run_dir, 'tables', 't.csv'), pd.DataFrame({'a': [1]}))",
+    )
     preset = tmp_path / "p.yaml"
     preset.write_text(yaml.safe_dump({"datasets": []}))
     old = os.umask(0o022)
     try:
-        run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=folder,
-                         stream=False)
+        run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=folder, stream=False)
     finally:
         os.umask(old)
-    for path in (run.report_md, run.report_html, run.manifest, run.root / "tables" / "t.csv",
-                 run.root / ".lock"):
+    for path in (
+        run.report_md,
+        run.report_html,
+        run.manifest,
+        run.root / "tables" / "t.csv",
+        run.root / ".lock",
+    ):
         assert oct(path.stat().st_mode & 0o777) == oct(0o644), path
     assert oct(run.root.stat().st_mode & 0o777) == oct(0o755)

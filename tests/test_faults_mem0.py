@@ -34,22 +34,43 @@ def mem0_update(path: str, body: dict) -> bool:
 
 def run_cli(folder: Path, run: RunPaths, url: str, *overrides: str) -> subprocess.CompletedProcess:
     preset = folder / "mem0.yaml"
-    preset.write_text(yaml.safe_dump({
-        "description": "mem0 through the gateway", "datasets": [DATASET], "steps": ["00", "01"],
-        "parameters": {"memory_systems": ["mem0_style", {"mem0": {"vector_store": "faiss"}}]}}))
-    args = [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
-            str(run.root), "--quiet", "-p", "backend=custom", "-p", f"base_url={url}",
-            "-p", f"client={{api_key_env: {KEY_ENV}}}"]
+    preset.write_text(
+        yaml.safe_dump(
+            {
+                "description": "mem0 through the gateway",
+                "datasets": [DATASET],
+                "steps": ["00", "01"],
+                "parameters": {
+                    "memory_systems": ["mem0_style", {"mem0": {"vector_store": "faiss"}}]
+                },
+            }
+        )
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "memcost",
+        "run",
+        "--params",
+        str(preset),
+        "--run-name",
+        str(run.root),
+        "--quiet",
+        "-p",
+        "backend=custom",
+        "-p",
+        f"base_url={url}",
+        "-p",
+        f"client={{api_key_env: {KEY_ENV}}}",
+    ]
     for override in overrides:
         args += ["-p", override]
     env = {**os.environ, KEY_ENV: KEY, "MEMCOST_CACHE_DIR": str(folder / "cache")}
-    return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=500)
+    return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=500)
 
 
 def built(run: RunPaths, system: str) -> set[str]:
     return set(read_done(open_system(system, run.dataset(DATASET), dataset=DATASET).folder))
-
 
 
 def users(run: RunPaths) -> set[str]:
@@ -59,16 +80,19 @@ def users(run: RunPaths) -> set[str]:
 EXIT_FAILED_ITEMS = 3
 
 
-@pytest.mark.parametrize("fault, code, says", [
-    # every mem0 update answered 500 while the study's own calls are answered: mem0 swallows
-    # the HTTP error, the adapter fails those users, and the stage's failed items end the run
-    (Action(status=500, retry_after="0"), EXIT_FAILED_ITEMS,
-     "mem0: 30 calls failed: HTTP 500"),
-    # the provider bills $1 a call (OpenRouter's usage.cost): the budget stops the run
-    (Action(cost=1.0), 1, "BudgetExceeded"),
-])
+@pytest.mark.parametrize(
+    "fault, code, says",
+    [
+        # every mem0 update answered 500 while the study's own calls are answered: mem0 swallows
+        # the HTTP error, the adapter fails those users, and the stage's failed items end the run
+        (Action(status=500, retry_after="0"), EXIT_FAILED_ITEMS, "mem0: 30 calls failed: HTTP 500"),
+        # the provider bills $1 a call (OpenRouter's usage.cost): the budget stops the run
+        (Action(cost=1.0), 1, "BudgetExceeded"),
+    ],
+)
 def test_a_fault_in_mem0s_calls_ends_the_run_and_a_resume_builds_every_user(
-        tmp_path, fault, code, says):
+    tmp_path, fault, code, says
+):
     run = RunPaths(tmp_path / "run")
     with stage_server(api_key=KEY, faults=False) as server:
         server.on(mem0_update, fault, times=None)
@@ -77,11 +101,15 @@ def test_a_fault_in_mem0s_calls_ends_the_run_and_a_resume_builds_every_user(
         assert "01_extract_facts" in stopped.stderr and says in stopped.stderr
         assert f"--run-name {run.root}" in stopped.stderr  # the resume command
         assert built(run, "mem0") == set()  # never an empty memory marked built
-        assert server.count(CHAT_PATH) > 0 and any(mem0_update(CHAT_PATH, r.body or {})
-                                                    for r in server.requests)
+        assert server.count(CHAT_PATH) > 0 and any(
+            mem0_update(CHAT_PATH, r.body or {}) for r in server.requests
+        )
         server.clear()
         # what was billed stays spent: a budget stop resumes with a higher limit, as it says
         resumed = run_cli(tmp_path, run, server.url, "max_cost_usd=5")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert built(run, "mem0") == users(run) == {
-        p.parent.name for p in (run.dataset(DATASET).memory / "users").glob("*/done.json")}
+    assert (
+        built(run, "mem0")
+        == users(run)
+        == {p.parent.name for p in (run.dataset(DATASET).memory / "users").glob("*/done.json")}
+    )

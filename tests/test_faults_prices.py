@@ -22,16 +22,31 @@ MODEL = "llama3.1:8b"
 
 
 def run_args(tmp_path, *extra):
-    return ["run", "--params", "smoke", "--run-name", str(tmp_path / "run"), "--datasets",
-            "locomo", "--steps", "00,01", "-p", "backend=custom",
-            "-p", "base_url=http://127.0.0.1:9/v1", "-p", f"extraction_model={MODEL}", *extra]
+    return [
+        "run",
+        "--params",
+        "smoke",
+        "--run-name",
+        str(tmp_path / "run"),
+        "--datasets",
+        "locomo",
+        "--steps",
+        "00,01",
+        "-p",
+        "backend=custom",
+        "-p",
+        "base_url=http://127.0.0.1:9/v1",
+        "-p",
+        f"extraction_model={MODEL}",
+        *extra,
+    ]
 
 
 def suggested(err: str) -> list[str]:
     """The first ``-p ...`` the message suggests, as shell words."""
     line = next(ln for ln in err.splitlines() if "error:" in ln)
     start = line.index("-p '")
-    return shlex.split(line[start:line.index("' ", start) + 1])
+    return shlex.split(line[start : line.index("' ", start) + 1])
 
 
 def test_an_unknown_price_is_one_line_before_anything_runs(tmp_path, capsys):
@@ -45,7 +60,8 @@ def test_an_unknown_price_is_one_line_before_anything_runs(tmp_path, capsys):
 
 
 def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
-        tmp_path, capsys, monkeypatch, run_paths):
+    tmp_path, capsys, monkeypatch, run_paths
+):
     from memcost.cli.main import build_parser
     from memcost.run.presets import PresetError, discover_notebooks, resolve_preset
     from memcost.run.validate import validate_run
@@ -56,8 +72,13 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
 
     def validate(extra):
         args = build_parser().parse_args(run_args(tmp_path, *extra))
-        preset = resolve_preset(args.params, discover_notebooks(), steps=["00", "01"],
-                                datasets=["locomo"], overrides=dict(args.overrides))
+        preset = resolve_preset(
+            args.params,
+            discover_notebooks(),
+            steps=["00", "01"],
+            datasets=["locomo"],
+            overrides=dict(args.overrides),
+        )
         validate_run(preset, discover_notebooks(), tmp_path / "run")
         return preset
 
@@ -67,7 +88,7 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
     assert f"unknown model '{MODEL}' (extraction_model)" in str(info.value)
     line = str(info.value)
     start = line.index("-p '")
-    hints += shlex.split(line[start:line.index("' ", start) + 1])
+    hints += shlex.split(line[start : line.index("' ", start) + 1])
     preset = validate(hints)
     overrides = preset.parameters["price_overrides"]
     assert overrides == {MODEL: {"input": 0.0, "output": 0.0}}
@@ -76,9 +97,15 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        client = api_client(run_paths, server.url, tmp_path, max_cost_usd=0.01,
-                            **shared_params({"price_overrides": {MODEL: 0},
-                                             "client": {"model_capabilities": capabilities}}))
+        client = api_client(
+            run_paths,
+            server.url,
+            tmp_path,
+            max_cost_usd=0.01,
+            **shared_params(
+                {"price_overrides": {MODEL: 0}, "client": {"model_capabilities": capabilities}}
+            ),
+        )
         result = client.chat(question(1, model=MODEL, temperature=0, max_output_tokens=50))
         client.close()
     assert result.error is None
@@ -99,15 +126,38 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
     preset.write_text(yaml.safe_dump({"datasets": ["locomo"], "steps": ["00", "01"]}))
     with stage_server(api_key=TEST_KEY, faults=False) as server:
         done = subprocess.run(
-            [sys.executable, "-m", "memcost", "run", "--params", str(preset), "--run-name",
-             str(tmp_path / "run"), "--quiet", "-p", "backend=custom",
-             "-p", f"base_url={server.url}",
-             "-p", "client={api_key_env: MEMCOST_TEST_KEY, "
-                   f'model_capabilities: {{"{MODEL}": {{}}}}}}',
-             "-p", f"extraction_model={MODEL}", "-p", f'price_overrides={{"{MODEL}": 0}}'],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=280,
-            env={**__import__("os").environ, "MEMCOST_TEST_KEY": TEST_KEY,
-                 "MEMCOST_CACHE_DIR": str(tmp_path / "cache")})
+            [
+                sys.executable,
+                "-m",
+                "memcost",
+                "run",
+                "--params",
+                str(preset),
+                "--run-name",
+                str(tmp_path / "run"),
+                "--quiet",
+                "-p",
+                "backend=custom",
+                "-p",
+                f"base_url={server.url}",
+                "-p",
+                "client={api_key_env: MEMCOST_TEST_KEY, "
+                f'model_capabilities: {{"{MODEL}": {{}}}}}}',
+                "-p",
+                f"extraction_model={MODEL}",
+                "-p",
+                f'price_overrides={{"{MODEL}": 0}}',
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=280,
+            env={
+                **__import__("os").environ,
+                "MEMCOST_TEST_KEY": TEST_KEY,
+                "MEMCOST_CACHE_DIR": str(tmp_path / "cache"),
+            },
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     calls = read_jsonl(RunPaths(tmp_path / "run").calls)
     assert {c["model"] for c in calls if c["stage"] == "extract"} == {MODEL}
@@ -132,6 +182,5 @@ def test_reservations_learn_what_the_provider_bills_above_the_list_price():
     budget.settle(second, request.model, usage, billed_usd=27 * list_cost)
     with pytest.raises(BudgetStop):
         for _ in range(100_000):  # one call after another, each billed at the markup
-            budget.settle(budget.reserve(request), request.model, usage,
-                          billed_usd=27 * list_cost)
+            budget.settle(budget.reserve(request), request.model, usage, billed_usd=27 * list_cost)
     assert 1.0 - 27 * list_cost < budget.spent <= 1.0  # stopped before the budget, not after

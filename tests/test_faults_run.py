@@ -25,8 +25,12 @@ from memcost.testing.stages import stage_of, stage_server
 DATASET = "locomo"
 KEY_ENV = "MEMCOST_TEST_API_KEY"
 KEY = "sk-memcost-fake-5e1d7c3b9a0f2468bdf"
-PARAMETERS = {"include_no_context": False, "include_oracle": False, "judge_prompts": ["judge"],
-              "max_turns": 20}
+PARAMETERS = {
+    "include_no_context": False,
+    "include_oracle": False,
+    "judge_prompts": ["judge"],
+    "max_turns": 20,
+}
 EXIT_FAILED_ITEMS, EXIT_LOCKED = 3, 4
 
 
@@ -34,15 +38,32 @@ def preset(folder: Path, steps: list[str]) -> Path:
     notebooks = discover_notebooks()
     declared = set().union(*(notebook_parameters(notebooks[s]) for s in steps))
     path = folder / f"preset-{'-'.join(steps)}.yaml"
-    path.write_text(yaml.safe_dump({
-        "description": "fault test", "datasets": [DATASET], "steps": steps,
-        "parameters": {k: v for k, v in PARAMETERS.items() if k in declared}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "description": "fault test",
+                "datasets": [DATASET],
+                "steps": steps,
+                "parameters": {k: v for k, v in PARAMETERS.items() if k in declared},
+            }
+        )
+    )
     return path
 
 
 def command(preset_path: Path, run_dir: Path, *overrides: str) -> list[str]:
-    return [sys.executable, "-m", "memcost", "run", "--params", str(preset_path),
-            "--run-name", str(run_dir), "--quiet", *[a for o in overrides for a in ("-p", o)]]
+    return [
+        sys.executable,
+        "-m",
+        "memcost",
+        "run",
+        "--params",
+        str(preset_path),
+        "--run-name",
+        str(run_dir),
+        "--quiet",
+        *[a for o in overrides for a in ("-p", o)],
+    ]
 
 
 def api(url: str) -> tuple[str, ...]:
@@ -51,8 +72,7 @@ def api(url: str) -> tuple[str, ...]:
 
 def run_cli(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, KEY_ENV: KEY, "MEMCOST_CACHE_DIR": str(cache)}
-    return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=400)
+    return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=400)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,8 +84,14 @@ def test_a_second_run_with_the_same_name_stops_at_once(tmp_path):
     run_dir = tmp_path / "shared"
     steps = preset(tmp_path, ["00", "01"])
     env = {**os.environ, "MEMCOST_CACHE_DIR": str(tmp_path / "cache")}
-    first = subprocess.Popen(command(steps, run_dir), cwd=REPO_ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        command(steps, run_dir),
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         lock = run_dir / ".lock"
         deadline = time.monotonic() + 60
@@ -73,8 +99,14 @@ def test_a_second_run_with_the_same_name_stops_at_once(tmp_path):
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         t0 = time.monotonic()
-        second = subprocess.run(command(steps, run_dir), cwd=REPO_ROOT, env=env,
-                                capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            command(steps, run_dir),
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         took = time.monotonic() - t0
         assert first.poll() is None, "the first run must still be running"
     finally:
@@ -86,8 +118,17 @@ def test_a_second_run_with_the_same_name_stops_at_once(tmp_path):
     calls = read_jsonl(RunPaths(run_dir).calls)
     assert calls and max(Counter(record_call_key(c) for c in calls).values()) == 1
     # the lock went with the process: the same name runs again (nothing left to do)
-    again = subprocess.run(command(steps, run_dir, ), cwd=REPO_ROOT, env=env,
-                           capture_output=True, text=True, timeout=180)
+    again = subprocess.run(
+        command(
+            steps,
+            run_dir,
+        ),
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert len(read_jsonl(RunPaths(run_dir).calls)) == len(calls)
 
@@ -108,8 +149,10 @@ def outage(path: str, body: dict) -> bool:
 def test_an_outage_in_notebook_01_fails_the_run_and_a_resume_rebuilds_every_user(tmp_path):
     steps = preset(tmp_path, ["00", "01", "02", "03", "04"])
     with stage_server(api_key=KEY, faults=False) as healthy_server:
-        healthy = run_cli(command(steps, tmp_path / "healthy", *api(healthy_server.url)),
-                          tmp_path / "cache-healthy")
+        healthy = run_cli(
+            command(steps, tmp_path / "healthy", *api(healthy_server.url)),
+            tmp_path / "cache-healthy",
+        )
     assert healthy.returncode == 0, healthy.stderr[-3000:]
 
     run = RunPaths(tmp_path / "outage")
@@ -155,8 +198,11 @@ def test_items_failed_over_allow_failures_exit_3_and_within_it_exit_0(tmp_path):
     steps = preset(tmp_path, ["00", "01"])
     run = RunPaths(tmp_path / "run")
     with stage_server(api_key=KEY, faults=False) as server:
-        server.on(rejected_segment, Action(status=400, error_code="invalid_prompt",
-                                           message="Invalid prompt: flagged"), times=None)
+        server.on(
+            rejected_segment,
+            Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
+            times=None,
+        )
         failed = run_cli(command(steps, run.root, *api(server.url)), tmp_path / "cache")
         assert failed.returncode == EXIT_FAILED_ITEMS, failed.stderr[-3000:]
         assert "items failed after all retries (allowed: 0%" in failed.stderr
@@ -166,8 +212,10 @@ def test_items_failed_over_allow_failures_exit_3_and_within_it_exit_0(tmp_path):
         # each failed segment was asked (the walk-through's ones again by the build)
         assert 0 < failures["failed"] <= rejected and failures["failed"] < failures["total"] / 2
 
-        allowed = run_cli(command(steps, run.root, *api(server.url)) + ["--allow-failures", "0.5"],
-                          tmp_path / "cache")
+        allowed = run_cli(
+            command(steps, run.root, *api(server.url)) + ["--allow-failures", "0.5"],
+            tmp_path / "cache",
+        )
         assert allowed.returncode == 0, allowed.stderr[-3000:]
         assert server.count(CHAT_PATH, status=400) > rejected  # asked again, failed again
     again = read_json(run.dataset(DATASET).metrics / "01_extract_facts.json")["failures"]

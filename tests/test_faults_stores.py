@@ -27,8 +27,11 @@ def paid_run(run_paths, tmp_path, monkeypatch):
 
 def test_a_deleted_ledger_is_found_and_rebuilt_with_its_tags(paid_run):
     run, cache_path = paid_run
-    before = sorted((r["request_hash"], r["conversation_id"], r["prompt_tokens"])
-                    for r in read_jsonl(run.calls) if is_paid(r))
+    before = sorted(
+        (r["request_hash"], r["conversation_id"], r["prompt_tokens"])
+        for r in read_jsonl(run.calls)
+        if is_paid(r)
+    )
     assert len(before) == 40
     cache = ResponseCache(cache_path)
     check_ledger(run.calls, cache, run.run_id(), "r")  # whole: nothing to say
@@ -36,8 +39,11 @@ def test_a_deleted_ledger_is_found_and_rebuilt_with_its_tags(paid_run):
     with pytest.raises(LedgerDamaged, match="is missing.*40 calls.*repair-ledger r"):
         check_ledger(run.calls, cache, run.run_id(), "r")
     assert repair_ledger(run.calls, cache, run.run_id()) == 40
-    after = sorted((r["request_hash"], r["conversation_id"], r["prompt_tokens"])
-                   for r in read_jsonl(run.calls) if is_paid(r))
+    after = sorted(
+        (r["request_hash"], r["conversation_id"], r["prompt_tokens"])
+        for r in read_jsonl(run.calls)
+        if is_paid(r)
+    )
     assert after == before
     assert repair_ledger(run.calls, cache, run.run_id()) == 0  # idempotent
     cache.close()
@@ -79,8 +85,9 @@ def test_a_damaged_cache_names_the_file_and_the_two_ways_out(paid_run):
     assert "client={cache_mode: off}" in message
 
 
-def test_a_billed_call_is_recorded_even_when_the_cache_write_fails(run_paths, tmp_path,
-                                                                   monkeypatch):
+def test_a_billed_call_is_recorded_even_when_the_cache_write_fails(
+    run_paths, tmp_path, monkeypatch
+):
     # the cache's disk is full: the answered call was billed, so it is recorded all the same;
     # the cache error still stops the call (and names itself), but no money goes unseen
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
@@ -171,16 +178,17 @@ def test_handles_of_dead_processes_are_dropped_so_the_last_live_one_stops_the_se
 
 # A stand-in postmaster: a process that exits on SIGINT (PostgreSQL's fast shutdown). It says
 # when its handler is in place, so a SIGINT never arrives before it can act on it.
-STAND_IN = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
-            "print('ready', flush=True); time.sleep(60)")
+STAND_IN = (
+    "import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "print('ready', flush=True); time.sleep(60)"
+)
 
 
 def stand_in_postmaster():
     import subprocess
     import sys
 
-    process = subprocess.Popen([sys.executable, "-c", STAND_IN], stdout=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen([sys.executable, "-c", STAND_IN], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "ready"
     return process
 
@@ -259,8 +267,9 @@ def test_a_repair_gives_back_the_calls_served_from_the_cache(run_paths, tmp_path
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         for step in ("walk-through", "batch"):  # the second asks the same: all from the cache
             client = api_client(run, server.url, tmp_path)
-            client.chat_many([question(i, tags={"conversation_id": f"c{i}", "step": step})
-                              for i in range(40)])
+            client.chat_many(
+                [question(i, tags={"conversation_id": f"c{i}", "step": step}) for i in range(40)]
+            )
             client.close()
         assert len(server.requests) == 40
     before = sorted(record_call_key(r) for r in read_jsonl(run.calls))
@@ -294,10 +303,18 @@ def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
     except ServerUnavailable as err:
         pytest.skip(str(err))
     folder = Path(tempfile.mkdtemp(prefix="memcost-watch-"))  # a server's folder: not in tmp
-    user = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom memcost.vectorstore.embedded import PgServer\n"
-        f"PgServer({str(folder)!r}).start()\nprint('up', flush=True)\ntime.sleep(120)")],
-        stdout=subprocess.PIPE, text=True)
+    user = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time\nfrom memcost.vectorstore.embedded import PgServer\n"
+                f"PgServer({str(folder)!r}).start()\nprint('up', flush=True)\ntime.sleep(120)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     pid = None
     try:
         assert user.stdout.readline().strip() == "up"

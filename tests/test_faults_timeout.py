@@ -22,17 +22,23 @@ def test_request_timeout_s_is_a_client_setting_of_every_model_notebook():
         assert declared["client"]["inferred_type_name"] == "dict", step
         assert declared["price_overrides"]["inferred_type_name"] == "dict", step
     assert shared_params({"client": {"request_timeout_s": 7.5}, "other": 1}) == {
-        "request_timeout_s": 7.5}
+        "request_timeout_s": 7.5
+    }
 
 
 def test_a_silent_server_times_out_at_the_parameter_and_a_heartbeat_reports_it(
-        run_paths, tmp_path, monkeypatch):
+    run_paths, tmp_path, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         server.on(lambda path, body: True, Action(delay_s=2.0), times=None)
-        client = api_client(run_paths, server.url, tmp_path,
-                            retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02),
-                            **shared_params({"client": {"request_timeout_s": 0.5}}))
+        client = api_client(
+            run_paths,
+            server.url,
+            tmp_path,
+            retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02),
+            **shared_params({"client": {"request_timeout_s": 0.5}}),
+        )
         client.items.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": io.StringIO()}
         assert client.config.request_timeout_s == 0.5
         results = client.chat_many([question(1), question(2)])
@@ -66,8 +72,7 @@ def test_the_heartbeat_line_counts_requests_in_flight_and_the_oldest_age():
     assert beat.status() is None  # nothing in flight any more
 
 
-def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp_path,
-                                                                   monkeypatch):
+def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp_path, monkeypatch):
     from memcost.llm import ChatRequest, EmbeddingRequest
     from memcost.models import TIMEOUT_MAX_S, declare_model, model_info, request_timeout
     from memcost.tokens import count_tokens
@@ -87,8 +92,13 @@ def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp
         sized = api_client(run_paths, server.url, tmp_path, request_timeout_s=0)
         fixed = api_client(run_paths, server.url, tmp_path, request_timeout_s=42)
         text = "word " * 2_000
-        chat = ChatRequest("gpt-5-mini-2025-08-07", (("user", text),), stage="read",
-                           prompt_version="test@v1", reasoning_effort="medium")
+        chat = ChatRequest(
+            "gpt-5-mini-2025-08-07",
+            (("user", text),),
+            stage="read",
+            prompt_version="test@v1",
+            reasoning_effort="medium",
+        )
         embed = EmbeddingRequest("text-embedding-3-small", (text,))
         tokens = count_tokens(text)
         assert 1_990 < tokens < 2_010
@@ -115,8 +125,10 @@ def test_signs_of_life_reach_the_terminal_without_verbose(tmp_path):
         sys.stderr.write("\rbatch judge:  30%|###   | 12/40")  # a progress bar, then
         sys.stderr.write(f"{SIGN_OF_LIFE}batch judge: 12 of 40 ")  # a line written in parts
         sys.stderr.write("answered\n")
-    assert terminal.getvalue() == (f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for "
-                                   f"95 s\n{SIGN_OF_LIFE}batch judge: 12 of 40 answered\n")
+    assert terminal.getvalue() == (
+        f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for "
+        f"95 s\n{SIGN_OF_LIFE}batch judge: 12 of 40 answered\n"
+    )
     progress.log.close()
     log = (tmp_path / progress.log_path.name).read_text(encoding="utf-8")
     assert "a table the notebook printed" in log and "12 of 40 answered" in log
@@ -132,5 +144,7 @@ def test_a_rate_limited_wait_says_so_while_it_waits(run_paths, tmp_path, monkeyp
         assert client.chat(question(1)).ok
         client.close()
     err = capsys.readouterr().err
-    assert (f"{SIGN_OF_LIFE}rate limited (HTTP 429) on gpt-5-mini-2025-08-07: its requests wait "
-            "0.05 s, then leave one by one") in err
+    assert (
+        f"{SIGN_OF_LIFE}rate limited (HTTP 429) on gpt-5-mini-2025-08-07: its requests wait "
+        "0.05 s, then leave one by one"
+    ) in err

@@ -10,38 +10,54 @@ from memcost.run.presets import PresetError
 from memcost.run.validate import check_value
 
 CASES = [
-    (["-p", "client={max_concurrency: abc}"], "parameter client.max_concurrency='abc': "
-                                               "expected an integer"),
+    (
+        ["-p", "client={max_concurrency: abc}"],
+        "parameter client.max_concurrency='abc': expected an integer",
+    ),
     (["-p", "max_cost_usd=ten"], "parameter max_cost_usd='ten': expected a number"),
     (["-p", "judge_prompts=[a, b"], "judge_prompts='[a, b'"),
     (["-p", "top_k=abc"], "parameter top_k='abc': expected an integer"),
-    (["--datasets", "LoCoMo"], "parameter datasets='LoCoMo': expected a dataset name; valid "
-                               "choices: locomo, longmemeval, personamem, personamem_v2"),
+    (
+        ["--datasets", "LoCoMo"],
+        "parameter datasets='LoCoMo': expected a dataset name; valid "
+        "choices: locomo, longmemeval, personamem, personamem_v2",
+    ),
     (["-p", "backend=openia"], "valid choices: offline, openai, openrouter, custom"),
     (["-p", "client={max_concurrency: 0}"], "expected a number at least 1"),
-    (["-p", "max_concurrency=16"], "-p max_concurrency=...: max_concurrency is a setting of the "
-                                   "client mapping now"),
+    (
+        ["-p", "max_concurrency=16"],
+        "-p max_concurrency=...: max_concurrency is a setting of the client mapping now",
+    ),
     (["-p", "judge_prompts=[judge, judge_lenent]"], "valid choices: judge, judge_lenient"),
     (["--steps", "02"], "step 02 needs locomo/data/questions.parquet, written by step 00"),
-    (["-p", "vector_store=pgvectr"], "parameter vector_store='pgvectr': expected one of the "
-                                     "choices; valid choices: faiss, pgvector"),
+    (
+        ["-p", "vector_store=pgvectr"],
+        "parameter vector_store='pgvectr': expected one of the "
+        "choices; valid choices: faiss, pgvector",
+    ),
     (["-p", "pgvector_iterative_scan=fast"], "valid choices: off, relaxed_order, strict_order"),
     (["-p", "pgvector_layout=one_table"], "valid choices: shared, per_user"),
-    (["-p", "pgvector_dsn=host:5432 hunter2"], "parameter pgvector_dsn: expected a PostgreSQL "
-                                               "connection URI"),
-    (["-p", "client={execution: {extract:batch}}"], "'extract:batch' reads as one key with no "
-                                                    "value; write {extract: batch} with a space "
-                                                    "after the colon"),
-    (["-p", "memory_systems=[mem0_style, ragg]"], "parameter memory_systems: unknown memory "
-                                                  "system 'ragg'"),
+    (
+        ["-p", "pgvector_dsn=host:5432 hunter2"],
+        "parameter pgvector_dsn: expected a PostgreSQL connection URI",
+    ),
+    (
+        ["-p", "client={execution: {extract:batch}}"],
+        "'extract:batch' reads as one key with no "
+        "value; write {extract: batch} with a space "
+        "after the colon",
+    ),
+    (
+        ["-p", "memory_systems=[mem0_style, ragg]"],
+        "parameter memory_systems: unknown memory system 'ragg'",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("extra", "message"), CASES)
 def test_a_bad_value_is_one_line_and_creates_nothing(tmp_path, capsys, extra, message):
     run_dir = tmp_path / "run"
-    argv = ["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo",
-            *extra]
+    argv = ["run", "--params", "smoke", "--run-name", str(run_dir), "--datasets", "locomo", *extra]
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse refuses a value it cannot read
@@ -60,36 +76,47 @@ def test_values_are_coerced_to_the_declared_type():
     assert check_value("max_cost_usd", 10, "float") == 10.0
     assert isinstance(check_value("max_cost_usd", 10, "float"), float)
     assert check_value("judge_prompts", ["judge", "judge_strict"], "list") == [
-        "judge", "judge_strict"]
+        "judge",
+        "judge_strict",
+    ]
     with pytest.raises(PresetError, match="expected true or false"):
         check_value("update_phase", "yes please", "bool")
     with pytest.raises(PresetError, match=r"expected a dict"):
         check_value("model_backends", "openrouter", "dict")
 
 
-@pytest.mark.parametrize("dsn", ["", "postgresql://postgres:@127.0.0.1:5432/memcost",
-                                 "postgres://u:p@db/x", "host=localhost port=5432 dbname=x",
-                                 "host=/tmp dbname='my db'"])
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "",
+        "postgresql://postgres:@127.0.0.1:5432/memcost",
+        "postgres://u:p@db/x",
+        "host=localhost port=5432 dbname=x",
+        "host=/tmp dbname='my db'",
+    ],
+)
 def test_well_formed_dsns_pass(dsn):
     from memcost.run.validate import check_dsn
 
     check_dsn(dsn)
 
 
-def test_an_unknown_name_typed_on_the_command_line_is_one_line_with_a_suggestion(tmp_path,
-                                                                                  capsys):
+def test_an_unknown_name_typed_on_the_command_line_is_one_line_with_a_suggestion(tmp_path, capsys):
     run_dir = tmp_path / "run"
     code = main(["run", "--params", "smoke", "--run-name", str(run_dir), "-p", "top_kk=3"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and not run_dir.exists()
-    assert err == ("error: -p top_kk=...: no notebook of preset smoke declares top_kk; did you "
-                   "mean top_k? (each notebook's parameters cell lists its own)")
+    assert err == (
+        "error: -p top_kk=...: no notebook of preset smoke declares top_kk; did you "
+        "mean top_k? (each notebook's parameters cell lists its own)"
+    )
 
 
 def test_an_unknown_name_in_a_preset_file_is_one_line_naming_the_file(tmp_path, capsys):
     preset = tmp_path / "mine.yaml"
-    preset.write_text("datasets: [locomo]\nparameters:\n  judge_modle: gpt-5-mini\n",
-                      encoding="utf-8")
+    preset.write_text(
+        "datasets: [locomo]\nparameters:\n  judge_modle: gpt-5-mini\n", encoding="utf-8"
+    )
     code = main(["run", "--params", str(preset), "--run-name", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
@@ -102,8 +129,10 @@ def test_a_malformed_today_is_one_line_before_any_command(monkeypatch, capsys, c
     monkeypatch.setenv("MEMCOST_TODAY", "tomorrow")
     assert main(command) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("error: MEMCOST_TODAY must be a date as YYYY-MM-DD, got 'tomorrow' (unset it "
-                   "for today's date)")
+    assert err == (
+        "error: MEMCOST_TODAY must be a date as YYYY-MM-DD, got 'tomorrow' (unset it "
+        "for today's date)"
+    )
 
 
 def test_a_relative_data_path_is_read_from_where_the_command_was_typed(tmp_path, monkeypatch):
@@ -111,17 +140,23 @@ def test_a_relative_data_path_is_read_from_where_the_command_was_typed(tmp_path,
 
     (tmp_path / "mine").mkdir()
     monkeypatch.chdir(tmp_path)
-    preset = resolve_preset("smoke", discover_notebooks(), datasets=["locomo"],
-                            overrides={"data_path": "mine/locomo10.json"})
+    preset = resolve_preset(
+        "smoke",
+        discover_notebooks(),
+        datasets=["locomo"],
+        overrides={"data_path": "mine/locomo10.json"},
+    )
     assert preset.parameters["data_path"] == str(tmp_path / "mine" / "locomo10.json")
     empty = resolve_preset("smoke", discover_notebooks(), overrides={"data_path": ""})
     assert empty.parameters["data_path"] == ""  # empty stays empty: the bundled sample
 
 
-@pytest.mark.parametrize(("code", "text"), [(28, "No space left on device"),
-                                            (30, "Read-only file system")])
+@pytest.mark.parametrize(
+    ("code", "text"), [(28, "No space left on device"), (30, "Read-only file system")]
+)
 def test_a_disk_that_cannot_be_written_is_one_line_with_the_path_and_the_resume(
-        tmp_path, capsys, monkeypatch, code, text):
+    tmp_path, capsys, monkeypatch, code, text
+):
     import memcost.run.runner as runner
 
     run_dir = tmp_path / "run"
@@ -131,8 +166,21 @@ def test_a_disk_that_cannot_be_written_is_one_line_with_the_path_and_the_resume(
         raise OSError(code, text, str(target))
 
     monkeypatch.setattr(runner, "record_start", unwritable)
-    assert main(["run", "--params", "smoke", "--datasets", "locomo", "--run-name",
-                 str(run_dir), "--quiet"]) == 1
+    assert (
+        main(
+            [
+                "run",
+                "--params",
+                "smoke",
+                "--datasets",
+                "locomo",
+                "--run-name",
+                str(run_dir),
+                "--quiet",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"error: cannot write {target}: {text}" in err

@@ -32,8 +32,14 @@ KEY = "sk-memcost-fake-3b8e1f0c9d2a7e6b5c4"
 
 def cli(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, KEY_ENV: KEY, "MEMCOST_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "memcost", *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=500)
+    return subprocess.run(
+        [sys.executable, "-m", "memcost", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
 
 
 def empty_cache(cache: Path) -> int:
@@ -52,15 +58,37 @@ def cost_tables(run: RunPaths) -> dict[str, str]:
 @pytest.mark.timeout(600)
 def test_an_emptied_cache_sends_no_walkthrough_call_again(tmp_path):
     preset = tmp_path / "p.yaml"
-    preset.write_text(yaml.safe_dump({"datasets": ["locomo"], "steps": ["00", "01", "02", "05"],
-                                      "parameters": {"interactive_explorer": False}}))
+    preset.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": ["locomo"],
+                "steps": ["00", "01", "02", "05"],
+                "parameters": {"interactive_explorer": False},
+            }
+        )
+    )
     cache = tmp_path / "cache"
     paths = RunPaths(tmp_path / "run")
     with stage_server(api_key=KEY, faults=False) as server:
+
         def run():
-            return cli(["run", "--params", str(preset), "--run-name", str(paths.root), "--quiet",
-                        "-p", "backend=custom", "-p", f"base_url={server.url}",
-                        "-p", f"client={{api_key_env: {KEY_ENV}}}"], cache)
+            return cli(
+                [
+                    "run",
+                    "--params",
+                    str(preset),
+                    "--run-name",
+                    str(paths.root),
+                    "--quiet",
+                    "-p",
+                    "backend=custom",
+                    "-p",
+                    f"base_url={server.url}",
+                    "-p",
+                    f"client={{api_key_env: {KEY_ENV}}}",
+                ],
+                cache,
+            )
 
         first = run()
         assert first.returncode == 0, first.stderr[-3000:]
@@ -85,11 +113,11 @@ def test_an_emptied_cache_sends_no_walkthrough_call_again(tmp_path):
         assert cost_tables(paths) == tables
 
 
-def test_walkthrough_calls_are_served_from_the_run_not_sent_again(run_paths, tmp_path,
-                                                                  monkeypatch):
+def test_walkthrough_calls_are_served_from_the_run_not_sent_again(run_paths, tmp_path, monkeypatch):
     """The fast variant: the real client against the local server, the cache emptied between."""
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
+
         def walk(**options):
             client = api_client(run_paths, server.url, tmp_path, **options)
             with client.walkthrough():

@@ -32,8 +32,9 @@ def tick_labels(ax) -> list[str]:
     return [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
 
 
-@pytest.mark.parametrize(("step", "decimals"), [(0.025, 3), (0.5, 1), (10.0, 0), (0.005, 3),
-                                                (0.0002, 4)])
+@pytest.mark.parametrize(
+    ("step", "decimals"), [(0.025, 3), (0.5, 1), (10.0, 0), (0.005, 3), (0.0002, 4)]
+)
 def test_step_decimals(step, decimals):
     assert step_decimals(step) == decimals
 
@@ -54,8 +55,9 @@ def test_cumulative_cost_ticks_have_the_precision_of_their_step():
     step = float(np.min(np.diff(locs)))
     labels = tick_labels(ax)
     assert len(set(labels)) == len(labels)  # no two gridlines read the same
-    for label, value in zip(labels, [v for v in locs if ax.get_ylim()[0] <= v <= ax.get_ylim()[1]],
-                            strict=False):
+    for label, value in zip(
+        labels, [v for v in locs if ax.get_ylim()[0] <= v <= ax.get_ylim()[1]], strict=False
+    ):
         assert abs(float(label.lstrip("$").replace(",", "")) - value) < step / 10, label
     width, height = fig.get_size_inches() * fig.dpi
     assert 600 <= width <= 1800 and 400 <= height <= 1200
@@ -93,15 +95,38 @@ def sensitivity_inputs():
     import pandas as pd
 
     contexts = [30_000, 100_000, 200_000, 500_000]
-    discount = pd.DataFrame([{"context_tokens": L, "cache_discount": d, "break_even_n": 2 + 10 * d}
-                             for L in contexts for d in (0.0, 0.5, 0.9)])
-    output = pd.DataFrame([{"context_tokens": L, "output_tokens": n, "break_even_n": 40 - n / 200}
-                           for L in contexts for n in (0, 527, 2000, 4000)])
-    scenarios = ["list prices", "batch write", "batch write + read", "batch long context",
-                 "batch everything"]
-    batch = pd.DataFrame([{"context_tokens": L, "scenario": s,
-                           "break_even_n": float("nan") if s == "batch long context" else 9.0}
-                          for L in contexts for s in scenarios])
+    discount = pd.DataFrame(
+        [
+            {"context_tokens": L, "cache_discount": d, "break_even_n": 2 + 10 * d}
+            for L in contexts
+            for d in (0.0, 0.5, 0.9)
+        ]
+    )
+    output = pd.DataFrame(
+        [
+            {"context_tokens": L, "output_tokens": n, "break_even_n": 40 - n / 200}
+            for L in contexts
+            for n in (0, 527, 2000, 4000)
+        ]
+    )
+    scenarios = [
+        "list prices",
+        "batch write",
+        "batch write + read",
+        "batch long context",
+        "batch everything",
+    ]
+    batch = pd.DataFrame(
+        [
+            {
+                "context_tokens": L,
+                "scenario": s,
+                "break_even_n": float("nan") if s == "batch long context" else 9.0,
+            }
+            for L in contexts
+            for s in scenarios
+        ]
+    )
     return discount, output, batch
 
 
@@ -122,9 +147,19 @@ def test_calibration_intervals_wrap_into_two_columns(tmp_path):
     from memcost.plots import plot_calibration_intervals
     from memcost.plots.costs import CONSTANT_TITLES
 
-    intervals = pd.DataFrame([
-        {"constant": name, "unit": "units", "low": 1.0, "high": 2.0, "chosen": 1.5,
-         "stated": 0.8 if i % 2 == 0 else 1.5} for i, name in enumerate(CONSTANT_TITLES)])
+    intervals = pd.DataFrame(
+        [
+            {
+                "constant": name,
+                "unit": "units",
+                "low": 1.0,
+                "high": 2.0,
+                "chosen": 1.5,
+                "stated": 0.8 if i % 2 == 0 else 1.5,
+            }
+            for i, name in enumerate(CONSTANT_TITLES)
+        ]
+    )
     fig = plot_calibration_intervals(intervals, subtitle="test")
     width, height = saved_size(fig, tmp_path, "cost_calibration_intervals")
     assert width <= MAX_WIDTH_PX and width / height <= 2.5, (width, height)  # was 1,963 x 450
@@ -139,10 +174,21 @@ def test_break_even_by_gap_wraps_three_scenarios(tmp_path):
 
     from memcost.plots.today import plot_break_even_by_gap
 
-    rows = [{"scenario": s, "price_date": "2026-11-30", "lc_model": "m", "policy": p,
-             "policy_label": p, "context_tokens": 101_601, "gap_seconds": g, "break_even_n": n}
-            for s, n in (("paper", 10), ("current", 1), ("current (all gpt-6-luna)", 58))
-            for p in ("in_memory", "none") for g in (60.0, 3_600.0, 604_800.0)]
+    rows = [
+        {
+            "scenario": s,
+            "price_date": "2026-11-30",
+            "lc_model": "m",
+            "policy": p,
+            "policy_label": p,
+            "context_tokens": 101_601,
+            "gap_seconds": g,
+            "break_even_n": n,
+        }
+        for s, n in (("paper", 10), ("current", 1), ("current (all gpt-6-luna)", 58))
+        for p in ("in_memory", "none")
+        for g in (60.0, 3_600.0, 604_800.0)
+    ]
     fig = plot_break_even_by_gap(pd.DataFrame(rows))
     width, height = saved_size(fig, tmp_path, "break_even_by_gap")
     assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 2,041 x 649
@@ -153,8 +199,13 @@ def conversation_stats(n: int):
 
     rng = np.random.default_rng(0)
     text = rng.integers(300, 600, n)
-    return pd.DataFrame({"conversation_id": [f"c{i}" for i in range(n)], "text_tokens": text,
-                         "history_tokens": text + rng.integers(80, 200, n)})
+    return pd.DataFrame(
+        {
+            "conversation_id": [f"c{i}" for i in range(n)],
+            "text_tokens": text,
+            "history_tokens": text + rng.integers(80, 200, n),
+        }
+    )
 
 
 def test_histograms_of_10_or_more_are_small_multiples_that_hide_nothing(tmp_path):
@@ -164,8 +215,7 @@ def test_histograms_of_10_or_more_are_small_multiples_that_hide_nothing(tmp_path
 
     stats = conversation_stats(11)
     fig = plot_conversation_lengths(stats, "longmemeval")
-    histograms = [ax for ax in fig.axes
-                  if any(isinstance(c, BarContainer) for c in ax.containers)]
+    histograms = [ax for ax in fig.axes if any(isinstance(c, BarContainer) for c in ax.containers)]
     assert len(histograms) == 2  # one panel per series, on a shared x axis
     for ax, column in zip(histograms, ("text_tokens", "history_tokens"), strict=True):
         (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]  # never two in one
@@ -192,12 +242,22 @@ def test_stage_costs_read_as_names_with_one_dollar_format():
     from memcost.plots.costs import dollars_2sf
 
     assert [dollars_2sf(v) for v in (0.2169, 0.0017458, 0.000035, 0.0)] == [
-        "$0.22", "$0.0017", "$0.000035", "$0"]
-    summary = pd.DataFrame({
-        "dataset": ["personamem"] * 3,
-        "component": ["write: fact extraction", "answer: long_context_gpt-5-mini (gpt-5-mini)",
-                      "judge"],
-        "total_usd": [0.00069, 0.0040, 0.2169]})
+        "$0.22",
+        "$0.0017",
+        "$0.000035",
+        "$0",
+    ]
+    summary = pd.DataFrame(
+        {
+            "dataset": ["personamem"] * 3,
+            "component": [
+                "write: fact extraction",
+                "answer: long_context_gpt-5-mini (gpt-5-mini)",
+                "judge",
+            ],
+            "total_usd": [0.00069, 0.0040, 0.2169],
+        }
+    )
     fig = plot_stage_costs(summary, backend="offline")
     ax = fig.axes[0]
     fig.canvas.draw()
@@ -214,16 +274,22 @@ def test_evidence_recall_names_every_category_and_labels_zero_bars():
 
     from memcost.plots.memory import plot_evidence_recall
 
-    categories = pd.DataFrame({
-        "category": ["knowledge_update", "single_session_assistant", "adversarial"],
-        "with_evidence": [2, 1, 4], "evidence_in_memory": [0.75, 0.0, 1.0],
-        "evidence_recall": [0.5, 0.0, 1.0]})
+    categories = pd.DataFrame(
+        {
+            "category": ["knowledge_update", "single_session_assistant", "adversarial"],
+            "with_evidence": [2, 1, 4],
+            "evidence_in_memory": [0.75, 0.0, 1.0],
+            "evidence_recall": [0.5, 0.0, 1.0],
+        }
+    )
     fig = plot_evidence_recall(categories, dataset="longmemeval", top_k=20, backend="offline")
     ax = fig.axes[0]
     fig.canvas.draw()
     # long names read along the y axis (on the x axis LongMemEval's ran into each other)
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        "knowledge update (n = 2)", "single session assistant (n = 1)"]
+        "knowledge update (n = 2)",
+        "single session assistant (n = 1)",
+    ]
     values = sorted(t.get_text() for t in ax.texts if t.get_text()[0].isdigit())
     assert values == ["0.00", "0.00", "0.50", "0.75"]  # a bar of length 0 still says so
 
@@ -234,13 +300,27 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
     from memcost.plots.serving import plot_cumulative
 
     panels = [("gpt-5-mini", "low"), ("gpt-5-mini", "high"), ("gpt-oss-20b", "")]
-    curves = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
-                            "system": s, "turn": t,
-                            "cumulative": (t + 1) * (2 if s == "mem0" else 3)}
-                           for m, e in panels for s in ("mem0", "full_history")
-                           for t in range(1, 11)])
-    break_even = pd.DataFrame([{"cell": "10×1000", "model": m, "reasoning_effort": e,
-                                "system": "mem0", "t_be": 4} for m, e in panels])
+    curves = pd.DataFrame(
+        [
+            {
+                "cell": "10×1000",
+                "model": m,
+                "reasoning_effort": e,
+                "system": s,
+                "turn": t,
+                "cumulative": (t + 1) * (2 if s == "mem0" else 3),
+            }
+            for m, e in panels
+            for s in ("mem0", "full_history")
+            for t in range(1, 11)
+        ]
+    )
+    break_even = pd.DataFrame(
+        [
+            {"cell": "10×1000", "model": m, "reasoning_effort": e, "system": "mem0", "t_be": 4}
+            for m, e in panels
+        ]
+    )
     fig = plot_cumulative(curves, break_even, cell="10×1000", backend="offline")
     width, height = saved_size(fig, tmp_path, "serving_cumulative")
     assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 3 x 5.2 in
@@ -252,8 +332,9 @@ def test_facts_vs_history_keeps_every_dot_inside_the_axes():
 
     from memcost.plots.memory import plot_facts_vs_history
 
-    stats = pd.DataFrame({"history_tokens": [863, 1205], "active_facts": [33, 46],
-                          "compression": [1.19, 1.23]})
+    stats = pd.DataFrame(
+        {"history_tokens": [863, 1205], "active_facts": [33, 46], "compression": [1.19, 1.23]}
+    )
     fig = plot_facts_vs_history(stats, dataset="locomo", backend="offline")
     ax = fig.axes[0]
     assert ax.get_xlim()[1] > 1205 * 1.05 and ax.get_ylim()[1] > 46 * 1.05  # was at the edge
@@ -286,10 +367,13 @@ def test_the_written_out_theme_is_what_seaborn_sets():
 
 def test_a_notebook_kernel_draws_without_importing_seaborn():
     # the theme is why every kernel imported seaborn (and scipy.stats, 0.7 s) before it drew
-    code = ("import sys; from memcost import plots; plots.apply_style(); "
-            "print(sorted(m for m in ('seaborn', 'scipy.stats') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+    code = (
+        "import sys; from memcost import plots; plots.apply_style(); "
+        "print(sorted(m for m in ('seaborn', 'scipy.stats') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
@@ -301,9 +385,15 @@ def test_the_explorer_widgets_start_where_the_figure_above_them_does():
     pytest.importorskip("ipywidgets")
     from memcost.plots.explorer import explorer_widgets
 
-    start = {"context_tokens": 101_601, "questions": 60, "scenario": "current",
-             "retention": "in_memory", "gap_seconds": 3600.0, "batch": False,
-             "output_tokens": 527}
+    start = {
+        "context_tokens": 101_601,
+        "questions": 60,
+        "scenario": "current",
+        "retention": "in_memory",
+        "gap_seconds": 3600.0,
+        "batch": False,
+        "output_tokens": 527,
+    }
     controls = explorer_widgets(start).children[:-1]
     for control in controls:
         if type(control).__name__ == "FloatLogSlider":
@@ -323,14 +413,21 @@ def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
     contexts = np.array([1e4, 1e5, 5e5, 1e6])
     turns = np.arange(1, 11)
     difference = np.ones((len(turns), len(contexts)))  # memory cheaper everywhere
-    fig = plot_break_even_heatmap(contexts, turns, difference, np.ones(len(contexts)),
-                                  region_labels=False, tier_threshold=272_000)
+    fig = plot_break_even_heatmap(
+        contexts,
+        turns,
+        difference,
+        np.ones(len(contexts)),
+        region_labels=False,
+        tier_threshold=272_000,
+    )
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[0] == "break-even at N = 1 where blue"
     assert any(t.get_text().startswith("272k: long-context\ntier") for t in ax.texts)
-    fig = plot_break_even_heatmap(contexts, turns, difference, np.array([1, 3, 5, 7.0]),
-                                  region_labels=False)
+    fig = plot_break_even_heatmap(
+        contexts, turns, difference, np.array([1, 3, 5, 7.0]), region_labels=False
+    )
     assert fig.axes[0].get_legend().get_texts()[0].get_text() == "break-even boundary"
 
 
@@ -345,7 +442,8 @@ def test_the_sensitivity_palette_is_seaborns_viridis_without_seaborn():
         contexts = [10_000 * (i + 1) for i in range(n)]
         expected = sns.color_palette("viridis", n_colors=n + 1)
         assert [_context_palette(contexts)[c] for c in contexts] == [
-            tuple(expected[i]) for i in range(n)]
+            tuple(expected[i]) for i in range(n)
+        ]
 
 
 def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path):
@@ -358,15 +456,21 @@ def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path)
     from memcost.run.execute import execute_notebook
 
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("folder = ''", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(
-                    "import matplotlib.pyplot as plt\nfrom memcost import plots\n"
-                    "plots.apply_style()\nfig, ax = plt.subplots(figsize=(4, 3))\n"
-                    "ax.plot([1, 2, 3])\nwritten = plots.save_figure(fig, folder, 'line')\n"
-                    "print('after the figure')"),
-                nbformat.v4.new_code_cell("fig2, ax2 = plt.subplots()\nax2.plot([3, 2, 1])")]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell("folder = ''", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nfrom memcost import plots\n"
+            "plots.apply_style()\nfig, ax = plt.subplots(figsize=(4, 3))\n"
+            "ax.plot([1, 2, 3])\nwritten = plots.save_figure(fig, folder, 'line')\n"
+            "print('after the figure')"
+        ),
+        nbformat.v4.new_code_cell("fig2, ax2 = plt.subplots()\nax2.plot([3, 2, 1])"),
+    ]
     source = tmp_path / "figure.ipynb"
     source.write_text(nbformat.writes(nb), encoding="utf-8")
     execute_notebook(source, tmp_path / "out.ipynb", {"folder": str(tmp_path)}, False)

@@ -48,13 +48,19 @@ def test_a_flex_request_reserves_its_budget_at_the_flex_price(run_paths, server,
     guess = probe.budget.estimate(request)
     probe.close()
     limit = 0.75 * guess  # above the Flex reservation (half), below the list-price one
-    flex = api_client(run_paths, server.url, tmp_path, execution={"judge": "flex"},
-                      max_cost_usd=limit)
+    flex = api_client(
+        run_paths, server.url, tmp_path, execution={"judge": "flex"}, max_cost_usd=limit
+    )
     assert flex.chat(request).error is None
     flex.close()
     assert len(server.requests) == 1
-    interactive = api_client(run_paths, server.url, tmp_path / "other", max_cost_usd=limit,
-                             cache_path=tmp_path / "other.sqlite")
+    interactive = api_client(
+        run_paths,
+        server.url,
+        tmp_path / "other",
+        max_cost_usd=limit,
+        cache_path=tmp_path / "other.sqlite",
+    )
     with pytest.raises(BudgetExceeded, match="would take the run's spend"):
         interactive.chat(question(2, stage="judge"))
     interactive.close()
@@ -62,14 +68,16 @@ def test_a_flex_request_reserves_its_budget_at_the_flex_price(run_paths, server,
 
 
 def test_resource_unavailable_is_retried_without_pausing_the_other_workers(
-        run_paths, server, tmp_path):
+    run_paths, server, tmp_path
+):
     server.flex.unavailable = 2
     client = api_client(run_paths, server.url, tmp_path, execution={"judge": "flex"})
     result = client.chat(question(1, stage="judge"))
     client.close()
     assert result.error is None and result.text
     assert server.flex.events == [("unavailable", "gpt-5-mini-2025-08-07")] * 2 + [
-        ("served", "gpt-5-mini-2025-08-07")]
+        ("served", "gpt-5-mini-2025-08-07")
+    ]
     assert server.count(CHAT_PATH, status=429) == 2
     assert (client.stats.flex_unavailable, client.stats.rate_limited) == (2, 0)
     (record,) = read_calls(run_paths.calls)
@@ -78,8 +86,14 @@ def test_resource_unavailable_is_retried_without_pausing_the_other_workers(
 
 def test_flex_capacity_that_stays_away_stops_the_stage_and_says_so(run_paths, server, tmp_path):
     server.flex.unavailable = 1_000
-    client = api_client(run_paths, server.url, tmp_path, execution={"judge": "flex"},
-                        max_consecutive_failures=2, max_concurrency=1)
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        execution={"judge": "flex"},
+        max_consecutive_failures=2,
+        max_concurrency=1,
+    )
     with pytest.raises(FatalAPIError) as info:
         client.chat_many([question(i, stage="judge") for i in range(4)])
     client.close()
@@ -94,8 +108,14 @@ def test_a_flex_request_waits_longer_than_an_interactive_one(run_paths, server, 
     timeout = 0.4
     slow = Action(delay_s=timeout * 1.8)  # past the interactive timeout, inside the Flex one
     server.on(lambda path, body: True, slow, times=None)
-    client = api_client(run_paths, server.url, tmp_path, execution={"judge": "flex"},
-                        request_timeout_s=timeout, retry=FAST_RETRY)
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        execution={"judge": "flex"},
+        request_timeout_s=timeout,
+        retry=FAST_RETRY,
+    )
     flex, interactive = client.chat_many([question(1, stage="judge"), question(2, stage="read")])
     client.close()
     assert FLEX_TIMEOUT_FACTOR * timeout > timeout * 1.8
@@ -108,18 +128,25 @@ def test_a_flex_request_waits_longer_than_an_interactive_one(run_paths, server, 
 @pytest.mark.parametrize(
     ("options", "request_", "message"),
     [
-        ({"backend": "openrouter"}, question(1, stage="judge"),
-         "execution judge: flex cannot be used for gpt-5-mini-2025-08-07: backend 'openrouter' "
-         "has no Flex processing (only OpenAI's own API does); set execution judge: interactive, "
-         "or route gpt-5-mini-2025-08-07 to backend openai"),
+        (
+            {"backend": "openrouter"},
+            question(1, stage="judge"),
+            "execution judge: flex cannot be used for gpt-5-mini-2025-08-07: "
+            "backend 'openrouter' has no Flex processing (only OpenAI's own API does); "
+            "set execution judge: interactive, or route gpt-5-mini-2025-08-07 to backend openai",
+        ),
         ({"backend": "custom"}, question(1, stage="judge"), "backend 'custom' has no Flex"),
-        ({}, question(1, stage="judge", model="gpt-4.1-mini", reasoning_effort=None),
-         "execution judge: flex cannot be used for gpt-4.1-mini: memcost.prices.PRICES sells no "
-         "Flex processing for it (flex_multiplier is None); set execution judge: interactive"),
+        (
+            {},
+            question(1, stage="judge", model="gpt-4.1-mini", reasoning_effort=None),
+            "execution judge: flex cannot be used for gpt-4.1-mini: memcost.prices.PRICES sells no "
+            "Flex processing for it (flex_multiplier is None); set execution judge: interactive",
+        ),
     ],
 )
-def test_no_flex_here_is_refused_before_any_call(run_paths, server, tmp_path, options, request_,
-                                                   message):
+def test_no_flex_here_is_refused_before_any_call(
+    run_paths, server, tmp_path, options, request_, message
+):
     client = api_client(run_paths, server.url, tmp_path, execution={"judge": "flex"}, **options)
     with pytest.raises(ExecutionUnsupported) as info:
         client.chat(request_)
@@ -131,8 +158,10 @@ def test_no_flex_here_is_refused_before_any_call(run_paths, server, tmp_path, op
 
 def test_embeddings_have_no_flex(run_paths, server, tmp_path):
     client = api_client(run_paths, server.url, tmp_path, execution={"embed": "flex"})
-    with pytest.raises(ExecutionUnsupported, match="execution embed: flex cannot be used for "
-                       "text-embedding-3-small"):
+    with pytest.raises(
+        ExecutionUnsupported,
+        match="execution embed: flex cannot be used for text-embedding-3-small",
+    ):
         client.embed(["a fact"])
     client.close()
     assert server.requests == []
@@ -141,9 +170,13 @@ def test_embeddings_have_no_flex(run_paths, server, tmp_path):
 def test_the_runner_refuses_a_flex_stage_on_openrouter_before_anything_runs(tmp_path):
     run_dir = tmp_path / "run"
     with pytest.raises(PresetError) as info:
-        run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], stream=False,
-                   overrides={"backend": "openrouter",
-                              "client": {"execution": {"judge": "flex"}}})
+        run_preset(
+            "smoke",
+            run_name=str(run_dir),
+            datasets=["locomo"],
+            stream=False,
+            overrides={"backend": "openrouter", "client": {"execution": {"judge": "flex"}}},
+        )
     assert str(info.value).startswith("execution judge: flex cannot be used for ")
     assert "backend 'openrouter' has no Flex processing" in str(info.value)
     assert not run_dir.exists()

@@ -22,9 +22,20 @@ CLIENT = {"model_backends": {}, "request_timeout_s": 20.0, "max_backoff_s": 0.05
 
 def _run(tmp_path, url, name, **settings):
     run_dir = tmp_path / name
-    run_preset("smoke", run_name=str(run_dir), datasets=["locomo"], steps=STEPS, stream=False,
-               quiet=True, overrides={**PARAMETERS, "backend": "openai", "base_url": url,
-                                      "client": {**CLIENT, **settings}})
+    run_preset(
+        "smoke",
+        run_name=str(run_dir),
+        datasets=["locomo"],
+        steps=STEPS,
+        stream=False,
+        quiet=True,
+        overrides={
+            **PARAMETERS,
+            "backend": "openai",
+            "base_url": url,
+            "client": {**CLIENT, **settings},
+        },
+    )
     return run_dir
 
 
@@ -37,8 +48,7 @@ def test_a_flex_judge_matches_the_interactive_one_at_half_the_price(tmp_path, mo
         plain_log = server.requests
         server.clear()
         server.flex.unavailable = 3
-        flex = _run(tmp_path, server.url, "flex", cache_mode="off",
-                    execution={"judge": "flex"})
+        flex = _run(tmp_path, server.url, "flex", cache_mode="off", execution={"judge": "flex"})
         flex_log = server.requests
     finally:
         server.stop()
@@ -57,8 +67,10 @@ def test_a_flex_judge_matches_the_interactive_one_at_half_the_price(tmp_path, mo
         interactive = list_cost({k: v for k, v in record.items() if k != "execution"})
         assert list_cost(record) == pytest.approx(interactive / 2)
     verdicts = [
-        [(j["question_id"], j["system"], j["vote"], j["label"], j["reason"])
-         for j in read_jsonl(run / "locomo" / "judgments.jsonl")]
+        [
+            (j["question_id"], j["system"], j["vote"], j["label"], j["reason"])
+            for j in read_jsonl(run / "locomo" / "judgments.jsonl")
+        ]
         for run in (plain, flex)
     ]
     assert sorted(verdicts[0]) == sorted(verdicts[1])

@@ -36,8 +36,12 @@ def conversations() -> pd.DataFrame:
 
 
 def build(run: RunPaths, server: FakeOpenAIServer, tmp_path, **options) -> Mem0Library:
-    system = open_system("mem0", run.dataset("locomo").ensure(), dataset="locomo",
-                         settings={"vector_store": "faiss", "batch_size": 4})
+    system = open_system(
+        "mem0",
+        run.dataset("locomo").ensure(),
+        dataset="locomo",
+        settings={"vector_store": "faiss", "batch_size": 4},
+    )
     system.build(api_client(run, server.url, tmp_path, **options), conversations())
     return system
 
@@ -49,8 +53,7 @@ def upstream(monkeypatch):
         yield server
 
 
-def test_every_library_call_is_one_tagged_record_and_a_second_run_is_all_cache(
-        upstream, tmp_path):
+def test_every_library_call_is_one_tagged_record_and_a_second_run_is_all_cache(upstream, tmp_path):
     first = RunPaths(tmp_path / "first").ensure()
     system = build(first, upstream, tmp_path)
     sent = len(upstream.requests)
@@ -80,8 +83,9 @@ def test_a_budget_stop_through_the_gateway_ends_the_build_with_nothing_done(upst
 def test_an_outage_fails_the_stage_never_an_empty_memory(upstream, tmp_path):
     upstream.on(lambda path, body: True, Action(status=500), times=None)
     run = RunPaths(tmp_path / "run").ensure()
-    system = open_system("mem0", run.dataset("locomo").ensure(), dataset="locomo",
-                         settings={"vector_store": "faiss"})
+    system = open_system(
+        "mem0", run.dataset("locomo").ensure(), dataset="locomo", settings={"vector_store": "faiss"}
+    )
     try:
         report = system.build(api_client(run, upstream.url, tmp_path), conversations())
     except LLMError:
@@ -94,9 +98,16 @@ def test_an_outage_fails_the_stage_never_an_empty_memory(upstream, tmp_path):
 def test_no_key_reaches_a_file_of_the_run(upstream, tmp_path):
     run = RunPaths(tmp_path / "run").ensure()
     system = build(run, upstream, tmp_path)
-    system.recall(api_client(run, upstream.url, tmp_path),
-                  pd.DataFrame({"question_id": ["q1"], "conversation_id": ["pair-1"],
-                                "question": ["How often does Ana go to yoga?"]}))
+    system.recall(
+        api_client(run, upstream.url, tmp_path),
+        pd.DataFrame(
+            {
+                "question_id": ["q1"],
+                "conversation_id": ["pair-1"],
+                "question": ["How often does Ana go to yoga?"],
+            }
+        ),
+    )
     leaked = [p for p in run.root.rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]
     assert leaked == []
     headers = [json.dumps(dict(r.headers)) for r in upstream.requests if hasattr(r, "headers")]
@@ -106,15 +117,32 @@ def test_no_key_reaches_a_file_of_the_run(upstream, tmp_path):
 def test_the_adapter_recognises_mem0s_prompts_and_refuses_others():
     from memcost.prompts import MEM0_EXTRACT
 
-    extract = route({"messages": [{"role": "system", "content": MEM0_EXTRACT.system},
-                                  {"role": "user", "content": "Input:\nuser: Ana: hi"}]})
+    extract = route(
+        {
+            "messages": [
+                {"role": "system", "content": MEM0_EXTRACT.system},
+                {"role": "user", "content": "Input:\nuser: Ana: hi"},
+            ]
+        }
+    )
     assert (extract.stage, extract.step) == ("extract", "mem0/extract")
     assert extract.offline is offline_mem0_extract
-    update = route({"messages": [{"role": "user", "content":
-                                  "You are a smart memory manager which controls the memory "
-                                  "of a system.\n..."}]})
-    assert (update.stage, update.step, update.offline) == ("update", "mem0/update",
-                                                           offline_mem0_update)
+    update = route(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "You are a smart memory manager which controls the memory "
+                    "of a system.\n...",
+                }
+            ]
+        }
+    )
+    assert (update.stage, update.step, update.offline) == (
+        "update",
+        "mem0/update",
+        offline_mem0_update,
+    )
     with pytest.raises(ValueError, match="does not know"):
         route({"messages": [{"role": "user", "content": "Summarise this."}]})
 
@@ -125,8 +153,7 @@ def test_a_session_without_a_date_is_extracted_without_one():
     from memcost.offline.mem0 import NO_SESSION_DATE
 
     def facts(date: str) -> list[str]:
-        content = (f"Input:\nuser: Session date: {date}\n"
-                   "user: Ana: I go to yoga twice a week now.")
+        content = f"Input:\nuser: Session date: {date}\nuser: Ana: I go to yoga twice a week now."
         request = SimpleNamespace(payload={"messages": [{"role": "user", "content": content}]})
         return json.loads(offline_mem0_extract(request))["facts"]
 
@@ -139,13 +166,17 @@ def test_an_unsupported_mem0ai_is_refused_in_one_line(monkeypatch):
     from memcost.systems import mem0_library
 
     monkeypatch.setattr(mem0_library.metadata, "version", lambda name: "2.2.1")
-    with pytest.raises(ValueError, match=r"^mem0ai 2\.2\.1 is not supported: the adapter "
-                                         r"supports >=1\.0\.0,<2\.0\.0"):
+    with pytest.raises(
+        ValueError,
+        match=r"^mem0ai 2\.2\.1 is not supported: the adapter "
+        r"supports >=1\.0\.0,<2\.0\.0",
+    ):
         mem0_library.library_version()
 
 
 def test_a_library_exception_for_one_user_fails_that_user_and_the_others_are_built(
-        upstream, tmp_path, monkeypatch):
+    upstream, tmp_path, monkeypatch
+):
     import mem0.memory.main as mem0_main
 
     real_add = mem0_main.Memory.add
@@ -157,8 +188,12 @@ def test_a_library_exception_for_one_user_fails_that_user_and_the_others_are_bui
 
     monkeypatch.setattr(mem0_main.Memory, "add", add)
     run = RunPaths(tmp_path / "run").ensure()
-    system = open_system("mem0", run.dataset("locomo").ensure(), dataset="locomo",
-                         settings={"vector_store": "faiss", "batch_size": 4})
+    system = open_system(
+        "mem0",
+        run.dataset("locomo").ensure(),
+        dataset="locomo",
+        settings={"vector_store": "faiss", "batch_size": 4},
+    )
     report = system.build(api_client(run, upstream.url, tmp_path), conversations())
     assert report.built == 1 and set(report.failed) == {"pair-2"}
     assert "RuntimeError: the library broke on this user" in report.failed["pair-2"]

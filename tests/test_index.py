@@ -38,8 +38,14 @@ def test_write_read_round_trip_searches_the_same(tmp_path):
     assert read.users() == ["ana"] and read.is_built("ana") and not read.is_built("ben")
     assert read.count("ana") == 5 and read.dims == 64
     files = index.read_user_files(tmp_path, "ana")
-    assert files.meta == {"user": "ana", "dims": 64, "count": 5, "hnsw_m": 8,
-                          "ef_construction": 32, "metric": "inner_product"}
+    assert files.meta == {
+        "user": "ana",
+        "dims": 64,
+        "count": 5,
+        "hnsw_m": 8,
+        "ef_construction": 32,
+        "metric": "inner_product",
+    }
     table = pd.read_parquet(index.index_paths(tmp_path, "ana")[1])
     assert table["fact_id"].tolist() == ids("ana", 5)
     assert table["index_id"].tolist() == [0, 1, 2, 3, 4]

@@ -17,9 +17,17 @@ from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
-BASE = dict(model="gpt-5-mini-2025-08-07", backend="offline", prompt_version="t@v1",
-            prompt_tokens=10, cached_prompt_tokens=0, completion_tokens=3, reasoning_tokens=0,
-            latency_s=0.01, error=None)
+BASE = dict(
+    model="gpt-5-mini-2025-08-07",
+    backend="offline",
+    prompt_version="t@v1",
+    prompt_tokens=10,
+    cached_prompt_tokens=0,
+    completion_tokens=3,
+    reasoning_tokens=0,
+    latency_s=0.01,
+    error=None,
+)
 
 
 def prepared(run_paths, dataset: str):
@@ -32,8 +40,13 @@ def write_answers(ds, system: str, questions: pd.DataFrame, answer, **extra) -> 
     with AnswerWriter(ds, system) as writer:
         for i, row in enumerate(questions.itertuples()):
             text = answer(i, row)
-            record = dict(BASE, question_id=row.question_id, conversation_id=row.conversation_id,
-                          answer=text if isinstance(text, str) else "", **extra)
+            record = dict(
+                BASE,
+                question_id=row.question_id,
+                conversation_id=row.conversation_id,
+                answer=text if isinstance(text, str) else "",
+                **extra,
+            )
             if not isinstance(text, str):  # an answering call that failed
                 record["error"] = "HTTP 500 after 4 attempts"
             writer.write(record)
@@ -110,16 +123,25 @@ def test_locomo_category_5_excluded_by_default_and_included_on_request(run_paths
     assert len(plan.questions) == len(questions) and not any(plan.excluded.values())
     item = next(i for i in plan.items["memory"] if i.category == "adversarial")
     assert item.instruction.key == "locomo_adversarial"
-    assert item.adversarial_answer and item.adversarial_answer in item.prompt_values()[
-        "instructions"]
+    assert (
+        item.adversarial_answer and item.adversarial_answer in item.prompt_values()["instructions"]
+    )
     assert judge.lexical_verdict(item)[0] == judge.CORRECT  # it said "not mentioned"
 
 
 def item(reference: str, response: str, key: str = "locomo", **fields) -> judge.JudgeItem:
     return judge.JudgeItem(
-        dataset="locomo", system="memory", question_id="q", conversation_id="c",
-        category="single_hop", question="?", reference=reference, response=response,
-        instruction=judge.INSTRUCTIONS[key], **fields)
+        dataset="locomo",
+        system="memory",
+        question_id="q",
+        conversation_id="c",
+        category="single_hop",
+        question="?",
+        reference=reference,
+        response=response,
+        instruction=judge.INSTRUCTIONS[key],
+        **fields,
+    )
 
 
 @pytest.mark.parametrize(
@@ -132,8 +154,12 @@ def item(reference: str, response: str, key: str = "locomo", **fields) -> judge.
         ("Porto", "I don't know.", "locomo", "WRONG"),
         ("17 days. 18 days is also acceptable.", "It took 16 days.", "lme_temporal", "CORRECT"),
         ("17 days.", "It took 25 days.", "lme_temporal", "WRONG"),
-        ("Three times a week", "She used to go twice, now three times a week.",
-         "lme_knowledge_update", "CORRECT"),
+        (
+            "Three times a week",
+            "She used to go twice, now three times a week.",
+            "lme_knowledge_update",
+            "CORRECT",
+        ),
         ("Not enough info: no cat.", "You never mentioned a cat.", "lme_abstention", "CORRECT"),
         ("Not enough info: no cat.", "Your cat is called Miso.", "lme_abstention", "WRONG"),
     ],
@@ -143,8 +169,11 @@ def test_lexical_rule(reference, response, key, label):
 
 
 def test_lexical_variants_differ_on_verbose_answers():
-    verbose = item("A used Fujifilm X-T2", "He bought a camera, I think it was a used Fujifilm "
-                   "X-T2 or maybe something similar, for landscapes and travel photos.")
+    verbose = item(
+        "A used Fujifilm X-T2",
+        "He bought a camera, I think it was a used Fujifilm "
+        "X-T2 or maybe something similar, for landscapes and travel photos.",
+    )
     assert judge.lexical_verdict(verbose, "judge_lenient")[0] == judge.CORRECT
     assert judge.lexical_verdict(verbose, "judge")[0] == judge.CORRECT
     assert judge.lexical_verdict(verbose, "judge_strict")[0] == judge.WRONG
@@ -163,8 +192,10 @@ def test_parse_verdict(reply, label):
     assert judge.parse_verdict(reply)["label"] == label
 
 
-@pytest.mark.parametrize("reply", ["I think it's fine", '{"label": "MAYBE"}', '{"reason": "x"}',
-                                   "The answer is not CORRECT"])
+@pytest.mark.parametrize(
+    "reply",
+    ["I think it's fine", '{"label": "MAYBE"}', '{"reason": "x"}', "The answer is not CORRECT"],
+)
 def test_parse_verdict_refuses_what_it_cannot_read(reply):
     with pytest.raises(ValueError):
         judge.parse_verdict(reply)
@@ -178,8 +209,13 @@ OPTIONS = ["right answer", "wrong one", "wrong two", "wrong three"]
 
 def test_multiple_choice_shuffle_is_identical_across_processes():
     ids = [f"pm-{i}" for i in range(40)]
-    here = {q: [*choices.multiple_choice(q, OPTIONS).options,
-                choices.multiple_choice(q, OPTIONS).correct_letter] for q in ids}
+    here = {
+        q: [
+            *choices.multiple_choice(q, OPTIONS).options,
+            choices.multiple_choice(q, OPTIONS).correct_letter,
+        ]
+        for q in ids
+    }
     script = (
         "import json, sys\nfrom memcost import choices, judge\n"
         f"ids = {ids!r}\nopts = {OPTIONS!r}\n"
@@ -188,8 +224,13 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
         "print(json.dumps(out))\n"
     )
     for seed in ("0", "12345"):  # different str-hash salts in the two processes
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             check=True, env={"PYTHONHASHSEED": seed, "PATH": ""})
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        )
         assert json.loads(out.stdout) == here
     letters = [v[-1] for v in here.values()]
     assert len(set(letters)) == 4  # the correct option is not always in the same place
@@ -200,8 +241,17 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
 
 @pytest.mark.parametrize(
     ("reply", "expected"),
-    [("B", "B"), ("(c)", "C"), ("**D.**", "D"), ("Answer: A", "A"), ("I'd pick option C.", "C"),
-     ("B) because it fits", "B"), ("The answer is a dog", None), ("B or C", None), ("", None)],
+    [
+        ("B", "B"),
+        ("(c)", "C"),
+        ("**D.**", "D"),
+        ("Answer: A", "A"),
+        ("I'd pick option C.", "C"),
+        ("B) because it fits", "B"),
+        ("The answer is a dog", None),
+        ("B or C", None),
+        ("", None),
+    ],
 )
 def test_parse_choice(reply, expected):
     assert choices.parse_choice(reply, choices.multiple_choice("pm-1", OPTIONS)) == expected
@@ -213,8 +263,12 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
     def letter(i, row):
         mc = choices.multiple_choice(row.question_id, list(row.options))
         wrong = next(x for x in mc.letters if x != mc.correct_letter)
-        return [mc.correct_letter, f"Answer: {wrong}", "none of these", mc.option(
-            mc.correct_letter)][i % 4]
+        return [
+            mc.correct_letter,
+            f"Answer: {wrong}",
+            "none of these",
+            mc.option(mc.correct_letter),
+        ][i % 4]
 
     write_answers(ds, "memory", questions, letter, mode="multiple_choice")
     with pytest.raises(ValueError, match="mode"):
@@ -229,8 +283,7 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
     assert set(result.judgments["judge_model"]) == {judge.LETTER_MATCH}
     locomo, locomo_questions = prepared(run_paths, "locomo")
     write_answers(locomo, "memory", locomo_questions, lambda i, r: r.answer)
-    plan = judge.plan_judging(locomo, locomo_questions, dataset="locomo",
-                                mode="multiple_choice")
+    plan = judge.plan_judging(locomo, locomo_questions, dataset="locomo", mode="multiple_choice")
     assert plan.mode == "open_ended" and "personamem_v2 only" in plan.describe()
 
 
@@ -265,8 +318,10 @@ def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
         result = judge.run_judging(client, plan, ds.judgments, n_votes=3)
         assert server.count(CHAT_PATH) == 3 * len(questions)
         bodies = [r.body for r in server.requests]
-        assert all(b["reasoning_effort"] == "high" and b["model"] == "gpt-5-mini-2025-08-07"
-                   for b in bodies)
+        assert all(
+            b["reasoning_effort"] == "high" and b["model"] == "gpt-5-mini-2025-08-07"
+            for b in bodies
+        )
     calls = read_jsonl(run_paths.calls)
     assert len(calls) == 3 * len(questions)
     assert {c["stage"] for c in calls} == {"judge"}
@@ -349,8 +404,7 @@ def test_bad_input(run_paths):
     with pytest.raises(FileNotFoundError, match="02_answer_from_memory.*03_answer_long_context"):
         judge.plan_judging(ds, questions, dataset="locomo")
     with pytest.raises(FileNotFoundError, match="03_answer_long_context"):
-        judge.plan_judging(ds, questions, dataset="locomo",
-                             systems=["long_context_gpt-oss-120b"])
+        judge.plan_judging(ds, questions, dataset="locomo", systems=["long_context_gpt-oss-120b"])
     other = pd.DataFrame({"question_id": ["elsewhere-1"], "conversation_id": ["x"]})
     write_answers(ds, "memory", pd.concat([questions.head(2), other]), lambda i, r: "x")
     with pytest.raises(ValueError, match="elsewhere-1"):
@@ -373,8 +427,9 @@ def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
     assert len(again.judgments) == 18
     assert again.judgments.loc[again.judgments["prompt_name"] == "judge", "primary"].all()
     ds.answers_file("memory").unlink()
-    write_answers(ds, "memory", questions, lambda i, r: "a different answer" if i == 0
-                  else r.answer)
+    write_answers(
+        ds, "memory", questions, lambda i, r: "a different answer" if i == 0 else r.answer
+    )
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     changed = judge.run_judging(client, plan, ds.judgments, prompt_names=["judge"])
     assert (changed.sent, changed.reused, changed.dropped) == (3, 6, 12)
@@ -384,23 +439,45 @@ def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
 def test_failure_analysis_tags_with_and_without_facts(run_paths):
     ds, questions = prepared(run_paths, "locomo")
     picks = {"conv-1-q7": "temporal", "conv-1-q6": "update", "conv-1-q0": "coreference"}
-    facts = pd.DataFrame([
-        {"fact_id": "conv-1:f0", "text": "Visited her sister in Porto", "status": "active",
-         "session_datetime": "2023-03-27T10:00:00"},
-        {"fact_id": "conv-1:f1", "text": "Goes to yoga twice a week", "status": "active",
-         "session_datetime": "2023-02-01T10:00:00"},
-        {"fact_id": "conv-1:f2", "text": "He has a dog, a beagle", "status": "active",
-         "session_datetime": "2023-02-01T10:00:00"},
-    ])
-    retrieved = {"conv-1-q7": ["conv-1:f0"], "conv-1-q6": ["conv-1:f1"],
-                 "conv-1-q0": ["conv-1:f2"]}
+    facts = pd.DataFrame(
+        [
+            {
+                "fact_id": "conv-1:f0",
+                "text": "Visited her sister in Porto",
+                "status": "active",
+                "session_datetime": "2023-03-27T10:00:00",
+            },
+            {
+                "fact_id": "conv-1:f1",
+                "text": "Goes to yoga twice a week",
+                "status": "active",
+                "session_datetime": "2023-02-01T10:00:00",
+            },
+            {
+                "fact_id": "conv-1:f2",
+                "text": "He has a dog, a beagle",
+                "status": "active",
+                "session_datetime": "2023-02-01T10:00:00",
+            },
+        ]
+    )
+    retrieved = {"conv-1-q7": ["conv-1:f0"], "conv-1-q6": ["conv-1:f1"], "conv-1-q0": ["conv-1:f2"]}
     with AnswerWriter(ds, "memory") as writer:
         for row in questions.itertuples():
-            answer = {"conv-1-q7": "I don't know when", "conv-1-q6": "twice a week",
-                      "conv-1-q0": "I don't know"}.get(row.question_id, row.answer)
-            writer.write(dict(BASE, question_id=row.question_id,
-                              conversation_id=row.conversation_id, answer=answer,
-                              retrieved_fact_ids=retrieved.get(row.question_id, [])))
+            answer = {
+                "conv-1-q7": "I don't know when",
+                "conv-1-q6": "twice a week",
+                "conv-1-q0": "I don't know",
+            }.get(row.question_id, row.answer)
+            writer.write(
+                dict(
+                    BASE,
+                    question_id=row.question_id,
+                    conversation_id=row.conversation_id,
+                    answer=answer,
+                    retrieved_fact_ids=retrieved.get(row.question_id, []),
+                )
+            )
     write_answers(ds, "long_context_gpt-5-mini", questions, lambda i, r: r.answer)
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     votes = judge.run_judging(offline_client(run_paths), plan, ds.judgments).judgments

@@ -49,10 +49,15 @@ fingerprint["figure_hook_after"] = [
 
 def _notebook(folder: Path, source: str) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("out = ''", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(source)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("out = ''", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(source),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     path = folder / "probe.ipynb"
     path.write_text(nbformat.writes(nb), encoding="utf-8")
     return path
@@ -71,9 +76,16 @@ def _warm_server() -> kernel_forks.ForkServer:
 
 def _run(folder: Path, source: str, name: str) -> dict:
     out = folder / f"{name}.json"
-    execute_notebook(_notebook(folder, source + f"\njson.dump(fingerprint, open({str(out)!r}, "
-                                                  "'w'))\nfingerprint['pid'] = os.getpid()"),
-                     folder / f"{name}.ipynb", {"out": str(out)}, False)
+    execute_notebook(
+        _notebook(
+            folder,
+            source + f"\njson.dump(fingerprint, open({str(out)!r}, "
+            "'w'))\nfingerprint['pid'] = os.getpid()",
+        ),
+        folder / f"{name}.ipynb",
+        {"out": str(out)},
+        False,
+    )
     return json.loads(out.read_text(encoding="utf-8"))
 
 
@@ -120,8 +132,10 @@ def test_a_forked_kernel_ends_as_a_program_does_without_its_teardown(tmp_path, m
 def test_a_forked_kernel_that_dies_is_a_failed_notebook(tmp_path, monkeypatch):
     monkeypatch.setenv(kernel_forks.SWITCH, "1")
     server = _warm_server()
-    source = ("import os, signal, sys, time\nprint(os.getppid())\nsys.stdout.flush()\n"
-              "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)")
+    source = (
+        "import os, signal, sys, time\nprint(os.getppid())\nsys.stdout.flush()\n"
+        "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)"
+    )
     with pytest.raises(NotebookFailed, match="kernel died"):
         execute_notebook(_notebook(tmp_path, source), tmp_path / "out.ipynb", {}, False)
     printed = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))
@@ -152,13 +166,17 @@ def _gone(pid: int) -> bool:
 
 
 def test_nothing_outlives_a_killed_owner(tmp_path):
-    _notebook(tmp_path, textwrap.dedent(f"""
+    _notebook(
+        tmp_path,
+        textwrap.dedent(f"""
         import os, time
-        open({str(tmp_path / 'kernel.pid')!r}, 'w').write(str(os.getpid()))
+        open({str(tmp_path / "kernel.pid")!r}, 'w').write(str(os.getpid()))
         time.sleep(120)
-    """))
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path)],
-                             env={**os.environ, kernel_forks.SWITCH: "1"})
+    """),
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tmp_path)], env={**os.environ, kernel_forks.SWITCH: "1"}
+    )
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "kernel.pid").exists():
@@ -197,8 +215,9 @@ def test_a_kernel_being_shut_down_is_not_interrupted(monkeypatch):
     assert sent == []
 
 
-def test_a_servers_kernels_are_forked_from_the_first_and_end_without_a_sigterm(tmp_path,
-                                                                             monkeypatch):
+def test_a_servers_kernels_are_forked_from_the_first_and_end_without_a_sigterm(
+    tmp_path, monkeypatch
+):
     # The first kernel waits for the server's imports: started fresh, it imported for 2.5 s
     # beside them. Every kernel ends at its shutdown request: ipykernel's control thread
     # publishes "idle" after it, the exit handlers stopped IOPub beneath it about once in seven

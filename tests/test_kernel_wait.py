@@ -47,11 +47,15 @@ async def _reply_after_a_lost_wake_up(channel_class: type, address: str, wait_s:
 def test_a_reply_whose_wake_up_was_lost_is_read_within_a_slice(tmp_path):
     runner_channel = kernel_manager_class()().client().shell_channel_class
     # jupyter client's channel: still waiting after a slice and a half, when ours has read it
-    stock = asyncio.run(_reply_after_a_lost_wake_up(AsyncZMQSocketChannel,
-                                                    f"ipc://{tmp_path}/stock", 1.5 * WAIT_SLICE_S))
+    stock = asyncio.run(
+        _reply_after_a_lost_wake_up(
+            AsyncZMQSocketChannel, f"ipc://{tmp_path}/stock", 1.5 * WAIT_SLICE_S
+        )
+    )
     assert stock == "still waiting"  # the failure the runner's client guards against
-    ours = asyncio.run(_reply_after_a_lost_wake_up(runner_channel, f"ipc://{tmp_path}/runner",
-                                                   1.5 * WAIT_SLICE_S))
+    ours = asyncio.run(
+        _reply_after_a_lost_wake_up(runner_channel, f"ipc://{tmp_path}/runner", 1.5 * WAIT_SLICE_S)
+    )
     assert ours == "execute_reply"
 
 

@@ -385,17 +385,30 @@ def test_checker_fails_a_broken_rule(tmp_path, name, text, expected):
 def test_checker_fails_two_packages_that_import_each_other(tmp_path):
     # memory.index -> retrieval.search -> memory.build: no module imports itself back, but the
     # packages do (the cycle memory and vectorstore once had)
-    graph = _package(tmp_path, {**BASE, "memory/index.py": "from memcost.retrieval import search\n",
-                                "retrieval/search.py": "from memcost.memory import build\n"})
+    graph = _package(
+        tmp_path,
+        {
+            **BASE,
+            "memory/index.py": "from memcost.retrieval import search\n",
+            "retrieval/search.py": "from memcost.memory import build\n",
+        },
+    )
     assert find_cycle(graph) is None
     assert "package cycle: memcost.memory -> memcost.retrieval -> memcost.memory" in (
-        violations(graph))
+        violations(graph)
+    )
 
 
 def test_checker_finds_a_mixin_and_an_oversized_function(tmp_path):
     long_body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
-    _package(tmp_path, {**BASE, "llm/calls.py": "class CallMixin:\n    pass\n",
-                        "memory/big.py": "def f():\n" + long_body})
+    _package(
+        tmp_path,
+        {
+            **BASE,
+            "llm/calls.py": "class CallMixin:\n    pass\n",
+            "memory/big.py": "def f():\n" + long_body,
+        },
+    )
     assert mixins(tmp_path) == ["memcost/llm/calls.py:1 CallMixin"]
     assert oversized(tmp_path) == [f"memcost/memory/big.py:1 f: {MAX_FUNCTION_LINES + 1} lines"]
 
@@ -403,7 +416,8 @@ def test_checker_finds_a_mixin_and_an_oversized_function(tmp_path):
 def test_checker_finds_two_classes_of_one_name(tmp_path):
     _package(tmp_path, {**BASE, "memory/store.py": "class Client:\n    pass\n"})
     assert duplicate_classes(tmp_path) == {
-        "Client": ["memcost/llm/client.py:2", "memcost/memory/store.py:1"]}
+        "Client": ["memcost/llm/client.py:2", "memcost/memory/store.py:1"]
+    }
 
 
 def test_checker_fails_the_real_package_with_one_bad_edge(graph):

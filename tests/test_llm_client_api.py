@@ -176,8 +176,9 @@ def test_401_stops_at_once_and_says_what_to_do(run_paths, tmp_path, monkeypatch)
     # each call was tried once and failed on the 401, or (under load, taken from the queue as
     # the stop came) was recorded failed without being sent; none was retried
     sent = [r for r in records if r["attempts"] == 1 and "HTTP 401" in r["error"]]
-    unsent = [r for r in records if r["attempts"] == 0 and "not sent: the stage stopped"
-              in r["error"]]
+    unsent = [
+        r for r in records if r["attempts"] == 0 and "not sent: the stage stopped" in r["error"]
+    ]
     assert sent and len(sent) + len(unsent) == len(records)
 
 

@@ -183,9 +183,12 @@ def test_base_url_names_the_custom_server_when_one_model_is_routed_there(monkeyp
     assert resolve_endpoint("openai", base_url="http://proxy:9/v1").base_url == "http://proxy:9/v1"
     # only the OpenAI key is needed: the custom server takes none
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-routing-000000000000000000")
-    found = check_credentials("openai", base_url=vllm,
-                              model_backends={"openai/gpt-oss-120b": "custom"},
-                              env_file=tmp_path / "none.env")
+    found = check_credentials(
+        "openai",
+        base_url=vllm,
+        model_backends={"openai/gpt-oss-120b": "custom"},
+        env_file=tmp_path / "none.env",
+    )
     assert found == {"openai": "OPENAI_API_KEY"}
 
 
@@ -193,8 +196,13 @@ def test_client_routes_each_model_to_its_endpoint(run_paths, monkeypatch):
     from memcost.llm import make_client
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-routing-000000000000000000")
-    client = make_client(run_paths, backend="openai", base_url="http://gpu-box:8000/v1",
-                         model_backends={"openai/gpt-oss-120b": "custom"}, progress=False)
+    client = make_client(
+        run_paths,
+        backend="openai",
+        base_url="http://gpu-box:8000/v1",
+        model_backends={"openai/gpt-oss-120b": "custom"},
+        progress=False,
+    )
     assert client.endpoint_for("gpt-5-mini-2025-08-07").base_url == "https://api.openai.com/v1"
     assert client.endpoint_for("openai/gpt-oss-120b").base_url == "http://gpu-box:8000/v1"
 
@@ -202,12 +210,23 @@ def test_client_routes_each_model_to_its_endpoint(run_paths, monkeypatch):
 def test_a_request_written_as_a_record_reads_back_with_its_key_and_tags():
     from memcost.llm.requests import request_from_record, request_record
 
-    chat = ChatRequest(model="gpt-5-mini-2025-08-07", messages=(("system", "s"), ("user", "u")),
-                       stage="judge", prompt_version="judge@v1", sample_index=2,
-                       reasoning_effort="low", max_output_tokens=50, json_mode=True,
-                       tags={"question_id": "q1", "dataset": "locomo"})
-    embed = EmbeddingRequest(model="text-embedding-3-small", inputs=("a", "b"), dimensions=256,
-                             tags={"conversation_id": "c1"})
+    chat = ChatRequest(
+        model="gpt-5-mini-2025-08-07",
+        messages=(("system", "s"), ("user", "u")),
+        stage="judge",
+        prompt_version="judge@v1",
+        sample_index=2,
+        reasoning_effort="low",
+        max_output_tokens=50,
+        json_mode=True,
+        tags={"question_id": "q1", "dataset": "locomo"},
+    )
+    embed = EmbeddingRequest(
+        model="text-embedding-3-small",
+        inputs=("a", "b"),
+        dimensions=256,
+        tags={"conversation_id": "c1"},
+    )
     for request in (chat, embed):
         back = request_from_record(json.loads(json.dumps(request_record(request))))
         assert back == request and back.key("p") == request.key("p")

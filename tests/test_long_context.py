@@ -41,37 +41,55 @@ def conversation(cid: str, sessions: list[list[str]], *, start_day: int = 1) -> 
     for s, turns in enumerate(sessions):
         for t, text in enumerate(turns):
             role = "user" if t % 2 == 0 else "assistant"
-            rows.append({
-                "conversation_id": cid, "session_index": s, "session_id": f"{cid}-s{s}",
-                "session_datetime": f"2023-05-{start_day + s:02d}T10:{t:02d}:00",
-                "turn_index": t, "position": position, "speaker": role, "role": role,
-                "text": text, "dia_id": f"D{s + 1}:{t + 1}", "has_answer": False,
-                "image_caption": None,
-            })
+            rows.append(
+                {
+                    "conversation_id": cid,
+                    "session_index": s,
+                    "session_id": f"{cid}-s{s}",
+                    "session_datetime": f"2023-05-{start_day + s:02d}T10:{t:02d}:00",
+                    "turn_index": t,
+                    "position": position,
+                    "speaker": role,
+                    "role": role,
+                    "text": text,
+                    "dia_id": f"D{s + 1}:{t + 1}",
+                    "has_answer": False,
+                    "image_caption": None,
+                }
+            )
             position += 1
     return pd.DataFrame(rows)
 
 
-def questions_for(cid: str, texts: list[str], *, dates: list[str | None] | None = None,
-                  evidence: list[list[str]] | None = None,
-                  options: list[list[str] | None] | None = None) -> pd.DataFrame:
+def questions_for(
+    cid: str,
+    texts: list[str],
+    *,
+    dates: list[str | None] | None = None,
+    evidence: list[list[str]] | None = None,
+    options: list[list[str] | None] | None = None,
+) -> pd.DataFrame:
     n = len(texts)
-    return pd.DataFrame({
-        "question_id": [f"{cid}-q{i}" for i in range(n)],
-        "conversation_id": [cid] * n,
-        "question": texts,
-        "answer": ["x"] * n,
-        "question_date": dates or [None] * n,
-        "evidence": evidence or [[] for _ in range(n)],
-        "options": options or [None] * n,
-    })
+    return pd.DataFrame(
+        {
+            "question_id": [f"{cid}-q{i}" for i in range(n)],
+            "conversation_id": [cid] * n,
+            "question": texts,
+            "answer": ["x"] * n,
+            "question_date": dates or [None] * n,
+            "evidence": evidence or [[] for _ in range(n)],
+            "options": options or [None] * n,
+        }
+    )
 
 
 def long_sessions(n_sessions: int, words_per_session: int, seed: int = 0) -> list[list[str]]:
     """Sessions of varied prose, about ``words_per_session`` words each."""
     rng = random.Random(seed)
-    vocab = ("garden kettle harbour violin lantern meadow pottery ferry orchard canvas glacier "
-             "bakery compass saddle marble quartz thistle ember willow falcon").split()
+    vocab = (
+        "garden kettle harbour violin lantern meadow pottery ferry orchard canvas glacier "
+        "bakery compass saddle marble quartz thistle ember willow falcon"
+    ).split()
     out = []
     for s in range(n_sessions):
         turns = []
@@ -89,8 +107,7 @@ def plan(questions, conversations, **options) -> longctx.Planned:
 
 
 def requests_of(planned: longctx.Planned, system: str) -> list:
-    return [longctx.build_request(p, dataset="test") for p in planned.plans
-            if p.system == system]
+    return [longctx.build_request(p, dataset="test") for p in planned.plans if p.system == system]
 
 
 # --- prompt shape and accounting -----------------------------------------------------------------
@@ -115,21 +132,30 @@ def test_history_prefix_is_byte_identical_and_the_question_comes_last(samples):
         assert prefix.index("[Session 1 ") < 400  # the history comes first
         for request, user in zip(requests, users, strict=True):
             question = locomo.questions.set_index("question_id").loc[
-                request.tags["question_id"], "question"]
+                request.tags["question_id"], "question"
+            ]
             assert user.endswith(f"Question: {question}\n")
             assert user.index(question) > len(prefix)
 
 
 def test_question_date_follows_the_history_and_precedes_the_question():
-    conv = conversation("c1", [["I adopted a cat named Miso.", "Lovely!"],
-                               ["Miso knocked over my plant.", "Oh no."]])
-    qs = questions_for("c1", ["What is my cat called?", "What did the cat break?"],
-                       dates=["2023-06-12T16:30:00", "2023-07-01T09:05:00"])
+    conv = conversation(
+        "c1",
+        [["I adopted a cat named Miso.", "Lovely!"], ["Miso knocked over my plant.", "Oh no."]],
+    )
+    qs = questions_for(
+        "c1",
+        ["What is my cat called?", "What did the cat break?"],
+        dates=["2023-06-12T16:30:00", "2023-07-01T09:05:00"],
+    )
     planned = plan(qs, conv)
     users = [r.messages[1][1] for r in requests_of(planned, "long_context_gpt-5-mini")]
-    for user, date, question in zip(users, ["Monday 12 June 2023, 16:30",
-                                            "Saturday 1 July 2023, 09:05"], qs["question"],
-                                    strict=True):
+    for user, date, question in zip(
+        users,
+        ["Monday 12 June 2023, 16:30", "Saturday 1 July 2023, 09:05"],
+        qs["question"],
+        strict=True,
+    ):
         end = user.index(HISTORY_END)
         assert end < user.index(f"Current date: {date}") < user.index(f"Question: {question}")
     assert users[0][: users[0].index(HISTORY_END)] == users[1][: users[1].index(HISTORY_END)]
@@ -137,8 +163,14 @@ def test_question_date_follows_the_history_and_precedes_the_question():
 
 def test_planned_sizes_are_the_token_count_of_the_prompts_sent(samples):
     for name, bench in samples.items():
-        planned = plan(bench.questions, bench.conversations, models=[GPT5, OSS],
-                       baseline_models=[GPT5], kinds=longctx.KINDS, mode="multiple_choice")
+        planned = plan(
+            bench.questions,
+            bench.conversations,
+            models=[GPT5, OSS],
+            baseline_models=[GPT5],
+            kinds=longctx.KINDS,
+            mode="multiple_choice",
+        )
         for p in planned.plans:
             request = longctx.build_request(p, dataset=name)
             assert p.prompt_tokens == prompt_tokens(request), (name, p.system, p.question_id)
@@ -233,10 +265,13 @@ def test_context_limits_follow_the_model_table():
 
 def test_generation_settings_are_the_papers_and_can_be_overridden():
     assert longctx.generation_settings(GPT5) == {"reasoning_effort": "low"}
-    assert longctx.generation_settings(OSS) == {"temperature": 0.0,
-                                                     "max_output_tokens": 2000}
-    assert longctx.generation_settings(GPT5, {"gpt-5-mini": {"reasoning_effort": "high"}})[
-        "reasoning_effort"] == "high"
+    assert longctx.generation_settings(OSS) == {"temperature": 0.0, "max_output_tokens": 2000}
+    assert (
+        longctx.generation_settings(GPT5, {"gpt-5-mini": {"reasoning_effort": "high"}})[
+            "reasoning_effort"
+        ]
+        == "high"
+    )
     with pytest.raises(ValueError, match="unknown keys"):
         longctx.generation_settings(OSS, {OSS: {"top_p": 0.5}})
 
@@ -249,8 +284,13 @@ def test_rolling_window_is_the_last_turns_before_the_question(samples):
     turns = locomo.conversation("conv-1").sort_values("position")
     last_session = turns["session_index"].max()
     window = int((turns["session_index"] == last_session).sum()) + 2  # crosses a session
-    planned = plan(locomo.questions, locomo.conversations, baseline_models=[GPT5],
-                   kinds=("rolling_window",), window_turns=window)
+    planned = plan(
+        locomo.questions,
+        locomo.conversations,
+        baseline_models=[GPT5],
+        kinds=("rolling_window",),
+        window_turns=window,
+    )
     p = next(p for p in planned.plans if p.conversation_id == "conv-1")
     expected = turns.tail(window)
     assert p.context.text == data.render_history(expected) + data.SESSION_SEPARATOR
@@ -259,7 +299,8 @@ def test_rolling_window_is_the_last_turns_before_the_question(samples):
     shown = p.context.turns()
     assert [t.text for t in shown] == expected["text"].tolist()
     assert {q.context.key for q in planned.plans if q.conversation_id == "conv-1"} == {
-        p.context.key}
+        p.context.key
+    }
 
 
 def test_oracle_keeps_only_the_evidence_sessions(samples):
@@ -270,12 +311,12 @@ def test_oracle_keeps_only_the_evidence_sessions(samples):
         history = planned.histories[p.conversation_id]
         kept = {b.session_id for b in history.sessions if b.number in p.context.sessions}
         assert kept == set(evidence) and len(kept) < len(history.sessions)
-        assert p.context.tokens == sum(b.tokens for b in history.sessions
-                                       if b.session_id in kept)
+        assert p.context.tokens == sum(b.tokens for b in history.sessions if b.session_id in kept)
 
     locomo = samples["locomo"]
-    planned = plan(locomo.questions, locomo.conversations, baseline_models=[GPT5],
-                   kinds=("oracle",))
+    planned = plan(
+        locomo.questions, locomo.conversations, baseline_models=[GPT5], kinds=("oracle",)
+    )
     evidence = locomo.questions.set_index("question_id")["evidence"]
     assert len(planned.plans) == len(locomo.questions) and planned.skipped.empty
     for p in planned.plans:
@@ -284,15 +325,17 @@ def test_oracle_keeps_only_the_evidence_sessions(samples):
         assert all(f"[Session {n} " in p.context.text for n in wanted)
 
     persona = samples["personamem_v2"]  # no evidence annotation: nothing to narrow down
-    planned = plan(persona.questions, persona.conversations, baseline_models=[GPT5],
-                   kinds=("oracle",))
+    planned = plan(
+        persona.questions, persona.conversations, baseline_models=[GPT5], kinds=("oracle",)
+    )
     assert planned.plans == [] and len(planned.skipped) == len(persona.questions)
 
 
 def test_no_context_sends_no_history(samples):
     locomo = samples["locomo"]
-    planned = plan(locomo.questions, locomo.conversations, baseline_models=[GPT5],
-                   kinds=("no_context",))
+    planned = plan(
+        locomo.questions, locomo.conversations, baseline_models=[GPT5], kinds=("no_context",)
+    )
     for request in requests_of(planned, "no_context_gpt-5-mini"):
         user = request.messages[1][1]
         assert f"<history>\n{prompts.LONG_CONTEXT_NO_HISTORY}</history>" in user
@@ -303,19 +346,24 @@ def test_no_context_sends_no_history(samples):
 
 
 def test_offline_answers_extract_the_best_turn_with_its_date(run_paths):
-    conv = conversation("c1", [
-        ["We walked along the harbour at sunset.", "Sounds calm."],
-        ["My brother bought a secondhand violin from a shop in Porto.", "What a find!"],
-    ])
-    qs = questions_for("c1", ["Where did my brother buy the violin?",
-                              "What is the capital of Peru?"])
+    conv = conversation(
+        "c1",
+        [
+            ["We walked along the harbour at sunset.", "Sounds calm."],
+            ["My brother bought a secondhand violin from a shop in Porto.", "What a find!"],
+        ],
+    )
+    qs = questions_for(
+        "c1", ["Where did my brother buy the violin?", "What is the capital of Peru?"]
+    )
     planned = plan(qs, conv, baseline_models=[GPT5], kinds=("long_context", "no_context"))
     ds = run_paths.dataset("test").ensure()
-    longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
-                                  dataset="test")
+    longctx.answer_questions(make_client(run_paths, progress=False), ds, planned, dataset="test")
     answers = load_answers(ds, "long_context_gpt-5-mini").set_index("question_id")["answer"]
-    assert answers["c1-q0"] == ("user (Tuesday 2 May 2023, 10:00): My brother bought a "
-                                "secondhand violin from a shop in Porto.")
+    assert answers["c1-q0"] == (
+        "user (Tuesday 2 May 2023, 10:00): My brother bought a "
+        "secondhand violin from a shop in Porto."
+    )
     assert answers["c1-q1"] == longctx.NOT_MENTIONED
     none = load_answers(ds, "no_context_gpt-5-mini")["answer"]
     assert set(none) == {longctx.NO_HISTORY_ANSWER}
@@ -323,15 +371,18 @@ def test_offline_answers_extract_the_best_turn_with_its_date(run_paths):
 
 def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
     conv = conversation("c1", [["I switched to oat milk in my coffee.", "Noted."]])
-    options = [["Oat milk", "Whole milk, warmed, with a spoon of honey and cinnamon", "Soy",
-                "None"]]
+    options = [
+        ["Oat milk", "Whole milk, warmed, with a spoon of honey and cinnamon", "Soy", "None"]
+    ]
     qs = questions_for("c1", ["What milk should I buy?"], options=options)
     for mode in ("multiple_choice", "open_ended"):
-        planned = plan(qs, conv, baseline_models=[GPT5], kinds=("long_context", "no_context"),
-                       mode=mode)
+        planned = plan(
+            qs, conv, baseline_models=[GPT5], kinds=("long_context", "no_context"), mode=mode
+        )
         ds = run_paths.dataset(mode).ensure()
-        longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
-                                      dataset="test")
+        longctx.answer_questions(
+            make_client(run_paths, progress=False), ds, planned, dataset="test"
+        )
         lc = load_answers(ds, "long_context_gpt-5-mini").iloc[0]
         nc = load_answers(ds, "no_context_gpt-5-mini").iloc[0]
         if mode == "open_ended":
@@ -359,22 +410,31 @@ def test_options_are_shown_in_a_fixed_shuffled_order():
 
 def test_a_rerun_skips_answered_questions(samples, run_paths):
     locomo = samples["locomo"]
-    planned = plan(locomo.questions, locomo.conversations, baseline_models=[GPT5],
-                   kinds=("long_context", "rolling_window"))
+    planned = plan(
+        locomo.questions,
+        locomo.conversations,
+        baseline_models=[GPT5],
+        kinds=("long_context", "rolling_window"),
+    )
     ds = run_paths.dataset("locomo").ensure()
-    first = longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
-                                          dataset="locomo")
+    first = longctx.answer_questions(
+        make_client(run_paths, progress=False), ds, planned, dataset="locomo"
+    )
     assert set(first.values()) == {len(locomo.questions)}
     calls = len(read_jsonl(run_paths.calls))
-    again = longctx.answer_questions(make_client(run_paths, progress=False), ds, planned,
-                                          dataset="locomo")
+    again = longctx.answer_questions(
+        make_client(run_paths, progress=False), ds, planned, dataset="locomo"
+    )
     assert set(again.values()) == {0} and len(read_jsonl(run_paths.calls)) == calls
     records = read_jsonl(run_paths.calls)
     assert {r["stage"] for r in records} == {"long_context"}
-    assert {r["system"] for r in records} == {"long_context_gpt-5-mini",
-                                              "rolling_window_gpt-5-mini"}
-    assert all(r["dataset"] == "locomo" and r["conversation_id"] and r["question_id"]
-               for r in records)
+    assert {r["system"] for r in records} == {
+        "long_context_gpt-5-mini",
+        "rolling_window_gpt-5-mini",
+    }
+    assert all(
+        r["dataset"] == "locomo" and r["conversation_id"] and r["question_id"] for r in records
+    )
 
 
 # --- at the server: scheduling, request parameters, cached tokens, retries ----------------------
@@ -393,8 +453,11 @@ def cached_conversations(n: int = 2, questions: int = 3) -> tuple[pd.DataFrame, 
     for c in range(n):
         cid = f"c{c}"
         convs.append(conversation(cid, long_sessions(3, 400, seed=c)))
-        qs.append(questions_for(cid, [f"Question {k} about {cid}: which ferry?"
-                                      for k in range(questions)]))
+        qs.append(
+            questions_for(
+                cid, [f"Question {k} about {cid}: which ferry?" for k in range(questions)]
+            )
+        )
     return pd.concat(convs, ignore_index=True), pd.concat(qs, ignore_index=True)
 
 
@@ -432,8 +495,7 @@ def test_request_parameters_by_model_family_at_the_server(api, run_paths):
     server, client = api
     conv, qs = cached_conversations(1, 1)
     planned = plan(qs, conv, models=[GPT5, OSS])
-    longctx.answer_questions(client, run_paths.dataset("test").ensure(), planned,
-                                  dataset="test")
+    longctx.answer_questions(client, run_paths.dataset("test").ensure(), planned, dataset="test")
     bodies = {r.body["model"]: r.body for r in server.requests}
     assert bodies[GPT5]["reasoning_effort"] == "low"
     assert not {"temperature", "max_tokens", "max_completion_tokens"} & set(bodies[GPT5])
@@ -442,7 +504,9 @@ def test_request_parameters_by_model_family_at_the_server(api, run_paths):
     assert bodies[GPT5]["messages"] == bodies[OSS]["messages"]
     records = read_jsonl(run_paths.calls)
     assert {(r["model"], r["system"]) for r in records} == {
-        (GPT5, "long_context_gpt-5-mini"), (OSS, "long_context_gpt-oss-120b")}
+        (GPT5, "long_context_gpt-5-mini"),
+        (OSS, "long_context_gpt-oss-120b"),
+    }
 
 
 def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
@@ -450,8 +514,11 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
     conv, qs = cached_conversations(1, 2)
     planned = plan(qs, conv)
     ds = run_paths.dataset("test").ensure()
-    server.on(lambda path, body: "Question 1 about" in body["messages"][-1]["content"],
-              Action(status=500), times=None)
+    server.on(
+        lambda path, body: "Question 1 about" in body["messages"][-1]["content"],
+        Action(status=500),
+        times=None,
+    )
     longctx.answer_questions(client, ds, planned, dataset="test")
     failed = load_answers(ds, "long_context_gpt-5-mini").set_index("question_id")
     assert failed.loc["c0-q1", "answer"] == "" and "500" in failed.loc["c0-q1", "error"]
@@ -469,7 +536,13 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
 
 def test_cacheable_tokens_follow_the_1024_and_128_grid():
     assert [longctx.cacheable_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
-        0, 0, 1024, 1024, 1152, 1024 + 31 * 128]
+        0,
+        0,
+        1024,
+        1024,
+        1152,
+        1024 + 31 * 128,
+    ]
 
 
 def test_prefix_share_of_two_questions_diverges_after_the_history():
@@ -492,12 +565,14 @@ def test_prefix_share_of_two_questions_diverges_after_the_history():
 
 
 def test_median_ratios_compare_the_full_history_with_each_system():
-    sizes = pd.DataFrame({
-        "system": ["memory"] * 2 + ["long_context_x"] * 2 + ["rolling_window_x"] * 2,
-        "kind": ["memory"] * 2 + ["long_context"] * 2 + ["rolling_window"] * 2,
-        "question_id": ["a", "b"] * 3,
-        "context_tokens": [100, 300, 20_000, 20_000, 400, 400],
-        "prompt_tokens": [0] * 6,
-    })
+    sizes = pd.DataFrame(
+        {
+            "system": ["memory"] * 2 + ["long_context_x"] * 2 + ["rolling_window_x"] * 2,
+            "kind": ["memory"] * 2 + ["long_context"] * 2 + ["rolling_window"] * 2,
+            "question_id": ["a", "b"] * 3,
+            "context_tokens": [100, 300, 20_000, 20_000, 400, 400],
+            "prompt_tokens": [0] * 6,
+        }
+    )
     ratios = longctx.median_ratios(sizes).set_index("system")["full_history_times"]
     assert ratios.to_dict() == {"memory": 100.0, "long_context_x": 1.0, "rolling_window_x": 50.0}

@@ -31,43 +31,71 @@ def make_turns(
         for t, turn in enumerate(turns):
             speaker, role, text = turn[:3]
             extra = turn[3] if len(turn) > 3 else {}
-            rows.append({
-                "conversation_id": conversation_id,
-                "session_index": s,
-                "session_id": extra.get("session_id", f"session_{s + 1}"),
-                "session_datetime": when,
-                "turn_index": t,
-                "position": position,
-                "speaker": speaker,
-                "role": role,
-                "text": text,
-                "dia_id": extra.get("dia_id"),
-                "has_answer": extra.get("has_answer"),
-                "image_caption": extra.get("image_caption"),
-            })
+            rows.append(
+                {
+                    "conversation_id": conversation_id,
+                    "session_index": s,
+                    "session_id": extra.get("session_id", f"session_{s + 1}"),
+                    "session_datetime": when,
+                    "turn_index": t,
+                    "position": position,
+                    "speaker": speaker,
+                    "role": role,
+                    "text": text,
+                    "dia_id": extra.get("dia_id"),
+                    "has_answer": extra.get("has_answer"),
+                    "image_caption": extra.get("image_caption"),
+                }
+            )
             position += 1
     return pd.DataFrame(rows)
 
 
 def yoga_conversation(conversation_id: str = "pair-1") -> pd.DataFrame:
     """Two people; Ana's yoga goes from twice to three times a week between the sessions."""
-    return make_turns(conversation_id, [
-        ("2023-03-01T10:00:00", [
-            ("Ben", "user", "Hi Ana! How have you been?", {"dia_id": "D1:1"}),
-            ("Ana", "user", "Good! I started going to yoga twice a week at a studio near my "
-             "office.", {"dia_id": "D1:2"}),
-            ("Ben", "user", "Nice! I adopted a beagle called Pretzel in January.",
-             {"dia_id": "D1:3"}),
-            ("Ana", "user", "Talk soon, take care!", {"dia_id": "D1:4"}),
-        ]),
-        ("2023-04-11T18:30:00", [
-            ("Ana", "user", "Quick news: I now go to yoga three times a week, I added a "
-             "Saturday class.", {"dia_id": "D2:1"}),
-            ("Ben", "user", "Look at you!", {"dia_id": "D2:2"}),
-            ("Ben", "user", "Pretzel ate a sock last week and the vet cost me 240 euros.",
-             {"dia_id": "D2:3"}),
-        ]),
-    ])
+    return make_turns(
+        conversation_id,
+        [
+            (
+                "2023-03-01T10:00:00",
+                [
+                    ("Ben", "user", "Hi Ana! How have you been?", {"dia_id": "D1:1"}),
+                    (
+                        "Ana",
+                        "user",
+                        "Good! I started going to yoga twice a week at a studio near my office.",
+                        {"dia_id": "D1:2"},
+                    ),
+                    (
+                        "Ben",
+                        "user",
+                        "Nice! I adopted a beagle called Pretzel in January.",
+                        {"dia_id": "D1:3"},
+                    ),
+                    ("Ana", "user", "Talk soon, take care!", {"dia_id": "D1:4"}),
+                ],
+            ),
+            (
+                "2023-04-11T18:30:00",
+                [
+                    (
+                        "Ana",
+                        "user",
+                        "Quick news: I now go to yoga three times a week, I added a "
+                        "Saturday class.",
+                        {"dia_id": "D2:1"},
+                    ),
+                    ("Ben", "user", "Look at you!", {"dia_id": "D2:2"}),
+                    (
+                        "Ben",
+                        "user",
+                        "Pretzel ate a sock last week and the vet cost me 240 euros.",
+                        {"dia_id": "D2:3"},
+                    ),
+                ],
+            ),
+        ],
+    )
 
 
 def offline_client(run):
@@ -88,15 +116,24 @@ def build(run, turns: pd.DataFrame, users: list[str] | None = None, client=None,
 def test_segments_respect_both_limits_and_record_splits():
     long_sentences = "".join(f"Sentence number {k} is about the garden. " for k in range(500))
     no_spaces = "x" * 9_000
-    turns = make_turns("c1", [
-        ("2023-01-01T09:00:00", [("system", "system", "You are helping a persona.")]
-         + [("user", "user", f"Message {k}.") for k in range(23)]),
-        ("2023-01-02T09:00:00", [
-            ("user", "user", long_sentences),
-            ("assistant", "assistant", no_spaces),
-            ("user", "user", "Here it is.", {"image_caption": "a red bicycle"}),
-        ]),
-    ])
+    turns = make_turns(
+        "c1",
+        [
+            (
+                "2023-01-01T09:00:00",
+                [("system", "system", "You are helping a persona.")]
+                + [("user", "user", f"Message {k}.") for k in range(23)],
+            ),
+            (
+                "2023-01-02T09:00:00",
+                [
+                    ("user", "user", long_sentences),
+                    ("assistant", "assistant", no_spaces),
+                    ("user", "user", "Here it is.", {"image_caption": "a red bicycle"}),
+                ],
+            ),
+        ],
+    )
     segments, splits = memory.segment_conversation(turns, batch_size=10, max_chars=8_000)
 
     first_session = [s for s in segments if s.session_index == 0]
@@ -104,8 +141,7 @@ def test_segments_respect_both_limits_and_record_splits():
     assert all(m.role != "system" for s in segments for m in s.messages)
     assert all(len(s.messages) <= 10 and s.chars <= 8_000 for s in segments)
     session_of = dict(zip(turns["position"], turns["session_index"], strict=True))
-    assert all({session_of[m.position] for m in s.messages} == {s.session_index}
-               for s in segments)
+    assert all({session_of[m.position] for m in s.messages} == {s.session_index} for s in segments)
     # Split messages: recorded, and their parts put back together give the message exactly.
     assert [(sp.position, sp.parts) for sp in splits] == [(24, 3), (25, 2)]
     assert splits[0].chars == len(long_sentences)
@@ -153,29 +189,57 @@ def test_offline_extraction_keeps_the_persons_informative_sentences():
 
 
 def test_offline_extraction_uses_only_the_user_and_skips_the_persona_message():
-    turns = make_turns("lme-1", [
-        ("2023-03-07T21:17:00", [
-            ("user", "user", "I'm organising a surprise party for my sister Hannah's 30th. "
-             "How many balloons do I need?", {"has_answer": True}),
-            ("assistant", "assistant", "For a party of twelve I would suggest thirty balloons "
-             "in two colours, which looks festive without crowding the room."),
-            ("user", "user", "Can you recommend a vet for my beagle Pretzel in Leeds?"),
-        ]),
-    ])
+    turns = make_turns(
+        "lme-1",
+        [
+            (
+                "2023-03-07T21:17:00",
+                [
+                    (
+                        "user",
+                        "user",
+                        "I'm organising a surprise party for my sister Hannah's 30th. "
+                        "How many balloons do I need?",
+                        {"has_answer": True},
+                    ),
+                    (
+                        "assistant",
+                        "assistant",
+                        "For a party of twelve I would suggest thirty balloons "
+                        "in two colours, which looks festive without crowding the room.",
+                    ),
+                    ("user", "user", "Can you recommend a vet for my beagle Pretzel in Leeds?"),
+                ],
+            ),
+        ],
+    )
     facts = extract_offline(memory.segment_conversation(turns)[0][0])
     assert [f["text"] for f in facts] == [
         "On 7 March 2023, the user said: I'm organising a surprise party for my sister "
         "Hannah's 30th.",
         "On 7 March 2023, the user said: Can you recommend a vet for my beagle Pretzel in Leeds?",
     ]
-    persona = make_turns("pm-1", [(None, [
-        ("system", "system", "You are an AI assistant helping a user who loves climbing."),
-        ("user", "user", "I go bouldering on Commercial Drive three evenings a week."),
-    ])])
+    persona = make_turns(
+        "pm-1",
+        [
+            (
+                None,
+                [
+                    (
+                        "system",
+                        "system",
+                        "You are an AI assistant helping a user who loves climbing.",
+                    ),
+                    ("user", "user", "I go bouldering on Commercial Drive three evenings a week."),
+                ],
+            )
+        ],
+    )
     segment = memory.segment_conversation(persona)[0][0]
     assert [m.role for m in segment.messages] == ["user"]
     assert [f["text"] for f in extract_offline(segment)] == [
-        "The user said: I go bouldering on Commercial Drive three evenings a week."]
+        "The user said: I go bouldering on Commercial Drive three evenings a week."
+    ]
     request = memory.extraction_request(segment, dataset="personamem_v2")
     assert "Session date: unknown" in request.messages[-1][1]
 
@@ -226,30 +290,86 @@ def test_lexical_update_rule(candidate, stored, expected):
 
 
 def _candidate(text: str, n: int) -> Candidate:
-    return Candidate("u", 1, n, text, "Ana", 1, "s2", "2023-04-11T18:30:00", (10 + n,), (), None,
-                     "openai", "memory_extract@v1", vector=np.eye(8, dtype=np.float32)[n])
+    return Candidate(
+        "u",
+        1,
+        n,
+        text,
+        "Ana",
+        1,
+        "s2",
+        "2023-04-11T18:30:00",
+        (10 + n,),
+        (),
+        None,
+        "openai",
+        "memory_extract@v1",
+        vector=np.eye(8, dtype=np.float32)[n],
+    )
 
 
 def test_model_decisions_are_checked_before_they_are_applied():
     store = memory.UserMemory("u")
-    stored = [Candidate("u", 0, i, t, "Ana", 0, "s1", "2023-03-01T10:00:00", (i,), (), None,
-                        "openai", "memory_extract@v1", vector=np.eye(8, dtype=np.float32)[i])
-              for i, t in enumerate(["Ana lives in Porto.", "Ana has a cat named Miso."])]
+    stored = [
+        Candidate(
+            "u",
+            0,
+            i,
+            t,
+            "Ana",
+            0,
+            "s1",
+            "2023-03-01T10:00:00",
+            (i,),
+            (),
+            None,
+            "openai",
+            "memory_extract@v1",
+            vector=np.eye(8, dtype=np.float32)[i],
+        )
+        for i, t in enumerate(["Ana lives in Porto.", "Ana has a cat named Miso."])
+    ]
     for c in stored:
         store.add(c, c.vector)
-    candidates = [_candidate(t, i) for i, t in enumerate([
-        "Ana moved to Lisbon.", "Ana lives in Lisbon near the river.", "Ana's cat Miso died.",
-        "Ana likes figs.", "Ana has a dog."])]
-    reply = {"decisions": [
-        {"fact": 1, "event": "UPDATE", "memory_id": "m1", "text": "Ana lives in Lisbon."},
-        {"fact": 2, "event": "update", "memory_id": "m1", "text": "Ana lives in Lisbon."},
-        {"fact": 3, "event": "DELETE", "memory_id": "m2", "text": None},
-        {"fact": 4, "event": "UPDATE", "memory_id": "m9", "text": "nonsense"},
-    ]}
-    request = ChatRequest("gpt-5-nano-2025-08-07", (("user", "x"),), "update", "memory_update@v1",
-                          reasoning_effort="low")
-    result = ChatResult(request, json.dumps(reply), Usage(), "h", "openai", "host", False, 0.1, 1,
-                        parsed=memory.parse_update(json.dumps(reply)))
+    candidates = [
+        _candidate(t, i)
+        for i, t in enumerate(
+            [
+                "Ana moved to Lisbon.",
+                "Ana lives in Lisbon near the river.",
+                "Ana's cat Miso died.",
+                "Ana likes figs.",
+                "Ana has a dog.",
+            ]
+        )
+    ]
+    reply = {
+        "decisions": [
+            {"fact": 1, "event": "UPDATE", "memory_id": "m1", "text": "Ana lives in Lisbon."},
+            {"fact": 2, "event": "update", "memory_id": "m1", "text": "Ana lives in Lisbon."},
+            {"fact": 3, "event": "DELETE", "memory_id": "m2", "text": None},
+            {"fact": 4, "event": "UPDATE", "memory_id": "m9", "text": "nonsense"},
+        ]
+    }
+    request = ChatRequest(
+        "gpt-5-nano-2025-08-07",
+        (("user", "x"),),
+        "update",
+        "memory_update@v1",
+        reasoning_effort="low",
+    )
+    result = ChatResult(
+        request,
+        json.dumps(reply),
+        Usage(),
+        "h",
+        "openai",
+        "host",
+        False,
+        0.1,
+        1,
+        parsed=memory.parse_update(json.dumps(reply)),
+    )
     ids = {"m1": "u:f0", "m2": "u:f1"}
     decisions = memory.resolve_decisions(candidates, [["u:f0", "u:f1"]] * 5, result, ids)
     records = memory.apply_decisions(store, decisions, {0: np.ones(8, np.float32) / 2})
@@ -259,8 +379,14 @@ def test_model_decisions_are_checked_before_they_are_applied():
     assert records[3]["note"] == "UPDATE named unknown memory 'm9': added"
     assert records[4]["note"] == "no decision returned: added"
     statuses = {f["fact_id"]: f["status"] for f in store.facts}
-    assert statuses == {"u:f0": "superseded", "u:f1": "deleted", "u:f2": "superseded",
-                        "u:f3": "active", "u:f4": "active", "u:f5": "active"}
+    assert statuses == {
+        "u:f0": "superseded",
+        "u:f1": "deleted",
+        "u:f2": "superseded",
+        "u:f3": "active",
+        "u:f4": "active",
+        "u:f5": "active",
+    }
     assert store.current("u:f0") == "u:f3"
     merged = store.get("u:f2")
     assert merged["source_positions"] == [0, 10] and merged["created_by"] == "UPDATE"
@@ -285,14 +411,16 @@ def test_a_rerun_skips_finished_users_and_records_no_call_twice(run_paths):
     # A user killed before its marker is redone, alone; its calls are not recorded again.
     (builder.user_dir("pair-2") / "done.json").unlink()
     redo = MemoryBuilder(offline_client(run_paths), ds, builder.config).run(
-        turns, ["pair-1", "pair-2"])
+        turns, ["pair-1", "pair-2"]
+    )
     assert redo.built == ["pair-2"] and redo.resumed == ["pair-1"]
     assert len(run_paths.calls.read_text().splitlines()) == len(calls)
     pd.testing.assert_frame_equal(memory.load_facts(ds), facts)
 
     # Other settings: the finished users are built again.
-    changed = MemoryBuilder(offline_client(run_paths), ds,
-                            MemoryConfig(dataset="locomo", update_top_k=3))
+    changed = MemoryBuilder(
+        offline_client(run_paths), ds, MemoryConfig(dataset="locomo", update_top_k=3)
+    )
     assert changed.run(turns, ["pair-1", "pair-2"]).built == ["pair-1", "pair-2"]
 
 
@@ -316,18 +444,41 @@ def api_responder(body: dict[str, Any]) -> str:
         if "BROKEN" in user:
             return "Sorry, I would rather describe the facts in prose."
         if "three times" in user:
-            return json.dumps({"facts": [{"text": "Ana goes to yoga three times a week.",
-                                          "speaker": "Ana", "turns": [1]}]})
-        return json.dumps({"facts": [
-            {"text": "Ana goes to yoga twice a week.", "speaker": "Ana", "turns": [2]},
-            {"text": "Ben has a beagle named Pretzel.", "speaker": "ben", "turns": []},
-        ]})
+            return json.dumps(
+                {
+                    "facts": [
+                        {
+                            "text": "Ana goes to yoga three times a week.",
+                            "speaker": "Ana",
+                            "turns": [1],
+                        }
+                    ]
+                }
+            )
+        return json.dumps(
+            {
+                "facts": [
+                    {"text": "Ana goes to yoga twice a week.", "speaker": "Ana", "turns": [2]},
+                    {"text": "Ben has a beagle named Pretzel.", "speaker": "ben", "turns": []},
+                ]
+            }
+        )
     if system.startswith("You keep a personal assistant's long-term memory consistent"):
         line = next(ln for ln in user.splitlines() if "twice a week" in ln)
         short = line.split("]")[0].strip("[")
-        return json.dumps({"decisions": [{"fact": 1, "event": "UPDATE", "memory_id": short,
-                                          "text": "Ana goes to yoga three times a week "
-                                                  "(twice a week until April 2023)."}]})
+        return json.dumps(
+            {
+                "decisions": [
+                    {
+                        "fact": 1,
+                        "event": "UPDATE",
+                        "memory_id": short,
+                        "text": "Ana goes to yoga three times a week "
+                        "(twice a week until April 2023).",
+                    }
+                ]
+            }
+        )
     if system.startswith("You answer a question about a person"):
         return "Three times a week."
     raise AssertionError(f"unexpected prompt: {system[:60]}")
@@ -343,10 +494,14 @@ def server(monkeypatch):
 def broken_conversation() -> pd.DataFrame:
     """The yoga conversation with a session in between whose extraction never parses."""
     turns = yoga_conversation()
-    sessions = [(when, [(r.speaker, r.role, r.text, {"dia_id": r.dia_id}) for r in g.itertuples()])
-                for when, g in turns.groupby("session_datetime", sort=True)]
-    broken = ("2023-03-20T12:00:00", [("Ana", "user", "BROKEN: this never parses.",
-                                       {"dia_id": "D9:1"})])
+    sessions = [
+        (when, [(r.speaker, r.role, r.text, {"dia_id": r.dia_id}) for r in g.itertuples()])
+        for when, g in turns.groupby("session_datetime", sort=True)
+    ]
+    broken = (
+        "2023-03-20T12:00:00",
+        [("Ana", "user", "BROKEN: this never parses.", {"dia_id": "D9:1"})],
+    )
     return make_turns("pair-1", [sessions[0], broken, sessions[1]])
 
 
@@ -380,13 +535,19 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     assert facts[["text", "status", "created_by"]].values.tolist() == [
         ["Ana goes to yoga twice a week.", "superseded", "ADD"],
         ["Ben has a beagle named Pretzel.", "active", "ADD"],
-        ["Ana goes to yoga three times a week (twice a week until April 2023).", "active",
-         "UPDATE"],
+        [
+            "Ana goes to yoga three times a week (twice a week until April 2023).",
+            "active",
+            "UPDATE",
+        ],
     ]
     # Provenance: cited turns, a fact citing none goes to its speaker's turns, and a merged
     # fact keeps both sources.
-    assert [list(x) for x in facts["source_dia_ids"]] == [["D1:2"], ["D1:1", "D1:3"],
-                                                          ["D2:1", "D1:2"]]
+    assert [list(x) for x in facts["source_dia_ids"]] == [
+        ["D1:2"],
+        ["D1:1", "D1:3"],
+        ["D2:1", "D1:2"],
+    ]
     assert facts["backend"].tolist() == ["openai"] * 3
     assert facts["prompt_version"].tolist()[-1] == "memory_update@v1"
     update = memory.load_updates(ds)
@@ -409,8 +570,9 @@ def test_read_facts_names_notebook_01_or_returns_none_when_asked(run_paths):
 def test_embed_groups_counts_truncated_inputs_like_the_client(run_paths):
     client = offline_client(run_paths)
     too_long = "garden " * 9_000  # over the API's 8,192 tokens per input
-    vectors = memory.embed_groups(client, [(["short fact", too_long], {"dataset": "t"}),
-                                           ([""], {"dataset": "t"})])
+    vectors = memory.embed_groups(
+        client, [(["short fact", too_long], {"dataset": "t"}), ([""], {"dataset": "t"})]
+    )
     assert [v.shape[0] for v in vectors] == [2, 1] and not vectors[1].any()
     assert client.stats.truncated_inputs == 1
     assert np.allclose(np.linalg.norm(vectors[0], axis=1), 1.0)

@@ -28,22 +28,32 @@ def client_for(run):
 
 
 def questions_for(user: str, texts: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({"question_id": [f"{user}-q{i}" for i in range(len(texts))],
-                         "conversation_id": user, "question": texts,
-                         "evidence": [[] for _ in texts], "question_date": None,
-                         "options": None})
+    return pd.DataFrame(
+        {
+            "question_id": [f"{user}-q{i}" for i in range(len(texts))],
+            "conversation_id": user,
+            "question": texts,
+            "evidence": [[] for _ in texts],
+            "question_date": None,
+            "options": None,
+        }
+    )
 
 
 def test_the_registry_names_the_systems_and_refuses_an_unknown_one_in_one_line():
-    assert system_names() == ("mem0_style", "graph", "hierarchical", "mem0", "observational",
-                              "rag")
-    with pytest.raises(ValueError, match=r"^unknown memory system 'mem1'; the memory systems "
-                                         r"are mem0_style, graph, hierarchical"):
+    assert system_names() == ("mem0_style", "graph", "hierarchical", "mem0", "observational", "rag")
+    with pytest.raises(
+        ValueError,
+        match=r"^unknown memory system 'mem1'; the memory systems "
+        r"are mem0_style, graph, hierarchical",
+    ):
         parse_systems(["mem1"])
     with pytest.raises(ValueError, match=r"memory system rag: unknown setting\(s\) \['k'\]"):
         parse_systems([{"rag": {"k": 3}}])
     assert parse_systems(["rag", {"hierarchical": {"window_turns": 4}}]) == [
-        ("rag", {}), ("hierarchical", {"window_turns": 4})]
+        ("rag", {}),
+        ("hierarchical", {"window_turns": 4}),
+    ]
     assert system_kind("memory_graph") == "memory"  # judged as a memory system
 
 
@@ -54,17 +64,42 @@ class ModelLikeGraph(GraphMemory):
     def offline(self, request):
         step, text = request.payload["step"], " ".join(t for _, t in request.payload["messages"])
         if step == "entities":
-            return json.dumps({"entities": [{"name": "Ana", "type": "person"},
-                                            {"name": "yoga", "type": "activity"}]})
+            return json.dumps(
+                {
+                    "entities": [
+                        {"name": "Ana", "type": "person"},
+                        {"name": "yoga", "type": "activity"},
+                    ]
+                }
+            )
         if "twice a week" in text:
-            return json.dumps({"relations": [{"source": "Ana", "relation": "goes to yoga",
-                                              "destination": "twice a week", "supersedes": None}]})
+            return json.dumps(
+                {
+                    "relations": [
+                        {
+                            "source": "Ana",
+                            "relation": "goes to yoga",
+                            "destination": "twice a week",
+                            "supersedes": None,
+                        }
+                    ]
+                }
+            )
         if "three times a week" in text:
             stored = request.payload["stored"]
             assert [s[2] for s in stored] == ["goes to yoga"]  # shown the stored relation
-            return json.dumps({"relations": [{"source": "Ana", "relation": "goes to yoga",
-                                              "destination": "three times a week",
-                                              "supersedes": stored[0][0]}]})
+            return json.dumps(
+                {
+                    "relations": [
+                        {
+                            "source": "Ana",
+                            "relation": "goes to yoga",
+                            "destination": "three times a week",
+                            "supersedes": stored[0][0],
+                        }
+                    ]
+                }
+            )
         return json.dumps({"relations": []})
 
 
@@ -75,15 +110,18 @@ def test_graph_marks_a_superseded_relation_invalid_and_keeps_it(run_paths):
     assert report.built == 1 and not report.failed
     items, vectors = read_user(system.folder, "pair-1")
     triples = items.loc[items["kind"] == "triple"].set_index("item_id")
-    assert triples["text"].tolist() == ["Ana goes to yoga twice a week",
-                                        "Ana goes to yoga three times a week"]
+    assert triples["text"].tolist() == [
+        "Ana goes to yoga twice a week",
+        "Ana goes to yoga three times a week",
+    ]
     old, new = triples.index
     assert not triples.loc[old, "valid"] and triples.loc[new, "valid"]  # kept, marked
     assert json.loads(triples.loc[old, "detail"])["superseded_by"] == new
     assert vectors.shape[0] == len(items)
     # only the valid relation comes back for a question about it
-    recall = system.recall(client_for(run_paths),
-                           questions_for("pair-1", ["How often does Ana go to yoga?"]))
+    recall = system.recall(
+        client_for(run_paths), questions_for("pair-1", ["How often does Ana go to yoga?"])
+    )
     assert recall["pair-1-q0"].items["text"].tolist() == ["Ana goes to yoga three times a week"]
 
 
@@ -112,8 +150,7 @@ def test_working_set_evicts_by_its_policy():
 
 def test_hierarchical_promotes_an_archived_hit_into_working_memory(run_paths):
     ds = run_paths.dataset("locomo").ensure()
-    settings = {"window_turns": 2, "summary_every": 3, "archive_top_k": 1,
-                "working_capacity": 1}
+    settings = {"window_turns": 2, "summary_every": 3, "archive_top_k": 1, "working_capacity": 1}
     system = open_system("hierarchical", ds, dataset="locomo", settings=settings)
     client = client_for(run_paths)
     system.build(client, yoga_conversation())
@@ -122,8 +159,12 @@ def test_hierarchical_promotes_an_archived_hit_into_working_memory(run_paths):
     assert items["kind"].tolist().count("summary") == 1
     archived = items.loc[items["kind"] == "archive", "text"].tolist()
     assert any("twice a week" in t for t in archived)
-    recalls = system.recall(client, questions_for("pair-1", [
-        "Ana yoga twice a week studio office", "beagle Pretzel adopted January"]))
+    recalls = system.recall(
+        client,
+        questions_for(
+            "pair-1", ["Ana yoga twice a week studio office", "beagle Pretzel adopted January"]
+        ),
+    )
     first, second = recalls["pair-1-q0"].items, recalls["pair-1-q1"].items
     assert "twice a week" in first.loc[first["kind"] == "working", "text"].item()
     assert "Pretzel" in second.loc[second["kind"] == "working", "text"].item()
@@ -138,15 +179,22 @@ def test_observer_fires_on_the_message_that_reaches_its_threshold(run_paths):
     lines = user_lines(turns)
     sizes = [count_tokens(line.render() + "\n") for line in lines]
     threshold = sum(sizes[:3])  # reached exactly by the third message
-    system = ObservationalMemory(ds, {"observer_tokens": threshold, "reflector_tokens": 10**6},
-                                 dataset="locomo")
+    system = ObservationalMemory(
+        ds, {"observer_tokens": threshold, "reflector_tokens": 10**6}, dataset="locomo"
+    )
     system.build(client_for(run_paths), turns)
     state = system.state().set_index("conversation_id").loc["pair-1"]
     assert state["observer_fired"] == 2 - (sum(sizes[3:]) < threshold)
-    assert state["gates"][0] == {"gate": "observer", "position": lines[2].position,
-                                 "tokens": threshold}
-    one_less = ObservationalMemory(run_paths.dataset("longmemeval").ensure(),
-                                   {"observer_tokens": threshold + 1}, dataset="longmemeval")
+    assert state["gates"][0] == {
+        "gate": "observer",
+        "position": lines[2].position,
+        "tokens": threshold,
+    }
+    one_less = ObservationalMemory(
+        run_paths.dataset("longmemeval").ensure(),
+        {"observer_tokens": threshold + 1},
+        dataset="longmemeval",
+    )
     one_less.build(client_for(run_paths), turns)
     gates = one_less.state().set_index("conversation_id").loc["pair-1", "gates"]
     assert gates[0]["position"] == lines[3].position  # one token more: one message later
@@ -154,8 +202,9 @@ def test_observer_fires_on_the_message_that_reaches_its_threshold(run_paths):
 
 def test_the_reflector_condenses_once_observations_reach_its_threshold(run_paths):
     ds = run_paths.dataset("locomo").ensure()
-    system = ObservationalMemory(ds, {"observer_tokens": 1, "reflector_tokens": 1},
-                                 dataset="locomo")
+    system = ObservationalMemory(
+        ds, {"observer_tokens": 1, "reflector_tokens": 1}, dataset="locomo"
+    )
     system.build(client_for(run_paths), yoga_conversation())
     state = system.state().set_index("conversation_id").loc["pair-1"]
     assert state["reflector_fired"] >= 1
@@ -175,8 +224,11 @@ def test_rag_writes_with_embeddings_alone_and_answers_under_its_own_name(run_pat
     mine = [r for r in records if r["system"] == "memory_rag"]
     assert {r["stage"] for r in mine} == {"embed"}  # no extraction, no update
     items, vectors = read_user(system.folder, "pair-1")
-    assert len(items) > 1 and (items["tokens"] <= 60).all() and np.allclose(
-        np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert (
+        len(items) > 1
+        and (items["tokens"] <= 60).all()
+        and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    )
     assert sorted(p for ps in items["positions"] for p in ps) == list(range(7))  # every turn
     questions = questions_for("pair-1", ["What is the beagle called?"])
     answers = answer_with_system(client, system, questions, turns)
@@ -189,8 +241,20 @@ def test_rag_writes_with_embeddings_alone_and_answers_under_its_own_name(run_pat
 
 def test_a_finished_user_is_not_built_again_and_a_failed_one_is_retried(run_paths):
     ds = run_paths.dataset("locomo").ensure()
-    turns = pd.concat([yoga_conversation("pair-1"), make_turns("pair-2", [
-        ("2023-05-01T09:00:00", [("Cleo", "user", "I moved to Porto in May for a new job.")])])])
+    turns = pd.concat(
+        [
+            yoga_conversation("pair-1"),
+            make_turns(
+                "pair-2",
+                [
+                    (
+                        "2023-05-01T09:00:00",
+                        [("Cleo", "user", "I moved to Porto in May for a new job.")],
+                    )
+                ],
+            ),
+        ]
+    )
 
     class Flaky(GraphMemory):
         def offline(self, request):
@@ -209,7 +273,8 @@ def test_a_finished_user_is_not_built_again_and_a_failed_one_is_retried(run_path
 
 
 def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun(
-        run_paths, tmp_path, monkeypatch):
+    run_paths, tmp_path, monkeypatch
+):
     """Through the real client and the local server: one user's graph calls are rejected (a
     400 for that item), the other user is built; the failed one is in failed.json, counted in
     notebook 01's items, and a rerun builds it and only it."""
@@ -221,12 +286,29 @@ def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     ds = run_paths.dataset("locomo").ensure()
-    turns = pd.concat([yoga_conversation("pair-1"), make_turns("pair-2", [
-        ("2023-05-01T09:00:00", [("Cleo", "user", "I moved to Porto in May for a new job."),
-                                 ("Dan", "user", "Congratulations on the new job in Porto!")])])])
+    turns = pd.concat(
+        [
+            yoga_conversation("pair-1"),
+            make_turns(
+                "pair-2",
+                [
+                    (
+                        "2023-05-01T09:00:00",
+                        [
+                            ("Cleo", "user", "I moved to Porto in May for a new job."),
+                            ("Dan", "user", "Congratulations on the new job in Porto!"),
+                        ],
+                    )
+                ],
+            ),
+        ]
+    )
     with stage_server(api_key=TEST_KEY, faults=False, malformed_every=0) as server:
-        server.on(lambda path, body: "Cleo" in json.dumps(body.get("messages", "")),
-                  Action(status=400, message="This item was rejected."), times=None)
+        server.on(
+            lambda path, body: "Cleo" in json.dumps(body.get("messages", "")),
+            Action(status=400, message="This item was rejected."),
+            times=None,
+        )
         system = open_system("graph", ds, dataset="locomo")
         first = system.build(api_client(run_paths, server.url, tmp_path), turns)
         assert first.built == 1 and set(first.failed) == {"pair-2"}
@@ -248,11 +330,13 @@ def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
     from memcost.run.validate import validate_run
 
     notebooks = discover_notebooks()
-    preset = resolve_preset("smoke", notebooks,
-                            overrides={"memory_systems": ["mem0_style", "rga"]})
-    with pytest.raises(PresetError, match=r"^parameter memory_systems: unknown memory system "
-                                          r"'rga'; the memory systems are mem0_style, graph, "
-                                          r"hierarchical, mem0, observational, rag$"):
+    preset = resolve_preset("smoke", notebooks, overrides={"memory_systems": ["mem0_style", "rga"]})
+    with pytest.raises(
+        PresetError,
+        match=r"^parameter memory_systems: unknown memory system "
+        r"'rga'; the memory systems are mem0_style, graph, "
+        r"hierarchical, mem0, observational, rag$",
+    ):
         validate_run(preset, notebooks, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
@@ -269,8 +353,15 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
         record("extract", nano, 10_000, 2_000, system="memory_graph", request_hash="w1"),
         record("read", mini, 1_000, 50, system="memory", request_hash="r0", **q),
         record("read", mini, 2_000, 50, system="memory_graph", request_hash="r1", **q),
-        record("long_context", mini, 100_000, 500, system="long_context_gpt-5-mini",
-               request_hash="l0", **q),
+        record(
+            "long_context",
+            mini,
+            100_000,
+            500,
+            system="long_context_gpt-5-mini",
+            request_hash="l0",
+            **q,
+        ),
     ]
     ledger = costs.ledger_from_records(records)
     table, _, _ = costs.measured_break_even(costs.price_calls(ledger))
@@ -282,9 +373,11 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
     assert set(today["price_model"]) == {"gpt-6-luna", "gpt-6.1-terra"}
     summary = costs.summary_table(costs.price_calls(ledger)).set_index("component")
     assert summary.loc["write: fact extraction", "total_usd"] == pytest.approx(
-        by.loc["memory", "write_usd"])  # the paper's line holds the paper's memory only
+        by.loc["memory", "write_usd"]
+    )  # the paper's line holds the paper's memory only
     assert summary.loc["write: memory_graph", "total_usd"] == pytest.approx(
-        by.loc["memory_graph", "write_usd"])
+        by.loc["memory_graph", "write_usd"]
+    )
 
 
 def test_questions_short_of_top_k_count_only_users_who_hold_enough():
@@ -309,6 +402,11 @@ def test_one_gate_rule_for_both_studies():
     # the serving study's observational memory keeps its buffer with the same gates
     import dataclasses
 
-    config = ServingConfig(**{f.name: f.default for f in dataclasses.fields(ServingConfig)
-                              if f.default is not dataclasses.MISSING})
+    config = ServingConfig(
+        **{
+            f.name: f.default
+            for f in dataclasses.fields(ServingConfig)
+            if f.default is not dataclasses.MISSING
+        }
+    )
     assert isinstance(Observational(config).gates, ObservationGates)

@@ -43,7 +43,10 @@ def test_token_f1_and_containment():
 
 def test_sentences_and_words():
     assert text.split_sentences("I moved to Berlin. My sister's name is Ana! Cool?") == [
-        "I moved to Berlin.", "My sister's name is Ana!", "Cool?"]
+        "I moved to Berlin.",
+        "My sister's name is Ana!",
+        "Cool?",
+    ]
     assert text.words("Caroline's 3 dogs") == ["caroline's", "3", "dogs"]
     assert "not" in text.content_words("I do not like it")
 
@@ -58,8 +61,15 @@ def test_bm25_prefers_the_matching_document():
 
 def test_stable_hash_is_stable_across_processes():
     code = "from memcost.text import stable_hash; print(stable_hash('yoga twice a week'))"
-    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env={"PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert runs == {f"{text.stable_hash('yoga twice a week')}\n"}
 
 
@@ -67,6 +77,8 @@ def test_prompt_fields_are_checked():
     p = prompts.Prompt("demo", "v1", "You answer.", "Q: {question}\nDate: {date}")
     assert p.id == "demo@v1"
     assert p.messages(question="Where?", date="2023-05-08") == (
-        ("system", "You answer."), ("user", "Q: Where?\nDate: 2023-05-08"))
+        ("system", "You answer."),
+        ("user", "Q: Where?\nDate: 2023-05-08"),
+    )
     with pytest.raises(KeyError, match="missing fields \\['date'\\]"):
         p.messages(question="Where?")

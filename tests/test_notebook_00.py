@@ -27,12 +27,17 @@ from memcost.run import (
 
 def _preset(folder, **parameters) -> str:
     path = folder / "preset.yaml"
-    path.write_text(yaml.safe_dump({
-        "description": "notebook 00 test",
-        "datasets": list(data.PAPER_DATASETS),
-        "steps": ["00"],
-        "parameters": parameters,
-    }), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "description": "notebook 00 test",
+                "datasets": list(data.PAPER_DATASETS),
+                "steps": ["00"],
+                "parameters": parameters,
+            }
+        ),
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -44,8 +49,9 @@ def run(smoke_run) -> RunPaths:
 
 @pytest.fixture(scope="module")
 def expected() -> dict[str, data.Prepared]:
-    return {name: data.prepare(data.load(data.resolve_source(name)))
-            for name in data.PAPER_DATASETS}
+    return {
+        name: data.prepare(data.load(data.resolve_source(name))) for name in data.PAPER_DATASETS
+    }
 
 
 def _cell_text(notebook: nbformat.NotebookNode, cell_id: str) -> str:
@@ -82,8 +88,10 @@ def test_hand_over_files_metrics_and_provenance(run, expected, dataset):
     ds = run.dataset(dataset)
     manifest = json.loads(run.manifest.read_text(encoding="utf-8"))
     questions = pd.read_parquet(ds.questions)
-    assert questions["question_id"].tolist() == expected[dataset].data.questions[
-        "question_id"].tolist()
+    assert (
+        questions["question_id"].tolist()
+        == expected[dataset].data.questions["question_id"].tolist()
+    )
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     assert (stats["history_tokens"] > stats["text_tokens"]).all()
     metrics = json.loads((ds.metrics / "00_prepare_data.json").read_text())
@@ -118,8 +126,12 @@ def test_notebook_00_bad_input_fails_and_writes_nothing(tmp_path):
     broken = tmp_path / "locomo10.json"
     broken.write_text((SAMPLE_DIR / "locomo" / "locomo10.json").read_text()[:3000])
     with pytest.raises(NotebookFailed, match=r"DataError: .*locomo10\.json: not valid JSON"):
-        run_preset(_preset(tmp_path, data_path=str(broken), limit_questions=3),
-                   run_name=str(tmp_path / "run"), datasets=["locomo"], stream=False)
+        run_preset(
+            _preset(tmp_path, data_path=str(broken), limit_questions=3),
+            run_name=str(tmp_path / "run"),
+            datasets=["locomo"],
+            stream=False,
+        )
     ds = RunPaths(tmp_path / "run").dataset("locomo")
     assert not any(ds.data.iterdir()) and not any(ds.tables.iterdir())
     assert not (ds.metrics / "00_prepare_data.json").exists()

@@ -27,13 +27,24 @@ def test_notebook_01_finishes_when_no_segment_gives_a_fact(prepared_run, tmp_pat
         return '{"facts": []}' if stage_of(body) == "extract" else stages(body)
 
     with FakeOpenAIServer(api_key=KEY, responder=respond) as server:
-        execute_notebook(NOTEBOOKS_DIR / "01_extract_facts.ipynb", tmp_path / "01.ipynb",
-                         {"run_dir": str(run.root), "dataset": "locomo", "backend": "custom",
-                          "base_url": server.url, "client": {"api_key_env": KEY_ENV}}, False)
+        execute_notebook(
+            NOTEBOOKS_DIR / "01_extract_facts.ipynb",
+            tmp_path / "01.ipynb",
+            {
+                "run_dir": str(run.root),
+                "dataset": "locomo",
+                "backend": "custom",
+                "base_url": server.url,
+                "client": {"api_key_env": KEY_ENV},
+            },
+            False,
+        )
     segments = pd.read_parquet(run.dataset("locomo").memory / "segments.parquet")
     assert len(segments) and (segments["status"] == "ok").all()
-    printed = "".join("".join(o.get("text", "")) for c in json.loads(
-        (tmp_path / "01.ipynb").read_text(encoding="utf-8"))["cells"]
-        for o in c.get("outputs", []))
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in json.loads((tmp_path / "01.ipynb").read_text(encoding="utf-8"))["cells"]
+        for o in c.get("outputs", [])
+    )
     assert "EMBEDDINGS: 0 facts" in printed
     assert "gave a fact: the update phase has nothing to walk through" in printed

@@ -14,10 +14,18 @@ from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters
 
 NOTEBOOK = NOTEBOOKS_DIR / "03_answer_long_context.ipynb"
-SHARED = ("backend", "base_url", "max_cost_usd", "price_overrides", "client", "run_dir",
-          "dataset")
-STAGE = ("models", "generation", "mode", "overflow", "window_turns", "include_rolling_window",
-         "include_no_context", "include_oracle", "baseline_models")
+SHARED = ("backend", "base_url", "max_cost_usd", "price_overrides", "client", "run_dir", "dataset")
+STAGE = (
+    "models",
+    "generation",
+    "mode",
+    "overflow",
+    "window_turns",
+    "include_rolling_window",
+    "include_no_context",
+    "include_oracle",
+    "baseline_models",
+)
 
 
 def test_parameters_are_declared_and_readable():
@@ -26,8 +34,11 @@ def test_parameters_are_declared_and_readable():
     assert declared["models"]["default"] == '["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"]'
     assert declared["backend"]["default"] == '"offline"'
     assert declared["window_turns"]["default"] == "10"
-    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"]
-                if "parameters" in c["metadata"].get("tags", []))
+    cell = next(
+        c
+        for c in json.loads(NOTEBOOK.read_text())["cells"]
+        if "parameters" in c["metadata"].get("tags", [])
+    )
     for line in "".join(cell["source"]).splitlines():
         comment = line.split("  # ", 1)[1]
         assert "=" not in comment, line  # papermill would not see the parameter
@@ -51,10 +62,20 @@ def test_notebook_03_offline_after_notebook_00(smoke_run):
     run = smoke_run
     ds = run.dataset("locomo")
     questions = pd.read_parquet(ds.questions)
-    systems = ["long_context_gpt-5-mini", "long_context_gpt-oss-120b",
-               "rolling_window_gpt-5-mini", "no_context_gpt-5-mini", "oracle_gpt-5-mini"]
-    memories = {"memory", "memory_rag", "memory_graph", "memory_hierarchical",
-                "memory_observational"}  # notebook 02's, one per memory system of the preset
+    systems = [
+        "long_context_gpt-5-mini",
+        "long_context_gpt-oss-120b",
+        "rolling_window_gpt-5-mini",
+        "no_context_gpt-5-mini",
+        "oracle_gpt-5-mini",
+    ]
+    memories = {
+        "memory",
+        "memory_rag",
+        "memory_graph",
+        "memory_hierarchical",
+        "memory_observational",
+    }  # notebook 02's, one per memory system of the preset
     assert set(answer_systems(ds)) == {*systems, *memories}
     for system in systems:
         records = read_jsonl(ds.answers_file(system))
@@ -65,8 +86,11 @@ def test_notebook_03_offline_after_notebook_00(smoke_run):
             assert record["system"] == system and record["answer"]
 
     # the run's ledger holds every notebook's calls; the manifest counts notebook 03's
-    calls = [c for c in read_jsonl(run.calls)
-             if c["dataset"] == "locomo" and c["stage"] == "long_context"]
+    calls = [
+        c
+        for c in read_jsonl(run.calls)
+        if c["dataset"] == "locomo" and c["stage"] == "long_context"
+    ]
     assert len(calls) == len(systems) * len(questions)
     assert {c["system"] for c in calls} == set(systems)
     assert {c["model"] for c in calls} == {"gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"}
@@ -100,7 +124,9 @@ def test_notebook_03_offline_after_notebook_00(smoke_run):
     assert 0 < simulated["simulated_cached_tokens"] < lc["prompt_tokens"]
     assert "SIMULATED" in executed and "hit: " in executed
     table = pd.read_csv(ds.table.simulated_prompt_cache).set_index("system")
-    assert table.loc["long_context_gpt-5-mini", "simulated_cached_tokens"] == (
-        simulated["simulated_cached_tokens"])
+    assert (
+        table.loc["long_context_gpt-5-mini", "simulated_cached_tokens"]
+        == (simulated["simulated_cached_tokens"])
+    )
     assert table["source"].str.startswith("SIMULATED").all()
     assert data.DISPLAY_NAMES["locomo"] in executed

@@ -16,17 +16,40 @@ from memcost.run import discover_notebooks, load_preset, notebook_parameters, ru
 # a hang guard; notebook executions are slow on a busy 2-core machine
 pytestmark = pytest.mark.timeout(600)
 
-BASE = dict(model="gpt-5-mini-2025-08-07", backend="offline", prompt_version="t@v1",
-            prompt_tokens=10, cached_prompt_tokens=0, completion_tokens=3, reasoning_tokens=0,
-            latency_s=0.01, error=None)
-SHARED = {"backend": "offline", "base_url": "", "max_cost_usd": 50.0, "price_overrides": {},
-          "client": {}, "run_dir": "", "dataset": "locomo"}
+BASE = dict(
+    model="gpt-5-mini-2025-08-07",
+    backend="offline",
+    prompt_version="t@v1",
+    prompt_tokens=10,
+    cached_prompt_tokens=0,
+    completion_tokens=3,
+    reasoning_tokens=0,
+    latency_s=0.01,
+    error=None,
+)
+SHARED = {
+    "backend": "offline",
+    "base_url": "",
+    "max_cost_usd": 50.0,
+    "price_overrides": {},
+    "client": {},
+    "run_dir": "",
+    "dataset": "locomo",
+}
 
 
 def preset(tmp_path, step: str, **parameters) -> str:
     path = tmp_path / f"preset_{step}.yaml"
-    path.write_text(yaml.safe_dump({"description": "notebook 04 test", "datasets": ["locomo"],
-                                    "steps": [step], "parameters": parameters}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "description": "notebook 04 test",
+                "datasets": ["locomo"],
+                "steps": [step],
+                "parameters": parameters,
+            }
+        )
+    )
     return str(path)
 
 
@@ -53,10 +76,12 @@ def write_inputs(ds) -> tuple[pd.DataFrame, int]:
     questions = pd.read_parquet(ds.questions)
     scored = questions["category"] != "adversarial"
     expected_memory = 0
-    with AnswerWriter(ds, "memory") as memory, \
-            AnswerWriter(ds, "long_context_gpt-5-mini") as lc_mini, \
-            AnswerWriter(ds, "long_context_gpt-oss-120b") as lc_oss, \
-            AnswerWriter(ds, "rolling_window_gpt-5-mini") as window:
+    with (
+        AnswerWriter(ds, "memory") as memory,
+        AnswerWriter(ds, "long_context_gpt-5-mini") as lc_mini,
+        AnswerWriter(ds, "long_context_gpt-oss-120b") as lc_oss,
+        AnswerWriter(ds, "rolling_window_gpt-5-mini") as window,
+    ):
         for i, row in enumerate(questions.itertuples()):
             common = dict(BASE, question_id=row.question_id, conversation_id=row.conversation_id)
             if i == 1:
@@ -64,20 +89,53 @@ def write_inputs(ds) -> tuple[pd.DataFrame, int]:
             else:
                 record = dict(common, answer=row.answer if i % 2 == 0 else "I don't know")
                 expected_memory += int(i % 2 == 0 and scored.iloc[i])
-            memory.write(dict(record, retrieved_fact_ids=[f"{row.conversation_id}:f{i % 3}"],
-                              retrieved_scores=[0.5], retrieved_tokens=12,
-                              search_latency_s=0.01, evidence_recall=None))
-            lc_mini.write(dict(common, answer=f"From the conversation: {row.answer}.",
-                               context_tokens=9000, dropped_tokens=0))
-            lc_oss.write(dict(common, answer=row.answer if i % 3 else "Something else entirely",
-                              context_tokens=9000, dropped_tokens=0))
-            window.write(dict(common, answer="I don't know" if i % 4 else row.answer,
-                              context_tokens=400, dropped_tokens=8600))
-    facts = [{"fact_id": f"{c}:f{k}", "conversation_id": c, "text": text, "status": "active",
-              "session_datetime": "2023-04-01T10:00:00"}
-             for c in questions["conversation_id"].unique()
-             for k, text in enumerate(["She goes to yoga twice a week", "He has a beagle",
-                                       "Visited her sister"])]
+            memory.write(
+                dict(
+                    record,
+                    retrieved_fact_ids=[f"{row.conversation_id}:f{i % 3}"],
+                    retrieved_scores=[0.5],
+                    retrieved_tokens=12,
+                    search_latency_s=0.01,
+                    evidence_recall=None,
+                )
+            )
+            lc_mini.write(
+                dict(
+                    common,
+                    answer=f"From the conversation: {row.answer}.",
+                    context_tokens=9000,
+                    dropped_tokens=0,
+                )
+            )
+            lc_oss.write(
+                dict(
+                    common,
+                    answer=row.answer if i % 3 else "Something else entirely",
+                    context_tokens=9000,
+                    dropped_tokens=0,
+                )
+            )
+            window.write(
+                dict(
+                    common,
+                    answer="I don't know" if i % 4 else row.answer,
+                    context_tokens=400,
+                    dropped_tokens=8600,
+                )
+            )
+    facts = [
+        {
+            "fact_id": f"{c}:f{k}",
+            "conversation_id": c,
+            "text": text,
+            "status": "active",
+            "session_datetime": "2023-04-01T10:00:00",
+        }
+        for c in questions["conversation_id"].unique()
+        for k, text in enumerate(
+            ["She goes to yoga twice a week", "He has a beagle", "Visited her sister"]
+        )
+    ]
     pd.DataFrame(facts).to_parquet(ds.memory / "facts.parquet")
     return questions, expected_memory
 
@@ -87,19 +145,25 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     run_name = str(run.root)
     ds = run.dataset("locomo")
     questions, expected_memory = write_inputs(ds)
-    run_preset(preset(tmp_path, "04", judge_prompts=["judge", "judge_lenient", "judge_strict"]),
-               run_name=run_name, stream=False)
+    run_preset(
+        preset(tmp_path, "04", judge_prompts=["judge", "judge_lenient", "judge_strict"]),
+        run_name=run_name,
+        stream=False,
+    )
 
     table3 = pd.read_csv(ds.tables / "table3_accuracy.csv").set_index("system")
-    systems = ["memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b",
-               "rolling_window_gpt-5-mini"]
+    systems = [
+        "memory",
+        "long_context_gpt-5-mini",
+        "long_context_gpt-oss-120b",
+        "rolling_window_gpt-5-mini",
+    ]
     assert table3.index.tolist() == systems
     scored = int((questions["category"] != "adversarial").sum())
     assert (table3["n"] == scored).all()
     assert (table3["judge_model"] == "lexical").all() and (table3["backend"] == "offline").all()
     memory = table3.loc["memory"]
-    assert (memory["judged"], memory["unjudged"], memory["answer_errors"]) == (
-        scored - 1, 1, 1)
+    assert (memory["judged"], memory["unjudged"], memory["answer_errors"]) == (scored - 1, 1, 1)
     assert memory["correct"] == expected_memory
     assert memory["accuracy"] == pytest.approx(expected_memory / (scored - 1))
     assert memory["strict_accuracy"] == pytest.approx(expected_memory / scored)
@@ -118,8 +182,15 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     assert len(calls) == (len(systems) * scored - 1) * 3 * 3
     assert {c["stage"] for c in calls} == {"judge"}
 
-    for name in ("accuracy_by_category", "mcnemar", "answer_length", "judge_sensitivity",
-                 "failure_analysis", "failure_tags", "table3_vs_paper"):
+    for name in (
+        "accuracy_by_category",
+        "mcnemar",
+        "answer_length",
+        "judge_sensitivity",
+        "failure_analysis",
+        "failure_tags",
+        "table3_vs_paper",
+    ):
         assert (ds.tables / f"{name}.csv").is_file(), name
     paired = pd.read_csv(ds.tables / "mcnemar.csv")
     assert set(paired["system_b"]) == set(systems[1:])

@@ -27,10 +27,20 @@ def offline_ledger() -> list[dict]:
     def add(stage, model, prompt, completion=0, **tags):
         nonlocal t
         t += 1
-        records.append(record(
-            stage, model, prompt, completion, provider="offline", backend="offline",
-            timestamp=f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}+00:00", request_hash=f"h{t}",
-            latency_s=0.01, **{"question_id": None, "system": None, **tags}))
+        records.append(
+            record(
+                stage,
+                model,
+                prompt,
+                completion,
+                provider="offline",
+                backend="offline",
+                timestamp=f"2026-11-01T10:{t // 60:02d}:{t % 60:02d}+00:00",
+                request_hash=f"h{t}",
+                latency_s=0.01,
+                **{"question_id": None, "system": None, **tags},
+            )
+        )
 
     for dataset, users, questions, history in (
         ("locomo", 2, 3, 16_000),
@@ -217,11 +227,19 @@ def test_notebook_07_computes_the_break_even_today(executed):
     by_gap = pd.read_csv(run.table.break_even_by_gap)
     assert by_gap["gap_seconds"].min() == 60 and by_gap["gap_seconds"].max() == 604_800
     assert set(by_gap["policy"]) == {"in_memory", "extended", "none"}
-    for name in ("figure1_today", "break_even_by_gap", "break_even_by_context_today",
-                 "cost_explorer"):
+    for name in (
+        "figure1_today",
+        "break_even_by_gap",
+        "break_even_by_context_today",
+        "cost_explorer",
+    ):
         assert getattr(run.figure, name).with_suffix(".png").stat().st_size > 10_000
     assert metrics["break_even_headline"][0]["break_even_n"] == 10
     assert metrics["tier_crossing_question"] == 172
-    for name in ("price_schedules", "break_even_by_arrivals", "break_even_long_context_tier",
-                 "break_even_batch_write"):
+    for name in (
+        "price_schedules",
+        "break_even_by_arrivals",
+        "break_even_long_context_tier",
+        "break_even_batch_write",
+    ):
         assert getattr(run.table, name).is_file()

@@ -17,8 +17,7 @@ from memcost.run import discover_notebooks, load_preset, notebook_parameters
 # a hang guard; notebook executions are slow on a busy 2-core machine
 pytestmark = pytest.mark.timeout(600)
 
-SHARED = ("run_dir", "dataset", "backend", "base_url", "max_cost_usd", "price_overrides",
-          "client")
+SHARED = ("run_dir", "dataset", "backend", "base_url", "max_cost_usd", "price_overrides", "client")
 
 
 def test_parameters_cells_declare_the_shared_and_stage_parameters():
@@ -70,9 +69,17 @@ def test_notebook_01_walks_one_user_through_the_update_phase_before_the_build(me
     def first(marker: str) -> int:
         return next(i for i, text in enumerate(outputs) if marker in text)
 
-    walk = [first(m) for m in ("SEGMENT ", "FACTS of segment", "EMBEDDINGS:",
-                               "NEAREST stored facts for segment", "DECISION per new fact",
-                               "FACT TABLE of")]
+    walk = [
+        first(m)
+        for m in (
+            "SEGMENT ",
+            "FACTS of segment",
+            "EMBEDDINGS:",
+            "NEAREST stored facts for segment",
+            "DECISION per new fact",
+            "FACT TABLE of",
+        )
+    ]
     assert walk == sorted(walk) and walk[-1] < build
     segment_text = outputs[walk[0]]
     assert "[1] " in segment_text and "[2] " in segment_text
@@ -110,8 +117,10 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
     assert m01["llm_parse_failures"] == 0 and m01["estimated_usd"] > 0 and m01["paid_usd"] == 0
     for user in users:
         table = pd.read_parquet(ds.memory / "index" / f"{user}.parquet")
-        assert table["fact_id"].tolist() == active.loc[
-            active["conversation_id"] == user, "fact_id"].tolist()
+        assert (
+            table["fact_id"].tolist()
+            == active.loc[active["conversation_id"] == user, "fact_id"].tolist()
+        )
     assert (ds.figures / "memory_facts_vs_history.png").stat().st_size > 5_000
 
     m02 = read_json(ds.metrics / "02_answer_from_memory.json")["metrics"]
@@ -133,13 +142,12 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
     assert manifest["llm"]["locomo/01_extract_facts"]["calls"] == m01["llm_calls"]
     assert manifest["llm"]["locomo/02_answer_from_memory"]["calls"] == m02["llm_calls"]
     stages = {"extract", "update", "embed", "read"}  # notebooks 01 and 02 of this dataset
-    calls = [c for c in read_jsonl(run.calls)
-             if c["dataset"] == "locomo" and c["stage"] in stages]
+    calls = [c for c in read_jsonl(run.calls) if c["dataset"] == "locomo" and c["stage"] in stages]
     assert {c["stage"] for c in calls} == stages
     assert {c["model"] for c in calls if c["stage"] == "read"} == {"gpt-5-mini-2025-08-07"}
     assert {c["model"] for c in calls if c["stage"] == "extract"} == {"gpt-5-nano-2025-08-07"}
     queries = [c for c in calls if c["stage"] == "embed" and c["question_id"]]
     # the smoke preset builds all five memory systems on LoCoMo: each embeds every question
     assert Counter(c["system"] for c in queries) == dict.fromkeys(
-        ["memory", "memory_rag", "memory_graph", "memory_hierarchical",
-         "memory_observational"], 33)
+        ["memory", "memory_rag", "memory_graph", "memory_hierarchical", "memory_observational"], 33
+    )

@@ -31,8 +31,14 @@ def wheel():
 
 def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
     run = prepared_run(("locomo",))
-    run_preset("smoke", run_name=str(run.root), steps=["01", "02"], datasets=["locomo"],
-               overrides={"vector_store": "pgvector", "pgvector_layout": "shared"}, stream=False)
+    run_preset(
+        "smoke",
+        run_name=str(run.root),
+        steps=["01", "02"],
+        datasets=["locomo"],
+        overrides={"vector_store": "pgvector", "pgvector_layout": "shared"},
+        stream=False,
+    )
     ds = run.dataset("locomo")
 
     entry = read_json(run.manifest)["vector_store"]["locomo"]
@@ -89,10 +95,16 @@ def test_a_failed_user_build_leaves_no_rows(wheel, tmp_path):
 
 
 def test_a_resumed_run_reuses_the_servers_data_and_rebuilds_what_the_store_lacks(
-        wheel, prepared_run):
+    wheel, prepared_run
+):
     run = prepared_run(("locomo",))
-    again = {"run_name": str(run.root), "steps": ["01"], "datasets": ["locomo"], "stream": False,
-             "overrides": {"vector_store": "pgvector", "pgvector_layout": "per_user"}}
+    again = {
+        "run_name": str(run.root),
+        "steps": ["01"],
+        "datasets": ["locomo"],
+        "stream": False,
+        "overrides": {"vector_store": "pgvector", "pgvector_layout": "per_user"},
+    }
     metrics = run.dataset("locomo").metrics / "01_extract_facts.json"
     run_preset("smoke", **again)
     built = read_json(metrics)["metrics"]

@@ -65,17 +65,22 @@ def test_it_speeds_up_when_the_headers_show_headroom(run_paths, limited_server, 
 
 def test_it_holds_to_a_stated_limit_before_any_reply(run_paths, short_minute, tmp_path):
     with FakeOpenAIServer(latency_s=0.0) as server:  # sends no rate-limit headers at all
-        elapsed, state = _run(run_paths, server, tmp_path, 16,
-                              rate_limits={MODEL: {"rpm": 8}})
+        elapsed, state = _run(run_paths, server, tmp_path, 16, rate_limits={MODEL: {"rpm": 8}})
     assert state["rpm"] == 8
     assert elapsed > 0.8  # 7.6 in the first bucket, the rest at 7.6 a second
 
 
-def test_after_a_burst_of_429s_it_does_not_resend_them_all_at_once(run_paths, short_minute,
-                                                                    tmp_path):
-    limited = Action(status=429, headers={"x-ratelimit-limit-requests": "20",
-                                          "x-ratelimit-remaining-requests": "0",
-                                          "x-ratelimit-reset-requests": "1s"})
+def test_after_a_burst_of_429s_it_does_not_resend_them_all_at_once(
+    run_paths, short_minute, tmp_path
+):
+    limited = Action(
+        status=429,
+        headers={
+            "x-ratelimit-limit-requests": "20",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1s",
+        },
+    )
     with FakeOpenAIServer(latency_s=0.05) as server:
         server.script(*[limited] * 4)  # the whole first wave is refused
         elapsed, state = _run(run_paths, server, tmp_path, 8)
@@ -94,21 +99,28 @@ def test_after_a_burst_of_429s_it_does_not_resend_them_all_at_once(run_paths, sh
 
 
 def test_a_reply_s_headers_are_read():
-    reading = Reading.from_headers({"x-ratelimit-limit-requests": "500",
-                                    "x-ratelimit-remaining-requests": "499",
-                                    "x-ratelimit-limit-tokens": "500000",
-                                    "x-ratelimit-remaining-tokens": "498000"})
+    reading = Reading.from_headers(
+        {
+            "x-ratelimit-limit-requests": "500",
+            "x-ratelimit-remaining-requests": "499",
+            "x-ratelimit-limit-tokens": "500000",
+            "x-ratelimit-remaining-tokens": "498000",
+        }
+    )
     assert reading == Reading(500, 500_000, 499, 498_000)
     assert Reading.from_headers({"content-type": "application/json"}) is None
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ({"gpt-5-mini": {"rpm": 0}}, r"rate_limits\['gpt-5-mini'\].rpm = 0: must be a positive"),
-    ({"gpt-5-mini": {"rpm": "fast"}}, r"rpm = 'fast': must be a positive number"),
-    ({"gpt-9-imaginary": {"rpm": 5}}, r"rate_limits\['gpt-9-imaginary'\]: unknown model"),
-    ({"gpt-5-mini": {"rps": 5}}, r"expected \{rpm: N, tpm: N\}"),
-    ([500], r"expected a mapping of model to"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"gpt-5-mini": {"rpm": 0}}, r"rate_limits\['gpt-5-mini'\].rpm = 0: must be a positive"),
+        ({"gpt-5-mini": {"rpm": "fast"}}, r"rpm = 'fast': must be a positive number"),
+        ({"gpt-9-imaginary": {"rpm": 5}}, r"rate_limits\['gpt-9-imaginary'\]: unknown model"),
+        ({"gpt-5-mini": {"rps": 5}}, r"expected \{rpm: N, tpm: N\}"),
+        ([500], r"expected a mapping of model to"),
+    ],
+)
 def test_a_bad_rate_limit_is_refused_in_one_line(value, message):
     from memcost.models import is_known
 
@@ -122,8 +134,12 @@ def test_a_bad_rate_limit_in_a_preset_stops_the_run_before_anything_runs(tmp_pat
     from memcost.run.presets import PresetError
     from memcost.run.validate import validate_run
 
-    preset = resolve_preset("smoke", discover_notebooks(), datasets=["locomo"],
-                            overrides={"client": {"rate_limits": {"gpt-5-mini": {"tpm": -1}}}})
+    preset = resolve_preset(
+        "smoke",
+        discover_notebooks(),
+        datasets=["locomo"],
+        overrides={"client": {"rate_limits": {"gpt-5-mini": {"tpm": -1}}}},
+    )
     with pytest.raises(PresetError, match=r"^parameter client.rate_limits\['gpt-5-mini'\].tpm"):
         validate_run(preset, discover_notebooks(), tmp_path / "run")
     assert not (tmp_path / "run").exists()
@@ -131,5 +147,6 @@ def test_a_bad_rate_limit_in_a_preset_stops_the_run_before_anything_runs(tmp_pat
 
 def test_stated_limits_parse_and_an_unknown_model_is_never_silently_unpaced():
     assert parse_rate_limits({"gpt-5-mini": {"rpm": 500, "tpm": 500_000}}) == {
-        "gpt-5-mini": Limits(rpm=500.0, tpm=500_000.0)}
+        "gpt-5-mini": Limits(rpm=500.0, tpm=500_000.0)
+    }
     assert parse_rate_limits(None) == {}

@@ -75,12 +75,16 @@ def test_length_without_room_to_grow_fails_the_item_and_is_not_cached(run_paths,
     "action,kind,needle",
     [
         (Action(finish_reason="content_filter", text=""), "content_filter", "filter withheld"),
-        (Action(refusal="I can't help with that.", content_null=True), "refusal",
-         "declined to answer: I can't help"),
+        (
+            Action(refusal="I can't help with that.", content_null=True),
+            "refusal",
+            "declined to answer: I can't help",
+        ),
     ],
 )
-def test_filtered_and_refused_replies_are_failures(run_paths, server, tmp_path, action, kind,
-                                                   needle):
+def test_filtered_and_refused_replies_are_failures(
+    run_paths, server, tmp_path, action, kind, needle
+):
     client = api_client(run_paths, server.url, tmp_path)
     request = question(3, max_output_tokens=200)
     server.script(action)
@@ -155,9 +159,7 @@ def test_insufficient_quota_stops_at_once(run_paths, server, tmp_path):
     assert server.count() <= 2  # only what was in flight; none retried
 
 
-def test_openrouter_usage_cost_and_provider_are_recorded_and_preferred(
-    run_paths, server, tmp_path
-):
+def test_openrouter_usage_cost_and_provider_are_recorded_and_preferred(run_paths, server, tmp_path):
     routing = {"order": ["deepinfra"], "allow_fallbacks": False}
     client = api_client(run_paths, server.url, tmp_path, backend="openrouter",
                         provider_routing={"openai/gpt-oss-120b": routing})  # fmt: skip
@@ -223,8 +225,13 @@ def test_a_long_run_of_429s_says_rate_limited_not_unavailable(run_paths, server,
     from memcost.llm import FatalAPIError, RetryPolicy
 
     server.on(lambda path, body: True, Action(status=429, retry_after_ms=1), times=None)
-    client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=3,
-                        retry=RetryPolicy(max_attempts=2, base_delay_s=0.001, max_delay_s=0.002))
+    client = api_client(
+        run_paths,
+        server.url,
+        tmp_path,
+        max_consecutive_failures=3,
+        retry=RetryPolicy(max_attempts=2, base_delay_s=0.001, max_delay_s=0.002),
+    )
     with pytest.raises(FatalAPIError) as stop:
         client.chat_many([question(i) for i in range(6)])
     client.close()

@@ -32,7 +32,10 @@ def test_the_paper_models_and_their_successors():
     assert models.model_info("gpt-5").successor == "gpt-6.1-sol"
     terra = models.model_info("gpt-6.1-terra")
     assert (terra.context_window, terra.prompt_limit, terra.max_output_tokens) == (
-        1_050_000, 922_000, 128_000)
+        1_050_000,
+        922_000,
+        128_000,
+    )
     assert "xhigh" in terra.reasoning_efforts and not terra.temperature
     assert terra.shutdown_date is None
     assert models.model_info("text-embedding-3-small").shutdown_date is None
@@ -59,8 +62,10 @@ def test_bodies_follow_capabilities_not_names():
 
 
 def test_an_unknown_model_is_an_error_naming_what_to_add_and_a_declared_one_is_plain_chat():
-    with pytest.raises(KeyError, match="unknown model 'llama3.1:8b'.*REGISTRY in "
-                       "memcost/models.py.*model_capabilities=") as info:
+    with pytest.raises(
+        KeyError,
+        match="unknown model 'llama3.1:8b'.*REGISTRY in memcost/models.py.*model_capabilities=",
+    ) as info:
         chat_body(_request("llama3.1:8b"))
     assert "gpt-6.1-terra" in str(info.value)  # the known models are listed
     assert models.is_gpt5_family("gpt-5.1-mini") is False  # no guess from the name
@@ -90,7 +95,8 @@ def test_lifecycle_dates_and_stand_ins(monkeypatch):
     served = lifecycle.status("gpt-6.1-terra", date(2026, 12, 1), {"gpt-6.1-terra": "2026-11-30"})
     assert served.shut_down and served.source == "/v1/models"
     assert lifecycle.stand_ins({"04": {"judge_model": "gpt-6.1-terra"}}) == {
-        "gpt-5-mini-2025-08-07": "gpt-6.1-terra"}
+        "gpt-5-mini-2025-08-07": "gpt-6.1-terra"
+    }
     monkeypatch.setenv(lifecycle.TODAY_ENV, "12/12/2026")
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         lifecycle.today()
@@ -119,26 +125,50 @@ def test_current_presets_pass_and_the_provider_listing_is_a_second_opinion(monke
     with FakeOpenAIServer() as server:
         server.models = {"gpt-6.1-terra": "2026-12-01"}
         monkeypatch.setenv("MEMCOST_TEST_KEY", "sk-test")
-        preset = resolve_preset("current_locomo", notebooks, overrides={
-            "base_url": server.url,
-            "client": {"api_key_env": "MEMCOST_TEST_KEY", "model_backends": {}}})
-        with pytest.raises(PresetError, match=r"gpt-6.1-terra was shut down on 2026-12-01 "
-                           r"\(/v1/models\)"):
+        preset = resolve_preset(
+            "current_locomo",
+            notebooks,
+            overrides={
+                "base_url": server.url,
+                "client": {"api_key_env": "MEMCOST_TEST_KEY", "model_backends": {}},
+            },
+        )
+        with pytest.raises(
+            PresetError,
+            match=r"gpt-6.1-terra was shut down on 2026-12-01 "
+            r"\(/v1/models\)",
+        ):
             check_lifecycle(preset, notebooks)
-    offline = resolve_preset("paper_locomo", notebooks,
-                             overrides={"backend": "offline", "client": {"model_backends": {}}})
+    offline = resolve_preset(
+        "paper_locomo",
+        notebooks,
+        overrides={"backend": "offline", "client": {"model_backends": {}}},
+    )
     check_lifecycle(offline, notebooks)  # an offline run calls no model: nothing to refuse
 
 
 def test_a_server_of_your_own_is_not_bound_by_a_providers_shutdown(monkeypatch):
     notebooks = discover_notebooks()
     monkeypatch.setenv(lifecycle.TODAY_ENV, "2027-01-01")
-    own = resolve_preset("paper_locomo", notebooks, overrides={
-        "backend": "custom", "base_url": "http://127.0.0.1:9/v1",
-        "client": {"model_backends": {}}})
+    own = resolve_preset(
+        "paper_locomo",
+        notebooks,
+        overrides={
+            "backend": "custom",
+            "base_url": "http://127.0.0.1:9/v1",
+            "client": {"model_backends": {}},
+        },
+    )
     check_lifecycle(own, notebooks)  # vLLM serving the old snapshot names: nothing to refuse
-    unknown = resolve_preset("paper_locomo", notebooks, overrides={
-        "backend": "custom", "base_url": "http://127.0.0.1:9/v1",
-        "client": {"model_backends": {}}, "reader_model": "llama3.1:8b"})
+    unknown = resolve_preset(
+        "paper_locomo",
+        notebooks,
+        overrides={
+            "backend": "custom",
+            "base_url": "http://127.0.0.1:9/v1",
+            "client": {"model_backends": {}},
+            "reader_model": "llama3.1:8b",
+        },
+    )
     with pytest.raises(PresetError, match="unknown model 'llama3.1:8b'.*model_capabilities"):
         check_lifecycle(unknown, notebooks)

@@ -55,8 +55,9 @@ def test_there_are_paper_presets():
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("preset", [*PAPER_PRESETS, PARAMS_DIR / "smoke.yaml"],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "preset", [*PAPER_PRESETS, PARAMS_DIR / "smoke.yaml"], ids=lambda p: p.stem
+)
 def test_presets_that_set_a_paper_setting_set_the_papers(preset):
     wrong = []
     for where, values in _preset_values(preset):

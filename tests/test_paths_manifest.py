@@ -34,8 +34,12 @@ def test_layout(run_paths: RunPaths):
 
 
 def test_manifest_records_git_packages_and_steps(run_paths: RunPaths):
-    step = manifest.start_step(run_paths, "00_prepare_data", dataset="locomo",
-                               parameters={"dataset": "locomo", "limit_questions": 0})
+    step = manifest.start_step(
+        run_paths,
+        "00_prepare_data",
+        dataset="locomo",
+        parameters={"dataset": "locomo", "limit_questions": 0},
+    )
     metrics_path = step.finish({"n_questions": 12})
     data = json.loads(run_paths.manifest.read_text())
     assert data["git"]["commit"] is None or len(data["git"]["commit"]) == 40

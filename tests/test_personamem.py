@@ -51,8 +51,9 @@ def test_a_question_sees_only_the_messages_before_its_end_index(loaded):
         row = by_id[q.question_id]
         end = int(row["end_index_in_shared_context"])
         messages = contexts[row["shared_context_id"]]
-        turns = loaded.conversations.loc[loaded.conversations["conversation_id"]
-                                         == q.conversation_id].sort_values("position")
+        turns = loaded.conversations.loc[
+            loaded.conversations["conversation_id"] == q.conversation_id
+        ].sort_values("position")
         assert list(turns["text"]) == [m["content"] for m in messages[1:end]]
         assert list(turns["role"]) == [m["role"] for m in messages[1:end]]
         later = {m["content"] for m in messages[end:]}
@@ -87,8 +88,9 @@ def _copy(tmp_path, edit=None, contexts=None):
         header = list(rows[0])
         edit(rows, header)
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\r\n",
-                                extrasaction="ignore")
+        writer = csv.DictWriter(
+            buffer, fieldnames=header, lineterminator="\r\n", extrasaction="ignore"
+        )
         writer.writeheader()
         writer.writerows(rows)
         (folder / data.PERSONAMEM_QUESTIONS).write_bytes(buffer.getvalue().encode("utf-8"))
@@ -100,27 +102,45 @@ def _copy(tmp_path, edit=None, contexts=None):
 def _set(row: int, field: str, value: str):
     def edit(rows, header):
         rows[row][field] = value
+
     return edit
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda rows, header: header.remove("all_options"),
-     r"questions_32k.csv: header \(line 1\): .*missing field\(s\) all_options$"),
-    (_set(2, "shared_context_id", "no-such-context"),
-     r"questions_32k.csv: row 2 \(line 4, question_id '\w+'\): field shared_context_id: "
-     r"'no-such-context' is not in shared_contexts_32k.jsonl"),
-    (_set(1, "end_index_in_shared_context", "999"),
-     r"row 1 \(line 3, .*\): field end_index_in_shared_context: 999 is past the end of its "
-     r"shared context \(\d+ messages\)"),
-    (_set(0, "all_options", json.dumps(["(a) yes", "(b) no", "(c) maybe"])),
-     r"row 0 \(line 2, .*\): field all_options: expected a JSON list of four strings"),
-    (_set(0, "all_options", json.dumps(["a) yes", "(b) no", "(c) maybe", "(d) never"])),
-     r"row 0 \(line 2, .*\): field all_options: expected a JSON list of four strings"),
-    (_set(3, "correct_answer", "c"),
-     r"row 3 \(line 5, .*\): field correct_answer: expected an option letter such as \(c\)"),
-    (_set(4, "question_type", "guess_the_weather"),
-     r"row 4 \(line 6, .*\): field question_type: 'guess_the_weather' is not one of"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda rows, header: header.remove("all_options"),
+            r"questions_32k.csv: header \(line 1\): .*missing field\(s\) all_options$",
+        ),
+        (
+            _set(2, "shared_context_id", "no-such-context"),
+            r"questions_32k.csv: row 2 \(line 4, question_id '\w+'\): field shared_context_id: "
+            r"'no-such-context' is not in shared_contexts_32k.jsonl",
+        ),
+        (
+            _set(1, "end_index_in_shared_context", "999"),
+            r"row 1 \(line 3, .*\): field end_index_in_shared_context: 999 is past the end of its "
+            r"shared context \(\d+ messages\)",
+        ),
+        (
+            _set(0, "all_options", json.dumps(["(a) yes", "(b) no", "(c) maybe"])),
+            r"row 0 \(line 2, .*\): field all_options: expected a JSON list of four strings",
+        ),
+        (
+            _set(0, "all_options", json.dumps(["a) yes", "(b) no", "(c) maybe", "(d) never"])),
+            r"row 0 \(line 2, .*\): field all_options: expected a JSON list of four strings",
+        ),
+        (
+            _set(3, "correct_answer", "c"),
+            r"row 3 \(line 5, .*\): field correct_answer: expected an option letter such as \(c\)",
+        ),
+        (
+            _set(4, "question_type", "guess_the_weather"),
+            r"row 4 \(line 6, .*\): field question_type: 'guess_the_weather' is not one of",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_file_the_row_and_the_field(tmp_path, edit, message):
     folder = _copy(tmp_path, edit)
     with pytest.raises(data.DataError, match=message) as info:
@@ -158,10 +178,14 @@ def test_notebook_00_writes_tables_1_and_2_from_files_in_this_schema(tmp_path):
     folder = _copy(tmp_path)
     run_dir = tmp_path / "run"
     papermill.execute_notebook(
-        str(NOTEBOOKS_DIR / "00_prepare_data.ipynb"), str(tmp_path / "00.ipynb"),
+        str(NOTEBOOKS_DIR / "00_prepare_data.ipynb"),
+        str(tmp_path / "00.ipynb"),
         parameters={"run_dir": str(run_dir), "dataset": "personamem", "data_path": str(folder)},
-        progress_bar=False, cwd=str(NOTEBOOKS_DIR), kernel_name="python3",
-        kernel_manager_class=kernel_manager_class())
+        progress_bar=False,
+        cwd=str(NOTEBOOKS_DIR),
+        kernel_name="python3",
+        kernel_manager_class=kernel_manager_class(),
+    )
     ds = RunPaths(run_dir).dataset("personamem")
     table1 = pd.read_csv(ds.table.table1)
     table2 = pd.read_csv(ds.table.table2)

@@ -32,7 +32,8 @@ def test_prefix_cache_retention_routing_and_overflow():
 
 def test_new_dispatch_caches_more_and_keeps_each_prefix_under_15_a_minute():
     spec = importlib.util.spec_from_file_location(
-        "bench_dispatch", REPO_ROOT / "benchmarks" / "bench_dispatch.py")
+        "bench_dispatch", REPO_ROOT / "benchmarks" / "bench_dispatch.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)  # type: ignore[union-attr]
     rows = bench.main(["--conversations", "3", "--questions", "24", "--prefix-tokens", "1600",

@@ -82,7 +82,11 @@ def test_dated_schedules_pick_the_row_in_force():
     assert (terra.batch_multiplier, terra.flex_multiplier) == (0.5, 0.5)
     luna = price_for("gpt-6-luna", on=prices.CURRENT_PRICE_DATE)
     assert (luna.input, luna.cached_input, luna.cache_write_30m, luna.output) == (
-        0.10, 0.01, 0.125, 0.50)
+        0.10,
+        0.01,
+        0.125,
+        0.50,
+    )
     with pytest.raises(UnknownPriceError, match="first row is from 2026-10-26"):
         price_for("gpt-6.1-terra", on="2026-01-01")
     embedding = prices.PRICE_SCHEDULES["text-embedding-3-small"]
@@ -107,10 +111,12 @@ def test_every_row_names_a_source_url_and_a_date():
 def test_write_premium_batch_and_flex():
     terra = price_for("gpt-6.1-terra")
     assert terra.cost(prompt_tokens=1_000, cache_write_tokens=1_000, retention="12h") == (
-        pytest.approx(1_000 * 2.50 / 1e6))
+        pytest.approx(1_000 * 2.50 / 1e6)
+    )
     # no cache-write price on Batch or Flex: written tokens are plain input, then half price
-    assert terra.cost(prompt_tokens=1_000, cache_write_tokens=1_000, retention="30m",
-                      flex=True) == pytest.approx(1_000 * 1.00 / 1e6 * 0.5)
+    assert terra.cost(
+        prompt_tokens=1_000, cache_write_tokens=1_000, retention="30m", flex=True
+    ) == pytest.approx(1_000 * 1.00 / 1e6 * 0.5)
     with pytest.raises(ValueError, match="exceeds the uncached"):
         terra.cost(prompt_tokens=10, cached_prompt_tokens=5, cache_write_tokens=6)
     with pytest.raises(ValueError, match="unknown cache retention"):

@@ -17,10 +17,19 @@ from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import resolve_preset
 
 BATCHED = {"extract": "batch", "judge": "batch"}
-ROW = re.compile(r"^\| `((?:paper|current)_\w+)` \|.*\| ~(\d+) h( \+ batches)? \| "
-                 r"~\$(\d+) \(budget \$(\d+)\) \| ~\$(\d+) \|$", re.M)
-PAID = ("paper_locomo", "paper_longmemeval", "paper_personamem", "current_locomo",
-        "current_longmemeval", "current_personamem")
+ROW = re.compile(
+    r"^\| `((?:paper|current)_\w+)` \|.*\| ~(\d+) h( \+ batches)? \| "
+    r"~\$(\d+) \(budget \$(\d+)\) \| ~\$(\d+) \|$",
+    re.M,
+)
+PAID = (
+    "paper_locomo",
+    "paper_longmemeval",
+    "paper_personamem",
+    "current_locomo",
+    "current_longmemeval",
+    "current_personamem",
+)
 
 
 def _estimate(name: str, execution: dict[str, str] | None = None):
@@ -30,21 +39,28 @@ def _estimate(name: str, execution: dict[str, str] | None = None):
 
 
 def test_the_readme_time_and_cost_columns_are_the_estimate():
-    rows = {m[1]: (int(m[2]), bool(m[3]), int(m[4]), int(m[5]), int(m[6])) for m in ROW.finditer(
-        (REPO_ROOT / "README.md").read_text(encoding="utf-8"))}
+    rows = {
+        m[1]: (int(m[2]), bool(m[3]), int(m[4]), int(m[5]), int(m[6]))
+        for m in ROW.finditer((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    }
     assert set(rows) == set(PAID)
     for name, written in rows.items():
         shipped = _estimate(name)
         preset = resolve_preset(name, discover_notebooks())
         batched = chosen_total(_estimate(name, BATCHED))
         assert batched is not None
-        computed = (max(1, round(call_hours(shipped))),
-                    bool((shipped["execution"] == "batch").any()), round(bill(shipped)),
-                    round(preset.parameters["max_cost_usd"]), round(batched))
+        computed = (
+            max(1, round(call_hours(shipped))),
+            bool((shipped["execution"] == "batch").any()),
+            round(bill(shipped)),
+            round(preset.parameters["max_cost_usd"]),
+            round(batched),
+        )
         assert written == computed, (
             f"README's {name} row says {written}; the estimate gives {computed} (hours, batched, "
             f"cost, budget, batched cost: python -m memcost estimate --params {name} "
-            "[-p 'client={execution: {extract: batch, judge: batch}}']): update the row")
+            "[-p 'client={execution: {extract: batch, judge: batch}}']): update the row"
+        )
 
 
 @pytest.mark.parametrize("name", PAID)
@@ -60,15 +76,16 @@ def test_every_paid_preset_fits_its_own_budget_and_names_each_stage_s_model(name
 
 
 def test_over_budget_says_the_estimate_the_budget_and_the_cheapest_change_that_fits(capsys):
-    assert main(["estimate", "--params", "current_locomo", "-p",
-                 "client={execution: {}}"]) == 0
+    assert main(["estimate", "--params", "current_locomo", "-p", "client={execution: {}}"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     interactive = bill(_estimate("current_locomo", {}))
     judge_batched = bill(_estimate("current_locomo", {"judge": "batch"}))
     assert line.startswith("this run would stop before its first paid call: ")
     assert f"the estimated bill ${interactive:,.2f} exceeds max_cost_usd $60.00" in line
-    assert line.endswith("Cheapest change that fits: batch the judge: -p 'client={execution: "
-                         f"{{judge: batch}}}}' (${judge_batched:,.2f})")
+    assert line.endswith(
+        "Cheapest change that fits: batch the judge: -p 'client={execution: "
+        f"{{judge: batch}}}}' (${judge_batched:,.2f})"
+    )
     assert main(["estimate", "--params", "current_locomo", "-p", "max_cost_usd=5"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert "Cheapest change that fits: -p max_cost_usd=" in line  # nothing else fits $5
@@ -83,8 +100,9 @@ def test_batched_stages_cost_exactly_half_and_the_rest_is_unchanged():
         assert row.usd_execution == pytest.approx(row.usd * factor)
     judge = batched.loc[batched["ledger_stage"] == "judge"]
     assert len(judge) == 1 and judge["usd"].iloc[0] > 10  # the judge: most of the bill
-    extract, update = (batched.loc[batched["ledger_stage"] == s].iloc[0] for s in
-                       ("extract", "update"))
+    extract, update = (
+        batched.loc[batched["ledger_stage"] == s].iloc[0] for s in ("extract", "update")
+    )
     assert extract.usd_execution == pytest.approx(update.usd_execution / 2)  # update: interactive
     saved = float(batched["usd"].sum()) - chosen_total(batched)
     assert saved == pytest.approx((judge["usd"].iloc[0] + extract.usd) / 2)
@@ -96,8 +114,10 @@ def test_a_stage_without_a_batch_price_is_named_not_guessed():
     assert chosen_total(estimate) is None
     text = summary_text(estimate, max_cost_usd=None)
     assert "total, with execution {long_context: batch}: not known" in text
-    assert ("locomo long_context: openai/gpt-oss-120b has no batch price in memcost.prices; "
-            "the estimate does not guess one") in text
+    assert (
+        "locomo long_context: openai/gpt-oss-120b has no batch price in memcost.prices; "
+        "the estimate does not guess one"
+    ) in text
     assert "n/a" in text
 
 
@@ -108,16 +128,28 @@ def test_flex_is_priced_like_batch_for_the_gpt5_judge():
 
 
 def test_the_estimate_command_prints_both_bills(capsys):
-    assert main(["estimate", "--params", "paper_locomo", "-p",
-                 "client={execution: {extract: batch, judge: batch}}"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                "--params",
+                "paper_locomo",
+                "-p",
+                "client={execution: {extract: batch, judge: batch}}",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     interactive = float(_estimate("paper_locomo")["usd"].sum())
     batched = chosen_total(_estimate("paper_locomo", BATCHED))
     assert f"total, all interactive: ${interactive:,.2f}" in out
     assert f"total, with execution {{extract: batch, judge: batch}}: ${batched:,.2f}" in out
     assert "locomo: paper-scale counts (paper Tables 1-2: 10 conversations" in out
-    assert main(["estimate", "--params", "paper_locomo", "-p",
-                 "client={execution: {judging: batch}}"]) == 2
+    assert (
+        main(["estimate", "--params", "paper_locomo", "-p", "client={execution: {judging: batch}}"])
+        == 2
+    )
     assert "execution['judging']: unknown stage" in capsys.readouterr().err
 
 
@@ -131,8 +163,9 @@ def test_the_serving_preset_fits_its_budget(tmp_path):
 
     preset = resolve_preset("serving_paper", discover_notebooks())
     run_dir = tmp_path / "run"
-    run_preset("serving_paper", run_name=str(run_dir), stream=False,
-               overrides={"backend": "offline"})
+    run_preset(
+        "serving_paper", run_name=str(run_dir), stream=False, overrides={"backend": "offline"}
+    )
     metrics = json.loads((run_dir / "metrics" / "06_serving_cost_study.json").read_text())
     estimate = metrics["metrics"]["estimate_usd"]
     assert 0 < estimate <= preset.parameters["max_cost_usd"]

@@ -21,8 +21,11 @@ def test_there_is_something_to_check():
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_committed_without_outputs(notebook):
     nb = json.loads(notebook.read_text())
-    dirty = [i for i, c in enumerate(nb["cells"])
-             if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    dirty = [
+        i
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))
+    ]
     assert not dirty, f"{notebook.name}: cells {dirty} carry outputs; clear them before committing"
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
@@ -36,7 +39,8 @@ def test_one_parameters_cell_with_typed_commented_literals(notebook):
     assert "run_dir" in declared
     for name, info in declared.items():
         assert info["inferred_type_name"] != "None", (
-            f"{notebook.name}: {name} has no type annotation")
+            f"{notebook.name}: {name} has no type annotation"
+        )
         assert info["help"], f"{notebook.name}: {name} has no trailing comment"
 
 
@@ -89,6 +93,11 @@ def test_paper_presets_use_the_papers_settings():
     assert not {"sample_conversations", "sample_questions"} & set(persona.parameters)
 
 
+# What ``make lint`` checks. Not the notebooks: their parameters cells keep one parameter per
+# line with its help as a trailing comment, which is what papermill --help-notebook reads.
+LINTED = ("src", "tests", "benchmarks")
+
+
 def test_the_code_passes_the_linter_line_length_included():
     """``make lint`` in the suite, so that CI holds the 100-character lines and the import order
     (pyproject.toml, [tool.ruff])."""
@@ -97,8 +106,31 @@ def test_the_code_passes_the_linter_line_length_included():
 
     from memcost.paths import REPO_ROOT
 
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "src", "tests", "benchmarks"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", *LINTED],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_code_and_notebooks_are_formatted_as_ruff_formats_them():
+    """``ruff format --check`` (part of ``make lint``) in the suite: one layout everywhere, so
+    that a diff shows what changed and not how someone's editor wraps lines."""
+    import subprocess
+    import sys
+
+    from memcost.paths import REPO_ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", *LINTED],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
 
 

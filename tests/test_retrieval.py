@@ -19,32 +19,57 @@ from memcost.vectorstore.faiss_store import FaissStore
 
 def make_questions(rows: list[tuple]) -> pd.DataFrame:
     """``rows`` = [(question_id, conversation_id, question, gold, evidence, question_date)]."""
-    return pd.DataFrame([
-        {"question_id": q, "conversation_id": c, "question": text, "answer": gold,
-         "category": "single_hop", "evidence": evidence, "is_abstention": False,
-         "question_date": when}
-        for q, c, text, gold, evidence, when in rows
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "question_id": q,
+                "conversation_id": c,
+                "question": text,
+                "answer": gold,
+                "category": "single_hop",
+                "evidence": evidence,
+                "is_abstention": False,
+                "question_date": when,
+            }
+            for q, c, text, gold, evidence, when in rows
+        ]
+    )
 
 
 def answer(run, turns, questions, *, users=None, client=None, **options):
     ds, _, _ = build(run, turns, users=users, client=client)
     client = client or make_client(run, progress=False)
-    report = retrieval.answer_from_memory(client, ds, questions, turns, dataset="locomo",
-                                          **options)
+    report = retrieval.answer_from_memory(client, ds, questions, turns, dataset="locomo", **options)
     return ds, report, answers.load_answers(ds, "memory").set_index("question_id")
 
 
 def test_evidence_units_and_coverage_on_a_hand_made_case():
-    turns = make_turns("u", [
-        ("2023-01-01T10:00:00", [("Ana", "user", "a", {"dia_id": "D1:1"}),
-                                 ("Ana", "user", "b", {"dia_id": "D1:2"})]),
-        ("2023-01-02T10:00:00", [("user", "user", "c", {"session_id": "ans_1"}),
-                                 ("user", "user", "d", {"session_id": "ans_1",
-                                                        "has_answer": True})]),
-        ("2023-01-03T10:00:00", [("user", "user", "e", {"session_id": "ans_2"}),
-                                 ("user", "user", "f", {"session_id": "ans_2"})]),
-    ])
+    turns = make_turns(
+        "u",
+        [
+            (
+                "2023-01-01T10:00:00",
+                [
+                    ("Ana", "user", "a", {"dia_id": "D1:1"}),
+                    ("Ana", "user", "b", {"dia_id": "D1:2"}),
+                ],
+            ),
+            (
+                "2023-01-02T10:00:00",
+                [
+                    ("user", "user", "c", {"session_id": "ans_1"}),
+                    ("user", "user", "d", {"session_id": "ans_1", "has_answer": True}),
+                ],
+            ),
+            (
+                "2023-01-03T10:00:00",
+                [
+                    ("user", "user", "e", {"session_id": "ans_2"}),
+                    ("user", "user", "f", {"session_id": "ans_2"}),
+                ],
+            ),
+        ],
+    )
     units = retrieval.evidence_units(["D1:2", "D7:7", "ans_1", "ans_2"], turns)
     assert units == [frozenset({1}), frozenset({3}), frozenset({4, 5})]  # D7:7 points nowhere
     facts = pd.DataFrame({"source_positions": [[0], [2], [5]]})
@@ -57,10 +82,19 @@ def test_evidence_units_and_coverage_on_a_hand_made_case():
 
 def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):
     turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")])
-    questions = make_questions([
-        (f"{u}-q", u, "How many times a week does Ana go to yoga now?", "Three times a week",
-         ["D2:1"], None) for u in ("pair-1", "pair-2")
-    ])
+    questions = make_questions(
+        [
+            (
+                f"{u}-q",
+                u,
+                "How many times a week does Ana go to yoga now?",
+                "Three times a week",
+                ["D2:1"],
+                None,
+            )
+            for u in ("pair-1", "pair-2")
+        ]
+    )
     ds, report, got = answer(run_paths, turns, questions)
     assert report.answered == 2
     texts = {}
@@ -79,17 +113,33 @@ def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):
 
 def test_offline_answers_and_evidence_recall(run_paths):
     turns = yoga_conversation()
-    questions = make_questions([
-        ("q-now", "pair-1", "How many times a week does Ana go to yoga now?",
-         "Three times a week", ["D2:1"], None),
-        ("q-start", "pair-1", "When did Ana start going to yoga twice a week?",
-         "Before 1 March 2023", ["D1:2"], None),
-        ("q-none", "pair-1", "What colour is the submarine?", "Not mentioned", [], None),
-    ])
+    questions = make_questions(
+        [
+            (
+                "q-now",
+                "pair-1",
+                "How many times a week does Ana go to yoga now?",
+                "Three times a week",
+                ["D2:1"],
+                None,
+            ),
+            (
+                "q-start",
+                "pair-1",
+                "When did Ana start going to yoga twice a week?",
+                "Before 1 March 2023",
+                ["D1:2"],
+                None,
+            ),
+            ("q-none", "pair-1", "What colour is the submarine?", "Not mentioned", [], None),
+        ]
+    )
     _, _, got = answer(run_paths, turns, questions, top_k=2)
     now, start, none = (got.loc[q] for q in ("q-now", "q-start", "q-none"))
-    assert now["answer"] == ("On 11 April 2023, Ana said: Quick news: I now go to yoga three "
-                             "times a week, I added a Saturday class.")
+    assert now["answer"] == (
+        "On 11 April 2023, Ana said: Quick news: I now go to yoga three "
+        "times a week, I added a Saturday class."
+    )
     assert now["evidence_recall"] == 1.0 and now["evidence_in_memory"] == 1.0
     # The first yoga fact was superseded by the update: the memory no longer holds it.
     assert start["evidence_in_memory"] == 0.0 and start["evidence_recall"] == 0.0
@@ -111,17 +161,27 @@ def test_an_empty_memory_answers_that_it_has_no_information(run_paths):
 def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     turns = yoga_conversation()
-    questions = make_questions([
-        ("q1", "pair-1", "How often does Ana do yoga?", "Three times a week", ["D2:1"],
-         "2023-05-20T09:15:00"),
-        ("q2", "pair-1", "Does Ben have a dog?", "Yes, a beagle", ["D1:3"], None),
-    ])
+    questions = make_questions(
+        [
+            (
+                "q1",
+                "pair-1",
+                "How often does Ana do yoga?",
+                "Three times a week",
+                ["D2:1"],
+                "2023-05-20T09:15:00",
+            ),
+            ("q2", "pair-1", "Does Ben have a dog?", "Yes, a beagle", ["D1:3"], None),
+        ]
+    )
     with FakeOpenAIServer(api_key=TEST_KEY, responder=api_responder) as server:
         client = api_client(run_paths, server.url, tmp_path)
         ds, report, got = answer(run_paths, turns, questions, client=client)
-        reads = [r.body for r in server.requests
-                 if r.path == CHAT_PATH and "You answer a question" in r.body["messages"][0]
-                 ["content"]]
+        reads = [
+            r.body
+            for r in server.requests
+            if r.path == CHAT_PATH and "You answer a question" in r.body["messages"][0]["content"]
+        ]
         assert report.answered == 2 and got.loc["q1", "answer"] == "Three times a week."
         assert len(reads) == 2
         for body in reads:
@@ -137,8 +197,14 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
         assert again.answered == 0 and again.resumed == 2
 
     record = read_jsonl(ds.answers_file("memory"))[0]
-    for name in (*REQUIRED_FIELDS, "retrieved_fact_ids", "retrieved_scores", "retrieved_tokens",
-                 "search_latency_s", "evidence_recall"):
+    for name in (
+        *REQUIRED_FIELDS,
+        "retrieved_fact_ids",
+        "retrieved_scores",
+        "retrieved_tokens",
+        "search_latency_s",
+        "evidence_recall",
+    ):
         assert name in record
     assert record["system"] == "memory" and record["backend"] == "openai"
     assert record["prompt_version"] == "memory_read@v1" and record["reasoning_tokens"] == 64
@@ -157,13 +223,22 @@ def test_multiple_choice_reader_lists_options_in_the_judges_order():
     from memcost import choices
 
     options = ["Oat milk", "Whole milk with honey and a pinch of cinnamon", "Soy milk", "Goat milk"]
-    question = {"question_id": "pm-7", "conversation_id": "u1", "question": "Which milk to buy?",
-                "options": options}
-    facts = pd.DataFrame({"text": ["Ana switched to oat milk in May.", "Ana walks her dog."],
-                          "session_datetime": [None, None]})
+    question = {
+        "question_id": "pm-7",
+        "conversation_id": "u1",
+        "question": "Which milk to buy?",
+        "options": options,
+    }
+    facts = pd.DataFrame(
+        {
+            "text": ["Ana switched to oat milk in May.", "Ana walks her dog."],
+            "session_datetime": [None, None],
+        }
+    )
     found = retrieval.Retrieved(("u1:f0", "u1:f1"), (0.9, 0.1), facts, 0.0, None)
-    request = retrieval.reader_request(question, found, dataset="personamem_v2",
-                                       mode="multiple_choice")
+    request = retrieval.reader_request(
+        question, found, dataset="personamem_v2", mode="multiple_choice"
+    )
     mc = choices.multiple_choice("pm-7", options)
     assert mc.render() in request.messages[-1][1]
     assert choices.MC_ANSWER_INSTRUCTION in request.messages[-1][1]

@@ -16,8 +16,11 @@ from memcost.run.side_by_side import SWITCH, Chains
 
 def _notebook(path: Path, params: str, body: str) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells = [
         nbformat.v4.new_markdown_cell("# test notebook"),
         nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
@@ -31,16 +34,20 @@ def _notebook(path: Path, params: str, body: str) -> Path:
 def notebooks(tmp_path) -> Path:
     folder = tmp_path / "notebooks"
     folder.mkdir()
-    _notebook(folder / "00_prepare.ipynb",
-              'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
-              "from pathlib import Path\nassert scale < 5, f'scale {scale} too big'\n"
-              "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
-              "Path(run_dir, dataset, 'out.txt').write_text(str(scale * 2))")
-    _notebook(folder / "05_summarise.ipynb",
-              'run_dir: str = ""  # where\nlabel: str = "x"  # a label',
-              "from pathlib import Path\n"
-              "found = sorted(p.parent.name for p in Path(run_dir).glob('*/out.txt'))\n"
-              "Path(run_dir, 'summary.txt').write_text(label + ':' + ','.join(found))")
+    _notebook(
+        folder / "00_prepare.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
+        "from pathlib import Path\nassert scale < 5, f'scale {scale} too big'\n"
+        "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
+        "Path(run_dir, dataset, 'out.txt').write_text(str(scale * 2))",
+    )
+    _notebook(
+        folder / "05_summarise.ipynb",
+        'run_dir: str = ""  # where\nlabel: str = "x"  # a label',
+        "from pathlib import Path\n"
+        "found = sorted(p.parent.name for p in Path(run_dir).glob('*/out.txt'))\n"
+        "Path(run_dir, 'summary.txt').write_text(label + ':' + ','.join(found))",
+    )
     return folder
 
 
@@ -51,8 +58,14 @@ def _preset(tmp_path: Path, body: dict) -> Path:
 
 
 def test_runs_per_dataset_then_run_wide(tmp_path, notebooks):
-    preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 2, "label": "L"},
-                                "per_dataset": {"b": {"scale": 3}}})
+    preset = _preset(
+        tmp_path,
+        {
+            "datasets": ["a", "b"],
+            "parameters": {"scale": 2, "label": "L"},
+            "per_dataset": {"b": {"scale": 3}},
+        },
+    )
     run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
     assert (run.root / "a" / "out.txt").read_text() == "4"
     assert (run.root / "b" / "out.txt").read_text() == "6"
@@ -67,8 +80,9 @@ def test_runs_per_dataset_then_run_wide(tmp_path, notebooks):
 
 def test_steps_selects_notebooks(tmp_path, notebooks):
     preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"label": "only"}})
-    run = run_preset(preset, run_name=str(tmp_path / "run"), steps=["5"], notebooks_dir=notebooks,
-                     stream=False)
+    run = run_preset(
+        preset, run_name=str(tmp_path / "run"), steps=["5"], notebooks_dir=notebooks, stream=False
+    )
     assert (run.root / "summary.txt").read_text() == "only:"
     assert not (run.root / "a").exists()
 
@@ -94,8 +108,12 @@ def test_unknown_parameter_names_key_and_the_nearest_valid_one(tmp_path, noteboo
 )
 def test_preset_errors(tmp_path, notebooks, body, match):
     with pytest.raises(PresetError, match=match):
-        run_preset(_preset(tmp_path, body), run_name=str(tmp_path / "r"), notebooks_dir=notebooks,
-                   stream=False)
+        run_preset(
+            _preset(tmp_path, body),
+            run_name=str(tmp_path / "r"),
+            notebooks_dir=notebooks,
+            stream=False,
+        )
 
 
 def test_bad_yaml_and_missing_preset(tmp_path):
@@ -122,20 +140,24 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks, monke
 
 
 def test_datasets_side_by_side_give_the_serial_run_and_stop_on_a_failure(
-        tmp_path, notebooks, monkeypatch):
+    tmp_path, notebooks, monkeypatch
+):
     # offline, two datasets' notebooks run at once: the same files as one after another, and
     # a notebook that fails stops the run before any run-wide notebook
     monkeypatch.setenv(SWITCH, "2")
-    _notebook(notebooks / "01_slow.ipynb",
-              'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
-              "import time\nfrom pathlib import Path\nassert dataset != 'c', 'c fails'\n"
-              "Path(run_dir, dataset, 'start').write_text(str(time.time()))\ntime.sleep(1.5)\n"
-              "Path(run_dir, dataset, 'end').write_text(str(time.time()))")
+    _notebook(
+        notebooks / "01_slow.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
+        "import time\nfrom pathlib import Path\nassert dataset != 'c', 'c fails'\n"
+        "Path(run_dir, dataset, 'start').write_text(str(time.time()))\ntime.sleep(1.5)\n"
+        "Path(run_dir, dataset, 'end').write_text(str(time.time()))",
+    )
     preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 2, "label": "L"}})
     run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
     assert (run.root / "summary.txt").read_text() == "L:a,b"
-    spans = [tuple(float((run.root / d / f).read_text()) for f in ("start", "end"))
-             for d in ("a", "b")]
+    spans = [
+        tuple(float((run.root / d / f).read_text()) for f in ("start", "end")) for d in ("a", "b")
+    ]
     assert max(s for s, _ in spans) < min(e for _, e in spans)  # they overlapped
     manifest = json.loads(run.manifest.read_text())
     assert len(manifest["notebooks"]) == 5
@@ -163,30 +185,38 @@ def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
         with lock:
             done.append((step, dataset))
 
-    chains = [[("00", "a"), ("01", "a"), ("02", "a")], [("00", "b"), ("01", "b")],
-              [("00", "c")], [("00", "d")]]
+    chains = [
+        [("00", "a"), ("01", "a"), ("02", "a")],
+        [("00", "b"), ("01", "b")],
+        [("00", "c")],
+        [("00", "d")],
+    ]
     with pytest.raises(RuntimeError, match="a failed"):
         Chains(run_one, lambda status: False, workers=2).run(chains)
     assert ("02", "a") not in done and ("00", "d") not in done  # nothing after the failure
     assert done.index(("00", "b")) < done.index(("01", "b")) if ("01", "b") in done else True
+
     def slow(step, dataset):
         time.sleep({"x": 0.1, "y": 0.4}.get(dataset, 0.0))  # y is running when x ends
         return f"{step}{dataset}"
 
     statuses = Chains(slow, lambda status: status == "00x", workers=2).run(  # type: ignore
-        [[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")], [("00", "z")]])
+        [[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")], [("00", "z")]]
+    )
     # x's failed items stop the run: y finishes what it had begun, nothing else starts
     assert statuses == {("00", "x"): "00x", ("00", "y"): "00y"}
 
 
-@pytest.mark.parametrize(("overrides", "workers"), [
-    ({}, 2),
-    ({"backend": "openai"}, 1),  # paid: one budget and one account's limits, one at a time
-    ({"vector_store": "pgvector"}, 1),  # one private PostgreSQL, started by the first user
-    ({"memory_systems": ["mem0_style", "mem0"]}, 1),  # the mem0 library's default store
-])
-def test_only_an_offline_run_without_postgresql_goes_side_by_side(monkeypatch, overrides,
-                                                                    workers):
+@pytest.mark.parametrize(
+    ("overrides", "workers"),
+    [
+        ({}, 2),
+        ({"backend": "openai"}, 1),  # paid: one budget and one account's limits, one at a time
+        ({"vector_store": "pgvector"}, 1),  # one private PostgreSQL, started by the first user
+        ({"memory_systems": ["mem0_style", "mem0"]}, 1),  # the mem0 library's default store
+    ],
+)
+def test_only_an_offline_run_without_postgresql_goes_side_by_side(monkeypatch, overrides, workers):
     from memcost.run import discover_notebooks
     from memcost.run.presets import resolve_preset
     from memcost.run.side_by_side import dataset_workers
@@ -208,10 +238,11 @@ def test_cli_reports_preset_error(tmp_path, notebooks, capsys):
 def test_missing_key_stops_before_anything_runs(tmp_path, monkeypatch):
     folder = tmp_path / "nbs"
     folder.mkdir()
-    _notebook(folder / "01_call.ipynb",
-              'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
-              'backend: str = "offline"  # who',
-              "raise SystemExit('must not run')")
+    _notebook(
+        folder / "01_call.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which\nbackend: str = "offline"  # who',
+        "raise SystemExit('must not run')",
+    )
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
     preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"backend": "openai"}})
@@ -228,34 +259,55 @@ def test_missing_key_stops_before_anything_runs(tmp_path, monkeypatch):
 def test_preset_with_an_unusable_endpoint_is_a_preset_error(tmp_path, monkeypatch):
     folder = tmp_path / "nbs"
     folder.mkdir()
-    _notebook(folder / "01_call.ipynb",
-              'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
-              'backend: str = "offline"  # who\nbase_url: str = ""  # where to',
-              "raise SystemExit('must not run')")
+    _notebook(
+        folder / "01_call.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
+        'backend: str = "offline"  # who\nbase_url: str = ""  # where to',
+        "raise SystemExit('must not run')",
+    )
     preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"backend": "custom"}})
     with pytest.raises(PresetError, match="needs base_url"):
         run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=folder, stream=False)
     assert not (tmp_path / "run").exists()
 
 
-def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(tmp_path, notebooks, capsys,
-                                                                   monkeypatch):
+def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(
+    tmp_path, notebooks, capsys, monkeypatch
+):
     from memcost.cli import main as cli
     from memcost.cli.main import main
 
-    _notebook(notebooks / "01_spend.ipynb",
-              'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
-              'backend: str = "offline"  # who\nbase_url: str = ""  # where to\n'
-              'max_cost_usd: float = 50.0  # limit',
-              "from memcost.llm import BudgetExceeded\n"
-              "raise BudgetExceeded('budget guard: the next call would pass max_cost_usd', "
-              "spent_usd=0.0, limit_usd=max_cost_usd)")
-    monkeypatch.setattr(cli, "run_preset",
-                        functools.partial(cli.run_preset, notebooks_dir=notebooks))
+    _notebook(
+        notebooks / "01_spend.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which\n'
+        'backend: str = "offline"  # who\nbase_url: str = ""  # where to\n'
+        "max_cost_usd: float = 50.0  # limit",
+        "from memcost.llm import BudgetExceeded\n"
+        "raise BudgetExceeded('budget guard: the next call would pass max_cost_usd', "
+        "spent_usd=0.0, limit_usd=max_cost_usd)",
+    )
+    monkeypatch.setattr(
+        cli, "run_preset", functools.partial(cli.run_preset, notebooks_dir=notebooks)
+    )
     preset = _preset(tmp_path, {"datasets": ["a"], "steps": ["00", "01"], "parameters": {}})
-    code = main(["run", "--params", str(preset), "--run-name", str(tmp_path / "run"), "--quiet",
-                 "--datasets", "a", "-p", "backend=custom", "-p", "base_url=http://127.0.0.1:9/v1",
-                 "-p", "max_cost_usd=0.01"])
+    code = main(
+        [
+            "run",
+            "--params",
+            str(preset),
+            "--run-name",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--datasets",
+            "a",
+            "-p",
+            "backend=custom",
+            "-p",
+            "base_url=http://127.0.0.1:9/v1",
+            "-p",
+            "max_cost_usd=0.01",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "01_spend.ipynb failed" in err and "BudgetExceeded" in err
@@ -273,13 +325,20 @@ def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
 
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    nb = nbformat.v4.new_notebook(metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"}})
+    nb = nbformat.v4.new_notebook(
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        }
+    )
     params = nbformat.v4.new_code_cell('run_dir: str = ""  # run directory')
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell(
-        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would")]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell(
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would"
+        ),
+    ]
     nbformat.write(nb, notebooks / "00_die.ipynb")
     preset = tmp_path / "die.yaml"
     preset.write_text('steps: ["00"]\n', encoding="utf-8")
@@ -287,6 +346,7 @@ def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
         run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, quiet=True)
     message = str(failed.value)
     # cell 2 of the executed notebook (papermill puts its parameters cell before it)
-    assert message.startswith("00_die.ipynb failed in cell 2 (`import os, signal`): the "
-                              "notebook's kernel died")
+    assert message.startswith(
+        "00_die.ipynb failed in cell 2 (`import os, signal`): the notebook's kernel died"
+    )
     assert "out of memory" in message and failed.value.ename == "DeadKernelError"

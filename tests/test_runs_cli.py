@@ -18,11 +18,18 @@ from memcost.run import NotebookFailed, run_preset
 
 def _notebook(path, body):
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell('run_dir: str = ""  # where\nfail: bool = False  # why',
-                                          metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            'run_dir: str = ""  # where\nfail: bool = False  # why',
+            metadata={"tags": ["parameters"]},
+        ),
+        nbformat.v4.new_code_cell(body),
+    ]
     nbformat.write(nb, path)
 
 
@@ -42,8 +49,9 @@ def made_runs(tmp_path_factory) -> Path:
     with contextlib.redirect_stdout(terminal):
         run_preset(preset, run_name=str(root / "good"), notebooks_dir=folder)
         with pytest.raises(NotebookFailed):
-            run_preset(preset, run_name=str(root / "bad"), notebooks_dir=folder,
-                       overrides={"fail": True})
+            run_preset(
+                preset, run_name=str(root / "bad"), notebooks_dir=folder, overrides={"fail": True}
+            )
     (root / "terminal.txt").write_text(terminal.getvalue())
     return root
 
@@ -82,8 +90,9 @@ def test_the_log_is_one_line_per_notebook_and_the_file_has_everything(runs):
     assert "CELL-OUTPUT-MARKER" in log and "notebook 2 of 2: 01_second" in log
 
 
-@pytest.mark.parametrize("text", ['{"steps": ', "[1, 2]", '"a string"'],
-                         ids=["torn", "a list", "a string"])
+@pytest.mark.parametrize(
+    "text", ['{"steps": ', "[1, 2]", '"a string"'], ids=["torn", "a list", "a string"]
+)
 def test_a_damaged_manifest_is_one_line_and_never_hides_the_other_runs(tmp_path, capsys, text):
     from memcost.cli.main import main
 
@@ -109,8 +118,20 @@ def test_a_run_on_a_torn_manifest_stops_in_one_line(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "manifest.json").write_text('{"steps": ', encoding="utf-8")
-    code = main(["run", "--params", "smoke", "--datasets", "locomo", "--steps", "00",
-                 "--run-name", str(run_dir), "--quiet"])
+    code = main(
+        [
+            "run",
+            "--params",
+            "smoke",
+            "--datasets",
+            "locomo",
+            "--steps",
+            "00",
+            "--run-name",
+            str(run_dir),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert f"error: {run_dir / 'manifest.json'}: corrupt manifest (line 1" in err
@@ -142,8 +163,12 @@ def test_the_status_says_what_actually_ran(tmp_path):
     from memcost.cli.runs import run_status
     from memcost.paths import PARAMS_DIR
 
-    by_hand = {"steps": {"locomo/00_prepare_data": {"finished_at": "t", "wall_time_s": 3.0},
-                         "07_costs_today": {"finished_at": "t", "wall_time_s": 5.0}}}
+    by_hand = {
+        "steps": {
+            "locomo/00_prepare_data": {"finished_at": "t", "wall_time_s": 3.0},
+            "07_costs_today": {"finished_at": "t", "wall_time_s": 5.0},
+        }
+    }
     assert run_status(by_hand, tmp_path) == "ok (by hand)"
     by_hand["steps"]["locomo/01_extract_facts"] = {"status": "running"}
     assert run_status(by_hand, tmp_path) == "incomplete"
@@ -151,6 +176,8 @@ def test_the_status_says_what_actually_ran(tmp_path):
     smoke = {"path": str(PARAMS_DIR / "smoke.yaml"), "steps": ["00"]}  # --steps 00 recorded
     one = {"preset": smoke, "notebooks": {"locomo/00_prepare_data": {"status": "ok"}}}
     assert run_status(one, tmp_path) == "partial (steps 00)"
-    cost = {"preset": {"path": str(PARAMS_DIR / "paper_cost_model.yaml"), "steps": []},
-            "notebooks": {"05_analyse_costs": {"status": "ok"}, "07_costs_today": {"status": "ok"}}}
+    cost = {
+        "preset": {"path": str(PARAMS_DIR / "paper_cost_model.yaml"), "steps": []},
+        "notebooks": {"05_analyse_costs": {"status": "ok"}, "07_costs_today": {"status": "ok"}},
+    }
     assert run_status(cost, tmp_path) == "ok"

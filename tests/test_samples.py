@@ -33,8 +33,11 @@ def rendered() -> dict[str, bytes]:
 
 
 def test_committed_samples_equal_the_generator_output(rendered):
-    on_disk = {str(p.relative_to(SAMPLE_DIR)): p.read_bytes()
-               for p in sorted(SAMPLE_DIR.rglob("*")) if p.is_file()}
+    on_disk = {
+        str(p.relative_to(SAMPLE_DIR)): p.read_bytes()
+        for p in sorted(SAMPLE_DIR.rglob("*"))
+        if p.is_file()
+    }
     assert sorted(on_disk) == sorted(rendered), "run `python scripts/make_samples.py`"
     for name, payload in rendered.items():
         assert on_disk[name] == payload, f"{name} differs from `python scripts/make_samples.py`"
@@ -53,11 +56,18 @@ def test_locomo_sample_is_native(rendered):
     obj = json.loads(rendered["locomo/locomo10.json"])
     assert isinstance(obj, list) and len(obj) == 2
     for sample in obj:
-        assert set(sample) == {"sample_id", "conversation", "qa", "event_summary",
-                               "observation", "session_summary"}
+        assert set(sample) == {
+            "sample_id",
+            "conversation",
+            "qa",
+            "event_summary",
+            "observation",
+            "session_summary",
+        }
         conversation = sample["conversation"]
-        sessions = [k for k in conversation if k.startswith("session_") and
-                    not k.endswith("_date_time")]
+        sessions = [
+            k for k in conversation if k.startswith("session_") and not k.endswith("_date_time")
+        ]
         assert len(sessions) == 6 and {"speaker_a", "speaker_b"} <= set(conversation)
         for key in sessions:
             data.parse_locomo_datetime(conversation[f"{key}_date_time"])
@@ -65,7 +75,9 @@ def test_locomo_sample_is_native(rendered):
                 assert turn["dia_id"] == f"D{key.split('_')[1]}:{k}"
                 assert {"speaker", "dia_id", "text"} <= set(turn)
                 assert set(turn) - {"speaker", "dia_id", "text"} in (
-                    set(), {"img_url", "blip_caption", "query"})
+                    set(),
+                    {"img_url", "blip_caption", "query"},
+                )
         categories = Counter(q["category"] for q in sample["qa"])
         assert set(categories) == {1, 2, 3, 4, 5}
         for q in sample["qa"]:
@@ -82,14 +94,23 @@ def test_longmemeval_sample_covers_every_type(rendered):
     assert {q["question_type"] for q in s_file} == set(data.LONGMEMEVAL_TYPES)
     assert sum(q["question_id"].endswith("_abs") for q in s_file) >= 2
     for q in s_file:
-        assert set(q) == {"question_id", "question_type", "question", "answer", "question_date",
-                          "haystack_session_ids", "haystack_dates", "haystack_sessions",
-                          "answer_session_ids"}
+        assert set(q) == {
+            "question_id",
+            "question_type",
+            "question",
+            "answer",
+            "question_date",
+            "haystack_session_ids",
+            "haystack_dates",
+            "haystack_sessions",
+            "answer_session_ids",
+        }
         assert 4 <= len(q["haystack_sessions"]) <= 6
         assert q["haystack_dates"] == sorted(q["haystack_dates"])
         assert q["question_date"] > q["haystack_dates"][-1]
-        for session_id, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
-                                       strict=True):
+        for session_id, session in zip(
+            q["haystack_session_ids"], q["haystack_sessions"], strict=True
+        ):
             if any(t.get("has_answer") for t in session):  # evidence turns sit in answer sessions
                 assert session_id in q["answer_session_ids"]
         assert any(t.get("has_answer") for s in q["haystack_sessions"] for t in s)
@@ -111,8 +132,13 @@ def test_knowledge_update_needs_the_later_value():
 
 
 def test_personamem_sample_is_native(rendered):
-    rows = list(csv.DictReader(rendered["personamem_v2/benchmark/text/benchmark.csv"]
-                               .decode("utf-8").splitlines(keepends=True)))
+    rows = list(
+        csv.DictReader(
+            rendered["personamem_v2/benchmark/text/benchmark.csv"]
+            .decode("utf-8")
+            .splitlines(keepends=True)
+        )
+    )
     assert len(rows) == 12 and len({r["persona_id"] for r in rows}) == 3
     assert list(rows[0]) == samples.PERSONAMEM_COLUMNS
     for row in rows:
@@ -138,8 +164,10 @@ def _locomo_hit_rate(k: int) -> tuple[float, float]:
     for conversation_id, turns in loaded.conversations.groupby("conversation_id"):
         index = BM25(turns["text"].tolist())
         dia_ids = turns["dia_id"].tolist()
-        questions = loaded.questions[(loaded.questions["conversation_id"] == conversation_id)
-                                     & ~loaded.questions["is_abstention"]]
+        questions = loaded.questions[
+            (loaded.questions["conversation_id"] == conversation_id)
+            & ~loaded.questions["is_abstention"]
+        ]
         for q in questions.itertuples():
             scores = index.scores(q.question)
             top = sorted(range(len(scores)), key=lambda i: -scores[i])[:k]

@@ -14,8 +14,14 @@ def questions(spec: dict[str, list[tuple[int, list[str]]]]) -> pd.DataFrame:
     rows = []
     for conv, items in spec.items():
         for i, (category, evidence) in enumerate(items):
-            rows.append({"question_id": f"{conv}-{i}", "conversation_id": conv,
-                         "category_id": category, "evidence": evidence})
+            rows.append(
+                {
+                    "question_id": f"{conv}-{i}",
+                    "conversation_id": conv,
+                    "category_id": category,
+                    "evidence": evidence,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -24,8 +30,14 @@ ODD = [(3, ["D1:1", "D2:2", "D3:1", "D9:1"])] * 4
 
 
 def test_subset_keeps_only_subsets_with_the_target_number_of_questions():
-    spec = {"a": TYPICAL, "b": TYPICAL, "c": TYPICAL, "d": ODD + ODD[:1], "e": TYPICAL,
-            "f": TYPICAL + [(5, ["D1:1"])]}  # category 5 is left out: f has 4 questions
+    spec = {
+        "a": TYPICAL,
+        "b": TYPICAL,
+        "c": TYPICAL,
+        "d": ODD + ODD[:1],
+        "e": TYPICAL,
+        "f": TYPICAL + [(5, ["D1:1"])],
+    }  # category 5 is left out: f has 4 questions
     choice = subset.choose_subset(questions(spec), size=3, target_questions=12)
     # d has 5 questions, so no subset with d has 12; the rest all look alike: ties go to the
     # ids that sort first
@@ -64,14 +76,25 @@ def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
     assert missing["accuracy"].isna().all()
     assert missing["status"].str.startswith("missing").all()
     records = []
-    for conv, labels in {"c1": ["CORRECT", "WRONG"], "c2": ["CORRECT", "CORRECT"],
-                         "c3": ["WRONG", "WRONG"]}.items():
+    for conv, labels in {
+        "c1": ["CORRECT", "WRONG"],
+        "c2": ["CORRECT", "CORRECT"],
+        "c3": ["WRONG", "WRONG"],
+    }.items():
         for i, label in enumerate(labels):
             for vote in (0, 1):
-                records.append({"question_id": f"{conv}-{i}", "conversation_id": conv,
-                                "system": "memory", "vote": vote, "primary": True,
-                                "label": label if vote == 0 else "CORRECT",
-                                "judge_model": "lexical", "backend": "offline"})
+                records.append(
+                    {
+                        "question_id": f"{conv}-{i}",
+                        "conversation_id": conv,
+                        "system": "memory",
+                        "vote": vote,
+                        "primary": True,
+                        "label": label if vote == 0 else "CORRECT",
+                        "judge_model": "lexical",
+                        "backend": "offline",
+                    }
+                )
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     table = accuracy.subset_accuracy(path, ["c1", "c2"], ["mem0"], ["m"], n_resamples=200)
     row = table.iloc[0]
@@ -81,11 +104,21 @@ def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
 
 
 def test_rows_are_priced_with_the_price_table_and_overrides():
-    rows = pd.DataFrame({"model": ["x-model", "x-model"], "stage": ["answer", "retrieve"],
-                         "prompt_tokens": [1_000_000, 500_000], "cached_tokens": [0, 0],
-                         "output_tokens": [100_000, 0], "reasoning_tokens": [100_000, 0]})
-    priced = pricing.price_rows(rows, embedding_model="text-embedding-3-small",
-                                price_overrides={"x-model": {"input": 0.5, "output": 2.0}})
+    rows = pd.DataFrame(
+        {
+            "model": ["x-model", "x-model"],
+            "stage": ["answer", "retrieve"],
+            "prompt_tokens": [1_000_000, 500_000],
+            "cached_tokens": [0, 0],
+            "output_tokens": [100_000, 0],
+            "reasoning_tokens": [100_000, 0],
+        }
+    )
+    priced = pricing.price_rows(
+        rows,
+        embedding_model="text-embedding-3-small",
+        price_overrides={"x-model": {"input": 0.5, "output": 2.0}},
+    )
     assert priced["priced_as"].tolist() == ["x-model", "text-embedding-3-small"]
     assert priced["usd"].tolist() == pytest.approx([0.5 + 0.4, 0.01])
     with pytest.raises(KeyError, match="no price for model 'x-model'"):
@@ -93,20 +126,43 @@ def test_rows_are_priced_with_the_price_table_and_overrides():
 
 
 def test_token_ratios_and_cost_per_accuracy():
-    rows = pd.DataFrame({"system": "mem0", "model": "m", "reasoning_effort": "low",
-                         "stage": ["answer", "ingest_extract", "retrieve"],
-                         "prompt_tokens": [100, 1000, 10], "output_tokens": [10, 200, 0],
-                         "reasoning_tokens": [20, 100, 0]})
+    rows = pd.DataFrame(
+        {
+            "system": "mem0",
+            "model": "m",
+            "reasoning_effort": "low",
+            "stage": ["answer", "ingest_extract", "retrieve"],
+            "prompt_tokens": [100, 1000, 10],
+            "output_tokens": [10, 200, 0],
+            "reasoning_tokens": [20, 100, 0],
+        }
+    )
     ratios = tables.token_ratios(rows).iloc[0]
     assert ratios["gamma_ans"] == pytest.approx(0.3) and ratios["zeta_ans"] == pytest.approx(2)
     assert ratios["gamma_ing"] == pytest.approx(0.3) and ratios["zeta_ing"] == pytest.approx(0.5)
-    costs = pd.DataFrame({"source": "synthetic", "system": ["mem0", "observational"],
-                          "model": "m", "reasoning_effort": "low", "cell": "100×100",
-                          "runs": 8, "usd_per_conversation": [0.02, 0.01]})
-    acc = pd.DataFrame({"system": ["mem0", "observational"], "model": "m",
-                        "judged_system": ["memory", None], "accuracy": [0.5, None],
-                        "accuracy_low": [0.4, None], "accuracy_high": [0.6, None],
-                        "questions": [10, 0], "status": ["measured", "missing: none"]})
+    costs = pd.DataFrame(
+        {
+            "source": "synthetic",
+            "system": ["mem0", "observational"],
+            "model": "m",
+            "reasoning_effort": "low",
+            "cell": "100×100",
+            "runs": 8,
+            "usd_per_conversation": [0.02, 0.01],
+        }
+    )
+    acc = pd.DataFrame(
+        {
+            "system": ["mem0", "observational"],
+            "model": "m",
+            "judged_system": ["memory", None],
+            "accuracy": [0.5, None],
+            "accuracy_low": [0.4, None],
+            "accuracy_high": [0.6, None],
+            "questions": [10, 0],
+            "status": ["measured", "missing: none"],
+        }
+    )
     cpa = tables.cpa_table(costs, acc, "100×100").set_index("system")
     assert cpa.loc["mem0", "cpa_usd"] == pytest.approx(0.04)
     assert pd.isna(cpa.loc["observational", "cpa_usd"])

@@ -24,12 +24,15 @@ def responder(body):
     user = next(m["content"] for m in body["messages"] if m["role"] == "user")
     wanted = re.search(r"with exactly (\d+) messages", user)
     if wanted:
-        texts = [f"My cousin Rosa visits on {i + 1} May and I love ramen." for i in
-                 range(int(wanted.group(1)))]
+        texts = [
+            f"My cousin Rosa visits on {i + 1} May and I love ramen."
+            for i in range(int(wanted.group(1)))
+        ]
         return json.dumps({"messages": texts})
     if user.startswith("Session date"):
-        return json.dumps({"facts": [{"text": "Maya loves ramen.", "speaker": "Maya",
-                                      "turns": [1]}]})
+        return json.dumps(
+            {"facts": [{"text": "Maya loves ramen.", "speaker": "Maya", "turns": [1]}]}
+        )
     return "Noted, thanks."
 
 
@@ -49,8 +52,13 @@ def test_workloads_and_replay_go_through_the_client(run_paths, server, tmp_path)
     assert len(turns) == 25 and all(low <= t.tokens <= high for t in turns)
     assert wl.workload_path(paths.workloads, 25, 40, 0, "llm-gpt-5-nano-2025-08-07").is_file()
 
-    rows = replay("mem0", turns, ClientEngine(client, MODEL, "low"),
-                  ServingConfig(ingest_interval=10), labels={})
+    rows = replay(
+        "mem0",
+        turns,
+        ClientEngine(client, MODEL, "low"),
+        ServingConfig(ingest_interval=10),
+        labels={},
+    )
     answers = [r for r in rows if r["stage"] == "answer"]
     assert len(answers) == 25 and {r["backend"] for r in answers} == {"openai"}
     assert all(r["reasoning_tokens"] > 0 and r["prompt_tokens"] > 0 for r in answers)
@@ -64,8 +72,13 @@ def test_workloads_and_replay_go_through_the_client(run_paths, server, tmp_path)
     # a second replay is served from the request cache: nothing new reaches the server
     sent = len(server.requests)
     again = api_client(run_paths, server.url, tmp_path)
-    replay("mem0", source(25, 40, 0), ClientEngine(again, MODEL, "low"),
-           ServingConfig(ingest_interval=10), labels={})
+    replay(
+        "mem0",
+        source(25, 40, 0),
+        ClientEngine(again, MODEL, "low"),
+        ServingConfig(ingest_interval=10),
+        labels={},
+    )
     again.close()
     assert len(server.requests) == sent
 
@@ -76,19 +89,33 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
     from memcost.run import NotebookFailed, run_preset
 
     monkeypatch.setenv("SERVING_TEST_KEY", TEST_KEY)
-    common = {**TINY, "backend": "custom", "base_url": server.url,
-              "client": {"api_key_env": "SERVING_TEST_KEY"},
-              "models": [MODEL], "price_overrides": {},
-              "workload": {"generator": "llm", "model": MODEL}, "grid": [[15, 50], [20, 80]],
-              "extra_cells": {"baselines": []},
-              "figure_cells": {"curve": [20, 80], "cost_per_accuracy": [[20, 80]]},
-              "systems": ["full_history", "mem0"]}
+    common = {
+        **TINY,
+        "backend": "custom",
+        "base_url": server.url,
+        "client": {"api_key_env": "SERVING_TEST_KEY"},
+        "models": [MODEL],
+        "price_overrides": {},
+        "workload": {"generator": "llm", "model": MODEL},
+        "grid": [[15, 50], [20, 80]],
+        "extra_cells": {"baselines": []},
+        "figure_cells": {"curve": [20, 80], "cost_per_accuracy": [[20, 80]]},
+        "systems": ["full_history", "mem0"],
+    }
     with pytest.raises(NotebookFailed, match="exceeds max_cost_usd"):
-        run_preset("serving_offline_full", run_name=str(tmp_path / "poor"), stream=False,
-                   overrides={**common, "max_cost_usd": 1e-7})
+        run_preset(
+            "serving_offline_full",
+            run_name=str(tmp_path / "poor"),
+            stream=False,
+            overrides={**common, "max_cost_usd": 1e-7},
+        )
     assert not server.requests  # the estimate stopped it before any call
-    run = run_preset("serving_offline_full", run_name=str(tmp_path / "run"), stream=False,
-                     overrides={**common, "max_cost_usd": 5.0})
+    run = run_preset(
+        "serving_offline_full",
+        run_name=str(tmp_path / "run"),
+        stream=False,
+        overrides={**common, "max_cost_usd": 5.0},
+    )
     rows = pd.read_parquet(run.root / "serving" / "turns.parquet")
     assert set(rows.loc[rows["stage"] == "answer", "backend"]) == {"custom"}
     assert (rows["reasoning_tokens"] > 0).any()

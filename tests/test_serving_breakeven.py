@@ -49,14 +49,27 @@ def test_both_studies_share_one_sustained_rule():
 
 def test_table_averages_seeds_before_deciding():
     rows = []
-    for system, seed, per_turn in [("full_history", 0, [1, 2, 3, 4]),
-                                   ("full_history", 1, [1, 2, 3, 4]),
-                                   ("mem0", 0, [3, 0.5, 0.5, 0.5]),
-                                   ("mem0", 1, [3, 3, 0.5, 0.5])]:
+    for system, seed, per_turn in [
+        ("full_history", 0, [1, 2, 3, 4]),
+        ("full_history", 1, [1, 2, 3, 4]),
+        ("mem0", 0, [3, 0.5, 0.5, 0.5]),
+        ("mem0", 1, [3, 3, 0.5, 0.5]),
+    ]:
         for t, usd in enumerate(per_turn):
-            rows.append({"source": "synthetic", "model": "m", "reasoning_effort": "low",
-                         "cell": "4×10", "n_turns": 4, "mean_tokens": 10, "system": system,
-                         "run": f"{system}-{seed}", "turn": t, "usd": usd})
+            rows.append(
+                {
+                    "source": "synthetic",
+                    "model": "m",
+                    "reasoning_effort": "low",
+                    "cell": "4×10",
+                    "n_turns": 4,
+                    "mean_tokens": 10,
+                    "system": system,
+                    "run": f"{system}-{seed}",
+                    "turn": t,
+                    "usd": usd,
+                }
+            )
     curves = cumulative_curves(pd.DataFrame(rows))
     mem = curves[curves["system"] == "mem0"]["cumulative"].to_numpy()
     assert np.allclose(mem, [3, 4.75, 5.25, 5.75])

@@ -11,8 +11,16 @@ from memcost.serving import fit
 CELLS = [(15, 50), (15, 200), (100, 100), (400, 50), (400, 200)]
 
 
-def synthetic_turns(p: float, q: float, *, seeds: int = 4, noise: float = 0.05,
-                    run_effect: float = 0.0, seed: int = 0, a: float = 1.0) -> pd.DataFrame:
+def synthetic_turns(
+    p: float,
+    q: float,
+    *,
+    seeds: int = 4,
+    noise: float = 0.05,
+    run_effect: float = 0.0,
+    seed: int = 0,
+    a: float = 1.0,
+) -> pd.DataFrame:
     """Turn costs drawn from log(C+1) = a + p·log(L+1) + q·log(t+1) + run effect + noise."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -21,10 +29,22 @@ def synthetic_turns(p: float, q: float, *, seeds: int = 4, noise: float = 0.05,
             shift = rng.normal(0, run_effect)
             t = np.arange(n)
             log_c = a + p * np.log(size + 1) + q * np.log(t + 1) + shift + rng.normal(0, noise, n)
-            rows.append(pd.DataFrame({
-                "cell": f"{n}×{size}", "n_turns": n, "mean_tokens": size, "turn": t,
-                "C": np.expm1(log_c), "run": f"{n}-{size}-{s}", "gate_fired": False,
-                "pending_tokens": 0, "memory_tokens": 0, "memory_items": 0}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "cell": f"{n}×{size}",
+                        "n_turns": n,
+                        "mean_tokens": size,
+                        "turn": t,
+                        "C": np.expm1(log_c),
+                        "run": f"{n}-{size}-{s}",
+                        "gate_fired": False,
+                        "pending_tokens": 0,
+                        "memory_tokens": 0,
+                        "memory_items": 0,
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -91,8 +111,9 @@ def test_total_content_model_cannot_separate_depth_from_turn_length():
 
 
 def test_exponents_table_has_one_row_per_group_with_intervals():
-    turns = synthetic_turns(0.96, 0.95).assign(system="full_history", model="m",
-                                                reasoning_effort="low")
+    turns = synthetic_turns(0.96, 0.95).assign(
+        system="full_history", model="m", reasoning_effort="low"
+    )
     table = fit.exponents_table(turns, n_resamples=50)
     row = table.iloc[0]
     assert len(table) == 1 and row["runs"] == 20 and row["cells"] == 5

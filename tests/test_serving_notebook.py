@@ -16,9 +16,11 @@ from memcost.serving.replay import TURN_COLUMNS, read_turns
 # a hang guard; notebook executions are slow on a busy 2-core machine
 pytestmark = pytest.mark.timeout(600)
 TINY = {  # settings groups given in part: the notebook completes them from its defaults
-    "grid": [[15, 50], [15, 120], [40, 80]], "seeds": 2,
+    "grid": [[15, 50], [15, 120], [40, 80]],
+    "seeds": 2,
     "extra_cells": {"baselines": [[30, 40]], "baseline_repeats": 1},
-    "system_settings": {"observer_tokens": 1200, "reflector_tokens": 300}, "n_bootstrap": 50,
+    "system_settings": {"observer_tokens": 1200, "reflector_tokens": 300},
+    "n_bootstrap": 50,
     "figure_cells": {"curve": [40, 80], "cost_per_accuracy": [[40, 80]]},
     "real_histories": {"datasets": []},
 }
@@ -31,10 +33,15 @@ def executed(tmp_path_factory):
     run = tmp_path_factory.mktemp("serving") / "run"
     out = run / "notebooks" / "06_serving_cost_study.ipynb"
     out.parent.mkdir(parents=True)
-    papermill.execute_notebook(str(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb"), str(out),
-                               parameters={"run_dir": str(run), **TINY}, progress_bar=False,
-                               cwd=str(NOTEBOOKS_DIR), kernel_name="python3",
-                               kernel_manager_class=kernel_manager_class())
+    papermill.execute_notebook(
+        str(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb"),
+        str(out),
+        parameters={"run_dir": str(run), **TINY},
+        progress_bar=False,
+        cwd=str(NOTEBOOKS_DIR),
+        kernel_name="python3",
+        kernel_manager_class=kernel_manager_class(),
+    )
     return run
 
 
@@ -46,8 +53,15 @@ def test_it_writes_the_turn_rows_tables_and_figures(executed):
     assert {"observer", "reflector", "ingest_extract", "ingest_update"} <= set(turns["stage"])
     assert (turns["usd"] > 0).any() and turns["gate_fired"].any()
     tables = executed / "serving" / "tables"
-    for name in ("table1_exponents", "table1_vs_study", "table8_break_even",
-                 "table7_token_ratios", "cpa_40x80", "loocv_cells", "memory_state_model"):
+    for name in (
+        "table1_exponents",
+        "table1_vs_study",
+        "table8_break_even",
+        "table7_token_ratios",
+        "cpa_40x80",
+        "loocv_cells",
+        "memory_state_model",
+    ):
         assert (tables / f"{name}.csv").stat().st_size > 50, name
     for name in ("figure2_cumulative_cost", "residuals_per_cell", "cost_per_turn"):
         assert (executed / "serving" / "figures" / f"{name}.png").stat().st_size > 10_000
@@ -59,13 +73,21 @@ def test_metrics_hold_the_fit_break_even_and_missing_accuracy(executed):
     record = json.loads((executed / "metrics" / "06_serving_cost_study.json").read_text())
     metrics = record["metrics"]
     assert record["parameters"]["system_settings"] == {  # completed from the notebook's defaults
-        "window": 10, "ingest_interval": 10, "mem0_top_k": 10, "om_top_k": 1,
-        "observer_tokens": 1200, "reflector_tokens": 300}
+        "window": 10,
+        "ingest_interval": 10,
+        "mem0_top_k": 10,
+        "om_top_k": 1,
+        "observer_tokens": 1200,
+        "reflector_tokens": 300,
+    }
     assert metrics["backend"] == "offline" and metrics["price_table_date"]
     full = next(r for r in metrics["table1"] if r["system"] == "full_history")
     assert 0.8 < full["p"] < 1.05 and 0.8 < full["q"] < 1.05 and full["r2"] > 0.99
-    assert {r["system"] for r in metrics["break_even"]} == {"rolling_window", "mem0",
-                                                             "observational"}
+    assert {r["system"] for r in metrics["break_even"]} == {
+        "rolling_window",
+        "mem0",
+        "observational",
+    }
     assert metrics["locomo_subset"] is None  # no LoCoMo data in this run: said, not invented
     cpa = pd.read_csv(executed / "serving" / "tables" / "cpa_40x80.csv")
     assert cpa["cpa_usd"].isna().all() and cpa["status"].str.startswith("missing").all()
@@ -115,7 +137,7 @@ def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
     metrics = json.loads((executed / "metrics" / "06_serving_cost_study.json").read_text())
     full = next(r for r in metrics["metrics"]["table1"] if r["system"] == "full_history")
     text = render_markdown(RunPaths(executed))
-    brief = text[text.index("## The answer in brief"):text.index("## The serving-cost study")]
+    brief = text[text.index("## The answer in brief") : text.index("## The serving-cost study")]
     assert brief.index("**The serving study, this run**") < brief.index("**The paper's answer**")
     assert f"full history p = {full['p']:.2f}, q = {full['q']:.2f}" in brief
     assert "sustained break-even against full history at 40×80: mem0 " in brief

@@ -18,10 +18,21 @@ def hand_turns(n: int) -> list[Turn]:
     turns = []
     for i in range(n):
         speaker = ("Maya", "Jonas")[i % 2]
-        text = (f"I have yoga every Tuesday at {6 + i % 12} o'clock now. "
-                f"My sister Anna is moving to Lisbon on {1 + i % 28} May.")
-        turns.append(Turn(i, speaker, text, count_tokens(text),
-                          count_tokens(render_line(speaker, text)), (), "ok"))
+        text = (
+            f"I have yoga every Tuesday at {6 + i % 12} o'clock now. "
+            f"My sister Anna is moving to Lisbon on {1 + i % 28} May."
+        )
+        turns.append(
+            Turn(
+                i,
+                speaker,
+                text,
+                count_tokens(text),
+                count_tokens(render_line(speaker, text)),
+                (),
+                "ok",
+            )
+        )
     return turns
 
 
@@ -32,16 +43,25 @@ def gate_turns(rows, stage):
 def test_observer_fires_exactly_when_unobserved_tokens_reach_the_threshold():
     turns = hand_turns(12)
     first_five = sum(t.line_tokens for t in turns[:5])
-    at = replay("observational", turns, OfflineEngine(),
-                ServingConfig(observer_tokens=first_five, reflector_tokens=10**9), labels={})
+    at = replay(
+        "observational",
+        turns,
+        OfflineEngine(),
+        ServingConfig(observer_tokens=first_five, reflector_tokens=10**9),
+        labels={},
+    )
     assert gate_turns(at, "observer")[0] == 4  # the fifth turn brings the buffer to the threshold
     fired = [r for r in at if r["turn"] == 4]
     assert all(r["gate_fired"] for r in fired)
     assert f"{first_five:,} un-observed tokens >= {first_five:,}" in fired[0]["gate_reason"]
     assert not any(r["gate_fired"] for r in at if r["turn"] < 4)
-    one_more = replay("observational", turns, OfflineEngine(),
-                      ServingConfig(observer_tokens=first_five + 1, reflector_tokens=10**9),
-                      labels={})
+    one_more = replay(
+        "observational",
+        turns,
+        OfflineEngine(),
+        ServingConfig(observer_tokens=first_five + 1, reflector_tokens=10**9),
+        labels={},
+    )
     assert gate_turns(one_more, "observer")[0] == 5
     # after the observer the buffer is empty and the observations are what it wrote
     after = next(r for r in at if r["turn"] == 5 and r["stage"] == "answer")
@@ -53,36 +73,52 @@ def test_observer_fires_exactly_when_unobserved_tokens_reach_the_threshold():
 def test_reflector_fires_exactly_when_observation_tokens_reach_the_threshold():
     turns = hand_turns(12)
     threshold = sum(t.line_tokens for t in turns[:3])
-    probe = replay("observational", turns, OfflineEngine(),
-                   ServingConfig(observer_tokens=threshold, reflector_tokens=10**9), labels={})
+    probe = replay(
+        "observational",
+        turns,
+        OfflineEngine(),
+        ServingConfig(observer_tokens=threshold, reflector_tokens=10**9),
+        labels={},
+    )
     first_observation = next(r["memory_tokens"] for r in probe if r["turn"] == 3)
     assert first_observation > 0
-    exact = replay("observational", turns, OfflineEngine(),
-                   ServingConfig(observer_tokens=threshold, reflector_tokens=first_observation),
-                   labels={})
+    exact = replay(
+        "observational",
+        turns,
+        OfflineEngine(),
+        ServingConfig(observer_tokens=threshold, reflector_tokens=first_observation),
+        labels={},
+    )
     assert gate_turns(exact, "reflector")[0] == 2  # same turn as the first observer
     reason = next(r["gate_reason"] for r in exact if r["stage"] == "reflector")
     assert f"reflector: {first_observation:,} observation tokens >= {first_observation:,}" in reason
-    above = replay("observational", turns, OfflineEngine(),
-                   ServingConfig(observer_tokens=threshold,
-                                 reflector_tokens=first_observation + 1), labels={})
+    above = replay(
+        "observational",
+        turns,
+        OfflineEngine(),
+        ServingConfig(observer_tokens=threshold, reflector_tokens=first_observation + 1),
+        labels={},
+    )
     assert 2 not in gate_turns(above, "reflector")
 
 
 def test_mem0_ingests_every_interval_turns():
-    rows = replay("mem0", hand_turns(25), OfflineEngine(), ServingConfig(ingest_interval=10),
-                  labels={})
+    rows = replay(
+        "mem0", hand_turns(25), OfflineEngine(), ServingConfig(ingest_interval=10), labels={}
+    )
     assert gate_turns(rows, "ingest_extract") == [9, 19]
     assert gate_turns(rows, "ingest_update") == [19]  # the first ingest adds without a call
     assert {r["gate_reason"] for r in rows if r["gate_fired"]} == {
-        "10 turns since the last ingest (interval 10)"}
+        "10 turns since the last ingest (interval 10)"
+    }
     later = [r for r in rows if r["stage"] == "answer" and r["turn"] > 9]
     assert all(r["memory_items"] > 0 for r in later)
 
 
 def test_rolling_window_stops_growing_after_the_window():
-    rows = replay("rolling_window", hand_turns(15), OfflineEngine(), ServingConfig(window=3),
-                  labels={})
+    rows = replay(
+        "rolling_window", hand_turns(15), OfflineEngine(), ServingConfig(window=3), labels={}
+    )
     assert [r["memory_items"] for r in rows][:5] == [0, 1, 2, 3, 3]
 
 
@@ -106,8 +142,11 @@ def test_incremental_count_equals_a_full_recount():
     last = answers[29]
     history = "".join(render_line(t.speaker, t.text) for t in turns[:29])
     assert last.user_text() == SERVING_ANSWER.user.format(
-        context_title="Conversation so far", context=history, speaker=turns[29].speaker,
-        message=turns[29].text)
+        context_title="Conversation so far",
+        context=history,
+        speaker=turns[29].speaker,
+        message=turns[29].text,
+    )
     assert observers[0].user_text().startswith(SERVING_OBSERVER.user.split("{")[0])
 
 
@@ -136,12 +175,21 @@ def test_a_long_full_history_replay_never_retokenises_its_history(monkeypatch):
 def test_unknown_system_and_run_plan():
     with pytest.raises(ValueError, match="unknown served system 'hindsight'"):
         make_system("hindsight", ServingConfig())
-    runs = plan_runs([(15, 50), (400, 200)], [0, 1, 2], ["full_history", "mem0"],
-                     baseline_cells=[(100, 200)], baseline_repeats=2)
+    runs = plan_runs(
+        [(15, 50), (400, 200)],
+        [0, 1, 2],
+        ["full_history", "mem0"],
+        baseline_cells=[(100, 200)],
+        baseline_repeats=2,
+    )
     assert sorted(r for r in runs if r[0] == "full_history") == [
-        ("full_history", 15, 50, 0), ("full_history", 15, 50, 1),
-        ("full_history", 100, 200, 0), ("full_history", 100, 200, 1),
-        ("full_history", 400, 200, 0), ("full_history", 400, 200, 1)]
+        ("full_history", 15, 50, 0),
+        ("full_history", 15, 50, 1),
+        ("full_history", 100, 200, 0),
+        ("full_history", 100, 200, 1),
+        ("full_history", 400, 200, 0),
+        ("full_history", 400, 200, 1),
+    ]
     assert len([r for r in runs if r[0] == "mem0"]) == 6
 
 
@@ -151,15 +199,34 @@ def test_observational_memory_gets_its_long_cells_and_their_gates_are_counted():
     from memcost.serving import tables
     from memcost.serving.replay import plan_runs
 
-    runs = plan_runs([(15, 50)], [0, 1, 2, 3], ["mem0", "observational"],
-                     observational_cells=[(800, 200), (15, 50)], observational_repeats=3)
+    runs = plan_runs(
+        [(15, 50)],
+        [0, 1, 2, 3],
+        ["mem0", "observational"],
+        observational_cells=[(800, 200), (15, 50)],
+        observational_repeats=3,
+    )
     assert sorted({(s, n, size) for s, n, size, _ in runs}) == [
-        ("mem0", 15, 50), ("observational", 15, 50), ("observational", 800, 200)]
+        ("mem0", 15, 50),
+        ("observational", 15, 50),
+        ("observational", 800, 200),
+    ]
     assert sum(1 for s, n, *_ in runs if (s, n) == ("observational", 800)) == 3
-    rows = pd.DataFrame([
-        {"system": "observational", "cell": "800×200", "model": "m", "reasoning_effort": "low",
-         "seed": seed, "conversation_id": "c", "stage": stage}
-        for seed in (0, 1) for stage in ("answer", "observer", "observer", "reflector")])
+    rows = pd.DataFrame(
+        [
+            {
+                "system": "observational",
+                "cell": "800×200",
+                "model": "m",
+                "reasoning_effort": "low",
+                "seed": seed,
+                "conversation_id": "c",
+                "stage": stage,
+            }
+            for seed in (0, 1)
+            for stage in ("answer", "observer", "observer", "reflector")
+        ]
+    )
     gates = tables.gates_fired(rows).set_index("stage")
     assert gates.loc["observer", "fired"] == 4 and gates.loc["observer", "per_run"] == 2.0
     assert gates.loc["reflector", "runs"] == 2 and gates.loc["reflector", "per_run"] == 1.0

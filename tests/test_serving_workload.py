@@ -72,9 +72,14 @@ def test_a_block_generator_writes_twenty_turns_at_a_time_under_the_same_length_c
 
 
 def test_real_conversation_rows_become_a_workload():
-    rows = pd.DataFrame({"position": [1, 0], "speaker": ["Bob", "Ann"],
-                         "text": ["fine  thanks", "hello\nthere"],
-                         "image_caption": [None, "a cat"]})
+    rows = pd.DataFrame(
+        {
+            "position": [1, 0],
+            "speaker": ["Bob", "Ann"],
+            "text": ["fine  thanks", "hello\nthere"],
+            "image_caption": [None, "a cat"],
+        }
+    )
     turns = wl.real_workload(rows)
     assert [t.speaker for t in turns] == ["Ann", "Bob"]
     assert turns[0].text == "hello there [shares a photo: a cat]"

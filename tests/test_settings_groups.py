@@ -25,8 +25,11 @@ NOTEBOOK_07 = NOTEBOOKS_DIR / "07_costs_today.ipynb"
 
 def test_every_notebook_holds_at_most_twenty_parameters():
     counts = {p.name: len(notebook_parameters(p)) for p in discover_notebooks().values()}
-    assert set(counts) >= {"05_analyse_costs.ipynb", "06_serving_cost_study.ipynb",
-                           "07_costs_today.ipynb"}
+    assert set(counts) >= {
+        "05_analyse_costs.ipynb",
+        "06_serving_cost_study.ipynb",
+        "07_costs_today.ipynb",
+    }
     assert max(counts.values()) <= 20, counts
 
 
@@ -42,8 +45,11 @@ def test_a_partial_group_is_completed_and_checked_setting_by_setting():
     default = {"min_tokens": 10000, "max_tokens": 1000000, "points": 121}
     assert complete_group("g", {"points": 13}, default) == {**default, "points": 13}
     assert complete_group("g", {"x": 1}, {"x": 0.5}) == {"x": 1.0}  # an int for a float
-    with pytest.raises(ValueError, match=r"^parameter g: unknown setting\(s\) \['pts'\]; its "
-                                         r"settings are min_tokens, max_tokens, points$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter g: unknown setting\(s\) \['pts'\]; its "
+        r"settings are min_tokens, max_tokens, points$",
+    ):
         complete_group("g", {"pts": 13}, default)
     with pytest.raises(ValueError, match=r"g\['points'\]='many': expected an integer"):
         complete_group("g", {"points": "many"}, default)
@@ -64,28 +70,39 @@ def test_a_notebook_reads_every_setting_of_a_group_given_in_part():
 
 
 def test_minus_p_changes_one_setting_and_keeps_the_presets_others():
-    preset = resolve_preset("serving_smoke", discover_notebooks(),
-                            overrides={"system_settings": {"window": 5}})
+    preset = resolve_preset(
+        "serving_smoke", discover_notebooks(), overrides={"system_settings": {"window": 5}}
+    )
     assert preset.parameters["system_settings"] == {
-        "window": 5, "ingest_interval": 10, "mem0_top_k": 10, "om_top_k": 1,
-        "observer_tokens": 1500, "reflector_tokens": 1000}  # the preset's gates, not 30,000
+        "window": 5,
+        "ingest_interval": 10,
+        "mem0_top_k": 10,
+        "om_top_k": 1,
+        "observer_tokens": 1500,
+        "reflector_tokens": 1000,
+    }  # the preset's gates, not 30,000
 
 
 def test_an_unknown_setting_stops_the_run_before_it_starts(tmp_path):
     notebooks = discover_notebooks()
-    preset = resolve_preset("paper_cost_model", notebooks,
-                            overrides={"explorer": {"questons": 30}})
-    with pytest.raises(PresetError, match=r"^parameter explorer: unknown setting\(s\) "
-                                          r"\['questons'\]; its settings are context_tokens"):
+    preset = resolve_preset("paper_cost_model", notebooks, overrides={"explorer": {"questons": 30}})
+    with pytest.raises(
+        PresetError,
+        match=r"^parameter explorer: unknown setting\(s\) "
+        r"\['questons'\]; its settings are context_tokens",
+    ):
         validate_run(preset, notebooks, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(("old", "group", "key"), [
-    ("heatmap_points", "figure1_grid", "points"),
-    ("explorer_questions", "explorer", "questions"),
-    ("observer_tokens", "system_settings", "observer_tokens"),
-])
+@pytest.mark.parametrize(
+    ("old", "group", "key"),
+    [
+        ("heatmap_points", "figure1_grid", "points"),
+        ("explorer_questions", "explorer", "questions"),
+        ("observer_tokens", "system_settings", "observer_tokens"),
+    ],
+)
 def test_a_parameter_that_moved_into_a_group_names_its_new_spelling(old, group, key):
     preset = "serving_smoke" if group == "system_settings" else "paper_cost_model"
     with pytest.raises(PresetError) as caught:
@@ -93,12 +110,16 @@ def test_a_parameter_that_moved_into_a_group_names_its_new_spelling(old, group, 
     assert str(caught.value) == (
         f"-p {old}=...: {old} is the setting {key} of {group} now: write {group}: {{{key}: ...}} "
         f"in a preset, or -p '{group}={{{key}: ...}}' on the command line (the other settings "
-        "keep their defaults)")
+        "keep their defaults)"
+    )
 
 
 def test_a_preset_with_an_old_name_is_refused_in_one_line(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump({"steps": ["06"], "parameters": {"window": 10}}))
-    with pytest.raises(PresetError, match=r"'parameters.window': window is the setting window "
-                                          r"of system_settings now"):
+    with pytest.raises(
+        PresetError,
+        match=r"'parameters.window': window is the setting window "
+        r"of system_settings now",
+    ):
         resolve_preset(path, discover_notebooks())

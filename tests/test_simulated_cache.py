@@ -13,8 +13,10 @@ from memcost.longctx.cache import prompt_token_ids
 from memcost.prefix_cache import cacheable
 
 GPT5 = "gpt-5-mini-2025-08-07"
-VOCAB = ("garden kettle harbour violin lantern meadow pottery ferry orchard canvas glacier "
-         "bakery compass saddle marble quartz thistle ember willow falcon").split()
+VOCAB = (
+    "garden kettle harbour violin lantern meadow pottery ferry orchard canvas glacier "
+    "bakery compass saddle marble quartz thistle ember willow falcon"
+).split()
 
 
 def conversation(cid: str, n_sessions: int, words: int) -> pd.DataFrame:
@@ -25,40 +27,67 @@ def conversation(cid: str, n_sessions: int, words: int) -> pd.DataFrame:
         for t in range(4):
             role = "user" if t % 2 == 0 else "assistant"
             text = f"s{s}t{t} " + " ".join(rng.choice(VOCAB) for _ in range(words // 4)) + "."
-            rows.append({
-                "conversation_id": cid, "session_index": s, "session_id": f"{cid}-s{s}",
-                "session_datetime": f"2023-05-{1 + s:02d}T10:{t:02d}:00", "turn_index": t,
-                "position": len(rows), "speaker": role, "role": role, "text": text,
-                "dia_id": f"D{s + 1}:{t + 1}", "has_answer": False, "image_caption": None,
-            })
+            rows.append(
+                {
+                    "conversation_id": cid,
+                    "session_index": s,
+                    "session_id": f"{cid}-s{s}",
+                    "session_datetime": f"2023-05-{1 + s:02d}T10:{t:02d}:00",
+                    "turn_index": t,
+                    "position": len(rows),
+                    "speaker": role,
+                    "role": role,
+                    "text": text,
+                    "dia_id": f"D{s + 1}:{t + 1}",
+                    "has_answer": False,
+                    "image_caption": None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def questions(cid: str, k: int) -> pd.DataFrame:
-    return pd.DataFrame({
-        "question_id": [f"{cid}-q{i}" for i in range(k)],
-        "conversation_id": [cid] * k,
-        "question": [f"What did I say about the {VOCAB[i % len(VOCAB)]} ({i})?" for i in range(k)],
-        "answer": ["x"] * k,
-        "question_date": [None] * k,
-        "evidence": [[] for _ in range(k)],
-        "options": [None] * k,
-    })
+    return pd.DataFrame(
+        {
+            "question_id": [f"{cid}-q{i}" for i in range(k)],
+            "conversation_id": [cid] * k,
+            "question": [
+                f"What did I say about the {VOCAB[i % len(VOCAB)]} ({i})?" for i in range(k)
+            ],
+            "answer": ["x"] * k,
+            "question_date": [None] * k,
+            "evidence": [[] for _ in range(k)],
+            "options": [None] * k,
+        }
+    )
 
 
-def plan(conversations: list[pd.DataFrame], asked: list[pd.DataFrame],
-         kinds: tuple[str, ...] = ("long_context",)) -> longctx.Planned:
+def plan(
+    conversations: list[pd.DataFrame],
+    asked: list[pd.DataFrame],
+    kinds: tuple[str, ...] = ("long_context",),
+) -> longctx.Planned:
     histories = longctx.build_histories(pd.concat(conversations, ignore_index=True))
     return longctx.plan_questions(
-        pd.concat(asked, ignore_index=True), histories, models=[GPT5], baseline_models=[GPT5],
-        kinds=list(kinds), window_turns=2, overflow="error", mode="open_ended", generation={})
+        pd.concat(asked, ignore_index=True),
+        histories,
+        models=[GPT5],
+        baseline_models=[GPT5],
+        kinds=list(kinds),
+        window_turns=2,
+        overflow="error",
+        mode="open_ended",
+        generation={},
+    )
 
 
 @pytest.fixture(scope="module")
 def long_and_short() -> longctx.Planned:
     """``long``: 6 questions about a ~3k-token history; ``short``: 4 about a ~300-token one."""
-    return plan([conversation("long", 6, 400), conversation("short", 1, 160)],
-                [questions("long", 6), questions("short", 4)])
+    return plan(
+        [conversation("long", 6, 400), conversation("short", 1, 160)],
+        [questions("long", 6), questions("short", 4)],
+    )
 
 
 def test_prompt_ids_from_parts_equal_the_whole_prompts(long_and_short):
@@ -106,8 +135,9 @@ def test_retention_and_overflow_follow_the_rule():
     assert [s.position for s in fast if s.cached_tokens] == list(range(2, 16))
     assert all("over 15 requests a minute" in s.reason for s in fast[15:])
     # the dispatcher's pace (4 s) stays under the limit: every later question hits
-    paced = longctx.simulate_conversation(planned.plans,
-                                          gap_s=longctx.simulated_cache.DEFAULT_GAP_S)
+    paced = longctx.simulate_conversation(
+        planned.plans, gap_s=longctx.simulated_cache.DEFAULT_GAP_S
+    )
     assert all(s.cached_tokens for s in paced[1:])
     with pytest.raises(ValueError, match="gap_s"):
         longctx.simulate_conversation(planned.plans, gap_s=-1.0)
@@ -117,8 +147,7 @@ def test_batch_summary_is_the_sum_of_its_steps_and_labelled_simulated(long_and_s
     steps = longctx.simulate_prompt_cache(long_and_short, gap_s=4.0)
     assert len(steps) == len(long_and_short.plans)
     by_conversation = steps.groupby("conversation_id")["simulated_cached_tokens"]
-    assert (by_conversation.apply(lambda s: int((s > 0).sum())).to_dict()
-            == {"long": 5, "short": 0})
+    assert by_conversation.apply(lambda s: int((s > 0).sum())).to_dict() == {"long": 5, "short": 0}
     summary = longctx.simulated_cache_summary(steps)
     row = summary.iloc[0]
     assert row["questions"] == 10 and row["later_questions"] == 8
@@ -127,7 +156,8 @@ def test_batch_summary_is_the_sum_of_its_steps_and_labelled_simulated(long_and_s
     assert row["simulated_cached_share"] == pytest.approx(cached / steps["prompt_tokens"].sum())
     later = steps.loc[steps["position"] > 1]
     assert row["simulated_share_after_first"] == pytest.approx(
-        cached / later["prompt_tokens"].sum())
+        cached / later["prompt_tokens"].sum()
+    )
     assert row["source"].startswith("SIMULATED")
 
 

@@ -33,9 +33,17 @@ def _metrics(run: RunPaths, dataset: str | None, step: str) -> dict:
 def test_every_notebook_ran(smoke):
     manifest = json.loads(smoke.manifest.read_text())
     ran = manifest["notebooks"]
-    expected = {f"{d}/{nb}" for d in DATASETS for nb in (
-        "00_prepare_data", "01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
-        "04_judge_answers")} | {"05_analyse_costs", "07_costs_today"}
+    expected = {
+        f"{d}/{nb}"
+        for d in DATASETS
+        for nb in (
+            "00_prepare_data",
+            "01_extract_facts",
+            "02_answer_from_memory",
+            "03_answer_long_context",
+            "04_judge_answers",
+        )
+    } | {"05_analyse_costs", "07_costs_today"}
     assert set(ran) == expected
     assert all(entry["status"] == "ok" for entry in ran.values())
     for key in expected:
@@ -75,8 +83,13 @@ def test_every_system_answered_every_question(smoke, dataset):
     ds = smoke.dataset(dataset)
     questions = set(pd.read_parquet(ds.questions)["question_id"])
     systems = answer_systems(ds)
-    assert {"memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b",
-            "rolling_window_gpt-5-mini", "no_context_gpt-5-mini"} <= set(systems)
+    assert {
+        "memory",
+        "long_context_gpt-5-mini",
+        "long_context_gpt-oss-120b",
+        "rolling_window_gpt-5-mini",
+        "no_context_gpt-5-mini",
+    } <= set(systems)
     for system in systems:
         frame = load_answers(ds, system)
         assert frame["error"].isna().all(), system
@@ -113,7 +126,8 @@ def test_offline_ledger_pays_nothing(smoke):
     summary = pd.read_csv(smoke.tables / "cost_summary.csv")
     assert summary["spent_usd"].sum() == 0
     assert set(summary["basis"]) == {
-        "estimate (offline token counts priced as the configured models)"}
+        "estimate (offline token counts priced as the configured models)"
+    }
 
 
 def test_cost_tables_reproduce_the_paper(smoke):
@@ -132,59 +146,73 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert "**Offline backend.**" in text
     assert "**Estimated before the run**" in text and "Paid by this run: $0.0000" in text
     # the answers first: the paper's (Table 3, Table 5), today's, then this run's, labelled
-    brief = text[text.index("## The answer in brief"):text.index("## What ran")]
+    brief = text[text.index("## The answer in brief") : text.index("## What ran")]
     paper_answer, today, *_ = brief.split("\n>\n")
     for number in ("57.68%", "92.85%", "49.00%", "82.40%", "10 at 100k"):
         assert number in paper_answer, number
     assert "**Today's answer**" in today and "from question 1 back to back" in today
     assert brief.index("**The paper's answer**") < brief.index("**This run's accuracy, offline")
-    mine = brief[brief.index("**This run's accuracy"):brief.index("**The bill")]
+    mine = brief[brief.index("**This run's accuracy") : brief.index("**The bill")]
     assert "- LoCoMo: memory" in mine and "⚠ 2 conversations" in mine
     assert "GPT-5-mini" not in mine and "gpt-" not in mine  # no model answered offline
     assert "**The bill:** $0.0000 paid" in brief
     # "Is memory worth it today?" says how to read its numbers, and names the PersonaMem split
-    today_section = text[text.index("## Is memory worth it today?"):]
+    today_section = text[text.index("## Is memory worth it today?") :]
     assert "How to read it: N is the first question after which memory is cheaper" in today_section
     assert "N = 1 appears even at the paper's prices" in today_section
     assert "median gap (h, this run's data)" in today_section
-    assert ('The paper calls this split "PersonaMem v2"; its counts (222 conversations, 589 '
-            "questions) match PersonaMem's 32k split.") in text
+    assert (
+        'The paper calls this split "PersonaMem v2"; its counts (222 conversations, 589 '
+        "questions) match PersonaMem's 32k split."
+    ) in text
     assert "⚠ **Few conversations**" in text  # under Table 3 as well
     # the paper's Tables 1-2 rows are where the text says, beside this run's
     assert "| the paper | LoCoMo | 10 | 9,690 | 19,242 | 17,788 | 15,966 |" in text
     assert "| the paper | LoCoMo | 1,986 | 4 | 28 | 11 | 12.0 |" in text
     # no model's name on an offline result, in any table of results: the two long-context
     # models' places are numbered, and one line says which number stands in for which model
-    results = text[text.index("## Table 3: accuracy"):text.index("## Memory systems side")]
-    results += text[text.index("### Cost per correct answer"):text.index("## Paper vs this run")]
+    results = text[text.index("## Table 3: accuracy") : text.index("## Memory systems side")]
+    results += text[text.index("### Cost per correct answer") : text.index("## Paper vs this run")]
     rows = [line for line in results.splitlines() if line.startswith("| LoCoMo |")]
     assert rows and not [line for line in rows if "gpt" in line.split("|")[2]]
     assert "| LoCoMo | long context (offline) 2 |" in results
-    assert ("*long context (offline) 1* in place of gpt-5-mini, *long context (offline) 2* in "
-            "place of gpt-oss-120b") in results
+    assert (
+        "*long context (offline) 1* in place of gpt-5-mini, *long context (offline) 2* in "
+        "place of gpt-oss-120b"
+    ) in results
     # the comparable numbers (Tables 4-5, all 26 matching) one line per source, no row each;
     # the others counted by reason, and every row in tables/paper_vs_run.csv
     assert "- **Table 4**: 10 of 10 comparable numbers match" in text
     assert "- **Table 5**: 16 of 16 comparable numbers match" in text
     assert not [line for line in text.splitlines() if line.startswith("| Table 4 |")]
-    assert ("- 53 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data "
-            "(invented)" in text)
+    assert (
+        "- 53 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data (invented)" in text
+    )
     every = pd.read_csv(smoke.tables / "paper_vs_run.csv")
     assert len(every) == 79 and set(every["source"]) >= {"Table 1", "Table 3", "§4.2 LongMemEval"}
     locomo = every.loc[every["quantity"] == "LoCoMo memory accuracy %"].iloc[0]
     assert (str(locomo["paper"]), locomo["comparable"]) == ("57.7", "no")
     # CPA, McNemar, judge sensitivity and the executed notebooks, each with an HTML export
-    for heading in ("### Cost per correct answer", "### Paired tests (exact McNemar)",
-                    "### Judge sensitivity", "### Long-context prompt cache: SIMULATED"):
+    for heading in (
+        "### Cost per correct answer",
+        "### Paired tests (exact McNemar)",
+        "### Judge sensitivity",
+        "### Long-context prompt cache: SIMULATED",
+    ):
         assert heading in text
     simulated = text.split("### Long-context prompt cache: SIMULATED")[1].split("\n#")[0]
-    locomo_lc = [line for line in simulated.splitlines()
-                 if line.startswith("| LoCoMo | long context (offline) 1 |")]
+    locomo_lc = [
+        line
+        for line in simulated.splitlines()
+        if line.startswith("| LoCoMo | long context (offline) 1 |")
+    ]
     assert float(locomo_lc[0].split("|")[4]) > 50  # LoCoMo's later questions share its history
     # histories asked once are one line, not a row of zeros per system
     assert "| LongMemEval |" not in simulated
-    assert ("LongMemEval, PersonaMem (32k split): every history is asked one question, so no "
-            "system reuses a cached prefix") in simulated
+    assert (
+        "LongMemEval, PersonaMem (32k split): every history is asked one question, so no "
+        "system reuses a cached prefix"
+    ) in simulated
     # retentions with one break-even are one row of the dates table
     dates = today_section.split("**Break-even under each dataset's own dates**")[1]
     dates = dates.split("How to read it")[0]

@@ -86,7 +86,12 @@ def test_mcnemar_exact_on_a_hand_table():
     b = [False] * 1 + [True] * 6 + [True] * 7 + [False] * 3
     result = stats.mcnemar_exact(a, b)
     assert (result.n, result.both_correct, result.a_only, result.b_only, result.both_wrong) == (
-        17, 7, 1, 6, 3)
+        17,
+        7,
+        1,
+        6,
+        3,
+    )
     assert result.p_value == pytest.approx(0.125)  # 2 * (1 + 7) / 2**7
     assert result.p_value == pytest.approx(binomtest(1, 7, 0.5).pvalue)
     eleven = stats.mcnemar_exact([True] * 2 + [False] * 9, [False] * 2 + [True] * 9)
@@ -105,17 +110,26 @@ HAND_VOTES = {
 
 
 def hand_judgments() -> pd.DataFrame:
-    return pd.DataFrame([
-        {"system": "memory", "question_id": q, "vote": v, "label": label}
-        for q, labels in HAND_VOTES.items() for v, label in enumerate(labels)
-    ])
+    return pd.DataFrame(
+        [
+            {"system": "memory", "question_id": q, "vote": v, "label": label}
+            for q, labels in HAND_VOTES.items()
+            for v, label in enumerate(labels)
+        ]
+    )
 
 
 def test_majority_and_mean_over_votes_on_hand_made_votes():
     votes = stats.majority_votes(hand_judgments(), ["system", "question_id"]).set_index(
-        "question_id")
+        "question_id"
+    )
     assert votes["label"].to_dict() == {
-        "q1": "CORRECT", "q2": "WRONG", "q3": "WRONG", "q4": "UNJUDGED", "q5": "CORRECT"}
+        "q1": "CORRECT",
+        "q2": "WRONG",
+        "q3": "WRONG",
+        "q4": "UNJUDGED",
+        "q5": "CORRECT",
+    }
     assert votes["votes"].tolist() == [3, 3, 2, 0, 3]
     judged = votes.loc[votes["judged"]]
     assert judged["correct"].mean() == 0.5  # majority accuracy over the 4 judged questions
@@ -133,9 +147,17 @@ def test_usage_majority_counts_only_the_primary_prompt(tmp_path):
     rows = []
     for prompt, primary, label in (("judge", True, "WRONG"), ("judge_lenient", False, "CORRECT")):
         for vote in range(3):
-            rows.append({"question_id": "q1", "conversation_id": "c", "system": "memory",
-                         "vote": vote, "label": label, "prompt_name": prompt,
-                         "primary": primary})
+            rows.append(
+                {
+                    "question_id": "q1",
+                    "conversation_id": "c",
+                    "system": "memory",
+                    "vote": vote,
+                    "label": label,
+                    "prompt_name": prompt,
+                    "primary": primary,
+                }
+            )
     folder = tmp_path / "run" / "locomo"
     (folder / "data").mkdir(parents=True)
     pd.DataFrame({"question_id": ["q1"]}).to_parquet(folder / "data" / "questions.parquet")
@@ -158,11 +180,14 @@ def test_the_rank_sum_and_the_binomial_tail_are_scipys_without_scipy(seed):
 
 
 def test_judging_statistics_do_not_import_scipy():
-    code = ("import sys; from memcost import stats; from memcost.judge import compare; "
-            "stats.wilson_interval(3, 10); stats.mcnemar_exact([True, False], [False, True]); "
-            "compare._length_row(__import__('numpy').array([1., 2., 3.]), "
-            "__import__('numpy').array([True, False, True])); "
-            "print('scipy.stats' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+    code = (
+        "import sys; from memcost import stats; from memcost.judge import compare; "
+        "stats.wilson_interval(3, 10); stats.mcnemar_exact([True, False], [False, True]); "
+        "compare._length_row(__import__('numpy').array([1., 2., 3.]), "
+        "__import__('numpy').array([True, False, True])); "
+        "print('scipy.stats' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "False"

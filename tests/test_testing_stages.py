@@ -20,8 +20,10 @@ from memcost.testing import stages
 def body(request: ChatRequest | tuple) -> dict:
     """The JSON body the client would send (``chat_body`` without the generation settings)."""
     messages = request.messages if isinstance(request, ChatRequest) else request
-    return {"model": "gpt-5-mini-2025-08-07",
-            "messages": [{"role": r, "content": c} for r, c in messages]}
+    return {
+        "model": "gpt-5-mini-2025-08-07",
+        "messages": [{"role": r, "content": c} for r, c in messages],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +54,29 @@ def test_extraction_facts_come_from_the_people_and_cite_their_messages(locomo):
 
 
 def test_update_decisions_name_only_the_listed_memories():
-    stored = [("m1", {"text": "Ana said: I go to yoga twice a week.", "session_datetime": None}),
-              ("m2", {"text": "Ana said: My cat is called Miso.", "session_datetime": None})]
-    facts = ["Ana said: I go to yoga three times a week now.", "Ana said: My cat is called Miso.",
-             "Ana said: I bought a red bike.", "Ana said: I stopped going to yoga twice a week."]
+    stored = [
+        ("m1", {"text": "Ana said: I go to yoga twice a week.", "session_datetime": None}),
+        ("m2", {"text": "Ana said: My cat is called Miso.", "session_datetime": None}),
+    ]
+    facts = [
+        "Ana said: I go to yoga three times a week now.",
+        "Ana said: My cat is called Miso.",
+        "Ana said: I bought a red bike.",
+        "Ana said: I stopped going to yoga twice a week.",
+    ]
     messages = prompts.MEMORY_UPDATE.messages(
-        memories=memory.render_memories_for_update(stored), when="latest conversation",
-        facts="\n".join(f"{i + 1}. {f}" for i, f in enumerate(facts)))
+        memories=memory.render_memories_for_update(stored),
+        when="latest conversation",
+        facts="\n".join(f"{i + 1}. {f}" for i, f in enumerate(facts)),
+    )
     assert stages.stage_of(body(messages)) == stages.UPDATE
     decisions = memory.parse_update(json.dumps(stages.update_reply(messages[-1][1])))
     assert [(d["fact"], d["event"], d["memory_id"]) for d in decisions] == [
-        (1, "UPDATE", "m1"), (2, "NOOP", "m2"), (3, "ADD", None), (4, "DELETE", "m1")]
+        (1, "UPDATE", "m1"),
+        (2, "NOOP", "m2"),
+        (3, "ADD", None),
+        (4, "DELETE", "m1"),
+    ]
     assert decisions[0]["text"].startswith(facts[0])
 
 
@@ -70,14 +84,17 @@ def test_readers_answer_from_what_they_are_shown(locomo):
     _, conversations, questions = locomo
     question = questions.iloc[0]
     memories = "- Jonas said: I adopted a beagle called Pretzel.\n- Maya said: I like tea."
-    messages = prompts.MEMORY_READ.messages(memories=memories, date_line="",
-                                            question="What breed is Jonas's dog?")
+    messages = prompts.MEMORY_READ.messages(
+        memories=memories, date_line="", question="What breed is Jonas's dog?"
+    )
     assert stages.stage_of(body(messages)) == stages.READ
     assert stages.read_reply(messages[-1][1]) == "Jonas said: I adopted a beagle called Pretzel."
     mc = choices.multiple_choice("q-1", ["a beagle called Pretzel", "a cat", "no pet"])
     messages = prompts.MEMORY_READ.messages(
-        memories=memories, date_line="",
-        question=f"Which pet?\n\nOptions:\n{mc.render()}\n{choices.MC_ANSWER_INSTRUCTION}")
+        memories=memories,
+        date_line="",
+        question=f"Which pet?\n\nOptions:\n{mc.render()}\n{choices.MC_ANSWER_INSTRUCTION}",
+    )
     assert choices.parse_choice(stages.read_reply(messages[-1][1]), mc) == mc.correct_letter
     # long context: a sentence of the history (without its speaker), or an option
     histories = longctx.build_histories(conversations)
@@ -88,22 +105,36 @@ def test_readers_answer_from_what_they_are_shown(locomo):
     answer = stages.long_context_reply(messages[-1][1])
     assert answer and answer in shown and "Question:" not in answer
     block = longctx.question_block("Which pet?", options=mc.options)
-    messages = prompts.LONG_CONTEXT_ANSWER.messages(history="Jonas: I adopted Pretzel.\n",
-                                                    question_block=block)
+    messages = prompts.LONG_CONTEXT_ANSWER.messages(
+        history="Jonas: I adopted Pretzel.\n", question_block=block
+    )
     assert choices.parse_choice(stages.long_context_reply(messages[-1][1]), mc) is not None
 
 
 def test_judge_verdicts_parse_and_follow_the_reference(locomo):
     ds, _, questions = locomo
     few = questions.loc[questions["category"] == "single_hop"].head(4)
-    base = {"model": "m", "backend": "custom", "prompt_version": "p", "prompt_tokens": 1,
-            "cached_prompt_tokens": 0, "completion_tokens": 1, "reasoning_tokens": 0,
-            "latency_s": 0.1, "error": None}
+    base = {
+        "model": "m",
+        "backend": "custom",
+        "prompt_version": "p",
+        "prompt_tokens": 1,
+        "cached_prompt_tokens": 0,
+        "completion_tokens": 1,
+        "reasoning_tokens": 0,
+        "latency_s": 0.1,
+        "error": None,
+    }
     with AnswerWriter(ds, "memory") as writer:
         for i, row in enumerate(few.itertuples()):
-            writer.write(dict(base, question_id=row.question_id,
-                              conversation_id=row.conversation_id,
-                              answer=f"It was {row.answer}." if i % 2 == 0 else "No idea."))
+            writer.write(
+                dict(
+                    base,
+                    question_id=row.question_id,
+                    conversation_id=row.conversation_id,
+                    answer=f"It was {row.answer}." if i % 2 == 0 else "No idea.",
+                )
+            )
     plan = judge.plan_judging(ds, few, dataset="locomo")
     requests = judge.judge_requests(plan.items["memory"], n_votes=1)
     responder = stages.StageResponder(malformed_every=0)
@@ -117,8 +148,9 @@ def test_judge_verdicts_parse_and_follow_the_reference(locomo):
 def test_malformed_replies_are_seeded_and_the_reask_repairs_them(locomo):
     _, conversations, questions = locomo
     plans = memory.plan_users(conversations, memory.memory_users(conversations, questions))
-    requests = [memory.extraction_request(s, dataset="locomo")
-                for p in plans.values() for s in p.segments]
+    requests = [
+        memory.extraction_request(s, dataset="locomo") for p in plans.values() for s in p.segments
+    ]
     responder = stages.StageResponder(seed=0, malformed_every=3)
     broken = [r for r in requests if responder.breaks(body(r))]
     assert 0 < len(broken) < len(requests)

@@ -64,13 +64,16 @@ def test_write_premium_on_the_first_question_under_extended_retention():
 
 def test_a_300k_request_is_billed_at_the_long_context_tier():
     assert TERRA.cost(prompt_tokens=300_000, completion_tokens=1_000) == pytest.approx(
-        (300_000 * 1.00 * 2 + 1_000 * 5.00 * 1.5) / 1e6)
+        (300_000 * 1.00 * 2 + 1_000 * 5.00 * 1.5) / 1e6
+    )
     assert TERRA.cost(prompt_tokens=272_000, completion_tokens=1_000) == pytest.approx(
-        (272_000 * 1.00 + 1_000 * 5.00) / 1e6)  # at the threshold: standard prices
+        (272_000 * 1.00 + 1_000 * 5.00) / 1e6
+    )  # at the threshold: standard prices
     rows = two_questions(TERRA, "in_memory", MINUTE, tokens=300_000, output=1_000)
     assert rows["long_context_tier"].tolist() == [True, True]
-    assert rows["usd"].tolist() == pytest.approx([
-        (300_000 * 1.25 * 2 + 1_000 * 7.50) / 1e6, (300_000 * 0.10 + 1_000 * 7.50) / 1e6])
+    assert rows["usd"].tolist() == pytest.approx(
+        [(300_000 * 1.25 * 2 + 1_000 * 7.50) / 1e6, (300_000 * 0.10 + 1_000 * 7.50) / 1e6]
+    )
     assert MINI.cost(prompt_tokens=300_000) == pytest.approx(300_000 * 0.25 / 1e6)  # no tier
 
 
@@ -91,8 +94,9 @@ def test_retention_rule():
 
 def test_history_growth_is_written_by_memory_and_read_uncached_by_long_context():
     setup = LongContext.on(MINI, "always", output_tokens=0)
-    frame = timeline(setup, Memory(write_usd_per_token=1e-6, read_usd=0.001), [0, 0, 0],
-                     [1_000, 1_500, 2_500])
+    frame = timeline(
+        setup, Memory(write_usd_per_token=1e-6, read_usd=0.001), [0, 0, 0], [1_000, 1_500, 2_500]
+    )
     assert frame["cached_tokens"].tolist() == [0, 1_000, 1_500]
     assert frame["written_tokens"].tolist() == [1_000, 500, 1_000]
     assert frame["memory_usd"].tolist() == pytest.approx([0.002, 0.0015, 0.002])
@@ -100,19 +104,22 @@ def test_history_growth_is_written_by_memory_and_read_uncached_by_long_context()
 
 
 def test_paper_tables_unchanged_through_the_timeline():
-    table4 = today.cumulative_table_for(today.PAPER, paper.TABLE4_CONTEXT_TOKENS,
-                                        [1, 5, 10, 15, 20])
+    table4 = today.cumulative_table_for(
+        today.PAPER, paper.TABLE4_CONTEXT_TOKENS, [1, 5, 10, 15, 20]
+    )
     table5 = today.break_even_table_for(today.PAPER, paper.TABLE5["context_tokens"])
     cells = costs.compare_with_paper(
         table4[["n_turns", "memory_usd", "long_context_usd"]],
-        table5[["context_tokens", "write_usd", "lc_turn1_usd", "lc_turn_n_usd", "break_even_n"]])
+        table5[["context_tokens", "write_usd", "lc_turn1_usd", "lc_turn_n_usd", "break_even_n"]],
+    )
     assert len(cells) == 26 and cells["match"].all()
     assert table5["break_even_n"].tolist() == [13, 10, 9, 9]
     assert set(table5["price_date"]) == {"2025-09-15"}
     # and the closed form agrees with the timeline below the tier at today's prices
     now = today.break_even_table_for(today.CURRENT_LUNA, [30_000, 100_000, 200_000])
-    closed = costs.break_even_table(today.constants_for(today.CURRENT_LUNA),
-                                    [30_000, 100_000, 200_000])
+    closed = costs.break_even_table(
+        today.constants_for(today.CURRENT_LUNA), [30_000, 100_000, 200_000]
+    )
     assert now["break_even_n"].tolist() == closed["break_even_n"].tolist()
 
 
@@ -122,8 +129,7 @@ def test_the_break_even_on_prefixes_is_the_whole_timelines():
     rng = np.random.default_rng(7)
     found = []
     for case in range(120):
-        setup = LongContext.on(MINI, ["in_memory", "extended", "none"][case % 3],
-                               output_tokens=300)
+        setup = LongContext.on(MINI, ["in_memory", "extended", "none"][case % 3], output_tokens=300)
         n = int(rng.integers(1, 400))
         times = np.cumsum(rng.choice([0.0, MINUTE, HOUR, DAY], size=n))
         history = rng.uniform(2_000, 300_000) + np.cumsum(rng.uniform(0, 2_000, size=n))
@@ -149,16 +155,27 @@ def test_arrival_processes():
     assert arrivals.back_to_back(3).tolist() == [0, 0, 0]
     assert arrivals.fixed_gaps(3, 60).tolist() == [0, 60, 120]
     assert arrivals.sessions(5, 2, gap_seconds=DAY, within_seconds=60).tolist() == [
-        0, 60, 60 + DAY, 120 + DAY, 120 + 2 * DAY]
+        0,
+        60,
+        60 + DAY,
+        120 + DAY,
+        120 + 2 * DAY,
+    ]
     times = arrivals.poisson(2_001, rate_per_day=4, seed=1)
     assert np.all(np.diff(times) >= 0) and np.diff(times).mean() == pytest.approx(DAY / 4, rel=0.1)
     assert arrivals.from_gaps(4, [10, 20]).tolist() == [0, 10, 30, 40]
-    conversations = pd.DataFrame({
-        "conversation_id": ["a"] * 3 + ["b"],
-        "session_index": [0, 0, 1, 0],
-        "session_datetime": ["2023-05-01T10:00:00", "2023-05-01T10:00:00",
-                             "2023-05-03T10:00:00", "2023-01-01T00:00:00"],
-    })
+    conversations = pd.DataFrame(
+        {
+            "conversation_id": ["a"] * 3 + ["b"],
+            "session_index": [0, 0, 1, 0],
+            "session_datetime": [
+                "2023-05-01T10:00:00",
+                "2023-05-01T10:00:00",
+                "2023-05-03T10:00:00",
+                "2023-01-01T00:00:00",
+            ],
+        }
+    )
     questions = pd.DataFrame({"conversation_id": ["b"], "question_date": ["2023-01-01T06:00:00"]})
     gaps = arrivals.dataset_gaps(conversations, questions)
     assert gaps["a"].tolist() == [2 * DAY] and gaps["b"].tolist() == [6 * HOUR]
@@ -179,8 +196,15 @@ def test_explorer_draws_the_tables_break_even(gap, name):
     s = today.scenario(name)
     table = today.gap_break_even_table([s], ["in_memory"], [gap], 101_601)
     expected = int(table["break_even_n"].iloc[0])
-    fig, drawn = explorer_update({"gap_seconds": gap, "scenario": name, "questions": 120,
-                                  "retention": "in_memory", "context_tokens": 101_601})
+    fig, drawn = explorer_update(
+        {
+            "gap_seconds": gap,
+            "scenario": name,
+            "questions": 120,
+            "retention": "in_memory",
+            "context_tokens": 101_601,
+        }
+    )
     assert drawn == expected
     assert f"break-even {expected}" in fig.axes[0].get_title()
     with pytest.raises(ValueError, match="unknown explorer setting"):
@@ -193,9 +217,11 @@ def test_tier_table_and_crossing():
     luna = price_for("gpt-6-luna")
     # the first turn at 300K: the whole history written at 2 × 0.125, 527 output at 1.5 × 0.50
     assert tier.loc[300_000, "lc_turn1_usd"] == pytest.approx(
-        (300_000 * 0.125 * 2 + 527 * 0.50 * 1.5) / 1e6)
+        (300_000 * 0.125 * 2 + 527 * 0.50 * 1.5) / 1e6
+    )
     assert tier.loc[300_000, "lc_turn1_usd_no_tier"] == pytest.approx(
-        (300_000 * 0.125 + 527 * 0.50) / 1e6)
+        (300_000 * 0.125 + 527 * 0.50) / 1e6
+    )
     assert tier.loc[300_000, "break_even_n"] < tier.loc[300_000, "break_even_n_no_tier"]
     assert luna.long_context_threshold == 272_000
     assert today.tier_crossing(101_601, 1_000, 272_000) == 172  # history 272,601 at question 172
@@ -206,7 +232,8 @@ def test_tier_table_and_crossing():
 def test_batch_write_halves_memorys_write():
     table = today.batch_table([today.CURRENT_LUNA], [100_000]).set_index("variant")
     assert table.loc["batch write", "write_usd"] == pytest.approx(
-        table.loc["list prices", "write_usd"] * 0.5)
+        table.loc["list prices", "write_usd"] * 0.5
+    )
     assert table.loc["batch write", "break_even_n"] < table.loc["list prices", "break_even_n"]
 
 
@@ -244,11 +271,20 @@ def test_arrival_table_and_the_explorer_widgets():
 def test_priced_ledger_names_its_price_date():
     from test_usage import record
 
-    priced = costs.price_calls(costs.ledger_from_records([
-        record("long_context", "gpt-5-mini-2025-08-07", 1_000, 10),
-        record("long_context", "gpt-6.1-terra", 1_000, 10),
-        record("long_context", "gpt-6.1-terra", 300_000, 10)]))
+    priced = costs.price_calls(
+        costs.ledger_from_records(
+            [
+                record("long_context", "gpt-5-mini-2025-08-07", 1_000, 10),
+                record("long_context", "gpt-6.1-terra", 1_000, 10),
+                record("long_context", "gpt-6.1-terra", 300_000, 10),
+            ]
+        )
+    )
     assert priced["price_date"].tolist() == ["2025-09-15", "2026-10-26", "2026-10-26"]
-    assert priced["cost_usd"].tolist() == pytest.approx([
-        (1_000 * 0.25 + 10 * 2.0) / 1e6, (1_000 + 10 * 5.0) / 1e6,
-        (300_000 * 2.0 + 10 * 7.5) / 1e6])  # the 300K record at the long-context tier
+    assert priced["cost_usd"].tolist() == pytest.approx(
+        [
+            (1_000 * 0.25 + 10 * 2.0) / 1e6,
+            (1_000 + 10 * 5.0) / 1e6,
+            (300_000 * 2.0 + 10 * 7.5) / 1e6,
+        ]
+    )  # the 300K record at the long-context tier

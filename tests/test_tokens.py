@@ -45,12 +45,17 @@ def test_long_text_count_is_remembered():
 
 def test_works_without_network_or_tiktoken_cache(tmp_path):
     """A fresh process with an empty cache dir and no route to the internet still counts."""
-    env = dict(os.environ, MEMCOST_CACHE_DIR=str(tmp_path / "cache"),
-               TIKTOKEN_CACHE_DIR=str(tmp_path / "tk"),
-               HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+    env = dict(
+        os.environ,
+        MEMCOST_CACHE_DIR=str(tmp_path / "cache"),
+        TIKTOKEN_CACHE_DIR=str(tmp_path / "tk"),
+        HTTPS_PROXY="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+    )
     code = "from memcost.tokens import encode; print(encode('hello world'))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[24912, 2375]"
     # the user's own TIKTOKEN_CACHE_DIR is left untouched

@@ -150,8 +150,9 @@ def test_user_and_question_costs(priced):
 def test_a_request_shared_by_two_items_is_work_for_both(tmp_path):
     # Two systems gave the same answer: the judge request is the same, the second served from
     # the local cache. Both are part of the workload; only the first was paid for.
-    first = record("judge", MINI, 1_000, 1_000, question_id="q1", system="memory",
-                   request_hash="h-same")
+    first = record(
+        "judge", MINI, 1_000, 1_000, question_id="q1", system="memory", request_hash="h-same"
+    )
     second = dict(first, system="rolling_window_gpt-5-mini", cached=True)
     write_ledger(tmp_path / "run", [first, second])
     priced = costs.price_calls(costs.load_ledger([tmp_path / "run"]))

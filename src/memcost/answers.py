@@ -37,7 +37,8 @@ REQUIRED_FIELDS = (
 SYSTEM_KINDS = ("memory", "long_context", "rolling_window", "no_context", "oracle")
 # ``memory`` (the paper's), ``memory_<architecture>`` (memcost.systems), ``<kind>_<model>``
 _SYSTEM_RE = re.compile(
-    r"^(memory(_[a-z0-9]+)?|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$")
+    r"^(memory(_[a-z0-9]+)?|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$"
+)
 
 
 def system_name(kind: str, model: str | None = None) -> str:
@@ -71,7 +72,7 @@ def system_label(system: str, *, offline: bool = False, number: int | None = Non
     words = kind.replace("_", " ")
     if offline:
         return f"{words} (offline)" + (f" {number}" if number else "")
-    return f"{words}, {system[len(kind) + 1:]}"
+    return f"{words}, {system[len(kind) + 1 :]}"
 
 
 def system_labels(systems: Iterable[str], *, offline: bool = False) -> dict[str, str]:
@@ -81,8 +82,10 @@ def system_labels(systems: Iterable[str], *, offline: bool = False) -> dict[str,
     model each number stands in for."""
     names = sorted(set(systems))
     places = offline_places(names) if offline else {}
-    return {s: system_label(s, offline=offline, number=places[s][1] if s in places else None)
-            for s in names}
+    return {
+        s: system_label(s, offline=offline, number=places[s][1] if s in places else None)
+        for s in names
+    }
 
 
 def offline_places(systems: Iterable[str]) -> dict[str, tuple[str, int]]:
@@ -92,8 +95,12 @@ def offline_places(systems: Iterable[str]) -> dict[str, tuple[str, int]]:
         kind = system_kind(system)
         if kind != "memory":
             by_kind.setdefault(kind, []).append(system)
-    return {s: (s[len(kind) + 1:], i) for kind, group in by_kind.items() if len(group) > 1
-            for i, s in enumerate(group, start=1)}
+    return {
+        s: (s[len(kind) + 1 :], i)
+        for kind, group in by_kind.items()
+        if len(group) > 1
+        for i, s in enumerate(group, start=1)
+    }
 
 
 def validate_record(record: dict[str, Any]) -> None:
@@ -156,7 +163,7 @@ class AnswerWriter:
 
 def answer_systems(ds: DatasetPaths) -> list[str]:
     """Systems with an answers file in this dataset folder, memory first."""
-    names = [p.name[len("answers_"):-len(".jsonl")] for p in ds.answers.glob("answers_*.jsonl")]
+    names = [p.name[len("answers_") : -len(".jsonl")] for p in ds.answers.glob("answers_*.jsonl")]
     valid = [n for n in names if _SYSTEM_RE.match(n)]
     return sorted(valid, key=lambda n: (SYSTEM_KINDS.index(system_kind(n)), n))
 

@@ -45,8 +45,9 @@ class MultipleChoice:
 
     def render(self) -> str:
         """``A. ...`` one option per line, for the answer prompt."""
-        return "\n".join(f"{letter}. {text}" for letter, text in zip(self.letters, self.options,
-                                                                      strict=True))
+        return "\n".join(
+            f"{letter}. {text}" for letter, text in zip(self.letters, self.options, strict=True)
+        )
 
     def option(self, letter: str) -> str:
         return self.options[self.letters.index(letter)]
@@ -65,8 +66,7 @@ def multiple_choice(question_id: str, options: Sequence[str]) -> MultipleChoice:
         raise ValueError(f"question {question_id!r}: a multiple-choice question needs 2+ options")
     if len(options) > len(MC_LETTERS):
         raise ValueError(f"question {question_id!r}: more than {len(MC_LETTERS)} options")
-    order = sorted(range(len(options)),
-                   key=lambda i: stable_hash(f"{MC_SALT}\n{question_id}\n{i}"))
+    order = sorted(range(len(options)), key=lambda i: stable_hash(f"{MC_SALT}\n{question_id}\n{i}"))
     shown = tuple(options[i] for i in order)
     return MultipleChoice(question_id, shown, MC_LETTERS[order.index(0)])
 
@@ -96,10 +96,12 @@ def parse_choice(text: str, choice: MultipleChoice) -> str | None:
     if len(named) == 1:
         return named.pop()
     normal = " ".join(words(stripped))
-    quoted = [letter for letter, option in zip(choice.letters, choice.options, strict=True)
-              if " ".join(words(option)) and " ".join(words(option)) in normal]
+    quoted = [
+        letter
+        for letter, option in zip(choice.letters, choice.options, strict=True)
+        if " ".join(words(option)) and " ".join(words(option)) in normal
+    ]
     return quoted[0] if len(quoted) == 1 else None
-
 
 
 def format_choice(shown: Sequence[str], index: int) -> str:

@@ -15,8 +15,10 @@ DISPLAY_NAMES: dict[str, str] = {
     "personamem_v2": "PersonaMem-v2 release",
 }
 # One line wherever the paper's PersonaMem rows are shown.
-PERSONAMEM_NAME_NOTE = ("The paper calls this split \"PersonaMem v2\"; its counts (222 "
-                        "conversations, 589 questions) match PersonaMem's 32k split.")
+PERSONAMEM_NAME_NOTE = (
+    'The paper calls this split "PersonaMem v2"; its counts (222 '
+    "conversations, 589 questions) match PersonaMem's 32k split."
+)
 
 
 class DataError(ValueError):

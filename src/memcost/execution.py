@@ -44,8 +44,9 @@ STAGE_MODEL_PARAMETERS: dict[str, tuple[tuple[str, Any], ...]] = {
     "judge": (("judge_model", JUDGE_MODEL),),
 }
 # Every parameter that names a model some stage calls, in stage order.
-MODEL_PARAMETERS: tuple[str, ...] = tuple(dict.fromkeys(
-    name for pairs in STAGE_MODEL_PARAMETERS.values() for name, _ in pairs))
+MODEL_PARAMETERS: tuple[str, ...] = tuple(
+    dict.fromkeys(name for pairs in STAGE_MODEL_PARAMETERS.values() for name, _ in pairs)
+)
 _NAMES = {"batch": "the Batch API", "flex": "Flex processing"}
 
 
@@ -86,18 +87,23 @@ def execution_problem(
     what = _NAMES.get(mode, mode)
     fix = f"set execution {stage}: interactive"
     if backend != DISCOUNT_BACKEND:
-        return (f"execution {stage}: {mode} cannot be used for {model}: backend '{backend}' has "
-                f"no {what} (only OpenAI's own API does); {fix}, or route {model} to backend "
-                f"openai")
+        return (
+            f"execution {stage}: {mode} cannot be used for {model}: backend '{backend}' has "
+            f"no {what} (only OpenAI's own API does); {fix}, or route {model} to backend "
+            f"openai"
+        )
     if discount_multiplier(model, mode, price_overrides) is None:
         field = f"{mode}_multiplier"
-        return (f"execution {stage}: {mode} cannot be used for {model}: {PRICE_TABLE_NAME} sells "
-                f"no {what} for it ({field} is None); {fix}, or, if OpenAI now offers it, "
-                f"-p 'price_overrides={{\"{model}\": {{{field}: 0.5}}}}'")
+        return (
+            f"execution {stage}: {mode} cannot be used for {model}: {PRICE_TABLE_NAME} sells "
+            f"no {what} for it ({field} is None); {fix}, or, if OpenAI now offers it, "
+            f"-p 'price_overrides={{\"{model}\": {{{field}: 0.5}}}}'"
+        )
     return None
 
 
 def backend_of(model: str, params: Mapping[str, Any]) -> str:
     """The backend ``params`` route ``model`` to (``model_backends`` first, then ``backend``)."""
-    return str(per_model(client_option(params, "model_backends"), model,
-                         params.get("backend", "offline")))
+    return str(
+        per_model(client_option(params, "model_backends"), model, params.get("backend", "offline"))
+    )

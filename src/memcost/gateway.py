@@ -93,8 +93,9 @@ class Gateway:
     def failures(self, **where: Any) -> list[dict[str, Any]]:
         """The calls that failed whose tags include ``where`` (e.g. ``conversation_id=u``)."""
         with self._lock:
-            return [f for f in self._failures
-                    if all(f["tags"].get(k) == v for k, v in where.items())]
+            return [
+                f for f in self._failures if all(f["tags"].get(k) == v for k, v in where.items())
+            ]
 
     def raise_fatal(self) -> None:
         """Re-raise a run-level stop (budget, quota, outage) a library may have swallowed."""
@@ -105,16 +106,23 @@ class Gateway:
     def chat(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         route = self.route(body)
         model = str(body.get("model"))
-        messages = tuple((str(m.get("role")), _text(m.get("content")))
-                         for m in body.get("messages") or [])
-        json_mode = (body.get("response_format") or {}).get("type") in ("json_object",
-                                                                        "json_schema")
+        messages = tuple(
+            (str(m.get("role")), _text(m.get("content"))) for m in body.get("messages") or []
+        )
+        json_mode = (body.get("response_format") or {}).get("type") in (
+            "json_object",
+            "json_schema",
+        )
         request = ChatRequest(
-            model=model, messages=messages, stage=route.stage,
-            prompt_version=route.prompt_version, json_mode=json_mode,
+            model=model,
+            messages=messages,
+            stage=route.stage,
+            prompt_version=route.prompt_version,
+            json_mode=json_mode,
             payload={"messages": [{"role": r, "content": c} for r, c in messages]},
             tags={**self.tags, "library_step": route.step},
-            **generation_params(model, route.reasoning_effort))
+            **generation_params(model, route.reasoning_effort),
+        )
         try:
             result = self.client.chat(request, offline=route.offline)
         except LLMError as exc:  # a run-level stop: remembered, and an error for the library
@@ -124,14 +132,23 @@ class Gateway:
             self._record(request.tags, result.error)
             return status, _error(result.error, status)
         return 200, {
-            "id": f"chatcmpl-{result.request_hash[:24]}", "object": "chat.completion",
-            "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": result.text}}],
-            "usage": {"prompt_tokens": result.usage.prompt_tokens,
-                      "completion_tokens": result.usage.completion_tokens,
-                      "total_tokens": result.usage.prompt_tokens
-                      + result.usage.completion_tokens}}
+            "id": f"chatcmpl-{result.request_hash[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": result.text},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": result.usage.prompt_tokens,
+                "completion_tokens": result.usage.completion_tokens,
+                "total_tokens": result.usage.prompt_tokens + result.usage.completion_tokens,
+            },
+        }
 
     def embeddings(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         inputs = body.get("input")
@@ -139,17 +156,23 @@ class Gateway:
         model = str(body.get("model"))
         tags = {**self.tags, "library_step": self.embedding_step}
         try:
-            vectors = self.client.embed(texts, model=model, dimensions=body.get("dimensions"),
-                                        tags=tags, progress=False)
+            vectors = self.client.embed(
+                texts, model=model, dimensions=body.get("dimensions"), tags=tags, progress=False
+            )
         except BudgetExceeded as exc:
             return self._stop(exc, tags)
         except LLMError as exc:
             self._record(tags, str(exc))
             return 502, _error(str(exc), 502)
-        return 200, {"object": "list", "model": model,
-                     "data": [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                              for i, v in enumerate(vectors)],
-                     "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        return 200, {
+            "object": "list",
+            "model": model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        }
 
     def _record(self, tags: Mapping[str, Any], error: str) -> None:
         with self._lock:

@@ -134,8 +134,11 @@ def _become_kernel(request: dict[str, Any], server_fds: tuple[int, ...]) -> None
     # ipykernel read JPY_PARENT_PID when the server imported it, before there was one: said
     # again here, the kernel watches the server and ends when it does
     launcher = importlib.util.find_spec(LAUNCHER)
-    sys.argv = [launcher.origin if launcher and launcher.origin else LAUNCHER,
-                *request["args"], f"--IPKernelApp.parent_handle={parent}"]
+    sys.argv = [
+        launcher.origin if launcher and launcher.origin else LAUNCHER,
+        *request["args"],
+        f"--IPKernelApp.parent_handle={parent}",
+    ]
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

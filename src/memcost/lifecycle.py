@@ -62,9 +62,7 @@ class ModelStatus:
         return f"{self.model} {when} {self.shutdown_date} ({self.source}){instead}"
 
 
-def status(
-    model: str, on: date, served: Mapping[str, str | None] | None = None
-) -> ModelStatus:
+def status(model: str, on: date, served: Mapping[str, str | None] | None = None) -> ModelStatus:
     """``model``'s lifecycle on day ``on``. ``served`` is ``GET /v1/models``' answer
     (``{id: shutdown_date}``), which wins over the registry when it names a date."""
     info = model_info(model) if is_known(model) else None

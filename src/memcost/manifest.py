@@ -121,7 +121,8 @@ def read_manifest(run: RunPaths) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise ManifestDamaged(
             f"{run.manifest}: not a JSON object but a {type(manifest).__name__}; move it aside "
-            "to start the run's record afresh (its tables and notebooks stay)")
+            "to start the run's record afresh (its tables and notebooks stay)"
+        )
     return manifest
 
 
@@ -236,7 +237,16 @@ def start_step(
     if dataset:
         run.dataset(dataset).ensure()
     step = Step(run=run, name=name, dataset=dataset, parameters=dict(parameters))
-    set_entry(run, "steps", step.key, {"step": name, "dataset": dataset,
-                                       "started_at": step.started_at,
-                                       "parameters": step.parameters, "status": "running"})
+    set_entry(
+        run,
+        "steps",
+        step.key,
+        {
+            "step": name,
+            "dataset": dataset,
+            "started_at": step.started_at,
+            "parameters": step.parameters,
+            "status": "running",
+        },
+    )
     return step

@@ -109,8 +109,9 @@ class ModelInfo:
 
     def __post_init__(self) -> None:
         if self.output_limit_param not in OUTPUT_LIMIT_PARAMS:
-            raise ValueError(f"{self.name}: output_limit_param must be one of "
-                             f"{OUTPUT_LIMIT_PARAMS}")
+            raise ValueError(
+                f"{self.name}: output_limit_param must be one of {OUTPUT_LIMIT_PARAMS}"
+            )
         bad = sorted(set(self.response_formats) - set(RESPONSE_FORMATS))
         if bad:
             raise ValueError(f"{self.name}: unknown response formats {bad}")
@@ -180,10 +181,18 @@ REGISTRY: dict[str, ModelInfo] = {
         # and no shutdown date (OpenAI's page as translated at https://www.w3cschool.cn/
         # openai_api/openai_api-models-gpt-6-1-terra.html, checked 2026-11-30).
         ModelInfo(
-            "gpt-6.1-terra", "gpt-6", 1_050_000, 128_000, True, max_input_tokens=922_000,
-            temperature=False, reasoning_efforts=_GPT61_EFFORTS,
-            output_limit_param="max_completion_tokens", response_formats=RESPONSE_FORMATS,
-            prompt_cache_key=True, source="https://docs.litellm.ai/blog/gpt-6-1-terra",
+            "gpt-6.1-terra",
+            "gpt-6",
+            1_050_000,
+            128_000,
+            True,
+            max_input_tokens=922_000,
+            temperature=False,
+            reasoning_efforts=_GPT61_EFFORTS,
+            output_limit_param="max_completion_tokens",
+            response_formats=RESPONSE_FORMATS,
+            prompt_cache_key=True,
+            source="https://docs.litellm.ai/blog/gpt-6-1-terra",
         ),  # fmt: skip
         # gpt-6-luna, launched 2026-09-22: OpenAI's model page (Japanese edition,
         # https://developers.openai.com/ja-JP/api/docs/models/gpt-6-luna, checked 2026-11-30):
@@ -191,9 +200,16 @@ REGISTRY: dict[str, ModelInfo] = {
         # Batch. Its input limit (922,000) is not on that page; it is quoted from OpenAI's in
         # https://docs.venice.ai/es/models/gpt-6-luna.md (checked 2026-11-30).
         ModelInfo(
-            "gpt-6-luna", "gpt-6", 1_050_000, 128_000, True, max_input_tokens=922_000,
-            temperature=False, reasoning_efforts=_GPT61_EFFORTS,
-            output_limit_param="max_completion_tokens", response_formats=RESPONSE_FORMATS,
+            "gpt-6-luna",
+            "gpt-6",
+            1_050_000,
+            128_000,
+            True,
+            max_input_tokens=922_000,
+            temperature=False,
+            reasoning_efforts=_GPT61_EFFORTS,
+            output_limit_param="max_completion_tokens",
+            response_formats=RESPONSE_FORMATS,
             prompt_cache_key=True,
             source="https://developers.openai.com/ja-JP/api/docs/models/gpt-6-luna",
         ),  # fmt: skip
@@ -205,21 +221,56 @@ REGISTRY: dict[str, ModelInfo] = {
         # https://docs.laozhang.ai/en/announcements/gpt-6-1-sol-2026-10.md. Both checked
         # 2026-11-30; OpenAI's own page was not among the pages we could search.
         ModelInfo(
-            "gpt-6.1-sol", "gpt-6", 1_050_000, 128_000, True, max_input_tokens=922_000,
-            temperature=False, reasoning_efforts=("low", "medium", "high", "xhigh"),
-            output_limit_param="max_completion_tokens", response_formats=RESPONSE_FORMATS,
+            "gpt-6.1-sol",
+            "gpt-6",
+            1_050_000,
+            128_000,
+            True,
+            max_input_tokens=922_000,
+            temperature=False,
+            reasoning_efforts=("low", "medium", "high", "xhigh"),
+            output_limit_param="max_completion_tokens",
+            response_formats=RESPONSE_FORMATS,
             prompt_cache_key=True,
             source="https://docs.laozhang.ai/en/announcements/gpt-6-1-sol-2026-10.md",
         ),  # fmt: skip
-        ModelInfo("gpt-4o-mini", "other", 128_000, 16_384, False, prompt_cache_key=True,
-                  response_formats=RESPONSE_FORMATS),
-        ModelInfo("gpt-4.1-mini", "other", 1_047_576, 32_768, False, prompt_cache_key=True,
-                  response_formats=RESPONSE_FORMATS),
+        ModelInfo(
+            "gpt-4o-mini",
+            "other",
+            128_000,
+            16_384,
+            False,
+            prompt_cache_key=True,
+            response_formats=RESPONSE_FORMATS,
+        ),
+        ModelInfo(
+            "gpt-4.1-mini",
+            "other",
+            1_047_576,
+            32_768,
+            False,
+            prompt_cache_key=True,
+            response_formats=RESPONSE_FORMATS,
+        ),
         # Embeddings: no shutdown date on DEPRECATIONS_URL (2026-11-30), so 3-small stays.
-        ModelInfo("text-embedding-3-small", "embedding", 8_191, 0, False, embedding_dims=1_536,
-                  response_formats=()),
-        ModelInfo("text-embedding-3-large", "embedding", 8_191, 0, False, embedding_dims=3_072,
-                  response_formats=()),
+        ModelInfo(
+            "text-embedding-3-small",
+            "embedding",
+            8_191,
+            0,
+            False,
+            embedding_dims=1_536,
+            response_formats=(),
+        ),
+        ModelInfo(
+            "text-embedding-3-large",
+            "embedding",
+            8_191,
+            0,
+            False,
+            embedding_dims=3_072,
+            response_formats=(),
+        ),
     )
 }
 _REGISTRY = REGISTRY  # former private name

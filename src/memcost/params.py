@@ -28,22 +28,36 @@ CLIENT_SETTINGS: dict[str, tuple[str, Any, str]] = {
     "api_key_env": ("str", "", "environment variable holding the key; empty for the provider's"),
     "model_backends": ("dict", {}, "per-model provider, e.g. {openai/gpt-oss-120b: openrouter}"),
     "cache_mode": ("str", "read_write", "read_write | replay_only | off (the disk cache)"),
-    "max_concurrency": ("int", 32, "the most requests in flight at once (pacing to the "
-                        "account's limits decides how many below it)"),
+    "max_concurrency": (
+        "int",
+        32,
+        "the most requests in flight at once (pacing to the "
+        "account's limits decides how many below it)",
+    ),
     "request_timeout_s": ("float", 0.0, "seconds one attempt may take; 0 sizes it per request"),
-    "model_capabilities": ("dict", {}, "models the registry does not know, e.g. "
-                           "{llama3.1:8b: {context_window: 32768}}"),
+    "model_capabilities": (
+        "dict",
+        {},
+        "models the registry does not know, e.g. {llama3.1:8b: {context_window: 32768}}",
+    ),
     "provider_routing": ("dict", {}, "OpenRouter provider pinning per model"),
-    "rate_limits": ("dict", {}, "the account's limits per model, e.g. {gpt-5-mini: {rpm: 500, "
-                    "tpm: 500000}} (replies' x-ratelimit-* headers correct them)"),
+    "rate_limits": (
+        "dict",
+        {},
+        "the account's limits per model, e.g. {gpt-5-mini: {rpm: 500, "
+        "tpm: 500000}} (replies' x-ratelimit-* headers correct them)",
+    ),
     "max_backoff_s": ("float", 300.0, "the longest wait between retries"),
     "prefix_requests_per_minute": ("int", 15, "requests a minute per conversation prefix"),
     "execution": ("dict", {}, "per stage: interactive | batch | flex, e.g. {judge: batch}"),
     "batch_retry": ("str", "batch", "requests a batch did not answer: batch | interactive"),
     "max_wait_hours": ("float", 24.0, "the longest wait for batches"),
     "batch_poll_s": ("float", 60.0, "seconds between two looks at a running batch"),
-    "batch_queue_tokens": ("dict", {}, "enqueued-token limit per model (a batch file holds "
-                           "no more)"),
+    "batch_queue_tokens": (
+        "dict",
+        {},
+        "enqueued-token limit per model (a batch file holds no more)",
+    ),
 }
 
 
@@ -60,16 +74,21 @@ def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
     one decision, not a merge of two."""
     merged = {**base, **extra}
     for name, value in extra.items():
-        if name != "price_overrides" and isinstance(value, Mapping) \
-                and isinstance(base.get(name), Mapping):
+        if (
+            name != "price_overrides"
+            and isinstance(value, Mapping)
+            and isinstance(base.get(name), Mapping)
+        ):
             merged[name] = {**base[name], **value}
     return merged
 
 
 def moved_to_client(name: str, where: str) -> str:
     """The one line that refuses a client setting given as a parameter of its own."""
-    return (f"{where}{name} is a setting of the client mapping now: write client: "
-            f"{{{name}: ...}} in a preset, or -p 'client={{{name}: ...}}' on the command line")
+    return (
+        f"{where}{name} is a setting of the client mapping now: write client: "
+        f"{{{name}: ...}} in a preset, or -p 'client={{{name}: ...}}' on the command line"
+    )
 
 
 # How a stage's model calls are sent (``execution``): ``interactive`` (one request at a time,
@@ -93,11 +112,21 @@ MOVED_INTO_GROUPS: dict[str, tuple[str, str]] = {
     "ef_construction": ("hnsw", "ef_construction"),
     "reader_prompt_tokens": ("assumptions", "reader_prompt_tokens"),
     "facts_per_user": ("assumptions", "facts_per_user"),
-    **{f"explorer_{key}": ("explorer", key) for key in (
-        "context_tokens", "questions", "scenario", "retention", "gap_seconds", "batch")},
-    **{key: ("system_settings", key) for key in (
-        "window", "ingest_interval", "mem0_top_k", "om_top_k", "observer_tokens",
-        "reflector_tokens")},
+    **{
+        f"explorer_{key}": ("explorer", key)
+        for key in ("context_tokens", "questions", "scenario", "retention", "gap_seconds", "batch")
+    },
+    **{
+        key: ("system_settings", key)
+        for key in (
+            "window",
+            "ingest_interval",
+            "mem0_top_k",
+            "om_top_k",
+            "observer_tokens",
+            "reflector_tokens",
+        )
+    },
     "baseline_cells": ("extra_cells", "baselines"),
     "baseline_repeats": ("extra_cells", "baseline_repeats"),
     "workload_generator": ("workload", "generator"),
@@ -119,9 +148,11 @@ def moved_into_group(name: str, where: str) -> str | None:
     if name not in MOVED_INTO_GROUPS:
         return None
     group, key = MOVED_INTO_GROUPS[name]
-    return (f"{where}{name} is the setting {key} of {group} now: write {group}: {{{key}: ...}} "
-            f"in a preset, or -p '{group}={{{key}: ...}}' on the command line (the other "
-            "settings keep their defaults)")
+    return (
+        f"{where}{name} is the setting {key} of {group} now: write {group}: {{{key}: ...}} "
+        f"in a preset, or -p '{group}={{{key}: ...}}' on the command line (the other "
+        "settings keep their defaults)"
+    )
 
 
 class NotebookError(ValueError):
@@ -133,10 +164,12 @@ def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{path}: not a valid notebook (JSON error at line "
-                            f"{exc.lineno})") from exc
-    cells = [c for c in nb.get("cells", [])
-             if "parameters" in c.get("metadata", {}).get("tags", [])]
+        raise NotebookError(
+            f"{path}: not a valid notebook (JSON error at line {exc.lineno})"
+        ) from exc
+    cells = [
+        c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])
+    ]
     if not cells:
         return {}
     source = cells[0]["source"]
@@ -151,7 +184,7 @@ def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
         else:
             continue
         line = lines[node.end_lineno - 1]
-        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset:] else ""
+        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset :] else ""
         declared[name] = {
             "name": name,
             "inferred_type_name": annotation,
@@ -197,21 +230,27 @@ def settings_groups(path: Path) -> dict[str, dict[str, Any]]:
     """The parameters of ``path`` that are settings groups: a ``dict`` whose default names its
     keys (``figure1_grid: dict = {"min_tokens": 10000, ...}``), as opposed to an open mapping
     such as ``client`` or ``price_overrides`` whose default is empty."""
-    return {name: value for name, value in notebook_defaults(path).items()
-            if isinstance(value, dict) and value
-            and notebook_parameters(path)[name]["inferred_type_name"] == "dict"}
+    return {
+        name: value
+        for name, value in notebook_defaults(path).items()
+        if isinstance(value, dict)
+        and value
+        and notebook_parameters(path)[name]["inferred_type_name"] == "dict"
+    }
 
 
 def complete_group(name: str, value: Any, default: Mapping[str, Any]) -> dict[str, Any]:
     """``value`` over ``default``, key by key; ``ValueError`` in one line for a value that is not
     a mapping, an unknown key (with the known ones) or a value of the wrong type."""
     if not isinstance(value, Mapping):
-        raise ValueError(f"parameter {name}={value!r}: expected a mapping of its settings "
-                         f"({', '.join(default)})")
+        raise ValueError(
+            f"parameter {name}={value!r}: expected a mapping of its settings ({', '.join(default)})"
+        )
     unknown = [key for key in value if key not in default]
     if unknown:
-        raise ValueError(f"parameter {name}: unknown setting(s) {unknown}; its settings are "
-                         f"{', '.join(default)}")
+        raise ValueError(
+            f"parameter {name}: unknown setting(s) {unknown}; its settings are {', '.join(default)}"
+        )
     merged = {**default, **value}
     for key, given in value.items():
         merged[key] = _like(f"{name}[{key!r}]", given, default[key])
@@ -225,12 +264,20 @@ def _like(where: str, value: Any, default: Any) -> Any:
         return float(value)
     if default is None or isinstance(value, kind) and (kind is bool) == isinstance(value, bool):
         return value
-    raise ValueError(f"parameter {where}={value!r}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
-                     f", like the default {default!r}")
+    raise ValueError(
+        f"parameter {where}={value!r}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
+        f", like the default {default!r}"
+    )
 
 
-_KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
-               list: "a list", dict: "a mapping"}
+_KIND_NAMES = {
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    list: "a list",
+    dict: "a mapping",
+}
 
 
 def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
@@ -242,11 +289,14 @@ def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
     settings = dict(namespace.get("client") or {})
     unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
     if "tpm_limit" in unknown:
-        raise ValueError("client: tpm_limit is per model now: client: {rate_limits: {MODEL: "
-                         "{tpm: N, rpm: N}}}")
+        raise ValueError(
+            "client: tpm_limit is per model now: client: {rate_limits: {MODEL: {tpm: N, rpm: N}}}"
+        )
     if unknown:
-        raise ValueError(f"client: unknown setting(s) {unknown}; the client's settings are "
-                         f"{', '.join(CLIENT_SETTINGS)}")
+        raise ValueError(
+            f"client: unknown setting(s) {unknown}; the client's settings are "
+            f"{', '.join(CLIENT_SETTINGS)}"
+        )
     shared.update(settings)
     if "price_overrides" in shared:
         shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
@@ -263,17 +313,22 @@ def normalise_execution(value: Any) -> dict[str, str]:
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"execution={value!r}: expected a mapping of stage to mode, e.g. "
-                         '{"extract": "batch", "judge": "batch"}')
+        raise ValueError(
+            f"execution={value!r}: expected a mapping of stage to mode, e.g. "
+            '{"extract": "batch", "judge": "batch"}'
+        )
     out = dict.fromkeys(STAGES, "interactive")
     default = value.get("*")
     for stage, mode in value.items():
         if stage != "*" and stage not in STAGES:
-            raise ValueError(f"execution[{stage!r}]: unknown stage; stages are "
-                             f"{', '.join(STAGES)} (or * for all)")
+            raise ValueError(
+                f"execution[{stage!r}]: unknown stage; stages are "
+                f"{', '.join(STAGES)} (or * for all)"
+            )
         if mode not in EXECUTION_MODES:
-            raise ValueError(f"execution[{stage!r}]={mode!r}: choose one of "
-                             f"{', '.join(EXECUTION_MODES)}")
+            raise ValueError(
+                f"execution[{stage!r}]={mode!r}: choose one of {', '.join(EXECUTION_MODES)}"
+            )
     if default is not None:
         out = dict.fromkeys(STAGES, str(default))
     out.update({str(k): str(v) for k, v in value.items() if k != "*"})
@@ -288,13 +343,17 @@ def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"price_overrides={value!r}: expected a mapping of model to price, "
-                         'e.g. {"llama3.1:8b": 0} or {"my-model": {"input": 0.2, "output": 0.6}}')
+        raise ValueError(
+            f"price_overrides={value!r}: expected a mapping of model to price, "
+            'e.g. {"llama3.1:8b": 0} or {"my-model": {"input": 0.2, "output": 0.6}}'
+        )
     out: dict[str, dict[str, Any]] = {}
     for model, price in value.items():
         if isinstance(price, bool) or not isinstance(price, (int, float, Mapping)):
-            raise ValueError(f"price_overrides[{model!r}]={price!r}: expected a number (USD per 1M "
-                             "tokens, 0 = free) or a mapping such as {input: 0.2, output: 0.6}")
+            raise ValueError(
+                f"price_overrides[{model!r}]={price!r}: expected a number (USD per 1M "
+                "tokens, 0 = free) or a mapping such as {input: 0.2, output: 0.6}"
+            )
         if isinstance(price, Mapping):
             out[str(model)] = dict(price)
         elif price < 0:

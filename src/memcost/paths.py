@@ -265,8 +265,14 @@ class DatasetPaths:
         return self.answers / f"answers_{system}.jsonl"
 
     def ensure(self) -> DatasetPaths:
-        for folder in (self.data, self.memory, self.answers, self.tables, self.figures,
-                       self.metrics):
+        for folder in (
+            self.data,
+            self.memory,
+            self.answers,
+            self.tables,
+            self.figures,
+            self.metrics,
+        ):
             folder.mkdir(parents=True, exist_ok=True)
         return self
 

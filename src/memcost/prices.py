@@ -144,8 +144,9 @@ class Price:
 
     def flex_rate(self) -> float:
         if self.flex_multiplier is None:
-            raise ValueError(f"{self.model}: no Flex processing in {PRICE_TABLE_NAME} "
-                             f"({self.source})")
+            raise ValueError(
+                f"{self.model}: no Flex processing in {PRICE_TABLE_NAME} ({self.source})"
+            )
         return self.flex_multiplier
 
     def batch_rate(self) -> float:
@@ -185,8 +186,12 @@ _GPT5_FLEX = (
     "on 2025-08-08 in https://github.com/vercel/ai/issues/7889 (and flex use of gpt-5-mini in "
     "https://github.com/Skyvern-AI/skyvern/pull/4106); checked 2026-11-30"
 )
-_GPT5 = {"in_memory_retention_minutes": 10.0, "extended_retention_hours": 24.0,
-         "flex_multiplier": FLEX_MULTIPLIER, "note": _GPT5_FLEX}
+_GPT5 = {
+    "in_memory_retention_minutes": 10.0,
+    "extended_retention_hours": 24.0,
+    "flex_multiplier": FLEX_MULTIPLIER,
+    "note": _GPT5_FLEX,
+}
 # GPT-6 rows: above 272K prompt tokens the whole request costs 2x input and cache, 1.5x output;
 # 30-minute minimum cache life; Batch and Flex 50% off.
 _GPT6_TIER = {
@@ -233,32 +238,59 @@ PRICE_SCHEDULES: dict[str, tuple[Price, ...]] = _rows(
     ),
     # Successors (launched 2026-10-26): cache write 1.25 (30 min) / 2.50 (12 h) against 1.00 input.
     Price(
-        "gpt-6.1-terra", 1.00, 0.05, 5.00, _TERRA, "2026-10-26",
-        cache_write_30m=1.25, cache_write_12h=2.50, extended_retention_hours=12.0, **_GPT6_TIER,
+        "gpt-6.1-terra",
+        1.00,
+        0.05,
+        5.00,
+        _TERRA,
+        "2026-10-26",
+        cache_write_30m=1.25,
+        cache_write_12h=2.50,
+        extended_retention_hours=12.0,
+        **_GPT6_TIER,
     ),
     Price(
-        "gpt-6-luna", 0.10, 0.01, 0.50, _LUNA, "2026-09-22", cache_write_30m=0.125,
+        "gpt-6-luna",
+        0.10,
+        0.01,
+        0.50,
+        _LUNA,
+        "2026-09-22",
+        cache_write_30m=0.125,
         note="OpenAI's page lists one cache-write price (taken as the 30-minute one) and no "
-             "12-hour retention; the 272K tier (2x input and cache, 1.5x output), Batch and "
-             "Flex (50%) are on the page",
+        "12-hour retention; the 272K tier (2x input and cache, 1.5x output), Batch and "
+        "Flex (50%) are on the page",
         **_GPT6_TIER,
     ),
     # gpt-6.1-sol (launched 2026-09-29, successor of gpt-5): as gpt-6-sol but cached input
     # halved; above 272K input 4.00 / 0.20 / 15.00 (the GPT-6 tier rule); Flex 0.5x.
     Price(
-        "gpt-6.1-sol", 2.00, 0.10, 10.00, _SOL61, "2026-09-29", cache_write_30m=2.50,
+        "gpt-6.1-sol",
+        2.00,
+        0.10,
+        10.00,
+        _SOL61,
+        "2026-09-29",
+        cache_write_30m=2.50,
         note="cache write as on gpt-6-sol "
-             "(https://dev.to/hassann/how-to-use-gpt-61-sol-apl--45cg); "
-             "no 12-hour price quoted",
+        "(https://dev.to/hassann/how-to-use-gpt-61-sol-apl--45cg); "
+        "no 12-hour price quoted",
         **_GPT6_TIER,
     ),
     Price(
-        "gpt-6-sol", 2.00, 0.20, 10.00, _GPT6, "2026-09-22", cache_write_30m=2.50,
+        "gpt-6-sol",
+        2.00,
+        0.20,
+        10.00,
+        _GPT6,
+        "2026-09-22",
+        cache_write_30m=2.50,
         note="one cache-write price is quoted (taken as the 30-minute one); tier multipliers, "
-             "Batch and Flex assumed as on gpt-6.1-terra",
+        "Batch and Flex assumed as on gpt-6.1-terra",
         **_GPT6_TIER,
     ),
 )
+
 
 # The model that replaces each retired paper model (OpenAI deprecations page, notice 2026-06-11,
 # https://developers.openai.com/api/docs/deprecations, checked 2026-11-30: gpt-5-mini ->

@@ -107,15 +107,15 @@ Reply with only a JSON object, the reason first:
 
 JUDGE_RULES = (
     "- Grade the content, not the form. Paraphrases, synonyms, another word order, a longer or "
-    "friendlier answer, and other formats of dates, times, numbers and units (\"7 May 2023\", "
-    "\"May 7th, 2023\", \"2023-05-07\"; \"3\", \"three\") are all fine.\n"
+    'friendlier answer, and other formats of dates, times, numbers and units ("7 May 2023", '
+    '"May 7th, 2023", "2023-05-07"; "3", "three") are all fine.\n'
     "- A response that states what the reference requires is CORRECT even when it adds context, "
     "as long as nothing it adds contradicts the reference.\n"
     "- A response is WRONG when it gives a different fact (another name, date, number, place or "
     "person), leaves out part of what the question asks for, contradicts the reference, hedges "
     "between several candidate answers, or says it does not know while the reference gives an "
     "answer.\n"
-    "- A date given relative to another date (\"the week before 9 June 2023\") is CORRECT when it "
+    '- A date given relative to another date ("the week before 9 June 2023") is CORRECT when it '
     "denotes the same day or period as the reference."
 )
 JUDGE_LENIENT_RULES = (
@@ -193,7 +193,7 @@ LONG_CONTEXT_ANSWER = register(
             "now and the assistant is you.\n"
             "- Read all sessions. When something changed over time, the most recent session "
             "holds.\n"
-            "- Work dates out from the session dates (\"yesterday\" in a session means the day "
+            '- Work dates out from the session dates ("yesterday" in a session means the day '
             "before that session) and state dates and durations explicitly.\n"
             "- If the question asks for advice, a suggestion or a draft, give it in the way that "
             "suits what the history tells you about the person.\n"
@@ -312,7 +312,7 @@ MEMORY_GRAPH_ENTITIES = register(
         version="v1",
         system=(
             "You build the knowledge graph of a personal assistant's memory. List the entities "
-            "the messages below mention: the people (by name, or \"the user\" when no name is "
+            'the messages below mention: the people (by name, or "the user" when no name is '
             "given), places, organisations, pets, activities, objects, events and dates. Give "
             "each a short type (person, place, organisation, pet, activity, object, event, "
             "date, other).\n"
@@ -330,17 +330,19 @@ MEMORY_GRAPH_RELATIONS = register(
             "You build the knowledge graph of a personal assistant's memory. From the messages "
             "below, write the relations between the listed entities as triples (source, "
             "relation, destination): the relation a short verb phrase in lower case "
-            "(\"lives in\", \"practises yoga\", \"works at\"), source and destination among the "
+            '("lives in", "practises yoga", "works at"), source and destination among the '
             "entities. Only what the people themselves say. When a new relation changes "
             "something a stored relation says (a new value of the same thing: a new home, a new "
-            "frequency, a new job), give that stored relation's id as \"supersedes\"; the "
+            'frequency, a new job), give that stored relation\'s id as "supersedes"; the '
             "stored relation is kept, marked as no longer valid.\n"
             "Reply with a JSON object and nothing else: "
             '{{"relations": [{{"source": "<entity>", "relation": "<verb phrase>", '
             '"destination": "<entity>", "supersedes": "<stored id or null>"}}]}}'
         ),
-        user=("{session_line}Entities: {entities}\n\nStored relations:\n{stored}\n\n"
-              "Messages:\n{messages}"),
+        user=(
+            "{session_line}Entities: {entities}\n\nStored relations:\n{stored}\n\n"
+            "Messages:\n{messages}"
+        ),
     )
 )
 # The mem0 library (memcost.systems.mem0_library): its custom_fact_extraction_prompt, the
@@ -356,9 +358,9 @@ MEM0_EXTRACT = register(
             "facts about the people that would help in a later conversation with them.\n"
             "Rules:\n"
             "- Each fact is one short, self-contained sentence that names the person it is "
-            "about; never \"I\", \"he\", \"she\".\n"
+            'about; never "I", "he", "she".\n'
             "- Keep names, numbers, frequencies, places and dates; give dates as calendar dates, "
-            "resolving \"yesterday\" or \"last week\" against the session date.\n"
+            'resolving "yesterday" or "last week" against the session date.\n'
             "- One piece of information per fact; leave out greetings and small talk.\n"
             "- If nothing is worth remembering, return an empty list.\n"
             'Reply with a JSON object and nothing else: {"facts": ["<fact>", ...]}'
@@ -406,7 +408,7 @@ SERVING_OBSERVER = register(
         system=(
             "You keep observational memory for a personal assistant. Read the messages that "
             "have not been observed yet and write down what is worth remembering about the two "
-            "people: one observation per line, starting with \"- \", naming the person, keeping "
+            'people: one observation per line, starting with "- ", naming the person, keeping '
             "names, dates, numbers, preferences, schedules and relationships. Leave out small "
             "talk. Reply with the observation lines only."
         ),
@@ -421,7 +423,7 @@ SERVING_REFLECTOR = register(
             "You condense a personal assistant's observational memory. Merge observations about "
             "the same thing, keep only the most recent value when something changed, and drop "
             "repetitions. Reply with the condensed observations, one per line, each starting "
-            "with \"- \"."
+            'with "- ".'
         ),
         user="Observations:\n{observations}",
     )
@@ -489,7 +491,7 @@ INSTRUCTIONS: dict[str, Instruction] = {
             "v1",
             "Reference answer",
             _LOCOMO + " The question asks when something happened. The conversation often dates "
-            "events relative to a session (\"last Saturday\", \"the week before\"): a response "
+            'events relative to a session ("last Saturday", "the week before"): a response '
             "giving the same date or period as the reference, absolutely or relative to a date "
             "it names, is CORRECT; a different date or period is WRONG.",
         ),
@@ -500,8 +502,8 @@ INSTRUCTIONS: dict[str, Instruction] = {
             "The question is about a long conversation between two people, but it cannot be "
             "answered from it: it asks about something nobody said, or attributes to one person "
             "what concerns the other. The response is CORRECT only if it says the conversation "
-            "does not give this information (for example \"not mentioned\", \"there is no "
-            "information about that\"). It is WRONG if it answers the question as asked, in "
+            'does not give this information (for example "not mentioned", "there is no '
+            'information about that"). It is WRONG if it answers the question as asked, in '
             "particular with this answer, which belongs to something else in the conversation: "
             "{adversarial_answer}",
         ),

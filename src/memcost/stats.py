@@ -118,8 +118,9 @@ def mann_whitney_u(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndar
     """The Mann-Whitney U of ``x`` against ``y``: pairs with the ``x`` value larger, ties counting
     a half (average ranks, as scipy computes it)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    values, inverse, counts = np.unique(np.concatenate([x, y]), return_inverse=True,
-                                        return_counts=True)
+    values, inverse, counts = np.unique(
+        np.concatenate([x, y]), return_inverse=True, return_counts=True
+    )
     top = np.cumsum(counts)  # the highest rank each distinct value takes
     ranks = (top - (counts - 1) / 2.0)[inverse]
     return float(ranks[: x.size].sum() - x.size * (x.size + 1) / 2.0)
@@ -163,8 +164,16 @@ def majority_votes(judgments: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame
     ``unjudged_votes``, ``label``, ``correct`` (bool), ``judged`` (bool).
     """
     keys = list(keys)
-    columns = [*keys, "votes", "correct_votes", "wrong_votes", "unjudged_votes", "label",
-               "correct", "judged"]
+    columns = [
+        *keys,
+        "votes",
+        "correct_votes",
+        "wrong_votes",
+        "unjudged_votes",
+        "label",
+        "correct",
+        "judged",
+    ]
     if judgments.empty:
         return pd.DataFrame(columns=columns)
     labels = judgments["label"].astype(str).str.upper()

@@ -30,8 +30,9 @@ TIER_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
 }
 
 
-def tier_limits(model: str, stated: Mapping[str, Mapping[str, float]] | None = None,
-                tier: str = DEFAULT_TIER) -> tuple[float | None, float | None, str]:
+def tier_limits(
+    model: str, stated: Mapping[str, Mapping[str, float]] | None = None, tier: str = DEFAULT_TIER
+) -> tuple[float | None, float | None, str]:
     """``(rpm, tpm, where from)`` for ``model``: the run's stated limits, else the tier's
     (``None``: not known)."""
     limits = per_model(stated, model)

@@ -170,8 +170,11 @@ def clear_count_cache() -> None:
 
 def tokenizer_info() -> dict[str, str]:
     """What to write into a manifest about the tokenizer."""
-    return {"encoding": ENCODING_NAME, "ranks_sha256": RANKS_SHA256,
-            "tiktoken": tiktoken.__version__}
+    return {
+        "encoding": ENCODING_NAME,
+        "ranks_sha256": RANKS_SHA256,
+        "tiktoken": tiktoken.__version__,
+    }
 
 
 __all__ = [
@@ -186,4 +189,3 @@ __all__ = [
     "tokenizer_info",
     "truncate_to_tokens",
 ]
-

@@ -59,8 +59,7 @@ def detectable_gap(questions: int, per_conversation: float, dataset: str) -> flo
     """The smallest gap (accuracy points / 100) that ``questions`` judged questions, ``m`` per
     conversation, tell from zero at 95% with 80% power (the paper's variance)."""
     p_a, p_b = _accuracies(dataset)
-    return _z() * math.sqrt(paired_variance(p_a, p_b) * design_effect(per_conversation)
-                            / questions)
+    return _z() * math.sqrt(paired_variance(p_a, p_b) * design_effect(per_conversation) / questions)
 
 
 def _accuracies(dataset: str) -> tuple[float, float]:
@@ -91,15 +90,19 @@ class SubsetPlan:
 
     def describe(self) -> str:
         """What the subset can and cannot show, in one sentence."""
-        can = (f"tells the paper's gap of {100 * self.paper_gap:.1f} points from zero"
-               if self.shows_paper_gap else
-               f"cannot confirm the paper's gap of {100 * self.paper_gap:.1f} points (no subset "
-               "of the benchmark could: it is too small for that gap)")
-        return (f"{self.judged} judged questions over {self.conversations} conversations "
-                f"detect a gap of {100 * self.detectable:.1f} points or more at 95% with 80% "
-                f"power (assumed intra-conversation correlation {ICC}): this subset {can}; it "
-                "cannot estimate either system's accuracy to better than about "
-                f"±{100 * self.accuracy_margin:.0f} points, nor compare categories")
+        can = (
+            f"tells the paper's gap of {100 * self.paper_gap:.1f} points from zero"
+            if self.shows_paper_gap
+            else f"cannot confirm the paper's gap of {100 * self.paper_gap:.1f} points (no subset "
+            "of the benchmark could: it is too small for that gap)"
+        )
+        return (
+            f"{self.judged} judged questions over {self.conversations} conversations "
+            f"detect a gap of {100 * self.detectable:.1f} points or more at 95% with 80% "
+            f"power (assumed intra-conversation correlation {ICC}): this subset {can}; it "
+            "cannot estimate either system's accuracy to better than about "
+            f"±{100 * self.accuracy_margin:.0f} points, nor compare categories"
+        )
 
     @property
     def accuracy_margin(self) -> float:
@@ -115,7 +118,7 @@ def plan(dataset: str, cost: Callable[[int, int], float]) -> SubsetPlan:
     p_a, p_b = _accuracies(dataset)
     gap = p_a - p_b
     for target in (gap, FALLBACK_MULTIPLE * gap):
-        base = _z() ** 2 * paired_variance(p_a, p_b) / target ** 2
+        base = _z() ** 2 * paired_variance(p_a, p_b) / target**2
         options = []
         # Questions per conversation: at most what a conversation holds on average (one for
         # LongMemEval); for each, the fewest conversations that reach the size cost least.
@@ -126,6 +129,7 @@ def plan(dataset: str, cost: Callable[[int, int], float]) -> SubsetPlan:
                 options.append((cost(k, sampled), k, m, sampled))
         if options:
             _, k, m, sampled = min(options)
-            return SubsetPlan(dataset, k, m, sampled, gap, target,
-                              detectable_gap(k * m, m, dataset))
+            return SubsetPlan(
+                dataset, k, m, sampled, gap, target, detectable_gap(k * m, m, dataset)
+            )
     raise ValueError(f"{dataset}: no subset detects even {FALLBACK_MULTIPLE} times its gap")

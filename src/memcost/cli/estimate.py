@@ -35,20 +35,33 @@ from memcost.verify import SubsetPlan, plan
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
-    cmd = sub.add_parser("estimate", help="print a preset's estimated bill (no data, no key "
-                         "needed), interactive and in the chosen execution modes")
-    cmd.add_argument("--params", required=True,
-                     help="preset: a path or a name in papermill_params/")
+    cmd = sub.add_parser(
+        "estimate",
+        help="print a preset's estimated bill (no data, no key "
+        "needed), interactive and in the chosen execution modes",
+    )
+    cmd.add_argument(
+        "--params", required=True, help="preset: a path or a name in papermill_params/"
+    )
     cmd.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
-    cmd.add_argument("--run-name", help="count this run's notebook-00 files instead of the "
-                     "paper-scale counts")
-    cmd.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
-                     default=[], metavar="KEY=VALUE",
-                     help="override a notebook parameter (YAML value)")
+    cmd.add_argument(
+        "--run-name", help="count this run's notebook-00 files instead of the paper-scale counts"
+    )
+    cmd.add_argument(
+        "-p",
+        "--set",
+        dest="overrides",
+        action="append",
+        type=parse_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a notebook parameter (YAML value)",
+    )
 
 
-def preset_estimate(preset: Preset, run_name: str | None = None,
-                    overrides: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, list[str]]:
+def preset_estimate(
+    preset: Preset, run_name: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
     """The estimate of every dataset of ``preset`` (with ``overrides`` merged in), and one line
     per dataset saying what was counted."""
     frames, notes = [], []
@@ -61,8 +74,12 @@ def preset_estimate(preset: Preset, run_name: str | None = None,
         else:
             stats, questions = selected_counts(name, params)
             frames.append(estimate_counts(name, stats, questions, params))
-            kept = (f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
-                    "questions of them" if len(questions) < paper.TABLE2[name][0] else "")
+            kept = (
+                f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
+                "questions of them"
+                if len(questions) < paper.TABLE2[name][0]
+                else ""
+            )
             notes.append(profile_note(name) + kept)
     return pd.concat(frames, ignore_index=True), notes
 
@@ -82,8 +99,12 @@ def verify_plan(preset: Preset) -> SubsetPlan:
 def command_estimate(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = collect_overrides(args.overrides)
     try:
-        preset = resolve_preset(args.params, discover_notebooks(),
-                                datasets=split_list(args.datasets), overrides=overrides)
+        preset = resolve_preset(
+            args.params,
+            discover_notebooks(),
+            datasets=split_list(args.datasets),
+            overrides=overrides,
+        )
         if not preset.datasets:
             raise PresetError(f"{preset.path}: names no dataset to estimate")
         estimate, notes = preset_estimate(preset, args.run_name)
@@ -91,9 +112,11 @@ def command_estimate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if offline_preset(preset):
-        print(f"{preset.name} runs offline (the classical stand-ins answer): it costs $0. What "
-              "follows is what its calls would cost with the configured models, at the scale "
-              "each line below says (the paper's, unless a run's data was counted):")
+        print(
+            f"{preset.name} runs offline (the classical stand-ins answer): it costs $0. What "
+            "follows is what its calls would cost with the configured models, at the scale "
+            "each line below says (the paper's, unless a run's data was counted):"
+        )
     budget = preset.parameters.get("max_cost_usd")
     print(summary_text(estimate, max_cost_usd=budget))
     for note in notes:
@@ -101,10 +124,15 @@ def command_estimate(args: argparse.Namespace) -> int:
     if preset.name.startswith("verify_"):
         print(f"  what this subset can show: {verify_plan(preset).describe()}")
     if budget is not None and not offline_preset(preset) and bill(estimate) > float(budget):
-        change = fitting_change(lambda o: preset_estimate(preset, args.run_name, o)[0],
-                                preset.parameters_for(preset.datasets[0]), float(budget))
-        print("this run would stop before its first paid call: "
-              + over_budget_line(preset.path, bill(estimate), float(budget), change))
+        change = fitting_change(
+            lambda o: preset_estimate(preset, args.run_name, o)[0],
+            preset.parameters_for(preset.datasets[0]),
+            float(budget),
+        )
+        print(
+            "this run would stop before its first paid call: "
+            + over_budget_line(preset.path, bill(estimate), float(budget), change)
+        )
     return 0
 
 
@@ -114,6 +142,7 @@ def offline_preset(preset: Any) -> bool:
         params = preset.parameters_for(name)
         routes = (params.get("client") or {}).get("model_backends") or {}
         if params.get("backend", "offline") != "offline" or any(
-                b != "offline" for b in routes.values()):
+            b != "offline" for b in routes.values()
+        ):
             return False
     return True

@@ -30,31 +30,57 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute a preset's notebooks into runs/<run_name>/")
-    run.add_argument("--params", required=True,
-                     help="preset: a path or a name in papermill_params/")
-    run.add_argument("--run-name",
-                     help="run directory name under runs/ (default: <preset>-<time>); "
-                          "reuse a name to resume a killed run from its cache")
+    run.add_argument(
+        "--params", required=True, help="preset: a path or a name in papermill_params/"
+    )
+    run.add_argument(
+        "--run-name",
+        help="run directory name under runs/ (default: <preset>-<time>); "
+        "reuse a name to resume a killed run from its cache",
+    )
     run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
-    run.add_argument("-p", "--set", dest="overrides", action="append", type=parse_override,
-                     default=[], metavar="KEY=VALUE",
-                     help="override a notebook parameter (YAML value)")
-    run.add_argument("--verbose", action="store_true",
-                     help="stream every cell's output (it is always in runs/<name>/logs/)")
-    run.add_argument("--quiet", action="store_true",
-                     help="no line per notebook: only warnings, errors and where the results are")
-    run.add_argument("--allow-failures", type=float, default=None, metavar="FRACTION",
-                     help="fraction of a stage's items that may fail after all retries without "
-                     "stopping the run (default: the preset's allow_failures, else 0)")
+    run.add_argument(
+        "-p",
+        "--set",
+        dest="overrides",
+        action="append",
+        type=parse_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a notebook parameter (YAML value)",
+    )
+    run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream every cell's output (it is always in runs/<name>/logs/)",
+    )
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no line per notebook: only warnings, errors and where the results are",
+    )
+    run.add_argument(
+        "--allow-failures",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="fraction of a stage's items that may fail after all retries without "
+        "stopping the run (default: the preset's allow_failures, else 0)",
+    )
 
     report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
     report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
-    repair = sub.add_parser("repair-ledger", help="rebuild a run's calls.jsonl records that are "
-                            "missing, from the calls the response cache says the run paid for")
+    repair = sub.add_parser(
+        "repair-ledger",
+        help="rebuild a run's calls.jsonl records that are "
+        "missing, from the calls the response cache says the run paid for",
+    )
     repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
-    forget = sub.add_parser("forget-batch", help="give up a batch the provider no longer knows, "
-                            "so a rerun sends its requests again")
+    forget = sub.add_parser(
+        "forget-batch",
+        help="give up a batch the provider no longer knows, so a rerun sends its requests again",
+    )
     forget.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
     forget.add_argument("batch_id", help="the batch id the run's error named")
     runs_cli.add_commands(sub)
@@ -70,8 +96,10 @@ def command_forget_batch(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
-    print(f"gave up batch {args.batch_id} ({len(entry.keys)} requests of {entry.stage}); "
-          "rerun the same command and they are sent again")
+    print(
+        f"gave up batch {args.batch_id} ({len(entry.keys)} requests of {entry.stage}); "
+        "rerun the same command and they are sent again"
+    )
     return 0
 
 
@@ -83,9 +111,11 @@ def command_repair(args: argparse.Namespace) -> int:
     added = repair(paths)
     print(f"{paths.calls}: {added} missing record(s) rebuilt from the cache")
     if added:
-        print("Rebuilt: the calls this run paid for (from their cache rows) and the calls it was "
-              "served from the cache (as the cache noted them). Offline calls are never cached, "
-              "so their records (estimates only, nothing paid) cannot be rebuilt.")
+        print(
+            "Rebuilt: the calls this run paid for (from their cache rows) and the calls it was "
+            "served from the cache (as the cache noted them). Offline calls are never cached, "
+            "so their records (estimates only, nothing paid) cannot be rebuilt."
+        )
     return 0
 
 
@@ -124,8 +154,11 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_LOCKED
     except StageFailures as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
-        print(f"Resume once the cause is fixed (only the failed items are sent again):\n"
-              f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
+        print(
+            f"Resume once the cause is fixed (only the failed items are sent again):\n"
+            f"  {resume_command(args, exc.run_dir)}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED_ITEMS
     except NotebookFailed as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
@@ -134,13 +167,19 @@ def command_run(args: argparse.Namespace) -> int:
     except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
         where = exc.filename or "a file of the run"
         run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
-        print(f"\nerror: cannot write {where}: {exc.strerror or exc}. Free space or make it "
-              f"writable, then resume (finished work is kept) with:\n"
-              f"  {resume_command(args, run_dir)}", file=sys.stderr)
+        print(
+            f"\nerror: cannot write {where}: {exc.strerror or exc}. Free space or make it "
+            f"writable, then resume (finished work is kept) with:\n"
+            f"  {resume_command(args, run_dir)}",
+            file=sys.stderr,
+        )
         return 1
     print(f"\nResults are in {paths.root}")
-    for label, path in (("manifest", paths.manifest), ("report", paths.report_md),
-                        ("report (HTML)", paths.report_html)):
+    for label, path in (
+        ("manifest", paths.manifest),
+        ("report", paths.report_md),
+        ("report (HTML)", paths.report_html),
+    ):
         if path.exists():
             print(f"  {label}: {path}")
     return 0
@@ -150,23 +189,34 @@ def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
     if exc.ename == "DataError" and "could not download" in exc.error:
         # One line that works as given: the same run on the bundled samples.
         resume = resume_command(args, exc.run_dir, drop=("download",))
-        print(f"No network? Use the bundled samples instead: {resume} -p download=false",
-              file=sys.stderr)
+        print(
+            f"No network? Use the bundled samples instead: {resume} -p download=false",
+            file=sys.stderr,
+        )
     elif exc.ename == "BudgetExceeded":
         # Not a fault to fix: the run reached the limit it was given.
         resume = resume_command(args, exc.run_dir, drop=("max_cost_usd",))
-        print(f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "
-              f"on, resume with a higher limit (finished calls are not paid again):\n"
-              f"  {resume} -p max_cost_usd=<dollars>", file=sys.stderr)
+        print(
+            f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "
+            f"on, resume with a higher limit (finished calls are not paid again):\n"
+            f"  {resume} -p max_cost_usd=<dollars>",
+            file=sys.stderr,
+        )
     elif exc.ename == "BatchWaitExceeded":
         # Not a fault either: the batches keep running at the provider, recorded in the run.
-        print(f"The run stopped waiting for the Batch API (max_wait_hours); its batches stay "
-              f"recorded in the run directory and are not submitted again. Resume later (a "
-              f"larger -p 'client={{max_wait_hours: <hours>}}' waits longer) with:\n"
-              f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
+        print(
+            f"The run stopped waiting for the Batch API (max_wait_hours); its batches stay "
+            f"recorded in the run directory and are not submitted again. Resume later (a "
+            f"larger -p 'client={{max_wait_hours: <hours>}}' waits longer) with:\n"
+            f"  {resume_command(args, exc.run_dir)}",
+            file=sys.stderr,
+        )
     else:
-        print(f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
-              f"  {resume_command(args, exc.run_dir)}", file=sys.stderr)
+        print(
+            f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
+            f"  {resume_command(args, exc.run_dir)}",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,13 +20,15 @@ def parse_override(text: str) -> tuple[str, Any]:
         where = getattr(exc, "problem", None) or "not a YAML value"
         raise argparse.ArgumentTypeError(
             f"{key.strip()}={value!r}: {where}; quote a list or mapping whole, e.g. "
-            f"-p '{key.strip()}=[a, b]'") from None
+            f"-p '{key.strip()}=[a, b]'"
+        ) from None
     slip = _colon_slip(parsed)
     if slip is not None:
         name, setting = slip.split(":", 1)
         raise argparse.ArgumentTypeError(
             f"{key.strip()}={value!r}: '{slip}' reads as one key with no value; write "
-            f"{{{name}: {setting}}} with a space after the colon")
+            f"{{{name}: {setting}}} with a space after the colon"
+        )
     return key.strip(), parsed
 
 

@@ -24,8 +24,9 @@ from memcost.run.progress import clock
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    runs = sub.add_parser("runs",
-                          help="list the runs under runs/: name, preset, status, time, cost")
+    runs = sub.add_parser(
+        "runs", help="list the runs under runs/: name, preset, status, time, cost"
+    )
     runs.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
     clean = sub.add_parser("clean", help="delete one run directory under runs/")
     clean.add_argument("name", help="run name under runs/ (as `python -m memcost runs` lists it)")
@@ -80,8 +81,15 @@ def summarise(root: Path) -> dict[str, Any] | None:
     try:
         manifest = read_manifest(RunPaths(root))
     except (OSError, ManifestDamaged):
-        return {"name": root.name, "preset": "?", "backend": "?", "status": "unreadable",
-                "wall": "", "spent": "", "estimate": ""}
+        return {
+            "name": root.name,
+            "preset": "?",
+            "backend": "?",
+            "status": "unreadable",
+            "wall": "",
+            "spent": "",
+            "estimate": "",
+        }
     preset = manifest.get("preset") or {}
     params = preset.get("parameters") or {}
     wall = _wall(manifest)
@@ -103,8 +111,15 @@ def list_runs(folder: Path) -> list[dict[str, Any]]:
     return [r for r in rows if r is not None]
 
 
-COLUMNS = (("name", "name"), ("preset", "preset"), ("backend", "backend"), ("status", "status"),
-           ("wall", "wall time"), ("spent", "spent"), ("estimate", "list-price estimate"))
+COLUMNS = (
+    ("name", "name"),
+    ("preset", "preset"),
+    ("backend", "backend"),
+    ("status", "status"),
+    ("wall", "wall time"),
+    ("spent", "spent"),
+    ("estimate", "list-price estimate"),
+)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -128,15 +143,19 @@ def command_clean(args: argparse.Namespace) -> int:
     folder = Path(args.dir).resolve()
     target = (folder / args.name).resolve()
     if target.parent != folder or not (target / "manifest.json").is_file():
-        print(f"error: {args.name} is not a run under {folder} (see `python -m memcost runs`)",
-              file=sys.stderr)
+        print(
+            f"error: {args.name} is not a run under {folder} (see `python -m memcost runs`)",
+            file=sys.stderr,
+        )
         return 2
     server = running_server(target)
     if server is not None:
         pid, pgdata = server
-        print(f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running on "
-              f"{pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
-              file=sys.stderr)
+        print(
+            f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running on "
+            f"{pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
+            file=sys.stderr,
+        )
         return 2
     shutil.rmtree(target)
     print(f"deleted {target}")

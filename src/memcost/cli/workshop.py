@@ -22,12 +22,18 @@ WORKSHOP_DIR = RUNS_DIR / "workshop"
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
-    workshop = sub.add_parser("workshop", help="copy the notebooks to runs/workshop/ for a class "
-                              "(the committed ones stay clean)")
-    workshop.add_argument("--dir", default=str(WORKSHOP_DIR),
-                          help="where the copies go (default: runs/workshop/)")
-    workshop.add_argument("--fresh", action="store_true",
-                          help="start over: move the old copies to <dir>/previous-<time>/")
+    workshop = sub.add_parser(
+        "workshop",
+        help="copy the notebooks to runs/workshop/ for a class (the committed ones stay clean)",
+    )
+    workshop.add_argument(
+        "--dir", default=str(WORKSHOP_DIR), help="where the copies go (default: runs/workshop/)"
+    )
+    workshop.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: move the old copies to <dir>/previous-<time>/",
+    )
 
 
 def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], list[str]]:
@@ -54,6 +60,8 @@ def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], lis
 def command_workshop(args: argparse.Namespace) -> int:
     target = Path(args.dir)
     copied, kept = copy_notebooks(target, fresh=args.fresh)
-    print(f"workshop notebooks in {target}: {len(copied)} copied, {len(kept)} kept as the class "
-          "left them" + (" (--fresh starts over)" if kept else ""))
+    print(
+        f"workshop notebooks in {target}: {len(copied)} copied, {len(kept)} kept as the class "
+        "left them" + (" (--fresh starts over)" if kept else "")
+    )
     return 0

@@ -130,19 +130,29 @@ def published_constraints(
     L4 = float(table4_context_tokens)
     for _, row in table4.iterrows():
         n = float(row["n_turns"])
-        out.append(_band(f"T4 memory N={int(n)}", terms.memory(L4, n),
-                         float(row["memory_usd"]), half_width))
-        out.append(_band(f"T4 LC N={int(n)}", terms.lc(L4, n),
-                         float(row["long_context_usd"]), half_width))
+        out.append(
+            _band(
+                f"T4 memory N={int(n)}", terms.memory(L4, n), float(row["memory_usd"]), half_width
+            )
+        )
+        out.append(
+            _band(f"T4 LC N={int(n)}", terms.lc(L4, n), float(row["long_context_usd"]), half_width)
+        )
     for _, row in table5.iterrows():
         L = float(row["context_tokens"])
         out += [
-            _band(f"T5 write L={int(L)}", ((L, 0.0, 0.0, 0.0), 0.0), float(row["write_usd"]),
-                  half_width),
-            _band(f"T5 LC turn 1 L={int(L)}", terms.lc(L, 1), float(row["lc_turn1_usd"]),
-                  half_width),
-            _band(f"T5 LC turn N L={int(L)}", terms.cached(L), float(row["lc_turn_n_usd"]),
-                  half_width),
+            _band(
+                f"T5 write L={int(L)}",
+                ((L, 0.0, 0.0, 0.0), 0.0),
+                float(row["write_usd"]),
+                half_width,
+            ),
+            _band(
+                f"T5 LC turn 1 L={int(L)}", terms.lc(L, 1), float(row["lc_turn1_usd"]), half_width
+            ),
+            _band(
+                f"T5 LC turn N L={int(L)}", terms.cached(L), float(row["lc_turn_n_usd"]), half_width
+            ),
         ]
         if include_break_even:
             out += _break_even_constraints(terms, L, int(row["break_even_n"]))
@@ -284,5 +294,3 @@ def calibration_table(variants: Mapping[str, CostConstants]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-

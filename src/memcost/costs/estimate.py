@@ -45,8 +45,13 @@ NO_CONTEXT_PROMPT_TOKENS = 300
 # Seconds per request, for the time estimate only (providers and load vary a lot): with
 # max_concurrency requests in flight, a stage takes at least requests x this / max_concurrency,
 # and at least what its model's rate limits allow (memcost.tiers).
-SECONDS_PER_REQUEST = {"write": 12.0, "read": 6.0, "long_context": 20.0, "baseline": 6.0,
-                       "judge": 15.0}
+SECONDS_PER_REQUEST = {
+    "write": 12.0,
+    "read": 6.0,
+    "long_context": 20.0,
+    "baseline": 6.0,
+    "judge": 15.0,
+}
 MESSAGES_PER_SEGMENT = 10  # §3.1 batch_size: one extraction call per 10 messages
 # With the update phase each segment makes one extraction call and one update call (the
 # segment's new facts against the similar stored ones); the write bill is split evenly between
@@ -58,8 +63,12 @@ UPDATE_SHARE_OF_WRITE = 0.5
 
 STAGES = ("write", "read", "long_context", "baseline", "judge")
 # The notebook that makes each stage's calls: a run of some steps is estimated for those.
-STEP_STAGES = {"01": ("write",), "02": ("read",), "03": ("long_context", "baseline"),
-               "04": ("judge",)}
+STEP_STAGES = {
+    "01": ("write",),
+    "02": ("read",),
+    "03": ("long_context", "baseline"),
+    "04": ("judge",),
+}
 
 
 def _notebook_defaults(stem: str) -> dict[str, Any]:
@@ -70,8 +79,12 @@ def _notebook_defaults(stem: str) -> dict[str, Any]:
 def effective_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
     """The notebooks' defaults for 01-04, overridden by the preset's values for one dataset."""
     merged: dict[str, Any] = {}
-    for stem in ("01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
-                 "04_judge_answers"):
+    for stem in (
+        "01_extract_facts",
+        "02_answer_from_memory",
+        "03_answer_long_context",
+        "04_judge_answers",
+    ):
         for key, value in _notebook_defaults(stem).items():
             merged.setdefault(key, value)
     merged.update(params)
@@ -90,9 +103,20 @@ class _Rows:
         self.dataset, self.params = dataset, params
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, stage: str, system: str, model: str, requests: int, input_tokens: float,
-            cached: float, output: float, usd: float | None = None, *,
-            ledger_stage: str, effort: str = "") -> None:
+    def add(
+        self,
+        stage: str,
+        system: str,
+        model: str,
+        requests: int,
+        input_tokens: float,
+        cached: float,
+        output: float,
+        usd: float | None = None,
+        *,
+        ledger_stage: str,
+        effort: str = "",
+    ) -> None:
         """One row; ``ledger_stage`` (memcost.calls.STAGES) picks its execution mode, and
         ``usd_execution`` is its bill in that mode (NaN: the model has no price for it);
         ``minutes`` is the time its calls take at the rate limits in force (NaN: a batch,
@@ -101,25 +125,38 @@ class _Rows:
         price = price_for(model, overrides)
         if usd is None:  # priced per (mean) request: a long-context tier applies per request
             n = max(1, int(requests))
-            usd = n * price.cost(prompt_tokens=input_tokens / n, cached_prompt_tokens=cached / n,
-                                 completion_tokens=output / n)
+            usd = n * price.cost(
+                prompt_tokens=input_tokens / n,
+                cached_prompt_tokens=cached / n,
+                completion_tokens=output / n,
+            )
         mode = normalise_execution(client_option(self.params, "execution"))[ledger_stage]
         multiplier = discount_multiplier(model, mode, overrides)
         minutes, bound, limits = self._minutes(stage, model, requests, input_tokens + output)
-        self.rows.append({"dataset": self.dataset, "stage": stage, "system": system,
-                          "model": model, "effort": effort, "requests": int(requests),
-                          "input_tokens": int(input_tokens), "cached_input_tokens": int(cached),
-                          "output_tokens": int(output), "usd": float(usd),
-                          "minutes": math.nan if mode == "batch" else minutes,
-                          "bound_by": "batch (within 24 h)" if mode == "batch" else bound,
-                          "rate_limits": limits,
-                          "ledger_stage": ledger_stage, "execution": mode,
-                          "usd_execution": math.nan if multiplier is None
-                          else float(usd) * multiplier})
+        self.rows.append(
+            {
+                "dataset": self.dataset,
+                "stage": stage,
+                "system": system,
+                "model": model,
+                "effort": effort,
+                "requests": int(requests),
+                "input_tokens": int(input_tokens),
+                "cached_input_tokens": int(cached),
+                "output_tokens": int(output),
+                "usd": float(usd),
+                "minutes": math.nan if mode == "batch" else minutes,
+                "bound_by": "batch (within 24 h)" if mode == "batch" else bound,
+                "rate_limits": limits,
+                "ledger_stage": ledger_stage,
+                "execution": mode,
+                "usd_execution": math.nan if multiplier is None else float(usd) * multiplier,
+            }
+        )
 
-
-    def _minutes(self, stage: str, model: str, requests: float, tokens: float
-                 ) -> tuple[float, str, str]:
+    def _minutes(
+        self, stage: str, model: str, requests: float, tokens: float
+    ) -> tuple[float, str, str]:
         """Minutes of calls, what binds them (the request limit, the token limit, or latency
         over ``max_concurrency``), and where the limits came from."""
         concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
@@ -143,20 +180,53 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
     history = int(stats["text_tokens"].sum())
     segments = int(sum(math.ceil(n / MESSAGES_PER_SEGMENT) for n in stats["n_turns"]))
     extraction_model = str(p.get("extraction_model") or EXTRACTION_MODEL)
-    write_usd = history * INGEST_USD_PER_TOKEN_NANO * _price_ratio(
-        extraction_model, "gpt-5-nano", p.get("price_overrides"))
+    write_usd = (
+        history
+        * INGEST_USD_PER_TOKEN_NANO
+        * _price_ratio(extraction_model, "gpt-5-nano", p.get("price_overrides"))
+    )
     update_share = UPDATE_SHARE_OF_WRITE if p.get("update_phase") else 0.0
     effort = _effort(p, "extraction_reasoning_effort")
-    out.add("write", "memory", extraction_model, segments, history, 0, 0,
-            usd=write_usd * (1 - update_share), ledger_stage="extract", effort=effort)
+    out.add(
+        "write",
+        "memory",
+        extraction_model,
+        segments,
+        history,
+        0,
+        0,
+        usd=write_usd * (1 - update_share),
+        ledger_stage="extract",
+        effort=effort,
+    )
     if update_share:
-        out.add("write", "memory", extraction_model, segments, 0, 0, 0,
-                usd=write_usd * update_share, ledger_stage="update", effort=effort)
+        out.add(
+            "write",
+            "memory",
+            extraction_model,
+            segments,
+            0,
+            0,
+            0,
+            usd=write_usd * update_share,
+            ledger_stage="update",
+            effort=effort,
+        )
     reader = str(p.get("reader_model") or READER_MODEL)
-    out.add("read", "memory", reader, n_questions, 0, 0, 0,
-            usd=n_questions * READ_USD_PER_QUESTION_MINI * _price_ratio(reader, "gpt-5-mini",
-                                                                     p.get("price_overrides")),
-            ledger_stage="read", effort=_effort(p, "reader_reasoning_effort"))
+    out.add(
+        "read",
+        "memory",
+        reader,
+        n_questions,
+        0,
+        0,
+        0,
+        usd=n_questions
+        * READ_USD_PER_QUESTION_MINI
+        * _price_ratio(reader, "gpt-5-mini", p.get("price_overrides")),
+        ledger_stage="read",
+        effort=_effort(p, "reader_reasoning_effort"),
+    )
     embedder = str(p.get("embedding_model") or EMBEDDING_MODEL)
     out.add("read", "memory", embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
 
@@ -177,22 +247,45 @@ def _system_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
             continue  # the paper's: _memory_rows
         chosen = {**cls.defaults, **settings}  # the settings the system is built with
         model = str(chosen.get(cls.write_model_setting) or EXTRACTION_MODEL)
-        effort = str(chosen.get(cls.write_model_setting.replace("_model", "_reasoning_effort"))
-                     or "")
-        per_token = INGEST_USD_PER_TOKEN_NANO * _price_ratio(model, "gpt-5-nano",
-                                                             p.get("price_overrides"))
+        effort = str(
+            chosen.get(cls.write_model_setting.replace("_model", "_reasoning_effort")) or ""
+        )
+        per_token = INGEST_USD_PER_TOKEN_NANO * _price_ratio(
+            model, "gpt-5-nano", p.get("price_overrides")
+        )
         share = UPDATE_SHARE_OF_WRITE if cls.write_update_phase else 0.0
         passes = cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE) + share
         if passes:
-            out.add("write", cls.answers_as, model, segments, history * cls.write_passes, 0, 0,
-                    usd=history * per_token * passes, ledger_stage="extract", effort=effort)
+            out.add(
+                "write",
+                cls.answers_as,
+                model,
+                segments,
+                history * cls.write_passes,
+                0,
+                0,
+                usd=history * per_token * passes,
+                ledger_stage="extract",
+                effort=effort,
+            )
         embedder = str(chosen.get("embedding_model") or EMBEDDING_MODEL)
         if not cls.write_passes:  # its items are the history itself, embedded
-            out.add("write", cls.answers_as, embedder, segments, history, 0, 0,
-                    ledger_stage="embed")
+            out.add(
+                "write", cls.answers_as, embedder, segments, history, 0, 0, ledger_stage="embed"
+            )
         for row in (r for r in memory if r["stage"] == "read"):
-            out.add("read", cls.answers_as, row["model"], row["requests"], row["input_tokens"],
-                    0, 0, usd=row["usd"], ledger_stage=row["ledger_stage"], effort=row["effort"])
+            out.add(
+                "read",
+                cls.answers_as,
+                row["model"],
+                row["requests"],
+                row["input_tokens"],
+                0,
+                0,
+                usd=row["usd"],
+                ledger_stage=row["ledger_stage"],
+                effort=row["effort"],
+            )
 
 
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -204,12 +297,21 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
             if r.n_questions:
                 first += r.history_tokens
                 later += (r.n_questions - 1) * r.history_tokens
-        cached_rate_known = (price_for(model, out.params.get("price_overrides")).cached_input
-                             is not None)
+        cached_rate_known = (
+            price_for(model, out.params.get("price_overrides")).cached_input is not None
+        )
         effort = ((out.params.get("generation") or {}).get(model) or {}).get("reasoning_effort")
-        out.add("long_context", f"long_context_{model}", model, n_questions, first + later,
-                later if cached_rate_known else 0, n_questions * LC_OUTPUT_TOKENS,
-                ledger_stage="long_context", effort=str(effort or ""))
+        out.add(
+            "long_context",
+            f"long_context_{model}",
+            model,
+            n_questions,
+            first + later,
+            later if cached_rate_known else 0,
+            n_questions * LC_OUTPUT_TOKENS,
+            ledger_stage="long_context",
+            effort=str(effort or ""),
+        )
 
 
 def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -220,18 +322,30 @@ def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
     for model in p.get("baseline_models") or []:
         kinds = []
         if p.get("include_rolling_window", True):
-            tokens = sum(r.history_tokens * min(1.0, window / max(1, r.n_turns)) * r.n_questions
-                         for r in per_conversation.itertuples(index=False))
+            tokens = sum(
+                r.history_tokens * min(1.0, window / max(1, r.n_turns)) * r.n_questions
+                for r in per_conversation.itertuples(index=False)
+            )
             kinds.append(("rolling_window", tokens))
         if p.get("include_no_context"):
             kinds.append(("no_context", NO_CONTEXT_PROMPT_TOKENS * n_questions))
         if p.get("include_oracle"):
-            tokens = sum(r.history_tokens / max(1, r.n_sessions) * r.n_questions
-                         for r in per_conversation.itertuples(index=False))
+            tokens = sum(
+                r.history_tokens / max(1, r.n_sessions) * r.n_questions
+                for r in per_conversation.itertuples(index=False)
+            )
             kinds.append(("oracle", tokens))
         for kind, tokens in kinds:
-            out.add("baseline", f"{kind}_{model}", model, n_questions, tokens, 0,
-                    n_questions * LC_OUTPUT_TOKENS, ledger_stage="long_context")
+            out.add(
+                "baseline",
+                f"{kind}_{model}",
+                model,
+                n_questions,
+                tokens,
+                0,
+                n_questions * LC_OUTPUT_TOKENS,
+                ledger_stage="long_context",
+            )
 
 
 def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
@@ -242,18 +356,30 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
         judged = questions.loc[questions["category_id"] != 5]
     if out.dataset in WITH_OPTIONS and p.get("mode") == "multiple_choice":
         return  # multiple choice is scored by letter, with no model call
-    systems = len(p.get("memory_systems") or ["mem0_style"]) + len(p.get("models") or []) + sum(
-        1 for r in out.rows if r["stage"] == "baseline")
+    systems = (
+        len(p.get("memory_systems") or ["mem0_style"])
+        + len(p.get("models") or [])
+        + sum(1 for r in out.rows if r["stage"] == "baseline")
+    )
     votes = int(p.get("n_votes") or 3) * len(p.get("judge_prompts") or ["judge"])
     requests = len(judged) * systems * votes
     judge = str(p.get("judge_model") or JUDGE_MODEL)
-    out.add("judge", "judge", judge, requests, requests * JUDGE_PROMPT_TOKENS, 0,
-            requests * JUDGE_OUTPUT_TOKENS, ledger_stage="judge",
-            effort=_effort(p, "reasoning_effort"))
+    out.add(
+        "judge",
+        "judge",
+        judge,
+        requests,
+        requests * JUDGE_PROMPT_TOKENS,
+        0,
+        requests * JUDGE_OUTPUT_TOKENS,
+        ledger_stage="judge",
+        effort=_effort(p, "reasoning_effort"),
+    )
 
 
-def estimate_dataset(ds: DatasetPaths, params: Mapping[str, Any], *,
-                     steps: Collection[str] | None = None) -> pd.DataFrame:
+def estimate_dataset(
+    ds: DatasetPaths, params: Mapping[str, Any], *, steps: Collection[str] | None = None
+) -> pd.DataFrame:
     """Rows ``dataset, stage, system, model, requests, input_tokens, cached_input_tokens,
     output_tokens, usd, minutes, ledger_stage, execution, usd_execution`` for one prepared
     dataset (notebook 00's files). ``usd`` is the all-interactive bill, ``usd_execution`` the
@@ -263,7 +389,11 @@ def estimate_dataset(ds: DatasetPaths, params: Mapping[str, Any], *,
 
 
 def estimate_counts(
-    dataset: str, stats: pd.DataFrame, questions: pd.DataFrame, params: Mapping[str, Any], *,
+    dataset: str,
+    stats: pd.DataFrame,
+    questions: pd.DataFrame,
+    params: Mapping[str, Any],
+    *,
     steps: Collection[str] | None = None,
 ) -> pd.DataFrame:
     """:func:`estimate_dataset` from the counts themselves: ``stats`` in the shape of
@@ -276,14 +406,18 @@ def estimate_counts(
     _baseline_rows(out, stats, len(questions))
     _judge_rows(out, questions)
     if steps is not None:  # only what the notebooks that run will call
-        wanted = {stage for step, stages in STEP_STAGES.items() if step in steps
-                  for stage in stages}
+        wanted = {
+            stage for step, stages in STEP_STAGES.items() if step in steps for stage in stages
+        }
         out.rows = [r for r in out.rows if r["stage"] in wanted]
     return pd.DataFrame(out.rows)
 
 
-def estimate_run(prepared: Mapping[str, tuple[DatasetPaths, Mapping[str, Any]]], *,
-                 steps: Collection[str] | None = None) -> pd.DataFrame:
+def estimate_run(
+    prepared: Mapping[str, tuple[DatasetPaths, Mapping[str, Any]]],
+    *,
+    steps: Collection[str] | None = None,
+) -> pd.DataFrame:
     """The estimate for every dataset of a run: ``{name: (paths, preset parameters)}``."""
     frames = [estimate_dataset(ds, params, steps=steps) for ds, params in prepared.values()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -325,11 +459,18 @@ def call_hours(estimate: pd.DataFrame) -> float:
 
 def limits_note(estimate: pd.DataFrame) -> str:
     """Where the rate limits behind the times came from, in one line."""
-    sources = sorted({f"{r.model}: {r.rate_limits}" for r in estimate.itertuples()
-                      if r.execution != "batch" and r.requests})
-    return ("times at the rate limits in force (" + "; ".join(sources) + f"; {TIER_SOURCE}; "
-            "state yours with client: {rate_limits: {MODEL: {rpm: N, tpm: N}}}), each stage "
-            "at most max_concurrency requests at a time")
+    sources = sorted(
+        {
+            f"{r.model}: {r.rate_limits}"
+            for r in estimate.itertuples()
+            if r.execution != "batch" and r.requests
+        }
+    )
+    return (
+        "times at the rate limits in force (" + "; ".join(sources) + f"; {TIER_SOURCE}; "
+        "state yours with client: {rate_limits: {MODEL: {rpm: N, tpm: N}}}), each stage "
+        "at most max_concurrency requests at a time"
+    )
 
 
 def _system(system: str) -> str:
@@ -344,17 +485,21 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
     then the totals against the budget."""
     if estimate.empty:
         return "nothing to estimate"
-    lines = ["estimated bill of this run (list prices; assumptions in memcost/costs/estimate.py):",
-             f"  {'dataset':<14} {'for':<20} {'stage':<12} {'model':<22} {'effort':<7} "
-             f"{'mode':<11} {'requests':>9} {'tokens in':>9} {'out':>7} {'interactive':>11} "
-             f"{'as chosen':>10}  time"]
+    lines = [
+        "estimated bill of this run (list prices; assumptions in memcost/costs/estimate.py):",
+        f"  {'dataset':<14} {'for':<20} {'stage':<12} {'model':<22} {'effort':<7} "
+        f"{'mode':<11} {'requests':>9} {'tokens in':>9} {'out':>7} {'interactive':>11} "
+        f"{'as chosen':>10}  time",
+    ]
     for r in estimate.itertuples():
         chosen = "n/a" if pd.isna(r.usd_execution) else f"${r.usd_execution:,.2f}"
-        lines.append(f"  {r.dataset:<14} {_system(str(r.system)):<20} {r.ledger_stage:<12} "
-                     f"{r.model:<22} "
-                     f"{r.effort or '-':<7} {r.execution:<11} {r.requests:>9,} "
-                     f"{_tokens(r.input_tokens):>9} {_tokens(r.output_tokens):>7} "
-                     f"{'$' + format(r.usd, ',.2f'):>11} {chosen:>10}  {_time(r)}")
+        lines.append(
+            f"  {r.dataset:<14} {_system(str(r.system)):<20} {r.ledger_stage:<12} "
+            f"{r.model:<22} "
+            f"{r.effort or '-':<7} {r.execution:<11} {r.requests:>9,} "
+            f"{_tokens(r.input_tokens):>9} {_tokens(r.output_tokens):>7} "
+            f"{'$' + format(r.usd, ',.2f'):>11} {chosen:>10}  {_time(r)}"
+        )
     total = float(estimate["usd"].sum())
     budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"
     hours = call_hours(estimate)
@@ -366,13 +511,17 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
         lines.append(f"  total, all interactive: ${total:,.2f}{budget}")
         chosen = chosen_total(estimate)
         if chosen is not None:
-            lines.append(f"  total, with execution {_modes(estimate)}: ${chosen:,.2f}, about "
-                         f"{hours:,.1f} hours of calls{batches} (Flex answers are slower)")
+            lines.append(
+                f"  total, with execution {_modes(estimate)}: ${chosen:,.2f}, about "
+                f"{hours:,.1f} hours of calls{batches} (Flex answers are slower)"
+            )
         else:
             lines.append(f"  total, with execution {_modes(estimate)}: not known")
             for r in estimate.loc[estimate["usd_execution"].isna()].itertuples():
-                lines.append(f"    {r.dataset} {r.ledger_stage}: {r.model} has no {r.execution} "
-                             "price in memcost.prices; the estimate does not guess one")
+                lines.append(
+                    f"    {r.dataset} {r.ledger_stage}: {r.model} has no {r.execution} "
+                    "price in memcost.prices; the estimate does not guess one"
+                )
     lines.append(f"  {limits_note(estimate)}")
     return "\n".join(lines)
 
@@ -387,10 +536,14 @@ def bill(estimate: pd.DataFrame) -> float:
 # What a user can change to fit a budget, least change to the study first: batching changes
 # only when the answers come; a cheaper judge changes the judge.
 FIT_CHANGES: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("batch the judge: -p 'client={execution: {judge: batch}}'",
-     {"client": {"execution": {"judge": "batch"}}}),
-    ("batch extraction and the judge: -p 'client={execution: {extract: batch, judge: batch}}'",
-     {"client": {"execution": {"extract": "batch", "judge": "batch"}}}),
+    (
+        "batch the judge: -p 'client={execution: {judge: batch}}'",
+        {"client": {"execution": {"judge": "batch"}}},
+    ),
+    (
+        "batch extraction and the judge: -p 'client={execution: {extract: batch, judge: batch}}'",
+        {"client": {"execution": {"extract": "batch", "judge": "batch"}}},
+    ),
 )
 
 
@@ -401,8 +554,11 @@ def fitting_change(recompute: Any, params: Mapping[str, Any], budget: float) -> 
     every dataset's parameters."""
     chosen = dict(normalise_execution(client_option(params, "execution")))
     cheaper = str(params.get("extraction_model") or EXTRACTION_MODEL)
-    changes = [c for c in FIT_CHANGES if any(
-        chosen.get(stage) != mode for stage, mode in c[1]["client"]["execution"].items())]
+    changes = [
+        c
+        for c in FIT_CHANGES
+        if any(chosen.get(stage) != mode for stage, mode in c[1]["client"]["execution"].items())
+    ]
     if str(params.get("judge_model") or JUDGE_MODEL) != cheaper:
         changes.append((f"a cheaper judge: -p judge_model={cheaper}", {"judge_model": cheaper}))
     best = ("", bill(recompute({})))
@@ -422,5 +578,7 @@ def fitting_change(recompute: Any, params: Mapping[str, Any], budget: float) -> 
 def over_budget_line(where: Any, total: float, budget: float, change: str) -> str:
     """The one line that refuses a run over its budget: the estimate, the budget, and the
     least change that fits."""
-    return (f"{where}: the estimated bill ${total:,.2f} exceeds max_cost_usd ${budget:,.2f}; "
-            f"nothing has been spent. Cheapest change that fits: {change}")
+    return (
+        f"{where}: the estimated bill ${total:,.2f} exceeds max_cost_usd ${budget:,.2f}; "
+        f"nothing has been spent. Cheapest change that fits: {change}"
+    )

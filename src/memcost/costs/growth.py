@@ -44,7 +44,6 @@ def first_break_even(memory_per_turn: Sequence[float], lc_per_turn: Sequence[flo
     return int(hits[0]) + 1 if hits.size else None
 
 
-
 def token_break_even(
     ingestion_tokens: float,
     corpus_tokens: float,

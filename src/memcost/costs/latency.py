@@ -24,13 +24,15 @@ from memcost.answers import answer_systems, load_answers, system_kind
 from memcost.paths import RunPaths
 
 # Mem0's paper (arXiv 2504.19413, LoCoMo): p95 seconds of search and of search + answer.
-MEM0_PUBLISHED = pd.DataFrame([
-    {"system": "memory", "label": "Mem0", "stage": "search", "p95_s": 0.200},
-    {"system": "memory", "label": "Mem0", "stage": "total", "p95_s": 1.44},
-    {"system": "memory_graph", "label": "Mem0^g", "stage": "search", "p95_s": 0.657},
-    {"system": "memory_graph", "label": "Mem0^g", "stage": "total", "p95_s": 2.59},
-    {"system": "long_context", "label": "full context", "stage": "total", "p95_s": 17.12},
-])
+MEM0_PUBLISHED = pd.DataFrame(
+    [
+        {"system": "memory", "label": "Mem0", "stage": "search", "p95_s": 0.200},
+        {"system": "memory", "label": "Mem0", "stage": "total", "p95_s": 1.44},
+        {"system": "memory_graph", "label": "Mem0^g", "stage": "search", "p95_s": 0.657},
+        {"system": "memory_graph", "label": "Mem0^g", "stage": "total", "p95_s": 2.59},
+        {"system": "long_context", "label": "full context", "stage": "total", "p95_s": 17.12},
+    ]
+)
 LATENCY_COLUMNS = ("system", "stage", "n", "p50_s", "p95_s", "basis")
 OFFLINE_BASIS = "offline (classical stand-ins and a local search, not a provider)"
 
@@ -61,14 +63,34 @@ def question_latencies(run_dirs: Sequence[RunPaths], ledger: pd.DataFrame) -> pd
                     embed = np.array([float(embedding.get(k, 0.0)) for k in keys])
                     search = search.fillna(0.0).to_numpy() + embed
                 answer = pd.to_numeric(frame["latency_s"], errors="coerce").to_numpy()
-                rows.append(pd.DataFrame({
-                    "dataset": ds.name, "system": system, "question_id": frame["question_id"],
-                    "backend": frame["backend"],
-                    "search_s": search if memory else np.nan, "answer_s": answer,
-                    "total_s": (search + answer) if memory else answer}))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        columns=["dataset", "system", "question_id", "backend", "search_s", "answer_s",
-                 "total_s"])
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "dataset": ds.name,
+                            "system": system,
+                            "question_id": frame["question_id"],
+                            "backend": frame["backend"],
+                            "search_s": search if memory else np.nan,
+                            "answer_s": answer,
+                            "total_s": (search + answer) if memory else answer,
+                        }
+                    )
+                )
+    return (
+        pd.concat(rows, ignore_index=True)
+        if rows
+        else pd.DataFrame(
+            columns=[
+                "dataset",
+                "system",
+                "question_id",
+                "backend",
+                "search_s",
+                "answer_s",
+                "total_s",
+            ]
+        )
+    )
 
 
 def latency_table(questions: pd.DataFrame) -> pd.DataFrame:
@@ -80,9 +102,16 @@ def latency_table(questions: pd.DataFrame) -> pd.DataFrame:
             values = group[f"{stage}_s"].dropna()
             if values.empty:
                 continue
-            rows.append({"system": system, "stage": stage, "n": len(values),
-                         "p50_s": float(values.quantile(0.5)),
-                         "p95_s": float(values.quantile(0.95)), "basis": basis})
+            rows.append(
+                {
+                    "system": system,
+                    "stage": stage,
+                    "n": len(values),
+                    "p50_s": float(values.quantile(0.5)),
+                    "p95_s": float(values.quantile(0.95)),
+                    "basis": basis,
+                }
+            )
     return pd.DataFrame(rows, columns=list(LATENCY_COLUMNS))
 
 
@@ -90,8 +119,9 @@ def with_published(table: pd.DataFrame) -> pd.DataFrame:
     """The run's p95 next to Mem0's paper's, for the systems and stages it reports."""
     mine = table.assign(kind=[system_kind(s) for s in table["system"]])
     published = MEM0_PUBLISHED.rename(columns={"p95_s": "published_p95_s"})
-    exact = mine.merge(published[published["system"] != "long_context"],
-                       on=["system", "stage"], how="left")
+    exact = mine.merge(
+        published[published["system"] != "long_context"], on=["system", "stage"], how="left"
+    )
     lc = published[published["system"] == "long_context"].drop(columns="system")
     lc_rows = mine.loc[mine["kind"] == "long_context"].merge(lc, on="stage", how="left")
     out = pd.concat([exact.loc[exact["kind"] != "long_context"], lc_rows], ignore_index=True)

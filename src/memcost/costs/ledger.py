@@ -97,7 +97,13 @@ def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
     frame["cached"] = frame["cached"].map(lambda v: bool(v) if pd.notna(v) else False).astype(bool)
     frame["line"] = pd.to_numeric(frame["line"], errors="coerce").fillna(0).astype("int64")
     for column in (
-        *TAG_COLUMNS, "request_hash", "call_key", "error", "run", "prompt_version", "provider"
+        *TAG_COLUMNS,
+        "request_hash",
+        "call_key",
+        "error",
+        "run",
+        "prompt_version",
+        "provider",
     ):
         frame[column] = (
             frame[column].map(lambda v: None if _missing(v) else str(v)).astype("string")
@@ -170,21 +176,38 @@ def price_calls(
     """
     priced = normalise_ledger(calls) if "has_error" not in calls.columns else calls.copy()
     if priced.empty:
-        for column in ("input_usd", "cached_input_usd", "output_usd", "cost_usd", "spent_usd"):
-            priced[column] = pd.Series(dtype="float64")
-        for column in ("workload", "is_estimate"):
-            priced[column] = pd.Series(dtype=bool)
-        for column in ("price_model", "price_date", "phase", "answer_system"):
-            priced[column] = pd.Series(dtype="string")
-        return priced
+        return _with_empty_price_columns(priced)
     if priced["model"].isna().any():
         lines = priced.loc[priced["model"].isna(), "line"].head(3).tolist()
         raise ValueError(f"ledger records without a model cannot be priced (lines {lines})")
     prices = {m: price_for(m, price_overrides, on=on) for m in priced["model"].unique()}
+    _add_list_prices(priced, prices)
+    priced["spent_usd"] = _spent_usd(priced)
+    _label_phases(priced)
+    priced["is_estimate"] = (priced["backend"] == "offline").fillna(False).astype(bool)
+    priced["workload"] = ~_replays(priced)
+    return priced
+
+
+def _with_empty_price_columns(priced: pd.DataFrame) -> pd.DataFrame:
+    """An empty ledger, with the price columns typed as a priced one's."""
+    for column in ("input_usd", "cached_input_usd", "output_usd", "cost_usd", "spent_usd"):
+        priced[column] = pd.Series(dtype="float64")
+    for column in ("workload", "is_estimate"):
+        priced[column] = pd.Series(dtype=bool)
+    for column in ("price_model", "price_date", "phase", "answer_system"):
+        priced[column] = pd.Series(dtype="string")
+    return priced
+
+
+def _add_list_prices(priced: pd.DataFrame, prices: Mapping[str, Any]) -> None:
+    """Add the price row used and each record's tokens at list price, in place."""
     # The long-context tier (today's rows): above the threshold the whole record costs more.
     # Uncached prompt tokens are priced as plain input: the ledger holds no cache-write count.
-    tiers = [prices[m].tier_multipliers(p) for m, p in zip(priced["model"], priced["prompt_tokens"],
-                                                            strict=True)]
+    tiers = [
+        prices[m].tier_multipliers(p)
+        for m, p in zip(priced["model"], priced["prompt_tokens"], strict=True)
+    ]
     tier_in = pd.Series([t[0] for t in tiers], index=priced.index, dtype=float)
     tier_out = pd.Series([t[1] for t in tiers], index=priced.index, dtype=float)
     rate_in = priced["model"].map(lambda m: prices[m].input).astype(float) * tier_in
@@ -197,28 +220,44 @@ def price_calls(
     priced["cached_input_usd"] = cached_tokens * rate_cached / 1e6
     priced["output_usd"] = priced["completion_tokens"] * rate_out / 1e6
     # A call sent through the Batch API or Flex processing (``execution``) costs its multiple.
-    modes = priced["execution"] if "execution" in priced.columns else None
-    if modes is not None:
-        factor = pd.Series([prices[m].execution_rate(e if isinstance(e, str) else "")
-                            for m, e in zip(
-            priced["model"], modes, strict=True)], index=priced.index, dtype=float)
+    if "execution" in priced.columns:
+        factor = pd.Series(
+            [
+                prices[m].execution_rate(e if isinstance(e, str) else "")
+                for m, e in zip(priced["model"], priced["execution"], strict=True)
+            ],
+            index=priced.index,
+            dtype=float,
+        )
         for column in ("input_usd", "cached_input_usd", "output_usd"):
             priced[column] = priced[column] * factor
     priced["cost_usd"] = priced["input_usd"] + priced["cached_input_usd"] + priced["output_usd"]
-    # What this run paid: the rule of the client's budget (memcost.calls.is_paid): a cache
-    # hit, an offline call or a call that failed before anything was billed costs nothing; a
-    # failed reply that was billed (cut off, filtered) costs its tokens. Where the provider
-    # reported its charge (``billed_usd``, OpenRouter's usage.cost), that is what was paid.
+
+
+def _spent_usd(priced: pd.DataFrame) -> pd.Series:
+    """What this run paid for each record.
+
+    The rule of the client's budget (memcost.calls.is_paid): a cache hit, an offline call or a
+    call that failed before anything was billed costs nothing; a failed reply that was billed
+    (cut off, filtered) costs its tokens. Where the provider reported its charge
+    (``billed_usd``, OpenRouter's usage.cost), that is what was paid.
+    """
     billed_tokens = (priced["prompt_tokens"] + priced["completion_tokens"]) > 0
-    paid = (~priced["cached"] & (priced["backend"] != OFFLINE)
-            & (~priced["has_error"] | billed_tokens)).fillna(False).astype(bool)
-    charged = pd.to_numeric(priced["billed_usd"], errors="coerce") if (
-        "billed_usd" in priced.columns) else pd.Series(np.nan, index=priced.index)
-    priced["spent_usd"] = charged.where(charged.notna(), priced["cost_usd"]).where(paid, 0.0)
-    _label_phases(priced)
-    priced["is_estimate"] = (priced["backend"] == "offline").fillna(False).astype(bool)
-    priced["workload"] = ~_replays(priced)
-    return priced
+    paid = (
+        (
+            ~priced["cached"]
+            & (priced["backend"] != OFFLINE)
+            & (~priced["has_error"] | billed_tokens)
+        )
+        .fillna(False)
+        .astype(bool)
+    )
+    charged = (
+        pd.to_numeric(priced["billed_usd"], errors="coerce")
+        if ("billed_usd" in priced.columns)
+        else pd.Series(np.nan, index=priced.index)
+    )
+    return charged.where(charged.notna(), priced["cost_usd"]).where(paid, 0.0)
 
 
 def _label_phases(priced: pd.DataFrame) -> None:
@@ -279,7 +318,6 @@ def basis_of(is_estimate: pd.Series) -> str:
 def is_estimate(priced: pd.DataFrame) -> bool:
     """True when any record comes from the offline backend."""
     return bool(len(priced)) and bool(priced["is_estimate"].any())
-
 
 
 def ledger_from_records(records: Iterable[Mapping[str, Any]], run: str = "run") -> pd.DataFrame:

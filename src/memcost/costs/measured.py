@@ -280,7 +280,6 @@ def token_ratios(priced: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().rename(columns={"price_model": "model"})
 
 
-
 def run_judgments(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.DataFrame:
     """Every dataset's votes in the given runs (read by :mod:`memcost.judgments`), concatenated."""
     frames = []
@@ -334,8 +333,6 @@ def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
         for (dataset, system), part in votes.groupby(["dataset", "system"], sort=True)
     ]
     return pd.DataFrame(rows)
-
-
 
 
 def _cost_per_correct_row(

@@ -76,7 +76,10 @@ def dataset_workload(priced: pd.DataFrame, dataset: str) -> pd.DataFrame:
 
 
 def _phases(
-    priced: pd.DataFrame, dataset: str, lc_system: str, memory: str = "memory",
+    priced: pd.DataFrame,
+    dataset: str,
+    lc_system: str,
+    memory: str = "memory",
     work: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One dataset's workload in ledger order, and the write and read records of the memory
@@ -189,8 +192,13 @@ def measured_constants(
     return constants, details
 
 
-def per_user_series(priced: pd.DataFrame, dataset: str, lc_system: str,
-                    memory: str = "memory", work: pd.DataFrame | None = None) -> pd.DataFrame:
+def per_user_series(
+    priced: pd.DataFrame,
+    dataset: str,
+    lc_system: str,
+    memory: str = "memory",
+    work: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Per conversation, the question-by-question cost of the memory system ``memory`` and of
     one long-context system.
 
@@ -247,25 +255,43 @@ def measured_break_even(
     pairs = [(d, m, s) for d in datasets for m in memories for s in systems]
     for dataset, memory, system in pairs:
         try:
-            model, details = measured_cost_model(priced, dataset, system,
-                                                 price_overrides=price_overrides, memory=memory,
-                                                 work=by_dataset[dataset])
+            model, details = measured_cost_model(
+                priced,
+                dataset,
+                system,
+                price_overrides=price_overrides,
+                memory=memory,
+                work=by_dataset[dataset],
+            )
         except ValueError as exc:
             skipped.append(f"{dataset}/{memory}/{system}: {exc}")
             continue
         series = per_user_series(priced, dataset, system, memory, work=by_dataset[dataset])
         for conversation, part in series.groupby("conversation_id"):
-            user_rows.append({
-                "dataset": dataset, "memory_system": memory, "system": system,
-                "conversation_id": conversation, "questions": len(part),
-                "first_break_even": first_break_even(part["memory_usd"],
-                                                     part["long_context_usd"]),
-                "sustained_break_even": sustained_break_even(part["memory_usd"],
-                                                             part["long_context_usd"]),
-            })
-        model_rows.append({**details, "write_usd": model.write_usd, "read_usd": model.read_usd,
-                           "lc_first_usd": model.lc_first_usd,
-                           "lc_cached_usd": model.lc_cached_usd})
+            user_rows.append(
+                {
+                    "dataset": dataset,
+                    "memory_system": memory,
+                    "system": system,
+                    "conversation_id": conversation,
+                    "questions": len(part),
+                    "first_break_even": first_break_even(
+                        part["memory_usd"], part["long_context_usd"]
+                    ),
+                    "sustained_break_even": sustained_break_even(
+                        part["memory_usd"], part["long_context_usd"]
+                    ),
+                }
+            )
+        model_rows.append(
+            {
+                **details,
+                "write_usd": model.write_usd,
+                "read_usd": model.read_usd,
+                "lc_first_usd": model.lc_first_usd,
+                "lc_cached_usd": model.lc_cached_usd,
+            }
+        )
     return pd.DataFrame(model_rows), pd.DataFrame(user_rows), skipped
 
 
@@ -274,21 +300,28 @@ def break_even_by_user_summary(users: pd.DataFrame) -> pd.DataFrame:
     if users.empty:
         return users
     differs = users["first_break_even"].ne(users["sustained_break_even"])
-    return users.assign(differs=differs).groupby(["dataset", "memory_system", "system"]).agg(
-        users=("conversation_id", "size"), questions_per_user=("questions", "median"),
-        median_first=("first_break_even", "median"),
-        median_sustained=("sustained_break_even", "median"),
-        users_never=("sustained_break_even", lambda s: int(s.isna().sum())),
-        users_first_differs=("differs", "sum"))
-
-
+    return (
+        users.assign(differs=differs)
+        .groupby(["dataset", "memory_system", "system"])
+        .agg(
+            users=("conversation_id", "size"),
+            questions_per_user=("questions", "median"),
+            median_first=("first_break_even", "median"),
+            median_sustained=("sustained_break_even", "median"),
+            users_never=("sustained_break_even", lambda s: int(s.isna().sum())),
+            users_first_differs=("differs", "sum"),
+        )
+    )
 
 
 def per_memory_system(table: pd.DataFrame, prices: str) -> pd.DataFrame:
     """One row per dataset and memory system of :func:`measured_break_even`'s table: write and
     read cost and the break-even against each long-context system (``None``: never within the
     measured questions), labelled with the ``prices`` they are at."""
-    be = table.set_index(["dataset", "memory_system", "lc_system"])["break_even_n"].unstack(
-        "lc_system").add_prefix("break_even_vs_")
+    be = (
+        table.set_index(["dataset", "memory_system", "lc_system"])["break_even_n"]
+        .unstack("lc_system")
+        .add_prefix("break_even_vs_")
+    )
     sizes = table.groupby(["dataset", "memory_system"])[["write_usd", "read_usd"]].first()
     return sizes.join(be).reset_index().assign(prices=prices)

@@ -32,6 +32,7 @@ from memcost.prices import Price
 TOKENS_PER_MILLION = 1_000_000
 ROUNDING_HALF_WIDTH = 0.00005  # a cell printed to 4 decimals lies within ±0.00005 of the truth
 
+
 def _turns(n: Any) -> Any:
     """Scalars stay Python numbers (exact comparisons); sequences become float arrays."""
     return n if np.isscalar(n) else np.asarray(n, dtype=float)
@@ -120,7 +121,6 @@ def break_even_brute_force(model: CostModel, max_turns: int = 10_000) -> int | N
         if model.memory(n) < model.long_context(n):
             return n
     return None
-
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,6 @@ def compare_with_paper(table4: pd.DataFrame, table5: pd.DataFrame) -> pd.DataFra
     return out
 
 
-
 def break_even_from_rounded_rows(
     constants: CostConstants, contexts: Iterable[float]
 ) -> pd.DataFrame:
@@ -289,4 +288,3 @@ def break_even_curve(
     """Break-even N per context length (NaN where memory never wins within ``max_turns``)."""
     values = [constants.at(L).break_even(max_turns=max_turns) for L in contexts]
     return np.array([np.nan if v is None else v for v in values], dtype=float)
-

@@ -47,8 +47,11 @@ def sample_shape(dataset: str) -> tuple[float, float, float]:
     data = load(as_source(sample_path(dataset), dataset))
     stats = conversation_stats(data.conversations, data.questions)
     text, turns = float(stats["text_tokens"].sum()), float(stats["n_turns"].sum())
-    return (float(stats["history_tokens"].sum()) / text, text / turns,
-            turns / float(stats["n_sessions"].sum()))
+    return (
+        float(stats["history_tokens"].sum()) / text,
+        text / turns,
+        turns / float(stats["n_sessions"].sum()),
+    )
 
 
 def _spread(total: int, parts: int) -> list[int]:
@@ -57,8 +60,9 @@ def _spread(total: int, parts: int) -> list[int]:
     return [base + (i < extra) for i in range(parts)]
 
 
-def paper_scale_counts(dataset: str, conversations: int = 0, questions: int = 0
-                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def paper_scale_counts(
+    dataset: str, conversations: int = 0, questions: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(stats, questions)`` for :func:`memcost.costs.estimate.estimate_counts` at the paper's
     scale: ``stats`` in the shape of ``conversation_stats.parquet``, ``questions`` with
     ``conversation_id`` and ``category_id``. ``conversations`` / ``questions`` (0: all) keep
@@ -100,13 +104,16 @@ def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFra
     return paper_scale_counts(
         dataset,
         int(params.get("sample_conversations") or params.get("limit_conversations") or 0),
-        int(params.get("sample_questions") or params.get("limit_questions") or 0))
+        int(params.get("sample_questions") or params.get("limit_questions") or 0),
+    )
 
 
 def profile_note(dataset: str) -> str:
     """Where the paper-scale counts of ``dataset`` come from, in one line."""
     rendered, per_turn, _ = sample_shape(dataset)
     n, mean, questions = TABLE1[dataset][0], TABLE1[dataset][4], TABLE2[dataset][0]
-    return (f"{dataset}: paper-scale counts (paper Tables 1-2: {n:,} conversations of "
-            f"{mean:,} tokens, {questions:,} questions; rendering x{rendered:.3f} and "
-            f"{per_turn:.1f} tokens per turn measured on the bundled sample)")
+    return (
+        f"{dataset}: paper-scale counts (paper Tables 1-2: {n:,} conversations of "
+        f"{mean:,} tokens, {questions:,} questions; rendering x{rendered:.3f} and "
+        f"{per_turn:.1f} tokens per turn measured on the bundled sample)"
+    )

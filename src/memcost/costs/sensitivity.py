@@ -79,5 +79,3 @@ def sensitivity_batch(
                 {"scenario": name, "context_tokens": int(L), "break_even_n": model.break_even()}
             )
     return pd.DataFrame(rows)
-
-

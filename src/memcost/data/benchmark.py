@@ -49,8 +49,10 @@ class BenchmarkData:
         return DISPLAY_NAMES[self.dataset]
 
     def summary(self) -> str:
-        return (f"{self.display_name}: {self.conversations['conversation_id'].nunique()} "
-                f"conversations, {len(self.conversations)} turns, {len(self.questions)} questions")
+        return (
+            f"{self.display_name}: {self.conversations['conversation_id'].nunique()} "
+            f"conversations, {len(self.conversations)} turns, {len(self.questions)} questions"
+        )
 
     def conversation(self, conversation_id: str | None = None) -> pd.DataFrame:
         """The turns of one conversation (the first one by default)."""
@@ -73,8 +75,12 @@ def as_source(source: DataSource | Path | str, dataset: str) -> DataSource:
 def provenance(data: BenchmarkData) -> dict[str, Any]:
     """What the manifest records about the data: source, revision, every raw file's sha256,
     the selection and the checks."""
-    return {**data.source.describe(), "files": [vars(f) for f in data.files],
-            "selection": data.selection, "checks": data.checks}
+    return {
+        **data.source.describe(),
+        "files": [vars(f) for f in data.files],
+        "selection": data.selection,
+        "checks": data.checks,
+    }
 
 
 def record_provenance(run: RunPaths, data: BenchmarkData) -> None:
@@ -85,8 +91,9 @@ def record_provenance(run: RunPaths, data: BenchmarkData) -> None:
 # --- Checks shared by the readers of native files -----------------------------------------------
 
 
-def iso_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int,
-                 text: str) -> str:
+def iso_datetime(
+    year: int, month: int, day: int, hour: int, minute: int, second: int, text: str
+) -> str:
     """The ISO 8601 form of a parsed date; an impossible date names the text it came from."""
     try:
         return datetime(year, month, day, hour, minute, second).isoformat(timespec="seconds")
@@ -101,14 +108,18 @@ def parse_json(data: bytes, path: Path, dataset: str | None = None) -> Any:
         first_line = head.split(b"\n", 1)[0]
         if b"persona_id" in first_line and b"," in first_line:
             guess = "personamem" if b"shared_context_id" in first_line else "personamem_v2"
-            raise DataError(f"{path}: this looks like {DISPLAY_NAMES[guess]}'s questions CSV, "
-                            f"not a {DISPLAY_NAMES[dataset]} JSON file; pass dataset='{guess}' "
-                            "or the right file")
+            raise DataError(
+                f"{path}: this looks like {DISPLAY_NAMES[guess]}'s questions CSV, "
+                f"not a {DISPLAY_NAMES[dataset]} JSON file; pass dataset='{guess}' "
+                "or the right file"
+            )
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} "
-                        f"(char {exc.pos}): {exc.msg}") from None
+        raise DataError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} "
+            f"(char {exc.pos}): {exc.msg}"
+        ) from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
 
@@ -131,14 +142,25 @@ def expect_dataset(obj: Any, dataset: str, path: Path) -> None:
     """Stop when a parsed file looks like another benchmark's, and say which one to pass."""
     guess = guess_json_dataset(obj)
     if guess is not None and guess != dataset:
-        what = "a PersonaMem-v2 release chat history" if guess == "personamem_v2" else (
-            f"a {DISPLAY_NAMES[guess]} file")
-        raise DataError(f"{path}: this looks like {what}, not a {DISPLAY_NAMES[dataset]} file; "
-                        f"pass dataset='{guess}' or the right file")
+        what = (
+            "a PersonaMem-v2 release chat history"
+            if guess == "personamem_v2"
+            else (f"a {DISPLAY_NAMES[guess]} file")
+        )
+        raise DataError(
+            f"{path}: this looks like {what}, not a {DISPLAY_NAMES[dataset]} file; "
+            f"pass dataset='{guess}' or the right file"
+        )
 
 
-_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer",
-               bool: "true/false", float: "a number"}
+_TYPE_NAMES = {
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+    int: "an integer",
+    bool: "true/false",
+    float: "a number",
+}
 
 
 def _type_name(types: type | tuple[type, ...]) -> str:
@@ -146,16 +168,19 @@ def _type_name(types: type | tuple[type, ...]) -> str:
     return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
 
 
-def required(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], path: Path,
-             where: str) -> Any:
+def required(
+    obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], path: Path, where: str
+) -> Any:
     """``obj[key]``, required and of ``types``; otherwise an error naming file and record."""
     if key not in obj:
         raise DataError(f"{path}: {where}: missing field '{key}'")
     value = obj[key]
     wanted = types if isinstance(types, tuple) else (types,)
     if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
-        raise DataError(f"{path}: {where}: field '{key}' should be {_type_name(types)}, "
-                        f"got {type(value).__name__} {short(value)}")
+        raise DataError(
+            f"{path}: {where}: field '{key}' should be {_type_name(types)}, "
+            f"got {type(value).__name__} {short(value)}"
+        )
     return value
 
 

@@ -75,8 +75,9 @@ def parse_locomo_datetime(text: str) -> str:
     """LoCoMo's ``"1:56 pm on 8 May, 2023"`` → ``"2023-05-08T13:56:00"`` (ISO 8601)."""
     match = _LOCOMO_DATETIME.match(text) if isinstance(text, str) else None
     if not match:
-        raise DataError(f"cannot parse date {text!r}; expected a LoCoMo date like "
-                        "'1:56 pm on 8 May, 2023'")
+        raise DataError(
+            f"cannot parse date {text!r}; expected a LoCoMo date like '1:56 pm on 8 May, 2023'"
+        )
     hour, minute, half, day, month_name, year = match.groups()
     month = _MONTHS.get(month_name.lower())
     if month is None:
@@ -101,8 +102,9 @@ def _locomo_category(item: Mapping[str, Any], path: Path, where: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value not in LOCOMO_CATEGORIES:
-        raise DataError(f"{path}: {where}: field 'category' should be an integer 1-5, "
-                        f"got {short(value)}")
+        raise DataError(
+            f"{path}: {where}: field 'category' should be an integer 1-5, got {short(value)}"
+        )
     return value
 
 
@@ -115,8 +117,9 @@ def _locomo_evidence(value: Any, path: Path, where: str) -> list[str]:
         return _DIA_ID.findall(value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [d for v in value for d in _DIA_ID.findall(v)]
-    raise DataError(f"{path}: {where}: field 'evidence' should be a list of dialogue ids, "
-                    f"got {short(value)}")
+    raise DataError(
+        f"{path}: {where}: field 'evidence' should be a list of dialogue ids, got {short(value)}"
+    )
 
 
 def load_locomo(source: DataSource | Path) -> BenchmarkData:
@@ -131,8 +134,9 @@ def load_locomo(source: DataSource | Path) -> BenchmarkData:
     seen: set[str] = set()
     for index, sample in enumerate(obj):
         if not isinstance(sample, dict):
-            raise DataError(f"{path}: sample {index}: expected an object, got "
-                            f"{type(sample).__name__}")
+            raise DataError(
+                f"{path}: sample {index}: expected an object, got {type(sample).__name__}"
+            )
         sample_id = required(sample, "sample_id", str, path, f"sample {index}")
         where = f"sample {sample_id!r} (index {index})"
         if sample_id in seen:
@@ -156,8 +160,9 @@ def load_locomo(source: DataSource | Path) -> BenchmarkData:
     return data
 
 
-def _locomo_turns(conversation: Mapping[str, Any], sample_id: str, path: Path, where: str,
-                  rows: Rows) -> int:
+def _locomo_turns(
+    conversation: Mapping[str, Any], sample_id: str, path: Path, where: str, rows: Rows
+) -> int:
     """Append one sample's turns; returns how many."""
     # Numeric order: session_10 comes after session_9, not after session_1.
     numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key)))
@@ -175,34 +180,49 @@ def _locomo_turns(conversation: Mapping[str, Any], sample_id: str, path: Path, w
         except DataError as exc:
             raise DataError(f"{path}: {where}, {date_key}: {exc}") from None
         if previous is not None and when < previous:
-            warnings.warn(f"{path}: {where}: {key} ({when}) is dated before the session before "
-                          f"it ({previous}); sessions are kept in numeric order", DataWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"{path}: {where}: {key} ({when}) is dated before the session before "
+                f"it ({previous}); sessions are kept in numeric order",
+                DataWarning,
+                stacklevel=3,
+            )
         previous = when
         for t, turn in enumerate(turns):
             twhere = f"{where}, {key}[{t}]"
             if not isinstance(turn, dict):
-                raise DataError(f"{path}: {twhere}: expected a turn object, got "
-                                f"{type(turn).__name__}")
+                raise DataError(
+                    f"{path}: {twhere}: expected a turn object, got {type(turn).__name__}"
+                )
             speaker = required(turn, "speaker", str, path, twhere)
             dia_id = required(turn, "dia_id", str, path, twhere)
             twhere = f"{where}, {key}[{t}] (dia_id {dia_id})"
             text = required(turn, "text", str, path, twhere)
             caption = turn.get("blip_caption")
             if caption is not None and not isinstance(caption, str):
-                raise DataError(f"{path}: {twhere}: field 'blip_caption' should be a string, "
-                                f"got {type(caption).__name__}")
-            rows.add(conversation_id=sample_id, session_index=session_index, session_id=key,
-                     session_datetime=when, turn_index=t, position=position, speaker=speaker,
-                     role="user", text=text, dia_id=dia_id, has_answer=None,
-                     image_caption=caption)
+                raise DataError(
+                    f"{path}: {twhere}: field 'blip_caption' should be a string, "
+                    f"got {type(caption).__name__}"
+                )
+            rows.add(
+                conversation_id=sample_id,
+                session_index=session_index,
+                session_id=key,
+                session_datetime=when,
+                turn_index=t,
+                position=position,
+                speaker=speaker,
+                role="user",
+                text=text,
+                dia_id=dia_id,
+                has_answer=None,
+                image_caption=caption,
+            )
             position += 1
         session_index += 1
     return position
 
 
-def _locomo_question(item: Any, k: int, sample_id: str, path: Path, where: str,
-                     rows: Rows) -> None:
+def _locomo_question(item: Any, k: int, sample_id: str, path: Path, where: str, rows: Rows) -> None:
     if not isinstance(item, dict):
         raise DataError(f"{path}: {where}: expected a question object, got {type(item).__name__}")
     question = required(item, "question", str, path, where)
@@ -216,37 +236,57 @@ def _locomo_question(item: Any, k: int, sample_id: str, path: Path, where: str,
     adversarial = item.get("adversarial_answer")
     if adversarial is not None:
         adversarial = answer_text(
-            required(item, "adversarial_answer", (str, int, float), path, where))
+            required(item, "adversarial_answer", (str, int, float), path, where)
+        )
     extra = {key: value for key, value in item.items() if key not in _LOCOMO_QA_FIELDS}
-    rows.add(question_id=f"{sample_id}-q{k}", conversation_id=sample_id, question=question,
-             answer=answer, adversarial_answer=adversarial,
-             category=LOCOMO_CATEGORIES[category], category_id=category, question_date=None,
-             evidence=_locomo_evidence(item.get("evidence"), path, where),
-             is_abstention=category == 5, options=None,
-             extra=json.dumps(extra, ensure_ascii=False, sort_keys=True))
+    rows.add(
+        question_id=f"{sample_id}-q{k}",
+        conversation_id=sample_id,
+        question=question,
+        answer=answer,
+        adversarial_answer=adversarial,
+        category=LOCOMO_CATEGORIES[category],
+        category_id=category,
+        question_date=None,
+        evidence=_locomo_evidence(item.get("evidence"), path, where),
+        is_abstention=category == 5,
+        options=None,
+        extra=json.dumps(extra, ensure_ascii=False, sort_keys=True),
+    )
 
 
-def _check_locomo_counts(questions: pd.DataFrame, n_samples: int,
-                         data: BenchmarkData) -> dict[str, Any]:
+def _check_locomo_counts(
+    questions: pd.DataFrame, n_samples: int, data: BenchmarkData
+) -> dict[str, Any]:
     """On the full file, the category counts must be the published ones (study §10: label
     mix-ups are the most common error in published LoCoMo numbers)."""
     found = {int(k): int(v) for k, v in Counter(questions["category_id"].tolist()).items()}
-    result: dict[str, Any] = {"checked": n_samples == LOCOMO_FULL_SAMPLES,
-                              "expected": LOCOMO_CATEGORY_COUNTS, "found": found, "ok": None}
+    result: dict[str, Any] = {
+        "checked": n_samples == LOCOMO_FULL_SAMPLES,
+        "expected": LOCOMO_CATEGORY_COUNTS,
+        "found": found,
+        "ok": None,
+    }
     if not result["checked"]:
         return result
     result["ok"] = found == LOCOMO_CATEGORY_COUNTS
     if not result["ok"]:
-        lines = [f"  {cid} {LOCOMO_CATEGORIES[cid]:<12} expected {LOCOMO_CATEGORY_COUNTS[cid]:>4}, "
-                 f"found {found.get(cid, 0):>4}" for cid in LOCOMO_CATEGORIES]
-        message = ("\n" + "!" * 78 + "\nLoCoMo CATEGORY COUNTS DIFFER FROM THE PUBLISHED ONES "
-                   f"({data.source.path}).\nThe file may be a different release, or categories "
-                   "may be mislabelled; per-category results will not be comparable.\n"
-                   + "\n".join(lines) + "\n" + "!" * 78)
+        lines = [
+            f"  {cid} {LOCOMO_CATEGORIES[cid]:<12} expected {LOCOMO_CATEGORY_COUNTS[cid]:>4}, "
+            f"found {found.get(cid, 0):>4}"
+            for cid in LOCOMO_CATEGORIES
+        ]
+        message = (
+            "\n" + "!" * 78 + "\nLoCoMo CATEGORY COUNTS DIFFER FROM THE PUBLISHED ONES "
+            f"({data.source.path}).\nThe file may be a different release, or categories "
+            "may be mislabelled; per-category results will not be comparable.\n"
+            + "\n".join(lines)
+            + "\n"
+            + "!" * 78
+        )
         warnings.warn(message, DataWarning, stacklevel=3)
         data.notes.append(message.strip("\n!"))
     return result
-
 
 
 def locomo_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str, Any]:
@@ -256,8 +296,9 @@ def locomo_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str
     samples = json.loads(Path(path).read_bytes())
     sample = next(s for s in samples if s.get("sample_id") == conversation_id)
     conversation = sample["conversation"]
-    first = min((int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key))),
-                default=1)
+    first = min(
+        (int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key))), default=1
+    )
     return {
         "sample_id": sample["sample_id"],
         "fields": sorted(sample),

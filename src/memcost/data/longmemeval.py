@@ -57,11 +57,13 @@ def parse_longmemeval_datetime(text: str) -> str:
     """
     match = _LONGMEMEVAL_DATETIME.match(text) if isinstance(text, str) else None
     if not match:
-        raise DataError(f"cannot parse date {text!r}; expected a LongMemEval date like "
-                        "'2023/05/20 (Sat) 02:21'")
+        raise DataError(
+            f"cannot parse date {text!r}; expected a LongMemEval date like '2023/05/20 (Sat) 02:21'"
+        )
     year, month, day, hour, minute, second = match.groups()
-    return iso_datetime(int(year), int(month), int(day), int(hour), int(minute),
-                        int(second or 0), text)
+    return iso_datetime(
+        int(year), int(month), int(day), int(hour), int(minute), int(second or 0), text
+    )
 
 
 def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
@@ -76,14 +78,16 @@ def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
     obj = parse_json(read_raw(path, files), path, "longmemeval")
     expect_dataset(obj, "longmemeval", path)
     if not isinstance(obj, list):
-        raise DataError(f"{path}: expected a JSON list of LongMemEval questions, got "
-                        f"{type(obj).__name__}")
+        raise DataError(
+            f"{path}: expected a JSON list of LongMemEval questions, got {type(obj).__name__}"
+        )
     turns, questions = Rows(CONVERSATION_COLUMNS), Rows(QUESTION_COLUMNS)
     seen: set[str] = set()
     for index, item in enumerate(obj):
         if not isinstance(item, dict):
-            raise DataError(f"{path}: question {index}: expected an object, got "
-                            f"{type(item).__name__}")
+            raise DataError(
+                f"{path}: question {index}: expected an object, got {type(item).__name__}"
+            )
         qid = required(item, "question_id", str, path, f"question {index}")
         where = f"question_id {qid!r} (index {index})"
         if qid in seen:
@@ -100,13 +104,24 @@ def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
 
 
 # The fields of a LongMemEval question; any other field is kept in ``extra``.
-_KNOWN_FIELDS = frozenset({"question_id", "question_type", "question", "answer", "question_date",
-                          "haystack_session_ids", "haystack_dates", "haystack_sessions",
-                          "answer_session_ids"})
+_KNOWN_FIELDS = frozenset(
+    {
+        "question_id",
+        "question_type",
+        "question",
+        "answer",
+        "question_date",
+        "haystack_session_ids",
+        "haystack_dates",
+        "haystack_sessions",
+        "answer_session_ids",
+    }
+)
 
 
-def _longmemeval_item(item: dict[str, Any], qid: str, path: Path, where: str, turns: Rows,
-                      questions: Rows) -> None:
+def _longmemeval_item(
+    item: dict[str, Any], qid: str, path: Path, where: str, turns: Rows, questions: Rows
+) -> None:
     """Append one question and the turns of its haystack."""
     qtype = required(item, "question_type", str, path, where)
     question = required(item, "question", str, path, where)
@@ -121,37 +136,62 @@ def _longmemeval_item(item: dict[str, Any], qid: str, path: Path, where: str, tu
     sessions = required(item, "haystack_sessions", list, path, where)
     evidence = required(item, "answer_session_ids", list, path, where)
     if not len(ids) == len(dates) == len(sessions):
-        raise DataError(f"{path}: {where}: haystack_session_ids ({len(ids)}), haystack_dates "
-                        f"({len(dates)}) and haystack_sessions ({len(sessions)}) must have "
-                        "the same length")
+        raise DataError(
+            f"{path}: {where}: haystack_session_ids ({len(ids)}), haystack_dates "
+            f"({len(dates)}) and haystack_sessions ({len(sessions)}) must have "
+            "the same length"
+        )
     _longmemeval_turns(qid, ids, dates, sessions, path, where, turns)
     for e, value in enumerate(evidence):
         if not isinstance(value, str):
-            raise DataError(f"{path}: {where}: answer_session_ids[{e}] should be a string, "
-                            f"got {type(value).__name__}")
+            raise DataError(
+                f"{path}: {where}: answer_session_ids[{e}] should be a string, "
+                f"got {type(value).__name__}"
+            )
     extra = {key: value for key, value in item.items() if key not in _KNOWN_FIELDS}
-    questions.add(question_id=qid, conversation_id=qid, question=question, answer=answer,
-                  adversarial_answer=None, category=qtype, category_id=None,
-                  question_date=question_date, evidence=list(evidence),
-                  is_abstention=qid.endswith("_abs"), options=None,
-                  extra=json.dumps(extra, ensure_ascii=False, sort_keys=True))
+    questions.add(
+        question_id=qid,
+        conversation_id=qid,
+        question=question,
+        answer=answer,
+        adversarial_answer=None,
+        category=qtype,
+        category_id=None,
+        question_date=question_date,
+        evidence=list(evidence),
+        is_abstention=qid.endswith("_abs"),
+        options=None,
+        extra=json.dumps(extra, ensure_ascii=False, sort_keys=True),
+    )
 
 
-def _longmemeval_turns(qid: str, ids: list[Any], dates: list[Any], sessions: list[Any],
-                       path: Path, where: str, rows: Rows) -> None:
+def _longmemeval_turns(
+    qid: str,
+    ids: list[Any],
+    dates: list[Any],
+    sessions: list[Any],
+    path: Path,
+    where: str,
+    rows: Rows,
+) -> None:
     parsed: list[str] = []
     for i, (session_id, date) in enumerate(zip(ids, dates, strict=True)):
         if not isinstance(session_id, str):
-            raise DataError(f"{path}: {where}: haystack_session_ids[{i}] should be a string, "
-                            f"got {type(session_id).__name__}")
+            raise DataError(
+                f"{path}: {where}: haystack_session_ids[{i}] should be a string, "
+                f"got {type(session_id).__name__}"
+            )
         if not isinstance(date, str):
-            raise DataError(f"{path}: {where}: haystack_dates[{i}] should be a string, got "
-                            f"{type(date).__name__}")
+            raise DataError(
+                f"{path}: {where}: haystack_dates[{i}] should be a string, got "
+                f"{type(date).__name__}"
+            )
         try:
             parsed.append(parse_longmemeval_datetime(date))
         except DataError as exc:
-            raise DataError(f"{path}: {where}, haystack_dates[{i}] (session {session_id!r}): "
-                            f"{exc}") from None
+            raise DataError(
+                f"{path}: {where}, haystack_dates[{i}] (session {session_id!r}): {exc}"
+            ) from None
     # Stable sort: equal timestamps keep the file's order.
     order = sorted(range(len(parsed)), key=parsed.__getitem__)
     position = session_index = 0
@@ -159,30 +199,44 @@ def _longmemeval_turns(qid: str, ids: list[Any], dates: list[Any], sessions: lis
         session = sessions[i]
         swhere = f"{where}, session {ids[i]!r}"
         if not isinstance(session, list):
-            raise DataError(f"{path}: {swhere}: expected a list of turns, got "
-                            f"{type(session).__name__}")
+            raise DataError(
+                f"{path}: {swhere}: expected a list of turns, got {type(session).__name__}"
+            )
         if not session:
             continue
         for t, turn in enumerate(session):
             twhere = f"{swhere} turn {t}"
             if not isinstance(turn, dict):
-                raise DataError(f"{path}: {twhere}: expected a turn object, got "
-                                f"{type(turn).__name__}")
+                raise DataError(
+                    f"{path}: {twhere}: expected a turn object, got {type(turn).__name__}"
+                )
             role = required(turn, "role", str, path, twhere)
             if role not in ROLES:
-                raise DataError(f"{path}: {twhere}: unknown role {role!r} "
-                                f"(expected {', '.join(sorted(ROLES))})")
+                raise DataError(
+                    f"{path}: {twhere}: unknown role {role!r} (expected {', '.join(sorted(ROLES))})"
+                )
             content = required(turn, "content", str, path, twhere)
             flag = turn.get("has_answer", False)
             if not isinstance(flag, bool):
-                raise DataError(f"{path}: {twhere}: field 'has_answer' should be true/false, "
-                                f"got {short(flag)}")
-            rows.add(conversation_id=qid, session_index=session_index, session_id=ids[i],
-                     session_datetime=parsed[i], turn_index=t, position=position, speaker=role,
-                     role=role, text=content, dia_id=None, has_answer=flag, image_caption=None)
+                raise DataError(
+                    f"{path}: {twhere}: field 'has_answer' should be true/false, got {short(flag)}"
+                )
+            rows.add(
+                conversation_id=qid,
+                session_index=session_index,
+                session_id=ids[i],
+                session_datetime=parsed[i],
+                turn_index=t,
+                position=position,
+                speaker=role,
+                role=role,
+                text=content,
+                dia_id=None,
+                has_answer=flag,
+                image_caption=None,
+            )
             position += 1
         session_index += 1
-
 
 
 def longmemeval_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str, Any]:
@@ -193,8 +247,17 @@ def longmemeval_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dic
     item = next(i for i in items if i.get("question_id") == conversation_id)
     sessions = item.get("haystack_sessions") or [[]]
     return {
-        **{key: item.get(key) for key in ("question_id", "question_type", "question", "answer",
-                                          "question_date", "answer_session_ids")},
+        **{
+            key: item.get(key)
+            for key in (
+                "question_id",
+                "question_type",
+                "question",
+                "answer",
+                "question_date",
+                "answer_session_ids",
+            )
+        },
         "haystack_session_ids[:2]": item.get("haystack_session_ids", [])[:2],
         "haystack_dates[:2]": item.get("haystack_dates", [])[:2],
         f"haystack_sessions[0][:{turns}]": sessions[0][:turns],

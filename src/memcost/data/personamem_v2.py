@@ -74,7 +74,7 @@ def _resolve_link(root: Path, link: str) -> Path | None:
     relative = Path(link.replace("\\", "/"))
     candidates = [relative if relative.is_absolute() else root / relative]
     if "data" in relative.parts:
-        candidates.append(root / Path(*relative.parts[relative.parts.index("data"):]))
+        candidates.append(root / Path(*relative.parts[relative.parts.index("data") :]))
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -98,13 +98,25 @@ def load_personamem_v2(source: DataSource | Path) -> BenchmarkData:
         options = _options(row, source.path, where)
         options_count[len(options)] += 1
         conversation_id = histories.conversation_id(row["chat_history_32k_link"].strip(), where)
-        extra = {k: v for k, v in row.items()
-                 if k not in ("user_query", "correct_answer", "incorrect_answers", "pref_type")}
-        questions.add(question_id=qid, conversation_id=conversation_id, question=question,
-                      answer=row["correct_answer"], adversarial_answer=None,
-                      category=row["pref_type"], category_id=None, question_date=None,
-                      evidence=[], is_abstention=False, options=options,
-                      extra=json.dumps(extra, ensure_ascii=False, sort_keys=True))
+        extra = {
+            k: v
+            for k, v in row.items()
+            if k not in ("user_query", "correct_answer", "incorrect_answers", "pref_type")
+        }
+        questions.add(
+            question_id=qid,
+            conversation_id=conversation_id,
+            question=question,
+            answer=row["correct_answer"],
+            adversarial_answer=None,
+            category=row["pref_type"],
+            category_id=None,
+            question_date=None,
+            evidence=[],
+            is_abstention=False,
+            options=options,
+            extra=json.dumps(extra, ensure_ascii=False, sort_keys=True),
+        )
     result = BenchmarkData(
         dataset="personamem_v2",
         conversations=frame(turns.columns, CONVERSATION_SCHEMA),
@@ -124,13 +136,17 @@ def _read_benchmark_csv(path: Path, files: list[RawFile]) -> tuple[list[str], li
     if text.lstrip().startswith(("[", "{")):
         guess = guess_json_dataset(_parse_literal(text) if len(text) < 50_000_000 else None)
         what = f"a {DISPLAY_NAMES[guess]} JSON file" if guess else "a JSON file"
-        raise DataError(f"{path}: this looks like {what}, not PersonaMem v2's benchmark CSV "
-                        f"({PERSONAMEM_V2_CSV})" + (f"; pass dataset='{guess}'" if guess else ""))
+        raise DataError(
+            f"{path}: this looks like {what}, not PersonaMem v2's benchmark CSV "
+            f"({PERSONAMEM_V2_CSV})" + (f"; pass dataset='{guess}'" if guess else "")
+        )
     header, rows = parse_csv(text, path)
     missing = [c for c in PERSONAMEM_V2_REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise DataError(f"{path}: not a PersonaMem v2 benchmark CSV: missing column(s) "
-                        f"{', '.join(missing)} (found: {', '.join(header[:12]) or 'none'})")
+        raise DataError(
+            f"{path}: not a PersonaMem v2 benchmark CSV: missing column(s) "
+            f"{', '.join(missing)} (found: {', '.join(header[:12]) or 'none'})"
+        )
     return header, rows
 
 
@@ -143,8 +159,10 @@ def _row_place(row_index: int, qid: str, row: dict) -> str:
 def _check_row(row: dict, header: list[str], path: Path, where: str) -> None:
     """As many fields as the header, and no required column left empty."""
     if None in row or any(v is None for v in row.values()):
-        raise DataError(f"{path}: {where}: the row has {'more' if None in row else 'fewer'} "
-                        f"fields than the header ({len(header)})")
+        raise DataError(
+            f"{path}: {where}: the row has {'more' if None in row else 'fewer'} "
+            f"fields than the header ({len(header)})"
+        )
     for column in PERSONAMEM_V2_REQUIRED_COLUMNS:
         if not row[column].strip():
             raise DataError(f"{path}: {where}: column '{column}' is empty")
@@ -156,12 +174,16 @@ def _question_text(row: dict, path: Path, where: str) -> str:
     if isinstance(query, dict):
         content = query.get("content")
         if not isinstance(content, str) or not content.strip():
-            raise DataError(f"{path}: {where}: column 'user_query' has no text 'content': "
-                            f"{short(row['user_query'])}")
+            raise DataError(
+                f"{path}: {where}: column 'user_query' has no text 'content': "
+                f"{short(row['user_query'])}"
+            )
         return content
     if row["user_query"].lstrip().startswith("{"):
-        raise DataError(f"{path}: {where}: column 'user_query' is not a {{role, content}} "
-                        f"literal: {short(row['user_query'])}")
+        raise DataError(
+            f"{path}: {where}: column 'user_query' is not a {{role, content}} "
+            f"literal: {short(row['user_query'])}"
+        )
     return row["user_query"]
 
 
@@ -169,8 +191,10 @@ def _options(row: dict, path: Path, where: str) -> list[str]:
     """The answer options, the correct one first."""
     incorrect = _parse_literal(row["incorrect_answers"])
     if not isinstance(incorrect, list) or not all(isinstance(a, str) for a in incorrect):
-        raise DataError(f"{path}: {where}: column 'incorrect_answers' should be a list of "
-                        f"strings, got {short(row['incorrect_answers'])}")
+        raise DataError(
+            f"{path}: {where}: column 'incorrect_answers' should be a list of "
+            f"strings, got {short(row['incorrect_answers'])}"
+        )
     return [row["correct_answer"], *incorrect]
 
 
@@ -193,14 +217,18 @@ class _Histories:
         """Append one history's messages as turns; the id is the history file's stem."""
         history_path = _resolve_link(self.root, link)
         if history_path is None:
-            raise DataError(f"{self.csv_path}: {where}: chat history not found: {link!r} "
-                            f"(relative to {self.root}); the history files belong under "
-                            f"{self.root / PERSONAMEM_V2_HISTORY_DIR}")
+            raise DataError(
+                f"{self.csv_path}: {where}: chat history not found: {link!r} "
+                f"(relative to {self.root}); the history files belong under "
+                f"{self.root / PERSONAMEM_V2_HISTORY_DIR}"
+            )
         conversation_id = history_path.stem
         if self.owners.setdefault(conversation_id, link) != link:
-            raise DataError(f"{self.csv_path}: {where}: two different history links share the "
-                            f"file name {conversation_id!r} ({self.owners[conversation_id]!r}, "
-                            f"{link!r})")
+            raise DataError(
+                f"{self.csv_path}: {where}: two different history links share the "
+                f"file name {conversation_id!r} ({self.owners[conversation_id]!r}, "
+                f"{link!r})"
+            )
         obj = parse_json(read_raw(history_path, self.files), history_path)
         if isinstance(obj, dict) and "chat_history" in obj:
             messages = obj["chat_history"]
@@ -208,38 +236,57 @@ class _Histories:
             messages = obj
         else:
             expect_dataset(obj, "personamem_v2", history_path)
-            raise DataError(f"{history_path}: expected a chat history object with a "
-                            "'chat_history' list")
+            raise DataError(
+                f"{history_path}: expected a chat history object with a 'chat_history' list"
+            )
         if not isinstance(messages, list) or not messages:
-            raise DataError(f"{history_path}: 'chat_history' should be a non-empty list of "
-                            "messages")
+            raise DataError(
+                f"{history_path}: 'chat_history' should be a non-empty list of messages"
+            )
         for t, message in enumerate(messages):
             mwhere = f"chat_history[{t}]"
             if not isinstance(message, dict):
-                raise DataError(f"{history_path}: {mwhere}: expected a message object, got "
-                                f"{type(message).__name__}")
+                raise DataError(
+                    f"{history_path}: {mwhere}: expected a message object, got "
+                    f"{type(message).__name__}"
+                )
             role = required(message, "role", str, history_path, mwhere)
             if role not in ROLES:
-                raise DataError(f"{history_path}: {mwhere}: unknown role {role!r} "
-                                f"(expected {', '.join(sorted(ROLES))})")
+                raise DataError(
+                    f"{history_path}: {mwhere}: unknown role {role!r} "
+                    f"(expected {', '.join(sorted(ROLES))})"
+                )
             content = required(message, "content", str, history_path, mwhere)
-            self.turns.add(conversation_id=conversation_id, session_index=0,
-                           session_id="history", session_datetime=None, turn_index=t,
-                           position=t, speaker=role, role=role, text=content, dia_id=None,
-                           has_answer=None, image_caption=None)
+            self.turns.add(
+                conversation_id=conversation_id,
+                session_index=0,
+                session_id="history",
+                session_datetime=None,
+                turn_index=t,
+                position=t,
+                speaker=role,
+                role=role,
+                text=content,
+                dia_id=None,
+                has_answer=None,
+                image_caption=None,
+            )
         return conversation_id
 
 
-def personamem_v2_excerpt(source: DataSource, conversation_id: str,
-                       turns: int = 3) -> dict[str, Any]:
+def personamem_v2_excerpt(
+    source: DataSource, conversation_id: str, turns: int = 3
+) -> dict[str, Any]:
     """The first CSV row that links to one chat history, and that history's first messages,
     exactly as PersonaMem v2's files hold them (notebook 00 shows them beside the normalised
     rows)."""
     text = Path(source.path).read_bytes().decode("utf-8-sig")
     rows = csv.DictReader(io.StringIO(text, newline=""))
-    row = next(r for r in rows
-               if Path(r["chat_history_32k_link"].strip().replace("\\", "/")).stem
-               == conversation_id)
+    row = next(
+        r
+        for r in rows
+        if Path(r["chat_history_32k_link"].strip().replace("\\", "/")).stem == conversation_id
+    )
     link = row["chat_history_32k_link"].strip()
     history = json.loads(_resolve_link(source.root, link).read_bytes())
     messages = history["chat_history"] if isinstance(history, dict) else history

@@ -86,9 +86,13 @@ def select(
     category's share (largest remainders) and spreads each category over the conversations in
     turn.
     """
-    params = {"limit_conversations": limit_conversations, "limit_questions": limit_questions,
-              "sample_conversations": sample_conversations, "sample_questions": sample_questions,
-              "seed": seed}
+    params = {
+        "limit_conversations": limit_conversations,
+        "limit_questions": limit_questions,
+        "sample_conversations": sample_conversations,
+        "sample_questions": sample_questions,
+        "seed": seed,
+    }
     for name, value in params.items():
         if isinstance(value, bool) or not isinstance(value, int) or (value < 0 and name != "seed"):
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -104,9 +108,11 @@ def select(
     if sample_questions and sample_questions < len(questions):
         rng = random.Random(f"memcost-questions-{seed}")
         owners = questions["conversation_id"].tolist()
-        picked = (_sample_stratified(owners, questions["category_id"].tolist(), sample_questions,
-                                     rng) if stratify else
-                  _sample_covering(owners, sample_questions, rng))
+        picked = (
+            _sample_stratified(owners, questions["category_id"].tolist(), sample_questions, rng)
+            if stratify
+            else _sample_covering(owners, sample_questions, rng)
+        )
         questions = questions.iloc[sorted(picked)]
     if limit_questions:
         questions = questions.iloc[:limit_questions]
@@ -115,13 +121,22 @@ def select(
     asked = set(questions["conversation_id"].tolist())
     kept = [c for c in conversation_ids if c in asked]
     conversations = data.conversations[data.conversations["conversation_id"].isin(kept)]
-    selection = {**params, "stratify": bool(stratify), "conversations": len(kept),
-                 "questions": len(questions),
-                 "of_conversations": len(dict.fromkeys(data.conversations["conversation_id"])),
-                 "of_questions": len(data.questions)}
-    return replace(data, conversations=conversations.reset_index(drop=True),
-                   questions=questions.reset_index(drop=True), selection=selection,
-                   notes=list(data.notes), checks=dict(data.checks))
+    selection = {
+        **params,
+        "stratify": bool(stratify),
+        "conversations": len(kept),
+        "questions": len(questions),
+        "of_conversations": len(dict.fromkeys(data.conversations["conversation_id"])),
+        "of_questions": len(data.questions),
+    }
+    return replace(
+        data,
+        conversations=conversations.reset_index(drop=True),
+        questions=questions.reset_index(drop=True),
+        selection=selection,
+        notes=list(data.notes),
+        checks=dict(data.checks),
+    )
 
 
 def _sample_covering(groups: Sequence[str], n: int, rng: random.Random) -> list[int]:
@@ -137,8 +152,9 @@ def _sample_covering(groups: Sequence[str], n: int, rng: random.Random) -> list[
     return picked + rng.sample(rest, n - len(picked))
 
 
-def _sample_stratified(groups: Sequence[str], categories: Sequence[Any], n: int,
-                       rng: random.Random) -> list[int]:
+def _sample_stratified(
+    groups: Sequence[str], categories: Sequence[Any], n: int, rng: random.Random
+) -> list[int]:
     """``n`` indices with each category's share of them (largest remainders), each category's
     taken from the conversations in turn (one shuffled order shared by all categories), so
     that every conversation gets questions when ``n`` allows it."""
@@ -148,7 +164,7 @@ def _sample_stratified(groups: Sequence[str], categories: Sequence[Any], n: int,
     sizes = {c: sum(map(len, g.values())) for c, g in pools.items()}
     exact = {c: n * size / len(groups) for c, size in sizes.items()}
     quota = {c: int(x) for c, x in exact.items()}
-    for c in sorted(exact, key=lambda c: (quota[c] - exact[c], str(c)))[:n - sum(quota.values())]:
+    for c in sorted(exact, key=lambda c: (quota[c] - exact[c], str(c)))[: n - sum(quota.values())]:
         quota[c] += 1
     order = list(dict.fromkeys(groups))
     rng.shuffle(order)
@@ -198,27 +214,39 @@ def write_prepared(ds: DatasetPaths, prepared: Prepared) -> dict[str, Path]:
     """Write the data files and tables of one dataset (each file atomically)."""
     ds.ensure()
     name = prepared.data.display_name
-    written = write_data_files(ds, prepared.data.conversations, prepared.data.questions,
-                               prepared.stats)
-    written.update({
-        "table1": ds.table.table1,
-        "table1_md": ds.table.table1.with_suffix(".md"),
-        "table2": ds.table.table2,
-        "table2_md": ds.table.table2.with_suffix(".md"),
-        "questions_per_category": ds.table.questions_per_category,
-    })
+    written = write_data_files(
+        ds, prepared.data.conversations, prepared.data.questions, prepared.stats
+    )
+    written.update(
+        {
+            "table1": ds.table.table1,
+            "table1_md": ds.table.table1.with_suffix(".md"),
+            "table2": ds.table.table2,
+            "table2_md": ds.table.table2.with_suffix(".md"),
+            "questions_per_category": ds.table.questions_per_category,
+        }
+    )
     write_csv(written["table1"], prepared.table1)
-    write_text(written["table1_md"], table_markdown(
-        prepared.table1, title=f"Table 1 — {name}: tokens per conversation", note=TABLE1_NOTE))
+    write_text(
+        written["table1_md"],
+        table_markdown(
+            prepared.table1, title=f"Table 1 — {name}: tokens per conversation", note=TABLE1_NOTE
+        ),
+    )
     write_csv(written["table2"], prepared.table2)
-    write_text(written["table2_md"], table_markdown(
-        prepared.table2, title=f"Table 2 — {name}: tokens per question", note=TABLE2_NOTE))
+    write_text(
+        written["table2_md"],
+        table_markdown(
+            prepared.table2, title=f"Table 2 — {name}: tokens per question", note=TABLE2_NOTE
+        ),
+    )
     write_csv(written["questions_per_category"], prepared.categories)
     return written
 
 
-def prepare_metrics(prepared: Prepared,
-                    written: Mapping[str, Path] | None = None) -> dict[str, Any]:
+def prepare_metrics(
+    prepared: Prepared, written: Mapping[str, Path] | None = None
+) -> dict[str, Any]:
     """The step's metrics (``metrics/00_prepare_data.json``), read by the report and tests."""
     data = prepared.data
     stats = prepared.stats
@@ -236,10 +264,12 @@ def prepare_metrics(prepared: Prepared,
         "table2": json_safe(prepared.table2.iloc[0].to_dict()),
         "matches_paper": {
             row.table: bool(row.matches_paper)
-            for row in paper_comparison(prepared).drop_duplicates("table").itertuples()},
+            for row in paper_comparison(prepared).drop_duplicates("table").itertuples()
+        },
         "history_tokens": summarize_counts(stats["history_tokens"].tolist(), mean_decimals=0),
         "questions_per_category": {
-            row.category: int(row.questions) for row in prepared.categories.itertuples()},
+            row.category: int(row.questions) for row in prepared.categories.itertuples()
+        },
         "abstention_questions": int(data.questions["is_abstention"].sum()),
         "checks": data.checks,
         "notes": data.notes,

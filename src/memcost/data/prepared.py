@@ -76,13 +76,13 @@ def frame(columns: Mapping[str, list[Any]], schema: pa.Schema) -> pd.DataFrame:
             data[fld.name] = pd.array(values, dtype="str")
         elif pa.types.is_int64(fld.type):
             nullable = any(v is None for v in values)
-            data[fld.name] = pd.array(values, dtype="Int64") if nullable else np.asarray(
-                values, dtype=np.int64
+            data[fld.name] = (
+                pd.array(values, dtype="Int64") if nullable else np.asarray(values, dtype=np.int64)
             )
         elif pa.types.is_boolean(fld.type):
             nullable = any(v is None for v in values)
-            data[fld.name] = pd.array(values, dtype="boolean") if nullable else np.asarray(
-                values, dtype=bool
+            data[fld.name] = (
+                pd.array(values, dtype="boolean") if nullable else np.asarray(values, dtype=bool)
             )
         else:  # lists stay Python objects; the parquet schema gives them their type
             data[fld.name] = pd.Series(values, dtype=object)
@@ -105,8 +105,9 @@ def conversation_stats_path(ds: DatasetPaths) -> Path:
     return ds.data / "conversation_stats.parquet"
 
 
-def write_data_files(ds: DatasetPaths, conversations: pd.DataFrame, questions: pd.DataFrame,
-                     stats: pd.DataFrame) -> dict[str, Path]:
+def write_data_files(
+    ds: DatasetPaths, conversations: pd.DataFrame, questions: pd.DataFrame, stats: pd.DataFrame
+) -> dict[str, Path]:
     """Write the three parquet files (each atomically, each with its schema)."""
     written = {
         "conversations": ds.conversations,

@@ -18,8 +18,11 @@ SESSION_SEPARATOR = "\n\n"
 def in_order(conversation: pd.DataFrame) -> pd.DataFrame:
     """The turns in conversation order (``position``), sorted only when they are not."""
     positions = conversation["position"]
-    return conversation if positions.is_monotonic_increasing else conversation.sort_values(
-        "position", kind="stable")
+    return (
+        conversation
+        if positions.is_monotonic_increasing
+        else conversation.sort_values("position", kind="stable")
+    )
 
 
 def session_header(number: int, when: str | None) -> str:
@@ -37,12 +40,12 @@ def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
     Sessions keep their own numbers (``session_index + 1``), so a window over the last turns
     still says which session they come from.
     """
-    return SESSION_SEPARATOR.join(text for _, text in render_sessions(conversation,
-                                                                       captions=captions))
+    return SESSION_SEPARATOR.join(
+        text for _, text in render_sessions(conversation, captions=captions)
+    )
 
 
-def render_sessions(conversation: pd.DataFrame, *,
-                    captions: bool = True) -> list[tuple[int, str]]:
+def render_sessions(conversation: pd.DataFrame, *, captions: bool = True) -> list[tuple[int, str]]:
     """:func:`render_history` one session at a time: ``[(session_index, text), ...]`` in order,
     joined by :data:`SESSION_SEPARATOR` they are the history. Long-context prompts that keep only
     some sessions (the newest ones, or the evidence) are built from these pieces, so each session
@@ -52,9 +55,12 @@ def render_sessions(conversation: pd.DataFrame, *,
     lines: list[str] = []
     current: int | None = None
     for session, when, speaker, text, caption in zip(
-        ordered["session_index"].tolist(), ordered["session_datetime"].tolist(),
-        ordered["speaker"].tolist(), ordered["text"].tolist(),
-        ordered["image_caption"].tolist(), strict=True,
+        ordered["session_index"].tolist(),
+        ordered["session_datetime"].tolist(),
+        ordered["speaker"].tolist(),
+        ordered["text"].tolist(),
+        ordered["image_caption"].tolist(),
+        strict=True,
     ):
         if session != current:
             if current is not None:
@@ -66,4 +72,3 @@ def render_sessions(conversation: pd.DataFrame, *,
     if current is not None:
         out.append((current, "\n".join(lines)))
     return out
-

@@ -98,8 +98,9 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def sample_path(dataset: str, *, longmemeval_file: str = "s",
-                sample_dir: Path = SAMPLE_DIR) -> Path:
+def sample_path(
+    dataset: str, *, longmemeval_file: str = "s", sample_dir: Path = SAMPLE_DIR
+) -> Path:
     """The bundled sample's file for ``dataset`` (written by ``scripts/make_samples.py``)."""
     check_dataset(dataset)
     if dataset == "locomo":
@@ -113,8 +114,10 @@ def sample_path(dataset: str, *, longmemeval_file: str = "s",
 
 def _longmemeval_filename(variant: str) -> str:
     if variant not in LONGMEMEVAL_FILES:
-        raise DataError(f"unknown LongMemEval file {variant!r}; valid: "
-                        f"{', '.join(LONGMEMEVAL_FILES)} ({', '.join(LONGMEMEVAL_FILES.values())})")
+        raise DataError(
+            f"unknown LongMemEval file {variant!r}; valid: "
+            f"{', '.join(LONGMEMEVAL_FILES)} ({', '.join(LONGMEMEVAL_FILES.values())})"
+        )
     return LONGMEMEVAL_FILES[variant]
 
 
@@ -142,8 +145,13 @@ def resolve_source(
     if data_path and download:
         raise DataError("give either data_path (a local file) or download=True, not both")
     if download:
-        return download_dataset(dataset, revision=revision, longmemeval_file=longmemeval_file,
-                                raw_dir=raw_dir, endpoint=endpoint)
+        return download_dataset(
+            dataset,
+            revision=revision,
+            longmemeval_file=longmemeval_file,
+            raw_dir=raw_dir,
+            endpoint=endpoint,
+        )
     if not data_path:
         path = sample_path(dataset, longmemeval_file=longmemeval_file)
         if not path.is_file():
@@ -166,8 +174,10 @@ def resolve_source(
             candidates = [path / PERSONAMEM_V2_CSV]
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
-            raise DataError(f"{path}: folder has no {DISPLAY_NAMES[dataset]} file; looked for "
-                            + ", ".join(str(c.relative_to(path)) for c in candidates))
+            raise DataError(
+                f"{path}: folder has no {DISPLAY_NAMES[dataset]} file; looked for "
+                + ", ".join(str(c.relative_to(path)) for c in candidates)
+            )
         path = found
     elif not path.exists():
         raise DataError(f"{path}: file not found (data_path for {DISPLAY_NAMES[dataset]})")
@@ -202,11 +212,16 @@ def download_dataset(
     """
     check_dataset(dataset)
     if dataset == "locomo":
-        return _download_locomo(revision or LOCOMO_REVISION, raw_dir, endpoint or GITHUB_RAW,
-                                timeout)
+        return _download_locomo(
+            revision or LOCOMO_REVISION, raw_dir, endpoint or GITHUB_RAW, timeout
+        )
     if dataset == "longmemeval":
-        return _download_longmemeval(revision or LONGMEMEVAL_REVISION,
-                                     _longmemeval_filename(longmemeval_file), raw_dir, endpoint)
+        return _download_longmemeval(
+            revision or LONGMEMEVAL_REVISION,
+            _longmemeval_filename(longmemeval_file),
+            raw_dir,
+            endpoint,
+        )
     if dataset == "personamem":
         return _download_personamem(revision or PERSONAMEM_REVISION, raw_dir, endpoint)
     return _download_personamem_v2(revision or PERSONAMEM_V2_REVISION, raw_dir, endpoint)
@@ -221,12 +236,22 @@ def _download_locomo(revision: str, raw_dir: Path, base: str, timeout: float) ->
             with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
                 payload = response.read()
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise DataError(f"could not download LoCoMo from {url}: {exc}. "
-                            + _offline_hint("locomo", LOCOMO_FILE)) from exc
+            raise DataError(
+                f"could not download LoCoMo from {url}: {exc}. "
+                + _offline_hint("locomo", LOCOMO_FILE)
+            ) from exc
         with atomic_path(target) as tmp:
             tmp.write_bytes(payload)
-    return DataSource("locomo", target, target.parent, "download", url=url, repo=LOCOMO_REPO,
-                      revision=revision, resolved_revision=resolved)
+    return DataSource(
+        "locomo",
+        target,
+        target.parent,
+        "download",
+        url=url,
+        repo=LOCOMO_REPO,
+        revision=revision,
+        resolved_revision=resolved,
+    )
 
 
 def _hf_resolved_revision(repo: str, revision: str, endpoint: str | None) -> str | None:
@@ -241,24 +266,42 @@ def _hf_resolved_revision(repo: str, revision: str, endpoint: str | None) -> str
         return None
 
 
-def _download_longmemeval(revision: str, filename: str, raw_dir: Path,
-                          endpoint: str | None) -> DataSource:
+def _download_longmemeval(
+    revision: str, filename: str, raw_dir: Path, endpoint: str | None
+) -> DataSource:
     folder = raw_dir / "longmemeval" / revision
     target = folder / filename
-    url = (f"{endpoint or 'https://huggingface.co'}/datasets/{LONGMEMEVAL_REPO}/resolve/"
-           f"{revision}/{filename}")
+    url = (
+        f"{endpoint or 'https://huggingface.co'}/datasets/{LONGMEMEVAL_REPO}/resolve/"
+        f"{revision}/{filename}"
+    )
     if not target.is_file():
         try:
             from huggingface_hub import hf_hub_download
 
-            hf_hub_download(LONGMEMEVAL_REPO, filename, repo_type="dataset", revision=revision,
-                            local_dir=folder, endpoint=endpoint)
+            hf_hub_download(
+                LONGMEMEVAL_REPO,
+                filename,
+                repo_type="dataset",
+                revision=revision,
+                local_dir=folder,
+                endpoint=endpoint,
+            )
         except Exception as exc:  # noqa: BLE001 - network, auth, missing file: same advice
-            raise DataError(f"could not download {filename} from {url}: {exc}. "
-                            + _offline_hint("longmemeval", filename)) from exc
-    return DataSource("longmemeval", target, folder, "download", url=url, repo=LONGMEMEVAL_REPO,
-                      revision=revision,
-                      resolved_revision=_hf_resolved_revision(LONGMEMEVAL_REPO, revision, endpoint))
+            raise DataError(
+                f"could not download {filename} from {url}: {exc}. "
+                + _offline_hint("longmemeval", filename)
+            ) from exc
+    return DataSource(
+        "longmemeval",
+        target,
+        folder,
+        "download",
+        url=url,
+        repo=LONGMEMEVAL_REPO,
+        revision=revision,
+        resolved_revision=_hf_resolved_revision(LONGMEMEVAL_REPO, revision, endpoint),
+    )
 
 
 _DOWNLOAD_MARKER = ".memcost-download-complete"
@@ -273,21 +316,38 @@ def _download_personamem(revision: str, raw_dir: Path, endpoint: str | None) -> 
             try:
                 from huggingface_hub import hf_hub_download
 
-                hf_hub_download(PERSONAMEM_REPO, filename, repo_type="dataset",
-                                revision=revision, local_dir=folder, endpoint=endpoint)
+                hf_hub_download(
+                    PERSONAMEM_REPO,
+                    filename,
+                    repo_type="dataset",
+                    revision=revision,
+                    local_dir=folder,
+                    endpoint=endpoint,
+                )
             except Exception as exc:  # noqa: BLE001 - network, auth, missing file: same advice
-                raise DataError(f"could not download {filename} from {base}/{filename}: {exc}. "
-                                + _offline_hint("personamem", f"{PERSONAMEM_QUESTIONS} and "
-                                                f"{PERSONAMEM_CONTEXTS}")) from exc
+                raise DataError(
+                    f"could not download {filename} from {base}/{filename}: {exc}. "
+                    + _offline_hint(
+                        "personamem", f"{PERSONAMEM_QUESTIONS} and {PERSONAMEM_CONTEXTS}"
+                    )
+                ) from exc
     digest = hashlib.sha256((folder / PERSONAMEM_QUESTIONS).read_bytes()).hexdigest()
     if revision == PERSONAMEM_REVISION and digest != PERSONAMEM_QUESTIONS_SHA256:
-        raise DataError(f"{folder / PERSONAMEM_QUESTIONS}: sha256 {digest} is not the published "
-                        f"file's ({PERSONAMEM_QUESTIONS_SHA256}), whose counts are the paper's; "
-                        "pass revision=<commit> to use this one anyway")
-    return DataSource("personamem", folder / PERSONAMEM_QUESTIONS, folder, "download",
-                      url=f"{base}/{PERSONAMEM_QUESTIONS}", repo=PERSONAMEM_REPO,
-                      revision=revision,
-                      resolved_revision=_hf_resolved_revision(PERSONAMEM_REPO, revision, endpoint))
+        raise DataError(
+            f"{folder / PERSONAMEM_QUESTIONS}: sha256 {digest} is not the published "
+            f"file's ({PERSONAMEM_QUESTIONS_SHA256}), whose counts are the paper's; "
+            "pass revision=<commit> to use this one anyway"
+        )
+    return DataSource(
+        "personamem",
+        folder / PERSONAMEM_QUESTIONS,
+        folder,
+        "download",
+        url=f"{base}/{PERSONAMEM_QUESTIONS}",
+        repo=PERSONAMEM_REPO,
+        revision=revision,
+        resolved_revision=_hf_resolved_revision(PERSONAMEM_REPO, revision, endpoint),
+    )
 
 
 def _download_personamem_v2(revision: str, raw_dir: Path, endpoint: str | None) -> DataSource:
@@ -298,22 +358,37 @@ def _download_personamem_v2(revision: str, raw_dir: Path, endpoint: str | None) 
         try:
             from huggingface_hub import snapshot_download
 
-            snapshot_download(PERSONAMEM_V2_REPO, repo_type="dataset", revision=revision,
-                              local_dir=root, endpoint=endpoint,
-                              allow_patterns=[PERSONAMEM_V2_CSV, f"{PERSONAMEM_V2_HISTORY_DIR}/*"])
+            snapshot_download(
+                PERSONAMEM_V2_REPO,
+                repo_type="dataset",
+                revision=revision,
+                local_dir=root,
+                endpoint=endpoint,
+                allow_patterns=[PERSONAMEM_V2_CSV, f"{PERSONAMEM_V2_HISTORY_DIR}/*"],
+            )
         except Exception as exc:  # noqa: BLE001
-            folder = (f"the dataset folder (with {PERSONAMEM_V2_CSV} and "
-                      f"{PERSONAMEM_V2_HISTORY_DIR}/)")
-            raise DataError(f"could not download the PersonaMem-v2 release from {url}: {exc}. "
-                            + _offline_hint("personamem_v2", folder)) from exc
+            folder = (
+                f"the dataset folder (with {PERSONAMEM_V2_CSV} and {PERSONAMEM_V2_HISTORY_DIR}/)"
+            )
+            raise DataError(
+                f"could not download the PersonaMem-v2 release from {url}: {exc}. "
+                + _offline_hint("personamem_v2", folder)
+            ) from exc
         write_text(marker, revision + "\n")
-    return DataSource("personamem_v2", root / PERSONAMEM_V2_CSV, root, "download", url=url,
-                      repo=PERSONAMEM_V2_REPO, revision=revision,
-                      resolved_revision=_hf_resolved_revision(PERSONAMEM_V2_REPO, revision,
-                                                              endpoint))
+    return DataSource(
+        "personamem_v2",
+        root / PERSONAMEM_V2_CSV,
+        root,
+        "download",
+        url=url,
+        repo=PERSONAMEM_V2_REPO,
+        revision=revision,
+        resolved_revision=_hf_resolved_revision(PERSONAMEM_V2_REPO, revision, endpoint),
+    )
 
 
 # --- Which bytes were read ------------------------------------------------------------------------
+
 
 @dataclass
 class RawFile:
@@ -330,4 +405,3 @@ def read_raw(path: Path, files: list[RawFile]) -> bytes:
     data = path.read_bytes()
     files.append(RawFile(display_path(path), hashlib.sha256(data).hexdigest(), len(data)))
     return data
-

@@ -25,10 +25,14 @@ from memcost.datasets import DISPLAY_NAMES
 from memcost.tokens import count_tokens_batch
 
 TABLE_COLUMNS: tuple[str, ...] = ("dataset", "n", "min", "max", "median", "mean")
-TABLE1_NOTE = ("o200k_base tokens of each conversation's utterance texts joined by newlines "
-               "(no speakers, no dates); median = upper median; mean rounded half up.")
-TABLE2_NOTE = ("o200k_base tokens of each bare question text; median = upper median; mean "
-               "rounded half up to one decimal.")
+TABLE1_NOTE = (
+    "o200k_base tokens of each conversation's utterance texts joined by newlines "
+    "(no speakers, no dates); median = upper median; mean rounded half up."
+)
+TABLE2_NOTE = (
+    "o200k_base tokens of each bare question text; median = upper median; mean "
+    "rounded half up to one decimal."
+)
 
 
 def table_text(conversation: pd.DataFrame) -> str:
@@ -47,7 +51,7 @@ def count_tokens(texts: list[str], desc: str) -> list[int]:
     batch = 16
     with tqdm(total=len(texts), desc=desc, unit="text") as bar:
         for start in range(0, len(texts), batch):
-            chunk = texts[start:start + batch]
+            chunk = texts[start : start + batch]
             counts.extend(count_tokens_batch(chunk))
             bar.update(len(chunk))
     return counts
@@ -95,8 +99,11 @@ def round_half_up(value: Fraction | float | int, decimals: int = 0) -> int | flo
     """Round halves away from zero (the usual convention), exactly for fractions; Python's
     ``round`` rounds halves to even."""
     scaled = Fraction(value) * 10**decimals
-    rounded = math.floor(scaled + Fraction(1, 2)) if scaled >= 0 else -math.floor(
-        -scaled + Fraction(1, 2))
+    rounded = (
+        math.floor(scaled + Fraction(1, 2))
+        if scaled >= 0
+        else -math.floor(-scaled + Fraction(1, 2))
+    )
     return int(rounded) if decimals == 0 else rounded / 10**decimals
 
 
@@ -107,14 +114,21 @@ def summarize_counts(values: Sequence[int], *, mean_decimals: int) -> dict[str, 
     if not ordered:
         raise ValueError("no values to summarise")
     n = len(ordered)
-    return {"n": n, "min": ordered[0], "max": ordered[-1], "median": ordered[n // 2],
-            "mean": round_half_up(Fraction(sum(ordered), n), mean_decimals)}
+    return {
+        "n": n,
+        "min": ordered[0],
+        "max": ordered[-1],
+        "median": ordered[n // 2],
+        "mean": round_half_up(Fraction(sum(ordered), n), mean_decimals),
+    }
 
 
 def token_table(dataset: str, values: Sequence[int], *, mean_decimals: int) -> pd.DataFrame:
     """One row ``dataset,n,min,max,median,mean`` (the dataset as the paper names it)."""
-    row = {"dataset": DISPLAY_NAMES.get(dataset, dataset),
-           **summarize_counts(values, mean_decimals=mean_decimals)}
+    row = {
+        "dataset": DISPLAY_NAMES.get(dataset, dataset),
+        **summarize_counts(values, mean_decimals=mean_decimals),
+    }
     return pd.DataFrame([row], columns=list(TABLE_COLUMNS))
 
 
@@ -143,8 +157,9 @@ def table_markdown(table: pd.DataFrame, *, title: str = "", note: str = "") -> s
     header = list(table.columns)
     lines = [f"**{title}**", ""] if title else []
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |"
-              for row in table.itertuples(index=False)]
+    lines += [
+        "| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)
+    ]
     if note:
         lines += ["", note]
     return "\n".join(lines) + "\n"
@@ -152,15 +167,23 @@ def table_markdown(table: pd.DataFrame, *, title: str = "", note: str = "") -> s
 
 def questions_per_category(questions: pd.DataFrame) -> pd.DataFrame:
     """Questions (and abstention questions) per category, LoCoMo in category-number order."""
-    grouped = questions.groupby(["category"], sort=False).agg(
-        category_id=("category_id", "first"),
-        questions=("question_id", "size"),
-        abstention=("is_abstention", "sum"),
-    ).reset_index()
+    grouped = (
+        questions.groupby(["category"], sort=False)
+        .agg(
+            category_id=("category_id", "first"),
+            questions=("question_id", "size"),
+            abstention=("is_abstention", "sum"),
+        )
+        .reset_index()
+    )
     grouped["abstention"] = grouped["abstention"].astype("int64")
     key = grouped["category_id"].fillna(10**6).astype("int64")
-    return grouped.assign(_key=key).sort_values(["_key", "category"]).drop(columns="_key") \
+    return (
+        grouped.assign(_key=key)
+        .sort_values(["_key", "category"])
+        .drop(columns="_key")
         .reset_index(drop=True)[["category", "category_id", "questions", "abstention"]]
+    )
 
 
 def compare_with_paper(dataset: str, table1: pd.DataFrame, table2: pd.DataFrame) -> pd.DataFrame:
@@ -168,18 +191,23 @@ def compare_with_paper(dataset: str, table1: pd.DataFrame, table2: pd.DataFrame)
     (a dataset the paper did not use, the PersonaMem-v2 release, has no paper row; PersonaMem's
     row is labelled with the name the paper gives it)."""
     rows = []
-    for name, ours, published in (("Table 1 (conversation)", table1, paper.TABLE1),
-                                  ("Table 2 (question)", table2, paper.TABLE2)):
+    for name, ours, published in (
+        ("Table 1 (conversation)", table1, paper.TABLE1),
+        ("Table 2 (question)", table2, paper.TABLE2),
+    ):
         mine = tuple(ours.iloc[0][c] for c in TABLE_COLUMNS[1:])
-        rows.append({"table": name, "source": "this run", **dict(zip(TABLE_COLUMNS[1:], mine,
-                                                                     strict=True))})
+        rows.append(
+            {"table": name, "source": "this run", **dict(zip(TABLE_COLUMNS[1:], mine, strict=True))}
+        )
         theirs = published.get(dataset)
         if theirs is None:
             rows[-1]["matches_paper"] = None
             continue
         label = 'paper ("PersonaMem v2")' if dataset == "personamem" else "paper"
-        rows.append({"table": name, "source": label, **dict(zip(TABLE_COLUMNS[1:], theirs,
-                                                                strict=True))})
+        rows.append(
+            {"table": name, "source": label, **dict(zip(TABLE_COLUMNS[1:], theirs, strict=True))}
+        )
         rows[-2]["matches_paper"] = rows[-1]["matches_paper"] = bool(
-            all(float(a) == float(b) for a, b in zip(mine, theirs, strict=True)))
+            all(float(a) == float(b) for a, b in zip(mine, theirs, strict=True))
+        )
     return pd.DataFrame(rows, dtype=object)  # object: integers stay integers next to 12.0

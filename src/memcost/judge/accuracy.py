@@ -22,14 +22,20 @@ from memcost.judgments import primary
 from memcost.offline.judge import LEXICAL
 
 
-def _interval_row(correct: np.ndarray, clusters: np.ndarray, *, n_resamples: int,
-                  seed: int) -> dict[str, float]:
+def _interval_row(
+    correct: np.ndarray, clusters: np.ndarray, *, n_resamples: int, seed: int
+) -> dict[str, float]:
     k, n = int(correct.sum()), int(correct.size)
     low, high = stats.wilson_interval(k, n)
-    b_low, b_high = stats.cluster_bootstrap_interval(correct, clusters, n_resamples=n_resamples,
-                                                     seed=seed)
-    return {"wilson_low": low, "wilson_high": high, "bootstrap_low": b_low,
-            "bootstrap_high": b_high}
+    b_low, b_high = stats.cluster_bootstrap_interval(
+        correct, clusters, n_resamples=n_resamples, seed=seed
+    )
+    return {
+        "wilson_low": low,
+        "wilson_high": high,
+        "bootstrap_low": b_low,
+        "bootstrap_high": b_high,
+    }
 
 
 def accuracy_table(
@@ -67,12 +73,17 @@ def accuracy_table(
             "judged": len(judged),
             "correct": int(correct.sum()),
             "accuracy": correct.mean() if correct.size else math.nan,
-            **_interval_row(correct, judged["conversation_id"].to_numpy(dtype=object),
-                            n_resamples=n_resamples, seed=seed),
+            **_interval_row(
+                correct,
+                judged["conversation_id"].to_numpy(dtype=object),
+                n_resamples=n_resamples,
+                seed=seed,
+            ),
             "vote_mean": spread.loc[system, "vote_mean"] if system in spread.index else math.nan,
             "vote_std": spread.loc[system, "vote_std"] if system in spread.index else math.nan,
-            "votes_per_question": int(main.loc[main["system"] == system]
-                                      .groupby("question_id").size().max()),
+            "votes_per_question": int(
+                main.loc[main["system"] == system].groupby("question_id").size().max()
+            ),
             "strict_accuracy": correct.sum() / len(part) if len(part) else math.nan,
             "unjudged": int((~part["judged"]).sum()),
             "answer_errors": int((part["cause"] == "answer").sum()),
@@ -103,21 +114,33 @@ def category_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
         judged = part.loc[part["judged"]]
         k, n = int(judged["correct"].sum()), len(judged)
         low, high = stats.wilson_interval(k, n)
-        rows.append({"dataset": dataset, "system": system, "category": category, "n": len(part),
-                     "judged": n, "correct": k, "accuracy": k / n if n else math.nan,
-                     "wilson_low": low, "wilson_high": high,
-                     "strict_accuracy": k / len(part) if len(part) else math.nan})
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": system,
+                "category": category,
+                "n": len(part),
+                "judged": n,
+                "correct": k,
+                "accuracy": k / n if n else math.nan,
+                "wilson_low": low,
+                "wilson_high": high,
+                "strict_accuracy": k / len(part) if len(part) else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def comparability(answers: Mapping[str, pd.DataFrame], judge_backend: str, origin: str | None
-                  ) -> tuple[bool, list[str]]:
+def comparability(
+    answers: Mapping[str, pd.DataFrame], judge_backend: str, origin: str | None
+) -> tuple[bool, list[str]]:
     """Can this run's accuracies be set against the paper's? ``(ok, reasons they cannot)``."""
     reasons = []
     if judge_backend in (OFFLINE, LEXICAL):
         reasons.append("the judge is the offline lexical rule, not GPT-5-mini")
-    offline = sorted(s for s, f in answers.items()
-                     if not f.empty and (f["backend"].astype(str) == OFFLINE).any())
+    offline = sorted(
+        s for s, f in answers.items() if not f.empty and (f["backend"].astype(str) == OFFLINE).any()
+    )
     if offline:
         reasons.append(f"answers of {', '.join(offline)} come from the offline backend")
     if origin == "sample":
@@ -139,14 +162,17 @@ def paper_comparison(table3: pd.DataFrame, *, dataset: str, comparable: bool) ->
     for system in [*published, *[s for s in mine.index if s not in published]]:
         here = mine.loc[system] if system in mine.index else None
         strict = 100 * float(here["strict_accuracy"]) if here is not None else math.nan
-        rows.append({
-            "dataset": dataset, "system": system,
-            "paper_accuracy_pct": published.get(system, math.nan),
-            "run_strict_accuracy_pct": strict,
-            "run_accuracy_pct": 100 * float(here["accuracy"]) if here is not None else math.nan,
-            "difference_pct": strict - published.get(system, math.nan),
-            "comparable": comparable and system in published and here is not None,
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": system,
+                "paper_accuracy_pct": published.get(system, math.nan),
+                "run_strict_accuracy_pct": strict,
+                "run_accuracy_pct": 100 * float(here["accuracy"]) if here is not None else math.nan,
+                "difference_pct": strict - published.get(system, math.nan),
+                "comparable": comparable and system in published and here is not None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -156,20 +182,26 @@ def _number(value: Any) -> float | None:
 
 def _system_metrics(row: Any) -> dict[str, Any]:
     return {
-        "accuracy": _number(row.accuracy), "strict_accuracy": _number(row.strict_accuracy),
-        "vote_mean": _number(row.vote_mean), "vote_std": _number(row.vote_std),
+        "accuracy": _number(row.accuracy),
+        "strict_accuracy": _number(row.strict_accuracy),
+        "vote_mean": _number(row.vote_mean),
+        "vote_std": _number(row.vote_std),
         "wilson_95": [_number(row.wilson_low), _number(row.wilson_high)],
         "bootstrap_95": [_number(row.bootstrap_low), _number(row.bootstrap_high)],
-        "n": int(row.n), "judged": int(row.judged), "correct": int(row.correct),
-        "unjudged": int(row.unjudged), "answer_errors": int(row.answer_errors),
+        "n": int(row.n),
+        "judged": int(row.judged),
+        "correct": int(row.correct),
+        "unjudged": int(row.unjudged),
+        "answer_errors": int(row.answer_errors),
         "judge_failures": int(row.judge_failures),
         "missing_answers": int(row.missing_answers),
         "judge_model": row.judge_model,
     }
 
 
-def step_metrics(table3: pd.DataFrame, plan: JudgePlan, run: JudgingRun, **extra: Any
-                 ) -> dict[str, Any]:
+def step_metrics(
+    table3: pd.DataFrame, plan: JudgePlan, run: JudgingRun, **extra: Any
+) -> dict[str, Any]:
     """What notebook 04 records: the accuracy numbers per system and the counts behind them."""
     out = {
         "judge_model": run.judge_label,
@@ -187,5 +219,11 @@ def step_metrics(table3: pd.DataFrame, plan: JudgePlan, run: JudgingRun, **extra
     return out
 
 
-__all__ = ["accuracy_table", "category_table", "comparability", "paper_comparison",
-           "single_value", "step_metrics"]
+__all__ = [
+    "accuracy_table",
+    "category_table",
+    "comparability",
+    "paper_comparison",
+    "single_value",
+    "step_metrics",
+]

@@ -18,8 +18,9 @@ from memcost.judgments import primary
 from memcost.tokens import count_tokens_batch
 
 
-def mcnemar_table(judgments: pd.DataFrame, *, dataset: str, baseline: str = "memory"
-                  ) -> pd.DataFrame:
+def mcnemar_table(
+    judgments: pd.DataFrame, *, dataset: str, baseline: str = "memory"
+) -> pd.DataFrame:
     """Exact McNemar between ``baseline`` and every other system, on the questions both had
     judged (the primary prompt's majority). The pairing is what makes it fair: both systems
     answered the same questions, so only the questions where they disagree say which is better.
@@ -36,21 +37,30 @@ def mcnemar_table(judgments: pd.DataFrame, *, dataset: str, baseline: str = "mem
         pair = wide[[baseline, other]].dropna()
         a, b = pair[baseline].astype(bool).to_numpy(), pair[other].astype(bool).to_numpy()
         result = stats.mcnemar_exact(a, b)
-        rows.append({
-            "dataset": dataset, "system_a": baseline, "system_b": other,
-            "kind_b": system_kind(other), "n_paired": result.n,
-            "both_correct": result.both_correct, "a_only_correct": result.a_only,
-            "b_only_correct": result.b_only, "both_wrong": result.both_wrong,
-            "accuracy_a": a.mean() if a.size else math.nan,
-            "accuracy_b": b.mean() if b.size else math.nan,
-            "difference_b_minus_a": (b.mean() - a.mean()) if a.size else math.nan,
-            "p_value": result.p_value, "significant_5pct": result.p_value < 0.05,
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "system_a": baseline,
+                "system_b": other,
+                "kind_b": system_kind(other),
+                "n_paired": result.n,
+                "both_correct": result.both_correct,
+                "a_only_correct": result.a_only,
+                "b_only_correct": result.b_only,
+                "both_wrong": result.both_wrong,
+                "accuracy_a": a.mean() if a.size else math.nan,
+                "accuracy_b": b.mean() if b.size else math.nan,
+                "difference_b_minus_a": (b.mean() - a.mean()) if a.size else math.nan,
+                "p_value": result.p_value,
+                "significant_5pct": result.p_value < 0.05,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def answer_length_table(judgments: pd.DataFrame, answers: Mapping[str, pd.DataFrame], *,
-                        dataset: str) -> pd.DataFrame:
+def answer_length_table(
+    judgments: pd.DataFrame, answers: Mapping[str, pd.DataFrame], *, dataset: str
+) -> pd.DataFrame:
     """Answer length (o200k tokens) against judged correctness, per system.
 
     ``auc_longer_correct`` is the probability that a randomly chosen correct answer is longer
@@ -66,8 +76,13 @@ def answer_length_table(judgments: pd.DataFrame, answers: Mapping[str, pd.DataFr
         texts = frame.set_index(frame["question_id"].astype(str))["answer"].fillna("").astype(str)
         part = part.loc[part["question_id"].isin(texts.index)]
         lengths = np.array(count_tokens_batch(texts.loc[part["question_id"]].tolist()), dtype=float)
-        rows.append({"dataset": dataset, "system": system,
-                     **_length_row(lengths, part["correct"].to_numpy(dtype=bool))})
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": system,
+                **_length_row(lengths, part["correct"].to_numpy(dtype=bool)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -80,7 +95,8 @@ def _length_row(lengths: np.ndarray, ok: np.ndarray) -> dict[str, float | int]:
     return {
         "answers": int(lengths.size),
         "median_tokens": float(np.median(lengths)) if lengths.size else math.nan,
-        "correct": int(good.size), "wrong": int(bad.size),
+        "correct": int(good.size),
+        "wrong": int(bad.size),
         "median_tokens_correct": float(np.median(good)) if good.size else math.nan,
         "median_tokens_wrong": float(np.median(bad)) if bad.size else math.nan,
         "mean_tokens_correct": float(good.mean()) if good.size else math.nan,
@@ -96,10 +112,17 @@ def sensitivity_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
     rows = []
     for (name, system), part in outcomes.groupby(["prompt_name", "system"], sort=True):
         judged = part.loc[part["judged"]]
-        rows.append({"dataset": dataset, "prompt_name": name, "system": system,
-                     "n": len(part), "judged": len(judged),
-                     "accuracy": judged["correct"].mean() if len(judged) else math.nan,
-                     "strict_accuracy": judged["correct"].sum() / len(part)})
+        rows.append(
+            {
+                "dataset": dataset,
+                "prompt_name": name,
+                "system": system,
+                "n": len(part),
+                "judged": len(judged),
+                "accuracy": judged["correct"].mean() if len(judged) else math.nan,
+                "strict_accuracy": judged["correct"].sum() / len(part),
+            }
+        )
     table = pd.DataFrame(rows)
     if table.empty:
         return table

@@ -30,8 +30,10 @@ TAG_NOT_RETRIEVED = "answer not in retrieved facts"
 TAG_NONE = "untagged"
 FAILURE_TAGS = (TAG_TEMPORAL, TAG_UPDATE, TAG_COREFERENCE, TAG_NOT_RETRIEVED, TAG_NONE)
 
-_MONTHS = ("january february march april may june july august september october november "
-           "december jan feb mar apr jun jul aug sep sept oct nov dec")
+_MONTHS = (
+    "january february march april may june july august september october november "
+    "december jan feb mar apr jun jul aug sep sept oct nov dec"
+)
 _DATE = re.compile(
     r"\b(?:" + "|".join(_MONTHS.split()) + r"|monday|tuesday|wednesday|thursday|friday|"
     r"saturday|sunday)\b|\b(?:19|20)\d\d\b|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}\b",
@@ -39,12 +41,18 @@ _DATE = re.compile(
 )
 _TEMPORAL_Q = re.compile(
     r"^\s*when\b|\bwhat (?:date|day|month|year|time)\b|\bhow long\b|"
-    r"\bhow many (?:days|weeks|months|years)\b|\bwhich .* first\b", re.IGNORECASE)
+    r"\bhow many (?:days|weeks|months|years)\b|\bwhich .* first\b",
+    re.IGNORECASE,
+)
 _UPDATE_Q = re.compile(
     r"\b(?:now|currently|current|these days|anymore|still|latest|most recent|change[ds]?)\b",
-    re.IGNORECASE)
-_PRONOUN = re.compile(r"\b(?:he|she|they|him|her|his|hers|their|them|the user|user|someone|"
-                      r"a friend|the person)\b", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_PRONOUN = re.compile(
+    r"\b(?:he|she|they|him|her|his|hers|their|them|the user|user|someone|"
+    r"a friend|the person)\b",
+    re.IGNORECASE,
+)
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+)\b")
 
 
@@ -59,8 +67,13 @@ def _names(*texts: str) -> set[str]:
     return found
 
 
-def tag_failure(question: str, reference: str, category: str, memory_answer: str,
-                facts: Sequence[Mapping[str, Any]] | None) -> list[str]:
+def tag_failure(
+    question: str,
+    reference: str,
+    category: str,
+    memory_answer: str,
+    facts: Sequence[Mapping[str, Any]] | None,
+) -> list[str]:
     """Heuristic tags for a question memory got wrong (``facts``: the retrieved facts, each
     with ``text`` and, when known, ``status``). ``None`` facts: nothing can be checked.
 
@@ -84,8 +97,13 @@ def tag_failure(question: str, reference: str, category: str, memory_answer: str
         tags.append(TAG_TEMPORAL)
     update = category == "knowledge-update" or bool(_UPDATE_Q.search(question))
     stale = any(as_text(f.get("status")) in ("superseded", "deleted") for f in facts)
-    echoed = [t for t in texts if memory_answer.strip() and
-              containment(memory_answer, t) >= 0.5 and containment(reference, t) < 0.5]
+    echoed = [
+        t
+        for t in texts
+        if memory_answer.strip()
+        and containment(memory_answer, t) >= 0.5
+        and containment(reference, t) < 0.5
+    ]
     if update and (stale or echoed):
         tags.append(TAG_UPDATE)
     names = _names(question)
@@ -112,40 +130,59 @@ def _retrieved(ids: Sequence[str], fact_table: pd.DataFrame | None) -> list[dict
     if fact_table is None:
         return None
     return [
-        {"fact_id": i, "text": as_text(fact_table.loc[i, "text"]),
-         "status": as_text(fact_table.loc[i].get("status")),
-         "session_datetime": as_text(fact_table.loc[i].get("session_datetime"))}
-        for i in ids if i in fact_table.index
+        {
+            "fact_id": i,
+            "text": as_text(fact_table.loc[i, "text"]),
+            "status": as_text(fact_table.loc[i].get("status")),
+            "session_datetime": as_text(fact_table.loc[i].get("session_datetime")),
+        }
+        for i in ids
+        if i in fact_table.index
     ]
 
 
 def _shown_facts(ids: Sequence[str], retrieved: list[dict[str, str]] | None, shown: int) -> str:
     if retrieved is None:
         return "(facts.parquet not available: ids " + ", ".join(ids[:shown]) + ")"
-    return " | ".join(f"[{f['session_datetime'][:10] or 'no date'}] {f['text']}"
-                      for f in retrieved[:shown])
+    return " | ".join(
+        f"[{f['session_datetime'][:10] or 'no date'}] {f['text']}" for f in retrieved[:shown]
+    )
 
 
 def _by_question(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.set_index(frame["question_id"].astype(str))
 
 
-def _failure_row(qid: str, right: list[str], q: pd.DataFrame, mem: pd.DataFrame,
-                 lc_answers: pd.DataFrame, fact_table: pd.DataFrame | None,
-                 shown_facts: int) -> dict[str, Any]:
-    ids = [str(i) for i in as_list(mem.loc[qid].get("retrieved_fact_ids"))] \
-        if qid in mem.index else []
+def _failure_row(
+    qid: str,
+    right: list[str],
+    q: pd.DataFrame,
+    mem: pd.DataFrame,
+    lc_answers: pd.DataFrame,
+    fact_table: pd.DataFrame | None,
+    shown_facts: int,
+) -> dict[str, Any]:
+    ids = (
+        [str(i) for i in as_list(mem.loc[qid].get("retrieved_fact_ids"))]
+        if qid in mem.index
+        else []
+    )
     retrieved = _retrieved(ids, fact_table)
     question, reference = str(q.loc[qid, "question"]), str(q.loc[qid, "answer"])
     category = as_text(q.loc[qid, "category"])
     memory_answer = as_text(mem.loc[qid, "answer"]) if qid in mem.index else ""
     tags = tag_failure(question, reference, category, memory_answer, retrieved)
     return {
-        "question_id": qid, "conversation_id": str(q.loc[qid, "conversation_id"]),
-        "category": category, "question": question, "reference": reference,
-        "memory_answer": memory_answer, "long_context_systems": ", ".join(right),
+        "question_id": qid,
+        "conversation_id": str(q.loc[qid, "conversation_id"]),
+        "category": category,
+        "question": question,
+        "reference": reference,
+        "memory_answer": memory_answer,
+        "long_context_systems": ", ".join(right),
         "long_context_answer": as_text(lc_answers.loc[qid, "answer"]),
-        "retrieved": len(ids), "retrieved_facts": _shown_facts(ids, retrieved, shown_facts),
+        "retrieved": len(ids),
+        "retrieved_facts": _shown_facts(ids, retrieved, shown_facts),
         "tags": "; ".join(tags),
     }
 
@@ -189,11 +226,23 @@ def failure_analysis(
     rows = []
     for qid in chosen:
         right = [s for s in lc if lc_right.loc[qid, s]]
-        rows.append(_failure_row(qid, right, q, mem, _by_question(answers[right[0]]),
-                                 fact_table, shown_facts))
+        rows.append(
+            _failure_row(
+                qid, right, q, mem, _by_question(answers[right[0]]), fact_table, shown_facts
+            )
+        )
     table = pd.DataFrame(rows)
     return (table if not table.empty else empty), _tag_counts(table)
 
 
-__all__ = ["FAILURE_TAGS", "TAG_COREFERENCE", "TAG_NONE", "TAG_NOT_RETRIEVED", "TAG_TEMPORAL",
-           "TAG_UPDATE", "facts_if_built", "failure_analysis", "tag_failure"]
+__all__ = [
+    "FAILURE_TAGS",
+    "TAG_COREFERENCE",
+    "TAG_NONE",
+    "TAG_NOT_RETRIEVED",
+    "TAG_TEMPORAL",
+    "TAG_UPDATE",
+    "facts_if_built",
+    "failure_analysis",
+    "tag_failure",
+]

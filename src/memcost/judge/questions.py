@@ -77,20 +77,24 @@ class JudgePlan:
     def summary(self) -> pd.DataFrame:
         rows = []
         for system, items in self.items.items():
-            rows.append({
-                "system": system,
-                "answers": len(self.answers[system]),
-                "scored": len(items),
-                "answer_errors": sum(i.answer_error is not None for i in items),
-                "missing_answers": len(self.missing_answers[system]),
-            })
+            rows.append(
+                {
+                    "system": system,
+                    "answers": len(self.answers[system]),
+                    "scored": len(items),
+                    "answer_errors": sum(i.answer_error is not None for i in items),
+                    "missing_answers": len(self.missing_answers[system]),
+                }
+            )
         return pd.DataFrame(rows)
 
     def describe(self) -> str:
         left_out = ", ".join(f"{n} {why}" for why, n in self.excluded.items() if n) or "none"
-        text = (f"{self.dataset}: scoring {len(self.questions)} of {self.all_questions} "
-                f"questions (left out: {left_out}); mode {self.mode}; "
-                f"{len(self.items)} systems: {', '.join(self.items)}")
+        text = (
+            f"{self.dataset}: scoring {len(self.questions)} of {self.all_questions} "
+            f"questions (left out: {left_out}); mode {self.mode}; "
+            f"{len(self.items)} systems: {', '.join(self.items)}"
+        )
         return "\n".join([text, *(f"NOTE: {n}" for n in self.notes)])
 
 
@@ -128,8 +132,10 @@ def _judged_mode(dataset: str, mode: str, notes: list[str]) -> str:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     if mode == "multiple_choice" and dataset not in WITH_OPTIONS:
         # A preset may set the mode for every dataset; only PersonaMem's questions have options.
-        notes.append(f"mode 'multiple_choice' applies to {' and '.join(WITH_OPTIONS)} only; "
-                     f"{dataset} is judged open-ended")
+        notes.append(
+            f"mode 'multiple_choice' applies to {' and '.join(WITH_OPTIONS)} only; "
+            f"{dataset} is judged open-ended"
+        )
         return "open_ended"
     return mode
 
@@ -182,16 +188,19 @@ def plan_judging(
         frame = answers[system] = _system_answers(ds, system, dataset, known)
         items[system] = [
             _item(dataset, system, by_id[str(record["question_id"])], record, mode)
-            for record in frame.to_dict("records") if str(record["question_id"]) in by_id
+            for record in frame.to_dict("records")
+            if str(record["question_id"]) in by_id
         ]
         answered = set(frame["question_id"].astype(str))
         missing[system] = [q for q in by_id if q not in answered]
-    return JudgePlan(dataset, mode, scored, len(questions), excluded, items, missing, answers,
-                     notes)
+    return JudgePlan(
+        dataset, mode, scored, len(questions), excluded, items, missing, answers, notes
+    )
 
 
-def _item(dataset: str, system: str, question: Mapping[str, Any], answer: Mapping[str, Any],
-          mode: str) -> JudgeItem:
+def _item(
+    dataset: str, system: str, question: Mapping[str, Any], answer: Mapping[str, Any], mode: str
+) -> JudgeItem:
     qid = str(question["question_id"])
     category = as_text(question.get("category"))
     options = as_list(question.get("options"))
@@ -216,8 +225,9 @@ def _item(dataset: str, system: str, question: Mapping[str, Any], answer: Mappin
         question=str(question["question"]),
         reference=str(question["answer"]),
         response=as_text(answer.get("answer")),
-        instruction=choose_instruction(dataset, category, qid,
-                                       is_abstention=bool(question.get("is_abstention"))),
+        instruction=choose_instruction(
+            dataset, category, qid, is_abstention=bool(question.get("is_abstention"))
+        ),
         is_abstention=bool(question.get("is_abstention")),
         adversarial_answer=as_text(question.get("adversarial_answer")),
         wrong_options=tuple(options[1:]) if dataset in WITH_OPTIONS else (),
@@ -236,16 +246,37 @@ def system_inventory(ds: DatasetPaths) -> pd.DataFrame:
     paper = [system_name("memory")] + [system_name("long_context", m) for m in LONG_CONTEXT_MODELS]
     rows = []
     for system in paper:
-        rows.append({"system": system, "kind": system_kind(system), "in_paper": True,
-                     "present": system in found, "writer": _writer(system)})
+        rows.append(
+            {
+                "system": system,
+                "kind": system_kind(system),
+                "in_paper": True,
+                "present": system in found,
+                "writer": _writer(system),
+            }
+        )
     for system in found:
         if system not in paper:
-            rows.append({"system": system, "kind": system_kind(system), "in_paper": False,
-                         "present": True, "writer": _writer(system)})
+            rows.append(
+                {
+                    "system": system,
+                    "kind": system_kind(system),
+                    "in_paper": False,
+                    "present": True,
+                    "writer": _writer(system),
+                }
+            )
     for kind in SYSTEM_KINDS[2:]:
         if not any(system_kind(s) == kind for s in found):
-            rows.append({"system": f"{kind}_<model>", "kind": kind, "in_paper": False,
-                         "present": False, "writer": _writer(kind)})
+            rows.append(
+                {
+                    "system": f"{kind}_<model>",
+                    "kind": kind,
+                    "in_paper": False,
+                    "present": False,
+                    "writer": _writer(kind),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -253,5 +284,13 @@ def _writer(system: str) -> str:
     return "02_answer_from_memory" if system == "memory" else "03_answer_long_context"
 
 
-__all__ = ["JudgeItem", "JudgePlan", "as_list", "as_text", "load_questions", "plan_judging",
-           "scored_questions", "system_inventory"]
+__all__ = [
+    "JudgeItem",
+    "JudgePlan",
+    "as_list",
+    "as_text",
+    "load_questions",
+    "plan_judging",
+    "scored_questions",
+    "system_inventory",
+]

@@ -111,5 +111,13 @@ def parse_verdict(text: str) -> dict[str, str]:
     return {"label": _LABEL_WORDS[raw.strip().upper()], "reason": str(reason or "")}
 
 
-__all__ = ["LETTER_MATCH", "RULE", "STAGE", "JudgePayload", "judge_prompt", "judge_requests",
-           "parse_verdict", "prompt_version"]
+__all__ = [
+    "LETTER_MATCH",
+    "RULE",
+    "STAGE",
+    "JudgePayload",
+    "judge_prompt",
+    "judge_requests",
+    "parse_verdict",
+    "prompt_version",
+]

@@ -43,40 +43,82 @@ from memcost.offline.judge import LEXICAL, lexical_judge
 from memcost.stats import CORRECT, UNJUDGED, WRONG
 
 
-def _record(item: JudgeItem, *, vote: int, label: str, reason: str, judge_model: str,
-            backend: str, prompt_name: str, prompt_version: str, mode: str, primary: bool,
-            unjudged_cause: str | None = None, request_hash: str | None = None) -> dict[str, Any]:
+def _record(
+    item: JudgeItem,
+    *,
+    vote: int,
+    label: str,
+    reason: str,
+    judge_model: str,
+    backend: str,
+    prompt_name: str,
+    prompt_version: str,
+    mode: str,
+    primary: bool,
+    unjudged_cause: str | None = None,
+    request_hash: str | None = None,
+) -> dict[str, Any]:
     return judgment_record(
-        question_id=item.question_id, conversation_id=item.conversation_id, system=item.system,
-        category=item.category, vote=vote, label=label, reason=reason, judge_model=judge_model,
-        backend=backend, prompt_name=prompt_name, prompt_version=prompt_version,
-        instruction=item.instruction.key, mode=mode, primary=primary,
-        unjudged_cause=unjudged_cause, request_hash=request_hash,
+        question_id=item.question_id,
+        conversation_id=item.conversation_id,
+        system=item.system,
+        category=item.category,
+        vote=vote,
+        label=label,
+        reason=reason,
+        judge_model=judge_model,
+        backend=backend,
+        prompt_name=prompt_name,
+        prompt_version=prompt_version,
+        instruction=item.instruction.key,
+        mode=mode,
+        primary=primary,
+        unjudged_cause=unjudged_cause,
+        request_hash=request_hash,
     )
 
 
 def _letter_vote(item: JudgeItem, mode: str) -> dict[str, Any]:
     """A multiple-choice answer: one exact-match vote on its letter."""
     assert item.choice is not None
-    common = dict(vote=0, judge_model=LETTER_MATCH, backend=RULE, prompt_name=LETTER_MATCH,
-                  prompt_version=f"{LETTER_MATCH}@v1+{MC_SALT}", mode=mode, primary=True)
+    common = dict(
+        vote=0,
+        judge_model=LETTER_MATCH,
+        backend=RULE,
+        prompt_name=LETTER_MATCH,
+        prompt_version=f"{LETTER_MATCH}@v1+{MC_SALT}",
+        mode=mode,
+        primary=True,
+    )
     if item.answer_error is not None:
-        return _record(item, label=UNJUDGED,
-                       reason=f"not judged: answering failed ({item.answer_error})",
-                       unjudged_cause="answer", **common)
+        return _record(
+            item,
+            label=UNJUDGED,
+            reason=f"not judged: answering failed ({item.answer_error})",
+            unjudged_cause="answer",
+            **common,
+        )
     letter = parse_choice(item.response, item.choice)
     if letter is None:
         label, reason = WRONG, "the answer names no single option letter"
     elif letter == item.choice.correct_letter:
         label, reason = CORRECT, f"picked {letter}, the correct option"
     else:
-        label, reason = WRONG, (f"picked {letter}; the correct option is "
-                                f"{item.choice.correct_letter}")
+        label, reason = (
+            WRONG,
+            (f"picked {letter}; the correct option is {item.choice.correct_letter}"),
+        )
     return _record(item, label=label, reason=reason, **common)
 
 
-def rule_records(items: Sequence[JudgeItem], *, mode: str, prompt_names: Sequence[str],
-                 n_votes: int, judge_label: str = LEXICAL) -> list[dict[str, Any]]:
+def rule_records(
+    items: Sequence[JudgeItem],
+    *,
+    mode: str,
+    prompt_names: Sequence[str],
+    n_votes: int,
+    judge_label: str = LEXICAL,
+) -> list[dict[str, Any]]:
     """Votes that need no judge call.
 
     An answer whose answering call failed is ``UNJUDGED`` (cause ``answer``) under every prompt
@@ -91,12 +133,21 @@ def rule_records(items: Sequence[JudgeItem], *, mode: str, prompt_names: Sequenc
             for index, name in enumerate(prompt_names):
                 prompt = judge_prompt(name)
                 for vote in range(n_votes):
-                    out.append(_record(
-                        item, vote=vote, label=UNJUDGED,
-                        reason=f"not judged: answering failed ({item.answer_error})",
-                        judge_model=judge_label, backend=RULE, prompt_name=name,
-                        prompt_version=prompt_version(prompt, item.instruction), mode=mode,
-                        primary=index == 0, unjudged_cause="answer"))
+                    out.append(
+                        _record(
+                            item,
+                            vote=vote,
+                            label=UNJUDGED,
+                            reason=f"not judged: answering failed ({item.answer_error})",
+                            judge_model=judge_label,
+                            backend=RULE,
+                            prompt_name=name,
+                            prompt_version=prompt_version(prompt, item.instruction),
+                            mode=mode,
+                            primary=index == 0,
+                            unjudged_cause="answer",
+                        )
+                    )
     return out
 
 
@@ -121,8 +172,9 @@ class JudgingRun:
     judge_label: str  # "lexical" offline, the model otherwise
 
 
-def _all_requests(items: Sequence[JudgeItem], plan: JudgePlan, prompt_names: Sequence[str],
-                  **settings: Any) -> tuple[list[ChatRequest], dict[str, bool]]:
+def _all_requests(
+    items: Sequence[JudgeItem], plan: JudgePlan, prompt_names: Sequence[str], **settings: Any
+) -> tuple[list[ChatRequest], dict[str, bool]]:
     """Every vote to ask, under every prompt; and which prompt is the primary one."""
     requests: list[ChatRequest] = []
     primary_of: dict[str, bool] = {}
@@ -133,36 +185,61 @@ def _all_requests(items: Sequence[JudgeItem], plan: JudgePlan, prompt_names: Seq
     return requests, primary_of
 
 
-def _votes_kept(earlier: Sequence[dict[str, Any]], keyed: Mapping[tuple, ChatRequest],
-                primary_of: Mapping[str, bool]) -> list[dict[str, Any]]:
+def _votes_kept(
+    earlier: Sequence[dict[str, Any]],
+    keyed: Mapping[tuple, ChatRequest],
+    primary_of: Mapping[str, bool],
+) -> list[dict[str, Any]]:
     """Earlier judge votes for the very same requests (rule and UNJUDGED votes are redone)."""
     kept = []
     for record in earlier:
         if record.get("backend") == RULE or record.get("label") == UNJUDGED:
             continue
-        key = _vote_key(record.get("request_hash"), record.get("system"),
-                        record.get("question_id"), record.get("vote", -1))
+        key = _vote_key(
+            record.get("request_hash"),
+            record.get("system"),
+            record.get("question_id"),
+            record.get("vote", -1),
+        )
         if key in keyed:
             record["primary"] = primary_of.get(str(record.get("prompt_name")), False)
             kept.append(record)
     return kept
 
 
-def _vote(result: ChatResult, *, identity: str, judge_label: str, mode: str,
-          primary_of: Mapping[str, bool]) -> dict[str, Any]:
+def _vote(
+    result: ChatResult,
+    *,
+    identity: str,
+    judge_label: str,
+    mode: str,
+    primary_of: Mapping[str, bool],
+) -> dict[str, Any]:
     """The record of one judge call's vote (``UNJUDGED`` when it failed or never parsed)."""
     payload: JudgePayload = result.request.payload
     request = result.request
-    common = dict(vote=request.sample_index, judge_model=judge_label, backend=result.backend,
-                  prompt_name=payload.prompt_name, prompt_version=request.prompt_version,
-                  mode=mode, primary=primary_of[payload.prompt_name],
-                  request_hash=request.key(identity))
+    common = dict(
+        vote=request.sample_index,
+        judge_model=judge_label,
+        backend=result.backend,
+        prompt_name=payload.prompt_name,
+        prompt_version=request.prompt_version,
+        mode=mode,
+        primary=primary_of[payload.prompt_name],
+        request_hash=request.key(identity),
+    )
     if result.error is not None or result.parse_error is not None:
         why = result.error or result.parse_error
-        return _record(payload.item, label=UNJUDGED, reason=f"judge failed: {why}",
-                       unjudged_cause="judge", **common)
-    return _record(payload.item, label=result.parsed["label"], reason=result.parsed["reason"],
-                   **common)
+        return _record(
+            payload.item,
+            label=UNJUDGED,
+            reason=f"judge failed: {why}",
+            unjudged_cause="judge",
+            **common,
+        )
+    return _record(
+        payload.item, label=result.parsed["label"], reason=result.parsed["reason"], **common
+    )
 
 
 def run_judging(
@@ -193,15 +270,24 @@ def run_judging(
     identity = _request_identity(client, judge_model)
     judge_label = LEXICAL if identity == OFFLINE else judge_model
     requests, primary_of = _all_requests(
-        items, plan, prompt_names, judge_model=judge_model, n_votes=n_votes,
-        reasoning_effort=reasoning_effort, max_output_tokens=max_output_tokens)
-    keyed = {_vote_key(r.key(identity), r.tags["system"], r.tags["question_id"],
-                       r.sample_index): r for r in requests}
+        items,
+        plan,
+        prompt_names,
+        judge_model=judge_model,
+        n_votes=n_votes,
+        reasoning_effort=reasoning_effort,
+        max_output_tokens=max_output_tokens,
+    )
+    keyed = {
+        _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
+        for r in requests
+    }
     earlier = read_jsonl(path, missing_ok=True)
     kept = _votes_kept(earlier, keyed, primary_of)
     done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in kept}
-    rules = rule_records(items, mode=plan.mode, prompt_names=prompt_names, n_votes=n_votes,
-                         judge_label=judge_label)
+    rules = rule_records(
+        items, mode=plan.mode, prompt_names=prompt_names, n_votes=n_votes, judge_label=judge_label
+    )
     # The file now holds exactly what still applies, in the order and the line format a first
     # run leaves (rule votes, then judge votes as they arrived): a rerun with nothing left to
     # ask rewrites it byte for byte.
@@ -211,10 +297,20 @@ def run_judging(
     try:
         if pending:
             client.chat_many(
-                pending, offline=lexical_judge, parse=parse_verdict, desc=f"judge {plan.dataset}",
-                on_result=lambda result: appender.write(_vote(
-                    result, identity=identity, judge_label=judge_label, mode=plan.mode,
-                    primary_of=primary_of)))
+                pending,
+                offline=lexical_judge,
+                parse=parse_verdict,
+                desc=f"judge {plan.dataset}",
+                on_result=lambda result: appender.write(
+                    _vote(
+                        result,
+                        identity=identity,
+                        judge_label=judge_label,
+                        mode=plan.mode,
+                        primary_of=primary_of,
+                    )
+                ),
+            )
     finally:
         appender.close()
     return JudgingRun(
@@ -244,24 +340,42 @@ def judge_one(
     asking again (the batch pays for no vote twice)."""
     identity = _request_identity(client, judge_model)
     judge_label = LEXICAL if identity == OFFLINE else judge_model
-    requests = judge_requests([item], judge_model=judge_model, prompt_name=prompt_name,
-                              n_votes=n_votes, reasoning_effort=reasoning_effort,
-                              max_output_tokens=max_output_tokens)
-    keyed = {_vote_key(r.key(identity), r.tags["system"], r.tags["question_id"],
-                       r.sample_index): r for r in requests}
+    requests = judge_requests(
+        [item],
+        judge_model=judge_model,
+        prompt_name=prompt_name,
+        n_votes=n_votes,
+        reasoning_effort=reasoning_effort,
+        max_output_tokens=max_output_tokens,
+    )
+    keyed = {
+        _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
+        for r in requests
+    }
     votes = _votes_kept(read_jsonl(path, missing_ok=True), keyed, {prompt_name: True})
     done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in votes}
     pending = [r for k, r in keyed.items() if k not in done]
     if pending:
         with judgment_appender(path) as appender:
+
             def write(result: ChatResult) -> None:
-                record = _vote(result, identity=identity, judge_label=judge_label,
-                               mode="open_ended", primary_of={prompt_name: True})
+                record = _vote(
+                    result,
+                    identity=identity,
+                    judge_label=judge_label,
+                    mode="open_ended",
+                    primary_of={prompt_name: True},
+                )
                 appender.write(record)
                 votes.append(record)
 
-            client.chat_many(pending, offline=lexical_judge, parse=parse_verdict,
-                             on_result=write, desc=f"judge {item.question_id}")
+            client.chat_many(
+                pending,
+                offline=lexical_judge,
+                parse=parse_verdict,
+                on_result=write,
+                desc=f"judge {item.question_id}",
+            )
     return pd.DataFrame(sorted(votes, key=lambda r: r["vote"]))
 
 
@@ -276,8 +390,11 @@ def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     if votes.empty:
         return votes.assign(conversation_id=[], category=[], cause=[])
     first = judgments.groupby(keys, sort=True)[["conversation_id", "category"]].first()
-    causes = (judgments.dropna(subset=["unjudged_cause"]).groupby(keys)["unjudged_cause"]
-              .agg(lambda s: "answer" if "answer" in set(s) else "judge"))
+    causes = (
+        judgments.dropna(subset=["unjudged_cause"])
+        .groupby(keys)["unjudged_cause"]
+        .agg(lambda s: "answer" if "answer" in set(s) else "judge")
+    )
     out = votes.join(first, on=keys).join(causes.rename("cause"), on=keys)
     out.loc[out["judged"], "cause"] = None
     return out

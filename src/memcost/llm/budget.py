@@ -149,8 +149,9 @@ class Budget:
             self._lock.notify_all()
         return cost
 
-    def reserve_batch(self, amount: float, *, what: str = "a batch", force: bool = False
-                      ) -> float | None:
+    def reserve_batch(
+        self, amount: float, *, what: str = "a batch", force: bool = False
+    ) -> float | None:
         """Reserve a whole batch's estimated cost when it is submitted (it is spent however long
         it takes), or raise :class:`BudgetStop`. ``force``: a batch already submitted (re-attached
         by a rerun) is reserved whatever the limit. Hand the amount back to :meth:`settle_batch`."""
@@ -161,7 +162,8 @@ class Budget:
                 raise BudgetStop(
                     f"a batch of {what} (about ${amount:.4f} at the batch price) would take the "
                     f"run's spend (${self.spent:.4f} so far, ${self.reserved:.4f} reserved) past "
-                    f"max_cost_usd = ${self.limit:.4f}")
+                    f"max_cost_usd = ${self.limit:.4f}"
+                )
             self.reserved += amount
         return amount
 

@@ -59,8 +59,12 @@ class CacheUnwritable(RuntimeError):
 
 # What SQLite says when the file or its folder is not writable (WAL needs -wal and -shm
 # files beside it): a permission problem, never damage.
-_UNWRITABLE = ("readonly database", "unable to open database", "read-only file system",
-               "permission denied")
+_UNWRITABLE = (
+    "readonly database",
+    "unable to open database",
+    "read-only file system",
+    "permission denied",
+)
 
 
 class ResponseCache:
@@ -108,14 +112,16 @@ class ResponseCache:
             f"the response cache {self.path} is damaged ({verdict}). Either move it aside "
             f"(mv {self.path} {self.path}.damaged; finished calls are then paid again "
             "unless replayed from a copy) or run without it (-p 'client={cache_mode: off}'). "
-            "The run's ledger and outputs are untouched.")
+            "The run's ledger and outputs are untouched."
+        )
 
     def _unwritable(self, error: str) -> CacheUnwritable:
         return CacheUnwritable(
             f"the response cache {self.path} cannot be written ({error}); what it holds is "
             f"fine. Make it and its folder writable (chmod u+w {self.path} {self.path.parent}), "
             "or copy it somewhere writable and point cache_path there (MEMCOST_CACHE_DIR); do "
-            "not delete it: its finished calls would be paid again.")
+            "not delete it: its finished calls would be paid again."
+        )
 
     def _init_schema(self) -> None:
         try:
@@ -206,21 +212,38 @@ class ResponseCache:
         """Every row a run paid for (``origin`` = its run id), oldest first, decoded."""
         rows = self._connect().execute(
             "SELECT key, kind, stage, model, created_at, response FROM responses "
-            "WHERE origin = ? ORDER BY created_at", (origin,))
-        return [{"key": k, "kind": kind, "stage": stage, "model": model, "created_at": created,
-                 **json.loads(response)} for k, kind, stage, model, created, response in rows]
+            "WHERE origin = ? ORDER BY created_at",
+            (origin,),
+        )
+        return [
+            {
+                "key": k,
+                "kind": kind,
+                "stage": stage,
+                "model": model,
+                "created_at": created,
+                **json.loads(response),
+            }
+            for k, kind, stage, model, created, response in rows
+        ]
 
     def note_read(self, run_id: str, call_key: str, record: dict[str, Any]) -> None:
         """Keep the ledger record of a call served from the cache (first record wins)."""
         self._connect().execute(
             "INSERT OR IGNORE INTO reads(run_id, call_key, created_at, record) VALUES (?, ?, ?, ?)",
-            (run_id, call_key, str(record.get("timestamp", "")),
-             json.dumps(record, ensure_ascii=False, separators=(",", ":"))))
+            (
+                run_id,
+                call_key,
+                str(record.get("timestamp", "")),
+                json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+            ),
+        )
 
     def reads_of(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(call key, ledger record)`` of every cache hit a run recorded, oldest first."""
         rows = self._connect().execute(
-            "SELECT call_key, record FROM reads WHERE run_id = ? ORDER BY created_at", (run_id,))
+            "SELECT call_key, record FROM reads WHERE run_id = ? ORDER BY created_at", (run_id,)
+        )
         return [(key, json.loads(record)) for key, record in rows]
 
     def read_keys_of(self, run_id: str) -> set[str]:

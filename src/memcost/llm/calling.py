@@ -50,9 +50,17 @@ Request = ChatRequest | EmbeddingRequest
 class CallPath:
     """One call, end to end, for one client (see the module's docstring)."""
 
-    def __init__(self, config: ClientConfig, *, transport: Transport, ledger: Ledger,
-                 budget: Budget, cache: ResponseCache | None, accounting: Accounting,
-                 run_id: str):
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        transport: Transport,
+        ledger: Ledger,
+        budget: Budget,
+        cache: ResponseCache | None,
+        accounting: Accounting,
+        run_id: str,
+    ):
         self.config = config
         self.transport = transport
         self.ledger = ledger
@@ -130,8 +138,9 @@ class CallPath:
             text, usage, latency = run_chat(offline, request)
             vectors = None
         key = request.key(OFFLINE)
-        outcome = Outcome(key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text,
-                          vectors=vectors)
+        outcome = Outcome(
+            key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors
+        )
         self.accounting.add(request, outcome, offline=True)
         self.record(request, outcome, once=True)
         return outcome
@@ -155,14 +164,18 @@ class CallPath:
             finish_reason=entry.get("finish_reason"),
             billed_usd=entry.get("billed_usd"),
             served_by=entry.get("served_by"),
-            execution=(str(entry.get("execution") or "interactive") if recovered
-                       else self._flex_or_interactive(request)),
+            execution=(
+                str(entry.get("execution") or "interactive")
+                if recovered
+                else self._flex_or_interactive(request)
+            ),
         )
         self.accounting.add(request, outcome, cache_hit=True, paid=recovered)
         written = self.record(request, outcome, once=True, cached_flag=not recovered)
         if written and recovered:  # the run did pay for it
-            self.budget.settle(None, request.model, outcome.usage, outcome.billed_usd,
-                               outcome.execution)
+            self.budget.settle(
+                None, request.model, outcome.usage, outcome.billed_usd, outcome.execution
+            )
             self.accounting.count("recovered")
         return outcome
 
@@ -188,18 +201,23 @@ class CallPath:
         except BaseException:
             self.budget.settle(reserved, request.model, None)
             raise
-        outcome, usage_estimated = _outcome_of(request, endpoint, key, response, latency,
-                                               attempts[0])
+        outcome, usage_estimated = _outcome_of(
+            request, endpoint, key, response, latency, attempts[0]
+        )
         outcome.execution = self._flex_or_interactive(request)
-        failure = reply_failure({**response, "usage": outcome.usage.as_dict()}) if (
-            response is not None and isinstance(request, ChatRequest)) else None
+        failure = (
+            reply_failure({**response, "usage": outcome.usage.as_dict()})
+            if (response is not None and isinstance(request, ChatRequest))
+            else None
+        )
         if response is None:
             outcome.error = error
             outcome.failure_kind = "rejected" if rejected else None
             self.budget.settle(reserved, request.model, None)
         else:
-            self.budget.settle(reserved, request.model, outcome.usage, outcome.billed_usd,
-                               outcome.execution)
+            self.budget.settle(
+                reserved, request.model, outcome.usage, outcome.billed_usd, outcome.execution
+            )
             if failure is not None:
                 outcome.failure_kind, outcome.error = failure
         # The cache row first: a kill between the two writes leaves a row whose missing record
@@ -209,13 +227,21 @@ class CallPath:
             if response is not None and failure is None:
                 self.store(request, outcome, usage_estimated)  # only answers are cached
         finally:
-            self.accounting.add(request, outcome, sent=True, paid=response is not None,
-                                usage_estimated=usage_estimated)
+            self.accounting.add(
+                request,
+                outcome,
+                sent=True,
+                paid=response is not None,
+                usage_estimated=usage_estimated,
+            )
             self.record(request, outcome)
         # The endpoint-down stops count calls that got no answer; an item the endpoint refused
         # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
-        self.transport.note(response is None and not rejected, request,
-                            rate_limited=bool(error and "rate limited: HTTP 429" in error))
+        self.transport.note(
+            response is None and not rejected,
+            request,
+            rate_limited=bool(error and "rate limited: HTTP 429" in error),
+        )
         return outcome
 
     def store(self, request: Request, outcome: Outcome, usage_estimated: bool) -> None:
@@ -238,9 +264,13 @@ class CallPath:
             "served_model": outcome.served_model,
             "usage_estimated": usage_estimated,
             # what rebuilding this call's ledger record needs (memcost.llm.ledger.repair_ledger)
-            "record": {"backend": outcome.backend, "provider": outcome.provider,
-                       "prompt_version": request.prompt_version,
-                       "sample_index": request.sample_index, "tags": normalise_tags(request.tags)},
+            "record": {
+                "backend": outcome.backend,
+                "provider": outcome.provider,
+                "prompt_version": request.prompt_version,
+                "sample_index": request.sample_index,
+                "tags": normalise_tags(request.tags),
+            },
         }
         if kind == "chat":
             stored.update(text=outcome.text, finish_reason=outcome.finish_reason)

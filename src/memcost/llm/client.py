@@ -46,8 +46,15 @@ __all__ = ["PARSE_ERRORS", "ClientConfig", "ClientStats", "LLMClient", "ParseFn"
 class LLMClient:
     """Use :func:`make_client` to build one from notebook parameters."""
 
-    def __init__(self, run: RunPaths, config: ClientConfig, *, calls: CallPath,
-                 items: ItemRunner, prefill: BatchPrefill):
+    def __init__(
+        self,
+        run: RunPaths,
+        config: ClientConfig,
+        *,
+        calls: CallPath,
+        items: ItemRunner,
+        prefill: BatchPrefill,
+    ):
         self.run = run
         self.config = config
         self.calls = calls
@@ -296,13 +303,20 @@ def open_stores(run: RunPaths, config: ClientConfig) -> tuple[Ledger, Budget, Re
     """Check credentials, then open the ledger, the budget and (for API runs) the cache."""
     if config.uses_api:
         # Before anything is spent: a missing key is an error naming the variable.
-        check_credentials(config.backend, base_url=config.base_url,
-                          api_key_env=config.api_key_env, model_backends=config.model_backends,
-                          env_file=config.env_file)
+        check_credentials(
+            config.backend,
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            model_backends=config.model_backends,
+            env_file=config.env_file,
+        )
     run.root.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(run.calls, price_overrides=config.price_overrides)
-    budget = Budget(config.max_cost_usd, spent_before_usd=ledger.spent_before_usd,
-                    price_overrides=config.price_overrides)
+    budget = Budget(
+        config.max_cost_usd,
+        spent_before_usd=ledger.spent_before_usd,
+        price_overrides=config.price_overrides,
+    )
     # Offline calls never touch the cache; an API run opens it unless caching is off.
     use_cache = config.uses_api and config.cache_mode != "off"
     return ledger, budget, ResponseCache(config.cache_path) if use_cache else None
@@ -330,7 +344,15 @@ def make_client(run: RunPaths, **options: Any) -> LLMClient:
     accounting = Accounting(config, budget)
     transport = Transport(config, accounting)
     # Cache rows carry the run's id, so a rerun can tell its own paid calls from others'.
-    calls = CallPath(config, transport=transport, ledger=ledger, budget=budget, cache=cache,
-                     accounting=accounting, run_id=run.run_id() if cache is not None else "")
-    return LLMClient(run, config, calls=calls, items=ItemRunner(config, calls),
-                     prefill=BatchPrefill(run, calls))
+    calls = CallPath(
+        config,
+        transport=transport,
+        ledger=ledger,
+        budget=budget,
+        cache=cache,
+        accounting=accounting,
+        run_id=run.run_id() if cache is not None else "",
+    )
+    return LLMClient(
+        run, config, calls=calls, items=ItemRunner(config, calls), prefill=BatchPrefill(run, calls)
+    )

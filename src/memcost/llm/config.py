@@ -45,21 +45,28 @@ def batch_options(
     limits = {str(m): int(n) for m, n in (queue_tokens or {}).items()}
     if any(n <= 0 for n in limits.values()):
         raise ValueError(f"batch_queue_tokens={limits}: limits must be positive token counts")
-    return {"retry": retry, "max_wait_hours": float(max_wait_hours), "poll_s": float(poll_s),
-            "queue_tokens": limits}
+    return {
+        "retry": retry,
+        "max_wait_hours": float(max_wait_hours),
+        "poll_s": float(poll_s),
+        "queue_tokens": limits,
+    }
 
 
-def _check_routes(backend: str, model_backends: Mapping[str, str], cache_mode: str,
-                  max_concurrency: int) -> None:
+def _check_routes(
+    backend: str, model_backends: Mapping[str, str], cache_mode: str, max_concurrency: int
+) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     for model, other in model_backends.items():
         if other not in BACKENDS:
             raise ValueError(
-                f"model_backends[{model!r}] = {other!r}; choose one of {', '.join(BACKENDS)}")
+                f"model_backends[{model!r}] = {other!r}; choose one of {', '.join(BACKENDS)}"
+            )
     if cache_mode not in CACHE_MODES:
         raise ValueError(
-            f"unknown cache_mode {cache_mode!r}; choose one of {', '.join(CACHE_MODES)}")
+            f"unknown cache_mode {cache_mode!r}; choose one of {', '.join(CACHE_MODES)}"
+        )
     if max_concurrency < 1:
         raise ValueError("max_concurrency must be at least 1")
 
@@ -134,23 +141,27 @@ class ClientConfig:
             retry=retry or RetryPolicy(),
             env_file=Path(env_file) if env_file is not None else None,
             # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
-            model_capabilities={name: declare_model(name, facts)
-                                for name, facts in (model_capabilities or {}).items()},
+            model_capabilities={
+                name: declare_model(name, facts)
+                for name, facts in (model_capabilities or {}).items()
+            },
             # OpenRouter provider routing per model: the host decides an open model's price.
             provider_routing={k: dict(v) for k, v in (provider_routing or {}).items()},
             prefix_requests_per_minute=prefix_requests_per_minute or None,
             execution=normalise_execution(execution),
             batch=batch_options(batch_retry, max_wait_hours, batch_poll_s, batch_queue_tokens),
             rate_limits=parse_rate_limits(
-                rate_limits, known=lambda m: is_known(m, model_capabilities or {})),
+                rate_limits, known=lambda m: is_known(m, model_capabilities or {})
+            ),
             **scalars,
         )
 
     @property
     def uses_api(self) -> bool:
         """Some model is served by an API (not every call is offline)."""
-        return self.backend != "offline" or any(b != "offline"
-                                                for b in self.model_backends.values())
+        return self.backend != "offline" or any(
+            b != "offline" for b in self.model_backends.values()
+        )
 
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by

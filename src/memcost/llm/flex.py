@@ -58,6 +58,8 @@ def outage_hint(stage: str, mode: str) -> str:
     """What to add to the consecutive-failure stop when the failing stage runs on Flex."""
     if mode != FLEX:
         return ""
-    return (f" The {stage} stage runs on Flex processing, whose capacity may be short (HTTP 429 "
-            f"{FLEX_UNAVAILABLE_CODE}): rerun later, or set execution {stage}: interactive "
-            "(full price) or batch.")
+    return (
+        f" The {stage} stage runs on Flex processing, whose capacity may be short (HTTP 429 "
+        f"{FLEX_UNAVAILABLE_CODE}): rerun later, or set execution {stage}: interactive "
+        "(full price) or batch."
+    )

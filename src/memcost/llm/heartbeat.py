@@ -25,8 +25,15 @@ SLOW_S = 30.0  # an item in flight longer than this makes the batch "slow"
 class Heartbeat:
     """Tracks the items of one batch in flight; a background thread reports slow ones."""
 
-    def __init__(self, desc: str, *, timeout_s: float | None = None, every_s: float = EVERY_S,
-                 slow_s: float = SLOW_S, out: TextIO | None = None):
+    def __init__(
+        self,
+        desc: str,
+        *,
+        timeout_s: float | None = None,
+        every_s: float = EVERY_S,
+        slow_s: float = SLOW_S,
+        out: TextIO | None = None,
+    ):
         self.desc, self.timeout_s = desc, timeout_s
         self.every_s, self.slow_s = every_s, slow_s
         self.out = out
@@ -58,11 +65,17 @@ class Heartbeat:
             ages = [now - t for t in self._started.values()]
         if not ages or max(ages) < self.slow_s:
             return None
-        limit = (f" (request_timeout_s={self.timeout_s:g})" if self.timeout_s else
-                 " (timeouts sized to each request's model and prompt)"
-                 if self.timeout_s == 0 else "")
-        return (f"{self.desc}: {len(ages)} request{'s' if len(ages) != 1 else ''} in flight, "
-                f"the oldest for {max(ages):.0f} s{limit}")
+        limit = (
+            f" (request_timeout_s={self.timeout_s:g})"
+            if self.timeout_s
+            else " (timeouts sized to each request's model and prompt)"
+            if self.timeout_s == 0
+            else ""
+        )
+        return (
+            f"{self.desc}: {len(ages)} request{'s' if len(ages) != 1 else ''} in flight, "
+            f"the oldest for {max(ages):.0f} s{limit}"
+        )
 
     def _beat(self) -> None:
         while not self._done.wait(self.every_s):

@@ -59,8 +59,11 @@ class ItemRunner:
     ) -> list[T]:
         c = self.config
         show = c.progress if progress is None else progress
-        bar = (ProgressBar(len(items), desc, self.accounting.progress_postfix)
-               if (show and items) else None)
+        bar = (
+            ProgressBar(len(items), desc, self.accounting.progress_postfix)
+            if (show and items)
+            else None
+        )
         stop = self.transport.stop
         stop.clear()
         heartbeat = Heartbeat(desc, timeout_s=c.request_timeout_s, **self.heartbeat)

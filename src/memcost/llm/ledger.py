@@ -138,8 +138,9 @@ class LedgerDamaged(RuntimeError):
     """``calls.jsonl`` is missing or truncated while the cache says this run paid for calls."""
 
 
-def ledger_gaps(calls_path: str | Path, cache: Any,
-                run_id: str) -> tuple[list[dict[str, Any]], set[str]]:
+def ledger_gaps(
+    calls_path: str | Path, cache: Any, run_id: str
+) -> tuple[list[dict[str, Any]], set[str]]:
     """What the cache holds of this run that the ledger lacks, the ledger read once: the rows
     this run paid for (``origin == run_id``) with no paid record, and the call keys of the
     cache hits it recorded (the cache notes them after the ledger) that it no longer holds.
@@ -147,8 +148,10 @@ def ledger_gaps(calls_path: str | Path, cache: Any,
     records = read_jsonl(calls_path, missing_ok=True)
     paid = {str(r.get("request_hash")) for r in records if is_paid(r)}
     recorded = {record_call_key(r) for r in records}
-    return ([row for row in cache.rows_of(run_id) if row["key"] not in paid],
-            cache.read_keys_of(run_id) - recorded)
+    return (
+        [row for row in cache.rows_of(run_id) if row["key"] not in paid],
+        cache.read_keys_of(run_id) - recorded,
+    )
 
 
 def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str) -> None:
@@ -160,19 +163,23 @@ def check_ledger(calls_path: str | Path, cache: Any, run_id: str, run_name: str)
         raise LedgerDamaged(
             f"{exc}: the ledger is damaged, so cost tables and the budget would be wrong. "
             f"Rebuild it from the cache: python -m memcost repair-ledger {run_name} (the "
-            "damaged file is kept beside it; then resume the run)") from None
+            "damaged file is kept beside it; then resume the run)"
+        ) from None
     gone = not Path(calls_path).is_file()
     if lost_reads or (missing and (gone or len(missing) > LEDGER_SLACK)):
         # a kill leaves a few paid calls unrecorded (their resume records them), never a read:
         # the cache notes a read only once the ledger holds it
         state = "is missing" if gone else "is truncated"
-        lost = (f"{len(missing)} calls this run paid for" if missing else "") + (
-            " and " if missing and lost_reads else "") + (
-            f"{len(lost_reads)} calls it was served from the cache" if lost_reads else "")
+        lost = (
+            (f"{len(missing)} calls this run paid for" if missing else "")
+            + (" and " if missing and lost_reads else "")
+            + (f"{len(lost_reads)} calls it was served from the cache" if lost_reads else "")
+        )
         raise LedgerDamaged(
             f"{calls_path} {state}: the response cache ({cache.path}) holds {lost} that it "
             "does not record, so cost tables and the budget would be wrong. Rebuild it from the "
-            f"cache: python -m memcost repair-ledger {run_name} (then resume the run)")
+            f"cache: python -m memcost repair-ledger {run_name} (then resume the run)"
+        )
 
 
 def salvage(calls_path: str | Path) -> None:
@@ -213,13 +220,20 @@ def repair_ledger(calls_path: str | Path, cache: Any, run_id: str) -> int:
         for row in missing:
             saved = row.get("record") or {}
             record = make_record(
-                stage=row["stage"], provider=str(saved.get("provider", "unknown")),
-                model=row["model"], backend=str(saved.get("backend", "unknown")),
-                request_hash=row["key"], prompt_version=str(saved.get("prompt_version", "")),
-                cached=False, usage=Usage.from_dict(row.get("usage") or {}),
+                stage=row["stage"],
+                provider=str(saved.get("provider", "unknown")),
+                model=row["model"],
+                backend=str(saved.get("backend", "unknown")),
+                request_hash=row["key"],
+                prompt_version=str(saved.get("prompt_version", "")),
+                cached=False,
+                usage=Usage.from_dict(row.get("usage") or {}),
                 latency_s=float(row.get("latency_s") or 0.0),
-                attempts=int(row.get("attempts") or 1), error=None,
-                sample_index=int(saved.get("sample_index", 0)), tags=saved.get("tags") or {})
+                attempts=int(row.get("attempts") or 1),
+                error=None,
+                sample_index=int(saved.get("sample_index", 0)),
+                tags=saved.get("tags") or {},
+            )
             record["timestamp"] = row["created_at"]
             if row.get("execution"):  # sent through the Batch API or Flex: its price
                 record["execution"] = row["execution"]

@@ -49,22 +49,32 @@ def parse_rate_limits(value: Any, known: Any = None) -> dict[str, Limits]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"rate_limits={value!r}: expected a mapping of model to "
-                         "{rpm: ..., tpm: ...}, e.g. {gpt-5-mini: {rpm: 500, tpm: 500000}}")
+        raise ValueError(
+            f"rate_limits={value!r}: expected a mapping of model to "
+            "{rpm: ..., tpm: ...}, e.g. {gpt-5-mini: {rpm: 500, tpm: 500000}}"
+        )
     out: dict[str, Limits] = {}
     for model, limits in value.items():
         if known is not None and not known(str(model)):
-            raise ValueError(f"rate_limits[{model!r}]: unknown model; give the limits of a "
-                             "model this run calls (or declare it in model_capabilities)")
+            raise ValueError(
+                f"rate_limits[{model!r}]: unknown model; give the limits of a "
+                "model this run calls (or declare it in model_capabilities)"
+            )
         if not isinstance(limits, Mapping) or not limits or set(limits) - {"rpm", "tpm"}:
-            raise ValueError(f"rate_limits[{model!r}] = {limits!r}: expected {{rpm: N, tpm: N}} "
-                             "(either or both)")
+            raise ValueError(
+                f"rate_limits[{model!r}] = {limits!r}: expected {{rpm: N, tpm: N}} (either or both)"
+            )
         numbers = {}
         for key, n in limits.items():
-            if isinstance(n, bool) or not isinstance(n, (int, float)) or not n > 0 \
-                    or not math.isfinite(n):
-                raise ValueError(f"rate_limits[{model!r}].{key} = {n!r}: must be a positive "
-                                 "number (per minute)")
+            if (
+                isinstance(n, bool)
+                or not isinstance(n, (int, float))
+                or not n > 0
+                or not math.isfinite(n)
+            ):
+                raise ValueError(
+                    f"rate_limits[{model!r}].{key} = {n!r}: must be a positive number (per minute)"
+                )
             numbers[key] = float(n)
         out[str(model)] = Limits(**numbers)
     return out
@@ -91,9 +101,12 @@ class Reading:
             seconds = parse_duration(str(value))  # plain numbers parse as themselves
             return seconds if seconds is not None and math.isfinite(seconds) else None
 
-        reading = cls(number("x-ratelimit-limit-requests"), number("x-ratelimit-limit-tokens"),
-                      number("x-ratelimit-remaining-requests"),
-                      number("x-ratelimit-remaining-tokens"))
+        reading = cls(
+            number("x-ratelimit-limit-requests"),
+            number("x-ratelimit-limit-tokens"),
+            number("x-ratelimit-remaining-requests"),
+            number("x-ratelimit-remaining-tokens"),
+        )
         return None if reading == cls() else reading
 
 
@@ -209,9 +222,15 @@ class ModelPacer:
 
     # ------------------------------------------------------------------ replies
 
-    def settle(self, ticket: Ticket | None, *, used_tokens: float | None = None,
-               reading: Reading | None = None, rate_limited: bool = False,
-               hold_s: float | None = None) -> None:
+    def settle(
+        self,
+        ticket: Ticket | None,
+        *,
+        used_tokens: float | None = None,
+        reading: Reading | None = None,
+        rate_limited: bool = False,
+        hold_s: float | None = None,
+    ) -> None:
         """A reply to ``ticket``'s request: give back unused tokens, learn from the headers,
         and grow (headroom) or halve (a 429) the window. ``hold_s``: a 429's Retry-After, which
         holds every request of the model, not only the refused one."""
@@ -219,8 +238,12 @@ class ModelPacer:
             return
         with self._cond:
             self.inflight.pop(ticket.serial, None)
-            if self.tokens is not None and used_tokens is not None and reading is None \
-                    and not rate_limited:  # a provider that sends headers says what it counted
+            if (
+                self.tokens is not None
+                and used_tokens is not None
+                and reading is None
+                and not rate_limited
+            ):  # a provider that sends headers says what it counted
                 self.tokens.level += max(0.0, ticket.tokens - used_tokens)
             headroom = self._learn(ticket, reading)
             if rate_limited:
@@ -239,8 +262,10 @@ class ModelPacer:
             return True
         later = [t for t in self.inflight.values() if t.serial > ticket.serial]
         headroom = True
-        for name, outstanding in (("requests", float(len(later))),
-                                  ("tokens", sum(t.tokens for t in later))):
+        for name, outstanding in (
+            ("requests", float(len(later))),
+            ("tokens", sum(t.tokens for t in later)),
+        ):
             limit = getattr(reading, f"limit_{name}")
             remaining = getattr(reading, f"remaining_{name}")
             bucket = getattr(self, name)
@@ -271,11 +296,14 @@ class ModelPacer:
     def state(self) -> dict[str, Any]:
         """The limits in force, the window and the counts (for the run's records)."""
         with self._cond:
-            return {"model": self.model,
-                    "rpm": self.requests.limit if self.requests else None,
-                    "tpm": self.tokens.limit if self.tokens else None,
-                    "concurrency": int(self.window), "rate_limited": self.rate_limited,
-                    "waited_s": round(self.waited_s, 3)}
+            return {
+                "model": self.model,
+                "rpm": self.requests.limit if self.requests else None,
+                "tpm": self.tokens.limit if self.tokens else None,
+                "concurrency": int(self.window),
+                "rate_limited": self.rate_limited,
+                "waited_s": round(self.waited_s, 3),
+            }
 
 
 class Pacer:
@@ -292,8 +320,9 @@ class Pacer:
         with self._lock:
             pacer = self._models.get(model)
             if pacer is None:
-                pacer = self._models[model] = ModelPacer(model, per_model(self.stated, model),
-                                                         self.ceiling, self.rng)
+                pacer = self._models[model] = ModelPacer(
+                    model, per_model(self.stated, model), self.ceiling, self.rng
+                )
             return pacer
 
     def state(self) -> list[dict[str, Any]]:

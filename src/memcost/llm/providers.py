@@ -183,14 +183,22 @@ def check_credentials(
     needed: dict[Endpoint, list[str]] = {}
     custom_routed = "custom" in (model_backends or {}).values()
     if backend != "offline":
-        needed[resolve_endpoint(backend, base_url=base_url, api_key_env=api_key_env,
-                                custom_routed=custom_routed)] = []
+        needed[
+            resolve_endpoint(
+                backend, base_url=base_url, api_key_env=api_key_env, custom_routed=custom_routed
+            )
+        ] = []
     for model, other in (model_backends or {}).items():
         if other == "offline":
             continue
         primary = other == backend
-        ep = resolve_endpoint(other, base_url=base_url, api_key_env=api_key_env, primary=primary,
-                              custom_routed=custom_routed)
+        ep = resolve_endpoint(
+            other,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            primary=primary,
+            custom_routed=custom_routed,
+        )
         needed.setdefault(ep, []).append(model)
     found: dict[str, str] = {}
     problems: list[str] = []
@@ -263,8 +271,11 @@ class EndpointClient:
             timeout=openai.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
         )
         # Flex requests: the same connection pool, a longer read timeout (memcost.llm.flex)
-        self._flex_sdk = self._sdk.with_options(timeout=openai.Timeout(
-            flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)))
+        self._flex_sdk = self._sdk.with_options(
+            timeout=openai.Timeout(
+                flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)
+            )
+        )
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -282,8 +293,9 @@ class EndpointClient:
         """One chat attempt; ``service_tier="flex"`` asks for Flex processing, with the longer
         Flex timeout (memcost.llm.flex)."""
         openai = self._openai
-        body = chat_body(request, info, backend=self.endpoint.backend, routing=routing,
-                         service_tier=service_tier)
+        body = chat_body(
+            request, info, backend=self.endpoint.backend, routing=routing, service_tier=service_tier
+        )
         sdk = self._flex_sdk if service_tier == FLEX else self._sdk
         if service_tier == FLEX and timeout_s:
             timeout_s = flex_timeout(timeout_s)  # Flex answers are slower
@@ -345,7 +357,8 @@ class EndpointClient:
         openai = self._openai
         try:
             raw = self._sdk.embeddings.with_raw_response.create(
-                **embedding_body(request), **self._timeout(timeout_s))
+                **embedding_body(request), **self._timeout(timeout_s)
+            )
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
         try:
@@ -361,8 +374,12 @@ class EndpointClient:
             raise TransientError(
                 f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
             ) from None
-        return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model,
-                "rate_limit": Reading.from_headers(raw.headers)}
+        return {
+            "vectors": vectors,
+            "prompt_tokens": prompt_tokens,
+            "served_model": response.model,
+            "rate_limit": Reading.from_headers(raw.headers),
+        }
 
     def sdk_call(self, what: str, call: Callable[[Any], Any]) -> Any:
         """One SDK call beyond chat and embeddings (the Batch API's files and batches, named by
@@ -373,7 +390,9 @@ class EndpointClient:
             raise self._classify(exc, None, what=what) from None
 
     def _classify(
-        self, exc: Exception, request: ChatRequest | EmbeddingRequest | None,
+        self,
+        exc: Exception,
+        request: ChatRequest | EmbeddingRequest | None,
         what: str = "model listing",
     ) -> Exception:
         openai = self._openai
@@ -402,7 +421,8 @@ class EndpointClient:
                 f"rate limited by {host} (HTTP 429): {said}",
                 status=429,
                 retry_after=(parse_retry_after if reading is None else explicit_retry_after)(
-                    exc.response.headers),
+                    exc.response.headers
+                ),
             )
             error.reading = reading
             return error

@@ -168,17 +168,29 @@ def request_record(request: ChatRequest | EmbeddingRequest) -> dict[str, Any]:
     """A request as JSON (without ``payload``, which only the offline backend reads), for a
     file that must give the same request back: :func:`request_from_record`."""
     if isinstance(request, EmbeddingRequest):
-        return {"kind": "embedding", "model": request.model, "inputs": list(request.inputs),
-                "dimensions": request.dimensions, "stage": request.stage,
-                "prompt_version": request.prompt_version,
-                "sample_index": request.sample_index, "tags": dict(request.tags)}
-    return {"kind": "chat", "model": request.model,
-            "messages": [list(m) for m in request.messages], "stage": request.stage,
-            "prompt_version": request.prompt_version, "sample_index": request.sample_index,
-            "reasoning_effort": request.reasoning_effort,
-            "max_output_tokens": request.max_output_tokens,
-            "temperature": request.temperature, "json_mode": request.json_mode,
-            "tags": dict(request.tags)}
+        return {
+            "kind": "embedding",
+            "model": request.model,
+            "inputs": list(request.inputs),
+            "dimensions": request.dimensions,
+            "stage": request.stage,
+            "prompt_version": request.prompt_version,
+            "sample_index": request.sample_index,
+            "tags": dict(request.tags),
+        }
+    return {
+        "kind": "chat",
+        "model": request.model,
+        "messages": [list(m) for m in request.messages],
+        "stage": request.stage,
+        "prompt_version": request.prompt_version,
+        "sample_index": request.sample_index,
+        "reasoning_effort": request.reasoning_effort,
+        "max_output_tokens": request.max_output_tokens,
+        "temperature": request.temperature,
+        "json_mode": request.json_mode,
+        "tags": dict(request.tags),
+    }
 
 
 def request_from_record(record: Mapping[str, Any]) -> ChatRequest | EmbeddingRequest:

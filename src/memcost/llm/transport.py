@@ -63,10 +63,17 @@ class Transport:
         if model not in self._routes:
             c = self.config
             backend = c.backend_for(model)
-            self._routes[model] = None if backend == "offline" else resolve_endpoint(
-                backend, base_url=c.base_url, api_key_env=c.api_key_env,
-                primary=backend == c.backend,
-                custom_routed="custom" in c.model_backends.values())
+            self._routes[model] = (
+                None
+                if backend == "offline"
+                else resolve_endpoint(
+                    backend,
+                    base_url=c.base_url,
+                    api_key_env=c.api_key_env,
+                    primary=backend == c.backend,
+                    custom_routed="custom" in c.model_backends.values(),
+                )
+            )
         return self._routes[model]
 
     def capabilities(self, model: str) -> ModelInfo:
@@ -79,9 +86,11 @@ class Transport:
         with self._lock:
             client = self._clients.get(endpoint.identity)
             if client is None:
-                client = EndpointClient(endpoint,
-                                        timeout_s=self.config.request_timeout_s or TIMEOUT_MAX_S,
-                                        env_file=self.config.env_file)
+                client = EndpointClient(
+                    endpoint,
+                    timeout_s=self.config.request_timeout_s or TIMEOUT_MAX_S,
+                    env_file=self.config.env_file,
+                )
                 self._clients[endpoint.identity] = client
             return client
 
@@ -101,8 +110,9 @@ class Transport:
 
     # ------------------------------------------------------------------ how
 
-    def send(self, request: Request, endpoint: Endpoint, attempts: list[Any]
-             ) -> tuple[dict[str, Any] | None, float, str | None]:
+    def send(
+        self, request: Request, endpoint: Endpoint, attempts: list[Any]
+    ) -> tuple[dict[str, Any] | None, float, str | None]:
         """HTTP attempts with backoff: ``(response or None, latency of the last attempt, error)``.
 
         ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
@@ -110,6 +120,7 @@ class Transport:
         """
         client, timeout = self.client_for(endpoint), self.timeout_for(request)
         if isinstance(request, EmbeddingRequest):
+
             def send(r: EmbeddingRequest) -> dict[str, Any]:
                 return client.embed(r, timeout)
         else:
@@ -132,30 +143,40 @@ class Transport:
             except TransientError as exc:
                 latency = time.perf_counter() - t0
                 limited = exc.status == 429 and not is_flex_unavailable(exc)
-                pacer.settle(ticket, reading=exc.reading, rate_limited=limited,
-                             hold_s=exc.retry_after if limited else None)
+                pacer.settle(
+                    ticket,
+                    reading=exc.reading,
+                    rate_limited=limited,
+                    hold_s=exc.retry_after if limited else None,
+                )
                 if attempts[0] >= retry.max_attempts:
                     said = " (rate limited: HTTP 429)" if limited else ""
                     return None, latency, f"{exc}{said} (gave up after {attempts[0]} attempts)"
                 delay = retry.delay(attempts[0], exc.retry_after, self.rng)
                 if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
                     self.accounting.count("flex_unavailable")
-                    self._say_waiting("Flex has no capacity now (HTTP 429): this request "
-                                      f"waits {delay:.2g} s", "flex_unavailable")
+                    self._say_waiting(
+                        f"Flex has no capacity now (HTTP 429): this request waits {delay:.2g} s",
+                        "flex_unavailable",
+                    )
                 elif limited:  # the pacer spaces the retries out (no thundering herd)
                     delay = pacer.retry_delay_s(exc.retry_after)
                     self.accounting.count("rate_limited")
                     wait = exc.retry_after if exc.retry_after is not None else delay
-                    self._say_waiting(f"rate limited (HTTP 429) on {request.model}: its requests "
-                                      f"wait {wait:.2g} s, then leave one by one", "rate_limited")
+                    self._say_waiting(
+                        f"rate limited (HTTP 429) on {request.model}: its requests "
+                        f"wait {wait:.2g} s, then leave one by one",
+                        "rate_limited",
+                    )
                 if self.stop.wait(delay):  # the stage is stopping: do not retry
                     return None, latency, f"{exc} (not retried: the stage stopped)"
                 continue
             except BaseException:
                 pacer.settle(ticket)
                 raise
-            pacer.settle(ticket, used_tokens=_used_tokens(response),
-                         reading=response.pop("rate_limit", None))
+            pacer.settle(
+                ticket, used_tokens=_used_tokens(response), reading=response.pop("rate_limit", None)
+            )
             return response, time.perf_counter() - t0, None
 
     def _say_waiting(self, what: str, counter: str) -> None:
@@ -187,7 +208,8 @@ class Transport:
         with self._lock:
             self._consecutive_failures = self._consecutive_failures + 1 if failed else 0
             self._consecutive_rate_limited = (
-                self._consecutive_rate_limited + 1 if failed and rate_limited else 0)
+                self._consecutive_rate_limited + 1 if failed and rate_limited else 0
+            )
             all_limited = self._consecutive_rate_limited == self._consecutive_failures
             tripped = self._consecutive_failures >= limit
             calls, fails = self._stage_probe.get(request.stage, (0, 0))
@@ -203,17 +225,20 @@ class Transport:
                 "limits are below this run's pace. State them (client: {rate_limits: {"
                 f"{request.model}: {{rpm: ..., tpm: ...}}}}}}) or lower the ceiling (client: "
                 "{max_concurrency: 2}), or wait for the limit to "
-                "reset; finished calls are cached and recorded, so a rerun continues.")
+                "reset; finished calls are cached and recorded, so a rerun continues."
+            )
         if stage_down and not tripped:
             raise FatalAPIError(
                 f"the first {probe_size} {request.stage} calls to {request.model} all failed "
                 "after all retries; the endpoint seems unavailable. Nothing failed is recorded "
-                "as finished; rerun later to continue." + hint)
+                "as finished; rerun later to continue." + hint
+            )
         if tripped:
             raise FatalAPIError(
                 f"{limit} calls in a row failed after all retries (last: {request.stage} call "
                 f"to {request.model}); the endpoint seems unavailable. Finished calls are cached "
-                "and recorded; rerun later to continue." + hint)
+                "and recorded; rerun later to continue." + hint
+            )
 
 
 def _used_tokens(response: dict[str, Any]) -> float | None:

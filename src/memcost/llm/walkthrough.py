@@ -28,7 +28,8 @@ class WalkthroughMemo:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._entries: dict[str, dict[str, Any]] = {
-            str(r["key"]): r["response"] for r in read_jsonl(self.path, missing_ok=True)
+            str(r["key"]): r["response"]
+            for r in read_jsonl(self.path, missing_ok=True)
             if "key" in r and "response" in r
         }
         self._out: JsonlAppender | None = None

@@ -80,14 +80,19 @@ def answer_record(result: ChatResult, plan: Plan) -> dict[str, Any]:
     }
 
 
-def system_fingerprint(client: LLMClient, ds: DatasetPaths, planned: Planned,
-                       system: str) -> str:
+def system_fingerprint(client: LLMClient, ds: DatasetPaths, planned: Planned, system: str) -> str:
     """The settings one system's answers are made with (:mod:`memcost.fingerprint`): a rerun
     with another backend, model, prompt, generation setting or history answers again."""
     model = next(p.model for p in planned.plans if p.system == system)
     settings = planned.generation.get(model) or generation_settings(model)
-    return fingerprint(stage=STAGE, client=client, models=[model], prompts=[PROMPT.id],
-                       parameters={"system": system, **settings}, inputs=[ds.conversations])
+    return fingerprint(
+        stage=STAGE,
+        client=client,
+        models=[model],
+        prompts=[PROMPT.id],
+        parameters={"system": system, **settings},
+        inputs=[ds.conversations],
+    )
 
 
 def answer_questions(
@@ -105,8 +110,10 @@ def answer_questions(
     first question alone and the rest after it has returned; groups run in parallel up to the
     client's ``max_concurrency``. A rerun skips answered questions and retries failed ones.
     """
-    writers = {system: AnswerWriter(ds, system, system_fingerprint(client, ds, planned, system))
-               for system in planned.systems}
+    writers = {
+        system: AnswerWriter(ds, system, system_fingerprint(client, ds, planned, system))
+        for system in planned.systems
+    }
     written: dict[str, int] = dict.fromkeys(planned.systems, 0)
     by_key = {(p.system, p.question_id): p for p in planned.plans}
     answerer = ExtractiveAnswerer()
@@ -119,15 +126,26 @@ def answer_questions(
 
     try:
         for model in planned.models:
-            todo = [p for p in planned.plans
-                    if p.model == model and p.question_id not in writers[p.system].done]
+            todo = [
+                p
+                for p in planned.plans
+                if p.model == model and p.question_id not in writers[p.system].done
+            ]
             if not todo:
                 continue
             settings = planned.generation.get(model) or generation_settings(model)
-            groups = [[build_request(p, dataset=dataset, settings=settings) for p in group]
-                      for group in group_plans(todo)]
-            client.chat_groups(groups, first_alone=True, offline=answerer, on_result=on_result,
-                               desc=f"{STAGE} {slug(model)}", progress=progress)
+            groups = [
+                [build_request(p, dataset=dataset, settings=settings) for p in group]
+                for group in group_plans(todo)
+            ]
+            client.chat_groups(
+                groups,
+                first_alone=True,
+                offline=answerer,
+                on_result=on_result,
+                desc=f"{STAGE} {slug(model)}",
+                progress=progress,
+            )
             del groups  # the prompts of one model are large; let them go before the next
     finally:
         for writer in writers.values():
@@ -135,5 +153,11 @@ def answer_questions(
     return written
 
 
-__all__ = ["STAGE", "answer_questions", "answer_record", "build_request", "group_plans",
-           "messages_for"]
+__all__ = [
+    "STAGE",
+    "answer_questions",
+    "answer_record",
+    "build_request",
+    "group_plans",
+    "messages_for",
+]

@@ -72,9 +72,9 @@ def prefix_share(first: Plan, second: Plan, *, show_tokens: int = 12) -> PrefixS
         second_tokens=len(b),
         shared_tokens=shared,
         cached_tokens=min(cacheable_tokens(shared), len(b)),
-        before=tokens.decode(a[max(0, shared - show_tokens):shared]),
-        first_after=tokens.decode(a[shared:shared + show_tokens]),
-        second_after=tokens.decode(b[shared:shared + show_tokens]),
+        before=tokens.decode(a[max(0, shared - show_tokens) : shared]),
+        first_after=tokens.decode(a[shared : shared + show_tokens]),
+        second_after=tokens.decode(b[shared : shared + show_tokens]),
     )
 
 

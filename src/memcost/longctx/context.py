@@ -134,7 +134,9 @@ class Context:
 
 
 def sessions_context(
-    kind: str, history: History, blocks: Sequence[SessionBlock],
+    kind: str,
+    history: History,
+    blocks: Sequence[SessionBlock],
     dropped: Sequence[SessionBlock] = (),
 ) -> Context:
     """A context made of whole sessions of ``history`` (``dropped``: those left out to fit)."""

@@ -57,8 +57,9 @@ class History:
         if self._turn_list is None:
             t = self.turns
             self._turn_list = [
-                HistoryTurn(int(s) + 1, w if isinstance(w, str) else None, str(sp),
-                            with_caption(str(x), c))
+                HistoryTurn(
+                    int(s) + 1, w if isinstance(w, str) else None, str(sp), with_caption(str(x), c)
+                )
                 for s, w, sp, x, c in zip(
                     t["session_index"].tolist(),
                     t["session_datetime"].tolist(),
@@ -151,5 +152,12 @@ def history_table(histories: Mapping[str, History]) -> pd.DataFrame:
     )
 
 
-__all__ = ["History", "SessionBlock", "HistoryTurn", "build_histories", "count_in_chunks",
-           "history_table", "rendered"]
+__all__ = [
+    "History",
+    "SessionBlock",
+    "HistoryTurn",
+    "build_histories",
+    "count_in_chunks",
+    "history_table",
+    "rendered",
+]

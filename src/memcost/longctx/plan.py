@@ -124,8 +124,13 @@ def _as_list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
-def _check_arguments(questions: pd.DataFrame, histories: Mapping[str, History],
-                     kinds: Sequence[str], overflow: str, mode: str) -> None:
+def _check_arguments(
+    questions: pd.DataFrame,
+    histories: Mapping[str, History],
+    kinds: Sequence[str],
+    overflow: str,
+    mode: str,
+) -> None:
     if overflow not in OVERFLOW_MODES:
         raise ValueError(f"overflow must be one of {OVERFLOW_MODES}, got {overflow!r}")
     if mode not in choices.MODES:
@@ -164,8 +169,9 @@ def fixed_parts() -> FixedParts:
     return FixedParts(*tokens.count_tokens_batch([PROMPT.system, HEAD, INSTRUCTIONS]))
 
 
-def _context(kind: str, history: History, question: Question,
-             windows: Mapping[str, Context]) -> Context | None:
+def _context(
+    kind: str, history: History, question: Question, windows: Mapping[str, Context]
+) -> Context | None:
     """The history part of one question's prompt for one kind (``None``: cannot be asked)."""
     if kind == "long_context":
         return full_context(history)
@@ -191,31 +197,52 @@ class _System:
         return system_name(self.kind, self.model)
 
 
-def _plan_system(system: _System, rows: Sequence[Question], histories: Mapping[str, History],
-                 windows: Mapping[str, Context], fixed: FixedParts,
-                 skipped: list[dict[str, Any]]) -> list[Plan]:
+def _plan_system(
+    system: _System,
+    rows: Sequence[Question],
+    histories: Mapping[str, History],
+    windows: Mapping[str, Context],
+    fixed: FixedParts,
+    skipped: list[dict[str, Any]],
+) -> list[Plan]:
     """Every question's plan for one system, with one context object per history text."""
     shared: dict[tuple[Any, ...], Context] = {}
     plans = []
     for row in rows:
         context = _context(system.kind, histories[row.conversation_id], row, windows)
         if context is None:
-            skipped.append({"system": system.name, "question_id": row.question_id,
-                            "conversation_id": row.conversation_id,
-                            "reason": "no evidence session in the history"})
+            skipped.append(
+                {
+                    "system": system.name,
+                    "question_id": row.question_id,
+                    "conversation_id": row.conversation_id,
+                    "reason": "no evidence session in the history",
+                }
+            )
             continue
-        if system.overflow == "truncate_oldest" and context.history is not None and (
-            context.last_turns is None
+        if (
+            system.overflow == "truncate_oldest"
+            and context.history is not None
+            and (context.last_turns is None)
         ):
             context = truncate_oldest(context, system.room[row.conversation_id])
         context = shared.setdefault(context.key, context)
-        plans.append(Plan(
-            question_id=row.question_id, conversation_id=row.conversation_id, kind=system.kind,
-            model=system.model, system=system.name, context=context, question_block=row.block,
-            options=row.options, question=row.question,
-            prompt_tokens=fixed.total + context.tokens + row.block_tokens,
-            prefix_tokens=fixed.system + fixed.head + context.tokens, limit=system.limit,
-        ))
+        plans.append(
+            Plan(
+                question_id=row.question_id,
+                conversation_id=row.conversation_id,
+                kind=system.kind,
+                model=system.model,
+                system=system.name,
+                context=context,
+                question_block=row.block,
+                options=row.options,
+                question=row.question,
+                prompt_tokens=fixed.total + context.tokens + row.block_tokens,
+                prefix_tokens=fixed.system + fixed.head + context.tokens,
+                limit=system.limit,
+            )
+        )
     return plans
 
 
@@ -244,8 +271,9 @@ def plan_questions(
     fixed = fixed_parts()
     longest_block: dict[str, int] = defaultdict(int)
     for row in rows:
-        longest_block[row.conversation_id] = max(longest_block[row.conversation_id],
-                                                 row.block_tokens)
+        longest_block[row.conversation_id] = max(
+            longest_block[row.conversation_id], row.block_tokens
+        )
     settings = {m: generation_settings(m, generation) for m in [*models, *baseline_models]}
     windows = window_contexts(histories, window_turns) if "rolling_window" in kinds else {}
     plans: list[Plan] = []
@@ -253,8 +281,10 @@ def plan_questions(
     for kind in [k for k in KINDS if k in kinds]:
         for model in dict.fromkeys(models if kind == "long_context" else baseline_models):
             limit = prompt_limit(model, settings[model])
-            room = {cid: limit - FORMAT_OVERHEAD_TOKENS - fixed.total - block
-                    for cid, block in longest_block.items()}
+            room = {
+                cid: limit - FORMAT_OVERHEAD_TOKENS - fixed.total - block
+                for cid, block in longest_block.items()
+            }
             system = _System(kind, model, limit, overflow, room)
             plans += _plan_system(system, rows, histories, windows, fixed, skipped)
     fit = fit_table(plans)
@@ -264,8 +294,9 @@ def plan_questions(
     return Planned(
         plans=plans,
         fit=fit,
-        skipped=pd.DataFrame(skipped, columns=["system", "question_id", "conversation_id",
-                                               "reason"]),
+        skipped=pd.DataFrame(
+            skipped, columns=["system", "question_id", "conversation_id", "reason"]
+        ),
         histories=dict(histories),
         generation=settings,
     )
@@ -297,8 +328,17 @@ def _overflow_message(over: list[Plan], total: int) -> str:
 def fit_table(plans: Sequence[Plan]) -> pd.DataFrame:
     """Per model and system: prompts, the limit, the largest prompt (with the chat-format
     margin, as the limit check sees it) and what truncation cost."""
-    columns = ["model", "system", "prompts", "prompt_limit", "largest_prompt", "over_limit",
-               "truncated_questions", "dropped_sessions", "dropped_tokens"]
+    columns = [
+        "model",
+        "system",
+        "prompts",
+        "prompt_limit",
+        "largest_prompt",
+        "over_limit",
+        "truncated_questions",
+        "dropped_sessions",
+        "dropped_tokens",
+    ]
     if not plans:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(
@@ -339,16 +379,41 @@ def prompt_size_table(planned: Planned) -> pd.DataFrame:
         }
     )
     if frame.empty:
-        return pd.DataFrame(columns=["system", "model", "conversations", "min", "median", "max",
-                                     "questions", "total_prompt_tokens"])
+        return pd.DataFrame(
+            columns=[
+                "system",
+                "model",
+                "conversations",
+                "min",
+                "median",
+                "max",
+                "questions",
+                "total_prompt_tokens",
+            ]
+        )
     per = frame.groupby(["system", "model", "conversation_id"], sort=False)["prompt_tokens"]
     largest = per.max().reset_index()
-    out = largest.groupby(["system", "model"], sort=False)["prompt_tokens"].agg(
-        conversations="size", min="min", median="median", max="max").reset_index()
-    totals = frame.groupby(["system", "model"], sort=False)["prompt_tokens"].agg(
-        questions="size", total_prompt_tokens="sum").reset_index()
+    out = (
+        largest.groupby(["system", "model"], sort=False)["prompt_tokens"]
+        .agg(conversations="size", min="min", median="median", max="max")
+        .reset_index()
+    )
+    totals = (
+        frame.groupby(["system", "model"], sort=False)["prompt_tokens"]
+        .agg(questions="size", total_prompt_tokens="sum")
+        .reset_index()
+    )
     return out.merge(totals, on=["system", "model"])
 
 
-__all__ = ["FixedParts", "Plan", "Planned", "Question", "fit_table", "fixed_parts",
-           "plan_questions", "prompt_size_table", "question_rows"]
+__all__ = [
+    "FixedParts",
+    "Plan",
+    "Planned",
+    "Question",
+    "fit_table",
+    "fixed_parts",
+    "plan_questions",
+    "prompt_size_table",
+    "question_rows",
+]

@@ -33,8 +33,9 @@ def option_letter(index: int) -> str:
     return choices.MC_LETTERS[index]
 
 
-def question_block(question: str, *, date: str | None = None,
-                   options: Sequence[str] | None = None) -> str:
+def question_block(
+    question: str, *, date: str | None = None, options: Sequence[str] | None = None
+) -> str:
     """The text after the history and the instructions: date, question, options."""
     out = ""
     if date:
@@ -51,5 +52,13 @@ def prompt_messages(history: str, block: str) -> tuple[tuple[str, str], ...]:
     return PROMPT.messages(history=history, question_block=block)
 
 
-__all__ = ["HEAD", "HISTORY_END", "INSTRUCTIONS", "PROMPT", "option_letter", "prompt_messages",
-           "question_block", "shown_options"]
+__all__ = [
+    "HEAD",
+    "HISTORY_END",
+    "INSTRUCTIONS",
+    "PROMPT",
+    "option_letter",
+    "prompt_messages",
+    "question_block",
+    "shown_options",
+]

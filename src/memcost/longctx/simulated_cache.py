@@ -45,8 +45,11 @@ class PromptIds:
     concatenation equals the ids of the whole prompt."""
 
     def __init__(self) -> None:
-        self._fixed = (tokens.encode(PROMPT.system), tokens.encode(HEAD),
-                       tokens.encode(INSTRUCTIONS))
+        self._fixed = (
+            tokens.encode(PROMPT.system),
+            tokens.encode(HEAD),
+            tokens.encode(INSTRUCTIONS),
+        )
         self._contexts: dict[tuple, list[int]] = {}
 
     def __call__(self, plan: Plan) -> list[int]:
@@ -54,8 +57,13 @@ class PromptIds:
         key = plan.context.key
         if key not in self._contexts:
             self._contexts = {key: tokens.encode(plan.context.text)}  # one conversation at a time
-        return [*system, *head, *self._contexts[key], *instructions,
-                *tokens.encode(plan.question_block)]
+        return [
+            *system,
+            *head,
+            *self._contexts[key],
+            *instructions,
+            *tokens.encode(plan.question_block),
+        ]
 
 
 @dataclass(frozen=True)
@@ -71,29 +79,42 @@ class CacheStep:
     reason: str
 
 
-def _reason(position: int, prompt: int, shared: int, cached: int, elapsed: float,
-            cache: PrefixCache) -> str:
+def _reason(
+    position: int, prompt: int, shared: int, cached: int, elapsed: float, cache: PrefixCache
+) -> str:
     """Why the rule served ``cached`` tokens (read off its result and its settings)."""
     if position == 1:
-        kept = "remembered" if prompt >= MIN_PREFIX_TOKENS else (
-            f"not remembered: under {MIN_PREFIX_TOKENS:,} tokens")
+        kept = (
+            "remembered"
+            if prompt >= MIN_PREFIX_TOKENS
+            else (f"not remembered: under {MIN_PREFIX_TOKENS:,} tokens")
+        )
         return f"first question: nothing sent before it ({kept})"
     if cached:
         steps = (cached - MIN_PREFIX_TOKENS) // PREFIX_STEP_TOKENS
-        return (f"hit: {shared:,} shared tokens, rounded down to {MIN_PREFIX_TOKENS:,} + "
-                f"{steps} × {PREFIX_STEP_TOKENS}")
+        return (
+            f"hit: {shared:,} shared tokens, rounded down to {MIN_PREFIX_TOKENS:,} + "
+            f"{steps} × {PREFIX_STEP_TOKENS}"
+        )
     if shared < MIN_PREFIX_TOKENS:
         return f"miss: the shared prefix ({shared:,}) is under {MIN_PREFIX_TOKENS:,} tokens"
     if elapsed > cache.retention_s:
-        return (f"miss: {elapsed:,.0f} s since the last use, over the "
-                f"{cache.retention_s:,.0f} s kept")
-    return (f"miss: over {cache.max_per_minute} requests a minute for this prefix, sent to a "
-            "machine that has not seen it")
+        return (
+            f"miss: {elapsed:,.0f} s since the last use, over the {cache.retention_s:,.0f} s kept"
+        )
+    return (
+        f"miss: over {cache.max_per_minute} requests a minute for this prefix, sent to a "
+        "machine that has not seen it"
+    )
 
 
-def simulate_conversation(plans: Sequence[Plan], *, gap_s: float = DEFAULT_GAP_S,
-                          ids: PromptIds | None = None,
-                          cache: PrefixCache | None = None) -> list[CacheStep]:
+def simulate_conversation(
+    plans: Sequence[Plan],
+    *,
+    gap_s: float = DEFAULT_GAP_S,
+    ids: PromptIds | None = None,
+    cache: PrefixCache | None = None,
+) -> list[CacheStep]:
     """The questions of one conversation (one system), ``gap_s`` seconds apart, through one
     :class:`PrefixCache`: what it serves each of them, and why."""
     if gap_s < 0:
@@ -102,8 +123,17 @@ def simulate_conversation(plans: Sequence[Plan], *, gap_s: float = DEFAULT_GAP_S
         # asked once (every LongMemEval history): a fresh cache has nothing to serve the first
         # prompt, so there is no need to tokenise a 100k-token history to learn that
         plan = plans[0]
-        return [CacheStep(1, plan.question_id, 0.0, plan.prompt_tokens, 0, 0,
-                     _reason(1, plan.prompt_tokens, 0, 0, gap_s, PrefixCache()))]
+        return [
+            CacheStep(
+                1,
+                plan.question_id,
+                0.0,
+                plan.prompt_tokens,
+                0,
+                0,
+                _reason(1, plan.prompt_tokens, 0, 0, gap_s, PrefixCache()),
+            )
+        ]
     ids = ids or PromptIds()
     cache = cache or PrefixCache(keep=1)
     key = plans[0].conversation_id if plans else None
@@ -114,8 +144,17 @@ def simulate_conversation(plans: Sequence[Plan], *, gap_s: float = DEFAULT_GAP_S
         now = i * gap_s
         cached = cache.lookup(prompt, now, key)
         shared = common_prefix(previous, prompt)
-        steps.append(CacheStep(i + 1, plan.question_id, now, len(prompt), shared, cached,
-                          _reason(i + 1, len(prompt), shared, cached, gap_s, cache)))
+        steps.append(
+            CacheStep(
+                i + 1,
+                plan.question_id,
+                now,
+                len(prompt),
+                shared,
+                cached,
+                _reason(i + 1, len(prompt), shared, cached, gap_s, cache),
+            )
+        )
         previous = prompt
     return steps
 
@@ -128,8 +167,9 @@ def _by_conversation(plans: Iterable[Plan], system: str) -> dict[str, list[Plan]
     return groups
 
 
-def simulate_prompt_cache(planned: Planned, *, systems: Sequence[str] | None = None,
-                          gap_s: float = DEFAULT_GAP_S) -> pd.DataFrame:
+def simulate_prompt_cache(
+    planned: Planned, *, systems: Sequence[str] | None = None, gap_s: float = DEFAULT_GAP_S
+) -> pd.DataFrame:
     """Every planned question of ``systems`` (default: all) through the simulated cache, one
     row per question: system, conversation, position, arrival, prompt, shared and simulated
     cached tokens, and the reason. Each (system, conversation) is its own fresh cache."""
@@ -138,8 +178,7 @@ def simulate_prompt_cache(planned: Planned, *, systems: Sequence[str] | None = N
     for system in systems or planned.systems:
         for conversation, plans in _by_conversation(planned.plans, system).items():
             for step in simulate_conversation(plans, gap_s=gap_s, ids=ids):
-                rows.append({"system": system, "conversation_id": conversation,
-                             **step.__dict__})
+                rows.append({"system": system, "conversation_id": conversation, **step.__dict__})
     frame = pd.DataFrame(rows)
     return frame.rename(columns={"cached_tokens": "simulated_cached_tokens"})
 
@@ -152,21 +191,32 @@ def simulated_cache_summary(steps: pd.DataFrame) -> pd.DataFrame:
         later = part.loc[part["position"] > 1]
         total, later_total = int(part["prompt_tokens"].sum()), int(later["prompt_tokens"].sum())
         cached = int(part["simulated_cached_tokens"].sum())
-        rows.append({
-            "system": system,
-            "questions": len(part),
-            "conversations": part["conversation_id"].nunique(),
-            "prompt_tokens": total,
-            "simulated_cached_tokens": cached,
-            "simulated_cached_share": cached / total if total else float("nan"),
-            "later_questions": len(later),
-            "simulated_share_after_first": (
-                int(later["simulated_cached_tokens"].sum()) / later_total
-                if later_total else float("nan")),
-            "source": SIMULATION_LABEL,
-        })
+        rows.append(
+            {
+                "system": system,
+                "questions": len(part),
+                "conversations": part["conversation_id"].nunique(),
+                "prompt_tokens": total,
+                "simulated_cached_tokens": cached,
+                "simulated_cached_share": cached / total if total else float("nan"),
+                "later_questions": len(later),
+                "simulated_share_after_first": (
+                    int(later["simulated_cached_tokens"].sum()) / later_total
+                    if later_total
+                    else float("nan")
+                ),
+                "source": SIMULATION_LABEL,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-__all__ = ["DEFAULT_GAP_S", "SIMULATION_LABEL", "PromptIds", "CacheStep", "simulate_conversation",
-           "simulate_prompt_cache", "simulated_cache_summary"]
+__all__ = [
+    "DEFAULT_GAP_S",
+    "SIMULATION_LABEL",
+    "PromptIds",
+    "CacheStep",
+    "simulate_conversation",
+    "simulate_prompt_cache",
+    "simulated_cache_summary",
+]

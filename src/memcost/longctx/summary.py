@@ -95,8 +95,9 @@ def answers_summary(answers: pd.DataFrame, planned: Planned) -> pd.DataFrame:
         n_planned = sum(p.system == system for p in planned.plans)
         model = next(p.model for p in planned.plans if p.system == system)
         row = {"system": system, "model": model, "planned": n_planned}
-        rows.append({**row, "answered": 0} if part.empty else
-                    {**row, **_system_row(system, part, first)})
+        rows.append(
+            {**row, "answered": 0} if part.empty else {**row, **_system_row(system, part, first)}
+        )
     return pd.DataFrame(rows)
 
 
@@ -114,8 +115,10 @@ def context_sizes(planned: Planned, memory_answers: pd.DataFrame | None = None) 
             }
         )
     ]
-    if memory_answers is not None and not memory_answers.empty and (
-        "retrieved_tokens" in memory_answers.columns
+    if (
+        memory_answers is not None
+        and not memory_answers.empty
+        and ("retrieved_tokens" in memory_answers.columns)
     ):
         frames.insert(
             0,
@@ -136,7 +139,8 @@ def median_ratios(sizes: pd.DataFrame, of: str = "long_context") -> pd.DataFrame
     """Per system: its median context tokens per question, and how many times larger the
     median of kind ``of`` (the full history) is (the text of notebook 03 quotes these)."""
     medians = sizes.groupby("system", sort=False).agg(
-        kind=("kind", "first"), median_context_tokens=("context_tokens", "median"))
+        kind=("kind", "first"), median_context_tokens=("context_tokens", "median")
+    )
     reference = medians.loc[medians["kind"] == of, "median_context_tokens"]
     top = float(reference.max()) if not reference.empty else float("nan")
     medians["full_history_times"] = top / medians["median_context_tokens"].clip(lower=1)
@@ -150,8 +154,13 @@ def _clean(value: Any) -> Any:
 
 
 def step_metrics(
-    planned: Planned, summary: pd.DataFrame, *, backend: str, written: Mapping[str, int],
-    ds: DatasetPaths, simulated: pd.DataFrame | None = None,
+    planned: Planned,
+    summary: pd.DataFrame,
+    *,
+    backend: str,
+    written: Mapping[str, int],
+    ds: DatasetPaths,
+    simulated: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The numbers the report and the tests read from ``metrics/03_answer_long_context.json``.
     ``simulated`` (offline: :func:`memcost.longctx.simulated_cache_summary`) goes under its own
@@ -194,7 +203,9 @@ def step_metrics(
         "simulated_cache": {
             r["system"]: {k: _clean(v) for k, v in r.items() if k != "system"}
             for r in simulated.to_dict("records")
-        } if simulated is not None and not simulated.empty else {},
+        }
+        if simulated is not None and not simulated.empty
+        else {},
         "answer_files": [
             str(ds.answers_file(s).relative_to(ds.root))
             for s in planned.systems
@@ -203,5 +214,12 @@ def step_metrics(
     }
 
 
-__all__ = ["answers_summary", "context_sizes", "load_system_answers", "median_ratios",
-           "percentile", "shared_prefixes", "step_metrics"]
+__all__ = [
+    "answers_summary",
+    "context_sizes",
+    "load_system_answers",
+    "median_ratios",
+    "percentile",
+    "shared_prefixes",
+    "step_metrics",
+]

@@ -135,8 +135,12 @@ def extract_segments(
 ) -> list[ChatResult]:
     """One extraction call per segment (segments without a person's message get none)."""
     requests = [
-        extraction_request(s, dataset=config.dataset, model=config.extraction_model,
-                           reasoning_effort=config.extraction_reasoning_effort)
+        extraction_request(
+            s,
+            dataset=config.dataset,
+            model=config.extraction_model,
+            reasoning_effort=config.extraction_reasoning_effort,
+        )
         for s in segments
     ]
     if not requests:
@@ -150,10 +154,15 @@ def embed_candidates(
     """Embed each user's new facts (one group, tagged with the user) and set their ``vector``;
     returns the dimensions (``None`` when there was nothing to embed)."""
     users = list(candidates)
-    groups = [([c.text for c in candidates[u]], {"dataset": config.dataset,
-                                                 "conversation_id": u}) for u in users]
-    vectors = embed_groups(client, groups, model=config.embedding_model,
-                           desc="embed facts") if groups else []
+    groups = [
+        ([c.text for c in candidates[u]], {"dataset": config.dataset, "conversation_id": u})
+        for u in users
+    ]
+    vectors = (
+        embed_groups(client, groups, model=config.embedding_model, desc="embed facts")
+        if groups
+        else []
+    )
     dims = None
     for u, matrix in zip(users, vectors, strict=True):
         dims = matrix.shape[1]
@@ -174,18 +183,28 @@ def apply_planned(
     for u, decisions in planned:
         idx = merged_rows(decisions)
         if idx:
-            groups.append(([decisions[i].text for i in idx],
-                           {"dataset": config.dataset, "conversation_id": u}))
+            groups.append(
+                (
+                    [decisions[i].text for i in idx],
+                    {"dataset": config.dataset, "conversation_id": u},
+                )
+            )
             where.append((u, idx))
-    merged = embed_groups(client, groups, model=config.embedding_model,
-                          desc="embed merged facts", progress=False) if groups else []
+    merged = (
+        embed_groups(
+            client, groups, model=config.embedding_model, desc="embed merged facts", progress=False
+        )
+        if groups
+        else []
+    )
     vectors_of: dict[str, dict[int, np.ndarray]] = {}
     for (u, idx), matrix in zip(where, merged, strict=True):
         vectors_of[u] = {i: matrix[j] for j, i in enumerate(idx)}
     records: dict[str, list[dict[str, Any]]] = {}
     for u, decisions in planned:
         records.setdefault(u, []).extend(
-            apply_decisions(memories[u], decisions, vectors_of.get(u, {})))
+            apply_decisions(memories[u], decisions, vectors_of.get(u, {}))
+        )
     return records
 
 
@@ -202,16 +221,29 @@ class MemoryBuilder:
     """Builds every user's memory for one dataset into ``<ds>/memory/`` and ``store`` (notebook
     01); without a store, the FAISS files of ``<ds>/memory/index/``."""
 
-    def __init__(self, client: LLMClient, ds: DatasetPaths, config: MemoryConfig,
-                 store: VectorStore | None = None):
+    def __init__(
+        self,
+        client: LLMClient,
+        ds: DatasetPaths,
+        config: MemoryConfig,
+        store: VectorStore | None = None,
+    ):
         self.client = client
         self.ds = ds
         self.config = config
         self.fingerprint = config.fingerprint(client)  # the settings; per user, with its turns
         self.inputs: dict[str, str] = {}  # user -> hash of its conversation (set by run)
         self.users_dir = ds.memory / "users"
-        self.store = store if store is not None else FaissStore(
-            0, folder=files.index_dir(ds), m=config.hnsw_m, ef_construction=config.ef_construction)
+        self.store = (
+            store
+            if store is not None
+            else FaissStore(
+                0,
+                folder=files.index_dir(ds),
+                m=config.hnsw_m,
+                ef_construction=config.ef_construction,
+            )
+        )
 
     def user_dir(self, user: str) -> Path:
         return files.user_dir(self.ds, user)
@@ -235,8 +267,10 @@ class MemoryBuilder:
 
     def plan(self, conversations: pd.DataFrame, users: Sequence[str]) -> dict[str, UserPlan]:
         return plan_users(
-            conversations, list(users),
-            batch_size=self.config.batch_size, max_chars=self.config.max_segment_chars,
+            conversations,
+            list(users),
+            batch_size=self.config.batch_size,
+            max_chars=self.config.max_segment_chars,
         )
 
     def run(
@@ -257,8 +291,10 @@ class MemoryBuilder:
         states = {u: UserState(plans[u], UserMemory(u)) for u in pending}
         self.extract(states, report)
         dims = embed_candidates(
-            self.client, self.config,
-            {u: [c for cs in states[u].candidates.values() for c in cs] for u in pending})
+            self.client,
+            self.config,
+            {u: [c for cs in states[u].candidates.values() for c in cs] for u in pending},
+        )
         if dims is None:
             dims = self.client.embed([""], model=self.config.embedding_model).shape[1]
         waves = max((len(plans[u].segments) for u in pending), default=0)
@@ -281,8 +317,9 @@ class MemoryBuilder:
         """Extraction for every segment of every pending user, at once; each state gets its
         candidates per segment and its segment rows (ok, failed, no_person_messages)."""
         jobs = [(u, s) for u, st in states.items() for s in st.plan.segments if s.person_messages]
-        results = extract_segments(self.client, self.config, [s for _, s in jobs],
-                                   desc="extract facts")
+        results = extract_segments(
+            self.client, self.config, [s for _, s in jobs], desc="extract facts"
+        )
         report.extraction_calls = len(jobs)
         outcome = {(u, s.index): r for (u, s), r in zip(jobs, results, strict=True)}
         for u, state in states.items():
@@ -292,18 +329,24 @@ class MemoryBuilder:
                     row = segment_row(seg, status="no_person_messages", candidates=0, error=None)
                 elif not result.ok:
                     report.failed_segments += 1
-                    row = segment_row(seg, status="failed", candidates=0,
-                                      error=result.error or result.parse_error)
+                    row = segment_row(
+                        seg, status="failed", candidates=0, error=result.error or result.parse_error
+                    )
                 else:
-                    cands = candidates_from(seg, result.parsed, backend=result.backend,
-                                            prompt_version=result.request.prompt_version)
+                    cands = candidates_from(
+                        seg,
+                        result.parsed,
+                        backend=result.backend,
+                        prompt_version=result.request.prompt_version,
+                    )
                     state.candidates[seg.index] = cands
                     report.candidates += len(cands)
                     row = segment_row(seg, status="ok", candidates=len(cands), error=None)
                 state.segment_rows.append(row)
 
-    def update_wave(self, states: Mapping[str, UserState], w: int, waves: int,
-                    report: BuildReport) -> None:
+    def update_wave(
+        self, states: Mapping[str, UserState], w: int, waves: int, report: BuildReport
+    ) -> None:
         """The update phase for segment ``w`` of every user that has one with new facts.
 
         A call that failed after its retries makes segment ``w`` a failed segment of its user:
@@ -316,34 +359,52 @@ class MemoryBuilder:
             cands = state.candidates.get(w) if w < len(state.plan.segments) else None
             if not cands:
                 continue
-            compared = [[fid for fid, _ in row]
-                        for row in similar_facts(state.memory, cands, cfg.update_top_k)]
-            step = plan_update(state.memory, cands, compared, dataset=cfg.dataset,
-                               model=cfg.extraction_model,
-                               reasoning_effort=cfg.extraction_reasoning_effort,
-                               update_phase=cfg.update_phase)
+            compared = [
+                [fid for fid, _ in row]
+                for row in similar_facts(state.memory, cands, cfg.update_top_k)
+            ]
+            step = plan_update(
+                state.memory,
+                cands,
+                compared,
+                dataset=cfg.dataset,
+                model=cfg.extraction_model,
+                reasoning_effort=cfg.extraction_reasoning_effort,
+                update_phase=cfg.update_phase,
+            )
             (calls if step.needs_call else direct).append((u, cands, compared, step))
-        results = self.client.chat_many(
-            [c[3].request for c in calls], offline=offline_update, parse=parse_update,
-            desc=f"update phase, segment {w + 1}/{waves}", progress=False,
-        ) if calls else []
+        results = (
+            self.client.chat_many(
+                [c[3].request for c in calls],
+                offline=offline_update,
+                parse=parse_update,
+                desc=f"update phase, segment {w + 1}/{waves}",
+                progress=False,
+            )
+            if calls
+            else []
+        )
         report.update_calls += len(calls)
         planned = []
         for (u, cands, compared, step), result in zip(calls, results, strict=True):
             if result.ok:
-                planned.append((u, resolve_decisions(cands, compared, result,
-                                                     step.request.payload["ids"])))
+                planned.append(
+                    (u, resolve_decisions(cands, compared, result, step.request.payload["ids"]))
+                )
             else:
                 fail_segment(states[u], w, f"update phase: {result.error or result.parse_error}")
                 report.failed_segments += 1
-        planned += [(u, resolve_decisions(cands, compared, None, {}, note=step.note))
-                    for u, cands, compared, step in direct]
+        planned += [
+            (u, resolve_decisions(cands, compared, None, {}, note=step.note))
+            for u, cands, compared, step in direct
+        ]
         memories = {u: states[u].memory for u, _ in planned}
         for u, records in apply_planned(self.client, cfg, memories, planned).items():
             states[u].updates.extend(records)
 
-    def finish(self, state: UserState, dims: int,
-               on_user: Callable[[str], None] | None = None) -> None:
+    def finish(
+        self, state: UserState, dims: int, on_user: Callable[[str], None] | None = None
+    ) -> None:
         """Write one user's files atomically; ``done.json`` last, so a kill leaves the user
         unfinished (and redone) rather than half written. A user with failed segments gets
         ``incomplete.json`` instead: a resume builds it again."""
@@ -352,17 +413,29 @@ class MemoryBuilder:
         files.write_user_files(self.ds, user, arrow, state.segment_rows, state.updates)
         facts = arrow.to_pandas()
         active = facts.loc[facts["status"] == "active"].reset_index(drop=True)
-        vectors = (np.stack([state.memory.vector(f) for f in active["fact_id"]])
-                   if len(active) else np.zeros((0, dims), np.float32))
-        changes = [Change(r["decision"], r["fact_id"], r["target_fact_id"])
-                   for r in state.updates]
-        self.store.write_user(user, active["fact_id"].tolist(), vectors,
-                                        changes=changes, vector_of=state.memory.vector)
+        vectors = (
+            np.stack([state.memory.vector(f) for f in active["fact_id"]])
+            if len(active)
+            else np.zeros((0, dims), np.float32)
+        )
+        changes = [Change(r["decision"], r["fact_id"], r["target_fact_id"]) for r in state.updates]
+        self.store.write_user(
+            user,
+            active["fact_id"].tolist(),
+            vectors,
+            changes=changes,
+            vector_of=state.memory.vector,
+        )
         files.mark_done(
-            self.ds, user, self.user_fingerprint(user),
-            embedding_model=self.config.embedding_model, facts=len(facts),
-            active_facts=len(active), segments=len(state.plan.segments),
-            failed_segments=sum(r["status"] == "failed" for r in state.segment_rows))
+            self.ds,
+            user,
+            self.user_fingerprint(user),
+            embedding_model=self.config.embedding_model,
+            facts=len(facts),
+            active_facts=len(active),
+            segments=len(state.plan.segments),
+            failed_segments=sum(r["status"] == "failed" for r in state.segment_rows),
+        )
         if on_user is not None:
             on_user(user)
 

@@ -40,7 +40,8 @@ def embed_groups(
         truncated += cut
         for batch in batches:
             requests.append(
-                EmbeddingRequest(model, tuple(fitted[j] for j in batch), tags=dict(tags)))
+                EmbeddingRequest(model, tuple(fitted[j] for j in batch), tags=dict(tags))
+            )
             owners.append((g, [keep[j] for j in batch]))
     client.stats.truncated_inputs += truncated
     results = client.embed_many(requests, desc=desc, progress=progress) if requests else []

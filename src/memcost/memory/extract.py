@@ -30,9 +30,7 @@ def describe_people(people: Sequence[str]) -> str:
     if not names:
         return "nobody (there are no messages from a person here)"
     if names == ["the user"]:
-        return (
-            'the user (call them "the user"); the assistant\'s messages are context only'
-        )
+        return 'the user (call them "the user"); the assistant\'s messages are context only'
     listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     return f"{listed}, each a person: record facts about each of them, by name"
 
@@ -109,11 +107,13 @@ def parse_extraction(text: str) -> list[dict[str, Any]]:
         if not isinstance(fact_text, str) or not fact_text.strip():
             continue
         speaker = item.get("speaker")
-        facts.append({
-            "text": " ".join(fact_text.split()),
-            "speaker": speaker if isinstance(speaker, str) else None,
-            "turns": _turn_numbers(item.get("turns") or []),
-        })
+        facts.append(
+            {
+                "text": " ".join(fact_text.split()),
+                "speaker": speaker if isinstance(speaker, str) else None,
+                "turns": _turn_numbers(item.get("turns") or []),
+            }
+        )
     return facts
 
 
@@ -155,8 +155,9 @@ def _attribute(segment: Segment, item: Mapping[str, Any]) -> tuple[str, list]:
     cited = [by_number[n] for n in item.get("turns", []) if n in by_number]
     speaker = _match_speaker(item.get("speaker"), segment.people)
     if speaker is None:
-        speaker = cited[0].speaker if cited else (
-            segment.people[0] if len(segment.people) == 1 else None)
+        speaker = (
+            cited[0].speaker if cited else (segment.people[0] if len(segment.people) == 1 else None)
+        )
     if not cited:
         cited = [m for m in persons if speaker is None or m.speaker == speaker] or list(persons)
     if speaker is None:
@@ -176,20 +177,22 @@ def candidates_from(
     for item in facts:
         speaker, cited = _attribute(segment, item)
         flags = [m.has_answer for m in cited if m.has_answer is not None]
-        out.append(Candidate(
-            conversation_id=segment.conversation_id,
-            segment_index=segment.index,
-            candidate_index=len(out),
-            text=str(item["text"]),
-            speaker=speaker,
-            session_index=segment.session_index,
-            session_id=segment.session_id,
-            session_datetime=segment.session_datetime,
-            positions=tuple(sorted({m.position for m in cited})),
-            dia_ids=tuple(dict.fromkeys(m.dia_id for m in cited if m.dia_id)),
-            has_answer=any(flags) if flags else None,
-            backend=backend,
-            prompt_version=prompt_version,
-            numbers=tuple(sorted({m.number for m in cited})),
-        ))
+        out.append(
+            Candidate(
+                conversation_id=segment.conversation_id,
+                segment_index=segment.index,
+                candidate_index=len(out),
+                text=str(item["text"]),
+                speaker=speaker,
+                session_index=segment.session_index,
+                session_id=segment.session_id,
+                session_datetime=segment.session_datetime,
+                positions=tuple(sorted({m.position for m in cited})),
+                dia_ids=tuple(dict.fromkeys(m.dia_id for m in cited if m.dia_id)),
+                has_answer=any(flags) if flags else None,
+                backend=backend,
+                prompt_version=prompt_version,
+                numbers=tuple(sorted({m.number for m in cited})),
+            )
+        )
     return out

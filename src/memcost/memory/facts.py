@@ -82,9 +82,20 @@ DONE = "done.json"  # the user is finished: a resume skips it
 INCOMPLETE = "incomplete.json"  # written, but with failed segments: a resume builds it again
 MARKERS = (DONE, INCOMPLETE)
 UPDATE_FIELDS = (
-    "conversation_id", "segment_index", "candidate_index", "candidate_text", "speaker",
-    "session_datetime", "decision", "target_fact_id", "merged_text", "fact_id",
-    "compared_fact_ids", "backend", "prompt_version", "note",
+    "conversation_id",
+    "segment_index",
+    "candidate_index",
+    "candidate_text",
+    "speaker",
+    "session_datetime",
+    "decision",
+    "target_fact_id",
+    "merged_text",
+    "fact_id",
+    "compared_fact_ids",
+    "backend",
+    "prompt_version",
+    "note",
 )
 
 
@@ -125,13 +136,15 @@ def write_user_files(
     for marker in MARKERS:
         (folder / marker).unlink(missing_ok=True)
     write_table(folder / "facts.parquet", facts)
-    write_table(folder / "segments.parquet",
-                pa.Table.from_pylist(list(segment_rows), schema=SEGMENT_SCHEMA))
+    write_table(
+        folder / "segments.parquet", pa.Table.from_pylist(list(segment_rows), schema=SEGMENT_SCHEMA)
+    )
     write_jsonl(folder / "updates.jsonl", updates)
 
 
-def mark_done(ds: DatasetPaths, user: str, fingerprint: str, *, embedding_model: str = "",
-              **counts: int) -> None:
+def mark_done(
+    ds: DatasetPaths, user: str, fingerprint: str, *, embedding_model: str = "", **counts: int
+) -> None:
     """The marker that says ``user`` is finished with the settings ``fingerprint``.
 
     A user with ``failed_segments`` is not finished: its marker is ``incomplete.json`` (its
@@ -187,10 +200,13 @@ def write_dataset_files(
         segments.append(pq.read_table(folder / "segments.parquet"))
         updates.extend(read_jsonl(folder / "updates.jsonl", missing_ok=True))
     memory = ds.memory
-    write_table(memory / "facts.parquet",
-                pa.concat_tables(facts) if facts else FACT_SCHEMA.empty_table())
-    write_table(memory / "segments.parquet",
-                pa.concat_tables(segments) if segments else SEGMENT_SCHEMA.empty_table())
+    write_table(
+        memory / "facts.parquet", pa.concat_tables(facts) if facts else FACT_SCHEMA.empty_table()
+    )
+    write_table(
+        memory / "segments.parquet",
+        pa.concat_tables(segments) if segments else SEGMENT_SCHEMA.empty_table(),
+    )
     write_table(memory / "splits.parquet", pa.Table.from_pylist(list(splits), schema=SPLIT_SCHEMA))
     write_jsonl(memory / "updates.jsonl", updates)
 

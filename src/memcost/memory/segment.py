@@ -145,8 +145,9 @@ def _turn_rows(ordered: pd.DataFrame) -> zip:
 class _Cutter:
     """Accumulates messages into segments, closing one at a session change or a limit."""
 
-    def __init__(self, conversation_id: str, people: tuple[str, ...], batch_size: int,
-                 max_chars: int):
+    def __init__(
+        self, conversation_id: str, people: tuple[str, ...], batch_size: int, max_chars: int
+    ):
         self.conversation_id, self.people = conversation_id, people
         self.batch_size, self.max_chars = batch_size, max_chars
         self.segments: list[Segment] = []
@@ -156,9 +157,17 @@ class _Cutter:
 
     def close(self) -> None:
         if self.current and self.key is not None:
-            self.segments.append(Segment(
-                self.conversation_id, len(self.segments), self.key[0], self.key[1], self.key[2],
-                tuple(self.current), self.people))
+            self.segments.append(
+                Segment(
+                    self.conversation_id,
+                    len(self.segments),
+                    self.key[0],
+                    self.key[1],
+                    self.key[2],
+                    tuple(self.current),
+                    self.people,
+                )
+            )
         self.current, self.chars = [], 0
 
     def session(self, key: tuple[Any, ...]) -> None:
@@ -167,8 +176,9 @@ class _Cutter:
             self.key = key
 
     def add(self, piece: str, **fields: Any) -> None:
-        if self.current and (len(self.current) >= self.batch_size
-                             or self.chars + len(piece) > self.max_chars):
+        if self.current and (
+            len(self.current) >= self.batch_size or self.chars + len(piece) > self.max_chars
+        ):
             self.close()
         self.current.append(Message(len(self.current) + 1, text=piece, **fields))
         self.chars += len(piece)
@@ -192,13 +202,18 @@ def segment_conversation(
         return [], []
     ordered = turns.sort_values("position", kind="stable")
     conversation_id = str(ordered["conversation_id"].iloc[0])
-    people = tuple(dict.fromkeys(
-        str(s) for s, r in zip(ordered["speaker"], ordered["role"], strict=True)
-        if r == PERSON_ROLE))
+    people = tuple(
+        dict.fromkeys(
+            str(s)
+            for s, r in zip(ordered["speaker"], ordered["role"], strict=True)
+            if r == PERSON_ROLE
+        )
+    )
     cutter = _Cutter(conversation_id, people, batch_size, max_chars)
     splits: list[SplitMessage] = []
-    for session, session_id, when, position, speaker, role, text, dia, flag, caption in (
-            _turn_rows(ordered)):
+    for session, session_id, when, position, speaker, role, text, dia, flag, caption in _turn_rows(
+        ordered
+    ):
         if role == "system":
             continue
         content = message_content(str(text), caption)
@@ -209,9 +224,16 @@ def segment_conversation(
         if len(pieces) > 1:
             splits.append(SplitMessage(conversation_id, int(position), len(content), len(pieces)))
         for part, piece in enumerate(pieces):
-            cutter.add(piece, position=int(position), speaker=str(speaker), role=str(role),
-                       dia_id=_str_or_none(dia), has_answer=_bool_or_none(flag), part=part,
-                       parts=len(pieces))
+            cutter.add(
+                piece,
+                position=int(position),
+                speaker=str(speaker),
+                role=str(role),
+                dia_id=_str_or_none(dia),
+                has_answer=_bool_or_none(flag),
+                part=part,
+                parts=len(pieces),
+            )
     cutter.close()
     return cutter.segments, splits
 
@@ -230,7 +252,8 @@ def plan_users(
         turns = groups.get(user)
         segments, splits = (
             segment_conversation(turns, batch_size=batch_size, max_chars=max_chars)
-            if turns is not None else ([], [])
+            if turns is not None
+            else ([], [])
         )
         plans[user] = UserPlan(user, segments, splits)
     return plans
@@ -258,8 +281,11 @@ def segment_row(seg: Segment, *, status: str, candidates: int, error: str | None
 
 def segments_table(plans: Mapping[str, UserPlan]) -> pd.DataFrame:
     """One row per planned segment (before extraction): the segmentation at a glance."""
-    rows = [segment_row(seg, status="planned", candidates=0, error=None)
-            for plan in plans.values() for seg in plan.segments]
+    rows = [
+        segment_row(seg, status="planned", candidates=0, error=None)
+        for plan in plans.values()
+        for seg in plan.segments
+    ]
     return pa.Table.from_pylist(rows, schema=SEGMENT_SCHEMA).to_pandas()
 
 

@@ -30,8 +30,11 @@ def memory_users(conversations: pd.DataFrame, questions: pd.DataFrame) -> list[s
 def _history_stats(ds: DatasetPaths) -> pd.DataFrame:
     """Notebook 00's per-conversation token counts, by ``conversation_id`` (empty if absent)."""
     path = ds.data / "conversation_stats.parquet"
-    stats = pd.read_parquet(path) if path.is_file() else pd.DataFrame(
-        columns=["conversation_id", "n_turns", "history_tokens", "text_tokens"])
+    stats = (
+        pd.read_parquet(path)
+        if path.is_file()
+        else pd.DataFrame(columns=["conversation_id", "n_turns", "history_tokens", "text_tokens"])
+    )
     return stats.set_index("conversation_id")
 
 
@@ -45,8 +48,9 @@ def user_stats(ds: DatasetPaths, users: Sequence[str] | None = None) -> pd.DataF
     facts = read_facts(ds)
     segments = read_segments(ds)
     if users is None:
-        users = list(dict.fromkeys(segments["conversation_id"].tolist()
-                                   + facts["conversation_id"].tolist()))
+        users = list(
+            dict.fromkeys(segments["conversation_id"].tolist() + facts["conversation_id"].tolist())
+        )
     stats = _history_stats(ds)
     # grouped once: a scan of the whole tables per user is quadratic in the dataset's size
     facts_of = {str(u): g for u, g in facts.groupby("conversation_id", sort=False)}
@@ -58,19 +62,21 @@ def user_stats(ds: DatasetPaths, users: Sequence[str] | None = None) -> pd.DataF
         segs = segments_of.get(user, segments.iloc[0:0])
         history = int(stats.loc[user, "history_tokens"]) if user in stats.index else 0
         fact_tokens = int(active["tokens"].sum())
-        rows.append({
-            "conversation_id": user,
-            "turns": int(stats.loc[user, "n_turns"]) if user in stats.index else 0,
-            "history_tokens": history,
-            "segments": len(segs),
-            "failed_segments": int((segs["status"] == "failed").sum()),
-            "facts_written": len(mine),
-            "active_facts": len(active),
-            "superseded": int((mine["status"] == "superseded").sum()),
-            "deleted": int((mine["status"] == "deleted").sum()),
-            "fact_tokens": fact_tokens,
-            "compression": round(history / fact_tokens, 2) if fact_tokens else None,
-        })
+        rows.append(
+            {
+                "conversation_id": user,
+                "turns": int(stats.loc[user, "n_turns"]) if user in stats.index else 0,
+                "history_tokens": history,
+                "segments": len(segs),
+                "failed_segments": int((segs["status"] == "failed").sum()),
+                "facts_written": len(mine),
+                "active_facts": len(active),
+                "superseded": int((mine["status"] == "superseded").sum()),
+                "deleted": int((mine["status"] == "deleted").sum()),
+                "fact_tokens": fact_tokens,
+                "compression": round(history / fact_tokens, 2) if fact_tokens else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 

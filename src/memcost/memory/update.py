@@ -59,8 +59,11 @@ def update_request(
             short_of.setdefault(fact_id, f"m{len(short_of) + 1}")
     memories = [(short, memory.get(fact_id)) for fact_id, short in short_of.items()]
     first = candidates[0]
-    when = f"conversation of {day_text(first.session_datetime)}" if first.session_datetime else (
-        "latest conversation")
+    when = (
+        f"conversation of {day_text(first.session_datetime)}"
+        if first.session_datetime
+        else ("latest conversation")
+    )
     facts_text = "\n".join(f"{i + 1}. {c.text}" for i, c in enumerate(candidates))
     payload = {
         "candidates": [
@@ -161,8 +164,10 @@ def resolve_decisions(
     candidate" would silently change the memory a resume can never repair.
     """
     if result is not None and not result.ok:
-        raise ValueError(f"the update call failed ({result.error or result.parse_error}): its "
-                         "segment is a failed item, not a set of decisions")
+        raise ValueError(
+            f"the update call failed ({result.error or result.parse_error}): its "
+            "segment is a failed item, not a set of decisions"
+        )
     backend = result.backend if result is not None else None
     version = result.request.prompt_version if result is not None else None
     parsed: dict[int, dict[str, Any]] = {}
@@ -171,8 +176,9 @@ def resolve_decisions(
             parsed.setdefault(item["fact"], item)
     out = []
     for i, (cand, ids_i) in enumerate(zip(candidates, compared, strict=True)):
-        d = Decision(cand, "ADD", compared=list(ids_i), backend=backend, prompt_version=version,
-                     note=note)
+        d = Decision(
+            cand, "ADD", compared=list(ids_i), backend=backend, prompt_version=version, note=note
+        )
         item = parsed.get(i + 1)
         if result is None:
             pass
@@ -215,9 +221,14 @@ def apply_decisions(
             fact_id = memory.add(cand, cand.vector)
         elif event == "UPDATE":
             vector = merged_vectors.get(i, cand.vector)
-            fact_id = memory.supersede(target, cand, d.text or cand.text, vector,
-                                       backend=d.backend or cand.backend,
-                                       prompt_version=d.prompt_version or cand.prompt_version)
+            fact_id = memory.supersede(
+                target,
+                cand,
+                d.text or cand.text,
+                vector,
+                backend=d.backend or cand.backend,
+                prompt_version=d.prompt_version or cand.prompt_version,
+            )
         elif event == "DELETE":
             memory.delete(target)
         records.append(
@@ -278,11 +289,22 @@ def plan_update(
         return UpdatePlan(note="update phase off: added")
     if not memory.active_ids():
         return UpdatePlan(note="memory empty: added without a call")
-    return UpdatePlan(request=update_request(memory, candidates, compared, dataset=dataset,
-                                             model=model, reasoning_effort=reasoning_effort))
+    return UpdatePlan(
+        request=update_request(
+            memory,
+            candidates,
+            compared,
+            dataset=dataset,
+            model=model,
+            reasoning_effort=reasoning_effort,
+        )
+    )
 
 
 def merged_rows(decisions: Sequence[Decision]) -> list[int]:
     """The decisions whose UPDATE writes a new text (it needs its own embedding)."""
-    return [i for i, d in enumerate(decisions)
-            if d.event == "UPDATE" and (d.text or "").strip() != d.candidate.text.strip()]
+    return [
+        i
+        for i, d in enumerate(decisions)
+        if d.event == "UPDATE" and (d.text or "").strip() != d.candidate.text.strip()
+    ]

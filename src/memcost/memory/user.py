@@ -115,15 +115,27 @@ class UserMemory:
 
     def add(self, candidate: Candidate, vector: np.ndarray) -> str:
         return self._new(
-            candidate, candidate.text, vector,
-            positions=candidate.positions, dia_ids=candidate.dia_ids,
-            has_answer=candidate.has_answer, created_by="ADD", replaces=None,
-            backend=candidate.backend, prompt_version=candidate.prompt_version,
+            candidate,
+            candidate.text,
+            vector,
+            positions=candidate.positions,
+            dia_ids=candidate.dia_ids,
+            has_answer=candidate.has_answer,
+            created_by="ADD",
+            replaces=None,
+            backend=candidate.backend,
+            prompt_version=candidate.prompt_version,
         )
 
     def supersede(
-        self, target: str, candidate: Candidate, text: str, vector: np.ndarray,
-        *, backend: str, prompt_version: str,
+        self,
+        target: str,
+        candidate: Candidate,
+        text: str,
+        vector: np.ndarray,
+        *,
+        backend: str,
+        prompt_version: str,
     ) -> str:
         """UPDATE: ``target`` is replaced by a new fact with ``text``. The new fact's sources
         are the candidate's, plus the target's when the text merges both."""
@@ -131,12 +143,22 @@ class UserMemory:
         merged = text.strip() != candidate.text.strip()
         positions = list(candidate.positions) + (old["source_positions"] if merged else [])
         dia_ids = list(candidate.dia_ids) + (old["source_dia_ids"] if merged else [])
-        flags = [f for f in (candidate.has_answer, old["source_has_answer"] if merged else None)
-                 if f is not None]
+        flags = [
+            f
+            for f in (candidate.has_answer, old["source_has_answer"] if merged else None)
+            if f is not None
+        ]
         new_id = self._new(
-            candidate, text, vector, positions=positions, dia_ids=dia_ids,
-            has_answer=any(flags) if flags else None, created_by="UPDATE", replaces=target,
-            backend=backend, prompt_version=prompt_version,
+            candidate,
+            text,
+            vector,
+            positions=positions,
+            dia_ids=dia_ids,
+            has_answer=any(flags) if flags else None,
+            created_by="UPDATE",
+            replaces=target,
+            backend=backend,
+            prompt_version=prompt_version,
         )
         old["status"] = "superseded"
         old["superseded_by"] = new_id

@@ -88,16 +88,23 @@ def offline_extract(request: ChatRequest) -> str:
         for line in text.splitlines():
             for sentence in split_sentences(line):
                 if informative_sentence(sentence):
-                    facts.append({
-                        "text": offline_fact_text(sentence, m.speaker, segment.session_datetime),
-                        "speaker": m.speaker,
-                        "turns": [m.number],
-                    })
+                    facts.append(
+                        {
+                            "text": offline_fact_text(
+                                sentence, m.speaker, segment.session_datetime
+                            ),
+                            "speaker": m.speaker,
+                            "turns": [m.number],
+                        }
+                    )
         if caption:
-            facts.append({
-                "text": offline_fact_text(caption, m.speaker, segment.session_datetime,
-                                          verb="shared a photo"),
-                "speaker": m.speaker,
-                "turns": [m.number],
-            })
+            facts.append(
+                {
+                    "text": offline_fact_text(
+                        caption, m.speaker, segment.session_datetime, verb="shared a photo"
+                    ),
+                    "speaker": m.speaker,
+                    "turns": [m.number],
+                }
+            )
     return json.dumps({"facts": facts}, ensure_ascii=False)

@@ -21,8 +21,9 @@ from memcost.text import content_words, split_sentences
 _NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-zA-Z'&-]+")
 # Words that say when or how sure, not what: left out of relations so that "I now practise
 # yoga ..." and "I practise yoga ..." name the same relation.
-_ADVERBS = frozenset("now also still just really usually actually currently recently "
-                     "finally already even".split())
+_ADVERBS = frozenset(
+    "now also still just really usually actually currently recently finally already even".split()
+)
 
 
 def sentence_triple(speaker: str, sentence: str) -> tuple[str, str, str] | None:
@@ -35,9 +36,13 @@ def sentence_triple(speaker: str, sentence: str) -> tuple[str, str, str] | None:
 
 
 def _sentences(payload: dict) -> list[tuple[str, str]]:
-    return [(speaker, s) for speaker, text in payload["messages"]
-            for line in text.splitlines() for s in split_sentences(line)
-            if informative_sentence(s)]
+    return [
+        (speaker, s)
+        for speaker, text in payload["messages"]
+        for line in text.splitlines()
+        for s in split_sentences(line)
+        if informative_sentence(s)
+    ]
 
 
 def offline_entities(request: ChatRequest) -> str:
@@ -50,8 +55,9 @@ def offline_entities(request: ChatRequest) -> str:
         triple = sentence_triple(speaker, sentence)
         if triple:
             found.setdefault(triple[2], "other")
-    return json.dumps({"entities": [{"name": n, "type": t} for n, t in found.items()]},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"entities": [{"name": n, "type": t} for n, t in found.items()]}, ensure_ascii=False
+    )
 
 
 def offline_relations(request: ChatRequest) -> str:
@@ -64,8 +70,14 @@ def offline_relations(request: ChatRequest) -> str:
         if triple is None:
             continue
         source, relation, destination = triple
-        relations.append({"source": source, "relation": relation, "destination": destination,
-                          "supersedes": stored.get((source.lower(), relation))})
+        relations.append(
+            {
+                "source": source,
+                "relation": relation,
+                "destination": destination,
+                "supersedes": stored.get((source.lower(), relation)),
+            }
+        )
     return json.dumps({"relations": relations}, ensure_ascii=False)
 
 

@@ -63,15 +63,19 @@ class LexicalRule:
 
 LEXICAL_RULES: dict[str, LexicalRule] = {
     "judge": LexicalRule(containment=0.6, f1=0.5, need_both=False, rubric=0.2, option_f1=0.1),
-    "judge_lenient": LexicalRule(containment=0.4, f1=0.3, need_both=False, rubric=0.1,
-                                 option_f1=0.05),
-    "judge_strict": LexicalRule(containment=0.8, f1=0.4, need_both=True, rubric=0.3,
-                                option_f1=0.2),
+    "judge_lenient": LexicalRule(
+        containment=0.4, f1=0.3, need_both=False, rubric=0.1, option_f1=0.05
+    ),
+    "judge_strict": LexicalRule(containment=0.8, f1=0.4, need_both=True, rubric=0.3, option_f1=0.2),
 }
 
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
 _NUMBER_WORDS.update({"once": "1", "twice": "2", "thrice": "3"})
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
 _ABSTAIN = re.compile(
@@ -116,14 +120,17 @@ def _off_by_one(reference: str, response: str) -> tuple[str, str] | None:
     return None
 
 
-def _closest_reply(item: Judged, response: str, reference: str,
-                   rule: LexicalRule) -> tuple[str, str]:
+def _closest_reply(
+    item: Judged, response: str, reference: str, rule: LexicalRule
+) -> tuple[str, str]:
     to_ref = token_f1(response, reference)
     to_wrong = max((token_f1(response, numerals(o)) for o in item.wrong_options), default=0.0)
     ok = to_ref > to_wrong and to_ref >= rule.option_f1
-    return (CORRECT if ok else WRONG,
-            f"lexical: token F1 {to_ref:.2f} with the reference reply vs {to_wrong:.2f} with "
-            f"the closest wrong option (needs more, and at least {rule.option_f1})")
+    return (
+        CORRECT if ok else WRONG,
+        f"lexical: token F1 {to_ref:.2f} with the reference reply vs {to_wrong:.2f} with "
+        f"the closest wrong option (needs more, and at least {rule.option_f1})",
+    )
 
 
 def _overlap(response: str, reference: str, rule: LexicalRule) -> tuple[str, str]:
@@ -132,9 +139,11 @@ def _overlap(response: str, reference: str, rule: LexicalRule) -> tuple[str, str
     hits = (cover >= rule.containment, f1 >= rule.f1)
     ok = all(hits) if rule.need_both else any(hits)
     joiner = "and" if rule.need_both else "or"
-    return (CORRECT if ok else WRONG,
-            f"lexical: containment {cover:.2f}, token F1 {f1:.2f} (needs containment >= "
-            f"{rule.containment} {joiner} F1 >= {rule.f1})")
+    return (
+        CORRECT if ok else WRONG,
+        f"lexical: containment {cover:.2f}, token F1 {f1:.2f} (needs containment >= "
+        f"{rule.containment} {joiner} F1 >= {rule.f1})",
+    )
 
 
 def lexical_verdict(item: Judged, prompt_name: str = "judge") -> tuple[str, str]:
@@ -161,8 +170,10 @@ def lexical_verdict(item: Judged, prompt_name: str = "judge") -> tuple[str, str]
         return _closest_reply(item, response, reference, rule)
     if key == "lme_preference":
         cover = containment(reference, response)
-        return (CORRECT if cover >= rule.rubric else WRONG,
-                f"lexical: {cover:.2f} of the rubric's content words appear (needs {rule.rubric})")
+        return (
+            CORRECT if cover >= rule.rubric else WRONG,
+            f"lexical: {cover:.2f} of the rubric's content words appear (needs {rule.rubric})",
+        )
     return _overlap(response, reference, rule)
 
 

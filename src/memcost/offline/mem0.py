@@ -39,13 +39,16 @@ def offline_mem0_extract(request: ChatRequest) -> str:
     when, facts = None, []
     for line in _user_text(request).splitlines():
         line = line.strip()
-        if (found := _DATE.match(line)):
+        if found := _DATE.match(line):
             when = None if found.group(1) == NO_SESSION_DATE else found.group(1)
             continue
-        if (found := _LINE.match(line)):
+        if found := _LINE.match(line):
             speaker, text = found.groups()
-            facts += [offline_fact_text(s, speaker, when) for s in split_sentences(text)
-                      if informative_sentence(s)]
+            facts += [
+                offline_fact_text(s, speaker, when)
+                for s in split_sentences(text)
+                if informative_sentence(s)
+            ]
     return json.dumps({"facts": facts}, ensure_ascii=False)
 
 
@@ -60,8 +63,9 @@ def _literal(block: str) -> list:
 def offline_mem0_update(request: ChatRequest) -> str:
     """mem0's update phase by the lexical rule: a near-duplicate of a stored memory changes
     nothing, a fact about the same thing updates it, anything else is added."""
-    blocks = [_literal(b) for b in _FENCED.findall(_user_text(request))
-              if b.strip().startswith("[")]
+    blocks = [
+        _literal(b) for b in _FENCED.findall(_user_text(request)) if b.strip().startswith("[")
+    ]
     stored = blocks[0] if len(blocks) > 1 else []
     new = blocks[-1] if blocks else []
     names = sorted({m.split(" said")[0].split(", ")[-1] for m in new if " said" in m})

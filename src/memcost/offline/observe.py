@@ -31,8 +31,11 @@ def observation_lines(messages: Sequence[Message]) -> list[str]:
     for message in messages:
         speaker, text = str(message[0]), str(message[1])
         when = message[2] if len(message) > 2 else None
-        lines += [f"- {offline_fact_text(s, speaker, when)}"
-                  for s in _sentences(text) if informative_sentence(s)]
+        lines += [
+            f"- {offline_fact_text(s, speaker, when)}"
+            for s in _sentences(text)
+            if informative_sentence(s)
+        ]
     return lines
 
 

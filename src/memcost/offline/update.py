@@ -82,16 +82,19 @@ def _value_kinds(text: str) -> dict[str, frozenset[str]]:
 def _subject(text: str, names: Iterable[str]) -> set[str]:
     skip = {w for n in names for w in words(n)} | {"user"}
     return {
-        w for w in content_words(text)
+        w
+        for w in content_words(text)
         if w.split("'")[0] not in STOPWORDS  # contractions: "i've", "it's"
-        and w not in _NUMBER_WORDS and w not in _TIME_WORDS and w not in _LIGHT_WORDS
-        and w not in _MONTHS_DAYS and w not in skip and not w.isdigit()
+        and w not in _NUMBER_WORDS
+        and w not in _TIME_WORDS
+        and w not in _LIGHT_WORDS
+        and w not in _MONTHS_DAYS
+        and w not in skip
+        and not w.isdigit()
     }
 
 
-def lexical_decision(
-    candidate: str, memory: str, *, names: Iterable[str] = ()
-) -> str | None:
+def lexical_decision(candidate: str, memory: str, *, names: Iterable[str] = ()) -> str | None:
     """The offline update rule for one candidate against one stored fact (same speaker).
 
     ``NOOP`` when the candidate is a near-duplicate (its content words are contained in the

@@ -38,8 +38,11 @@ def plot_sensitivity(
     fig = plt.figure(figsize=(10.0, 7.4))
     grid = fig.add_gridspec(2, 2)
     first = fig.add_subplot(grid[0, 0])
-    axes = [first, fig.add_subplot(grid[0, 1], sharey=first),
-            fig.add_subplot(grid[1, :], sharey=first)]
+    axes = [
+        first,
+        fig.add_subplot(grid[0, 1], sharey=first),
+        fig.add_subplot(grid[1, :], sharey=first),
+    ]
     top = (
         max(
             float(np.nanmax(frame["break_even_n"].astype(float)))
@@ -48,8 +51,7 @@ def plot_sensitivity(
         * 1.08
     )
     top = top if np.isfinite(top) else 10.0
-    scenarios = list(dict.fromkeys(batch["scenario"]))
-    for i, L in enumerate(contexts):
+    for L in contexts:
         part = discount.loc[discount["context_tokens"] == L]
         _draw_break_even(
             axes[0],
@@ -63,27 +65,57 @@ def plot_sensitivity(
         )
         part = output_tokens.loc[output_tokens["context_tokens"] == L]
         _draw_break_even(
-            axes[1], top, part["output_tokens"], part["break_even_n"], palette[L],
-            marker="o", markersize=3.5,
+            axes[1],
+            top,
+            part["output_tokens"],
+            part["break_even_n"],
+            palette[L],
+            marker="o",
+            markersize=3.5,
         )
-        part = batch.loc[batch["context_tokens"] == L]
-        # Scenarios have no order: dots side by side, one per context length, each labelled
-        # with its N, so that equal break-evens do not hide one another on the axis.
-        x = [scenarios.index(s) + (i - (len(contexts) - 1) / 2) * 0.13 for s in part["scenario"]]
-        _draw_break_even(axes[2], top, x, part["break_even_n"], palette[L], marker="o",
-                         markersize=6, linestyle="none", clip_on=False)
-        for xi, n in zip(x, part["break_even_n"].astype(float), strict=True):
-            if np.isfinite(n):
-                axes[2].annotate(f"{n:.0f}", (xi, n), xytext=(0, 5), textcoords="offset points",
-                                 ha="center", fontsize=7.5, color="#333333")
-    axes[2].set_xticks(range(len(scenarios)), scenarios)
-    axes[2].set_title(
-        "△ on the top edge: memory never cheaper", loc="right", fontsize=8, color="#555555"
-    )
+    _draw_batch_panel(axes[2], top, batch, contexts, palette)
     _mark_paper(axes[0], paper_discount * 100, "right")
     _mark_paper(axes[1], paper_output_tokens, "left")
     _label_sensitivity(fig, axes, top, subtitle)
     return fig
+
+
+def _draw_batch_panel(
+    ax: plt.Axes, top: float, batch: Any, contexts: list[Any], palette: dict[Any, Any]
+) -> None:
+    """Panel (c): the break-even of each Batch-API scenario, one dot per context length."""
+    scenarios = list(dict.fromkeys(batch["scenario"]))
+    for i, L in enumerate(contexts):
+        part = batch.loc[batch["context_tokens"] == L]
+        # Scenarios have no order: dots side by side, one per context length, each labelled
+        # with its N, so that equal break-evens do not hide one another on the axis.
+        x = [scenarios.index(s) + (i - (len(contexts) - 1) / 2) * 0.13 for s in part["scenario"]]
+        _draw_break_even(
+            ax,
+            top,
+            x,
+            part["break_even_n"],
+            palette[L],
+            marker="o",
+            markersize=6,
+            linestyle="none",
+            clip_on=False,
+        )
+        for xi, n in zip(x, part["break_even_n"].astype(float), strict=True):
+            if np.isfinite(n):
+                ax.annotate(
+                    f"{n:.0f}",
+                    (xi, n),
+                    xytext=(0, 5),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=7.5,
+                    color="#333333",
+                )
+    ax.set_xticks(range(len(scenarios)), scenarios)
+    ax.set_title(
+        "△ on the top edge: memory never cheaper", loc="right", fontsize=8, color="#555555"
+    )
 
 
 def _draw_break_even(ax: plt.Axes, top: float, x: Any, y: Any, color: Any, **kwargs: Any) -> None:
@@ -124,8 +156,10 @@ def _label_sensitivity(fig: plt.Figure, axes: Any, top: float, subtitle: str) ->
     """Axis labels, panel letters, legend and title of the sensitivity figure."""
     axes[0].set_xlabel("cached-input discount (% off the input price)")
     axes[1].set_xlabel("output tokens per long-context answer")
-    axes[2].set_xlabel("which components use Batch-API prices (no order; one dot per context "
-                       "length, labelled with its N)")
+    axes[2].set_xlabel(
+        "which components use Batch-API prices (no order; one dot per context "
+        "length, labelled with its N)"
+    )
     axes[2].margins(x=0.08)
     for ax in (axes[0], axes[2]):
         ax.set_ylabel("break-even N (questions per user)")
@@ -166,11 +200,16 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
     # The ingestion multiplier (ingested ÷ history tokens) is a ratio, not a number of
     # questions: named beside the token curve it approaches, not drawn on this axis.
     last = frame.sort_values("context_tokens").iloc[-1]
-    ax.annotate(f"tends to the ingestion multiplier, {float(last['ingestion_multiplier']):.2f}"
-                " (ingested ÷ history tokens)",
-                (float(last["context_tokens"]), float(last["token_break_even"])),
-                xytext=(0, 7), textcoords="offset points", ha="right", fontsize=8,
-                color="#555555")
+    ax.annotate(
+        f"tends to the ingestion multiplier, {float(last['ingestion_multiplier']):.2f}"
+        " (ingested ÷ history tokens)",
+        (float(last["context_tokens"]), float(last["token_break_even"])),
+        xytext=(0, 7),
+        textcoords="offset points",
+        ha="right",
+        fontsize=8,
+        color="#555555",
+    )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(token_label))
     ax.set_yscale("log")
@@ -198,13 +237,27 @@ def _mark_never(ax: plt.Axes, frame: Any, columns: list[str], top: float = 100.0
         off = ~np.isfinite(values) | (values > top)
         if off.any():
             never_any = True
-            ax.plot(np.asarray(frame["context_tokens"])[off], np.full(off.sum(), top),
-                    linestyle="none", marker="^", markersize=8, markerfacecolor="white",
-                    markeredgecolor="black", clip_on=False, zorder=4)
+            ax.plot(
+                np.asarray(frame["context_tokens"])[off],
+                np.full(off.sum(), top),
+                linestyle="none",
+                marker="^",
+                markersize=8,
+                markerfacecolor="white",
+                markeredgecolor="black",
+                clip_on=False,
+                zorder=4,
+            )
     if never_any:
-        ax.text(0.01, 0.02, "△ on the top edge: memory is never cheaper within the horizon, or "
-                "the break-even is above 100", transform=ax.transAxes, fontsize=8,
-                color="#555555")
+        ax.text(
+            0.01,
+            0.02,
+            "△ on the top edge: memory is never cheaper within the horizon, or "
+            "the break-even is above 100",
+            transform=ax.transAxes,
+            fontsize=8,
+            color="#555555",
+        )
 
 
 def plot_sustained_break_even(
@@ -265,5 +318,3 @@ def plot_sustained_break_even(
     )
     ax.legend(loc="upper left", bbox_to_anchor=(0.06, 0.86), fontsize=8)
     return fig
-
-

@@ -101,34 +101,62 @@ def plot_break_even_heatmap(
     # where no line can be seen: the legend says so instead of promising a line.
     on_edge = bool(np.isfinite(boundary).any()) and float(np.nanmax(boundary)) <= turns[0]
     ax.stairs(
-        finite, edges, color="black", linewidth=2.2, baseline=None, clip_on=not on_edge,
+        finite,
+        edges,
+        color="black",
+        linewidth=2.2,
+        baseline=None,
+        clip_on=not on_edge,
         label="break-even at N = 1 where blue" if on_edge else "break-even boundary",
     )
     if tier_threshold and edges[0] < tier_threshold < edges[-1]:
-        ax.axvline(tier_threshold, color="#333333", linestyle=(0, (1, 2)), linewidth=1.2)
-        ax.text(tier_threshold * 1.05, turns[0] + 0.5 * (turns[-1] - turns[0]),
-                f"{token_label(tier_threshold)}: long-context\ntier (whole request\npriced higher)",
-                fontsize=8.5, color="#222222", va="center", ha="left",
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.75})
+        _mark_tier(ax, tier_threshold, turns)
     if reference_context:
-        ax.axvline(reference_context, color="#333333", linestyle="--", linewidth=1)
-        ax.text(
-            reference_context * 1.04,
-            turns[-1] - 1.5,
-            reference_label,
-            fontsize=9,
-            color="#222222",
-            va="top",
-        )
+        _mark_reference(ax, reference_context, reference_label, turns)
     if zero_contour and np.nanmin(difference) < 0 < np.nanmax(difference):
-        ax.contour(np.asarray(contexts, float), np.asarray(turns, float), difference, levels=[0.0],
-                   colors="#333333", linestyles="dotted", linewidths=1.6)
-        ax.plot([], [], color="#333333", ls="dotted", label="equal cost (C_LC = C_Mem)")
+        _draw_zero_contour(ax, contexts, turns, difference)
     _mark_break_evens(ax, marks or {})
     _label_heatmap(fig, ax, edges, turns, subtitle, region_labels)
     _heatmap_colorbar(fig, ax, mesh, limit, linthresh)
     ax.legend(loc="upper left", frameon=True, fontsize=9)
     return fig
+
+
+def _mark_tier(ax: plt.Axes, tier_threshold: float, turns: np.ndarray) -> None:
+    """A dotted line where the long-context tier starts, and why the colours jump there."""
+    ax.axvline(tier_threshold, color="#333333", linestyle=(0, (1, 2)), linewidth=1.2)
+    ax.text(
+        tier_threshold * 1.05,
+        turns[0] + 0.5 * (turns[-1] - turns[0]),
+        f"{token_label(tier_threshold)}: long-context\ntier (whole request\npriced higher)",
+        fontsize=8.5,
+        color="#222222",
+        va="center",
+        ha="left",
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.75},
+    )
+
+
+def _mark_reference(ax: plt.Axes, context: float, label: str, turns: np.ndarray) -> None:
+    """A dashed line at a reference context length (e.g. a dataset's mean), labelled."""
+    ax.axvline(context, color="#333333", linestyle="--", linewidth=1)
+    ax.text(context * 1.04, turns[-1] - 1.5, label, fontsize=9, color="#222222", va="top")
+
+
+def _draw_zero_contour(
+    ax: plt.Axes, contexts: np.ndarray, turns: np.ndarray, difference: np.ndarray
+) -> None:
+    """Where the two costs are equal, dotted, with its legend entry."""
+    ax.contour(
+        np.asarray(contexts, float),
+        np.asarray(turns, float),
+        difference,
+        levels=[0.0],
+        colors="#333333",
+        linestyles="dotted",
+        linewidths=1.6,
+    )
+    ax.plot([], [], color="#333333", ls="dotted", label="equal cost (C_LC = C_Mem)")
 
 
 def _mark_break_evens(ax: plt.Axes, marks: dict[float, int]) -> None:
@@ -240,8 +268,10 @@ def plot_cumulative_costs(
         linewidth=2.2,
         label="memory: C_write + N·C_read",
     )
-    for where, color in ((memory >= long_context, LC_CHEAPER_COLOR),
-                         (memory <= long_context, MEMORY_CHEAPER_COLOR)):
+    for where, color in (
+        (memory >= long_context, LC_CHEAPER_COLOR),
+        (memory <= long_context, MEMORY_CHEAPER_COLOR),
+    ):
         ax.fill_between(
             turns,
             memory,
@@ -268,8 +298,10 @@ def plot_cumulative_costs(
 
 def _mark_published(ax: plt.Axes, published: Any) -> None:
     """The paper's Table 4 values as hollow circles on both curves."""
-    for column, system, label in (("memory_usd", "memory", "paper, Table 4"),
-                                  ("long_context_usd", "long_context", None)):
+    for column, system, label in (
+        ("memory_usd", "memory", "paper, Table 4"),
+        ("long_context_usd", "long_context", None),
+    ):
         ax.scatter(
             published["n_turns"],
             published[column],
@@ -368,15 +400,30 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
         label="feasible (all published cells)",
     )
     same = bool(np.isclose(stated, chosen, rtol=1e-9, atol=0))
-    ax.plot([chosen], [0], "o", color="black", markersize=11 if same else 7, label="chosen",
-            zorder=3)
+    ax.plot(
+        [chosen], [0], "o", color="black", markersize=11 if same else 7, label="chosen", zorder=3
+    )
     # Where the text's value is the chosen one, its mark sits on the dot, smaller, and says so.
-    ax.plot([stated], [0], "X", color=LC_CHEAPER_COLOR, markersize=6 if same else 9,
-            markeredgecolor="white" if same else LC_CHEAPER_COLOR, zorder=4,
-            label="stated in the text")
+    ax.plot(
+        [stated],
+        [0],
+        "X",
+        color=LC_CHEAPER_COLOR,
+        markersize=6 if same else 9,
+        markeredgecolor="white" if same else LC_CHEAPER_COLOR,
+        zorder=4,
+        label="stated in the text",
+    )
     if same:
-        ax.annotate("chosen = stated", (chosen, 0), xytext=(0, 12), textcoords="offset points",
-                    ha="center", fontsize=8.5, color="#222222")
+        ax.annotate(
+            "chosen = stated",
+            (chosen, 0),
+            xytext=(0, 12),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8.5,
+            color="#222222",
+        )
     ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
     ax.set_yticks([])
     titles = RESCALED_TITLES if factor != 1.0 else CONSTANT_TITLES
@@ -434,8 +481,9 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
         ]
         names = [component_label(c, offline=backend == OFFLINE) for c in part["component"]]
         bars = ax.barh(names, part["total_usd"], color=colors, height=0.7)
-        ax.bar_label(bars, labels=[dollars_2sf(v) for v in part["total_usd"]], padding=3,
-                     fontsize=8)
+        ax.bar_label(
+            bars, labels=[dollars_2sf(v) for v in part["total_usd"]], padding=3, fontsize=8
+        )
         ax.xaxis.set_major_formatter(StepFormatter(prefix="$"))
         ax.set_xlim(0, float(part["total_usd"].max()) * 1.25 or 1.0)
         ax.set_title(display_name(dataset), loc="left", fontsize=10)

@@ -38,11 +38,17 @@ def explorer_settings(settings: Mapping[str, Any] | None = None) -> dict[str, An
 def explorer_frame(settings: Mapping[str, Any]) -> Any:
     """The per-question costs the explorer draws (the same function as the tables)."""
     s = explorer_settings(settings)
-    assumptions = today.Assumptions(output_tokens=float(s["output_tokens"]),
-                                    batch_write=bool(s["batch"]))
+    assumptions = today.Assumptions(
+        output_tokens=float(s["output_tokens"]), batch_write=bool(s["batch"])
+    )
     times = arrivals.fixed_gaps(int(s["questions"]), float(s["gap_seconds"]))
-    return today.scenario_timeline(today.scenario(s["scenario"]), float(s["context_tokens"]),
-                                   times, policy=s["retention"], assumptions=assumptions)
+    return today.scenario_timeline(
+        today.scenario(s["scenario"]),
+        float(s["context_tokens"]),
+        times,
+        policy=s["retention"],
+        assumptions=assumptions,
+    )
 
 
 def explorer_update(settings: Mapping[str, Any] | None = None) -> tuple[plt.Figure, int | None]:
@@ -56,8 +62,13 @@ def explorer_update(settings: Mapping[str, Any] | None = None) -> tuple[plt.Figu
     ax.plot(n, frame["memory_cumulative_usd"], lw=2, color="#2166ac", label="fact memory")
     if be is not None:
         ax.axvline(be, color="black", lw=1, ls="--")
-        ax.annotate(f"break-even N = {be}", (be, frame["memory_cumulative_usd"].iloc[be - 1]),
-                    xytext=(8, -16), textcoords="offset points", fontsize=9)
+        ax.annotate(
+            f"break-even N = {be}",
+            (be, frame["memory_cumulative_usd"].iloc[be - 1]),
+            xytext=(8, -16),
+            textcoords="offset points",
+            fontsize=9,
+        )
     hit = frame["cache_alive"].iloc[1:].mean() if len(frame) > 1 else np.nan
     ax.set_xlabel("questions asked by one user")
     ax.set_ylabel("cumulative cost per user")
@@ -72,7 +83,8 @@ def explorer_update(settings: Mapping[str, Any] | None = None) -> tuple[plt.Figu
         f"{scenario.label}; {int(s['output_tokens'])} output tokens; "
         f"write {'Batch API' if s['batch'] else 'list prices'}; "
         f"break-even {be if be is not None else 'not within ' + str(int(s['questions']))}",
-        fontsize=9)
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig, be
 
@@ -96,40 +108,80 @@ def _on_grid(value: float, low: float) -> float:
     return exponent - math.floor((exponent - low) / LOG_STEP) * LOG_STEP
 
 
-def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
-    """The interactive explorer (needs ipywidgets and a live kernel): sliders and drop-downs
-    that call :func:`explorer_update` on every change."""
-    import ipywidgets as widgets
-    from IPython.display import display
-
-    s = explorer_settings(settings)
+def _explorer_controls(widgets: Any, s: Mapping[str, Any]) -> dict[str, Any]:
+    """One control per setting of :func:`explorer_update`, starting at ``s``."""
     # Wide enough for the longest description; steps fine enough that every slider starts at
     # the static figure's value (a coarse step snaps 101,601 tokens to 100,000, 527 to 550).
     style = {"description_width": "230px"}
     layout = widgets.Layout(width="640px")
     controls = {
         "context_tokens": widgets.FloatLogSlider(
-            value=s["context_tokens"], base=10, min=_on_grid(s["context_tokens"], 4), max=6.3,
-            step=LOG_STEP, description="context length (tokens)", readout_format=",.0f",
-            style=style, layout=layout),
-        "questions": widgets.IntSlider(value=s["questions"], min=2, max=200,
-                                       description="questions per user", style=style,
-                                       layout=layout),
-        "scenario": widgets.Dropdown(options=list(today.SCENARIOS), value=s["scenario"],
-                                     description="model and price date", style=style,
-                                     layout=layout),
-        "retention": widgets.Dropdown(options=list(RETENTION_POLICIES), value=s["retention"],
-                                      description="cache retention", style=style, layout=layout),
+            value=s["context_tokens"],
+            base=10,
+            min=_on_grid(s["context_tokens"], 4),
+            max=6.3,
+            step=LOG_STEP,
+            description="context length (tokens)",
+            readout_format=",.0f",
+            style=style,
+            layout=layout,
+        ),
+        "questions": widgets.IntSlider(
+            value=s["questions"],
+            min=2,
+            max=200,
+            description="questions per user",
+            style=style,
+            layout=layout,
+        ),
+        "scenario": widgets.Dropdown(
+            options=list(today.SCENARIOS),
+            value=s["scenario"],
+            description="model and price date",
+            style=style,
+            layout=layout,
+        ),
+        "retention": widgets.Dropdown(
+            options=list(RETENTION_POLICIES),
+            value=s["retention"],
+            description="cache retention",
+            style=style,
+            layout=layout,
+        ),
         "gap_seconds": widgets.FloatLogSlider(
-            value=s["gap_seconds"], base=10, min=_on_grid(s["gap_seconds"], 1), max=5.79,
-            step=LOG_STEP, description="gap between questions (s)", readout_format=",.0f",
-            style=style, layout=layout),
-        "output_tokens": widgets.IntSlider(value=int(s["output_tokens"]), min=0, max=4_000, step=1,
-                                           description="output tokens per answer", style=style,
-                                           layout=layout),
-        "batch": widgets.Checkbox(value=s["batch"], description="memory write on the Batch API",
-                                  style=style),
+            value=s["gap_seconds"],
+            base=10,
+            min=_on_grid(s["gap_seconds"], 1),
+            max=5.79,
+            step=LOG_STEP,
+            description="gap between questions (s)",
+            readout_format=",.0f",
+            style=style,
+            layout=layout,
+        ),
+        "output_tokens": widgets.IntSlider(
+            value=int(s["output_tokens"]),
+            min=0,
+            max=4_000,
+            step=1,
+            description="output tokens per answer",
+            style=style,
+            layout=layout,
+        ),
+        "batch": widgets.Checkbox(
+            value=s["batch"], description="memory write on the Batch API", style=style
+        ),
     }
+    return controls
+
+
+def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
+    """The interactive explorer (needs ipywidgets and a live kernel): sliders and drop-downs
+    that call :func:`explorer_update` on every change."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    controls = _explorer_controls(widgets, explorer_settings(settings))
 
     def redraw(**values: Any) -> None:
         try:

@@ -13,8 +13,13 @@ from memcost.offline.judge import LEXICAL
 from memcost.plots.style import readable, system_color
 
 # One marker per kind as well as one colour, so that no system is told apart by colour alone.
-MARKERS = {"memory": "o", "long_context": "s", "rolling_window": "D", "no_context": "v",
-           "oracle": "^"}
+MARKERS = {
+    "memory": "o",
+    "long_context": "s",
+    "rolling_window": "D",
+    "no_context": "v",
+    "oracle": "^",
+}
 ALL = "all questions"
 
 
@@ -49,13 +54,18 @@ def _styles(systems: list[str]) -> dict[str, tuple[str, str, str, str]]:
         seen[kind] = seen.get(kind, 0) + 1
         color = system_color(system)
         second = seen[kind] > 1
-        out[system] = (color, MARKERS.get(kind, "o"), "white" if second else color,
-                       "--" if second else "-")
+        out[system] = (
+            color,
+            MARKERS.get(kind, "o"),
+            "white" if second else color,
+            "--" if second else "-",
+        )
     return out
 
 
-def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: str,
-                  backend: str = "") -> plt.Figure:
+def plot_accuracy(
+    table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: str, backend: str = ""
+) -> plt.Figure:
     """Per category, a dot per system at its accuracy with its Wilson 95% interval; each label
     carries the category's n. Overall, a faint band in the system's colour is the
     dialogue-cluster bootstrap 95% interval. A 0% dot is as visible as any other."""
@@ -72,14 +82,23 @@ def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: st
         y = mine["group"].to_numpy() + (j - (len(systems) - 1) / 2) * spread
         color, marker, face, line = styles[system]
         acc = mine["accuracy"].to_numpy(dtype=float)
-        ax.hlines(y, mine["wilson_low"], mine["wilson_high"], color=color, linewidth=1.4,
-                  linestyle=line)
-        ax.scatter(acc, y, facecolor=face, marker=marker, s=34, zorder=3, edgecolor=color,
-                   linewidth=1.2)
+        ax.hlines(
+            y, mine["wilson_low"], mine["wilson_high"], color=color, linewidth=1.4, linestyle=line
+        )
+        ax.scatter(
+            acc, y, facecolor=face, marker=marker, s=34, zorder=3, edgecolor=color, linewidth=1.2
+        )
         first = mine.loc[mine["category"] == ALL]
         if not first.empty and pd.notna(first["bootstrap_low"].iloc[0]):
-            ax.hlines(y[0], first["bootstrap_low"].iloc[0], first["bootstrap_high"].iloc[0],
-                      color=color, linewidth=6, alpha=0.25, zorder=1)
+            ax.hlines(
+                y[0],
+                first["bootstrap_low"].iloc[0],
+                first["bootstrap_high"].iloc[0],
+                color=color,
+                linewidth=6,
+                alpha=0.25,
+                zorder=1,
+            )
     labels = []
     for g in groups.itertuples(index=False):
         n = int(rows.loc[rows["group"] == g.group, "n"].max())
@@ -91,14 +110,32 @@ def plot_accuracy(table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: st
     ax.grid(axis="y", visible=False)
     ax.set_xlim(-0.02, 1.02)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _p: f"{100 * v:.0f}%"))
-    ax.set_xlabel("accuracy (majority of votes); lines: Wilson 95%; faint band (all questions): "
-                  "cluster bootstrap 95%", fontsize=8.5)
-    ax.set_title(f"{display_name(dataset)}: accuracy by system and category\njudged by "
-                 f"{_judge_label(table3, backend)}", loc="left", fontsize=10)
-    handles = [Line2D([], [], color=styles[s][0], marker=styles[s][1], markerfacecolor=styles[s][2],
-                      linestyle=styles[s][3], label=names[s]) for s in systems]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              frameon=False)
+    ax.set_xlabel(
+        "accuracy (majority of votes); lines: Wilson 95%; faint band (all questions): "
+        "cluster bootstrap 95%",
+        fontsize=8.5,
+    )
+    ax.set_title(
+        f"{display_name(dataset)}: accuracy by system and category\njudged by "
+        f"{_judge_label(table3, backend)}",
+        loc="left",
+        fontsize=10,
+    )
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=styles[s][0],
+            marker=styles[s][1],
+            markerfacecolor=styles[s][2],
+            linestyle=styles[s][3],
+            label=names[s],
+        )
+        for s in systems
+    ]
+    ax.legend(
+        handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
+    )
     fig.tight_layout()
     return fig
 

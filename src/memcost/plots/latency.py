@@ -19,8 +19,13 @@ def plot_latency(table: pd.DataFrame, *, backend: str = "") -> plt.Figure:
     one (``published_p95_s``)."""
     stages = [s for s in STAGES if (table["stage"] == s).any()]
     systems = list(dict.fromkeys(table["system"]))
-    fig, axes = plt.subplots(1, len(stages), figsize=(6.2 * len(stages), 0.5 * len(systems) + 1.6),
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        len(stages),
+        figsize=(6.2 * len(stages), 0.5 * len(systems) + 1.6),
+        sharey=True,
+        squeeze=False,
+    )
     y = {s: i for i, s in enumerate(systems)}
     names = system_labels(systems, offline=backend == OFFLINE)
     positive = table.loc[table["p95_s"] > 0, ["p50_s", "p95_s"]].to_numpy()
@@ -35,16 +40,27 @@ def plot_latency(table: pd.DataFrame, *, backend: str = "") -> plt.Figure:
             ax.scatter([p95], [y[r.system]], color=color, marker="|", s=160, zorder=3)
             published = getattr(r, "published_p95_s", np.nan)
             if pd.notna(published):
-                ax.scatter([published], [y[r.system]], marker="D", facecolor="white",
-                           edgecolor=color, s=46, zorder=4)
+                ax.scatter(
+                    [published],
+                    [y[r.system]],
+                    marker="D",
+                    facecolor="white",
+                    edgecolor=color,
+                    s=46,
+                    zorder=4,
+                )
         ax.set_xscale("log")
         ax.set_xlabel("seconds per question (log scale)")
-        ax.set_title("search (embedding + index)" if stage == "search" else
-                     "total (search + answer)", fontsize=10)
+        ax.set_title(
+            "search (embedding + index)" if stage == "search" else "total (search + answer)",
+            fontsize=10,
+        )
         label_backend(ax, backend)
     axes[0][0].set_yticks(range(len(systems)), [names[s] for s in systems], fontsize=9)
     axes[0][0].invert_yaxis()
-    fig.suptitle("Latency per question: dot p50, bar to p95; hollow diamond: Mem0's paper's p95 "
-                 "(LoCoMo)", fontsize=11)
+    fig.suptitle(
+        "Latency per question: dot p50, bar to p95; hollow diamond: Mem0's paper's p95 (LoCoMo)",
+        fontsize=11,
+    )
     fig.tight_layout()
     return fig

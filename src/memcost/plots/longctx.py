@@ -14,16 +14,31 @@ from memcost.plots.style import label_backend, system_color
 SHOWN_KINDS = ("memory", "long_context", "rolling_window")
 
 
-def _system_row(ax: plt.Axes, row: int, values: pd.Series, color: str,
-                rng: np.random.Generator) -> None:
-    ax.boxplot([values], positions=[row], vert=False, widths=0.5, showfliers=False,
-               medianprops={"color": color, "linewidth": 2},
-               boxprops={"color": color}, whiskerprops={"color": color},
-               capprops={"color": color})
-    ax.scatter(values, row + rng.uniform(-0.18, 0.18, len(values)), s=10, alpha=0.5,
-               color=color, zorder=3)
-    ax.annotate(f"median {np.median(values):,.0f}", (float(values.max()), row),
-                xytext=(8, 0), textcoords="offset points", va="center", fontsize=8)
+def _system_row(
+    ax: plt.Axes, row: int, values: pd.Series, color: str, rng: np.random.Generator
+) -> None:
+    ax.boxplot(
+        [values],
+        positions=[row],
+        vert=False,
+        widths=0.5,
+        showfliers=False,
+        medianprops={"color": color, "linewidth": 2},
+        boxprops={"color": color},
+        whiskerprops={"color": color},
+        capprops={"color": color},
+    )
+    ax.scatter(
+        values, row + rng.uniform(-0.18, 0.18, len(values)), s=10, alpha=0.5, color=color, zorder=3
+    )
+    ax.annotate(
+        f"median {np.median(values):,.0f}",
+        (float(values.max()), row),
+        xytext=(8, 0),
+        textcoords="offset points",
+        va="center",
+        fontsize=8,
+    )
 
 
 def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str = "") -> plt.Figure:
@@ -40,14 +55,18 @@ def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str 
     ax.set_yticks(range(len(systems)), [names[s] for s in systems])
     ax.invert_yaxis()
     ax.set_xscale("log")
-    low, high = float(shown["context_tokens"].clip(lower=1).min()), float(
-        shown["context_tokens"].max())
+    low, high = (
+        float(shown["context_tokens"].clip(lower=1).min()),
+        float(shown["context_tokens"].max()),
+    )
     ax.set_xlim(low / 2, max(high * 4, low * 20))  # at least a decade, room for the labels
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("context tokens per question (o200k, log scale)")
-    ax.set_title("What each system puts in front of the model" + (f"\n{subtitle}" if subtitle
-                                                                   else ""), loc="left")
+    ax.set_title(
+        "What each system puts in front of the model" + (f"\n{subtitle}" if subtitle else ""),
+        loc="left",
+    )
     ax.grid(axis="y", visible=False)
     label_backend(ax, backend)
     fig.tight_layout()

@@ -9,16 +9,26 @@ from matplotlib.lines import Line2D
 
 from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid
 
-SYSTEM_COLORS = {"full_history": "#d62728", "rolling_window": "#ff7f0e", "mem0": "#1f77b4",
-                 "observational": "#2ca02c"}
+SYSTEM_COLORS = {
+    "full_history": "#d62728",
+    "rolling_window": "#ff7f0e",
+    "mem0": "#1f77b4",
+    "observational": "#2ca02c",
+}
 
 
 def _cell_order(cells: pd.Series) -> list[str]:
     return sorted(cells.unique(), key=lambda c: tuple(int(x) for x in str(c).split("×")))
 
 
-def plot_cumulative(curves: pd.DataFrame, break_even: pd.DataFrame, *, cell: str,
-                    backend: str, value_label: str = "cumulative cost (USD)") -> plt.Figure:
+def plot_cumulative(
+    curves: pd.DataFrame,
+    break_even: pd.DataFrame,
+    *,
+    cell: str,
+    backend: str,
+    value_label: str = "cumulative cost (USD)",
+) -> plt.Figure:
     """Figure 2: mean cumulative cost per turn at one cell, one panel per model and effort,
     the sustained break-even of each memory system marked on its curve."""
     mine = curves[curves["cell"] == cell]
@@ -28,29 +38,55 @@ def plot_cumulative(curves: pd.DataFrame, break_even: pd.DataFrame, *, cell: str
         part = mine[(mine["model"] == model) & (mine["reasoning_effort"] == effort)]
         marked = 0  # labels of break-evens at the same turn are stacked, not drawn over
         for system, curve in part.groupby("system"):
-            ax.plot(curve["turn"], curve["cumulative"], label=system,
-                    color=SYSTEM_COLORS.get(system, "#9467bd"))
-            row = break_even[(break_even["cell"] == cell) & (break_even["model"] == model)
-                             & (break_even["reasoning_effort"] == effort)
-                             & (break_even["system"] == system)]
+            ax.plot(
+                curve["turn"],
+                curve["cumulative"],
+                label=system,
+                color=SYSTEM_COLORS.get(system, "#9467bd"),
+            )
+            row = break_even[
+                (break_even["cell"] == cell)
+                & (break_even["model"] == model)
+                & (break_even["reasoning_effort"] == effort)
+                & (break_even["system"] == system)
+            ]
             if len(row) and not pd.isna(row["t_be"].iloc[0]):
                 t = int(row["t_be"].iloc[0])
                 y = curve.loc[curve["turn"] == t, "cumulative"]
                 if len(y):
-                    ax.scatter([t], [float(y.iloc[0])], marker="o", s=40, zorder=3,
-                               color=SYSTEM_COLORS.get(system, "#9467bd"),
-                               edgecolor="black")
-                    ax.annotate(f"{system}: t_BE = {t}", (t, float(y.iloc[0])),
-                                textcoords="offset points", xytext=(6, 4 + 11 * marked),
-                                fontsize=8)
+                    ax.scatter(
+                        [t],
+                        [float(y.iloc[0])],
+                        marker="o",
+                        s=40,
+                        zorder=3,
+                        color=SYSTEM_COLORS.get(system, "#9467bd"),
+                        edgecolor="black",
+                    )
+                    ax.annotate(
+                        f"{system}: t_BE = {t}",
+                        (t, float(y.iloc[0])),
+                        textcoords="offset points",
+                        xytext=(6, 4 + 11 * marked),
+                        fontsize=8,
+                    )
                     marked += 1
         ax.set_title(f"{model} ({effort or 'default'}) · N×L = {cell}", fontsize=10)
         ax.set_xlabel("turn t")
         ax.set_ylabel(value_label)
         ax.set_yscale("log")
         handles, _ = ax.get_legend_handles_labels()
-        handles.append(Line2D([], [], marker="o", linestyle="none", markerfacecolor="white",
-                              markeredgecolor="black", label="sustained break-even t_BE"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                linestyle="none",
+                markerfacecolor="white",
+                markeredgecolor="black",
+                label="sustained break-even t_BE",
+            )
+        )
         ax.legend(handles=handles, fontsize=8, loc="upper left")  # the offline note is below
         label_backend(ax, backend)
     fig.tight_layout()
@@ -67,10 +103,19 @@ def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str
         cells = _cell_order(mine["cell"])
         ax.boxplot([mine.loc[mine["cell"] == c, "residual"] for c in cells], showfliers=False)
         held = loocv[loocv["system"] == system].set_index("cell")
-        marks = [np.log(held.loc[c, "predicted"] / held.loc[c, "actual"]) if c in held.index
-                 else np.nan for c in cells]
-        ax.scatter(range(1, len(cells) + 1), marks, color="#d62728", marker="D", s=25,
-                   label="held-out cell: log(pred/actual)", zorder=3)
+        marks = [
+            np.log(held.loc[c, "predicted"] / held.loc[c, "actual"]) if c in held.index else np.nan
+            for c in cells
+        ]
+        ax.scatter(
+            range(1, len(cells) + 1),
+            marks,
+            color="#d62728",
+            marker="D",
+            s=25,
+            label="held-out cell: log(pred/actual)",
+            zorder=3,
+        )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(1, len(cells) + 1), cells, rotation=45, fontsize=8)
         ax.set_title(system, fontsize=10)
@@ -87,12 +132,12 @@ def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.F
     """Input tokens per turn of one run of each system at a cell (the sawtooth of the gates)."""
     mine = turns[(turns["cell"] == cell) & (turns["seed"] == turns["seed"].min())]
     first = mine[["model", "reasoning_effort"]].drop_duplicates().iloc[0]
-    mine = mine[(mine["model"] == first["model"])
-                & (mine["reasoning_effort"] == first["reasoning_effort"])]
+    mine = mine[
+        (mine["model"] == first["model"]) & (mine["reasoning_effort"] == first["reasoning_effort"])
+    ]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for system, part in mine.groupby("system"):
-        ax.plot(part["turn"], part["C"], label=system, color=SYSTEM_COLORS.get(system),
-                linewidth=1)
+        ax.plot(part["turn"], part["C"], label=system, color=SYSTEM_COLORS.get(system), linewidth=1)
     ax.set_yscale("log")
     ax.set_xlabel("turn t")
     ax.set_ylabel("input tokens C at turn t")

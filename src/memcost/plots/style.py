@@ -61,12 +61,13 @@ def panel_grid(
     columns = max(1, min(n, max_columns))
     rows = -(-max(n, 1) // columns)
     width, height = panel_size
-    fig, grid = plt.subplots(rows, columns, figsize=(width * columns, height * rows),
-                             squeeze=False, **kwargs)
+    fig, grid = plt.subplots(
+        rows, columns, figsize=(width * columns, height * rows), squeeze=False, **kwargs
+    )
     axes = list(grid.ravel())
     for ax in axes[n:]:
         ax.set_visible(False)
-    return fig, axes[:max(n, 1)]
+    return fig, axes[: max(n, 1)]
 
 
 def system_color(system: str) -> str:
@@ -109,8 +110,9 @@ def show_saved(fig: plt.Figure, png: Path) -> None:
     data = png.read_bytes()
     width, height = struct.unpack(">II", data[16:24])  # the PNG's IHDR chunk
     scale = SCREEN_DPI / SAVE_DPI
-    display(Image(data=data, format="png", width=round(width * scale),
-                  height=round(height * scale)))
+    display(
+        Image(data=data, format="png", width=round(width * scale), height=round(height * scale))
+    )
     plt.close(fig)
 
 
@@ -141,8 +143,17 @@ def save_figures(fig: plt.Figure, folders: list[str | Path], name: str) -> list[
 def label_backend(ax: plt.Axes, backend: str) -> None:
     """Stamp figures made by the offline backend so they are never mistaken for LLM results."""
     if backend == "offline":
-        ax.text(0.99, 0.01, OFFLINE_NOTE, transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=8, color="#555555", style="italic")
+        ax.text(
+            0.99,
+            0.01,
+            OFFLINE_NOTE,
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="#555555",
+            style="italic",
+        )
 
 
 # ---------------------------------------------------------------------------------------------

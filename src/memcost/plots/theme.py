@@ -16,8 +16,18 @@ from typing import Any
 from cycler import cycler
 
 # seaborn's "deep" palette, the colour cycle of lines and bars that name no colour
-DEEP_PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
-                "#8c8c8c", "#ccb974", "#64b5cd"]
+DEEP_PALETTE = [
+    "#4c72b0",
+    "#dd8452",
+    "#55a868",
+    "#c44e52",
+    "#8172b3",
+    "#937860",
+    "#da8bc3",
+    "#8c8c8c",
+    "#ccb974",
+    "#64b5cd",
+]
 SEABORN_LEFT_OUT = ("image.cmap",)
 
 SEABORN_WHITEGRID: dict[str, Any] = {
@@ -36,8 +46,13 @@ SEABORN_WHITEGRID: dict[str, Any] = {
     "lines.solid_capstyle": "round",
     "patch.edgecolor": "w",
     "patch.force_edgecolor": True,
-    "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans",
-                        "sans-serif"],
+    "font.sans-serif": [
+        "Arial",
+        "DejaVu Sans",
+        "Liberation Sans",
+        "Bitstream Vera Sans",
+        "sans-serif",
+    ],
     # context "notebook", font_scale 1
     "font.size": 12.0,
     "axes.labelsize": 12.0,

@@ -42,8 +42,13 @@ class ReadReport:
 
 
 def retrieval_record(
-    found: Retrieved, units: list[frozenset[int]], memory_table: pd.DataFrame, *,
-    user: str, top_k: int, ef_search: int,
+    found: Retrieved,
+    units: list[frozenset[int]],
+    memory_table: pd.DataFrame,
+    *,
+    user: str,
+    top_k: int,
+    ef_search: int,
 ) -> dict[str, Any]:
     """What an answer record says about its retrieval (beside the reader call's fields)."""
     memory_block = render_memories(found.facts)
@@ -92,15 +97,24 @@ def answer_from_memory(
     (``store``: the run's vector store; default the FAISS files of notebook 01)."""
     t0 = time.perf_counter()
     report = ReadReport(questions=len(questions))
-    store = store or MemoryStore(ds, FaissStore(0, folder=index_dir(ds)),
-                                 embedding_model=embedding_model)
+    store = store or MemoryStore(
+        ds, FaissStore(0, folder=index_dir(ds)), embedding_model=embedding_model
+    )
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     empty_turns = conversations.iloc[0:0]
     settings = fingerprint(
-        stage="read", client=client, models=[reader_model, embedding_model],
-        prompts=[MEMORY_READ.id], inputs=[ds.memory / "facts.parquet"],
-        parameters={"reasoning_effort": reasoning_effort, "top_k": top_k,
-                    "ef_search": ef_search, "mode": mode})
+        stage="read",
+        client=client,
+        models=[reader_model, embedding_model],
+        prompts=[MEMORY_READ.id],
+        inputs=[ds.memory / "facts.parquet"],
+        parameters={
+            "reasoning_effort": reasoning_effort,
+            "top_k": top_k,
+            "ef_search": ef_search,
+            "mode": mode,
+        },
+    )
     with AnswerWriter(ds, SYSTEM, settings) as writer:
         pending_ids = set(writer.pending(questions["question_id"].tolist()))
         todo = questions.loc[questions["question_id"].isin(pending_ids)].reset_index(drop=True)
@@ -112,10 +126,17 @@ def answer_from_memory(
             user, qid = str(question["conversation_id"]), str(question["question_id"])
             found = search_user(store, user, vectors[i], top_k=top_k, ef_search=ef_search)
             units = evidence_units(list(question["evidence"]), turns.get(user, empty_turns))
-            context[qid] = retrieval_record(found, units, store.get(user).table, user=user,
-                                            top_k=top_k, ef_search=ef_search)
-            request = reader_request(question, found, dataset=dataset, model=reader_model,
-                                     reasoning_effort=reasoning_effort, mode=mode)
+            context[qid] = retrieval_record(
+                found, units, store.get(user).table, user=user, top_k=top_k, ef_search=ef_search
+            )
+            request = reader_request(
+                question,
+                found,
+                dataset=dataset,
+                model=reader_model,
+                reasoning_effort=reasoning_effort,
+                mode=mode,
+            )
             if request.payload["options"] is not None:
                 context[qid]["mode"] = "multiple_choice"
             requests.append(request)

@@ -32,8 +32,9 @@ def scored_answers(answers: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFra
         lexical_match(str(a), str(g), abstention=bool(ab))
         for a, g, ab in zip(merged["answer"], merged["gold"], merged["is_abstention"], strict=True)
     ]
-    merged["token_f1"] = [token_f1(str(a), str(g)) for a, g in
-                          zip(merged["answer"], merged["gold"], strict=True)]
+    merged["token_f1"] = [
+        token_f1(str(a), str(g)) for a, g in zip(merged["answer"], merged["gold"], strict=True)
+    ]
     return merged
 
 
@@ -62,7 +63,8 @@ def read_metrics(scored: pd.DataFrame, *, top_k: int, ef_search: int) -> dict[st
         "top_k": top_k,
         "ef_search": ef_search,
         "retrieved_facts_mean": round(float(scored["retrieved_fact_ids"].map(len).mean()), 2)
-        if len(scored) else 0.0,
+        if len(scored)
+        else 0.0,
         "retrieved_tokens_mean": mean(scored["retrieved_tokens"]),
         "search_latency_p50_ms": ms(_percentile(latency, 50)),
         "search_latency_p95_ms": ms(_percentile(latency, 95)),

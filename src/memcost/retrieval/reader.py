@@ -72,8 +72,9 @@ def reader_request(
     :func:`memcost.choices.multiple_choice` fixes and asks for a letter, as the judge expects.
     """
     asked = question.get("question_date")
-    date_line = (f"Question date: {spoken_datetime(asked)}\n"
-                 if isinstance(asked, str) and asked else "")
+    date_line = (
+        f"Question date: {spoken_datetime(asked)}\n" if isinstance(asked, str) and asked else ""
+    )
     text = str(question["question"])
     shown = shown_options(question, mode)
     if shown is not None:
@@ -81,12 +82,17 @@ def reader_request(
     return ChatRequest(
         model=model,
         messages=MEMORY_READ.messages(
-            memories=render_memories(retrieved.facts), date_line=date_line, question=text,
+            memories=render_memories(retrieved.facts),
+            date_line=date_line,
+            question=text,
         ),
         stage="read",
         prompt_version=MEMORY_READ.id,
-        payload={"question": str(question["question"]), "facts": retrieved.texts,
-                 "options": list(shown.options) if shown is not None else None},
+        payload={
+            "question": str(question["question"]),
+            "facts": retrieved.texts,
+            "options": list(shown.options) if shown is not None else None,
+        },
         tags={
             "dataset": dataset,
             "conversation_id": str(question["conversation_id"]),

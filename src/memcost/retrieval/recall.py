@@ -25,8 +25,11 @@ def evidence_units(evidence: Sequence[str], turns: pd.DataFrame) -> list[frozens
     units: list[frozenset[int]] = []
     if not len(evidence) or turns.empty:
         return units
-    by_dia = {d: int(p) for d, p in zip(turns["dia_id"], turns["position"], strict=True)
-              if isinstance(d, str)}
+    by_dia = {
+        d: int(p)
+        for d, p in zip(turns["dia_id"], turns["position"], strict=True)
+        if isinstance(d, str)
+    }
     for item in evidence:
         if item in by_dia:
             units.append(frozenset({by_dia[item]}))

@@ -53,7 +53,8 @@ class UserFacts:
             raise IndexMismatch(
                 f"memory of user {self.user!r}: the {self.store.name} store holds {stored} facts, "
                 f"facts.parquet {len(self.table)} active ones; rebuild it with "
-                "notebooks/01_extract_facts.ipynb")
+                "notebooks/01_extract_facts.ipynb"
+            )
 
     @property
     def dims(self) -> int:
@@ -63,12 +64,14 @@ class UserFacts:
         return len(self.table)
 
     def _rows(self, fact_ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows = np.array([[self._row_of.get(f, -1) if f else -1 for f in r] for r in fact_ids],
-                        dtype=np.int64).reshape(fact_ids.shape)
+        rows = np.array(
+            [[self._row_of.get(f, -1) if f else -1 for f in r] for r in fact_ids], dtype=np.int64
+        ).reshape(fact_ids.shape)
         return np.where(rows >= 0, scores, -np.inf).astype(np.float32), rows
 
-    def search(self, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
-               ) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+    ) -> tuple[np.ndarray, np.ndarray]:
         """HNSW top-``k`` in the store: ``(scores, table rows)``."""
         res = self.store.search(self.user, queries, k, ef_search=ef_search)
         return self._rows(res.fact_ids, res.scores)
@@ -77,8 +80,9 @@ class UserFacts:
         res = self.store.exact_search(self.user, queries, k)
         return self._rows(res.fact_ids, res.scores)
 
-    def timed_search(self, query: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
-                     ) -> tuple[np.ndarray, np.ndarray, float]:
+    def timed_search(
+        self, query: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+    ) -> tuple[np.ndarray, np.ndarray, float]:
         """:meth:`search` for one query, with its wall time in seconds (what a user waits)."""
         t0 = time.perf_counter()
         scores, rows = self.search(query, k, ef_search=ef_search)
@@ -102,8 +106,7 @@ def user_tables(facts: pd.DataFrame, users: Sequence[str]) -> dict[str, pd.DataF
 def _active_groups(facts: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """Every user's active facts, grouped in one pass, and the empty table of a user without."""
     active = facts.loc[facts["status"] == "active"]
-    return ({str(u): g for u, g in active.groupby("conversation_id", sort=False)},
-            active.iloc[0:0])
+    return ({str(u): g for u, g in active.groupby("conversation_id", sort=False)}, active.iloc[0:0])
 
 
 class MemoryStore:
@@ -113,8 +116,7 @@ class MemoryStore:
     with another model than the questions (a question embedded by one model cannot be compared
     with facts embedded by another)."""
 
-    def __init__(self, ds: DatasetPaths, store: VectorStore, *,
-                 embedding_model: str | None = None):
+    def __init__(self, ds: DatasetPaths, store: VectorStore, *, embedding_model: str | None = None):
         self.ds = ds
         self.vector_store = store
         self.embedding_model = embedding_model
@@ -131,14 +133,16 @@ class MemoryStore:
             raise ValueError(
                 f"memory of user {user!r} was embedded with {built_with}, but questions are "
                 f"to be embedded with {self.embedding_model}: use the same embedding_model "
-                "in notebooks 01 and 02")
+                "in notebooks 01 and 02"
+            )
 
     def get(self, user: str) -> UserFacts:
         if user not in self._loaded:
             if not self.vector_store.is_built(user):
                 raise IndexMismatch(
                     f"memory of user {user!r} is not in the {self.vector_store.name} store; "
-                    "run notebooks/01_extract_facts.ipynb with the same vector_store settings")
+                    "run notebooks/01_extract_facts.ipynb with the same vector_store settings"
+                )
             self._check_model(user)
             if self._groups is None:
                 self._groups = _active_groups(read_facts(self.ds))
@@ -179,10 +183,21 @@ def embed_questions(
     """One embedding call per question, tagged with its ``question_id`` and ``system``: the
     cost tables count these as reads, and fact embeddings (no question) as writes."""
     groups = [
-        ([str(q)], {"dataset": dataset, "conversation_id": str(c), "question_id": str(qid),
-                    "system": system})
-        for q, c, qid in zip(questions["question"], questions["conversation_id"],
-                             questions["question_id"], strict=True)
+        (
+            [str(q)],
+            {
+                "dataset": dataset,
+                "conversation_id": str(c),
+                "question_id": str(qid),
+                "system": system,
+            },
+        )
+        for q, c, qid in zip(
+            questions["question"],
+            questions["conversation_id"],
+            questions["question_id"],
+            strict=True,
+        )
     ]
     if not groups:
         return np.zeros((0, 0), np.float32)
@@ -217,8 +232,14 @@ def retrieve(
     )
 
 
-def search_quality(store: MemoryStore, users: Sequence[str], vectors: np.ndarray, *, k: int,
-                   ef_values: Sequence[int]) -> pd.DataFrame:
+def search_quality(
+    store: MemoryStore,
+    users: Sequence[str],
+    vectors: np.ndarray,
+    *,
+    k: int,
+    ef_values: Sequence[int],
+) -> pd.DataFrame:
     """Per ``ef_search``: questions, facts returned of ``k`` (mean, min, share of questions
     with every fact a user has up to ``k``), recall@k against exact search within the user."""
     rows: list[dict[str, Any]] = []
@@ -233,12 +254,17 @@ def search_quality(store: MemoryStore, users: Sequence[str], vectors: np.ndarray
             approx.append(scores[0])
             exact.append(exact_scores[0])
         got, want = np.array(returned), np.array(wanted)
-        rows.append({
-            "ef_search": int(ef), "questions": len(got), "k": k,
-            "returned_mean": round(float(got.mean()), 2) if len(got) else None,
-            "returned_min": int(got.min()) if len(got) else None,
-            "all_returned": round(float((got >= want).mean()), 3) if len(got) else None,
-            f"recall@{k}": round(recall_at_k(np.array(approx), np.array(exact)), 3)
-            if len(got) else None,
-        })
+        rows.append(
+            {
+                "ef_search": int(ef),
+                "questions": len(got),
+                "k": k,
+                "returned_mean": round(float(got.mean()), 2) if len(got) else None,
+                "returned_min": int(got.min()) if len(got) else None,
+                "all_returned": round(float((got >= want).mean()), 3) if len(got) else None,
+                f"recall@{k}": round(recall_at_k(np.array(approx), np.array(exact)), 3)
+                if len(got)
+                else None,
+            }
+        )
     return pd.DataFrame(rows)

@@ -26,8 +26,9 @@ class ContextTooLong(PresetError):
     """A long-context prompt exceeds its model's window and ``overflow`` is ``error``."""
 
 
-def check_context_limits(preset: Preset, run: RunPaths, notebooks: Mapping[str, Path],
-                         selected: list[str]) -> None:
+def check_context_limits(
+    preset: Preset, run: RunPaths, notebooks: Mapping[str, Path], selected: list[str]
+) -> None:
     if LONG_CONTEXT_STEP not in selected or LONG_CONTEXT_STEP not in notebooks:
         return
     defaults = notebook_defaults(notebooks[LONG_CONTEXT_STEP])
@@ -36,22 +37,34 @@ def check_context_limits(preset: Preset, run: RunPaths, notebooks: Mapping[str, 
         if not ds.questions.is_file():
             continue
         p = {**defaults, **preset.parameters_for(dataset)}
-        kinds = ["long_context"] + [kind for kind, on in (
-            ("rolling_window", p.get("include_rolling_window")),
-            ("no_context", p.get("include_no_context")),
-            ("oracle", p.get("include_oracle"))) if on]
+        kinds = ["long_context"] + [
+            kind
+            for kind, on in (
+                ("rolling_window", p.get("include_rolling_window")),
+                ("no_context", p.get("include_no_context")),
+                ("oracle", p.get("include_oracle")),
+            )
+            if on
+        ]
         conversations, questions = read_prepared(ds)
         try:
-            plan_questions(questions, build_histories(conversations), models=p["models"],
-                           baseline_models=p.get("baseline_models") or [], kinds=kinds,
-                           window_turns=p.get("window_turns", 10),
-                           overflow=p.get("overflow", "error"), mode=p.get("mode", "open_ended"),
-                           generation=p.get("generation") or {})
+            plan_questions(
+                questions,
+                build_histories(conversations),
+                models=p["models"],
+                baseline_models=p.get("baseline_models") or [],
+                kinds=kinds,
+                window_turns=p.get("window_turns", 10),
+                overflow=p.get("overflow", "error"),
+                mode=p.get("mode", "open_ended"),
+                generation=p.get("generation") or {},
+            )
         except ContextOverflow as exc:
             table = exc.fit.to_string(index=False) if exc.fit is not None else ""
             raise ContextTooLong(
                 f"{dataset}: {exc}\n{table}\nFound after notebook 00, before anything was "
                 "paid for: pass -p overflow=truncate_oldest, or choose models with a larger "
-                "window (-p models=[...]).") from None
+                "window (-p models=[...])."
+            ) from None
         except (KeyError, ValueError) as exc:  # a model the registry has no window for
             raise PresetError(f"{dataset}: cannot size the long-context prompts: {exc}") from None

@@ -76,11 +76,24 @@ def _register_engine() -> None:
 
     class Engine(NBClientEngine):
         @classmethod
-        def execute_notebook(cls, nb, kernel_name, output_path=None, progress_bar=True,
-                             log_output=False, autosave_cell_every=30, **kwargs):
+        def execute_notebook(
+            cls,
+            nb,
+            kernel_name,
+            output_path=None,
+            progress_bar=True,
+            log_output=False,
+            autosave_cell_every=30,
+            **kwargs,
+        ):
             # papermill's Engine.execute_notebook with the manager above
-            nb_man = CompactSaves(nb, output_path=output_path, progress_bar=progress_bar,
-                                  log_output=log_output, autosave_cell_every=autosave_cell_every)
+            nb_man = CompactSaves(
+                nb,
+                output_path=output_path,
+                progress_bar=progress_bar,
+                log_output=log_output,
+                autosave_cell_every=autosave_cell_every,
+            )
             nb_man.notebook_start()
             try:
                 cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
@@ -93,7 +106,10 @@ def _register_engine() -> None:
 
 
 def execute_notebook(
-    notebook: Path, output: Path, parameters: dict[str, Any], stream: bool,
+    notebook: Path,
+    output: Path,
+    parameters: dict[str, Any],
+    stream: bool,
     sink: IO[str] | None = None,
 ) -> None:
     """Execute ``notebook`` into ``output`` with ``parameters``; with ``stream``, its cell
@@ -129,9 +145,14 @@ def execute_notebook(
     except DeadKernelError:
         index, source = last_started_cell(output)
         raise NotebookFailed(
-            notebook, output, index,
+            notebook,
+            output,
+            index,
             "the notebook's kernel died (killed: most often out of memory, or by a signal); "
-            "what finished before it is kept", source, ename="DeadKernelError") from None
+            "what finished before it is kept",
+            source,
+            ename="DeadKernelError",
+        ) from None
 
 
 def last_started_cell(output: Path) -> tuple[int | None, str]:
@@ -141,8 +162,12 @@ def last_started_cell(output: Path) -> tuple[int | None, str]:
         cells = json.loads(output.read_text(encoding="utf-8"))["cells"]
     except (OSError, ValueError, KeyError):
         return None, ""
-    started = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"
-               and (c.get("metadata", {}).get("papermill") or {}).get("start_time")]
+    started = [
+        i
+        for i, c in enumerate(cells)
+        if c.get("cell_type") == "code"
+        and (c.get("metadata", {}).get("papermill") or {}).get("start_time")
+    ]
     if not started:
         return None, ""
     source = cells[started[-1]].get("source", "")

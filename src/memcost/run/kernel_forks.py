@@ -50,8 +50,7 @@ def enabled() -> bool:
 def server_env(env: dict[str, str]) -> dict[str, str]:
     """The environment the server imports in: the kernels' (without the variables the kernel
     manager sets per kernel), with the backend a kernel would set itself."""
-    chosen = {k: v for k, v in env.items()
-              if not k.startswith("JPY_") and k not in PER_CALL}
+    chosen = {k: v for k, v in env.items() if not k.startswith("JPY_") and k not in PER_CALL}
     chosen.setdefault("MPLBACKEND", INLINE_BACKEND)
     chosen.pop("PYTHONEXECUTABLE", None)  # as the kernel manager leaves it out of a kernel's
     return chosen
@@ -71,9 +70,15 @@ class ForkServer:
         # (``python -m`` puts it first on sys.path; each kernel puts its own there instead)
         self._folder = tempfile.mkdtemp(prefix="memcost-kernels-")
         command = [sys.executable, "-m", "memcost.kernel_server", str(self._reply_w)]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, pass_fds=(self._reply_w,),
-                                        env=self.env, cwd=self._folder, text=True,
-                                        encoding="utf-8")
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            pass_fds=(self._reply_w,),
+            env=self.env,
+            cwd=self._folder,
+            text=True,
+            encoding="utf-8",
+        )
         os.close(self._reply_w)
         self._ready = False
         self._waited = False  # the first kernel's wait for the imports is the only one
@@ -178,8 +183,11 @@ def fork_kernel(cmd: list[str], env: dict[str, str], cwd: str) -> ForkedKernel |
 
 
 def _standard_launch(cmd: list[str]) -> bool:
-    return (len(cmd) >= 3 and cmd[1:3] == ["-m", LAUNCHER]
-            and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable))
+    return (
+        len(cmd) >= 3
+        and cmd[1:3] == ["-m", LAUNCHER]
+        and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable)
+    )
 
 
 class ForkedKernel:

@@ -57,9 +57,12 @@ def kernel_manager_class() -> type:
                 return
             await super()._async_interrupt_kernel()
 
-        async def _async_finish_shutdown(self, waittime: float | None = None,
-                                         pollinterval: float = SHUTDOWN_POLL_S,
-                                         restart: bool = False) -> None:
+        async def _async_finish_shutdown(
+            self,
+            waittime: float | None = None,
+            pollinterval: float = SHUTDOWN_POLL_S,
+            restart: bool = False,
+        ) -> None:
             # a kernel ends within milliseconds of its shutdown request: looked at every
             # 10 ms, not 100, the notebook is over when it is
             await super()._async_finish_shutdown(waittime, SHUTDOWN_POLL_S, restart)
@@ -68,7 +71,8 @@ def kernel_manager_class() -> type:
             if self.provisioner is None:  # kernels forked from a warm process when they can be
                 self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
                 self.provisioner = provisioner_class()(
-                    kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
+                    kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self
+                )
             return await super()._async_pre_start_kernel(**kw)
 
     return IPCKernelManager

@@ -51,8 +51,7 @@ def hold_run(root: Path) -> Iterator[None]:
                 "another --run-name."
             ) from None
         os.ftruncate(fd, 0)
-        command = " ".join(os.path.basename(a) if i == 0 else a
-                           for i, a in enumerate(sys.argv[:6]))
+        command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:6]))
         os.write(fd, f"pid {os.getpid()} ({command})\n".encode())
         yield
     finally:

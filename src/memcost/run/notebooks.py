@@ -76,8 +76,10 @@ def stray_warnings(folder: Path = NOTEBOOKS_DIR) -> list[str]:
     for path in stray_notebooks(folder):
         instead = chosen.get(path.name[:2])
         ran = f"; {instead.name} runs instead" if instead else ""
-        lines.append(f"warning: {path.name} in {folder.name}/ is not a canonical notebook and is "
-                     f"not run{ran} (delete it or leave it: the runner ignores it)")
+        lines.append(
+            f"warning: {path.name} in {folder.name}/ is not a canonical notebook and is "
+            f"not run{ran} (delete it or leave it: the runner ignores it)"
+        )
     return lines
 
 

@@ -72,9 +72,11 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
     try:
         estimate = estimate_run(prepared, steps=steps)
     except UnknownPriceError as exc:  # validate_run checks the prices; a model it did not see
-        raise PresetError(f"{exc}; declare it with -p 'price_overrides={{\"<model>\": 0}}' "
-                          "(free) or {\"<model>\": {input: ..., output: ...}} (USD per 1M "
-                          "tokens)") from None
+        raise PresetError(
+            f"{exc}; declare it with -p 'price_overrides={{\"<model>\": 0}}' "
+            '(free) or {"<model>": {input: ..., output: ...}} (USD per 1M '
+            "tokens)"
+        ) from None
     if estimate.empty:
         return
     write_csv(run.table.estimate_before_run, estimate)
@@ -82,16 +84,27 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
     budget = preset.parameters.get("max_cost_usd", 50.0)
     print("\n" + summary_text(estimate, max_cost_usd=budget if paid else None), flush=True)
     if not paid:
-        print("  (offline backend: nothing is spent; these are the configured models' prices)",
-              flush=True)
+        print(
+            "  (offline backend: nothing is spent; these are the configured models' prices)",
+            flush=True,
+        )
         return
     # the bill with the chosen execution modes (batch, flex) when every stage has its price
     total = bill(estimate)
     if budget is not None and total > float(budget):
+
         def recompute(overrides: Mapping[str, Any]) -> Any:
-            return estimate_run({name: (ds, merge_parameters(params, overrides))
-                                 for name, (ds, params) in prepared.items()}, steps=steps)
+            return estimate_run(
+                {
+                    name: (ds, merge_parameters(params, overrides))
+                    for name, (ds, params) in prepared.items()
+                },
+                steps=steps,
+            )
 
         first = next(iter(prepared.values()))[1]
-        raise PresetError(over_budget_line(preset.path, total, float(budget),
-                                           fitting_change(recompute, first, float(budget))))
+        raise PresetError(
+            over_budget_line(
+                preset.path, total, float(budget), fitting_change(recompute, first, float(budget))
+            )
+        )

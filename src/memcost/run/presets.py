@@ -47,7 +47,6 @@ class PresetError(ValueError):
     """A preset file that cannot be run as written."""
 
 
-
 # Notebooks that run only when a preset names them in ``steps`` (a preset without ``steps`` runs
 # the others): 06, the serving-cost study, is a study of its own on synthetic conversations.
 OPT_IN_STEPS = ("06",)
@@ -130,8 +129,9 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
     )
     stray = [d for d in preset.per_dataset if d not in preset.datasets]
     if stray:
-        raise PresetError(f"{path}: per_dataset names {stray}, which are not in datasets "
-                          f"{preset.datasets}")
+        raise PresetError(
+            f"{path}: per_dataset names {stray}, which are not in datasets {preset.datasets}"
+        )
     return preset
 
 
@@ -161,8 +161,10 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
             if key not in valid and moved_into_group(key, ""):
                 raise PresetError(moved_into_group(key, f"{preset.path}: '{where}.{key}': "))
             if key not in valid:
-                raise PresetError(f"{preset.path}: unknown parameter '{where}.{key}'; no "
-                                  f"notebook in this preset declares it{suggestion(key, valid)}")
+                raise PresetError(
+                    f"{preset.path}: unknown parameter '{where}.{key}'; no "
+                    f"notebook in this preset declares it{suggestion(key, valid)}"
+                )
     per_dataset_steps = [s for s in steps if "dataset" in declared[s]]
     if per_dataset_steps and not preset.datasets:
         raise PresetError(
@@ -177,19 +179,27 @@ def suggestion(key: str, valid: set[str]) -> str:
     return f"{hint} (each notebook's parameters cell lists its own)"
 
 
-def check_overrides(preset: Preset, overrides: Mapping[str, Any],
-                    notebooks: Mapping[str, Path]) -> None:
+def check_overrides(
+    preset: Preset, overrides: Mapping[str, Any], notebooks: Mapping[str, Path]
+) -> None:
     """Names typed with ``-p``: refused in one line that names ``-p``, not the preset file."""
-    valid = set().union(*(notebook_parameters(notebooks[s])
-                          for s in selected_steps(preset, notebooks) if s in notebooks))
+    valid = set().union(
+        *(
+            notebook_parameters(notebooks[s])
+            for s in selected_steps(preset, notebooks)
+            if s in notebooks
+        )
+    )
     for key in overrides:
         if key in CLIENT_SETTINGS:
             raise PresetError(moved_to_client(key, f"-p {key}=...: "))
         if key not in valid and moved_into_group(key, ""):
             raise PresetError(moved_into_group(key, f"-p {key}=...: "))
         if key not in valid and key not in RUNNER_FILLED:
-            raise PresetError(f"-p {key}=...: no notebook of preset {preset.name} declares "
-                              f"{key}{suggestion(key, valid)}")
+            raise PresetError(
+                f"-p {key}=...: no notebook of preset {preset.name} declares "
+                f"{key}{suggestion(key, valid)}"
+            )
 
 
 def check_fraction(value: Any, where: str) -> float:
@@ -225,8 +235,9 @@ def resolve_preset(
         check_overrides(preset, overrides, notebooks)
         preset.parameters = merge_parameters(preset.parameters, overrides)
         # the command line wins over the preset's per-dataset blocks too
-        preset.per_dataset = {name: merge_parameters(block, overrides)
-                              for name, block in preset.per_dataset.items()}
+        preset.per_dataset = {
+            name: merge_parameters(block, overrides) for name, block in preset.per_dataset.items()
+        }
     for block in (preset.parameters, *preset.per_dataset.values()):
         for name in PATH_PARAMETERS:
             if isinstance(block.get(name), str) and block[name]:
@@ -241,8 +252,10 @@ def resolve_preset(
         chosen = [normalise_step(s) for s in steps]
         outside = [s for s in chosen if s not in (selected_steps(preset, notebooks))]
         if outside:
-            raise PresetError(f"{preset.path}: steps {outside} are not part of this preset "
-                              f"(its steps: {selected_steps(preset, notebooks)})")
+            raise PresetError(
+                f"{preset.path}: steps {outside} are not part of this preset "
+                f"(its steps: {selected_steps(preset, notebooks)})"
+            )
         preset.steps = chosen
     return preset
 

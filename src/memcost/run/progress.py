@@ -78,8 +78,15 @@ class Progress:
     log file has it all either way).
     """
 
-    def __init__(self, log_dir: Path, total: int, *, verbose: bool = False, quiet: bool = False,
-                 terminal: IO[str] | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        total: int,
+        *,
+        verbose: bool = False,
+        quiet: bool = False,
+        terminal: IO[str] | None = None,
+    ):
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
         self.log: IO[str] = self.log_path.open("a", encoding="utf-8")
@@ -144,8 +151,11 @@ class Progress:
         if self.verbose:
             print(f"=== {label}: {tail}", file=self.terminal, flush=True)
         elif self.side_by_side:
-            print(f"notebook {self.done} of {self.total}: {label}: {tail}", file=self.terminal,
-                  flush=True)
+            print(
+                f"notebook {self.done} of {self.total}: {label}: {tail}",
+                file=self.terminal,
+                flush=True,
+            )
         else:
             print(f" {tail}", file=self.terminal, flush=True)
 
@@ -184,4 +194,3 @@ class Progress:
 def count_executions(steps: list[str], per_dataset: dict[str, bool], n_datasets: int) -> int:
     """How many notebook executions a run makes: per-dataset steps once per dataset."""
     return sum(n_datasets if per_dataset.get(s) else 1 for s in steps)
-

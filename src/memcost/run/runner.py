@@ -68,7 +68,10 @@ def notebook_inputs(
 
 
 def run_notebook(
-    run: RunPaths, notebook: Path, parameters: dict[str, Any], dataset: str | None,
+    run: RunPaths,
+    notebook: Path,
+    parameters: dict[str, Any],
+    dataset: str | None,
     progress: Progress,
 ) -> None:
     """Execute one notebook into the run and record its status and wall time in the manifest."""
@@ -92,8 +95,9 @@ def run_notebook(
         # A kernel killed mid-notebook cannot stop the run's private PostgreSQL: the runner does.
         stopped = stop_orphaned_server(run.root / SERVER_DIR / "pgdata")
         if stopped is not None:
-            progress.say(f"stopped the run's PostgreSQL server (pid {stopped}) left by {label}",
-                         always=True)
+            progress.say(
+                f"stopped the run's PostgreSQL server (pid {stopped}) left by {label}", always=True
+            )
         wall = round(time.perf_counter() - t0, 3)
         key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
         manifest_mod.set_entry(
@@ -129,9 +133,7 @@ def run_preset(
     (a fraction; the preset's when not given) allows.
     """
     notebooks = discover_notebooks(notebooks_dir)
-    preset = resolve_preset(
-        params, notebooks, steps=steps, datasets=datasets, overrides=overrides
-    )
+    preset = resolve_preset(params, notebooks, steps=steps, datasets=datasets, overrides=overrides)
     if allow_failures is not None:
         preset.allow_failures = float(allow_failures)
     try:
@@ -143,8 +145,9 @@ def run_preset(
     selected = selected_steps(preset, notebooks)
     run = RunPaths(run_dir).ensure()
     declared = {step: notebook_parameters(notebooks[step]) for step in selected}
-    total = count_executions(selected, {s: "dataset" in d for s, d in declared.items()},
-                             len(preset.datasets))
+    total = count_executions(
+        selected, {s: "dataset" in d for s, d in declared.items()}, len(preset.datasets)
+    )
     progress = Progress(run.logs, total, verbose=stream, quiet=quiet)
     expect_kernels(total)
     with hold_run(run.root), progress.session():
@@ -170,8 +173,13 @@ def run_preset(
     return run
 
 
-def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
-                  selected: list[str], progress: Progress) -> None:
+def execute_steps(
+    run: RunPaths,
+    preset: Preset,
+    notebooks: Mapping[str, Path],
+    selected: list[str],
+    progress: Progress,
+) -> None:
     """The selected notebooks in order, each stage's status recorded and checked. An offline
     run's notebooks run side by side where nothing depends on another's output
     (:mod:`memcost.run.side_by_side`)."""
@@ -186,21 +194,33 @@ def execute_steps(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
             groups.append([step])  # 00 apart: the estimate comes between it and the rest
     for group in groups:
         if workers > 1 and (per_dataset[group[0]] or set(group) <= INDEPENDENT_RUN_WIDE):
-            chains = ([[(s, d) for s in group] for d in preset.datasets] if per_dataset[group[0]]
-                      else [[(s, None)] for s in group])
+            chains = (
+                [[(s, d) for s in group] for d in preset.datasets]
+                if per_dataset[group[0]]
+                else [[(s, None)] for s in group]
+            )
             _side_by_side(run, preset, notebooks, chains, progress, workers)
         else:
             for step in group:
-                statuses = [status for d in (preset.datasets if per_dataset[step] else [None])
-                            if (status := _run_one(run, preset, notebooks, step, d, progress))]
+                statuses = [
+                    status
+                    for d in (preset.datasets if per_dataset[step] else [None])
+                    if (status := _run_one(run, preset, notebooks, step, d, progress))
+                ]
                 check_failures(statuses, preset.allow_failures)
         if group[-1] == "00":
             _after_prepare(run, preset, notebooks, selected)
     check_run_stores(run, preset)
 
 
-def _run_one(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path], step: str,
-             dataset: str | None, progress: Progress) -> StageStatus | None:
+def _run_one(
+    run: RunPaths,
+    preset: Preset,
+    notebooks: Mapping[str, Path],
+    step: str,
+    dataset: str | None,
+    progress: Progress,
+) -> StageStatus | None:
     notebook = notebooks[step]
     inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
     check_run_stores(run, preset)  # the cache readable, the ledger whole
@@ -208,8 +228,9 @@ def _run_one(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path], step:
     return record_status(run, notebook.stem, dataset)
 
 
-def _after_prepare(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
-                   selected: list[str]) -> None:
+def _after_prepare(
+    run: RunPaths, preset: Preset, notebooks: Mapping[str, Path], selected: list[str]
+) -> None:
     """Once every dataset is prepared (notebook 00, free): the prompts that would not fit and
     the bill of the rest, before any notebook that may pay."""
     if any(s in selected for s in PAID_STEPS):
@@ -217,13 +238,19 @@ def _after_prepare(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
         check_estimate(preset, run, selected)
 
 
-def _side_by_side(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
-                  chains: list[list[tuple[str, str | None]]], progress: Progress,
-                  workers: int) -> None:
-    runner = Chains(lambda step, dataset: _run_one(run, preset, notebooks, step, dataset,
-                                                   progress),
-                    lambda status: status.failed > 0 and status.fraction > preset.allow_failures,
-                    workers)
+def _side_by_side(
+    run: RunPaths,
+    preset: Preset,
+    notebooks: Mapping[str, Path],
+    chains: list[list[tuple[str, str | None]]],
+    progress: Progress,
+    workers: int,
+) -> None:
+    runner = Chains(
+        lambda step, dataset: _run_one(run, preset, notebooks, step, dataset, progress),
+        lambda status: status.failed > 0 and status.fraction > preset.allow_failures,
+        workers,
+    )
     progress.side_by_side = True
     try:
         statuses = runner.run(chains)
@@ -233,5 +260,4 @@ def _side_by_side(run: RunPaths, preset: Preset, notebooks: Mapping[str, Path],
     finally:
         progress.side_by_side = False
     for step in dict.fromkeys(s for chain in chains for s, _ in chain):  # in the steps' order
-        check_failures([v for (s, _d), v in statuses.items() if s == step],
-                       preset.allow_failures)
+        check_failures([v for (s, _d), v in statuses.items() if s == step], preset.allow_failures)

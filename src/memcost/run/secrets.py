@@ -23,9 +23,11 @@ _KEY_PREFIX = re.compile(r"^(sk|pk|rk|ghp|xox[a-z])[-_]")
 # A key-shaped token inside any text: a provider prefix and a long run of key characters.
 _KEY_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:sk|pk|rk|ghp|xox[a-z])[-_][A-Za-z0-9_-]{16,}")
 _SECRET_QUERY = re.compile(r"key|token|secret|sig|auth|pass|credential|access", re.IGNORECASE)
-HOW = ("keys never go in parameters (they are recorded in the manifest and the executed "
-       "notebooks): put the key in an environment variable (or .env) and pass that variable's "
-       "name as api_key_env, e.g. -p 'client={api_key_env: MY_PROXY_KEY}'")
+HOW = (
+    "keys never go in parameters (they are recorded in the manifest and the executed "
+    "notebooks): put the key in an environment variable (or .env) and pass that variable's "
+    "name as api_key_env, e.g. -p 'client={api_key_env: MY_PROXY_KEY}'"
+)
 
 
 def looks_like_key(value: str) -> bool:
@@ -47,23 +49,30 @@ def public_url(url: str) -> str:
 
 def check_base_url(url: str) -> None:
     parts = urlsplit(url)
-    secret_params = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)
-                     if _SECRET_QUERY.search(name)]
+    secret_params = [
+        name
+        for name, _ in parse_qsl(parts.query, keep_blank_values=True)
+        if _SECRET_QUERY.search(name)
+    ]
     if parts.username or parts.password:
         where = "user info (user:key@host)"
     elif secret_params:
         where = f"the query parameter {secret_params[0]!r}"
     else:
         return
-    raise PresetError(f"parameter base_url carries a credential in {where}; refused, nothing "
-                      f"ran. Pass base_url={public_url(url)} and the secret through the "
-                      f"environment: {HOW}")
+    raise PresetError(
+        f"parameter base_url carries a credential in {where}; refused, nothing "
+        f"ran. Pass base_url={public_url(url)} and the secret through the "
+        f"environment: {HOW}"
+    )
 
 
 def check_api_key_env(value: str) -> None:
     if value and looks_like_key(value):
-        raise PresetError("parameter api_key_env holds what looks like a key (not shown), not "
-                          f"the name of an environment variable; refused, nothing ran. {HOW}")
+        raise PresetError(
+            "parameter api_key_env holds what looks like a key (not shown), not "
+            f"the name of an environment variable; refused, nothing ran. {HOW}"
+        )
 
 
 def texts(value: Any, where: str) -> list[tuple[str, str]]:
@@ -81,19 +90,22 @@ def check_no_key(value: Any, where: str) -> None:
     """A key-shaped token anywhere in ``value`` is refused, naming where it is (never it)."""
     for place, text in texts(value, where):
         if _KEY_TOKEN.search(text):
-            raise PresetError(f"{place} holds what looks like a key (not shown); refused, "
-                              f"nothing ran. {HOW}")
+            raise PresetError(
+                f"{place} holds what looks like a key (not shown); refused, nothing ran. {HOW}"
+            )
 
 
 def check_dsn_password(dsn: str) -> None:
     if not dsn:
         return
     pairs = dict(re.findall(r"(\w+)\s*=\s*('[^']*'|\S+)", dsn)) if "://" not in dsn else {}
-    if (urlsplit(dsn).password if "://" in dsn else pairs.get("password")):
-        raise PresetError("parameter pgvector_dsn carries a password (not shown); refused, "
-                          "nothing ran. Give the dsn without it and the password through the "
-                          "environment, where PostgreSQL's client reads it: PGPASSWORD, or a "
-                          "~/.pgpass file")
+    if urlsplit(dsn).password if "://" in dsn else pairs.get("password"):
+        raise PresetError(
+            "parameter pgvector_dsn carries a password (not shown); refused, "
+            "nothing ran. Give the dsn without it and the password through the "
+            "environment, where PostgreSQL's client reads it: PGPASSWORD, or a "
+            "~/.pgpass file"
+        )
 
 
 def check_secrets(values: Mapping[str, Any], description: str = "") -> None:

@@ -57,8 +57,12 @@ class Chains:
     its failed items stop the chain. :meth:`run` returns the statuses by task, or raises the
     first error once the running notebooks have ended."""
 
-    def __init__(self, run_one: Callable[[str, str | None], StageStatus | None],
-                 over_limit: Callable[[StageStatus], bool], workers: int):
+    def __init__(
+        self,
+        run_one: Callable[[str, str | None], StageStatus | None],
+        over_limit: Callable[[StageStatus], bool],
+        workers: int,
+    ):
         self.run_one, self.over_limit, self.workers = run_one, over_limit, workers
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
@@ -76,8 +80,10 @@ class Chains:
                     chain = queue.pop(0)
                 self._chain(chain)
 
-        threads = [threading.Thread(target=worker, name=f"memcost-chain-{i}", daemon=True)
-                   for i in range(min(self.workers, len(queue)))]
+        threads = [
+            threading.Thread(target=worker, name=f"memcost-chain-{i}", daemon=True)
+            for i in range(min(self.workers, len(queue)))
+        ]
         for thread in threads:
             thread.start()
         try:

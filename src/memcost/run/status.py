@@ -58,12 +58,20 @@ class StageStatus:
         where = self.step + (f" [{self.dataset}]" if self.dataset else "")
         if self.failed == 0:
             return f"{where}: {COMPLETE} ({self.total} {self.item})"
-        return (f"{where}: {self.status} ({self.failed} of {self.total} {self.item} failed"
-                + (f"; {self.errors[0]}" if self.errors else "") + ")")
+        return (
+            f"{where}: {self.status} ({self.failed} of {self.total} {self.item} failed"
+            + (f"; {self.errors[0]}" if self.errors else "")
+            + ")"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "item": self.item, "total": self.total,
-                "failed": self.failed, "errors": list(self.errors)}
+        return {
+            "status": self.status,
+            "item": self.item,
+            "total": self.total,
+            "failed": self.failed,
+            "errors": list(self.errors),
+        }
 
 
 class StageFailures(RuntimeError):

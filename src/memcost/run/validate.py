@@ -68,13 +68,36 @@ _DSN_URI = re.compile(r"^postgres(?:ql)?://[^\s]*$")
 _DSN_PAIRS = re.compile(r"^\s*(?:[A-Za-z_]+\s*=\s*(?:'[^']*'|\S+)\s*)+$")
 # Lowest (and highest) value of numeric parameters.
 RANGES: dict[str, tuple[float, float]] = {
-    **dict.fromkeys(("limit_conversations", "limit_questions", "sample_conversations",
-                     "sample_questions", "sample_seed", "bootstrap_seed", "failure_examples",
-                     "window_turns"), (0, math.inf)),
-    **dict.fromkeys(("max_concurrency", "batch_size", "max_segment_chars", "update_top_k",
-                     "hnsw_m", "ef_construction", "top_k", "ef_search", "n_votes",
-                     "bootstrap_resamples", "max_turns", "today_max_turns"),
-                    (1, math.inf)),
+    **dict.fromkeys(
+        (
+            "limit_conversations",
+            "limit_questions",
+            "sample_conversations",
+            "sample_questions",
+            "sample_seed",
+            "bootstrap_seed",
+            "failure_examples",
+            "window_turns",
+        ),
+        (0, math.inf),
+    ),
+    **dict.fromkeys(
+        (
+            "max_concurrency",
+            "batch_size",
+            "max_segment_chars",
+            "update_top_k",
+            "hnsw_m",
+            "ef_construction",
+            "top_k",
+            "ef_search",
+            "n_votes",
+            "bootstrap_resamples",
+            "max_turns",
+            "today_max_turns",
+        ),
+        (1, math.inf),
+    ),
     **dict.fromkeys(("max_wait_hours", "batch_poll_s"), (1e-6, math.inf)),
     "max_cost_usd": (0, math.inf),
     "request_timeout_s": (0, math.inf),  # 0: sized to each request's model and prompt
@@ -145,11 +168,15 @@ def check_dsn(dsn: str) -> None:
         raise PresetError(
             "parameter pgvector_dsn: expected a PostgreSQL connection URI "
             "(postgresql://user@host:5432/db) or key=value pairs (host=... dbname=...); "
-            "empty for the private server inside the run directory")
+            "empty for the private server inside the run directory"
+        )
 
 
-def check_block(values: dict[str, Any], declared: Mapping[str, str],
-                groups: Mapping[str, dict[str, Any]] | None = None) -> None:
+def check_block(
+    values: dict[str, Any],
+    declared: Mapping[str, str],
+    groups: Mapping[str, dict[str, Any]] | None = None,
+) -> None:
     """Check and coerce, in place, the values of one block that some notebook declares; a
     settings group (``groups``: its default) is completed from its default."""
     for name in list(values):
@@ -179,18 +206,26 @@ def check_block(values: dict[str, Any], declared: Mapping[str, str],
 def check_client(settings: Any, backend: str) -> dict[str, Any]:
     """The ``client`` mapping: known settings only, each of its type, range and choices."""
     if not isinstance(settings, Mapping):
-        raise PresetError(f"parameter client={settings!r}: expected a mapping of the client's "
-                          "settings, e.g. client: {max_concurrency: 16, execution: {judge: batch}}")
+        raise PresetError(
+            f"parameter client={settings!r}: expected a mapping of the client's "
+            "settings, e.g. client: {max_concurrency: 16, execution: {judge: batch}}"
+        )
     unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
     if "tpm_limit" in unknown:
-        raise PresetError("parameter client.tpm_limit: limits are per model now: client: "
-                          "{rate_limits: {MODEL: {rpm: N, tpm: N}}}")
+        raise PresetError(
+            "parameter client.tpm_limit: limits are per model now: client: "
+            "{rate_limits: {MODEL: {rpm: N, tpm: N}}}"
+        )
     if unknown:
-        raise PresetError(f"parameter client: unknown setting(s) {', '.join(map(str, unknown))}; "
-                          f"the client's settings are {', '.join(CLIENT_SETTINGS)}")
+        raise PresetError(
+            f"parameter client: unknown setting(s) {', '.join(map(str, unknown))}; "
+            f"the client's settings are {', '.join(CLIENT_SETTINGS)}"
+        )
     try:
-        checked = {name: check_value(name, value, CLIENT_SETTINGS[name][0])
-                   for name, value in settings.items()}
+        checked = {
+            name: check_value(name, value, CLIENT_SETTINGS[name][0])
+            for name, value in settings.items()
+        }
     except PresetError as exc:  # "parameter client.max_concurrency=0: ..."
         raise PresetError(str(exc).replace("parameter ", "parameter client.", 1)) from None
     if "execution" in checked:
@@ -212,19 +247,23 @@ def check_client(settings: Any, backend: str) -> dict[str, Any]:
 
 def unknown_price_line(model: str, parameter: str) -> str:
     """One line that says how to declare a price (and works when followed)."""
-    return (f"no price for model {model!r} ({parameter}) in the price table; declare it: "
-            f"-p 'price_overrides={{\"{model}\": 0}}' for a free model (a local server), or "
-            f"-p 'price_overrides={{\"{model}\": {{input: 0.2, output: 0.6}}}}' "
-            "(USD per 1M tokens)")
+    return (
+        f"no price for model {model!r} ({parameter}) in the price table; declare it: "
+        f"-p 'price_overrides={{\"{model}\": 0}}' for a free model (a local server), or "
+        f"-p 'price_overrides={{\"{model}\": {{input: 0.2, output: 0.6}}}}' "
+        "(USD per 1M tokens)"
+    )
 
 
 def unknown_model_line(model: str, parameter: str) -> str:
     """One line that says how to declare a model the registry does not know (and works when
     followed): a plain chat model on the user's own server."""
-    return (f"unknown model {model!r} ({parameter}): memcost.models has no capabilities for it; "
-            f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
-            f"-p 'client={{model_capabilities: {{\"{model}\": {{context_window: 32768}}}}}}' "
-            "(a plain chat model: temperature and max_tokens)")
+    return (
+        f"unknown model {model!r} ({parameter}): memcost.models has no capabilities for it; "
+        f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
+        f"-p 'client={{model_capabilities: {{\"{model}\": {{context_window: 32768}}}}}}' "
+        "(a plain chat model: temperature and max_tokens)"
+    )
 
 
 def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]):
@@ -237,8 +276,12 @@ def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str
                 continue
             # the notebook's own price_overrides apply where the preset sets none (notebook 06
             # prices its open-weight models there)
-            step_params = {**params, "price_overrides": normalise_price_overrides(
-                params.get("price_overrides", defaults["price_overrides"]))}
+            step_params = {
+                **params,
+                "price_overrides": normalise_price_overrides(
+                    params.get("price_overrides", defaults["price_overrides"])
+                ),
+            }
             for name in MODEL_PARAMETERS:
                 if name not in defaults:
                     continue
@@ -258,7 +301,8 @@ def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]
         except ValueError as exc:
             raise PresetError(f"parameter {exc}") from None
         if params.get("backend", "offline") != "offline" and not is_known(
-                model, client_option(params, "model_capabilities") or None):
+            model, client_option(params, "model_capabilities") or None
+        ):
             raise PresetError(unknown_model_line(model, name))
 
 
@@ -275,8 +319,9 @@ def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[s
             if not any(name in defaults for name, _ in STAGE_MODEL_PARAMETERS[stage]):
                 continue  # no selected step calls this stage
             for model in stage_models(stage, params):
-                problem = execution_problem(stage, mode, model, backend_of(model, params),
-                                            params.get("price_overrides"))
+                problem = execution_problem(
+                    stage, mode, model, backend_of(model, params), params.get("price_overrides")
+                )
                 if problem is not None:
                     raise PresetError(problem)
 
@@ -284,8 +329,10 @@ def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[s
 def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
     """Are these the study's notebooks (their ``dataset`` parameter defaults to one of its
     datasets)? Dataset names and prerequisites are checked only then."""
-    defaults = {str(notebook_parameters(notebooks[s]).get("dataset", {}).get("default"))
-                .strip("\"'") for s in steps}
+    defaults = {
+        str(notebook_parameters(notebooks[s]).get("dataset", {}).get("default")).strip("\"'")
+        for s in steps
+    }
     return bool(defaults & set(DATASETS))
 
 
@@ -308,7 +355,8 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
                     raise PresetError(
                         f"step {step} needs {dataset}/{relative}, written by step {writer}, "
                         f"which is neither selected before it nor in {run.root}; add step "
-                        f"{writer} (e.g. --steps {writer},{step}) or resume a run that has it")
+                        f"{writer} (e.g. --steps {writer},{step}) or resume a run that has it"
+                    )
 
 
 def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:

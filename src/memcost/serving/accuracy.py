@@ -22,14 +22,23 @@ from memcost.stats import cluster_bootstrap_interval
 
 def judged_system(system: str, model: str) -> str | None:
     """The notebook-04 system whose answers stand for a served system (None: none does)."""
-    return {"full_history": f"long_context_{slug(model)}",
-            "rolling_window": f"rolling_window_{slug(model)}",
-            "mem0": "memory"}.get(system)
+    return {
+        "full_history": f"long_context_{slug(model)}",
+        "rolling_window": f"rolling_window_{slug(model)}",
+        "mem0": "memory",
+    }.get(system)
 
 
-def subset_accuracy(judgments_path: Path, conversations: Sequence[str], systems: Sequence[str],
-                    models: Sequence[str], *, mapping: Mapping[str, str] | None = None,
-                    n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def subset_accuracy(
+    judgments_path: Path,
+    conversations: Sequence[str],
+    systems: Sequence[str],
+    models: Sequence[str],
+    *,
+    mapping: Mapping[str, str] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One row per (served system, model): ``accuracy`` with its interval and where it came
     from, or ``status`` saying why it is missing. ``mapping`` names the judged system to use
     for a served system when it is not the same model's (say so in the table)."""
@@ -39,25 +48,44 @@ def subset_accuracy(judgments_path: Path, conversations: Sequence[str], systems:
     for system in systems:
         for model in models:
             name = (mapping or {}).get(system) or judged_system(system, model)
-            row = {"system": system, "model": model, "judged_system": name, "accuracy": None,
-                   "accuracy_low": None, "accuracy_high": None, "questions": 0}
+            row = {
+                "system": system,
+                "model": model,
+                "judged_system": name,
+                "accuracy": None,
+                "accuracy_low": None,
+                "accuracy_high": None,
+                "questions": 0,
+            }
             if name is None:
                 rows.append({**row, "status": "missing: no judged counterpart of this system"})
                 continue
             if judged.empty:
                 rows.append({**row, "status": f"missing: no judgments at {judgments_path}"})
                 continue
-            mine = judged[(judged["system"] == name) & judged["primary"].astype(bool)
-                          & (judged["vote"] == 0)
-                          & judged["conversation_id"].isin(list(conversations))]
+            mine = judged[
+                (judged["system"] == name)
+                & judged["primary"].astype(bool)
+                & (judged["vote"] == 0)
+                & judged["conversation_id"].isin(list(conversations))
+            ]
             if mine.empty:
                 rows.append({**row, "status": f"missing: {name} not judged on the subset"})
                 continue
             correct = mine["label"].astype(str).str.upper().eq("CORRECT")
-            low, high = cluster_bootstrap_interval(correct, mine["conversation_id"],
-                                                   n_resamples=n_resamples, seed=seed)
-            rows.append({**row, "accuracy": float(correct.mean()), "accuracy_low": low,
-                         "accuracy_high": high, "questions": int(len(mine)),
-                         "judge_model": str(mine["judge_model"].iloc[0]),
-                         "backend": str(mine["backend"].iloc[0]), "status": "measured"})
+            low, high = cluster_bootstrap_interval(
+                correct, mine["conversation_id"], n_resamples=n_resamples, seed=seed
+            )
+            rows.append(
+                {
+                    **row,
+                    "accuracy": float(correct.mean()),
+                    "accuracy_low": low,
+                    "accuracy_high": high,
+                    "questions": int(len(mine)),
+                    "judge_model": str(mine["judge_model"].iloc[0]),
+                    "backend": str(mine["backend"].iloc[0]),
+                    "status": "measured",
+                }
+            )
     return pd.DataFrame(rows)

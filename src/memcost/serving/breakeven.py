@@ -19,8 +19,9 @@ REFERENCE = "full_history"
 NEVER = "never"
 
 
-def sustained_break_even(memory_cumulative: Sequence[float],
-                         full_cumulative: Sequence[float]) -> int | None:
+def sustained_break_even(
+    memory_cumulative: Sequence[float], full_cumulative: Sequence[float]
+) -> int | None:
     """The first turn (0-based, the study's numbering) from which memory's cumulative cost
     stays below full history's, or ``None`` when it is not below at the last turn: the rule of
     :func:`memcost.stats.stays_below_from`, which the main study's break-even uses too."""
@@ -41,8 +42,7 @@ def cumulative_curves(turns: pd.DataFrame, value: str = "usd") -> pd.DataFrame:
     """Mean over seeds of each run's cumulative ``value`` per turn (one row per turn)."""
     frame = turns.sort_values("turn").copy()
     frame["cumulative"] = frame.groupby("run")[value].cumsum()
-    return (frame.groupby([*CURVE_KEYS, "turn"], sort=True)["cumulative"].mean()
-            .reset_index())
+    return frame.groupby([*CURVE_KEYS, "turn"], sort=True)["cumulative"].mean().reset_index()
 
 
 def break_even_table(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
@@ -58,10 +58,16 @@ def break_even_table(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.Dat
             mine = mine.set_index("turn")["cumulative"]
             turns = full.index.intersection(mine.index)
             t_be = sustained_break_even(mine.loc[turns].to_numpy(), full.loc[turns].to_numpy())
-            rows.append({**dict(zip(keys, key, strict=True)), "system": system,
-                         "t_be": t_be, "break_even": label(t_be),
-                         "cumulative_memory": float(mine.loc[turns].iloc[-1]),
-                         "cumulative_full_history": float(full.loc[turns].iloc[-1])})
+            rows.append(
+                {
+                    **dict(zip(keys, key, strict=True)),
+                    "system": system,
+                    "t_be": t_be,
+                    "break_even": label(t_be),
+                    "cumulative_memory": float(mine.loc[turns].iloc[-1]),
+                    "cumulative_full_history": float(full.loc[turns].iloc[-1]),
+                }
+            )
     out = pd.DataFrame(rows)
     if not out.empty:
         out["t_be"] = out["t_be"].astype("Int64")

@@ -34,8 +34,12 @@ OFFLINE = "offline"
 # The ledger's stage labels (memcost.llm.STAGES) for each serving call kind; the exact kind
 # rides along as the ``serving_stage`` tag.
 LEDGER_STAGE = {
-    "extract": "extract", "update": "update", "observer": "extract", "reflector": "update",
-    "answer": "read", "generate": "extract",
+    "extract": "extract",
+    "update": "update",
+    "observer": "extract",
+    "reflector": "update",
+    "answer": "read",
+    "generate": "extract",
 }
 REPLY_WORDS = 30  # the offline answer quotes at most this many words of its best context item
 
@@ -101,11 +105,18 @@ def standin_update(candidates: Sequence[dict[str, Any]]) -> str:
             if verdict and verdict not in found:
                 found[verdict] = short
         if "NOOP" in found:
-            decisions.append({"fact": i + 1, "event": "NOOP", "memory_id": found["NOOP"],
-                              "text": None})
+            decisions.append(
+                {"fact": i + 1, "event": "NOOP", "memory_id": found["NOOP"], "text": None}
+            )
         elif "UPDATE" in found:
-            decisions.append({"fact": i + 1, "event": "UPDATE", "memory_id": found["UPDATE"],
-                              "text": cand["text"]})
+            decisions.append(
+                {
+                    "fact": i + 1,
+                    "event": "UPDATE",
+                    "memory_id": found["UPDATE"],
+                    "text": cand["text"],
+                }
+            )
         else:
             decisions.append({"fact": i + 1, "event": "ADD", "memory_id": None, "text": None})
     return json.dumps({"decisions": decisions}, ensure_ascii=False)
@@ -156,8 +167,13 @@ class OfflineEngine:
 class ClientEngine:
     """The same calls sent through the project's client, as one model at one reasoning effort."""
 
-    def __init__(self, client: LLMClient, model: str, reasoning_effort: str = "",
-                 max_output_tokens: int | None = None):
+    def __init__(
+        self,
+        client: LLMClient,
+        model: str,
+        reasoning_effort: str = "",
+        max_output_tokens: int | None = None,
+    ):
         self.client, self.model, self.effort = client, model, reasoning_effort or None
         self.max_output_tokens = max_output_tokens
         self.backend = client.backend_for(model)
@@ -165,19 +181,34 @@ class ClientEngine:
     def request(self, call: Call) -> ChatRequest:
         messages = (("system", call.prompt.system), ("user", call.user_text()))
         return ChatRequest(
-            model=self.model, messages=messages, stage=LEDGER_STAGE[call.kind],
-            prompt_version=call.prompt.id, reasoning_effort=self.effort,
-            max_output_tokens=self.max_output_tokens, json_mode=call.kind in ("extract", "update"),
-            payload=call, tags={"system": call.tags.get("system"), "serving_stage": call.kind,
-                                **{k: v for k, v in call.tags.items() if k != "system"}},
+            model=self.model,
+            messages=messages,
+            stage=LEDGER_STAGE[call.kind],
+            prompt_version=call.prompt.id,
+            reasoning_effort=self.effort,
+            max_output_tokens=self.max_output_tokens,
+            json_mode=call.kind in ("extract", "update"),
+            payload=call,
+            tags={
+                "system": call.tags.get("system"),
+                "serving_stage": call.kind,
+                **{k: v for k, v in call.tags.items() if k != "system"},
+            },
         )
 
     def __call__(self, call: Call) -> Reply:
         result = self.client.chat(self.request(call), offline=lambda r: offline_text(r.payload))
         usage = result.usage
         visible = max(usage.completion_tokens - usage.reasoning_tokens, 0)
-        return Reply(result.text, usage.prompt_tokens, usage.cached_prompt_tokens, visible,
-                     usage.reasoning_tokens, result.backend, result.error)
+        return Reply(
+            result.text,
+            usage.prompt_tokens,
+            usage.cached_prompt_tokens,
+            visible,
+            usage.reasoning_tokens,
+            result.backend,
+            result.error,
+        )
 
 
 Engine = Callable[[Call], Reply]

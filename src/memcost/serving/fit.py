@@ -22,19 +22,33 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-RUN_KEYS = ["source", "system", "model", "reasoning_effort", "cell", "n_turns", "mean_tokens",
-            "seed", "conversation_id"]
+RUN_KEYS = [
+    "source",
+    "system",
+    "model",
+    "reasoning_effort",
+    "cell",
+    "n_turns",
+    "mean_tokens",
+    "seed",
+    "conversation_id",
+]
 MODELS = ("separable", "total", "state")
 
 
 def turn_costs(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per turn of every run: ``C`` (input tokens of all its stages), cached, output,
     reasoning tokens, dollars (when priced), whether the gate fired, the state when answering."""
-    agg = {"C": ("prompt_tokens", "sum"), "cached_tokens": ("cached_tokens", "sum"),
-           "output_tokens": ("output_tokens", "sum"),
-           "reasoning_tokens": ("reasoning_tokens", "sum"), "gate_fired": ("gate_fired", "any"),
-           "memory_items": ("memory_items", "first"), "memory_tokens": ("memory_tokens", "first"),
-           "pending_tokens": ("pending_tokens", "first")}
+    agg = {
+        "C": ("prompt_tokens", "sum"),
+        "cached_tokens": ("cached_tokens", "sum"),
+        "output_tokens": ("output_tokens", "sum"),
+        "reasoning_tokens": ("reasoning_tokens", "sum"),
+        "gate_fired": ("gate_fired", "any"),
+        "memory_items": ("memory_items", "first"),
+        "memory_tokens": ("memory_tokens", "first"),
+        "pending_tokens": ("pending_tokens", "first"),
+    }
     if "usd" in rows.columns:
         agg["usd"] = ("usd", "sum")
     out = rows.groupby([*RUN_KEYS, "turn"], sort=True, dropna=False).agg(**agg).reset_index()
@@ -55,10 +69,18 @@ def design(frame: pd.DataFrame, model: str = "separable") -> np.ndarray:
     if model == "state":
         gate = frame["gate_fired"].to_numpy(float)
         pending = np.log(frame["pending_tokens"].to_numpy(float) + 1)
-        return np.column_stack([
-            one, log_l, log_t, np.log(frame["memory_tokens"].to_numpy(float) + 1),
-            np.log(frame["memory_items"].to_numpy(float) + 1), pending, gate, gate * pending,
-        ])
+        return np.column_stack(
+            [
+                one,
+                log_l,
+                log_t,
+                np.log(frame["memory_tokens"].to_numpy(float) + 1),
+                np.log(frame["memory_items"].to_numpy(float) + 1),
+                pending,
+                gate,
+                gate * pending,
+            ]
+        )
     raise ValueError(f"unknown cost model {model!r}; choose from {', '.join(MODELS)}")
 
 
@@ -113,10 +135,20 @@ def loocv(frame: pd.DataFrame, model: str = "separable") -> pd.DataFrame:
         fitted = fit(frame.loc[~held], model)
         actual = float(frame.loc[held, "C"].mean())
         predicted = float(fitted.predict(frame.loc[held]).mean())
-        ratio = max(predicted / actual, actual / predicted) if actual > 0 and predicted > 0 else (
-            float("inf"))
-        rows.append({"cell": cell, "actual": actual, "predicted": predicted,
-                     "ape": 100 * abs(predicted - actual) / actual, "ratio": ratio})
+        ratio = (
+            max(predicted / actual, actual / predicted)
+            if actual > 0 and predicted > 0
+            else (float("inf"))
+        )
+        rows.append(
+            {
+                "cell": cell,
+                "actual": actual,
+                "predicted": predicted,
+                "ape": 100 * abs(predicted - actual) / actual,
+                "ratio": ratio,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -125,8 +157,9 @@ def loocv_mape(frame: pd.DataFrame, model: str = "separable") -> float:
     return float(errors["ape"].mean()) if len(errors) else float("nan")
 
 
-def _normal_equations(x: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def _normal_equations(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-group ``XᵀX`` and ``Xᵀy``, so a resample is a weighted sum, not a refit of rows."""
     xtx = np.zeros((k, x.shape[1], x.shape[1]))
     xty = np.zeros((k, x.shape[1]))
@@ -135,8 +168,14 @@ def _normal_equations(x: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int
     return xtx, xty
 
 
-def bootstrap(frame: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0,
-              unit: str = "run", model: str = "separable") -> np.ndarray:
+def bootstrap(
+    frame: pd.DataFrame,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    unit: str = "run",
+    model: str = "separable",
+) -> np.ndarray:
     """Coefficients of ``n_resamples`` refits on resampled data, shape ``(n_resamples, k)``.
 
     ``unit="run"`` draws whole runs with replacement (the study's cluster bootstrap);
@@ -167,8 +206,13 @@ def interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[float, floa
     return float(low), float(high)
 
 
-def exponents_table(turns: pd.DataFrame, *, by: Sequence[str] = ("system", "model",
-                    "reasoning_effort"), n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def exponents_table(
+    turns: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("system", "model", "reasoning_effort"),
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """The study's Table 1: per group ``p``, ``q`` with 95% whole-run bootstrap intervals, R²,
     LOOCV-MAPE and the worst held-out cell; the one-variable ``T = N·L`` model's R² and
     LOOCV-MAPE; the memory-state model's LOOCV-MAPE."""
@@ -179,15 +223,26 @@ def exponents_table(turns: pd.DataFrame, *, by: Sequence[str] = ("system", "mode
         errors = loocv(part, "separable")
         p_lo, p_hi = interval(boot[:, 1])
         q_lo, q_hi = interval(boot[:, 2])
-        rows.append({
-            **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
-            "runs": part["run"].nunique(), "cells": part["cell"].nunique(), "turns": len(part),
-            "a": sep.a, "p": sep.p, "p_low": p_lo, "p_high": p_hi,
-            "q": sep.q, "q_low": q_lo, "q_high": q_hi, "r2": sep.r2,
-            "loocv_mape": float(errors["ape"].mean()) if len(errors) else float("nan"),
-            "worst_cell": errors.loc[errors["ratio"].idxmax(), "cell"] if len(errors) else None,
-            "worst_ratio": float(errors["ratio"].max()) if len(errors) else float("nan"),
-            "r2_total": total.r2, "loocv_mape_total": loocv_mape(part, "total"),
-            "loocv_mape_state": loocv_mape(part, "state"),
-        })
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                "runs": part["run"].nunique(),
+                "cells": part["cell"].nunique(),
+                "turns": len(part),
+                "a": sep.a,
+                "p": sep.p,
+                "p_low": p_lo,
+                "p_high": p_hi,
+                "q": sep.q,
+                "q_low": q_lo,
+                "q_high": q_hi,
+                "r2": sep.r2,
+                "loocv_mape": float(errors["ape"].mean()) if len(errors) else float("nan"),
+                "worst_cell": errors.loc[errors["ratio"].idxmax(), "cell"] if len(errors) else None,
+                "worst_ratio": float(errors["ratio"].max()) if len(errors) else float("nan"),
+                "r2_total": total.r2,
+                "loocv_mape_total": loocv_mape(part, "total"),
+                "loocv_mape_state": loocv_mape(part, "state"),
+            }
+        )
     return pd.DataFrame(rows)

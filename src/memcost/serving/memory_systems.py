@@ -43,9 +43,11 @@ class Mem0(ServedSystem):
         self.pending: list[Turn] = []
 
     def state(self) -> dict[str, Any]:
-        return {"memory_items": len(self.facts),
-                "memory_tokens": sum(f[2] for f in self.facts.values()),
-                "pending_tokens": sum(t.line_tokens for t in self.pending)}
+        return {
+            "memory_items": len(self.facts),
+            "memory_tokens": sum(f[2] for f in self.facts.values()),
+            "pending_tokens": sum(t.line_tokens for t in self.pending),
+        }
 
     def _store(self, text: str, speaker: str) -> int:
         key = self.index.add(fact_words(text))
@@ -57,14 +59,24 @@ class Mem0(ServedSystem):
         rows = [_retrieve_row(turn, state)]
         hits = self.index.top_k(frozenset(fact_words(turn.text)), self.config.mem0_top_k)
         texts = [self.facts[k][0] for k in hits]
-        call = answer_call("Memories", [f"- {t}\n" for t in texts],
-                           [self.facts[k][2] for k in hits], turn, texts,
-                           [self.index.items[k] for k in hits], self.name)
+        call = answer_call(
+            "Memories",
+            [f"- {t}\n" for t in texts],
+            [self.facts[k][2] for k in hits],
+            turn,
+            texts,
+            [self.index.items[k] for k in hits],
+            self.name,
+        )
         rows.append(stage_row("answer", engine(call), **state))
         self.pending.append(turn)
         fired = len(self.pending) >= self.config.ingest_interval
-        reason = (f"{len(self.pending)} turns since the last ingest (interval "
-                  f"{self.config.ingest_interval})" if fired else "")
+        reason = (
+            f"{len(self.pending)} turns since the last ingest (interval "
+            f"{self.config.ingest_interval})"
+            if fired
+            else ""
+        )
         if fired:
             rows += self._ingest(engine, state)
             self.pending = []
@@ -77,8 +89,15 @@ class Mem0(ServedSystem):
         people = " and ".join(sorted({t.speaker for t in self.pending}))
         lines = [f"[{i + 1}] {s}: {' '.join(x.split())}" for i, (s, x) in enumerate(messages)]
         head = f"Session date: not stated\nPeople: {people}\n\nMessages:\n"
-        extract = engine(Call("extract", MEMORY_EXTRACT, [head, "\n".join(lines)],
-                              payload=messages, tags={"system": self.name}))
+        extract = engine(
+            Call(
+                "extract",
+                MEMORY_EXTRACT,
+                [head, "\n".join(lines)],
+                payload=messages,
+                tags={"system": self.name},
+            )
+        )
         rows = [stage_row("ingest_extract", extract, **state)]
         candidates = [(f["text"], str(f.get("speaker") or "")) for f in parse_facts(extract.text)]
         if not candidates:
@@ -92,26 +111,31 @@ class Mem0(ServedSystem):
         rows.append(stage_row("ingest_embed", Reply("", new_tokens, 0, 0, 0, "local"), **state))
         return rows
 
-    def _update(self, engine: Engine, candidates: list[tuple[str, str]],
-                state: dict[str, Any]) -> dict[str, Any]:
+    def _update(
+        self, engine: Engine, candidates: list[tuple[str, str]], state: dict[str, Any]
+    ) -> dict[str, Any]:
         short: dict[int, str] = {}
         compared = []
         for text, speaker in candidates:
-            hits = [k for k in self.index.top_k(fact_words(text), UPDATE_TOP_K)
-                    if self.facts[k][1] == speaker]
+            hits = [
+                k
+                for k in self.index.top_k(fact_words(text), UPDATE_TOP_K)
+                if self.facts[k][1] == speaker
+            ]
             for k in hits:
                 short.setdefault(k, f"m{len(short) + 1}")
             compared.append(hits)
         memories = "\n".join(f"[{short[k]}] {self.facts[k][0]}" for k in short) or "(none)"
         facts = "\n".join(f"{i + 1}. {text}" for i, (text, _) in enumerate(candidates))
         names = sorted({s for _, s in candidates})
-        payload = [{"text": text, "names": names,
-                    "compared": [(short[k], self.facts[k][0]) for k in hits]}
-                   for (text, _), hits in zip(candidates, compared, strict=True)]
-        user = MEMORY_UPDATE.user.format(memories=memories, when="latest conversation",
-                                         facts=facts)
-        reply = engine(Call("update", MEMORY_UPDATE, [user], payload=payload,
-                            tags={"system": self.name}))
+        payload = [
+            {"text": text, "names": names, "compared": [(short[k], self.facts[k][0]) for k in hits]}
+            for (text, _), hits in zip(candidates, compared, strict=True)
+        ]
+        user = MEMORY_UPDATE.user.format(memories=memories, when="latest conversation", facts=facts)
+        reply = engine(
+            Call("update", MEMORY_UPDATE, [user], payload=payload, tags={"system": self.name})
+        )
         by_short = {v: k for k, v in short.items()}
         decided = {int(d.get("fact", 0)): d for d in parse_decisions(reply.text)}
         for i, (text, speaker) in enumerate(candidates, start=1):
@@ -143,8 +167,11 @@ class Observational(ServedSystem):
         return sum(n for _, n in self.observations.values())
 
     def state(self) -> dict[str, Any]:
-        return {"memory_items": len(self.observations), "memory_tokens": self.observation_tokens,
-                "pending_tokens": self.gates.pending}
+        return {
+            "memory_items": len(self.observations),
+            "memory_tokens": self.observation_tokens,
+            "pending_tokens": self.gates.pending,
+        }
 
     def _replace(self, lines: list[str]) -> None:
         for line in lines:
@@ -156,31 +183,49 @@ class Observational(ServedSystem):
         rows = [_retrieve_row(turn, state)]
         hits = self.index.top_k(frozenset(fact_words(turn.text)), self.config.om_top_k)
         lines = [self.observations[k][0] for k in hits]
-        call = answer_call("Observations", [f"{x}\n" for x in lines],
-                           [self.observations[k][1] for k in hits], turn, lines,
-                           [self.index.items[k] for k in hits], self.name)
+        call = answer_call(
+            "Observations",
+            [f"{x}\n" for x in lines],
+            [self.observations[k][1] for k in hits],
+            turn,
+            lines,
+            [self.index.items[k] for k in hits],
+            self.name,
+        )
         rows.append(stage_row("answer", engine(call), **state))
         self.buffer.append(turn)
         reasons = []
         if self.gates.add(turn.line_tokens):
-            reasons.append(f"observer: {self.gates.pending:,} un-observed tokens >= "
-                           f"{self.config.observer_tokens:,}")
+            reasons.append(
+                f"observer: {self.gates.pending:,} un-observed tokens >= "
+                f"{self.config.observer_tokens:,}"
+            )
             rows.append(self._observe(engine, state))
             if self.gates.observed(self.observation_tokens):
-                reasons.append(f"reflector: {self.observation_tokens:,} observation tokens >= "
-                               f"{self.config.reflector_tokens:,}")
+                reasons.append(
+                    f"reflector: {self.observation_tokens:,} observation tokens >= "
+                    f"{self.config.reflector_tokens:,}"
+                )
                 rows.append(self._reflect(engine, state))
         for row in rows:
             row.update(gate_fired=bool(reasons), gate_reason="; ".join(reasons))
         return rows
 
     def _observe(self, engine: Engine, state: dict[str, Any]) -> dict[str, Any]:
-        parts = ["Messages not observed yet:\n"] + [render_line(t.speaker, t.text)
-                                                     for t in self.buffer]
+        parts = ["Messages not observed yet:\n"] + [
+            render_line(t.speaker, t.text) for t in self.buffer
+        ]
         counts = [None] + [t.line_tokens for t in self.buffer]
-        reply = engine(Call("observer", SERVING_OBSERVER, parts, counts,
-                            payload=[(t.speaker, t.text) for t in self.buffer],
-                            tags={"system": self.name}))
+        reply = engine(
+            Call(
+                "observer",
+                SERVING_OBSERVER,
+                parts,
+                counts,
+                payload=[(t.speaker, t.text) for t in self.buffer],
+                tags={"system": self.name},
+            )
+        )
         self._replace(reply_observations(reply.text))
         self.buffer = []  # the gates are told by step(), which asks whether to reflect
         return stage_row("observer", reply, **state)
@@ -189,8 +234,16 @@ class Observational(ServedSystem):
         current = [line for line, _ in self.observations.values()]
         parts = ["Observations:\n"] + [f"{x}\n" for x in current]
         counts = [None] + [n for _, n in self.observations.values()]
-        reply = engine(Call("reflector", SERVING_REFLECTOR, parts, counts, payload=current,
-                            tags={"system": self.name}))
+        reply = engine(
+            Call(
+                "reflector",
+                SERVING_REFLECTOR,
+                parts,
+                counts,
+                payload=current,
+                tags={"system": self.name},
+            )
+        )
         for key in list(self.observations):
             self.index.remove(key)
         self.observations = {}

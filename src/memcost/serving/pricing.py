@@ -40,13 +40,24 @@ def price_rows(
     return out
 
 
-def prices_used(models: list[str], embedding_model: str,
-                price_overrides: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+def prices_used(
+    models: list[str],
+    embedding_model: str,
+    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
     """The price of every model the serving tables are priced with, and the table's date."""
     rows = []
     for model in [*models, embedding_model]:
         price = price_for(model, price_overrides)
-        rows.append({"model": model, "input": price.input, "cached_input": price.cached_input,
-                     "output": price.output, "date": price.date, "source": price.source,
-                     "price_table_date": PRICE_TABLE_DATE})
+        rows.append(
+            {
+                "model": model,
+                "input": price.input,
+                "cached_input": price.cached_input,
+                "output": price.output,
+                "date": price.date,
+                "source": price.source,
+                "price_table_date": PRICE_TABLE_DATE,
+            }
+        )
     return pd.DataFrame(rows)

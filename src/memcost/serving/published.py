@@ -11,10 +11,20 @@ import pandas as pd
 
 # Table 1, transparent baselines: fitted exponents, R² and leave-one-cell-out MAPE (%).
 EXPONENTS: dict[str, dict[str, tuple[float, float] | None]] = {
-    "full_history": {"p": (0.95, 0.97), "q": (0.94, 0.97), "r2": (0.996, 0.999),
-                     "loocv_mape": (2.9, 5.3), "r2_total": None},
-    "rolling_window": {"p": (0.85, 0.92), "q": (0.10, 0.12), "r2": (0.91, 0.95),
-                       "loocv_mape": (6.1, 6.5), "r2_total": (0.39, 0.40)},
+    "full_history": {
+        "p": (0.95, 0.97),
+        "q": (0.94, 0.97),
+        "r2": (0.996, 0.999),
+        "loocv_mape": (2.9, 5.3),
+        "r2_total": None,
+    },
+    "rolling_window": {
+        "p": (0.85, 0.92),
+        "q": (0.10, 0.12),
+        "r2": (0.91, 0.95),
+        "loocv_mape": (6.1, 6.5),
+        "r2_total": (0.39, 0.40),
+    },
 }
 # Memory systems fit badly: held-out errors (LOOCV-MAPE, %), worst cell about 1.9x off.
 MEMORY_LOOCV_MAPE: dict[str, tuple[float, float]] = {
@@ -36,9 +46,15 @@ SUBSET_QUESTIONS = 665
 
 def ranges_table() -> pd.DataFrame:
     """One row per baseline and quantity: the published low and high."""
-    rows = [{"system": system, "quantity": name, "published_low": rng[0],
-             "published_high": rng[1]}
-            for system, values in EXPONENTS.items() for name, rng in values.items() if rng]
-    rows += [{"system": s, "quantity": "loocv_mape", "published_low": lo, "published_high": hi}
-             for s, (lo, hi) in MEMORY_LOOCV_MAPE.items() if s != "hindsight"]
+    rows = [
+        {"system": system, "quantity": name, "published_low": rng[0], "published_high": rng[1]}
+        for system, values in EXPONENTS.items()
+        for name, rng in values.items()
+        if rng
+    ]
+    rows += [
+        {"system": s, "quantity": "loocv_mape", "published_low": lo, "published_high": hi}
+        for s, (lo, hi) in MEMORY_LOOCV_MAPE.items()
+        if s != "hindsight"
+    ]
     return pd.DataFrame(rows)

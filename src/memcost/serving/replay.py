@@ -27,16 +27,43 @@ from memcost.serving.memory_systems import Mem0, Observational
 from memcost.serving.systems import SYSTEMS, FullHistory, RollingWindow, ServedSystem, ServingConfig
 from memcost.serving.workload import Turn
 
-STAGES = ("retrieve", "answer", "ingest_extract", "ingest_update", "ingest_embed", "observer",
-          "reflector")
+STAGES = (
+    "retrieve",
+    "answer",
+    "ingest_extract",
+    "ingest_update",
+    "ingest_embed",
+    "observer",
+    "reflector",
+)
 TURN_COLUMNS = (
-    "source", "system", "model", "reasoning_effort", "cell", "n_turns", "mean_tokens", "seed",
-    "conversation_id", "turn", "stage", "prompt_tokens", "cached_tokens", "output_tokens",
-    "reasoning_tokens", "backend", "error", "gate_fired", "gate_reason", "memory_items",
-    "memory_tokens", "pending_tokens",
+    "source",
+    "system",
+    "model",
+    "reasoning_effort",
+    "cell",
+    "n_turns",
+    "mean_tokens",
+    "seed",
+    "conversation_id",
+    "turn",
+    "stage",
+    "prompt_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "backend",
+    "error",
+    "gate_fired",
+    "gate_reason",
+    "memory_items",
+    "memory_tokens",
+    "pending_tokens",
 )
 _CLASSES: dict[str, type[ServedSystem]] = {
-    "full_history": FullHistory, "rolling_window": RollingWindow, "mem0": Mem0,
+    "full_history": FullHistory,
+    "rolling_window": RollingWindow,
+    "mem0": Mem0,
     "observational": Observational,
 }
 BASELINES = ("full_history", "rolling_window")
@@ -70,17 +97,37 @@ def replay(
     return rows
 
 
-def run_labels(source: str, n_turns: int, mean_tokens: int, seed: int, conversation_id: str,
-               model: str = "", reasoning_effort: str = "") -> dict[str, Any]:
-    return {"source": source, "model": model, "reasoning_effort": reasoning_effort,
-            "cell": cell_label(n_turns, mean_tokens), "n_turns": n_turns,
-            "mean_tokens": mean_tokens, "seed": seed, "conversation_id": conversation_id}
+def run_labels(
+    source: str,
+    n_turns: int,
+    mean_tokens: int,
+    seed: int,
+    conversation_id: str,
+    model: str = "",
+    reasoning_effort: str = "",
+) -> dict[str, Any]:
+    return {
+        "source": source,
+        "model": model,
+        "reasoning_effort": reasoning_effort,
+        "cell": cell_label(n_turns, mean_tokens),
+        "n_turns": n_turns,
+        "mean_tokens": mean_tokens,
+        "seed": seed,
+        "conversation_id": conversation_id,
+    }
 
 
-def plan_runs(grid: Iterable[Sequence[int]], seeds: Sequence[int], systems: Sequence[str],
-              baseline_cells: Iterable[Sequence[int]] = (), baseline_repeats: int = 2, *,
-              observational_cells: Iterable[Sequence[int]] = (), observational_repeats: int = 3,
-              ) -> list[tuple[str, int, int, int]]:
+def plan_runs(
+    grid: Iterable[Sequence[int]],
+    seeds: Sequence[int],
+    systems: Sequence[str],
+    baseline_cells: Iterable[Sequence[int]] = (),
+    baseline_repeats: int = 2,
+    *,
+    observational_cells: Iterable[Sequence[int]] = (),
+    observational_repeats: int = 3,
+) -> list[tuple[str, int, int, int]]:
     """``(system, N, L, seed)`` of every synthetic run: memory systems on the main grid with
     every seed; the deterministic baselines on the main grid and the extra cells with
     ``baseline_repeats`` seeds (the study: 8 cells × 2 repeats); observational memory also on
@@ -96,10 +143,15 @@ def plan_runs(grid: Iterable[Sequence[int]], seeds: Sequence[int], systems: Sequ
             cells, run_seeds = grid, list(seeds)
         runs += [(system, n, size, s) for (n, size), s in itertools.product(cells, run_seeds)]
     if "observational" in systems:
-        long = [(int(n), int(size)) for n, size in observational_cells
-                if (int(n), int(size)) not in grid]
-        runs += [("observational", n, size, s) for (n, size), s in
-                 itertools.product(long, list(seeds)[:observational_repeats])]
+        long = [
+            (int(n), int(size))
+            for n, size in observational_cells
+            if (int(n), int(size)) not in grid
+        ]
+        runs += [
+            ("observational", n, size, s)
+            for (n, size), s in itertools.product(long, list(seeds)[:observational_repeats])
+        ]
     return runs
 
 
@@ -116,8 +168,9 @@ def replay_synthetic(
     """Replay every planned run; ``workload(N, L, seed)`` gives the (cached) conversation."""
     rows: list[dict[str, Any]] = []
     for system, n, size, seed in runs:
-        labels = run_labels("synthetic", n, size, seed, f"synthetic-{n}-{size}-{seed}", model,
-                            reasoning_effort)
+        labels = run_labels(
+            "synthetic", n, size, seed, f"synthetic-{n}-{size}-{seed}", model, reasoning_effort
+        )
         rows += replay(system, workload(n, size, seed), engine, config, labels=labels)
         if progress:
             progress(f"{system} {cell_label(n, size)} seed {seed}")

@@ -64,27 +64,40 @@ class ServingPaths:
 def _parse_messages(count: int) -> Callable[[str], list[str]]:
     def parse(text: str) -> list[str]:
         start, end = text.find("{"), text.rfind("}")
-        messages = json.loads(text[start:end + 1]).get("messages") if start >= 0 else None
+        messages = json.loads(text[start : end + 1]).get("messages") if start >= 0 else None
         if not isinstance(messages, list) or len(messages) != count:
             raise ValueError(f"expected a JSON object with {count} messages")
         return [" ".join(str(m).split()) for m in messages]
+
     return parse
 
 
-def llm_block_generator(client: LLMClient, model: str, reasoning_effort: str = "",
-                        seed: int = 0) -> wl.BlockGenerator:
+def llm_block_generator(
+    client: LLMClient, model: str, reasoning_effort: str = "", seed: int = 0
+) -> wl.BlockGenerator:
     """Blocks of 20 turns written by ``model`` through the client (cached, metered)."""
-    def generate(start: int, count: int, mean_tokens: int, speakers: Sequence[str],
-                 recent: Sequence[str]) -> list[str]:
+
+    def generate(
+        start: int, count: int, mean_tokens: int, speakers: Sequence[str], recent: Sequence[str]
+    ) -> list[str]:
         user = SERVING_GENERATE.user.format(
-            first=speakers[0], second=speakers[1], count=count,
-            starter=speakers[start % 2], tokens=mean_tokens,
-            recent="".join(recent) or "(the conversation starts here)\n")
+            first=speakers[0],
+            second=speakers[1],
+            count=count,
+            starter=speakers[start % 2],
+            tokens=mean_tokens,
+            recent="".join(recent) or "(the conversation starts here)\n",
+        )
         request = ChatRequest(
-            model=model, messages=(("system", SERVING_GENERATE.system), ("user", user)),
-            stage="extract", prompt_version=SERVING_GENERATE.id, json_mode=True,
-            reasoning_effort=reasoning_effort or None, sample_index=seed,
-            tags={"system": "serving_workload", "serving_stage": "generate", "turn": start})
+            model=model,
+            messages=(("system", SERVING_GENERATE.system), ("user", user)),
+            stage="extract",
+            prompt_version=SERVING_GENERATE.id,
+            json_mode=True,
+            reasoning_effort=reasoning_effort or None,
+            sample_index=seed,
+            tags={"system": "serving_workload", "serving_stage": "generate", "turn": start},
+        )
 
         def offline(_request: object) -> str:
             rng = random.Random(f"llm-offline-{start}-{mean_tokens}-{seed}")
@@ -93,31 +106,50 @@ def llm_block_generator(client: LLMClient, model: str, reasoning_effort: str = "
 
         result = client.chat(request, offline=offline, parse=_parse_messages(count))
         if not result.ok:
-            raise RuntimeError(f"workload block at turn {start} (L={mean_tokens}) failed: "
-                               f"{result.error or result.parse_error}")
+            raise RuntimeError(
+                f"workload block at turn {start} (L={mean_tokens}) failed: "
+                f"{result.error or result.parse_error}"
+            )
         return list(result.parsed)
+
     return generate
 
 
-def workload_source(paths: ServingPaths, generator: str, client: LLMClient | None = None,
-                    model: str = "", reasoning_effort: str = ""
-                    ) -> Callable[[int, int, int], Sequence[wl.Turn]]:
+def workload_source(
+    paths: ServingPaths,
+    generator: str,
+    client: LLMClient | None = None,
+    model: str = "",
+    reasoning_effort: str = "",
+) -> Callable[[int, int, int], Sequence[wl.Turn]]:
     """``(N, L, seed) -> turns`` from the on-disk cache, generated on first use."""
     if generator == "template":
         return lambda n, length, s: wl.cached_workload(paths.workloads, n, length, s)
     if generator != "llm" or client is None:
-        raise ValueError(f"workload_generator must be 'template' or 'llm' (with a client), "
-                         f"got {generator!r}")
+        raise ValueError(
+            f"workload_generator must be 'template' or 'llm' (with a client), got {generator!r}"
+        )
     source = f"llm-{model.split('/')[-1]}"
     return lambda n, length, s: wl.cached_workload(
-        paths.workloads, n, length, s, source=source,
-        block_generator=llm_block_generator(client, model, reasoning_effort, s))
+        paths.workloads,
+        n,
+        length,
+        s,
+        source=source,
+        block_generator=llm_block_generator(client, model, reasoning_effort, s),
+    )
 
 
-def replay_all(runs: Sequence[tuple[str, int, int, int]], workload, config: ServingConfig, *,
-               pairs: Sequence[tuple[str, str]], client: LLMClient | None = None,
-               offline: bool = True, progress: Callable[[str], None] | None = None,
-               ) -> pd.DataFrame:
+def replay_all(
+    runs: Sequence[tuple[str, int, int, int]],
+    workload,
+    config: ServingConfig,
+    *,
+    pairs: Sequence[tuple[str, str]],
+    client: LLMClient | None = None,
+    offline: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
     """Every planned run, as every (model, effort): one offline replay copied per model, or one
     replay per model through the client."""
     if offline:
@@ -125,13 +157,24 @@ def replay_all(runs: Sequence[tuple[str, int, int, int]], workload, config: Serv
         return rp.with_models(rows, pairs)
     if client is None:
         raise ValueError("a replay through a model needs the client")
-    parts = [rp.replay_synthetic(runs, workload, ClientEngine(client, m, e), config, model=m,
-                                 reasoning_effort=e, progress=progress) for m, e in pairs]
+    parts = [
+        rp.replay_synthetic(
+            runs,
+            workload,
+            ClientEngine(client, m, e),
+            config,
+            model=m,
+            reasoning_effort=e,
+            progress=progress,
+        )
+        for m, e in pairs
+    ]
     return pd.concat(parts, ignore_index=True)
 
 
-def real_conversations(run: RunPaths, datasets: Sequence[str], limit: int
-                       ) -> tuple[dict[str, tuple[str, list[wl.Turn]]], dict[str, str]]:
+def real_conversations(
+    run: RunPaths, datasets: Sequence[str], limit: int
+) -> tuple[dict[str, tuple[str, list[wl.Turn]]], dict[str, str]]:
     """Notebook 00's conversations of ``datasets`` as workloads (at most ``limit`` each, in id
     order), and per dataset what was found."""
     found: dict[str, tuple[str, list[wl.Turn]]] = {}
@@ -144,14 +187,17 @@ def real_conversations(run: RunPaths, datasets: Sequence[str], limit: int
         frame = pd.read_parquet(path)
         ids = sorted(frame["conversation_id"].unique())[: limit or None]
         for cid in ids:
-            found[f"{dataset}:{cid}"] = (dataset, wl.real_workload(
-                frame[frame["conversation_id"] == cid]))
+            found[f"{dataset}:{cid}"] = (
+                dataset,
+                wl.real_workload(frame[frame["conversation_id"] == cid]),
+            )
         status[dataset] = f"{len(ids)} conversations from {path}"
     return found, status
 
 
-def replay_with_calls(turns: Sequence[wl.Turn], system: str, config: ServingConfig,
-                        upto: int) -> tuple[list[Call], list[dict]]:
+def replay_with_calls(
+    turns: Sequence[wl.Turn], system: str, config: ServingConfig, upto: int
+) -> tuple[list[Call], list[dict]]:
     """Replay ``system`` over the first ``upto`` turns offline, keeping every call it made, so a
     notebook can show what one turn sends."""
     calls: list[Call] = []

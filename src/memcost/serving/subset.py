@@ -50,13 +50,15 @@ def question_axes(questions: pd.DataFrame) -> pd.DataFrame:
     """One row per question (category 5 dropped): ``conversation_id`` and its bin on each axis."""
     kept = questions[questions["category_id"].fillna(0).astype(int) != 5]
     evidence = kept["evidence"].apply(lambda e: [] if e is None else list(e))
-    return pd.DataFrame({
-        "question_id": kept["question_id"].to_numpy(),
-        "conversation_id": kept["conversation_id"].to_numpy(),
-        "category": kept["category_id"].fillna(0).astype(int).astype(str).to_numpy(),
-        "evidence_turns": evidence.apply(lambda e: _turns_bin(len(e))).to_numpy(),
-        "evidence_span": evidence.apply(_span_bin).to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "question_id": kept["question_id"].to_numpy(),
+            "conversation_id": kept["conversation_id"].to_numpy(),
+            "category": kept["category_id"].fillna(0).astype(int).astype(str).to_numpy(),
+            "evidence_turns": evidence.apply(lambda e: _turns_bin(len(e))).to_numpy(),
+            "evidence_span": evidence.apply(_span_bin).to_numpy(),
+        }
+    )
 
 
 def divergence(part: pd.Series, whole: pd.Series) -> float:
@@ -83,8 +85,9 @@ class SubsetChoice:
         return asdict(self)
 
 
-def choose_subset(questions: pd.DataFrame, *, size: int = 4,
-                  target_questions: int = 665) -> SubsetChoice:
+def choose_subset(
+    questions: pd.DataFrame, *, size: int = 4, target_questions: int = 665
+) -> SubsetChoice:
     """The subset of ``size`` conversations closest to the full set (see the module text)."""
     axes = question_axes(questions)
     if axes.empty:
@@ -104,5 +107,13 @@ def choose_subset(questions: pd.DataFrame, *, size: int = 4,
             best = (total, combo, divs)
     assert best is not None
     total, combo, divs = best
-    return SubsetChoice(list(combo), int(counts.loc[list(combo)].sum()), divs, total,
-                        target_questions, bool(exact), len(candidates), len(ids))
+    return SubsetChoice(
+        list(combo),
+        int(counts.loc[list(combo)].sum()),
+        divs,
+        total,
+        target_questions,
+        bool(exact),
+        len(candidates),
+        len(ids),
+    )

@@ -81,19 +81,38 @@ def fact_words(text: str) -> frozenset[str]:
 
 
 def stage_row(stage: str, reply: Reply, **extra: Any) -> dict[str, Any]:
-    return {"stage": stage, "prompt_tokens": reply.prompt_tokens,
-            "cached_tokens": reply.cached_tokens, "output_tokens": reply.output_tokens,
-            "reasoning_tokens": reply.reasoning_tokens, "backend": reply.backend,
-            "error": reply.error, **extra}
+    return {
+        "stage": stage,
+        "prompt_tokens": reply.prompt_tokens,
+        "cached_tokens": reply.cached_tokens,
+        "output_tokens": reply.output_tokens,
+        "reasoning_tokens": reply.reasoning_tokens,
+        "backend": reply.backend,
+        "error": reply.error,
+        **extra,
+    }
 
 
-def answer_call(title: str, lines: Sequence[str], line_tokens: Sequence[int], turn: Turn,
-                items: Sequence[str], item_words: Sequence[frozenset[str]], system: str) -> Call:
+def answer_call(
+    title: str,
+    lines: Sequence[str],
+    line_tokens: Sequence[int],
+    turn: Turn,
+    items: Sequence[str],
+    item_words: Sequence[frozenset[str]],
+    system: str,
+) -> Call:
     """The answer request: the context lines (already counted) and the latest message."""
     context, counts = (list(lines), list(line_tokens)) if lines else ([EMPTY_CONTEXT], [None])
     tail = f"Latest message from {turn.speaker}:\n{' '.join(turn.text.split())}\n"
-    return Call("answer", SERVING_ANSWER, [f"{title}:\n", *context, tail], [None, *counts, None],
-                payload=(turn.text, items, item_words), tags={"system": system, "turn": turn.turn})
+    return Call(
+        "answer",
+        SERVING_ANSWER,
+        [f"{title}:\n", *context, tail],
+        [None, *counts, None],
+        payload=(turn.text, items, item_words),
+        tags={"system": system, "turn": turn.turn},
+    )
 
 
 class ServedSystem:
@@ -126,14 +145,24 @@ class FullHistory(ServedSystem):
 
     def state(self) -> dict[str, Any]:
         part = self.context()
-        return {"memory_items": len(self.lines[part]), "memory_tokens": sum(self.counts[part]),
-                "pending_tokens": 0}
+        return {
+            "memory_items": len(self.lines[part]),
+            "memory_tokens": sum(self.counts[part]),
+            "pending_tokens": 0,
+        }
 
     def step(self, turn: Turn, engine: Engine) -> list[dict[str, Any]]:
         part = self.context()
         state = self.state()
-        call = answer_call("Conversation so far", self.lines[part], self.counts[part], turn,
-                           self.texts[part], self.words[part], self.name)
+        call = answer_call(
+            "Conversation so far",
+            self.lines[part],
+            self.counts[part],
+            turn,
+            self.texts[part],
+            self.words[part],
+            self.name,
+        )
         rows = [stage_row("answer", engine(call), gate_fired=False, gate_reason="", **state)]
         self.lines.append(render_line(turn.speaker, turn.text))
         self.counts.append(turn.line_tokens)

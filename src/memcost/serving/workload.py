@@ -36,8 +36,20 @@ CITIES = ("Lisbon", "Porto", "Utrecht", "Kyoto", "Tallinn", "Valencia", "Ghent",
 FOODS = ("ramen", "Thai green curry", "sourdough pizza", "falafel wraps", "paella", "pho")
 ACTIVITIES = ("yoga", "climbing", "choir practice", "swimming", "pottery class", "Spanish lessons")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 JOBS = ("nurse", "data analyst", "carpenter", "teacher", "sound engineer", "architect")
 COMPANIES = ("Northwind", "Bluefield Labs", "Harbour & Co", "Greenleaf", "Atlas Studio")
 FREQUENCIES = ("once a week", "twice a week", "three times a week", "every other day")
@@ -125,11 +137,22 @@ def control_length(text: str, mean_tokens: int) -> tuple[str, str]:
 def _fill(template: str, rng: random.Random) -> str:
     food, food2 = rng.sample(FOODS, 2)
     return template.format(
-        relative=rng.choice(RELATIVES), other=rng.choice(OTHER_NAMES), city=rng.choice(CITIES),
-        day=rng.randint(1, 28), month=rng.choice(MONTHS), activity=rng.choice(ACTIVITIES),
-        weekday=rng.choice(WEEKDAYS), hour=rng.randint(6, 20), frequency=rng.choice(FREQUENCIES),
-        food=food, food2=food2, pet=rng.choice(PETS), age=rng.randint(2, 14),
-        company=rng.choice(COMPANIES), job=rng.choice(JOBS), year=rng.randint(2015, 2025),
+        relative=rng.choice(RELATIVES),
+        other=rng.choice(OTHER_NAMES),
+        city=rng.choice(CITIES),
+        day=rng.randint(1, 28),
+        month=rng.choice(MONTHS),
+        activity=rng.choice(ACTIVITIES),
+        weekday=rng.choice(WEEKDAYS),
+        hour=rng.randint(6, 20),
+        frequency=rng.choice(FREQUENCIES),
+        food=food,
+        food2=food2,
+        pet=rng.choice(PETS),
+        age=rng.randint(2, 14),
+        company=rng.choice(COMPANIES),
+        job=rng.choice(JOBS),
+        year=rng.randint(2015, 2025),
     )
 
 
@@ -211,30 +234,60 @@ def generate_workload(
             recent = [render_line(t.speaker, t.text) for t in turns[-RECENT_TURNS:]]
             texts = block_generator(start, count, mean_tokens, speakers, recent)
             if len(texts) != count:
-                raise ValueError(f"the block generator returned {len(texts)} messages for "
-                                 f"turns {start}-{start + count - 1}, expected {count}")
+                raise ValueError(
+                    f"the block generator returned {len(texts)} messages for "
+                    f"turns {start}-{start + count - 1}, expected {count}"
+                )
             raw = [(str(t), ()) for t in texts]
         for offset, (text, facts) in enumerate(raw):
             index = start + offset
             speaker = speakers[index % 2]
             text, action = control_length(text, mean_tokens)
-            turns.append(Turn(index, speaker, text, count_tokens(text),
-                              count_tokens(render_line(speaker, text)), facts, action))
+            turns.append(
+                Turn(
+                    index,
+                    speaker,
+                    text,
+                    count_tokens(text),
+                    count_tokens(render_line(speaker, text)),
+                    facts,
+                    action,
+                )
+            )
     return turns
 
 
 def workload_frame(turns: Sequence[Turn]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"turn": t.turn, "speaker": t.speaker, "text": t.text, "tokens": t.tokens,
-          "line_tokens": t.line_tokens, "facts": list(t.facts), "length_action": t.length_action}
-         for t in turns],
+        [
+            {
+                "turn": t.turn,
+                "speaker": t.speaker,
+                "text": t.text,
+                "tokens": t.tokens,
+                "line_tokens": t.line_tokens,
+                "facts": list(t.facts),
+                "length_action": t.length_action,
+            }
+            for t in turns
+        ],
         columns=list(WORKLOAD_COLUMNS),
     )
 
 
 def turns_from_frame(frame: pd.DataFrame) -> list[Turn]:
-    return [Turn(int(r.turn), str(r.speaker), str(r.text), int(r.tokens), int(r.line_tokens),
-                 tuple(r.facts), str(r.length_action)) for r in frame.itertuples(index=False)]
+    return [
+        Turn(
+            int(r.turn),
+            str(r.speaker),
+            str(r.text),
+            int(r.tokens),
+            int(r.line_tokens),
+            tuple(r.facts),
+            str(r.length_action),
+        )
+        for r in frame.itertuples(index=False)
+    ]
 
 
 def workload_path(cache_dir: Path, n_turns: int, mean_tokens: int, seed: int, source: str) -> Path:
@@ -269,6 +322,15 @@ def real_workload(turns: pd.DataFrame) -> list[Turn]:
         if isinstance(caption, str) and caption:
             text = f"{text} [shares a photo: {caption}]"
         speaker = str(row.speaker or "user")
-        out.append(Turn(index, speaker, text, count_tokens(text),
-                        count_tokens(render_line(speaker, text)), (), "real"))
+        out.append(
+            Turn(
+                index,
+                speaker,
+                text,
+                count_tokens(text),
+                count_tokens(render_line(speaker, text)),
+                (),
+                "real",
+            )
+        )
     return out

@@ -34,6 +34,19 @@ from memcost.systems.mem0_style import Mem0Style
 from memcost.systems.observational import ObservationalMemory
 from memcost.systems.rag import Rag
 
-__all__ = ["GraphMemory", "HierarchicalMemory", "Mem0Library", "Mem0Style", "MemorySystem",
-           "ObservationalMemory", "Rag", "Recall", "SystemBuild", "open_system", "parse_systems",
-           "register", "system_class", "system_names"]
+__all__ = [
+    "GraphMemory",
+    "HierarchicalMemory",
+    "Mem0Library",
+    "Mem0Style",
+    "MemorySystem",
+    "ObservationalMemory",
+    "Rag",
+    "Recall",
+    "SystemBuild",
+    "open_system",
+    "parse_systems",
+    "register",
+    "system_class",
+    "system_names",
+]

@@ -63,8 +63,10 @@ class SystemBuild:
 
     def line(self) -> str:
         failed = f", {len(self.failed)} FAILED (rerun to retry them)" if self.failed else ""
-        return (f"{self.system}: {self.users} users, {self.built} built, {self.resumed} resumed"
-                f"{failed} in {self.wall_s:.1f} s")
+        return (
+            f"{self.system}: {self.users} users, {self.built} built, {self.resumed} resumed"
+            f"{failed} in {self.wall_s:.1f} s"
+        )
 
 
 class MemorySystem(ABC):
@@ -81,12 +83,15 @@ class MemorySystem(ABC):
     write_update_phase: ClassVar[bool] = True
     write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
 
-    def __init__(self, ds: DatasetPaths, settings: Mapping[str, Any] | None = None, *,
-                 dataset: str):
+    def __init__(
+        self, ds: DatasetPaths, settings: Mapping[str, Any] | None = None, *, dataset: str
+    ):
         unknown = sorted(set(settings or {}) - set(self.defaults))
         if unknown:
-            raise ValueError(f"memory system {self.name}: unknown setting(s) {unknown}; its "
-                             f"settings are {', '.join(self.defaults) or 'none'}")
+            raise ValueError(
+                f"memory system {self.name}: unknown setting(s) {unknown}; its "
+                f"settings are {', '.join(self.defaults) or 'none'}"
+            )
         self.ds = ds
         self.dataset = dataset
         self.settings = {**self.defaults, **(settings or {})}
@@ -121,8 +126,13 @@ class MemorySystem(ABC):
 
     def tags(self, user: str, **extra: Any) -> dict[str, Any]:
         """The ledger tags of one of this system's calls."""
-        return {"dataset": self.dataset, "conversation_id": user, "question_id": None,
-                "system": self.answers_as, **extra}
+        return {
+            "dataset": self.dataset,
+            "conversation_id": user,
+            "question_id": None,
+            "system": self.answers_as,
+            **extra,
+        }
 
 
 def store_items(system: MemorySystem, user: str) -> pd.DataFrame:
@@ -150,13 +160,15 @@ def system_names() -> tuple[str, ...]:
 def system_class(name: str) -> type[MemorySystem]:
     """The system registered as ``name``; ``ValueError`` in one line listing the known ones."""
     if name not in _REGISTRY:
-        raise ValueError(f"unknown memory system {name!r}; the memory systems are "
-                         f"{', '.join(system_names())}")
+        raise ValueError(
+            f"unknown memory system {name!r}; the memory systems are {', '.join(system_names())}"
+        )
     return _REGISTRY[name]
 
 
-def open_system(name: str, ds: DatasetPaths, *, dataset: str,
-                settings: Mapping[str, Any] | None = None) -> MemorySystem:
+def open_system(
+    name: str, ds: DatasetPaths, *, dataset: str, settings: Mapping[str, Any] | None = None
+) -> MemorySystem:
     return system_class(name)(ds, settings, dataset=dataset)
 
 
@@ -165,8 +177,10 @@ def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
     one-key mapping of a name to its settings (``{hierarchical: {window_turns: 20}}``).
     ``ValueError`` in one line for an unknown name or setting, or a name given twice."""
     if not isinstance(value, list | tuple) or not value:
-        raise ValueError(f"memory_systems={value!r}: expected a list of system names, e.g. "
-                         f"[mem0_style, rag]; the memory systems are {', '.join(system_names())}")
+        raise ValueError(
+            f"memory_systems={value!r}: expected a list of system names, e.g. "
+            f"[mem0_style, rag]; the memory systems are {', '.join(system_names())}"
+        )
     out: list[tuple[str, dict[str, Any]]] = []
     for entry in value:
         if isinstance(entry, Mapping) and len(entry) == 1:
@@ -174,17 +188,19 @@ def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
         elif isinstance(entry, str):
             name, settings = entry, {}
         else:
-            raise ValueError(f"memory_systems entry {entry!r}: expected a name or "
-                             "{name: {setting: value}}")
+            raise ValueError(
+                f"memory_systems entry {entry!r}: expected a name or {{name: {{setting: value}}}}"
+            )
         cls = system_class(str(name))
         cls.check_available()
         if not isinstance(settings, Mapping):
-            raise ValueError(f"memory_systems {name}: settings must be a mapping, not "
-                             f"{settings!r}")
+            raise ValueError(f"memory_systems {name}: settings must be a mapping, not {settings!r}")
         unknown = sorted(set(settings) - set(cls.defaults))
         if unknown:
-            raise ValueError(f"memory system {name}: unknown setting(s) {unknown}; its "
-                             f"settings are {', '.join(cls.defaults)}")
+            raise ValueError(
+                f"memory system {name}: unknown setting(s) {unknown}; its "
+                f"settings are {', '.join(cls.defaults)}"
+            )
         if any(n == name for n, _ in out):
             raise ValueError(f"memory_systems names {name} twice")
         out.append((str(name), dict(settings)))

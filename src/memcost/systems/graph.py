@@ -44,8 +44,9 @@ def parse_graph(text: str) -> dict[str, Any]:
     """A reply of either call as ``{"entities": [...]}`` or ``{"relations": [...]}``."""
     found = re.search(r"\{.*\}", text, re.DOTALL)
     data = json.loads(found.group(0) if found else text)
-    if not isinstance(data, dict) or not any(isinstance(data.get(k), list)
-                                             for k in ("entities", "relations")):
+    if not isinstance(data, dict) or not any(
+        isinstance(data.get(k), list) for k in ("entities", "relations")
+    ):
         raise ValueError("expected a JSON object with an entities or relations list")
     return data
 
@@ -68,11 +69,15 @@ class Graph:
 
     def valid_about(self, names: list[str]) -> list[dict[str, Any]]:
         wanted = {n.lower() for n in names}
-        return [r for r in self.relations if r["valid"]
-                and (r["source"].lower() in wanted or r["destination"].lower() in wanted)]
+        return [
+            r
+            for r in self.relations
+            if r["valid"] and (r["source"].lower() in wanted or r["destination"].lower() in wanted)
+        ]
 
-    def add_relations(self, relations: list[dict[str, Any]], when: str | None,
-                      positions: list[int] | None = None) -> None:
+    def add_relations(
+        self, relations: list[dict[str, Any]], when: str | None, positions: list[int] | None = None
+    ) -> None:
         by_id = {r["id"]: r for r in self.relations}
         for rel in relations:
             source, relation = str(rel.get("source") or ""), str(rel.get("relation") or "")
@@ -83,24 +88,47 @@ class Graph:
             old = by_id.get(str(rel.get("supersedes")))
             if old is not None and old["valid"]:
                 old["valid"], old["superseded_by"] = False, key  # marked, not deleted
-            new = {"id": key, "source": source, "relation": relation,
-                   "destination": destination, "valid": True, "superseded_by": None,
-                   "supersedes": old["id"] if old is not None else None,
-                   "session_datetime": when, "positions": list(positions or [])}
+            new = {
+                "id": key,
+                "source": source,
+                "relation": relation,
+                "destination": destination,
+                "valid": True,
+                "superseded_by": None,
+                "supersedes": old["id"] if old is not None else None,
+                "session_datetime": when,
+                "positions": list(positions or []),
+            }
             self.relations.append(new)
             by_id[key] = new
 
     def items(self) -> pd.DataFrame:
-        rows = [{"item_id": r["id"], "kind": "triple",
-                 "text": f"{r['source']} {r['relation']} {r['destination']}",
-                 "session_datetime": r["session_datetime"], "valid": r["valid"],
-                 "positions": r.get("positions", []),
-                 "detail": {k: r[k] for k in ("source", "relation", "destination",
-                                              "supersedes", "superseded_by")}}
-                for r in self.relations]
-        rows += [{"item_id": f"e{i}", "kind": "entity", "text": name, "valid": True,
-                  "session_datetime": None, "detail": {"type": kind}}
-                 for i, (name, kind) in enumerate(self.entities.items())]
+        rows = [
+            {
+                "item_id": r["id"],
+                "kind": "triple",
+                "text": f"{r['source']} {r['relation']} {r['destination']}",
+                "session_datetime": r["session_datetime"],
+                "valid": r["valid"],
+                "positions": r.get("positions", []),
+                "detail": {
+                    k: r[k]
+                    for k in ("source", "relation", "destination", "supersedes", "superseded_by")
+                },
+            }
+            for r in self.relations
+        ]
+        rows += [
+            {
+                "item_id": f"e{i}",
+                "kind": "entity",
+                "text": name,
+                "valid": True,
+                "session_datetime": None,
+                "detail": {"type": kind},
+            }
+            for i, (name, kind) in enumerate(self.entities.items())
+        ]
         return item_rows(rows)
 
 
@@ -132,8 +160,11 @@ class _GraphIngest(UserIngest):
             self.step = "relations"
             return
         segment = self.segments[self.index]
-        self.graph.add_relations(list(parsed.get("relations") or []), segment.session_datetime,
-                                 sorted({m.position for m in segment.person_messages}))
+        self.graph.add_relations(
+            list(parsed.get("relations") or []),
+            segment.session_datetime,
+            sorted({m.position for m in segment.person_messages}),
+        )
         self.step, self.index = "entities", self.index + 1
 
     def items(self) -> pd.DataFrame:
@@ -147,20 +178,35 @@ class GraphMemory(StoredSystem):
     describes = "Mem0^g: entities and relation triples per segment; invalid, never deleted"
     write_passes = 2.0  # an entity call and a relation call read every segment; no update phase
     write_update_phase = False
-    defaults = {"extraction_model": EXTRACTION_MODEL, "extraction_reasoning_effort": "low",
-                "batch_size": BATCH_SIZE, "max_segment_chars": MAX_SEGMENT_CHARS,
-                "top_k": TOP_K, "embedding_model": EMBEDDING_MODEL}
+    defaults = {
+        "extraction_model": EXTRACTION_MODEL,
+        "extraction_reasoning_effort": "low",
+        "batch_size": BATCH_SIZE,
+        "max_segment_chars": MAX_SEGMENT_CHARS,
+        "top_k": TOP_K,
+        "embedding_model": EMBEDDING_MODEL,
+    }
     embed_kinds = ("triple",)
     prompts = (MEMORY_GRAPH_ENTITIES.id, MEMORY_GRAPH_RELATIONS.id)
     parse = staticmethod(parse_graph)
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
-        segments, _ = segment_conversation(turns, batch_size=int(self.settings["batch_size"]),
-                                           max_chars=int(self.settings["max_segment_chars"]))
+        segments, _ = segment_conversation(
+            turns,
+            batch_size=int(self.settings["batch_size"]),
+            max_chars=int(self.settings["max_segment_chars"]),
+        )
         return _GraphIngest(self, user, segments)
 
-    def _request(self, user: str, segment: Segment, prompt: Any, step: str,
-                 payload: dict[str, Any], **fields: str) -> ChatRequest:
+    def _request(
+        self,
+        user: str,
+        segment: Segment,
+        prompt: Any,
+        step: str,
+        payload: dict[str, Any],
+        **fields: str,
+    ) -> ChatRequest:
         when = spoken_datetime(segment.session_datetime)
         messages = _messages(segment)
         model = self.settings["extraction_model"]
@@ -168,23 +214,38 @@ class GraphMemory(StoredSystem):
             model=model,
             messages=prompt.messages(
                 session_line=f"Session date: {when}\n" if when else "",
-                messages="\n".join(f"{s}: {t}" for s, t in messages), **fields),
-            stage="extract", prompt_version=prompt.id, json_mode=True,
+                messages="\n".join(f"{s}: {t}" for s, t in messages),
+                **fields,
+            ),
+            stage="extract",
+            prompt_version=prompt.id,
+            json_mode=True,
             payload={"step": step, "messages": messages, **payload},
             tags=self.tags(user, memory_step=step, segment=segment.index),
-            **generation_params(model, self.settings["extraction_reasoning_effort"]))
+            **generation_params(model, self.settings["extraction_reasoning_effort"]),
+        )
 
     def entities_request(self, user: str, segment: Segment) -> ChatRequest:
         return self._request(user, segment, MEMORY_GRAPH_ENTITIES, "entities", {})
 
-    def relations_request(self, user: str, segment: Segment, entities: list[str],
-                          stored: list[dict[str, Any]]) -> ChatRequest:
-        shown = "\n".join(f"{r['id']}: {r['source']} | {r['relation']} | {r['destination']}"
-                          for r in stored) or "(none)"
+    def relations_request(
+        self, user: str, segment: Segment, entities: list[str], stored: list[dict[str, Any]]
+    ) -> ChatRequest:
+        shown = (
+            "\n".join(
+                f"{r['id']}: {r['source']} | {r['relation']} | {r['destination']}" for r in stored
+            )
+            or "(none)"
+        )
         return self._request(
-            user, segment, MEMORY_GRAPH_RELATIONS, "relations",
+            user,
+            segment,
+            MEMORY_GRAPH_RELATIONS,
+            "relations",
             {"stored": [(r["id"], r["source"], r["relation"]) for r in stored]},
-            entities=", ".join(entities) or "(none)", stored=shown)
+            entities=", ".join(entities) or "(none)",
+            stored=shown,
+        )
 
     def offline(self, request: ChatRequest) -> str:
         return offline_graph(request)

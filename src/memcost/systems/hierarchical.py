@@ -78,8 +78,9 @@ class _Layering(UserIngest):
         if left <= 0:
             return []
         upto = self.summarised + min(self.every, left)
-        return [self.system.summary_request(self.user, self.summary,
-                                            self.lines[self.summarised:upto])]
+        return [
+            self.system.summary_request(self.user, self.summary, self.lines[self.summarised : upto])
+        ]
 
     def take(self, results: list[ChatResult]) -> None:
         self.summary = results[0].text.strip()
@@ -90,14 +91,34 @@ class _Layering(UserIngest):
         recent = self.lines[-window:] if window else []
         archived = self.lines[: len(self.lines) - len(recent)]
         last = self.lines[-1].session_datetime if self.lines else None
-        rows = [{"item_id": "summary", "kind": "summary", "text": self.summary or "(nothing yet)",
-                 "session_datetime": last}]
-        rows += [{"item_id": f"a{line.position}", "kind": "archive", "text": line.render(),
-                  "session_datetime": line.session_datetime, "positions": [line.position]}
-                 for line in archived]
-        rows += [{"item_id": f"t{line.position}", "kind": "turn", "text": line.render(),
-                  "session_datetime": line.session_datetime, "positions": [line.position]}
-                 for line in recent]
+        rows = [
+            {
+                "item_id": "summary",
+                "kind": "summary",
+                "text": self.summary or "(nothing yet)",
+                "session_datetime": last,
+            }
+        ]
+        rows += [
+            {
+                "item_id": f"a{line.position}",
+                "kind": "archive",
+                "text": line.render(),
+                "session_datetime": line.session_datetime,
+                "positions": [line.position],
+            }
+            for line in archived
+        ]
+        rows += [
+            {
+                "item_id": f"t{line.position}",
+                "kind": "turn",
+                "text": line.render(),
+                "session_datetime": line.session_datetime,
+                "positions": [line.position],
+            }
+            for line in recent
+        ]
         return item_rows(rows)
 
 
@@ -109,10 +130,17 @@ class HierarchicalMemory(StoredSystem):
     write_passes = 1.0  # the summary rewrites read each message once; archive embeddings only
     write_update_phase = False
     write_model_setting = "summary_model"
-    defaults = {"window_turns": 10, "summary_every": 10, "summary_words": 200,
-                "archive_top_k": 5, "working_capacity": 5, "eviction": "lru",
-                "summary_model": EXTRACTION_MODEL, "summary_reasoning_effort": "low",
-                "embedding_model": EMBEDDING_MODEL}
+    defaults = {
+        "window_turns": 10,
+        "summary_every": 10,
+        "summary_words": 200,
+        "archive_top_k": 5,
+        "working_capacity": 5,
+        "eviction": "lru",
+        "summary_model": EXTRACTION_MODEL,
+        "summary_reasoning_effort": "low",
+        "embedding_model": EMBEDDING_MODEL,
+    }
     embed_kinds = ("archive",)
     prompts = (MEMORY_SUMMARY.id,)
 
@@ -124,13 +152,21 @@ class HierarchicalMemory(StoredSystem):
         words = int(self.settings["summary_words"])
         return ChatRequest(
             model=model,
-            messages=MEMORY_SUMMARY.messages(max_words=str(words), summary=summary or "(empty)",
-                                             messages="\n".join(x.render() for x in lines)),
-            stage="extract", prompt_version=MEMORY_SUMMARY.id,
-            payload={"summary": summary.splitlines(), "max_words": words,
-                     "messages": [(x.speaker, x.text, x.session_datetime) for x in lines]},
+            messages=MEMORY_SUMMARY.messages(
+                max_words=str(words),
+                summary=summary or "(empty)",
+                messages="\n".join(x.render() for x in lines),
+            ),
+            stage="extract",
+            prompt_version=MEMORY_SUMMARY.id,
+            payload={
+                "summary": summary.splitlines(),
+                "max_words": words,
+                "messages": [(x.speaker, x.text, x.session_datetime) for x in lines],
+            },
             tags=self.tags(user, memory_step="summary", through=lines[-1].position),
-            **generation_params(model, self.settings["summary_reasoning_effort"]))
+            **generation_params(model, self.settings["summary_reasoning_effort"]),
+        )
 
     def offline(self, request: ChatRequest) -> str:
         p = request.payload
@@ -142,15 +178,20 @@ class HierarchicalMemory(StoredSystem):
     def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
         """The summary, the working set after this question's hits are promoted, L1."""
         working = memory.state
-        hits = nearest(memory.vectors, query, memory.of_kind("archive"),
-                       int(self.settings["archive_top_k"]))
+        hits = nearest(
+            memory.vectors, query, memory.of_kind("archive"), int(self.settings["archive_top_k"])
+        )
         for row, _ in hits:
             working.hit(row)
-        rows = [*np.flatnonzero(memory.of_kind("summary")), *working.rows(),
-                *np.flatnonzero(memory.of_kind("turn"))]
+        rows = [
+            *np.flatnonzero(memory.of_kind("summary")),
+            *working.rows(),
+            *np.flatnonzero(memory.of_kind("turn")),
+        ]
         out = shown(memory.items, rows, dict(hits))
-        out["kind"] = ["working" if r in working.items else k
-                       for r, k in zip(rows, out["kind"], strict=True)]
+        out["kind"] = [
+            "working" if r in working.items else k for r, k in zip(rows, out["kind"], strict=True)
+        ]
         return out
 
     @property

@@ -54,14 +54,18 @@ def library_version() -> str:
     try:
         version = metadata.version("mem0ai")
     except metadata.PackageNotFoundError:
-        raise ValueError(f"memory system mem0 needs the mem0ai package: pip install "
-                         f"mem0ai=={PINNED} (make setup installs it)") from None
+        raise ValueError(
+            f"memory system mem0 needs the mem0ai package: pip install "
+            f"mem0ai=={PINNED} (make setup installs it)"
+        ) from None
     parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
     low, high = (tuple(int(p) for p in v.split(".")) for v in SUPPORTED)
     if not low <= parts < high:
-        raise ValueError(f"mem0ai {version} is not supported: the adapter supports "
-                         f">={SUPPORTED[0]},<{SUPPORTED[1]} (the paper's pipeline; {PINNED} "
-                         "pinned)")
+        raise ValueError(
+            f"mem0ai {version} is not supported: the adapter supports "
+            f">={SUPPORTED[0]},<{SUPPORTED[1]} (the paper's pipeline; {PINNED} "
+            "pinned)"
+        )
     return version
 
 
@@ -76,13 +80,20 @@ def route(body: dict[str, Any]) -> Route:
     system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
     user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
     if system.startswith(MEM0_EXTRACT.system[:60]):
-        return Route("extract", "mem0/extract", f"{MEM0_EXTRACT.id}+mem0ai@{PINNED}",
-                     offline_mem0_extract, "low")
+        return Route(
+            "extract",
+            "mem0/extract",
+            f"{MEM0_EXTRACT.id}+mem0ai@{PINNED}",
+            offline_mem0_extract,
+            "low",
+        )
     if user.lstrip().startswith(_UPDATE_OPENING):
-        return Route("update", "mem0/update", f"mem0_update+mem0ai@{PINNED}",
-                     offline_mem0_update, "low")
-    raise ValueError("a mem0 request the adapter does not know (neither its extraction nor "
-                     "its update prompt)")
+        return Route(
+            "update", "mem0/update", f"mem0_update+mem0ai@{PINNED}", offline_mem0_update, "low"
+        )
+    raise ValueError(
+        "a mem0 request the adapter does not know (neither its extraction nor its update prompt)"
+    )
 
 
 @register
@@ -90,9 +101,14 @@ class Mem0Library(MemorySystem):
     name = "mem0"
     answers_as = "memory_mem0"
     describes = "the mem0 library (mem0ai 1.0.4) configured as §3.1, through the gateway"
-    defaults = {"extraction_model": EXTRACTION_MODEL, "embedding_model": EMBEDDING_MODEL,
-                "batch_size": BATCH_SIZE, "max_segment_chars": MAX_SEGMENT_CHARS, "top_k": 20,
-                "vector_store": "pgvector"}
+    defaults = {
+        "extraction_model": EXTRACTION_MODEL,
+        "embedding_model": EMBEDDING_MODEL,
+        "batch_size": BATCH_SIZE,
+        "max_segment_chars": MAX_SEGMENT_CHARS,
+        "top_k": 20,
+        "vector_store": "pgvector",
+    }
 
     _server: PgServer | None = None
 
@@ -118,12 +134,23 @@ class Mem0Library(MemorySystem):
 
         self.folder.mkdir(parents=True, exist_ok=True)
         config = {
-            "llm": {"provider": "openai", "config": {
-                "model": self.settings["extraction_model"], "api_key": PLACEHOLDER_KEY,
-                "openai_base_url": gateway.base_url}},
-            "embedder": {"provider": "openai", "config": {
-                "model": self.settings["embedding_model"], "api_key": PLACEHOLDER_KEY,
-                "openai_base_url": gateway.base_url, "embedding_dims": EMBEDDING_DIMS}},
+            "llm": {
+                "provider": "openai",
+                "config": {
+                    "model": self.settings["extraction_model"],
+                    "api_key": PLACEHOLDER_KEY,
+                    "openai_base_url": gateway.base_url,
+                },
+            },
+            "embedder": {
+                "provider": "openai",
+                "config": {
+                    "model": self.settings["embedding_model"],
+                    "api_key": PLACEHOLDER_KEY,
+                    "openai_base_url": gateway.base_url,
+                    "embedding_dims": EMBEDDING_DIMS,
+                },
+            },
             "vector_store": self._vector_store(),
             "history_db_path": str(self.folder / "history.db"),
             "custom_fact_extraction_prompt": MEM0_EXTRACT.system,
@@ -133,17 +160,31 @@ class Mem0Library(MemorySystem):
     def _vector_store(self) -> dict[str, Any]:
         collection = f"mem0_{self.dataset}"
         if self.settings["vector_store"] == "faiss":
-            return {"provider": "faiss", "config": {
-                "collection_name": collection, "path": str(self.folder / "faiss"),
-                "distance_strategy": "cosine", "embedding_model_dims": EMBEDDING_DIMS}}
+            return {
+                "provider": "faiss",
+                "config": {
+                    "collection_name": collection,
+                    "path": str(self.folder / "faiss"),
+                    "distance_strategy": "cosine",
+                    "embedding_model_dims": EMBEDDING_DIMS,
+                },
+            }
         if self.settings["vector_store"] != "pgvector":
-            raise ValueError(f"memory system mem0: vector_store must be pgvector or faiss, not "
-                             f"{self.settings['vector_store']!r}")
+            raise ValueError(
+                f"memory system mem0: vector_store must be pgvector or faiss, not "
+                f"{self.settings['vector_store']!r}"
+            )
         if self._server is None:
             self._server = PgServer(self.ds.root.parent / SERVER_DIR)
-        return {"provider": "pgvector", "config": {
-            "connection_string": self._server.start(), "collection_name": collection,
-            "embedding_model_dims": EMBEDDING_DIMS, "hnsw": True}}
+        return {
+            "provider": "pgvector",
+            "config": {
+                "connection_string": self._server.start(),
+                "collection_name": collection,
+                "embedding_model_dims": EMBEDDING_DIMS,
+                "hnsw": True,
+            },
+        }
 
     def close(self) -> None:
         """Stop the private server this system started (its data stays for a resume)."""
@@ -152,8 +193,12 @@ class Mem0Library(MemorySystem):
             self._server = None
 
     def _gateway(self, client: LLMClient) -> Gateway:
-        return Gateway(client, route, embedding_step="mem0/embed",
-                       tags={"dataset": self.dataset, "system": self.answers_as})
+        return Gateway(
+            client,
+            route,
+            embedding_step="mem0/embed",
+            tags={"dataset": self.dataset, "system": self.answers_as},
+        )
 
     def fingerprint(self, client: LLMClient) -> str:
         return f"mem0ai-{library_version()}-{client.backend}-{MEM0_EXTRACT.id}"
@@ -179,10 +224,20 @@ class Mem0Library(MemorySystem):
         report.wall_s = time.perf_counter() - t0
         return report
 
-    def _build_user(self, memory: Any, gateway: Gateway, user: str, turns: pd.DataFrame,
-                    fingerprint: str, report: SystemBuild) -> None:
-        segments, _ = segment_conversation(turns, batch_size=int(self.settings["batch_size"]),
-                                           max_chars=int(self.settings["max_segment_chars"]))
+    def _build_user(
+        self,
+        memory: Any,
+        gateway: Gateway,
+        user: str,
+        turns: pd.DataFrame,
+        fingerprint: str,
+        report: SystemBuild,
+    ) -> None:
+        segments, _ = segment_conversation(
+            turns,
+            batch_size=int(self.settings["batch_size"]),
+            max_chars=int(self.settings["max_segment_chars"]),
+        )
         with gateway.context(conversation_id=user, question_id=None):
             # a user redone after a failure starts clean (one by one: mem0's delete_all resets
             # the whole FAISS collection, every user's memories with it)
@@ -192,11 +247,18 @@ class Mem0Library(MemorySystem):
                 for segment in segments:
                     date = segment.session_datetime or NO_SESSION_DATE
                     messages = [{"role": "user", "content": f"Session date: {date}"}]
-                    messages += [{"role": "user", "content": f"{m.speaker}: {m.text}"}
-                                 for m in segment.messages]
-                    memory.add(messages, user_id=user,
-                               metadata={"session_datetime": segment.session_datetime,
-                                         "positions": [m.position for m in segment.messages]})
+                    messages += [
+                        {"role": "user", "content": f"{m.speaker}: {m.text}"}
+                        for m in segment.messages
+                    ]
+                    memory.add(
+                        messages,
+                        user_id=user,
+                        metadata={
+                            "session_datetime": segment.session_datetime,
+                            "positions": [m.position for m in segment.messages],
+                        },
+                    )
             except Exception as exc:  # the library failed for this user: recorded, not fatal
                 gateway.raise_fatal()
                 report.failed[user] = f"mem0 raised {type(exc).__name__}: {exc}"
@@ -207,12 +269,21 @@ class Mem0Library(MemorySystem):
                 report.failed[user] = f"{len(failed)} calls failed: {failed[0]['error']}"
                 return
             stored = memory.get_all(user_id=user, limit=100_000)["results"]
-        items = item_rows([{
-            "item_id": m["id"], "kind": "fact", "text": m["memory"],
-            "session_datetime": (m.get("metadata") or {}).get("session_datetime"),
-            "positions": (m.get("metadata") or {}).get("positions") or []} for m in stored])
-        store.write_user(self.folder, user, items, None, fingerprint=fingerprint,
-                         calls=len(segments))
+        items = item_rows(
+            [
+                {
+                    "item_id": m["id"],
+                    "kind": "fact",
+                    "text": m["memory"],
+                    "session_datetime": (m.get("metadata") or {}).get("session_datetime"),
+                    "positions": (m.get("metadata") or {}).get("positions") or [],
+                }
+                for m in stored
+            ]
+        )
+        store.write_user(
+            self.folder, user, items, None, fingerprint=fingerprint, calls=len(segments)
+        )
         report.built += 1
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
@@ -224,15 +295,23 @@ class Mem0Library(MemorySystem):
                 user, qid = str(q["conversation_id"]), str(q["question_id"])
                 with gateway.context(conversation_id=user, question_id=qid):
                     t0 = time.perf_counter()
-                    found = memory.search(str(q["question"]), user_id=user,
-                                          limit=int(self.settings["top_k"]))["results"]
+                    found = memory.search(
+                        str(q["question"]), user_id=user, limit=int(self.settings["top_k"])
+                    )["results"]
                     latency = time.perf_counter() - t0
                 gateway.raise_fatal()
-                rows = [{"item_id": m["id"], "kind": "fact", "text": m["memory"],
-                         "session_datetime": (m.get("metadata") or {}).get("session_datetime"),
-                         "score": m.get("score"), "tokens": count_tokens(m["memory"]),
-                         "positions": (m.get("metadata") or {}).get("positions") or []}
-                        for m in found]
+                rows = [
+                    {
+                        "item_id": m["id"],
+                        "kind": "fact",
+                        "text": m["memory"],
+                        "session_datetime": (m.get("metadata") or {}).get("session_datetime"),
+                        "score": m.get("score"),
+                        "tokens": count_tokens(m["memory"]),
+                        "positions": (m.get("metadata") or {}).get("positions") or [],
+                    }
+                    for m in found
+                ]
                 out[qid] = Recall(pd.DataFrame(rows, columns=list(ITEM_COLUMNS)), latency)
         return out
 

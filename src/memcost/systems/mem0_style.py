@@ -33,20 +33,36 @@ class Mem0Style(MemorySystem):
     name = "mem0_style"
     answers_as = "memory"
     describes = "the paper's: extracted facts, the ADD/UPDATE/DELETE/NOOP update phase, top-20"
-    defaults = {"extraction_model": EXTRACTION_MODEL, "extraction_reasoning_effort": "low",
-                "embedding_model": EMBEDDING_MODEL, "batch_size": BATCH_SIZE,
-                "max_segment_chars": MAX_SEGMENT_CHARS, "update_phase": True,
-                "update_top_k": UPDATE_TOP_K, "hnsw_m": HNSW_M,
-                "ef_construction": EF_CONSTRUCTION, "top_k": TOP_K, "ef_search": EF_SEARCH}
+    defaults = {
+        "extraction_model": EXTRACTION_MODEL,
+        "extraction_reasoning_effort": "low",
+        "embedding_model": EMBEDDING_MODEL,
+        "batch_size": BATCH_SIZE,
+        "max_segment_chars": MAX_SEGMENT_CHARS,
+        "update_phase": True,
+        "update_top_k": UPDATE_TOP_K,
+        "hnsw_m": HNSW_M,
+        "ef_construction": EF_CONSTRUCTION,
+        "top_k": TOP_K,
+        "ef_search": EF_SEARCH,
+    }
 
     def __init__(self, ds, settings=None, *, dataset: str, store: VectorStore | None = None):
         super().__init__(ds, settings, dataset=dataset)
         self.store = store or FaissStore(0, folder=index_dir(ds))
 
     def config(self) -> MemoryConfig:
-        keys = ("extraction_model", "extraction_reasoning_effort", "embedding_model",
-                "batch_size", "max_segment_chars", "update_phase", "update_top_k", "hnsw_m",
-                "ef_construction")
+        keys = (
+            "extraction_model",
+            "extraction_reasoning_effort",
+            "embedding_model",
+            "batch_size",
+            "max_segment_chars",
+            "update_phase",
+            "update_top_k",
+            "hnsw_m",
+            "ef_construction",
+        )
         return MemoryConfig(dataset=self.dataset, **{k: self.settings[k] for k in keys})
 
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
@@ -55,23 +71,37 @@ class Mem0Style(MemorySystem):
         done = MemoryBuilder(client, self.ds, self.config(), self.store).run(conversations, users)
         # a user with failed segments is written, incomplete, and rebuilt by a rerun
         failed = {u: "failed segments (rerun to retry them)" for u in done.incomplete}
-        return SystemBuild(self.name, users=len(users), built=len(done.built),
-                           resumed=len(done.resumed), failed=failed,
-                           wall_s=time.perf_counter() - t0)
+        return SystemBuild(
+            self.name,
+            users=len(users),
+            built=len(done.built),
+            resumed=len(done.resumed),
+            failed=failed,
+            wall_s=time.perf_counter() - t0,
+        )
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
         store = MemoryStore(self.ds, self.store, embedding_model=self.settings["embedding_model"])
-        vectors = embed_questions(client, questions, dataset=self.dataset,
-                                  model=self.settings["embedding_model"])
+        vectors = embed_questions(
+            client, questions, dataset=self.dataset, model=self.settings["embedding_model"]
+        )
         out = {}
         for i, q in enumerate(questions.to_dict("records")):
-            found = retrieve(store, str(q["conversation_id"]), vectors[i],
-                             top_k=int(self.settings["top_k"]),
-                             ef_search=int(self.settings["ef_search"]), compare_exact=False)
+            found = retrieve(
+                store,
+                str(q["conversation_id"]),
+                vectors[i],
+                top_k=int(self.settings["top_k"]),
+                ef_search=int(self.settings["ef_search"]),
+                compare_exact=False,
+            )
             items = found.facts.assign(
-                item_id=found.facts["fact_id"], kind="fact", score=list(found.scores),
+                item_id=found.facts["fact_id"],
+                kind="fact",
+                score=list(found.scores),
                 tokens=[count_tokens(t) for t in found.facts["text"]],
-                positions=found.facts["source_positions"])
+                positions=found.facts["source_positions"],
+            )
             out[str(q["question_id"])] = Recall(items[list(ITEM_COLUMNS)], found.latency_s)
         return out
 
@@ -85,7 +115,12 @@ class Mem0Style(MemorySystem):
 
     def state(self) -> pd.DataFrame:
         stats = user_stats(self.ds)
-        return pd.DataFrame({"conversation_id": stats["conversation_id"],
-                             "items": stats["active_facts"], "tokens": stats["fact_tokens"],
-                             "invalid_items": stats["superseded"] + stats["deleted"],
-                             "calls": stats["segments"]})  # extraction calls (+ updates)
+        return pd.DataFrame(
+            {
+                "conversation_id": stats["conversation_id"],
+                "items": stats["active_facts"],
+                "tokens": stats["fact_tokens"],
+                "invalid_items": stats["superseded"] + stats["deleted"],
+                "calls": stats["segments"],
+            }
+        )  # extraction calls (+ updates)

@@ -71,8 +71,9 @@ class _Observing(UserIngest):
     def __init__(self, system: ObservationalMemory, user: str, lines: list[HistoryLine]):
         super().__init__(user, lines)
         self.system = system
-        self.gates = ObservationGates(int(system.settings["observer_tokens"]),
-                                      int(system.settings["reflector_tokens"]))
+        self.gates = ObservationGates(
+            int(system.settings["observer_tokens"]), int(system.settings["reflector_tokens"])
+        )
         self.next = 0  # the next line to read
         self.buffer: list[HistoryLine] = []
         # (line, date of its messages, the turns it came from)
@@ -86,15 +87,15 @@ class _Observing(UserIngest):
 
     def requests(self) -> list[ChatRequest]:
         if self.reflect_due:
-            return [self.system.reflector_request(self.user,
-                                                  [t for t, _, _ in self.observations])]
+            return [self.system.reflector_request(self.user, [t for t, _, _ in self.observations])]
         while self.next < len(self.lines):
             line = self.lines[self.next]
             self.next += 1
             self.buffer.append(line)
             if self.gates.add(count_tokens(line.render() + "\n")):
-                self.fired.append({"gate": "observer", "position": line.position,
-                                   "tokens": self.gates.pending})
+                self.fired.append(
+                    {"gate": "observer", "position": line.position, "tokens": self.gates.pending}
+                )
                 return [self.system.observer_request(self.user, self.buffer)]
         return []
 
@@ -111,22 +112,43 @@ class _Observing(UserIngest):
         self.observations += [(x, when, turns) for x in reply_observations(text)]
         self.buffer = []
         if self.gates.observed(self.observation_tokens):
-            self.fired.append({"gate": "reflector", "position": self.lines[self.next - 1].position,
-                               "tokens": self.observation_tokens})
+            self.fired.append(
+                {
+                    "gate": "reflector",
+                    "position": self.lines[self.next - 1].position,
+                    "tokens": self.observation_tokens,
+                }
+            )
             self.reflect_due = True
 
     def info(self) -> dict:
-        return {"observer_fired": sum(g["gate"] == "observer" for g in self.fired),
-                "reflector_fired": sum(g["gate"] == "reflector" for g in self.fired),
-                "gates": self.fired}
+        return {
+            "observer_fired": sum(g["gate"] == "observer" for g in self.fired),
+            "reflector_fired": sum(g["gate"] == "reflector" for g in self.fired),
+            "gates": self.fired,
+        }
 
     def items(self) -> pd.DataFrame:
-        rows = [{"item_id": f"o{i}", "kind": "observation", "text": text,
-                 "session_datetime": when, "positions": turns}
-                for i, (text, when, turns) in enumerate(self.observations)]
-        rows += [{"item_id": f"t{line.position}", "kind": "turn", "text": line.render(),
-                  "session_datetime": line.session_datetime, "positions": [line.position]}
-                 for line in self.buffer]
+        rows = [
+            {
+                "item_id": f"o{i}",
+                "kind": "observation",
+                "text": text,
+                "session_datetime": when,
+                "positions": turns,
+            }
+            for i, (text, when, turns) in enumerate(self.observations)
+        ]
+        rows += [
+            {
+                "item_id": f"t{line.position}",
+                "kind": "turn",
+                "text": line.render(),
+                "session_datetime": line.session_datetime,
+                "positions": [line.position],
+            }
+            for line in self.buffer
+        ]
         return item_rows(rows)
 
 
@@ -138,9 +160,14 @@ class ObservationalMemory(StoredSystem):
     write_passes = 1.0  # the observer reads each message once; the reflector reads observations
     write_update_phase = False
     write_model_setting = "observer_model"
-    defaults = {"observer_tokens": OBSERVER_TOKENS, "reflector_tokens": REFLECTOR_TOKENS,
-                "top_k": TOP_K, "observer_model": EXTRACTION_MODEL,
-                "observer_reasoning_effort": "low", "embedding_model": EMBEDDING_MODEL}
+    defaults = {
+        "observer_tokens": OBSERVER_TOKENS,
+        "reflector_tokens": REFLECTOR_TOKENS,
+        "top_k": TOP_K,
+        "observer_model": EXTRACTION_MODEL,
+        "observer_reasoning_effort": "low",
+        "embedding_model": EMBEDDING_MODEL,
+    }
     embed_kinds = ("observation",)
     prompts = (SERVING_OBSERVER.id, SERVING_REFLECTOR.id)
 
@@ -150,28 +177,43 @@ class ObservationalMemory(StoredSystem):
     def _request(self, user: str, prompt, step: str, payload, **fields: str) -> ChatRequest:
         model = self.settings["observer_model"]
         return ChatRequest(
-            model=model, messages=prompt.messages(**fields), stage="extract",
-            prompt_version=prompt.id, payload={"step": step, "items": payload},
+            model=model,
+            messages=prompt.messages(**fields),
+            stage="extract",
+            prompt_version=prompt.id,
+            payload={"step": step, "items": payload},
             tags=self.tags(user, memory_step=step),
-            **generation_params(model, self.settings["observer_reasoning_effort"]))
+            **generation_params(model, self.settings["observer_reasoning_effort"]),
+        )
 
     def observer_request(self, user: str, lines: list[HistoryLine]) -> ChatRequest:
-        return self._request(user, SERVING_OBSERVER, "observer",
-                             [(x.speaker, x.text, x.session_datetime) for x in lines],
-                             messages="\n".join(x.render() for x in lines))
+        return self._request(
+            user,
+            SERVING_OBSERVER,
+            "observer",
+            [(x.speaker, x.text, x.session_datetime) for x in lines],
+            messages="\n".join(x.render() for x in lines),
+        )
 
     def reflector_request(self, user: str, observations: list[str]) -> ChatRequest:
-        return self._request(user, SERVING_REFLECTOR, "reflector", list(observations),
-                             observations="\n".join(observations))
+        return self._request(
+            user,
+            SERVING_REFLECTOR,
+            "reflector",
+            list(observations),
+            observations="\n".join(observations),
+        )
 
     def offline(self, request: ChatRequest) -> str:
         p = request.payload
-        return standin_observe(p["items"]) if p["step"] == "observer" else standin_reflect(
-            p["items"])
+        return (
+            standin_observe(p["items"]) if p["step"] == "observer" else standin_reflect(p["items"])
+        )
 
     def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
         """The most similar observation(s), then the messages not observed yet."""
-        picked = nearest(memory.vectors, query, memory.of_kind("observation"),
-                         int(self.settings["top_k"]))
+        picked = nearest(
+            memory.vectors, query, memory.of_kind("observation"), int(self.settings["top_k"])
+        )
         tail = np.flatnonzero(memory.of_kind("turn")).tolist()
         return shown(memory.items, [r for r, _ in picked] + tail, dict(picked))

@@ -38,9 +38,14 @@ def chunk_lines(lines: list[HistoryLine], chunk_tokens: int) -> list[dict]:
     size = 0
 
     def close() -> None:
-        chunks.append({"text": "\n".join(x.render() for x in current), "tokens": size,
-                       "session_datetime": current[0].session_datetime,
-                       "positions": [x.position for x in current]})
+        chunks.append(
+            {
+                "text": "\n".join(x.render() for x in current),
+                "tokens": size,
+                "session_datetime": current[0].session_datetime,
+                "positions": [x.position for x in current],
+            }
+        )
 
     for line in lines:
         n = count_tokens(line.render() + "\n")

@@ -42,8 +42,16 @@ def _user_file(folder: Path, user: str) -> Path:
     return folder / f"{_SAFE.sub('_', user)}.parquet"
 
 
-def write_user(folder: Path, user: str, items: pd.DataFrame, vectors: np.ndarray | None,
-               *, fingerprint: str, calls: int, info: dict[str, Any] | None = None) -> None:
+def write_user(
+    folder: Path,
+    user: str,
+    items: pd.DataFrame,
+    vectors: np.ndarray | None,
+    *,
+    fingerprint: str,
+    calls: int,
+    info: dict[str, Any] | None = None,
+) -> None:
     """One finished user: its items (with vectors), then its line in ``done.json`` (with
     ``info``: what the system says about the build, e.g. which gates fired)."""
     missing = [c for c in ITEM_SCHEMA if c not in items.columns]
@@ -86,8 +94,11 @@ def record_failures(folder: Path, failures: dict[str, str]) -> None:
 def finished(folder: Path, users: list[str], fingerprint: str) -> set[str]:
     """The users whose items were written by a build with ``fingerprint``."""
     done = read_done(folder)
-    return {u for u in users if done.get(u, {}).get("fingerprint") == fingerprint
-            and _user_file(folder, u).is_file()}
+    return {
+        u
+        for u in users
+        if done.get(u, {}).get("fingerprint") == fingerprint and _user_file(folder, u).is_file()
+    }
 
 
 def read_user(folder: Path, user: str) -> tuple[pd.DataFrame, np.ndarray | None]:
@@ -98,8 +109,11 @@ def read_user(folder: Path, user: str) -> tuple[pd.DataFrame, np.ndarray | None]
     frame = pd.read_parquet(path)
     vectors = None
     if "vector" in frame.columns:
-        vectors = (np.stack([np.asarray(v, dtype=np.float32) for v in frame["vector"]])
-                   if len(frame) else np.zeros((0, 0), dtype=np.float32))
+        vectors = (
+            np.stack([np.asarray(v, dtype=np.float32) for v in frame["vector"]])
+            if len(frame)
+            else np.zeros((0, 0), dtype=np.float32)
+        )
         frame = frame.drop(columns=["vector"])
     return frame, vectors
 
@@ -113,11 +127,27 @@ def state_table(folder: Path) -> pd.DataFrame:
             continue
         items = pd.read_parquet(path, columns=["tokens", "valid"])
         held = items.loc[items["valid"]]
-        rows.append({"conversation_id": user, "items": len(held),
-                     "tokens": int(held["tokens"].sum()),
-                     "invalid_items": int((~items["valid"]).sum()),
-                     "calls": int(entry.get("calls", 0)),
-                     **{k: v for k, v in entry.items() if k not in ("fingerprint", "calls")}})
-    return pd.DataFrame(rows).reindex(columns=list(dict.fromkeys(
-        ["conversation_id", "items", "tokens", "invalid_items", "calls",
-         *[c for r in rows for c in r]])))
+        rows.append(
+            {
+                "conversation_id": user,
+                "items": len(held),
+                "tokens": int(held["tokens"].sum()),
+                "invalid_items": int((~items["valid"]).sum()),
+                "calls": int(entry.get("calls", 0)),
+                **{k: v for k, v in entry.items() if k not in ("fingerprint", "calls")},
+            }
+        )
+    return pd.DataFrame(rows).reindex(
+        columns=list(
+            dict.fromkeys(
+                [
+                    "conversation_id",
+                    "items",
+                    "tokens",
+                    "invalid_items",
+                    "calls",
+                    *[c for r in rows for c in r],
+                ]
+            )
+        )
+    )

@@ -55,8 +55,11 @@ def user_lines(turns: pd.DataFrame) -> list[HistoryLine]:
     """A user's messages in order, system messages left out, long messages whole (the memory
     stage's segmentation, read back as a stream)."""
     segments, _ = segment_conversation(turns, batch_size=10_000, max_chars=10**9)
-    return [HistoryLine(m.position, m.speaker, m.text, s.session_index, s.session_datetime)
-            for s in segments for m in s.messages]
+    return [
+        HistoryLine(m.position, m.speaker, m.text, s.session_index, s.session_datetime)
+        for s in segments
+        for m in s.messages
+    ]
 
 
 def item_rows(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -64,12 +67,18 @@ def item_rows(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     out = []
     for r in rows:
         text = str(r["text"])
-        out.append({"item_id": str(r["item_id"]), "kind": str(r["kind"]), "text": text,
-                    "session_datetime": r.get("session_datetime"),
-                    "tokens": int(r.get("tokens") or count_tokens(text)),
-                    "valid": bool(r.get("valid", True)),
-                    "detail": json.dumps(r.get("detail") or {}, ensure_ascii=False),
-                    "positions": [int(x) for x in r.get("positions") or []]})
+        out.append(
+            {
+                "item_id": str(r["item_id"]),
+                "kind": str(r["kind"]),
+                "text": text,
+                "session_datetime": r.get("session_datetime"),
+                "tokens": int(r.get("tokens") or count_tokens(text)),
+                "valid": bool(r.get("valid", True)),
+                "detail": json.dumps(r.get("detail") or {}, ensure_ascii=False),
+                "positions": [int(x) for x in r.get("positions") or []],
+            }
+        )
     return pd.DataFrame(out, columns=list(store.ITEM_SCHEMA))
 
 
@@ -95,8 +104,9 @@ class UserIngest:
         return {}
 
 
-def run_waves(client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any,
-              desc: str, parse: Any = None) -> dict[str, str]:
+def run_waves(
+    client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any, desc: str, parse: Any = None
+) -> dict[str, str]:
     """Drive every user's ingest to its end; returns ``{user: reason}`` of the failed ones.
 
     ``parse`` (a reply to its value, raising ``ValueError`` when unusable) makes the client
@@ -104,8 +114,9 @@ def run_waves(client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any
     failed: dict[str, str] = {}
     active = dict(ingests)
     wave = 0
-    bar = tqdm(total=len(active), desc=desc, unit="user", disable=not active,
-               file=sys.stderr, leave=True)
+    bar = tqdm(
+        total=len(active), desc=desc, unit="user", disable=not active, file=sys.stderr, leave=True
+    )
     while active:
         asked = {user: ingest.requests() for user, ingest in active.items()}
         asked = {u: r for u, r in asked.items() if r}
@@ -118,13 +129,12 @@ def run_waves(client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any
         results = client.chat_many(flat, offline=offline, parse=parse, progress=False)
         start = 0
         for user, requests in asked.items():
-            mine = results[start:start + len(requests)]
+            mine = results[start : start + len(requests)]
             start += len(requests)
             bad = next((r for r in mine if not r.ok), None)
             active[user].calls += len(mine)
             if bad is not None:
-                failed[user] = (f"{bad.request.stage} call failed: "
-                                f"{bad.error or bad.parse_error}")
+                failed[user] = f"{bad.request.stage} call failed: {bad.error or bad.parse_error}"
                 continue
             active[user].take(mine)
         bar.update(sum(1 for u in asked if u in failed))
@@ -158,10 +168,16 @@ class StoredSystem(MemorySystem):
         return store.system_dir(self.ds, self.name)
 
     def fingerprint(self, client: LLMClient) -> str:
-        material = {"system": self.name, "settings": self.settings, "prompts": self.prompts,
-                    "backend": client.backend, "base_url": client.base_url}
-        return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()
-                              ).hexdigest()[:16]
+        material = {
+            "system": self.name,
+            "settings": self.settings,
+            "prompts": self.prompts,
+            "backend": client.backend,
+            "base_url": client.base_url,
+        }
+        return hashlib.sha256(
+            json.dumps(material, sort_keys=True, default=str).encode()
+        ).hexdigest()[:16]
 
     @abstractmethod
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
@@ -179,28 +195,41 @@ class StoredSystem(MemorySystem):
         done = store.finished(self.folder, list(groups), fingerprint)
         report.resumed = len(done)
         ingests = {u: self.start(u, g) for u, g in groups.items() if u not in done}
-        report.failed = run_waves(client, ingests, self.offline, desc=f"{self.name}: ingest",
-                                  parse=type(self).parse)
+        report.failed = run_waves(
+            client, ingests, self.offline, desc=f"{self.name}: ingest", parse=type(self).parse
+        )
         finished = {u: i for u, i in ingests.items() if u not in report.failed}
         items = {u: i.items() for u, i in finished.items()}
         vectors = self._embed(client, items)
         for user, ingest in finished.items():
-            store.write_user(self.folder, user, items[user], vectors.get(user),
-                             fingerprint=fingerprint, calls=ingest.calls, info=ingest.info())
+            store.write_user(
+                self.folder,
+                user,
+                items[user],
+                vectors.get(user),
+                fingerprint=fingerprint,
+                calls=ingest.calls,
+                info=ingest.info(),
+            )
         store.record_failures(self.folder, report.failed)
         report.built = len(finished)
         report.wall_s = time.perf_counter() - t0
         return report
 
-    def _embed(self, client: LLMClient, items: Mapping[str, pd.DataFrame]
-               ) -> dict[str, np.ndarray]:
+    def _embed(self, client: LLMClient, items: Mapping[str, pd.DataFrame]) -> dict[str, np.ndarray]:
         if not self.embed_kinds:
             return {}
         users = list(items)
-        groups = [(items[u].loc[items[u]["kind"].isin(self.embed_kinds), "text"].tolist(),
-                   self.tags(u)) for u in users]
-        arrays = embed_groups(client, groups, model=self.settings.get(
-            "embedding_model", EMBEDDING_MODEL), desc=f"{self.name}: embed items")
+        groups = [
+            (items[u].loc[items[u]["kind"].isin(self.embed_kinds), "text"].tolist(), self.tags(u))
+            for u in users
+        ]
+        arrays = embed_groups(
+            client,
+            groups,
+            model=self.settings.get("embedding_model", EMBEDDING_MODEL),
+            desc=f"{self.name}: embed items",
+        )
         width = max((a.shape[1] for a in arrays if a.ndim == 2), default=0)
         out = {}
         for user, array in zip(users, arrays, strict=True):
@@ -216,8 +245,9 @@ class StoredSystem(MemorySystem):
         return None
 
     @abstractmethod
-    def search(self, memory: UserItems, question: Mapping[str, Any], query: np.ndarray
-               ) -> pd.DataFrame:
+    def search(
+        self, memory: UserItems, question: Mapping[str, Any], query: np.ndarray
+    ) -> pd.DataFrame:
         """The rows of ``memory.items`` a question is shown, best first, with ``score``."""
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
@@ -231,14 +261,19 @@ class StoredSystem(MemorySystem):
                 self.recalled[user] = UserItems(*self.load(user), self.new_state())
             t0 = time.perf_counter()
             rows = self.search(self.recalled[user], q, vectors[i])
-            out[str(q["question_id"])] = Recall(rows.reset_index(drop=True)[list(ITEM_COLUMNS)],
-                                                latency_s=time.perf_counter() - t0)
+            out[str(q["question_id"])] = Recall(
+                rows.reset_index(drop=True)[list(ITEM_COLUMNS)], latency_s=time.perf_counter() - t0
+            )
         return out
 
     def question_vectors(self, client: LLMClient, questions: pd.DataFrame) -> np.ndarray:
-        return embed_questions(client, questions, dataset=self.dataset,
-                               model=self.settings.get("embedding_model", EMBEDDING_MODEL),
-                               system=self.answers_as)
+        return embed_questions(
+            client,
+            questions,
+            dataset=self.dataset,
+            model=self.settings.get("embedding_model", EMBEDDING_MODEL),
+            system=self.answers_as,
+        )
 
     def state(self) -> pd.DataFrame:
         return store.state_table(self.folder)
@@ -251,8 +286,9 @@ class StoredSystem(MemorySystem):
         return store.read_user(self.folder, user)
 
 
-def nearest(vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray, k: int
-            ) -> list[tuple[int, float]]:
+def nearest(
+    vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray, k: int
+) -> list[tuple[int, float]]:
     """The ``k`` eligible rows most similar to ``query`` (inner product of unit vectors: exact
     cosine), best first, ties by row order."""
     if vectors is None or not len(vectors) or k <= 0:
@@ -265,8 +301,9 @@ def nearest(vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray,
     return [(int(rows[j]), float(scores[j])) for j in order]
 
 
-def shown(items: pd.DataFrame, rows: Sequence[int],
-          scores: Mapping[int, float] | None = None) -> pd.DataFrame:
+def shown(
+    items: pd.DataFrame, rows: Sequence[int], scores: Mapping[int, float] | None = None
+) -> pd.DataFrame:
     """``items``' rows ``rows`` in that order, with their search scores (NaN for a row shown
     without a search: a summary, recent messages)."""
     scores = scores or {}

@@ -18,9 +18,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
-    parser.add_argument("--rate-limit", action="append", default=[], metavar="MODEL=RPM,TPM",
-                        help="limit a model as an account would (e.g. gpt-5-mini=500,500000; "
-                        "0 leaves that one unlimited); replies carry the x-ratelimit-* headers")
+    parser.add_argument(
+        "--rate-limit",
+        action="append",
+        default=[],
+        metavar="MODEL=RPM,TPM",
+        help="limit a model as an account would (e.g. gpt-5-mini=500,500000; "
+        "0 leaves that one unlimited); replies carry the x-ratelimit-* headers",
+    )
     args = parser.parse_args(argv)
     server = stage_server(latency_s=args.latency)
     server.host, server.port = args.host, args.port
@@ -29,8 +34,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             rpm, tpm = (float(n) for n in numbers.split(","))
         except ValueError:
-            parser.error(f"--rate-limit {spec!r}: expected MODEL=RPM,TPM, "
-                         "e.g. gpt-5-mini=500,500000")
+            parser.error(
+                f"--rate-limit {spec!r}: expected MODEL=RPM,TPM, e.g. gpt-5-mini=500,500000"
+            )
         server.limits.set(model, rpm=rpm or None, tpm=tpm or None)
     serve(server)
 

@@ -30,8 +30,9 @@ EMBEDDINGS_URL = "/v1/embeddings"
 
 
 def _error(message: str, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                      "code": code}}
+    return {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    }
 
 
 @dataclass
@@ -68,8 +69,9 @@ class BatchService:
             if parts == ["batches"] and method == "POST":
                 return self._json(*self._create(json.loads(raw or b"{}")))
             if parts == ["batches"]:
-                data = [self._view(b) for b in sorted(self.batches.values(),
-                                                      key=lambda b: -b["seq"])]
+                data = [
+                    self._view(b) for b in sorted(self.batches.values(), key=lambda b: -b["seq"])
+                ]
                 return self._json(200, {"object": "list", "data": data, "has_more": False})
             batch = self.batches.get(parts[1]) if len(parts) > 1 else None
             if parts[0] == "batches" and batch is not None:
@@ -87,9 +89,12 @@ class BatchService:
 
     def _upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         message = BytesParser(policy=HTTP).parsebytes(
-            f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
-        fields = {part.get_param("name", header="content-disposition"):
-                  part.get_payload(decode=True) for part in message.iter_parts()}
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+        )
+        fields = {
+            part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+            for part in message.iter_parts()
+        }
         if fields.get("purpose") != b"batch" or not fields.get("file"):
             return 400, _error("a batch file needs 'file' and purpose=batch")
         return 200, self._store(fields["file"], "requests.jsonl", "batch")
@@ -97,8 +102,15 @@ class BatchService:
     def _store(self, data: bytes, name: str, purpose: str) -> dict[str, Any]:
         file_id = f"file-{len(self.files) + 1:06d}"
         self.files[file_id] = data
-        return {"id": file_id, "object": "file", "bytes": len(data), "created_at": int(time.time()),
-                "filename": name, "purpose": purpose, "status": "processed"}
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": name,
+            "purpose": purpose,
+            "status": "processed",
+        }
 
     # ---------------------------------------------------------------- batches
 
@@ -111,10 +123,17 @@ class BatchService:
         self.expire_next -= int(expire)
         batch_id = f"batch_{self.created:06d}"
         self.batches[batch_id] = {
-            "id": batch_id, "seq": self.created, "input_file_id": file_id,
-            "endpoint": body.get("endpoint"), "metadata": body.get("metadata") or {},
-            "status": "validating", "created": time.monotonic(), "expire": expire,
-            "output_file_id": None, "error_file_id": None, "counts": [0, 0, 0],
+            "id": batch_id,
+            "seq": self.created,
+            "input_file_id": file_id,
+            "endpoint": body.get("endpoint"),
+            "metadata": body.get("metadata") or {},
+            "status": "validating",
+            "created": time.monotonic(),
+            "expire": expire,
+            "output_file_id": None,
+            "error_file_id": None,
+            "counts": [0, 0, 0],
         }
         return 200, self._view(self.batches[batch_id])
 
@@ -123,11 +142,17 @@ class BatchService:
         self._advance(batch)
         completed, failed, total = batch["counts"]
         return {
-            "id": batch["id"], "object": "batch", "endpoint": batch["endpoint"],
-            "input_file_id": batch["input_file_id"], "completion_window": "24h",
-            "status": batch["status"], "output_file_id": batch["output_file_id"],
-            "error_file_id": batch["error_file_id"], "created_at": int(time.time()),
-            "metadata": batch["metadata"], "errors": None,
+            "id": batch["id"],
+            "object": "batch",
+            "endpoint": batch["endpoint"],
+            "input_file_id": batch["input_file_id"],
+            "completion_window": "24h",
+            "status": batch["status"],
+            "output_file_id": batch["output_file_id"],
+            "error_file_id": batch["error_file_id"],
+            "created_at": int(time.time()),
+            "metadata": batch["metadata"],
+            "errors": None,
             "request_counts": {"completed": completed, "failed": failed, "total": total},
         }
 
@@ -141,32 +166,37 @@ class BatchService:
         elif time.monotonic() - batch["created"] < self.delay_s:
             batch["status"] = "in_progress"
         elif batch["expire"]:
-            self._finish(batch, lines, int(len(lines) * self.expire_done), "expired",
-                         "batch_expired")
+            self._finish(
+                batch, lines, int(len(lines) * self.expire_done), "expired", "batch_expired"
+            )
         else:
             self._finish(batch, lines, len(lines), "completed", "")
 
-    def _finish(self, batch: dict[str, Any], lines: list[dict[str, Any]], run: int,
-                status: str, why: str) -> None:
+    def _finish(
+        self, batch: dict[str, Any], lines: list[dict[str, Any]], run: int, status: str, why: str
+    ) -> None:
         """Answer the first ``run`` lines; the rest never ran (``why``)."""
         output, errors = [], []
         for number, line in enumerate(lines):
             ident = {"id": f"batch_req_{batch['seq']}_{number}", "custom_id": line["custom_id"]}
             if number >= run:
                 message = f"This request was not run before the batch was {status}."
-                errors.append({**ident, "response": None,
-                               "error": {"code": why, "message": message}})
+                errors.append(
+                    {**ident, "response": None, "error": {"code": why, "message": message}}
+                )
                 continue
             code, body = self._answer(line)
-            result = {**ident, "response": {"status_code": code, "request_id": ident["id"],
-                                            "body": body}, "error": None}
+            result = {
+                **ident,
+                "response": {"status_code": code, "request_id": ident["id"], "body": body},
+                "error": None,
+            }
             (output if code == 200 else errors).append(result)
         batch["counts"][:2] = [len(output), len(errors)]
         for name, rows in (("output_file_id", output), ("error_file_id", errors)):
             if rows:
                 data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-                batch[name] = self._store(data, f"{batch['id']}_{name}.jsonl",
-                                          "batch_output")["id"]
+                batch[name] = self._store(data, f"{batch['id']}_{name}.jsonl", "batch_output")["id"]
         batch["status"] = status
 
     def _answer(self, line: dict[str, Any]) -> tuple[int, dict[str, Any]]:

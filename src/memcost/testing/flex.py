@@ -37,7 +37,9 @@ class FlexTier:
                 self.events.append(("unsupported", model))
                 return 400, _error(
                     f"service_tier 'flex' is not supported for model {model}.",
-                    "invalid_request_error", "unsupported_value", "service_tier",
+                    "invalid_request_error",
+                    "unsupported_value",
+                    "service_tier",
                 )
             if self.unavailable > 0:
                 self.unavailable -= 1
@@ -45,7 +47,9 @@ class FlexTier:
                 return 429, _error(
                     "Resource unavailable: Flex processing lacks capacity for this request; "
                     "retry later or use the default service tier.",
-                    "rate_limit_error", FLEX_UNAVAILABLE_CODE, None,
+                    "rate_limit_error",
+                    FLEX_UNAVAILABLE_CODE,
+                    None,
                 )
             self.events.append(("served", model))
         return None

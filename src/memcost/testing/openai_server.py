@@ -296,8 +296,7 @@ class FakeOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content,
-                                "refusal": action.refusal},
+                    "message": {"role": "assistant", "content": content, "refusal": action.refusal},
                     "finish_reason": action.finish_reason,
                     "logprobs": None,
                 }
@@ -441,12 +440,17 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.startswith(("/v1/files", "/v1/batches")):
             return False
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        authorized = None if owner.api_key is None else (
-            self.headers.get("Authorization", "") == f"Bearer {owner.api_key}")
+        authorized = (
+            None
+            if owner.api_key is None
+            else (self.headers.get("Authorization", "") == f"Bearer {owner.api_key}")
+        )
         record = owner._register(path, None, authorized)
-        status, payload = (401, json.dumps(_error("Incorrect API key provided.", "auth")).encode()
-                           ) if authorized is False else owner.batches.handle(
-            method, path, self.headers.get("Content-Type", ""), raw)
+        status, payload = (
+            (401, json.dumps(_error("Incorrect API key provided.", "auth")).encode())
+            if authorized is False
+            else owner.batches.handle(method, path, self.headers.get("Content-Type", ""), raw)
+        )
         record.status, record.finished = status, time.monotonic()
         self._send(status, payload)
         return True

@@ -70,8 +70,9 @@ class AccountLimits:
             for kind in ("rpm", "tpm"):
                 self._buckets.pop((model, kind), None)
 
-    def admit(self, path: str, body: dict[str, Any]
-              ) -> tuple[tuple[int, dict[str, Any]] | None, dict[str, str]]:
+    def admit(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[tuple[int, dict[str, Any]] | None, dict[str, str]]:
         """``(refusal or None, headers)`` for one request."""
         model = str(body.get("model"))
         limits = self.limits.get(model)
@@ -125,9 +126,17 @@ def _headers(buckets: dict[str, _AccountBucket]) -> dict[str, str]:
 def _error(model: str, kind: str, bucket: _AccountBucket, requested: float) -> dict[str, Any]:
     what = "requests per min (RPM)" if kind == "rpm" else "tokens per min (TPM)"
     used = int(bucket.limit - max(0.0, bucket.level))
-    message = (f"Rate limit reached for {model} in organization org-memcost-test on {what}: "
-               f"Limit {int(bucket.limit)}, Used {used}, Requested {int(requested)}. Please try "
-               f"again in {duration(bucket.wait_s(requested))}. Visit "
-               "https://platform.openai.com/account/rate-limits to learn more.")
-    return {"error": {"message": message, "type": "requests" if kind == "rpm" else "tokens",
-                      "param": None, "code": "rate_limit_exceeded"}}
+    message = (
+        f"Rate limit reached for {model} in organization org-memcost-test on {what}: "
+        f"Limit {int(bucket.limit)}, Used {used}, Requested {int(requested)}. Please try "
+        f"again in {duration(bucket.wait_s(requested))}. Visit "
+        "https://platform.openai.com/account/rate-limits to learn more."
+    )
+    return {
+        "error": {
+            "message": message,
+            "type": "requests" if kind == "rpm" else "tokens",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }

@@ -92,13 +92,18 @@ _STORED = re.compile(r"^(r\d+): (.+?) \| (.+?) \| (.+)$")
 def _spoken_lines(user: str) -> list[tuple[str, str]]:
     """``(speaker, text)`` of the ``Name: text`` lines after ``Messages:`` (or the new messages)."""
     part = re.split(r"(?:New messages|Messages):\n", user, maxsplit=1)[-1]
-    return [(m.group(1), m.group(2)) for line in part.splitlines()
-            if (m := _SPOKEN.match(line.strip()))]
+    return [
+        (m.group(1), m.group(2)) for line in part.splitlines() if (m := _SPOKEN.match(line.strip()))
+    ]
 
 
 def _statements(user: str) -> list[tuple[str, str]]:
-    return [(speaker, s) for speaker, text in _spoken_lines(user) for s in split_sentences(text)
-            if not s.rstrip().endswith("?") and len(content_words(s)) >= 3]
+    return [
+        (speaker, s)
+        for speaker, text in _spoken_lines(user)
+        for s in split_sentences(text)
+        if not s.rstrip().endswith("?") and len(content_words(s)) >= 3
+    ]
 
 
 def entities_reply(user: str) -> dict[str, Any]:
@@ -116,14 +121,20 @@ def relations_reply(user: str) -> dict[str, Any]:
     the listed stored relation with the same source and relation."""
     stored = {}
     for line in user.split("Stored relations:\n", 1)[-1].split("\n\n", 1)[0].splitlines():
-        if (m := _STORED.match(line.strip())):
+        if m := _STORED.match(line.strip()):
             stored[(m.group(2).lower(), m.group(3))] = m.group(1)
     relations = []
     for speaker, sentence in _statements(user):
         words_ = content_words(sentence)
         relation, destination = " ".join(words_[:2]), " ".join(words_[2:8])
-        relations.append({"source": speaker, "relation": relation, "destination": destination,
-                          "supersedes": stored.get((speaker.lower(), relation))})
+        relations.append(
+            {
+                "source": speaker,
+                "relation": relation,
+                "destination": destination,
+                "supersedes": stored.get((speaker.lower(), relation)),
+            }
+        )
     return {"relations": relations}
 
 
@@ -276,8 +287,9 @@ def update_reply(user: str) -> dict[str, Any]:
 def _question_and_options(text: str) -> tuple[str, list[tuple[str, str]]]:
     """The question (it may span lines) and the lettered options listed after it."""
     question, _, listing = text.split("Question: ", 1)[-1].partition("\nOptions:\n")
-    options = [(o.group(1), o.group(2)) for line in listing.splitlines()
-               if (o := _OPTION_LINE.match(line))]
+    options = [
+        (o.group(1), o.group(2)) for line in listing.splitlines() if (o := _OPTION_LINE.match(line))
+    ]
     return question.strip(), options
 
 
@@ -354,8 +366,13 @@ class StageResponder:
         stage = stage_of(body)
         user = _first_user(body)
         if stage in JSON_STAGES:
-            value: Any = {EXTRACT: extract_reply, UPDATE: update_reply, JUDGE: judge_reply,
-                          ENTITIES: entities_reply, RELATIONS: relations_reply}[stage](user)
+            value: Any = {
+                EXTRACT: extract_reply,
+                UPDATE: update_reply,
+                JUDGE: judge_reply,
+                ENTITIES: entities_reply,
+                RELATIONS: relations_reply,
+            }[stage](user)
             text = json.dumps(value, ensure_ascii=False)
             if self.breaks(body):
                 # Cut off mid-object, as a model that ran out of tokens answers; no closing

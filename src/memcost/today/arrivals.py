@@ -44,9 +44,7 @@ def sessions(
     ``gap_seconds`` apart (from the end of one session to the start of the next)."""
     if per_session < 1:
         raise ValueError(f"per_session must be at least 1, not {per_session}")
-    gaps = [
-        within_seconds if i % per_session else gap_seconds for i in range(1, int(n))
-    ]
+    gaps = [within_seconds if i % per_session else gap_seconds for i in range(1, int(n))]
     return np.concatenate([[0.0], np.cumsum(gaps)]) if n > 0 else np.zeros(0)
 
 

@@ -83,8 +83,7 @@ def scenario_break_even(
 ) -> int | None:
     """Break-even N of one user whose questions come ``gap_seconds`` apart."""
     times = fixed_gaps(max_questions, gap_seconds)
-    return scenario_break_even_at(s, context_tokens, times, policy=policy,
-                                  assumptions=assumptions)
+    return scenario_break_even_at(s, context_tokens, times, policy=policy, assumptions=assumptions)
 
 
 def break_even_table_for(
@@ -98,17 +97,23 @@ def break_even_table_for(
     rows = []
     policy = policy or default_policy(s)
     for L in contexts:
-        frame = scenario_timeline(s, L, back_to_back(MAX_QUESTIONS), policy=policy,
-                                  assumptions=assumptions)
-        rows.append({
-            "scenario": s.name, "lc_model": s.lc_model, "price_date": s.date, "policy": policy,
-            "context_tokens": int(L),
-            "write_usd": float(frame["memory_usd"].iloc[0] - frame["memory_usd"].iloc[1]),
-            "read_usd": float(frame["memory_usd"].iloc[1]),
-            "lc_turn1_usd": float(frame["long_context_usd"].iloc[0]),
-            "lc_turn_n_usd": float(frame["long_context_usd"].iloc[1]),
-            "break_even_n": break_even_of(frame),
-        })
+        frame = scenario_timeline(
+            s, L, back_to_back(MAX_QUESTIONS), policy=policy, assumptions=assumptions
+        )
+        rows.append(
+            {
+                "scenario": s.name,
+                "lc_model": s.lc_model,
+                "price_date": s.date,
+                "policy": policy,
+                "context_tokens": int(L),
+                "write_usd": float(frame["memory_usd"].iloc[0] - frame["memory_usd"].iloc[1]),
+                "read_usd": float(frame["memory_usd"].iloc[1]),
+                "lc_turn1_usd": float(frame["long_context_usd"].iloc[0]),
+                "lc_turn_n_usd": float(frame["long_context_usd"].iloc[1]),
+                "break_even_n": break_even_of(frame),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -122,14 +127,19 @@ def cumulative_table_for(
 ) -> pd.DataFrame:
     """Table 4's layout for scenario ``s`` (back-to-back questions)."""
     turns = np.asarray(list(turns), dtype=int)
-    frame = scenario_timeline(s, context_tokens, back_to_back(int(turns.max())),
-                              policy=policy, assumptions=assumptions)
+    frame = scenario_timeline(
+        s, context_tokens, back_to_back(int(turns.max())), policy=policy, assumptions=assumptions
+    )
     picked = frame.set_index("question").loc[turns]
-    return pd.DataFrame({
-        "scenario": s.name, "price_date": s.date, "n_turns": turns,
-        "memory_usd": picked["memory_cumulative_usd"].to_numpy(),
-        "long_context_usd": picked["long_context_cumulative_usd"].to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "scenario": s.name,
+            "price_date": s.date,
+            "n_turns": turns,
+            "memory_usd": picked["memory_cumulative_usd"].to_numpy(),
+            "long_context_usd": picked["long_context_cumulative_usd"].to_numpy(),
+        }
+    )
 
 
 def cost_difference_grid_for(
@@ -168,14 +178,23 @@ def gap_break_even_table(
         for policy in policies:
             for gap in gaps_seconds:
                 try:
-                    be = scenario_break_even(s, context_tokens, gap_seconds=gap, policy=policy,
-                                             assumptions=assumptions)
+                    be = scenario_break_even(
+                        s, context_tokens, gap_seconds=gap, policy=policy, assumptions=assumptions
+                    )
                 except ValueError:
                     break  # this retention is not sold on this model
-                rows.append({"scenario": s.name, "price_date": s.date, "lc_model": s.lc_model,
-                             "policy": policy, "policy_label": RETENTION_LABELS[policy],
-                             "context_tokens": int(context_tokens), "gap_seconds": float(gap),
-                             "break_even_n": be})
+                rows.append(
+                    {
+                        "scenario": s.name,
+                        "price_date": s.date,
+                        "lc_model": s.lc_model,
+                        "policy": policy,
+                        "policy_label": RETENTION_LABELS[policy],
+                        "context_tokens": int(context_tokens),
+                        "gap_seconds": float(gap),
+                        "break_even_n": be,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -201,22 +220,33 @@ def dataset_break_even_table(
             for policy in policies:
                 try:
                     values = [
-                        scenario_break_even_at(s, L, from_gaps(max_questions, g), policy=policy,
-                                               assumptions=assumptions)
+                        scenario_break_even_at(
+                            s,
+                            L,
+                            from_gaps(max_questions, g),
+                            policy=policy,
+                            assumptions=assumptions,
+                        )
                         for g in usable.values()
                     ]
                 except ValueError:
                     continue
                 found = [v for v in values if v is not None]
-                rows.append({
-                    "dataset": dataset, "scenario": s.name, "price_date": s.date,
-                    "policy": policy, "users": len(values), "context_tokens": int(L),
-                    "median_gap_hours": float(np.median(all_gaps)) / 3600,
-                    "break_even_median": float(np.median(found)) if found else np.nan,
-                    "break_even_min": min(found) if found else None,
-                    "break_even_max": max(found) if found else None,
-                    "users_never": len(values) - len(found),
-                })
+                rows.append(
+                    {
+                        "dataset": dataset,
+                        "scenario": s.name,
+                        "price_date": s.date,
+                        "policy": policy,
+                        "users": len(values),
+                        "context_tokens": int(L),
+                        "median_gap_hours": float(np.median(all_gaps)) / 3600,
+                        "break_even_median": float(np.median(found)) if found else np.nan,
+                        "break_even_min": min(found) if found else None,
+                        "break_even_max": max(found) if found else None,
+                        "users_never": len(values) - len(found),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -235,26 +265,34 @@ def tier_table(
     for L in contexts:
         with_tier = break_even_table_for(s, [L], policy=policy, assumptions=assumptions).iloc[0]
         without = _without_tier(flat, price, L, policy, assumptions)
-        rows.append({
-            "scenario": s.name, "price_date": s.date, "context_tokens": int(L),
-            "tier_threshold": price.long_context_threshold,
-            "above_tier": bool(price.tier_multipliers(L) != (1.0, 1.0)),
-            "lc_turn1_usd": with_tier["lc_turn1_usd"], "lc_turn_n_usd": with_tier["lc_turn_n_usd"],
-            "break_even_n": with_tier["break_even_n"],
-            "lc_turn1_usd_no_tier": without["lc_turn1_usd"],
-            "break_even_n_no_tier": without["break_even_n"],
-        })
+        rows.append(
+            {
+                "scenario": s.name,
+                "price_date": s.date,
+                "context_tokens": int(L),
+                "tier_threshold": price.long_context_threshold,
+                "above_tier": bool(price.tier_multipliers(L) != (1.0, 1.0)),
+                "lc_turn1_usd": with_tier["lc_turn1_usd"],
+                "lc_turn_n_usd": with_tier["lc_turn_n_usd"],
+                "break_even_n": with_tier["break_even_n"],
+                "lc_turn1_usd_no_tier": without["lc_turn1_usd"],
+                "break_even_n_no_tier": without["break_even_n"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _without_tier(
     s: PriceScenario, price: Price, L: float, policy: str | None, assumptions: Assumptions
 ) -> pd.Series:
-    lc = replace(long_context_for(s, policy or default_policy(s), assumptions),
-                 price=replace(price, long_context_threshold=None))
+    lc = replace(
+        long_context_for(s, policy or default_policy(s), assumptions),
+        price=replace(price, long_context_threshold=None),
+    )
     frame = timeline(lc, memory_for(s, assumptions), back_to_back(MAX_QUESTIONS), L)
-    return pd.Series({"lc_turn1_usd": frame["long_context_usd"].iloc[0],
-                      "break_even_n": break_even_of(frame)})
+    return pd.Series(
+        {"lc_turn1_usd": frame["long_context_usd"].iloc[0], "break_even_n": break_even_of(frame)}
+    )
 
 
 def tier_crossing(context_tokens: float, growth_tokens: float, threshold: int) -> int | None:
@@ -276,13 +314,22 @@ def batch_table(
     Batch API; answering stays interactive. (Judging is evaluation, not a per-user cost.)"""
     rows = []
     for s in scenarios:
-        for label, variant in (("list prices", replace(assumptions, batch_write=False)),
-                               ("batch write", replace(assumptions, batch_write=True))):
+        for label, variant in (
+            ("list prices", replace(assumptions, batch_write=False)),
+            ("batch write", replace(assumptions, batch_write=True)),
+        ):
             table = break_even_table_for(s, contexts, assumptions=variant)
             for r in table.itertuples():
-                rows.append({"scenario": s.name, "price_date": s.date, "variant": label,
-                             "context_tokens": r.context_tokens, "write_usd": r.write_usd,
-                             "break_even_n": r.break_even_n})
+                rows.append(
+                    {
+                        "scenario": s.name,
+                        "price_date": s.date,
+                        "variant": label,
+                        "context_tokens": r.context_tokens,
+                        "write_usd": r.write_usd,
+                        "break_even_n": r.break_even_n,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -300,21 +347,37 @@ def headline_table(
         ("today, one question a day, extended retention", CURRENT, "extended", DAY),
         ("today on gpt-6-luna, back to back", CURRENT_LUNA, "in_memory", 0.0),
         ("today on gpt-6-luna, one question a day", CURRENT_LUNA, "in_memory", DAY),
-        ("today on gpt-6-luna, one question a day, extended retention", CURRENT_LUNA,
-         "extended", DAY),
+        (
+            "today on gpt-6-luna, one question a day, extended retention",
+            CURRENT_LUNA,
+            "extended",
+            DAY,
+        ),
     ]
     rows = []
     for label, s, policy, gap in cases:
         try:
-            be, note = scenario_break_even(s, context_tokens, gap_seconds=gap, policy=policy,
-                                           assumptions=assumptions), ""
+            be, note = (
+                scenario_break_even(
+                    s, context_tokens, gap_seconds=gap, policy=policy, assumptions=assumptions
+                ),
+                "",
+            )
         except ValueError as error:  # the retention is not sold on this model
             be, note = None, str(error).split(" (source")[0]
-        rows.append({
-            "case": label, "scenario": s.name, "lc_model": s.lc_model, "price_date": s.date,
-            "policy": policy, "gap_seconds": gap, "context_tokens": int(context_tokens),
-            "break_even_n": be, "note": note,
-        })
+        rows.append(
+            {
+                "case": label,
+                "scenario": s.name,
+                "lc_model": s.lc_model,
+                "price_date": s.date,
+                "policy": policy,
+                "gap_seconds": gap,
+                "context_tokens": int(context_tokens),
+                "break_even_n": be,
+                "note": note,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -354,13 +417,23 @@ def arrival_table(
                 for name, times in arrival_processes(max_questions, seed).items():
                     if seed and not name.startswith("Poisson"):
                         continue
-                    found.setdefault(name, []).append(scenario_break_even_at(
-                        s, context_tokens, times, policy=policy, assumptions=assumptions))
+                    found.setdefault(name, []).append(
+                        scenario_break_even_at(
+                            s, context_tokens, times, policy=policy, assumptions=assumptions
+                        )
+                    )
             for name, values in found.items():
                 hits = [v for v in values if v is not None]
-                rows.append({"scenario": s.name, "price_date": s.date, "policy": policy,
-                             "arrivals": name, "context_tokens": int(context_tokens),
-                             "users": len(values),
-                             "break_even_median": float(np.median(hits)) if hits else np.nan,
-                             "users_never": len(values) - len(hits)})
+                rows.append(
+                    {
+                        "scenario": s.name,
+                        "price_date": s.date,
+                        "policy": policy,
+                        "arrivals": name,
+                        "context_tokens": int(context_tokens),
+                        "users": len(values),
+                        "break_even_median": float(np.median(hits)) if hits else np.nan,
+                        "users_never": len(values) - len(hits),
+                    }
+                )
     return pd.DataFrame(rows)

@@ -118,8 +118,9 @@ def scenario(name: str) -> PriceScenario:
     try:
         return SCENARIOS[name]
     except KeyError:
-        raise ValueError(f"unknown price scenario {name!r}; known: "
-                         f"{', '.join(SCENARIOS)}") from None
+        raise ValueError(
+            f"unknown price scenario {name!r}; known: {', '.join(SCENARIOS)}"
+        ) from None
 
 
 def _write_mix(s: PriceScenario, a: Assumptions, batch: bool) -> float:

@@ -107,9 +107,17 @@ def _long_context_columns(
             )
         usd[i], tier[i] = priced[shape]
         last, previous_history = times[i], history[i]
-    return {"time_s": times, "history_tokens": np.array(history), "prompt_tokens": prompt,
-            "cache_alive": alive, "cached_tokens": cached, "written_tokens": written,
-            "plain_tokens": prompt - cached - written, "long_context_tier": tier, "usd": usd}
+    return {
+        "time_s": times,
+        "history_tokens": np.array(history),
+        "prompt_tokens": prompt,
+        "cache_alive": alive,
+        "cached_tokens": cached,
+        "written_tokens": written,
+        "plain_tokens": prompt - cached - written,
+        "long_context_tier": tier,
+        "usd": usd,
+    }
 
 
 def memory_requests(memory: Memory, history_tokens: Sequence[float]) -> np.ndarray:
@@ -131,15 +139,17 @@ def timeline(
     columns = _long_context_columns(setup, times, history)
     long_context_usd = columns.pop("usd")
     memory_usd = memory_requests(memory, history)
-    return pd.DataFrame({
-        "question": np.arange(1, len(times) + 1),
-        **columns,
-        "long_context_usd": long_context_usd,
-        "memory_usd": memory_usd,
-        "long_context_cumulative_usd": np.cumsum(long_context_usd),
-        "memory_cumulative_usd": np.cumsum(memory_usd),
-        "price_date": setup.price.date,
-    })
+    return pd.DataFrame(
+        {
+            "question": np.arange(1, len(times) + 1),
+            **columns,
+            "long_context_usd": long_context_usd,
+            "memory_usd": memory_usd,
+            "long_context_cumulative_usd": np.cumsum(long_context_usd),
+            "memory_cumulative_usd": np.cumsum(memory_usd),
+            "price_date": setup.price.date,
+        }
+    )
 
 
 def break_even_of(frame: pd.DataFrame) -> int | None:

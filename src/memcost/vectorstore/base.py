@@ -115,9 +115,15 @@ class VectorStore(ABC):
         for user, (fact_ids, vectors) in facts.items():
             self.build_user(user, fact_ids, vectors)
 
-    def write_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray, *,
-                   changes: Sequence[Change] = (),
-                   vector_of: Callable[[str], np.ndarray] | None = None) -> None:
+    def write_user(
+        self,
+        user: str,
+        fact_ids: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        changes: Sequence[Change] = (),
+        vector_of: Callable[[str], np.ndarray] | None = None,
+    ) -> None:
         """Store a finished user's active facts (row ``i`` of ``vectors`` is ``fact_ids[i]``).
 
         A store with ``replays_changes`` writes them as the update phase made them, in one
@@ -144,16 +150,21 @@ class VectorStore(ABC):
                     added.append(change.fact_id)
                 elif change.event == "UPDATE":
                     flush()
-                    self.apply(user, upserts=([change.fact_id], vector_of(change.fact_id)[None, :]),
-                               deletes=[change.target])
+                    self.apply(
+                        user,
+                        upserts=([change.fact_id], vector_of(change.fact_id)[None, :]),
+                        deletes=[change.target],
+                    )
                 elif change.event == "DELETE":
                     flush()
                     self.apply(user, deletes=[change.target])
             flush()
             stored = sorted(self.vectors(user)[0])
             if stored != sorted(fact_ids):
-                raise IndexMismatch(f"user {user!r}: the replayed updates left {len(stored)} facts "
-                                    f"in the store, the memory has {len(fact_ids)} active facts")
+                raise IndexMismatch(
+                    f"user {user!r}: the replayed updates left {len(stored)} facts "
+                    f"in the store, the memory has {len(fact_ids)} active facts"
+                )
 
     @abstractmethod
     def is_built(self, user: str) -> bool:
@@ -203,8 +214,12 @@ class VectorStore(ABC):
 
     def versions(self) -> dict[str, Any]:
         """What the manifest records about the store (system, versions, settings)."""
-        return {"vector_store": self.name, "hnsw_m": self.m,
-                "ef_construction": self.ef_construction, "dims": self.dims}
+        return {
+            "vector_store": self.name,
+            "hnsw_m": self.m,
+            "ef_construction": self.ef_construction,
+            "dims": self.dims,
+        }
 
     @abstractmethod
     def describe(self) -> str:

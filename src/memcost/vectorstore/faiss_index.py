@@ -161,13 +161,23 @@ def write_user_files(
     x = as_matrix(vectors)
     keys = np.array([fact_key(f) for f in fact_ids], dtype=np.int64)
     index = build_hnsw(x, keys, m=m, ef_construction=ef_construction)
-    meta = {"user": user, "dims": int(x.shape[1]), "count": len(fact_ids), "hnsw_m": int(m),
-            "ef_construction": int(ef_construction), "metric": "inner_product"}
+    meta = {
+        "user": user,
+        "dims": int(x.shape[1]),
+        "count": len(fact_ids),
+        "hnsw_m": int(m),
+        "ef_construction": int(ef_construction),
+        "metric": "inner_product",
+    }
     faiss_path, table_path = index_paths(folder, user)
     faiss_path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.table({"fact_id": pa.array(list(fact_ids), pa.string()),
-                      "index_id": pa.array(np.arange(len(keys)), pa.int64()),
-                      "faiss_id": pa.array(keys, pa.int64())})
+    table = pa.table(
+        {
+            "fact_id": pa.array(list(fact_ids), pa.string()),
+            "index_id": pa.array(np.arange(len(keys)), pa.int64()),
+            "faiss_id": pa.array(keys, pa.int64()),
+        }
+    )
     table = table.replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
     with atomic_path(table_path) as tmp:
         pq.write_table(table, tmp)
@@ -195,8 +205,10 @@ def read_user_files(folder: str | Path, user: str) -> UserFiles:
     missing or when the count, the ids, the owner or the dimensions disagree.
     """
     faiss_path, table_path = index_paths(folder, user)
-    redo = (f"rebuild it with notebooks/01_extract_facts.ipynb (delete memory/users/"
-            f"{user_stem(user)}/ so the notebook builds this user again)")
+    redo = (
+        f"rebuild it with notebooks/01_extract_facts.ipynb (delete memory/users/"
+        f"{user_stem(user)}/ so the notebook builds this user again)"
+    )
     missing = [p.name for p in (faiss_path, table_path) if not p.is_file()]
     if missing:
         raise IndexMismatch(f"memory index of user {user!r}: missing {missing} in {folder}; {redo}")
@@ -205,8 +217,10 @@ def read_user_files(folder: str | Path, user: str) -> UserFiles:
     index = faiss.read_index(str(faiss_path))
 
     def fail(what: str) -> IndexMismatch:
-        return IndexMismatch(f"memory index of user {user!r} does not match its fact ids: {what} "
-                             f"({faiss_path.name} vs {table_path.name}); {redo}")
+        return IndexMismatch(
+            f"memory index of user {user!r} does not match its fact ids: {what} "
+            f"({faiss_path.name} vs {table_path.name}); {redo}"
+        )
 
     if not isinstance(index, faiss.IndexIDMap2):
         raise fail(f"{faiss_path.name} is a {type(index).__name__}, not an id-mapped HNSW index")
@@ -228,4 +242,3 @@ def read_user_files(folder: str | Path, user: str) -> UserFiles:
     else:
         vectors = np.zeros((0, int(index.d)), np.float32)
     return UserFiles(fact_ids, vectors, index, meta)
-

@@ -59,12 +59,15 @@ class FaissStore(VectorStore):
         shape = np.shape(vectors)
         self._learn(shape[1] if len(shape) == 2 else 0)
         if not self.dims:
-            raise ValueError(f"user {user!r}: unknown vector dimensions (no facts, and the "
-                             "store was opened without dims)")
+            raise ValueError(
+                f"user {user!r}: unknown vector dimensions (no facts, and the "
+                "store was opened without dims)"
+            )
         x = check_facts(user, fact_ids, vectors, self.dims)
         if self.folder is not None:
-            files = faiss_index.write_user_files(self.folder, user, list(fact_ids), x, m=self.m,
-                                                 ef_construction=self.ef_construction)
+            files = faiss_index.write_user_files(
+                self.folder, user, list(fact_ids), x, m=self.m, ef_construction=self.ef_construction
+            )
             self._users[user] = _UserIndex(files.fact_ids, files.vectors, files.index)
             return
         keys = np.array([faiss_index.fact_key(f) for f in fact_ids], dtype=np.int64)
@@ -92,7 +95,8 @@ class FaissStore(VectorStore):
                 raise IndexMismatch(
                     f"memory index of user {user!r} has {files.index.d} dimensions, the "
                     f"questions' embeddings {self.dims}: use the same embedding_model in "
-                    "notebooks 01 and 02")
+                    "notebooks 01 and 02"
+                )
             self._users[user] = _UserIndex(files.fact_ids, files.vectors, files.index)
         return self._users[user]
 
@@ -115,13 +119,17 @@ class FaissStore(VectorStore):
     def _result(self, facts: _UserIndex, scores: np.ndarray, keys: np.ndarray) -> SearchResult:
         names = np.array(facts.fact_ids + [""], dtype=object)
         missing = len(facts.fact_ids)
-        rows = np.vectorize(lambda key: facts.position.get(int(key), missing),
-                            otypes=[np.int64])(keys) if keys.size else keys.astype(np.int64)
+        rows = (
+            np.vectorize(lambda key: facts.position.get(int(key), missing), otypes=[np.int64])(keys)
+            if keys.size
+            else keys.astype(np.int64)
+        )
         found = rows < missing
         return SearchResult(np.where(found, scores, -np.inf).astype(np.float32), names[rows])
 
-    def search(self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
-               ) -> SearchResult:
+    def search(
+        self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+    ) -> SearchResult:
         facts = self._get(user)
         q = as_matrix(queries, self.dims)
         if not facts.fact_ids or k <= 0:

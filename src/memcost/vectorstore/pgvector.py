@@ -88,9 +88,18 @@ class PgVectorStore(VectorStore):
     name = "pgvector"
     replays_changes = True  # the paper's store saw Mem0's inserts, updates and deletes
 
-    def __init__(self, dsn: str, dims: int, *, layout: str = "shared", table: str = "facts",
-                 iterative_scan: str = "off", force_hnsw: bool = True,
-                 server: PgServer | None = None, **settings: int):
+    def __init__(
+        self,
+        dsn: str,
+        dims: int,
+        *,
+        layout: str = "shared",
+        table: str = "facts",
+        iterative_scan: str = "off",
+        force_hnsw: bool = True,
+        server: PgServer | None = None,
+        **settings: int,
+    ):
         super().__init__(dims, **settings)
         self.server = server  # stopped by close() when given (the store owns it)
         if layout not in LAYOUTS:
@@ -111,10 +120,13 @@ class PgVectorStore(VectorStore):
         self._create_schema()
         self.server_version = self.conn.execute("SHOW server_version").fetchone()[0]
         self.extension_version = self.conn.execute(
-            "SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()[0]
         if iterative_scan != "off" and not self.supports_iterative_scan:
-            raise ValueError(f"pgvector {self.extension_version} has no hnsw.iterative_scan "
-                             "(added in 0.8.0); use iterative_scan='off'")
+            raise ValueError(
+                f"pgvector {self.extension_version} has no hnsw.iterative_scan "
+                "(added in 0.8.0); use iterative_scan='off'"
+            )
         if force_hnsw:  # no exact scan-and-sort plan, whatever the table's size
             self.conn.execute("SET enable_seqscan = off")
             self.conn.execute("SET enable_sort = off")
@@ -132,23 +144,33 @@ class PgVectorStore(VectorStore):
         with self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(4242)")  # one creator at a time
             self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            self.conn.execute(self.sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, facts integer NOT "
-                "NULL, relation text, built_at timestamptz NOT NULL DEFAULT now())"
-            ).format(self._id(f"{self.table}_users")))
+            self.conn.execute(
+                self.sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, facts integer NOT "
+                    "NULL, relation text, built_at timestamptz NOT NULL DEFAULT now())"
+                ).format(self._id(f"{self.table}_users"))
+            )
             if self.layout == "shared":
-                self.conn.execute(self.sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (fact_id text PRIMARY KEY, user_id text NOT "
-                    "NULL, embedding vector({}) NOT NULL)"
-                ).format(self._id(self.table), self.sql.Literal(self.dims)))
+                self.conn.execute(
+                    self.sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (fact_id text PRIMARY KEY, user_id text NOT "
+                        "NULL, embedding vector({}) NOT NULL)"
+                    ).format(self._id(self.table), self.sql.Literal(self.dims))
+                )
                 self._create_index(self.table)
 
     def _create_index(self, rel: str) -> None:
-        self.conn.execute(self.sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = {}, ef_construction = {})"
-        ).format(self._id(f"{rel}_hnsw"), self._id(rel), self.sql.Literal(self.m),
-                 self.sql.Literal(self.ef_construction)))
+        self.conn.execute(
+            self.sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
+                "WITH (m = {}, ef_construction = {})"
+            ).format(
+                self._id(f"{rel}_hnsw"),
+                self._id(rel),
+                self.sql.Literal(self.m),
+                self.sql.Literal(self.ef_construction),
+            )
+        )
 
     def _relation(self, user: str) -> str:
         """The table holding ``user``'s facts."""
@@ -169,36 +191,44 @@ class PgVectorStore(VectorStore):
         cols = ("fact_id", "user_id", "embedding") if shared else ("fact_id", "embedding")
         text_cols = [list(fact_ids), [user] * len(fact_ids)] if shared else [list(fact_ids)]
         stmt = self.sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-            self._id(rel), self.sql.SQL(", ").join(map(self._id, cols)))
+            self._id(rel), self.sql.SQL(", ").join(map(self._id, cols))
+        )
         rows = copy_payload(text_cols, x)
         with self.conn.cursor().copy(stmt) as copy:
             copy.write(_COPY_HEADER)
             for start in range(0, len(rows), 5000):
-                copy.write(b"".join(rows[start:start + 5000]))
+                copy.write(b"".join(rows[start : start + 5000]))
             copy.write(_COPY_TRAILER)
 
-    def _replace_user(self, user: str, fact_ids: Sequence[str], x: np.ndarray,
-                      *, fresh: bool = False) -> None:
+    def _replace_user(
+        self, user: str, fact_ids: Sequence[str], x: np.ndarray, *, fresh: bool = False
+    ) -> None:
         """Inside a transaction: drop ``user``'s rows (unless the table is ``fresh``ly
         emptied), load the new rows, write the marker."""
         rel = self._relation(user)
         if self.layout == "shared":
             if not fresh:
-                self.conn.execute(self.sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
-                    self._id(rel)), (user,))
+                self.conn.execute(
+                    self.sql.SQL("DELETE FROM {} WHERE user_id = %s").format(self._id(rel)), (user,)
+                )
         else:
             self.conn.execute(self.sql.SQL("DROP TABLE IF EXISTS {}").format(self._id(rel)))
-            self.conn.execute(self.sql.SQL(
-                "CREATE TABLE {} (fact_id text PRIMARY KEY, embedding vector({}) NOT NULL)"
-            ).format(self._id(rel), self.sql.Literal(self.dims)))
+            self.conn.execute(
+                self.sql.SQL(
+                    "CREATE TABLE {} (fact_id text PRIMARY KEY, embedding vector({}) NOT NULL)"
+                ).format(self._id(rel), self.sql.Literal(self.dims))
+            )
         self._copy(rel, user, fact_ids, x)
         if self.layout == "per_user":
             self._create_index(rel)
-        self.conn.execute(self.sql.SQL(
-            "INSERT INTO {} (user_id, facts, relation) VALUES (%s, %s, %s) ON CONFLICT "
-            "(user_id) DO UPDATE SET facts = EXCLUDED.facts, relation = EXCLUDED.relation, "
-            "built_at = now()").format(self._id(f"{self.table}_users")),
-            (user, len(fact_ids), rel))
+        self.conn.execute(
+            self.sql.SQL(
+                "INSERT INTO {} (user_id, facts, relation) VALUES (%s, %s, %s) ON CONFLICT "
+                "(user_id) DO UPDATE SET facts = EXCLUDED.facts, relation = EXCLUDED.relation, "
+                "built_at = now()"
+            ).format(self._id(f"{self.table}_users")),
+            (user, len(fact_ids), rel),
+        )
         self._rel_cache[user] = rel
 
     def build_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:
@@ -218,8 +248,9 @@ class PgVectorStore(VectorStore):
         checked = {u: (ids, check_facts(u, ids, v, self.dims)) for u, (ids, v) in facts.items()}
         with self.conn.transaction():
             self.conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
-            self.conn.execute(self.sql.SQL("DROP INDEX IF EXISTS {}").format(
-                self._id(f"{self.table}_hnsw")))
+            self.conn.execute(
+                self.sql.SQL("DROP INDEX IF EXISTS {}").format(self._id(f"{self.table}_hnsw"))
+            )
             for user, (ids, x) in checked.items():
                 self._replace_user(user, ids, x, fresh=True)
             self._create_index(self.table)
@@ -227,34 +258,52 @@ class PgVectorStore(VectorStore):
 
     def apply(self, user, *, upserts=None, deletes=()) -> None:  # type: ignore[override]
         rel, (where, args) = self._built_relation(user), self._where(user)
-        ids, x = (upserts[0], check_facts(user, upserts[0], upserts[1], self.dims)) \
-            if upserts is not None else ([], np.zeros((0, self.dims), np.float32))
+        ids, x = (
+            (upserts[0], check_facts(user, upserts[0], upserts[1], self.dims))
+            if upserts is not None
+            else ([], np.zeros((0, self.dims), np.float32))
+        )
         table = self._id(rel)
         with self.conn.transaction():
             if deletes:
-                cur = self.conn.execute(self.sql.SQL(
-                    "DELETE FROM {} WHERE {} AND fact_id = ANY(%s)").format(table, where),
-                    (*args, list(deletes)))
+                cur = self.conn.execute(
+                    self.sql.SQL("DELETE FROM {} WHERE {} AND fact_id = ANY(%s)").format(
+                        table, where
+                    ),
+                    (*args, list(deletes)),
+                )
                 if cur.rowcount != len(set(deletes)):
-                    raise KeyError(f"user {user!r}: {len(set(deletes)) - cur.rowcount} of the "
-                                   "facts to delete do not exist; nothing was changed")
+                    raise KeyError(
+                        f"user {user!r}: {len(set(deletes)) - cur.rowcount} of the "
+                        "facts to delete do not exist; nothing was changed"
+                    )
             for fact_id, vec in zip(ids, x, strict=True):
-                cur = self.conn.execute(self.sql.SQL(
-                    "UPDATE {} SET embedding = %s::vector WHERE {} AND fact_id = %s").format(
-                    table, where), (vector_literal(vec), *args, fact_id))
+                cur = self.conn.execute(
+                    self.sql.SQL(
+                        "UPDATE {} SET embedding = %s::vector WHERE {} AND fact_id = %s"
+                    ).format(table, where),
+                    (vector_literal(vec), *args, fact_id),
+                )
                 if cur.rowcount == 0:
                     self._copy(rel, user, [fact_id], vec[None, :])
-            self.conn.execute(self.sql.SQL(
-                "UPDATE {} SET facts = (SELECT count(*) FROM {} WHERE {}) WHERE user_id = %s"
-            ).format(self._id(f"{self.table}_users"), table, where), (*args, user))
+            self.conn.execute(
+                self.sql.SQL(
+                    "UPDATE {} SET facts = (SELECT count(*) FROM {} WHERE {}) WHERE user_id = %s"
+                ).format(self._id(f"{self.table}_users"), table, where),
+                (*args, user),
+            )
 
     # -- reads --------------------------------------------------------------------------
     def is_built(self, user: str) -> bool:
         return self._marker(user) is not None
 
     def _marker(self, user: str) -> str | None:
-        row = self.conn.execute(self.sql.SQL("SELECT relation FROM {} WHERE user_id = %s")
-                                .format(self._id(f"{self.table}_users")), (user,)).fetchone()
+        row = self.conn.execute(
+            self.sql.SQL("SELECT relation FROM {} WHERE user_id = %s").format(
+                self._id(f"{self.table}_users")
+            ),
+            (user,),
+        ).fetchone()
         return None if row is None else row[0]
 
     def _built_relation(self, user: str) -> str:
@@ -266,8 +315,11 @@ class PgVectorStore(VectorStore):
         return self._rel_cache[user]
 
     def users(self) -> list[str]:
-        rows = self.conn.execute(self.sql.SQL("SELECT user_id FROM {} ORDER BY user_id")
-                                 .format(self._id(f"{self.table}_users"))).fetchall()
+        rows = self.conn.execute(
+            self.sql.SQL("SELECT user_id FROM {} ORDER BY user_id").format(
+                self._id(f"{self.table}_users")
+            )
+        ).fetchall()
         return [r[0] for r in rows]
 
     def _query(self, user: str, queries: np.ndarray, k: int) -> SearchResult:
@@ -276,7 +328,8 @@ class PgVectorStore(VectorStore):
         out = SearchResult.empty(len(q), k)
         stmt = self.sql.SQL(
             "SELECT fact_id, 1 - (embedding <=> %s::vector) FROM {} WHERE {} "
-            "ORDER BY embedding <=> %s::vector LIMIT %s").format(self._id(rel), where)
+            "ORDER BY embedding <=> %s::vector LIMIT %s"
+        ).format(self._id(rel), where)
         for i, vec in enumerate(q):
             lit = vector_literal(vec)
             rows = self.conn.execute(stmt, (lit, *args, lit, int(k))).fetchall()
@@ -285,8 +338,9 @@ class PgVectorStore(VectorStore):
                 out.fact_ids[i, j], out.scores[i, j] = fact_id, score
         return out
 
-    def search(self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
-               ) -> SearchResult:
+    def search(
+        self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
+    ) -> SearchResult:
         if self._ef != ef_search:
             self.conn.execute(f"SET hnsw.ef_search = {max(1, min(int(ef_search), 1000))}")
             self._ef = ef_search
@@ -301,9 +355,12 @@ class PgVectorStore(VectorStore):
 
     def vectors(self, user: str) -> tuple[list[str], np.ndarray]:
         rel, (where, args) = self._built_relation(user), self._where(user)
-        rows = self.conn.execute(self.sql.SQL(
-            "SELECT fact_id, embedding::text FROM {} WHERE {} ORDER BY fact_id").format(
-            self._id(rel), where), args).fetchall()
+        rows = self.conn.execute(
+            self.sql.SQL(
+                "SELECT fact_id, embedding::text FROM {} WHERE {} ORDER BY fact_id"
+            ).format(self._id(rel), where),
+            args,
+        ).fetchall()
         x = np.array([np.array(t[1:-1].split(","), np.float32) for _, t in rows], np.float32)
         return [r[0] for r in rows], x.reshape(len(rows), self.dims)
 
@@ -313,17 +370,27 @@ class PgVectorStore(VectorStore):
                 stmt = self.sql.SQL("SELECT count(*) FROM {}").format(self._id(self.table))
             else:
                 stmt = self.sql.SQL("SELECT coalesce(sum(facts), 0) FROM {}").format(
-                    self._id(f"{self.table}_users"))
+                    self._id(f"{self.table}_users")
+                )
             return int(self.conn.execute(stmt).fetchone()[0])
         rel, (where, args) = self._built_relation(user), self._where(user)
-        return int(self.conn.execute(self.sql.SQL("SELECT count(*) FROM {} WHERE {}").format(
-            self._id(rel), where), args).fetchone()[0])
+        return int(
+            self.conn.execute(
+                self.sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._id(rel), where), args
+            ).fetchone()[0]
+        )
 
     def versions(self) -> dict[str, Any]:
-        return {**super().versions(), "postgresql": self.server_version,
-                "pgvector": self.extension_version, "layout": self.layout,
-                "iterative_scan": self.iterative_scan if self.supports_iterative_scan
-                else "unsupported", "force_hnsw": self.force_hnsw}
+        return {
+            **super().versions(),
+            "postgresql": self.server_version,
+            "pgvector": self.extension_version,
+            "layout": self.layout,
+            "iterative_scan": self.iterative_scan
+            if self.supports_iterative_scan
+            else "unsupported",
+            "force_hnsw": self.force_hnsw,
+        }
 
     def transaction(self) -> Any:
         """One SQL transaction (a savepoint inside another): builds and applies in the block
@@ -332,8 +399,10 @@ class PgVectorStore(VectorStore):
 
     def describe(self) -> str:
         where = self.server.describe()["server"] if self.server is not None else "given"
-        return (f"PostgreSQL {self.server_version} + pgvector {self.extension_version} ({where} "
-                f"server), layout {self.layout}, iterative_scan {self.iterative_scan}")
+        return (
+            f"PostgreSQL {self.server_version} + pgvector {self.extension_version} ({where} "
+            f"server), layout {self.layout}, iterative_scan {self.iterative_scan}"
+        )
 
     def close(self) -> None:
         if not self.conn.closed:

@@ -154,8 +154,11 @@ def embedding_reply(body: Mapping[str, Any], inputs: int) -> dict[str, Any]:
     vectors = np.asarray([d["embedding"] for d in data], dtype=np.float32)
     usage = body.get("usage") or {}
     prompt = usage.get("prompt_tokens")
-    return {"vectors": vectors, "prompt_tokens": None if prompt is None else int(prompt),
-            "served_model": body.get("model")}
+    return {
+        "vectors": vectors,
+        "prompt_tokens": None if prompt is None else int(prompt),
+        "served_model": body.get("model"),
+    }
 
 
 def joined(lines: Iterable[Line]) -> bytes:

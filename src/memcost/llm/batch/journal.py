@@ -94,18 +94,30 @@ class BatchJournal:
             kind, file_id = event.get("event"), str(event.get("input_file_id", ""))
             if kind == "uploaded":
                 by_file[file_id] = Entry(
-                    input_file_id=file_id, model=str(event["model"]), url=str(event["url"]),
-                    stage=str(event["stage"]), endpoint=str(event["endpoint"]),
+                    input_file_id=file_id,
+                    model=str(event["model"]),
+                    url=str(event["url"]),
+                    stage=str(event["stage"]),
+                    endpoint=str(event["endpoint"]),
                     keys=[str(k) for k in event["keys"]],
                     estimate_usd=float(event.get("estimate_usd") or 0.0),
-                    submitted_at=str(event.get("at", "")))
+                    submitted_at=str(event.get("at", "")),
+                )
             elif file_id in by_file and kind == "created":
                 by_file[file_id].batch_id = str(event["batch_id"])
             elif file_id in by_file and kind == "finished":
                 by_file[file_id].status = str(event["status"])
-                by_file[file_id].extra = {k: event.get(k) for k in
-                                          ("output_file_id", "error_file_id", "completed",
-                                           "failed", "not_asked", "unused")}
+                by_file[file_id].extra = {
+                    k: event.get(k)
+                    for k in (
+                        "output_file_id",
+                        "error_file_id",
+                        "completed",
+                        "failed",
+                        "not_asked",
+                        "unused",
+                    )
+                }
         return list(by_file.values())
 
     def open_entries(self, endpoint: str) -> list[Entry]:
@@ -117,15 +129,25 @@ class BatchJournal:
             out.write({"event": record.pop("event"), "at": _now(), **record})
 
     def uploaded(self, entry: Entry) -> None:
-        self._append({"event": "uploaded", "input_file_id": entry.input_file_id,
-                      "model": entry.model, "url": entry.url, "stage": entry.stage,
-                      "endpoint": entry.endpoint, "estimate_usd": round(entry.estimate_usd, 6),
-                      "requests": len(entry.keys), "keys": entry.keys})
+        self._append(
+            {
+                "event": "uploaded",
+                "input_file_id": entry.input_file_id,
+                "model": entry.model,
+                "url": entry.url,
+                "stage": entry.stage,
+                "endpoint": entry.endpoint,
+                "estimate_usd": round(entry.estimate_usd, 6),
+                "requests": len(entry.keys),
+                "keys": entry.keys,
+            }
+        )
         entry.submitted_at = _now()
 
     def created(self, entry: Entry, batch_id: str) -> None:
-        self._append({"event": "created", "input_file_id": entry.input_file_id,
-                      "batch_id": batch_id})
+        self._append(
+            {"event": "created", "input_file_id": entry.input_file_id, "batch_id": batch_id}
+        )
         entry.batch_id = batch_id
 
     def forget(self, batch_id: str) -> Entry:
@@ -136,16 +158,41 @@ class BatchJournal:
         if entry is None:
             known = ", ".join(str(e.batch_id) for e in open_ones) or "none"
             raise KeyError(f"{self.path} has no open batch {batch_id} (open batches: {known})")
-        self.finished(entry, status="forgotten", output_file_id=None, error_file_id=None,
-                      completed=0, failed=0, not_asked=len(entry.keys))
+        self.finished(
+            entry,
+            status="forgotten",
+            output_file_id=None,
+            error_file_id=None,
+            completed=0,
+            failed=0,
+            not_asked=len(entry.keys),
+        )
         return entry
 
-    def finished(self, entry: Entry, *, status: str, output_file_id: str | None,
-                 error_file_id: str | None, completed: int, failed: int,
-                 not_asked: int = 0, unused: int = 0) -> None:
-        self._append({"event": "finished", "input_file_id": entry.input_file_id,
-                      "batch_id": entry.batch_id, "status": status,
-                      "output_file_id": output_file_id, "error_file_id": error_file_id,
-                      "completed": completed, "failed": failed, "not_asked": not_asked,
-                      "unused": unused})
+    def finished(
+        self,
+        entry: Entry,
+        *,
+        status: str,
+        output_file_id: str | None,
+        error_file_id: str | None,
+        completed: int,
+        failed: int,
+        not_asked: int = 0,
+        unused: int = 0,
+    ) -> None:
+        self._append(
+            {
+                "event": "finished",
+                "input_file_id": entry.input_file_id,
+                "batch_id": entry.batch_id,
+                "status": status,
+                "output_file_id": output_file_id,
+                "error_file_id": error_file_id,
+                "completed": completed,
+                "failed": failed,
+                "not_asked": not_asked,
+                "unused": unused,
+            }
+        )
         entry.status = status

@@ -40,9 +40,11 @@ def batch_refusal(backend: str, where: str = "") -> str | None:
     """Why stages set to ``batch`` cannot run on ``backend`` (``None``: they can)."""
     if backend in BATCH_BACKENDS or backend == "offline":
         return None
-    return (f"execution: batch is the OpenAI Batch API, and backend '{backend}'{where} has none "
-            "(OpenRouter and vLLM offer no batch endpoint). Set those stages to interactive "
-            "(e.g. -p 'client={execution: {}}'), or route the model to backend openai.")
+    return (
+        f"execution: batch is the OpenAI Batch API, and backend '{backend}'{where} has none "
+        "(OpenRouter and vLLM offer no batch endpoint). Set those stages to interactive "
+        "(e.g. -p 'client={execution: {}}'), or route the model to backend openai."
+    )
 
 
 def check_batch(config: Any) -> None:
@@ -54,11 +56,17 @@ def check_batch(config: Any) -> None:
     if refused:
         raise ValueError(refused)
     if config.backend == "offline" and set(config.model_backends.values()) <= {"offline"}:
-        print("execution: batch is ignored by the offline backend (it calls no model and "
-              "costs nothing)", file=sys.stderr, flush=True)
+        print(
+            "execution: batch is ignored by the offline backend (it calls no model and "
+            "costs nothing)",
+            file=sys.stderr,
+            flush=True,
+        )
     elif config.cache_mode == "off":
-        raise ValueError("execution: batch hands its results to the stages through the "
-                         "response cache; use cache_mode read_write")
+        raise ValueError(
+            "execution: batch hands its results to the stages through the "
+            "response cache; use cache_mode read_write"
+        )
 
 
 class BatchPrefill:
@@ -81,8 +89,11 @@ class BatchPrefill:
     def fill(self, requests: Sequence[Request]) -> None:
         """Send the batch stages' requests the cache cannot answer through the Batch API and
         wait for them (see the module's docstring)."""
-        if (self.cache is None or self.config.cache_mode == "replay_only"
-                or "batch" not in self.config.execution.values()):
+        if (
+            self.cache is None
+            or self.config.cache_mode == "replay_only"
+            or "batch" not in self.config.execution.values()
+        ):
             return
         wanted: dict[str, tuple[Endpoint, dict[str, Request]]] = {}
         for request in requests:
@@ -104,22 +115,26 @@ class BatchPrefill:
 
     def _session(self, endpoint: Endpoint, todo: dict[str, Request]) -> None:
         lines = {key: self.line(key, request) for key, request in todo.items()}
-        transport = BatchTransport(self.calls.transport.client_for(endpoint), self.config.retry,
-                                   threading.Event())
+        transport = BatchTransport(
+            self.calls.transport.client_for(endpoint), self.config.retry, threading.Event()
+        )
         try:
             BatchSession(self, endpoint, todo, lines, transport).run()
         except BudgetStop as stop:
             raise BudgetExceeded(
                 f"budget guard: {stop}. Stopped cleanly; everything done so far is cached and "
                 "recorded. Raise max_cost_usd to continue.",
-                spent_usd=self.budget.spent, limit_usd=self.budget.limit) from None
+                spent_usd=self.budget.spent,
+                limit_usd=self.budget.limit,
+            ) from None
 
     def line(self, key: str, request: Request) -> Line:
         if isinstance(request, EmbeddingRequest):
             tokens = sum(count_tokens(t) for t in request.inputs)
             return _line(key, request.model, EMBEDDINGS_URL, embedding_body(request), tokens)
-        body = chat_body(request, self.calls.transport.capabilities(request.model),
-                         backend="openai")
+        body = chat_body(
+            request, self.calls.transport.capabilities(request.model), backend="openai"
+        )
         tokens = sum(count_tokens(content) for _, content in request.messages)
         return _line(key, request.model, CHAT_URL, body, tokens)
 
@@ -131,8 +146,15 @@ class BatchPrefill:
             total += self.budget.estimate(request) * rate
         return total
 
-    def result(self, request: Request, endpoint: Endpoint, key: str,
-               body: dict[str, Any], turnaround_s: float, attempts: int) -> float:
+    def result(
+        self,
+        request: Request,
+        endpoint: Endpoint,
+        key: str,
+        body: dict[str, Any],
+        turnaround_s: float,
+        attempts: int,
+    ) -> float:
         """One answer of a batch into the cache and the ledger; its batch-priced cost.
         ``ValueError`` when the body cannot be read."""
         if isinstance(request, EmbeddingRequest):
@@ -141,8 +163,11 @@ class BatchPrefill:
             reply = chat_reply(body)
         outcome, estimated = _outcome_of(request, endpoint, key, reply, turnaround_s, attempts)
         outcome.execution = "batch"
-        failure = (reply_failure({**reply, "usage": outcome.usage.as_dict()})
-                   if isinstance(request, ChatRequest) else None)
+        failure = (
+            reply_failure({**reply, "usage": outcome.usage.as_dict()})
+            if isinstance(request, ChatRequest)
+            else None
+        )
         try:  # the row first, the record whatever happens (memcost.llm.calling)
             if failure is None:
                 self.calls.store(request, outcome, estimated)  # only answers are cached

@@ -51,8 +51,14 @@ class BatchSession:
     Batch API; ``client`` is the :class:`memcost.llm.batch.prefill.BatchPrefill` that puts
     results in its cache and ledger (:meth:`memcost.llm.batch.prefill.BatchPrefill.result`)."""
 
-    def __init__(self, client: Any, endpoint: Endpoint, todo: Mapping[str, Any],
-                 lines: Mapping[str, Line], transport: BatchTransport):
+    def __init__(
+        self,
+        client: Any,
+        endpoint: Endpoint,
+        todo: Mapping[str, Any],
+        lines: Mapping[str, Line],
+        transport: BatchTransport,
+    ):
         self.client = client
         self.endpoint = endpoint
         self.todo = dict(todo)
@@ -105,12 +111,16 @@ class BatchSession:
             return False
         if self.client.batch_options["retry"] == "batch" and self.round < MAX_ROUNDS:
             self.round += 1
-            self._note(f"batch: {len(again)} requests not answered; batching them again "
-                       f"(round {self.round} of {MAX_ROUNDS})")
+            self._note(
+                f"batch: {len(again)} requests not answered; batching them again "
+                f"(round {self.round} of {MAX_ROUNDS})"
+            )
             self._plan(again)
             return True
-        self._note(f"batch: {len(again)} requests not answered by the Batch API are sent "
-                   "interactively (at the list price)")
+        self._note(
+            f"batch: {len(again)} requests not answered by the Batch API are sent "
+            "interactively (at the list price)"
+        )
         return False
 
     # -------------------------------------------------------------------------- submitting
@@ -130,7 +140,8 @@ class BatchSession:
                 f"submitted {entry.submitted_at} with {len(entry.keys)} {entry.stage} requests "
                 f"and recorded in {self.journal.path}. Give it up, and a rerun sends its "
                 f"requests again (any it had answered are paid again): python -m memcost "
-                f"forget-batch {name} {entry.batch_id}") from None
+                f"forget-batch {name} {entry.batch_id}"
+            ) from None
 
     def _attach(self) -> set[str]:
         """Wait for the open batches an earlier process submitted for these requests."""
@@ -141,15 +152,18 @@ class BatchSession:
             if entry.batch_id is None:  # killed between upload and creation: find it
                 state = self.transport.find(entry.input_file_id)
                 if state is None:
-                    state = self.transport.create(entry.input_file_id, entry.url,
-                                                  self._metadata(entry))
+                    state = self.transport.create(
+                        entry.input_file_id, entry.url, self._metadata(entry)
+                    )
                     self.client.count("batches")
                 self.journal.created(entry, state.id)
             reserved = self.client.budget.reserve_batch(entry.estimate_usd, force=True)
             self.tracked.append(Tracked(entry, reserved, started=time.monotonic()))
             covered.update(entry.keys)
-            self._note(f"batch: re-attached to {entry.batch_id} ({len(entry.keys)} "
-                       f"{entry.stage} requests, submitted {entry.submitted_at})")
+            self._note(
+                f"batch: re-attached to {entry.batch_id} ({len(entry.keys)} "
+                f"{entry.stage} requests, submitted {entry.submitted_at})"
+            )
         return covered
 
     def _plan(self, keys: list[str]) -> None:
@@ -168,8 +182,11 @@ class BatchSession:
         waiting: list[list[Line]] = []
         for part in self.queue:
             model = part[0].model
-            queued = sum(sum(self.lines[k].tokens for k in t.entry.keys if k in self.lines)
-                         for t in self.tracked if not t.entry.finished and t.entry.model == model)
+            queued = sum(
+                sum(self.lines[k].tokens for k in t.entry.keys if k in self.lines)
+                for t in self.tracked
+                if not t.entry.finished and t.entry.model == model
+            )
             limit = limits.get(model)
             if queued and limit is not None and queued + sum(x.tokens for x in part) > limit:
                 waiting.append(part)
@@ -182,12 +199,19 @@ class BatchSession:
         estimate = self.client.estimate(requests)
         # The whole batch's estimated cost is reserved now: it is spent however long it takes.
         reserved = self.client.budget.reserve_batch(
-            estimate, what=f"{len(part)} {requests[0].stage} requests to {part[0].model}")
+            estimate, what=f"{len(part)} {requests[0].stage} requests to {part[0].model}"
+        )
         file_id = self.transport.upload(joined(part))
         self.journal.save_requests(file_id, {line.key: self.todo[line.key] for line in part})
-        entry = Entry(input_file_id=file_id, model=part[0].model, url=part[0].url,
-                      stage=requests[0].stage, endpoint=self.endpoint.identity,
-                      keys=[line.key for line in part], estimate_usd=estimate)
+        entry = Entry(
+            input_file_id=file_id,
+            model=part[0].model,
+            url=part[0].url,
+            stage=requests[0].stage,
+            endpoint=self.endpoint.identity,
+            keys=[line.key for line in part],
+            estimate_usd=estimate,
+        )
         self.journal.uploaded(entry)
         state = self.transport.create(file_id, entry.url, self._metadata(entry))
         self.journal.created(entry, state.id)
@@ -232,8 +256,9 @@ class BatchSession:
                 failed += 1
                 continue
             try:
-                cost += self.client.result(request, self.endpoint, key, answer.body,
-                                                  turnaround, self.round)
+                cost += self.client.result(
+                    request, self.endpoint, key, answer.body, turnaround, self.round
+                )
             except ValueError:  # an answer we cannot read: ask again (if this call asks)
                 if asked:
                     self.retry.add(key)
@@ -246,17 +271,28 @@ class BatchSession:
         self.client.budget.settle_batch(tracked.reserved, cost)
         self.answered += completed
         self.failed += failed
-        self.journal.finished(entry, status=state.status, output_file_id=state.output_file_id,
-                              error_file_id=state.error_file_id, completed=completed,
-                              failed=failed, not_asked=not_asked, unused=unused)
+        self.journal.finished(
+            entry,
+            status=state.status,
+            output_file_id=state.output_file_id,
+            error_file_id=state.error_file_id,
+            completed=completed,
+            failed=failed,
+            not_asked=not_asked,
+            unused=unused,
+        )
         if not_asked:
-            self._note(f"batch {state.id}: {not_asked} of its answers are for requests this call "
-                       "does not send (the run's parameters changed since it was submitted); "
-                       "they are paid, so they are in the cache and the ledger, tagged as asked")
+            self._note(
+                f"batch {state.id}: {not_asked} of its answers are for requests this call "
+                "does not send (the run's parameters changed since it was submitted); "
+                "they are paid, so they are in the cache and the ledger, tagged as asked"
+            )
         if unused:
-            self._note(f"batch {state.id}: {unused} answers for requests this call does not send "
-                       f"are billed but not used: the batch was recorded without its requests. "
-                       f"They stay in its output file {state.output_file_id}.")
+            self._note(
+                f"batch {state.id}: {unused} answers for requests this call does not send "
+                f"are billed but not used: the batch was recorded without its requests. "
+                f"They stay in its output file {state.output_file_id}."
+            )
         if state.status != "completed":
             why = f": {state.errors}" if state.errors else ""
             self._note(f"batch {state.id} {state.status}{why}")
@@ -270,8 +306,14 @@ class BatchSession:
 
         total = sum(len(t.entry.keys) for t in self.tracked) + sum(len(p) for p in self.queue)
         stage = next(iter(self.todo.values())).stage
-        return tqdm(total=total, desc=f"batch {stage}", unit="req", file=sys.stderr,
-                    mininterval=1.0, dynamic_ncols=True)
+        return tqdm(
+            total=total,
+            desc=f"batch {stage}",
+            unit="req",
+            file=sys.stderr,
+            mininterval=1.0,
+            dynamic_ncols=True,
+        )
 
     def _show(self, bar: Any) -> None:
         states = [t.state for t in self.tracked if t.state is not None]
@@ -285,15 +327,18 @@ class BatchSession:
             total = sum(len(t.entry.keys) for t in self.tracked)
             waited = now - min((t.started for t in self.tracked), default=now)
             stage = next(iter(self.todo.values())).stage
-            sign_of_life(f"batch {stage}: {done + failed} of {total} requests answered "
-                         f"({failed} failed), {running} batch(es) running, waited "
-                         f"{waited / 60:.0f} min (results within 24 h)")
+            sign_of_life(
+                f"batch {stage}: {done + failed} of {total} requests answered "
+                f"({failed} failed), {running} batch(es) running, waited "
+                f"{waited / 60:.0f} min (results within 24 h)"
+            )
         if bar is None:
             return
         bar.total = max(bar.total, sum(len(t.entry.keys) for t in self.tracked))
         bar.n = min(bar.total, done + failed)
-        bar.set_postfix_str(f"completed={done} failed={failed} batches running={running}",
-                            refresh=True)
+        bar.set_postfix_str(
+            f"completed={done} failed={failed} batches running={running}", refresh=True
+        )
 
     def _note(self, line: str) -> None:
         if self.client.progress:
@@ -302,8 +347,10 @@ class BatchSession:
     def _wait_message(self, hours: float) -> str:
         running = [t.entry for t in self.tracked if not t.entry.finished]
         ids = ", ".join(str(e.batch_id) for e in running[:5])
-        return (f"waited max_wait_hours={hours:g} for the Batch API; {len(running)} batch(es) "
-                f"still running ({ids}{', ...' if len(running) > 5 else ''}), recorded in "
-                f"{self.journal.path}. Stopped cleanly: rerun the same command later (or with "
-                "a larger -p 'client={max_wait_hours: <hours>}') and it re-attaches to them; "
-                "nothing is submitted twice.")
+        return (
+            f"waited max_wait_hours={hours:g} for the Batch API; {len(running)} batch(es) "
+            f"still running ({ids}{', ...' if len(running) > 5 else ''}), recorded in "
+            f"{self.journal.path}. Stopped cleanly: rerun the same command later (or with "
+            "a larger -p 'client={max_wait_hours: <hours>}') and it re-attaches to them; "
+            "nothing is submitted twice."
+        )

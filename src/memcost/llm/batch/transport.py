@@ -46,12 +46,16 @@ def _state(batch: Any) -> BatchState:
     errors = getattr(getattr(batch, "errors", None), "data", None) or []
     said = "; ".join(f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in errors[:3])
     return BatchState(
-        id=str(batch.id), status=str(batch.status), input_file_id=str(batch.input_file_id),
+        id=str(batch.id),
+        status=str(batch.status),
+        input_file_id=str(batch.input_file_id),
         completed=int(getattr(counts, "completed", 0) or 0),
         failed=int(getattr(counts, "failed", 0) or 0),
         total=int(getattr(counts, "total", 0) or 0),
         output_file_id=getattr(batch, "output_file_id", None),
-        error_file_id=getattr(batch, "error_file_id", None), errors=said)
+        error_file_id=getattr(batch, "error_file_id", None),
+        errors=said,
+    )
 
 
 class BatchTransport:
@@ -71,21 +75,32 @@ class BatchTransport:
                 return self.client.sdk_call(what, call)
             except TransientError as exc:
                 if attempt >= self.retry.max_attempts:
-                    raise TransientError(f"{exc} ({what}: gave up after {attempt} attempts)",
-                                         status=exc.status) from None
+                    raise TransientError(
+                        f"{exc} ({what}: gave up after {attempt} attempts)", status=exc.status
+                    ) from None
                 if self.stop.wait(self.retry.delay(attempt, exc.retry_after, self._rng)):
                     raise
 
     def upload(self, data: bytes) -> str:
         """Upload an input file; its id."""
-        made = self._call("batch file upload", lambda sdk: sdk.files.create(
-            file=("requests.jsonl", data), purpose="batch"))
+        made = self._call(
+            "batch file upload",
+            lambda sdk: sdk.files.create(file=("requests.jsonl", data), purpose="batch"),
+        )
         return str(made.id)
 
     def create(self, file_id: str, url: str, metadata: Mapping[str, str]) -> BatchState:
-        return _state(self._call("batch creation", lambda sdk: sdk.batches.create(
-            input_file_id=file_id, endpoint=url, completion_window=COMPLETION_WINDOW,
-            metadata=dict(metadata))))
+        return _state(
+            self._call(
+                "batch creation",
+                lambda sdk: sdk.batches.create(
+                    input_file_id=file_id,
+                    endpoint=url,
+                    completion_window=COMPLETION_WINDOW,
+                    metadata=dict(metadata),
+                ),
+            )
+        )
 
     def retrieve(self, batch_id: str) -> BatchState:
         return _state(self._call("batch status", lambda sdk: sdk.batches.retrieve(batch_id)))

@@ -57,18 +57,32 @@ SECTIONS = (
 )
 
 
-
 def render_markdown(run: RunPaths) -> str:
     view = RunView.load(run)
-    lines = [f"# Fact memory vs. long context: run {run.name}", "",
-             "Reproduction of *Beyond the Context Window: A Cost-Performance Analysis of "
-             "Fact-Based Memory vs. Long-Context LLMs for Persistent Agents* "
-             "(Pollertlam & Kornsuwannawit).", ""]
-    for section in (section_failures, section_headline, section_serving, section_what_ran,
-                    section_tokens,
-                    section_accuracy, section_memory_systems, section_costs,
-                    section_cost_model, section_figure1,
-                    section_analyses, section_paper, section_notebooks, section_files):
+    lines = [
+        f"# Fact memory vs. long context: run {run.name}",
+        "",
+        "Reproduction of *Beyond the Context Window: A Cost-Performance Analysis of "
+        "Fact-Based Memory vs. Long-Context LLMs for Persistent Agents* "
+        "(Pollertlam & Kornsuwannawit).",
+        "",
+    ]
+    for section in (
+        section_failures,
+        section_headline,
+        section_serving,
+        section_what_ran,
+        section_tokens,
+        section_accuracy,
+        section_memory_systems,
+        section_costs,
+        section_cost_model,
+        section_figure1,
+        section_analyses,
+        section_paper,
+        section_notebooks,
+        section_files,
+    ):
         lines += section(view)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -102,9 +116,11 @@ def render_html(markdown_text: str, root: Path) -> str:
     embedded = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", embed, markdown_text)
     body = md.markdown(embedded, extensions=["tables"])
     title = html.escape(markdown_text.splitlines()[0].lstrip("# ").replace("`", "").strip())
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{title}</title><style>{_HTML_STYLE}</style></head>\n<body>\n{body}\n"
-            "</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{title}</title><style>{_HTML_STYLE}</style></head>\n<body>\n{body}\n"
+        "</body></html>\n"
+    )
 
 
 def write_report(run: RunPaths) -> tuple[Path, Path]:

@@ -22,16 +22,38 @@ def _cost_per_correct(view: RunView) -> list[str]:
     table = read_csv(view.run.table.cost_per_correct_answer)
     if table is None or table.empty:
         return []
-    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), view.label(str(r.system)), int(r.correct),
-             int(r.questions), usd(r.cpa_usd), usd(r.cpa_with_write_usd)]
-            for r in table.itertuples(index=False)]
+    rows = [
+        [
+            DATASET_NAMES.get(r.dataset, r.dataset),
+            view.label(str(r.system)),
+            int(r.correct),
+            int(r.questions),
+            usd(r.cpa_usd),
+            usd(r.cpa_with_write_usd),
+        ]
+        for r in table.itertuples(index=False)
+    ]
     basis = "; ".join(sorted(set(table["basis"].astype(str)))) if "basis" in table else ""
-    return ["### Cost per correct answer", "",
-            f"Answering dollars divided by correct answers (notebook 05; basis: {basis}). "
-            "Memory's second column adds its share of writing the memory. A system with no "
-            "correct answer has no cost per correct answer (—).", "",
-            md_table(rows, ["dataset", "system", "correct", "questions", "$ per correct",
-                            "$ per correct, with writing"]), ""]
+    return [
+        "### Cost per correct answer",
+        "",
+        f"Answering dollars divided by correct answers (notebook 05; basis: {basis}). "
+        "Memory's second column adds its share of writing the memory. A system with no "
+        "correct answer has no cost per correct answer (—).",
+        "",
+        md_table(
+            rows,
+            [
+                "dataset",
+                "system",
+                "correct",
+                "questions",
+                "$ per correct",
+                "$ per correct, with writing",
+            ],
+        ),
+        "",
+    ]
 
 
 def _mcnemar(view: RunView) -> list[str]:
@@ -40,17 +62,40 @@ def _mcnemar(view: RunView) -> list[str]:
         return []
     rows = []
     for r in pd.concat(frames, ignore_index=True).itertuples(index=False):
-        rows.append([DATASET_NAMES.get(r.dataset, r.dataset),
-                     f"{view.label(str(r.system_a))} vs {view.label(str(r.system_b))}",
-                     int(r.n_paired), int(r.a_only_correct), int(r.b_only_correct),
-                     f"{100 * float(r.difference_b_minus_a):+.1f}", f"{float(r.p_value):.3g}",
-                     "yes" if bool(r.significant_5pct) else "no"])
-    return ["### Paired tests (exact McNemar)", "",
-            "Both systems answered the same questions, so they are compared on the questions "
-            "where exactly one was right (notebook 04). Few discordant pairs cannot show a "
-            "difference, whatever the accuracies say.", "",
-            md_table(rows, ["dataset", "pair", "questions", "only first right",
-                            "only second right", "difference (points)", "p", "p < 0.05"]), ""]
+        rows.append(
+            [
+                DATASET_NAMES.get(r.dataset, r.dataset),
+                f"{view.label(str(r.system_a))} vs {view.label(str(r.system_b))}",
+                int(r.n_paired),
+                int(r.a_only_correct),
+                int(r.b_only_correct),
+                f"{100 * float(r.difference_b_minus_a):+.1f}",
+                f"{float(r.p_value):.3g}",
+                "yes" if bool(r.significant_5pct) else "no",
+            ]
+        )
+    return [
+        "### Paired tests (exact McNemar)",
+        "",
+        "Both systems answered the same questions, so they are compared on the questions "
+        "where exactly one was right (notebook 04). Few discordant pairs cannot show a "
+        "difference, whatever the accuracies say.",
+        "",
+        md_table(
+            rows,
+            [
+                "dataset",
+                "pair",
+                "questions",
+                "only first right",
+                "only second right",
+                "difference (points)",
+                "p",
+                "p < 0.05",
+            ],
+        ),
+        "",
+    ]
 
 
 def _judge_sensitivity(view: RunView) -> list[str]:
@@ -58,16 +103,23 @@ def _judge_sensitivity(view: RunView) -> list[str]:
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
-    wide = table.pivot_table(index=["dataset", "system"], columns="prompt_name",
-                             values="accuracy", aggfunc="first")
+    wide = table.pivot_table(
+        index=["dataset", "system"], columns="prompt_name", values="accuracy", aggfunc="first"
+    )
     prompts = [p for p in ("judge_lenient", "judge", "judge_strict") if p in wide.columns]
-    rows = [[DATASET_NAMES.get(d, d), view.label(str(s)), *[pct(wide.loc[(d, s), p])
-                                                              for p in prompts]]
-            for d, s in wide.index]
-    return ["### Judge sensitivity", "",
-            "Accuracy in % under each judge prompt (notebook 04): if the ranking of the systems "
-            "changes between a lenient and a strict judge, the judge, not the system, decides.",
-            "", md_table(rows, ["dataset", "system", *prompts]), ""]
+    rows = [
+        [DATASET_NAMES.get(d, d), view.label(str(s)), *[pct(wide.loc[(d, s), p]) for p in prompts]]
+        for d, s in wide.index
+    ]
+    return [
+        "### Judge sensitivity",
+        "",
+        "Accuracy in % under each judge prompt (notebook 04): if the ranking of the systems "
+        "changes between a lenient and a strict judge, the judge, not the system, decides.",
+        "",
+        md_table(rows, ["dataset", "system", *prompts]),
+        "",
+    ]
 
 
 def _simulated_cache(view: RunView) -> list[str]:
@@ -77,31 +129,66 @@ def _simulated_cache(view: RunView) -> list[str]:
     table = pd.concat(frames, ignore_index=True)
     # a dataset whose every history is asked once has nothing to reuse: one line, not a row
     # per system of zeros
-    asked_once = [d for d, g in table.groupby("dataset", sort=False)
-                  if (g["later_questions"] == 0).all()]
+    asked_once = [
+        d for d, g in table.groupby("dataset", sort=False) if (g["later_questions"] == 0).all()
+    ]
     shown = table.loc[~table["dataset"].isin(asked_once)]
-    rows = [[DATASET_NAMES.get(r.dataset, r.dataset), view.label(str(r.system)),
-             int(r.later_questions), pct(r.simulated_share_after_first),
-             pct(r.simulated_cached_share)]
-            for r in shown.itertuples(index=False)]
+    rows = [
+        [
+            DATASET_NAMES.get(r.dataset, r.dataset),
+            view.label(str(r.system)),
+            int(r.later_questions),
+            pct(r.simulated_share_after_first),
+            pct(r.simulated_cached_share),
+        ]
+        for r in shown.itertuples(index=False)
+    ]
     gaps = ", ".join(f"{g:g} s" for g in sorted(set(table["gap_s"])))
-    return ["### Long-context prompt cache: SIMULATED, not measured", "",
-            f"The offline backend has no provider cache, so notebook 03 replays its prompts "
-            f"through the prefix-cache rule (`memcost.prefix_cache`), questions {gaps} apart. "
-            "These shares are the rule's prediction in %: they are not in the ledger and not in "
-            "any cost above.", "",
-            *([md_table(rows, ["dataset", "system", "later questions",
-                               "simulated share after the first",
-                               "simulated share of all input"]), ""] if rows else []),
-            *([f"{', '.join(DATASET_NAMES.get(d, d) for d in asked_once)}: every history is "
-               "asked one question, so no system reuses a cached prefix (0% for each).", ""]
-              if asked_once else [])]
+    return [
+        "### Long-context prompt cache: SIMULATED, not measured",
+        "",
+        f"The offline backend has no provider cache, so notebook 03 replays its prompts "
+        f"through the prefix-cache rule (`memcost.prefix_cache`), questions {gaps} apart. "
+        "These shares are the rule's prediction in %: they are not in the ledger and not in "
+        "any cost above.",
+        "",
+        *(
+            [
+                md_table(
+                    rows,
+                    [
+                        "dataset",
+                        "system",
+                        "later questions",
+                        "simulated share after the first",
+                        "simulated share of all input",
+                    ],
+                ),
+                "",
+            ]
+            if rows
+            else []
+        ),
+        *(
+            [
+                f"{', '.join(DATASET_NAMES.get(d, d) for d in asked_once)}: every history is "
+                "asked one question, so no system reuses a cached prefix (0% for each).",
+                "",
+            ]
+            if asked_once
+            else []
+        ),
+    ]
 
 
 def section_analyses(view: RunView) -> list[str]:
-    body = (_cost_per_correct(view) + _mcnemar(view) + _judge_sensitivity(view)
-            + _simulated_cache(view))
+    body = (
+        _cost_per_correct(view) + _mcnemar(view) + _judge_sensitivity(view) + _simulated_cache(view)
+    )
     if not body:
         return []
-    return ["## Cost per correct answer, paired tests, judge sensitivity, simulated cache", "",
-            *body]
+    return [
+        "## Cost per correct answer, paired tests, judge sensitivity, simulated cache",
+        "",
+        *body,
+    ]

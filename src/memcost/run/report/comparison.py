@@ -42,8 +42,14 @@ class Comparison:
         if self.comparable and _matches(self.paper, self.run):
             verdict = "yes, matches"
         money = "($)" in self.quantity
-        return [self.section, self.quantity, _plain(self.paper, money), _plain(self.run, money),
-                verdict, self.why]
+        return [
+            self.section,
+            self.quantity,
+            _plain(self.paper, money),
+            _plain(self.run, money),
+            verdict,
+            self.why,
+        ]
 
 
 def _plain(value: Any, money: bool) -> str:
@@ -76,8 +82,16 @@ def paper_vs_run(view: RunView) -> list[Comparison]:
             comparable, why = (False, "dataset not in this run") if ds is None else ds.full_data()
             for column, value in zip(columns, published[name], strict=True):
                 ours = None if table is None else table.iloc[0][column]
-                rows.append(Comparison(f"Table {number}", f"{DATASET_NAMES[name]} {column}", value,
-                                       None if ours is None else _number(ours), comparable, why))
+                rows.append(
+                    Comparison(
+                        f"Table {number}",
+                        f"{DATASET_NAMES[name]} {column}",
+                        value,
+                        None if ours is None else _number(ours),
+                        comparable,
+                        why,
+                    )
+                )
     accuracy = accuracy_tables(view)
     for name in PAPER_ORDER:
         ds = view.dataset(name)
@@ -88,15 +102,27 @@ def paper_vs_run(view: RunView) -> list[Comparison]:
             data_ok, data_why = ds.full_data()
             settings_ok, settings_why = ds.paper_settings()
             comparable = data_ok and settings_ok
-            why = "same data, models and judge" if comparable else (
-                data_why if not data_ok else settings_why)
+            why = (
+                "same data, models and judge"
+                if comparable
+                else (data_why if not data_ok else settings_why)
+            )
         for system in PAPER_SYSTEMS:
             ours = None
             if table is not None and system in set(table["system"]):
-                ours = round(100 * float(table.set_index("system").loc[system, "strict_accuracy"]),
-                             1)
-            rows.append(Comparison("Table 3", f"{DATASET_NAMES[name]} {system} accuracy %",
-                                   paper.TABLE3[name][system], ours, comparable, why))
+                ours = round(
+                    100 * float(table.set_index("system").loc[system, "strict_accuracy"]), 1
+                )
+            rows.append(
+                Comparison(
+                    "Table 3",
+                    f"{DATASET_NAMES[name]} {system} accuracy %",
+                    paper.TABLE3[name][system],
+                    ours,
+                    comparable,
+                    why,
+                )
+            )
     rows += _measured_rows(view)
     rows += _cost_model_rows(view)
     return rows
@@ -108,6 +134,40 @@ def _number(value: Any) -> Any:
     except (TypeError, ValueError):
         return value
     return int(number) if number.is_integer() else number
+
+
+# §4.2's LongMemEval bill, row by row: (what, key in paper.MEASURED, component of this run's
+# cost summary whose name starts with the prefix, its column).
+_BILL_ROWS = (
+    ("extraction cost ($)", "extraction_usd", "write: fact extraction", "total_usd"),
+    (
+        "extraction cost per conversation ($)",
+        "extraction_usd_per_conversation",
+        "write: fact extraction",
+        "usd_per_conversation",
+    ),
+    (
+        "extraction prompt tokens",
+        "extraction_prompt_tokens",
+        "write: fact extraction",
+        "prompt_tokens",
+    ),
+    (
+        "extraction completion tokens",
+        "extraction_completion_tokens",
+        "write: fact extraction",
+        "completion_tokens",
+    ),
+    ("fact embedding cost ($)", "embedding_usd", "write: fact embeddings", "total_usd"),
+    ("read cost ($)", "read_usd", "read:", "total_usd"),
+    ("read cost per question ($)", "read_usd_per_question", "read:", "usd_per_question"),
+)
+_LONG_CONTEXT_ROWS = (
+    ("LC GPT-5-mini cost ($)", "lc_gpt5_mini_usd", "gpt-5-mini", "total_usd"),
+    ("LC GPT-5-mini requests", "lc_gpt5_mini_requests", "gpt-5-mini", "api_requests"),
+    ("LC GPT-OSS-120B cost ($)", "lc_gpt_oss_120b_usd", "gpt-oss-120b", "total_usd"),
+    ("LC GPT-OSS-120B requests", "lc_gpt_oss_120b_requests", "gpt-oss-120b", "api_requests"),
+)
 
 
 def _measured_rows(view: RunView) -> list[Comparison]:
@@ -132,33 +192,23 @@ def _measured_rows(view: RunView) -> list[Comparison]:
     extract = step_metrics(ds.paths, "01_extract_facts") if ds else {}
     read = step_metrics(ds.paths, "02_answer_from_memory") if ds else {}
     measured = paper.MEASURED
-    items = [
-        ("extraction cost ($)", measured["extraction_usd"], component("write: fact extraction",
-                                                                     "total_usd")),
-        ("extraction cost per conversation ($)", measured["extraction_usd_per_conversation"],
-         component("write: fact extraction", "usd_per_conversation")),
-        ("extraction prompt tokens", measured["extraction_prompt_tokens"],
-         component("write: fact extraction", "prompt_tokens")),
-        ("extraction completion tokens", measured["extraction_completion_tokens"],
-         component("write: fact extraction", "completion_tokens")),
-        ("fact embedding cost ($)", measured["embedding_usd"],
-         component("write: fact embeddings", "total_usd")),
-        ("read cost ($)", measured["read_usd"], component("read:", "total_usd")),
-        ("read cost per question ($)", measured["read_usd_per_question"],
-         component("read:", "usd_per_question")),
-        ("retrieved tokens per question", measured["read_retrieved_tokens_per_question"],
-         read.get("retrieved_tokens_mean")),
-        ("fact tokens per user", paper.FACT_TOKENS_PER_USER,
-         extract.get("fact_tokens_per_user_mean")),
+    items = [(q, measured[key], component(prefix, col)) for q, key, prefix, col in _BILL_ROWS]
+    items += [
+        (
+            "retrieved tokens per question",
+            measured["read_retrieved_tokens_per_question"],
+            read.get("retrieved_tokens_mean"),
+        ),
+        (
+            "fact tokens per user",
+            paper.FACT_TOKENS_PER_USER,
+            extract.get("fact_tokens_per_user_mean"),
+        ),
         ("history : fact tokens (x:1)", paper.COMPRESSION_RATIO, extract.get("compression_ratio")),
-        ("LC GPT-5-mini cost ($)", measured["lc_gpt5_mini_usd"],
-         component("answer: long_context_gpt-5-mini", "total_usd")),
-        ("LC GPT-5-mini requests", measured["lc_gpt5_mini_requests"],
-         component("answer: long_context_gpt-5-mini", "api_requests")),
-        ("LC GPT-OSS-120B cost ($)", measured["lc_gpt_oss_120b_usd"],
-         component("answer: long_context_gpt-oss-120b", "total_usd")),
-        ("LC GPT-OSS-120B requests", measured["lc_gpt_oss_120b_requests"],
-         component("answer: long_context_gpt-oss-120b", "api_requests")),
+    ]
+    items += [
+        (q, measured[key], component(f"answer: long_context_{model}", col))
+        for q, key, model, col in _LONG_CONTEXT_ROWS
     ]
     return [Comparison("§4.2 LongMemEval", q, p, r, comparable, why) for q, p, r in items]
 
@@ -168,28 +218,54 @@ def _cost_model_rows(view: RunView) -> list[Comparison]:
     table5 = read_csv(view.run.table.table5)
     model = view.cost_parameters.get("cost_model", "paper")
     comparable = model == "paper" and (table4 is not None or table5 is not None)
-    why = ("the paper's cost model with the constants its tables imply" if comparable else
-           "the cost model did not run (notebook 05)" if table4 is None and table5 is None else
-           f"cost model from this run's measurements ({model})")
+    why = (
+        "the paper's cost model with the constants its tables imply"
+        if comparable
+        else "the cost model did not run (notebook 05)"
+        if table4 is None and table5 is None
+        else f"cost model from this run's measurements ({model})"
+    )
     rows: list[Comparison] = []
     ours4 = None if table4 is None else table4.set_index("n_turns")
     for r in paper.TABLE4.itertuples(index=False):
         for column, label in (("memory_usd", "memory"), ("long_context_usd", "long context")):
-            value = None if ours4 is None or r.n_turns not in ours4.index else round(
-                float(ours4.loc[r.n_turns, column]), 4)
-            rows.append(Comparison("Table 4", f"N={r.n_turns} {label} ($)", getattr(r, column),
-                                   value, comparable, why))
+            value = (
+                None
+                if ours4 is None or r.n_turns not in ours4.index
+                else round(float(ours4.loc[r.n_turns, column]), 4)
+            )
+            rows.append(
+                Comparison(
+                    "Table 4",
+                    f"N={r.n_turns} {label} ($)",
+                    getattr(r, column),
+                    value,
+                    comparable,
+                    why,
+                )
+            )
     ours5 = None if table5 is None else table5.set_index("context_tokens")
     for r in paper.TABLE5.itertuples(index=False):
-        for column, label in (("write_usd", "write ($)"), ("lc_turn1_usd", "LC turn 1 ($)"),
-                              ("lc_turn_n_usd", "LC turn N>1 ($)"),
-                              ("break_even_n", "break-even N")):
+        for column, label in (
+            ("write_usd", "write ($)"),
+            ("lc_turn1_usd", "LC turn 1 ($)"),
+            ("lc_turn_n_usd", "LC turn N>1 ($)"),
+            ("break_even_n", "break-even N"),
+        ):
             value = None
             if ours5 is not None and r.context_tokens in ours5.index:
                 raw = ours5.loc[r.context_tokens, column]
                 value = int(raw) if column == "break_even_n" else round(float(raw), 4)
-            rows.append(Comparison("Table 5", f"L={r.context_tokens:,} {label}",
-                                   getattr(r, column), value, comparable, why))
+            rows.append(
+                Comparison(
+                    "Table 5",
+                    f"L={r.context_tokens:,} {label}",
+                    getattr(r, column),
+                    value,
+                    comparable,
+                    why,
+                )
+            )
     return rows
 
 
@@ -205,12 +281,17 @@ def _judge_line(view: RunView) -> str:
     for ds in view.datasets:
         p = ds.parameters
         mode = normalise_execution(client_option(p, "execution"))["judge"]
-        said.append(f"{ds.name}: {p.get('judge_model') or JUDGE_MODEL} at reasoning effort "
-                    f"{p.get('reasoning_effort') or 'high'}, {p.get('n_votes') or 3} votes, "
-                    f"{mode}")
-    return ("Judge (the paper's: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, "
-            "interactive; a batched judge gets the same requests, answered within 24 hours): "
-            + "; ".join(said) + ".")
+        said.append(
+            f"{ds.name}: {p.get('judge_model') or JUDGE_MODEL} at reasoning effort "
+            f"{p.get('reasoning_effort') or 'high'}, {p.get('n_votes') or 3} votes, "
+            f"{mode}"
+        )
+    return (
+        "Judge (the paper's: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, "
+        "interactive; a batched judge gets the same requests, answered within 24 hours): "
+        + "; ".join(said)
+        + "."
+    )
 
 
 def section_paper(view: RunView) -> list[str]:
@@ -221,34 +302,50 @@ def section_paper(view: RunView) -> list[str]:
     matched = sum(_matches(r.paper, r.run) for r in comparable)
     header = ["source", "quantity", "paper", "this run", "comparable", "why"]
     view.run.tables.mkdir(parents=True, exist_ok=True)
-    write_csv(view.run.table.paper_vs_run,
-              pd.DataFrame([r.row() for r in rows], columns=header))
-    lines = ["## Paper vs this run", "",
-             f"Every number the paper reports, next to this run's. **Comparable** means the same "
-             f"data and the same models and settings (for Tables 4-5: the paper's cost model). "
-             f"{len(comparable)} of {len(rows)} numbers are comparable in this run; {matched} of "
-             "those match to 4 decimals.", "",
-             *([f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
-               if _stand_ins(view) else []),
-             _judge_line(view), "", PERSONAMEM_NAME_NOTE, ""]
+    write_csv(view.run.table.paper_vs_run, pd.DataFrame([r.row() for r in rows], columns=header))
+    lines = [
+        "## Paper vs this run",
+        "",
+        f"Every number the paper reports, next to this run's. **Comparable** means the same "
+        f"data and the same models and settings (for Tables 4-5: the paper's cost model). "
+        f"{len(comparable)} of {len(rows)} numbers are comparable in this run; {matched} of "
+        "those match to 4 decimals.",
+        "",
+        *(
+            [f"Stand-ins for the paper's shut-down models: {_stand_ins(view)}.", ""]
+            if _stand_ins(view)
+            else []
+        ),
+        _judge_line(view),
+        "",
+        PERSONAMEM_NAME_NOTE,
+        "",
+    ]
     differ = [r for r in comparable if not _matches(r.paper, r.run)]
     for source in dict.fromkeys(r.section for r in comparable):  # the matches, one line each
         mine = [r for r in comparable if r.section == source]
         same = sum(_matches(r.paper, r.run) for r in mine)
         if same:
-            lines += [f"- **{source}**: {same} of {len(mine)} comparable numbers match the "
-                      "paper's to 4 decimals (each in `tables/paper_vs_run.csv`)."]
+            lines += [
+                f"- **{source}**: {same} of {len(mine)} comparable numbers match the "
+                "paper's to 4 decimals (each in `tables/paper_vs_run.csv`)."
+            ]
     if differ:  # the comparable numbers that do not match, each shown
         lines += ["", md_table([r.row() for r in differ], header)]
     lines += [""]
     reasons = Counter(r.why for r in rows if not r.comparable)
     if reasons:
-        sources = {why: sorted({r.section for r in rows if r.why == why and not r.comparable})
-                   for why in reasons}
-        lines += [f"**{sum(reasons.values())} numbers are not comparable in this run** (all of "
-                  "them, with this run's value, are in `tables/paper_vs_run.csv`):", ""]
-        lines += [f"- {count} ({', '.join(sources[why])}): {why}"
-                  for why, count in reasons.most_common()]
+        sources = {
+            why: sorted({r.section for r in rows if r.why == why and not r.comparable})
+            for why in reasons
+        }
+        lines += [
+            f"**{sum(reasons.values())} numbers are not comparable in this run** (all of "
+            "them, with this run's value, are in `tables/paper_vs_run.csv`):",
+            "",
+        ]
+        lines += [
+            f"- {count} ({', '.join(sources[why])}): {why}" for why, count in reasons.most_common()
+        ]
         lines.append("")
     return lines
-

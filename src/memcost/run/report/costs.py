@@ -21,23 +21,30 @@ def section_costs(view: RunView) -> list[str]:
         by_dataset = estimate.groupby("dataset", sort=False)[column].sum()
         parts = ", ".join(f"{DATASET_NAMES.get(d, d)} {usd(v)}" for d, v in by_dataset.items())
         table = view.run.table.estimate_before_run.relative_to(view.run.root).as_posix()
-        lines += [f"**Estimated before the run** (notebook 00's token counts × list prices, "
-                  f"assumptions in `memcost/costs/estimate.py`): "
-                  f"{usd(bill(estimate))} ({parts}), about "
-                  f"{call_hours(estimate):,.1f} hours of calls at the rate limits in force "
-                  "and the run's max_concurrency"
-                  + (", plus batches" if (estimate["execution"] == "batch").any() else "")
-                  + f" — `{table}`.", ""]
+        lines += [
+            f"**Estimated before the run** (notebook 00's token counts × list prices, "
+            f"assumptions in `memcost/costs/estimate.py`): "
+            f"{usd(bill(estimate))} ({parts}), about "
+            f"{call_hours(estimate):,.1f} hours of calls at the rate limits in force "
+            "and the run's max_concurrency"
+            + (", plus batches" if (estimate["execution"] == "batch").any() else "")
+            + f" — `{table}`.",
+            "",
+        ]
     summary = read_csv(view.run.table.cost_summary)
     if summary is None or summary.empty:
         return lines + ["*No usage ledger was analysed (notebook 05 without model calls).*", ""]
     basis = sorted(set(summary["basis"].astype(str)))
-    spent = float(summary.loc[~summary["component"].astype(str).str.endswith(": total"),
-                              "spent_usd"].sum())
-    lines += [f"Every call in `calls.jsonl`, priced with the dated price table "
-              f"(`memcost.prices`); basis: {'; '.join(basis)}. Writing is shown per conversation, "
-              f"answering and judging per question. Paid by this run: {usd(spent)}. Details per "
-              "stage, user and question: `tables/cost_*.csv`.", ""]
+    spent = float(
+        summary.loc[~summary["component"].astype(str).str.endswith(": total"), "spent_usd"].sum()
+    )
+    lines += [
+        f"Every call in `calls.jsonl`, priced with the dated price table "
+        f"(`memcost.prices`); basis: {'; '.join(basis)}. Writing is shown per conversation, "
+        f"answering and judging per question. Paid by this run: {usd(spent)}. Details per "
+        "stage, user and question: `tables/cost_*.csv`.",
+        "",
+    ]
     names = [d for d in PAPER_ORDER if d in set(summary["dataset"])]
     rows = []
     for component in dict.fromkeys(summary["component"].astype(str)):
@@ -48,8 +55,11 @@ def section_costs(view: RunView) -> list[str]:
                 row.append("—")
                 continue
             r = hit.iloc[0]
-            per, unit = ((r["usd_per_conversation"], "conv.") if component.startswith("write")
-                         else (r["usd_per_question"], "q."))
+            per, unit = (
+                (r["usd_per_conversation"], "conv.")
+                if component.startswith("write")
+                else (r["usd_per_question"], "q.")
+            )
             row.append(f"{usd(r['total_usd'])} ({usd(per)}/{unit})")
         rows.append(row)
     lines += [md_table(rows, ["component", *[DATASET_NAMES.get(n, n) for n in names]]), ""]
@@ -72,33 +82,61 @@ def section_cost_model(view: RunView) -> list[str]:
         return []  # notebook 05 did not run: no section
     model = view.cost_parameters.get("cost_model", "paper")
     cells = read_csv(view.run.table.table45_vs_paper)
-    matched = "" if cells is None else (
-        f" **{int(cells['match'].sum())} of {len(cells)}** published cells reproduced "
-        "(rounded to 4 decimals).")
-    lines += [f"Cost model constants: **{model}** (study §8: `C_LC(N) = C_first + (N−1)·C_cached`, "
-              f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}", ""]
+    matched = (
+        ""
+        if cells is None
+        else (
+            f" **{int(cells['match'].sum())} of {len(cells)}** published cells reproduced "
+            "(rounded to 4 decimals)."
+        )
+    )
+    lines += [
+        f"Cost model constants: **{model}** (study §8: `C_LC(N) = C_first + (N−1)·C_cached`, "
+        f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}",
+        "",
+    ]
     t4 = rounded_cells(table4, ("memory_usd", "long_context_usd"))
-    lines += ["**Table 4 — cumulative cost per user at L = 101,601 tokens**", "",
-              md_table(t4.values.tolist(), ["N", "memory ($)", "long context GPT-5-mini ($)"]), ""]
+    lines += [
+        "**Table 4 — cumulative cost per user at L = 101,601 tokens**",
+        "",
+        md_table(t4.values.tolist(), ["N", "memory ($)", "long context GPT-5-mini ($)"]),
+        "",
+    ]
     t5 = rounded_cells(table5, ("write_usd", "lc_turn1_usd", "lc_turn_n_usd"))
-    lines += ["**Table 5 — break-even by context length**", "",
-              md_table(t5.values.tolist(), ["L (tokens)", "write ($)", "LC turn 1 ($)",
-                                            "LC turn N>1 ($)", "break-even N"]), ""]
-    lines += ["The constants the paper's text states ($0.0435 per write, $0.0013 per read) do "
-              "not reproduce these tables; the constants the tables imply do, and rounding the "
-              "rows before computing the break-even gives 9 instead of 10 at 100k tokens. "
-              "Notebook 05 derives each constant's feasible interval from the published cells.",
-              ""]
+    lines += [
+        "**Table 5 — break-even by context length**",
+        "",
+        md_table(
+            t5.values.tolist(),
+            ["L (tokens)", "write ($)", "LC turn 1 ($)", "LC turn N>1 ($)", "break-even N"],
+        ),
+        "",
+    ]
+    lines += [
+        "The constants the paper's text states ($0.0435 per write, $0.0013 per read) do "
+        "not reproduce these tables; the constants the tables imply do, and rounding the "
+        "rows before computing the break-even gives 9 instead of 10 at 100k tokens. "
+        "Notebook 05 derives each constant's feasible interval from the published cells.",
+        "",
+    ]
     return lines
 
 
 def section_figure1(view: RunView) -> list[str]:
     lines = ["## Figure 1", ""]
     before = len(lines)
-    figure(lines, png(view.run.figure.figure1), view.run.root,
-            "Figure 1: cumulative cost difference, long context minus memory")
-    figure(lines, png(view.run.figure.figure1b), view.run.root,
-            "Cumulative cost per user at L = 101,601 tokens")
+    figure(
+        lines,
+        png(view.run.figure.figure1),
+        view.run.root,
+        "Figure 1: cumulative cost difference, long context minus memory",
+    )
+    figure(
+        lines,
+        png(view.run.figure.figure1b),
+        view.run.root,
+        "Cumulative cost per user at L = 101,601 tokens",
+    )
     if len(lines) == before:
         return section_today(view)  # no Figure 1: notebook 05 did not run
     return lines + section_today(view)
@@ -119,83 +157,173 @@ def section_today(view: RunView) -> list[str]:
     headline = read_csv(view.run.table.break_even_headline)
     if headline is None:
         return []
-    lines = ["## Is memory worth it today?", "",
-             "Dated price rows (`tables/price_schedules.csv`, each with its source and date), the "
-             "successor models (gpt-6.1-terra for gpt-5-mini, gpt-6-luna for gpt-5-nano), and a "
-             "cost model in which a prompt cache expires between a user's questions. Every "
-             "number below is computed by notebook 07; none is typed in.", ""]
-    rows = [[r.case, r.lc_model, r.price_date, r.policy.replace("_", "-"),
-             f"{int(r.context_tokens):,}", _headline_value(r)] for r in headline.itertuples()]
-    lines += [md_table(rows, ["case", "long context", "prices of", "cache retention", "L",
-                              "break-even N"]), "", READ_N, ""]
+    lines = [
+        "## Is memory worth it today?",
+        "",
+        "Dated price rows (`tables/price_schedules.csv`, each with its source and date), the "
+        "successor models (gpt-6.1-terra for gpt-5-mini, gpt-6-luna for gpt-5-nano), and a "
+        "cost model in which a prompt cache expires between a user's questions. Every "
+        "number below is computed by notebook 07; none is typed in.",
+        "",
+    ]
+    rows = [
+        [
+            r.case,
+            r.lc_model,
+            r.price_date,
+            r.policy.replace("_", "-"),
+            f"{int(r.context_tokens):,}",
+            _headline_value(r),
+        ]
+        for r in headline.itertuples()
+    ]
+    lines += [
+        md_table(
+            rows, ["case", "long context", "prices of", "cache retention", "L", "break-even N"]
+        ),
+        "",
+        READ_N,
+        "",
+    ]
     table5 = read_csv(view.run.table.table5_today)
     if table5 is not None:
         pivot = table5.pivot(index="context_tokens", columns="scenario", values="break_even_n")
         pivot = pivot[list(dict.fromkeys(table5["scenario"]))]
         dates = dict(zip(table5["scenario"], table5["price_date"], strict=False))
-        lines += ["**Table 5 at the paper's prices and today's** (break-even N, back to back: "
-                  "the history is cached from a user's second question on, as the paper "
-                  "assumes)", "",
-                  md_table([[f"{int(L):,}", *[_n(v) for v in row]] for L, row in pivot.iterrows()],
-                           ["L (tokens)", *[f"{c} ({dates[c]})" for c in pivot.columns]]), ""]
-    for name, caption in (("figure1_today", "Figure 1 at today's prices (gpt-6.1-terra)"),
-                          ("break_even_by_context_today", "Break-even by context length"),
-                          ("break_even_by_gap", "Break-even against the gap between questions")):
+        lines += [
+            "**Table 5 at the paper's prices and today's** (break-even N, back to back: "
+            "the history is cached from a user's second question on, as the paper "
+            "assumes)",
+            "",
+            md_table(
+                [[f"{int(L):,}", *[_n(v) for v in row]] for L, row in pivot.iterrows()],
+                ["L (tokens)", *[f"{c} ({dates[c]})" for c in pivot.columns]],
+            ),
+            "",
+        ]
+    for name, caption in (
+        ("figure1_today", "Figure 1 at today's prices (gpt-6.1-terra)"),
+        ("break_even_by_context_today", "Break-even by context length"),
+        ("break_even_by_gap", "Break-even against the gap between questions"),
+    ):
         figure(lines, png(getattr(view.run.figure, name)), view.run.root, caption)
     return lines + _today_details(view)
 
 
 def _today_details(view: RunView) -> list[str]:
+    return _by_dataset_time(view) + _long_context_tier(view) + _batch_write(view)
+
+
+def _by_dataset_time(view: RunView) -> list[str]:
+    """The break-even under each dataset's own dates, as a table with how to read it."""
     lines: list[str] = []
     by_dataset = read_csv(view.run.table.break_even_by_dataset_time)
     if by_dataset is not None and not by_dataset.empty:
-        rows = [[DATASET_NAMES.get(r.dataset, r.dataset), r.scenario, r.policy, r.users,
-                 f"{r.median_gap_hours:,.1f}", f"{int(r.context_tokens):,}",
-                 "never" if pd.isna(r.break_even_median) else f"{r.break_even_median:g}"]
-                for r in by_dataset.itertuples()]
+        rows = [
+            [
+                DATASET_NAMES.get(r.dataset, r.dataset),
+                r.scenario,
+                r.policy,
+                r.users,
+                f"{r.median_gap_hours:,.1f}",
+                f"{int(r.context_tokens):,}",
+                "never" if pd.isna(r.break_even_median) else f"{r.break_even_median:g}",
+            ]
+            for r in by_dataset.itertuples()
+        ]
         rows = merge_rows(rows, column=2)  # retentions with the same break-even: one row
-        lines += ["**Break-even under each dataset's own dates** (one question per dated "
-                  "session; median over users)", "",
-                  md_table(rows, ["dataset", "prices", "retention", "users",
-                                  "median gap (h, this run's data)", "L (the paper's mean)",
-                                  "break-even N"]), "",
-                  "How to read it: the gaps between questions are those of this run's data "
-                  "(invented dates on the bundled samples), the history length is the paper's "
-                  "Table 1 mean for the dataset; a gap longer than the cache's retention makes "
-                  "every long-context question pay its history in full again.", ""]
+        lines += [
+            "**Break-even under each dataset's own dates** (one question per dated "
+            "session; median over users)",
+            "",
+            md_table(
+                rows,
+                [
+                    "dataset",
+                    "prices",
+                    "retention",
+                    "users",
+                    "median gap (h, this run's data)",
+                    "L (the paper's mean)",
+                    "break-even N",
+                ],
+            ),
+            "",
+            "How to read it: the gaps between questions are those of this run's data "
+            "(invented dates on the bundled samples), the history length is the paper's "
+            "Table 1 mean for the dataset; a gap longer than the cache's retention makes "
+            "every long-context question pay its history in full again.",
+            "",
+        ]
+    return lines
+
+
+def _long_context_tier(view: RunView) -> list[str]:
+    """How the long-context tier moves the break-even."""
+    lines: list[str] = []
     tier = read_csv(view.run.table.break_even_long_context_tier)
     if tier is not None and not tier.empty:
-        rows = [[r.scenario, f"{int(r.context_tokens):,}", "yes" if r.above_tier else "no",
-                 usd(r.lc_turn1_usd), _n(r.break_even_n), _n(r.break_even_n_no_tier)]
-                for r in tier.itertuples()]
-        lines += ["**The long-context tier** (above 272K prompt tokens the whole request costs "
-                  "2× input and cache, 1.5× output)", "",
-                  md_table(rows, ["prices", "L", "above tier", "LC turn 1", "break-even N",
-                                  "without the tier"]), "",
-                  "How to read it: *LC turn 1* is long context's first question with the whole "
-                  "history uncached; *without the tier* is the break-even were the request billed "
-                  "at the base rates: where the two break-evens differ, the tier moved it.", ""]
+        rows = [
+            [
+                r.scenario,
+                f"{int(r.context_tokens):,}",
+                "yes" if r.above_tier else "no",
+                usd(r.lc_turn1_usd),
+                _n(r.break_even_n),
+                _n(r.break_even_n_no_tier),
+            ]
+            for r in tier.itertuples()
+        ]
+        lines += [
+            "**The long-context tier** (above 272K prompt tokens the whole request costs "
+            "2× input and cache, 1.5× output)",
+            "",
+            md_table(
+                rows, ["prices", "L", "above tier", "LC turn 1", "break-even N", "without the tier"]
+            ),
+            "",
+            "How to read it: *LC turn 1* is long context's first question with the whole "
+            "history uncached; *without the tier* is the break-even were the request billed "
+            "at the base rates: where the two break-evens differ, the tier moved it.",
+            "",
+        ]
+    return lines
+
+
+def _batch_write(view: RunView) -> list[str]:
+    """The break-even with memory's write on the Batch API."""
+    lines: list[str] = []
     batch = read_csv(view.run.table.break_even_batch_write)
     if batch is not None and not batch.empty:
-        pivot = batch.pivot_table(index=["scenario", "variant"], columns="context_tokens",
-                                  values="break_even_n", sort=False)
+        pivot = batch.pivot_table(
+            index=["scenario", "variant"],
+            columns="context_tokens",
+            values="break_even_n",
+            sort=False,
+        )
         rows = [[s, v, *[_n(x) for x in row]] for (s, v), row in pivot.iterrows()]
-        lines += ["**Batch write** (extraction and embeddings on the Batch API; answering "
-                  "stays interactive)", "",
-                  md_table(rows, ["prices", "variant",
-                                  *[f"L = {int(c):,}" for c in pivot.columns]]),
-                  "", "How to read it: at half price for writing, memory's first question "
-                  "(the whole history extracted once, plus one read) can cost less than long "
-                  "context's first (the whole history read uncached), so N = 1 appears even at "
-                  "the paper's prices.", ""]
+        lines += [
+            "**Batch write** (extraction and embeddings on the Batch API; answering "
+            "stays interactive)",
+            "",
+            md_table(rows, ["prices", "variant", *[f"L = {int(c):,}" for c in pivot.columns]]),
+            "",
+            "How to read it: at half price for writing, memory's first question "
+            "(the whole history extracted once, plus one read) can cost less than long "
+            "context's first (the whole history read uncached), so N = 1 appears even at "
+            "the paper's prices.",
+            "",
+        ]
     return lines
 
 
 # One line under the break-even table: what its values mean.
-READ_N = ("How to read it: N is the first question after which memory is cheaper for one user "
-          "and stays so. N = 1 means memory's first question (writing the whole history once, "
-          "plus one read) already costs less than long context's first (the whole history, "
-          "uncached, plus its cache write where the model bills one): today's successor reads "
-          "input at several times gpt-5-mini's price, while extraction moved only to "
-          "gpt-6-luna. \"never\" means long context stays cheaper within the questions "
-          "computed; \"not sold\" is a retention the model does not offer.")
+READ_N = (
+    "How to read it: N is the first question after which memory is cheaper for one user "
+    "and stays so. N = 1 means memory's first question (writing the whole history once, "
+    "plus one read) already costs less than long context's first (the whole history, "
+    "uncached, plus its cache write where the model bills one): today's successor reads "
+    "input at several times gpt-5-mini's price, while extraction moved only to "
+    'gpt-6-luna. "never" means long context stays cheaper within the questions '
+    'computed; "not sold" is a retention the model does not offer.'
+)

@@ -72,10 +72,18 @@ def _exporter() -> Any:
             lexer = nb.metadata.get("language_info", {})
             lexer = lexer.get("pygments_lexer", lexer.get("name", None))
             resources = self._init_resources(resources)
-            self.register_filter("highlight_code", self.filters.get(
-                "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
-            self.register_filter("filter_data_type", WidgetsDataTypeFilter(
-                notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            self.register_filter(
+                "highlight_code",
+                self.filters.get(
+                    "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)
+                ),
+            )
+            self.register_filter(
+                "filter_data_type",
+                WidgetsDataTypeFilter(
+                    notebook_metadata=self._nb_metadata, parent=self, resources=resources
+                ),
+            )
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
             return _accessible(html), resources
 
@@ -127,8 +135,12 @@ def section_notebooks(view: RunView, *, export: bool = True) -> list[str]:
     if not notebooks:
         return []
     root = view.run.root
-    lines = ["## The executed notebooks", "",
-             "Every notebook as it ran, outputs included (the HTML needs no Jupyter).", ""]
+    lines = [
+        "## The executed notebooks",
+        "",
+        "Every notebook as it ran, outputs included (the HTML needs no Jupyter).",
+        "",
+    ]
     for path in notebooks:
         rel = path.relative_to(root).as_posix()
         html = export_html(path) if export else None

@@ -18,8 +18,10 @@ def failure_lines(manifest: dict[str, Any]) -> list[str]:
     for key, status in sorted((manifest.get("stage_status") or {}).items()):
         if status.get("failed"):
             why = f": {status['errors'][0]}" if status.get("errors") else ""
-            lines.append(f"**{key}**: {status['status']}, {status['failed']} of "
-                         f"{status['total']} {status['item']} failed{why}")
+            lines.append(
+                f"**{key}**: {status['status']}, {status['failed']} of "
+                f"{status['total']} {status['item']} failed{why}"
+            )
     for key, entry in sorted((manifest.get("notebooks") or {}).items()):
         if entry.get("status") not in (None, "ok"):
             lines.append(f"**{key}**: notebook {entry['status']}")
@@ -31,8 +33,11 @@ def section_failures(view: RunView) -> list[str]:
     lines = failure_lines(view.manifest)
     if not lines:
         return []
-    box = ["> **Failures: this run is not complete.** The numbers below leave these items out "
-           "(or count them as wrong). Failed items are never recorded as finished: resuming the "
-           "run with the same `--run-name` sends them again.", ">"]
+    box = [
+        "> **Failures: this run is not complete.** The numbers below leave these items out "
+        "(or count them as wrong). Failed items are never recorded as finished: resuming the "
+        "run with the same `--run-name` sends them again.",
+        ">",
+    ]
     box += [f"> - {line}" for line in lines]
     return [*box, ""]

@@ -25,19 +25,28 @@ from memcost.verify import LONG_CONTEXT as HEADLINE_LONG_CONTEXT
 
 LONG_CONTEXT = "long_context_gpt-5-mini"  # the paper's long-context system, preferred if it ran
 PAPER_CASE = "paper's break-even"  # notebook 07's headline table, its first case
-PAPER_NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval",
-               "personamem": "PersonaMem (the paper's \"PersonaMem v2\", the 32k split)"}
+PAPER_NAMES = {
+    "locomo": "LoCoMo",
+    "longmemeval": "LongMemEval",
+    "personamem": 'PersonaMem (the paper\'s "PersonaMem v2", the 32k split)',
+}
 
 
 def _paper_answer() -> str:
     """The paper's Table 3 (memory vs long context, GPT-5-mini) and its Table 5 break-even."""
-    rows = "; ".join(f"{PAPER_NAMES.get(d, d)} memory {t['memory']:.2f}% vs long context "
-                     f"{t[LONG_CONTEXT]:.2f}%" for d, t in paper.TABLE3.items())
-    cells = ", ".join(f"{int(n)} at {int(c) // 1000}k" for c, n in zip(
-        paper.TABLE5["context_tokens"], paper.TABLE5["break_even_n"], strict=True))
-    return (f"**The paper's answer** (GPT-5-mini answering, GPT-5-nano extracting, 2025 prices): "
-            f"long context is more accurate ({rows}; Table 3), and memory is cheaper per user "
-            f"from question {cells} tokens of history (Table 5).")
+    rows = "; ".join(
+        f"{PAPER_NAMES.get(d, d)} memory {t['memory']:.2f}% vs long context {t[LONG_CONTEXT]:.2f}%"
+        for d, t in paper.TABLE3.items()
+    )
+    cells = ", ".join(
+        f"{int(n)} at {int(c) // 1000}k"
+        for c, n in zip(paper.TABLE5["context_tokens"], paper.TABLE5["break_even_n"], strict=True)
+    )
+    return (
+        f"**The paper's answer** (GPT-5-mini answering, GPT-5-nano extracting, 2025 prices): "
+        f"long context is more accurate ({rows}; Table 3), and memory is cheaper per user "
+        f"from question {cells} tokens of history (Table 5)."
+    )
 
 
 def _today_answer(view: RunView) -> str | None:
@@ -54,13 +63,15 @@ def _today_answer(view: RunView) -> str | None:
 
     model = str(cases["lc_model"].iloc[1]) if len(cases) > 1 else "today's model"
     tokens = int(cases["context_tokens"].iloc[0])
-    return (f"**Today's answer** (notebook 07, computed from today's dated prices): with "
-            f"{model} for long context, memory is cheaper from question {n('today, back to back')}"
-            f" back to back and from question {n('today, one question a day')} with one "
-            f"question a day (the prompt cache expired), at {tokens:,} tokens of history, "
-            f"against {n(PAPER_CASE)} at the paper's prices. It moved because the "
-            "successor's input costs several times gpt-5-mini's and its first turn pays a "
-            "cache-write premium, while extraction moved only to gpt-6-luna.")
+    return (
+        f"**Today's answer** (notebook 07, computed from today's dated prices): with "
+        f"{model} for long context, memory is cheaper from question {n('today, back to back')}"
+        f" back to back and from question {n('today, one question a day')} with one "
+        f"question a day (the prompt cache expired), at {tokens:,} tokens of history, "
+        f"against {n(PAPER_CASE)} at the paper's prices. It moved because the "
+        "successor's input costs several times gpt-5-mini's and its first turn pays a "
+        "cache-write premium, while extraction moved only to gpt-6-luna."
+    )
 
 
 def _what_ran(view: RunView) -> str:
@@ -73,8 +84,9 @@ def _what_ran(view: RunView) -> str:
     names = ", ".join(ds.title for ds in view.datasets)
     backend = ", ".join(view.backends) or serving_backend(view) or "no model calls"
     note = " (deterministic classical methods, not LLMs)" if view.offline else ""
-    return (f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}."
-            + _subset_note(view, name or ""))
+    return f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}." + _subset_note(
+        view, name or ""
+    )
 
 
 def _subset_note(view: RunView, preset: str) -> str:
@@ -91,14 +103,22 @@ def _subset_note(view: RunView, preset: str) -> str:
         gap = detectable_gap(judged, judged / conversations, ds.name)
         row = paper.TABLE3[ds.name]
         paper_gap = (row[HEADLINE_LONG_CONTEXT] - row[MEMORY]) / 100
-        verdict = ("so it can tell the paper's gap from zero" if gap <= paper_gap else
-                   "so it cannot confirm the paper's gap, only a larger one")
-        said.append(f"{ds.title}: about {judged} judged questions over {conversations} "
-                    f"conversations detect a gap of {100 * gap:.1f} points or more (the paper's: "
-                    f"{100 * paper_gap:.1f}), {verdict}; the subset does not estimate either "
-                    "system's accuracy closely or compare categories")
-    return (" **What this subset can show** (memcost/verify.py): " + "; ".join(said) + "."
-            ) if said else ""
+        verdict = (
+            "so it can tell the paper's gap from zero"
+            if gap <= paper_gap
+            else "so it cannot confirm the paper's gap, only a larger one"
+        )
+        said.append(
+            f"{ds.title}: about {judged} judged questions over {conversations} "
+            f"conversations detect a gap of {100 * gap:.1f} points or more (the paper's: "
+            f"{100 * paper_gap:.1f}), {verdict}; the subset does not estimate either "
+            "system's accuracy closely or compare categories"
+        )
+    return (
+        (" **What this subset can show** (memcost/verify.py): " + "; ".join(said) + ".")
+        if said
+        else ""
+    )
 
 
 def _break_even(view: RunView) -> str | None:
@@ -109,10 +129,14 @@ def _break_even(view: RunView) -> str | None:
     model = view.cost_parameters.get("cost_model", "paper")
     if model == "paper":
         return None  # the paper's answer above already gives it
-    cells = ", ".join(f"{int(r.break_even_n)} questions at {int(r.context_tokens) // 1000}k tokens"
-                      for r in table5.itertuples(index=False))
-    return (f"**Break-even** (Table 5, {model} cost model): memory is cheaper per user after "
-            f"{cells} of history.")
+    cells = ", ".join(
+        f"{int(r.break_even_n)} questions at {int(r.context_tokens) // 1000}k tokens"
+        for r in table5.itertuples(index=False)
+    )
+    return (
+        f"**Break-even** (Table 5, {model} cost model): memory is cheaper per user after "
+        f"{cells} of history."
+    )
 
 
 def interval_note(row: Any) -> str:
@@ -135,23 +159,33 @@ def _accuracy(view: RunView) -> list[str]:
         if "memory" not in bysys.index or lc is None:
             continue
         # offline systems carry no model name: no model answered
-        lc_label = "long context" if view.offline else f"long context ({lc[len('long_context_'):]})"
+        lc_label = (
+            "long context" if view.offline else f"long context ({lc[len('long_context_') :]})"
+        )
         parts = []
         for system, label in (("memory", "memory"), (lc, lc_label)):
             r = bysys.loc[system]
-            parts.append(f"{label} {pct(r['accuracy'])}% (Wilson 95% {pct(r['wilson_low'])}–"
-                         f"{pct(r['wilson_high'])}, n = {int(r['n'])})")
+            parts.append(
+                f"{label} {pct(r['accuracy'])}% (Wilson 95% {pct(r['wilson_low'])}–"
+                f"{pct(r['wilson_high'])}, n = {int(r['n'])})"
+            )
         few = interval_note(bysys.loc["memory"])
         lines.append(f"- {DATASET_NAMES.get(name, name)}: " + " vs ".join(parts) + few)
     if not lines:
         return []
     if view.offline:
-        return ["**This run's accuracy, offline: the pipeline tested, not the models.** The "
-                "offline stand-ins (sentence facts, lexical retrieval, extractive answers, a "
-                "lexical judge) answered; these numbers measure those methods, not any model, "
-                "and are not comparable with the paper's:", *lines]
-    return ["**This run's accuracy**, memory vs long context (the run's models, judged by its "
-            "LLM judge):", *lines]
+        return [
+            "**This run's accuracy, offline: the pipeline tested, not the models.** The "
+            "offline stand-ins (sentence facts, lexical retrieval, extractive answers, a "
+            "lexical judge) answered; these numbers measure those methods, not any model, "
+            "and are not comparable with the paper's:",
+            *lines,
+        ]
+    return [
+        "**This run's accuracy**, memory vs long context (the run's models, judged by its "
+        "LLM judge):",
+        *lines,
+    ]
 
 
 def _failures(view: RunView) -> str | None:
@@ -168,8 +202,9 @@ def _failures(view: RunView) -> str | None:
     if failed:
         parts.append(f"{len(failed)} notebook(s) did not finish ({', '.join(failed)})")
     if errors:
-        parts.append(f"{errors} answers failed or could not be judged (counted wrong in "
-                     "*strict* accuracy)")
+        parts.append(
+            f"{errors} answers failed or could not be judged (counted wrong in *strict* accuracy)"
+        )
     return "**Failures:** " + "; ".join(parts) + "."
 
 
@@ -181,16 +216,19 @@ def _bill(view: RunView) -> str | None:
     parts = ~summary["component"].astype(str).str.endswith(": total")
     spent = float(summary.loc[parts, "spent_usd"].sum())
     ledger = float(summary.loc[parts, "total_usd"].sum())
-    text = (f"**The bill:** {usd(spent)} paid; the ledger's calls at list price come to "
-            f"{usd(ledger)}")
+    text = (
+        f"**The bill:** {usd(spent)} paid; the ledger's calls at list price come to {usd(ledger)}"
+    )
     if estimate is not None and not estimate.empty:
         before = float(estimate["usd"].sum())
-        text += (f"; the estimate printed before the run was {usd(before)}. They differ because "
-                 f"the estimate assumes the paper's models at work: about "
-                 f"{JUDGE_OUTPUT_TOKENS:,.0f} reasoning and output tokens per judge vote and "
-                 f"~{LC_OUTPUT_TOKENS:,.0f} output tokens per long-context answer "
-                 "(`memcost/costs/estimate.py`), while the ledger prices the tokens this run's "
-                 "calls actually used")
+        text += (
+            f"; the estimate printed before the run was {usd(before)}. They differ because "
+            f"the estimate assumes the paper's models at work: about "
+            f"{JUDGE_OUTPUT_TOKENS:,.0f} reasoning and output tokens per judge vote and "
+            f"~{LC_OUTPUT_TOKENS:,.0f} output tokens per long-context answer "
+            "(`memcost/costs/estimate.py`), while the ledger prices the tokens this run's "
+            "calls actually used"
+        )
         if view.offline:
             text += ", and offline calls have no reasoning tokens and short answers"
     return text + "."
@@ -200,18 +238,29 @@ def section_headline(view: RunView) -> list[str]:
     """The answer first, as a box (a block quote) above every other section."""
     serving = serving_brief(view)  # a serving-study run leads with its own study
     answers = [serving, _paper_answer()] if serving else [_paper_answer()]
-    items = [*answers, _today_answer(view), _what_ran(view), _break_even(view),
-             *_accuracy(view), _failures(view), _bill(view)]
+    items = [
+        *answers,
+        _today_answer(view),
+        _what_ran(view),
+        _break_even(view),
+        *_accuracy(view),
+        _failures(view),
+        _bill(view),
+    ]
     body = [item for item in items if item]
     lines = ["## The answer in brief", ""]
     for item in body:
         lines += [f"> {item}", ">"]
     if lines[-1] == ">":
         lines.pop()
-    few = any(interval_note(r) for t in accuracy_tables(view).values()
-              for r in t.itertuples(index=False))
+    few = any(
+        interval_note(r) for t in accuracy_tables(view).values() for r in t.itertuples(index=False)
+    )
     if few:
-        lines += ["", f"⚠ marks intervals that rest on fewer than {FEW_CONVERSATIONS} "
-                  "conversations: questions of one conversation are not independent, so no "
-                  "interval over so few clusters is a reliable 95% interval."]
+        lines += [
+            "",
+            f"⚠ marks intervals that rest on fewer than {FEW_CONVERSATIONS} "
+            "conversations: questions of one conversation are not independent, so no "
+            "interval over so few clusters is a reliable 95% interval.",
+        ]
     return lines + [""]

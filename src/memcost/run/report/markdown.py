@@ -37,8 +37,8 @@ def merge_rows(rows: Sequence[Sequence[Any]], column: int) -> list[list[Any]]:
     merged: list[list[Any]] = []
     for row in rows:
         row = list(row)
-        rest = row[:column] + row[column + 1:]
-        match = next((m for m in merged if m[:column] + m[column + 1:] == rest), None)
+        rest = row[:column] + row[column + 1 :]
+        match = next((m for m in merged if m[:column] + m[column + 1 :] == rest), None)
         if match is None:
             merged.append(row)
         else:

@@ -19,32 +19,38 @@ def section_what_ran(view: RunView) -> list[str]:
     failed = [k for k, v in notebooks.items() if v.get("status") not in (None, "ok", "finished")]
     rows: list[list[Any]] = [
         ["run", f"`{view.run.name}` ({view.run.root})"],
-        ["preset", f"{preset.get('name', '—')}: {preset.get('description', '')}".strip()
-                   if preset else "none: notebooks run by hand with their own defaults"],
-        ["git commit", f"{git.get('commit') or 'not a git checkout'}"
-                       + (" (uncommitted changes)" if git.get("dirty") else "")],
+        [
+            "preset",
+            f"{preset.get('name', '—')}: {preset.get('description', '')}".strip()
+            if preset
+            else "none: notebooks run by hand with their own defaults",
+        ],
+        [
+            "git commit",
+            f"{git.get('commit') or 'not a git checkout'}"
+            + (" (uncommitted changes)" if git.get("dirty") else ""),
+        ],
         ["created / updated", f"{m.get('created_at', '—')} / {m.get('updated_at', '—')}"],
-        ["notebooks", f"{len(notebooks)} executed in {wall:,.0f} s"
-                      + (f"; not finished: {', '.join(failed)}" if failed else "")],
+        [
+            "notebooks",
+            f"{len(notebooks)} executed in {wall:,.0f} s"
+            + (f"; not finished: {', '.join(failed)}" if failed else ""),
+        ],
         ["backend", ", ".join(view.backends) or "no model calls"],
-        ["vector store", "; ".join(sorted({  # the memory's store (notebooks 01-02)
-            f"{v.get('vector_store')} {v.get('layout', '')}".strip()
-            + (f" (PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, "
-               f"{(v.get('server') or {}).get('server', '')} server)" if "pgvector" in v else "")
-            for v in (m.get("vector_store") or {}).values()})) or "faiss per_user"],
-        ["python / tiktoken / faiss", " / ".join(str(x) for x in (
-            (m.get("tools") or {}).get("python"), (m.get("packages") or {}).get("tiktoken"),
-            (m.get("packages") or {}).get("faiss-cpu")))],
+        ["vector store", _vector_stores(m)],
+        [
+            "python / tiktoken / faiss",
+            " / ".join(
+                str(x)
+                for x in (
+                    (m.get("tools") or {}).get("python"),
+                    (m.get("packages") or {}).get("tiktoken"),
+                    (m.get("packages") or {}).get("faiss-cpu"),
+                )
+            ),
+        ],
     ]
-    for ds in view.datasets:
-        selection = ds.provenance.get("selection") or {}
-        files = ds.provenance.get("files") or []
-        digest = ", ".join(f"{Path(f['path']).name} sha256 {f['sha256'][:12]}…" for f in files[:2])
-        origin = ("bundled sample (invented text in the benchmark's schema)"
-                  if ds.origin == "sample" else ds.origin)
-        rows.append([f"data: {ds.title}",
-                     f"{origin} — {selection.get('conversations', '?')} conversations, "
-                     f"{selection.get('questions', '?')} questions; {digest}"])
+    rows += [_data_row(ds) for ds in view.datasets]
     models = models_used(view)
     if models:
         rows.append(["models", "; ".join(models)])
@@ -60,6 +66,38 @@ def section_what_ran(view: RunView) -> list[str]:
         ]
     lines += [md_table(rows, ["what", "value"]), ""]
     return lines
+
+
+def _vector_stores(manifest: dict[str, Any]) -> str:
+    """The memory's stores (notebooks 01-02), each with its server's versions."""
+    stores = {
+        f"{v.get('vector_store')} {v.get('layout', '')}".strip()
+        + (
+            f" (PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, "
+            f"{(v.get('server') or {}).get('server', '')} server)"
+            if "pgvector" in v
+            else ""
+        )
+        for v in (manifest.get("vector_store") or {}).values()
+    }
+    return "; ".join(sorted(stores)) or "faiss per_user"
+
+
+def _data_row(ds: Any) -> list[Any]:
+    """One dataset: where it came from, its size and the digests of its files."""
+    selection = ds.provenance.get("selection") or {}
+    files = ds.provenance.get("files") or []
+    digest = ", ".join(f"{Path(f['path']).name} sha256 {f['sha256'][:12]}…" for f in files[:2])
+    origin = (
+        "bundled sample (invented text in the benchmark's schema)"
+        if ds.origin == "sample"
+        else ds.origin
+    )
+    return [
+        f"data: {ds.title}",
+        f"{origin} — {selection.get('conversations', '?')} conversations, "
+        f"{selection.get('questions', '?')} questions; {digest}",
+    ]
 
 
 def models_used(view: RunView) -> list[str]:
@@ -90,15 +128,21 @@ def models_used(view: RunView) -> list[str]:
     return out
 
 
-
 def section_files(view: RunView) -> list[str]:
     root = view.run.root
-    items = [("manifest.json", "parameters, commit, versions, timings, data provenance"),
-             ("calls.jsonl", "one record per model call (the usage ledger)"),
-             ("tables/", "run-wide tables (costs, Tables 4-5)"),
-             ("figures/", "run-wide figures (Figure 1, cost figures)")]
+    items = [
+        ("manifest.json", "parameters, commit, versions, timings, data provenance"),
+        ("calls.jsonl", "one record per model call (the usage ledger)"),
+        ("tables/", "run-wide tables (costs, Tables 4-5)"),
+        ("figures/", "run-wide figures (Figure 1, cost figures)"),
+    ]
     for ds in view.datasets:
-        items.append((f"{ds.name}/", "data, memory, answers, judgments, tables, figures, executed "
-                      "notebooks of this dataset"))
+        items.append(
+            (
+                f"{ds.name}/",
+                "data, memory, answers, judgments, tables, figures, executed "
+                "notebooks of this dataset",
+            )
+        )
     rows = [[f"`{name}`", what] for name, what in items if (root / name.rstrip("/")).exists()]
     return ["## Files", "", md_table(rows, ["path (in the run directory)", "what"]), ""]

@@ -14,22 +14,39 @@ def section_tokens(view: RunView) -> list[str]:
         return []  # notebook 00 did not run: no section
     lines = ["## Tables 1-2: tokens per conversation and per question", ""]
     for number, table_name, what in ((1, "table1", "conversation"), (2, "table2", "question")):
-        frames = [t for ds in view.datasets
-                  if (t := read_csv(getattr(ds.paths.table, table_name))) is not None]
+        frames = [
+            t
+            for ds in view.datasets
+            if (t := read_csv(getattr(ds.paths.table, table_name))) is not None
+        ]
         if not frames:
             continue  # notebook 00 did not run
         table = pd.concat(frames, ignore_index=True)
         rows = [["this run", *r] for r in table.values.tolist()]
         published = paper.TABLE1 if number == 1 else paper.TABLE2
-        rows += [["the paper", DATASET_NAMES.get(ds.name, ds.name), *published[ds.name][:4],
-                  f"{published[ds.name][4]:,.1f}" if number == 2 else published[ds.name][4]]
-                 for ds in view.datasets if ds.name in published]  # means as the paper prints
-        lines += [f"**Table {number} — o200k tokens per {what}**", "",
-                  md_table(rows, ["rows of", *table.columns], digits=1), ""]
-    lines += ["Counting conventions (study §5): utterance texts joined by newlines, bare question "
-              "text, upper median, mean rounded half up. The paper's rows are its Tables 1-2, "
-              "over the whole datasets; whether this run's are comparable is in *Paper vs this "
-              "run* below.", ""]
+        rows += [
+            [
+                "the paper",
+                DATASET_NAMES.get(ds.name, ds.name),
+                *published[ds.name][:4],
+                f"{published[ds.name][4]:,.1f}" if number == 2 else published[ds.name][4],
+            ]
+            for ds in view.datasets
+            if ds.name in published
+        ]  # means as the paper prints
+        lines += [
+            f"**Table {number} — o200k tokens per {what}**",
+            "",
+            md_table(rows, ["rows of", *table.columns], digits=1),
+            "",
+        ]
+    lines += [
+        "Counting conventions (study §5): utterance texts joined by newlines, bare question "
+        "text, upper median, mean rounded half up. The paper's rows are its Tables 1-2, "
+        "over the whole datasets; whether this run's are comparable is in *Paper vs this "
+        "run* below.",
+        "",
+    ]
     return lines
 
 
@@ -48,10 +65,13 @@ def section_accuracy(view: RunView) -> list[str]:
     if not tables:
         return []  # notebook 04 did not run: no section
     judge = sorted({str(j) for t in tables.values() for j in t.get("judge_model", [])})
-    lines += [f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
-              f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
-              "*Strict* counts answers that failed or could not be judged as wrong (the paper's "
-              "\"correct ÷ all questions\").", ""]
+    lines += [
+        f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
+        f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
+        "*Strict* counts answers that failed or could not be judged as wrong (the paper's "
+        '"correct ÷ all questions").',
+        "",
+    ]
     rows, few = [], []
     for name, table in tables.items():
         for r in table.itertuples(index=False):
@@ -59,23 +79,51 @@ def section_accuracy(view: RunView) -> list[str]:
             flag = f" ⚠ {clusters} conv." if 0 < clusters < FEW_CONVERSATIONS else ""
             if flag and name not in few:
                 few.append(name)
-            rows.append([DATASET_NAMES.get(name, name), view.label(str(r.system)), int(r.n),
-                         pct(r.accuracy), f"{pct(r.wilson_low)}–{pct(r.wilson_high)}",
-                         f"{pct(r.bootstrap_low)}–{pct(r.bootstrap_high)}{flag}",
-                         f"{pct(r.vote_mean)} ± {pct(r.vote_std)}", pct(r.strict_accuracy)])
-    lines += [md_table(rows, ["dataset", "system", "n", "accuracy %", "Wilson 95%",
-                              "cluster bootstrap 95%", "mean ± std over votes", "strict %"]), ""]
+            rows.append(
+                [
+                    DATASET_NAMES.get(name, name),
+                    view.label(str(r.system)),
+                    int(r.n),
+                    pct(r.accuracy),
+                    f"{pct(r.wilson_low)}–{pct(r.wilson_high)}",
+                    f"{pct(r.bootstrap_low)}–{pct(r.bootstrap_high)}{flag}",
+                    f"{pct(r.vote_mean)} ± {pct(r.vote_std)}",
+                    pct(r.strict_accuracy),
+                ]
+            )
+    lines += [
+        md_table(
+            rows,
+            [
+                "dataset",
+                "system",
+                "n",
+                "accuracy %",
+                "Wilson 95%",
+                "cluster bootstrap 95%",
+                "mean ± std over votes",
+                "strict %",
+            ],
+        ),
+        "",
+    ]
     if note := view.offline_places_note():
         lines += [note, ""]
     if few:
         names = ", ".join(DATASET_NAMES.get(n, n) for n in few)
-        lines += [f"⚠ **Few conversations** ({names}): these intervals rest on fewer than "
-                  f"{FEW_CONVERSATIONS} conversations. The cluster bootstrap can only resample "
-                  "the few conversations there are, so its interval can come out *narrower* than "
-                  "Wilson's; neither is a reliable 95% interval here. Read the accuracies as "
-                  "descriptions of this sample, not estimates.", ""]
+        lines += [
+            f"⚠ **Few conversations** ({names}): these intervals rest on fewer than "
+            f"{FEW_CONVERSATIONS} conversations. The cluster bootstrap can only resample "
+            "the few conversations there are, so its interval can come out *narrower* than "
+            "Wilson's; neither is a reliable 95% interval here. Read the accuracies as "
+            "descriptions of this sample, not estimates.",
+            "",
+        ]
     for ds in view.datasets:
-        figure(lines, png(ds.paths.figure.accuracy_by_system), view.run.root,
-                f"{ds.title}: accuracy by system")
+        figure(
+            lines,
+            png(ds.paths.figure.accuracy_by_system),
+            view.run.root,
+            f"{ds.title}: accuracy by system",
+        )
     return lines
-

@@ -37,21 +37,35 @@ def serving_brief(view: RunView) -> str | None:
     if not metrics:
         return None
     model = _first_model(metrics.get("table1") or [])
-    fits = [r for r in metrics.get("table1") or [] if r.get("model") == model
-            and r.get("source", "synthetic") == "synthetic"]
-    parts = [f"{r['system'].replace('_', ' ')} p = {r['p']:.2f}, q = {r['q']:.2f} "
-             f"(R² {r['r2']:.2f})" for r in fits if r["system"] in ("full_history",
-                                                                     "rolling_window")]
+    fits = [
+        r
+        for r in metrics.get("table1") or []
+        if r.get("model") == model and r.get("source", "synthetic") == "synthetic"
+    ]
+    parts = [
+        f"{r['system'].replace('_', ' ')} p = {r['p']:.2f}, q = {r['q']:.2f} (R² {r['r2']:.2f})"
+        for r in fits
+        if r["system"] in ("full_history", "rolling_window")
+    ]
     rows = [r for r in metrics.get("break_even") or [] if r.get("model") == model]
     longest = max((r["n_turns"] * r["mean_tokens"], r["cell"]) for r in rows)[1] if rows else None
-    breaks = [f"{r['system'].replace('_', ' ')} {r['break_even']}" for r in rows
-              if r["cell"] == longest]
-    offline = (" (offline stand-ins: token arithmetic for the baselines, classical methods for "
-               "the memory systems)") if metrics.get("backend") == "offline" else ""
-    text = (f"**The serving study, this run**{offline}: fitted cost model "
-            f"log(C+1) = a + p·log(L+1) + q·log(t+1) per turn, {'; '.join(parts)}; sustained "
-            f"break-even against full history at {longest}: {', '.join(breaks)} (turns; "
-            "0 = cheaper from the start).")
+    breaks = [
+        f"{r['system'].replace('_', ' ')} {r['break_even']}" for r in rows if r["cell"] == longest
+    ]
+    offline = (
+        (
+            " (offline stand-ins: token arithmetic for the baselines, classical methods for "
+            "the memory systems)"
+        )
+        if metrics.get("backend") == "offline"
+        else ""
+    )
+    text = (
+        f"**The serving study, this run**{offline}: fitted cost model "
+        f"log(C+1) = a + p·log(L+1) + q·log(t+1) per turn, {'; '.join(parts)}; sustained "
+        f"break-even against full history at {longest}: {', '.join(breaks)} (turns; "
+        "0 = cheaper from the start)."
+    )
     return text
 
 
@@ -65,24 +79,49 @@ def section_serving(view: RunView) -> list[str]:
     versus = read_csv(folder / "tables" / "table1_vs_study.csv")
     if versus is not None and not versus.empty:
         model = versus["model"].iloc[0]
-        mine = versus.loc[(versus["model"] == model) & versus["published"].notna()
-                          & (versus["published"].astype(str) != "")]
-        rows = [[r.system, r.quantity, f"{r.measured:.3f}", r.published,
-                 "yes" if bool(getattr(r, "inside", False)) else "no"]
-                for r in mine.itertuples(index=False)]
-        lines += [f"**Table 1 against the study's ranges** ({model}; how to read: p and q are the "
-                  "cost's elasticities in the turn's length and in the turn number)", "",
-                  md_table(rows, ["system", "quantity", "this run", "study", "inside"]), ""]
+        mine = versus.loc[
+            (versus["model"] == model)
+            & versus["published"].notna()
+            & (versus["published"].astype(str) != "")
+        ]
+        rows = [
+            [
+                r.system,
+                r.quantity,
+                f"{r.measured:.3f}",
+                r.published,
+                "yes" if bool(getattr(r, "inside", False)) else "no",
+            ]
+            for r in mine.itertuples(index=False)
+        ]
+        lines += [
+            f"**Table 1 against the study's ranges** ({model}; how to read: p and q are the "
+            "cost's elasticities in the turn's length and in the turn number)",
+            "",
+            md_table(rows, ["system", "quantity", "this run", "study", "inside"]),
+            "",
+        ]
     breaks = pd.DataFrame(metrics.get("break_even") or [])
     if not breaks.empty:
         model = breaks["model"].iloc[0]
         pivot = breaks.loc[breaks["model"] == model].pivot_table(
-            index="cell", columns="system", values="break_even", aggfunc="first")
-        lines += [f"**Sustained break-even against full history** ({model}; turns, `never` when "
-                  "memory is not cheaper at the last turn; the study at 400×200: "
-                  f"{published.BREAK_EVEN_400_200})", "",
-                  md_table([[cell, *row] for cell, row in pivot.astype(str).iterrows()],
-                           ["cell", *pivot.columns]), ""]
-    figure(lines, Path(folder / "figures" / "figure2_cumulative_cost.png"), view.run.root,
-           "Figure 2: cumulative cost per turn, memory systems against full history")
+            index="cell", columns="system", values="break_even", aggfunc="first"
+        )
+        lines += [
+            f"**Sustained break-even against full history** ({model}; turns, `never` when "
+            "memory is not cheaper at the last turn; the study at 400×200: "
+            f"{published.BREAK_EVEN_400_200})",
+            "",
+            md_table(
+                [[cell, *row] for cell, row in pivot.astype(str).iterrows()],
+                ["cell", *pivot.columns],
+            ),
+            "",
+        ]
+    figure(
+        lines,
+        Path(folder / "figures" / "figure2_cumulative_cost.png"),
+        view.run.root,
+        "Figure 2: cumulative cost per turn, memory systems against full history",
+    )
     return lines

@@ -18,29 +18,62 @@ def section_memory_systems(view: RunView) -> list[str]:
     memory ran and no answers were timed."""
     per_system = read_csv(view.run.table.cost_per_memory_system)
     latency = read_csv(view.run.table.latency)
-    short = [(ds.title, system, n) for ds in view.datasets
-             for system, n in (ds.metrics.get("02_answer_from_memory", {})
-                               .get("questions_short_of_top_k") or {}).items() if n]
+    short = [
+        (ds.title, system, n)
+        for ds in view.datasets
+        for system, n in (
+            ds.metrics.get("02_answer_from_memory", {}).get("questions_short_of_top_k") or {}
+        ).items()
+        if n
+    ]
     if (per_system is None or len(per_system) < 2) and latency is None and not short:
         return []
     lines = ["## Memory systems side by side", ""]
     for title, system, n in short:
-        lines += [f"> ⚠ **{title}, {system}: {n} questions got fewer facts than they asked "
-                  "for** although the user's memory holds enough (a shared vector index that "
-                  "filters by user after its scan; README, \"The paper's store at the paper's "
-                  "scale\").", ""]
+        lines += [
+            f"> ⚠ **{title}, {system}: {n} questions got fewer facts than they asked "
+            "for** although the user's memory holds enough (a shared vector index that "
+            "filters by user after its scan; README, \"The paper's store at the paper's "
+            'scale").',
+            "",
+        ]
     if per_system is not None and len(per_system) >= 2:
         lc = "break_even_vs_long_context_gpt-5-mini"
-        rows = [[r["dataset"], r["memory_system"], r.get("prices", ""), usd(r["write_usd"]),
-                 usd(r["read_usd"]), _never(r[lc]) if lc in per_system else "—"]
-                for r in per_system.to_dict("records")]
-        lines += ["Measured on this run's ledger (an estimate for offline records): write per "
-                  "user, read per question, and the break-even against long context in "
-                  "questions per user, at the paper's prices (GPT-5-mini) and with the same "
-                  "tokens at today's rows of the successors (gpt-6.1-terra, gpt-6-luna).", "",
-                  md_table(rows, ["dataset", "memory system", "prices", "write / user",
-                                  "read / question", "break-even N"]), ""]
+        rows = [
+            [
+                r["dataset"],
+                r["memory_system"],
+                r.get("prices", ""),
+                usd(r["write_usd"]),
+                usd(r["read_usd"]),
+                _never(r[lc]) if lc in per_system else "—",
+            ]
+            for r in per_system.to_dict("records")
+        ]
+        lines += [
+            "Measured on this run's ledger (an estimate for offline records): write per "
+            "user, read per question, and the break-even against long context in "
+            "questions per user, at the paper's prices (GPT-5-mini) and with the same "
+            "tokens at today's rows of the successors (gpt-6.1-terra, gpt-6-luna).",
+            "",
+            md_table(
+                rows,
+                [
+                    "dataset",
+                    "memory system",
+                    "prices",
+                    "write / user",
+                    "read / question",
+                    "break-even N",
+                ],
+            ),
+            "",
+        ]
     if latency is not None:
-        figure(lines, png(view.run.figure.latency), view.run.root,
-               "Latency per question (p50, p95) with Mem0's published p95")
+        figure(
+            lines,
+            png(view.run.figure.latency),
+            view.run.root,
+            "Latency per question (p50, p95) with Mem0's published p95",
+        )
     return lines

@@ -25,6 +25,7 @@ PAPER_ORDER = ("longmemeval", "locomo", "personamem")  # the order of the paper'
 # The three systems of the paper's Table 3, as this repository names them.
 PAPER_SYSTEMS = ("memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b")
 
+
 def same_setting(got: Any, expected: Any) -> bool:
     """A run's value is the paper's: the same, or another snapshot of the same model."""
     if isinstance(expected, str) and isinstance(got, str):
@@ -120,17 +121,22 @@ class RunView:
         manifest = read_manifest(run)
         views = []
         for ds in run.datasets():
-            steps = {key.split("/", 1)[1]: value for key, value in manifest.get("steps", {}).items()
-                     if key.startswith(ds.name + "/")}
+            steps = {
+                key.split("/", 1)[1]: value
+                for key, value in manifest.get("steps", {}).items()
+                if key.startswith(ds.name + "/")
+            }
             metrics = {}
             for path in sorted(ds.metrics.glob("*.json")):
                 metrics[path.stem] = read_json(path).get("metrics", {})
-            views.append(DatasetView(
-                paths=ds,
-                provenance=(manifest.get("provenance") or {}).get(ds.name, {}),
-                parameters={k: (v or {}).get("parameters", {}) or {} for k, v in steps.items()},
-                metrics=metrics,
-            ))
+            views.append(
+                DatasetView(
+                    paths=ds,
+                    provenance=(manifest.get("provenance") or {}).get(ds.name, {}),
+                    parameters={k: (v or {}).get("parameters", {}) or {} for k, v in steps.items()},
+                    metrics=metrics,
+                )
+            )
         order = {name: i for i, name in enumerate(PAPER_ORDER)}
         views.sort(key=lambda v: order.get(v.name, len(order)))
         return cls(run=run, manifest=manifest, datasets=views)
@@ -142,8 +148,12 @@ class RunView:
     def backends(self) -> list[str]:
         found = []
         for view in self.datasets:
-            for step in ("01_extract_facts", "02_answer_from_memory", "03_answer_long_context",
-                         "04_judge_answers"):
+            for step in (
+                "01_extract_facts",
+                "02_answer_from_memory",
+                "03_answer_long_context",
+                "04_judge_answers",
+            ):
                 backend = view.backend(step)
                 if backend and backend not in found:
                     found.append(backend)
@@ -176,11 +186,14 @@ class RunView:
         places = offline_places(self.systems) if self.offline else {}
         if not places:
             return ""
-        slots = ", ".join(f"*{self.label(s)}* in place of {model}"
-                          for s, (model, _n) in places.items())
-        return (f"Offline, one stand-in answers in the place of each configured model: {slots}. "
-                "Their accuracies are the same method's; their costs are its tokens priced as "
-                "that model.")
+        slots = ", ".join(
+            f"*{self.label(s)}* in place of {model}" for s, (model, _n) in places.items()
+        )
+        return (
+            f"Offline, one stand-in answers in the place of each configured model: {slots}. "
+            "Their accuracies are the same method's; their costs are its tokens priced as "
+            "that model."
+        )
 
     @property
     def cost_parameters(self) -> dict[str, Any]:
