@@ -189,6 +189,7 @@ def test_observer_fires_on_the_message_that_reaches_its_threshold(run_paths):
         "gate": "observer",
         "position": lines[2].position,
         "tokens": threshold,
+        "reason": f"observer: {threshold:,} un-observed tokens >= {threshold:,}",
     }
     one_less = ObservationalMemory(
         run_paths.dataset("longmemeval").ensure(),
@@ -391,22 +392,34 @@ def test_questions_short_of_top_k_count_only_users_who_hold_enough():
 
 
 def test_one_gate_rule_for_both_studies():
-    from memcost.serving.memory_systems import Observational
-    from memcost.serving.systems import ServingConfig
     from memcost.systems.observational import ObservationGates
 
     gates = ObservationGates(observer_tokens=10, reflector_tokens=25)
     assert [gates.add(n) for n in (4, 5, 1)] == [False, False, True]  # on reaching it, not after
     assert gates.pending == 10 and gates.observed(24) is False and gates.pending == 0
     assert gates.observed(25) is True
-    # the serving study's observational memory keeps its buffer with the same gates
-    import dataclasses
 
-    config = ServingConfig(
-        **{
-            f.name: f.default
-            for f in dataclasses.fields(ServingConfig)
-            if f.default is not dataclasses.MISSING
-        }
+
+def test_the_serving_study_serves_the_main_studys_memory_systems():
+    """No second Mem0 and no second observational memory: notebook 06's are this package's
+    systems, made with the serving study's settings and served turn by turn."""
+    from memcost.serving.replay import make_system
+    from memcost.serving.systems import ServingConfig
+    from memcost.systems.mem0_live import Mem0Live
+    from memcost.systems.observational import (
+        ObservationalLive,
+        ObservationalMemory,
+        ObservationGates,
     )
-    assert isinstance(Observational(config).gates, ObservationGates)
+
+    config = ServingConfig(ingest_interval=7, mem0_top_k=4, observer_tokens=900)
+    mem0 = make_system("mem0", config).live
+    assert isinstance(mem0, Mem0Live)
+    assert mem0.settings["batch_size"] == 7 and mem0.settings["top_k"] == 4
+    assert mem0.settings["max_segment_chars"] == 8_000  # the paper's segments, unchanged
+    observational = make_system("observational", config).live
+    assert isinstance(observational, ObservationalLive)
+    assert isinstance(observational.system, ObservationalMemory)
+    assert isinstance(observational.ingest.gates, ObservationGates)
+    assert observational.ingest.gates.observer_tokens == 900
+    assert observational.system.settings["unobserved_in_context"] is False

@@ -10,6 +10,7 @@ import pytest
 from llm_helpers import TEST_KEY, api_client
 
 from memcost.io import read_jsonl
+from memcost.prompts import MEMORY_EXTRACT
 from memcost.serving import stage
 from memcost.serving import workload as wl
 from memcost.serving.engines import ClientEngine
@@ -67,8 +68,12 @@ def test_workloads_and_replay_go_through_the_client(run_paths, server, tmp_path)
     ledger = read_jsonl(run_paths.calls)
     kinds = [r["serving_stage"] for r in ledger]
     assert kinds.count("generate") == 2  # 25 turns: blocks of 20 and 5
-    assert kinds.count("answer") == 25 and kinds.count("extract") == 2
+    assert kinds.count("answer") == 25 and kinds.count("ingest_extract") == 2
     assert {r["stage"] for r in ledger} <= {"extract", "update", "read"}
+    # mem0's calls are the main study's requests, tagged with the served system
+    extractions = [r for r in ledger if r["serving_stage"] == "ingest_extract"]
+    assert {r["prompt_version"] for r in extractions} == {MEMORY_EXTRACT.id}
+    assert {r["system"] for r in extractions} == {"mem0"}
     # a second replay is served from the request cache: nothing new reaches the server
     sent = len(server.requests)
     again = api_client(run_paths, server.url, tmp_path)
@@ -120,4 +125,9 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
     assert set(rows.loc[rows["stage"] == "answer", "backend"]) == {"custom"}
     assert (rows["reasoning_tokens"] > 0).any()
     ledger = read_jsonl(run.calls)
-    assert {r["serving_stage"] for r in ledger} == {"generate", "answer", "extract", "update"}
+    assert {r["serving_stage"] for r in ledger} == {
+        "generate",
+        "answer",
+        "ingest_extract",
+        "ingest_update",
+    }

@@ -9,6 +9,7 @@ from memcost.prompts import SERVING_ANSWER, SERVING_OBSERVER
 from memcost.serving import engines
 from memcost.serving.engines import OfflineEngine
 from memcost.serving.replay import make_system, plan_runs, replay
+from memcost.serving.stage import RecordingEngine
 from memcost.serving.systems import ServingConfig
 from memcost.serving.workload import Turn, generate_workload, render_line
 from memcost.tokens import count_tokens
@@ -124,18 +125,13 @@ def test_rolling_window_stops_growing_after_the_window():
 
 def test_incremental_count_equals_a_full_recount():
     turns = generate_workload(30, 60, seed=3)
-    calls = []
-
-    def recording(call):
-        calls.append(call)
-        return OfflineEngine()(call)
-
+    engine = RecordingEngine()
     for system in ("full_history", "observational"):
-        replay(system, turns, recording, ServingConfig(observer_tokens=800), labels={})
-    answers = [c for c in calls if c.kind == "answer"]
-    observers = [c for c in calls if c.kind == "observer"]
+        replay(system, turns, engine, ServingConfig(observer_tokens=800), labels={})
+    answers = [c for c in engine.calls if c.kind == "answer"]
+    observers = [r for r in engine.requests if r.payload["step"] == "observer"]
     assert len(answers) == 60 and observers
-    for call in answers + observers:
+    for call in answers:
         full = count_tokens(call.prompt.system) + count_tokens(call.user_text())
         assert call.prompt_tokens() == full
     # the parts are exactly the registered template filled in
@@ -147,7 +143,10 @@ def test_incremental_count_equals_a_full_recount():
         speaker=turns[29].speaker,
         message=turns[29].text,
     )
-    assert observers[0].user_text().startswith(SERVING_OBSERVER.user.split("{")[0])
+    # the observer is observational memory's own request, with the served messages in it
+    user = dict(observers[0].messages)["user"]
+    assert user.startswith(SERVING_OBSERVER.user.split("{")[0])
+    assert render_line(turns[0].speaker, turns[0].text) in user
 
 
 def test_a_long_full_history_replay_never_retokenises_its_history(monkeypatch):
@@ -221,12 +220,16 @@ def test_observational_memory_gets_its_long_cells_and_their_gates_are_counted():
                 "reasoning_effort": "low",
                 "seed": seed,
                 "conversation_id": "c",
+                "turn": turn,
                 "stage": stage,
             }
             for seed in (0, 1)
-            for stage in ("answer", "observer", "observer", "reflector")
+            for turn, stage in ((3, "answer"), (3, "observer"), (9, "observer"), (9, "reflector"))
         ]
     )
     gates = tables.gates_fired(rows).set_index("stage")
     assert gates.loc["observer", "fired"] == 4 and gates.loc["observer", "per_run"] == 2.0
     assert gates.loc["reflector", "runs"] == 2 and gates.loc["reflector", "per_run"] == 1.0
+    # Mem0's gate cut into two segments (two extraction calls) at one turn fired once
+    mem0 = rows.assign(system="mem0", stage="ingest_extract")
+    assert tables.gates_fired(mem0).set_index("stage").loc["ingest_extract", "fired"] == 4

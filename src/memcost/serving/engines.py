@@ -1,46 +1,37 @@
 """Who answers a serving call: the offline stand-ins, or a model through the project's client.
 
-A *call* is one model request of the replay (an extraction, an update phase, an observer or
-reflector pass, an answer). Its prompt is a system message plus a user message made of
-newline-terminated *parts* whose o200k counts may be known already (history lines are counted
-once, when the workload is made): the offline engine adds those counts instead of tokenising a
-400-turn history again at every turn.
+An answer is a :class:`Call`: a system message plus a user message made of newline-terminated
+*parts* whose o200k counts may be known already (history lines are counted once, when the
+workload is made): the offline engine adds those counts instead of tokenising a 400-turn
+history again at every turn. A memory system's own calls (extraction, update phase, observer,
+reflector) are the main study's requests, sent with :meth:`OfflineEngine.chat` or
+:meth:`ClientEngine.chat` (the :class:`memcost.systems.live.Calls` of a live memory).
 
-Offline, every call is answered by a deterministic classical method (sentence filters, word
-overlap) and its usage is the real o200k count of the prompt it would send and of what the
-method returned; everything it produces is labelled ``offline``. With a key, the same prompt goes
-through :class:`memcost.llm.LLMClient` (cached, metered, budget-guarded), never to a provider
-directly. This module is the one place the serving stage borrows the memory stage's offline
-rules from.
+Offline, every call is answered by a deterministic classical method (the memory systems' own
+stand-ins; word overlap for the answer) and its usage is the real o200k count of the prompt it
+would send and of what the method returned; everything it produces is labelled ``offline``.
+With a key, the same prompt goes through :class:`memcost.llm.LLMClient` (cached, metered,
+budget-guarded), never to a provider directly. The similarity search runs here in both modes,
+with the offline embedder: the study prices its few query and fact tokens as the embedding
+model (the ``retrieve`` and ``ingest_embed`` rows), and a serving run needs no embedding API.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memcost.llm import ChatRequest, LLMClient
-from memcost.offline.extract import informative_sentence, offline_fact_text
-from memcost.offline.observe import standin_observe, standin_reflect
-from memcost.offline.update import lexical_decision
+import numpy as np
+
+from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm.embeddings import HashingEmbedder
+from memcost.llm.offline import run_chat
 from memcost.prompts import Prompt
-from memcost.text import content_words, split_sentences
+from memcost.text import content_words
 from memcost.tokens import count_tokens
 
 OFFLINE = "offline"
-# The ledger's stage labels (memcost.llm.STAGES) for each serving call kind; the exact kind
-# rides along as the ``serving_stage`` tag.
-LEDGER_STAGE = {
-    "extract": "extract",
-    "update": "update",
-    "observer": "extract",
-    "reflector": "update",
-    "answer": "read",
-    "generate": "extract",
-}
 REPLY_WORDS = 30  # the offline answer quotes at most this many words of its best context item
 
 
@@ -48,7 +39,7 @@ REPLY_WORDS = 30  # the offline answer quotes at most this many words of its bes
 class Call:
     """One request of the replay, before it is sent."""
 
-    kind: str  # extract | update | observer | reflector | answer | generate
+    kind: str  # answer
     prompt: Prompt
     parts: list[str]  # the user message, in newline-terminated parts (joined = the message)
     part_tokens: list[int | None] = field(default_factory=list)  # known counts (None: count)
@@ -79,49 +70,6 @@ class Reply:
 
 
 # --------------------------------------------------------------------------- offline methods
-# The observer and reflector stand-ins are observational memory's, shared with the main study.
-def _sentences(text: str) -> list[str]:
-    return [s for line in text.splitlines() for s in split_sentences(line)]
-
-
-def standin_extract(messages: Sequence[tuple[str, str]]) -> str:
-    """The memory stage's rule: every informative sentence becomes a fact, as JSON."""
-    facts = [
-        {"text": offline_fact_text(s, speaker, None), "speaker": speaker, "turns": [i + 1]}
-        for i, (speaker, text) in enumerate(messages)
-        for s in _sentences(text)
-        if informative_sentence(s)
-    ]
-    return json.dumps({"facts": facts}, ensure_ascii=False)
-
-
-def standin_update(candidates: Sequence[dict[str, Any]]) -> str:
-    """The memory stage's lexical update rule over each candidate's compared memories."""
-    decisions = []
-    for i, cand in enumerate(candidates):
-        found: dict[str, str] = {}
-        for short, memory in cand["compared"]:
-            verdict = lexical_decision(cand["text"], memory, names=cand["names"])
-            if verdict and verdict not in found:
-                found[verdict] = short
-        if "NOOP" in found:
-            decisions.append(
-                {"fact": i + 1, "event": "NOOP", "memory_id": found["NOOP"], "text": None}
-            )
-        elif "UPDATE" in found:
-            decisions.append(
-                {
-                    "fact": i + 1,
-                    "event": "UPDATE",
-                    "memory_id": found["UPDATE"],
-                    "text": cand["text"],
-                }
-            )
-        else:
-            decisions.append({"fact": i + 1, "event": "ADD", "memory_id": None, "text": None})
-    return json.dumps({"decisions": decisions}, ensure_ascii=False)
-
-
 def standin_answer(message: str, items: Sequence[str], item_words: Sequence[frozenset[str]]) -> str:
     """A short reply quoting the context item that shares most content words with the message
     (the most recent one on ties); a plain acknowledgement when nothing overlaps."""
@@ -137,31 +85,72 @@ def standin_answer(message: str, items: Sequence[str], item_words: Sequence[froz
     return f"Thanks for telling me. I remember this: {quoted}"
 
 
-def offline_text(call: Call) -> str:
-    """The offline method of ``call.kind`` on its payload."""
-    p = call.payload
-    if call.kind == "extract":
-        return standin_extract(p)
-    if call.kind == "update":
-        return standin_update(p)
-    if call.kind == "observer":
-        return standin_observe(p)
-    if call.kind == "reflector":
-        return standin_reflect(p)
-    if call.kind == "answer":
-        return standin_answer(*p)
-    raise ValueError(f"no offline method for serving call kind {call.kind!r}")
-
-
 # --------------------------------------------------------------------------- engines
+_EMBEDDER = HashingEmbedder()
+
+
+def embed_locally(texts: list[str], *, model: str = "", tags: Any = None) -> np.ndarray:
+    """The similarity search's vectors, in both modes (see the module's docstring)."""
+    return _EMBEDDER.embed(texts)
+
+
+def reply_of(result: ChatResult) -> Reply:
+    """A client result as a serving row reads it (visible output, reasoning apart)."""
+    usage = result.usage
+    visible = max(usage.completion_tokens - usage.reasoning_tokens, 0)
+    return Reply(
+        result.text,
+        usage.prompt_tokens,
+        usage.cached_prompt_tokens,
+        visible,
+        usage.reasoning_tokens,
+        result.backend,
+        result.error or result.parse_error,
+    )
+
+
 class OfflineEngine:
     """Deterministic classical stand-ins; usage = o200k counts of the prompt and the reply."""
 
     backend = OFFLINE
+    embed = staticmethod(embed_locally)
 
     def __call__(self, call: Call) -> Reply:
-        text = offline_text(call)
+        if call.kind != "answer":
+            raise ValueError(f"no offline method for serving call kind {call.kind!r}")
+        text = standin_answer(*call.payload)
         return Reply(text, call.prompt_tokens(), 0, count_tokens(text), 0, OFFLINE)
+
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str = "",
+    ) -> ChatResult:
+        """A memory system's request answered by its own stand-in, as the client would offline
+        (a reply its parser refuses is a failed call)."""
+        text, usage, latency = run_chat(offline, request)
+        parsed, parse_error = None, None
+        if parse is not None:
+            try:
+                parsed = parse(text)
+            except ValueError as exc:
+                parse_error = f"unusable reply: {exc}"
+        return ChatResult(
+            request,
+            text,
+            usage,
+            "",
+            OFFLINE,
+            OFFLINE,
+            False,
+            latency,
+            1,
+            parsed=parsed,
+            parse_error=parse_error,
+        )
 
 
 class ClientEngine:
@@ -178,16 +167,28 @@ class ClientEngine:
         self.max_output_tokens = max_output_tokens
         self.backend = client.backend_for(model)
 
+    embed = staticmethod(embed_locally)
+
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str = "",
+    ) -> ChatResult:
+        """A memory system's request (made for this engine's model) through the client."""
+        return self.client.chat(request, offline=offline, parse=parse)
+
     def request(self, call: Call) -> ChatRequest:
         messages = (("system", call.prompt.system), ("user", call.user_text()))
         return ChatRequest(
             model=self.model,
             messages=messages,
-            stage=LEDGER_STAGE[call.kind],
+            stage="read",
             prompt_version=call.prompt.id,
             reasoning_effort=self.effort,
             max_output_tokens=self.max_output_tokens,
-            json_mode=call.kind in ("extract", "update"),
             payload=call,
             tags={
                 "system": call.tags.get("system"),
@@ -197,40 +198,30 @@ class ClientEngine:
         )
 
     def __call__(self, call: Call) -> Reply:
-        result = self.client.chat(self.request(call), offline=lambda r: offline_text(r.payload))
-        usage = result.usage
-        visible = max(usage.completion_tokens - usage.reasoning_tokens, 0)
-        return Reply(
-            result.text,
-            usage.prompt_tokens,
-            usage.cached_prompt_tokens,
-            visible,
-            usage.reasoning_tokens,
-            result.backend,
-            result.error,
-        )
+        result = self.client.chat(self.request(call), offline=lambda r: standin_answer(*r.payload))
+        return reply_of(result)
 
 
 Engine = Callable[[Call], Reply]
 
 
-def parse_facts(text: str) -> list[dict[str, Any]]:
-    """Facts of an extraction reply (offline JSON or a model's), tolerating a broken reply."""
-    try:
-        data = json.loads(_json_part(text))
-        return [f for f in data.get("facts", []) if isinstance(f, dict) and f.get("text")]
-    except (ValueError, AttributeError):
-        return []
+class TurnCalls:
+    """A live memory's calls at one turn of one served system: the engine's, with the serving
+    tags every ledger record of the replay carries (system, serving stage, turn)."""
 
+    def __init__(self, engine: Any, system: str, turn: int):
+        self.engine, self.system, self.turn = engine, system, turn
 
-def parse_decisions(text: str) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(_json_part(text))
-        return [d for d in data.get("decisions", []) if isinstance(d, dict)]
-    except (ValueError, AttributeError):
-        return []
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str,
+    ) -> ChatResult:
+        tags = {**request.tags, "system": self.system, "serving_stage": stage, "turn": self.turn}
+        return self.engine.chat(replace(request, tags=tags), offline, parse, stage=stage)
 
-
-def _json_part(text: str) -> str:
-    found = re.search(r"\{.*\}", text, re.DOTALL)
-    return found.group(0) if found else text
+    def embed(self, texts: list[str], *, model: str, tags: Any) -> np.ndarray:
+        return self.engine.embed(texts, model=model, tags=tags)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from memcost.io import write_parquet
 from memcost.serving.engines import Engine
-from memcost.serving.memory_systems import Mem0, Observational
+from memcost.serving.memory_systems import MEMORY_SYSTEMS, memory_system
 from memcost.serving.systems import SYSTEMS, FullHistory, RollingWindow, ServedSystem, ServingConfig
 from memcost.serving.workload import Turn
 
@@ -60,19 +60,19 @@ TURN_COLUMNS = (
     "memory_tokens",
     "pending_tokens",
 )
-_CLASSES: dict[str, type[ServedSystem]] = {
+BASELINES: dict[str, type[ServedSystem]] = {
     "full_history": FullHistory,
     "rolling_window": RollingWindow,
-    "mem0": Mem0,
-    "observational": Observational,
 }
-BASELINES = ("full_history", "rolling_window")
 
 
-def make_system(name: str, config: ServingConfig) -> ServedSystem:
-    if name not in _CLASSES:
-        raise ValueError(f"unknown served system {name!r}; choose from {', '.join(SYSTEMS)}")
-    return _CLASSES[name](config)
+def make_system(name: str, config: ServingConfig, engine: Engine | None = None) -> ServedSystem:
+    """A served system; a memory system's own calls are made as ``engine``'s model."""
+    if name in BASELINES:
+        return BASELINES[name](config)
+    if name in MEMORY_SYSTEMS:
+        return memory_system(name, config, engine)
+    raise ValueError(f"unknown served system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 
 def cell_label(n_turns: int, mean_tokens: int) -> str:
@@ -89,7 +89,7 @@ def replay(
 ) -> list[dict[str, Any]]:
     """Every stage row of one run: ``system`` served ``turns`` in order. ``labels`` (source,
     model, cell, seed, ...) are copied into every row."""
-    served = make_system(system, config)
+    served = make_system(system, config, engine)
     rows: list[dict[str, Any]] = []
     for turn in turns:
         for row in served.step(turn, engine):

@@ -195,17 +195,27 @@ def real_conversations(
     return found, status
 
 
+class RecordingEngine(OfflineEngine):
+    """The offline engine, keeping what each call sent: the answers' :class:`Call` and the
+    memory systems' own requests, so a notebook can show what one turn sends."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.requests: list[ChatRequest] = []
+
+    def __call__(self, call: Call):
+        self.calls.append(call)
+        return super().__call__(call)
+
+    def chat(self, request: ChatRequest, offline, parse=None, *, stage: str = ""):
+        self.requests.append(request)
+        return super().chat(request, offline, parse, stage=stage)
+
+
 def replay_with_calls(
     turns: Sequence[wl.Turn], system: str, config: ServingConfig, upto: int
-) -> tuple[list[Call], list[dict]]:
-    """Replay ``system`` over the first ``upto`` turns offline, keeping every call it made, so a
-    notebook can show what one turn sends."""
-    calls: list[Call] = []
-    engine = OfflineEngine()
-
-    def recording(call: Call):
-        calls.append(call)
-        return engine(call)
-
-    rows = rp.replay(system, list(turns)[:upto], recording, config, labels={})
-    return calls, rows
+) -> tuple[RecordingEngine, list[dict]]:
+    """Replay ``system`` over the first ``upto`` turns offline, keeping every call it made."""
+    engine = RecordingEngine()
+    rows = rp.replay(system, list(turns)[:upto], engine, config, labels={})
+    return engine, rows

@@ -7,22 +7,22 @@ caused it (the memory-state model of notebook 06, §6).
 
 - ``full_history``: the answer prompt carries every previous turn.
 - ``rolling_window``: it carries the last ``window`` turns.
-- ``mem0``: Mem0-style memory: every ``ingest_interval`` turns the new turns go through fact
-  extraction and an update phase (ADD / UPDATE / DELETE / NOOP against the most similar stored
-  facts); each turn retrieves the ``top_k`` facts most similar to the message.
-- ``observational``: after Mastra's observational memory: an *observer* turns the un-observed
-  messages into observations once they reach ``observer_tokens``; a *reflector* condenses the
-  observations once they reach ``reflector_tokens``; each turn retrieves the top observation.
+- ``mem0``: the main study's ``mem0_style`` (the paper's pipeline): every ``ingest_interval``
+  turns the new turns go through fact extraction and the update phase (ADD / UPDATE / DELETE /
+  NOOP against the most similar stored facts); each turn retrieves the ``top_k`` facts most
+  similar to the message.
+- ``observational``: the main study's observational memory: an *observer* turns the
+  un-observed messages into observations once they reach ``observer_tokens``; a *reflector*
+  condenses the observations once they reach ``reflector_tokens``; each turn retrieves the top
+  observation.
 
-History lines are counted once, when the workload is made, so a 400-turn full-history replay
-never tokenises its history again (see :class:`memcost.serving.engines.Call`). Similarity is
-word overlap through an inverted index (offline and with a key alike: the study's embedding
-search costs a few query tokens, which are recorded as the ``retrieve`` stage).
+The two memory systems are served by :mod:`memcost.serving.memory_systems`. History lines are
+counted once, when the workload is made, so a 400-turn full-history replay never tokenises its
+history again (see :class:`memcost.serving.engines.Call`).
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,34 +46,6 @@ class ServingConfig:
     om_top_k: int = 1
     observer_tokens: int = 30_000
     reflector_tokens: int = 40_000
-
-
-class LexicalIndex:
-    """Top-k by shared content words (inverted index); ties go to the most recent item."""
-
-    def __init__(self) -> None:
-        self.items: dict[int, frozenset[str]] = {}
-        self.postings: dict[str, set[int]] = defaultdict(set)
-        self.next_id = 0
-
-    def add(self, words: frozenset[str]) -> int:
-        key = self.next_id
-        self.next_id += 1
-        self.items[key] = words
-        for w in words:
-            self.postings[w].add(key)
-        return key
-
-    def remove(self, key: int) -> None:
-        for w in self.items.pop(key):
-            self.postings[w].discard(key)
-
-    def top_k(self, words: frozenset[str], k: int) -> list[int]:
-        scores: Counter[int] = Counter()
-        for w in words:
-            scores.update(self.postings.get(w, ()))
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], -kv[0]))
-        return [key for key, _ in ranked[:k]]
 
 
 def fact_words(text: str) -> frozenset[str]:

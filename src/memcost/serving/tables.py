@@ -151,6 +151,8 @@ def gates_fired(rows: pd.DataFrame) -> pd.DataFrame:
     )
     runs = memory.groupby(["system", "cell"])["run"].nunique().rename("runs")
     stages = memory.loc[memory["stage"].isin(["ingest_extract", "observer", "reflector"])]
+    # a gate fires once per turn, whatever number of segments its ingest was cut into
+    stages = stages.drop_duplicates(["system", "cell", "stage", "run", "turn"])
     counts = stages.groupby(["system", "cell", "stage"]).size().rename("fired").reset_index()
     expected = [
         (s, c, g)

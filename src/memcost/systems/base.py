@@ -118,6 +118,11 @@ class MemorySystem(ABC):
     def memory_files(self) -> list[Path]:
         """The files a rebuilt memory changes (answers made from an older one are redone)."""
 
+    def live(self, user: str) -> Any:
+        """``user``'s memory served turn by turn (:class:`memcost.systems.live.LiveMemory`),
+        for the serving study; ``ValueError`` for a system that has no such mode."""
+        raise ValueError(f"memory system {self.name} cannot be served turn by turn")
+
     @classmethod
     def check_available(cls) -> None:
         """Raise ``ValueError`` in one line when the system cannot run here (a library that is

@@ -6,6 +6,7 @@ run's vector store (FAISS HNSW per user by default), top-20 retrieval. This modu
 behaviour: it hands :mod:`memcost.memory` and :mod:`memcost.retrieval` the settings, so that
 the other systems can be built and compared the same way. Notebooks 01 and 02 walk through it
 step by step and call those packages themselves; their answers are the system ``memory``.
+Notebook 06 serves the same pipeline turn by turn (:mod:`memcost.systems.mem0_live`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from memcost.memory.update import UPDATE_TOP_K
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.retrieval.search import TOP_K, MemoryStore, embed_questions, retrieve
 from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.mem0_live import Mem0Live
 from memcost.tokens import count_tokens
 from memcost.vectorstore.base import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, VectorStore
 from memcost.vectorstore.faiss_store import FaissStore
@@ -49,7 +51,15 @@ class Mem0Style(MemorySystem):
 
     def __init__(self, ds, settings=None, *, dataset: str, store: VectorStore | None = None):
         super().__init__(ds, settings, dataset=dataset)
-        self.store = store or FaissStore(0, folder=index_dir(ds))
+        self._store = store
+
+    @property
+    def store(self) -> VectorStore:
+        """The run's vector store; by default the FAISS files, opened when first needed (a
+        memory served turn by turn keeps its facts in memory and never opens them)."""
+        if self._store is None:
+            self._store = FaissStore(0, folder=index_dir(self.ds))
+        return self._store
 
     def config(self) -> MemoryConfig:
         keys = (
@@ -104,6 +114,9 @@ class Mem0Style(MemorySystem):
             )
             out[str(q["question_id"])] = Recall(items[list(ITEM_COLUMNS)], found.latency_s)
         return out
+
+    def live(self, user: str) -> Mem0Live:
+        return Mem0Live(user, self.settings, dataset=self.dataset)
 
     def items(self, user: str) -> pd.DataFrame:
         facts = MemoryStore(self.ds, self.store).get(user).table

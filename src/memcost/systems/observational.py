@@ -6,8 +6,9 @@ reach ``reflector_tokens`` (40,000) a reflector call condenses them. The observe
 message that makes the buffer reach the threshold, not before and not after. Messages not
 observed yet stay in the context as they are (Mastra keeps the recent messages raw, which keeps
 the prompt's prefix stable and cacheable); a question gets them and the ``top_k`` (1)
-observation most similar to it. The serving study (notebook 06) uses the same thresholds and
-the same offline observer and reflector.
+observation most similar to it. The serving study (notebook 06) serves this same memory turn by
+turn (:class:`ObservationalLive`), with ``unobserved_in_context`` off: it measured the top-1
+observation alone in the prompt.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.observe import standin_observe, standin_reflect
 from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
 from memcost.systems.base import register
+from memcost.systems.live import Calls, Ingest, IngestCall, LiveMemory, Shown
 from memcost.systems.stored import (
     HistoryLine,
     StoredSystem,
@@ -94,7 +96,13 @@ class _Observing(UserIngest):
             self.buffer.append(line)
             if self.gates.add(count_tokens(line.render() + "\n")):
                 self.fired.append(
-                    {"gate": "observer", "position": line.position, "tokens": self.gates.pending}
+                    {
+                        "gate": "observer",
+                        "position": line.position,
+                        "tokens": self.gates.pending,
+                        "reason": f"observer: {self.gates.pending:,} un-observed tokens >= "
+                        f"{self.gates.observer_tokens:,}",
+                    }
                 )
                 return [self.system.observer_request(self.user, self.buffer)]
         return []
@@ -111,12 +119,15 @@ class _Observing(UserIngest):
         turns = [x.position for x in self.buffer]
         self.observations += [(x, when, turns) for x in reply_observations(text)]
         self.buffer = []
-        if self.gates.observed(self.observation_tokens):
+        held = self.observation_tokens
+        if self.gates.observed(held):
             self.fired.append(
                 {
                     "gate": "reflector",
                     "position": self.lines[self.next - 1].position,
-                    "tokens": self.observation_tokens,
+                    "tokens": held,
+                    "reason": f"reflector: {held:,} observation tokens >= "
+                    f"{self.gates.reflector_tokens:,}",
                 }
             )
             self.reflect_due = True
@@ -164,6 +175,9 @@ class ObservationalMemory(StoredSystem):
         "observer_tokens": OBSERVER_TOKENS,
         "reflector_tokens": REFLECTOR_TOKENS,
         "top_k": TOP_K,
+        # Mastra keeps the messages not observed yet in the prompt, raw; the serving study's
+        # measurement shows the top-k observations alone.
+        "unobserved_in_context": True,
         "observer_model": EXTRACTION_MODEL,
         "observer_reasoning_effort": "low",
         "embedding_model": EMBEDDING_MODEL,
@@ -215,5 +229,90 @@ class ObservationalMemory(StoredSystem):
         picked = nearest(
             memory.vectors, query, memory.of_kind("observation"), int(self.settings["top_k"])
         )
-        tail = np.flatnonzero(memory.of_kind("turn")).tolist()
+        tail = (
+            np.flatnonzero(memory.of_kind("turn")).tolist()
+            if self.settings["unobserved_in_context"]
+            else []
+        )
         return shown(memory.items, [r for r, _ in picked] + tail, dict(picked))
+
+    def live(self, user: str) -> ObservationalLive:
+        return ObservationalLive(self, user)
+
+
+class ObservationalLive(LiveMemory):
+    """One user's observational memory served turn by turn: the build's own ingest
+    (:class:`_Observing`), fed one message at a time; a recall embeds the observations it has
+    not seen yet and searches them as :meth:`ObservationalMemory.search` does."""
+
+    def __init__(self, system: ObservationalMemory, user: str):
+        self.system, self.user = system, user
+        self.ingest = _Observing(system, user, [])
+        self.vectors: dict[str, np.ndarray] = {}  # observation text -> its embedding
+        self._key = -1  # the gates fired when the searchable items were last made
+        self._cached: tuple[pd.DataFrame, np.ndarray | None] = (pd.DataFrame(), None)
+        self._held = (0, 0)  # (gates fired, observation tokens then)
+
+    def state(self) -> dict[str, int]:
+        if self._held[0] != len(self.ingest.fired):  # observations change only when one fires
+            self._held = (len(self.ingest.fired), self.ingest.observation_tokens)
+        return {
+            "memory_items": len(self.ingest.observations),
+            "memory_tokens": self._held[1],
+            "pending_tokens": self.ingest.gates.pending,
+        }
+
+    def add(self, calls: Calls, line: HistoryLine) -> Ingest:
+        self.ingest.lines.append(line)
+        seen = len(self.ingest.fired)
+        done = Ingest()
+        while requests := self.ingest.requests():
+            results = [
+                calls.chat(r, self.system.offline, stage=r.payload["step"]) for r in requests
+            ]
+            done.calls += [
+                IngestCall(r.payload["step"], x) for r, x in zip(requests, results, strict=True)
+            ]
+            if not all(x.ok for x in results):  # asked again when the next message arrives
+                break
+            self.ingest.take(results)
+        done.reasons = [g["reason"] for g in self.ingest.fired[seen:]]
+        new = [t for t, _, _ in self.ingest.observations if t not in self.vectors]
+        if new:
+            vectors = calls.embed(
+                new, model=self.system.settings["embedding_model"], tags=self.system.tags(self.user)
+            )
+            self.vectors.update(zip(new, vectors, strict=True))
+            done.embedded_tokens = sum(count_tokens(t) for t in new)
+        return done
+
+    def recall(self, calls: Calls, text: str) -> list[Shown]:
+        settings = self.system.settings
+        items, vectors = self._searchable()
+        query = None
+        if vectors is not None:
+            query = calls.embed(
+                [text], model=settings["embedding_model"], tags=self.system.tags(self.user)
+            )[0]
+        if vectors is None and not len(items):
+            return []
+        rows = self.system.search(UserItems(items, vectors), {"question": text}, query)
+        return [Shown(t, f"{t}\n", count_tokens(f"{t}\n")) for t in rows["text"].tolist()]
+
+    def _searchable(self) -> tuple[pd.DataFrame, np.ndarray | None]:
+        """The items a search sees and their vectors (none before the first observation).
+        Without the raw tail they change only when a gate fires: kept until the next one."""
+        if self.system.settings["unobserved_in_context"] or self._key != len(self.ingest.fired):
+            items = self.ingest.items()
+            if not self.system.settings["unobserved_in_context"]:
+                items = items.loc[items["kind"] == "observation"].reset_index(drop=True)
+            observed = items["kind"].eq("observation").to_numpy()
+            vectors = None
+            if observed.any():
+                width = len(next(iter(self.vectors.values())))
+                vectors = np.zeros((len(items), width), np.float32)
+                texts = items.loc[observed, "text"]
+                vectors[observed] = np.stack([self.vectors[t] for t in texts])
+            self._cached = (items, vectors)
+            self._key = len(self.ingest.fired)
+        return self._cached
