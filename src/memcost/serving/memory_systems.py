@@ -12,7 +12,6 @@ of every row of the turn).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from memcost.serving.engines import Reply, TurnCalls, reply_of
@@ -58,6 +57,7 @@ class ServedMemory(ServedSystem):
         super().__init__(config)
         self.name = name
         system, self.title = MEMORY_SYSTEMS[name]
+        # no dataset folder: a live memory keeps everything in memory and writes no file
         opened = open_system(
             system, None, dataset="serving", settings=served_settings(name, config, model, effort)
         )
@@ -96,8 +96,5 @@ class ServedMemory(ServedSystem):
 
 def memory_system(name: str, config: ServingConfig, engine: Any) -> ServedMemory:
     """``name``'s served memory, its calls made as ``engine``'s model (offline: any)."""
-    settings: Mapping[str, Any] = {
-        "model": getattr(engine, "model", ""),
-        "effort": getattr(engine, "effort", "") or "",
-    }
-    return ServedMemory(name, config, **settings)
+    model, effort = getattr(engine, "model", ""), getattr(engine, "effort", "") or ""
+    return ServedMemory(name, config, model=model, effort=effort)
