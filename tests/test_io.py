@@ -86,3 +86,20 @@ def test_json_safe_unwraps_numpy_and_nulls_nan(tmp_path):
     assert json_safe(value) == {"a": 3, "b": 0.5, "c": None, "d": [1, [2, 3]]}
     write_jsonl(tmp_path / "x.jsonl", [value, {"e": "é"}])
     assert read_jsonl(tmp_path / "x.jsonl") == [json_safe(value), {"e": "é"}]
+
+
+def test_an_appender_syncs_each_record_or_at_most_as_often_as_asked(tmp_path, monkeypatch):
+    synced: list[int] = []
+    real_fsync = io.os.fsync
+    monkeypatch.setattr(io.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    with io.JsonlAppender(tmp_path / "each.jsonl") as out:
+        for i in range(20):
+            out.write({"i": i})
+    assert len(synced) == 21  # every record, and the close
+    synced.clear()
+    with io.JsonlAppender(tmp_path / "bounded.jsonl", sync_every_s=3600) as out:
+        for i in range(20):
+            out.write({"i": i})
+        assert synced == []  # flushed (a reader sees them), not yet synced
+        assert len(io.read_jsonl(tmp_path / "bounded.jsonl")) == 20
+    assert len(synced) == 1  # the close

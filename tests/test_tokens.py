@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import subprocess
 import sys
 
@@ -78,3 +79,39 @@ def test_truncate_to_tokens():
     cut = tokens.truncate_to_tokens(text, 3)
     assert tokens.count_tokens(cut) == 3 and text.startswith(cut)
     assert tokens.truncate_to_tokens(text, 100) == text
+
+
+# Pieces of every kind o200k's pattern treats apart: newlines before spaces, slashes and words,
+# a punctuation run before newlines and slashes (".\n/" is one chunk), digits, apostrophes,
+# non-Latin letters, Unicode spaces and separators.
+_PARTS = ["\n", "\n\n", "\r\n", " ", "  ", "\t", "/", ".", ".\n/", "a", "Word", "it's", "123",
+          "4567", "é", "日本", "😀", "\u00a0", "\x1c", "-", "?!", "\u2028", "x/y", "\n/",
+          " \n"]  # fmt: skip
+
+
+def test_pieces_of_a_long_text_count_as_the_whole():
+    rng = random.Random(7)
+    encoding = tokens.get_encoding()
+    for _ in range(400):
+        text = "".join(rng.choice(_PARTS) for _ in range(rng.randint(50, 400)))
+        for size in (1, 4, 16):
+            pieces = tokens.split_where_o200k_splits(text, size)
+            assert "".join(pieces) == text
+            assert sum(len(encoding.encode_ordinary(p)) for p in pieces) == len(
+                encoding.encode_ordinary(text)
+            ), (text, pieces)
+
+
+def test_prompts_that_repeat_a_history_tokenise_only_their_tails(monkeypatch):
+    tokens.clear_count_cache()
+    history = "".join(f"Caroline: I went to the support group on day {i}.\n" for i in range(2000))
+    encoded: list[int] = []
+    tokenise = tokens._tokenise
+    monkeypatch.setattr(tokens, "_tokenise", lambda t: encoded.append(len(t)) or tokenise(t))
+    first = tokens.count_tokens(history + "Question: when did she go?")
+    assert first == len(tokens.encode(history + "Question: when did she go?"))
+    assert sum(encoded) >= len(history)  # the first prompt is tokenised whole, in pieces
+    encoded.clear()
+    second = tokens.count_tokens(history + "Question: where did she go?")
+    assert second == len(tokens.encode(history + "Question: where did she go?"))
+    assert 0 < sum(encoded) < 3 * tokens._PIECE_CHARS < len(history) / 4  # only the tail

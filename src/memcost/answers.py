@@ -135,7 +135,10 @@ class AnswerWriter:
                 self.done.discard(r["question_id"])
             else:
                 self.done.add(r["question_id"])
-        self._out = JsonlAppender(self.path)
+        # Synced at most once a second, not per answer (the offline backend's largest cost per
+        # answer): a kill loses nothing, a power cut at most the last second's answers, which a
+        # rerun asks again (from the response cache where it kept them).
+        self._out = JsonlAppender(self.path, sync_every_s=1.0)
 
     def pending(self, question_ids: Iterable[str]) -> list[str]:
         return [q for q in question_ids if q not in self.done]

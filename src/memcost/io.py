@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -154,13 +155,18 @@ class JsonlAppender:
     middle of a file, where a bad line is damage, not a crash. A flushed record survives the
     process being killed (it is in the OS page cache); ``fsync=True`` (default) also makes it
     survive a power cut, at a cost per record that high-rate writers (the usage ledger replaying
-    thousands of cached calls) can avoid with ``fsync=False`` and a :meth:`sync` now and then.
+    thousands of cached calls) can avoid with ``fsync=False`` and a :meth:`sync` now and then,
+    or bound with ``sync_every_s`` (a power cut then loses at most that many seconds' records).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True):
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool = True, sync_every_s: float = 0.0
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fsync = fsync
+        self._sync_every_s = sync_every_s  # with fsync: at most one fsync this often
+        self._synced_at = time.monotonic()
         self._lock = threading.Lock()
         self._repair_torn_tail()
         # Unbuffered, appending: each record goes out in one write() at the file's end, so
@@ -190,8 +196,9 @@ class JsonlAppender:
             written = self._handle.write(data)
             while written is not None and written < len(data):  # a short write: the rest
                 written += self._handle.write(data[written:]) or 0
-            if self._fsync:
+            if self._fsync and time.monotonic() - self._synced_at >= self._sync_every_s:
                 os.fsync(self._handle.fileno())
+                self._synced_at = time.monotonic()
 
     def sync(self) -> None:
         """Force written records to disk (for writers opened with ``fsync=False``)."""

@@ -36,12 +36,24 @@ def cacheable(shared_tokens: int) -> int:
     return shared_tokens // PREFIX_STEP_TOKENS * PREFIX_STEP_TOKENS
 
 
-def _shared(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    k = 0
-    while k < n and a[k] == b[k]:
-        k += 1
-    return k
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` have in common.
+
+    Compared a block at a time (a slice comparison runs in C), halving the block where the two
+    differ: prompts of 100k tokens that share all but their last lines are compared thousands of
+    times by a simulation, and a loop over their tokens in Python took most of its time."""
+    if not (type(a) is type(b) and type(a) in (list, tuple)):
+        a, b = tuple(a), tuple(b)
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while high - low > 1:  # a[:low] == b[:low] and a[:high] != b[:high]
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 @dataclass
@@ -87,7 +99,7 @@ class PrefixCache:
         for entry in entries:
             if now - entry.last_used > self.retention_s:
                 continue
-            shared = _shared(entry.tokens, tokens)
+            shared = shared_prefix(entry.tokens, tokens)
             if shared >= MIN_PREFIX_TOKENS:
                 entry.last_used = now
             best = max(best, shared)

@@ -100,7 +100,10 @@ def decode(tokens: Sequence[int]) -> str:
 # counts by content hash so each distinct text is tokenised once per process. Shorter texts
 # repeat too (every request's instructions): they are remembered by the text itself, in a table
 # emptied when it grows large, so that a long run does not keep every segment it counted.
+# A long text is counted in pieces, each remembered: the prompts about one conversation repeat
+# its history and differ in their last lines, so a prompt costs the tokenisation of its tail.
 _LONG_TEXT = 2_000  # characters; longer texts are remembered by a digest, not the text
+_PIECE_CHARS = 2_000  # a long text is cut into pieces of at least this many characters
 _SHORT_KEPT = 50_000  # short texts remembered at most
 _counts: dict[bytes, int] = {}
 _short: dict[str, int] = {}
@@ -116,7 +119,7 @@ def count_tokens(text: str) -> int:
     if len(text) < _LONG_TEXT:
         n = _short.get(text)
         if n is None:
-            n = len(get_encoding().encode_ordinary(text))
+            n = _tokenise(text)
             if len(_short) >= _SHORT_KEPT:
                 _short.clear()
             _short[text] = n
@@ -125,10 +128,36 @@ def count_tokens(text: str) -> int:
     with _counts_lock:
         if key in _counts:
             return _counts[key]
-    n = len(get_encoding().encode_ordinary(text))
+    pieces = split_where_o200k_splits(text, _PIECE_CHARS)
+    n = _tokenise(text) if len(pieces) == 1 else sum(map(count_tokens, pieces))
     with _counts_lock:
         _counts[key] = n
     return n
+
+
+def _tokenise(text: str) -> int:
+    return len(get_encoding().encode_ordinary(text))
+
+
+def split_where_o200k_splits(text: str, min_chars: int) -> list[str]:
+    """``text`` in pieces of at least ``min_chars`` characters (the last may be shorter), cut
+    only where o200k's pre-tokenizer always ends a chunk, so that the pieces' counts add up to
+    the count of the whole: after a newline, before a character that is neither white space
+    nor ``/``. No chunk pattern of o200k runs across such a point: only white-space runs and a
+    punctuation run's tail (``[\\r\\n/]*``, which is why ``".\\n/"`` stays whole) hold a newline.
+    """
+    pieces: list[str] = []
+    start, end = 0, len(text)
+    while end - start >= 2 * min_chars:
+        cut = text.find("\n", start + min_chars)
+        while cut != -1 and cut + 1 < end and (text[cut + 1].isspace() or text[cut + 1] == "/"):
+            cut = text.find("\n", cut + 1)
+        if cut == -1 or cut + 1 >= end:
+            break
+        pieces.append(text[start : cut + 1])
+        start = cut + 1
+    pieces.append(text[start:])
+    return pieces
 
 
 def count_tokens_batch(texts: Sequence[str], *, num_threads: int = 2) -> list[int]:
@@ -186,6 +215,7 @@ __all__ = [
     "decode",
     "encode",
     "get_encoding",
+    "split_where_o200k_splits",
     "tokenizer_info",
     "truncate_to_tokens",
 ]

@@ -10,29 +10,18 @@ prefix rounded down to that grid. This is the arithmetic the cost model's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memcost import tokens
 from memcost.longctx.answer import messages_for
 from memcost.longctx.plan import Plan
-from memcost.prefix_cache import cacheable
+from memcost.prefix_cache import cacheable, shared_prefix
 
 
 def cacheable_tokens(shared: int) -> int:
     """The tokens a provider can serve from its cache when ``shared`` leading tokens match a
     prompt it has seen (the one rule, :func:`memcost.prefix_cache.cacheable`)."""
     return cacheable(shared)
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens ``a`` and ``b`` have in common."""
-    shared = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        shared += 1
-    return shared
 
 
 def prompt_token_ids(plan: Plan) -> list[int]:
@@ -64,7 +53,7 @@ def prefix_share(first: Plan, second: Plan, *, show_tokens: int = 12) -> PrefixS
     """Compare two plans' prompts token by token: where they diverge, and what the second one
     would get from the cache once the first has been sent."""
     a, b = prompt_token_ids(first), prompt_token_ids(second)
-    shared = common_prefix(a, b)
+    shared = shared_prefix(a, b)
     return PrefixShare(
         first_question_id=first.question_id,
         second_question_id=second.question_id,
@@ -78,4 +67,4 @@ def prefix_share(first: Plan, second: Plan, *, show_tokens: int = 12) -> PrefixS
     )
 
 
-__all__ = ["PrefixShare", "cacheable_tokens", "common_prefix", "prefix_share", "prompt_token_ids"]
+__all__ = ["PrefixShare", "cacheable_tokens", "prefix_share", "prompt_token_ids"]

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from memcost import tokens
-from memcost.longctx.cache import common_prefix
 from memcost.longctx.plan import Plan, Planned
 from memcost.longctx.prompt import HEAD, INSTRUCTIONS, PROMPT
 from memcost.prefix_cache import (
@@ -32,6 +31,7 @@ from memcost.prefix_cache import (
     MIN_PREFIX_TOKENS,
     PREFIX_STEP_TOKENS,
     PrefixCache,
+    shared_prefix,
 )
 
 SIMULATION_LABEL = "SIMULATED (offline): memcost.prefix_cache rule, not a provider's report"
@@ -143,7 +143,7 @@ def simulate_conversation(
         prompt = ids(plan)
         now = i * gap_s
         cached = cache.lookup(prompt, now, key)
-        shared = common_prefix(previous, prompt)
+        shared = shared_prefix(previous, prompt)
         steps.append(
             CacheStep(
                 i + 1,

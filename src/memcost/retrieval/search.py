@@ -243,17 +243,16 @@ def search_quality(
     """Per ``ef_search``: questions, facts returned of ``k`` (mean, min, share of questions
     with every fact a user has up to ``k``), recall@k against exact search within the user."""
     rows: list[dict[str, Any]] = []
+    pairs = list(zip(users, vectors, strict=True))
+    exact = [store.get(user).exact_search(vector, k)[0][0] for user, vector in pairs]
+    want = np.array([min(k, len(store.get(user))) for user, _ in pairs])
     for ef in ef_values:
-        returned, wanted, approx, exact = [], [], [], []
-        for user, vector in zip(users, vectors, strict=True):
-            idx = store.get(user)
-            scores, found = idx.search(vector, k, ef_search=ef)
-            exact_scores, _ = idx.exact_search(vector, k)
+        returned, approx = [], []
+        for user, vector in pairs:
+            scores, found = store.get(user).search(vector, k, ef_search=ef)
             returned.append(int((found[0] >= 0).sum()))
-            wanted.append(min(k, len(idx)))
             approx.append(scores[0])
-            exact.append(exact_scores[0])
-        got, want = np.array(returned), np.array(wanted)
+        got = np.array(returned)
         rows.append(
             {
                 "ef_search": int(ef),

@@ -102,14 +102,23 @@ def build_hnsw(
     return index
 
 
-def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` by inner product (``IndexFlatIP``): ``(scores, row indices)``, ``-1``
-    where there are fewer than ``k`` vectors. The reference HNSW is measured against."""
+def flat_index(vectors: np.ndarray) -> faiss.IndexFlatIP:
+    """An exact inner-product index of ``vectors`` (rows in order), for :func:`exact_search`."""
     x = as_matrix(vectors)
-    q = as_matrix(queries, x.shape[1])
     flat = faiss.IndexFlatIP(x.shape[1])
     if len(x):
         flat.add(x)
+    return flat
+
+
+def exact_search(
+    vectors: np.ndarray, queries: np.ndarray, k: int, *, flat: faiss.IndexFlatIP | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` by inner product (``IndexFlatIP``): ``(scores, row indices)``, ``-1``
+    where there are fewer than ``k`` vectors. The reference HNSW is measured against. ``flat``:
+    the :func:`flat_index` of ``vectors`` when the caller keeps one (searched many times)."""
+    flat = flat if flat is not None else flat_index(vectors)
+    q = as_matrix(queries, flat.d)
     with omp_threads(1 if len(q) < SINGLE_THREAD_BELOW else None):
         return flat.search(q, int(k))
 

@@ -35,6 +35,7 @@ class _UserIndex:
     index: faiss.IndexIDMap2
     ef: int | None = None
     position: dict[int, int] = field(default_factory=dict)  # faiss id -> row
+    flat: faiss.IndexFlatIP | None = None  # the exact index, made on the first exact search
 
     def __post_init__(self) -> None:
         self.position = {faiss_index.fact_key(f): i for i, f in enumerate(self.fact_ids)}
@@ -146,7 +147,9 @@ class FaissStore(VectorStore):
         q = as_matrix(queries, self.dims)
         if not facts.fact_ids or k <= 0:
             return SearchResult.empty(len(q), k)
-        scores, rows = faiss_index.exact_search(facts.vectors, q, k)
+        if facts.flat is None:
+            facts.flat = faiss_index.flat_index(facts.vectors)
+        scores, rows = faiss_index.exact_search(facts.vectors, q, k, flat=facts.flat)
         names = np.array(facts.fact_ids + [""], dtype=object)
         rows = np.where(rows >= 0, rows, len(facts.fact_ids))
         found = rows < len(facts.fact_ids)
