@@ -14,7 +14,7 @@ import pytest
 from llm_helpers import TEST_KEY, api_client
 
 from memcost import choices, data, longctx, prompts, tokens
-from memcost.answers import AnswerWriter, load_answers
+from memcost.answers import AnswerWriter, load_answers, median_ratios
 from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.llm.offline import prompt_tokens
@@ -574,5 +574,5 @@ def test_median_ratios_compare_the_full_history_with_each_system():
             "prompt_tokens": [0] * 6,
         }
     )
-    ratios = longctx.median_ratios(sizes).set_index("system")["full_history_times"]
+    ratios = median_ratios(sizes).set_index("system")["full_history_times"]
     assert ratios.to_dict() == {"memory": 100.0, "long_context_x": 1.0, "rolling_window_x": 50.0}

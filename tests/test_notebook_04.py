@@ -203,6 +203,9 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     assert not versus["comparable"].any()
     assert versus.set_index("system").loc["memory", "paper_accuracy_pct"] == 57.68
     assert (ds.figures / "accuracy_by_system.png").stat().st_size > 10_000
+    assert (ds.figures / "context_by_system.png").stat().st_size > 10_000  # memory beside the rest
+    executed = (ds.notebooks / "04_judge_answers.ipynb").read_text()
+    assert "full history / memory: 750.0×" in executed  # medians 9,000 and 12 tokens
 
     metrics = read_json(ds.metrics / "04_judge_answers.json")
     accuracy = metrics["metrics"]["accuracy"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from memcost.run import NotebookFailed, PresetError, load_preset, run_preset
-from memcost.run.side_by_side import SWITCH, Chains
+from memcost.run.side_by_side import SWITCH, SideBySide, chained
 
 
 def _notebook(path: Path, params: str, body: str) -> Path:
@@ -172,6 +172,36 @@ def test_datasets_side_by_side_give_the_serial_run_and_stop_on_a_failure(
     assert "05_summarise" not in manifest["notebooks"]
 
 
+def test_long_context_runs_beside_the_memory_and_the_judge_waits_for_both(
+    tmp_path, notebooks, monkeypatch
+):
+    # one dataset, offline: 03 reads nothing of 01-02, so it runs beside them; 02 waits for 01,
+    # and 04 for everything before it
+    monkeypatch.setenv(SWITCH, "2")
+    params = 'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor'
+    for name, reads in (("01_build", ""), ("02_read", "01_build"), ("03_long", ""),
+                        ("04_judge", "02_read,03_long")):  # fmt: skip
+        _notebook(
+            notebooks / f"{name}.ipynb",
+            params,
+            "import time\nfrom pathlib import Path\nfolder = Path(run_dir, dataset)\n"
+            f"for read in {reads!r}.split(','):\n"
+            "    assert not read or (folder / f'{read}.end').is_file(), f'{read} has not run'\n"
+            f"(folder / '{name}.start').write_text(str(time.time()))\ntime.sleep(1.0)\n"
+            f"(folder / '{name}.end').write_text(str(time.time()))",
+        )
+    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"scale": 2}})
+    run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    times = {
+        f"{n}.{e}": float((run.root / "a" / f"{n}.{e}").read_text())
+        for n in ("01_build", "02_read", "03_long", "04_judge")
+        for e in ("start", "end")
+    }
+    assert times["03_long.start"] < times["01_build.end"]  # side by side with the memory
+    assert times["02_read.start"] >= times["01_build.end"]
+    assert times["04_judge.start"] >= max(times["02_read.end"], times["03_long.end"])
+
+
 def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
     import threading
     import time
@@ -192,7 +222,7 @@ def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
         [("00", "d")],
     ]
     with pytest.raises(RuntimeError, match="a failed"):
-        Chains(run_one, lambda status: False, workers=2).run(chains)
+        SideBySide(run_one, lambda status: False, workers=2).run(*chained(chains))
     assert ("02", "a") not in done and ("00", "d") not in done  # nothing after the failure
     assert done.index(("00", "b")) < done.index(("01", "b")) if ("01", "b") in done else True
 
@@ -200,8 +230,8 @@ def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
         time.sleep({"x": 0.1, "y": 0.4}.get(dataset, 0.0))  # y is running when x ends
         return f"{step}{dataset}"
 
-    statuses = Chains(slow, lambda status: status == "00x", workers=2).run(  # type: ignore
-        [[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")], [("00", "z")]]
+    statuses = SideBySide(slow, lambda status: status == "00x", workers=2).run(  # type: ignore
+        *chained([[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")], [("00", "z")]])
     )
     # x's failed items stop the run: y finishes what it had begun, nothing else starts
     assert statuses == {("00", "x"): "00x", ("00", "y"): "00y"}

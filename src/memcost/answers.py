@@ -191,3 +191,43 @@ def load_answers(ds: DatasetPaths, system: str, *, writer_hint: str = "") -> pd.
         return pd.DataFrame(columns=list(REQUIRED_FIELDS))
     duplicated = frame["question_id"].duplicated(keep="last")
     return frame.loc[~duplicated].reset_index(drop=True)
+
+
+def context_sizes(ds: DatasetPaths, systems: Iterable[str]) -> pd.DataFrame:
+    """Per answered question and system: the tokens of context in front of the model, as its
+    record says: a memory's retrieved items (``retrieved_tokens``, notebook 02) or the history
+    part of a long-context prompt (``context_tokens``, notebook 03). Columns ``system, kind,
+    question_id, context_tokens``; a system without an answers file is left out."""
+    frames = []
+    for system in systems:
+        if not ds.answers_file(system).is_file():
+            continue
+        answers = load_answers(ds, system)
+        kind = system_kind(system)
+        column = "retrieved_tokens" if kind == "memory" else "context_tokens"
+        if answers.empty or column not in answers:
+            continue
+        frames.append(
+            pd.DataFrame(
+                {
+                    "system": system,
+                    "kind": kind,
+                    "question_id": answers["question_id"].astype(str),
+                    "context_tokens": pd.to_numeric(answers[column], errors="coerce"),
+                }
+            ).dropna(subset=["context_tokens"])
+        )
+    columns = ["system", "kind", "question_id", "context_tokens"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def median_ratios(sizes: pd.DataFrame, of: str = "long_context") -> pd.DataFrame:
+    """Per system: its median context tokens per question, and how many times larger the
+    median of kind ``of`` (the full history) is."""
+    medians = sizes.groupby("system", sort=False).agg(
+        kind=("kind", "first"), median_context_tokens=("context_tokens", "median")
+    )
+    reference = medians.loc[medians["kind"] == of, "median_context_tokens"]
+    top = float(reference.max()) if not reference.empty else float("nan")
+    medians["full_history_times"] = top / medians["median_context_tokens"].clip(lower=1)
+    return medians.reset_index()

@@ -148,6 +148,8 @@ DATASET_FIGURES: dict[str, str] = {
     "memory_evidence_recall": "memory_evidence_recall",  # evidence recall of retrieval, notebook 02
     # long-context prompt sizes, notebook 03
     "long_context_prompt_sizes": "long_context_prompt_sizes",
+    # what every system put in front of the model, memory included, notebook 04
+    "context_by_system": "context_by_system",
     "accuracy_by_system": "accuracy_by_system",  # accuracy per system and category, notebook 04
 }
 RUN_FIGURES: dict[str, str] = {

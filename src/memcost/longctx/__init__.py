@@ -62,9 +62,7 @@ from memcost.longctx.simulated_cache import (
 )
 from memcost.longctx.summary import (
     answers_summary,
-    context_sizes,
     load_system_answers,
-    median_ratios,
     percentile,
     shared_prefixes,
     step_metrics,
@@ -108,7 +106,6 @@ __all__ = [
     "build_request",
     "cacheable_tokens",
     "context_limits",
-    "context_sizes",
     "fit_table",
     "full_context",
     "generation_settings",
@@ -116,7 +113,6 @@ __all__ = [
     "history_table",
     "load_prepared",
     "load_system_answers",
-    "median_ratios",
     "messages_for",
     "no_context",
     "option_letter",

@@ -1,5 +1,4 @@
-"""What notebook 03 reports: shared prefixes, answers per system, context sizes, the metrics
-(sections 6 to 9)."""
+"""What notebook 03 reports: shared prefixes, answers per system, the metrics (sections 6 to 9)."""
 
 from __future__ import annotations
 
@@ -101,52 +100,6 @@ def answers_summary(answers: pd.DataFrame, planned: Planned) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def context_sizes(planned: Planned, memory_answers: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per question and system: the tokens of context in front of the model. Memory's is the
-    retrieved facts (notebook 02's ``retrieved_tokens``), when its answers exist."""
-    frames = [
-        pd.DataFrame(
-            {
-                "system": [p.system for p in planned.plans],
-                "kind": [p.kind for p in planned.plans],
-                "question_id": [p.question_id for p in planned.plans],
-                "context_tokens": [p.context.tokens for p in planned.plans],
-                "prompt_tokens": [p.prompt_tokens for p in planned.plans],
-            }
-        )
-    ]
-    if (
-        memory_answers is not None
-        and not memory_answers.empty
-        and ("retrieved_tokens" in memory_answers.columns)
-    ):
-        frames.insert(
-            0,
-            pd.DataFrame(
-                {
-                    "system": "memory",
-                    "kind": "memory",
-                    "question_id": memory_answers["question_id"].astype(str),
-                    "context_tokens": pd.to_numeric(memory_answers["retrieved_tokens"]),
-                    "prompt_tokens": pd.to_numeric(memory_answers.get("prompt_tokens")),
-                }
-            ),
-        )
-    return pd.concat(frames, ignore_index=True)
-
-
-def median_ratios(sizes: pd.DataFrame, of: str = "long_context") -> pd.DataFrame:
-    """Per system: its median context tokens per question, and how many times larger the
-    median of kind ``of`` (the full history) is (the text of notebook 03 quotes these)."""
-    medians = sizes.groupby("system", sort=False).agg(
-        kind=("kind", "first"), median_context_tokens=("context_tokens", "median")
-    )
-    reference = medians.loc[medians["kind"] == of, "median_context_tokens"]
-    top = float(reference.max()) if not reference.empty else float("nan")
-    medians["full_history_times"] = top / medians["median_context_tokens"].clip(lower=1)
-    return medians.reset_index()
-
-
 def _clean(value: Any) -> Any:
     """A metrics value: JSON-safe (NaN as null), floats to 6 decimals."""
     value = json_safe(value)
@@ -216,9 +169,7 @@ def step_metrics(
 
 __all__ = [
     "answers_summary",
-    "context_sizes",
     "load_system_answers",
-    "median_ratios",
     "percentile",
     "shared_prefixes",
     "step_metrics",

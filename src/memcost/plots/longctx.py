@@ -1,4 +1,5 @@
-"""Notebook 03's figure: the context each system puts in front of the model."""
+"""The context each system puts in front of the model: the long-context systems in notebook 03,
+every system, memory included, in notebook 04."""
 
 from __future__ import annotations
 

@@ -27,6 +27,12 @@ CANONICAL_NOTEBOOKS = (
     "07_costs_today.ipynb",
 )
 
+# What a dataset's notebook does not read of the notebooks before it. When notebooks run side by
+# side (an offline run), a notebook waits for the earlier ones of its dataset except these:
+# long context (03) reads only notebook 00's data, so it answers while the memory is built and
+# read (01, 02). A notebook not named here waits for every one before it.
+READS_NOTHING_OF: dict[str, frozenset[str]] = {"03": frozenset({"01", "02"})}
+
 NUMBERED = re.compile(r"^(\d\d)_.+\.ipynb$")
 # Names that are always copies, whatever folder they are in.
 COPY_PATTERNS = (re.compile(r"\.nbconvert\.ipynb$"), re.compile(r"-Copy\d*\.ipynb$"))

@@ -22,13 +22,18 @@ from memcost.run.integrity import check_run_stores
 from memcost.run.kernel_forks import expect_kernels
 from memcost.run.kernel_forks import stop as stop_kernels
 from memcost.run.lock import hold_run
-from memcost.run.notebooks import discover_notebooks, notebook_sha256, stray_warnings
+from memcost.run.notebooks import (
+    READS_NOTHING_OF,
+    discover_notebooks,
+    notebook_sha256,
+    stray_warnings,
+)
 from memcost.run.preflight import check_estimate, preflight_credentials
 from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps
 from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
 from memcost.run.report.executed import export_in_background
-from memcost.run.side_by_side import Chains, dataset_workers
+from memcost.run.side_by_side import SideBySide, Task, dataset_workers
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
 from memcost.vectorstore.embedded import SERVER_DIR, stop_orphaned_server
@@ -193,13 +198,16 @@ def execute_steps(
         else:
             groups.append([step])  # 00 apart: the estimate comes between it and the rest
     for group in groups:
-        if workers > 1 and (per_dataset[group[0]] or set(group) <= INDEPENDENT_RUN_WIDE):
-            chains = (
-                [[(s, d) for s in group] for d in preset.datasets]
-                if per_dataset[group[0]]
-                else [[(s, None)] for s in group]
-            )
-            _side_by_side(run, preset, notebooks, chains, progress, workers)
+        if workers > 1 and per_dataset[group[0]]:
+            tasks = [(s, d) for d in preset.datasets for s in group]
+            after = {
+                (s, d): {(t, d) for t in group[:i] if t not in READS_NOTHING_OF.get(s, ())}
+                for d in preset.datasets
+                for i, s in enumerate(group)
+            }
+            _side_by_side(run, preset, notebooks, tasks, after, progress, workers)
+        elif workers > 1 and set(group) <= INDEPENDENT_RUN_WIDE:
+            _side_by_side(run, preset, notebooks, [(s, None) for s in group], {}, progress, workers)
         else:
             for step in group:
                 statuses = [
@@ -242,22 +250,23 @@ def _side_by_side(
     run: RunPaths,
     preset: Preset,
     notebooks: Mapping[str, Path],
-    chains: list[list[tuple[str, str | None]]],
+    tasks: list[Task],
+    after: Mapping[Task, set[Task]],
     progress: Progress,
     workers: int,
 ) -> None:
-    runner = Chains(
+    runner = SideBySide(
         lambda step, dataset: _run_one(run, preset, notebooks, step, dataset, progress),
         lambda status: status.failed > 0 and status.fraction > preset.allow_failures,
         workers,
     )
     progress.side_by_side = True
     try:
-        statuses = runner.run(chains)
+        statuses = runner.run(tasks, after)
     except KeyboardInterrupt:
         stop_kernels()  # the kernels the other chains' notebooks run in end with the server
         raise
     finally:
         progress.side_by_side = False
-    for step in dict.fromkeys(s for chain in chains for s, _ in chain):  # in the steps' order
+    for step in dict.fromkeys(s for s, _ in tasks):  # in the steps' order
         check_failures([v for (s, _d), v in statuses.items() if s == step], preset.allow_failures)

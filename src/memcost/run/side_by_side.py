@@ -1,22 +1,25 @@
-"""Notebooks side by side: an offline run's datasets share nothing until the run-wide notebooks.
+"""Notebooks side by side: an offline run starts each notebook as soon as those it reads have run.
 
-Each dataset's notebooks (00, then 01-04) are a chain of their own, and so is each run-wide
-notebook of the cost study (05 and 07 read only what the datasets' notebooks wrote); with two
-cores, two chains run at once, each notebook in its own kernel. The order within a dataset, the
-estimate printed after every dataset's notebook 00, and the failure rules are the serial run's:
-when a notebook fails or leaves more failed items than allowed, no other notebook starts, the
-one running beside it finishes (its work is kept for the resume), and the run then stops with
-the error the serial run would have given. Paid runs stay serial (one budget, one account's rate
-limits), and so do runs that keep vectors in the run's PostgreSQL server (started by whichever
-notebook needs it first) and runs that stream cell output to the terminal (two notebooks'
-output would interleave). ``MEMCOST_DATASET_WORKERS=1`` runs everything one after another.
+Each dataset's notebooks (00, then 01-04) wait only for the ones before them that they read:
+long context (03) reads nothing of the memory's (01, 02), so it runs beside them
+(:data:`memcost.run.notebooks.READS_NOTHING_OF`); and each run-wide notebook of the cost study
+(05 and 07 read only what the datasets' notebooks wrote) runs beside the other. With two cores,
+two notebooks run at once, each in its own kernel. The order in which notebooks are taken up,
+the estimate printed after every dataset's notebook 00, and the failure rules are the serial
+run's: when a notebook fails or leaves more failed items than allowed, no other notebook
+starts, the one running beside it finishes (its work is kept for the resume), and the run then
+stops with the error the serial run would have given. Paid runs stay serial (one budget, one
+account's rate limits), and so do runs that keep vectors in the run's PostgreSQL server
+(started by whichever notebook needs it first) and runs that stream cell output to the
+terminal (two notebooks' output would interleave). ``MEMCOST_DATASET_WORKERS=1`` runs
+everything one after another.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from memcost.run.preflight import uses_paid_backend
@@ -50,12 +53,13 @@ def dataset_workers(preset: Preset, *, verbose: bool) -> int:
 Task = tuple[str, "str | None"]  # (step, dataset): one notebook execution
 
 
-class Chains:
-    """Runs chains of notebooks, ``workers`` chains at once: each chain a list of ``(step,
-    dataset)`` executed in order by ``run_one``, which returns the stage status (``None`` when
-    it has none) and raises what the serial runner raises; ``over_limit(status)`` says whether
-    its failed items stop the chain. :meth:`run` returns the statuses by task, or raises the
-    first error once the running notebooks have ended."""
+class SideBySide:
+    """Runs notebooks ``workers`` at a time. :meth:`run` takes the tasks in the serial run's
+    order and, for each, the tasks it waits for; a free worker takes the first task whose
+    prerequisites have run. ``run_one`` executes one ``(step, dataset)``, returns its stage
+    status (``None`` when it has none) and raises what the serial runner raises;
+    ``over_limit(status)`` says whether its failed items stop the run. :meth:`run` returns the
+    statuses by task, or raises the first error once the running notebooks have ended."""
 
     def __init__(
         self,
@@ -67,22 +71,45 @@ class Chains:
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
         self._statuses: dict[Task, StageStatus] = {}
-        self._lock = threading.Lock()
+        self._ready = threading.Condition()
 
-    def run(self, chains: Sequence[Sequence[Task]]) -> dict[Task, StageStatus]:
-        queue = [list(c) for c in chains if c]
+    def run(
+        self, tasks: Sequence[Task], after: Mapping[Task, Collection[Task]] | None = None
+    ) -> dict[Task, StageStatus]:
+        pending = list(tasks)
+        waits = {t: set((after or {}).get(t, ())) & set(pending) for t in pending}
+        finished: set[Task] = set()
+        running = 0  # tasks taken and not finished
+
+        def take() -> Task | None:
+            nonlocal running
+            with self._ready:
+                while not self.stop.is_set() and pending:
+                    task = next((t for t in pending if waits[t] <= finished), None)
+                    if task is not None:
+                        pending.remove(task)
+                        running += 1
+                        return task
+                    if not running:  # a cycle: nothing runs, nothing can start
+                        cycle = RuntimeError(f"notebooks wait for each other: {pending}")
+                        self.errors.append(cycle)
+                        self.stop.set()
+                        break
+                    self._ready.wait(0.2)
+                return None
 
         def worker() -> None:
-            while not self.stop.is_set():
-                with self._lock:
-                    if not queue:
-                        return
-                    chain = queue.pop(0)
-                self._chain(chain)
+            nonlocal running
+            while (task := take()) is not None:
+                self._one(task)
+                with self._ready:
+                    finished.add(task)
+                    running -= 1
+                    self._ready.notify_all()
 
         threads = [
-            threading.Thread(target=worker, name=f"memcost-chain-{i}", daemon=True)
-            for i in range(min(self.workers, len(queue)))
+            threading.Thread(target=worker, name=f"memcost-side-{i}", daemon=True)
+            for i in range(min(self.workers, len(pending)))
         ]
         for thread in threads:
             thread.start()
@@ -97,20 +124,24 @@ class Chains:
             raise self.errors[0]
         return dict(self._statuses)
 
-    def _chain(self, chain: Sequence[Task]) -> None:
-        for step, dataset in chain:
-            if self.stop.is_set():
-                return
-            try:
-                status = self.run_one(step, dataset)
-            except BaseException as exc:  # noqa: BLE001 - raised again by run(), in order
-                with self._lock:
-                    self.errors.append(exc)
-                self.stop.set()  # a failed notebook stops the run, as it does serially
-                return
-            if status is not None:
-                with self._lock:
-                    self._statuses[(step, dataset)] = status
-                if self.over_limit(status):
-                    self.stop.set()  # as serially, the run goes no further than this step
-                    return
+    def _one(self, task: Task) -> None:
+        try:
+            status = self.run_one(*task)
+        except BaseException as exc:  # noqa: BLE001 - raised again by run(), in order
+            with self._ready:
+                self.errors.append(exc)
+            self.stop.set()  # a failed notebook stops the run, as it does serially
+            return
+        if status is not None:
+            with self._ready:
+                self._statuses[task] = status
+            if self.over_limit(status):
+                self.stop.set()  # as serially, the run goes no further than this step
+
+
+def chained(chains: Sequence[Sequence[Task]]) -> tuple[list[Task], dict[Task, set[Task]]]:
+    """Tasks and prerequisites for chains run in order: each task waits for the one before it
+    in its chain."""
+    tasks = [t for chain in chains for t in chain]
+    after = {b: {a} for chain in chains for a, b in zip(chain, chain[1:], strict=False)}
+    return tasks, after
