@@ -90,6 +90,8 @@ def _run(folder: Path, source: str, name: str) -> dict:
 
 
 def test_a_forked_kernel_is_what_a_fresh_launch_gives(tmp_path, monkeypatch):
+    for name in kernel_forks.THREAD_LIMITS:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(kernel_forks.SWITCH, "0")
     fresh = _run(tmp_path, FINGERPRINT + "\nfingerprint['parent'] = os.getppid()", "fresh")
     monkeypatch.setenv(kernel_forks.SWITCH, "1")
@@ -100,6 +102,7 @@ def test_a_forked_kernel_is_what_a_fresh_launch_gives(tmp_path, monkeypatch):
     for key in fresh:
         assert forked[key] == fresh[key], key
     assert fresh["pandas"]["display.max_columns"] == "20"  # a kernel's, not a terminal's
+    assert fresh["env"]["OMP_NUM_THREADS"] == fresh["env"]["OPENBLAS_NUM_THREADS"] == "1"
     assert "matplotlib_inline.backend_inline" in fresh["figure_hook_after"]
 
 

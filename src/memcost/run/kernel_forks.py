@@ -38,6 +38,12 @@ SWITCH = "MEMCOST_KERNEL_FORKS"  # "0" (or "no", "false"): every kernel is a fre
 # Variables that change from one kernel to the next and are only read while a kernel runs (each
 # kernel gets its own value): no reason for a new server.
 PER_CALL = frozenset({"PYTEST_CURRENT_TEST"})
+# Every kernel does its numerical work on one thread, unless the environment sets these itself.
+# OpenBLAS's threads and FAISS's OpenMP team spin-wait between parallel sections: two notebooks
+# side by side on two cores took each other's core (LoCoMo's notebook 01 ran 31 s beside 03
+# instead of 12 s alone). One thread also sums a matrix product in one order on every machine,
+# so the update phase's nearest facts (and its ties) do not depend on how many cores ran it.
+THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # How long the first kernel of a server waits for the server's imports (about 1.2 s of CPU) before
 # it is started fresh instead: a fresh kernel imports the same for 2.5 s, beside the server.
 FIRST_WAIT_S = 3.0
@@ -47,10 +53,16 @@ def enabled() -> bool:
     return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "no", "false", "off")
 
 
+def kernel_env(env: dict[str, str]) -> dict[str, str]:
+    """A kernel's environment: ``env`` with :data:`THREAD_LIMITS` where it sets none."""
+    return {**THREAD_LIMITS, **env}
+
+
 def server_env(env: dict[str, str]) -> dict[str, str]:
     """The environment the server imports in: the kernels' (without the variables the kernel
     manager sets per kernel), with the backend a kernel would set itself."""
-    chosen = {k: v for k, v in env.items() if not k.startswith("JPY_") and k not in PER_CALL}
+    chosen = {k: v for k, v in kernel_env(env).items() if not k.startswith("JPY_")}
+    chosen = {k: v for k, v in chosen.items() if k not in PER_CALL}
     chosen.setdefault("MPLBACKEND", INLINE_BACKEND)
     chosen.pop("PYTHONEXECUTABLE", None)  # as the kernel manager leaves it out of a kernel's
     return chosen
@@ -248,6 +260,8 @@ def provisioner_class() -> type:
     class ForkingProvisioner(LocalProvisioner):
         async def launch_kernel(self, cmd: list[str], **kwargs: Any):
             streams = [kwargs.get(k) for k in ("stdin", "stdout", "stderr")]
+            if kwargs.get("env") is not None:
+                kwargs["env"] = kernel_env(kwargs["env"])
             env, cwd = kwargs.get("env"), str(kwargs.get("cwd") or os.getcwd())
             kernel = None if any(streams) or env is None else fork_kernel(cmd, env, cwd)
             if kernel is None:
