@@ -9,10 +9,12 @@ rolling-window, no-context and oracle baselines, three judge votes, on
   sample generator (``--users`` / ``--tokens`` for a fraction of it);
 - without either, the bundled sample of ``--dataset`` (what ``make bench`` runs).
 
-For each notebook it prints the wall time, the peak resident memory of the notebook's kernel
-(sampled every 0.2 s) and, for the notebooks that call models, the offline calls per second of
-each ledger stage. Targets (quiet 2-core machine): the full LoCoMo study in at most 60 s, the
-LongMemEval-S-scale study in at most 10 minutes and 8 GB.
+For each notebook it prints the wall time, the peak memory of the kernels running while it ran
+(their proportional set sizes summed, sampled every second: two notebooks side by side are
+counted together, the pages they share with the fork server once) and, for the notebooks that
+call models, the offline calls per second of each ledger stage. Targets (quiet 2-core machine):
+the full LoCoMo study in at most 60 s, the LongMemEval-S-scale study in at most 10 minutes and
+8 GB.
 Run: ``.venv/bin/python benchmarks/bench_pipeline.py --scale longmemeval_s --users 50``.
 """
 
@@ -74,7 +76,9 @@ def generate_longmemeval(folder: Path, users: int, tokens: int) -> Path:
 
 
 class MemorySampler(threading.Thread):
-    """The resident memory of this process's children (the notebook kernels), over time."""
+    """The memory of this process's children (the fork server and the notebook kernels), over
+    time: their proportional set sizes, so that the pages a forked kernel shares with the
+    server (its imports) and with a kernel beside it count once, not once per process."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -83,11 +87,13 @@ class MemorySampler(threading.Thread):
 
     def run(self) -> None:
         me = psutil.Process()
-        while not self.done.wait(0.2):
+        # once a second: reading a process's PSS walks its pages (about 15 ms for 500 MB), and a
+        # sampler that reads gigabytes five times a second takes a core from the run it measures
+        while not self.done.wait(1.0):
             rss = 0
             for child in me.children(recursive=True):
                 try:
-                    rss += child.memory_info().rss
+                    rss += child.memory_full_info().pss
                 except psutil.Error:
                     pass
             self.samples.append((time.time(), rss))
@@ -153,7 +159,7 @@ def report(run: Path, sampler: MemorySampler, total: float) -> None:
     with (run / "calls.jsonl").open(encoding="utf-8") as ledger:
         for line in ledger:
             stages[json.loads(line)["stage"]] += 1
-    print(f"{'notebook':<34} {'wall s':>8} {'peak RSS':>9}  calls per second")
+    print(f"{'notebook':<34} {'wall s':>8} {'peak PSS':>9}  calls per second")
     for name, entry in manifest["notebooks"].items():
         end = datetime.fromisoformat(entry["finished_at"]).timestamp()
         wall = float(entry["wall_time_s"])
@@ -166,8 +172,8 @@ def report(run: Path, sampler: MemorySampler, total: float) -> None:
         peak = sampler.peak(end - wall - 1, end + 1) / 2**20
         print(f"{name:<34} {wall:>8.1f} {peak:>7,.0f} MB  {rates}")
     print(
-        f"total: {total:.1f} s wall, peak RSS of any notebook "
-        f"{max((r for _, r in sampler.samples), default=0) / 2**30:.2f} GB"
+        f"total: {total:.1f} s wall, peak memory of the notebooks' processes "
+        f"{max((r for _, r in sampler.samples), default=0) / 2**30:.2f} GB (PSS)"
     )
 
 
