@@ -13,6 +13,7 @@ from memcost.answers import REQUIRED_FIELDS
 from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.memory import index_dir
+from memcost.retrieval.recall import TurnEvidence, covered_positions
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 from memcost.vectorstore.faiss_store import FaissStore
 
@@ -78,6 +79,11 @@ def test_evidence_units_and_coverage_on_a_hand_made_case():
     facts = pd.DataFrame({"source_positions": [[1, 3], [4]]})
     assert retrieval.evidence_coverage(units, facts) == 1.0
     assert retrieval.evidence_coverage([], facts) is None
+    # a user's look-ups, made once, give every question the same answer
+    lookup = TurnEvidence(turns)
+    assert lookup.units(["D1:2", "D7:7", "ans_1", "ans_2"]) == units
+    assert lookup.units(["ans_2", "D1:1"]) == [frozenset({4, 5}), frozenset({0})]
+    assert retrieval.evidence_coverage(units[:2], covered_positions(facts)) == 1.0
 
 
 def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):

@@ -23,7 +23,7 @@ from memcost.offline.reader import offline_reader
 from memcost.paths import DatasetPaths
 from memcost.prompts import MEMORY_READ
 from memcost.retrieval.reader import reader_request, render_memories
-from memcost.retrieval.recall import evidence_coverage, evidence_units
+from memcost.retrieval.recall import TurnEvidence, covered_positions, evidence_coverage
 from memcost.retrieval.search import SYSTEM, TOP_K, MemoryStore, Retrieved, embed_questions
 from memcost.retrieval.search import retrieve as search_user
 from memcost.tokens import count_tokens
@@ -44,13 +44,14 @@ class ReadReport:
 def retrieval_record(
     found: Retrieved,
     units: list[frozenset[int]],
-    memory_table: pd.DataFrame,
+    memory: pd.DataFrame | set[int],
     *,
     user: str,
     top_k: int,
     ef_search: int,
 ) -> dict[str, Any]:
-    """What an answer record says about its retrieval (beside the reader call's fields)."""
+    """What an answer record says about its retrieval (beside the reader call's fields);
+    ``memory``: the user's whole memory, or the turn positions it covers."""
     memory_block = render_memories(found.facts)
     return {
         "conversation_id": user,
@@ -60,7 +61,7 @@ def retrieval_record(
         "search_latency_s": round(found.latency_s, 6),
         "index_recall": found.index_recall,
         "evidence_recall": evidence_coverage(units, found.facts),
-        "evidence_in_memory": evidence_coverage(units, memory_table),
+        "evidence_in_memory": evidence_coverage(units, memory),
         "evidence_items": len(units),
         "top_k": top_k,
         "ef_search": ef_search,
@@ -102,6 +103,7 @@ def answer_from_memory(
     )
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     empty_turns = conversations.iloc[0:0]
+    evidence: dict[str, tuple[TurnEvidence, set[int]]] = {}  # per user, made once
     settings = fingerprint(
         stage="read",
         client=client,
@@ -125,9 +127,13 @@ def answer_from_memory(
         for i, question in enumerate(todo.to_dict("records")):
             user, qid = str(question["conversation_id"]), str(question["question_id"])
             found = search_user(store, user, vectors[i], top_k=top_k, ef_search=ef_search)
-            units = evidence_units(list(question["evidence"]), turns.get(user, empty_turns))
+            if user not in evidence:
+                lookup = TurnEvidence(turns.get(user, empty_turns))
+                evidence[user] = lookup, covered_positions(store.get(user).table)
+            lookup, in_memory = evidence[user]
+            units = lookup.units(list(question["evidence"]))
             context[qid] = retrieval_record(
-                found, units, store.get(user).table, user=user, top_k=top_k, ef_search=ef_search
+                found, units, in_memory, user=user, top_k=top_k, ef_search=ef_search
             )
             request = reader_request(
                 question,

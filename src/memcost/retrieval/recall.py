@@ -14,43 +14,70 @@ from collections.abc import Sequence
 import pandas as pd
 
 
-def evidence_units(evidence: Sequence[str], turns: pd.DataFrame) -> list[frozenset[int]]:
-    """The question's evidence as sets of turn positions, one set per evidence item.
+class TurnEvidence:
+    """One user's turns as evidence look-ups, made once for all of the user's questions (a
+    question's look-up used to index every turn of its user again)."""
 
-    An item that is a ``dia_id`` (LoCoMo ``D3:1``) is that turn; an item that is a session id
-    (LongMemEval ``answer_session_ids``) is that session's ``has_answer`` turns, or all its
-    turns when none is flagged. Items found in neither are left out (LoCoMo has a few ids that
-    point nowhere).
-    """
-    units: list[frozenset[int]] = []
-    if not len(evidence) or turns.empty:
+    def __init__(self, turns: pd.DataFrame):
+        self.turns = turns
+        self.by_dia = {
+            d: int(p)
+            for d, p in zip(turns["dia_id"], turns["position"], strict=True)
+            if isinstance(d, str)
+        }
+        self._sessions: dict[str, frozenset[int] | None] = {}
+
+    def _session(self, session_id: str) -> frozenset[int] | None:
+        if session_id not in self._sessions:
+            session = self.turns.loc[self.turns["session_id"] == session_id]
+            flagged = session.loc[session["has_answer"].fillna(False).astype(bool)]
+            chosen = flagged if len(flagged) else session
+            self._sessions[session_id] = (
+                frozenset(int(p) for p in chosen["position"]) if len(session) else None
+            )
+        return self._sessions[session_id]
+
+    def units(self, evidence: Sequence[str]) -> list[frozenset[int]]:
+        """The question's evidence as sets of turn positions, one set per evidence item.
+
+        An item that is a ``dia_id`` (LoCoMo ``D3:1``) is that turn; an item that is a session
+        id (LongMemEval ``answer_session_ids``) is that session's ``has_answer`` turns, or all
+        its turns when none is flagged. Items found in neither are left out (LoCoMo has a few
+        ids that point nowhere).
+        """
+        units: list[frozenset[int]] = []
+        if not len(evidence) or self.turns.empty:
+            return units
+        for item in evidence:
+            if item in self.by_dia:
+                units.append(frozenset({self.by_dia[item]}))
+            elif (session := self._session(item)) is not None:
+                units.append(session)
         return units
-    by_dia = {
-        d: int(p)
-        for d, p in zip(turns["dia_id"], turns["position"], strict=True)
-        if isinstance(d, str)
-    }
-    for item in evidence:
-        if item in by_dia:
-            units.append(frozenset({by_dia[item]}))
-            continue
-        session = turns.loc[turns["session_id"] == item]
-        if session.empty:
-            continue
-        flagged = session.loc[session["has_answer"].fillna(False).astype(bool)]
-        chosen = flagged if len(flagged) else session
-        units.append(frozenset(int(p) for p in chosen["position"]))
-    return units
 
 
-def evidence_coverage(units: Sequence[frozenset[int]], facts: pd.DataFrame) -> float | None:
-    """Share of evidence items that at least one of ``facts`` was extracted from (``None``
-    when the question has no evidence to cover)."""
-    if not units:
-        return None
+def evidence_units(evidence: Sequence[str], turns: pd.DataFrame) -> list[frozenset[int]]:
+    """:meth:`TurnEvidence.units` for one question."""
+    return TurnEvidence(turns).units(evidence)
+
+
+def covered_positions(facts: pd.DataFrame) -> set[int]:
+    """The turn positions that at least one of ``facts`` was extracted from."""
     covered: set[int] = set()
     for positions in facts["source_positions"]:
         covered.update(int(p) for p in positions)
+    return covered
+
+
+def evidence_coverage(
+    units: Sequence[frozenset[int]], facts: pd.DataFrame | set[int]
+) -> float | None:
+    """Share of evidence items that at least one of ``facts`` was extracted from (``None``
+    when the question has no evidence to cover); ``facts`` may be their
+    :func:`covered_positions`, kept for a user's many questions."""
+    if not units:
+        return None
+    covered = facts if isinstance(facts, set) else covered_positions(facts)
     return sum(1 for unit in units if unit & covered) / len(units)
 
 

@@ -22,7 +22,7 @@ from memcost.models import READER_MODEL
 from memcost.offline.reader import offline_reader
 from memcost.prompts import MEMORY_READ
 from memcost.retrieval.reader import reader_request, render_memories
-from memcost.retrieval.recall import evidence_coverage, evidence_units
+from memcost.retrieval.recall import TurnEvidence, evidence_coverage
 from memcost.systems.base import MemorySystem, Recall
 from memcost.tokens import count_tokens
 
@@ -104,6 +104,7 @@ def answer_with_system(
     report = SystemAnswers(system.answers_as, questions=len(questions))
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     empty = conversations.iloc[0:0]
+    evidence: dict[str, TurnEvidence] = {}  # per user, made once
     report.recalls = system.recall(client, questions)
     settings = fingerprint(
         stage="read",
@@ -128,7 +129,9 @@ def answer_with_system(
             if qid not in pending:
                 continue
             recall = report.recalls[qid]
-            units = evidence_units(list(question["evidence"]), turns.get(user, empty))
+            if user not in evidence:
+                evidence[user] = TurnEvidence(turns.get(user, empty))
+            units = evidence[user].units(list(question["evidence"]))
             context[qid] = {"conversation_id": user, **recall_record(recall, units)}
             request = reader_request(
                 question,
