@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from memcost.run import NotebookFailed, PresetError, load_preset, run_preset
-from memcost.run.side_by_side import SWITCH, SideBySide, chained
+from memcost.run.side_by_side import SWITCH, SideBySide
+
+
+def chained(chains: list[list[tuple]]) -> tuple[list[tuple], dict[tuple, set[tuple]]]:
+    """Tasks and prerequisites for chains run in order: each task waits for the one before it."""
+    tasks = [t for chain in chains for t in chain]
+    after = {b: {a} for chain in chains for a, b in zip(chain, chain[1:], strict=False)}
+    return tasks, after
 
 
 def _notebook(path: Path, params: str, body: str) -> Path:

@@ -137,11 +137,3 @@ class SideBySide:
                 self._statuses[task] = status
             if self.over_limit(status):
                 self.stop.set()  # as serially, the run goes no further than this step
-
-
-def chained(chains: Sequence[Sequence[Task]]) -> tuple[list[Task], dict[Task, set[Task]]]:
-    """Tasks and prerequisites for chains run in order: each task waits for the one before it
-    in its chain."""
-    tasks = [t for chain in chains for t in chain]
-    after = {b: {a} for chain in chains for a, b in zip(chain, chain[1:], strict=False)}
-    return tasks, after
