@@ -17,7 +17,7 @@ RUN_NAME      ?=
 TEST_WORKERS  ?= 2
 PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: setup bytecode reproduce test test-slow lab bench lint clean help
+.PHONY: setup setup-cognee bytecode reproduce test test-slow lab bench lint clean help
 
 help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
@@ -26,6 +26,7 @@ help:
 	@echo "make lab                                      open JupyterLab on a class copy (runs/workshop/)"
 	@echo "make bench                                    run the benchmark scripts"
 	@echo "make setup                                    create .venv and install the package"
+	@echo "make setup-cognee                             create .venv-cognee (memory system cognee)"
 
 setup: $(STAMP)
 
@@ -35,6 +36,21 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev,libraries]"
 	@touch $(STAMP)
+
+# The cognee memory system's library lives in an environment of its own: cognee 1.6 requires
+# pandas < 3, which .venv does not hold, and brings 1.6 GB of its own. The notebooks run it as a
+# child process (memcost.systems.cognee_worker); nothing of memcost is installed there.
+COGNEE_VENV   := .venv-cognee
+COGNEE_STAMP  := $(COGNEE_VENV)/.installed
+COGNEE_PIN    := cognee==1.6.5
+
+setup-cognee: $(COGNEE_STAMP)
+
+$(COGNEE_STAMP):
+	@test -x $(COGNEE_VENV)/bin/python || $(PYTHON_SYSTEM) -m venv $(COGNEE_VENV)
+	$(COGNEE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(COGNEE_VENV)/bin/python -m pip install --quiet "$(COGNEE_PIN)"
+	@touch $(COGNEE_STAMP)
 
 # Every notebook kernel imports the package: compiled once here, not in each process (an
 # environment that sets PYTHONDONTWRITEBYTECODE never caches it otherwise). Up to date: 0.2 s.
@@ -47,7 +63,7 @@ reproduce: setup bytecode
 test: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST)
 
-test-slow: setup bytecode
+test-slow: setup bytecode setup-cognee
 	$(PY) -m pytest $(PYTEST_XDIST) -m "slow or not slow"
 
 # A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay

@@ -17,7 +17,7 @@ from memcost.paths import REPO_ROOT, RunPaths
 from memcost.systems import open_system
 from memcost.systems.store import read_done
 from memcost.testing.openai_server import CHAT_PATH, Action
-from memcost.testing.stages import mem0_route, stage_server
+from memcost.testing.stages import library_route, stage_server
 
 pytest.importorskip("mem0", reason="the mem0ai package (make setup installs it)")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -28,7 +28,7 @@ DATASET = "locomo"
 
 def mem0_update(path: str, body: dict) -> bool:
     """mem0's update-phase calls only: the repository's own calls are answered as usual."""
-    route = mem0_route(body) if path == CHAT_PATH else None
+    route = library_route(body) if path == CHAT_PATH else None
     return route is not None and route.step == "mem0/update"
 
 

@@ -41,11 +41,19 @@ def questions_for(user: str, texts: list[str]) -> pd.DataFrame:
 
 
 def test_the_registry_names_the_systems_and_refuses_an_unknown_one_in_one_line():
-    assert system_names() == ("mem0_style", "graph", "hierarchical", "mem0", "observational", "rag")
+    assert system_names() == (
+        "mem0_style",
+        "cognee",
+        "graph",
+        "hierarchical",
+        "mem0",
+        "observational",
+        "rag",
+    )
     with pytest.raises(
         ValueError,
         match=r"^unknown memory system 'mem1'; the memory systems "
-        r"are mem0_style, graph, hierarchical",
+        r"are mem0_style, cognee, graph, hierarchical",
     ):
         parse_systems(["mem1"])
     with pytest.raises(ValueError, match=r"memory system rag: unknown setting\(s\) \['k'\]"):
@@ -335,7 +343,7 @@ def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
     with pytest.raises(
         PresetError,
         match=r"^parameter memory_systems: unknown memory system "
-        r"'rga'; the memory systems are mem0_style, graph, "
+        r"'rga'; the memory systems are mem0_style, cognee, graph, "
         r"hierarchical, mem0, observational, rag$",
     ):
         validate_run(preset, notebooks, tmp_path / "run")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from memcost.calls import canonical_json
 from memcost.llm import BudgetExceeded, ChatRequest, LLMClient, LLMError
 from memcost.models import generation_params
 
@@ -51,6 +52,7 @@ class Gateway:
     embedding_step: str = "embed"
     tags: dict[str, Any] = field(default_factory=dict)
     _failures: list[dict[str, Any]] = field(default_factory=list)
+    _chats: list[dict[str, Any]] = field(default_factory=list)  # the tags of each chat served
     _fatal: BaseException | None = None
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,6 +99,19 @@ class Gateway:
                 f for f in self._failures if all(f["tags"].get(k) == v for k, v in where.items())
             ]
 
+    def first_failure(self, **where: Any) -> str | None:
+        """The first failed call whose tags include ``where``, or a run-level stop, as one
+        line (``None``: nothing failed)."""
+        if self._fatal is not None:
+            return f"{type(self._fatal).__name__}: {self._fatal}"
+        failed = self.failures(**where)
+        return failed[0]["error"] if failed else None
+
+    def chats(self, **where: Any) -> int:
+        """How many chat requests whose tags include ``where`` the library made."""
+        with self._lock:
+            return sum(all(t.get(k) == v for k, v in where.items()) for t in self._chats)
+
     def raise_fatal(self) -> None:
         """Re-raise a run-level stop (budget, quota, outage) a library may have swallowed."""
         if self._fatal is not None:
@@ -109,20 +124,25 @@ class Gateway:
         messages = tuple(
             (str(m.get("role")), _text(m.get("content"))) for m in body.get("messages") or []
         )
-        json_mode = (body.get("response_format") or {}).get("type") in (
-            "json_object",
-            "json_schema",
-        )
+        response_format = body.get("response_format") or {}
+        schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
         request = ChatRequest(
             model=model,
             messages=messages,
             stage=route.stage,
             prompt_version=route.prompt_version,
-            json_mode=json_mode,
+            # a JSON schema goes on to the model as the library sent it (cognee's structured
+            # output); a bare JSON mode as JSON mode (mem0's)
+            json_mode=response_format.get("type") == "json_object",
+            json_schema=(
+                canonical_json(schema) if response_format.get("type") == "json_schema" else None
+            ),
             payload={"messages": [{"role": r, "content": c} for r, c in messages]},
             tags={**self.tags, "library_step": route.step},
             **generation_params(model, route.reasoning_effort),
         )
+        with self._lock:
+            self._chats.append(dict(request.tags))
         try:
             result = self.client.chat(request, offline=route.offline)
         except LLMError as exc:  # a run-level stop: remembered, and an error for the library

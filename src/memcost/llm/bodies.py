@@ -14,6 +14,7 @@ A reply that finished by ``length`` without content, by ``content_filter``, or w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,7 +69,14 @@ def chat_body(
         if info.max_output_tokens and request.max_output_tokens > info.max_output_tokens:
             raise _refuse(info, f"an output limit above {info.max_output_tokens:,} tokens")
         body[info.output_limit_param] = request.max_output_tokens
-    if request.json_mode:
+    if request.json_schema is not None:
+        if "json_schema" not in info.response_formats:
+            raise _refuse(info, "response_format json_schema")
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": json.loads(request.json_schema),
+        }
+    elif request.json_mode:
         if "json_object" not in info.response_formats:
             raise _refuse(info, "response_format json_object")
         body["response_format"] = {"type": "json_object"}

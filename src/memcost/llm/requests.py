@@ -63,6 +63,10 @@ class ChatRequest:
     max_output_tokens: int | None = None
     temperature: float | None = None  # not for GPT-5 models
     json_mode: bool = False  # response_format={"type": "json_object"}
+    # response_format={"type": "json_schema", "json_schema": <this, parsed>}: a library's
+    # structured output through the gateway, kept as canonical JSON text (the request stays a
+    # hashable value and the schema is part of its cache key)
+    json_schema: str | None = None
     payload: Any = field(default=None, compare=False, repr=False)  # offline method's inputs
     tags: Mapping[str, Any] = field(default_factory=dict, compare=False)  # copied to the ledger
 
@@ -97,6 +101,8 @@ class ChatRequest:
             out["temperature"] = float(self.temperature)
         if self.json_mode:
             out["json_mode"] = True
+        if self.json_schema is not None:
+            out["json_schema"] = self.json_schema
         return out
 
     @cached_property
@@ -189,6 +195,7 @@ def request_record(request: ChatRequest | EmbeddingRequest) -> dict[str, Any]:
         "max_output_tokens": request.max_output_tokens,
         "temperature": request.temperature,
         "json_mode": request.json_mode,
+        "json_schema": request.json_schema,
         "tags": dict(request.tags),
     }
 

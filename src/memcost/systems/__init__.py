@@ -5,6 +5,8 @@
 - :mod:`~memcost.systems.mem0_style`: the paper's (``memory``);
 - :mod:`~memcost.systems.mem0_library`: the mem0 library itself, through the metering gateway
   (``memory_mem0``);
+- :mod:`~memcost.systems.cognee_library`: the cognee library, in its own environment
+  (:mod:`~memcost.systems.cognee_worker`), through the same gateway (``memory_cognee``);
 - :mod:`~memcost.systems.rag`: raw chunks, embedded (``memory_rag``);
 - :mod:`~memcost.systems.graph`: Mem0^g, entities and relation triples (``memory_graph``);
 - :mod:`~memcost.systems.hierarchical`: L1 prompt, L2 working memory, L3 archive
@@ -27,6 +29,7 @@ from memcost.systems.base import (
     system_class,
     system_names,
 )
+from memcost.systems.cognee_library import CogneeLibrary
 from memcost.systems.graph import GraphMemory
 from memcost.systems.hierarchical import HierarchicalMemory
 from memcost.systems.mem0_library import Mem0Library
@@ -35,6 +38,7 @@ from memcost.systems.observational import ObservationalMemory
 from memcost.systems.rag import Rag
 
 __all__ = [
+    "CogneeLibrary",
     "GraphMemory",
     "HierarchicalMemory",
     "Mem0Library",

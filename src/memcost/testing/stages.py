@@ -390,23 +390,28 @@ class StageResponder:
             return observer_reply(user)
         if stage == REFLECTOR:
             return reflector_reply(user)
-        if stage is None and (library := mem0_route(body)) is not None:
-            # the mem0 library's own prompts, in the formats it parses
+        if stage is None and (library := library_route(body)) is not None:
+            # a memory library's own prompts, in the formats it parses
             return library.offline(SimpleNamespace(payload={"messages": body["messages"]}))
         return default_responder(body)
 
 
-def mem0_route(body: Mapping[str, Any]) -> Any:
-    """The mem0 library's step a chat request belongs to (its ``Route``: ``.step`` is
-    ``mem0/extract`` or ``mem0/update``), or ``None`` when it is not one of mem0's prompts."""
+def library_route(body: Mapping[str, Any]) -> Any:
+    """The memory library's step a chat request belongs to (its ``Route``: ``.step`` is e.g.
+    ``mem0/update`` or ``cognee/extract_graph``), or ``None`` when it is none of the prompts of
+    the libraries the repository runs (mem0's, cognee's)."""
     if not body.get("messages"):
         return None
-    from memcost.systems.mem0_library import route  # only once a request may be mem0's
+    # only once a request may be a library's
+    from memcost.systems.cognee_library import route as cognee_route
+    from memcost.systems.mem0_library import route as mem0_route
 
-    try:
-        return route(dict(body))
-    except ValueError:
-        return None
+    for route in (mem0_route, cognee_route):
+        try:
+            return route(dict(body))
+        except ValueError:
+            continue
+    return None
 
 
 _EMBEDDER = HashingEmbedder()
