@@ -17,7 +17,7 @@ RUN_NAME      ?=
 TEST_WORKERS  ?= 2
 PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: setup setup-cognee bytecode reproduce test test-slow lab bench lint clean help
+.PHONY: setup setup-cognee setup-hindsight bytecode reproduce test test-slow lab bench lint clean help
 
 help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench                                    run the benchmark scripts"
 	@echo "make setup                                    create .venv and install the package"
 	@echo "make setup-cognee                             create .venv-cognee (memory system cognee)"
+	@echo "make setup-hindsight                          create .venv-hindsight (memory system hindsight)"
 
 setup: $(STAMP)
 
@@ -52,6 +53,22 @@ $(COGNEE_STAMP):
 	$(COGNEE_VENV)/bin/python -m pip install --quiet "$(COGNEE_PIN)"
 	@touch $(COGNEE_STAMP)
 
+# The Hindsight server likewise (it needs sqlalchemy < 2.1): the slim distribution, without the
+# local models (torch, sentence-transformers) its full one brings; the adapter gives it the
+# gateway's embeddings and a rank-fusion reranker instead. About 55 s and 1.4 GB. dateparser 1.5
+# changed an internal Hindsight 1.1.0 calls: every question would lose its temporal search.
+HINDSIGHT_VENV  := .venv-hindsight
+HINDSIGHT_STAMP := $(HINDSIGHT_VENV)/.installed
+HINDSIGHT_PIN   := hindsight-api-slim==1.1.0 dateparser<1.5
+
+setup-hindsight: $(HINDSIGHT_STAMP)
+
+$(HINDSIGHT_STAMP):
+	@test -x $(HINDSIGHT_VENV)/bin/python || $(PYTHON_SYSTEM) -m venv $(HINDSIGHT_VENV)
+	$(HINDSIGHT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(HINDSIGHT_VENV)/bin/python -m pip install --quiet $(foreach p,$(HINDSIGHT_PIN),"$(p)")
+	@touch $(HINDSIGHT_STAMP)
+
 # Every notebook kernel imports the package: compiled once here, not in each process (an
 # environment that sets PYTHONDONTWRITEBYTECODE never caches it otherwise). Up to date: 0.2 s.
 bytecode: setup
@@ -63,7 +80,7 @@ reproduce: setup bytecode
 test: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST)
 
-test-slow: setup bytecode setup-cognee
+test-slow: setup bytecode setup-cognee setup-hindsight
 	$(PY) -m pytest $(PYTEST_XDIST) -m "slow or not slow"
 
 # A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay

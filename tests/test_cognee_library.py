@@ -17,13 +17,13 @@ from memcost.calls import read_calls
 from memcost.llm import BudgetExceeded, LLMError
 from memcost.paths import RunPaths
 from memcost.systems import open_system
-from memcost.systems.cognee_library import cognee_python
+from memcost.systems.cognee_library import ENVIRONMENT
 from memcost.systems.store import read_done
 from memcost.testing.openai_server import CHAT_PATH, Action
 from memcost.testing.stages import library_route, stage_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-if not cognee_python().is_file():
+if not ENVIRONMENT.python().is_file():
     pytest.skip("cognee's environment is missing: make setup-cognee", allow_module_level=True)
 
 PLANTED = "sk-memcost-planted-" + "c0c0a1b2c3d4"

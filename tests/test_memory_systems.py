@@ -46,6 +46,7 @@ def test_the_registry_names_the_systems_and_refuses_an_unknown_one_in_one_line()
         "cognee",
         "graph",
         "hierarchical",
+        "hindsight",
         "mem0",
         "observational",
         "rag",
@@ -344,7 +345,7 @@ def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
         PresetError,
         match=r"^parameter memory_systems: unknown memory system "
         r"'rga'; the memory systems are mem0_style, cognee, graph, "
-        r"hierarchical, mem0, observational, rag$",
+        r"hierarchical, hindsight, mem0, observational, rag$",
     ):
         validate_run(preset, notebooks, tmp_path / "run")
     assert not (tmp_path / "run").exists()

@@ -7,6 +7,9 @@
   (``memory_mem0``);
 - :mod:`~memcost.systems.cognee_library`: the cognee library, in its own environment
   (:mod:`~memcost.systems.cognee_worker`), through the same gateway (``memory_cognee``);
+- :mod:`~memcost.systems.hindsight_library`: the Hindsight server, in its own environment, through
+  the same gateway (``memory_hindsight``); :mod:`~memcost.systems.environments`: where such
+  libraries live;
 - :mod:`~memcost.systems.rag`: raw chunks, embedded (``memory_rag``);
 - :mod:`~memcost.systems.graph`: Mem0^g, entities and relation triples (``memory_graph``);
 - :mod:`~memcost.systems.hierarchical`: L1 prompt, L2 working memory, L3 archive
@@ -32,6 +35,7 @@ from memcost.systems.base import (
 from memcost.systems.cognee_library import CogneeLibrary
 from memcost.systems.graph import GraphMemory
 from memcost.systems.hierarchical import HierarchicalMemory
+from memcost.systems.hindsight_library import HindsightLibrary
 from memcost.systems.mem0_library import Mem0Library
 from memcost.systems.mem0_style import Mem0Style
 from memcost.systems.observational import ObservationalMemory
@@ -41,6 +45,7 @@ __all__ = [
     "CogneeLibrary",
     "GraphMemory",
     "HierarchicalMemory",
+    "HindsightLibrary",
     "Mem0Library",
     "Mem0Style",
     "MemorySystem",

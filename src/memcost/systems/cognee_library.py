@@ -32,7 +32,6 @@ stand-ins answer its prompts' schemas by name).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -52,14 +51,21 @@ from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.cognee import offline_cognee_graph, offline_cognee_summary
-from memcost.paths import REPO_ROOT
 from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
 from memcost.systems.stored import item_rows, user_lines
 from memcost.tokens import count_tokens
 
 PINNED = "1.6.5"
-SUPPORTED = ("1.6.0", "1.7.0")  # [low, high)
-PYTHON_ENV = "MEMCOST_COGNEE_PYTHON"
+ENVIRONMENT = LibraryEnvironment(
+    system="cognee",
+    package="cognee",
+    pinned=PINNED,
+    supported=("1.6.0", "1.7.0"),
+    venv=".venv-cognee",
+    python_env="MEMCOST_COGNEE_PYTHON",
+    why="cognee needs pandas < 3",
+)
 WORKER = Path(__file__).with_name("cognee_worker.py")
 EMBEDDING_DIMS = 1536
 # cognee's structured outputs, by the name of the schema it sends: (ledger step, stand-in)
@@ -70,49 +76,11 @@ _SCHEMAS = {
 # Graph edges cognee draws between its own records (chunk of document, entity in chunk, ...):
 # structure, not something the conversation says
 _STRUCTURAL = frozenset({"made_from", "is_part_of", "contains", "is_a", "mentioned_in"})
-_KEY_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-
-
-def cognee_python() -> Path:
-    """The interpreter of cognee's environment."""
-    named = os.environ.get(PYTHON_ENV)
-    return Path(named) if named else REPO_ROOT / ".venv-cognee" / "bin" / "python"
-
-
-@functools.lru_cache(maxsize=4)
-def _installed(python: Path) -> str:
-    done = subprocess.run(
-        [str(python), "-c", "import importlib.metadata as m; print(m.version('cognee'))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if done.returncode != 0:
-        raise ValueError(
-            f"memory system cognee: {python} has no cognee package; make setup-cognee "
-            f"installs cognee=={PINNED} there"
-        )
-    return done.stdout.strip()
 
 
 def library_version() -> str:
-    """cognee's version in its environment, or ``ValueError`` in one line when the environment
-    is missing or the version is outside the supported range."""
-    python = cognee_python()
-    if not python.is_file():
-        raise ValueError(
-            f"memory system cognee runs in its own environment (cognee needs pandas < 3): "
-            f"make setup-cognee, or set {PYTHON_ENV} to a Python with cognee=={PINNED}"
-        )
-    version = _installed(python)
-    parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-    low, high = (tuple(int(p) for p in v.split(".")) for v in SUPPORTED)
-    if not low <= parts < high:
-        raise ValueError(
-            f"cognee {version} is not supported: the adapter supports "
-            f">={SUPPORTED[0]},<{SUPPORTED[1]} ({PINNED} pinned; make setup-cognee)"
-        )
-    return version
+    """cognee's version in its environment (``ValueError`` in one line if it cannot run)."""
+    return ENVIRONMENT.version()
 
 
 def route(body: Mapping[str, Any]) -> Route:
@@ -130,9 +98,8 @@ def route(body: Mapping[str, Any]) -> Route:
 
 
 def dataset_name(dataset: str, user: str) -> str:
-    """cognee's dataset for one user: readable, and unique however the user id is spelled."""
-    safe = re.sub(r"[^A-Za-z0-9]", "_", user)[:40]
-    return f"{dataset}_{safe}_{hashlib.sha1(user.encode()).hexdigest()[:8]}"
+    """cognee's dataset for one user."""
+    return user_slot(dataset, user)
 
 
 def session_documents(turns: pd.DataFrame) -> tuple[list[str], dict[str, int]]:
@@ -392,8 +359,7 @@ class CogneeLibrary(MemorySystem):
 
     def _worker(self, gateway: Gateway) -> Worker:
         home = self.folder / "cognee_home"
-        # the worker gets no key (nor anything named like one): the gateway holds the client's
-        env = {k: v for k, v in os.environ.items() if not _KEY_NAMES.search(k)}
+        env = keyless_environ()  # the gateway holds the client's key
         env.update(
             {
                 "TELEMETRY_DISABLED": "1",
@@ -414,7 +380,7 @@ class CogneeLibrary(MemorySystem):
                 "DATA_ROOT_DIRECTORY": str(home / "data"),
             }
         )
-        return Worker(cognee_python(), env, self.folder / "cognee.log")
+        return Worker(ENVIRONMENT.python(), env, self.folder / "cognee.log")
 
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
         t0 = time.perf_counter()

@@ -399,14 +399,15 @@ class StageResponder:
 def library_route(body: Mapping[str, Any]) -> Any:
     """The memory library's step a chat request belongs to (its ``Route``: ``.step`` is e.g.
     ``mem0/update`` or ``cognee/extract_graph``), or ``None`` when it is none of the prompts of
-    the libraries the repository runs (mem0's, cognee's)."""
+    the libraries the repository runs (mem0's, cognee's, Hindsight's)."""
     if not body.get("messages"):
         return None
     # only once a request may be a library's
     from memcost.systems.cognee_library import route as cognee_route
+    from memcost.systems.hindsight_library import route as hindsight_route
     from memcost.systems.mem0_library import route as mem0_route
 
-    for route in (mem0_route, cognee_route):
+    for route in (mem0_route, cognee_route, hindsight_route):
         try:
             return route(dict(body))
         except ValueError:

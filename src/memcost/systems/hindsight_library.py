@@ -1,0 +1,458 @@
+"""``hindsight``: the Hindsight memory server itself (retain, consolidation, recall), through the
+metering gateway.
+
+Hindsight keeps an agent's memory in banks: ``retain`` cuts each item into chunks and asks a
+model for the facts worth keeping (who, what, when, where, why, entities), embeds them and links
+them by entity and time; a background consolidation then merges new facts into observations
+(a model call per batch); ``recall`` searches a bank four ways (semantic, keyword, graph,
+temporal), fuses and reranks the results and returns facts and observations within a token
+budget. The serving study measures it as a service; here it is one more memory system of the
+main study, and the study's reader answers from what its recall returns.
+
+The server is the real one, ``hindsight-api`` (``hindsight-api-slim`` **1.1.0**, the release
+current when this adapter was written; supported 1.1.x), in an environment of its own,
+``.venv-hindsight`` (``make setup-hindsight``; ``MEMCOST_HINDSIGHT_PYTHON`` names another
+interpreter), since it needs sqlalchemy < 2.1. It runs as a child of this process on 127.0.0.1
+with:
+
+- its database: the run's private PostgreSQL with pgvector (the server
+  :mod:`memcost.vectorstore.embedded` starts; its own pg0 refuses to run as root), schema
+  ``hindsight``;
+- its LLM and embeddings: OpenAI-compatible, at the gateway, so every call is cached, priced in
+  the ledger (``memory_hindsight``; ``hindsight/retain``, ``hindsight/consolidate``,
+  ``hindsight/embed``), budgeted and answered offline by stand-ins
+  (:mod:`memcost.offline.hindsight`);
+- its reranker: reciprocal-rank fusion (``rrf``) instead of its default local cross-encoder,
+  which would need torch and a model from the Hugging Face hub.
+
+A user's conversation is one bank; each session is one retained item (its ``speaker: text``
+lines, the session's date as its timestamp, the speakers as its context), retained
+synchronously, after which the build waits for the bank's consolidation to finish so that its
+calls are the user's. A question is one ``recall`` with Hindsight's defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+import memcost.systems.store as store
+from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
+from memcost.llm import LLMClient
+from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.offline.hindsight import offline_hindsight_consolidate, offline_hindsight_retain
+from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
+from memcost.systems.stored import item_rows, user_lines
+from memcost.text import content_words
+from memcost.tokens import count_tokens
+from memcost.vectorstore.embedded import SERVER_DIR, PgServer
+
+PINNED = "1.1.0"
+ENVIRONMENT = LibraryEnvironment(
+    system="hindsight",
+    package="hindsight-api-slim",
+    pinned=PINNED,
+    supported=("1.1.0", "1.2.0"),
+    venv=".venv-hindsight",
+    python_env="MEMCOST_HINDSIGHT_PYTHON",
+    why="Hindsight needs sqlalchemy < 2.1 and runs as a server",
+    below=(
+        (
+            "dateparser",
+            "1.5.0",
+            "Hindsight 1.1.0 calls a dateparser internal that 1.5 changed, and its temporal "
+            "search then fails on every question",
+        ),
+    ),
+)
+EMBEDDING_DIMS = 1536
+SCHEMA = "hindsight"
+_PROMPTS = {  # the opening of each chat call's system prompt: (stage, ledger step, stand-in)
+    "Extract SIGNIFICANT facts from text.": (
+        "extract",
+        "hindsight/retain",
+        offline_hindsight_retain,
+    ),
+    "You are a memory consolidation system.": (
+        "update",
+        "hindsight/consolidate",
+        offline_hindsight_consolidate,
+    ),
+}
+_PENDING = ("pending", "processing", "queued", "running")
+
+
+def library_version() -> str:
+    """Hindsight's version in its environment (``ValueError`` in one line if it cannot run)."""
+    return ENVIRONMENT.version()
+
+
+def route(body: Mapping[str, Any]) -> Route:
+    """Hindsight's chat calls told apart by their system prompts."""
+    messages = body.get("messages") or []
+    system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
+    for opening, (stage, step, offline) in _PROMPTS.items():
+        if system.startswith(opening):
+            name = step.split("/")[1]
+            return Route(stage, step, f"hindsight_{name}+hindsight@{PINNED}", offline, None)
+    raise ValueError(
+        f"a Hindsight request the adapter does not know (system prompt {system[:60]!r})"
+    )
+
+
+def session_items(turns: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, list]]:
+    """A user's sessions as Hindsight items (the lines, the date, who speaks, a document id),
+    and each document's lines with their turn positions."""
+    sessions: dict[int, dict[str, Any]] = {}
+    for line in user_lines(turns):
+        s = sessions.setdefault(
+            line.session_index, {"lines": [], "speakers": [], "timestamp": line.session_datetime}
+        )
+        s["lines"].append((f"{line.speaker}: {line.text}", line.position))
+        if line.speaker not in s["speakers"]:
+            s["speakers"].append(line.speaker)
+    items, lines = [], {}
+    for index, s in sessions.items():
+        document = f"session-{index}"
+        item = {
+            "content": "\n".join(text for text, _ in s["lines"]),
+            "context": f"a conversation between {' and '.join(s['speakers'])}",
+            "document_id": document,
+        }
+        if s["timestamp"]:
+            item["timestamp"] = s["timestamp"]
+        items.append(item)
+        lines[document] = s["lines"]
+    return items, lines
+
+
+def memory_positions(
+    memories: list[Mapping[str, Any]], lines: Mapping[str, list]
+) -> dict[str, list[int]]:
+    """The turns each memory came from: a fact's, the lines of its session that share most of
+    its content words (two at least; else the whole session, which is all Hindsight records of
+    where a fact came from); an observation's, those of the facts it was made of."""
+    out: dict[str, list[int]] = {}
+    for m in memories:
+        session = lines.get(str(m.get("document_id")), [])
+        what = set(content_words(str(m["text"]).split(" | ")[0]))
+        overlap = [(len(what & set(content_words(text))), p) for text, p in session]
+        best = max((n for n, _ in overlap), default=0)
+        if best >= 2:
+            out[str(m["id"])] = [p for n, p in overlap if n == best]
+        else:
+            out[str(m["id"])] = [p for _, p in session]
+    for m in memories:
+        sources = m.get("source_memory_ids") or []
+        if m.get("fact_type") == "observation" or sources:
+            found = sorted({p for f in sources for p in out.get(str(f), [])})
+            out[str(m["id"])] = found
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``hindsight-api`` as a child process (``with Server(...) as s``), ready when entered."""
+
+    START_TIMEOUT_S = 180.0
+
+    def __init__(self, python: Path, env: Mapping[str, str], log: Path):
+        self.python, self.env, self.log = python, dict(env), log
+        self.port = _free_port()
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Server:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        command = [str(self.python.parent / "hindsight-api"), "--host", "127.0.0.1"]
+        with self.log.open("a", encoding="utf-8") as log:
+            self._process = subprocess.Popen(
+                [*command, "--port", str(self.port), "--log-level", "warning"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**self.env, "HINDSIGHT_API_PORT": str(self.port)},
+            )
+        deadline = time.monotonic() + self.START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._process = None
+                raise RuntimeError(f"the Hindsight server ended at start (exit {code}): {self.log}")
+            try:
+                self.call("GET", "/health", timeout=2)
+                return self
+            except (OSError, RuntimeError):
+                time.sleep(0.25)
+        self.__exit__()
+        raise RuntimeError(f"the Hindsight server did not start in {self.START_TIMEOUT_S:.0f} s")
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, timeout: float = 600
+    ) -> dict[str, Any]:
+        """One request to the server; ``RuntimeError`` with its answer for an HTTP error."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                return json.loads(reply.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:500]
+            raise RuntimeError(
+                f"HTTP {exc.code} from Hindsight {method} {path}: {detail}"
+            ) from None
+
+    def __exit__(self, *exc: object) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@register
+class HindsightLibrary(MemorySystem):
+    name = "hindsight"
+    answers_as = "memory_hindsight"
+    describes = "the Hindsight server (hindsight-api 1.1.0): retain, consolidation, recall"
+    defaults = {
+        "llm_model": EXTRACTION_MODEL,
+        "embedding_model": EMBEDDING_MODEL,
+        "budget": "mid",  # recall's search breadth: low | mid | high (Hindsight's default mid)
+        "max_tokens": 4096,  # recall's token budget (Hindsight's default)
+    }
+    # A fact extraction per chunk and a consolidation per batch of new facts, each behind
+    # long instructions (12,500 and 17,000 characters): priced as the paper's memory twice over
+    write_passes = 4.0
+    write_update_phase = False
+    write_model_setting = "llm_model"
+
+    _pg: PgServer | None = None
+
+    @property
+    def folder(self) -> Path:
+        return store.system_dir(self.ds, self.name)
+
+    @property
+    def memory_files(self) -> list[Path]:
+        return [self.folder / "done.json"]
+
+    @classmethod
+    def check_available(cls) -> None:
+        library_version()
+
+    def fingerprint(self, client: LLMClient) -> str:
+        settings = json.dumps(
+            {k: self.settings[k] for k in ("llm_model", "embedding_model")}, sort_keys=True
+        )
+        digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
+        return f"hindsight-{library_version()}-{client.backend}-{digest}"
+
+    def _gateway(self, client: LLMClient) -> Gateway:
+        return Gateway(
+            client,
+            route,
+            embedding_step="hindsight/embed",
+            tags={"dataset": self.dataset, "system": self.answers_as},
+        )
+
+    def _server(self, gateway: Gateway) -> Server:
+        if self._pg is None:
+            self._pg = PgServer(self.ds.root.parent / SERVER_DIR)
+        dsn = self._pg.start()
+        env = keyless_environ()  # the gateway holds the client's key
+        env.update(
+            {
+                "HINDSIGHT_API_DATABASE_URL": dsn,
+                "HINDSIGHT_API_DATABASE_SCHEMA": SCHEMA,
+                "HINDSIGHT_API_LLM_PROVIDER": "openai",
+                "HINDSIGHT_API_LLM_BASE_URL": gateway.base_url,
+                "HINDSIGHT_API_LLM_API_KEY": PLACEHOLDER_KEY,
+                "HINDSIGHT_API_LLM_MODEL": str(self.settings["llm_model"]),
+                "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": gateway.base_url,
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": PLACEHOLDER_KEY,
+                "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": str(self.settings["embedding_model"]),
+                "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",  # no local model, no hub
+                "HINDSIGHT_API_WORKER_ID": "memcost",  # its background worker, this process's
+                "HINDSIGHT_API_HOST": "127.0.0.1",
+            }
+        )
+        return Server(ENVIRONMENT.python(), env, self.folder / "hindsight.log")
+
+    def close(self) -> None:
+        if self._pg is not None:
+            self._pg.stop()
+            self._pg = None
+
+    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
+        t0 = time.perf_counter()
+        groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
+        report = SystemBuild(self.name, users=len(groups))
+        fingerprint = self.fingerprint(client)
+        done = store.finished(self.folder, list(groups), fingerprint)
+        report.resumed = len(done)
+        todo = [u for u in groups if u not in done]
+        try:
+            if todo:
+                with self._gateway(client) as gateway, self._server(gateway) as server:
+                    for user in tqdm(todo, desc="hindsight retain", unit="user", leave=False):
+                        self._build_user(server, gateway, user, groups[user], fingerprint, report)
+        finally:
+            store.record_failures(self.folder, report.failed)
+            self.close()
+        report.wall_s = time.perf_counter() - t0
+        return report
+
+    def _bank(self, user: str) -> str:
+        return "/v1/default/banks/" + urllib.parse.quote(user_slot(self.dataset, user))
+
+    def _build_user(
+        self,
+        server: Server,
+        gateway: Gateway,
+        user: str,
+        turns: pd.DataFrame,
+        fingerprint: str,
+        report: SystemBuild,
+    ) -> None:
+        bank = self._bank(user)
+        items, lines = session_items(turns)
+        with gateway.context(conversation_id=user, question_id=None):
+            try:
+                try:  # a user redone after a failure starts from an empty bank
+                    server.call("DELETE", bank)
+                except RuntimeError:
+                    pass  # no such bank yet
+                server.call("POST", bank + "/memories", {"async": False, "items": items})
+                self._wait_for_consolidation(
+                    server, bank, lambda: gateway.first_failure(conversation_id=user)
+                )
+                memories = server.call("GET", bank + "/memories/list?limit=100000")["items"]
+            except RuntimeError as exc:
+                memories, error = None, str(exc)
+        gateway.raise_fatal()  # a budget stop or an outage ends the stage
+        failed = gateway.failures(conversation_id=user)
+        if failed:  # a call that failed fails the user, whatever Hindsight made of it
+            report.failed[user] = f"{len(failed)} calls failed: {failed[0]['error']}"
+            return
+        if memories is None:
+            report.failed[user] = f"Hindsight: {error}"
+            return
+        positions = memory_positions(memories, lines)
+        rows = [
+            {
+                "item_id": m["id"],
+                "kind": "observation" if m.get("fact_type") == "observation" else "fact",
+                "text": m["text"],
+                "session_datetime": m.get("mentioned_at"),
+                "positions": positions[str(m["id"])],
+            }
+            for m in sorted(memories, key=lambda m: (str(m.get("date")), str(m["text"])))
+        ]
+        store.write_user(
+            self.folder,
+            user,
+            item_rows(rows),
+            None,
+            fingerprint=fingerprint,
+            calls=gateway.chats(conversation_id=user),
+        )
+        report.built += 1
+
+    def _wait_for_consolidation(
+        self, server: Server, bank: str, give_up: Callable[[], str | None]
+    ) -> None:
+        """Until the bank has no background operation left (its calls are this user's)."""
+        while True:
+            operations = server.call("GET", bank + "/operations")["operations"]
+            pending = [o for o in operations if o.get("status") in _PENDING]
+            failed = [o for o in operations if o.get("status") == "failed"]
+            if failed:
+                raise RuntimeError(f"consolidation failed: {failed[0].get('error_message')}")
+            if not pending:
+                return
+            if reason := give_up():
+                raise RuntimeError(f"stopped: {reason}")
+            time.sleep(0.2)
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        out: dict[str, Recall] = {}
+        built = set(store.read_done(self.folder))
+        todo = [q for q in questions.to_dict("records") if str(q["conversation_id"]) in built]
+        for q in questions.to_dict("records"):  # a user whose build failed: nothing to recall
+            if str(q["conversation_id"]) not in built:
+                out[str(q["question_id"])] = Recall(pd.DataFrame(columns=list(ITEM_COLUMNS)), 0.0)
+        if not todo:
+            return out
+        positions: dict[str, dict[str, list[int]]] = {}
+        try:
+            with self._gateway(client) as gateway, self._server(gateway) as server:
+                for q in tqdm(todo, desc="hindsight recall", unit="question", leave=False):
+                    user, qid = str(q["conversation_id"]), str(q["question_id"])
+                    if user not in positions:
+                        stored = store.read_user(self.folder, user)[0]
+                        pairs = zip(stored["item_id"], stored["positions"], strict=True)
+                        positions[user] = dict(pairs)
+                    with gateway.context(conversation_id=user, question_id=qid):
+                        t0 = time.perf_counter()
+                        try:
+                            found = server.call(
+                                "POST",
+                                self._bank(user) + "/memories/recall",
+                                {
+                                    "query": str(q["question"]),
+                                    "budget": self.settings["budget"],
+                                    "max_tokens": int(self.settings["max_tokens"]),
+                                },
+                            )["results"]
+                        except RuntimeError:
+                            gateway.raise_fatal()
+                            raise
+                        latency = time.perf_counter() - t0
+                    gateway.raise_fatal()
+                    rows = [
+                        {
+                            "item_id": m["id"],
+                            "kind": "observation" if m.get("type") == "observation" else "fact",
+                            "text": m["text"],
+                            "session_datetime": m.get("mentioned_at"),
+                            "score": (m.get("scores") or {}).get("final"),
+                            "tokens": count_tokens(m["text"]),
+                            "positions": list(positions[user].get(m["id"], [])),
+                        }
+                        for m in found
+                    ]
+                    out[qid] = Recall(pd.DataFrame(rows, columns=list(ITEM_COLUMNS)), latency)
+        finally:
+            self.close()
+        return out
+
+    def state(self) -> pd.DataFrame:
+        return store.state_table(self.folder)
