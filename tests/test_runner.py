@@ -254,6 +254,7 @@ def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
         ({"backend": "openai"}, 1),  # paid: one budget and one account's limits, one at a time
         ({"vector_store": "pgvector"}, 1),  # one private PostgreSQL, started by the first user
         ({"memory_systems": ["mem0_style", "mem0"]}, 1),  # the mem0 library's default store
+        ({"memory_systems": ["mem0_style", "hindsight"]}, 1),  # its database is that server
     ],
 )
 def test_only_an_offline_run_without_postgresql_goes_side_by_side(monkeypatch, overrides, workers):

@@ -36,6 +36,8 @@ def _uses_pgvector(params: Mapping[str, Any]) -> bool:
         name, settings = next(iter(entry.items())) if isinstance(entry, Mapping) else (entry, {})
         if name == "mem0" and (settings or {}).get("vector_store", "pgvector") == "pgvector":
             return True  # the mem0 library keeps its memories in pgvector by default
+        if name == "hindsight":
+            return True  # the Hindsight server's database is the run's private PostgreSQL
     return False
 
 

@@ -51,8 +51,9 @@ from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.cognee import offline_cognee_graph, offline_cognee_summary
-from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
+from memcost.systems.library import LibrarySystem
 from memcost.systems.stored import item_rows, user_lines
 from memcost.tokens import count_tokens
 
@@ -306,10 +307,12 @@ class Worker:
 
 
 @register
-class CogneeLibrary(MemorySystem):
+class CogneeLibrary(LibrarySystem):
     name = "cognee"
     answers_as = "memory_cognee"
     describes = "the cognee library (cognee 1.6.5): remember, then recall's context"
+    route = staticmethod(route)
+    embedding_step = "cognee/embed"
     defaults = {
         "llm_model": EXTRACTION_MODEL,
         "embedding_model": EMBEDDING_MODEL,
@@ -326,14 +329,6 @@ class CogneeLibrary(MemorySystem):
     write_update_phase = False
     write_model_setting = "llm_model"
 
-    @property
-    def folder(self) -> Path:
-        return store.system_dir(self.ds, self.name)
-
-    @property
-    def memory_files(self) -> list[Path]:
-        return [self.folder / "done.json"]
-
     @classmethod
     def check_available(cls) -> None:
         library_version()
@@ -349,13 +344,8 @@ class CogneeLibrary(MemorySystem):
         digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
         return f"cognee-{library_version()}-{client.backend}-{digest}"
 
-    def _gateway(self, client: LLMClient) -> Gateway:
-        return Gateway(
-            client,
-            route,
-            embedding_step="cognee/embed",
-            tags={"dataset": self.dataset, "system": self.answers_as},
-        )
+    def _library(self, gateway: Gateway) -> Worker:
+        return self._worker(gateway)
 
     def _worker(self, gateway: Gateway) -> Worker:
         home = self.folder / "cognee_home"
@@ -382,24 +372,6 @@ class CogneeLibrary(MemorySystem):
         )
         return Worker(ENVIRONMENT.python(), env, self.folder / "cognee.log")
 
-    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
-        t0 = time.perf_counter()
-        groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
-        report = SystemBuild(self.name, users=len(groups))
-        fingerprint = self.fingerprint(client)
-        done = store.finished(self.folder, list(groups), fingerprint)
-        report.resumed = len(done)
-        todo = [u for u in groups if u not in done]
-        try:
-            if todo:
-                with self._gateway(client) as gateway, self._worker(gateway) as worker:
-                    for user in tqdm(todo, desc="cognee remember", unit="user", leave=False):
-                        self._build_user(worker, gateway, user, groups[user], fingerprint, report)
-        finally:
-            store.record_failures(self.folder, report.failed)
-        report.wall_s = time.perf_counter() - t0
-        return report
-
     def _build_user(
         self,
         worker: Worker,
@@ -420,24 +392,11 @@ class CogneeLibrary(MemorySystem):
                 chunk_size=self.settings["chunk_size"],
                 self_improvement=bool(self.settings["self_improvement"]),
             )
-        gateway.raise_fatal()  # a budget stop or an outage cognee swallowed ends the stage
-        failed = gateway.failures(conversation_id=user)
-        if failed:  # a call that failed fails the user, whatever cognee made of it
-            report.failed[user] = f"{len(failed)} calls failed: {failed[0]['error']}"
-            return
-        if not answer["ok"]:
-            report.failed[user] = f"cognee raised {answer['error']}"
-            return
-        items = stored_items(answer["graph"], positions)
-        store.write_user(
-            self.folder,
-            user,
-            items,
-            None,
-            fingerprint=fingerprint,
-            calls=gateway.chats(conversation_id=user),
-        )
-        report.built += 1
+        error = None if answer["ok"] else f"cognee raised {answer['error']}"
+        if self._held(gateway, user, report, error):
+            self._write(
+                gateway, user, stored_items(answer["graph"], positions), fingerprint, report
+            )
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
         out: dict[str, Recall] = {}
@@ -470,6 +429,3 @@ class CogneeLibrary(MemorySystem):
                     raise RuntimeError(f"cognee recall failed for {qid}: {answer['error']}")
                 out[qid] = Recall(context_items(answer["context"], chunks[user]), latency)
         return out
-
-    def state(self) -> pd.DataFrame:
-        return store.state_table(self.folder)

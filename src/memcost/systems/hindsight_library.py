@@ -53,8 +53,9 @@ from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.hindsight import offline_hindsight_consolidate, offline_hindsight_retain
-from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
+from memcost.systems.library import LibrarySystem
 from memcost.systems.stored import item_rows, user_lines
 from memcost.text import content_words
 from memcost.tokens import count_tokens
@@ -237,10 +238,12 @@ class Server:
 
 
 @register
-class HindsightLibrary(MemorySystem):
+class HindsightLibrary(LibrarySystem):
     name = "hindsight"
     answers_as = "memory_hindsight"
     describes = "the Hindsight server (hindsight-api 1.1.0): retain, consolidation, recall"
+    route = staticmethod(route)
+    embedding_step = "hindsight/embed"
     defaults = {
         "llm_model": EXTRACTION_MODEL,
         "embedding_model": EMBEDDING_MODEL,
@@ -255,14 +258,6 @@ class HindsightLibrary(MemorySystem):
 
     _pg: PgServer | None = None
 
-    @property
-    def folder(self) -> Path:
-        return store.system_dir(self.ds, self.name)
-
-    @property
-    def memory_files(self) -> list[Path]:
-        return [self.folder / "done.json"]
-
     @classmethod
     def check_available(cls) -> None:
         library_version()
@@ -274,13 +269,8 @@ class HindsightLibrary(MemorySystem):
         digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
         return f"hindsight-{library_version()}-{client.backend}-{digest}"
 
-    def _gateway(self, client: LLMClient) -> Gateway:
-        return Gateway(
-            client,
-            route,
-            embedding_step="hindsight/embed",
-            tags={"dataset": self.dataset, "system": self.answers_as},
-        )
+    def _library(self, gateway: Gateway) -> Server:
+        return self._server(gateway)
 
     def _server(self, gateway: Gateway) -> Server:
         if self._pg is None:
@@ -311,25 +301,6 @@ class HindsightLibrary(MemorySystem):
             self._pg.stop()
             self._pg = None
 
-    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
-        t0 = time.perf_counter()
-        groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
-        report = SystemBuild(self.name, users=len(groups))
-        fingerprint = self.fingerprint(client)
-        done = store.finished(self.folder, list(groups), fingerprint)
-        report.resumed = len(done)
-        todo = [u for u in groups if u not in done]
-        try:
-            if todo:
-                with self._gateway(client) as gateway, self._server(gateway) as server:
-                    for user in tqdm(todo, desc="hindsight retain", unit="user", leave=False):
-                        self._build_user(server, gateway, user, groups[user], fingerprint, report)
-        finally:
-            store.record_failures(self.folder, report.failed)
-            self.close()
-        report.wall_s = time.perf_counter() - t0
-        return report
-
     def _bank(self, user: str) -> str:
         return "/v1/default/banks/" + urllib.parse.quote(user_slot(self.dataset, user))
 
@@ -344,6 +315,7 @@ class HindsightLibrary(MemorySystem):
     ) -> None:
         bank = self._bank(user)
         items, lines = session_items(turns)
+        memories, error = None, None
         with gateway.context(conversation_id=user, question_id=None):
             try:
                 try:  # a user redone after a failure starts from an empty bank
@@ -356,14 +328,8 @@ class HindsightLibrary(MemorySystem):
                 )
                 memories = server.call("GET", bank + "/memories/list?limit=100000")["items"]
             except RuntimeError as exc:
-                memories, error = None, str(exc)
-        gateway.raise_fatal()  # a budget stop or an outage ends the stage
-        failed = gateway.failures(conversation_id=user)
-        if failed:  # a call that failed fails the user, whatever Hindsight made of it
-            report.failed[user] = f"{len(failed)} calls failed: {failed[0]['error']}"
-            return
-        if memories is None:
-            report.failed[user] = f"Hindsight: {error}"
+                error = f"Hindsight: {exc}"
+        if not self._held(gateway, user, report, error) or memories is None:
             return
         positions = memory_positions(memories, lines)
         rows = [
@@ -376,15 +342,7 @@ class HindsightLibrary(MemorySystem):
             }
             for m in sorted(memories, key=lambda m: (str(m.get("date")), str(m["text"])))
         ]
-        store.write_user(
-            self.folder,
-            user,
-            item_rows(rows),
-            None,
-            fingerprint=fingerprint,
-            calls=gateway.chats(conversation_id=user),
-        )
-        report.built += 1
+        self._write(gateway, user, item_rows(rows), fingerprint, report)
 
     def _wait_for_consolidation(
         self, server: Server, bank: str, give_up: Callable[[], str | None]
@@ -453,6 +411,3 @@ class HindsightLibrary(MemorySystem):
         finally:
             self.close()
         return out
-
-    def state(self) -> pd.DataFrame:
-        return store.state_table(self.folder)

@@ -30,14 +30,14 @@ from typing import Any
 
 import pandas as pd
 
-import memcost.systems.store as store
 from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.mem0 import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update
 from memcost.prompts import MEM0_EXTRACT
-from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
+from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
+from memcost.systems.library import LibrarySystem
 from memcost.systems.stored import item_rows
 from memcost.tokens import count_tokens
 from memcost.vectorstore.embedded import SERVER_DIR, PgServer
@@ -97,10 +97,12 @@ def route(body: dict[str, Any]) -> Route:
 
 
 @register
-class Mem0Library(MemorySystem):
+class Mem0Library(LibrarySystem):
     name = "mem0"
     answers_as = "memory_mem0"
     describes = "the mem0 library (mem0ai 1.0.4) configured as §3.1, through the gateway"
+    route = staticmethod(route)
+    embedding_step = "mem0/embed"
     defaults = {
         "extraction_model": EXTRACTION_MODEL,
         "embedding_model": EMBEDDING_MODEL,
@@ -111,14 +113,6 @@ class Mem0Library(MemorySystem):
     }
 
     _server: PgServer | None = None
-
-    @property
-    def folder(self):
-        return store.system_dir(self.ds, self.name)
-
-    @property
-    def memory_files(self) -> list:
-        return [self.folder / "done.json"]
 
     @classmethod
     def check_available(cls) -> None:
@@ -192,37 +186,11 @@ class Mem0Library(MemorySystem):
             self._server.stop()
             self._server = None
 
-    def _gateway(self, client: LLMClient) -> Gateway:
-        return Gateway(
-            client,
-            route,
-            embedding_step="mem0/embed",
-            tags={"dataset": self.dataset, "system": self.answers_as},
-        )
-
     def fingerprint(self, client: LLMClient) -> str:
         return f"mem0ai-{library_version()}-{client.backend}-{MEM0_EXTRACT.id}"
 
-    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
-        t0 = time.perf_counter()
-        library_version()
-        groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
-        report = SystemBuild(self.name, users=len(groups))
-        fingerprint = self.fingerprint(client)
-        done = store.finished(self.folder, list(groups), fingerprint)
-        report.resumed = len(done)
-        try:
-            with self._gateway(client) as gateway:
-                memory = self._memory(gateway)
-                for user, turns in groups.items():
-                    if user in done:
-                        continue
-                    self._build_user(memory, gateway, user, turns, fingerprint, report)
-        finally:
-            store.record_failures(self.folder, report.failed)
-            self.close()
-        report.wall_s = time.perf_counter() - t0
-        return report
+    def _library(self, gateway: Gateway) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext(self._memory(gateway))
 
     def _build_user(
         self,
@@ -243,6 +211,7 @@ class Mem0Library(MemorySystem):
             # the whole FAISS collection, every user's memories with it)
             for old in memory.get_all(user_id=user, limit=100_000)["results"]:
                 memory.delete(old["id"])
+            error = None
             try:
                 for segment in segments:
                     date = segment.session_datetime or NO_SESSION_DATE
@@ -260,13 +229,9 @@ class Mem0Library(MemorySystem):
                         },
                     )
             except Exception as exc:  # the library failed for this user: recorded, not fatal
-                gateway.raise_fatal()
-                report.failed[user] = f"mem0 raised {type(exc).__name__}: {exc}"
-                return
-            gateway.raise_fatal()  # a budget stop or an outage mem0 swallowed ends the stage
-            failed = gateway.failures(conversation_id=user)
-            if failed:  # mem0 logs a failed call and carries on; a failed call fails the user
-                report.failed[user] = f"{len(failed)} calls failed: {failed[0]['error']}"
+                error = f"mem0 raised {type(exc).__name__}: {exc}"
+            # mem0 logs a failed call and carries on with an empty result
+            if not self._held(gateway, user, report, error):
                 return
             stored = memory.get_all(user_id=user, limit=100_000)["results"]
         items = item_rows(
@@ -281,10 +246,7 @@ class Mem0Library(MemorySystem):
                 for m in stored
             ]
         )
-        store.write_user(
-            self.folder, user, items, None, fingerprint=fingerprint, calls=len(segments)
-        )
-        report.built += 1
+        self._write(gateway, user, items, fingerprint, report)
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
         library_version()
@@ -314,6 +276,3 @@ class Mem0Library(MemorySystem):
                 ]
                 out[qid] = Recall(pd.DataFrame(rows, columns=list(ITEM_COLUMNS)), latency)
         return out
-
-    def state(self) -> pd.DataFrame:
-        return store.state_table(self.folder)
