@@ -45,6 +45,19 @@ def server() -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
+def library_upstream(monkeypatch) -> Iterator[FakeOpenAIServer]:
+    """The local server as the provider of a memory library's calls (tests/library_helpers.py),
+    answering every library's prompts, with a planted key that must reach no file."""
+    from library_helpers import PLANTED
+
+    from memcost.testing.stages import stage_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    with stage_server(api_key=PLANTED, faults=False) as upstream:
+        yield upstream
+
+
+@pytest.fixture
 def run_paths(tmp_path) -> RunPaths:
     """A fresh, empty run directory under pytest's tmp_path."""
     return RunPaths(tmp_path / "run").ensure()

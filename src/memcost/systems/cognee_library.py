@@ -312,6 +312,7 @@ class CogneeLibrary(LibrarySystem):
     answers_as = "memory_cognee"
     describes = "the cognee library (cognee 1.6.5): remember, then recall's context"
     route = staticmethod(route)
+    environment = ENVIRONMENT
     embedding_step = "cognee/embed"
     defaults = {
         "llm_model": EXTRACTION_MODEL,
