@@ -10,8 +10,9 @@ reader answers from what it found, as it does for every system.
 
 A user's conversation is remembered as one document per session (``Session date: <iso>`` and one
 ``<speaker>: <text>`` line per message), in a dataset of its own; a question recalls from its
-user's dataset with cognee's defaults (``HYBRID_COMPLETION``, ``top_k`` 15; chunks of cognee's
-own size unless ``chunk_size`` is set: a LoCoMo session is one chunk). Session memory
+user's dataset with cognee's defaults (``HYBRID_COMPLETION``, ``top_k`` 15, the setting
+``recall_top_k``; chunks of cognee's own size unless ``chunk_size`` is set: a LoCoMo session is
+one chunk). Session memory
 (``CACHING``) is off, so one question's recall cannot see another's, and the background
 ``improve`` step is off unless ``self_improvement`` is set (its prompts have no stand-in).
 
@@ -318,7 +319,9 @@ class CogneeLibrary(LibrarySystem):
         "llm_model": EXTRACTION_MODEL,
         "embedding_model": EMBEDDING_MODEL,
         "query_type": "HYBRID_COMPLETION",
-        "top_k": 15,
+        # recall's top_k: how many graph elements its search ranks, not how many items a question
+        # gets (so notebook 02 does not count its questions as short of top_k)
+        "recall_top_k": 15,
         "chunk_size": None,  # tokens per chunk; None: cognee's own (a LoCoMo session whole)
         "self_improvement": False,
     }
@@ -422,7 +425,7 @@ class CogneeLibrary(LibrarySystem):
                         dataset=dataset_name(self.dataset, user),
                         query=str(q["question"]),
                         query_type=self.settings["query_type"],
-                        top_k=int(self.settings["top_k"]),
+                        top_k=int(self.settings["recall_top_k"]),
                     )
                     latency = time.perf_counter() - t0
                 gateway.raise_fatal()
