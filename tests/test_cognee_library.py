@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from library_helpers import PLANTED, build, installed
+from library_helpers import PLANTED, build, needs
 from llm_helpers import api_client
 
 from memcost.calls import read_calls
 from memcost.paths import RunPaths
 from memcost.systems.store import read_done
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-if not installed("cognee"):
-    pytest.skip("cognee's environment is missing: make setup-cognee", allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), needs("cognee")]
 
 
 def test_cognee_through_the_gateway_recorded_cached_and_keyless(library_upstream, tmp_path):
