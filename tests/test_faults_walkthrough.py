@@ -63,7 +63,6 @@ def test_an_emptied_cache_sends_no_walkthrough_call_again(tmp_path):
             {
                 "datasets": ["locomo"],
                 "steps": ["00", "01", "02", "05"],
-                "parameters": {"interactive_explorer": False},
             }
         )
     )
