@@ -179,7 +179,7 @@ def test_a_missing_or_wrong_cognee_environment_is_refused_in_one_line(tmp_path, 
         match=r"^memory system cognee runs in its own environment .*"
         r"make setup-cognee",
     ):
-        cognee_library.library_version()
+        cognee_library.ENVIRONMENT.version()
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 2.0.1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
@@ -188,10 +188,10 @@ def test_a_missing_or_wrong_cognee_environment_is_refused_in_one_line(tmp_path, 
         ValueError,
         match=r"^cognee 2\.0\.1 is not supported: the adapter supports >=1\.6\.0,<1\.7\.0",
     ):
-        cognee_library.library_version()
+        cognee_library.ENVIRONMENT.version()
     monkeypatch.setenv("MEMCOST_COGNEE_PYTHON", sys.executable)  # an environment without it
     with pytest.raises(ValueError, match="has no cognee package; make setup-cognee"):
-        cognee_library.library_version()
+        cognee_library.ENVIRONMENT.version()
     with pytest.raises(ValueError, match="make setup-cognee"):
         from memcost.systems import parse_systems
 
@@ -205,7 +205,7 @@ def test_the_worker_gets_the_gateway_and_no_key(tmp_path, monkeypatch):
     run = RunPaths(tmp_path / "run").ensure()
     system = open_system("cognee", run.dataset("locomo").ensure(), dataset="locomo")
     with Gateway(None, route) as gateway:  # type: ignore[arg-type]
-        env = system._worker(gateway).env
+        env = system._library(gateway).env
         assert env["LLM_ENDPOINT"] == env["EMBEDDING_ENDPOINT"] == gateway.base_url
     assert planted not in json.dumps(env)
     assert env["LLM_API_KEY"] == env["EMBEDDING_API_KEY"] == PLACEHOLDER_KEY

@@ -140,7 +140,7 @@ def test_sessions_become_items_and_memories_find_their_turns():
 def test_a_missing_or_broken_hindsight_environment_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMCOST_HINDSIGHT_PYTHON", str(tmp_path / "none" / "python"))
     with pytest.raises(ValueError, match=r"^memory system hindsight runs in its own environment"):
-        hindsight_library.library_version()
+        hindsight_library.ENVIRONMENT.version()
     fake = tmp_path / "python"
     fake.write_text(  # Hindsight 1.1.0 beside a dateparser that breaks its temporal search
         '#!/bin/sh\ncase "$*" in *dateparser*) echo 1.5.0;; *) echo 1.1.0;; esac\n'
@@ -152,4 +152,4 @@ def test_a_missing_or_broken_hindsight_environment_is_refused_in_one_line(tmp_pa
         match=r"^dateparser 1\.5\.0 in hindsight's environment: .* make setup-hindsight "
         r"installs dateparser<1\.5\.0$",
     ):
-        hindsight_library.library_version()
+        hindsight_library.ENVIRONMENT.version()

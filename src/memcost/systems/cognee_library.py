@@ -80,11 +80,6 @@ _SCHEMAS = {
 _STRUCTURAL = frozenset({"made_from", "is_part_of", "contains", "is_a", "mentioned_in"})
 
 
-def library_version() -> str:
-    """cognee's version in its environment (``ValueError`` in one line if it cannot run)."""
-    return ENVIRONMENT.version()
-
-
 def route(body: Mapping[str, Any]) -> Route:
     """cognee's chat calls told apart by the name of the schema they ask for."""
     response_format = body.get("response_format") or {}
@@ -333,10 +328,6 @@ class CogneeLibrary(LibrarySystem):
     write_update_phase = False
     write_model_setting = "llm_model"
 
-    @classmethod
-    def check_available(cls) -> None:
-        library_version()
-
     def fingerprint(self, client: LLMClient) -> str:
         settings = json.dumps(
             {
@@ -346,12 +337,9 @@ class CogneeLibrary(LibrarySystem):
             sort_keys=True,
         )
         digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
-        return f"cognee-{library_version()}-{client.backend}-{digest}"
+        return f"cognee-{ENVIRONMENT.version()}-{client.backend}-{digest}"
 
     def _library(self, gateway: Gateway) -> Worker:
-        return self._worker(gateway)
-
-    def _worker(self, gateway: Gateway) -> Worker:
         home = self.folder / "cognee_home"
         env = keyless_environ()  # the gateway holds the client's key
         env.update(
@@ -406,7 +394,7 @@ class CogneeLibrary(LibrarySystem):
         out: dict[str, Recall] = {}
         built = set(store.read_done(self.folder))
         chunks: dict[str, pd.DataFrame] = {}
-        with self._gateway(client) as gateway, self._worker(gateway) as worker:
+        with self._gateway(client) as gateway, self._library(gateway) as worker:
             for q in tqdm(
                 questions.to_dict("records"), desc="cognee recall", unit="question", leave=False
             ):

@@ -96,11 +96,6 @@ _PROMPTS = {  # the opening of each chat call's system prompt: (stage, ledger st
 _PENDING = ("pending", "processing", "queued", "running")
 
 
-def library_version() -> str:
-    """Hindsight's version in its environment (``ValueError`` in one line if it cannot run)."""
-    return ENVIRONMENT.version()
-
-
 def route(body: Mapping[str, Any]) -> Route:
     """Hindsight's chat calls told apart by their system prompts."""
     messages = body.get("messages") or []
@@ -262,21 +257,14 @@ class HindsightLibrary(LibrarySystem):
 
     _pg: PgServer | None = None
 
-    @classmethod
-    def check_available(cls) -> None:
-        library_version()
-
     def fingerprint(self, client: LLMClient) -> str:
         settings = json.dumps(
             {k: self.settings[k] for k in ("llm_model", "embedding_model")}, sort_keys=True
         )
         digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
-        return f"hindsight-{library_version()}-{client.backend}-{digest}"
+        return f"hindsight-{ENVIRONMENT.version()}-{client.backend}-{digest}"
 
     def _library(self, gateway: Gateway) -> Server:
-        return self._server(gateway)
-
-    def _server(self, gateway: Gateway) -> Server:
         if self._pg is None:
             self._pg = PgServer(self.ds.root.parent / SERVER_DIR)
         dsn = self._pg.start()
@@ -375,7 +363,7 @@ class HindsightLibrary(LibrarySystem):
             return out
         positions: dict[str, dict[str, list[int]]] = {}
         try:
-            with self._gateway(client) as gateway, self._server(gateway) as server:
+            with self._gateway(client) as gateway, self._library(gateway) as server:
                 for q in tqdm(todo, desc="hindsight recall", unit="question", leave=False):
                     user, qid = str(q["conversation_id"]), str(q["question_id"])
                     if user not in positions:

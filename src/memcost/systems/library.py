@@ -24,12 +24,20 @@ import memcost.systems.store as store
 from memcost.gateway import Gateway, Route
 from memcost.llm import LLMClient
 from memcost.systems.base import MemorySystem, SystemBuild
+from memcost.systems.environments import LibraryEnvironment
 
 
 class LibrarySystem(MemorySystem):
     """A memory system that is a third-party library behind the metering gateway."""
 
     embedding_step: ClassVar[str]  # the ledger step of its embedding calls, e.g. "mem0/embed"
+    # where the library lives when it cannot share this environment (None: it is installed here)
+    environment: ClassVar[LibraryEnvironment | None] = None
+
+    @classmethod
+    def check_available(cls) -> None:
+        if cls.environment is not None:
+            cls.environment.version()
 
     @staticmethod
     @abstractmethod
