@@ -263,3 +263,11 @@ def test_the_gateway_hands_a_librarys_json_schema_on_to_the_model(tmp_path, monk
     assert sent[0]["response_format"] == body["response_format"]
     assert sent[1]["response_format"] == {"type": "json_object"}  # a different request, sent
     assert again.choices[0].message.content
+
+
+def test_cognees_recall_setting_is_not_a_number_of_items(tmp_path):
+    # notebook 02 counts questions "short of top_k" from a system's top_k setting; cognee's
+    # recall ranks graph elements, so naming its setting top_k flagged a trap that is not there
+    run = RunPaths(tmp_path / "run").ensure()
+    system = open_system("cognee", run.dataset("locomo").ensure(), dataset="locomo")
+    assert system.settings.get("top_k") is None and system.settings["recall_top_k"] == 15

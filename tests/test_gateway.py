@@ -198,3 +198,20 @@ def test_a_library_exception_for_one_user_fails_that_user_and_the_others_are_bui
     assert report.built == 1 and set(report.failed) == {"pair-2"}
     assert "RuntimeError: the library broke on this user" in report.failed["pair-2"]
     assert set(read_done(system.folder)) == {"pair-1"}
+
+
+def test_a_library_users_fingerprint_follows_its_build_settings_and_models(tmp_path, monkeypatch):
+    # mem0's used to name only its version, backend and prompt: a user built with other
+    # segments or another extraction model was kept on resume
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    run = RunPaths(tmp_path / "run").ensure()
+    client = api_client(run, "http://127.0.0.1:9/v1", tmp_path)
+
+    def of(**settings):
+        system = open_system(
+            "mem0", run.dataset("locomo").ensure(), dataset="locomo", settings=settings
+        )
+        return system.fingerprint(client)
+
+    assert of() == of(top_k=5)  # a read setting: the memory is the same
+    assert len({of(), of(batch_size=4), of(extraction_model="gpt-5-mini-2025-08-07")}) == 3

@@ -33,7 +33,6 @@ stand-ins answer its prompts' schemas by name).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -327,17 +326,7 @@ class CogneeLibrary(LibrarySystem):
     write_passes = 4.0
     write_update_phase = False
     write_model_setting = "llm_model"
-
-    def fingerprint(self, client: LLMClient) -> str:
-        settings = json.dumps(
-            {
-                k: self.settings[k]
-                for k in ("llm_model", "embedding_model", "chunk_size", "self_improvement")
-            },
-            sort_keys=True,
-        )
-        digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
-        return f"cognee-{ENVIRONMENT.version()}-{client.backend}-{digest}"
+    build_settings = ("chunk_size", "self_improvement")
 
     def _library(self, gateway: Gateway) -> Worker:
         home = self.folder / "cognee_home"

@@ -33,7 +33,6 @@ calls are the user's. A question is one ``recall`` with Hindsight's defaults.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 import subprocess
@@ -256,13 +255,6 @@ class HindsightLibrary(LibrarySystem):
     write_model_setting = "llm_model"
 
     _pg: PgServer | None = None
-
-    def fingerprint(self, client: LLMClient) -> str:
-        settings = json.dumps(
-            {k: self.settings[k] for k in ("llm_model", "embedding_model")}, sort_keys=True
-        )
-        digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
-        return f"hindsight-{ENVIRONMENT.version()}-{client.backend}-{digest}"
 
     def _library(self, gateway: Gateway) -> Server:
         if self._pg is None:

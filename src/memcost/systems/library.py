@@ -21,6 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import memcost.systems.store as store
+from memcost.fingerprint import fingerprint
 from memcost.gateway import Gateway, Route
 from memcost.llm import LLMClient
 from memcost.systems.base import MemorySystem, SystemBuild
@@ -33,20 +34,39 @@ class LibrarySystem(MemorySystem):
     embedding_step: ClassVar[str]  # the ledger step of its embedding calls, e.g. "mem0/embed"
     # where the library lives when it cannot share this environment (None: it is installed here)
     environment: ClassVar[LibraryEnvironment | None] = None
+    # what a built user depends on besides the models and the library's version (fingerprint)
+    build_settings: ClassVar[tuple[str, ...]] = ()
+    prompts: ClassVar[tuple[str, ...]] = ()  # prompt ids the adapter gives the library
+
+    @classmethod
+    def library_version(cls) -> str:
+        """The library's version, or ``ValueError`` in one line when it cannot run here."""
+        assert cls.environment is not None, f"{cls.name} names no environment"
+        return cls.environment.version()
 
     @classmethod
     def check_available(cls) -> None:
-        if cls.environment is not None:
-            cls.environment.version()
+        cls.library_version()
 
     @staticmethod
     @abstractmethod
     def route(body: Mapping[str, Any]) -> Route:
         """The library's chat request to its ledger stage, step and offline stand-in."""
 
-    @abstractmethod
     def fingerprint(self, client: LLMClient) -> str:
-        """What a finished user was built with (a build with another rebuilds it)."""
+        """What a finished user was built with (a build with another rebuilds it): the library
+        and its version, each model with the backend that serves it, the adapter's prompts and
+        the build's settings."""
+        return fingerprint(
+            stage=self.name,
+            client=client,
+            models=[v for k, v in self.settings.items() if k.endswith("_model")],
+            prompts=self.prompts,
+            parameters={
+                "library": self.library_version(),
+                **{k: self.settings[k] for k in self.build_settings},
+            },
+        )
 
     @abstractmethod
     def _library(self, gateway: Gateway) -> contextlib.AbstractContextManager[Any]:

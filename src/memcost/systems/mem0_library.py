@@ -103,6 +103,8 @@ class Mem0Library(LibrarySystem):
     describes = "the mem0 library (mem0ai 1.0.4) configured as §3.1, through the gateway"
     route = staticmethod(route)
     embedding_step = "mem0/embed"
+    prompts = (MEM0_EXTRACT.id,)
+    build_settings = ("batch_size", "max_segment_chars", "vector_store")
     defaults = {
         "extraction_model": EXTRACTION_MODEL,
         "embedding_model": EMBEDDING_MODEL,
@@ -115,8 +117,8 @@ class Mem0Library(LibrarySystem):
     _server: PgServer | None = None
 
     @classmethod
-    def check_available(cls) -> None:
-        library_version()
+    def library_version(cls) -> str:
+        return library_version()  # installed in this environment
 
     def _memory(self, gateway: Gateway) -> Any:
         os.environ["MEM0_TELEMETRY"] = "False"  # before the import: nothing leaves the machine
@@ -185,9 +187,6 @@ class Mem0Library(LibrarySystem):
         if self._server is not None:
             self._server.stop()
             self._server = None
-
-    def fingerprint(self, client: LLMClient) -> str:
-        return f"mem0ai-{library_version()}-{client.backend}-{MEM0_EXTRACT.id}"
 
     def _library(self, gateway: Gateway) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext(self._memory(gateway))
