@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -141,11 +142,11 @@ def test_hashing_embedder_is_pinned_normalised_and_lexical():
     texts = ["Caroline went to the LGBTQ support group on 7 May 2023.", "Melanie paints sunrises."]
     vectors = embedder.embed(texts)
     assert vectors.shape == (2, 1536) and vectors.dtype == np.float32
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=4e-3)  # on the 2^-11 grid
     # pinned: the same bytes on every machine (blake2b buckets, exactly rounded norms)
     assert (
         hashlib.sha256(vectors.tobytes()).hexdigest()
-        == "9d2dec02c64892c9148d84203e5dfec2716cc05749b9f0d11ff6a93d32990adb"
+        == "d1d6c1b37db18a4dc1f9cafb3ffa675231318aadd1bbb0f0c19e0796e85ce343"
     )
     query, near, far = embedder.embed(
         [
@@ -160,6 +161,28 @@ def test_hashing_embedder_is_pinned_normalised_and_lexical():
     # sublinear tf: repeating a word shifts weight towards it, but not tenfold
     once, many = embedder.embed(["dog cat", "dog dog dog dog dog dog dog dog dog dog cat"])
     assert float(once @ many) > 0.5
+
+
+def test_offline_inner_products_are_exact_in_any_summation_order():
+    """The components lie on a 2^-11 grid, so a float32 inner product is exact whichever order
+    a CPU adds it in: a top-k search ranks tied and near-tied facts the same on every machine
+    (they used to come back as +1e-9 on one CPU and -1e-9 on another)."""
+    texts = [
+        "Caroline went to the LGBTQ support group on 7 May 2023.",
+        "Which support group did Caroline go to?",
+        "Melanie paints sunrises by the lake every weekend. " * 40,  # a long, flat vector
+        "Jon lost his job as a banker and opened a dance studio.",
+    ]
+    vectors = HashingEmbedder().embed(texts)
+    rng = np.random.default_rng(0)
+    for a in vectors:
+        for b in vectors:
+            exact = math.fsum(a.astype(np.float64) * b.astype(np.float64))
+            assert float(a @ b) == exact  # numpy's (SIMD) order
+            shuffled = np.float32(0)
+            for i in rng.permutation(len(a)):  # one float32 addition at a time, shuffled
+                shuffled = np.float32(shuffled + a[i] * b[i])
+            assert float(shuffled) == exact
 
 
 def test_hashing_embedder_is_stable_across_processes():
@@ -178,7 +201,7 @@ def test_hashing_embedder_is_stable_across_processes():
         ).stdout.strip()
         for seed in ("0", "4242")
     }
-    assert digests == {"9d2dec02c64892c9148d84203e5dfec2716cc05749b9f0d11ff6a93d32990adb"}
+    assert digests == {"d1d6c1b37db18a4dc1f9cafb3ffa675231318aadd1bbb0f0c19e0796e85ce343"}
 
 
 def test_offline_embeddings_through_the_client(run_paths):

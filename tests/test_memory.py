@@ -575,4 +575,4 @@ def test_embed_groups_counts_truncated_inputs_like_the_client(run_paths):
     )
     assert [v.shape[0] for v in vectors] == [2, 1] and not vectors[1].any()
     assert client.stats.truncated_inputs == 1
-    assert np.allclose(np.linalg.norm(vectors[0], axis=1), 1.0)
+    assert np.allclose(np.linalg.norm(vectors[0], axis=1), 1.0, atol=4e-3)  # 2^-11 grid

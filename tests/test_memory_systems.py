@@ -237,7 +237,7 @@ def test_rag_writes_with_embeddings_alone_and_answers_under_its_own_name(run_pat
     assert (
         len(items) > 1
         and (items["tokens"] <= 60).all()
-        and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+        and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=4e-3)  # 2^-11 grid
     )
     assert sorted(p for ps in items["positions"] for p in ps) == list(range(7))  # every turn
     questions = questions_for("pair-1", ["What is the beagle called?"])

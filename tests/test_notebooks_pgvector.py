@@ -70,7 +70,7 @@ def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
         for user in users:
             ids, x = store.vectors(user)
             assert ids == sorted(active.loc[active["conversation_id"] == user, "fact_id"])
-            assert np.allclose(np.linalg.norm(x, axis=1), 1, atol=1e-4)
+            assert np.allclose(np.linalg.norm(x, axis=1), 1, atol=4e-3)  # 2^-11 grid
         # another user's identical fact never comes back
         a, b = users[:2]
         probe = store.vectors(b)[1][:1]

@@ -114,7 +114,7 @@ def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):
     vector = store.vectors("pair-2")[0]  # a pair-2 fact, searched in pair-1's index
     found = retrieval.retrieve(store, "pair-1", vector, top_k=20)
     assert found.fact_ids and all(f.startswith("pair-1:") for f in found.fact_ids)
-    assert found.scores[0] == pytest.approx(1.0, abs=1e-5)  # its identical twin, not itself
+    assert found.scores[0] == pytest.approx(1.0, abs=4e-3)  # its identical twin, not itself
 
 
 def test_offline_answers_and_evidence_recall(run_paths):

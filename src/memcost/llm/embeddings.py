@@ -7,6 +7,12 @@ The offline embedder is feature hashing (the "hashing trick"): word unigrams and
 hashed with blake2b to a bucket and a sign, weighted by ``1 + log(tf)``. It is deterministic on
 every machine (never Python's salted ``hash()``), needs no model file, and captures lexical
 overlap only: it is a stand-in that keeps the pipeline honest, not a semantic embedding.
+
+Its components are multiples of 2^-11 (:data:`GRID`). A product of two of them is a multiple of
+2^-22, and a sum of such products below 2 in size needs at most 23 bits: every inner product of
+two offline vectors is then exact in float32, in whatever order a CPU's vector instructions add
+it up. Without that, two facts a question shares no word with score +1e-9 on one machine and
+-1e-9 on another, and which of them a top-k search returns depended on the CPU.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ API_MAX_INPUTS = 2_048
 API_MAX_TOKENS = 300_000
 API_MAX_INPUT_TOKENS = 8_192
 TOKEN_MARGIN = 0.85
+GRID = 2.0**11  # offline vectors' components are multiples of 1 / GRID (exact inner products)
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
@@ -124,8 +131,9 @@ class HashingEmbedder:
         vec = np.zeros(self.dims, dtype=np.float32)
         norm = math.sqrt(math.fsum(v * v for v in values.values()))
         if norm > 0:
+            # on the grid: unit length to within ~1e-3, and inner products exact (module doc)
             for index, value in values.items():
-                vec[index] = value / norm
+                vec[index] = round(value / norm * GRID) / GRID
         return vec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
