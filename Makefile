@@ -2,6 +2,7 @@
 #   make reproduce            run the whole study offline on the bundled samples (no key needed)
 #   make reproduce PRESET=x   run papermill_params/x.yaml instead
 #   make test                 the test suite (what CI runs)
+#   make lock                 refresh the pinned versions (constraints*.txt) from the registry
 
 PYTHON_SYSTEM ?= $(shell command -v python3.11 || command -v python3)
 VENV          := .venv
@@ -17,7 +18,13 @@ RUN_NAME      ?=
 TEST_WORKERS  ?= 2
 PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: setup setup-cognee setup-hindsight bytecode reproduce test test-slow lab bench lint clean help
+# Every environment installs the versions pinned in its lock (pip constraints): the one CI
+# tested, whatever the registry holds today. `make lock` refreshes them on purpose.
+LOCK           := constraints.txt
+COGNEE_LOCK    := constraints-cognee.txt
+HINDSIGHT_LOCK := constraints-hindsight.txt
+
+.PHONY: setup setup-cognee setup-hindsight bytecode reproduce test test-slow lab bench lint lock clean help
 
 help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
@@ -28,14 +35,16 @@ help:
 	@echo "make setup                                    create .venv and install the package"
 	@echo "make setup-cognee                             create .venv-cognee (memory system cognee)"
 	@echo "make setup-hindsight                          create .venv-hindsight (memory system hindsight)"
+	@echo "make lock                                     re-pin every package to the registry's newest"
 
 setup: $(STAMP)
 
-# Re-installs only when the package metadata changed; a second `make setup` takes a second.
-$(STAMP): pyproject.toml
+# Re-installs only when the package metadata or the lock changed; a second `make setup` takes
+# a second.
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON_SYSTEM) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,libraries]"
+	$(PY) -m pip install --quiet --upgrade pip -c $(LOCK)
+	$(PY) -m pip install --quiet -e ".[dev,libraries]" -c $(LOCK)
 	@touch $(STAMP)
 
 # The cognee memory system's library lives in an environment of its own: cognee 1.6 requires
@@ -47,10 +56,10 @@ COGNEE_PIN    := cognee==1.6.5
 
 setup-cognee: $(COGNEE_STAMP)
 
-$(COGNEE_STAMP):
+$(COGNEE_STAMP): $(COGNEE_LOCK)
 	@test -x $(COGNEE_VENV)/bin/python || $(PYTHON_SYSTEM) -m venv $(COGNEE_VENV)
-	$(COGNEE_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(COGNEE_VENV)/bin/python -m pip install --quiet "$(COGNEE_PIN)"
+	$(COGNEE_VENV)/bin/python -m pip install --quiet --upgrade pip -c $(COGNEE_LOCK)
+	$(COGNEE_VENV)/bin/python -m pip install --quiet "$(COGNEE_PIN)" -c $(COGNEE_LOCK)
 	@touch $(COGNEE_STAMP)
 
 # The Hindsight server likewise (it needs sqlalchemy < 2.1): the slim distribution, without the
@@ -63,11 +72,39 @@ HINDSIGHT_PIN   := hindsight-api-slim==1.1.0 dateparser<1.5
 
 setup-hindsight: $(HINDSIGHT_STAMP)
 
-$(HINDSIGHT_STAMP):
+$(HINDSIGHT_STAMP): $(HINDSIGHT_LOCK)
 	@test -x $(HINDSIGHT_VENV)/bin/python || $(PYTHON_SYSTEM) -m venv $(HINDSIGHT_VENV)
-	$(HINDSIGHT_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(HINDSIGHT_VENV)/bin/python -m pip install --quiet $(foreach p,$(HINDSIGHT_PIN),"$(p)")
+	$(HINDSIGHT_VENV)/bin/python -m pip install --quiet --upgrade pip -c $(HINDSIGHT_LOCK)
+	$(HINDSIGHT_VENV)/bin/python -m pip install --quiet $(foreach p,$(HINDSIGHT_PIN),"$(p)") -c $(HINDSIGHT_LOCK)
 	@touch $(HINDSIGHT_STAMP)
+
+# Re-pin on purpose: each environment installed afresh from the registry in a scratch folder,
+# without the lock, and frozen. Review the diff, run `make test-slow`, commit the three files.
+LOCK_TMP       := .cache/lock
+MAIN_SPEC      := -e ".[dev,libraries]"
+MAIN_NOTE      := What make setup installs into .venv: the study, its tests and mem0.
+COGNEE_SPEC    := "$(COGNEE_PIN)"
+COGNEE_NOTE    := What make setup-cognee installs into .venv-cognee.
+HINDSIGHT_SPEC := $(foreach p,$(HINDSIGHT_PIN),"$(p)")
+HINDSIGHT_NOTE := What make setup-hindsight installs into .venv-hindsight.
+
+# $(call freeze,name,LOCKFILE): install $(NAME_SPEC) afresh, write its pins with a header
+define freeze
+	rm -rf $(LOCK_TMP)/$(1) && $(PYTHON_SYSTEM) -m venv $(LOCK_TMP)/$(1)
+	$(LOCK_TMP)/$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_TMP)/$(1)/bin/python -m pip install --quiet $($(2)_SPEC)
+	{ echo "# $($(2)_NOTE)"; \
+	  echo "# Pinned by 'make lock' on $$(date -u +%Y-%m-%d) for Python $$($(LOCK_TMP)/$(1)/bin/python -c 'import platform; print(platform.python_version())') on $$(uname -sm)."; \
+	  echo "# Used as pip constraints (-c): a pin never installs anything by itself."; \
+	  $(LOCK_TMP)/$(1)/bin/python -m pip freeze --all --exclude-editable \
+	    | grep -v -E '^(setuptools|wheel)=='; } > $(3)
+	rm -rf $(LOCK_TMP)/$(1)
+endef
+
+lock:
+	$(call freeze,main,MAIN,$(LOCK))
+	$(call freeze,cognee,COGNEE,$(COGNEE_LOCK))
+	$(call freeze,hindsight,HINDSIGHT,$(HINDSIGHT_LOCK))
 
 # Every notebook kernel imports the package: compiled once here, not in each process (an
 # environment that sets PYTHONDONTWRITEBYTECODE never caches it otherwise). Up to date: 0.2 s.

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -82,6 +83,45 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return versions
 
 
+LOCK = REPO_ROOT / "constraints.txt"  # the versions `make setup` installs (`make lock` re-pins)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_status(lock: Path = LOCK) -> dict[str, Any] | None:
+    """How the installed packages compare with the lock: ``matches`` when every installed
+    package has its pinned version, else ``differs`` (``{package: {locked, installed}}``) and
+    ``not_locked`` (installed packages the lock does not name). With the tracked versions this
+    records every version that ran. ``None`` outside a checkout (no lock to compare with)."""
+    if not lock.is_file():
+        return None
+    locked: dict[str, str] = {}
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        pin = line.split("#", 1)[0].strip()
+        if "==" in pin:
+            name, version = pin.split("==", 1)
+            locked[_canonical(name)] = version.strip()
+    installed = {
+        _canonical(d.metadata["Name"]): d.version
+        for d in metadata.distributions()
+        if d.metadata["Name"]
+    }
+    differs = {
+        name: {"locked": version, "installed": installed[name]}
+        for name, version in sorted(locked.items())
+        if name in installed and installed[name] != version
+    }
+    not_locked = sorted(set(installed) - set(locked) - {"memcost", "setuptools", "wheel"})
+    return {
+        "lock": lock.name,
+        "matches": not differs and not not_locked,
+        "differs": differs,
+        "not_locked": not_locked,
+    }
+
+
 def tool_versions() -> dict[str, str]:
     return {
         "python": platform.python_version(),
@@ -136,6 +176,7 @@ def update_manifest(run: RunPaths, mutate: Callable[[dict[str, Any]], None]) -> 
                 "created_at": now_iso(),
                 "git": git_info(),
                 "packages": package_versions(),
+                "environment": lock_status(),
                 "tools": tool_versions(),
             }
         mutate(manifest)

@@ -50,6 +50,7 @@ def section_what_ran(view: RunView) -> list[str]:
             ),
         ],
     ]
+    rows.append(["packages", _environment(m.get("environment"))])
     rows += [_data_row(ds) for ds in view.datasets]
     models = models_used(view)
     if models:
@@ -66,6 +67,28 @@ def section_what_ran(view: RunView) -> list[str]:
         ]
     lines += [md_table(rows, ["what", "value"]), ""]
     return lines
+
+
+def _environment(status: dict[str, Any] | None) -> str:
+    """The installed packages against the lock `make setup` installs from."""
+    if not status:
+        return "not compared with a lock (not run from a checkout)"
+    if status.get("matches"):
+        return f"every package at the version pinned in {status['lock']}"
+    differs = status.get("differs") or {}
+    parts = [
+        f"{name} {v['installed']} (pinned {v['locked']})" for name, v in list(differs.items())[:8]
+    ]
+    if len(differs) > 8:
+        parts.append(f"and {len(differs) - 8} more")
+    text = f"{len(differs)} differ from {status['lock']}" + (
+        f": {', '.join(parts)}" if parts else ""
+    )
+    extra = status.get("not_locked") or []
+    if extra:
+        more = "…" if len(extra) > 5 else ""
+        text += f"; {len(extra)} installed but not pinned ({', '.join(extra[:5])}{more})"
+    return text
 
 
 def _vector_stores(manifest: dict[str, Any]) -> str:
