@@ -27,10 +27,7 @@ from filelock import FileLock
 from llm_helpers import TEST_KEY
 
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.run.execute import skip_iri_format_checker
 from memcost.testing.openai_server import FakeOpenAIServer
-
-skip_iri_format_checker()  # as in the runner: the test modules import nbformat (a second each)
 
 # The tests run on a fixed "today" so that they do not change meaning when a model they name is
 # shut down (the paper's GPT-5 models on 2026-12-11); the lifecycle tests set their own dates.

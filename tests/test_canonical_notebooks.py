@@ -12,7 +12,7 @@ import pytest
 
 from memcost.paths import NOTEBOOKS_DIR, REPO_ROOT
 from memcost.run import run_preset
-from memcost.run.notebooks import (
+from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
     discover_notebooks,
     stray_notebooks,

@@ -15,9 +15,9 @@ from memcost.io import read_jsonl
 from memcost.paths import RunPaths
 from memcost.prices import price_for
 from memcost.run import discover_notebooks
-from memcost.run.execute import NotebookFailed
 from memcost.run.preflight import preflight_credentials
 from memcost.run.presets import resolve_preset
+from memcost.run.runner import NotebookFailed
 
 OFFLINE = {"backend": "offline", "download": False}
 DROPPED = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from memcost.run.notebooks import discover_notebooks
+from memcost.run.runner import discover_notebooks
 
 NOTEBOOKS = {step: path for step, path in discover_notebooks().items() if step != "06"}
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from memcost.paths import REPO_ROOT
-from memcost.run.lock import RunLocked, hold_run
+from memcost.run.runner import RunLocked, hold_run
 
 
 def test_the_lock_names_its_holder_and_goes_with_a_killed_process(tmp_path):
@@ -20,7 +20,7 @@ def test_the_lock_names_its_holder_and_goes_with_a_killed_process(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom memcost.run.lock import hold_run\n"
+            "import sys, time\nfrom memcost.run.runner import hold_run\n"
             "with hold_run(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
             str(tmp_path),
         ],
@@ -38,7 +38,7 @@ def test_the_lock_names_its_holder_and_goes_with_a_killed_process(tmp_path):
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     with hold_run(tmp_path):  # the kernel released it with the killed process
-        assert f"pid {os.getpid()}" in (tmp_path / ".lock").read_text()
+        assert f"pid {os.getpid()}" in (tmp_path / ".lock.holder").read_text()
 
 
 def test_a_run_whose_directory_is_held_exits_4_and_writes_nothing(tmp_path):

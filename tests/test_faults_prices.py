@@ -63,7 +63,8 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
     tmp_path, capsys, monkeypatch, run_paths
 ):
     from memcost.cli.main import build_parser
-    from memcost.run.presets import PresetError, discover_notebooks, resolve_preset
+    from memcost.run.presets import PresetError, resolve_preset
+    from memcost.run.runner import discover_notebooks
     from memcost.run.validate import validate_run
 
     assert main(run_args(tmp_path)) == 2

@@ -112,14 +112,16 @@ def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp
 
 
 def test_signs_of_life_reach_the_terminal_without_verbose(tmp_path):
+    import contextlib
     import sys
 
     from memcost.io import SIGN_OF_LIFE
-    from memcost.run.progress import Progress
+    from memcost.run.runner import Progress
 
     terminal = io.StringIO()
     progress = Progress(tmp_path, 1, terminal=terminal)
-    with progress.cells():
+    sink = progress.sink()  # what papermill writes a notebook's cell output to
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         print("a table the notebook printed")
         print(f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for 95 s", file=sys.stderr)
         sys.stderr.write("\rbatch judge:  30%|###   | 12/40")  # a progress bar, then

@@ -10,7 +10,8 @@ absolute and relative, ``importlib.import_module("memcost....")`` too. From that
 - no two classes under ``src/memcost`` share a name (a newcomer should never ask "which
   ``FaissStore``?"), and none is a mixin: an object is made of parts it is handed, so one call
   can be followed without opening every file that adds methods to it;
-- no module is over 600 lines and no function over 80.
+- no module is over 1,000 lines and no function over 100 (a module is a concept: 200-600
+  lines is healthy, and a concept is not split to meet a number).
 - each module imports only its own layer or layers below, by the table :data:`LAYER_OF`
   (foundations <- llm <- offline <- stages <- analysis <- run/cli), with two extra rules:
   analysis never imports ``llm``, and nothing outside ``memcost.testing`` imports it;
@@ -62,7 +63,6 @@ LAYER_OF: dict[str, str] = {
     "plots": ANALYSIS,
     "run": TOP,
     "cli": TOP,
-    "kernel_server": TOP,
     "report": TOP,
     "__main__": TOP,
     "testing": TESTING,
@@ -199,8 +199,8 @@ def package_graph(graph: Graph) -> Graph:
     return packages
 
 
-MAX_MODULE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 1_000
+MAX_FUNCTION_LINES = 100
 
 
 def mixins(root: Path, package: str = PACKAGE) -> list[str]:
@@ -300,7 +300,7 @@ def test_modules_and_functions_stay_small():
 
 def test_function_level_imports_are_in_the_graph(graph):
     # the runner executes notebooks with papermill, imported inside a function
-    assert "papermill" in graph.external["memcost.run.execute"]
+    assert "papermill" in graph.external["memcost.run.runner"]
     assert "memcost.run.report" in graph.edges["memcost.run.runner"]
 
 

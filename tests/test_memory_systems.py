@@ -335,8 +335,8 @@ def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun
 
 def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
     from memcost.run import PresetError
-    from memcost.run.notebooks import discover_notebooks
     from memcost.run.presets import resolve_preset
+    from memcost.run.runner import discover_notebooks
     from memcost.run.validate import validate_run
 
     notebooks = discover_notebooks()

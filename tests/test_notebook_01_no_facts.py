@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from memcost.paths import NOTEBOOKS_DIR
-from memcost.run.execute import execute_notebook
+from memcost.run.runner import execute_notebook
 from memcost.testing.openai_server import FakeOpenAIServer
 from memcost.testing.stages import StageResponder, stage_of
 
@@ -37,7 +37,6 @@ def test_notebook_01_finishes_when_no_segment_gives_a_fact(prepared_run, tmp_pat
                 "base_url": server.url,
                 "client": {"api_key_env": KEY_ENV},
             },
-            False,
         )
     segments = pd.read_parquet(run.dataset("locomo").memory / "segments.parquet")
     assert len(segments) and (segments["status"] == "ok").all()

@@ -16,7 +16,8 @@ from memcost.llm.requests import ChatRequest
 from memcost.paths import REPO_ROOT
 from memcost.prices import price_for
 from memcost.run.lifecycle_gate import check_lifecycle
-from memcost.run.presets import PresetError, discover_notebooks, resolve_preset
+from memcost.run.presets import PresetError, resolve_preset
+from memcost.run.runner import discover_notebooks
 from memcost.testing.openai_server import FakeOpenAIServer
 
 

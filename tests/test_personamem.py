@@ -173,7 +173,6 @@ def test_notebook_00_writes_tables_1_and_2_from_files_in_this_schema(tmp_path):
     import papermill
 
     from memcost.paths import NOTEBOOKS_DIR
-    from memcost.run.kernel_manager import kernel_manager_class
 
     folder = _copy(tmp_path)
     run_dir = tmp_path / "run"
@@ -184,7 +183,6 @@ def test_notebook_00_writes_tables_1_and_2_from_files_in_this_schema(tmp_path):
         progress_bar=False,
         cwd=str(NOTEBOOKS_DIR),
         kernel_name="python3",
-        kernel_manager_class=kernel_manager_class(),
     )
     ds = RunPaths(run_dir).dataset("personamem")
     table1 = pd.read_csv(ds.table.table1)

@@ -13,8 +13,8 @@ from memcost.cli.estimate import preset_estimate
 from memcost.cli.main import main
 from memcost.costs.estimate import bill, call_hours, chosen_total, summary_text
 from memcost.paths import REPO_ROOT
-from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import resolve_preset
+from memcost.run.runner import discover_notebooks
 
 BATCHED = {"extract": "batch", "judge": "batch"}
 ROW = re.compile(

@@ -13,8 +13,7 @@ import pytest
 
 from memcost.paths import RunPaths
 from memcost.run import run_preset
-from memcost.run.execute import execute_notebook
-from memcost.run.notebooks import discover_notebooks
+from memcost.run.runner import discover_notebooks, execute_notebook
 
 
 @pytest.mark.slow
@@ -29,7 +28,6 @@ def test_notebook_defaults_reproduce_the_runners_table3(tmp_path):
             notebook,
             by_hand.root / "executed" / notebook.name,
             {"run_dir": str(by_hand.root)},
-            stream=False,
         )
     ours = pd.read_csv(by_hand.dataset("locomo").table.table3)
     theirs = pd.read_csv(batch.dataset("locomo").table.table3)

@@ -11,14 +11,7 @@ import pytest
 import yaml
 
 from memcost.run import NotebookFailed, PresetError, load_preset, run_preset
-from memcost.run.side_by_side import SWITCH, SideBySide
-
-
-def chained(chains: list[list[tuple]]) -> tuple[list[tuple], dict[tuple, set[tuple]]]:
-    """Tasks and prerequisites for chains run in order: each task waits for the one before it."""
-    tasks = [t for chain in chains for t in chain]
-    after = {b: {a} for chain in chains for a, b in zip(chain, chain[1:], strict=False)}
-    return tasks, after
+from memcost.run.runner import WORKERS as SWITCH
 
 
 def _notebook(path: Path, params: str, body: str) -> Path:
@@ -146,18 +139,20 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks, monke
     assert manifest["notebooks"]["a/00_prepare"]["status"] == "failed"
 
 
-def test_datasets_side_by_side_give_the_serial_run_and_stop_on_a_failure(
+def test_datasets_in_processes_of_their_own_give_the_serial_run_and_stop_on_a_failure(
     tmp_path, notebooks, monkeypatch
 ):
-    # offline, two datasets' notebooks run at once: the same files as one after another, and
-    # a notebook that fails stops the run before any run-wide notebook
+    # offline, two datasets' notebooks run at once, each dataset in a process of its own: the
+    # same files as one after another, and a notebook that fails stops the run before any
+    # run-wide notebook
     monkeypatch.setenv(SWITCH, "2")
     _notebook(
         notebooks / "01_slow.ipynb",
         'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor',
-        "import time\nfrom pathlib import Path\nassert dataset != 'c', 'c fails'\n"
+        "import os, time\nfrom pathlib import Path\nassert dataset != 'c', 'c fails'\n"
         "Path(run_dir, dataset, 'start').write_text(str(time.time()))\ntime.sleep(1.5)\n"
-        "Path(run_dir, dataset, 'end').write_text(str(time.time()))",
+        "Path(run_dir, dataset, 'end').write_text(str(time.time()))\n"
+        "Path(run_dir, dataset, 'threads').write_text(os.environ['OMP_NUM_THREADS'])",
     )
     preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 2, "label": "L"}})
     run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
@@ -166,85 +161,22 @@ def test_datasets_side_by_side_give_the_serial_run_and_stop_on_a_failure(
         tuple(float((run.root / d / f).read_text()) for f in ("start", "end")) for d in ("a", "b")
     ]
     assert max(s for s, _ in spans) < min(e for _, e in spans)  # they overlapped
+    assert (run.root / "a" / "threads").read_text() == "1"  # one numerical thread per kernel
     manifest = json.loads(run.manifest.read_text())
     assert len(manifest["notebooks"]) == 5
     assert all(v["status"] == "ok" for v in manifest["notebooks"].values())
+    log = next(run.logs.glob("run-*.log")).read_text()
+    assert log.count("notebook 5 of 5: 05_summarise: ok") == 1
 
     preset = _preset(tmp_path, {"datasets": ["a", "c"], "parameters": {"scale": 2}})
-    with pytest.raises(NotebookFailed, match="c fails"):
+    with pytest.raises(NotebookFailed, match="c fails") as failed:
         run_preset(preset, run_name=str(tmp_path / "bad"), notebooks_dir=notebooks, stream=False)
+    assert failed.value.output == tmp_path / "bad" / "c" / "notebooks" / "01_slow.ipynb"
     assert not (tmp_path / "bad" / "summary.txt").exists()
     manifest = json.loads((tmp_path / "bad" / "manifest.json").read_text())
     assert manifest["notebooks"]["c/01_slow"]["status"] == "failed"
+    assert manifest["notebooks"]["a/01_slow"]["status"] == "ok"  # it ran beside, and finished
     assert "05_summarise" not in manifest["notebooks"]
-
-
-def test_long_context_runs_beside_the_memory_and_the_judge_waits_for_both(
-    tmp_path, notebooks, monkeypatch
-):
-    # one dataset, offline: 03 reads nothing of 01-02, so it runs beside them (01 waits for
-    # 03 to start, which it can only do side by side); 02 waits for 01, 04 for 02 and 03
-    monkeypatch.setenv(SWITCH, "2")
-    params = 'run_dir: str = ""  # where\ndataset: str = "a"  # which\nscale: int = 1  # factor'
-    body = (
-        "import time\nfrom pathlib import Path\nfolder = Path(run_dir, dataset)\n"
-        "for read in {reads!r}:\n"
-        "    assert (folder / f'{{read}}.end').is_file(), f'{{read}} has not run'\n"
-        "(folder / '{name}.start').touch()\n"
-        "deadline = time.monotonic() + 20\n"
-        "while {beside!r} and not (folder / '{beside}.start').is_file():\n"
-        "    assert time.monotonic() < deadline, '{beside} did not start beside {name}'\n"
-        "    time.sleep(0.05)\n"
-        "(folder / '{name}.end').touch()"
-    )
-    steps = [
-        ("01_build", [], "03_long"),
-        ("02_read", ["01_build"], ""),
-        ("03_long", [], ""),
-        ("04_judge", ["02_read", "03_long"], ""),
-    ]
-    for name, reads, beside in steps:
-        _notebook(
-            notebooks / f"{name}.ipynb", params, body.format(name=name, reads=reads, beside=beside)
-        )
-    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"scale": 2}})
-    run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
-    assert (run.root / "a" / "04_judge.end").is_file()
-
-
-def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
-    import threading
-    import time
-
-    done, lock = [], threading.Lock()
-
-    def run_one(step, dataset):
-        time.sleep(0.05)
-        if (step, dataset) == ("01", "a"):
-            raise RuntimeError("a failed")
-        with lock:
-            done.append((step, dataset))
-
-    chains = [
-        [("00", "a"), ("01", "a"), ("02", "a")],
-        [("00", "b"), ("01", "b")],
-        [("00", "c")],
-        [("00", "d")],
-    ]
-    with pytest.raises(RuntimeError, match="a failed"):
-        SideBySide(run_one, lambda status: False, workers=2).run(*chained(chains))
-    assert ("02", "a") not in done and ("00", "d") not in done  # nothing after the failure
-    assert done.index(("00", "b")) < done.index(("01", "b")) if ("01", "b") in done else True
-
-    def slow(step, dataset):
-        time.sleep({"x": 0.1, "y": 0.4}.get(dataset, 0.0))  # y is running when x ends
-        return f"{step}{dataset}"
-
-    statuses = SideBySide(slow, lambda status: status == "00x", workers=2).run(  # type: ignore
-        *chained([[("00", "x"), ("01", "x")], [("00", "y"), ("01", "y")], [("00", "z")]])
-    )
-    # x's failed items stop the run: y finishes what it had begun, nothing else starts
-    assert statuses == {("00", "x"): "00x", ("00", "y"): "00y"}
 
 
 @pytest.mark.parametrize(
@@ -257,10 +189,12 @@ def test_chains_keep_their_order_and_a_failure_starts_nothing_new():
         ({"memory_systems": ["mem0_style", "hindsight"]}, 1),  # its database is that server
     ],
 )
-def test_only_an_offline_run_without_postgresql_goes_side_by_side(monkeypatch, overrides, workers):
+def test_only_an_offline_run_without_postgresql_runs_datasets_at_once(
+    monkeypatch, overrides, workers
+):
     from memcost.run import discover_notebooks
     from memcost.run.presets import resolve_preset
-    from memcost.run.side_by_side import dataset_workers
+    from memcost.run.runner import dataset_workers
 
     monkeypatch.setenv(SWITCH, "2")
     preset = resolve_preset("smoke", discover_notebooks(), overrides=overrides)

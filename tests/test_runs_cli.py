@@ -82,8 +82,8 @@ def test_clean_deletes_a_run_and_refuses_other_folders(runs, capsys):
 
 def test_the_log_is_one_line_per_notebook_and_the_file_has_everything(runs):
     out = (runs / "terminal.txt").read_text()
-    assert "notebook 1 of 2: 00_first ... ok in" in out
-    assert "notebook 2 of 2: 01_second ... failed in" in out
+    assert "notebook 1 of 2: 00_first: ok in" in out
+    assert "notebook 2 of 2: 01_second: failed in" in out
     assert "ETA ~" in out  # after the first notebook, the second's ETA
     assert "CELL-OUTPUT-MARKER" not in out  # cell output only with --verbose
     log = next((runs / "good" / "logs").glob("run-*.log")).read_text()

@@ -9,7 +9,6 @@ import pytest
 
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import default_steps, discover_notebooks, load_preset, run_preset
-from memcost.run.kernel_manager import kernel_manager_class
 from memcost.serving import published
 from memcost.serving.replay import TURN_COLUMNS, read_turns
 
@@ -40,7 +39,6 @@ def executed(tmp_path_factory):
         progress_bar=False,
         cwd=str(NOTEBOOKS_DIR),
         kernel_name="python3",
-        kernel_manager_class=kernel_manager_class(),
     )
     return run
 

@@ -15,8 +15,8 @@ from memcost.costs.estimate import bill, call_hours
 from memcost.data.benchmark import as_source
 from memcost.lifecycle import successor_preset
 from memcost.paths import PARAMS_DIR
-from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import resolve_preset
+from memcost.run.runner import discover_notebooks
 from memcost.stats import cluster_bootstrap_interval
 from memcost.verify import MIN_CONVERSATIONS, detectable_gap, plan
 

@@ -7,8 +7,7 @@ import subprocess
 
 from memcost.cli.main import main
 from memcost.paths import REPO_ROOT
-from memcost.run.execute import execute_notebook
-from memcost.run.notebooks import CANONICAL_NOTEBOOKS
+from memcost.run.runner import CANONICAL_NOTEBOOKS, execute_notebook
 
 
 def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_path, capsys):
@@ -50,6 +49,5 @@ def test_a_workshop_copy_runs_where_it_was_copied(tmp_path):
         tmp_path / "workshop" / "07_costs_today.ipynb",
         out,
         {"run_dir": str(tmp_path / "run"), "interactive_explorer": False},
-        stream=False,
     )
     assert (tmp_path / "run" / "tables" / "table5_today.csv").is_file()

@@ -29,8 +29,8 @@ from memcost.costs.estimate import (
 from memcost.costs.profile import profile_note, selected_counts
 from memcost.params import merge_parameters
 from memcost.paths import RunPaths
-from memcost.run.notebooks import discover_notebooks
 from memcost.run.presets import Preset, PresetError, resolve_preset
+from memcost.run.runner import discover_notebooks
 from memcost.verify import SubsetPlan, plan
 
 

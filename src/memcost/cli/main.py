@@ -14,12 +14,10 @@ from memcost.cli.resume import collect_overrides, parse_override, resume_command
 from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.paths import RunPaths
-from memcost.run.execute import NotebookFailed
 from memcost.run.integrity import repair
-from memcost.run.lock import RunLocked
 from memcost.run.presets import PresetError
 from memcost.run.report import write_report
-from memcost.run.runner import run_preset
+from memcost.run.runner import NotebookFailed, RunLocked, run_preset
 from memcost.run.status import EXIT_FAILED_ITEMS, StageFailures
 
 EXIT_LOCKED = 4  # another process is writing the same run directory

@@ -18,9 +18,8 @@ from typing import Any
 from memcost.calls import read_calls, record_cost, spent_usd
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.paths import RUNS_DIR, RunPaths
-from memcost.run.notebooks import CANONICAL_NOTEBOOKS, discover_notebooks
 from memcost.run.presets import OPT_IN_STEPS, load_preset
-from memcost.run.progress import clock
+from memcost.run.runner import CANONICAL_NOTEBOOKS, clock, discover_notebooks
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR
-from memcost.run.notebooks import CANONICAL_NOTEBOOKS
+from memcost.run.runner import CANONICAL_NOTEBOOKS
 
 WORKSHOP_DIR = RUNS_DIR / "workshop"
 

@@ -1,12 +1,10 @@
 """Running the study: presets, papermill execution, the checks before spending, the report.
 
 ``python -m memcost run --params papermill_params/smoke.yaml`` (see :mod:`memcost.cli`) calls
-:func:`run_preset`; files by concern: :mod:`presets`, :mod:`preflight`, :mod:`execute`,
-:mod:`runner` and the :mod:`report` package.
+:func:`run_preset`.
 """
 
 from memcost.params import notebook_parameters
-from memcost.run.execute import NotebookFailed
 from memcost.run.presets import (
     OPT_IN_STEPS,
     RUNNER_FILLED,
@@ -14,12 +12,11 @@ from memcost.run.presets import (
     Preset,
     PresetError,
     default_steps,
-    discover_notebooks,
     load_preset,
     resolve_preset,
     validate_preset,
 )
-from memcost.run.runner import default_run_name, run_preset
+from memcost.run.runner import NotebookFailed, default_run_name, discover_notebooks, run_preset
 
 __all__ = [
     "OPT_IN_STEPS",

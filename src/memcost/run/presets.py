@@ -33,7 +33,6 @@ from memcost.params import (
     notebook_parameters,
 )
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
-from memcost.run.notebooks import discover_notebooks  # noqa: F401 (the canonical list; re-exported)
 
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset", "allow_failures")
 # Parameters the runner fills in itself; a preset must not set them.

@@ -1,47 +1,400 @@
 """Run the notebooks of a preset with papermill into a run directory.
 
-A notebook that declares a ``dataset`` parameter runs once per dataset; the others run once
-for the whole run. The runner records each notebook's parameters, wall time and status in the
-manifest, checks the estimated bill after notebook 00 and writes the report at the end.
+Each notebook runs in its own kernel, as ``papermill.execute_notebook`` runs it. A notebook that
+declares a ``dataset`` parameter runs once per dataset; the others run once for the whole run,
+after the datasets' notebooks. An offline run executes each dataset's notebooks in a process of
+its own, one dataset per core, because they share no file; a paid run (one budget, one account's
+rate limits), a run that keeps vectors in the run's PostgreSQL server, and a run that streams
+cell output (``--verbose``) run one notebook at a time. The runner records each notebook's
+parameters, wall time and status in the manifest, checks the estimated bill after notebook 00,
+holds the run directory's lock throughout, and writes the report at the end.
+
+The terminal shows one line per notebook (what it is, how it ended, its time, the run's elapsed
+time and an ETA); every cell's output goes to ``runs/<name>/logs/``, and to the terminal only
+with ``--verbose`` (without it, the lines a long wait prints as signs of life still show).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import multiprocessing
 import os
+import queue
+import re
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from filelock import FileLock, Timeout
 
 from memcost import manifest as manifest_mod
+from memcost.io import SIGN_OF_LIFE
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.context_check import check_context_limits
-from memcost.run.execute import NotebookFailed, execute_notebook
 from memcost.run.integrity import check_run_stores
-from memcost.run.kernel_forks import expect_kernels
-from memcost.run.kernel_forks import stop as stop_kernels
-from memcost.run.lock import hold_run
-from memcost.run.notebooks import (
-    READS_NOTHING_OF,
-    discover_notebooks,
-    notebook_sha256,
-    stray_warnings,
-)
-from memcost.run.preflight import check_estimate, preflight_credentials
+from memcost.run.preflight import check_estimate, preflight_credentials, uses_paid_backend
 from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps
-from memcost.run.progress import Progress, count_executions
 from memcost.run.report import write_report
-from memcost.run.report.executed import export_in_background
-from memcost.run.side_by_side import SideBySide, Task, dataset_workers
+from memcost.run.report.executed import export_html
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
 from memcost.vectorstore.embedded import SERVER_DIR, stop_orphaned_server
 
+# --- Which notebooks run ---------------------------------------------------------------------
+
+# The study, in order. A notebook that is not in this list never runs: copies that gather in a
+# folder of notebooks (``x.nbconvert.ipynb``, ``x-Copy1.ipynb``, a student's ``x_v2.ipynb``)
+# start with the same number and would otherwise run instead of the real one.
+CANONICAL_NOTEBOOKS = (
+    "00_prepare_data.ipynb",
+    "01_extract_facts.ipynb",
+    "02_answer_from_memory.ipynb",
+    "03_answer_long_context.ipynb",
+    "04_judge_answers.ipynb",
+    "05_analyse_costs.ipynb",
+    "06_serving_cost_study.ipynb",  # opt-in: runs only where a preset's `steps` names 06
+    "07_costs_today.ipynb",
+)
+_NUMBERED = re.compile(r"^(\d\d)_.+\.ipynb$")
+_COPIES = (re.compile(r"\.nbconvert\.ipynb$"), re.compile(r"-Copy\d*\.ipynb$"))
 # Steps after which the bill of the rest is estimated (00 is free, these may be paid).
 PAID_STEPS = ("01", "02", "03", "04")
-# Run-wide notebooks that read only what the per-dataset ones wrote (not each other's output).
-INDEPENDENT_RUN_WIDE = frozenset({"05", "07"})
+# Every kernel does its numerical work on one thread, unless the environment sets otherwise:
+# OpenBLAS's and FAISS's thread teams spin between parallel sections and take the core of the
+# dataset running beside them, and a multi-threaded HNSW build is not reproducible.
+THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+WORKERS = "MEMCOST_DATASET_WORKERS"  # datasets run at once (1: one notebook after another)
+
+
+def is_copy(name: str) -> bool:
+    return any(p.search(name) for p in _COPIES)
+
+
+def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
+    """The notebooks to run, by two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``.
+
+    In a folder that holds the study's notebooks, exactly the files of
+    :data:`CANONICAL_NOTEBOOKS` that exist. A folder of other notebooks (a test's, a fork's)
+    has no list: every ``NN_*.ipynb`` that is not a copy, and two for one number is an error.
+    """
+    canonical = [folder / name for name in CANONICAL_NOTEBOOKS if (folder / name).is_file()]
+    if canonical:
+        return {p.name[:2]: p for p in canonical}
+    found: dict[str, Path] = {}
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        if is_copy(path.name):
+            continue
+        step = path.name[:2]
+        if step in found:
+            raise ValueError(
+                f"two notebooks numbered {step} in {folder}: {found[step].name} and {path.name}; "
+                "rename or remove one"
+            )
+        found[step] = path
+    return found
+
+
+def stray_notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """Numbered notebooks in ``folder`` that the runner does not execute (copies, variants)."""
+    chosen = set(discover_notebooks(folder).values())
+    return [
+        p
+        for p in sorted(folder.glob("*.ipynb"))
+        if p not in chosen and (_NUMBERED.match(p.name) or is_copy(p.name))
+    ]
+
+
+def stray_warnings(folder: Path = NOTEBOOKS_DIR) -> list[str]:
+    """One line per stray notebook, saying it is not run and which notebook is."""
+    chosen = discover_notebooks(folder)
+    lines = []
+    for path in stray_notebooks(folder):
+        instead = chosen.get(path.name[:2])
+        ran = f"; {instead.name} runs instead" if instead else ""
+        lines.append(
+            f"warning: {path.name} in {folder.name}/ is not a canonical notebook and is "
+            f"not run{ran} (delete it or leave it: the runner ignores it)"
+        )
+    return lines
+
+
+def notebook_sha256(path: Path) -> str:
+    """The sha256 of the notebook file as it was executed (recorded in the manifest)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- One notebook ----------------------------------------------------------------------------
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised; carries what the user needs to find and fix the failing cell."""
+
+    def __init__(
+        self,
+        notebook: Path,
+        output: Path,
+        cell_index: int | None,
+        error: str,
+        cell_source: str = "",
+        ename: str = "",
+    ):
+        self.notebook, self.output = notebook, output
+        self.cell_index, self.error = cell_index, error
+        self.cell_source = cell_source
+        self.ename = ename  # the exception's class name, e.g. BudgetExceeded: what to suggest
+        self.run_dir: str = ""  # filled in by run_preset: what to pass to --run-name to resume
+        where = f"cell {cell_index}" if cell_index is not None else "a cell"
+        if cell_source:
+            where += f" (`{cell_source.strip()[:80]}`)"
+        super().__init__(
+            f"{notebook.name} failed in {where}: {error}\n"
+            f"The partially executed notebook is at {output}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a dataset's process, re-raised here
+        args = (self.notebook, self.output, self.cell_index, self.error)
+        return (type(self), (*args, self.cell_source, self.ename))
+
+
+class SignsOfLife:
+    """A text stream that passes on only the whole lines marked as signs of life
+    (:data:`memcost.io.SIGN_OF_LIFE`: a long wait's heartbeat), so the terminal shows them
+    without a notebook's tables and prints."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        # A progress bar redraws itself after a carriage return: that ends a line too.
+        lines = (self._partial + text).replace("\r", "\n").split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            start = line.find(SIGN_OF_LIFE)  # a bar may be drawn before it on the same line
+            if start >= 0:
+                self.stream.write(line[start:] + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+class Tee:
+    """A text stream that writes to several streams (any of them may be ``None``)."""
+
+    def __init__(self, *streams: IO[str] | SignsOfLife | None):
+        self.streams = [s for s in streams if s is not None]
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
+
+
+def execute_notebook(
+    notebook: Path,
+    output: Path,
+    parameters: dict[str, Any],
+    *,
+    sink: IO[str] | Tee | None = None,
+    progress_bar: bool = False,
+) -> None:
+    """Execute ``notebook`` into ``output`` with ``parameters`` (papermill, one kernel). The
+    cells' printed output goes to ``sink``; a failure is :class:`NotebookFailed` naming the
+    cell, and the partially executed notebook stays at ``output``."""
+    import papermill
+    from nbclient.exceptions import DeadKernelError
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(output),
+            parameters=parameters,
+            cwd=str(notebook.parent),
+            kernel_name="python3",
+            progress_bar=progress_bar,
+            request_save_on_cell_execute=True,  # the partial notebook is on disk after each cell
+            stdout_file=sink,
+            stderr_file=sink,
+            # ipykernel warns on every start that its local TCP ports are not encrypted
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )
+    except PapermillExecutionError as exc:
+        first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
+        raise NotebookFailed(
+            notebook, output, exc.cell_index, f"{exc.ename}: {exc.evalue}", first_line, exc.ename
+        ) from None
+    except DeadKernelError:
+        index, source = last_started_cell(output)
+        raise NotebookFailed(
+            notebook,
+            output,
+            index,
+            "the notebook's kernel died (killed: most often out of memory, or by a signal); "
+            "what finished before it is kept",
+            source,
+            ename="DeadKernelError",
+        ) from None
+
+
+def last_started_cell(output: Path) -> tuple[int | None, str]:
+    """The cell a killed kernel was running: the last code cell of the saved notebook that
+    papermill started (its index there, and its first line); ``(None, "")`` when unknown."""
+    try:
+        cells = json.loads(output.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return None, ""
+    started = [
+        i
+        for i, c in enumerate(cells)
+        if c.get("cell_type") == "code"
+        and (c.get("metadata", {}).get("papermill") or {}).get("start_time")
+    ]
+    if not started:
+        return None, ""
+    source = cells[started[-1]].get("source", "")
+    source = "".join(source) if isinstance(source, list) else source
+    return started[-1], next((ln for ln in source.splitlines() if ln.strip()), "")
+
+
+# --- The run's log and lock ------------------------------------------------------------------
+
+
+def clock(seconds: float) -> str:
+    """``75.2`` → ``"1:15"``; ``3725`` → ``"1:02:05"``."""
+    hours, rest = divmod(int(round(seconds)), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Progress:
+    """One line per notebook on the terminal, everything in ``runs/<name>/logs/run-<time>.log``.
+
+    ``verbose`` streams cell output to the terminal too; ``quiet`` prints nothing per notebook.
+    The ETA is the mean time of the notebooks done times the number left: a rough guide."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        total: int,
+        *,
+        verbose: bool = False,
+        quiet: bool = False,
+        terminal: IO[str] | None = None,
+    ):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        self.log: IO[str] = self.log_path.open("a", encoding="utf-8")
+        self.total, self.verbose, self.quiet = total, verbose, quiet
+        self.terminal = terminal or sys.stdout
+        self.done = 0
+        self.durations: list[float] = []
+        self.t0 = time.perf_counter()
+
+    def say(self, line: str, *, always: bool = False) -> None:
+        """A line for the terminal (unless quiet) and the log."""
+        self.log.write(line + "\n")
+        self.log.flush()
+        if always or not self.quiet:
+            print(line, file=self.terminal, flush=True)
+
+    def start(self, label: str) -> None:
+        self.log.write(f"\n=== started: {label}\n")
+        self.log.flush()
+        if self.verbose and not self.quiet:
+            print(f"\n=== {label}", file=self.terminal, flush=True)
+
+    def finish(self, label: str, status: str, wall: float) -> None:
+        self.done += 1
+        self.durations.append(wall)
+        left = self.total - self.done
+        eta = f", ETA ~{clock(sum(self.durations) / self.done * left)}" if left > 0 else ""
+        line = (
+            f"notebook {self.done} of {self.total}: {label}: {status} in {wall:.1f} s "
+            f"(elapsed {clock(time.perf_counter() - self.t0)}{eta})"
+        )
+        self.say(line)
+
+    def sink(self) -> Tee:
+        """Where a notebook's cell output goes: the log, and the terminal (all of it with
+        ``verbose``, else its signs of life only)."""
+        shown = (
+            None if self.quiet else (self.terminal if self.verbose else SignsOfLife(self.terminal))
+        )
+        return Tee(shown, self.log)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Progress]:
+        """The whole run: whatever the runner prints also lands in the log; closes the log."""
+        out, err = Tee(sys.stdout, self.log), Tee(sys.stderr, self.log)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):  # type: ignore[type-var]
+                yield self
+        finally:
+            self.log.close()
+
+
+class RunLocked(RuntimeError):
+    """Another process is writing this run directory."""
+
+
+LOCK_NAME = ".lock"
+
+
+@contextlib.contextmanager
+def hold_run(root: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the run directory's lock while the body runs; :class:`RunLocked` naming the holder
+    when another process has it. Two processes writing one run would both pay for every uncached
+    call, each under its own budget. The operating system releases the lock with a killed
+    process: there is no stale file to clean up."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(root / LOCK_NAME)
+    holder = root / f"{LOCK_NAME}.holder"
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        who = holder.read_text(encoding="utf-8").strip() if holder.is_file() else ""
+        raise RunLocked(
+            f"run directory {root} is in use by {who or 'another process'}; one run writes a "
+            "run directory at a time. Wait for it to finish (or stop that process), or choose "
+            "another --run-name."
+        ) from None
+    try:
+        command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:6]))
+        holder.write_text(f"pid {os.getpid()} ({command})\n", encoding="utf-8")
+        yield
+    finally:
+        lock.release()
+
+
+def is_held(root: str | os.PathLike[str]) -> bool:
+    """Whether a process holds the run directory's lock now (a run is writing it)."""
+    path = Path(root) / LOCK_NAME
+    if not path.is_file():
+        return False
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+# --- The run ---------------------------------------------------------------------------------
 
 
 def default_run_name(preset: Preset) -> str:
@@ -77,19 +430,20 @@ def run_notebook(
     notebook: Path,
     parameters: dict[str, Any],
     dataset: str | None,
-    progress: Progress,
-) -> None:
-    """Execute one notebook into the run and record its status and wall time in the manifest."""
+    sink: IO[str] | Tee | None,
+    *,
+    progress_bar: bool = False,
+) -> tuple[str, float]:
+    """Execute one notebook into the run, record its status and wall time in the manifest and
+    export it to HTML for the report. Returns ``(status, wall seconds)``; raises what
+    :func:`execute_notebook` raises."""
     out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
     output = out_dir / notebook.name
-    label = f"{notebook.stem}" + (f" [{dataset}]" if dataset else "")
-    progress.start(label)
     t0 = time.perf_counter()
     status = "ok"
     try:
-        with progress.cells(label) as sink:  # the log always, the terminal with --verbose
-            execute_notebook(notebook, output, parameters, True, sink)
-        export_in_background(output)  # its HTML for the report, while the next one runs
+        execute_notebook(notebook, output, parameters, sink=sink, progress_bar=progress_bar)
+        export_html(output)
     except NotebookFailed:
         status = "failed"
         raise
@@ -100,9 +454,7 @@ def run_notebook(
         # A kernel killed mid-notebook cannot stop the run's private PostgreSQL: the runner does.
         stopped = stop_orphaned_server(run.root / SERVER_DIR / "pgdata")
         if stopped is not None:
-            progress.say(
-                f"stopped the run's PostgreSQL server (pid {stopped}) left by {label}", always=True
-            )
+            print(f"stopped the run's PostgreSQL server (pid {stopped}) left by {notebook.stem}")
         wall = round(time.perf_counter() - t0, 3)
         key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
         manifest_mod.set_entry(
@@ -113,7 +465,36 @@ def run_notebook(
              "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
              "sha256": notebook_sha256(notebook)},
         )  # fmt: skip
-        progress.finish(label, status, wall)
+    return status, wall
+
+
+def label_of(step_path: Path, dataset: str | None) -> str:
+    return step_path.stem + (f" [{dataset}]" if dataset else "")
+
+
+def dataset_workers(preset: Preset, *, verbose: bool) -> int:
+    """How many datasets run at once: one per core for an offline run that keeps no vectors
+    in PostgreSQL and streams no cell output, else 1 (``MEMCOST_DATASET_WORKERS`` caps it)."""
+    wanted = os.environ.get(WORKERS, "").strip()
+    limit = int(wanted) if wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
+    params = [preset.parameters_for(d) for d in preset.datasets] or [preset.parameters]
+    if verbose or any(uses_paid_backend(p) or _uses_postgresql(p) for p in params):
+        return 1
+    return max(1, min(limit, len(preset.datasets)))
+
+
+def _uses_postgresql(params: Mapping[str, Any]) -> bool:
+    """The run's private PostgreSQL server is started by whichever notebook needs it first:
+    two datasets' processes would race to start it."""
+    if params.get("vector_store") == "pgvector":
+        return True
+    for entry in params.get("memory_systems") or []:
+        name, settings = next(iter(entry.items())) if isinstance(entry, Mapping) else (entry, {})
+        if name == "mem0" and (settings or {}).get("vector_store", "pgvector") == "pgvector":
+            return True  # the mem0 library keeps its memories in pgvector by default
+        if name == "hindsight":
+            return True  # the Hindsight server's database is the run's private PostgreSQL
+    return False
 
 
 def run_preset(
@@ -149,12 +530,11 @@ def run_preset(
     preflight_credentials(preset, notebooks)
     selected = selected_steps(preset, notebooks)
     run = RunPaths(run_dir).ensure()
-    declared = {step: notebook_parameters(notebooks[step]) for step in selected}
-    total = count_executions(
-        selected, {s: "dataset" in d for s, d in declared.items()}, len(preset.datasets)
-    )
+    per_dataset = {s: "dataset" in notebook_parameters(notebooks[s]) for s in selected}
+    total = sum(len(preset.datasets) if per_dataset[s] else 1 for s in selected)
     progress = Progress(run.logs, total, verbose=stream, quiet=quiet)
-    expect_kernels(total)
+    for name, value in THREAD_LIMITS.items():  # the kernels inherit the runner's environment
+        os.environ.setdefault(name, value)
     with hold_run(run.root), progress.session():
         progress.say(f"memcost: run '{run.name}' with preset {preset.path.name} -> {run.root}")
         for warning in stray_warnings(notebooks_dir):
@@ -162,16 +542,14 @@ def run_preset(
         for note in preset.notes:
             progress.say(note)
         try:
-            execute_steps(run, preset, notebooks, selected, progress)
-        except OSError as exc:  # a full disk, a read-only folder: the command line says how
+            execute_steps(run, preset, notebooks, selected, per_dataset, progress)
+        except (OSError, NotebookFailed, StageFailures) as exc:
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
-            raise
-        except (NotebookFailed, StageFailures) as exc:
-            exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
-            try:
-                write_report(run)  # the failures box opens it: what failed, how to resume
-            except Exception as report_error:  # noqa: BLE001 - the run's own error comes first
-                progress.say(f"(the report could not be written: {report_error})", always=True)
+            if not isinstance(exc, OSError):
+                try:
+                    write_report(run)  # the failures box opens it: what failed, how to resume
+                except Exception as report_error:  # noqa: BLE001 - the run's own error first
+                    progress.say(f"(the report could not be written: {report_error})", always=True)
             raise
         write_report(run)
         progress.say(f"log: {progress.log_path}")
@@ -183,90 +561,138 @@ def execute_steps(
     preset: Preset,
     notebooks: Mapping[str, Path],
     selected: list[str],
+    per_dataset: Mapping[str, bool],
     progress: Progress,
 ) -> None:
-    """The selected notebooks in order, each stage's status recorded and checked. An offline
-    run's notebooks run side by side where nothing depends on another's output
-    (:mod:`memcost.run.side_by_side`)."""
+    """The selected notebooks in order: notebook 00 of every dataset, the checks before
+    anything is paid for, the other per-dataset notebooks, then the run-wide ones."""
     record_start(run, preset, selected)
     workers = dataset_workers(preset, verbose=progress.verbose)
-    per_dataset = {s: "dataset" in notebook_parameters(notebooks[s]) for s in selected}
-    groups: list[list[str]] = []  # runs of steps, each group of one kind
-    for step in selected:
-        if groups and per_dataset[groups[-1][0]] == per_dataset[step] and groups[-1] != ["00"]:
-            groups[-1].append(step)
-        else:
-            groups.append([step])  # 00 apart: the estimate comes between it and the rest
-    for group in groups:
-        if workers > 1 and per_dataset[group[0]]:
-            tasks = [(s, d) for d in preset.datasets for s in group]
-            after = {
-                (s, d): {(t, d) for t in group[:i] if t not in READS_NOTHING_OF.get(s, ())}
-                for d in preset.datasets
-                for i, s in enumerate(group)
-            }
-            _side_by_side(run, preset, notebooks, tasks, after, progress, workers)
-        elif workers > 1 and set(group) <= INDEPENDENT_RUN_WIDE:
-            _side_by_side(run, preset, notebooks, [(s, None) for s in group], {}, progress, workers)
-        else:
-            for step in group:
-                statuses = [
-                    status
-                    for d in (preset.datasets if per_dataset[step] else [None])
-                    if (status := _run_one(run, preset, notebooks, step, d, progress))
-                ]
-                check_failures(statuses, preset.allow_failures)
-        if group[-1] == "00":
-            _after_prepare(run, preset, notebooks, selected)
+    prepare = [s for s in selected if s == "00" and per_dataset[s]]
+    rest = [s for s in selected if per_dataset[s] and s not in prepare]
+    for group in (prepare, rest):
+        if not group:
+            continue
+        statuses = _run_datasets(run, preset, notebooks, group, progress, workers)
+        for step in group:
+            check_failures([s for s in statuses if s.step[:2] == step], preset.allow_failures)
+        if group is prepare and any(s in selected for s in PAID_STEPS):
+            check_context_limits(preset, run, notebooks, selected)
+            check_estimate(preset, run, selected)
+    for step in (s for s in selected if not per_dataset[s]):
+        check_run_stores(run, preset)
+        _run_step(run, preset, notebooks[step], None, progress.sink(), progress)
     check_run_stores(run, preset)
 
 
-def _run_one(
+def _run_step(
     run: RunPaths,
     preset: Preset,
-    notebooks: Mapping[str, Path],
-    step: str,
+    notebook: Path,
     dataset: str | None,
-    progress: Progress,
+    sink: IO[str] | Tee | None,
+    progress: Progress | None,
 ) -> StageStatus | None:
-    notebook = notebooks[step]
+    """One notebook for one dataset (or for the run), its stage's failed items counted."""
     inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
-    check_run_stores(run, preset)  # the cache readable, the ledger whole
-    run_notebook(run, notebook, inputs, dataset, progress)
+    label = label_of(notebook, dataset)
+    if progress is not None:
+        progress.start(label)
+    status, wall = "failed", 0.0
+    t0 = time.perf_counter()
+    try:
+        status, wall = run_notebook(run, notebook, inputs, dataset, sink)
+    finally:
+        if progress is not None:
+            progress.finish(label, status, wall or time.perf_counter() - t0)
     return record_status(run, notebook.stem, dataset)
 
 
-def _after_prepare(
-    run: RunPaths, preset: Preset, notebooks: Mapping[str, Path], selected: list[str]
-) -> None:
-    """Once every dataset is prepared (notebook 00, free): the prompts that would not fit and
-    the bill of the rest, before any notebook that may pay."""
-    if any(s in selected for s in PAID_STEPS):
-        check_context_limits(preset, run, notebooks, selected)
-        check_estimate(preset, run, selected)
-
-
-def _side_by_side(
+def _run_datasets(
     run: RunPaths,
     preset: Preset,
     notebooks: Mapping[str, Path],
-    tasks: list[Task],
-    after: Mapping[Task, set[Task]],
+    steps: Sequence[str],
     progress: Progress,
     workers: int,
-) -> None:
-    runner = SideBySide(
-        lambda step, dataset: _run_one(run, preset, notebooks, step, dataset, progress),
-        lambda status: status.failed > 0 and status.fraction > preset.allow_failures,
-        workers,
-    )
-    progress.side_by_side = True
-    try:
-        statuses = runner.run(tasks, after)
-    except KeyboardInterrupt:
-        stop_kernels()  # the kernels the other chains' notebooks run in end with the server
-        raise
-    finally:
-        progress.side_by_side = False
-    for step in dict.fromkeys(s for s, _ in tasks):  # in the steps' order
-        check_failures([v for (s, _d), v in statuses.items() if s == step], preset.allow_failures)
+) -> list[StageStatus]:
+    """``steps`` for every dataset: one dataset after another, or ``workers`` datasets at once,
+    each in a process of its own (papermill's kernels are processes anyway; a process per
+    dataset keeps their clients, caches and figures apart). A failure lets the notebooks
+    running beside it finish, starts no other, and is raised here once they have."""
+    statuses: list[StageStatus] = []
+    if workers <= 1:
+        for step in steps:
+            for dataset in preset.datasets:
+                check_run_stores(run, preset)
+                status = _run_step(run, preset, notebooks[step], dataset, progress.sink(), progress)
+                if status is not None:
+                    statuses.append(status)
+            check_failures([s for s in statuses if s.step[:2] == step], preset.allow_failures)
+        return statuses
+    check_run_stores(run, preset)
+    context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+    with context.Manager() as manager:
+        events, stop = manager.Queue(), manager.Event()
+        job = {
+            "run": str(run.root),
+            "preset": preset,
+            "notebooks": {s: notebooks[s] for s in steps},
+            "log": str(progress.log_path),
+            "quiet": progress.quiet,
+        }
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = [
+                pool.submit(_dataset_chain, job, dataset, events, stop)
+                for dataset in preset.datasets
+            ]
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                _show(events, progress)
+                if any(f.exception() is not None for f in done):
+                    stop.set()  # nothing new starts; what runs finishes
+            _show(events, progress)
+        for future in futures:
+            statuses.extend(future.result())  # the first failure, in the datasets' order
+    return statuses
+
+
+def _show(events: Any, progress: Progress) -> None:
+    while True:
+        try:
+            kind, *what = events.get_nowait()
+        except queue.Empty:
+            return
+        if kind == "start":
+            progress.start(*what)
+        else:
+            progress.finish(*what)
+
+
+def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) -> list[StageStatus]:
+    """A dataset's notebooks in order, in a process of their own (see :func:`_run_datasets`)."""
+    run, preset = RunPaths(Path(job["run"])), job["preset"]
+    statuses: list[StageStatus] = []
+    with open(job["log"], "a", encoding="utf-8") as log:
+        sink = Tee(None if job["quiet"] else SignsOfLife(sys.stdout), log)
+        for notebook in job["notebooks"].values():
+            if stop.is_set():
+                break
+            label = label_of(notebook, dataset)
+            events.put(("start", label))
+            inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
+            t0 = time.perf_counter()
+            try:
+                state, wall = run_notebook(run, notebook, inputs, dataset, sink)
+            except BaseException:
+                events.put(("finish", label, "failed", time.perf_counter() - t0))
+                stop.set()
+                raise
+            events.put(("finish", label, state, wall))
+            status = record_status(run, notebook.stem, dataset)
+            if status is not None:
+                statuses.append(status)
+                if status.failed and status.fraction > preset.allow_failures:
+                    break  # as one after another: this dataset goes no further than the step
+    return statuses
