@@ -81,8 +81,8 @@ $(HINDSIGHT_STAMP): $(HINDSIGHT_LOCK)
 # Re-pin on purpose: each environment installed afresh from the registry in a scratch folder,
 # without the lock, and frozen. Review the diff, run `make test-slow`, commit the three files.
 LOCK_TMP       := .cache/lock
-MAIN_SPEC      := -e ".[dev,libraries]"
-MAIN_NOTE      := What make setup installs into .venv: the study, its tests and mem0.
+MAIN_SPEC      := -e ".[dev,libraries,lab]"
+MAIN_NOTE      := What make setup installs into .venv (the study, its tests, mem0) and make lab adds.
 COGNEE_SPEC    := "$(COGNEE_PIN)"
 COGNEE_NOTE    := What make setup-cognee installs into .venv-cognee.
 HINDSIGHT_SPEC := $(foreach p,$(HINDSIGHT_PIN),"$(p)")
@@ -123,6 +123,7 @@ test-slow: setup bytecode setup-cognee setup-hindsight
 # A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay
 # clean however long JupyterLab has them open.
 lab: setup
+	$(PY) -m pip install --quiet -e ".[lab]" -c $(LOCK)
 	$(PY) -m memcost workshop
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. runs/workshop/00_prepare_data.ipynb
 

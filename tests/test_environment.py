@@ -39,7 +39,7 @@ def test_the_lock_pins_every_declared_dependency_of_make_setup():
         d for extra in ("dev", "libraries") for d in project["optional-dependencies"][extra]
     ]
     names = {re.sub(r"[-_.]+", "-", re.split(r"[<>=\[; ]", d)[0]).lower() for d in declared}
-    missing = names - set(_pins(LOCK))
+    missing = names - set(_pins(LOCK)) - {"memcost"}  # an extra that names another extra
     assert not missing, f"not pinned in constraints.txt: {sorted(missing)}; run make lock"
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import struct
-import subprocess
-import sys
 
 import matplotlib
 
@@ -341,42 +339,6 @@ def test_facts_vs_history_keeps_every_dot_inside_the_axes():
     assert ax.get_title() == "Facts per user vs history length (LoCoMo)"
 
 
-def _theme_set_by(apply) -> dict:
-    """The rcParams that ``apply()`` changes from matplotlib's defaults."""
-    with matplotlib.rc_context():
-        matplotlib.rcdefaults()
-        defaults = dict(matplotlib.rcParams)
-        apply()
-        changed = {k: v for k, v in matplotlib.rcParams.items() if v != defaults[k]}
-    if "axes.prop_cycle" in changed:  # colours as RGB, however they were written
-        colors = changed["axes.prop_cycle"].by_key()["color"]
-        changed["axes.prop_cycle"] = [matplotlib.colors.to_rgb(c) for c in colors]
-    return changed
-
-
-def test_the_written_out_theme_is_what_seaborn_sets():
-    import seaborn as sns
-
-    from memcost.plots.theme import SEABORN_LEFT_OUT, SEABORN_WHITEGRID
-
-    seaborn = _theme_set_by(lambda: sns.set_theme(context="notebook", style="whitegrid"))
-    ours = _theme_set_by(lambda: matplotlib.rcParams.update(SEABORN_WHITEGRID))
-    assert "axes.prop_cycle" in seaborn and "font.size" in seaborn  # seaborn did set a theme
-    assert ours == {k: v for k, v in seaborn.items() if k not in SEABORN_LEFT_OUT}
-
-
-def test_a_notebook_kernel_draws_without_importing_seaborn():
-    # the theme is why every kernel imported seaborn (and scipy.stats, 0.7 s) before it drew
-    code = (
-        "import sys; from memcost import plots; plots.apply_style(); "
-        "print(sorted(m for m in ('seaborn', 'scipy.stats') if m in sys.modules))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
-
-
 def test_the_explorer_widgets_start_where_the_figure_above_them_does():
     """A browser snaps a slider's value to ``min + k * step``: each starting value lies on its
     slider's grid, so the widgets show the static figure's settings, not neighbours of them."""
@@ -431,21 +393,6 @@ def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
     assert fig.axes[0].get_legend().get_texts()[0].get_text() == "break-even boundary"
 
 
-def test_the_sensitivity_palette_is_seaborns_viridis_without_seaborn():
-    # the figure's colours were seaborn's color_palette("viridis", n + 1); they are now sampled
-    # from matplotlib's colormap, so that drawing it imports neither seaborn nor scipy
-    import seaborn as sns
-
-    from memcost.plots.cost_robustness import _context_palette
-
-    for n in (1, 4, 7):
-        contexts = [10_000 * (i + 1) for i in range(n)]
-        expected = sns.color_palette("viridis", n_colors=n + 1)
-        assert [_context_palette(contexts)[c] for c in contexts] == [
-            tuple(expected[i]) for i in range(n)
-        ]
-
-
 def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path):
     # the inline backend drew every saved figure a third time at the cell's end
     import base64
@@ -453,7 +400,7 @@ def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path)
 
     import nbformat
 
-    from memcost.run.execute import execute_notebook
+    from memcost.run.runner import execute_notebook
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
@@ -473,7 +420,7 @@ def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path)
     ]
     source = tmp_path / "figure.ipynb"
     source.write_text(nbformat.writes(nb), encoding="utf-8")
-    execute_notebook(source, tmp_path / "out.ipynb", {"folder": str(tmp_path)}, False)
+    execute_notebook(source, tmp_path / "out.ipynb", {"folder": str(tmp_path)})
     cells = json.loads((tmp_path / "out.ipynb").read_text(encoding="utf-8"))["cells"]
     saved = [o for o in cells[2]["outputs"] if "image/png" in o.get("data", {})]
     assert len(saved) == 1  # shown where it was saved, not again at the end of the cell

@@ -7,20 +7,20 @@ a file lock and written atomically, so concurrent notebooks or a killed run neve
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import platform
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from memcost import __version__
 from memcost.io import write_json
@@ -131,15 +131,11 @@ def tool_versions() -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> FileLock:
+    """The lock every read-modify-write of ``path`` holds (notebooks of two datasets, and the
+    runner, update one manifest)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return FileLock(path.with_name(path.name + ".lock"))
 
 
 class ManifestDamaged(ValueError):

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+import seaborn as sns
 
 from memcost.plots.costs import LC_CHEAPER_COLOR, MEMORY_CHEAPER_COLOR, token_label, usd_label
 
 
 def _context_palette(contexts: Any) -> dict[float, Any]:
-    """One viridis colour per context length, sampled as seaborn's ``color_palette("viridis",
-    n)`` samples it (n + 1 colours, ends left out), without importing seaborn and scipy."""
-    bins = np.linspace(0, 1, len(contexts) + 3)[1:-1]
-    colors = [tuple(float(c) for c in rgba[:3]) for rgba in matplotlib.colormaps["viridis"](bins)]
-    return {L: colors[i] for i, L in enumerate(contexts)}
+    """One viridis colour per context length (seaborn's palette, one colour spare so that the
+    last is not the palette's pale end)."""
+    colors = sns.color_palette("viridis", n_colors=len(contexts) + 1)
+    return {L: tuple(colors[i]) for i, L in enumerate(contexts)}
 
 
 def plot_sensitivity(

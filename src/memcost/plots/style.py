@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import seaborn as sns
 from matplotlib import ticker
 
 from memcost.io import atomic_path
-from memcost.plots.theme import SEABORN_WHITEGRID
 
 # Colours per system, fixed so that a system has the same colour in every figure.
 SYSTEM_COLORS = {
@@ -33,7 +33,7 @@ SCREEN_DPI, SAVE_DPI = 110, 150  # a figure in a notebook, and in its PNG file
 
 def apply_style() -> None:
     """Seaborn's whitegrid with readable sizes; call once at the top of a notebook."""
-    plt.rcParams.update(SEABORN_WHITEGRID)
+    sns.set_theme(context="notebook", style="whitegrid")
     plt.rcParams.update(
         {
             "figure.dpi": SCREEN_DPI,
