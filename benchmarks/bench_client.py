@@ -93,19 +93,17 @@ def main() -> None:
 
     print(f"2. replay of {N_REPLAY:,} cached requests")
     server, url = start_server(0.0)
-    cache = tmp / "cache.sqlite"
     work = requests(N_REPLAY, "r")
     try:
-        fill = make_client(
-            RunPaths(tmp / "fill"), base_url=url, cache_path=cache, max_concurrency=16, **common
-        )
+        fill = make_client(RunPaths(tmp / "fill"), base_url=url, max_concurrency=16, **common)
         filled = timed("fill the cache (server without latency)", lambda: fill.chat_many(work))
         print(f"  ({N_REPLAY / filled:,.0f} requests/s through the SDK)")
     finally:
         server.kill()  # from here on nothing may reach a server
-    other = make_client(RunPaths(tmp / "replay"), base_url=url, cache_path=cache, **common)
+    reuse = [str(tmp / "fill")]
+    other = make_client(RunPaths(tmp / "replay"), base_url=url, reuse_runs=reuse, **common)
     t_new = timed("replay into a new run (cached records)", lambda: other.chat_many(work))
-    same = make_client(RunPaths(tmp / "fill"), base_url=url, cache_path=cache, **common)
+    same = make_client(RunPaths(tmp / "fill"), base_url=url, **common)
     t_same = timed("replay into the same run (checkpoint)", lambda: same.chat_many(work))
     assert other.stats.cache_hits == N_REPLAY and other.stats.api_calls == 0
     assert same.stats.replayed == N_REPLAY

@@ -80,7 +80,7 @@ def run_dispatch(new: bool, batches, *, window: float, concurrency: int) -> dict
         client = make_client(
             RunPaths(Path(tmp) / "run"), backend="openai" if new else "custom",
             base_url=server.url, max_concurrency=concurrency, progress=False,
-            cache_path=Path(tmp) / "cache.sqlite", env_file=Path(tmp) / "no.env",
+            env_file=Path(tmp) / "no.env",
         )  # fmt: skip
         t0 = time.perf_counter()
         results = client.chat_groups(batches, first_alone=True)

@@ -66,7 +66,6 @@ def run_case(name: str, rpm: int, tpm: int, n: int, words: int, output: int) -> 
             RunPaths(Path(tmp) / "run").ensure(),
             backend="custom",
             base_url=server.url,
-            cache_path=Path(tmp) / "cache.sqlite",
             max_concurrency=32,
             progress=False,
         )

@@ -14,7 +14,6 @@ from memcost.paths import RunPaths
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--run", required=True)
-    parser.add_argument("--cache", required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--n", type=int, default=40)
     args = parser.parse_args()
@@ -37,7 +36,6 @@ def main() -> None:
         run,
         backend="openai",
         base_url=args.url,
-        cache_path=args.cache,
         execution={"read": "batch"},
         batch_poll_s=0.05,
         progress=True,

@@ -18,7 +18,6 @@ def api_client(run: RunPaths, url: str, tmp: Path, **options: Any) -> LLMClient:
     options.setdefault("retry", FAST_RETRY)
     options.setdefault("progress", False)
     options.setdefault("env_file", tmp / "no.env")  # never the repository's real .env
-    options.setdefault("cache_path", tmp / "cache.sqlite")
     options.setdefault("request_timeout_s", 5.0)
     return make_client(run, backend=options.pop("backend", "openai"), base_url=url, **options)
 

@@ -17,7 +17,6 @@ from memcost.paths import RunPaths
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--run", required=True)
-    parser.add_argument("--cache", required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8)
@@ -48,7 +47,6 @@ def main() -> None:
         backend=args.backend,
         base_url=args.url,
         api_key_env=args.api_key_env,
-        cache_path=args.cache,
         max_concurrency=args.concurrency,
         retry=RetryPolicy(max_attempts=3, base_delay_s=0.01),
         env_file=Path(args.run) / "absent.env",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -29,9 +30,8 @@ import pytest
 import yaml
 
 from memcost import costs
+from memcost.calls import read_calls, record_call_key, store_path
 from memcost.io import read_json, read_jsonl
-from memcost.llm import ResponseCache
-from memcost.llm.ledger import record_call_key
 from memcost.models import is_gpt5_family
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks, notebook_parameters
@@ -99,10 +99,10 @@ def _preset(folder: Path, name: str, steps: list[str]) -> Path:
 
 
 def _start(
-    preset: Path, run_dir: Path, server: FakeOpenAIServer, cache: Path, *overrides: str
+    preset: Path, run_dir: Path, server: FakeOpenAIServer, *overrides: str
 ) -> subprocess.Popen:
     """``python -m memcost run`` as a user would type it; its output goes to ``<run>.log``."""
-    env = {**os.environ, KEY_ENV: KEY, "MEMCOST_CACHE_DIR": str(cache)}
+    env = {**os.environ, KEY_ENV: KEY}
     env.pop("OPENAI_API_KEY", None)
     command = [
         sys.executable,
@@ -178,7 +178,6 @@ def _seed(source: RunPaths, run_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> World:
     tmp = tmp_path_factory.mktemp("api")
-    cache, budget_cache = tmp / "cache", tmp / "budget-cache"
     server = stage_server(api_key=KEY).start()
     budget_server = stage_server(api_key=KEY).start()
     first_paths = RunPaths(tmp / "first")
@@ -187,14 +186,13 @@ def world(tmp_path_factory) -> World:
         # Runs start as soon as what they need exists, to keep both cores busy: beside the first
         # run, once its data are prepared, a run whose budget is too small for notebook 01; once
         # its answers are judged (05 makes no call), a new run that may only replay the cache.
-        first = _start(_preset(tmp, "first", STEPS_ALL), first_paths.root, server, cache)
+        first = _start(_preset(tmp, "first", STEPS_ALL), first_paths.root, server)
         _wait_for(metrics / "00_prepare_data.json", first, first_paths.root)
         _seed(first_paths, tmp / "budget")
         budget = _start(
             _preset(tmp, "budget", ["01", "02"]),
             tmp / "budget",
             budget_server,
-            budget_cache,
             f"max_cost_usd={BUDGET_USD}",
         )
         _wait_for(metrics / "04_judge_answers.json", first, first_paths.root)
@@ -204,8 +202,8 @@ def world(tmp_path_factory) -> World:
             _preset(tmp, "replay", STEPS_MODEL),
             tmp / "replay",
             server,
-            cache,
-            "client={cache_mode: replay_only}",
+            f"client={{api_key_env: {KEY_ENV}, cache_mode: replay_only, "
+            f"reuse_runs: [{first_paths.root}]}}",
         )
         first_run = _finish(first, first_paths.root)
         assert first_run.returncode == 0, first_run.output[-3000:]
@@ -214,7 +212,7 @@ def world(tmp_path_factory) -> World:
         first_manifest = read_json(first_run.paths.manifest)
 
         # The same run again: nothing is left to do.
-        resumed = _start(_preset(tmp, "resume", STEPS_MODEL), first_paths.root, server, cache)
+        resumed = _start(_preset(tmp, "resume", STEPS_MODEL), first_paths.root, server)
         resumed_run = _finish(resumed, first_paths.root)
         replay_run = _finish(replay, tmp / "replay")
         for run in (resumed_run, replay_run):
@@ -228,7 +226,7 @@ def world(tmp_path_factory) -> World:
             replay_run,
             budget_run,
             server,
-            cache,
+            tmp,
             first_files,
             first_manifest,
         )
@@ -264,7 +262,7 @@ def test_every_stage_reached_the_server_and_misbehaviour_was_survived(world):
 
 def test_ledger_records_every_call_once_as_custom(world):
     run = world.first.paths
-    calls = read_jsonl(run.calls)
+    calls = read_calls(run.calls)
     sent = [r for r in world.first.requests if r.status == 200]
     assert len(calls) >= len(sent)  # the rest were served by the disk cache
     assert {c["backend"] for c in calls} == {"custom"}
@@ -312,7 +310,7 @@ def test_analysis_labels_the_costs_measured(world):
     run = world.first.paths
     metrics = read_json(run.root / "metrics" / "05_analyse_costs.json")["metrics"]
     assert metrics["estimate"] is False
-    assert metrics["ledger_records"] == len(read_jsonl(run.calls))
+    assert metrics["ledger_records"] == len(read_calls(run.calls))
     assert metrics["spent_usd"] > 0
     for name in ("cost_summary", "cost_by_stage", "cost_lc_cached_share", "cost_token_ratios"):
         table = pd.read_csv(run.tables / f"{name}.csv")
@@ -326,7 +324,7 @@ def test_analysis_labels_the_costs_measured(world):
     judge = by_stage.loc[by_stage["stage"] == "judge"].set_index("system")["records"]
     votes = Counter(j["system"] for j in read_jsonl(run.dataset(DATASET).judgments))
     reasks = Counter(
-        c["system"] for c in read_jsonl(run.calls) if c["stage"] == "judge" and c.get("reask")
+        c["system"] for c in read_calls(run.calls) if c["stage"] == "judge" and c.get("reask")
     )
     assert judge.to_dict() == {s: votes[s] + reasks[s] for s in SYSTEMS}
     summary = pd.read_csv(run.tables / "cost_summary.csv").set_index("component")
@@ -361,7 +359,7 @@ def test_manifest_records_snapshots_and_cache_hits(world):
 def test_the_key_is_in_no_file_and_no_output(world):
     # every run directory (ledger, manifest, executed notebooks, logs), both caches, the output
     everything = [p for p in world.cache.parent.rglob("*") if p.is_file()]
-    assert any(p.name == "calls.jsonl" for p in everything)
+    assert any(p.name == "calls.sqlite" for p in everything)
     assert any(p.suffix == ".log" for p in everything)
     assert not [p for p in everything if KEY.encode() in p.read_bytes()]
 
@@ -381,8 +379,8 @@ def test_resume_sends_nothing_records_nothing_and_changes_nothing(world):
 
 def test_replay_only_serves_everything_from_the_cache(world):
     assert world.replay.requests == []
-    first = read_jsonl(world.first.paths.calls)
-    replayed = read_jsonl(world.replay.paths.calls)
+    first = read_calls(world.first.paths.calls)
+    replayed = read_calls(world.replay.paths.calls)
     assert len(replayed) == len(first) and all(c["cached"] for c in replayed)
     assert {record_call_key(c) for c in replayed} == {record_call_key(c) for c in first}
     priced = costs.price_calls(costs.load_ledger([world.replay.paths]))
@@ -416,20 +414,22 @@ def test_budget_stops_cleanly_keeping_what_was_done(world):
     assert "01_extract_facts.ipynb failed" in run.output and "BudgetExceeded" in run.output
     assert "stopped at its budget" in run.output and "-p max_cost_usd=<dollars>" in run.output
     assert "-p backend=custom" in run.output  # the printed resume command keeps the backend
-    calls = read_jsonl(run.paths.calls)
-    # a call still waiting for its turn when the budget stopped the stage is recorded as not
-    # sent (it is asked again on resume); every other call was paid for, none came from a cache
-    unsent = [c for c in calls if c["error"]]
-    assert all(c["error"] == "not sent: the stage stopped" for c in unsent), unsent
-    paid = [c for c in calls if not c["error"]]
+    calls = read_calls(run.paths.calls)
+    # a call still waiting for its turn when the budget stopped the stage was never sent, so
+    # it is no record (it is asked again on resume); every record was paid, none was stored
+    # before this run
+    assert not [c for c in calls if c["error"]]
+    paid = calls
     assert paid and not [c for c in calls if c["cached"]]
     priced = costs.price_calls(costs.load_ledger([run.paths]))
     assert 0 < priced["spent_usd"].sum() <= BUDGET_USD
     answered = [r for r in run.requests if r.status == 200]
     assert len(answered) == len(paid)  # every answered request is recorded ...
-    cache = ResponseCache(world.cache.parent / "budget-cache" / "llm_cache.sqlite")
-    assert cache.keys() == {c["request_hash"] for c in paid}  # ... and cached
-    cache.close()
+    with sqlite3.connect(store_path(run.paths.root)) as conn:  # ... with its answer
+        stored = {
+            k for (k,) in conn.execute("SELECT request_hash FROM calls WHERE answer IS NOT NULL")
+        }
+    assert stored == {c["request_hash"] for c in paid}
     assert f"max_cost_usd = ${BUDGET_USD:.4f}" in run.output
     manifest = read_json(run.paths.manifest)
     assert manifest["notebooks"][f"{DATASET}/01_extract_facts"]["status"] == "failed"

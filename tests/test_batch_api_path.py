@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from memcost.calls import list_cost
+from memcost.calls import list_cost, read_calls
 from memcost.io import read_jsonl
 from memcost.llm.batch import BatchJournal
 from memcost.paths import REPO_ROOT, RunPaths
@@ -195,7 +195,7 @@ def test_batched_stages_went_through_the_batch_api_at_half_the_price(runs):
     assert journal and {e.status for e in journal} == {"completed"}
     assert {e.stage for e in journal} == {"extract", "judge"}
     assert run.server.batches.created == len(journal)
-    calls = read_jsonl(run.paths.calls)
+    calls = read_calls(run.paths.calls)
     paid = [c for c in calls if not c["cached"] and not c["error"]]
     batched = [c for c in paid if c.get("execution") == "batch"]
     assert {c["stage"] for c in batched} == {"extract", "judge"}
@@ -221,7 +221,7 @@ def test_both_ledgers_hold_the_same_calls(runs):
                 c["system"],
                 c["prompt_tokens"],
             )
-            for c in read_jsonl(run.paths.calls)
+            for c in read_calls(run.paths.calls)
             if not c["error"]
         )
 

@@ -16,14 +16,21 @@ from pathlib import Path
 import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
-from memcost.calls import list_cost
+from memcost.calls import list_cost, read_calls
 from memcost.cli.main import main
 from memcost.io import read_jsonl
 from memcost.llm import BudgetExceeded, EmbeddingRequest
-from memcost.llm.batch import BatchJournal, BatchWaitExceeded
-from memcost.llm.batch.files import Line, joined, read_answers, request_line, split_lines
-from memcost.llm.batch.journal import Entry
-from memcost.llm.batch.transport import BatchTransport
+from memcost.llm.batch import (
+    BatchJournal,
+    BatchTransport,
+    BatchWaitExceeded,
+    Entry,
+    Line,
+    joined,
+    read_answers,
+    request_line,
+    split_lines,
+)
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, FakeOpenAIServer
 
@@ -49,7 +56,7 @@ def test_batch_stage_is_answered_by_one_batch_at_half_the_price(tmp_path):
         assert server.batches.created == 1 and len(server.batches.ran) == 6
         assert all(r.ok and r.text.startswith("answer-") for r in results)
         assert results[0].text == results[-1].text
-        calls = read_jsonl(client.run.calls)
+        calls = read_calls(client.run.calls)
         paid = [c for c in calls if not c["cached"]]
         assert len(paid) == 6 and all(c["execution"] == "batch" for c in paid)
         cost = sum(list_cost(c) for c in paid)
@@ -74,7 +81,7 @@ def test_embeddings_and_interactive_stages_mix(tmp_path):
         assert server.count(EMBEDDINGS_PATH) == 0 and server.batches.created == 1
         client.chat_many([question(1, stage="judge")])  # judge stays interactive here
         assert server.count(CHAT_PATH) == 1 and server.batches.created == 1
-        records = read_jsonl(client.run.calls)
+        records = read_calls(client.run.calls)
         assert {(c["stage"], c.get("execution")) for c in records} == {
             ("embed", "batch"),
             ("judge", None),
@@ -92,7 +99,7 @@ def test_expiry_and_server_errors_follow_batch_retry(tmp_path, retry):
         key1 = requests[1].key(client.endpoint_for(requests[1].model).identity)
         results = client.chat_many(requests)
         assert all(r.ok for r in results)
-        calls = read_jsonl(client.run.calls)
+        calls = read_calls(client.run.calls)
         batched = [c for c in calls if c.get("execution") == "batch"]
         sent = [c for c in calls if not c.get("execution")]
         if retry == "batch":  # ... and the rest (4 expired, 1 server error) go in a second batch
@@ -128,7 +135,7 @@ def _leave_an_open_batch(tmp_path, server, n: int) -> None:
         r"still running \(batch_000001\).*rerun the same command",
     ):
         client.chat_many([question(i) for i in range(n)])
-    assert not read_jsonl(client.run.calls, missing_ok=True)
+    assert not read_calls(client.run.calls)
     client.close()
     server.batches.delay_s = 0.0
 
@@ -162,7 +169,7 @@ def test_answers_a_rerun_no_longer_asks_for_are_kept_as_asked(tmp_path, capsys):
         )
         err = capsys.readouterr().err
         assert "batch_000001: 2 of its answers are for requests this call does not send" in err
-        records = read_jsonl(rerun.run.calls)  # all four paid answers, tagged as they were asked
+        records = read_calls(rerun.run.calls)  # all four paid answers, tagged as they were asked
         assert sorted(r["question_id"] for r in records) == ["q0", "q1", "q2", "q3"]
         assert all(r["execution"] == "batch" and not r["cached"] for r in records)
         # a later call that sends the other two is answered from the cache: nothing sent again
@@ -182,7 +189,7 @@ def test_a_batch_recorded_without_its_requests_counts_what_it_cannot_keep(tmp_pa
         rerun.close()
     [entry] = BatchJournal(rerun.run.root).entries()
     assert (entry.extra["completed"], entry.extra["not_asked"], entry.extra["unused"]) == (2, 0, 2)
-    assert len(read_jsonl(rerun.run.calls)) == 2
+    assert len(read_calls(rerun.run.calls)) == 2
     assert "2 answers for requests this call does not send are billed but not used" in (
         capsys.readouterr().err
     )
@@ -264,16 +271,9 @@ def test_embedding_request_body_in_the_file(tmp_path):
 def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(tmp_path):
     """SIGKILL while a batch runs, then rerun: the recorded batch is waited for, not resubmitted
     (the server counts creations), and its results land in the cache, ledger and outputs."""
-    run, cache = tmp_path / "run", tmp_path / "cache.sqlite"
+    run = tmp_path / "run"
     env = {**os.environ, "OPENAI_API_KEY": TEST_KEY}
-    command = [
-        sys.executable,
-        str(Path(__file__).with_name("batch_worker.py")),
-        "--run",
-        str(run),
-        "--cache",
-        str(cache),
-    ]
+    command = [sys.executable, str(Path(__file__).with_name("batch_worker.py")), "--run", str(run)]
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
         server.batches.delay_s = 600.0  # far longer than the test: the worker is waiting
         first = subprocess.Popen(
@@ -293,7 +293,7 @@ def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(t
         time.sleep(0.2)  # it polls now
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
-        assert server.batches.created == 1 and not read_jsonl(run / "calls.jsonl", missing_ok=True)
+        assert server.batches.created == 1 and not read_calls(run)
         server.batches.delay_s = 0.0  # the batch has finished meanwhile
         second = subprocess.run(
             [*command, "--url", server.url], env=env, timeout=120, capture_output=True, text=True
@@ -301,7 +301,7 @@ def test_killed_during_the_wait_a_rerun_reattaches_and_creates_no_second_batch(t
         assert second.returncode == 0, second.stderr[-2000:]
         assert "re-attached to batch_000001 (40 read requests" in second.stderr
         assert server.batches.created == 1 and server.count(CHAT_PATH) == 0
-    records = read_jsonl(run / "calls.jsonl")
+    records = read_calls(run)
     assert len(records) == 40 and all(
         r["execution"] == "batch" and not r["cached"] for r in records
     )
@@ -378,7 +378,7 @@ def test_a_cancelled_batch_is_batched_again(tmp_path):
         assert all(r.ok for r in results) and server.batches.created == 2
         entries = BatchJournal(client.run.root).entries()
         assert [(e.status, len(e.keys)) for e in entries] == [("cancelled", 4), ("completed", 4)]
-        assert {c["execution"] for c in read_jsonl(client.run.calls)} == {"batch"}
+        assert {c["execution"] for c in read_calls(client.run.calls)} == {"batch"}
         client.close()
 
 

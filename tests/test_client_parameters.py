@@ -63,7 +63,6 @@ def test_the_notebook_defaults_build_a_client_and_routing_reaches_it(run_paths, 
     client = make_client(
         run_paths,
         **{**params, "provider_routing": routing},
-        cache_path=tmp_path / "cache.sqlite",
         progress=False,
     )
     try:

@@ -16,7 +16,7 @@ import pytest
 from llm_helpers import api_client
 from openai import OpenAI
 
-from memcost.gateway import PLACEHOLDER_KEY, Gateway
+from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway
 from memcost.offline.cognee import offline_cognee_graph, offline_cognee_summary
 from memcost.paths import RunPaths
 from memcost.systems import cognee_library, open_system

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from memcost.calls import read_calls
 from memcost.cli.main import main, print_resume_hint
-from memcost.io import read_jsonl
 from memcost.paths import RunPaths
 from memcost.prices import price_for
 from memcost.run import discover_notebooks
@@ -103,7 +103,7 @@ def test_current_locomo_runs_offline_end_to_end(tmp_path, no_keys, capsys):
     assert DROPPED in out.out
     assert price_line("gpt-6.1-terra") in out.out and price_line("gpt-6-luna") in out.out
     assert "estimated bill of this run" in out.out
-    calls = read_jsonl(run.calls)
+    calls = read_calls(run.calls)
     assert calls and {c["backend"] for c in calls} == {"offline"}
     assert {"gpt-6.1-terra", "gpt-6-luna", "openai/gpt-oss-120b"} <= {c["model"] for c in calls}
     assert run.report_md.is_file()

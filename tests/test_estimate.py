@@ -133,7 +133,7 @@ def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
     assert "-p max_cost_usd=" in message  # no batching or cheaper judge fits one cent
     assert (run_dir / "tables" / "estimate_before_run.csv").is_file()
     assert (run_dir / "locomo" / "data" / "questions.parquet").is_file()  # 00 ran (free)
-    assert not (run_dir / "calls.jsonl").exists()  # no model call of any kind
+    assert not (run_dir / "calls.sqlite").exists()  # no model call of any kind
     assert not list((run_dir / "locomo" / "memory").iterdir())
 
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from llm_helpers import TEST_KEY, api_client, question
 
+from memcost.calls import read_calls
 from memcost.cli.main import main
 from memcost.io import read_jsonl
 from memcost.params import normalise_price_overrides, shared_params
@@ -110,7 +111,7 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
         result = client.chat(question(1, model=MODEL, temperature=0, max_output_tokens=50))
         client.close()
     assert result.error is None
-    (record,) = read_jsonl(run_paths.calls)
+    (record,) = read_calls(run_paths.calls)
     assert record["model"] == MODEL and record["error"] is None
 
 
@@ -167,7 +168,7 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
 def test_reservations_learn_what_the_provider_bills_above_the_list_price():
     # a host charging 27 times the listed price: once a charge is seen, the next request
     # reserves at that markup, so calls in flight cannot carry the spend past the budget
-    from memcost.llm.budget import Budget, BudgetStop
+    from memcost.llm.accounting import Budget, BudgetStop
     from memcost.llm.requests import Usage
 
     budget = Budget(1.0)

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from memcost.calls import record_call_key
 from memcost.io import read_json, read_jsonl
-from memcost.llm.ledger import record_call_key
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks, notebook_parameters
 from memcost.testing.openai_server import CHAT_PATH, Action

@@ -1,131 +1,123 @@
-"""Fast variants of the ledger and cache checks (the command-line runs are in
-test_faults_ledger.py): the real client against the local server, then the stores damaged."""
+"""The run's one store of calls (``calls.sqlite``) and the run's PostgreSQL server, when they
+are damaged or their process is killed: the real client against the local server."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
-from memcost.calls import is_paid
+from memcost.calls import CallStore, StoreError, is_paid, read_calls, store_path
 from memcost.io import read_jsonl
-from memcost.llm.cache import CacheCorrupted, ResponseCache
-from memcost.llm.ledger import LedgerDamaged, check_ledger, repair_ledger
+from memcost.llm import CacheMiss
+from memcost.paths import RunPaths
 from memcost.testing.openai_server import FakeOpenAIServer
+
+QUESTIONS = [question(i, tags={"conversation_id": f"c{i}"}) for i in range(40)]
 
 
 @pytest.fixture
-def paid_run(run_paths, tmp_path, monkeypatch):
+def server(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        client = api_client(run_paths, server.url, tmp_path)
-        client.chat_many([question(i, tags={"conversation_id": f"c{i}"}) for i in range(40)])
-        client.close()
-    return run_paths, tmp_path / "cache.sqlite"
+        yield server
 
 
-def test_a_deleted_ledger_is_found_and_rebuilt_with_its_tags(paid_run):
-    run, cache_path = paid_run
-    before = sorted(
-        (r["request_hash"], r["conversation_id"], r["prompt_tokens"])
-        for r in read_jsonl(run.calls)
-        if is_paid(r)
+@pytest.fixture
+def paid_run(run_paths, tmp_path, server):
+    client = api_client(run_paths, server.url, tmp_path)
+    client.chat_many(QUESTIONS)
+    client.close()
+    start = server.count()
+    server.clear()
+    assert start == 40
+    return run_paths
+
+
+def _rows(run):
+    with sqlite3.connect(store_path(run.root)) as conn:
+        return conn.execute("SELECT record, answer FROM calls").fetchall()
+
+
+def test_a_paid_call_is_one_row_its_record_with_its_answer(paid_run):
+    # one statement writes both: a kill can leave a call neither recorded nor stored, never
+    # one without the other, so there is no second store to repair from
+    rows = _rows(paid_run)
+    assert len(rows) == 40 and all(answer is not None for _, answer in rows)
+    assert all(is_paid(r) for r in read_calls(paid_run))
+    assert sorted(p.name for p in paid_run.root.iterdir() if "calls" in p.name)[0] == "calls.sqlite"
+
+
+def test_a_rerun_of_the_same_run_sends_and_records_nothing(paid_run, tmp_path, server):
+    again = api_client(paid_run, server.url, tmp_path)
+    results = again.chat_many(QUESTIONS)
+    again.close()
+    assert server.count() == 0 and all(r.ok and r.cached for r in results)
+    assert again.stats.replayed == 40 and len(read_calls(paid_run)) == 40
+
+
+def test_another_run_is_served_the_answers_of_a_run_it_reuses(paid_run, tmp_path, server):
+    fresh = RunPaths(tmp_path / "fresh").ensure()
+    alone = api_client(fresh, server.url, tmp_path, cache_mode="replay_only")
+    with pytest.raises(CacheMiss, match="replay_only.*no stored answer"):
+        alone.chat(QUESTIONS[1])
+    alone.close()
+    client = api_client(
+        fresh, server.url, tmp_path, reuse_runs=[str(paid_run.root)], cache_mode="replay_only"
     )
-    assert len(before) == 40
-    cache = ResponseCache(cache_path)
-    check_ledger(run.calls, cache, run.run_id(), "r")  # whole: nothing to say
-    run.calls.unlink()
-    with pytest.raises(LedgerDamaged, match="is missing.*40 calls.*repair-ledger r"):
-        check_ledger(run.calls, cache, run.run_id(), "r")
-    assert repair_ledger(run.calls, cache, run.run_id()) == 40
-    after = sorted(
-        (r["request_hash"], r["conversation_id"], r["prompt_tokens"])
-        for r in read_jsonl(run.calls)
-        if is_paid(r)
-    )
-    assert after == before
-    assert repair_ledger(run.calls, cache, run.run_id()) == 0  # idempotent
-    cache.close()
+    results = client.chat_many(QUESTIONS[:3])
+    client.close()
+    assert server.count() == 0 and all(r.ok for r in results)
+    records = read_calls(fresh)
+    # served, not paid; the answers copied, so the fresh run stands on its own
+    assert len(records) == 3 and all(r["cached"] and not is_paid(r) for r in records)
+    assert all(answer is not None for _, answer in _rows(fresh))
+    assert len(read_calls(paid_run)) == 40  # the reused run is read, never written
 
 
-def test_a_few_unrecorded_calls_are_a_kill_not_a_damage(paid_run):
-    run, cache_path = paid_run
-    lines = run.calls.read_text().splitlines(keepends=True)
-    run.calls.write_text("".join(lines[:-3]))  # killed between cache rows and records
-    with _open(cache_path) as cache:
-        check_ledger(run.calls, cache, run.run_id(), "r")
-        run.calls.write_text("".join(lines[:5]))
-        with pytest.raises(LedgerDamaged, match="is truncated"):
-            check_ledger(run.calls, cache, run.run_id(), "r")
-
-
-class _open:
-    def __init__(self, path):
-        self.cache = ResponseCache(path)
-
-    def __enter__(self):
-        return self.cache
-
-    def __exit__(self, *exc):
-        self.cache.close()
-
-
-def test_a_damaged_cache_names_the_file_and_the_two_ways_out(paid_run):
-    _, cache_path = paid_run
-    with sqlite3.connect(cache_path) as conn:
+def test_a_damaged_store_names_the_file_and_the_way_out(paid_run):
+    path = store_path(paid_run.root)
+    with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = bytearray(cache_path.read_bytes())
+    data = bytearray(path.read_bytes())
     data[200:4000] = b"\x00garbage" * 475
-    cache_path.write_bytes(bytes(data))
-    with pytest.raises(CacheCorrupted) as info:
-        ResponseCache(cache_path)
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError) as info:
+        CallStore(paid_run.root)
     message = str(info.value)
-    assert str(cache_path) in message and "move it aside" in message
-    assert "client={cache_mode: off}" in message
+    assert str(path) in message and "damaged" in message and f"mv {path} {path}.damaged" in message
 
 
-def test_a_billed_call_is_recorded_even_when_the_cache_write_fails(
-    run_paths, tmp_path, monkeypatch
-):
-    # the cache's disk is full: the answered call was billed, so it is recorded all the same;
-    # the cache error still stops the call (and names itself), but no money goes unseen
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
-    with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        client = api_client(run_paths, server.url, tmp_path)
+def test_a_read_only_store_is_not_called_damaged(paid_run, monkeypatch):
+    # moving a read-only store aside (the advice for a damaged one) would make every finished
+    # call paid again: it must say what it is, and how to make it usable (root writes through
+    # file modes, so the store is opened read-only the way SQLite sees an unwritable file)
+    import memcost.calls as calls_module
 
-        def full_disk(*args, **kwargs):
-            raise sqlite3.OperationalError("database or disk is full")
+    real_connect = sqlite3.connect
 
-        monkeypatch.setattr(client.cache, "put", full_disk)
-        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
-            client.chat(question(1))
-        client.close()
-    records = read_jsonl(run_paths.calls)
-    assert len(records) == 1 and is_paid(records[0]) and not records[0]["cached"]
-    assert records[0]["prompt_tokens"] > 0 and records[0]["error"] is None
+    def read_only(database, **kwargs):
+        return real_connect(f"{database}?mode=ro", **kwargs)
+
+    monkeypatch.setattr(calls_module.sqlite3, "connect", read_only)
+    with pytest.raises(StoreError) as info:
+        CallStore(paid_run.root).add({"request_hash": "x"})
+    message = str(info.value)
+    assert "damaged" not in message and "make it and its folder writable" in message
 
 
-def test_records_overwritten_in_the_middle_are_damage_not_a_torn_line(paid_run):
-    # five paid records in the middle of calls.jsonl overwritten (a disk error, an editor):
-    # never skipped silently as if a kill had torn them; repair-ledger restores them
-    run, cache_path = paid_run
-    before = sorted(r["request_hash"] for r in read_jsonl(run.calls) if is_paid(r))
-    lines = run.calls.read_text().splitlines(keepends=True)
-    for i in range(10, 15):
-        lines[i] = "x" * (len(lines[i]) - 1) + "\n"
-    run.calls.write_text("".join(lines))
-    with pytest.raises(ValueError, match=r"calls.jsonl: line 11 is not valid JSON"):
-        read_jsonl(run.calls)
-    with _open(cache_path) as cache:
-        with pytest.raises(LedgerDamaged, match=r"line 11 .*damaged.*repair-ledger r"):
-            check_ledger(run.calls, cache, run.run_id(), "r")
-        assert repair_ledger(run.calls, cache, run.run_id()) == 5
-        check_ledger(run.calls, cache, run.run_id(), "r")
-    after = sorted(r["request_hash"] for r in read_jsonl(run.calls) if is_paid(r))
-    assert after == before
-    kept = list(run.calls.parent.glob("calls.jsonl.damaged-*"))
-    assert len(kept) == 1 and "x" * 20 in kept[0].read_text()  # the damaged file is kept aside
+def test_a_full_disk_says_so_in_one_line(run_paths, tmp_path, server, monkeypatch):
+    client = api_client(run_paths, server.url, tmp_path)
+
+    def full_disk(*args, **kwargs):
+        raise client.store._error(sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(client.store, "add", full_disk)
+    with pytest.raises(StoreError, match="disk holding .* is full: free space, then resume"):
+        client.chat(question(1))
+    client.close()
 
 
 def test_a_torn_last_line_is_cut_when_the_file_is_appended_to_again(tmp_path):
@@ -140,31 +132,10 @@ def test_a_torn_last_line_is_cut_when_the_file_is_appended_to_again(tmp_path):
     assert path.read_text(encoding="utf-8").count("\n") == 3
 
 
-def test_a_read_only_cache_is_not_called_damaged(paid_run, monkeypatch):
-    # moving a read-only cache aside (the advice for a damaged one) would make every finished
-    # call paid again: it must say what it is, and how to make it usable
-    import memcost.llm.cache as cache_module
-
-    _, cache_path = paid_run
-    real_connect = sqlite3.connect
-
-    def read_only(path, **kwargs):
-        return real_connect(f"file:{path}?mode=ro", uri=True, **kwargs)
-
-    monkeypatch.setattr(cache_module.sqlite3, "connect", read_only)
-    with pytest.raises(cache_module.CacheUnwritable) as info:
-        ResponseCache(cache_path)
-    message = str(info.value)
-    assert f"the response cache {cache_path} cannot be written" in message
-    assert "damaged" not in message and "move it aside" not in message
-    assert "chmod" in message and "cache_path" in message
-
-
 def test_handles_of_dead_processes_are_dropped_so_the_last_live_one_stops_the_server(tmp_path):
     # after a kill, the wheel's list of processes using the server keeps the dead one, and the
     # server is never stopped (a resume's exit sees another "user"): the dead are dropped first
     import json
-    import os
 
     from memcost.vectorstore.embedded import HANDLES_FILE, prune_dead_handles
 
@@ -241,53 +212,10 @@ def test_a_watch_stops_only_its_own_server_never_the_next_one_on_the_same_data(t
             server.kill()
 
 
-def test_a_repaired_record_is_the_same_call_as_the_one_it_rebuilds(paid_run):
-    # 'repaired' says how a record was made, not which call it is: read as a tag, it gave the
-    # rebuilt record another identity, and a replay of the call was then recorded twice
-    from memcost.calls import record_call_key
-
-    run, cache_path = paid_run
-    before = {record_call_key(r) for r in read_jsonl(run.calls) if is_paid(r)}
-    run.calls.unlink()
-    with _open(cache_path) as cache:
-        assert repair_ledger(run.calls, cache, run.run_id()) == 40
-    rebuilt = read_jsonl(run.calls)
-    assert all(r["repaired"] for r in rebuilt)
-    assert {record_call_key(r) for r in rebuilt} == before
-
-
-def test_a_repair_gives_back_the_calls_served_from_the_cache(run_paths, tmp_path, monkeypatch):
-    # the cost tables count a cache hit at list price: a repair that rebuilt only the paid
-    # calls changed them silently; the cache now notes who read a row, and the repair gives
-    # every record back
-    from memcost.calls import record_call_key
-
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
-    run, cache_path = run_paths, tmp_path / "cache.sqlite"
-    with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        for step in ("walk-through", "batch"):  # the second asks the same: all from the cache
-            client = api_client(run, server.url, tmp_path)
-            client.chat_many(
-                [question(i, tags={"conversation_id": f"c{i}", "step": step}) for i in range(40)]
-            )
-            client.close()
-        assert len(server.requests) == 40
-    before = sorted(record_call_key(r) for r in read_jsonl(run.calls))
-    assert len(before) == 80 and sum(not is_paid(r) for r in read_jsonl(run.calls)) == 40
-    run.calls.unlink()
-    with _open(cache_path) as cache:
-        assert repair_ledger(run.calls, cache, run.run_id()) == 80
-        assert repair_ledger(run.calls, cache, run.run_id()) == 0  # idempotent
-    rebuilt = read_jsonl(run.calls)
-    assert sorted(record_call_key(r) for r in rebuilt) == before
-    assert sum(r["cached"] for r in rebuilt) == 40
-
-
 def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
     # the runner killed with SIGKILL takes its kernel with it, and nobody used to stop the
     # run's PostgreSQL until the next run on the same directory: the watch started with the
     # server stops it as soon as no live process uses it
-    import os
     import shutil
     import signal
     import subprocess

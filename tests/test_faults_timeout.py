@@ -8,7 +8,7 @@ import io
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.llm import RetryPolicy
-from memcost.llm.heartbeat import Heartbeat
+from memcost.llm.scheduler import Heartbeat
 from memcost.params import CLIENT_SETTINGS, notebook_parameters, shared_params
 from memcost.run import discover_notebooks
 from memcost.testing.openai_server import Action, FakeOpenAIServer

@@ -10,7 +10,7 @@ from llm_helpers import FAST_RETRY, TEST_KEY, api_client, question
 from memcost.calls import list_cost, read_calls
 from memcost.execution import FLEX_TIMEOUT_FACTOR
 from memcost.llm import BudgetExceeded, FatalAPIError
-from memcost.llm.flex import ExecutionUnsupported
+from memcost.llm.providers import ExecutionUnsupported
 from memcost.run import PresetError, run_preset
 from memcost.testing.openai_server import CHAT_PATH, Action
 
@@ -59,7 +59,6 @@ def test_a_flex_request_reserves_its_budget_at_the_flex_price(run_paths, server,
         server.url,
         tmp_path / "other",
         max_cost_usd=limit,
-        cache_path=tmp_path / "other.sqlite",
     )
     with pytest.raises(BudgetExceeded, match="would take the run's spend"):
         interactive.chat(question(2, stage="judge"))

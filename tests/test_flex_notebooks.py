@@ -58,7 +58,7 @@ def test_a_flex_judge_matches_the_interactive_one_at_half_the_price(tmp_path, mo
     assert ("judge", "flex") in tiers and ("judge", None) not in tiers
     assert {tier for stage, tier in tiers if stage != "judge"} == {None}
     assert server.flex.count("unavailable") == 3 and server.flex.count("served") > 0
-    records = read_calls(flex / "calls.jsonl")
+    records = read_calls(flex)
     judged = [r for r in records if r["stage"] == "judge"]
     assert judged and all(r.get("execution") == "flex" for r in judged)
     assert all("execution" not in r for r in records if r["stage"] != "judge")

@@ -67,7 +67,7 @@ def test_every_library_call_is_one_tagged_record_and_a_second_run_is_all_cache(u
     # is a cache hit, recorded as such, and only the others reached the upstream
     assert int((~records["cached"].astype(bool)).sum()) == sent
     second = RunPaths(tmp_path / "second").ensure()
-    build(second, upstream, tmp_path)  # the same disk cache (tmp_path/cache.sqlite)
+    build(second, upstream, tmp_path, reuse_runs=[str(first.root)])  # the first run's answers
     assert len(upstream.requests) == sent  # nothing sent again
     assert all(r["cached"] for r in read_calls(second.calls))
 

@@ -13,6 +13,7 @@ from llm_helpers import TEST_KEY, api_client
 
 from memcost import choices, data, judge
 from memcost.answers import AnswerWriter
+from memcost.calls import read_calls
 from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
@@ -275,7 +276,7 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
         judge.plan_judging(ds, questions, dataset="personamem_v2")  # answers say MC
     plan = judge.plan_judging(ds, questions, dataset="personamem_v2", mode="multiple_choice")
     result = judge.run_judging(offline_client(run_paths), plan, ds.judgments)
-    assert result.sent == 0 and not read_jsonl(run_paths.calls, missing_ok=True)  # no calls
+    assert result.sent == 0 and not read_calls(run_paths.calls)  # no calls
     labels = result.judgments.set_index("question_id")["label"]
     assert len(labels) == len(questions)  # one vote per question
     expected = ["CORRECT", "WRONG", "WRONG", "CORRECT"]
@@ -322,7 +323,7 @@ def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
             b["reasoning_effort"] == "high" and b["model"] == "gpt-5-mini-2025-08-07"
             for b in bodies
         )
-    calls = read_jsonl(run_paths.calls)
+    calls = read_calls(run_paths.calls)
     assert len(calls) == 3 * len(questions)
     assert {c["stage"] for c in calls} == {"judge"}
     per_question = {}
@@ -366,7 +367,7 @@ def test_an_unparseable_reply_ends_unjudged_never_wrong(run_paths, tmp_path, key
     table = judge.accuracy_table(result.judgments, dataset="locomo").iloc[0]
     assert (table["n"], table["judged"], table["unjudged"], table["judge_failures"]) == (2, 1, 1, 1)
     assert table["accuracy"] == 1.0 and table["strict_accuracy"] == 0.5
-    reask = [c for c in read_jsonl(run_paths.calls) if c.get("reask")]
+    reask = [c for c in read_calls(run_paths.calls) if c.get("reask")]
     assert len(reask) == 6 and all("json_reask" in c["prompt_version"] for c in reask)
 
 
@@ -386,7 +387,7 @@ def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     errors = votes.loc[votes["unjudged_cause"] == "answer"]
     assert len(errors) == 3 and set(errors["label"]) == {"UNJUDGED"}
     assert set(errors["judge_model"]) == {"lexical"}
-    calls = read_jsonl(run_paths.calls)
+    calls = read_calls(run_paths.calls)
     assert len(calls) == 3 * (27 - 1) + 3 * 27  # the errored answer was never sent
     assert all(c["model"] == "gpt-5-mini-2025-08-07" and c["backend"] == "offline" for c in calls)
     table = judge.accuracy_table(votes, dataset="locomo").set_index("system")

@@ -15,21 +15,18 @@ import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost import costs
-from memcost.io import read_jsonl
+from memcost.calls import BASE_FIELDS, STANDARD_TAGS, CallStore, read_calls, record_cost
 from memcost.llm import (
     BudgetExceeded,
     CacheMiss,
     ChatRequest,
     FatalAPIError,
     MissingCredentials,
-    ResponseCache,
     RetryPolicy,
     make_client,
     parse_json_object,
-    record_cost,
 )
-from memcost.llm.errors import QuotaExhausted
-from memcost.llm.ledger import BASE_FIELDS, STANDARD_TAGS
+from memcost.llm.requests import QuotaExhausted
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
 
@@ -61,7 +58,7 @@ def test_round_trip_records_usage_with_cached_and_reasoning_tokens(run_paths, se
     assert r1.usage.reasoning_tokens == 16 and r1.usage.completion_tokens > 16
     assert r1.usage.cached_prompt_tokens == 0
     assert r2.usage.cached_prompt_tokens >= 1024 and r2.usage.cached_prompt_tokens % 128 == 0
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     assert len(records) == 2
     rec = records[1]
     assert list(rec)[: len(BASE_FIELDS)] == list(BASE_FIELDS)
@@ -124,7 +121,7 @@ def test_transient_failures_are_retried_and_every_attempt_counted(run_paths, ser
     result = client.chat(question(1))
     assert result.ok and result.attempts == 7
     assert server.count() == 7  # the SDK's own retries are off: every attempt is ours
-    (record,) = read_jsonl(run_paths.calls)
+    (record,) = read_calls(run_paths.calls)
     assert record["attempts"] == 7 and record["error"] is None
     assert client.stats.retries == 6 and client.stats.attempts == 7
 
@@ -138,7 +135,7 @@ def test_exhausted_retries_record_the_error_and_the_stage_carries_on(run_paths, 
     assert [r.error is None for r in results] == [True, False, True]
     assert "HTTP 500" in results[1].error and "gave up after 2 attempts" in results[1].error
     assert results[1].text == ""
-    errors = [r for r in read_jsonl(run_paths.calls) if r["error"]]
+    errors = [r for r in read_calls(run_paths.calls) if r["error"]]
     assert len(errors) == 1 and errors[0]["attempts"] == 2 and errors[0]["question_id"] == "q1"
     assert client.stats.errors == 1
     # a rerun tries the failed call again (and only it: the others come from the cache)
@@ -172,7 +169,7 @@ def test_401_stops_at_once_and_says_what_to_do(run_paths, tmp_path, monkeypatch)
         assert info.value.status == 401
         assert server.count() <= 4  # only what was already in flight
         assert "sk-test-wrong-key-000" not in str(info.value)
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     # each call was tried once and failed on the 401, or (under load, taken from the queue as
     # the stop came) was recorded failed without being sent; none was retried
     sent = [r for r in records if r["attempts"] == 1 and "HTTP 401" in r["error"]]
@@ -231,7 +228,6 @@ def test_missing_key_fails_before_anything_is_sent(run_paths, tmp_path, monkeypa
         backend="custom",
         base_url="http://127.0.0.1:9/v1",
         env_file=tmp_path / "none.env",
-        cache_path=tmp_path / "c.sqlite",
     )
 
 
@@ -258,14 +254,14 @@ def test_cache_returns_identical_results_without_touching_the_server(run_paths, 
     assert [r.text for r in replay] == [r.text for r in first]
     assert [r.usage for r in replay] == [r.usage for r in first]
     assert all(r.cached for r in replay)
-    assert len(read_jsonl(run_paths.calls)) == 10 and again.stats.replayed == 10
-    # another run: records marked cached, with the original usage
+    assert len(read_calls(run_paths.calls)) == 10 and again.stats.replayed == 10
+    # another run that reuses this one: records marked cached, with the original usage
     other = RunPaths(tmp_path / "other").ensure()
-    api_client(other, server.url, tmp_path).chat_many(requests)
+    api_client(other, server.url, tmp_path, reuse_runs=[str(run_paths.root)]).chat_many(requests)
     assert server.count() == 10
-    records = read_jsonl(other.calls)
+    records = read_calls(other.calls)
     assert len(records) == 10 and all(r["cached"] for r in records)
-    originals = {r["request_hash"]: r for r in read_jsonl(run_paths.calls)}
+    originals = {r["request_hash"]: r for r in read_calls(run_paths.calls)}
     for r in records:
         o = originals[r["request_hash"]]
         assert (r["prompt_tokens"], r["completion_tokens"], r["reasoning_tokens"]) == (
@@ -292,7 +288,7 @@ def test_cache_off_always_sends(run_paths, server, tmp_path):
     client = api_client(run_paths, server.url, tmp_path, cache_mode="off")
     client.chat(question(1))
     client.chat(question(1))
-    assert server.count() == 2 and not (tmp_path / "cache.sqlite").exists()
+    assert server.count() == 2 and len(read_calls(run_paths)) == 2  # recorded all the same
 
 
 def test_three_judge_samples_are_three_requests(run_paths, server, tmp_path):
@@ -300,7 +296,7 @@ def test_three_judge_samples_are_three_requests(run_paths, server, tmp_path):
     votes = [question(1, stage="judge", sample_index=k, reasoning_effort="high") for k in range(3)]
     results = client.chat_many(votes)
     assert server.count() == 3 and len({r.request_hash for r in results}) == 3
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     assert sorted(r["sample_index"] for r in records) == [0, 1, 2]
 
 
@@ -341,7 +337,7 @@ def test_unparseable_replies_are_reasked_then_recorded_as_parse_failures(
         r.body["messages"] for r in server.requests if "item 2?" in r.body["messages"][1]["content"]
     ]
     assert [len(m) for m in item2] == [2, 4, 6]
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     assert len(records) == 2 + 3 + 1
     assert {r["prompt_version"] for r in records if r.get("reask")} == {
         "test_prompt@v1+json_reask@v1"
@@ -423,7 +419,7 @@ def test_budget_guard_stops_before_exceeding(run_paths, server, tmp_path):
     )
     with pytest.raises(BudgetExceeded) as info:
         client.chat_many(requests)
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     spent = sum(record_cost(r, overrides) for r in records)
     assert 3 <= len(records) < 40
     assert spent <= limit and info.value.spent_usd == pytest.approx(spent)
@@ -445,7 +441,7 @@ def test_duplicate_requests_in_flight_are_sent_once(run_paths, tmp_path):
         same = [question(1, tags={"system": f"s{k}"}) for k in range(6)]
         results = client.chat_many(same)
         assert server.count() == 1 and len({r.text for r in results}) == 1
-        records = read_jsonl(run_paths.calls)
+        records = read_calls(run_paths.calls)
         # six logical calls (different tags), one paid, five served from the cache
         assert len(records) == 6 and sum(not r["cached"] for r in records) == 1
 
@@ -485,7 +481,7 @@ def test_model_backends_route_a_model_elsewhere(run_paths, tmp_path):
         assert client.chat(oss, offline=lambda r: r.payload["answer"]).text == "offline answer"
         assert client.chat(question(1)).ok
         assert local.count() == 1
-        backends = [r["backend"] for r in read_jsonl(run_paths.calls)]
+        backends = [r["backend"] for r in read_calls(run_paths.calls)]
         assert backends == ["offline", "custom"]
 
 
@@ -497,7 +493,7 @@ def test_embeddings_over_the_api(run_paths, server, tmp_path):
     assert np.allclose(np.linalg.norm(vectors[:5], axis=1), 1.0, atol=1e-5)
     assert not vectors[5:].any()
     assert server.count(EMBEDDINGS_PATH) == 1 and server.count(CHAT_PATH) == 0
-    (record,) = read_jsonl(run_paths.calls)
+    (record,) = read_calls(run_paths.calls)
     assert (
         record["stage"] == "embed"
         and record["prompt_tokens"] > 0
@@ -508,35 +504,33 @@ def test_embeddings_over_the_api(run_paths, server, tmp_path):
     assert np.array_equal(again, vectors) and server.count(EMBEDDINGS_PATH) == 1
 
 
-def test_cache_is_safe_across_processes(tmp_path):
+def test_the_store_is_safe_across_processes_and_threads(tmp_path):
     import subprocess
     import sys
 
-    path = tmp_path / "shared.sqlite"
     code = (
         "import sys\n"
-        "from memcost.llm import ResponseCache\n"
-        "c = ResponseCache(sys.argv[1])\n"
+        "from memcost.calls import CallStore\n"
+        "c = CallStore(sys.argv[1])\n"
         "for i in range(300):\n"
-        "    c.put(f'{sys.argv[2]}-{i}', {'text': str(i)}, kind='chat', stage='read', model='m',\n"
-        "          origin='x')\n"
-        "    assert c.get(f'{sys.argv[2]}-{i}')['text'] == str(i)\n"
+        "    c.add({'request_hash': f'{sys.argv[2]}-{i}', 'error': None}, {'text': str(i)})\n"
+        "    assert c.answer(f'{sys.argv[2]}-{i}')['text'] == str(i)\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), tag]) for tag in "abc"]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag]) for tag in "abc"]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
-    cache = ResponseCache(path)
-    assert len(cache) == 900
+    store = CallStore(tmp_path)
+    assert len(store) == 900
 
     def writer(tag: str) -> None:
         for i in range(100):
-            cache.put(f"{tag}-{i}", {"text": tag}, kind="chat", stage="read", model="m", origin="y")
+            store.add({"request_hash": f"{tag}-{i}", "error": None}, {"text": tag})
 
     threads = [threading.Thread(target=writer, args=(f"t{k}",)) for k in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(cache) == 1700
+    assert len(store) == 1700
 
 
 def test_a_fatal_error_cuts_short_the_backoff_of_calls_in_flight(run_paths, server, tmp_path):
@@ -553,7 +547,7 @@ def test_a_fatal_error_cuts_short_the_backoff_of_calls_in_flight(run_paths, serv
     with pytest.raises(FatalAPIError, match="HTTP 401"):
         client.chat_many([question(0), question(1)])
     assert time.perf_counter() - t0 < 5.0  # not the 15-30 s backoff of item 0
-    errors = {r["question_id"]: r["error"] for r in read_jsonl(run_paths.calls)}
+    errors = {r["question_id"]: r["error"] for r in read_calls(run_paths.calls)}
     assert "the stage stopped" in errors["q0"] and "HTTP 401" in errors["q1"]
 
 

@@ -6,8 +6,10 @@ the local server and appends one output line per answer, skipping answered quest
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,9 +17,8 @@ from pathlib import Path
 
 from llm_helpers import TEST_KEY
 
+from memcost.calls import read_calls, store_path
 from memcost.io import read_jsonl
-from memcost.llm import ResponseCache
-from memcost.paths import RunPaths
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 WORKER = Path(__file__).with_name("llm_worker.py")
@@ -25,7 +26,6 @@ WORKER = Path(__file__).with_name("llm_worker.py")
 
 def _worker(
     run: Path,
-    cache: Path,
     url: str,
     *extra: str,
     env: dict[str, str] | None = None,
@@ -38,8 +38,6 @@ def _worker(
             str(WORKER),
             "--run",
             str(run),
-            "--cache",
-            str(cache),
             "--url",
             url,
             *extra,
@@ -64,9 +62,9 @@ def _settle(server, quiet_s: float = 0.3, limit_s: float = 5.0) -> None:
 
 
 def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
-    run, cache_path = tmp_path / "run", tmp_path / "cache.sqlite"
+    run = tmp_path / "run"
     with FakeOpenAIServer(latency_s=0.03) as server:
-        first = _worker(run, cache_path, server.url)
+        first = _worker(run, server.url)
         deadline = time.monotonic() + 60
         while server.count() < 70 and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.002)
@@ -76,13 +74,12 @@ def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
         sent_first = server.count()
         assert 70 <= sent_first < 200, "the kill must land midway"
 
-        cache = ResponseCache(cache_path)
-        completed = {_question(e) for e in _cached_texts(cache)}
-        ledger_before = read_jsonl(RunPaths(run).calls)
-        assert len(ledger_before) <= len(completed) < 200  # cache row first, then the record
+        completed = {_question(e) for e in _stored_texts(run)}
+        ledger_before = read_calls(run)
+        assert len(ledger_before) == len(completed) < 200  # each record with its answer
 
         server.clear()
-        second = _worker(run, cache_path, server.url)
+        second = _worker(run, server.url)
         assert second.wait(timeout=120) == 0
 
         resent = [_question_from_body(r.body) for r in server.requests]
@@ -90,7 +87,7 @@ def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
         assert set(resent) == {f"{i:03d}" for i in range(200)} - completed
         assert len(resent) == 200 - len(completed)
 
-    records = read_jsonl(RunPaths(run).calls)
+    records = read_calls(run)
     assert len(records) == 200
     assert len({r["request_hash"] for r in records}) == 200
     assert len({r["question_id"] for r in records}) == 200
@@ -98,12 +95,15 @@ def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
     assert all(r["cached"] is False and r["error"] is None for r in records)
     outputs = read_jsonl(run / "answers.jsonl")
     assert sorted(o["question_id"] for o in outputs) == [f"q{i:03d}" for i in range(200)]
-    texts = {_question(t): t for t in _cached_texts(ResponseCache(cache_path))}
+    texts = {_question(t): t for t in _stored_texts(run)}
     assert all(texts[o["question_id"][1:]] == o["answer"] for o in outputs)
 
 
-def _cached_texts(cache: ResponseCache) -> list[str]:
-    return [cache.get(k)["text"] for k in cache.keys()]
+def _stored_texts(run: Path) -> list[str]:
+    """The answers in the run's store of calls."""
+    with sqlite3.connect(store_path(run)) as conn:
+        rows = conn.execute("SELECT answer FROM calls WHERE answer IS NOT NULL").fetchall()
+    return [json.loads(a)["text"] for (a,) in rows]
 
 
 def _question(answer_text: str) -> str:
@@ -117,7 +117,7 @@ def _question_from_body(body: dict) -> str:
 
 def test_a_planted_key_appears_in_no_file_the_run_writes(tmp_path):
     key = TEST_KEY + "-planted-" + os.urandom(6).hex()
-    run, cache_path = tmp_path / "run", tmp_path / "cache.sqlite"
+    run = tmp_path / "run"
     log = run / "logs" / "worker.log"
     log.parent.mkdir(parents=True)
     with FakeOpenAIServer(api_key=key) as server:
@@ -128,7 +128,6 @@ def test_a_planted_key_appears_in_no_file_the_run_writes(tmp_path):
         server.on(lambda p, b: "refused" in str(b), Action(status=401), times=None)
         worker = _worker(
             run,
-            cache_path,
             server.url,
             "--n",
             "20",
@@ -147,33 +146,8 @@ def test_a_planted_key_appears_in_no_file_the_run_writes(tmp_path):
     assert "set OPENAI_API_KEY (or use the offline backend)" in text  # the 401 was reported
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     names = {p.name for p in written}
-    assert {"calls.jsonl", "manifest.json", "answers.jsonl", "worker.log", "cache.sqlite"} <= names
+    assert {"calls.sqlite", "manifest.json", "answers.jsonl", "worker.log"} <= names
     for path in written:
         data = path.read_bytes()
         assert key.encode() not in data, f"the key leaked into {path}"
         assert key[-12:].encode() not in data, f"part of the key leaked into {path}"
-
-
-def test_a_call_killed_between_cache_and_ledger_is_recorded_once_as_paid(tmp_path, monkeypatch):
-    from llm_helpers import api_client, question
-
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
-    run = RunPaths(tmp_path / "run").ensure()
-    with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        api_client(run, server.url, tmp_path).chat_many([question(i) for i in range(3)])
-        # what a SIGKILL between the cache row and the ledger record leaves behind
-        lines = run.calls.read_text().splitlines(keepends=True)
-        run.calls.write_text("".join(lines[:2]))
-        again = api_client(run, server.url, tmp_path)
-        again.chat_many([question(i) for i in range(3)])
-        assert server.count() == 3 and again.stats.recovered == 1
-        records = read_jsonl(run.calls)
-        assert len(records) == 3 and not any(r["cached"] for r in records)
-        # a new run directory under the same name is another run: it did not pay
-        import shutil
-
-        shutil.rmtree(run.root)
-        fresh = RunPaths(run.root).ensure()
-        api_client(fresh, server.url, tmp_path).chat_many([question(i) for i in range(3)])
-        assert server.count() == 3
-        assert all(r["cached"] for r in read_jsonl(fresh.calls))

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from memcost.io import read_jsonl
+from memcost.calls import read_calls
 from memcost.llm import ChatRequest, HashingEmbedder, make_client, parse_json_object
 from memcost.tokens import count_tokens
 
@@ -22,6 +22,7 @@ import hashlib, json, sys
 from pathlib import Path
 from memcost.llm import ChatRequest, make_client, parse_json_object
 from memcost.paths import RunPaths
+from memcost.calls import read_calls
 
 def extract(request):
     facts = [t for t in request.payload["turns"] if " " in t]
@@ -41,7 +42,7 @@ results = client.chat_many(requests, offline=extract, parse=parse_json_object)
 facts = [f for r in results for f in r.parsed["facts"]]
 vectors = client.embed(facts, tags={"conversation_id": "all"})
 records = [{k: v for k, v in r.items() if k not in ("timestamp", "latency_s")} for r in
-           map(json.loads, run.calls.read_text().splitlines())]
+           read_calls(run)]
 print(json.dumps({
     "results": [[r.text, r.parsed, r.usage.as_dict(), r.request_hash, r.backend] for r in results],
     "vectors": hashlib.sha256(vectors.tobytes()).hexdigest(),
@@ -91,9 +92,7 @@ def requests(n: int = 4) -> list[ChatRequest]:
 
 
 def test_offline_calls_report_o200k_usage_and_are_recorded_once(run_paths, tmp_path):
-    client = make_client(
-        run_paths, backend="offline", progress=False, cache_path=tmp_path / "c.sqlite"
-    )
+    client = make_client(run_paths, backend="offline", progress=False)
     results = client.chat_many(requests(), offline=extract, parse=parse_json_object)
     first = results[0]
     assert first.parsed == {"facts": ["Ana likes tea", "Ana likes item 0"]}
@@ -102,7 +101,7 @@ def test_offline_calls_report_o200k_usage_and_are_recorded_once(run_paths, tmp_p
     )
     assert first.usage.completion_tokens == count_tokens(first.text)
     assert first.usage.reasoning_tokens == 0 and first.backend == "offline" and first.attempts == 1
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     assert len(records) == 4
     assert all(
         r["backend"] == "offline" and not r["cached"] and r["error"] is None for r in records
@@ -114,7 +113,7 @@ def test_offline_calls_report_o200k_usage_and_are_recorded_once(run_paths, tmp_p
     assert [r.text for r in again.chat_many(requests(), offline=extract)] == [
         r.text for r in results
     ]
-    assert len(read_jsonl(run_paths.calls)) == 4 and again.stats.replayed == 4
+    assert len(read_calls(run_paths.calls)) == 4 and again.stats.replayed == 4
     summary = again.summary()
     assert (
         summary["offline_calls"] == 4 and summary["estimated_usd"] > 0 and summary["paid_usd"] == 0
@@ -210,7 +209,7 @@ def test_offline_embeddings_through_the_client(run_paths):
     vectors = client.embed(texts, tags={"conversation_id": "c1"})
     assert vectors.shape == (3, 1536) and not vectors[1].any()
     assert np.array_equal(vectors[[0, 2]], HashingEmbedder().embed([texts[0], texts[2]]))
-    (record,) = read_jsonl(run_paths.calls)
+    (record,) = read_calls(run_paths.calls)
     assert record["backend"] == "offline" and record["stage"] == "embed"
     assert record["prompt_tokens"] == count_tokens(texts[0]) + count_tokens(texts[2])
     assert record["model"] == "text-embedding-3-small" and record["conversation_id"] == "c1"

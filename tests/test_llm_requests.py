@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from memcost.llm import ChatRequest, EmbeddingRequest, parse_json, parse_json_object
-from memcost.llm.embeddings import plan_batches
-from memcost.llm.parsing import reask_request
+from memcost.llm.offline import plan_batches
 from memcost.llm.providers import chat_body, resolve_endpoint
+from memcost.llm.requests import reask_request
 
 MSGS = (("system", "You judge answers."), ("user", "Is 'Paris' correct for 'capital of France'?"))
 

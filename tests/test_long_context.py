@@ -15,7 +15,7 @@ from llm_helpers import TEST_KEY, api_client
 
 from memcost import choices, data, longctx, prompts, tokens
 from memcost.answers import AnswerWriter, load_answers, median_ratios
-from memcost.io import read_jsonl
+from memcost.calls import read_calls
 from memcost.llm import make_client
 from memcost.llm.offline import prompt_tokens
 from memcost.testing.openai_server import Action, FakeOpenAIServer
@@ -421,12 +421,12 @@ def test_a_rerun_skips_answered_questions(samples, run_paths):
         make_client(run_paths, progress=False), ds, planned, dataset="locomo"
     )
     assert set(first.values()) == {len(locomo.questions)}
-    calls = len(read_jsonl(run_paths.calls))
+    calls = len(read_calls(run_paths.calls))
     again = longctx.answer_questions(
         make_client(run_paths, progress=False), ds, planned, dataset="locomo"
     )
-    assert set(again.values()) == {0} and len(read_jsonl(run_paths.calls)) == calls
-    records = read_jsonl(run_paths.calls)
+    assert set(again.values()) == {0} and len(read_calls(run_paths.calls)) == calls
+    records = read_calls(run_paths.calls)
     assert {r["stage"] for r in records} == {"long_context"}
     assert {r["system"] for r in records} == {
         "long_context_gpt-5-mini",
@@ -502,7 +502,7 @@ def test_request_parameters_by_model_family_at_the_server(api, run_paths):
     assert bodies[OSS]["temperature"] == 0 and bodies[OSS]["max_tokens"] == 2000
     assert not {"reasoning_effort", "max_completion_tokens"} & set(bodies[OSS])
     assert bodies[GPT5]["messages"] == bodies[OSS]["messages"]
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     assert {(r["model"], r["system"]) for r in records} == {
         (GPT5, "long_context_gpt-5-mini"),
         (OSS, "long_context_gpt-oss-120b"),

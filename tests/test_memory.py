@@ -12,7 +12,7 @@ import pytest
 from llm_helpers import TEST_KEY, api_client
 
 from memcost import memory
-from memcost.io import read_jsonl
+from memcost.calls import read_calls
 from memcost.llm import ChatRequest, ChatResult, Usage, make_client
 from memcost.memory import Candidate, MemoryBuilder, MemoryConfig
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
@@ -524,7 +524,7 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     assert extract["response_format"] == {"type": "json_object"}
     assert "temperature" not in extract and "max_tokens" not in extract
 
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     reasks = [r for r in records if r.get("reask")]
     assert [r["reask"] for r in reasks] == [1, 2]
     assert {r["prompt_version"] for r in reasks} == {"memory_extract@v1+json_reask@v1"}

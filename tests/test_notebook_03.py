@@ -9,6 +9,7 @@ import pandas as pd
 
 from memcost import data
 from memcost.answers import REQUIRED_FIELDS, answer_systems
+from memcost.calls import read_calls
 from memcost.io import read_jsonl
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters
@@ -88,7 +89,7 @@ def test_notebook_03_offline_after_notebook_00(smoke_run):
     # the run's ledger holds every notebook's calls; the manifest counts notebook 03's
     calls = [
         c
-        for c in read_jsonl(run.calls)
+        for c in read_calls(run.calls)
         if c["dataset"] == "locomo" and c["stage"] == "long_context"
     ]
     assert len(calls) == len(systems) * len(questions)

@@ -9,6 +9,7 @@ import yaml
 
 from memcost import judge
 from memcost.answers import AnswerWriter
+from memcost.calls import read_calls
 from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters, run_preset
@@ -178,7 +179,7 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     votes = read_jsonl(ds.judgments)
     assert len(votes) == len(systems) * scored * 3 * 3  # systems × questions × votes × prompts
     assert {v["judge_model"] for v in votes} == {"lexical"}
-    calls = read_jsonl(run.calls)
+    calls = read_calls(run.calls)
     assert len(calls) == (len(systems) * scored - 1) * 3 * 3
     assert {c["stage"] for c in calls} == {"judge"}
 

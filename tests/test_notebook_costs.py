@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from test_usage import record
 
+from memcost.calls import CallStore
 from memcost.io import read_json
 from memcost.paths import FIGURES_DIR
 from memcost.run import run_preset
@@ -71,9 +72,9 @@ def offline_ledger() -> list[dict]:
 
 def write_offline_run(root) -> None:
     root.mkdir(parents=True)
-    with open(root / "calls.jsonl", "w", encoding="utf-8") as handle:
+    with CallStore(root) as store:
         for record in offline_ledger():
-            handle.write(json.dumps(record) + "\n")
+            store.add(record)
     judgments = []
     for u in range(2):
         for q in range(3):
@@ -207,11 +208,11 @@ def test_offline_run_gets_estimated_cost_tables(executed):
 
 
 def test_measured_mode_without_ledger_fails_clearly():
-    """What the notebook's measured mode calls, given a run without calls.jsonl."""
+    """What the notebook's measured mode calls, given a run that made no call."""
     from memcost import costs
 
     empty = costs.price_calls(costs.ledger_from_records([]))
-    with pytest.raises(ValueError, match="needs a calls.jsonl"):
+    with pytest.raises(ValueError, match="needs a calls.sqlite with records"):
         costs.measured_constants(empty, "longmemeval", "long_context_gpt-5-mini")
 
 

@@ -24,5 +24,5 @@ def test_paper_preset_without_a_ledger(tmp_path):
     assert metrics["paper_cells_matched"] == metrics["paper_cells"] == 26
     assert metrics["loop_break_even"] == 10
     assert pd.read_csv(run.table.table5)["break_even_n"].tolist() == [13, 10, 9, 9]
-    assert not run.table.cost_summary.exists()  # nothing measured without calls.jsonl
+    assert not run.table.cost_summary.exists()  # nothing measured without calls
     assert (run.figures / f"{run.figure.figure1.name}.png").is_file()

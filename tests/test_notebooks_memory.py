@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from memcost import memory
+from memcost.calls import read_calls
 from memcost.io import read_json, read_jsonl
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters
@@ -142,7 +143,7 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
     assert manifest["llm"]["locomo/01_extract_facts"]["calls"] == m01["llm_calls"]
     assert manifest["llm"]["locomo/02_answer_from_memory"]["calls"] == m02["llm_calls"]
     stages = {"extract", "update", "embed", "read"}  # notebooks 01 and 02 of this dataset
-    calls = [c for c in read_jsonl(run.calls) if c["dataset"] == "locomo" and c["stage"] in stages]
+    calls = [c for c in read_calls(run.calls) if c["dataset"] == "locomo" and c["stage"] in stages]
     assert {c["stage"] for c in calls} == stages
     assert {c["model"] for c in calls if c["stage"] == "read"} == {"gpt-5-mini-2025-08-07"}
     assert {c["model"] for c in calls if c["stage"] == "extract"} == {"gpt-5-nano-2025-08-07"}

@@ -9,8 +9,9 @@ import time
 import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
-from memcost.llm import pacing
-from memcost.llm.pacing import Limits, Reading, parse_rate_limits
+from memcost.llm import transport as pacing
+from memcost.llm.providers import Reading
+from memcost.llm.transport import Limits, parse_rate_limits
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 from memcost.testing.rate_limits import AccountLimits
 

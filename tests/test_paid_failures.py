@@ -7,11 +7,10 @@ import time
 
 import pytest
 
-from memcost.calls import list_cost, record_cost
-from memcost.io import read_jsonl
-from memcost.llm.errors import QuotaExhausted
+from memcost.calls import list_cost, read_calls, record_cost
 from memcost.llm.providers import EndpointClient, resolve_endpoint
-from memcost.llm.retry import RetryPolicy
+from memcost.llm.requests import QuotaExhausted
+from memcost.llm.transport import RetryPolicy
 from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 from tests.llm_helpers import TEST_KEY, api_client, question
 
@@ -33,7 +32,7 @@ def _bodies(server):
 
 
 def _cached(client, request):
-    return client.cache.contains(request.key(client.endpoint_for(request.model).identity))
+    return client.store.has_answer(request.key(client.endpoint_for(request.model).identity))
 
 
 def test_length_without_content_is_retried_once_with_a_larger_limit(run_paths, server, tmp_path):
@@ -45,7 +44,7 @@ def test_length_without_content_is_retried_once_with_a_larger_limit(run_paths, s
     assert result.retried_output_limit == 4_100 and result.calls == 2
     sent = [b["max_completion_tokens"] for b in _bodies(server)]
     assert sent == [100, 4_100]
-    records = read_jsonl(run_paths.calls)
+    records = read_calls(run_paths.calls)
     assert records[0]["error"].startswith("length: the output limit was reached")
     assert records[0]["completion_tokens"] == 16  # the reasoning it was billed for
     assert records[1]["error"] is None and records[1]["output_limit_retry"] == 4_100
@@ -92,7 +91,7 @@ def test_filtered_and_refused_replies_are_failures(
     assert not result.ok and result.failure_kind == kind and needle in result.error
     assert result.calls == 1  # only a cut-off reply earns the larger-limit retry
     assert not _cached(client, request)
-    record = read_jsonl(run_paths.calls)[0]
+    record = read_calls(run_paths.calls)[0]
     assert needle in record["error"] and record["prompt_tokens"] > 0  # paid, and recorded so
     assert client.chat(request).ok and server.count() == 2  # a rerun asks again
 
@@ -170,7 +169,7 @@ def test_openrouter_usage_cost_and_provider_are_recorded_and_preferred(run_paths
     body = _bodies(server)[0]
     assert body["provider"] == routing and body["usage"] == {"include": True}
     assert body["max_tokens"] == 8000 and "max_completion_tokens" not in body
-    record = read_jsonl(run_paths.calls)[0]
+    record = read_calls(run_paths.calls)[0]
     assert record["billed_usd"] == 0.0125 and record["served_by"] == "DeepInfra"
     assert record_cost(record) == 0.0125 != list_cost(record)  # billed wins; both are shown
     assert client.budget.spent == pytest.approx(0.0125)  # the guard counts what was billed
@@ -206,19 +205,6 @@ def test_backoff_cap_is_a_parameter_and_minutes_long_by_default(run_paths, serve
     assert total > 120  # minutes of patience before an item gives up, not ~31 s
     client = api_client(run_paths, server.url, tmp_path, retry=None, max_backoff_s=2.0)
     assert client.config.retry.max_delay_s == 2.0
-
-
-def test_an_empty_cut_off_reply_cached_by_older_code_is_asked_again(run_paths, server, tmp_path):
-    client = api_client(run_paths, server.url, tmp_path)
-    request = question(8, max_output_tokens=50)
-    key = request.key(client.endpoint_for(request.model).identity)
-    stale = {"text": "", "finish_reason": "length", "usage": {"prompt_tokens": 20,
-             "completion_tokens": 50, "reasoning_tokens": 50}, "attempts": 1}  # fmt: skip
-    client.cache.put(key, stale, kind="chat", stage="read", model=request.model, origin="old")
-    result = client.chat(request)
-    assert result.ok and not result.cached and result.text.startswith("answer-")
-    assert server.count() == 1 and client.stats.discarded_rows == 1
-    assert client.cache.get(key)["text"] == result.text  # the answer replaced the empty row
 
 
 def test_a_long_run_of_429s_says_rate_limited_not_unavailable(run_paths, server, tmp_path):

@@ -10,9 +10,8 @@ from datetime import date
 import pytest
 
 from memcost import lifecycle, models
-from memcost.llm.errors import ModelCapabilityError
 from memcost.llm.providers import chat_body
-from memcost.llm.requests import ChatRequest
+from memcost.llm.requests import ChatRequest, ModelCapabilityError
 from memcost.paths import REPO_ROOT
 from memcost.prices import price_for
 from memcost.run.lifecycle_gate import check_lifecycle

@@ -10,6 +10,7 @@ from test_memory import api_responder, build, make_turns, yoga_conversation
 
 from memcost import answers, retrieval
 from memcost.answers import REQUIRED_FIELDS
+from memcost.calls import read_calls
 from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.memory import index_dir
@@ -214,15 +215,15 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
         assert name in record
     assert record["system"] == "memory" and record["backend"] == "openai"
     assert record["prompt_version"] == "memory_read@v1" and record["reasoning_tokens"] == 64
-    calls = read_jsonl(run_paths.calls)
+    calls = read_calls(run_paths.calls)
     queries = [c for c in calls if c["stage"] == "embed" and c["question_id"]]
     assert sorted(c["question_id"] for c in queries) == ["q1", "q2"]
     assert {c["system"] for c in queries} == {"memory"}
     fact_embeds = [c for c in calls if c["stage"] == "embed" and not c["question_id"]]
     assert fact_embeds and all(c["system"] is None for c in fact_embeds)
-    read_calls = [c for c in calls if c["stage"] == "read"]
-    assert sorted(c["question_id"] for c in read_calls) == ["q1", "q2"]
-    assert {c["system"] for c in read_calls} == {"memory"}
+    reads = [c for c in calls if c["stage"] == "read"]
+    assert sorted(c["question_id"] for c in reads) == ["q1", "q2"]
+    assert {c["system"] for c in reads} == {"memory"}
 
 
 def test_multiple_choice_reader_lists_options_in_the_judges_order():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost.io import read_jsonl
+from memcost.calls import read_calls
 from memcost.prompts import MEMORY_EXTRACT
 from memcost.serving import stage
 from memcost.serving import workload as wl
@@ -65,7 +65,7 @@ def test_workloads_and_replay_go_through_the_client(run_paths, server, tmp_path)
     assert all(r["reasoning_tokens"] > 0 and r["prompt_tokens"] > 0 for r in answers)
     assert [r["turn"] for r in rows if r["stage"] == "ingest_extract"] == [9, 19]
     client.close()
-    ledger = read_jsonl(run_paths.calls)
+    ledger = read_calls(run_paths.calls)
     kinds = [r["serving_stage"] for r in ledger]
     assert kinds.count("generate") == 2  # 25 turns: blocks of 20 and 5
     assert kinds.count("answer") == 25 and kinds.count("ingest_extract") == 2
@@ -124,7 +124,7 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
     rows = pd.read_parquet(run.root / "serving" / "turns.parquet")
     assert set(rows.loc[rows["stage"] == "answer", "backend"]) == {"custom"}
     assert (rows["reasoning_tokens"] > 0).any()
-    ledger = read_jsonl(run.calls)
+    ledger = read_calls(run.calls)
     assert {r["serving_stage"] for r in ledger} == {
         "generate",
         "answer",

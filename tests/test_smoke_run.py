@@ -13,6 +13,7 @@ import pytest
 
 from memcost import paper
 from memcost.answers import answer_systems, load_answers
+from memcost.calls import read_calls
 from memcost.io import read_jsonl
 from memcost.paths import RunPaths
 from memcost.run.report import SECTIONS
@@ -119,7 +120,7 @@ def test_judgments_and_accuracy_table(smoke, dataset):
 
 
 def test_offline_ledger_pays_nothing(smoke):
-    calls = read_jsonl(smoke.calls)
+    calls = read_calls(smoke.calls)
     assert calls and {c["backend"] for c in calls} == {"offline"}
     stages = {c["stage"] for c in calls}
     assert {"extract", "update", "embed", "read", "long_context", "judge"} <= stages

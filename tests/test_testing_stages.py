@@ -12,7 +12,7 @@ import pytest
 from memcost import choices, data, judge, longctx, memory, prompts
 from memcost.answers import AnswerWriter
 from memcost.llm import ChatRequest, parse_json
-from memcost.llm.parsing import reask_request
+from memcost.llm.requests import reask_request
 from memcost.paths import RunPaths
 from memcost.testing import stages
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from memcost import costs
+from memcost.calls import CallStore
 from memcost.prices import UnknownPriceError
 
 NANO, MINI, EMBED = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07", "text-embedding-3-small"
@@ -90,10 +91,10 @@ def hand_ledger() -> list[dict]:
 
 
 def write_ledger(run_dir, records) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "calls.jsonl", "w", encoding="utf-8") as handle:
+    """A run whose store of calls holds these records (and no answers: they are not read)."""
+    with CallStore(run_dir) as store:
         for r in records:
-            handle.write(json.dumps(r) + "\n")
+            store.add(r)
 
 
 @pytest.fixture
@@ -221,8 +222,8 @@ def test_combining_runs_and_missing_ledger(tmp_path):
     calls = costs.load_ledger([tmp_path / "a", tmp_path / "b"])
     assert len(calls) == 3
     assert costs.ledger_paths([tmp_path / "a", tmp_path / "b"]) == {
-        str(tmp_path / "a" / "calls.jsonl"): True,
-        str(tmp_path / "b" / "calls.jsonl"): False,
+        str(tmp_path / "a" / "calls.sqlite"): True,
+        str(tmp_path / "b" / "calls.sqlite"): False,
     }
     empty = costs.price_calls(costs.load_ledger([tmp_path / "b"]))
     assert empty.empty and costs.summary_table(empty).empty

@@ -1,8 +1,22 @@
-"""The usage ledger's records: ``calls.jsonl``, one record per model call (schema, identity, cost).
+"""The run's one store of model calls: ``runs/<run>/calls.sqlite``, the ledger and the cache.
 
-The client (:mod:`memcost.llm.ledger`) writes these records; analysis reads them with
-:func:`read_calls` and prices them here, without importing the client. Cost tables are computed
-from these records and :mod:`memcost.prices`, never typed in.
+Every model call of every notebook is one row: its ledger record (stage, model, tokens, latency,
+attempts, error, the cost facts and the item's tags) and, when it brought an answer from an API,
+that answer (text or vectors). The client writes a call in one statement, record and answer
+together, so a killed run can never hold a paid answer it has no record of, or a record whose
+answer it lost; there is nothing to repair. The same rows serve three purposes:
+
+- the **ledger**: cost tables, the budget and the report read the records
+  (:func:`read_calls`), priced with :mod:`memcost.prices`, never typed in;
+- the **cache**: an API request whose answer is in the store (same request hash: model,
+  messages, parameters, sample index and endpoint) is not sent again; ``client: {reuse_runs:
+  [...]}`` also reads the stores of other runs, read-only (a class replays an instructor's run);
+- the **checkpoint**: a call already recorded for the same item (request hash and tags) is not
+  recorded again, so rerunning a notebook leaves every call recorded once.
+
+Offline calls have a record and no answer (they are computed again, deterministically). SQLite
+in WAL mode lets the notebooks of two datasets and the threads of one client write at once; a
+statement is its own transaction, so a SIGKILL loses at most the call being written.
 """
 
 from __future__ import annotations
@@ -10,18 +24,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from memcost.io import read_jsonl
 from memcost.prices import UnknownPriceError, price_for
 
 OFFLINE = "offline"  # backend and provider name in every offline record
+STORE_NAME = "calls.sqlite"  # in the run directory
 
-# Ledger stage labels (docs/architecture.md, calls.jsonl).
+# Ledger stage labels (docs/architecture.md, "The store of calls").
 STAGES = ("extract", "update", "embed", "read", "long_context", "judge")
 
-# The record schema (docs/architecture.md), in this order; the request's tags follow.
+# The record schema, in this order; the request's tags follow.
 BASE_FIELDS = (
     "timestamp",
     "stage",
@@ -40,16 +59,17 @@ BASE_FIELDS = (
     "error",
     "sample_index",
 )
-# Fields a record has only when the provider reports them: ``billed_usd`` (the provider's own
-# charge, OpenRouter's ``usage.cost``) and ``served_by`` (the upstream that served the call).
-# They are facts about the call, not tags: they take no part in its identity.
-# ``execution`` is how the call was sent when not interactively (``batch``: the Batch API,
-# ``flex``: Flex processing), which sets its price (memcost.prices.ModelPrice.cost).
-# ``repaired`` marks a record rebuilt from the cache by repair-ledger: how it was written.
-OPTIONAL_FIELDS = ("billed_usd", "served_by", "execution", "repaired")
+# Fields a record has only when they apply: ``billed_usd`` (the provider's own charge,
+# OpenRouter's ``usage.cost``), ``served_by`` (the upstream that served the call) and
+# ``execution`` (``batch`` or ``flex`` when not sent interactively: it sets the price). They are
+# facts about the call, not tags: they take no part in its identity.
+OPTIONAL_FIELDS = ("billed_usd", "served_by", "execution")
 # Tags every record has (null when the stage did not set them), so the table has fixed columns.
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
 RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
+
+
+# --- Identity ---------------------------------------------------------------------------------
 
 
 def canonical_json(obj: Any) -> str:
@@ -64,7 +84,7 @@ def sha256_hex(text: str) -> str:
 
 
 def normalise_tags(tags: Mapping[str, Any]) -> dict[str, Any]:
-    """Tags as they will read back from the JSONL file (standard tags first, JSON types)."""
+    """Tags as they read back from a record (standard tags first, JSON types)."""
     merged = {name: None for name in STANDARD_TAGS}
     merged.update(tags)
     return json.loads(json.dumps(merged, ensure_ascii=False, default=str))
@@ -81,9 +101,7 @@ def record_call_key(record: Mapping[str, Any]) -> str:
     return sha256_hex(str(record.get("request_hash")) + "\n" + canonical_json(tags))
 
 
-def read_calls(path: str | os.PathLike[str], *, missing_ok: bool = True) -> list[dict[str, Any]]:
-    """The records of one ledger file, in the order they were written."""
-    return read_jsonl(path, missing_ok=missing_ok)
+# --- Cost of a record -------------------------------------------------------------------------
 
 
 def record_cost(
@@ -116,7 +134,7 @@ def list_cost(
 
 
 def is_paid(record: Mapping[str, Any]) -> bool:
-    """Did this call cost money in this run (sent to a real API, not served from the cache)?
+    """Did this call cost money in this run (sent to a real API, not served from a store)?
 
     A failed call is paid when tokens were billed for it: a reply cut off by its output limit,
     withheld by a filter or refused still used (and charged) its prompt and output."""
@@ -133,3 +151,194 @@ def spent_usd(
 ) -> float:
     """Dollars the records' run paid (cached and offline calls cost nothing)."""
     return sum(record_cost(r, price_overrides) or 0.0 for r in records if is_paid(r))
+
+
+# --- The store --------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    call_key     TEXT NOT NULL,   -- request hash + tags: one call of one item
+    request_hash TEXT NOT NULL,   -- sha256 of the request's canonical JSON and its endpoint
+    record       TEXT NOT NULL,   -- the ledger record (JSON)
+    answer       TEXT             -- the API's answer (JSON: text or vectors, usage, ...), or NULL
+);
+CREATE INDEX IF NOT EXISTS calls_by_key ON calls (call_key);
+CREATE INDEX IF NOT EXISTS answers_by_hash ON calls (request_hash) WHERE answer IS NOT NULL;
+"""
+# What SQLite says when the file or its folder cannot be written: a permission or space
+# problem, never damage.
+_UNWRITABLE = ("readonly database", "unable to open database", "read-only file system")
+
+
+class StoreError(RuntimeError):
+    """The store of calls cannot be read or written; the message says why and what to do."""
+
+
+def store_path(run_root: str | os.PathLike[str]) -> Path:
+    return Path(run_root) / STORE_NAME
+
+
+class CallStore:
+    """One run's calls (see the module's docstring). Thread-safe and process-safe.
+
+    ``reuse`` are other runs' folders whose answers this run may be served (read-only)."""
+
+    def __init__(
+        self,
+        run_root: str | os.PathLike[str],
+        *,
+        reuse: Sequence[str | os.PathLike[str]] = (),
+        busy_timeout_s: float = 60.0,
+    ):
+        self.path = store_path(run_root)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._reuse = [store_path(r) for r in reuse if store_path(r).is_file()]
+        self._open()
+
+    # -- connections
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            # autocommit: each statement is its own transaction, so no write is left pending
+            conn = sqlite3.connect(
+                f"file:{quote(str(self.path.resolve()))}", timeout=self._busy_timeout_s,
+                isolation_level=None, check_same_thread=False, uri=True,
+            )  # fmt: skip
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL
+            for i, other in enumerate(self._reuse):
+                uri = f"file:{quote(str(other.resolve()))}?mode=ro"
+                conn.execute(f"ATTACH DATABASE ? AS reuse{i}", (uri,))
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _open(self) -> None:
+        try:
+            conn = self._connect()
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(verdict)
+            deadline = time.monotonic() + self._busy_timeout_s
+            while True:  # WAL needs a moment of exclusive access: another process may hold it
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.executescript(_SCHEMA)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        except sqlite3.Error as exc:
+            self.close()
+            raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc)
+        if any(word in text.lower() for word in _UNWRITABLE):
+            return StoreError(
+                f"cannot write the run's store of calls {self.path} ({text}): make it and its "
+                "folder writable, then resume; do not delete it, its answers were paid for"
+            )
+        if "disk is full" in text.lower() or "database or disk is full" in text.lower():
+            return StoreError(
+                f"the disk holding {self.path} is full: free space, then resume (finished "
+                "calls are kept; the call being written is sent again)"
+            )
+        return StoreError(
+            f"the run's store of calls {self.path} is damaged ({text}): move it aside "
+            f"(mv {self.path} {self.path}.damaged) and resume; the run's answers and tables "
+            "are kept, its calls are made (and paid) again"
+        )
+
+    # -- reading
+
+    def answer(self, request_hash: str) -> dict[str, Any] | None:
+        """The answer stored for a request (this run's first, else a reused run's), with
+        ``reused`` true when it came from another run; ``None`` when there is none."""
+        conn = self._connect()
+        sources = ["main", *(f"reuse{i}" for i in range(len(self._reuse)))]
+        for source in sources:
+            row = conn.execute(
+                f"SELECT answer FROM {source}.calls WHERE request_hash = ? AND answer IS NOT NULL "
+                "ORDER BY seq LIMIT 1",
+                (request_hash,),
+            ).fetchone()
+            if row is not None:
+                return {**json.loads(row[0]), "reused": source != "main"}
+        return None
+
+    def has_answer(self, request_hash: str) -> bool:
+        conn = self._connect()
+        for source in ["main", *(f"reuse{i}" for i in range(len(self._reuse)))]:
+            query = f"SELECT 1 FROM {source}.calls WHERE request_hash = ? AND answer IS NOT NULL"
+            if conn.execute(query, (request_hash,)).fetchone() is not None:
+                return True
+        return False
+
+    def recorded(self, key: str) -> bool:
+        """A call of this item is recorded without an error (a failed call is asked again)."""
+        rows = self._connect().execute("SELECT record FROM calls WHERE call_key = ?", (key,))
+        return any(not json.loads(r[0]).get("error") for r in rows)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record, in the order written."""
+        rows = self._connect().execute("SELECT record FROM calls ORDER BY seq")
+        return [json.loads(r[0]) for r in rows]
+
+    # -- writing
+
+    def add(self, record: Mapping[str, Any], answer: Mapping[str, Any] | None = None) -> None:
+        """One call: its record and, when it brought one, its answer, in one statement."""
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+        stored = (
+            None
+            if answer is None
+            else json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str)
+        )
+        try:
+            self._connect().execute(
+                "INSERT INTO calls (call_key, request_hash, record, answer) VALUES (?, ?, ?, ?)",
+                (record_call_key(record), str(record["request_hash"]), text, stored),
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def __len__(self) -> int:
+        return int(self._connect().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> CallStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_calls(run: Any) -> list[dict[str, Any]]:
+    """The records of a run's calls, in the order they were made (``[]`` when the run made
+    none): what cost tables, the budget and the report read. ``run`` is the run's folder (or
+    its :class:`~memcost.paths.RunPaths`, or its ``calls.sqlite``)."""
+    root = run.root if hasattr(run, "dataset") else Path(run)  # a RunPaths, or a folder
+    if root.name == STORE_NAME:
+        root = root.parent
+    if not store_path(root).is_file():
+        return []
+    with CallStore(root) as store:
+        return store.records()

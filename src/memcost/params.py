@@ -27,7 +27,12 @@ SHARED_PARAMETERS: tuple[str, ...] = ("backend", "base_url", "max_cost_usd", "pr
 CLIENT_SETTINGS: dict[str, tuple[str, Any, str]] = {
     "api_key_env": ("str", "", "environment variable holding the key; empty for the provider's"),
     "model_backends": ("dict", {}, "per-model provider, e.g. {openai/gpt-oss-120b: openrouter}"),
-    "cache_mode": ("str", "read_write", "read_write | replay_only | off (the disk cache)"),
+    "cache_mode": (
+        "str",
+        "read_write",
+        "read_write | replay_only | off: how the run's store of calls serves stored answers",
+    ),
+    "reuse_runs": ("list", [], "other runs whose stored answers this run may be served"),
     "max_concurrency": (
         "int",
         32,

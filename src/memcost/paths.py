@@ -203,7 +203,7 @@ class FileSet:
 class DatasetPaths:
     """Layout of one dataset inside a run: ``runs/<run>/<dataset>/``.
 
-    Notebooks 00-04 read and write only here (and the run's ``calls.jsonl``); each file is the
+    Notebooks 00-04 read and write only here (and the run's ``calls.sqlite``); each file is the
     hand-over between two notebooks, with its schema documented in ``docs/architecture.md``.
     """
 
@@ -283,7 +283,7 @@ class DatasetPaths:
 class RunPaths:
     """Layout of a run directory ``runs/<run_name>/``.
 
-    ``manifest.json`` and ``calls.jsonl`` (one record per model call, every notebook) sit at the
+    ``manifest.json`` and ``calls.sqlite`` (one record per model call, every notebook) sit at the
     top; one subfolder per dataset holds notebooks 00-04's files; ``tables/`` and ``figures/`` at
     the top hold what looks across datasets (notebook 05, the report).
     """
@@ -304,7 +304,8 @@ class RunPaths:
 
     @property
     def calls(self) -> Path:
-        return self.root / "calls.jsonl"
+        """The run's store of model calls (:mod:`memcost.calls`): the ledger and the cache."""
+        return self.root / "calls.sqlite"
 
     @property
     def tables(self) -> Path:
@@ -344,17 +345,12 @@ class RunPaths:
     def run_id_file(self) -> Path:
         return self.root / "run_id"
 
-    @property
-    def walkthrough(self) -> Path:
-        """The notebooks' walk-through calls by request key (``memcost.llm.walkthrough``)."""
-        return self.root / "walkthrough_calls.jsonl"
-
     def run_id(self) -> str:
         """This run directory's unique id, made on first use and kept in ``run_id``.
 
-        Cache rows carry it, so a resumed run can tell its own paid calls from other runs'. The
-        file is created whole or not at all (hard link of a finished temporary file), so two
-        notebooks starting together agree on one id; a deleted and recreated run gets a new one.
+        The Batch API's batches carry it in their metadata. The file is created whole or not at
+        all (hard link of a finished temporary file), so two notebooks starting together agree
+        on one id; a deleted and recreated run gets a new one.
         """
         path = self.run_id_file
         if not path.is_file():

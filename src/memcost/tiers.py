@@ -1,7 +1,7 @@
 """Published rate limits of a usage tier, for estimating how long a run's calls take.
 
 The client never assumes these: it paces to the limits a run states (``client: {rate_limits:
-...}``) and to what each reply's ``x-ratelimit-*`` headers say (:mod:`memcost.llm.pacing`). The
+...}``) and to what each reply's ``x-ratelimit-*`` headers say (:mod:`memcost.llm.transport`). The
 estimate needs a figure before any reply, so it uses the stated limits where a run gives them
 and this table otherwise, and says which. An account on a higher tier runs faster: state its
 limits. A model missing here is estimated by its latency and ``max_concurrency`` alone.

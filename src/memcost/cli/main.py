@@ -14,7 +14,6 @@ from memcost.cli.resume import collect_overrides, parse_override, resume_command
 from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.paths import RunPaths
-from memcost.run.integrity import repair
 from memcost.run.presets import PresetError
 from memcost.run.report import write_report
 from memcost.run.runner import NotebookFailed, RunLocked, run_preset
@@ -69,12 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
     report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
-    repair = sub.add_parser(
-        "repair-ledger",
-        help="rebuild a run's calls.jsonl records that are "
-        "missing, from the calls the response cache says the run paid for",
-    )
-    repair.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
     forget = sub.add_parser(
         "forget-batch",
         help="give up a batch the provider no longer knows, so a rerun sends its requests again",
@@ -98,22 +91,6 @@ def command_forget_batch(args: argparse.Namespace) -> int:
         f"gave up batch {args.batch_id} ({len(entry.keys)} requests of {entry.stage}); "
         "rerun the same command and they are sent again"
     )
-    return 0
-
-
-def command_repair(args: argparse.Namespace) -> int:
-    paths = RunPaths.from_param(args.run_dir)
-    if not paths.run_id_file.is_file():
-        print(f"error: {paths.root} has no run_id: not a run that made API calls", file=sys.stderr)
-        return 2
-    added = repair(paths)
-    print(f"{paths.calls}: {added} missing record(s) rebuilt from the cache")
-    if added:
-        print(
-            "Rebuilt: the calls this run paid for (from their cache rows) and the calls it was "
-            "served from the cache (as the cache noted them). Offline calls are never cached, "
-            "so their records (estimates only, nothing paid) cannot be rebuilt."
-        )
     return 0
 
 
@@ -228,8 +205,6 @@ def main(argv: list[str] | None = None) -> int:
         return command_report(args)
     if args.command == "run":
         return command_run(args)
-    if args.command == "repair-ledger":
-        return command_repair(args)
     if args.command == "forget-batch":
         return command_forget_batch(args)
     if args.command == "estimate":

@@ -1,7 +1,7 @@
 """``python -m memcost runs`` lists the run directories; ``python -m memcost clean <name>``
 deletes one.
 
-The list reads each run's ``manifest.json`` and ``calls.jsonl`` only: name, preset, backend,
+The list reads each run's ``manifest.json`` and store of calls only: name, preset, backend,
 status (from the notebooks' recorded statuses), wall time, dollars spent and the list-price
 estimate of the same calls (what an offline run's tokens would cost with the configured models).
 """
@@ -92,7 +92,7 @@ def summarise(root: Path) -> dict[str, Any] | None:
     preset = manifest.get("preset") or {}
     params = preset.get("parameters") or {}
     wall = _wall(manifest)
-    calls = read_calls(root / "calls.jsonl")
+    calls = read_calls(root)
     priced = [record_cost(r) for r in calls]
     return {
         "name": root.name,

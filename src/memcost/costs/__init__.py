@@ -8,7 +8,7 @@ One module per section of the notebook:
   and Batch-API prices;
 * :mod:`~memcost.costs.growth` — first and sustained break-even, a growing conversation, the
   token-level break-even;
-* :mod:`~memcost.costs.ledger` — ``calls.jsonl`` loaded (through :mod:`memcost.calls`) and priced;
+* :mod:`~memcost.costs.ledger` — ``calls.sqlite`` loaded (through :mod:`memcost.calls`) and priced;
 * :mod:`~memcost.costs.measured` — the bill per stage, user and question, cached share, token
   ratios, cost per correct answer;
 * :mod:`~memcost.costs.measured_model` — the cost model's constants measured on a run, per

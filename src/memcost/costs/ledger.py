@@ -1,4 +1,4 @@
-"""The usage ledgers (``calls.jsonl``) of one or more runs, loaded and priced: section 2's start.
+"""The usage ledgers (``calls.sqlite``) of one or more runs, loaded and priced: section 2's start.
 
 Every model call leaves one ledger record with its token counts (schema: :mod:`memcost.calls`,
 read through :func:`memcost.calls.read_calls`; analysis never imports the client). This module
@@ -55,14 +55,14 @@ def _empty_ledger() -> pd.DataFrame:
 def load_ledger(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.DataFrame:
     """The ledgers of the given runs, concatenated, with ``run`` and ``line`` columns added.
 
-    A run without ``calls.jsonl`` contributes nothing (the caller reports which runs had none,
+    A run without ``calls.sqlite`` contributes nothing (the caller reports which runs had none,
     see :func:`ledger_paths`). Missing fields become nulls / zeros, never errors: the ledger may
     come from an older client version.
     """
     frames = []
     for run_dir in run_dirs:
         run = run_dir if isinstance(run_dir, RunPaths) else RunPaths.from_param(run_dir)
-        records = read_calls(run.calls)
+        records = read_calls(run.root)
         if not records:
             continue
         frame = pd.DataFrame.from_records(records)
@@ -76,7 +76,7 @@ def load_ledger(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.Dat
 
 
 def ledger_paths(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> dict[str, bool]:
-    """``{calls.jsonl path: exists}`` for each run, for the notebook's notes."""
+    """``{calls.sqlite path: exists}`` for each run, for the notebook's notes."""
     out = {}
     for run_dir in run_dirs:
         run = run_dir if isinstance(run_dir, RunPaths) else RunPaths.from_param(run_dir)

@@ -86,7 +86,7 @@ def _phases(
     system ``memory`` and the ``lc_system`` records."""
     if priced.empty:
         raise ValueError(
-            "measuring the cost model needs a calls.jsonl with records (none found in these "
+            "measuring the cost model needs a calls.sqlite with records (none found in these "
             "runs); use the paper's constants, or point run_dir at a run with a ledger"
         )
     work = dataset_workload(priced, dataset) if work is None else work

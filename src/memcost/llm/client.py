@@ -1,46 +1,601 @@
-"""The one client every model call goes through: cache, ledger, retries, concurrency, budget.
+"""The one client every model call goes through: store, retries, concurrency, budget.
 
-Stage modules build frozen requests and pass their offline method; this client decides how each
-request is served (disk cache, the stage's offline method, or an OpenAI-compatible API),
-retries what can be retried, records one ledger record per call, and keeps counts a notebook
-can print and hand to the manifest (``step.record_llm(client.summary())``).
+Stage modules build frozen requests and pass their offline method; the client decides how each
+request is served (the stage's offline method, the run's store of calls, or an
+OpenAI-compatible API), retries what can be retried, writes one record per call to the run's
+store (:mod:`memcost.calls`), and keeps counts a notebook can print and hand to the manifest
+(``step.record_llm(client.summary())``).
 
 The client is made of explicit parts, each handed to it by :func:`make_client`: a frozen
 :class:`~memcost.llm.config.ClientConfig`; the :class:`~memcost.llm.transport.Transport`
-(endpoints, HTTP attempts, pacing); the disk cache, the ledger and the budget; the
-:class:`~memcost.llm.stats.Accounting` of its calls; the
-:class:`~memcost.llm.calling.CallPath` that serves one call (offline, cache or API, then the
-ledger); the :class:`~memcost.llm.items.ItemRunner` that schedules items and re-asks; and the
-:class:`~memcost.llm.batch.BatchPrefill` that fills the cache through the Batch API first.
+(endpoints, HTTP attempts, pacing); the run's :class:`~memcost.calls.CallStore`; the
+:class:`~memcost.llm.accounting.Budget` and :class:`~memcost.llm.accounting.Accounting`; the
+:class:`CallPath` that serves one call; the :class:`ItemRunner` that schedules items and
+re-asks; and the :class:`~memcost.llm.batch.BatchPrefill` that answers batch stages through the
+Batch API first.
+
+Life of one API request (:meth:`CallPath.call`): claim its hash (duplicates in flight wait
+instead of paying twice) → the store (its answer, when any run it may read holds one) → budget
+reservation → HTTP attempts with backoff → one row in the store, the record and the answer
+together → release. Only answers are stored: a reply without a usable answer (``length`` with
+no content, ``content_filter``, a ``refusal``) is recorded as a failed, paid call, and a
+non-retryable 4xx for one item as a failed call; the item fails with its reason, the stage goes
+on, and a rerun asks again. ``insufficient_quota`` stops the run at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import numpy as np
 
+from memcost.calls import CallStore, call_key, normalise_tags, spent_usd
+from memcost.execution import discount_multiplier
+from memcost.llm.accounting import Accounting, Budget, BudgetStop, ClientStats
 from memcost.llm.batch import BatchPrefill
-from memcost.llm.budget import Budget
-from memcost.llm.cache import ResponseCache
-from memcost.llm.calling import CallPath
 from memcost.llm.config import ClientConfig
-from memcost.llm.embeddings import plan_batches
-from memcost.llm.errors import LLMError
-from memcost.llm.items import PARSE_ERRORS, ItemRunner, ParseFn
-from memcost.llm.ledger import Ledger
-from memcost.llm.offline import OfflineMethod
-from memcost.llm.providers import Endpoint, check_credentials
-from memcost.llm.requests import ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult
-from memcost.llm.stats import Accounting, ClientStats
+from memcost.llm.offline import (
+    DEFAULT_DIMS,
+    OFFLINE,
+    HashingEmbedder,
+    OfflineMethod,
+    decode_vectors,
+    encode_vectors,
+    l2_normalise,
+    plan_batches,
+    run_chat,
+    run_embedding,
+)
+from memcost.llm.providers import (
+    FLEX,
+    Endpoint,
+    check_credentials,
+    check_flex,
+    larger_output_limit,
+    reply_failure,
+)
+from memcost.llm.requests import (
+    BudgetExceeded,
+    CacheMiss,
+    ChatRequest,
+    ChatResult,
+    EmbeddingRequest,
+    EmbeddingResult,
+    FatalAPIError,
+    ItemRejected,
+    LLMError,
+    Outcome,
+    Usage,
+    reask_request,
+)
+from memcost.llm.scheduler import Heartbeat, ProgressBar, run_scheduled
 from memcost.llm.transport import Transport
-from memcost.llm.walkthrough import WalkthroughMemo
-from memcost.models import EMBEDDING_MODEL, ModelInfo
+from memcost.models import EMBEDDING_MODEL, ModelInfo, model_info
 from memcost.paths import RunPaths
+from memcost.tokens import count_tokens
 
 __all__ = ["PARSE_ERRORS", "ClientConfig", "ClientStats", "LLMClient", "ParseFn", "make_client"]
+
+Request = ChatRequest | EmbeddingRequest
+T = TypeVar("T")
+ParseFn = Callable[[str], Any]
+# What a stage's ``parse`` may raise to say "this reply is unusable" (anything else is a bug in
+# the stage and propagates).
+PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError)
+
+
+def make_record(request: Request, outcome: Outcome, *, cached: bool | None = None) -> dict:
+    """The call's record, as the store keeps it (:data:`memcost.calls.BASE_FIELDS`, then the
+    optional fields that apply, then the request's tags)."""
+    usage = outcome.usage
+    record: dict[str, Any] = {
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "stage": request.stage,
+        "provider": outcome.provider,
+        "model": request.model,
+        "backend": outcome.backend,
+        "request_hash": outcome.key,
+        "prompt_version": request.prompt_version,
+        "cached": outcome.cached if cached is None else cached,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_prompt_tokens": usage.cached_prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "latency_s": round(float(outcome.latency_s), 4),
+        "attempts": outcome.attempts,
+        "error": outcome.error,
+        "sample_index": request.sample_index,
+    }
+    if outcome.billed_usd is not None:  # what the provider charged, when it says so
+        record["billed_usd"] = outcome.billed_usd
+    if outcome.served_by:  # the upstream that served it (OpenRouter)
+        record["served_by"] = outcome.served_by
+    if outcome.execution != "interactive":  # batch or flex: sets the record's price
+        record["execution"] = outcome.execution
+    record.update(normalise_tags(request.tags))
+    return record
+
+
+def answer_of(request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
+    """An API reply as the store keeps it: what a later call is served."""
+    stored: dict[str, Any] = {
+        "usage": outcome.usage.as_dict(),
+        "attempts": outcome.attempts,
+        "latency_s": round(outcome.latency_s, 4),
+        "served_model": outcome.served_model,
+        "usage_estimated": usage_estimated,
+    }
+    if isinstance(request, ChatRequest):
+        stored.update(text=outcome.text, finish_reason=outcome.finish_reason)
+        if outcome.billed_usd is not None or outcome.served_by is not None:
+            stored.update(billed_usd=outcome.billed_usd, served_by=outcome.served_by)
+    else:
+        stored["vectors"] = encode_vectors(outcome.vectors)  # type: ignore[arg-type]
+    if outcome.execution != "interactive":
+        stored["execution"] = outcome.execution
+    return stored
+
+
+def outcome_of(
+    request: Request,
+    endpoint: Endpoint,
+    key: str,
+    response: dict[str, Any] | None,
+    latency: float,
+    attempts: int,
+) -> tuple[Outcome, bool]:
+    """The outcome of an API reply (``None``: no reply) and whether its usage was estimated
+    (a server that reports no usage is counted with o200k)."""
+    base = dict(key=key, backend=endpoint.backend, provider=endpoint.host, cached=False,
+                latency_s=latency, attempts=attempts)  # fmt: skip
+    if response is None:
+        return Outcome(usage=Usage(), **base), False
+    if isinstance(request, ChatRequest):
+        usage = Usage.from_dict(response["usage"]) if response["usage"] else None
+        estimated = usage is None
+        if usage is None:
+            usage = Usage(
+                prompt_tokens=sum(count_tokens(c) for _, c in request.messages),
+                completion_tokens=count_tokens(response["text"]),
+            )
+        outcome = Outcome(
+            usage=usage, text=response["text"], served_model=response["served_model"],
+            finish_reason=response["finish_reason"], billed_usd=response.get("billed_usd"),
+            served_by=response.get("served_by"), **base,
+        )  # fmt: skip
+        return outcome, estimated
+    prompt = response["prompt_tokens"]
+    estimated = prompt is None
+    if prompt is None:
+        prompt = sum(count_tokens(t) for t in request.inputs)
+    outcome = Outcome(
+        usage=Usage(prompt_tokens=int(prompt)), vectors=l2_normalise(response["vectors"]),
+        served_model=response["served_model"], **base,
+    )  # fmt: skip
+    return outcome, estimated
+
+
+class CallPath:
+    """One call, end to end, for one client (see the module's docstring)."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        transport: Transport,
+        store: CallStore,
+        budget: Budget,
+        accounting: Accounting,
+    ):
+        self.config = config
+        self.transport = transport
+        self.store = store
+        self.budget = budget
+        self.accounting = accounting
+        self.embedder = HashingEmbedder(config.embedding_dims)
+        self._inflight: dict[str, threading.Event] = {}
+        self._inflight_lock = threading.Lock()
+
+    def call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+        """Serve ``request``: the offline stand-in, the store, or the API; every call ends with
+        its record in the store."""
+        endpoint = self.transport.endpoint_for(request.model)
+        if endpoint is None:
+            return self._offline_call(request, offline)
+        if isinstance(request, ChatRequest):
+            self.transport.capabilities(request.model)  # an unknown model stops here
+        if self.config.execution_for(request.stage) == FLEX:  # no Flex for it: before any call
+            check_flex(request.stage, request.model, endpoint.backend, self.config.price_overrides)
+        key = request.key(endpoint.identity)
+        event = self._claim(key)
+        while event is not None:  # the same request is in flight: wait for its answer
+            event.wait()
+            event = self._claim(key)
+        try:
+            stored = self.store.answer(key) if self.config.cache_mode != "off" else None
+            if stored is not None:
+                return self._stored_call(request, endpoint, key, stored)
+            if self.config.cache_mode == "replay_only":
+                raise CacheMiss(
+                    f"cache_mode='replay_only' and no stored answer for the {request.stage} call "
+                    f"to {request.model} (prompt: {request.excerpt()!r}) in {self.store.path}. "
+                    "Run once with cache_mode='read_write' to make the call."
+                )
+            return self._api_call(request, endpoint, key)
+        finally:
+            self._release(key)
+
+    def _offline_call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+        if isinstance(request, EmbeddingRequest):
+            if request.dimensions is not None and request.dimensions != self.embedder.dims:
+                embedder = HashingEmbedder(request.dimensions)
+            else:
+                embedder = self.embedder
+            vectors, usage, latency = run_embedding(embedder.embed, request)
+            text = ""
+        else:
+            text, usage, latency = run_chat(offline, request)
+            vectors = None
+        key = request.key(OFFLINE)
+        outcome = Outcome(
+            key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors
+        )
+        self.accounting.add(request, outcome, offline=True)
+        self.record(request, outcome, once=True)
+        return outcome
+
+    def _stored_call(
+        self, request: Request, endpoint: Endpoint, key: str, stored: dict[str, Any]
+    ) -> Outcome:
+        """An answer from the store: recorded as cached (unless this item's call is recorded
+        already); an answer from another run is copied into this run's store."""
+        outcome = Outcome(
+            key=key,
+            backend=endpoint.backend,
+            provider=endpoint.host,
+            usage=Usage.from_dict(stored.get("usage") or {}),
+            cached=True,
+            latency_s=float(stored.get("latency_s") or 0.0),
+            attempts=int(stored.get("attempts") or 1),
+            text=str(stored.get("text", "")),
+            vectors=decode_vectors(stored["vectors"]) if "vectors" in stored else None,
+            served_model=stored.get("served_model"),
+            finish_reason=stored.get("finish_reason"),
+            billed_usd=stored.get("billed_usd"),
+            served_by=stored.get("served_by"),
+            execution=self._flex_or_interactive(request),
+        )
+        self.accounting.add(request, outcome, cache_hit=True)
+        copy = {k: v for k, v in stored.items() if k != "reused"} if stored["reused"] else None
+        self.record(request, outcome, once=True, answer=copy)
+        return outcome
+
+    def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+        reserved = self.budget.reserve(request, self._price_multiplier(request))  # BudgetStop:
+        # nothing is sent
+        attempts = [0, time.perf_counter()]  # attempts made, start of the last one
+        rejected = False
+        try:
+            response, latency, error = self.transport.send(request, endpoint, attempts)
+        except ItemRejected as exc:  # this item only: it fails, the stage goes on
+            response, latency, error = None, time.perf_counter() - attempts[1], str(exc)
+            rejected = True
+        except FatalAPIError as exc:
+            self.budget.settle(reserved, request.model, None)
+            outcome = Outcome(
+                key, endpoint.backend, endpoint.host, Usage(), False,
+                time.perf_counter() - attempts[1], attempts[0], error=str(exc),
+            )  # fmt: skip
+            self.accounting.add(request, outcome, sent=True)
+            self.record(request, outcome)
+            raise
+        except BaseException:
+            self.budget.settle(reserved, request.model, None)
+            raise
+        outcome, usage_estimated = outcome_of(
+            request, endpoint, key, response, latency, attempts[0]
+        )
+        outcome.execution = self._flex_or_interactive(request)
+        failure = (
+            reply_failure({**response, "usage": outcome.usage.as_dict()})
+            if (response is not None and isinstance(request, ChatRequest))
+            else None
+        )
+        if response is None:
+            outcome.error = error
+            outcome.failure_kind = "rejected" if rejected else None
+            self.budget.settle(reserved, request.model, None)
+        else:
+            self.budget.settle(
+                reserved, request.model, outcome.usage, outcome.billed_usd, outcome.execution
+            )
+            if failure is not None:
+                outcome.failure_kind, outcome.error = failure
+        self.accounting.add(
+            request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
+        )
+        # the record and the answer in one row: a kill can never keep one without the other
+        answered = response is not None and failure is None
+        stored = answer_of(request, outcome, usage_estimated) if answered else None
+        if attempts[0]:  # a request never sent (the stage stopped first) is not a call
+            self.record(request, outcome, answer=stored)
+        # The endpoint-down stops count calls that got no answer; an item the endpoint refused
+        # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
+        self.transport.note(
+            response is None and not rejected,
+            request,
+            rate_limited=bool(error and "rate limited: HTTP 429" in error),
+        )
+        return outcome
+
+    def batch_result(
+        self,
+        request: Request,
+        endpoint: Endpoint,
+        key: str,
+        reply: dict[str, Any],
+        turnaround_s: float,
+        attempts: int,
+    ) -> float:
+        """One answer of the Batch API, recorded with its answer at the batch price (a reply
+        without a usable answer is recorded as a failed, paid call); returns its cost."""
+        outcome, estimated = outcome_of(request, endpoint, key, reply, turnaround_s, attempts)
+        outcome.execution = "batch"
+        failure = (
+            reply_failure({**reply, "usage": outcome.usage.as_dict()})
+            if isinstance(request, ChatRequest)
+            else None
+        )
+        if failure is not None:  # paid, and no answer: the stage's own call asks again
+            outcome.failure_kind, outcome.error = failure
+        self.record(
+            request,
+            outcome,
+            answer=answer_of(request, outcome, estimated) if failure is None else None,
+        )
+        cost = self.budget.cost(request.model, outcome.usage, "batch") or 0.0
+        self.accounting.add_paid(request.stage, request.model, cost)
+        return cost
+
+    def record(
+        self,
+        request: Request,
+        outcome: Outcome,
+        *,
+        once: bool = False,
+        answer: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Write the call's record (with its answer, when it brought one); with ``once``, skip
+        it when this item's call is recorded already (a rerun of a notebook)."""
+        if once and self.store.recorded(call_key(outcome.key, request.tags)):
+            self.accounting.count("replayed")
+            return False
+        self.store.add(make_record(request, outcome), answer)
+        self.accounting.count("recorded")
+        return True
+
+    def _flex_or_interactive(self, request: Request) -> str:
+        """``flex`` for a call of a stage run on Flex processing, else ``interactive``."""
+        return FLEX if self.config.execution_for(request.stage) == FLEX else "interactive"
+
+    def _price_multiplier(self, request: Request) -> float:
+        """What a request is billed relative to its list price: Flex's discount, else 1."""
+        if self._flex_or_interactive(request) != FLEX:
+            return 1.0
+        return discount_multiplier(request.model, FLEX, self.config.price_overrides) or 1.0
+
+    def _claim(self, key: str) -> threading.Event | None:
+        """``None`` if this thread now owns ``key``; else the event to wait for."""
+        with self._inflight_lock:
+            event = self._inflight.get(key)
+            if event is None:
+                self._inflight[key] = threading.Event()
+            return event
+
+    def _release(self, key: str) -> None:
+        with self._inflight_lock:
+            event = self._inflight.pop(key, None)
+        if event is not None:
+            event.set()
+
+
+class ItemRunner:
+    """Items of one client: scheduled (at most ``max_concurrency`` in flight), each a call plus
+    its bounded re-asks. When a stage's ``parse`` rejects a reply, the client re-asks (a new
+    request with the bad reply and a correction appended) up to ``max_reasks`` times; the
+    item's result sums the usage and attempts of all its calls."""
+
+    def __init__(self, config: ClientConfig, calls: CallPath):
+        self.config = config
+        self.calls = calls
+        self.transport = calls.transport
+        self.accounting = calls.accounting
+        self.heartbeat: dict[str, Any] = {}  # Heartbeat options (tests shorten them)
+
+    def run(
+        self,
+        items: list[Any],
+        *,
+        after: Sequence[int | None] | None,
+        work: Callable[[Any], T],
+        desc: str,
+        on_result: Callable[[T], None] | None,
+        progress: bool | None,
+        prefixes: Sequence[Any] | None = None,
+    ) -> list[T]:
+        c = self.config
+        show = c.progress if progress is None else progress
+        bar = (
+            ProgressBar(len(items), desc, self.accounting.progress_postfix)
+            if (show and items)
+            else None
+        )
+        stop = self.transport.stop
+        stop.clear()
+        heartbeat = Heartbeat(desc, timeout_s=c.request_timeout_s, **self.heartbeat)
+        with heartbeat:  # a line while requests are slow: in flight, the oldest's age
+            results, failure = run_scheduled(
+                items,
+                heartbeat.track(work),
+                after=after,
+                inline=self._inline,
+                max_concurrency=c.max_concurrency,
+                on_result=on_result,
+                on_failure=lambda exc: stop.set(),
+                progress=bar,
+                prefixes=prefixes,
+                per_prefix_per_minute=c.prefix_requests_per_minute if prefixes else None,
+            )
+        if failure is not None:
+            if isinstance(failure, BudgetStop):
+                budget = self.calls.budget
+                raise BudgetExceeded(
+                    f"budget guard: {failure}. Stopped cleanly; everything done so far is stored "
+                    "and recorded. Raise max_cost_usd to continue.",
+                    spent_usd=budget.spent,
+                    limit_usd=budget.limit,
+                    results=results,
+                ) from None
+            raise failure
+        return results
+
+    def _inline(self, request: Request) -> bool:
+        """Served without waiting on the network (offline, or stored): run it in this thread."""
+        endpoint = self.transport.endpoint_for(request.model)
+        if endpoint is None:
+            return True
+        return self.config.cache_mode != "off" and self.calls.store.has_answer(
+            request.key(endpoint.identity)
+        )
+
+    def chat_item(
+        self, request: ChatRequest, offline: OfflineMethod | None, parse: ParseFn | None
+    ) -> ChatResult:
+        outcome = self.calls.call(request, offline)
+        totals = {"usage": outcome.usage, "attempts": outcome.attempts, "calls": 1}
+        retried_limit = None
+        if outcome.failure_kind == "length":
+            outcome, retried_limit = self._retry_longer(request, outcome, offline, totals)
+        parsed, parse_error = None, None
+        if parse is not None and outcome.error is None:
+            outcome, parsed, parse_error = self._parse_with_reasks(
+                request, outcome, offline, parse, totals
+            )
+        self.accounting.count("items")
+        return ChatResult(
+            request=request,
+            text=outcome.text,
+            usage=totals["usage"],
+            request_hash=outcome.key,
+            backend=outcome.backend,
+            provider=outcome.provider,
+            cached=outcome.cached,
+            latency_s=outcome.latency_s,
+            attempts=totals["attempts"],
+            calls=totals["calls"],
+            error=outcome.error,
+            served_model=outcome.served_model,
+            finish_reason=outcome.finish_reason,
+            parsed=parsed,
+            parse_error=parse_error,
+            failure_kind=outcome.failure_kind,
+            retried_output_limit=retried_limit,
+            billed_usd=outcome.billed_usd,
+            served_by=outcome.served_by,
+        )
+
+    def _retry_longer(
+        self,
+        request: ChatRequest,
+        outcome: Outcome,
+        offline: OfflineMethod | None,
+        totals: dict[str, Any],
+    ) -> tuple[Outcome, int | None]:
+        """Once: the same request with a larger output limit, after a reply cut off before any
+        answer (a reasoning model that spent its limit thinking). The retry is its own record,
+        tagged with the limit it used; without room to grow, the item fails."""
+        larger = larger_output_limit(request, self.transport.capabilities(request.model))
+        if larger is None or self.transport.stop.is_set():
+            return outcome, None
+        self.accounting.count("output_limit_retries")
+        retry = request.replace(
+            max_output_tokens=larger, tags={**request.tags, "output_limit_retry": larger}
+        )
+        again = self.calls.call(retry, offline)
+        totals["usage"] = totals["usage"] + again.usage
+        totals["attempts"] += again.attempts
+        totals["calls"] += 1
+        if again.error is not None:
+            again.error = f"{again.error} (also with max_output_tokens={larger})"
+        return again, larger
+
+    def _parse_with_reasks(
+        self,
+        request: ChatRequest,
+        outcome: Outcome,
+        offline: OfflineMethod | None,
+        parse: ParseFn,
+        totals: dict[str, Any],
+    ) -> tuple[Outcome, Any, str | None]:
+        """Parse the reply; re-ask up to ``max_reasks`` times while it does not parse.
+
+        Returns the last outcome, the parsed value and the parse error (``None`` once parsed,
+        or when a re-ask failed as a call: that error is the item's error then).
+        """
+        current, parsed, parse_error = request, None, None
+        max_reasks = self.config.max_reasks
+        for number in range(1, max_reasks + 2):
+            try:
+                return outcome, parse(outcome.text), None
+            except PARSE_ERRORS as exc:
+                parse_error = f"unparseable reply: {type(exc).__name__}: {exc}"[:500]
+            if number > max_reasks or self.transport.stop.is_set():
+                break
+            current = reask_request(current, outcome.text, str(parse_error), number)
+            self.accounting.count("reasks")
+            outcome = self.calls.call(current, offline)
+            totals["usage"] = totals["usage"] + outcome.usage
+            totals["attempts"] += outcome.attempts
+            totals["calls"] += 1
+            if outcome.error is not None:
+                return outcome, None, None
+        self.accounting.count("parse_failures")
+        return outcome, parsed, parse_error
+
+    def embedding_dims(self, model: str) -> int:
+        """The dimensions ``model``'s vectors have (the offline embedder's when it is offline)."""
+        if self.transport.endpoint_for(model) is None:
+            return self.calls.embedder.dims
+        try:
+            return model_info(model).embedding_dims or DEFAULT_DIMS
+        except KeyError:
+            return DEFAULT_DIMS
+
+    def embed_item(self, request: EmbeddingRequest) -> EmbeddingResult:
+        outcome = self.calls.call(request, None)
+        self.accounting.count("items")
+        vectors = outcome.vectors
+        if vectors is None:
+            vectors = np.full(
+                (len(request.inputs), self.embedding_dims(request.model)), np.nan, np.float32
+            )
+        return EmbeddingResult(
+            request=request,
+            vectors=vectors,
+            usage=outcome.usage,
+            request_hash=outcome.key,
+            backend=outcome.backend,
+            provider=outcome.provider,
+            cached=outcome.cached,
+            latency_s=outcome.latency_s,
+            attempts=outcome.attempts,
+            error=outcome.error,
+            served_model=outcome.served_model,
+        )
 
 
 class LLMClient:
@@ -61,8 +616,7 @@ class LLMClient:
         self.items = items
         self.prefill = prefill
         self.transport = calls.transport
-        self.cache = calls.cache
-        self.ledger = calls.ledger
+        self.store = calls.store
         self.budget = calls.budget
         self.accounting = calls.accounting
 
@@ -78,10 +632,6 @@ class LLMClient:
     @property
     def stats(self) -> ClientStats:
         return self.accounting.stats
-
-    @property
-    def run_id(self) -> str:
-        return self.calls.run_id
 
     # ------------------------------------------------------------------ public API
 
@@ -187,7 +737,7 @@ class LLMClient:
 
         Texts without content get a zero row (the API rejects empty input). Raises
         :class:`LLMError` if a batch still fails after its retries (the batches that completed
-        are cached, so a rerun only sends the rest).
+        are stored, so a rerun only sends the rest).
         """
         texts = [str(t) for t in texts]
         keep = [i for i, t in enumerate(texts) if t.strip()]
@@ -207,7 +757,7 @@ class LLMClient:
         if failed:
             raise LLMError(
                 f"{len(failed)} of {len(results)} embedding batches failed ({failed[0].error}); "
-                "rerun to retry them (completed batches come back from the cache)"
+                "rerun to retry them (completed batches are stored and not sent again)"
             )
         width = results[0].vectors.shape[1]
         out = np.zeros((len(texts), width), dtype=np.float32)
@@ -234,21 +784,8 @@ class LLMClient:
         )
 
     def execution_for(self, stage: str) -> str:
-        """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
+        """How calls of stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
         return self.config.execution_for(stage)
-
-    @contextmanager
-    def walkthrough(self) -> Iterator[LLMClient]:
-        """Calls made inside are a notebook's walk-through: their replies are kept in the run
-        directory (:mod:`memcost.llm.walkthrough`) and served from there on a rerun, so an
-        emptied cache never sends or records them twice (the batch dedupes by its outputs)."""
-        memo = WalkthroughMemo(self.run.walkthrough)
-        self.calls.walkthrough = memo
-        try:
-            yield self
-        finally:
-            self.calls.walkthrough = None
-            memo.close()
 
     def backend_for(self, model: str) -> str:
         """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
@@ -272,18 +809,16 @@ class LLMClient:
 
     def summary(self) -> dict[str, Any]:
         """What a notebook prints and stores in the manifest (no keys, no prompts)."""
-        return self.accounting.summary(cache_open=self.cache is not None)
+        return {**self.accounting.summary(), "store": str(self.store.path)}
 
     def summary_table(self):
-        """Per stage and model: calls, cache hits, errors, tokens, dollars (a DataFrame)."""
+        """Per stage and model: calls, stored answers used, errors, tokens, dollars."""
         import pandas as pd
 
         return pd.DataFrame(self.summary()["by_stage_model"])
 
     def close(self) -> None:
-        self.ledger.close()
-        if self.cache is not None:
-            self.cache.close()
+        self.store.close()
 
     def __enter__(self) -> LLMClient:
         return self
@@ -299,8 +834,24 @@ def _desc(requests: Sequence[ChatRequest]) -> str:
     return f"{first.stage} {first.model}"
 
 
-def open_stores(run: RunPaths, config: ClientConfig) -> tuple[Ledger, Budget, ResponseCache | None]:
-    """Check credentials, then open the ledger, the budget and (for API runs) the cache."""
+def make_client(run: RunPaths, **options: Any) -> LLMClient:
+    """The client for a notebook, from its client parameters (docs/architecture.md).
+
+    ``options`` are those of :meth:`ClientConfig.make`: ``backend``, ``base_url``,
+    ``api_key_env``, ``model_backends``, ``cache_mode``, ``reuse_runs``, ``max_concurrency``,
+    ``max_cost_usd`` (``None`` or ``inf``: no limit; ``0``: stored answers and offline calls
+    only), ``price_overrides``; ``retry``, ``request_timeout_s``, ``max_reasks``, ``progress``,
+    ``env_file``, ``embedding_dims``, ``max_consecutive_failures`` have defaults that suit real
+    runs (tests shorten them). Paid-path options: ``model_capabilities`` declares models the
+    registry does not know (``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat
+    model); ``provider_routing`` pins OpenRouter hosts per model; ``rate_limits`` paces to an
+    account's limits; ``max_backoff_s`` caps the backoff between retries;
+    ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
+    ``execution`` maps stages to ``interactive``, ``batch`` or ``flex``; for ``batch``,
+    ``batch_retry``, ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens``
+    (:mod:`memcost.llm.batch`).
+    """
+    config = ClientConfig.make(**options)
     if config.uses_api:
         # Before anything is spent: a missing key is an error naming the variable.
         check_credentials(
@@ -310,49 +861,16 @@ def open_stores(run: RunPaths, config: ClientConfig) -> tuple[Ledger, Budget, Re
             model_backends=config.model_backends,
             env_file=config.env_file,
         )
-    run.root.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger(run.calls, price_overrides=config.price_overrides)
+    reuse = [RunPaths.from_param(r).root for r in config.reuse_runs]
+    store = CallStore(run.root, reuse=reuse)
     budget = Budget(
         config.max_cost_usd,
-        spent_before_usd=ledger.spent_before_usd,
+        spent_before_usd=spent_usd(store.records(), config.price_overrides),
         price_overrides=config.price_overrides,
     )
-    # Offline calls never touch the cache; an API run opens it unless caching is off.
-    use_cache = config.uses_api and config.cache_mode != "off"
-    return ledger, budget, ResponseCache(config.cache_path) if use_cache else None
-
-
-def make_client(run: RunPaths, **options: Any) -> LLMClient:
-    """The client for a notebook, from its client parameters (docs/architecture.md).
-
-    ``options`` are those of :meth:`ClientConfig.make`: ``backend``, ``base_url``,
-    ``api_key_env``, ``model_backends``, ``cache_mode``, ``cache_path``, ``max_concurrency``,
-    ``max_cost_usd`` (``None`` or ``inf``: no limit; ``0``: cache hits and offline calls only),
-    ``price_overrides``; ``retry``, ``request_timeout_s``, ``max_reasks``, ``progress``,
-    ``env_file``, ``embedding_dims``, ``max_consecutive_failures`` have defaults that suit real
-    runs (tests shorten them). Paid-path options: ``model_capabilities`` declares models the
-    registry does not know (``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat
-    model); ``provider_routing`` pins OpenRouter hosts per model; ``tpm_limit`` throttles to a
-    tokens-per-minute limit; ``max_backoff_s`` caps the backoff between retries;
-    ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
-    ``execution`` maps ledger stages to ``interactive``, ``batch`` or ``flex``; for ``batch``,
-    ``batch_retry``, ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens``
-    (:mod:`memcost.llm.batch`).
-    """
-    config = ClientConfig.make(**options)
-    ledger, budget, cache = open_stores(run, config)
     accounting = Accounting(config, budget)
     transport = Transport(config, accounting)
-    # Cache rows carry the run's id, so a rerun can tell its own paid calls from others'.
-    calls = CallPath(
-        config,
-        transport=transport,
-        ledger=ledger,
-        budget=budget,
-        cache=cache,
-        accounting=accounting,
-        run_id=run.run_id() if cache is not None else "",
-    )
+    calls = CallPath(config, transport=transport, store=store, budget=budget, accounting=accounting)
     return LLMClient(
         run, config, calls=calls, items=ItemRunner(config, calls), prefill=BatchPrefill(run, calls)
     )

@@ -9,24 +9,101 @@ before a store is opened or a call made.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcost.llm.cache import CACHE_MODES
-from memcost.llm.embeddings import DEFAULT_DIMS
-from memcost.llm.pacing import Limits, parse_rate_limits
+import tenacity
+
+from memcost.llm.offline import DEFAULT_DIMS
 from memcost.llm.providers import BACKENDS
-from memcost.llm.retry import RetryPolicy
 from memcost.models import ModelInfo, declare_model, is_known, per_model
 from memcost.params import normalise_execution
-from memcost.paths import CACHE_DIR
 from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
 
-DEFAULT_CACHE_PATH = CACHE_DIR / "llm_cache.sqlite"
+# How the run's store of calls serves answers: reads and writes (read_write), only reads (a
+# call without a stored answer is an error: replay_only), or never (every call is sent: off).
+CACHE_MODES = ("read_write", "replay_only", "off")
 # What becomes of requests a batch did not answer: batched again, or sent interactively.
 BATCH_RETRY_MODES = ("batch", "interactive")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry transient failures.
+
+    ``max_attempts`` counts the first try. Backoff is ``base * 2**(n-1)`` capped at
+    ``max_delay_s``, scaled by a random factor in [0.5, 1] so that parallel workers that failed
+    together do not retry together. A server's Retry-After wins over the backoff (capped at
+    ``max_retry_after_s``).
+    """
+
+    max_attempts: int = 10  # with the defaults: about 8 minutes of backoff before giving up
+    base_delay_s: float = 1.0
+    max_delay_s: float = 300.0
+    max_retry_after_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
+            return min(retry_after, self.max_retry_after_s)
+        state = tenacity.RetryCallState(None, None, (), {})
+        state.attempt_number = attempt
+        backoff = tenacity.wait_exponential(multiplier=self.base_delay_s, max=self.max_delay_s)
+        return backoff(state) * (0.5 + 0.5 * rng.random())
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A model's stated limits: requests and tokens per minute (``None``: not stated)."""
+
+    rpm: float | None = None
+    tpm: float | None = None
+
+
+def parse_rate_limits(value: Any, known: Any = None) -> dict[str, Limits]:
+    """``rate_limits`` as ``{model: Limits}``: ``{gpt-5-mini: {rpm: 500, tpm: 500000}}``.
+
+    ``known(model)`` says whether a model name is known (a name that is not would never be
+    paced, so it is an error rather than a silent no-op). Raises ``ValueError`` in one line."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"rate_limits={value!r}: expected a mapping of model to "
+            "{rpm: ..., tpm: ...}, e.g. {gpt-5-mini: {rpm: 500, tpm: 500000}}"
+        )
+    out: dict[str, Limits] = {}
+    for model, limits in value.items():
+        if known is not None and not known(str(model)):
+            raise ValueError(
+                f"rate_limits[{model!r}]: unknown model; give the limits of a "
+                "model this run calls (or declare it in model_capabilities)"
+            )
+        if not isinstance(limits, Mapping) or not limits or set(limits) - {"rpm", "tpm"}:
+            raise ValueError(
+                f"rate_limits[{model!r}] = {limits!r}: expected {{rpm: N, tpm: N}} (either or both)"
+            )
+        numbers = {}
+        for key, n in limits.items():
+            if (
+                isinstance(n, bool)
+                or not isinstance(n, (int, float))
+                or not n > 0
+                or not math.isfinite(n)
+            ):
+                raise ValueError(
+                    f"rate_limits[{model!r}].{key} = {n!r}: must be a positive number (per minute)"
+                )
+            numbers[key] = float(n)
+        out[str(model)] = Limits(**numbers)
+    return out
 
 
 def batch_options(
@@ -80,7 +157,7 @@ class ClientConfig:
     api_key_env: str = ""
     model_backends: Mapping[str, str] = field(default_factory=dict)
     cache_mode: str = "read_write"
-    cache_path: Path = DEFAULT_CACHE_PATH
+    reuse_runs: tuple[str, ...] = ()  # other runs whose stored answers this one may be served
     max_concurrency: int = 32  # a ceiling: pacing decides how many below it
     max_cost_usd: float | None = None  # None: no limit; 0: cache hits and offline calls only
     price_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -105,7 +182,7 @@ class ClientConfig:
         backend: str = "offline",
         model_backends: Mapping[str, str] | None = None,
         cache_mode: str = "read_write",
-        cache_path: str | Path | None = None,
+        reuse_runs: Sequence[str] | None = None,
         max_concurrency: int = 32,
         max_cost_usd: float | None = None,
         price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
@@ -134,7 +211,7 @@ class ClientConfig:
             backend=backend,
             model_backends=routes,
             cache_mode=cache_mode,
-            cache_path=Path(cache_path) if cache_path else DEFAULT_CACHE_PATH,
+            reuse_runs=tuple(str(r) for r in reuse_runs or ()),
             max_concurrency=int(max_concurrency),
             max_cost_usd=max_cost_usd,
             price_overrides={k: dict(v) for k, v in (price_overrides or {}).items()},

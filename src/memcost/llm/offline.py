@@ -1,22 +1,44 @@
-"""Plumbing for the offline backend: run a stage's classical method in place of a model.
+"""The offline backend's plumbing and embedders: a stage's classical method in place of a model.
 
 The stage module supplies the method (``Callable[[ChatRequest], str]``, reading
-``request.payload``); this module times it and reports usage as the o200k token counts of the
-prompt it was given and of the text it returned, so the ledger of an offline run can be priced
-as if the configured models had answered. Nothing here touches the network or the disk cache,
+``request.payload``); :func:`run_chat` times it and reports usage as the o200k token counts of
+the prompt it was given and of the text it returned, so an offline run's calls can be priced as
+if the configured models had answered. Nothing here touches the network or the store of calls,
 and nothing depends on the process (no salted ``hash()``, no clock in the outputs).
+
+Embedders: batching for the OpenAI-compatible API, and the offline hashing embedder.
+
+Both give ``(n, d)`` float32 arrays with L2-normalised rows, so the FAISS index (inner product
+= cosine) treats them alike.
+
+The offline embedder is feature hashing (the "hashing trick"): word unigrams and bigrams, each
+hashed with blake2b to a bucket and a sign, weighted by ``1 + log(tf)``. It is deterministic on
+every machine (never Python's salted ``hash()``), needs no model file, and captures lexical
+overlap only: it is a stand-in that keeps the pipeline honest, not a semantic embedding.
+
+Its components are multiples of 2^-11 (:data:`GRID`). A product of two of them is a multiple of
+2^-22, and a sum of such products below 2 in size needs at most 23 bits: every inner product of
+two offline vectors is then exact in float32, in whatever order a CPU's vector instructions add
+it up. Without that, two facts a question shares no word with score +1e-9 on one machine and
+-1e-9 on another, and which of them a top-k search returns depended on the CPU.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import math
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import numpy as np
 
 from memcost.calls import OFFLINE  # noqa: F401 - the offline backend's name, for the client
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
-from memcost.tokens import count_tokens, count_tokens_batch
+from memcost.text import words
+from memcost.tokens import count_tokens, count_tokens_batch, truncate_to_tokens
 
 OfflineMethod = Callable[[ChatRequest], str]
 
@@ -51,3 +73,122 @@ def run_embedding(
     latency = time.perf_counter() - t0
     usage = Usage(prompt_tokens=sum(count_tokens_batch(list(request.inputs))))
     return vectors, usage, latency
+
+
+# --- Embedders -------------------------------------------------------------------------------
+
+DEFAULT_DIMS = 1_536  # text-embedding-3-small
+# OpenAI's per-request limits: 2,048 inputs, 300,000 tokens summed over the inputs, 8,192
+# tokens per input. They are counted with cl100k_base; we count with o200k_base (the only
+# tokenizer shipped), which gives a few percent fewer tokens on English, so keep a margin.
+API_MAX_INPUTS = 2_048
+API_MAX_TOKENS = 300_000
+API_MAX_INPUT_TOKENS = 8_192
+TOKEN_MARGIN = 0.85
+GRID = 2.0**11  # offline vectors' components are multiples of 1 / GRID (exact inner products)
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, float32; all-zero rows stay zero."""
+    out = np.asarray(vectors, dtype=np.float32)
+    if out.ndim != 2:
+        raise ValueError(f"expected a 2-d array, got shape {out.shape}")
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (out / norms).astype(np.float32, copy=False)
+
+
+def encode_vectors(vectors: np.ndarray) -> dict[str, object]:
+    """Vectors as JSON-able data (for the cache): little-endian float32, base64."""
+    arr = np.ascontiguousarray(vectors, dtype="<f4")
+    return {"shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
+
+
+def decode_vectors(data: dict[str, object]) -> np.ndarray:
+    shape = tuple(int(x) for x in data["shape"])  # type: ignore[union-attr]
+    raw = base64.b64decode(str(data["b64"]))
+    return np.frombuffer(raw, dtype="<f4").reshape(shape).astype(np.float32)
+
+
+def plan_batches(
+    texts: Sequence[str],
+    *,
+    max_inputs: int = API_MAX_INPUTS,
+    max_tokens: int = int(API_MAX_TOKENS * TOKEN_MARGIN),
+    max_input_tokens: int = int(API_MAX_INPUT_TOKENS * TOKEN_MARGIN),
+) -> tuple[list[list[int]], list[str], int]:
+    """Split ``texts`` (in order) into batches within the API's per-request limits.
+
+    Returns ``(batches of indices, texts with over-long ones truncated, number truncated)``.
+    Deterministic in the input, so a rerun forms the same batches and hits the cache.
+    """
+    counts = count_tokens_batch(list(texts))
+    fitted: list[str] = []
+    truncated = 0
+    for text, n in zip(texts, counts, strict=True):
+        if n > max_input_tokens:
+            fitted.append(truncate_to_tokens(text, max_input_tokens))
+            truncated += 1
+        else:
+            fitted.append(text)
+    counts = [min(n, max_input_tokens) for n in counts]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    tokens = 0
+    for i, n in enumerate(counts):
+        if current and (len(current) >= max_inputs or tokens + n > max_tokens):
+            batches.append(current)
+            current, tokens = [], 0
+        current.append(i)
+        tokens += n
+    if current:
+        batches.append(current)
+    return batches, fitted, truncated
+
+
+@lru_cache(maxsize=1 << 18)
+def _bucket(feature: str, dims: int) -> tuple[int, float]:
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    h = int.from_bytes(digest, "little")
+    # The low bits choose the bucket, the top bit the sign: collisions then cancel on average
+    # instead of adding up.
+    return h % dims, (1.0 if h >> 63 else -1.0)
+
+
+class HashingEmbedder:
+    """Offline embedder: signed feature hashing of word unigrams and bigrams, sublinear tf."""
+
+    def __init__(self, dims: int = DEFAULT_DIMS):
+        if dims <= 0:
+            raise ValueError("dims must be positive")
+        self.dims = dims
+
+    def features(self, text: str) -> Counter[str]:
+        tokens = words(text)
+        feats: Counter[str] = Counter(tokens)
+        feats.update(f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False))
+        return feats
+
+    def embed_one(self, text: str) -> np.ndarray:
+        values: dict[int, float] = {}
+        # Features in sorted order and an exactly rounded norm (fsum): the same floats on every
+        # machine, where numpy's SIMD-dependent summation order might differ in the last bit.
+        for feature, tf in sorted(self.features(text).items()):
+            index, sign = _bucket(feature, self.dims)
+            values[index] = values.get(index, 0.0) + sign * (1.0 + math.log(tf))
+        vec = np.zeros(self.dims, dtype=np.float32)
+        norm = math.sqrt(math.fsum(v * v for v in values.values()))
+        if norm > 0:
+            # on the grid: unit length to within ~1e-3, and inner products exact (module doc)
+            for index, value in values.items():
+                vec[index] = round(value / norm * GRID) / GRID
+        return vec
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dims)`` float32, rows L2-normalised (a text without words: zeros)."""
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        for i, text in enumerate(texts):
+            out[i] = self.embed_one(text)
+        return out
+
+    __call__ = embed

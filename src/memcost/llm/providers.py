@@ -6,36 +6,300 @@ from the environment or the repository's ``.env`` (or the variable a preset name
 ``api_key_env``); they are handed to the SDK and nowhere else, and scrubbed from any error text
 we keep.
 
-Request bodies are built from the model registry's capabilities (:mod:`memcost.llm.bodies`).
+A request body carries only what the model accepts (:class:`memcost.models.ModelInfo`): the
+output limit under the model's own field name, ``temperature`` where accepted,
+``reasoning_effort`` among the model's values, ``response_format`` of a kind it supports. A
+parameter the model would reject is an error before anything is sent. ``prompt_cache_key`` (the
+conversation) goes to OpenAI models that route by it; OpenRouter gets the preset's provider
+routing and is asked for its usage accounting (``usage.cost``, the billed dollars). A reply that
+finished by ``length`` without content, by ``content_filter``, or with a ``refusal`` is a
+failure (:func:`reply_failure`), never an answer.
+
+Flex processing: a stage whose ``execution`` is ``flex`` sends ``service_tier: "flex"``, waits
+:data:`memcost.execution.FLEX_TIMEOUT_FACTOR` times the request timeout (Flex answers are slower)
+and is priced at the model's ``flex_multiplier``. OpenAI answers a Flex request it has no
+capacity for with HTTP 429 ``resource_unavailable`` and bills nothing: it is retried with the
+backoff, without pausing the model's other requests as a rate limit does.
+
+The wait hints of a reply, in order: ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP
+date), then OpenAI's ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (durations
+such as ``6m0s``; the longer of the two).
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memcost.execution import FLEX_UNAVAILABLE_CODE
-from memcost.llm.bodies import chat_body as _build_body
-from memcost.llm.bodies import sdk_arguments
-from memcost.llm.errors import (
+from memcost.execution import (
+    FLEX_TIMEOUT_FACTOR,
+    FLEX_UNAVAILABLE_CODE,
+    execution_problem,
+)
+from memcost.llm.requests import (
+    ChatRequest,
+    EmbeddingRequest,
     FatalAPIError,
     ItemRejected,
+    LLMError,
     MissingCredentials,
+    ModelCapabilityError,
     QuotaExhausted,
     TransientError,
+    Usage,
 )
-from memcost.llm.flex import FLEX, flex_timeout
-from memcost.llm.pacing import Reading
-from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
-from memcost.llm.retry import explicit_retry_after, parse_retry_after
 from memcost.models import ModelInfo, model_info
 from memcost.paths import REPO_ROOT
+
+# --- Flex processing ----------------------------------------------------------------------
+
+FLEX = "flex"
+
+
+class ExecutionUnsupported(LLMError, ValueError):
+    """A stage's execution mode cannot serve its model on its backend (found before any call)."""
+
+
+def check_flex(
+    stage: str, model: str, backend: str, overrides: Mapping[str, Mapping[str, Any]] | None
+) -> None:
+    """Raise :class:`ExecutionUnsupported` (one line: stage, model, what to do) when Flex
+    processing cannot serve ``stage``'s calls to ``model`` on ``backend``."""
+    problem = execution_problem(stage, FLEX, model, backend, overrides)
+    if problem is not None:
+        raise ExecutionUnsupported(problem)
+
+
+def flex_timeout(timeout_s: float) -> float:
+    """Seconds a Flex request may take (the interactive timeout times the Flex factor)."""
+    return float(timeout_s) * FLEX_TIMEOUT_FACTOR
+
+
+def is_flex_unavailable(exc: TransientError) -> bool:
+    """Is this OpenAI's Flex 429 ``resource_unavailable`` (no capacity; nothing billed)?"""
+    return exc.status == 429 and getattr(exc, "code", None) == FLEX_UNAVAILABLE_CODE
+
+
+def outage_hint(stage: str, mode: str) -> str:
+    """What to add to the consecutive-failure stop when the failing stage runs on Flex."""
+    if mode != FLEX:
+        return ""
+    return (
+        f" The {stage} stage runs on Flex processing, whose capacity may be short (HTTP 429 "
+        f"{FLEX_UNAVAILABLE_CODE}): rerun later, or set execution {stage}: interactive "
+        "(full price) or batch."
+    )
+
+
+# --- Wait hints and rate-limit headers ------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: str) -> float | None:
+    """``"6m0s"`` → 360.0, ``"20ms"`` → 0.02, ``"1.5s"`` → 1.5, ``"2"`` → 2.0; else ``None``."""
+    value = str(value).strip().lower()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, then ``Retry-After`` as seconds
+    or as an HTTP date, then the longer of ``x-ratelimit-reset-requests`` and
+    ``x-ratelimit-reset-tokens``; ``None`` when absent or unreadable."""
+    if not headers:
+        return None
+    hinted = explicit_retry_after(headers)
+    if hinted is not None:
+        return hinted
+    resets = [
+        parse_duration(headers[name])
+        for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+        if headers.get(name) is not None
+    ]
+    resets = [r for r in resets if r is not None and math.isfinite(r)]
+    return max(resets) if resets else None
+
+
+def explicit_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """``retry-after-ms``, else ``Retry-After`` (seconds or an HTTP date): what the server asks
+    for in so many words (not the time until a limit is full again)."""
+    if not headers:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            if name == "retry-after":
+                parsed = email.utils.parsedate_tz(value)
+                if parsed is not None:
+                    return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+            continue
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
+    return None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one reply's ``x-ratelimit-*`` headers say (``None``: not sent)."""
+
+    limit_requests: float | None = None
+    limit_tokens: float | None = None
+    remaining_requests: float | None = None
+    remaining_tokens: float | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str] | None) -> Reading | None:
+        if not headers:
+            return None
+
+        def number(name: str) -> float | None:
+            value = headers.get(name)
+            if value is None:
+                return None
+            seconds = parse_duration(str(value))  # plain numbers parse as themselves
+            return seconds if seconds is not None and math.isfinite(seconds) else None
+
+        reading = cls(
+            number("x-ratelimit-limit-requests"),
+            number("x-ratelimit-limit-tokens"),
+            number("x-ratelimit-remaining-requests"),
+            number("x-ratelimit-remaining-tokens"),
+        )
+        return None if reading == cls() else reading
+
+
+# --- Request bodies and replies ------------------------------------------------------------
+
+# Fields the SDK's ``chat.completions.create`` takes by name; the rest go in ``extra_body``.
+SDK_FIELDS = frozenset({
+    "model", "messages", "temperature", "reasoning_effort", "max_tokens",
+    "max_completion_tokens", "response_format", "prompt_cache_key",
+})  # fmt: skip
+# Failure kinds of a reply that arrived (HTTP 200) but holds no usable answer.
+REPLY_FAILURES = ("length", "content_filter", "refusal")
+
+
+def _refuse(info: ModelInfo, what: str) -> ModelCapabilityError:
+    return ModelCapabilityError(
+        f"{info.name} does not accept {what} (memcost.models: {info.source or 'registry'}); "
+        "change the request's settings, or correct the model's entry if the provider changed it"
+    )
+
+
+def _build_body(
+    request: ChatRequest,
+    info: ModelInfo,
+    *,
+    backend: str = "openai",
+    routing: Mapping[str, Any] | None = None,
+    service_tier: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body for ``/chat/completions``, from ``info``'s capabilities; ``service_tier``
+    ``"flex"`` asks for Flex processing (memcost.llm.providers)."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": [{"role": role, "content": content} for role, content in request.messages],
+    }
+    if request.temperature is not None:
+        if not info.temperature:
+            raise _refuse(info, "temperature (a reasoning model: use reasoning_effort)")
+        body["temperature"] = request.temperature
+    effort = request.reasoning_effort
+    if effort is not None and info.reasoning_efforts:
+        if effort not in info.reasoning_efforts:
+            raise _refuse(
+                info, f"reasoning_effort={effort!r} (it takes {', '.join(info.reasoning_efforts)})"
+            )
+        body["reasoning_effort"] = effort
+    elif effort is not None and info.reasoning:
+        raise _refuse(info, "reasoning_effort (it reasons at a fixed effort)")
+    if request.max_output_tokens is not None:
+        if info.max_output_tokens and request.max_output_tokens > info.max_output_tokens:
+            raise _refuse(info, f"an output limit above {info.max_output_tokens:,} tokens")
+        body[info.output_limit_param] = request.max_output_tokens
+    if request.json_schema is not None:
+        if "json_schema" not in info.response_formats:
+            raise _refuse(info, "response_format json_schema")
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": json.loads(request.json_schema),
+        }
+    elif request.json_mode:
+        if "json_object" not in info.response_formats:
+            raise _refuse(info, "response_format json_object")
+        body["response_format"] = {"type": "json_object"}
+    conversation = request.tags.get("conversation_id")
+    if info.prompt_cache_key and backend == "openai" and conversation is not None:
+        body["prompt_cache_key"] = str(conversation)
+    if service_tier is not None:
+        body["service_tier"] = service_tier
+    if backend == "openrouter":
+        body["usage"] = {"include": True}  # OpenRouter's usage accounting: usage.cost
+        if routing:
+            body["provider"] = dict(routing)
+    return body
+
+
+def sdk_arguments(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` as keyword arguments of the SDK (provider-specific fields in ``extra_body``)."""
+    known = {k: v for k, v in body.items() if k in SDK_FIELDS}
+    extra = {k: v for k, v in body.items() if k not in SDK_FIELDS}
+    if extra:
+        known["extra_body"] = extra
+    return known
+
+
+def reply_failure(reply: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(kind, reason)`` when an HTTP-200 reply holds no usable answer, else ``None``."""
+    finish = reply.get("finish_reason")
+    refusal = reply.get("refusal")
+    text = str(reply.get("text") or "")
+    usage = reply.get("usage") or {}
+    if refusal:
+        return "refusal", f"refusal: the model declined to answer: {str(refusal)[:300]}"
+    if finish == "content_filter":
+        return "content_filter", "content_filter: the provider's filter withheld the reply"
+    if finish == "length" and not text.strip():
+        spent = usage.get("reasoning_tokens") or 0
+        return "length", (
+            "length: the output limit was reached before any answer "
+            f"({spent} reasoning tokens used)"
+        )
+    return None
+
+
+def larger_output_limit(request: ChatRequest, info: ModelInfo) -> int | None:
+    """The one retry's output limit after a ``length`` failure (``None``: none is possible)."""
+    current = request.max_output_tokens
+    if current is None:
+        return None
+    ceiling = info.max_output_tokens or current * 4
+    larger = min(ceiling, max(current * 4, current + 4_000))
+    return larger if larger > current else None
+
+
+# --- Endpoints and keys --------------------------------------------------------------------
 
 BACKENDS = ("offline", "openai", "openrouter", "custom")
 DEFAULT_ENV_FILE = REPO_ROOT / ".env"
@@ -270,7 +534,7 @@ class EndpointClient:
             max_retries=0,  # our retry loop is the only one, so every attempt is counted
             timeout=openai.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
         )
-        # Flex requests: the same connection pool, a longer read timeout (memcost.llm.flex)
+        # Flex requests: the same connection pool, a longer read timeout (memcost.llm.providers)
         self._flex_sdk = self._sdk.with_options(
             timeout=openai.Timeout(
                 flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)
@@ -291,7 +555,7 @@ class EndpointClient:
         service_tier: str | None = None,
     ) -> dict[str, Any]:
         """One chat attempt; ``service_tier="flex"`` asks for Flex processing, with the longer
-        Flex timeout (memcost.llm.flex)."""
+        Flex timeout (memcost.llm.providers)."""
         openai = self._openai
         body = chat_body(
             request, info, backend=self.endpoint.backend, routing=routing, service_tier=service_tier

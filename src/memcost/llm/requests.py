@@ -1,15 +1,22 @@
-"""Requests and results as values.
+"""Requests, answers and errors of the model-call client, as values.
 
 A request is frozen: everything that can change the model's answer (model snapshot, messages,
 generation parameters, ``sample_index``) is a field, and its cache key is the sha256 of its
 canonical JSON together with the identity of the endpoint that serves it. Two fields ride along
 without being part of the key and are never sent: ``payload`` (structured inputs for the
-stage's offline method) and ``tags`` (copied into the usage ledger: dataset, question id, ...).
+stage's offline method) and ``tags`` (copied into the call's record: dataset, question id, ...).
+
+Here too: the errors that stop a stage, each with a message that says what to do next, and the
+forgiving JSON parser with the re-ask sent when a model's reply does not parse (a re-ask is a
+new request, the bad reply and a short correction appended, so its key differs from the
+original's and the store can never hand back the same bad answer).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +26,7 @@ import numpy as np
 
 from memcost.calls import RESERVED_FIELDS, STAGES, canonical_json, sha256_hex
 from memcost.models import rejects_temperature
+from memcost.prompts import JSON_REASK
 
 ROLES = ("system", "developer", "user", "assistant")
 # Bumped whenever the key material changes shape, so old cache entries can never be misread.
@@ -303,3 +311,147 @@ def as_messages(
             role, content = m
             out.append((str(role), str(content)))
     return tuple(out)
+
+
+@dataclass
+class Outcome:
+    """One call's outcome (offline, cached or sent), before the stage's parsing."""
+
+    key: str
+    backend: str
+    provider: str
+    usage: Usage
+    cached: bool
+    latency_s: float
+    attempts: int
+    text: str = ""
+    vectors: np.ndarray | None = None
+    error: str | None = None
+    served_model: str | None = None
+    finish_reason: str | None = None
+    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
+    billed_usd: float | None = None  # the provider's own charge (OpenRouter's usage.cost)
+    served_by: str | None = None  # the upstream that served it (OpenRouter's provider)
+    execution: str = "interactive"  # interactive | batch | flex: how it was sent (its price)
+
+
+# --- Errors ---------------------------------------------------------------------------------
+
+
+class LLMError(RuntimeError):
+    """Base class of every error the model-call client raises on purpose."""
+
+
+class MissingCredentials(LLMError):
+    """No API key where the chosen backend needs one (raised before anything is sent)."""
+
+
+class FatalAPIError(LLMError):
+    """An error that retrying cannot fix (HTTP 400, 401, 403, 404, ...): the stage stops."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class CacheMiss(LLMError):
+    """``cache_mode="replay_only"`` and the response is not in the cache."""
+
+
+class BudgetExceeded(LLMError):
+    """The next call would take the run's spend past ``max_cost_usd``.
+
+    Raised after the calls already in flight have finished and been recorded; ``results`` holds
+    what completed (``None`` where an item was not run), in input order.
+    """
+
+    def __init__(
+        self, message: str, *, spent_usd: float, limit_usd: float, results: list[Any] | None = None
+    ):
+        super().__init__(message)
+        self.spent_usd = spent_usd
+        self.limit_usd = limit_usd
+        self.results: list[Any] = results or []
+
+
+class TransientError(Exception):
+    """One failed attempt that may succeed if repeated (internal: the retry loop consumes it)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        code: str | None = None,
+    ):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+        self.code = code  # the API's error code (e.g. Flex's "resource_unavailable")
+        self.reading: Any = None  # a 429's x-ratelimit-* headers (memcost.llm.providers.Reading)
+
+
+class ModelCapabilityError(LLMError, ValueError):
+    """A request carries a parameter its model does not accept (found before it is sent)."""
+
+
+class QuotaExhausted(FatalAPIError):
+    """HTTP 429 ``insufficient_quota``: the account has no credit; the run stops at once."""
+
+
+class ItemRejected(FatalAPIError):
+    """A non-retryable 4xx for one item (``invalid_prompt``, ``context_length_exceeded``, ...):
+    that item fails with the error and the stage goes on."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
+        super().__init__(message, status=status)
+        self.code = code
+
+
+# --- JSON answers -----------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def parse_json(text: str) -> Any:
+    """JSON from a model reply: accepts a bare value, a fenced block, or the outermost
+    ``{...}``/``[...]`` inside prose. Raises ``ValueError`` when there is none."""
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    for open_, close in (("{", "}"), ("[", "]")):
+        start, end = stripped.find(open_), stripped.rfind(close)
+        if 0 <= start < end:
+            try:
+                return json.loads(stripped[start : end + 1])
+            except json.JSONDecodeError:
+                continue
+    raise ValueError(f"no JSON value in the reply (starts {stripped[:60]!r})")
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """Like :func:`parse_json`, but the value must be an object."""
+    value = parse_json(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def reask_request(previous: ChatRequest, bad_reply: str, error: str, number: int) -> ChatRequest:
+    """The ``number``-th re-ask (1-based): ``previous`` (the request that got ``bad_reply``) with
+    the reply and a correction appended. Each re-ask extends the last one, so even a model that
+    repeats itself word for word never produces the same request twice."""
+    correction = JSON_REASK.messages(error=error[:300])
+    suffix = f"+{JSON_REASK.id}"
+    version = previous.prompt_version
+    return previous.replace(
+        messages=(*previous.messages, ("assistant", bad_reply), *correction),
+        prompt_version=version if version.endswith(suffix) else version + suffix,
+        tags={**previous.tags, "reask": number},
+    )

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from memcost.llm import EmbeddingRequest, LLMClient, LLMError
-from memcost.llm.embeddings import plan_batches
+from memcost.llm.offline import plan_batches
 from memcost.models import EMBEDDING_MODEL
 
 

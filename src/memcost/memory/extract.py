@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from memcost.llm import ChatRequest
-from memcost.llm.parsing import parse_json_object
+from memcost.llm.requests import parse_json_object
 from memcost.memory.segment import Segment
 from memcost.models import EXTRACTION_MODEL, generation_params
 from memcost.offline.extract import capitalise, person_name

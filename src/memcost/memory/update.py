@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from memcost.llm import ChatRequest, ChatResult
-from memcost.llm.parsing import parse_json_object
+from memcost.llm.requests import parse_json_object
 from memcost.memory.extract import Candidate
 from memcost.memory.user import UserMemory
 from memcost.models import EXTRACTION_MODEL, generation_params

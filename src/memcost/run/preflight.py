@@ -17,8 +17,8 @@ from memcost.costs.estimate import (
     summary_text,
 )
 from memcost.io import write_csv
-from memcost.llm.errors import MissingCredentials
 from memcost.llm.providers import check_credentials
+from memcost.llm.requests import MissingCredentials
 from memcost.params import client_option, merge_parameters, notebook_parameters
 from memcost.paths import RunPaths
 from memcost.prices import UnknownPriceError

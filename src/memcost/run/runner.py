@@ -33,11 +33,11 @@ from typing import IO, Any
 from filelock import FileLock, Timeout
 
 from memcost import manifest as manifest_mod
+from memcost.calls import CallStore, StoreError, store_path
 from memcost.io import SIGN_OF_LIFE
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.context_check import check_context_limits
-from memcost.run.integrity import check_run_stores
 from memcost.run.preflight import check_estimate, preflight_credentials, uses_paid_backend
 from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps
 from memcost.run.report import write_report
@@ -397,6 +397,17 @@ def is_held(root: str | os.PathLike[str]) -> bool:
 # --- The run ---------------------------------------------------------------------------------
 
 
+def check_store(run: RunPaths) -> None:
+    """Before each notebook: the run's store of calls is readable (a damaged one stops the run
+    with what to do, before a notebook fails on it)."""
+    if not store_path(run.root).is_file():
+        return
+    try:
+        CallStore(run.root).close()
+    except StoreError as exc:
+        raise PresetError(str(exc)) from None
+
+
 def default_run_name(preset: Preset) -> str:
     return f"{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -580,9 +591,9 @@ def execute_steps(
             check_context_limits(preset, run, notebooks, selected)
             check_estimate(preset, run, selected)
     for step in (s for s in selected if not per_dataset[s]):
-        check_run_stores(run, preset)
+        check_store(run)
         _run_step(run, preset, notebooks[step], None, progress.sink(), progress)
-    check_run_stores(run, preset)
+    check_store(run)
 
 
 def _run_step(
@@ -624,13 +635,13 @@ def _run_datasets(
     if workers <= 1:
         for step in steps:
             for dataset in preset.datasets:
-                check_run_stores(run, preset)
+                check_store(run)
                 status = _run_step(run, preset, notebooks[step], dataset, progress.sink(), progress)
                 if status is not None:
                     statuses.append(status)
             check_failures([s for s in statuses if s.step[:2] == step], preset.allow_failures)
         return statuses
-    check_run_stores(run, preset)
+    check_store(run)
     context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
     with context.Manager() as manager:
         events, stop = manager.Queue(), manager.Event()

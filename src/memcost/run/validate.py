@@ -25,7 +25,7 @@ from memcost.execution import (
     stage_models,
 )
 from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
-from memcost.llm.pacing import parse_rate_limits
+from memcost.llm.transport import parse_rate_limits
 from memcost.models import is_known
 from memcost.params import (
     CLIENT_SETTINGS,

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from memcost.llm import ChatRequest, ChatResult, LLMClient
-from memcost.llm.embeddings import HashingEmbedder
-from memcost.llm.offline import run_chat
+from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.prompts import Prompt
 from memcost.text import content_words
 from memcost.tokens import count_tokens

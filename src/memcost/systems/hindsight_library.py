@@ -48,8 +48,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import memcost.systems.store as store
-from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
+from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.hindsight import offline_hindsight_consolidate, offline_hindsight_retain
 from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register

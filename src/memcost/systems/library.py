@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 
 import memcost.systems.store as store
 from memcost.fingerprint import fingerprint
-from memcost.gateway import Gateway, Route
 from memcost.llm import LLMClient
+from memcost.llm.gateway import Gateway, Route
 from memcost.systems.base import MemorySystem, SystemBuild
 from memcost.systems.environments import LibraryEnvironment
 

@@ -4,7 +4,7 @@ The study's memory "was implemented using the Mem0 Open Source framework with a 
 configuration" (§3.1): ``Memory.add`` with custom extraction instructions, GPT-5-nano at low
 effort, text-embedding-3-small, an HNSW vector store, ``search(top_k=20)``. Here the real
 library runs with that configuration, its chat and embedding requests sent to a metering
-gateway (:mod:`memcost.gateway`) that hands them to the one client: cached, priced in the
+gateway (:mod:`memcost.llm.gateway`) that hands them to the one client: cached, priced in the
 ledger (tagged ``memory_mem0`` and ``mem0/extract``, ``mem0/update``, ``mem0/embed``), budgeted,
 answered offline by stand-ins in mem0's formats (:mod:`memcost.offline.mem0`). Messages are added
 in the study's segments (10 messages, 8,000 characters, one session), the session date first.
@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.llm import LLMClient
+from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
 from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.mem0 import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from memcost import prompts
-from memcost.llm.embeddings import HashingEmbedder
+from memcost.llm.offline import HashingEmbedder
 from memcost.prompts import JSON_REASK
 from memcost.testing.openai_server import Action, FakeOpenAIServer, default_responder
 from memcost.text import content_words, split_sentences, words

@@ -39,7 +39,7 @@ def section_costs(view: RunView) -> list[str]:
         summary.loc[~summary["component"].astype(str).str.endswith(": total"), "spent_usd"].sum()
     )
     lines += [
-        f"Every call in `calls.jsonl`, priced with the dated price table "
+        f"Every call in `calls.sqlite`, priced with the dated price table "
         f"(`memcost.prices`); basis: {'; '.join(basis)}. Writing is shown per conversation, "
         f"answering and judging per question. Paid by this run: {usd(spent)}. Details per "
         "stage, user and question: `tables/cost_*.csv`.",

@@ -155,7 +155,7 @@ def section_files(view: RunView) -> list[str]:
     root = view.run.root
     items = [
         ("manifest.json", "parameters, commit, versions, timings, data provenance"),
-        ("calls.jsonl", "one record per model call (the usage ledger)"),
+        ("calls.sqlite", "one record per model call (the usage ledger)"),
         ("tables/", "run-wide tables (costs, Tables 4-5)"),
         ("figures/", "run-wide figures (Figure 1, cost figures)"),
     ]
