@@ -2,7 +2,7 @@
 
 Long-context answering sends every question of a conversation with the whole conversation as
 its prefix. The provider caches that prefix, but above about 15 requests a minute for one prefix
-it sends the overflow to machines that do not hold it (:mod:`memcost.prefix_cache`). The old
+it sends the overflow to machines that do not hold it (:mod:`memcost.catalog`). The old
 dispatch took the lowest-numbered ready request, so once a conversation's first question had
 returned all workers piled onto that one prefix; the new one sends ``prompt_cache_key`` (the
 conversation) and interleaves conversations, at most ``prefix_requests_per_minute`` (15) per
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memcost import prefix_cache
+from memcost import catalog
 from memcost.llm import ChatRequest, make_client, scheduler
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
@@ -64,12 +64,12 @@ def groups(n_conv: int, n_questions: int, tokens: int) -> list[list[ChatRequest]
 def scaled_minute(scale: float):
     """Make every per-minute rule count ``60 / scale`` seconds as a minute."""
     window = 60.0 / scale
-    saved = prefix_cache.OVERFLOW_WINDOW_S, scheduler._Ready.WINDOW_S
-    prefix_cache.OVERFLOW_WINDOW_S = scheduler._Ready.WINDOW_S = window
+    saved = catalog.OVERFLOW_WINDOW_S, scheduler._Ready.WINDOW_S
+    catalog.OVERFLOW_WINDOW_S = scheduler._Ready.WINDOW_S = window
     try:
         yield window
     finally:
-        prefix_cache.OVERFLOW_WINDOW_S, scheduler._Ready.WINDOW_S = saved
+        catalog.OVERFLOW_WINDOW_S, scheduler._Ready.WINDOW_S = saved
 
 
 def run_dispatch(new: bool, batches, *, window: float, concurrency: int) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def run_dispatch(new: bool, batches, *, window: float, concurrency: int) -> dict
     flat = [r for group in results for r in group]
     prompt = sum(r.usage.prompt_tokens for r in flat)
     cached = sum(r.usage.cached_prompt_tokens for r in flat)
-    peak = max(prefix_cache.max_requests_per_minute(t) for t in arrivals.values())
+    peak = max(catalog.max_requests_per_minute(t) for t in arrivals.values())
     return {"dispatch": "new" if new else "old", "requests": len(flat),
             "cached_share": cached / prompt if prompt else 0.0,
             "max_requests_per_minute_per_prefix": peak, "wall_s": wall}  # fmt: skip

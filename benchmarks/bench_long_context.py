@@ -29,8 +29,8 @@ import pandas as pd
 
 from memcost import longctx
 from memcost.llm.offline import prompt_tokens
-from memcost.models import LONG_CONTEXT_MODELS
-from memcost.tokens import count_tokens_batch
+from memcost.paper import LONG_CONTEXT_MODELS
+from memcost.text import count_tokens_batch
 
 WORDS = (
     "the a to and of I you it is that in for my on with can what how this be have are your "

@@ -60,7 +60,7 @@ def longmemeval_datetime(moment: datetime) -> str:
 
 
 def synthesise(path: Path, questions: int, target_tokens: int, seed: int = 0) -> None:
-    from memcost.tokens import count_tokens_batch
+    from memcost.text import count_tokens_batch
 
     rng = random.Random(seed)
     pool = _turn_pool(rng, 3_000)

@@ -31,8 +31,8 @@ import yaml
 
 from memcost import costs
 from memcost.calls import read_calls, record_call_key, store_path
+from memcost.catalog import is_gpt5_family
 from memcost.io import read_json, read_jsonl
-from memcost.models import is_gpt5_family
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks, notebook_parameters
 from memcost.testing.openai_server import (

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from memcost import costs, paper
-from memcost.prices import price_for
+from memcost.catalog import price_for
 
 PAPER = costs.PAPER_CONSTANTS
 TABLE4_CELLS = [

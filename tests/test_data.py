@@ -17,7 +17,7 @@ import pytest
 from memcost import data, paper
 from memcost.data import DataError
 from memcost.paths import SAMPLE_DIR
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 LOCOMO = SAMPLE_DIR / "locomo" / "locomo10.json"
 LONGMEMEVAL = SAMPLE_DIR / "longmemeval" / "longmemeval_s_cleaned.json"

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from memcost import costs
+from memcost.catalog import price_for
 from memcost.costs import estimate
-from memcost.prices import price_for
 from memcost.run import PresetError, run_preset
 
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from memcost.calls import STAGES, list_cost
+from memcost.catalog import price_for
 from memcost.costs.ledger import price_calls
 from memcost.params import normalise_execution
-from memcost.prices import price_for
 
 
 def test_stages_left_out_are_interactive():

@@ -10,9 +10,9 @@ from test_memory import api_responder, yoga_conversation
 
 from memcost import memory
 from memcost.answers import AnswerWriter, load_answers
-from memcost.fingerprint import fingerprint
 from memcost.io import read_jsonl
 from memcost.llm import make_client
+from memcost.manifest import fingerprint
 from memcost.memory import MemoryBuilder, MemoryConfig
 from memcost.memory import facts as memory_files
 from memcost.retrieval import answer_from_memory

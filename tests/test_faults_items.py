@@ -137,8 +137,7 @@ def answer(qid: str, error: str | None) -> dict:
 
 
 def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
-    from memcost.answers import AnswerWriter
-    from memcost.judgments import judgment_record, rewrite_judgments
+    from memcost.answers import AnswerWriter, judgment_record, rewrite_judgments
     from memcost.run.report import render_markdown
 
     ds = run_paths.dataset("locomo").ensure()

@@ -73,9 +73,9 @@ def test_the_heartbeat_line_counts_requests_in_flight_and_the_oldest_age():
 
 
 def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp_path, monkeypatch):
+    from memcost.catalog import TIMEOUT_MAX_S, declare_model, model_info, request_timeout
     from memcost.llm import ChatRequest, EmbeddingRequest
-    from memcost.models import TIMEOUT_MAX_S, declare_model, model_info, request_timeout
-    from memcost.tokens import count_tokens
+    from memcost.text import count_tokens
 
     # 60 s + prompt / 5,000 tok/s + output / 50 tok/s, the reading and writing x3 if it reasons
     assert request_timeout(model_info("gpt-5-mini"), 2_000, None) == 307.0  # 60 + 3 x 82.32

@@ -8,7 +8,7 @@ import pytest
 from llm_helpers import FAST_RETRY, TEST_KEY, api_client, question
 
 from memcost.calls import list_cost, read_calls
-from memcost.execution import FLEX_TIMEOUT_FACTOR
+from memcost.catalog import FLEX_TIMEOUT_FACTOR
 from memcost.llm import BudgetExceeded, FatalAPIError
 from memcost.llm.providers import ExecutionUnsupported
 from memcost.run import PresetError, run_preset
@@ -138,7 +138,8 @@ def test_a_flex_request_waits_longer_than_an_interactive_one(run_paths, server, 
         (
             {},
             question(1, stage="judge", model="gpt-4.1-mini", reasoning_effort=None),
-            "execution judge: flex cannot be used for gpt-4.1-mini: memcost.prices.PRICES sells no "
+            "execution judge: flex cannot be used for gpt-4.1-mini: the price table "
+            "(memcost/assets/prices.csv) sells no "
             "Flex processing for it (flex_multiplier is None); set execution judge: interactive",
         ),
     ],

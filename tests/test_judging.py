@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost import choices, data, judge
+from memcost import answers, data, judge
 from memcost.answers import AnswerWriter
 from memcost.calls import read_calls
 from memcost.io import read_jsonl
@@ -212,16 +212,16 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
     ids = [f"pm-{i}" for i in range(40)]
     here = {
         q: [
-            *choices.multiple_choice(q, OPTIONS).options,
-            choices.multiple_choice(q, OPTIONS).correct_letter,
+            *answers.multiple_choice(q, OPTIONS).options,
+            answers.multiple_choice(q, OPTIONS).correct_letter,
         ]
         for q in ids
     }
     script = (
-        "import json, sys\nfrom memcost import choices, judge\n"
+        "import json, sys\nfrom memcost import answers, judge\n"
         f"ids = {ids!r}\nopts = {OPTIONS!r}\n"
-        "out = {q: [*choices.multiple_choice(q, opts).options, "
-        "choices.multiple_choice(q, opts).correct_letter] for q in ids}\n"
+        "out = {q: [*answers.multiple_choice(q, opts).options, "
+        "answers.multiple_choice(q, opts).correct_letter] for q in ids}\n"
         "print(json.dumps(out))\n"
     )
     for seed in ("0", "12345"):  # different str-hash salts in the two processes
@@ -235,7 +235,7 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
         assert json.loads(out.stdout) == here
     letters = [v[-1] for v in here.values()]
     assert len(set(letters)) == 4  # the correct option is not always in the same place
-    mc = choices.multiple_choice("pm-3", OPTIONS)
+    mc = answers.multiple_choice("pm-3", OPTIONS)
     assert mc.option(mc.correct_letter) == "right answer"
     assert mc.render().splitlines()[0].startswith("A. ")
 
@@ -255,14 +255,14 @@ def test_multiple_choice_shuffle_is_identical_across_processes():
     ],
 )
 def test_parse_choice(reply, expected):
-    assert choices.parse_choice(reply, choices.multiple_choice("pm-1", OPTIONS)) == expected
+    assert answers.parse_choice(reply, answers.multiple_choice("pm-1", OPTIONS)) == expected
 
 
 def test_multiple_choice_is_scored_by_letter(run_paths):
     ds, questions = prepared(run_paths, "personamem_v2")
 
     def letter(i, row):
-        mc = choices.multiple_choice(row.question_id, list(row.options))
+        mc = answers.multiple_choice(row.question_id, list(row.options))
         wrong = next(x for x in mc.letters if x != mc.correct_letter)
         return [
             mc.correct_letter,
@@ -517,7 +517,7 @@ def test_one_answer_walked_through_three_votes_is_kept_by_the_batch(run_paths):
 
 
 def test_judgment_records_have_the_schema_fields_in_order():
-    from memcost.judgments import JUDGMENT_FIELDS, judgment_record
+    from memcost.answers import JUDGMENT_FIELDS, judgment_record
 
     record = judgment_record(question_id="q", vote=1, label=judge.CORRECT)
     assert tuple(record) == JUDGMENT_FIELDS and record["system"] is None

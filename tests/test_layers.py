@@ -49,8 +49,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     TESTING: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING}),
 }
 _FOUNDATIONS = (
-    "__init__ paths io tokens text prompts models prices tiers verify params datasets calls "
-    "judgments answers choices stats paper manifest fingerprint lifecycle prefix_cache execution"
+    "__init__ paths io text prompts catalog verify params calls answers stats paper manifest"
 )
 _STAGES = "data memory retrieval longctx judge serving vectorstore systems gateway"
 LAYER_OF: dict[str, str] = {

@@ -14,7 +14,7 @@ import pytest
 
 from memcost.calls import read_calls
 from memcost.llm import ChatRequest, HashingEmbedder, make_client, parse_json_object
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 # A stage-like offline method: reads the structured payload, never the prompt text.
 OFFLINE_SCRIPT = r"""

@@ -13,13 +13,14 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost import choices, data, longctx, prompts, tokens
+from memcost import answers, data, longctx, prompts
+from memcost import text as tokens
 from memcost.answers import AnswerWriter, load_answers, median_ratios
 from memcost.calls import read_calls
 from memcost.llm import make_client
 from memcost.llm.offline import prompt_tokens
 from memcost.testing.openai_server import Action, FakeOpenAIServer
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 GPT5 = "gpt-5-mini-2025-08-07"
 OSS = "openai/gpt-oss-120b"
@@ -186,7 +187,7 @@ def test_each_history_is_tokenised_once(samples, monkeypatch):
         counted.append(sum(len(t) for t in texts))
         return original(texts, **kwargs)
 
-    monkeypatch.setattr(tokens, "count_tokens_batch", spy)
+    monkeypatch.setattr(longctx.history, "count_tokens_batch", spy)
     histories = longctx.build_histories(bench.conversations)
     history_chars = sum(len(data.render_history(bench.conversation(c))) for c in histories)
     # each history once, with the blank line that follows its last session
@@ -396,8 +397,8 @@ def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
         assert lc["answer"] == f"({oat}) Oat milk"  # the history supports it
         assert lc["mode"] == "multiple_choice"
         # the judge reads the same letter back from the same order
-        mc = choices.multiple_choice(lc["question_id"], options[0])
-        assert choices.parse_choice(lc["answer"], mc) == oat and mc.option(oat) == "Oat milk"
+        mc = answers.multiple_choice(lc["question_id"], options[0])
+        assert answers.parse_choice(lc["answer"], mc) == oat and mc.option(oat) == "Oat milk"
 
 
 def test_options_are_shown_in_a_fixed_shuffled_order():

@@ -20,7 +20,7 @@ from memcost.systems.hierarchical import WorkingSet
 from memcost.systems.observational import ObservationalMemory
 from memcost.systems.store import read_user
 from memcost.systems.stored import user_lines
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 
 def client_for(run):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from memcost import models, prompts, text
+from memcost import catalog, prompts, text
 
 
 @pytest.mark.parametrize(
@@ -20,17 +20,17 @@ from memcost import models, prompts, text
     ],
 )
 def test_model_names(model, canonical, slug, gpt5):
-    assert models.canonical_name(model) == canonical
-    assert models.slug(model) == slug
-    assert models.is_gpt5_family(model) is gpt5
+    assert catalog.canonical_name(model) == canonical
+    assert catalog.slug(model) == slug
+    assert catalog.is_gpt5_family(model) is gpt5
 
 
 def test_context_limits_and_unknown_model():
-    assert models.model_info("gpt-5-mini-2025-08-07").prompt_limit == 272_000
-    assert models.model_info("openai/gpt-oss-120b").context_window == 131_072
-    assert models.model_info("text-embedding-3-small").embedding_dims == 1536
-    with pytest.raises(KeyError, match="unknown model 'claude-x'.*memcost/models.py"):
-        models.model_info("claude-x")
+    assert catalog.model_info("gpt-5-mini-2025-08-07").prompt_limit == 272_000
+    assert catalog.model_info("openai/gpt-oss-120b").context_window == 131_072
+    assert catalog.model_info("text-embedding-3-small").embedding_dims == 1536
+    with pytest.raises(KeyError, match="unknown model 'claude-x'.*memcost/assets/models.yaml"):
+        catalog.model_info("claude-x")
 
 
 def test_token_f1_and_containment():

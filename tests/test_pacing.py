@@ -123,7 +123,7 @@ def test_a_reply_s_headers_are_read():
     ],
 )
 def test_a_bad_rate_limit_is_refused_in_one_line(value, message):
-    from memcost.models import is_known
+    from memcost.catalog import is_known
 
     with pytest.raises(ValueError, match=message) as info:
         parse_rate_limits(value, known=is_known)

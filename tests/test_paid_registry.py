@@ -9,11 +9,11 @@ from datetime import date
 
 import pytest
 
-from memcost import lifecycle, models
+from memcost import catalog
+from memcost.catalog import price_for
 from memcost.llm.providers import chat_body
 from memcost.llm.requests import ChatRequest, ModelCapabilityError
 from memcost.paths import REPO_ROOT
-from memcost.prices import price_for
 from memcost.run.lifecycle_gate import check_lifecycle
 from memcost.run.presets import PresetError, resolve_preset
 from memcost.run.runner import discover_notebooks
@@ -26,11 +26,11 @@ def _request(model: str, **fields) -> ChatRequest:
 
 
 def test_the_paper_models_and_their_successors():
-    nano = models.model_info("gpt-5-nano-2025-08-07")
+    nano = catalog.model_info("gpt-5-nano-2025-08-07")
     assert (nano.shutdown_date, nano.successor) == ("2026-12-11", "gpt-6-luna")
-    assert models.model_info("gpt-5-mini-2025-08-07").successor == "gpt-6.1-terra"
-    assert models.model_info("gpt-5").successor == "gpt-6.1-sol"
-    terra = models.model_info("gpt-6.1-terra")
+    assert catalog.model_info("gpt-5-mini-2025-08-07").successor == "gpt-6.1-terra"
+    assert catalog.model_info("gpt-5").successor == "gpt-6.1-sol"
+    terra = catalog.model_info("gpt-6.1-terra")
     assert (terra.context_window, terra.prompt_limit, terra.max_output_tokens) == (
         1_050_000,
         922_000,
@@ -38,8 +38,8 @@ def test_the_paper_models_and_their_successors():
     )
     assert "xhigh" in terra.reasoning_efforts and not terra.temperature
     assert terra.shutdown_date is None
-    assert models.model_info("text-embedding-3-small").shutdown_date is None
-    oss = models.model_info("openai/gpt-oss-120b")
+    assert catalog.model_info("text-embedding-3-small").shutdown_date is None
+    oss = catalog.model_info("openai/gpt-oss-120b")
     assert oss.output_limit_param == "max_tokens" and oss.temperature and oss.reasoning
     assert price_for("gpt-6.1-terra").output == 5.00 and price_for("gpt-6-luna").input == 0.10
 
@@ -64,42 +64,42 @@ def test_bodies_follow_capabilities_not_names():
 def test_an_unknown_model_is_an_error_naming_what_to_add_and_a_declared_one_is_plain_chat():
     with pytest.raises(
         KeyError,
-        match="unknown model 'llama3.1:8b'.*REGISTRY in memcost/models.py.*model_capabilities=",
+        match="unknown model 'llama3.1:8b'.*memcost/assets/models.yaml.*model_capabilities=",
     ) as info:
         chat_body(_request("llama3.1:8b"))
     assert "gpt-6.1-terra" in str(info.value)  # the known models are listed
-    assert models.is_gpt5_family("gpt-5.1-mini") is False  # no guess from the name
-    declared = models.declare_model("llama3.1:8b", {"context_window": 131_072})
-    params = models.generation_params("llama3.1:8b", "low")
+    assert catalog.is_gpt5_family("gpt-5.1-mini") is False  # no guess from the name
+    declared = catalog.declare_model("llama3.1:8b", {"context_window": 131_072})
+    params = catalog.generation_params("llama3.1:8b", "low")
     body = chat_body(_request("llama3.1:8b", max_output_tokens=300, **params), declared,
                      backend="custom")  # fmt: skip
     assert body["temperature"] == 0.0 and body["max_tokens"] == 300
     assert "reasoning_effort" not in body  # a model that does not reason has nothing to set
     with pytest.raises(ValueError, match="unknown field.*context"):
-        models.declare_model("x", {"contxt_window": 1})
+        catalog.declare_model("x", {"contxt_window": 1})
 
 
 def test_tokenizer_falls_back_to_o200k():
-    assert models.encoding_name("gpt-6.1-terra") == "o200k_base"
-    assert models.encoding_name("some-future-model") == "o200k_base"
-    assert models.encoding_name("gpt-4") == "cl100k_base"
+    assert catalog.encoding_name("gpt-6.1-terra") == "o200k_base"
+    assert catalog.encoding_name("some-future-model") == "o200k_base"
+    assert catalog.encoding_name("gpt-4") == "cl100k_base"
 
 
 def test_lifecycle_dates_and_stand_ins(monkeypatch):
-    monkeypatch.setenv(lifecycle.TODAY_ENV, "2026-12-10")
-    assert lifecycle.today() == date(2026, 12, 10)
-    before = lifecycle.status("gpt-5-mini-2025-08-07", lifecycle.today())
+    monkeypatch.setenv(catalog.TODAY_ENV, "2026-12-10")
+    assert catalog.today() == date(2026, 12, 10)
+    before = catalog.status("gpt-5-mini-2025-08-07", catalog.today())
     assert before.days_left == 1 and not before.shut_down
-    after = lifecycle.status("gpt-5-mini-2025-08-07", date(2026, 12, 11))
+    after = catalog.status("gpt-5-mini-2025-08-07", date(2026, 12, 11))
     assert after.shut_down and "successor is gpt-6.1-terra" in after.describe()
-    served = lifecycle.status("gpt-6.1-terra", date(2026, 12, 1), {"gpt-6.1-terra": "2026-11-30"})
+    served = catalog.status("gpt-6.1-terra", date(2026, 12, 1), {"gpt-6.1-terra": "2026-11-30"})
     assert served.shut_down and served.source == "/v1/models"
-    assert lifecycle.stand_ins({"04": {"judge_model": "gpt-6.1-terra"}}) == {
+    assert catalog.stand_ins({"04": {"judge_model": "gpt-6.1-terra"}}) == {
         "gpt-5-mini-2025-08-07": "gpt-6.1-terra"
     }
-    monkeypatch.setenv(lifecycle.TODAY_ENV, "12/12/2026")
+    monkeypatch.setenv(catalog.TODAY_ENV, "12/12/2026")
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
-        lifecycle.today()
+        catalog.today()
 
 
 def test_paper_preset_refuses_after_shutdown_before_any_call(tmp_path):
@@ -119,7 +119,7 @@ def test_paper_preset_refuses_after_shutdown_before_any_call(tmp_path):
 
 def test_current_presets_pass_and_the_provider_listing_is_a_second_opinion(monkeypatch):
     notebooks = discover_notebooks()
-    monkeypatch.setenv(lifecycle.TODAY_ENV, "2026-12-12")
+    monkeypatch.setenv(catalog.TODAY_ENV, "2026-12-12")
     for name in ("current_locomo", "current_longmemeval", "current_personamem"):
         check_lifecycle(resolve_preset(name, notebooks), notebooks)  # no error
     with FakeOpenAIServer() as server:
@@ -149,7 +149,7 @@ def test_current_presets_pass_and_the_provider_listing_is_a_second_opinion(monke
 
 def test_a_server_of_your_own_is_not_bound_by_a_providers_shutdown(monkeypatch):
     notebooks = discover_notebooks()
-    monkeypatch.setenv(lifecycle.TODAY_ENV, "2027-01-01")
+    monkeypatch.setenv(catalog.TODAY_ENV, "2027-01-01")
     own = resolve_preset(
         "paper_locomo",
         notebooks,

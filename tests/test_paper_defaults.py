@@ -1,6 +1,6 @@
 """The paper's settings agree everywhere they are written down.
 
-They are written down once, in :data:`memcost.models.PAPER_SETTINGS`, which the report's check
+They are written down once, in :data:`memcost.catalog.PAPER_SETTINGS`, which the report's check
 of whether a run used the paper's settings reads; each notebook's parameters cell and the paper
 presets in ``papermill_params/`` (and the smoke preset, which keeps the paper's memory and judge
 settings) must agree with it. Change one and this test names the others.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from memcost.models import PAPER_SETTINGS
+from memcost.paper import PAPER_SETTINGS
 from memcost.params import notebook_defaults
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
 from memcost.run.report.view import same_setting

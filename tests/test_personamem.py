@@ -170,19 +170,15 @@ def test_data_path_may_be_the_folder_or_the_csv_beside_the_contexts(tmp_path):
 
 def test_notebook_00_writes_tables_1_and_2_from_files_in_this_schema(tmp_path):
     """``papermill 00_prepare_data.ipynb -p dataset personamem -p data_path <folder>``."""
-    import papermill
-
     from memcost.paths import NOTEBOOKS_DIR
+    from memcost.run.runner import execute_notebook
 
     folder = _copy(tmp_path)
     run_dir = tmp_path / "run"
-    papermill.execute_notebook(
-        str(NOTEBOOKS_DIR / "00_prepare_data.ipynb"),
-        str(tmp_path / "00.ipynb"),
-        parameters={"run_dir": str(run_dir), "dataset": "personamem", "data_path": str(folder)},
-        progress_bar=False,
-        cwd=str(NOTEBOOKS_DIR),
-        kernel_name="python3",
+    execute_notebook(
+        NOTEBOOKS_DIR / "00_prepare_data.ipynb",
+        tmp_path / "00.ipynb",
+        {"run_dir": str(run_dir), "dataset": "personamem", "data_path": str(folder)},
     )
     ds = RunPaths(run_dir).dataset("personamem")
     table1 = pd.read_csv(ds.table.table1)

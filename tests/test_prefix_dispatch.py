@@ -6,9 +6,9 @@ import importlib.util
 
 import pytest
 
-from memcost import prefix_cache
+from memcost import catalog
+from memcost.catalog import PrefixCache, cacheable, max_requests_per_minute
 from memcost.paths import REPO_ROOT
-from memcost.prefix_cache import PrefixCache, cacheable, max_requests_per_minute
 
 
 def test_cacheable_prefix_is_1024_tokens_in_128_steps():
@@ -39,7 +39,7 @@ def test_new_dispatch_caches_more_and_keeps_each_prefix_under_15_a_minute():
     rows = bench.main(["--conversations", "3", "--questions", "24", "--prefix-tokens", "1600",
                        "--time-scale", "20"])  # fmt: skip
     old, new = rows
-    assert prefix_cache.OVERFLOW_WINDOW_S == 60.0  # the scaled minute was put back
+    assert catalog.OVERFLOW_WINDOW_S == 60.0  # the scaled minute was put back
     assert old["max_requests_per_minute_per_prefix"] > 15
     assert new["max_requests_per_minute_per_prefix"] <= 15
     assert new["cached_share"] > old["cached_share"] + 0.2

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memcost import prices
-from memcost.prices import UnknownPriceError, price_for, price_table
+from memcost import catalog
+from memcost.catalog import UnknownPriceError, price_for, price_table
 
 
 def test_paper_list_prices():
@@ -18,9 +18,9 @@ def test_paper_list_prices():
         p = price_for(model)
         assert (p.input, p.cached_input, p.output) == (inp, cached, out)
         assert p.cache_discount == pytest.approx(0.9)
-        assert p.date == prices.PRICE_TABLE_DATE
+        assert p.date == catalog.PRICE_TABLE_DATE
     assert price_for("text-embedding-3-small").input == 0.02
-    assert prices.BATCH_API_MULTIPLIER == 0.5
+    assert catalog.BATCH_API_MULTIPLIER == 0.5
 
 
 def test_snapshot_and_provider_prefix_are_ignored():
@@ -52,7 +52,7 @@ def test_missing_model_is_an_error_naming_model_and_table():
     with pytest.raises(UnknownPriceError) as info:
         price_for("claude-imaginary-9")
     message = str(info.value)
-    assert "claude-imaginary-9" in message and "memcost.prices.PRICES" in message
+    assert "claude-imaginary-9" in message and "memcost/assets/prices.csv" in message
 
 
 def test_overrides():
@@ -74,13 +74,13 @@ def test_price_table_records():
 
 
 def test_dated_schedules_pick_the_row_in_force():
-    assert price_for("gpt-5-mini", on="2026-11-30").date == prices.PRICE_TABLE_DATE
-    terra = price_for("gpt-6.1-terra", on=prices.CURRENT_PRICE_DATE)
+    assert price_for("gpt-5-mini", on="2026-11-30").date == catalog.PRICE_TABLE_DATE
+    terra = price_for("gpt-6.1-terra", on=catalog.CURRENT_PRICE_DATE)
     assert (terra.input, terra.cached_input, terra.output) == (1.00, 0.05, 5.00)
     assert (terra.cache_write_30m, terra.cache_write_12h) == (1.25, 2.50)
     assert terra.long_context_threshold == 272_000
     assert (terra.batch_multiplier, terra.flex_multiplier) == (0.5, 0.5)
-    luna = price_for("gpt-6-luna", on=prices.CURRENT_PRICE_DATE)
+    luna = price_for("gpt-6-luna", on=catalog.CURRENT_PRICE_DATE)
     assert (luna.input, luna.cached_input, luna.cache_write_30m, luna.output) == (
         0.10,
         0.01,
@@ -89,23 +89,23 @@ def test_dated_schedules_pick_the_row_in_force():
     )
     with pytest.raises(UnknownPriceError, match="first row is from 2026-10-26"):
         price_for("gpt-6.1-terra", on="2026-01-01")
-    embedding = prices.PRICE_SCHEDULES["text-embedding-3-small"]
-    assert [r.date for r in embedding] == [prices.PRICE_TABLE_DATE, prices.CURRENT_PRICE_DATE]
+    embedding = catalog.PRICE_SCHEDULES["text-embedding-3-small"]
+    assert [r.date for r in embedding] == [catalog.PRICE_TABLE_DATE, catalog.CURRENT_PRICE_DATE]
     assert price_for("text-embedding-3-small") is embedding[0]  # the paper's table by default
 
 
 def test_every_row_names_a_source_url_and_a_date():
-    for rows in prices.PRICE_SCHEDULES.values():
+    for rows in catalog.PRICE_SCHEDULES.values():
         for row in rows:
             assert len(row.date) == 10 and row.date[4] == "-"
             assert "http" in row.source or "openrouter.ai" in row.source
-            if row.date > prices.PRICE_TABLE_DATE and row.model != "gpt-oss-120b":
+            if row.date > catalog.PRICE_TABLE_DATE and row.model != "gpt-oss-120b":
                 assert "checked 2026-11-30" in row.source
-    assert prices.price_successor("gpt-5-mini-2025-08-07") == "gpt-6.1-terra"
-    assert prices.price_successor("gpt-5-nano") == "gpt-6-luna"
-    records = prices.price_schedule_table()
+    assert catalog.price_successor("gpt-5-mini-2025-08-07") == "gpt-6.1-terra"
+    assert catalog.price_successor("gpt-5-nano") == "gpt-6-luna"
+    records = catalog.price_schedule_table()
     assert {"cache_write_30m", "long_context_threshold", "flex_multiplier"} <= set(records[0])
-    assert [r["model"] for r in prices.price_table(on="2025-01-01")] == []
+    assert [r["model"] for r in catalog.price_table(on="2025-01-01")] == []
 
 
 def test_write_premium_batch_and_flex():

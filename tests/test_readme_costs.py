@@ -115,7 +115,7 @@ def test_a_stage_without_a_batch_price_is_named_not_guessed():
     text = summary_text(estimate, max_cost_usd=None)
     assert "total, with execution {long_context: batch}: not known" in text
     assert (
-        "locomo long_context: openai/gpt-oss-120b has no batch price in memcost.prices; "
+        "locomo long_context: openai/gpt-oss-120b has no batch price in memcost.catalog; "
         "the estimate does not guess one"
     ) in text
     assert "n/a" in text

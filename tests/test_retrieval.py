@@ -227,7 +227,7 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
 
 
 def test_multiple_choice_reader_lists_options_in_the_judges_order():
-    from memcost import choices
+    from memcost import answers
 
     options = ["Oat milk", "Whole milk with honey and a pinch of cinnamon", "Soy milk", "Goat milk"]
     question = {
@@ -246,11 +246,11 @@ def test_multiple_choice_reader_lists_options_in_the_judges_order():
     request = retrieval.reader_request(
         question, found, dataset="personamem_v2", mode="multiple_choice"
     )
-    mc = choices.multiple_choice("pm-7", options)
+    mc = answers.multiple_choice("pm-7", options)
     assert mc.render() in request.messages[-1][1]
-    assert choices.MC_ANSWER_INSTRUCTION in request.messages[-1][1]
+    assert answers.MC_ANSWER_INSTRUCTION in request.messages[-1][1]
     answer = retrieval.offline_reader(request)
-    assert mc.option(choices.parse_choice(answer, mc)) == "Oat milk"
+    assert mc.option(answers.parse_choice(answer, mc)) == "Oat milk"
     # open-ended mode keeps the question bare and answers from the facts
     open_request = retrieval.reader_request(question, found, dataset="personamem_v2")
     assert "Options:" not in open_request.messages[-1][1]

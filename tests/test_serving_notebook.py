@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
+from memcost import paper
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import default_steps, discover_notebooks, load_preset, run_preset
-from memcost.serving import published
 from memcost.serving.replay import TURN_COLUMNS, read_turns
 
 # a hang guard; notebook executions are slow on a busy 2-core machine
@@ -27,18 +27,12 @@ TINY = {  # settings groups given in part: the notebook completes them from its 
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    import papermill
+    from memcost.run.runner import execute_notebook
 
     run = tmp_path_factory.mktemp("serving") / "run"
     out = run / "notebooks" / "06_serving_cost_study.ipynb"
-    out.parent.mkdir(parents=True)
-    papermill.execute_notebook(
-        str(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb"),
-        str(out),
-        parameters={"run_dir": str(run), **TINY},
-        progress_bar=False,
-        cwd=str(NOTEBOOKS_DIR),
-        kernel_name="python3",
+    execute_notebook(
+        NOTEBOOKS_DIR / "06_serving_cost_study.ipynb", out, {"run_dir": str(run), **TINY}
     )
     return run
 
@@ -99,12 +93,13 @@ def test_the_runner_runs_notebook_06_only_when_a_preset_names_it():
     assert load_preset("smoke").steps == []
     assert load_preset("serving_offline_full").steps == ["06"]
     assert load_preset("serving_smoke").steps == ["00", "06"]
-    paper = load_preset("serving_paper").parameters
-    assert paper["models"] == ["openai/gpt-oss-20b", "google/gemma-4-26b-a4b"]
-    assert paper["reasoning_efforts"] == ["low", "medium"] and paper["backend"] == "openrouter"
+    on_paper = load_preset("serving_paper").parameters
+    assert on_paper["models"] == ["openai/gpt-oss-20b", "google/gemma-4-26b-a4b"]
+    assert on_paper["reasoning_efforts"] == ["low", "medium"]
+    assert on_paper["backend"] == "openrouter"
     full = load_preset("serving_offline_full").parameters
-    assert [tuple(c) for c in full["grid"]] == list(published.GRID)
-    assert full["seeds"] == published.SEEDS_PER_CELL
+    assert [tuple(c) for c in full["grid"]] == list(paper.GRID)
+    assert full["seeds"] == paper.SEEDS_PER_CELL
     gates = full["system_settings"]
     assert (gates["observer_tokens"], gates["reflector_tokens"]) == (30_000, 40_000)
 

@@ -12,7 +12,7 @@ from memcost.serving.replay import make_system, plan_runs, replay
 from memcost.serving.stage import RecordingEngine
 from memcost.serving.systems import ServingConfig
 from memcost.serving.workload import Turn, generate_workload, render_line
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 
 def hand_turns(n: int) -> list[Turn]:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from memcost.serving import workload as wl
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 
 def test_same_seed_same_conversation_other_seed_other_conversation():

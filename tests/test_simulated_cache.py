@@ -1,5 +1,5 @@
 """The offline simulated prompt cache of notebook 03: its numbers follow from the one
-prefix-cache rule (``memcost.prefix_cache``), and everything it reports is labelled simulated."""
+prefix-cache rule (``memcost.catalog``), and everything it reports is labelled simulated."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import random
 import pandas as pd
 import pytest
 
-from memcost import longctx, prefix_cache
+from memcost import catalog, longctx
+from memcost.catalog import cacheable
 from memcost.longctx.cache import prompt_token_ids
-from memcost.prefix_cache import cacheable
 
 GPT5 = "gpt-5-mini-2025-08-07"
 VOCAB = (
@@ -99,7 +99,7 @@ def test_prompt_ids_from_parts_equal_the_whole_prompts(long_and_short):
 
 def test_k_questions_back_to_back_cache_k_minus_1_prefixes(long_and_short):
     plans = [p for p in long_and_short.plans if p.conversation_id == "long"]
-    assert plans[0].prefix_tokens >= prefix_cache.MIN_PREFIX_TOKENS
+    assert plans[0].prefix_tokens >= catalog.CACHED_INPUT_MIN_TOKENS
     steps = longctx.simulate_conversation(plans, gap_s=4.0)
     assert [s.position for s in steps] == [1, 2, 3, 4, 5, 6]
     assert [s.arrival_s for s in steps] == [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]
@@ -117,7 +117,7 @@ def test_k_questions_back_to_back_cache_k_minus_1_prefixes(long_and_short):
 
 def test_a_prefix_under_1024_tokens_caches_nothing(long_and_short):
     plans = [p for p in long_and_short.plans if p.conversation_id == "short"]
-    assert plans[0].prompt_tokens < prefix_cache.MIN_PREFIX_TOKENS
+    assert plans[0].prompt_tokens < catalog.CACHED_INPUT_MIN_TOKENS
     steps = longctx.simulate_conversation(plans, gap_s=4.0)
     assert [s.cached_tokens for s in steps] == [0, 0, 0, 0]
     assert "not remembered" in steps[0].reason

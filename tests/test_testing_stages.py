@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import choices, data, judge, longctx, memory, prompts
+from memcost import answers, data, judge, longctx, memory, prompts
 from memcost.answers import AnswerWriter
 from memcost.llm import ChatRequest, parse_json
 from memcost.llm.requests import reask_request
@@ -89,13 +89,13 @@ def test_readers_answer_from_what_they_are_shown(locomo):
     )
     assert stages.stage_of(body(messages)) == stages.READ
     assert stages.read_reply(messages[-1][1]) == "Jonas said: I adopted a beagle called Pretzel."
-    mc = choices.multiple_choice("q-1", ["a beagle called Pretzel", "a cat", "no pet"])
+    mc = answers.multiple_choice("q-1", ["a beagle called Pretzel", "a cat", "no pet"])
     messages = prompts.MEMORY_READ.messages(
         memories=memories,
         date_line="",
-        question=f"Which pet?\n\nOptions:\n{mc.render()}\n{choices.MC_ANSWER_INSTRUCTION}",
+        question=f"Which pet?\n\nOptions:\n{mc.render()}\n{answers.MC_ANSWER_INSTRUCTION}",
     )
-    assert choices.parse_choice(stages.read_reply(messages[-1][1]), mc) == mc.correct_letter
+    assert answers.parse_choice(stages.read_reply(messages[-1][1]), mc) == mc.correct_letter
     # long context: a sentence of the history (without its speaker), or an option
     histories = longctx.build_histories(conversations)
     shown = longctx.full_context(histories[str(question["conversation_id"])]).text
@@ -108,7 +108,7 @@ def test_readers_answer_from_what_they_are_shown(locomo):
     messages = prompts.LONG_CONTEXT_ANSWER.messages(
         history="Jonas: I adopted Pretzel.\n", question_block=block
     )
-    assert choices.parse_choice(stages.long_context_reply(messages[-1][1]), mc) is not None
+    assert answers.parse_choice(stages.long_context_reply(messages[-1][1]), mc) is not None
 
 
 def test_judge_verdicts_parse_and_follow_the_reference(locomo):

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from memcost import costs, paper, today
-from memcost.prices import price_for
+from memcost.catalog import price_for
 from memcost.today import arrivals
 from memcost.today.retention import DAY, HOUR, MINUTE, is_alive, retention_for
 from memcost.today.timeline import (

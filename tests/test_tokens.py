@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from memcost import tokens
+from memcost import text as tokens
 
 
 def test_known_encoding():
@@ -53,7 +53,7 @@ def test_works_without_network_or_tiktoken_cache(tmp_path):
         HTTPS_PROXY="http://127.0.0.1:9",
         HTTP_PROXY="http://127.0.0.1:9",
     )
-    code = "from memcost.tokens import encode; print(encode('hello world'))"
+    code = "from memcost.text import encode; print(encode('hello world'))"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )

@@ -9,7 +9,7 @@ import pytest
 
 from memcost import costs
 from memcost.calls import CallStore
-from memcost.prices import UnknownPriceError
+from memcost.catalog import UnknownPriceError
 
 NANO, MINI, EMBED = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07", "text-embedding-3-small"
 
@@ -205,7 +205,7 @@ def test_offline_records_are_labelled_estimates(tmp_path):
 
 def test_missing_price_names_model_and_table(tmp_path):
     write_ledger(tmp_path / "run", [record("read", "mystery-model-7b", 100, 10)])
-    with pytest.raises(UnknownPriceError, match="mystery-model-7b.*memcost.prices.PRICES"):
+    with pytest.raises(UnknownPriceError, match="mystery-model-7b.*memcost/assets/prices.csv"):
         costs.price_calls(costs.load_ledger([tmp_path / "run"]))
     # an override prices it; a partial override of an unknown model is refused, not zeroed
     ok = costs.price_calls(

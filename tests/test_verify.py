@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from memcost import data, paper
+from memcost.catalog import successor_preset
 from memcost.cli.estimate import preset_estimate, verify_plan
 from memcost.cli.main import main
 from memcost.costs.estimate import bill, call_hours
 from memcost.data.benchmark import as_source
-from memcost.lifecycle import successor_preset
 from memcost.paths import PARAMS_DIR
 from memcost.run.presets import resolve_preset
 from memcost.run.runner import discover_notebooks

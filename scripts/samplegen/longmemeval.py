@@ -447,7 +447,7 @@ def build_longmemeval_scaled(rng: random.Random, users: int, tokens: int) -> lis
     a dozen turns of about 170 tokens each (some 50 sessions per 100,000-token history), each
     turn several of the sample's filler turns of one role joined; a numbered line opens every
     session, so that nothing downstream can serve one user's work from another's."""
-    from memcost.tokens import count_tokens
+    from memcost.text import count_tokens
 
     turns = {role: [c for _, chat in FILLERS for r, c in chat if r == role]
              for role in ("user", "assistant")}

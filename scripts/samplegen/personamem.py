@@ -412,7 +412,7 @@ def _history_file(persona: Persona, filler: Sequence[tuple[str, str]]) -> dict[s
 
 def build_personamem(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Benchmark rows (``PERSONAMEM_COLUMNS``) and the history files they link to."""
-    from memcost.tokens import count_tokens
+    from memcost.text import count_tokens
 
     fillers = [turns for _, turns in FILLERS]
     rows: list[dict[str, Any]] = []

@@ -53,7 +53,7 @@ def _end_index(persona: Persona, query: dict[str, Any], offset: int) -> int:
 
 def build_personamem32k(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The questions CSV's rows and the shared contexts, one ``{id: messages}`` per line."""
-    from memcost.tokens import count_tokens
+    from memcost.text import count_tokens
 
     fillers = [turns for _, turns in FILLERS]
     rows: list[dict[str, Any]] = []

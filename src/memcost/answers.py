@@ -1,22 +1,30 @@
-"""Answer files: the hand-over from the answering notebooks (02, 03) to the judge (04).
+"""The answers and judge votes handed between notebooks: each file's schema, writers and readers.
 
-One JSONL file per system, ``<ds>/answers/answers_<system>.jsonl``, one record per question
-(schema in docs/architecture.md). Records are appended and flushed one at a time; a rerun after a
-crash skips the questions already answered, so nothing is asked twice and nothing is lost.
+- ``<dataset>/answers/answers_<system>.jsonl``: one record per answer, from the answering
+  notebooks (02, 03) to the judge (04);
+- ``<dataset>/judgments.jsonl``: one record per judge vote; notebook 04 rewrites the votes that
+  still apply and appends new ones as they arrive, notebook 05 and the report read them back;
+- PersonaMem multiple choice, one contract for both sides: ``questions.parquet`` lists a
+  question's options with the correct answer first; the answering notebooks show them in an
+  order fixed by the question id and ask for a letter, and the judge parses the letter back
+  (:func:`multiple_choice`), so they always agree on which letter is correct.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from memcost.io import JsonlAppender, read_jsonl
-from memcost.models import slug
-from memcost.paths import DatasetPaths
+from memcost.catalog import slug
+from memcost.io import JsonlAppender, read_jsonl, write_jsonl
+from memcost.paths import DatasetPaths, RunPaths
+from memcost.text import stable_hash, words
 
 # Fields every answer record carries, whatever the system.
 REQUIRED_FIELDS = (
@@ -118,7 +126,7 @@ class AnswerWriter:
     Use ``pending(question_ids)`` to get what is left to do, then ``write(record)`` per answer.
     A question whose latest record carries an ``error`` is not done: a rerun asks it again and
     appends the new record (readers keep the last record per question). With a
-    ``fingerprint`` (:mod:`memcost.fingerprint`), answers are keyed by question *and*
+    ``fingerprint`` (:mod:`memcost.manifest`), answers are keyed by question *and*
     fingerprint: an answer made with other settings (another backend, model, prompt or memory)
     is not done either, so it is answered again rather than mixed in.
     """
@@ -231,3 +239,198 @@ def median_ratios(sizes: pd.DataFrame, of: str = "long_context") -> pd.DataFrame
     top = float(reference.max()) if not reference.empty else float("nan")
     medians["full_history_times"] = top / medians["median_context_tokens"].clip(lower=1)
     return medians.reset_index()
+
+
+# How questions that come with options are asked: open-ended (the question alone, judged against
+# the correct answer) or multiple choice (options listed, a letter expected, exact match).
+MODES = ("open_ended", "multiple_choice")
+
+MC_LETTERS = "ABCDEFGH"
+MC_SALT = "personamem-mc@v1"  # part of the shuffle seed: change it and every order changes
+MC_ANSWER_INSTRUCTION = (
+    "Choose the option that best fits this user. Reply with the option's letter only "
+    "(for example: B)."
+)
+
+
+@dataclass(frozen=True)
+class MultipleChoice:
+    """A question's options in the order they are shown, with their letters.
+
+    Built by :func:`multiple_choice` from ``questions.parquet``'s ``options`` (correct answer
+    first); the answering notebooks render it into their prompts and the judge parses the
+    letter back, so both sides agree on which letter is correct.
+    """
+
+    question_id: str
+    options: tuple[str, ...]  # in display order
+    correct_letter: str
+
+    @property
+    def letters(self) -> tuple[str, ...]:
+        return tuple(MC_LETTERS[: len(self.options)])
+
+    def render(self) -> str:
+        """``A. ...`` one option per line, for the answer prompt."""
+        return "\n".join(
+            f"{letter}. {text}" for letter, text in zip(self.letters, self.options, strict=True)
+        )
+
+    def option(self, letter: str) -> str:
+        return self.options[self.letters.index(letter)]
+
+
+def multiple_choice(question_id: str, options: Sequence[str]) -> MultipleChoice:
+    """Shuffle ``options`` (``[correct, *wrong]``) in an order fixed by the question id.
+
+    The order sorts the options by a stable hash of (salt, question id, original position), so
+    it is the same in every process, on every machine and in every Python version, and the
+    correct answer lands on each letter about equally often (an unshuffled list would always
+    put it first).
+    """
+    options = [str(o) for o in options]
+    if len(options) < 2:
+        raise ValueError(f"question {question_id!r}: a multiple-choice question needs 2+ options")
+    if len(options) > len(MC_LETTERS):
+        raise ValueError(f"question {question_id!r}: more than {len(MC_LETTERS)} options")
+    order = sorted(range(len(options)), key=lambda i: stable_hash(f"{MC_SALT}\n{question_id}\n{i}"))
+    shown = tuple(options[i] for i in order)
+    return MultipleChoice(question_id, shown, MC_LETTERS[order.index(0)])
+
+
+_LETTER_ALONE = re.compile(r"^[\s*_(\[\"'`]*([A-Ha-h])[\s*_)\]\"'`.:]*$")
+# Keywords in any case, the letter itself upper case ("the answer is a dog" names no option).
+_LETTER_NAMED = re.compile(
+    r"\b(?i:answer|option|choice|pick|choose|select)(?:\s+(?i:is))?\s*[:\-]?\s*"
+    r"[*_(\[\"']*([A-H])\b(?!')"
+)
+_LETTER_LEAD = re.compile(r"^[\s*_(\[]*([A-H])[).:\]]")
+
+
+def parse_choice(text: str, choice: MultipleChoice) -> str | None:
+    """The option letter an answer picked, or ``None`` when it names no single option.
+
+    Accepts a bare letter (``B``, ``(B)``, ``**B.**``), a named one (``Answer: B``, ``I'd pick
+    option C``), a leading ``B)``/``B.``, or the full text of exactly one option.
+    """
+    stripped = text.strip()
+    letters = set(choice.letters)
+    for pattern in (_LETTER_ALONE, _LETTER_LEAD):
+        found = pattern.match(stripped)
+        if found and found.group(1).upper() in letters:
+            return found.group(1).upper()
+    named = set(_LETTER_NAMED.findall(stripped)) & letters
+    if len(named) == 1:
+        return named.pop()
+    normal = " ".join(words(stripped))
+    quoted = [
+        letter
+        for letter, option in zip(choice.letters, choice.options, strict=True)
+        if " ".join(words(option)) and " ".join(words(option)) in normal
+    ]
+    return quoted[0] if len(quoted) == 1 else None
+
+
+def format_choice(shown: Sequence[str], index: int) -> str:
+    """How an offline answerer writes its pick among options in display order: ``(B) option
+    text`` (what :func:`parse_choice` reads back)."""
+    return f"({MC_LETTERS[index]}) {shown[index]}"
+
+
+def longest_option(shown: Sequence[str]) -> int:
+    """Index of the longest option: the no-context guess that exposes PersonaMem's bias (the
+    correct option is the longest far more often than one time in four)."""
+    return max(range(len(shown)), key=lambda i: (len(shown[i]), -i))
+
+
+def best_supported_option(shown: Sequence[str], documents: Sequence[str]) -> int | None:
+    """Index of the option whose words ``documents`` support best, or ``None`` when no option
+    shares a content word with them.
+
+    Each option is scored by its best BM25 match among the documents, divided by its number of
+    distinct content words, so a long option gains nothing from length alone. The offline
+    answerers use it over retrieved facts (memory) or history turns (long context).
+    """
+    from memcost.text import BM25, content_words
+
+    if not documents:
+        return None
+    index = BM25(list(documents))
+    scores = []
+    for option in shown:
+        n_words = max(1, len(set(content_words(option))))
+        scores.append(max(index.scores(option), default=0.0) / n_words)
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+    return best if scores[best] > 0 else None
+
+
+# judgments.jsonl, one record per vote (docs/architecture.md), in this order.
+JUDGMENT_FIELDS = (
+    "question_id",
+    "conversation_id",
+    "system",
+    "category",
+    "vote",
+    "label",
+    "reason",
+    "judge_model",
+    "backend",
+    "prompt_name",
+    "prompt_version",
+    "instruction",
+    "mode",
+    "primary",
+    "unjudged_cause",
+    "request_hash",
+)
+
+
+def judgment_record(**values: Any) -> dict[str, Any]:
+    """One vote as a record with every schema field, in order (a field not given is null)."""
+    unknown = sorted(set(values) - set(JUDGMENT_FIELDS))
+    if unknown:
+        raise ValueError(f"not judgments.jsonl fields: {unknown}; known: {list(JUDGMENT_FIELDS)}")
+    return {name: values.get(name) for name in JUDGMENT_FIELDS}
+
+
+def rewrite_judgments(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> None:
+    """Replace the file with ``records`` (the votes that still apply), atomically, in the line
+    format :func:`judgment_appender` appends, so a rerun with nothing new rewrites it byte for
+    byte."""
+    write_jsonl(path, records)
+
+
+def judgment_appender(path: str | os.PathLike[str]) -> JsonlAppender:
+    """Append votes one line at a time as they arrive (flushed, not synced per vote)."""
+    return JsonlAppender(path, fsync=False)
+
+
+def read_judgments(source: DatasetPaths | str | os.PathLike[str]) -> pd.DataFrame:
+    """One dataset's votes with every schema column (a missing or empty file: no rows)."""
+    path = source.judgments if isinstance(source, DatasetPaths) else Path(source)
+    frame = pd.DataFrame.from_records(read_jsonl(path, missing_ok=True))
+    for column in JUDGMENT_FIELDS:
+        if column not in frame.columns:
+            frame[column] = pd.Series(dtype="object")
+    if not frame.empty:
+        frame["vote"] = frame["vote"].astype(int)
+        frame["primary"] = frame["primary"].fillna(True).astype(bool)
+    return frame[list(JUDGMENT_FIELDS)]
+
+
+def read_run_judgments(run: RunPaths) -> pd.DataFrame:
+    """Every dataset's votes in a run, with a ``dataset`` column first."""
+    frames = []
+    for ds in run.datasets():
+        frame = read_judgments(ds)
+        if not frame.empty:
+            frames.append(frame.assign(dataset=ds.name))
+    if not frames:
+        return pd.DataFrame(columns=["dataset", *JUDGMENT_FIELDS])
+    out = pd.concat(frames, ignore_index=True)
+    return out[["dataset", *JUDGMENT_FIELDS]]
+
+
+def primary(judgments: pd.DataFrame) -> pd.DataFrame:
+    """The votes of the primary prompt (what Table 3 reports)."""
+    return judgments.loc[judgments["primary"].astype(bool)].reset_index(drop=True)

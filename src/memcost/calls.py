@@ -7,7 +7,7 @@ together, so a killed run can never hold a paid answer it has no record of, or a
 answer it lost; there is nothing to repair. The same rows serve three purposes:
 
 - the **ledger**: cost tables, the budget and the report read the records
-  (:func:`read_calls`), priced with :mod:`memcost.prices`, never typed in;
+  (:func:`read_calls`), priced with :mod:`memcost.catalog`, never typed in;
 - the **cache**: an API request whose answer is in the store (same request hash: model,
   messages, parameters, sample index and endpoint) is not sent again; ``client: {reuse_runs:
   [...]}`` also reads the stores of other runs, read-only (a class replays an instructor's run);
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memcost.prices import UnknownPriceError, price_for
+from memcost.catalog import UnknownPriceError, price_for
 
 OFFLINE = "offline"  # backend and provider name in every offline record
 STORE_NAME = "calls.sqlite"  # in the run directory

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from memcost.calls import STAGES
+from memcost.catalog import per_model
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
 
 # The client parameters every notebook that calls a model declares on their own: where calls go
 # and what they may cost (docs/architecture.md, "Parameters every notebook shares").
@@ -366,3 +368,34 @@ def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
         else:
             out[str(model)] = {"input": float(price), "output": float(price)}
     return out
+
+
+# Which parameter names the model of each ledger stage (memcost.calls.STAGES), and its default.
+STAGE_MODEL_PARAMETERS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "extract": (("extraction_model", EXTRACTION_MODEL),),
+    "update": (("extraction_model", EXTRACTION_MODEL),),
+    "embed": (("embedding_model", EMBEDDING_MODEL),),
+    "read": (("reader_model", READER_MODEL),),
+    "long_context": (("models", []), ("baseline_models", [])),
+    "judge": (("judge_model", JUDGE_MODEL),),
+}
+# Every parameter that names a model some stage calls, in stage order.
+MODEL_PARAMETERS: tuple[str, ...] = tuple(
+    dict.fromkeys(name for pairs in STAGE_MODEL_PARAMETERS.values() for name, _ in pairs)
+)
+
+
+def stage_models(stage: str, params: Mapping[str, Any]) -> Iterator[str]:
+    """The models ``stage``'s calls go to under ``params`` (the notebooks' defaults filled in)."""
+    for name, default in STAGE_MODEL_PARAMETERS.get(stage, ()):
+        value = params.get(name, default)
+        for model in value if isinstance(value, (list, tuple)) else [value]:
+            if model:
+                yield str(model)
+
+
+def backend_of(model: str, params: Mapping[str, Any]) -> str:
+    """The backend ``params`` route ``model`` to (``model_backends`` first, then ``backend``)."""
+    return str(
+        per_model(client_option(params, "model_backends"), model, params.get("backend", "offline"))
+    )

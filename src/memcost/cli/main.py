@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memcost import lifecycle
+from memcost import catalog
 from memcost.cli import runs as runs_cli
 from memcost.cli import workshop as workshop_cli
 from memcost.cli.estimate import add_command as add_estimate_command
@@ -197,7 +197,7 @@ def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:  # the day the lifecycle gate and today's prices are checked for, before any command
-        lifecycle.today()
+        catalog.today()
     except ValueError as exc:
         print(f"error: {exc} (unset it for today's date)", file=sys.stderr)
         return 2

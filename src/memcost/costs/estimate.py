@@ -17,15 +17,12 @@ from typing import Any
 import pandas as pd
 
 from memcost.answers import system_label
+from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_limits
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import read_questions
-from memcost.datasets import WITH_OPTIONS
-from memcost.execution import discount_multiplier
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
 from memcost.params import client_option, normalise_execution, notebook_defaults
-from memcost.paths import NOTEBOOKS_DIR, DatasetPaths
-from memcost.prices import price_for
-from memcost.tiers import TIER_SOURCE, tier_limits
+from memcost.paths import NOTEBOOKS_DIR, WITH_OPTIONS, DatasetPaths
 
 # --- Assumptions (each from the paper where it gives one) ---------------------------------------
 # Writing memory with GPT-5-nano costs what the paper's LongMemEval bill implies per history token
@@ -44,7 +41,7 @@ JUDGE_OUTPUT_TOKENS = 1_000
 NO_CONTEXT_PROMPT_TOKENS = 300
 # Seconds per request, for the time estimate only (providers and load vary a lot): with
 # max_concurrency requests in flight, a stage takes at least requests x this / max_concurrency,
-# and at least what its model's rate limits allow (memcost.tiers).
+# and at least what its model's rate limits allow (memcost.catalog).
 SECONDS_PER_REQUEST = {
     "write": 12.0,
     "read": 6.0,
@@ -520,7 +517,7 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
             for r in estimate.loc[estimate["usd_execution"].isna()].itertuples():
                 lines.append(
                     f"    {r.dataset} {r.ledger_stage}: {r.model} has no {r.execution} "
-                    "price in memcost.prices; the estimate does not guess one"
+                    "price in memcost.catalog; the estimate does not guess one"
                 )
     lines.append(f"  {limits_note(estimate)}")
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 Every model call leaves one ledger record with its token counts (schema: :mod:`memcost.calls`,
 read through :func:`memcost.calls.read_calls`; analysis never imports the client). This module
-prices each record with :mod:`memcost.prices` and labels it with its side of the cost model
+prices each record with :mod:`memcost.catalog` and labels it with its side of the cost model
 (write, read, long context, judge); :mod:`memcost.costs.measured` cuts the result the way the
 paper reports it (§4.2).
 
@@ -29,9 +29,8 @@ import numpy as np
 import pandas as pd
 
 from memcost.calls import BASE_FIELDS, OFFLINE, STANDARD_TAGS, read_calls, record_call_key
-from memcost.models import slug
+from memcost.catalog import price_for, price_successor, slug
 from memcost.paths import RunPaths
-from memcost.prices import price_for, price_successor
 
 # The ledger schema is the client's: one definition, read here.
 LEDGER_COLUMNS = (*BASE_FIELDS, *STANDARD_TAGS)
@@ -137,7 +136,7 @@ def phase_of(stage: str | None, question_id: str | None) -> str:
 
 def as_successors(ledger: pd.DataFrame) -> pd.DataFrame:
     """The ledger with each retired model replaced by its successor
-    (:func:`memcost.prices.price_successor`): the same tokens, billed as today's models would
+    (:func:`memcost.catalog.price_successor`): the same tokens, billed as today's models would
     bill them (a model's tokens would differ; the token counts are the run's)."""
     return ledger.assign(model=ledger["model"].map(price_successor))
 
@@ -172,7 +171,7 @@ def price_calls(
     offline calls and calls that failed before anything was billed),
     ``workload`` (false for replays of a request already recorded earlier in the same run),
     ``phase``, ``answer_system``, ``is_estimate``. A model without a price raises
-    :class:`memcost.prices.UnknownPriceError` naming the model and the table.
+    :class:`memcost.catalog.UnknownPriceError` naming the model and the table.
     """
     priced = normalise_ledger(calls) if "has_error" not in calls.columns else calls.copy()
     if priced.empty:

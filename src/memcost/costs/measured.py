@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from memcost import stats
+from memcost.answers import JUDGMENT_FIELDS, primary, read_run_judgments
 from memcost.costs.ledger import TOKEN_COLUMNS, basis_of, workload
-from memcost.judgments import JUDGMENT_FIELDS, primary, read_run_judgments
 from memcost.paths import RunPaths
 
 
@@ -283,7 +283,7 @@ def token_ratios(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_judgments(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.DataFrame:
-    """Every dataset's votes in the given runs (read by :mod:`memcost.judgments`), concatenated."""
+    """Every dataset's votes in the given runs (read by :mod:`memcost.answers`), concatenated."""
     frames = []
     for run_dir in run_dirs:
         run = run_dir if isinstance(run_dir, RunPaths) else RunPaths.from_param(run_dir)

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memcost.catalog import price_for
 from memcost.costs.growth import first_break_even, sustained_break_even, token_break_even
 from memcost.costs.ledger import basis_of, workload
 from memcost.costs.measured import lc_cached_share, memory_system, ordered
 from memcost.costs.model import CostConstants, CostModel
-from memcost.prices import price_for
 
 
 def measured_cost_model(

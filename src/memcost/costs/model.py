@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from memcost import paper
-from memcost.prices import Price
+from memcost.catalog import Price
 
 TOKENS_PER_MILLION = 1_000_000
 ROUNDING_HALF_WIDTH = 0.00005  # a cell printed to 4 decimals lies within ±0.00005 of the truth

@@ -100,7 +100,7 @@ from memcost.data.tables import (
     table_text,
     token_table,
 )
-from memcost.datasets import DATASETS, DISPLAY_NAMES, PAPER_DATASETS, DataError, check_dataset
+from memcost.paths import DATASETS, DISPLAY_NAMES, PAPER_DATASETS, DataError, check_dataset
 
 __all__ = [
     "CONVERSATION_COLUMNS",

@@ -20,9 +20,8 @@ from typing import Any
 import pandas as pd
 
 from memcost.data.sources import DataSource, RawFile, personamem_root, read_raw
-from memcost.datasets import DISPLAY_NAMES, DataError
 from memcost.manifest import set_entry
-from memcost.paths import RunPaths
+from memcost.paths import DISPLAY_NAMES, DataError, RunPaths
 
 ROLES = frozenset({"user", "assistant", "system"})
 

@@ -38,7 +38,7 @@ from memcost.data.prepared import (
     frame,
 )
 from memcost.data.sources import DataSource, read_raw
-from memcost.datasets import DataError
+from memcost.paths import DataError
 
 # LoCoMo's own evaluation code numbers the categories this way (study §5, §10). Other papers
 # label them differently; the published counts below are the check that the mapping is right.

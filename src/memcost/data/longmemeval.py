@@ -32,7 +32,7 @@ from memcost.data.prepared import (
     frame,
 )
 from memcost.data.sources import DataSource, read_raw
-from memcost.datasets import DataError
+from memcost.paths import DataError
 
 LONGMEMEVAL_TYPES: tuple[str, ...] = (
     "single-session-user",

@@ -41,7 +41,7 @@ from memcost.data.prepared import (
     frame,
 )
 from memcost.data.sources import PERSONAMEM_CONTEXTS, DataSource, RawFile
-from memcost.datasets import DataError
+from memcost.paths import DataError
 
 PERSONAMEM_32K_COLUMNS: tuple[str, ...] = (
     "persona_id",

@@ -44,7 +44,7 @@ from memcost.data.sources import (
     RawFile,
     read_raw,
 )
-from memcost.datasets import DISPLAY_NAMES, DataError
+from memcost.paths import DISPLAY_NAMES, DataError
 
 PERSONAMEM_V2_REQUIRED_COLUMNS: tuple[str, ...] = (
     "persona_id",

@@ -35,10 +35,9 @@ from memcost.data.tables import (
     table2,
     table_markdown,
 )
-from memcost.datasets import DataError, check_dataset
 from memcost.io import json_safe, write_csv, write_text
-from memcost.paths import DatasetPaths
-from memcost.tokens import tokenizer_info
+from memcost.paths import DataError, DatasetPaths, check_dataset
+from memcost.text import tokenizer_info
 
 _LOADERS = {
     "locomo": load_locomo,

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memcost.datasets import DISPLAY_NAMES, DataError, check_dataset
 from memcost.io import atomic_path, write_text
-from memcost.paths import RAW_DIR, REPO_ROOT, SAMPLE_DIR
+from memcost.paths import DISPLAY_NAMES, RAW_DIR, REPO_ROOT, SAMPLE_DIR, DataError, check_dataset
 
 # --- Each benchmark's files ---------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from tqdm import tqdm
 from memcost import paper
 from memcost.data.prepared import STATS_SCHEMA, frame
 from memcost.data.render import in_order, render_history
-from memcost.datasets import DISPLAY_NAMES
-from memcost.tokens import count_tokens_batch
+from memcost.paths import DISPLAY_NAMES
+from memcost.text import count_tokens_batch
 
 TABLE_COLUMNS: tuple[str, ...] = ("dataset", "n", "min", "max", "median", "mean")
 TABLE1_NOTE = (

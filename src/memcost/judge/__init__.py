@@ -10,9 +10,11 @@ The files follow the notebook: ``questions`` (which answers are scored), ``instr
 (Table 3, categories, the paper's numbers), ``compare`` (paired test, answer length, judge
 wording), ``failures`` (Table 6). Offline there is no LLM: the lexical rule of
 :mod:`memcost.offline.judge` stands in, and every output names it ``lexical``. The votes file is
-owned by :mod:`memcost.judgments`; the figure is :mod:`memcost.plots.judge`.
+owned by :mod:`memcost.answers`; the figure is :mod:`memcost.plots.judge`.
 """
 
+from memcost.answers import JUDGMENT_FIELDS, primary
+from memcost.answers import read_judgments as load_judgments
 from memcost.judge.accuracy import (
     accuracy_table,
     category_table,
@@ -52,8 +54,6 @@ from memcost.judge.requests import (
     prompt_version,
 )
 from memcost.judge.votes import JudgingRun, judge_one, question_outcomes, rule_records, run_judging
-from memcost.judgments import JUDGMENT_FIELDS, primary
-from memcost.judgments import read_judgments as load_judgments
 from memcost.offline.judge import (
     LEXICAL,
     LEXICAL_RULES,

@@ -13,12 +13,11 @@ import numpy as np
 import pandas as pd
 
 from memcost import paper, stats
-from memcost.answers import SYSTEM_KINDS, system_kind
+from memcost.answers import SYSTEM_KINDS, primary, system_kind
 from memcost.calls import OFFLINE
 from memcost.io import json_safe
 from memcost.judge.questions import JudgePlan
 from memcost.judge.votes import JudgingRun, question_outcomes
-from memcost.judgments import primary
 from memcost.offline.judge import LEXICAL
 
 

@@ -12,10 +12,9 @@ import numpy as np
 import pandas as pd
 
 from memcost import stats
-from memcost.answers import system_kind
+from memcost.answers import primary, system_kind
 from memcost.judge.votes import question_outcomes
-from memcost.judgments import primary
-from memcost.tokens import count_tokens_batch
+from memcost.text import count_tokens_batch
 
 
 def mcnemar_table(

@@ -14,10 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.answers import system_kind
+from memcost.answers import primary, system_kind
 from memcost.judge.questions import as_list, as_text
 from memcost.judge.votes import question_outcomes
-from memcost.judgments import primary
 from memcost.memory import load_facts
 from memcost.offline.judge import numerals
 from memcost.paths import DatasetPaths

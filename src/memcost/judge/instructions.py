@@ -11,7 +11,7 @@ wrong options shown as wrong.
 
 from __future__ import annotations
 
-from memcost.datasets import DATASETS, WITH_OPTIONS
+from memcost.paths import DATASETS, WITH_OPTIONS
 from memcost.prompts import INSTRUCTIONS, Instruction
 
 LME_TYPES = {

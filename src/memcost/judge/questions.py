@@ -15,13 +15,20 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.answers import SYSTEM_KINDS, answer_systems, load_answers, system_kind, system_name
-from memcost.choices import MODES, MultipleChoice, multiple_choice
+from memcost.answers import (
+    MODES,
+    SYSTEM_KINDS,
+    MultipleChoice,
+    answer_systems,
+    load_answers,
+    multiple_choice,
+    system_kind,
+    system_name,
+)
 from memcost.data import read_questions as load_questions
-from memcost.datasets import WITH_OPTIONS
 from memcost.judge.instructions import Instruction, choose_instruction
-from memcost.models import LONG_CONTEXT_MODELS
-from memcost.paths import DatasetPaths
+from memcost.paper import LONG_CONTEXT_MODELS
+from memcost.paths import WITH_OPTIONS, DatasetPaths
 
 
 @dataclass(frozen=True)

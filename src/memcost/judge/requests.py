@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from memcost.judge.instructions import Instruction
 from memcost.judge.questions import JudgeItem
 from memcost.llm import ChatRequest, parse_json_object
-from memcost.models import JUDGE_MODEL
+from memcost.paper import JUDGE_MODEL
 from memcost.prompts import JUDGE_PROMPTS, Prompt
 from memcost.prompts import get as get_prompt
 from memcost.stats import CORRECT, WRONG

@@ -1,7 +1,7 @@
 """Three votes per answer, and the majority (notebook 04, section 2).
 
 :func:`run_judging` asks the judge ``n_votes`` times per answer and appends each vote to
-``judgments.jsonl`` (:mod:`memcost.judgments`) as it arrives. Votes already in the file for the
+``judgments.jsonl`` (:mod:`memcost.answers`) as it arrives. Votes already in the file for the
 very same request are kept, so an interrupted notebook resumes where it stopped. Votes that need
 no judge call (answers that failed, multiple-choice letters) come from :func:`rule_records`. A
 judge reply that stays unparseable after the client's re-asks is ``UNJUDGED``: shown, counted
@@ -18,8 +18,15 @@ from typing import Any
 import pandas as pd
 
 from memcost import stats
+from memcost.answers import (
+    MC_SALT,
+    judgment_appender,
+    judgment_record,
+    parse_choice,
+    read_judgments,
+    rewrite_judgments,
+)
 from memcost.calls import OFFLINE
-from memcost.choices import MC_SALT, parse_choice
 from memcost.io import read_jsonl
 from memcost.judge.questions import JudgeItem, JudgePlan
 from memcost.judge.requests import (
@@ -31,15 +38,9 @@ from memcost.judge.requests import (
     parse_verdict,
     prompt_version,
 )
-from memcost.judgments import (
-    judgment_appender,
-    judgment_record,
-    read_judgments,
-    rewrite_judgments,
-)
 from memcost.llm import ChatRequest, ChatResult
-from memcost.models import JUDGE_MODEL
 from memcost.offline.judge import LEXICAL, lexical_judge
+from memcost.paper import JUDGE_MODEL
 from memcost.stats import CORRECT, UNJUDGED, WRONG
 
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memcost.catalog import UnknownPriceError, price_for
 from memcost.llm.providers import resolve_endpoint
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Outcome, Usage
-from memcost.prices import UnknownPriceError, price_for
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 if TYPE_CHECKING:
     from memcost.llm.config import ClientConfig

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import tenacity
 
-from memcost.execution import DISCOUNT_BACKEND
+from memcost.catalog import DISCOUNT_BACKEND, price_for
 from memcost.io import JsonlAppender, atomic_open, jsonl_line, read_jsonl, sign_of_life
 from memcost.llm.accounting import BudgetStop
 from memcost.llm.config import BATCH_RETRY_MODES, batch_options  # noqa: F401 - re-exported
@@ -55,8 +55,7 @@ from memcost.llm.requests import (
 )
 from memcost.llm.transport import RetryPolicy
 from memcost.paths import RUNS_DIR
-from memcost.prices import price_for
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 # --- The Batch API's files ---------------------------------------------------------------------
 
@@ -838,7 +837,7 @@ class BatchSession:
 # --- The pre-fill ------------------------------------------------------------------------------
 
 Request = ChatRequest | EmbeddingRequest
-BATCH_BACKENDS = (DISCOUNT_BACKEND,)  # who has a Batch API (memcost.execution, the one rule)
+BATCH_BACKENDS = (DISCOUNT_BACKEND,)  # who has a Batch API (memcost.catalog, the one rule)
 
 
 def batch_refusal(backend: str, where: str = "") -> str | None:

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memcost.calls import CallStore, call_key, normalise_tags, spent_usd
-from memcost.execution import discount_multiplier
+from memcost.catalog import ModelInfo, discount_multiplier, model_info
 from memcost.llm.accounting import Accounting, Budget, BudgetStop, ClientStats
 from memcost.llm.batch import BatchPrefill
 from memcost.llm.config import ClientConfig
@@ -74,9 +74,9 @@ from memcost.llm.requests import (
 )
 from memcost.llm.scheduler import Heartbeat, ProgressBar, run_scheduled
 from memcost.llm.transport import Transport
-from memcost.models import EMBEDDING_MODEL, ModelInfo, model_info
+from memcost.paper import EMBEDDING_MODEL
 from memcost.paths import RunPaths
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 __all__ = ["PARSE_ERRORS", "ClientConfig", "ClientStats", "LLMClient", "ParseFn", "make_client"]
 
@@ -798,7 +798,7 @@ class LLMClient:
 
     def capabilities(self, model: str) -> ModelInfo:
         """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
-        raises :class:`memcost.models.UnknownModelError` naming what to add."""
+        raises :class:`memcost.catalog.UnknownModelError` naming what to add."""
         return self.transport.capabilities(model)
 
     def _overflow_rule_applies(self, request: ChatRequest) -> bool:

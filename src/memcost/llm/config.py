@@ -17,11 +17,16 @@ from typing import Any
 
 import tenacity
 
+from memcost.catalog import (
+    MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
+    ModelInfo,
+    declare_model,
+    is_known,
+    per_model,
+)
 from memcost.llm.offline import DEFAULT_DIMS
 from memcost.llm.providers import BACKENDS
-from memcost.models import ModelInfo, declare_model, is_known, per_model
 from memcost.params import normalise_execution
-from memcost.prefix_cache import MAX_REQUESTS_PER_PREFIX_PER_MINUTE
 
 # How the run's store of calls serves answers: reads and writes (read_write), only reads (a
 # call without a stored answer is an error: replay_only), or never (every call is sent: off).
@@ -162,7 +167,7 @@ class ClientConfig:
     max_cost_usd: float | None = None  # None: no limit; 0: cache hits and offline calls only
     price_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    request_timeout_s: float = 0.0  # 0: sized to each request (memcost.models.request_timeout)
+    request_timeout_s: float = 0.0  # 0: sized to each request (memcost.catalog.request_timeout)
     max_reasks: int = 2
     max_consecutive_failures: int = 20
     progress: bool = True

@@ -25,8 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from memcost.calls import canonical_json
+from memcost.catalog import generation_params
 from memcost.llm import BudgetExceeded, ChatRequest, LLMClient, LLMError
-from memcost.models import generation_params
 
 PLACEHOLDER_KEY = "memcost-gateway"  # what the library is given instead of a key
 

@@ -37,8 +37,7 @@ import numpy as np
 
 from memcost.calls import OFFLINE  # noqa: F401 - the offline backend's name, for the client
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
-from memcost.text import words
-from memcost.tokens import count_tokens, count_tokens_batch, truncate_to_tokens
+from memcost.text import count_tokens, count_tokens_batch, truncate_to_tokens, words
 
 OfflineMethod = Callable[[ChatRequest], str]
 

@@ -6,7 +6,7 @@ from the environment or the repository's ``.env`` (or the variable a preset name
 ``api_key_env``); they are handed to the SDK and nowhere else, and scrubbed from any error text
 we keep.
 
-A request body carries only what the model accepts (:class:`memcost.models.ModelInfo`): the
+A request body carries only what the model accepts (:class:`memcost.catalog.ModelInfo`): the
 output limit under the model's own field name, ``temperature`` where accepted,
 ``reasoning_effort`` among the model's values, ``response_format`` of a kind it supports. A
 parameter the model would reject is an error before anything is sent. ``prompt_cache_key`` (the
@@ -16,7 +16,7 @@ finished by ``length`` without content, by ``content_filter``, or with a ``refus
 failure (:func:`reply_failure`), never an answer.
 
 Flex processing: a stage whose ``execution`` is ``flex`` sends ``service_tier: "flex"``, waits
-:data:`memcost.execution.FLEX_TIMEOUT_FACTOR` times the request timeout (Flex answers are slower)
+:data:`memcost.catalog.FLEX_TIMEOUT_FACTOR` times the request timeout (Flex answers are slower)
 and is priced at the model's ``flex_multiplier``. OpenAI answers a Flex request it has no
 capacity for with HTTP 429 ``resource_unavailable`` and bills nothing: it is retried with the
 backoff, without pausing the model's other requests as a rate limit does.
@@ -40,10 +40,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memcost.execution import (
+from memcost.catalog import (
     FLEX_TIMEOUT_FACTOR,
     FLEX_UNAVAILABLE_CODE,
+    ModelInfo,
     execution_problem,
+    model_info,
 )
 from memcost.llm.requests import (
     ChatRequest,
@@ -57,7 +59,6 @@ from memcost.llm.requests import (
     TransientError,
     Usage,
 )
-from memcost.models import ModelInfo, model_info
 from memcost.paths import REPO_ROOT
 
 # --- Flex processing ----------------------------------------------------------------------
@@ -202,7 +203,7 @@ REPLY_FAILURES = ("length", "content_filter", "refusal")
 
 def _refuse(info: ModelInfo, what: str) -> ModelCapabilityError:
     return ModelCapabilityError(
-        f"{info.name} does not accept {what} (memcost.models: {info.source or 'registry'}); "
+        f"{info.name} does not accept {what} (memcost.catalog: {info.source or 'registry'}); "
         "change the request's settings, or correct the model's entry if the provider changed it"
     )
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from memcost.calls import RESERVED_FIELDS, STAGES, canonical_json, sha256_hex
-from memcost.models import rejects_temperature
+from memcost.catalog import rejects_temperature
 from memcost.prompts import JSON_REASK
 
 ROLES = ("system", "developer", "user", "assistant")

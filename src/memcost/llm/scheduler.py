@@ -7,7 +7,7 @@ when they arrive; other conversations proceed meanwhile. Items may name a prefix
 conversation): then the ready prefix with the fewest requests in the last minute goes next, so
 conversations interleave, and a prefix that has had ``per_prefix_per_minute`` requests in the
 last minute waits (above about 15 a minute a provider sends the overflow to machines that do not
-hold the prefix, :mod:`memcost.prefix_cache`). Work that needs no network (offline
+hold the prefix, :mod:`memcost.catalog`). Work that needs no network (offline
 methods, cache hits) runs inline in the calling thread, where a thread hop would cost more than
 the work.
 

@@ -33,6 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import tenacity
 
+from memcost.catalog import (
+    TIMEOUT_MAX_S,
+    ModelInfo,
+    declare_model,
+    model_info,
+    per_model,
+    request_timeout,
+)
 from memcost.io import sign_of_life
 from memcost.llm.config import Limits, RetryPolicy, parse_rate_limits  # noqa: F401
 from memcost.llm.providers import (
@@ -45,15 +53,7 @@ from memcost.llm.providers import (
     resolve_endpoint,
 )
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, FatalAPIError, TransientError
-from memcost.models import (
-    TIMEOUT_MAX_S,
-    ModelInfo,
-    declare_model,
-    model_info,
-    per_model,
-    request_timeout,
-)
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 if TYPE_CHECKING:
     from memcost.llm.accounting import Accounting
@@ -336,7 +336,7 @@ class Transport:
 
     def capabilities(self, model: str) -> ModelInfo:
         """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
-        raises :class:`memcost.models.UnknownModelError` naming what to add."""
+        raises :class:`memcost.catalog.UnknownModelError` naming what to add."""
         return model_info(model, self.config.model_capabilities)
 
     def client_for(self, endpoint: Endpoint) -> EndpointClient:
@@ -354,7 +354,7 @@ class Transport:
 
     def timeout_for(self, request: Request) -> float:
         """Seconds one attempt may take: ``request_timeout_s``, or when it is 0 sized to the
-        model and the prompt (:func:`memcost.models.request_timeout`)."""
+        model and the prompt (:func:`memcost.catalog.request_timeout`)."""
         if self.config.request_timeout_s > 0:
             return self.config.request_timeout_s
         try:

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memcost.answers import AnswerWriter
-from memcost.fingerprint import fingerprint
+from memcost.catalog import slug
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.longctx.context import generation_settings
 from memcost.longctx.plan import Plan, Planned
 from memcost.longctx.prompt import PROMPT, prompt_messages
-from memcost.models import slug
+from memcost.manifest import fingerprint
 from memcost.offline.answer import ExtractiveAnswerer, OfflineJob
 from memcost.paths import DatasetPaths
 
@@ -81,7 +81,7 @@ def answer_record(result: ChatResult, plan: Plan) -> dict[str, Any]:
 
 
 def system_fingerprint(client: LLMClient, ds: DatasetPaths, planned: Planned, system: str) -> str:
-    """The settings one system's answers are made with (:mod:`memcost.fingerprint`): a rerun
+    """The settings one system's answers are made with (:mod:`memcost.manifest`): a rerun
     with another backend, model, prompt, generation setting or history answers again."""
     model = next(p.model for p in planned.plans if p.system == system)
     settings = planned.generation.get(model) or generation_settings(model)

@@ -3,7 +3,7 @@
 Two questions about the same user send prompts that are identical up to the end of the history;
 the provider can serve that shared beginning from its cache on the second question. OpenAI
 caches prefixes of at least 1,024 tokens and extends them in 128-token steps
-(:mod:`memcost.prefix_cache`, the one statement of that rule), so the cached part is the shared
+(:mod:`memcost.catalog`, the one statement of that rule), so the cached part is the shared
 prefix rounded down to that grid. This is the arithmetic the cost model's
 "cached from the second question on" assumption rests on (study §8), computed on real prompts.
 """
@@ -12,21 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memcost import tokens
+from memcost.catalog import cacheable, shared_prefix
 from memcost.longctx.answer import messages_for
 from memcost.longctx.plan import Plan
-from memcost.prefix_cache import cacheable, shared_prefix
+from memcost.text import decode, encode
 
 
 def cacheable_tokens(shared: int) -> int:
     """The tokens a provider can serve from its cache when ``shared`` leading tokens match a
-    prompt it has seen (the one rule, :func:`memcost.prefix_cache.cacheable`)."""
+    prompt it has seen (the one rule, :func:`memcost.catalog.cacheable`)."""
     return cacheable(shared)
 
 
 def prompt_token_ids(plan: Plan) -> list[int]:
     """The o200k token ids of a plan's messages, in order (their count is ``prompt_tokens``)."""
-    return [t for _, text in messages_for(plan) for t in tokens.encode(text)]
+    return [t for _, text in messages_for(plan) for t in encode(text)]
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,9 @@ def prefix_share(first: Plan, second: Plan, *, show_tokens: int = 12) -> PrefixS
         second_tokens=len(b),
         shared_tokens=shared,
         cached_tokens=min(cacheable_tokens(shared), len(b)),
-        before=tokens.decode(a[max(0, shared - show_tokens) : shared]),
-        first_after=tokens.decode(a[shared : shared + show_tokens]),
-        second_after=tokens.decode(b[shared : shared + show_tokens]),
+        before=decode(a[max(0, shared - show_tokens) : shared]),
+        first_after=decode(a[shared : shared + show_tokens]),
+        second_after=decode(b[shared : shared + show_tokens]),
     )
 
 

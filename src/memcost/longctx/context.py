@@ -17,10 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from memcost import prompts, tokens
+from memcost import prompts
+from memcost.catalog import canonical_name, model_info
 from memcost.longctx.history import History, SessionBlock, rendered
-from memcost.models import canonical_name, model_info
 from memcost.offline.answer import HistoryTurn
+from memcost.text import count_tokens, count_tokens_batch
 
 KINDS = ("long_context", "rolling_window", "no_context", "oracle")
 BASELINES = ("rolling_window", "no_context", "oracle")
@@ -160,7 +161,7 @@ def full_context(history: History) -> Context:
 def no_context(conversation_id: str) -> Context:
     """The floor: the prompt says there is no history."""
     text = prompts.LONG_CONTEXT_NO_HISTORY
-    return Context("no_context", conversation_id, text, tokens.count_tokens(text))
+    return Context("no_context", conversation_id, text, count_tokens(text))
 
 
 def oracle_sessions(history: History, evidence: Iterable[str]) -> list[SessionBlock]:
@@ -214,7 +215,7 @@ def window_contexts(histories: Mapping[str, History], window_turns: int) -> dict
     if window_turns < 1:
         raise ValueError(f"window_turns must be at least 1, got {window_turns}")
     texts = {cid: rendered(h.turns.iloc[-window_turns:]) for cid, h in histories.items()}
-    counts = dict(zip(texts, tokens.count_tokens_batch(list(texts.values())), strict=True))
+    counts = dict(zip(texts, count_tokens_batch(list(texts.values())), strict=True))
     return {
         cid: Context(
             kind="rolling_window",

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from memcost import data, tokens
+from memcost import data
 from memcost.offline.answer import HistoryTurn
-from memcost.text import with_caption
+from memcost.text import count_tokens_batch, with_caption
 
 # tiktoken's batch encoder returns every token id before we take the lengths, and 50M ids at
 # once would need gigabytes: histories are counted a few million characters at a time.
@@ -73,7 +73,7 @@ class History:
 
 
 def count_in_chunks(texts: list[str], chunk_chars: int = COUNT_CHUNK_CHARS) -> list[int]:
-    """:func:`memcost.tokens.count_tokens_batch` over consecutive slices of at most
+    """:func:`memcost.text.count_tokens_batch` over consecutive slices of at most
     ``chunk_chars`` characters (a longer single text is its own slice)."""
     counts: list[int] = []
     start = 0
@@ -82,7 +82,7 @@ def count_in_chunks(texts: list[str], chunk_chars: int = COUNT_CHUNK_CHARS) -> l
         while end < len(texts) and (end == start or size + len(texts[end]) <= chunk_chars):
             size += len(texts[end])
             end += 1
-        counts.extend(tokens.count_tokens_batch(texts[start:end]))
+        counts.extend(count_tokens_batch(texts[start:end]))
         start = end
     return counts
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from memcost import choices, tokens
+from memcost import answers
 from memcost.answers import system_name
 from memcost.longctx.context import (
     FORMAT_OVERHEAD_TOKENS,
@@ -34,6 +34,7 @@ from memcost.longctx.context import (
 )
 from memcost.longctx.history import History
 from memcost.longctx.prompt import HEAD, INSTRUCTIONS, PROMPT, question_block, shown_options
+from memcost.text import count_tokens_batch
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,8 +134,8 @@ def _check_arguments(
 ) -> None:
     if overflow not in OVERFLOW_MODES:
         raise ValueError(f"overflow must be one of {OVERFLOW_MODES}, got {overflow!r}")
-    if mode not in choices.MODES:
-        raise ValueError(f"mode must be one of {choices.MODES}, got {mode!r}")
+    if mode not in answers.MODES:
+        raise ValueError(f"mode must be one of {answers.MODES}, got {mode!r}")
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"unknown kinds {unknown}; choose from {KINDS}")
@@ -161,12 +162,12 @@ def question_rows(questions: pd.DataFrame, mode: str) -> list[Question]:
         show = shown_options(qid, opts) if (opts and mode == "multiple_choice") else None
         block = question_block(question, date=_text_or_none(date), options=show)
         rows.append(Question(qid, cid, question, _as_list(evidence), block, show, 0))
-    counts = tokens.count_tokens_batch([r.block for r in rows])
+    counts = count_tokens_batch([r.block for r in rows])
     return [r._replace(block_tokens=n) for r, n in zip(rows, counts, strict=True)]
 
 
 def fixed_parts() -> FixedParts:
-    return FixedParts(*tokens.count_tokens_batch([PROMPT.system, HEAD, INSTRUCTIONS]))
+    return FixedParts(*count_tokens_batch([PROMPT.system, HEAD, INSTRUCTIONS]))
 
 
 def _context(

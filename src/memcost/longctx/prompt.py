@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memcost import choices, prompts
+from memcost import answers, prompts
 from memcost.text import spoken_datetime
 
 PROMPT = prompts.LONG_CONTEXT_ANSWER
@@ -25,12 +25,12 @@ if _AFTER_BLOCK or "{" in HEAD + INSTRUCTIONS:
 
 def shown_options(question_id: str, options: Sequence[str]) -> tuple[str, ...]:
     """The options in the order a model sees them: the order every notebook and the judge use
-    (:func:`memcost.choices.multiple_choice`, fixed by the question id)."""
-    return choices.multiple_choice(question_id, options).options
+    (:func:`memcost.answers.multiple_choice`, fixed by the question id)."""
+    return answers.multiple_choice(question_id, options).options
 
 
 def option_letter(index: int) -> str:
-    return choices.MC_LETTERS[index]
+    return answers.MC_LETTERS[index]
 
 
 def question_block(

@@ -1,7 +1,7 @@
 """A simulated prompt cache for offline runs (notebook 03, section 7).
 
 The offline backend has no provider, so nothing reports cached tokens. This module replays the
-planned prompts through :class:`memcost.prefix_cache.PrefixCache`, the one prefix-cache rule the
+planned prompts through :class:`memcost.catalog.PrefixCache`, the one prefix-cache rule the
 local test server also uses (retention, a prefix of at least 1,024 tokens grown in 128-token
 steps, overflow above a number of requests a minute per prefix), and reports what a provider
 following that rule *would* have served from its cache. Every number here is a **simulation**:
@@ -23,18 +23,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from memcost import tokens
-from memcost.longctx.plan import Plan, Planned
-from memcost.longctx.prompt import HEAD, INSTRUCTIONS, PROMPT
-from memcost.prefix_cache import (
+from memcost.catalog import (
+    CACHED_INPUT_MIN_TOKENS,
+    CACHED_INPUT_STEP_TOKENS,
     MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
-    MIN_PREFIX_TOKENS,
-    PREFIX_STEP_TOKENS,
     PrefixCache,
     shared_prefix,
 )
+from memcost.longctx.plan import Plan, Planned
+from memcost.longctx.prompt import HEAD, INSTRUCTIONS, PROMPT
+from memcost.text import encode
 
-SIMULATION_LABEL = "SIMULATED (offline): memcost.prefix_cache rule, not a provider's report"
+SIMULATION_LABEL = (
+    "SIMULATED (offline): memcost.catalog's prompt-cache rule, not a provider's report"
+)
 DEFAULT_GAP_S = 60.0 / MAX_REQUESTS_PER_PREFIX_PER_MINUTE  # the dispatcher's pace per prefix
 
 
@@ -46,9 +48,9 @@ class PromptIds:
 
     def __init__(self) -> None:
         self._fixed = (
-            tokens.encode(PROMPT.system),
-            tokens.encode(HEAD),
-            tokens.encode(INSTRUCTIONS),
+            encode(PROMPT.system),
+            encode(HEAD),
+            encode(INSTRUCTIONS),
         )
         self._contexts: dict[tuple, list[int]] = {}
 
@@ -56,13 +58,13 @@ class PromptIds:
         system, head, instructions = self._fixed
         key = plan.context.key
         if key not in self._contexts:
-            self._contexts = {key: tokens.encode(plan.context.text)}  # one conversation at a time
+            self._contexts = {key: encode(plan.context.text)}  # one conversation at a time
         return [
             *system,
             *head,
             *self._contexts[key],
             *instructions,
-            *tokens.encode(plan.question_block),
+            *encode(plan.question_block),
         ]
 
 
@@ -86,18 +88,18 @@ def _reason(
     if position == 1:
         kept = (
             "remembered"
-            if prompt >= MIN_PREFIX_TOKENS
-            else (f"not remembered: under {MIN_PREFIX_TOKENS:,} tokens")
+            if prompt >= CACHED_INPUT_MIN_TOKENS
+            else (f"not remembered: under {CACHED_INPUT_MIN_TOKENS:,} tokens")
         )
         return f"first question: nothing sent before it ({kept})"
     if cached:
-        steps = (cached - MIN_PREFIX_TOKENS) // PREFIX_STEP_TOKENS
+        steps = (cached - CACHED_INPUT_MIN_TOKENS) // CACHED_INPUT_STEP_TOKENS
         return (
-            f"hit: {shared:,} shared tokens, rounded down to {MIN_PREFIX_TOKENS:,} + "
-            f"{steps} × {PREFIX_STEP_TOKENS}"
+            f"hit: {shared:,} shared tokens, rounded down to {CACHED_INPUT_MIN_TOKENS:,} + "
+            f"{steps} × {CACHED_INPUT_STEP_TOKENS}"
         )
-    if shared < MIN_PREFIX_TOKENS:
-        return f"miss: the shared prefix ({shared:,}) is under {MIN_PREFIX_TOKENS:,} tokens"
+    if shared < CACHED_INPUT_MIN_TOKENS:
+        return f"miss: the shared prefix ({shared:,}) is under {CACHED_INPUT_MIN_TOKENS:,} tokens"
     if elapsed > cache.retention_s:
         return (
             f"miss: {elapsed:,.0f} s since the last use, over the {cache.retention_s:,.0f} s kept"

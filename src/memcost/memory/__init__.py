@@ -17,6 +17,7 @@ The offline stand-ins (sentence facts, the lexical update rule) are in :mod:`mem
 the figures in :mod:`memcost.plots.memory`.
 """
 
+from memcost.catalog import generation_params
 from memcost.memory.build import (
     BuildReport,
     MemoryBuilder,
@@ -86,7 +87,6 @@ from memcost.memory.update import (
 )
 from memcost.memory.user import UserMemory
 from memcost.memory.vector_store import open_run_store
-from memcost.models import generation_params
 from memcost.offline.extract import (
     informative_sentence,
     offline_extract,

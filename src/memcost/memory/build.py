@@ -52,9 +52,9 @@ from memcost.memory.update import (
     similar_facts,
 )
 from memcost.memory.user import UserMemory
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.extract import offline_extract
 from memcost.offline.update import offline_update
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.paths import DatasetPaths
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE
 from memcost.vectorstore.base import EF_CONSTRUCTION, HNSW_M, Change, VectorStore

@@ -10,7 +10,7 @@ import numpy as np
 
 from memcost.llm import EmbeddingRequest, LLMClient, LLMError
 from memcost.llm.offline import plan_batches
-from memcost.models import EMBEDDING_MODEL
+from memcost.paper import EMBEDDING_MODEL
 
 
 def embed_groups(

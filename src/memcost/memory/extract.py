@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from memcost.catalog import generation_params
 from memcost.llm import ChatRequest
 from memcost.llm.requests import parse_json_object
 from memcost.memory.segment import Segment
-from memcost.models import EXTRACTION_MODEL, generation_params
 from memcost.offline.extract import capitalise, person_name
+from memcost.paper import EXTRACTION_MODEL
 from memcost.prompts import MEMORY_EXTRACT
 from memcost.text import spoken_datetime
 

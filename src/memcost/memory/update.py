@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
 from memcost.llm.requests import parse_json_object
 from memcost.memory.extract import Candidate
 from memcost.memory.user import UserMemory
-from memcost.models import EXTRACTION_MODEL, generation_params
+from memcost.paper import EXTRACTION_MODEL
 from memcost.prompts import MEMORY_UPDATE
 from memcost.text import day_text
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from memcost.memory.extract import Candidate
 from memcost.memory.facts import FACT_SCHEMA
-from memcost.tokens import count_tokens_batch
+from memcost.text import count_tokens_batch
 
 
 class UserMemory:

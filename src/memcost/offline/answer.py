@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from memcost import choices
+from memcost import answers
 from memcost.text import BM25, spoken_datetime
 
 # The extractive method's fixed replies.
@@ -73,12 +73,12 @@ class ExtractiveAnswerer:
             raise TypeError("a long-context request's payload must be an OfflineJob")
         if job.context.history is None:  # no context
             if job.options:
-                return choices.format_choice(job.options, choices.longest_option(job.options))
+                return answers.format_choice(job.options, answers.longest_option(job.options))
             return NO_HISTORY_ANSWER
         turns, index = self._index(job.context)
         if job.options:
-            pick = choices.best_supported_option(job.options, [t.text for t in turns])
-            return UNDECIDED if pick is None else choices.format_choice(job.options, pick)
+            pick = answers.best_supported_option(job.options, [t.text for t in turns])
+            return UNDECIDED if pick is None else answers.format_choice(job.options, pick)
         best = index.best(job.question) if turns else None
         if best is None:
             return NOT_MENTIONED

@@ -9,7 +9,7 @@ retrieval alone brings back. It reads the request's ``payload`` (``question``, `
 
 from __future__ import annotations
 
-from memcost import choices
+from memcost import answers
 from memcost.llm import ChatRequest
 from memcost.text import BM25
 
@@ -25,8 +25,8 @@ def offline_reader(request: ChatRequest) -> str:
     facts = request.payload["facts"]
     options = request.payload.get("options")
     if options:
-        pick = choices.best_supported_option(options, facts)
-        return NO_INFORMATION if pick is None else choices.format_choice(options, pick)
+        pick = answers.best_supported_option(options, facts)
+        return NO_INFORMATION if pick is None else answers.format_choice(options, pick)
     if not facts:
         return NO_INFORMATION
     best = BM25(facts).best(request.payload["question"])

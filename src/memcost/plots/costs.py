@@ -10,7 +10,7 @@ import numpy as np
 
 from memcost.answers import system_label
 from memcost.calls import OFFLINE
-from memcost.datasets import display_name
+from memcost.paths import display_name
 from memcost.plots.style import (
     OFFLINE_NOTE,
     SYSTEM_COLORS,

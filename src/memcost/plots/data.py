@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from memcost.datasets import DISPLAY_NAMES
+from memcost.paths import DISPLAY_NAMES
 
 # Fewer conversations than this are drawn one dot each: a histogram of 2 or 3 values is bars of
 # height 1 that hide which value is which.

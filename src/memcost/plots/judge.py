@@ -8,8 +8,8 @@ from matplotlib.lines import Line2D
 
 from memcost.answers import system_kind, system_labels
 from memcost.calls import OFFLINE
-from memcost.datasets import display_name
 from memcost.offline.judge import LEXICAL
+from memcost.paths import display_name
 from memcost.plots.style import readable, system_color
 
 # One marker per kind as well as one colour, so that no system is told apart by colour alone.

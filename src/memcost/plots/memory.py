@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from memcost.calls import OFFLINE
-from memcost.datasets import display_name
+from memcost.paths import display_name
 from memcost.plots.style import OFFLINE_NOTE, label_backend, readable
 
 

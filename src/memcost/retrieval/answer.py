@@ -15,18 +15,18 @@ from typing import Any
 import pandas as pd
 
 from memcost.answers import AnswerWriter
-from memcost.fingerprint import fingerprint
 from memcost.llm import ChatResult, LLMClient
+from memcost.manifest import fingerprint
 from memcost.memory.facts import index_dir
-from memcost.models import EMBEDDING_MODEL, READER_MODEL
 from memcost.offline.reader import offline_reader
+from memcost.paper import EMBEDDING_MODEL, READER_MODEL
 from memcost.paths import DatasetPaths
 from memcost.prompts import MEMORY_READ
 from memcost.retrieval.reader import reader_request, render_memories
 from memcost.retrieval.recall import TurnEvidence, covered_positions, evidence_coverage
 from memcost.retrieval.search import SYSTEM, TOP_K, MemoryStore, Retrieved, embed_questions
 from memcost.retrieval.search import retrieve as search_user
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 from memcost.vectorstore.base import EF_SEARCH
 from memcost.vectorstore.faiss_store import FaissStore
 

@@ -12,9 +12,10 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from memcost import choices
+from memcost import answers
+from memcost.catalog import generation_params
 from memcost.llm import ChatRequest
-from memcost.models import READER_MODEL, generation_params
+from memcost.paper import READER_MODEL
 from memcost.prompts import MEMORY_READ
 from memcost.retrieval.search import SYSTEM
 from memcost.text import day_text, spoken_datetime
@@ -45,14 +46,14 @@ def render_memories(facts: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def shown_options(question: Mapping[str, Any], mode: str) -> choices.MultipleChoice | None:
+def shown_options(question: Mapping[str, Any], mode: str) -> answers.MultipleChoice | None:
     """The options the reader is shown (multiple-choice mode and a question that has them)."""
-    if mode not in choices.MODES:
-        raise ValueError(f"mode must be one of {choices.MODES}, got {mode!r}")
+    if mode not in answers.MODES:
+        raise ValueError(f"mode must be one of {answers.MODES}, got {mode!r}")
     options = question.get("options")
     if mode != "multiple_choice" or options is None or not len(options):
         return None
-    return choices.multiple_choice(str(question["question_id"]), [str(o) for o in options])
+    return answers.multiple_choice(str(question["question_id"]), [str(o) for o in options])
 
 
 def reader_request(
@@ -69,7 +70,7 @@ def reader_request(
     the memory system whose items it reads (:mod:`memcost.systems`; the paper's: ``memory``).
 
     In ``multiple_choice`` mode a question with options (PersonaMem) lists them in the order
-    :func:`memcost.choices.multiple_choice` fixes and asks for a letter, as the judge expects.
+    :func:`memcost.answers.multiple_choice` fixes and asks for a letter, as the judge expects.
     """
     asked = question.get("question_date")
     date_line = (
@@ -78,7 +79,7 @@ def reader_request(
     text = str(question["question"])
     shown = shown_options(question, mode)
     if shown is not None:
-        text += f"\n\nOptions:\n{shown.render()}\n{choices.MC_ANSWER_INSTRUCTION}"
+        text += f"\n\nOptions:\n{shown.render()}\n{answers.MC_ANSWER_INSTRUCTION}"
     return ChatRequest(
         model=model,
         messages=MEMORY_READ.messages(

@@ -26,7 +26,7 @@ from memcost.answers import system_name
 from memcost.llm import LLMClient
 from memcost.memory import embed_groups
 from memcost.memory.facts import read_done, read_facts, read_incomplete
-from memcost.models import EMBEDDING_MODEL
+from memcost.paper import EMBEDDING_MODEL
 from memcost.paths import DatasetPaths
 from memcost.vectorstore.base import EF_SEARCH, IndexMismatch, VectorStore
 from memcost.vectorstore.faiss_index import recall_at_k

@@ -2,7 +2,7 @@
 
 Reads the preset's parameters (over the notebooks' defaults), keeps the models an API backend
 will serve, and compares their shutdown dates (the registry's, and ``GET /v1/models``' when a
-key is present) with today (:mod:`memcost.lifecycle`, ``MEMCOST_TODAY`` to inject a date). A
+key is present) with today (:mod:`memcost.catalog`, ``MEMCOST_TODAY`` to inject a date). A
 shut-down model stops the run with a message naming the successor preset; a model the registry
 does not know (and the preset does not declare in ``model_capabilities``) stops it with what to
 add. Offline runs call no model and pass.
@@ -15,13 +15,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from memcost import lifecycle
-from memcost.execution import backend_of
+from memcost import catalog
+from memcost.catalog import UnknownModelError, UnknownPriceError, model_info, price_for
 from memcost.llm.providers import EndpointClient, lookup_key, resolve_endpoint
-from memcost.models import UnknownModelError, model_info
-from memcost.params import client_option, notebook_defaults
+from memcost.params import backend_of, client_option, notebook_defaults
 from memcost.paths import PARAMS_DIR
-from memcost.prices import UnknownPriceError, price_for
 from memcost.run.presets import Preset, PresetError, selected_steps
 
 LISTING_TIMEOUT_S = 10.0
@@ -39,7 +37,7 @@ def paid_models(
         for dataset in preset.datasets or [None]:
             given = preset.parameters_for(dataset)
             params = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
-            for model in lifecycle.run_models(params):
+            for model in catalog.run_models(params):
                 if not paid_only or backend_of(model, params) != "offline":
                     found.setdefault(model, params)
     return found
@@ -75,8 +73,8 @@ def check_lifecycle(
     preset: Preset, notebooks: Mapping[str, Path], *, on: str | date | None = None
 ) -> None:
     """Raise :class:`PresetError` before anything is sent when a paid model is shut down (or
-    unknown); print a warning when one shuts down within :data:`lifecycle.WARN_DAYS` days."""
-    day = lifecycle.today(on)
+    unknown); print a warning when one shuts down within :data:`catalog.WARN_DAYS` days."""
+    day = catalog.today(on)
     models = paid_models(preset, notebooks)
     unknown = []
     for model, params in models.items():
@@ -89,17 +87,17 @@ def check_lifecycle(
     # A provider's shutdown ends its own service (and OpenRouter's, which resells it); a server
     # of your own (custom) serves whatever it holds.
     hosted = {m: p for m, p in models.items() if backend_of(m, p) != "custom"}
-    statuses = [lifecycle.status(m, day) for m in hosted]
+    statuses = [catalog.status(m, day) for m in hosted]
     if not any(s.shut_down for s in statuses):  # a second opinion from the provider itself
         served = _served_dates(hosted)
-        statuses = [lifecycle.status(m, day, served) for m in hosted]
+        statuses = [catalog.status(m, day, served) for m in hosted]
     gone = [s for s in statuses if s.shut_down]
     if gone:
         available = [p.stem for p in PARAMS_DIR.glob("*.yaml")]
-        successor = lifecycle.successor_preset(preset.name, available)
-        raise PresetError(lifecycle.refusal(preset.name, gone, successor, day))
+        successor = catalog.successor_preset(preset.name, available)
+        raise PresetError(catalog.refusal(preset.name, gone, successor, day))
     for s in statuses:
-        if s.days_left is not None and s.days_left <= lifecycle.WARN_DAYS:
+        if s.days_left is not None and s.days_left <= catalog.WARN_DAYS:
             print(f"memcost: warning: {s.describe()} ({s.days_left} days left)", flush=True)
     print(price_lines(list(paid_models(preset, notebooks, paid_only=False))), flush=True)
 

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from memcost.catalog import UnknownPriceError
 from memcost.costs.estimate import (
     bill,
     estimate_run,
@@ -21,7 +22,6 @@ from memcost.llm.providers import check_credentials
 from memcost.llm.requests import MissingCredentials
 from memcost.params import client_option, merge_parameters, notebook_parameters
 from memcost.paths import RunPaths
-from memcost.prices import UnknownPriceError
 from memcost.run.lifecycle_gate import check_lifecycle
 from memcost.run.presets import Preset, PresetError, selected_steps
 

@@ -24,6 +24,7 @@ import os
 import queue
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -215,22 +216,26 @@ def execute_notebook(
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
+    from traitlets.config import Config
 
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
-        papermill.execute_notebook(
-            str(notebook),
-            str(output),
-            parameters=parameters,
-            cwd=str(notebook.parent),
-            kernel_name="python3",
-            progress_bar=progress_bar,
-            request_save_on_cell_execute=True,  # the partial notebook is on disk after each cell
-            stdout_file=sink,
-            stderr_file=sink,
-            # ipykernel warns on every start that its local TCP ports are not encrypted
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        )
+        with tempfile.TemporaryDirectory(prefix="memcost-kernel-") as sockets:
+            papermill.execute_notebook(
+                str(notebook),
+                str(output),
+                parameters=parameters,
+                cwd=str(notebook.parent),
+                kernel_name="python3",
+                progress_bar=progress_bar,
+                request_save_on_cell_execute=True,  # the partial notebook is saved after each cell
+                stdout_file=sink,
+                stderr_file=sink,
+                # Unix sockets, not TCP ports: kernels that start at once in several processes
+                # (datasets side by side, a test session) would race for the same free port
+                config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],  # its notices are not ours
+            )
     except PapermillExecutionError as exc:
         first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
         raise NotebookFailed(

@@ -21,9 +21,8 @@ from typing import Any
 
 import memcost.systems.store as system_files
 from memcost import manifest as manifest_mod
-from memcost.answers import answer_systems, load_answers, system_kind
+from memcost.answers import answer_systems, load_answers, read_judgments, system_kind
 from memcost.io import read_json, write_json
-from memcost.judgments import read_judgments
 from memcost.memory import facts as memory_files
 from memcost.paths import DatasetPaths, RunPaths
 

@@ -16,19 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memcost.datasets import DATASETS
-from memcost.execution import (
+from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
+from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
+from memcost.llm.transport import parse_rate_limits
+from memcost.params import (
+    CLIENT_SETTINGS,
     MODEL_PARAMETERS,
     STAGE_MODEL_PARAMETERS,
     backend_of,
-    execution_problem,
-    stage_models,
-)
-from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
-from memcost.llm.transport import parse_rate_limits
-from memcost.models import is_known
-from memcost.params import (
-    CLIENT_SETTINGS,
     client_option,
     complete_group,
     normalise_execution,
@@ -36,9 +31,9 @@ from memcost.params import (
     notebook_defaults,
     notebook_parameters,
     settings_groups,
+    stage_models,
 )
-from memcost.paths import RunPaths
-from memcost.prices import UnknownPriceError, price_for
+from memcost.paths import DATASETS, RunPaths
 from memcost.prompts import JUDGE_PROMPTS
 from memcost.run.presets import Preset, PresetError, selected_steps
 from memcost.run.secrets import check_secrets
@@ -259,7 +254,7 @@ def unknown_model_line(model: str, parameter: str) -> str:
     """One line that says how to declare a model the registry does not know (and works when
     followed): a plain chat model on the user's own server."""
     return (
-        f"unknown model {model!r} ({parameter}): memcost.models has no capabilities for it; "
+        f"unknown model {model!r} ({parameter}): memcost.catalog has no capabilities for it; "
         f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
         f"-p 'client={{model_capabilities: {{\"{model}\": {{context_window: 32768}}}}}}' "
         "(a plain chat model: temperature and max_tokens)"
@@ -309,7 +304,7 @@ def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]
 def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
     """Every stage run in batch or flex has a model and provider that sell it (OpenAI's own
     API, a price with that mode's multiplier): else one line naming the stage, the model and
-    what to change, before anything runs (memcost.execution)."""
+    what to change, before anything runs (memcost.catalog)."""
     defaults: dict[str, Any] = {}
     for step in steps:
         defaults.update(notebook_defaults(notebooks[step]))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from memcost.catalog import slug
 from memcost.io import read_jsonl
-from memcost.models import slug
 from memcost.stats import cluster_bootstrap_interval
 
 

@@ -27,8 +27,7 @@ import numpy as np
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.prompts import Prompt
-from memcost.text import content_words
-from memcost.tokens import count_tokens
+from memcost.text import content_words, count_tokens
 
 OFFLINE = "offline"
 REPLY_WORDS = 30  # the offline answer quotes at most this many words of its best context item

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.prices import PRICE_TABLE_DATE, price_for
+from memcost.catalog import PRICE_TABLE_DATE, price_for
 
 EMBEDDING_STAGES = ("retrieve", "ingest_embed")
 

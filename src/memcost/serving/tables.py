@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memcost.serving import published
+from memcost import paper
 
 ANSWER_STAGES = ("answer",)
 INGEST_STAGES = ("ingest_extract", "ingest_update", "observer", "reflector")
@@ -18,9 +18,9 @@ def exponents_vs_published(exponents: pd.DataFrame) -> pd.DataFrame:
     quantities = ("p", "q", "r2", "loocv_mape", "r2_total")
     rows = []
     for rec in exponents.to_dict("records"):
-        ranges = published.EXPONENTS.get(rec["system"], {})
-        if rec["system"] in published.MEMORY_LOOCV_MAPE:
-            ranges = {"loocv_mape": published.MEMORY_LOOCV_MAPE[rec["system"]]}
+        ranges = paper.EXPONENTS.get(rec["system"], {})
+        if rec["system"] in paper.MEMORY_LOOCV_MAPE:
+            ranges = {"loocv_mape": paper.MEMORY_LOOCV_MAPE[rec["system"]]}
         for name in quantities:
             rng = ranges.get(name)
             value = float(rec[name])

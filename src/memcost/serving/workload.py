@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from memcost.io import write_parquet
-from memcost.tokens import count_tokens, decode, encode
+from memcost.text import count_tokens, decode, encode
 
 BLOCK_TURNS = 20  # turns generated at a time (study §3)
 BAND_LOW, BAND_HIGH = 0.85, 1.15  # length control: pad below 0.85·L, cut above 1.15·L

@@ -16,15 +16,15 @@ from typing import Any
 import pandas as pd
 
 from memcost.answers import AnswerWriter
-from memcost.fingerprint import fingerprint
 from memcost.llm import ChatResult, LLMClient
-from memcost.models import READER_MODEL
+from memcost.manifest import fingerprint
 from memcost.offline.reader import offline_reader
+from memcost.paper import READER_MODEL
 from memcost.prompts import MEMORY_READ
 from memcost.retrieval.reader import reader_request, render_memories
 from memcost.retrieval.recall import TurnEvidence, evidence_coverage
 from memcost.systems.base import MemorySystem, Recall
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 
 @dataclass

@@ -49,13 +49,13 @@ from tqdm.auto import tqdm
 import memcost.systems.store as store
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.cognee import offline_cognee_graph, offline_cognee_summary
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
 from memcost.systems.library import LibrarySystem
 from memcost.systems.stored import item_rows, user_lines
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 PINNED = "1.6.5"
 ENVIRONMENT = LibraryEnvironment(

@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, Segment, segment_conversation
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.graph import offline_graph
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.prompts import MEMORY_GRAPH_ENTITIES, MEMORY_GRAPH_RELATIONS
 from memcost.systems.base import register
 from memcost.systems.stored import (

@@ -21,9 +21,10 @@ from collections import OrderedDict
 import numpy as np
 import pandas as pd
 
+from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.observe import standin_summarise
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.prompts import MEMORY_SUMMARY
 from memcost.systems.base import register
 from memcost.systems.stored import (

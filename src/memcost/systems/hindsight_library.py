@@ -50,14 +50,13 @@ from tqdm.auto import tqdm
 import memcost.systems.store as store
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.hindsight import offline_hindsight_consolidate, offline_hindsight_retain
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
 from memcost.systems.library import LibrarySystem
 from memcost.systems.stored import item_rows, user_lines
-from memcost.text import content_words
-from memcost.tokens import count_tokens
+from memcost.text import content_words, count_tokens
 from memcost.vectorstore.embedded import SERVER_DIR, PgServer
 
 PINNED = "1.1.0"

@@ -21,9 +21,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import memcost.systems.store as store
-from memcost.fingerprint import fingerprint
 from memcost.llm import LLMClient
 from memcost.llm.gateway import Gateway, Route
+from memcost.manifest import fingerprint
 from memcost.systems.base import MemorySystem, SystemBuild
 from memcost.systems.environments import LibraryEnvironment
 

@@ -33,13 +33,13 @@ import pandas as pd
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.offline.mem0 import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.prompts import MEM0_EXTRACT
 from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.systems.library import LibrarySystem
 from memcost.systems.stored import item_rows
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 from memcost.vectorstore.embedded import SERVER_DIR, PgServer
 
 PINNED = "1.0.4"

@@ -33,7 +33,7 @@ from memcost.offline.extract import offline_extract
 from memcost.offline.update import offline_update
 from memcost.systems.live import Calls, Ingest, IngestCall, LiveMemory, Shown
 from memcost.systems.stored import HistoryLine
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 
 def fact_line(text: str) -> str:

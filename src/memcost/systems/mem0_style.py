@@ -21,11 +21,11 @@ from memcost.memory.facts import index_dir
 from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS
 from memcost.memory.stats import user_stats
 from memcost.memory.update import UPDATE_TOP_K
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.retrieval.search import TOP_K, MemoryStore, embed_questions, retrieve
 from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, register
 from memcost.systems.mem0_live import Mem0Live
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 from memcost.vectorstore.base import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, VectorStore
 from memcost.vectorstore.faiss_store import FaissStore
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, generation_params
 from memcost.offline.observe import standin_observe, standin_reflect
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
 from memcost.systems.base import register
 from memcost.systems.live import Calls, Ingest, IngestCall, LiveMemory, Shown
@@ -34,7 +35,7 @@ from memcost.systems.stored import (
     shown,
     user_lines,
 )
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 OBSERVER_TOKENS = 30_000  # serving study §3: un-observed message tokens that start the observer
 REFLECTOR_TOKENS = 40_000  # ... observation tokens that start the reflector

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memcost.models import EMBEDDING_MODEL
+from memcost.paper import EMBEDDING_MODEL
 from memcost.systems.base import register
 from memcost.systems.stored import (
     HistoryLine,
@@ -24,7 +24,7 @@ from memcost.systems.stored import (
     shown,
     user_lines,
 )
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 CHUNK_TOKENS = 1024
 TOP_K = 2

@@ -28,11 +28,10 @@ import memcost.systems.store as store
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.memory.embed import embed_groups
 from memcost.memory.segment import segment_conversation
-from memcost.models import EMBEDDING_MODEL
+from memcost.paper import EMBEDDING_MODEL
 from memcost.retrieval.search import embed_questions
 from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild
-from memcost.text import day_text
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens, day_text
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcost.execution import FLEX_UNAVAILABLE_CODE
+from memcost.catalog import FLEX_UNAVAILABLE_CODE
 
 FLEX = "flex"
 

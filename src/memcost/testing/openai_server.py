@@ -7,7 +7,7 @@ steps) and ``completion_tokens_details.reasoning_tokens`` for GPT-5 models. GPT-
 carrying ``temperature`` or ``max_tokens`` get the API's 400, so tests check the client's
 request bodies the way the real API would.
 
-The prompt cache follows :class:`memcost.prefix_cache.PrefixCache` (the one rule), routed by
+The prompt cache follows :class:`memcost.catalog.PrefixCache` (the one rule), routed by
 ``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
 for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
 with their ``shutdown_date``. Flex requests (``service_tier``) follow :mod:`memcost.testing.flex`;
@@ -46,12 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from memcost.models import is_known, model_info
-from memcost.prefix_cache import PrefixCache
+from memcost.catalog import PrefixCache, is_known, model_info
 from memcost.testing.batches import BatchService
 from memcost.testing.flex import FlexTier
 from memcost.testing.rate_limits import AccountLimits
-from memcost.tokens import encode
+from memcost.text import encode
 
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcost.tokens import count_tokens
+from memcost.text import count_tokens
 
 
 @dataclass

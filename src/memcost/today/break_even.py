@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from memcost.prices import Price
+from memcost.catalog import Price
 from memcost.today.arrivals import back_to_back, fixed_gaps, from_gaps, poisson, sessions
 from memcost.today.retention import DAY, HOUR, MINUTE, RETENTION_LABELS
 from memcost.today.scenarios import (

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memcost.prefix_cache import cacheable as _provider_cacheable
-from memcost.prices import Price
+from memcost.catalog import Price
+from memcost.catalog import cacheable as _provider_cacheable
 
 MINUTE = 60.0
 HOUR = 3_600.0

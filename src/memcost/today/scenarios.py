@@ -1,9 +1,9 @@
 """Price scenarios: which models and which dated price rows a cost-model result uses.
 
 ``paper`` is the paper's setting (study §8): gpt-5-mini answers with long context and reads
-memory, gpt-5-nano extracts facts, at the prices of :data:`memcost.prices.PRICE_TABLE_DATE`.
+memory, gpt-5-nano extracts facts, at the prices of :data:`memcost.catalog.PRICE_TABLE_DATE`.
 ``current`` replaces each retired model by its successor
-(:func:`memcost.prices.price_successor`, from the model registry) at today's rows. Memory's
+(:func:`memcost.catalog.price_successor`, from the model registry) at today's rows. Memory's
 costs at today's prices are the paper's calibrated costs re-priced by the token mix the paper
 measured (§4.2): the calibration stays, only the prices move.
 
@@ -15,15 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from memcost import paper
+from memcost.catalog import CURRENT_PRICE_DATE, PRICE_TABLE_DATE, Price, price_for, price_successor
 from memcost.costs.model import CostConstants
-from memcost.models import EMBEDDING_MODEL, EXTRACTION_MODEL, READER_MODEL
-from memcost.prices import (
-    CURRENT_PRICE_DATE,
-    PRICE_TABLE_DATE,
-    Price,
-    price_for,
-    price_successor,
-)
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL, READER_MODEL
 from memcost.today.timeline import (
     PAPER_OUTPUT_TOKENS,
     PAPER_QUESTION_TOKENS,

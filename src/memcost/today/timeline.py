@@ -9,7 +9,7 @@ history is cached from the second question on. Here each question ``i`` arrives 
   retention policy and the time since the last request), the part of ``P_i`` it shares (the old
   history ``H_{i−1}``) is a cached read; the rest is written to the cache at the write price of
   the retention sold (or billed as plain input when nothing is cached). Above the long-context
-  tier threshold the whole request costs the tier's prices (:meth:`memcost.prices.Price.cost`);
+  tier threshold the whole request costs the tier's prices (:meth:`memcost.catalog.Price.cost`);
 * memory pays the write of the history it has not ingested yet (extraction, update and
   embeddings: all of ``H_1`` at the first question, the growth ``H_i − H_{i−1}`` later) and one
   read per question.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.prices import Price
+from memcost.catalog import Price
 from memcost.today.retention import Retention, cacheable_tokens, is_alive, retention_for
 
 PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implied by Tables 4-5

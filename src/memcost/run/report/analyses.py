@@ -148,7 +148,7 @@ def _simulated_cache(view: RunView) -> list[str]:
         "### Long-context prompt cache: SIMULATED, not measured",
         "",
         f"The offline backend has no provider cache, so notebook 03 replays its prompts "
-        f"through the prefix-cache rule (`memcost.prefix_cache`), questions {gaps} apart. "
+        f"through the prefix-cache rule (`memcost.catalog`), questions {gaps} apart. "
         "These shares are the rule's prediction in %: they are not in the ledger and not in "
         "any cost above.",
         "",

@@ -10,11 +10,11 @@ from typing import Any
 import pandas as pd
 
 from memcost import paper
-from memcost.datasets import PERSONAMEM_NAME_NOTE
+from memcost.catalog import stand_ins
 from memcost.io import write_csv
-from memcost.lifecycle import stand_ins
-from memcost.models import JUDGE_MODEL
+from memcost.paper import JUDGE_MODEL
 from memcost.params import client_option, normalise_execution
+from memcost.paths import PERSONAMEM_NAME_NOTE
 from memcost.run.report.markdown import md_table, usd
 from memcost.run.report.markdown import number as plain_number
 from memcost.run.report.results import accuracy_tables

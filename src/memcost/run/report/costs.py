@@ -40,7 +40,7 @@ def section_costs(view: RunView) -> list[str]:
     )
     lines += [
         f"Every call in `calls.sqlite`, priced with the dated price table "
-        f"(`memcost.prices`); basis: {'; '.join(basis)}. Writing is shown per conversation, "
+        f"(`memcost.catalog`); basis: {'; '.join(basis)}. Writing is shown per conversation, "
         f"answering and judging per question. Paid by this run: {usd(spent)}. Details per "
         "stage, user and question: `tables/cost_*.csv`.",
         "",

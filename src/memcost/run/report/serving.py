@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from memcost import paper
 from memcost.run.report.markdown import figure, md_table
 from memcost.run.report.view import RunView, read_csv
-from memcost.serving import published
 
 
 def _metrics(view: RunView) -> dict[str, Any] | None:
@@ -110,7 +110,7 @@ def section_serving(view: RunView) -> list[str]:
         lines += [
             f"**Sustained break-even against full history** ({model}; turns, `never` when "
             "memory is not cheaper at the last turn; the study at 400×200: "
-            f"{published.BREAK_EVEN_400_200})",
+            f"{paper.BREAK_EVEN_400_200})",
             "",
             md_table(
                 [[cell, *row] for cell, row in pivot.astype(str).iterrows()],

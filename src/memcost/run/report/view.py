@@ -15,10 +15,10 @@ import pandas as pd
 
 from memcost import paper
 from memcost.answers import offline_places, system_labels
-from memcost.datasets import DISPLAY_NAMES
+from memcost.catalog import canonical_name
 from memcost.manifest import read_manifest
-from memcost.models import PAPER_SETTINGS, canonical_name
-from memcost.paths import DatasetPaths, RunPaths
+from memcost.paper import PAPER_SETTINGS
+from memcost.paths import DISPLAY_NAMES, DatasetPaths, RunPaths
 
 DATASET_NAMES = DISPLAY_NAMES  # the report's titles are the datasets' display names
 PAPER_ORDER = ("longmemeval", "locomo", "personamem")  # the order of the paper's tables
@@ -95,7 +95,7 @@ class DatasetView:
 
     def paper_settings(self) -> tuple[bool, str]:
         """Did notebooks 01-04 run with the paper's models and a real backend? The paper's
-        settings are :data:`memcost.models.PAPER_SETTINGS` (any snapshot of a named model)."""
+        settings are :data:`memcost.catalog.PAPER_SETTINGS` (any snapshot of a named model)."""
         for step, wanted in PAPER_SETTINGS.items():
             params = self.parameters.get(step)
             if not params:
