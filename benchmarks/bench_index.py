@@ -1,4 +1,4 @@
-"""Benchmark of the per-user HNSW index (``memcost.vectorstore.faiss_store``) on offline-embedded
+"""Benchmark of the per-user HNSW index (``memcost.memory.faiss_store``) on offline-embedded
 facts.
 
 Facts are made like the offline extractor's facts on the bundled samples: template sentences
@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from memcost.llm import HashingEmbedder
-from memcost.vectorstore import faiss_index as index
-from memcost.vectorstore.base import EF_CONSTRUCTION, HNSW_M
-from memcost.vectorstore.faiss_store import FaissStore
+from memcost.memory import faiss_store as index
+from memcost.memory.faiss_store import FaissStore
+from memcost.memory.vectors import EF_CONSTRUCTION, HNSW_M
 
 DIMS = 1_536
 K = 20

@@ -31,8 +31,8 @@ from memcost.calls import read_calls
 from memcost.data import load, sample_path
 from memcost.data.benchmark import as_source
 from memcost.llm import make_client
+from memcost.memory import open_system, system_class, system_names
 from memcost.paths import RunPaths
-from memcost.systems import open_system, system_class, system_names
 
 DATASETS = ("locomo", "longmemeval", "personamem")
 

@@ -7,7 +7,7 @@ after the index scan, which yields about ``hnsw.ef_search`` candidates from ever
 script measures what that does at the paper's settings (``m = 16``, ``ef_construction = 64``,
 cosine, ``k = 20``) for:
 
-- ``faiss``: one FAISS ``IndexHNSWFlat`` per user (:mod:`memcost.vectorstore.faiss_store`, the
+- ``faiss``: one FAISS ``IndexHNSWFlat`` per user (:mod:`memcost.memory.faiss_store`, the
   default store);
 - ``pg-shared``: one pgvector table, one HNSW index, ``WHERE user_id = ...``;
 - ``pg-shared-planner``: the same table with the planner free to choose its plan (the other
@@ -51,11 +51,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memcost.vectorstore import faiss_index as index
-from memcost.vectorstore.base import SearchResult, VectorStore
-from memcost.vectorstore.embedded import PgServer
-from memcost.vectorstore.faiss_store import FaissStore
-from memcost.vectorstore.pgvector import PgVectorStore
+from memcost.memory import faiss_store as index
+from memcost.memory.faiss_store import FaissStore
+from memcost.memory.pgvector import PgServer, PgVectorStore
+from memcost.memory.vectors import SearchResult, VectorStore
 
 K = 20
 EF_VALUES = (10, 20, 40, 60, 80, 100, 200, 400, 1000)  # 1000: the most pgvector allows

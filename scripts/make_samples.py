@@ -98,8 +98,11 @@ def write_samples(root: Path = SAMPLE_DIR, seed: int = SEED) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/make_samples.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python scripts/make_samples.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, default=SAMPLE_DIR, help="output folder")
     parser.add_argument("--seed", type=int, default=SEED, help="random seed")
     args = parser.parse_args(argv)

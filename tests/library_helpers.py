@@ -12,9 +12,9 @@ import pytest
 from llm_helpers import api_client
 from test_memory import yoga_conversation
 
+from memcost.memory import open_system
+from memcost.memory.base import MemorySystem, SystemBuild, system_class
 from memcost.paths import RunPaths
-from memcost.systems import open_system
-from memcost.systems.base import MemorySystem, SystemBuild, system_class
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 from memcost.testing.stages import library_route
 

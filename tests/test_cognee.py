@@ -17,10 +17,8 @@ from llm_helpers import api_client
 from openai import OpenAI
 
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway
-from memcost.offline.cognee import offline_cognee_graph, offline_cognee_summary
-from memcost.paths import RunPaths
-from memcost.systems import cognee_library, open_system
-from memcost.systems.cognee_library import (
+from memcost.memory import cognee_library, open_system
+from memcost.memory.cognee_library import (
     Worker,
     context_items,
     dataset_name,
@@ -28,6 +26,8 @@ from memcost.systems.cognee_library import (
     session_documents,
     stored_items,
 )
+from memcost.offline import offline_cognee_graph, offline_cognee_summary
+from memcost.paths import RunPaths
 from memcost.testing.openai_server import FakeOpenAIServer
 
 CHUNK = (
@@ -193,7 +193,7 @@ def test_a_missing_or_wrong_cognee_environment_is_refused_in_one_line(tmp_path, 
     with pytest.raises(ValueError, match="has no cognee package; make setup-cognee"):
         cognee_library.ENVIRONMENT.version()
     with pytest.raises(ValueError, match="make setup-cognee"):
-        from memcost.systems import parse_systems
+        from memcost.memory import parse_systems
 
         parse_systems(["mem0_style", "cognee"])  # refused before anything runs
 

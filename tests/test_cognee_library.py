@@ -13,8 +13,8 @@ from library_helpers import PLANTED, build, needs
 from llm_helpers import api_client
 
 from memcost.calls import read_calls
+from memcost.memory.base import read_done
 from memcost.paths import RunPaths
-from memcost.systems.store import read_done
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), needs("cognee")]
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
-from test_memory import api_responder, yoga_conversation
+from test_memory import answer_from_memory, api_responder, yoga_conversation
 
-from memcost import memory
 from memcost.answers import AnswerWriter, load_answers
 from memcost.io import read_jsonl
 from memcost.llm import make_client
 from memcost.manifest import fingerprint
-from memcost.memory import MemoryBuilder, MemoryConfig
 from memcost.memory import facts as memory_files
-from memcost.retrieval import answer_from_memory
+from memcost.memory.facts import read_facts
+from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 QUESTIONS = pd.DataFrame(
@@ -156,7 +155,7 @@ def test_a_changed_turn_rebuilds_that_users_memory_only(run_paths):
     assert (rebuilt.built, rebuilt.resumed) == (["pair-2"], ["pair-1"])
     assert read_done(ds, "pair-1") == done["pair-1"]
     assert read_done(ds, "pair-2")["fingerprint"] != done["pair-2"]["fingerprint"]
-    facts = memory.read_facts(ds)
+    facts = read_facts(ds)
     texts = facts.loc[facts["conversation_id"] == "pair-2", "text"].str.cat(sep=" ")
     assert "four times" in texts and "three times" not in texts
 
@@ -202,5 +201,5 @@ def test_through_the_runner_a_changed_turn_rebuilds_that_user_only(tmp_path, cap
     for user in users[:-1]:
         assert memory_files.read_done(ds, user) == before[user]
     assert memory_files.read_done(ds, users[-1])["fingerprint"] != before[users[-1]]["fingerprint"]
-    facts = memory.read_facts(ds)
+    facts = read_facts(ds)
     assert facts.loc[facts["conversation_id"] == users[-1], "text"].str.contains("Lisbon").any()

@@ -10,8 +10,8 @@ from llm_helpers import TEST_KEY, api_client, question
 from test_memory import api_responder, yoga_conversation
 
 from memcost.io import read_json, read_jsonl
-from memcost.memory import MemoryBuilder, MemoryConfig
 from memcost.memory import facts as memory_files
+from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
 from memcost.run.presets import PresetError, check_fraction
 from memcost.run.report.failures import failure_lines
 from memcost.run.status import (

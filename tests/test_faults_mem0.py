@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from memcost.memory import open_system
+from memcost.memory.base import read_done
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.systems import open_system
-from memcost.systems.store import read_done
 from memcost.testing.openai_server import CHAT_PATH, Action
 from memcost.testing.stages import library_route, stage_server
 

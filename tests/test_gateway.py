@@ -14,11 +14,11 @@ from test_memory import yoga_conversation
 
 from memcost.calls import read_calls
 from memcost.llm import BudgetExceeded, LLMError
-from memcost.offline.mem0 import offline_mem0_extract, offline_mem0_update
+from memcost.memory import open_system
+from memcost.memory.base import read_done
+from memcost.memory.mem0_library import Mem0Library, route
+from memcost.offline import offline_mem0_extract, offline_mem0_update
 from memcost.paths import RunPaths
-from memcost.systems import open_system
-from memcost.systems.mem0_library import Mem0Library, route
-from memcost.systems.store import read_done
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 pytest.importorskip("mem0", reason="the mem0ai package (make setup installs it)")
@@ -150,7 +150,7 @@ def test_the_adapter_recognises_mem0s_prompts_and_refuses_others():
 def test_a_session_without_a_date_is_extracted_without_one():
     # PersonaMem's sessions have no date: the stand-in read the date line's "-" as a date and
     # failed every PersonaMem user of mem0
-    from memcost.offline.mem0 import NO_SESSION_DATE
+    from memcost.offline import NO_SESSION_DATE
 
     def facts(date: str) -> list[str]:
         content = f"Input:\nuser: Session date: {date}\nuser: Ana: I go to yoga twice a week now."
@@ -163,7 +163,7 @@ def test_a_session_without_a_date_is_extracted_without_one():
 
 
 def test_an_unsupported_mem0ai_is_refused_in_one_line(monkeypatch):
-    from memcost.systems import mem0_library
+    from memcost.memory import mem0_library
 
     monkeypatch.setattr(mem0_library.metadata, "version", lambda name: "2.2.1")
     with pytest.raises(

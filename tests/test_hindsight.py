@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from memcost.offline.hindsight import offline_hindsight_consolidate, offline_hindsight_retain
-from memcost.systems import hindsight_library
-from memcost.systems.hindsight_library import memory_positions, route, session_items
+from memcost.memory import hindsight_library
+from memcost.memory.hindsight_library import memory_positions, route, session_items
+from memcost.offline import offline_hindsight_consolidate, offline_hindsight_retain
 
 RETAIN_USER = (
     "Return valid json only.\n\nExtract facts from the following chunk.\n\nChunk: 1/1\n"

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from memcost.llm import HashingEmbedder
-from memcost.vectorstore import IndexMismatch
-from memcost.vectorstore import faiss_index as index
-from memcost.vectorstore.faiss_store import FaissStore
+from memcost.memory import faiss_store as index
+from memcost.memory.faiss_store import FaissStore
+from memcost.memory.vectors import IndexMismatch
 
 TEXTS = [
     "Ana goes to yoga three times a week.",

@@ -476,7 +476,7 @@ def test_failure_analysis_tags_with_and_without_facts(run_paths):
                     question_id=row.question_id,
                     conversation_id=row.conversation_id,
                     answer=answer,
-                    retrieved_fact_ids=retrieved.get(row.question_id, []),
+                    retrieved_item_ids=retrieved.get(row.question_id, []),
                 )
             )
     write_answers(ds, "long_context_gpt-5-mini", questions, lambda i, r: r.answer)

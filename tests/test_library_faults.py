@@ -11,8 +11,8 @@ import pytest
 from library_helpers import build, library_calls, needs, open_library
 
 from memcost.llm import BudgetExceeded, LLMError
+from memcost.memory.base import read_done
 from memcost.paths import RunPaths
-from memcost.systems.store import read_done
 from memcost.testing.openai_server import Action
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

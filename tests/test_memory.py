@@ -11,10 +11,24 @@ import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
 
-from memcost import memory
+from memcost import offline
 from memcost.calls import read_calls
 from memcost.llm import ChatRequest, ChatResult, Usage, make_client
-from memcost.memory import Candidate, MemoryBuilder, MemoryConfig
+from memcost.memory import open_system
+from memcost.memory.base import embed_groups
+from memcost.memory.facts import FACT_SCHEMA, load_facts, load_updates, read_facts, user_stats
+from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
+from memcost.memory.reader import answer_with_system
+from memcost.memory.segments import (
+    Candidate,
+    Segment,
+    candidates_from,
+    extraction_request,
+    parse_extraction,
+    segment_conversation,
+    split_text,
+)
+from memcost.memory.update import UserMemory, apply_decisions, parse_update, resolve_decisions
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 # --- Hand-made conversations --------------------------------------------------------------------
@@ -110,6 +124,16 @@ def build(run, turns: pd.DataFrame, users: list[str] | None = None, client=None,
     return ds, builder, builder.run(turns, users)
 
 
+def answer_from_memory(client, ds, questions, turns, *, dataset="locomo", **settings):
+    """Notebook 02's answers of the paper's memory: its system, through the common reader."""
+    reading = {k: settings.pop(k) for k in ("reader_model", "mode") if k in settings}
+    system = open_system("mem0_style", ds, dataset=dataset, settings=settings)
+    try:
+        return answer_with_system(client, system, questions, turns, **reading)
+    finally:
+        system.close()
+
+
 # --- Segmentation -------------------------------------------------------------------------------
 
 
@@ -134,7 +158,7 @@ def test_segments_respect_both_limits_and_record_splits():
             ),
         ],
     )
-    segments, splits = memory.segment_conversation(turns, batch_size=10, max_chars=8_000)
+    segments, splits = segment_conversation(turns, batch_size=10, max_chars=8_000)
 
     first_session = [s for s in segments if s.session_index == 0]
     assert [len(s.messages) for s in first_session] == [10, 10, 3]  # system message left out
@@ -160,22 +184,22 @@ def test_segments_respect_both_limits_and_record_splits():
 
 def test_split_text_is_lossless_and_bounded():
     text = "word " * 3_000 + "end"
-    parts = memory.split_text(text, 1_000)
+    parts = split_text(text, 1_000)
     assert "".join(parts) == text
     assert all(len(p) <= 1_000 for p in parts) and len(parts) == 16
-    assert memory.split_text("short", 1_000) == ["short"]
+    assert split_text("short", 1_000) == ["short"]
 
 
 # --- Offline extraction -------------------------------------------------------------------------
 
 
-def extract_offline(segment: memory.Segment) -> list[dict[str, Any]]:
-    request = memory.extraction_request(segment, dataset="test")
-    return memory.parse_extraction(memory.offline_extract(request))
+def extract_offline(segment: Segment) -> list[dict[str, Any]]:
+    request = extraction_request(segment, dataset="test")
+    return parse_extraction(offline.offline_extract(request))
 
 
 def test_offline_extraction_keeps_the_persons_informative_sentences():
-    segments, _ = memory.segment_conversation(yoga_conversation())
+    segments, _ = segment_conversation(yoga_conversation())
     facts = extract_offline(segments[0])
     assert [f["text"] for f in facts] == [
         "On 1 March 2023, Ana said: I started going to yoga twice a week at a studio near my "
@@ -183,7 +207,7 @@ def test_offline_extraction_keeps_the_persons_informative_sentences():
         "On 1 March 2023, Ben said: I adopted a beagle called Pretzel in January.",
     ]
     assert [(f["speaker"], f["turns"]) for f in facts] == [("Ana", [2]), ("Ben", [3])]
-    candidates = memory.candidates_from(segments[0], facts, backend="offline", prompt_version="v")
+    candidates = candidates_from(segments[0], facts, backend="offline", prompt_version="v")
     assert [(c.positions, c.dia_ids) for c in candidates] == [((1,), ("D1:2",)), ((2,), ("D1:3",))]
     assert candidates[0].session_datetime == "2023-03-01T10:00:00"  # the session's, not today
 
@@ -213,7 +237,7 @@ def test_offline_extraction_uses_only_the_user_and_skips_the_persona_message():
             ),
         ],
     )
-    facts = extract_offline(memory.segment_conversation(turns)[0][0])
+    facts = extract_offline(segment_conversation(turns)[0][0])
     assert [f["text"] for f in facts] == [
         "On 7 March 2023, the user said: I'm organising a surprise party for my sister "
         "Hannah's 30th.",
@@ -235,12 +259,12 @@ def test_offline_extraction_uses_only_the_user_and_skips_the_persona_message():
             )
         ],
     )
-    segment = memory.segment_conversation(persona)[0][0]
+    segment = segment_conversation(persona)[0][0]
     assert [m.role for m in segment.messages] == ["user"]
     assert [f["text"] for f in extract_offline(segment)] == [
         "The user said: I go bouldering on Commercial Drive three evenings a week."
     ]
-    request = memory.extraction_request(segment, dataset="personamem_v2")
+    request = extraction_request(segment, dataset="personamem_v2")
     assert "Session date: unknown" in request.messages[-1][1]
 
 
@@ -249,14 +273,14 @@ def test_offline_extraction_uses_only_the_user_and_skips_the_persona_message():
 
 def test_update_phase_turns_twice_then_three_times_a_week_into_one_current_fact(run_paths):
     ds, _, report = build(run_paths, yoga_conversation())
-    facts = memory.load_facts(ds)
+    facts = load_facts(ds)
     yoga = facts.loc[facts["text"].str.contains("yoga")]
     assert yoga["status"].tolist() == ["superseded", "active"]
     old, new = yoga.iloc[0], yoga.iloc[1]
     assert "three times a week" in new["text"] and "twice a week" in old["text"]
     assert old["superseded_by"] == new["fact_id"] and new["replaces"] == old["fact_id"]
     assert new["created_by"] == "UPDATE" and list(new["source_dia_ids"]) == ["D2:1"]
-    updates = memory.load_updates(ds)
+    updates = load_updates(ds)
     update = updates.loc[updates["decision"] == "UPDATE"].iloc[0]
     assert update["target_fact_id"] == old["fact_id"] and update["fact_id"] == new["fact_id"]
     assert old["fact_id"] in update["compared_fact_ids"]
@@ -269,9 +293,9 @@ def test_update_phase_turns_twice_then_three_times_a_week_into_one_current_fact(
 
 def test_update_phase_off_keeps_the_stale_fact(run_paths):
     ds, _, _ = build(run_paths, yoga_conversation(), update_phase=False)
-    facts = memory.load_facts(ds)
+    facts = load_facts(ds)
     assert facts.loc[facts["text"].str.contains("yoga"), "status"].tolist() == ["active", "active"]
-    assert set(memory.load_updates(ds)["decision"]) == {"ADD"}
+    assert set(load_updates(ds)["decision"]) == {"ADD"}
 
 
 @pytest.mark.parametrize(
@@ -286,7 +310,7 @@ def test_update_phase_off_keeps_the_stale_fact(run_paths):
     ],
 )
 def test_lexical_update_rule(candidate, stored, expected):
-    assert memory.lexical_decision(candidate, stored, names=["Ana"]) == expected
+    assert offline.lexical_decision(candidate, stored, names=["Ana"]) == expected
 
 
 def _candidate(text: str, n: int) -> Candidate:
@@ -309,7 +333,7 @@ def _candidate(text: str, n: int) -> Candidate:
 
 
 def test_model_decisions_are_checked_before_they_are_applied():
-    store = memory.UserMemory("u")
+    store = UserMemory("u")
     stored = [
         Candidate(
             "u",
@@ -368,11 +392,11 @@ def test_model_decisions_are_checked_before_they_are_applied():
         False,
         0.1,
         1,
-        parsed=memory.parse_update(json.dumps(reply)),
+        parsed=parse_update(json.dumps(reply)),
     )
     ids = {"m1": "u:f0", "m2": "u:f1"}
-    decisions = memory.resolve_decisions(candidates, [["u:f0", "u:f1"]] * 5, result, ids)
-    records = memory.apply_decisions(store, decisions, {0: np.ones(8, np.float32) / 2})
+    decisions = resolve_decisions(candidates, [["u:f0", "u:f1"]] * 5, result, ids)
+    records = apply_decisions(store, decisions, {0: np.ones(8, np.float32) / 2})
     assert [r["decision"] for r in records] == ["UPDATE", "UPDATE", "DELETE", "ADD", "ADD"]
     # The second UPDATE of the same memory follows it to the fact the first one wrote.
     assert [r["target_fact_id"] for r in records[:3]] == ["u:f0", "u:f2", "u:f1"]
@@ -400,7 +424,7 @@ def test_a_rerun_skips_finished_users_and_records_no_call_twice(run_paths):
     turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")])
     ds, builder, first = build(run_paths, turns)
     calls = run_paths.calls.read_text().splitlines()
-    facts = memory.load_facts(ds)
+    facts = load_facts(ds)
     assert first.built == ["pair-1", "pair-2"] and first.resumed == []
 
     again = builder.run(turns, ["pair-1", "pair-2"])
@@ -415,7 +439,7 @@ def test_a_rerun_skips_finished_users_and_records_no_call_twice(run_paths):
     )
     assert redo.built == ["pair-2"] and redo.resumed == ["pair-1"]
     assert len(run_paths.calls.read_text().splitlines()) == len(calls)
-    pd.testing.assert_frame_equal(memory.load_facts(ds), facts)
+    pd.testing.assert_frame_equal(load_facts(ds), facts)
 
     # Other settings: the finished users are built again.
     changed = MemoryBuilder(
@@ -427,7 +451,7 @@ def test_a_rerun_skips_finished_users_and_records_no_call_twice(run_paths):
 def test_a_user_without_turns_gets_an_empty_memory(run_paths):
     ds, builder, report = build(run_paths, yoga_conversation(), users=["pair-1", "ghost"])
     assert report.built == ["ghost", "pair-1"]
-    stats = memory.user_stats(ds, ["pair-1", "ghost"])
+    stats = user_stats(ds, ["pair-1", "ghost"])
     assert stats.set_index("conversation_id").loc["ghost", "active_facts"] == 0
     assert len(pd.read_parquet(ds.memory / "index" / "ghost.parquet")) == 0
 
@@ -531,7 +555,7 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     assert {r["stage"] for r in records} == {"extract", "update", "embed"}
     assert all(r["dataset"] == "locomo" and r["conversation_id"] == "pair-1" for r in records)
 
-    facts = memory.load_facts(ds)
+    facts = load_facts(ds)
     assert facts[["text", "status", "created_by"]].values.tolist() == [
         ["Ana goes to yoga twice a week.", "superseded", "ADD"],
         ["Ben has a beagle named Pretzel.", "active", "ADD"],
@@ -550,7 +574,7 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     ]
     assert facts["backend"].tolist() == ["openai"] * 3
     assert facts["prompt_version"].tolist()[-1] == "memory_update@v1"
-    update = memory.load_updates(ds)
+    update = load_updates(ds)
     assert update.loc[update["decision"] == "UPDATE", "backend"].tolist() == ["openai"]
 
 
@@ -560,17 +584,17 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
 def test_read_facts_names_notebook_01_or_returns_none_when_asked(run_paths):
     ds = run_paths.dataset("locomo").ensure()
     with pytest.raises(FileNotFoundError, match=r"facts\.parquet.*01_extract_facts\.ipynb"):
-        memory.read_facts(ds)
-    assert memory.read_facts(ds, missing_ok=True) is None
+        read_facts(ds)
+    assert read_facts(ds, missing_ok=True) is None
     build(run_paths, yoga_conversation())
-    facts = memory.read_facts(ds, missing_ok=True)
-    assert len(facts) == 4 and list(facts.columns) == memory.FACT_SCHEMA.names
+    facts = read_facts(ds, missing_ok=True)
+    assert len(facts) == 4 and list(facts.columns) == FACT_SCHEMA.names
 
 
 def test_embed_groups_counts_truncated_inputs_like_the_client(run_paths):
     client = offline_client(run_paths)
     too_long = "garden " * 9_000  # over the API's 8,192 tokens per input
-    vectors = memory.embed_groups(
+    vectors = embed_groups(
         client, [(["short fact", too_long], {"dataset": "t"}), ([""], {"dataset": "t"})]
     )
     assert [v.shape[0] for v in vectors] == [2, 1] and not vectors[1].any()

@@ -13,13 +13,13 @@ from test_memory import make_turns, yoga_conversation
 from memcost.answers import system_kind
 from memcost.calls import read_calls
 from memcost.llm import make_client
-from memcost.systems import open_system, parse_systems, system_names
-from memcost.systems.answer import answer_with_system
-from memcost.systems.graph import GraphMemory
-from memcost.systems.hierarchical import WorkingSet
-from memcost.systems.observational import ObservationalMemory
-from memcost.systems.store import read_user
-from memcost.systems.stored import user_lines
+from memcost.memory import open_system, parse_systems, system_names
+from memcost.memory.base import read_user
+from memcost.memory.graph import GraphMemory
+from memcost.memory.hierarchical import WorkingSet
+from memcost.memory.observational import ObservationalMemory
+from memcost.memory.reader import answer_with_system
+from memcost.memory.stored import user_lines
 from memcost.text import count_tokens
 
 
@@ -391,7 +391,7 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
 
 
 def test_questions_short_of_top_k_count_only_users_who_hold_enough():
-    from memcost.systems.answer import short_of_top_k
+    from memcost.memory.reader import short_of_top_k
 
     retrieved = pd.Series([["a"] * 20, ["a"] * 3, ["a"] * 3, []])
     users = pd.Series(["big", "big", "small", "empty"])
@@ -401,7 +401,7 @@ def test_questions_short_of_top_k_count_only_users_who_hold_enough():
 
 
 def test_one_gate_rule_for_both_studies():
-    from memcost.systems.observational import ObservationGates
+    from memcost.memory.observational import ObservationGates
 
     gates = ObservationGates(observer_tokens=10, reflector_tokens=25)
     assert [gates.add(n) for n in (4, 5, 1)] == [False, False, True]  # on reaching it, not after
@@ -412,14 +412,14 @@ def test_one_gate_rule_for_both_studies():
 def test_the_serving_study_serves_the_main_studys_memory_systems():
     """No second Mem0 and no second observational memory: notebook 06's are this package's
     systems, made with the serving study's settings and served turn by turn."""
-    from memcost.serving.replay import make_system
-    from memcost.serving.systems import ServingConfig
-    from memcost.systems.mem0_live import Mem0Live
-    from memcost.systems.observational import (
+    from memcost.memory.mem0_style import Mem0Live
+    from memcost.memory.observational import (
         ObservationalLive,
         ObservationalMemory,
         ObservationGates,
     )
+    from memcost.serving.replay import make_system
+    from memcost.serving.systems import ServingConfig
 
     config = ServingConfig(ingest_interval=7, mem0_top_k=4, observer_tokens=900)
     mem0 = make_system("mem0", config).live

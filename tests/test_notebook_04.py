@@ -93,7 +93,7 @@ def write_inputs(ds) -> tuple[pd.DataFrame, int]:
             memory.write(
                 dict(
                     record,
-                    retrieved_fact_ids=[f"{row.conversation_id}:f{i % 3}"],
+                    retrieved_item_ids=[f"{row.conversation_id}:f{i % 3}"],
                     retrieved_scores=[0.5],
                     retrieved_tokens=12,
                     search_latency_s=0.01,

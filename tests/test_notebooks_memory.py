@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memcost import memory
 from memcost.calls import read_calls
 from memcost.io import read_json, read_jsonl
+from memcost.memory.segments import plan_users
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset, notebook_parameters
 
@@ -65,7 +65,7 @@ def cell_texts(notebook: Path) -> list[str]:
 def test_notebook_01_walks_one_user_through_the_update_phase_before_the_build(memory_run):
     ds = memory_run.dataset("locomo")
     outputs = cell_texts(ds.notebooks / "01_extract_facts.ipynb")
-    build = next(i for i, text in enumerate(outputs) if "users, skipped" in text)
+    build = next(i for i, text in enumerate(outputs) if "extraction calls" in text)
 
     def first(marker: str) -> int:
         return next(i for i, text in enumerate(outputs) if marker in text)
@@ -106,7 +106,7 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
     active = facts.loc[facts["status"] == "active"]
     conversations = pd.read_parquet(ds.conversations)
     users = sorted(conversations["conversation_id"].unique())
-    plans = memory.plan_users(conversations, users)
+    plans = plan_users(conversations, users)
     assert m01["users"] == len(users) == 2 and m01["users_built"] == 2
     assert m01["segments"] == sum(len(p.segments) for p in plans.values()) == 18
     assert m01["segments_failed"] == 0 and m01["split_messages"] == 0

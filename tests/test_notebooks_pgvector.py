@@ -10,12 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import memory
 from memcost.io import read_json, read_jsonl
+from memcost.memory.facts import read_facts
+from memcost.memory.pgvector import PgServer, PgVectorStore, ServerUnavailable, provider
+from memcost.memory.search import store_table
 from memcost.run import run_preset
-from memcost.vectorstore.embedded import PgServer, ServerUnavailable, provider
-from memcost.vectorstore.factory import store_table
-from memcost.vectorstore.pgvector import PgVectorStore
 
 pytestmark = pytest.mark.timeout(300)
 # The paper's memory alone: the smoke preset's other memory systems keep their items in files of
@@ -51,13 +50,13 @@ def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
     assert entry["server"]["pgdata"] == str(run.root / "pgvector" / "pgdata")
     assert not list((ds.memory / "index").glob("*.faiss"))  # nothing went to FAISS files
 
-    facts = memory.read_facts(ds)
+    facts = read_facts(ds)
     active = facts.loc[facts["status"] == "active"]
     answers = read_jsonl(ds.answers / "answers_memory.jsonl")
     questions = pd.read_parquet(ds.data / "questions.parquet")
     assert len(answers) == len(questions) and all(a["answer"] for a in answers)
     for a in answers:  # isolation: only the question's user's facts come back
-        assert all(f.startswith(f"{a['conversation_id']}:") for f in a["retrieved_fact_ids"])
+        assert all(f.startswith(f"{a['conversation_id']}:") for f in a["retrieved_item_ids"])
     m02 = read_json(ds.metrics / "02_answer_from_memory.json")["metrics"]
     assert m02["vector_store"] == "pgvector" and m02["cross_user_retrievals"] == 0
     assert 0 < m02["store_returned_mean"] <= 20 and 0 < m02["store_recall_at_20"] <= 1

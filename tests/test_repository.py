@@ -140,9 +140,8 @@ def test_the_pgvector_store_defaults_to_the_layout_that_returns_top_k_at_any_sca
     is the latter in every place a run opens the store; the trap stays one parameter away."""
     import inspect
 
-    from memcost.memory.vector_store import open_run_store
+    from memcost.memory.search import open_run_store, open_store
     from memcost.params import notebook_defaults
-    from memcost.vectorstore.factory import open_store
 
     for stem in ("01_extract_facts", "02_answer_from_memory"):
         assert notebook_defaults(NOTEBOOKS_DIR / f"{stem}.ipynb")["pgvector_layout"] == "per_user"

@@ -6,17 +6,24 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from llm_helpers import TEST_KEY, api_client
-from test_memory import api_responder, build, make_turns, yoga_conversation
+from test_memory import answer_from_memory, api_responder, build, make_turns, yoga_conversation
 
-from memcost import answers, retrieval
+from memcost import answers, offline
 from memcost.answers import REQUIRED_FIELDS
 from memcost.calls import read_calls
 from memcost.io import read_jsonl
 from memcost.llm import make_client
-from memcost.memory import index_dir
-from memcost.retrieval.recall import TurnEvidence, covered_positions
+from memcost.memory.facts import index_dir
+from memcost.memory.faiss_store import FaissStore
+from memcost.memory.reader import (
+    TurnEvidence,
+    covered_positions,
+    evidence_coverage,
+    evidence_units,
+    reader_request,
+)
+from memcost.memory.search import MemoryStore, Retrieved, retrieve
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
-from memcost.vectorstore.faiss_store import FaissStore
 
 
 def make_questions(rows: list[tuple]) -> pd.DataFrame:
@@ -41,7 +48,7 @@ def make_questions(rows: list[tuple]) -> pd.DataFrame:
 def answer(run, turns, questions, *, users=None, client=None, **options):
     ds, _, _ = build(run, turns, users=users, client=client)
     client = client or make_client(run, progress=False)
-    report = retrieval.answer_from_memory(client, ds, questions, turns, dataset="locomo", **options)
+    report = answer_from_memory(client, ds, questions, turns, dataset="locomo", **options)
     return ds, report, answers.load_answers(ds, "memory").set_index("question_id")
 
 
@@ -72,19 +79,19 @@ def test_evidence_units_and_coverage_on_a_hand_made_case():
             ),
         ],
     )
-    units = retrieval.evidence_units(["D1:2", "D7:7", "ans_1", "ans_2"], turns)
+    units = evidence_units(["D1:2", "D7:7", "ans_1", "ans_2"], turns)
     assert units == [frozenset({1}), frozenset({3}), frozenset({4, 5})]  # D7:7 points nowhere
     facts = pd.DataFrame({"source_positions": [[0], [2], [5]]})
     # D1:2 not covered (only D1:1), ans_1 not covered by its unflagged turn, ans_2 covered.
-    assert retrieval.evidence_coverage(units, facts) == pytest.approx(1 / 3)
+    assert evidence_coverage(units, facts) == pytest.approx(1 / 3)
     facts = pd.DataFrame({"source_positions": [[1, 3], [4]]})
-    assert retrieval.evidence_coverage(units, facts) == 1.0
-    assert retrieval.evidence_coverage([], facts) is None
+    assert evidence_coverage(units, facts) == 1.0
+    assert evidence_coverage([], facts) is None
     # a user's look-ups, made once, give every question the same answer
     lookup = TurnEvidence(turns)
     assert lookup.units(["D1:2", "D7:7", "ans_1", "ans_2"]) == units
     assert lookup.units(["ans_2", "D1:1"]) == [frozenset({4, 5}), frozenset({0})]
-    assert retrieval.evidence_coverage(units[:2], covered_positions(facts)) == 1.0
+    assert evidence_coverage(units[:2], covered_positions(facts)) == 1.0
 
 
 def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):
@@ -106,14 +113,14 @@ def test_two_users_with_identical_facts_never_retrieve_each_other(run_paths):
     assert report.answered == 2
     texts = {}
     for user in ("pair-1", "pair-2"):
-        ids = got.loc[f"{user}-q", "retrieved_fact_ids"]
+        ids = got.loc[f"{user}-q", "retrieved_item_ids"]
         assert len(ids) == 3 and all(f.startswith(f"{user}:") for f in ids)
         facts = pd.read_parquet(ds.memory / "facts.parquet").set_index("fact_id")
         texts[user] = sorted(facts.loc[ids, "text"])
     assert texts["pair-1"] == texts["pair-2"]  # the same facts, each user's own copy
-    store = retrieval.MemoryStore(ds, FaissStore(0, folder=index_dir(ds)))
+    store = MemoryStore(ds, FaissStore(0, folder=index_dir(ds)))
     vector = store.vectors("pair-2")[0]  # a pair-2 fact, searched in pair-1's index
-    found = retrieval.retrieve(store, "pair-1", vector, top_k=20)
+    found = retrieve(store, "pair-1", vector, top_k=20)
     assert found.fact_ids and all(f.startswith("pair-1:") for f in found.fact_ids)
     assert found.scores[0] == pytest.approx(1.0, abs=4e-3)  # its identical twin, not itself
 
@@ -150,8 +157,8 @@ def test_offline_answers_and_evidence_recall(run_paths):
     assert now["evidence_recall"] == 1.0 and now["evidence_in_memory"] == 1.0
     # The first yoga fact was superseded by the update: the memory no longer holds it.
     assert start["evidence_in_memory"] == 0.0 and start["evidence_recall"] == 0.0
-    assert none["answer"] == retrieval.NO_INFORMATION and pd.isna(none["evidence_recall"])
-    assert all(len(ids) == 2 for ids in got["retrieved_fact_ids"])
+    assert none["answer"] == offline.NO_INFORMATION and pd.isna(none["evidence_recall"])
+    assert all(len(ids) == 2 for ids in got["retrieved_item_ids"])
     assert got["index_recall"].tolist() == [1.0, 1.0, 1.0]
     assert (got["retrieved_tokens"] > 10).all() and (got["search_latency_s"] > 0).all()
 
@@ -160,8 +167,8 @@ def test_an_empty_memory_answers_that_it_has_no_information(run_paths):
     questions = make_questions([("q", "ghost", "Where does Ana live?", "Porto", [], None)])
     _, report, got = answer(run_paths, yoga_conversation(), questions, users=["pair-1", "ghost"])
     row = got.loc["q"]
-    assert row["answer"] == retrieval.NO_INFORMATION
-    assert list(row["retrieved_fact_ids"]) == [] and row["retrieved_tokens"] == 0
+    assert row["answer"] == offline.NO_INFORMATION
+    assert list(row["retrieved_item_ids"]) == [] and row["retrieved_tokens"] == 0
     assert report.errors == 0
 
 
@@ -200,13 +207,13 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
         assert len(dated) == 1 and "Question date: Saturday 20 May 2023, 09:15" in dated[0]
         assert "- [11 April 2023] Ana goes to yoga three times a week" in dated[0]
 
-        again = retrieval.answer_from_memory(client, ds, questions, turns, dataset="locomo")
+        again = answer_from_memory(client, ds, questions, turns, dataset="locomo")
         assert again.answered == 0 and again.resumed == 2
 
     record = read_jsonl(ds.answers_file("memory"))[0]
     for name in (
         *REQUIRED_FIELDS,
-        "retrieved_fact_ids",
+        "retrieved_item_ids",
         "retrieved_scores",
         "retrieved_tokens",
         "search_latency_s",
@@ -242,18 +249,16 @@ def test_multiple_choice_reader_lists_options_in_the_judges_order():
             "session_datetime": [None, None],
         }
     )
-    found = retrieval.Retrieved(("u1:f0", "u1:f1"), (0.9, 0.1), facts, 0.0, None)
-    request = retrieval.reader_request(
-        question, found, dataset="personamem_v2", mode="multiple_choice"
-    )
+    found = Retrieved(("u1:f0", "u1:f1"), (0.9, 0.1), facts, 0.0, None)
+    request = reader_request(question, found, dataset="personamem_v2", mode="multiple_choice")
     mc = answers.multiple_choice("pm-7", options)
     assert mc.render() in request.messages[-1][1]
     assert answers.MC_ANSWER_INSTRUCTION in request.messages[-1][1]
-    answer = retrieval.offline_reader(request)
+    answer = offline.offline_reader(request)
     assert mc.option(answers.parse_choice(answer, mc)) == "Oat milk"
     # open-ended mode keeps the question bare and answers from the facts
-    open_request = retrieval.reader_request(question, found, dataset="personamem_v2")
+    open_request = reader_request(question, found, dataset="personamem_v2")
     assert "Options:" not in open_request.messages[-1][1]
-    assert retrieval.offline_reader(open_request) == "Ana switched to oat milk in May."
+    assert offline.offline_reader(open_request) == "Ana switched to oat milk in May."
     with pytest.raises(ValueError, match="mode must be one of"):
-        retrieval.reader_request(question, found, dataset="personamem_v2", mode="mc")
+        reader_request(question, found, dataset="personamem_v2", mode="mc")

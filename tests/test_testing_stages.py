@@ -9,10 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import answers, data, judge, longctx, memory, prompts
+from memcost import answers, data, judge, longctx, prompts
 from memcost.answers import AnswerWriter
 from memcost.llm import ChatRequest, parse_json
 from memcost.llm.requests import reask_request
+from memcost.memory.facts import memory_users
+from memcost.memory.segments import extraction_request, parse_extraction, plan_users
+from memcost.memory.update import parse_update, render_memories_for_update
 from memcost.paths import RunPaths
 from memcost.testing import stages
 
@@ -36,15 +39,15 @@ def locomo(tmp_path_factory):
 
 def test_extraction_facts_come_from_the_people_and_cite_their_messages(locomo):
     _, conversations, questions = locomo
-    users = memory.memory_users(conversations, questions)
-    plans = memory.plan_users(conversations, users)
+    users = memory_users(conversations, questions)
+    plans = plan_users(conversations, users)
     replies = 0
     for plan in plans.values():
         for segment in plan.segments:
-            request = memory.extraction_request(segment, dataset="locomo")
+            request = extraction_request(segment, dataset="locomo")
             assert stages.stage_of(body(request)) == stages.EXTRACT
             reply = json.dumps(stages.extract_reply(request.messages[-1][1]))
-            facts = memory.parse_extraction(reply)
+            facts = parse_extraction(reply)
             numbers = {m.number: m.speaker for m in segment.person_messages}
             for fact in facts:
                 assert fact["turns"] and all(numbers[t] == fact["speaker"] for t in fact["turns"])
@@ -65,12 +68,12 @@ def test_update_decisions_name_only_the_listed_memories():
         "Ana said: I stopped going to yoga twice a week.",
     ]
     messages = prompts.MEMORY_UPDATE.messages(
-        memories=memory.render_memories_for_update(stored),
+        memories=render_memories_for_update(stored),
         when="latest conversation",
         facts="\n".join(f"{i + 1}. {f}" for i, f in enumerate(facts)),
     )
     assert stages.stage_of(body(messages)) == stages.UPDATE
-    decisions = memory.parse_update(json.dumps(stages.update_reply(messages[-1][1])))
+    decisions = parse_update(json.dumps(stages.update_reply(messages[-1][1])))
     assert [(d["fact"], d["event"], d["memory_id"]) for d in decisions] == [
         (1, "UPDATE", "m1"),
         (2, "NOOP", "m2"),
@@ -147,10 +150,8 @@ def test_judge_verdicts_parse_and_follow_the_reference(locomo):
 
 def test_malformed_replies_are_seeded_and_the_reask_repairs_them(locomo):
     _, conversations, questions = locomo
-    plans = memory.plan_users(conversations, memory.memory_users(conversations, questions))
-    requests = [
-        memory.extraction_request(s, dataset="locomo") for p in plans.values() for s in p.segments
-    ]
+    plans = plan_users(conversations, memory_users(conversations, questions))
+    requests = [extraction_request(s, dataset="locomo") for p in plans.values() for s in p.segments]
     responder = stages.StageResponder(seed=0, malformed_every=3)
     broken = [r for r in requests if responder.breaks(body(r))]
     assert 0 < len(broken) < len(requests)
@@ -162,7 +163,7 @@ def test_malformed_replies_are_seeded_and_the_reask_repairs_them(locomo):
             parse_json(reply)
         again = reask_request(request, reply, "unparseable reply", 1)
         assert stages.is_reask(body(again)) and not responder.breaks(body(again))
-        memory.parse_extraction(responder(body(again)))
+        parse_extraction(responder(body(again)))
     assert not stages.StageResponder(malformed_every=0).breaks(body(broken[0]))
 
 

@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcost.vectorstore.embedded import PgServer, ServerUnavailable, provider
-from memcost.vectorstore.faiss_store import FaissStore
-from memcost.vectorstore.pgvector import PgVectorStore
+from memcost.memory.faiss_store import FaissStore
+from memcost.memory.pgvector import PgServer, PgVectorStore, ServerUnavailable, provider
 
 DIMS = 32
 _tables = itertools.count()
@@ -122,7 +121,7 @@ def test_failed_rebuild_keeps_the_previous_facts(pg_dsn, layout):
 
 KILLED_BUILD = """
 import sys, numpy as np
-from memcost.vectorstore.pgvector import PgVectorStore
+from memcost.memory.pgvector import PgVectorStore
 store = PgVectorStore(sys.argv[1], 32, layout=sys.argv[2], table=sys.argv[3])
 x = np.random.default_rng(0).normal(size=(40000, 32)).astype(np.float32)
 x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -240,7 +239,7 @@ def test_server_restart_finds_the_data_and_reports_versions(pg_dsn):
 
 
 def test_open_store_names_the_store_and_server(pg_dsn):
-    from memcost.vectorstore.factory import manifest_entry, open_store
+    from memcost.memory.search import manifest_entry, open_store
 
     with open_store("faiss", 8) as store:
         assert manifest_entry(store)["vector_store"] == "faiss"

@@ -47,4 +47,3 @@ def hex_id(rng: random.Random, n: int = 8) -> str:
 
 def json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-

@@ -21,23 +21,40 @@ from samplegen.longmemeval import FILLERS
 from samplegen.personamem import Persona, _persona_mei, _persona_tomas
 
 QUESTIONS_32K_COLUMNS = [
-    "persona_id", "question_id", "question_type", "topic", "context_length_in_tokens",
-    "context_length_in_letters", "distance_to_ref_in_blocks", "distance_to_ref_in_tokens",
-    "num_irrelevant_tokens", "distance_to_ref_proportion_in_context",
-    "user_question_or_message", "correct_answer", "all_options", "shared_context_id",
+    "persona_id",
+    "question_id",
+    "question_type",
+    "topic",
+    "context_length_in_tokens",
+    "context_length_in_letters",
+    "distance_to_ref_in_blocks",
+    "distance_to_ref_in_tokens",
+    "num_irrelevant_tokens",
+    "distance_to_ref_proportion_in_context",
+    "user_question_or_message",
+    "correct_answer",
+    "all_options",
+    "shared_context_id",
     "end_index_in_shared_context",
 ]
 QUESTION_TYPES = [
-    "recall_user_shared_facts", "recalling_facts_mentioned_by_the_user",
-    "track_full_preference_evolution", "recalling_the_reasons_behind_previous_updates",
-    "provide_preference_aligned_recommendations", "suggest_new_ideas",
+    "recall_user_shared_facts",
+    "recalling_facts_mentioned_by_the_user",
+    "track_full_preference_evolution",
+    "recalling_the_reasons_behind_previous_updates",
+    "provide_preference_aligned_recommendations",
+    "suggest_new_ideas",
     "generalizing_to_new_scenarios",
 ]
 
 
 def _context(persona: Persona, filler: list[tuple[str, str]]) -> list[dict[str, str]]:
-    system = ("Current user persona: " + persona.profile["short_persona"] + ". "
-              + json.dumps(persona.profile, ensure_ascii=False))
+    system = (
+        "Current user persona: "
+        + persona.profile["short_persona"]
+        + ". "
+        + json.dumps(persona.profile, ensure_ascii=False)
+    )
     chat = [{"role": "system", "content": system}]
     chat += [{"role": r, "content": c} for r, c in filler]
     chat += [{"role": m.role, "content": m.content} for m in persona.messages]
@@ -67,15 +84,22 @@ def build_personamem32k(rng: random.Random) -> tuple[list[dict[str, Any]], list[
         offset = 1 + len(filler)
         for query in persona.queries[:4]:
             end = _end_index(persona, query, offset)
-            rows.append(_row(persona, query, next(kinds), chat, context_id, end, rng,
-                             count_tokens))
+            rows.append(_row(persona, query, next(kinds), chat, context_id, end, rng, count_tokens))
     order = list(range(len(rows)))
     rng.shuffle(order)
     return [rows[i] for i in order], contexts
 
 
-def _row(persona: Persona, query: dict[str, Any], kind: str, chat: list[dict[str, str]],
-         context_id: str, end: int, rng: random.Random, count: Any) -> dict[str, Any]:
+def _row(
+    persona: Persona,
+    query: dict[str, Any],
+    kind: str,
+    chat: list[dict[str, str]],
+    context_id: str,
+    end: int,
+    rng: random.Random,
+    count: Any,
+) -> dict[str, Any]:
     options = [query["correct"], *query["incorrect"][:3]]
     rng.shuffle(options)
     letters = "abcd"
@@ -95,8 +119,10 @@ def _row(persona: Persona, query: dict[str, Any], kind: str, chat: list[dict[str
         "distance_to_ref_proportion_in_context": "5.00%",
         "user_question_or_message": query["query"],
         "correct_answer": f"({correct})",
-        "all_options": json.dumps([f"({letter}) {text}" for letter, text
-                                   in zip(letters, options, strict=True)], ensure_ascii=False),
+        "all_options": json.dumps(
+            [f"({letter}) {text}" for letter, text in zip(letters, options, strict=True)],
+            ensure_ascii=False,
+        ),
         "shared_context_id": context_id,
         "end_index_in_shared_context": end,
     }

@@ -345,7 +345,7 @@ MEMORY_GRAPH_RELATIONS = register(
         ),
     )
 )
-# The mem0 library (memcost.systems.mem0_library): its custom_fact_extraction_prompt, the
+# The mem0 library (memcost.memory.mem0_library): its custom_fact_extraction_prompt, the
 # study's extraction rules (§3.1, Appendix A) in the reply format mem0 parses ({"facts": [...]}).
 # mem0 appends "Input:" and the messages; the first message gives the session date.
 MEM0_EXTRACT = register(

@@ -172,77 +172,22 @@ def _effort(params: Mapping[str, Any], key: str) -> str:
 
 
 def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
-    """Writing memory (per history token, §4.2's bill) and reading it (per question)."""
+    """Each memory system of ``memory_systems``: writing it (per history token, at the paper's
+    measured write cost of one model pass and its update phase, paper §4.2, times the model
+    passes it makes, ``MemorySystem.write_passes``) and reading it (the reader per question,
+    the question's embedding)."""
+    from memcost.memory import parse_systems, system_class  # the registry: only when asked
+
     p = out.params
     history = int(stats["text_tokens"].sum())
     segments = int(sum(math.ceil(n / MESSAGES_PER_SEGMENT) for n in stats["n_turns"]))
-    extraction_model = str(p.get("extraction_model") or EXTRACTION_MODEL)
-    write_usd = (
-        history
-        * INGEST_USD_PER_TOKEN_NANO
-        * _price_ratio(extraction_model, "gpt-5-nano", p.get("price_overrides"))
-    )
-    update_share = UPDATE_SHARE_OF_WRITE if p.get("update_phase") else 0.0
-    effort = _effort(p, "extraction_reasoning_effort")
-    out.add(
-        "write",
-        "memory",
-        extraction_model,
-        segments,
-        history,
-        0,
-        0,
-        usd=write_usd * (1 - update_share),
-        ledger_stage="extract",
-        effort=effort,
-    )
-    if update_share:
-        out.add(
-            "write",
-            "memory",
-            extraction_model,
-            segments,
-            0,
-            0,
-            0,
-            usd=write_usd * update_share,
-            ledger_stage="update",
-            effort=effort,
-        )
     reader = str(p.get("reader_model") or READER_MODEL)
-    out.add(
-        "read",
-        "memory",
-        reader,
-        n_questions,
-        0,
-        0,
-        0,
-        usd=n_questions
-        * READ_USD_PER_QUESTION_MINI
-        * _price_ratio(reader, "gpt-5-mini", p.get("price_overrides")),
-        ledger_stage="read",
-        effort=_effort(p, "reader_reasoning_effort"),
+    read_usd = READ_USD_PER_QUESTION_MINI * _price_ratio(
+        reader, "gpt-5-mini", p.get("price_overrides")
     )
-    embedder = str(p.get("embedding_model") or EMBEDDING_MODEL)
-    out.add("read", "memory", embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
-
-
-def _system_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
-    """Each memory system of ``memory_systems`` besides the paper's: its write from the model
-    passes it makes over the history (``MemorySystem.write_passes``, at the paper's measured
-    cost of one), and the paper's reader per question."""
-    from memcost.systems import parse_systems, system_class  # the registry: only when asked
-
-    p = out.params
-    history = int(stats["text_tokens"].sum())
-    segments = int(sum(math.ceil(n / MESSAGES_PER_SEGMENT) for n in stats["n_turns"]))
-    memory = [r for r in out.rows if r["system"] == "memory"]
-    for name, settings in parse_systems(p.get("memory_systems") or ["mem0_style"]):
+    for name, given in parse_systems(p.get("memory_systems") or ["mem0_style"]):
         cls = system_class(name)
-        if name == "mem0_style":
-            continue  # the paper's: _memory_rows
-        chosen = {**cls.defaults, **settings}  # the settings the system is built with
+        chosen = cls.settings_from(given, p)  # the settings the system is built with
         model = str(chosen.get(cls.write_model_setting) or EXTRACTION_MODEL)
         effort = str(
             chosen.get(cls.write_model_setting.replace("_model", "_reasoning_effort")) or ""
@@ -250,39 +195,57 @@ def _system_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
         per_token = INGEST_USD_PER_TOKEN_NANO * _price_ratio(
             model, "gpt-5-nano", p.get("price_overrides")
         )
-        share = UPDATE_SHARE_OF_WRITE if cls.write_update_phase else 0.0
-        passes = cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE) + share
-        if passes:
+        updates = cls.write_update_phase and chosen.get("update_phase", True)
+        share = UPDATE_SHARE_OF_WRITE if updates else 0.0
+        system = cls.answers_as
+        if cls.write_passes:
+            # the paper's measured unit is one extraction pass and its update phase
+            usd = history * per_token * cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE)
+            tokens = history * cls.write_passes
             out.add(
                 "write",
-                cls.answers_as,
+                system,
                 model,
                 segments,
-                history * cls.write_passes,
+                tokens,
                 0,
                 0,
-                usd=history * per_token * passes,
+                usd=usd,
                 ledger_stage="extract",
+                effort=effort,
+            )
+        if share:
+            usd = history * per_token * share
+            out.add(
+                "write",
+                system,
+                model,
+                segments,
+                0,
+                0,
+                0,
+                usd=usd,
+                ledger_stage="update",
                 effort=effort,
             )
         embedder = str(chosen.get("embedding_model") or EMBEDDING_MODEL)
         if not cls.write_passes:  # its items are the history itself, embedded
-            out.add(
-                "write", cls.answers_as, embedder, segments, history, 0, 0, ledger_stage="embed"
-            )
-        for row in (r for r in memory if r["stage"] == "read"):
-            out.add(
-                "read",
-                cls.answers_as,
-                row["model"],
-                row["requests"],
-                row["input_tokens"],
-                0,
-                0,
-                usd=row["usd"],
-                ledger_stage=row["ledger_stage"],
-                effort=row["effort"],
-            )
+            out.add("write", system, embedder, segments, history, 0, 0, ledger_stage="embed")
+        effort = _effort(p, "reader_reasoning_effort")
+        usd = n_questions * read_usd
+        out.add(
+            "read",
+            system,
+            reader,
+            n_questions,
+            0,
+            0,
+            0,
+            usd=usd,
+            ledger_stage="read",
+            effort=effort,
+        )
+        out.add("read", system, embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
 
 
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -398,7 +361,6 @@ def estimate_counts(
     ``steps`` (``{"01", "02"}``): only the stages of those notebooks; ``None``: every stage."""
     out = _Rows(dataset, effective_parameters(params))
     _memory_rows(out, stats, len(questions))
-    _system_rows(out, stats, len(questions))
     _long_context_rows(out, stats, len(questions))
     _baseline_rows(out, stats, len(questions))
     _judge_rows(out, questions)

@@ -9,7 +9,7 @@ The files follow the notebook: ``questions`` (which answers are scored), ``instr
 ``requests`` (what the judge is told), ``votes`` (three votes, the majority), ``accuracy``
 (Table 3, categories, the paper's numbers), ``compare`` (paired test, answer length, judge
 wording), ``failures`` (Table 6). Offline there is no LLM: the lexical rule of
-:mod:`memcost.offline.judge` stands in, and every output names it ``lexical``. The votes file is
+:mod:`memcost.offline` stands in, and every output names it ``lexical``. The votes file is
 owned by :mod:`memcost.answers`; the figure is :mod:`memcost.plots.judge`.
 """
 
@@ -54,7 +54,7 @@ from memcost.judge.requests import (
     prompt_version,
 )
 from memcost.judge.votes import JudgingRun, judge_one, question_outcomes, rule_records, run_judging
-from memcost.offline.judge import (
+from memcost.offline import (
     LEXICAL,
     LEXICAL_RULES,
     LexicalRule,

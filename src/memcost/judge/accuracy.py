@@ -18,7 +18,7 @@ from memcost.calls import OFFLINE
 from memcost.io import json_safe
 from memcost.judge.questions import JudgePlan
 from memcost.judge.votes import JudgingRun, question_outcomes
-from memcost.offline.judge import LEXICAL
+from memcost.offline import LEXICAL
 
 
 def _interval_row(

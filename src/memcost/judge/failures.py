@@ -17,8 +17,8 @@ import pandas as pd
 from memcost.answers import primary, system_kind
 from memcost.judge.questions import as_list, as_text
 from memcost.judge.votes import question_outcomes
-from memcost.memory import load_facts
-from memcost.offline.judge import numerals
+from memcost.memory.facts import load_facts
+from memcost.offline import numerals
 from memcost.paths import DatasetPaths
 from memcost.text import containment, content_words, words
 
@@ -162,7 +162,7 @@ def _failure_row(
     shown_facts: int,
 ) -> dict[str, Any]:
     ids = (
-        [str(i) for i in as_list(mem.loc[qid].get("retrieved_fact_ids"))]
+        [str(i) for i in as_list(mem.loc[qid].get("retrieved_item_ids"))]
         if qid in mem.index
         else []
     )

@@ -39,7 +39,7 @@ from memcost.judge.requests import (
     prompt_version,
 )
 from memcost.llm import ChatRequest, ChatResult
-from memcost.offline.judge import LEXICAL, lexical_judge
+from memcost.offline import LEXICAL, lexical_judge
 from memcost.paper import JUDGE_MODEL
 from memcost.stats import CORRECT, UNJUDGED, WRONG
 

@@ -11,7 +11,7 @@ question last), ``cache`` (the shared prefix and what the cache serves), ``conte
 kinds of context, context limits), ``plan`` (every prompt sized before any call), ``answer``
 (requests and answer records), ``simulated_cache`` (offline: what the one prefix-cache rule
 would have served), ``summary`` (what the notebook reports). The offline method is
-:mod:`memcost.offline.answer`; the figure is :mod:`memcost.plots.longctx`.
+:mod:`memcost.offline`; the figure is :mod:`memcost.plots.longctx`.
 """
 
 from memcost.data import read_prepared as load_prepared
@@ -67,7 +67,7 @@ from memcost.longctx.summary import (
     shared_prefixes,
     step_metrics,
 )
-from memcost.offline.answer import (
+from memcost.offline import (
     NO_HISTORY_ANSWER,
     NOT_MENTIONED,
     UNDECIDED,

@@ -5,7 +5,7 @@ with the same bytes. The provider caches that prefix after the first question:
 :func:`answer_questions` therefore sends the first question of each conversation alone and the
 others once it has returned, conversations in parallel (``LLMClient.chat_groups``). Each answer
 is appended to its system's file as it arrives; a rerun skips answered questions and retries
-failed ones. Without a key the extractive method of :mod:`memcost.offline.answer` answers.
+failed ones. Without a key the extractive method of :mod:`memcost.offline` answers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from memcost.longctx.context import generation_settings
 from memcost.longctx.plan import Plan, Planned
 from memcost.longctx.prompt import PROMPT, prompt_messages
 from memcost.manifest import fingerprint
-from memcost.offline.answer import ExtractiveAnswerer, OfflineJob
+from memcost.offline import ExtractiveAnswerer, OfflineJob
 from memcost.paths import DatasetPaths
 
 STAGE = "long_context"  # the ledger stage of every call made here

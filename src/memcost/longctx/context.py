@@ -20,7 +20,7 @@ import pandas as pd
 from memcost import prompts
 from memcost.catalog import canonical_name, model_info
 from memcost.longctx.history import History, SessionBlock, rendered
-from memcost.offline.answer import HistoryTurn
+from memcost.offline import HistoryTurn
 from memcost.text import count_tokens, count_tokens_batch
 
 KINDS = ("long_context", "rolling_window", "no_context", "oracle")

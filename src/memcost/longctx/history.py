@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from memcost import data
-from memcost.offline.answer import HistoryTurn
+from memcost.offline import HistoryTurn
 from memcost.text import count_tokens_batch, with_caption
 
 # tiktoken's batch encoder returns every token id before we take the lengths, and 50M ids at

@@ -1,20 +1,14 @@
-"""The memory's files, and their one owner: schema, writer and reader (docs/architecture.md).
+"""The files of the paper's memory (one writer, one reader) and what notebook 01 reports.
 
-Notebook 01 writes, for each dataset, under ``<ds>/memory/``:
-
-- ``users/<user>/{facts.parquet, segments.parquet, updates.jsonl, done.json}``: one user's
-  files, written atomically when the user is finished, ``done.json`` last (the resume marker);
-  a user with failed segments gets ``incomplete.json`` instead: not finished, built again by a
-  resume (the segments that succeeded come back from the cache, the failed ones are sent again);
-- ``facts.parquet``, ``segments.parquet``, ``updates.jsonl``, ``splits.parquet``: the finished
-  users' files concatenated, what notebooks 02 and 04 read.
-
-Readers raise an error naming notebook 01 when a file is missing, unless asked for ``None``
-(``missing_ok=True``: a step that can go on without the memory says so explicitly).
+Per user, ``<ds>/memory/users/<user>/``: ``facts.parquet`` (:data:`FACT_SCHEMA`),
+``segments.parquet``, ``updates.jsonl`` and the marker written last (``done.json``, or
+``incomplete.json`` for a user with failed segments). Per dataset, ``<ds>/memory/``: the users'
+files concatenated, and ``splits.parquet``. Schemas are in docs/architecture.md.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -24,10 +18,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from memcost.data import read_prepared
 from memcost.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
+from memcost.memory.faiss_store import user_stem
 from memcost.paths import DatasetPaths
-from memcost.vectorstore.faiss_index import user_stem
 
+DECISIONS = ("ADD", "UPDATE", "DELETE", "NOOP")  # the update phase's, per new fact
+FACT_STATUSES = ("active", "superseded", "deleted")
 FACT_SCHEMA = pa.schema(
     [
         ("fact_id", pa.string()),
@@ -109,7 +106,7 @@ def user_dir(ds: DatasetPaths, user: str) -> Path:
 
 def index_dir(ds: DatasetPaths) -> Path:
     """``<ds>/memory/index/``: the FAISS store's per-user index files
-    (:mod:`memcost.vectorstore.faiss_index`)."""
+    (:mod:`memcost.memory.faiss_store`)."""
     return ds.memory / "index"
 
 
@@ -261,3 +258,104 @@ def load_facts(ds: DatasetPaths) -> pd.DataFrame:
 def load_updates(ds: DatasetPaths) -> pd.DataFrame:
     """:func:`read_updates` (the name notebooks use)."""
     return read_updates(ds)
+
+
+def read_inputs(ds: DatasetPaths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Notebook 00's ``conversations`` and ``questions``; missing: an error naming notebook 00."""
+    return read_prepared(ds)
+
+
+def memory_users(conversations: pd.DataFrame, questions: pd.DataFrame | None) -> list[str]:
+    """Every user whose memory is built: each conversation, plus any conversation a question
+    is about that has no turns (its memory is empty, and its questions get "no information")."""
+    ids = conversations["conversation_id"].astype(str).tolist()
+    if questions is not None:
+        ids += questions["conversation_id"].astype(str).tolist()
+    return list(dict.fromkeys(ids))
+
+
+def _history_stats(ds: DatasetPaths) -> pd.DataFrame:
+    """Notebook 00's per-conversation token counts, by ``conversation_id`` (empty if absent)."""
+    path = ds.data / "conversation_stats.parquet"
+    stats = (
+        pd.read_parquet(path)
+        if path.is_file()
+        else pd.DataFrame(columns=["conversation_id", "n_turns", "history_tokens", "text_tokens"])
+    )
+    return stats.set_index("conversation_id")
+
+
+def user_stats(ds: DatasetPaths, users: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per user: facts written and active, fact tokens, history tokens, compression.
+
+    ``history_tokens`` is the long-context rendering (what a long-context request carries) from
+    notebook 00's ``conversation_stats.parquet``; ``compression`` = history tokens / active-fact
+    tokens (the paper: ~101,600 → ~2,909, about 35:1).
+    """
+    facts = read_facts(ds)
+    segments = read_segments(ds)
+    if users is None:
+        users = list(
+            dict.fromkeys(segments["conversation_id"].tolist() + facts["conversation_id"].tolist())
+        )
+    stats = _history_stats(ds)
+    # grouped once: a scan of the whole tables per user is quadratic in the dataset's size
+    facts_of = {str(u): g for u, g in facts.groupby("conversation_id", sort=False)}
+    segments_of = {str(u): g for u, g in segments.groupby("conversation_id", sort=False)}
+    rows = []
+    for user in users:
+        mine = facts_of.get(user, facts.iloc[0:0])
+        active = mine.loc[mine["status"] == "active"]
+        segs = segments_of.get(user, segments.iloc[0:0])
+        history = int(stats.loc[user, "history_tokens"]) if user in stats.index else 0
+        fact_tokens = int(active["tokens"].sum())
+        rows.append(
+            {
+                "conversation_id": user,
+                "turns": int(stats.loc[user, "n_turns"]) if user in stats.index else 0,
+                "history_tokens": history,
+                "segments": len(segs),
+                "failed_segments": int((segs["status"] == "failed").sum()),
+                "facts_written": len(mine),
+                "active_facts": len(active),
+                "superseded": int((mine["status"] == "superseded").sum()),
+                "deleted": int((mine["status"] == "deleted").sum()),
+                "fact_tokens": fact_tokens,
+                "compression": round(history / fact_tokens, 2) if fact_tokens else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def decision_counts(updates: pd.DataFrame) -> dict[str, int]:
+    """Update-phase decisions by kind, every kind listed (zero when absent)."""
+    counts = Counter(updates["decision"].tolist()) if len(updates) else Counter()
+    return {d: int(counts.get(d, 0)) for d in DECISIONS}
+
+
+def memory_metrics(ds: DatasetPaths, stats: pd.DataFrame) -> dict[str, Any]:
+    """The numbers notebook 01 records (and a test or the report checks)."""
+    updates = read_updates(ds)
+    segments = read_segments(ds)
+    splits = read_splits(ds)
+    active = stats["active_facts"] if len(stats) else pd.Series(dtype="int64")
+    history = int(stats["history_tokens"].sum()) if len(stats) else 0
+    fact_tokens = int(stats["fact_tokens"].sum()) if len(stats) else 0
+    return {
+        "users": len(stats),
+        "segments": len(segments),
+        "segments_failed": int((segments["status"] == "failed").sum()),
+        "segments_without_person": int((segments["status"] == "no_person_messages").sum()),
+        "split_messages": len(splits),
+        "candidates": len(updates),
+        "facts_written": int(stats["facts_written"].sum()) if len(stats) else 0,
+        "active_facts": int(active.sum()),
+        "facts_per_user_mean": round(float(active.mean()), 2) if len(active) else 0.0,
+        "facts_per_user_min": int(active.min()) if len(active) else 0,
+        "facts_per_user_max": int(active.max()) if len(active) else 0,
+        "fact_tokens_per_user_mean": round(fact_tokens / len(stats), 1) if len(stats) else 0.0,
+        "history_tokens_per_user_mean": round(history / len(stats), 1) if len(stats) else 0.0,
+        "compression_ratio": round(history / fact_tokens, 2) if fact_tokens else None,
+        "decisions": decision_counts(updates),
+        "update_notes": int(updates["note"].notna().sum()) if len(updates) else 0,
+    }

@@ -8,7 +8,7 @@ from matplotlib.lines import Line2D
 
 from memcost.answers import system_kind, system_labels
 from memcost.calls import OFFLINE
-from memcost.offline.judge import LEXICAL
+from memcost.offline import LEXICAL
 from memcost.paths import display_name
 from memcost.plots.style import readable, system_color
 

@@ -36,6 +36,7 @@ from filelock import FileLock, Timeout
 from memcost import manifest as manifest_mod
 from memcost.calls import CallStore, StoreError, store_path
 from memcost.io import SIGN_OF_LIFE
+from memcost.memory.pgvector import SERVER_DIR, stop_orphaned_server
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
 from memcost.run.context_check import check_context_limits
@@ -45,7 +46,6 @@ from memcost.run.report import write_report
 from memcost.run.report.executed import export_html
 from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
 from memcost.run.validate import validate_run
-from memcost.vectorstore.embedded import SERVER_DIR, stop_orphaned_server
 
 # --- Which notebooks run ---------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import memcost.systems.store as system_files
+import memcost.memory.base as system_files
 from memcost import manifest as manifest_mod
 from memcost.answers import answer_systems, load_answers, read_judgments, system_kind
 from memcost.io import read_json, write_json

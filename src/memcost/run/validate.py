@@ -19,6 +19,9 @@ from typing import Any
 from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
 from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
 from memcost.llm.transport import parse_rate_limits
+from memcost.memory import parse_systems
+from memcost.memory.pgvector import ITERATIVE_SCANS
+from memcost.memory.vectors import LAYOUTS, STORES
 from memcost.params import (
     CLIENT_SETTINGS,
     MODEL_PARAMETERS,
@@ -37,9 +40,6 @@ from memcost.paths import DATASETS, RunPaths
 from memcost.prompts import JUDGE_PROMPTS
 from memcost.run.presets import Preset, PresetError, selected_steps
 from memcost.run.secrets import check_secrets
-from memcost.systems import parse_systems
-from memcost.vectorstore.base import LAYOUTS, STORES
-from memcost.vectorstore.pgvector import ITERATIVE_SCANS
 
 EFFORTS = ("minimal", "low", "medium", "high")
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -193,9 +193,15 @@ def check_block(
         values["client"] = check_client(values["client"], str(values.get("backend", "offline")))
     if "memory_systems" in values:
         try:
-            parse_systems(values["memory_systems"])
+            named = [name for name, _ in parse_systems(values["memory_systems"])]
         except ValueError as exc:
             raise PresetError(f"parameter memory_systems: {exc}") from None
+        if "mem0_style" not in named:
+            raise PresetError(
+                f"parameter memory_systems={values['memory_systems']!r}: list mem0_style, the "
+                "paper's memory (notebooks 01-02 walk through it; the study's tables are its), "
+                "e.g. [mem0_style, rag]"
+            )
 
 
 def check_client(settings: Any, backend: str) -> dict[str, Any]:

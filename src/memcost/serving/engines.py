@@ -5,7 +5,7 @@ An answer is a :class:`Call`: a system message plus a user message made of newli
 workload is made): the offline engine adds those counts instead of tokenising a 400-turn
 history again at every turn. A memory system's own calls (extraction, update phase, observer,
 reflector) are the main study's requests, sent with :meth:`OfflineEngine.chat` or
-:meth:`ClientEngine.chat` (the :class:`memcost.systems.live.Calls` of a live memory).
+:meth:`ClientEngine.chat` (the :class:`memcost.memory.stored.Calls` of a live memory).
 
 Offline, every call is answered by a deterministic classical method (the memory systems' own
 stand-ins; word overlap for the answer) and its usage is the real o200k count of the prompt it

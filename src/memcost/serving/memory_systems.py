@@ -1,9 +1,9 @@
 """The serving study's two memory systems are the main study's, served turn by turn.
 
-``mem0`` (the serving study's name) is :mod:`memcost.systems.mem0_style`, the paper's pipeline;
-``observational`` is :mod:`memcost.systems.observational`. Each is made with the serving
+``mem0`` (the serving study's name) is :mod:`memcost.memory.mem0_style`, the paper's pipeline;
+``observational`` is :mod:`memcost.memory.observational`. Each is made with the serving
 study's settings (:func:`served_settings`) and asked for its live memory
-(:class:`memcost.systems.live.LiveMemory`): its own prompts, offline stand-ins, segmentation,
+(:class:`memcost.memory.stored.LiveMemory`): its own prompts, offline stand-ins, segmentation,
 update phase, gates and search. This module adds only what serving adds: at every turn the
 retrieve row, the answer call with what the memory recalled, then the message handed to the
 memory, and a row for each call its ingest gate made (the gate's decision and reason are part
@@ -12,41 +12,58 @@ of every row of the turn).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from memcost.memory.base import open_system
+from memcost.memory.stored import HistoryLine
 from memcost.serving.engines import Reply, TurnCalls, reply_of
 from memcost.serving.systems import ServedSystem, ServingConfig, answer_call, fact_words, stage_row
 from memcost.serving.workload import Turn
-from memcost.systems.base import open_system
-from memcost.systems.stored import HistoryLine
 
-# The serving study's name of each memory system -> the main study's system, and the title of
-# what it shows in the answer prompt.
-MEMORY_SYSTEMS = {
-    "mem0": ("mem0_style", "Memories"),
-    "observational": ("observational", "Observations"),
+
+@dataclass(frozen=True)
+class Served:
+    """How the serving study serves one of the main study's memory systems."""
+
+    system: str  # the registered memory system
+    title: str  # what the answer prompt calls what it recalls
+    settings: dict[str, str]  # its setting -> the serving study's setting that sets it (§3)
+    fixed: dict[str, Any]  # settings the serving study fixes
+    model_settings: tuple[str, str]  # its settings naming the model and effort of its own calls
+
+
+# The serving study's name of each memory system (the study's "Mem0" and "observational memory").
+SERVED = {
+    "mem0": Served(
+        "mem0_style",
+        "Memories",
+        {"top_k": "mem0_top_k", "batch_size": "ingest_interval"},  # ingest every N messages
+        {},
+        ("extraction_model", "extraction_reasoning_effort"),
+    ),
+    "observational": Served(
+        "observational",
+        "Observations",
+        {
+            "top_k": "om_top_k",
+            "observer_tokens": "observer_tokens",
+            "reflector_tokens": "reflector_tokens",
+        },  # fmt: skip
+        {"unobserved_in_context": False},  # the study shows the top-k observations alone
+        ("observer_model", "observer_reasoning_effort"),
+    ),
 }
 
 
 def served_settings(name: str, config: ServingConfig, model: str, effort: str) -> dict[str, Any]:
     """The main-study system's settings that the serving study sets (study §3): its top-k, its
     gates, and the served model for its own calls (offline: the system's default)."""
-    if name == "mem0":
-        settings: dict[str, Any] = {
-            "top_k": config.mem0_top_k,
-            "batch_size": config.ingest_interval,  # the ingest gate: every N messages
-        }
-        keys = ("extraction_model", "extraction_reasoning_effort")
-    else:
-        settings = {
-            "top_k": config.om_top_k,
-            "observer_tokens": config.observer_tokens,
-            "reflector_tokens": config.reflector_tokens,
-            "unobserved_in_context": False,  # the study shows the top-k observations alone
-        }
-        keys = ("observer_model", "observer_reasoning_effort")
+    spec = SERVED[name]
+    settings = {key: getattr(config, study) for key, study in spec.settings.items()}
+    settings.update(spec.fixed)
     if model:
-        settings.update(zip(keys, (model, effort or "low"), strict=True))
+        settings.update(zip(spec.model_settings, (model, effort or "low"), strict=True))
     return settings
 
 
@@ -56,11 +73,10 @@ class ServedMemory(ServedSystem):
     def __init__(self, name: str, config: ServingConfig, *, model: str = "", effort: str = ""):
         super().__init__(config)
         self.name = name
-        system, self.title = MEMORY_SYSTEMS[name]
+        self.title = SERVED[name].title
         # no dataset folder: a live memory keeps everything in memory and writes no file
-        opened = open_system(
-            system, None, dataset="serving", settings=served_settings(name, config, model, effort)
-        )
+        settings = served_settings(name, config, model, effort)
+        opened = open_system(SERVED[name].system, None, dataset="serving", settings=settings)
         self.live = opened.live(name)
 
     def state(self) -> dict[str, Any]:

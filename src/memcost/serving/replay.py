@@ -23,7 +23,7 @@ import pandas as pd
 
 from memcost.io import write_parquet
 from memcost.serving.engines import Engine
-from memcost.serving.memory_systems import MEMORY_SYSTEMS, memory_system
+from memcost.serving.memory_systems import SERVED, memory_system
 from memcost.serving.systems import SYSTEMS, FullHistory, RollingWindow, ServedSystem, ServingConfig
 from memcost.serving.workload import Turn
 
@@ -70,7 +70,7 @@ def make_system(name: str, config: ServingConfig, engine: Engine | None = None) 
     """A served system; a memory system's own calls are made as ``engine``'s model."""
     if name in BASELINES:
         return BASELINES[name](config)
-    if name in MEMORY_SYSTEMS:
+    if name in SERVED:
         return memory_system(name, config, engine)
     raise ValueError(f"unknown served system {name!r}; choose from {', '.join(SYSTEMS)}")
 

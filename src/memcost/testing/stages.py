@@ -403,9 +403,9 @@ def library_route(body: Mapping[str, Any]) -> Any:
     if not body.get("messages"):
         return None
     # only once a request may be a library's
-    from memcost.systems.cognee_library import route as cognee_route
-    from memcost.systems.hindsight_library import route as hindsight_route
-    from memcost.systems.mem0_library import route as mem0_route
+    from memcost.memory.cognee_library import route as cognee_route
+    from memcost.memory.hindsight_library import route as hindsight_route
+    from memcost.memory.mem0_library import route as mem0_route
 
     for route in (mem0_route, cognee_route, hindsight_route):
         try:

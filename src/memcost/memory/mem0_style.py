@@ -1,27 +1,25 @@
-"""Step 4 of the memory (notebook 01): every user's memory, resumably, in named steps.
+"""``mem0_style``: the paper's memory (paper §3.1) as a memory system, built and served.
 
-:meth:`MemoryBuilder.run` does for all users what notebook 01 walks through for one:
+Segments of 10 messages and at most 8,000 characters, one extraction call each, the update
+phase (ADD / UPDATE / DELETE / NOOP against the 10 most similar stored facts), the facts in the
+run's vector store (FAISS HNSW per user by default, or pgvector), top-20 retrieval.
 
-1. :meth:`~MemoryBuilder.extract`: every segment of every pending user at once (independent
-   calls), turned into candidate facts with their provenance;
-2. :func:`embed_candidates`: each user's new facts in one embedding group;
-3. :meth:`~MemoryBuilder.update_wave`: the update phase segment by segment, in order within a
-   user, users in parallel (one wave per segment number); :func:`apply_planned` embeds merged
-   texts and applies the decisions;
-4. :meth:`~MemoryBuilder.finish`: the user's files, its facts in the run's vector store
-   (:meth:`memcost.vectorstore.base.VectorStore.write_user`), ``done.json`` last.
-
-A rerun after a crash skips finished users (and the client's cache and ledger make redone model
-calls free and recorded once).
+:class:`MemoryBuilder` builds every user resumably, in named steps: every segment's extraction
+at once, each user's new facts embedded, the update phase segment by segment (users in
+parallel, one wave per segment number), then the user's files, its facts in the vector store
+and ``done.json`` last. A rerun after a crash skips finished users (and the run's store of calls
+makes redone model calls free and recorded once). Notebook 01 walks through the same steps for
+one user. :class:`Mem0Live` serves the same pipeline turn by turn (notebook 06).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +28,44 @@ import pandas as pd
 
 import memcost.memory.facts as files
 from memcost.llm import ChatResult, LLMClient
-from memcost.memory.embed import embed_groups
-from memcost.memory.extract import Candidate, candidates_from, extraction_request, parse_extraction
-from memcost.memory.segment import (
+from memcost.memory.base import (
+    ITEM_COLUMNS,
+    MemorySystem,
+    Recall,
+    SystemBuild,
+    embed_groups,
+    register,
+)
+from memcost.memory.facts import index_dir, memory_users, user_stats
+from memcost.memory.faiss_store import FaissStore
+from memcost.memory.search import (
+    TOP_K,
+    MemoryStore,
+    embed_questions,
+    open_store,
+    retrieve,
+    store_table,
+)
+from memcost.memory.segments import (
     BATCH_SIZE,
     MAX_SEGMENT_CHARS,
+    PERSON_ROLE,
+    Candidate,
     Segment,
     UserPlan,
+    candidates_from,
+    extraction_request,
+    parse_extraction,
     plan_users,
+    segment_conversation,
     segment_row,
     split_rows,
 )
+from memcost.memory.stored import Calls, HistoryLine, Ingest, IngestCall, LiveMemory, Shown
 from memcost.memory.update import (
     UPDATE_TOP_K,
     Decision,
+    UserMemory,
     apply_decisions,
     merged_rows,
     parse_update,
@@ -51,14 +73,154 @@ from memcost.memory.update import (
     resolve_decisions,
     similar_facts,
 )
-from memcost.memory.user import UserMemory
-from memcost.offline.extract import offline_extract
-from memcost.offline.update import offline_update
+from memcost.memory.vectors import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, Change, VectorStore
+from memcost.offline import offline_extract, offline_update
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.paths import DatasetPaths
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE
-from memcost.vectorstore.base import EF_CONSTRUCTION, HNSW_M, Change, VectorStore
-from memcost.vectorstore.faiss_store import FaissStore
+from memcost.text import count_tokens
+
+
+@register
+class Mem0Style(MemorySystem):
+    name = "mem0_style"
+    answers_as = "memory"
+    describes = "the paper's: extracted facts, the ADD/UPDATE/DELETE/NOOP update phase, top-20"
+    defaults = {
+        "extraction_model": EXTRACTION_MODEL,
+        "extraction_reasoning_effort": "low",
+        "embedding_model": EMBEDDING_MODEL,
+        "batch_size": BATCH_SIZE,
+        "max_segment_chars": MAX_SEGMENT_CHARS,
+        "update_phase": True,
+        "update_top_k": UPDATE_TOP_K,
+        "hnsw": {"m": HNSW_M, "ef_construction": EF_CONSTRUCTION},
+        "top_k": TOP_K,
+        "ef_search": EF_SEARCH,
+        "vector_store": "faiss",
+        "pgvector_dsn": "",
+        "pgvector_layout": "per_user",
+        "pgvector_iterative_scan": "off",
+    }
+    parameters = tuple(defaults)  # notebooks 01 and 02 declare each of them
+
+    def __init__(self, ds, settings=None, *, dataset: str):
+        super().__init__(ds, settings, dataset=dataset)
+        self._store: VectorStore | None = None
+
+    def open_store(self, client: LLMClient) -> VectorStore:
+        """The run's vector store that ``vector_store`` names, opened once (a private pgvector
+        server is started; :meth:`close` stops it, its data kept for a resume)."""
+        if self._store is None:
+            s = self.settings
+            self._store = open_store(
+                s["vector_store"],
+                client.embed([""], model=s["embedding_model"]).shape[1],
+                faiss_dir=index_dir(self.ds),
+                run_dir=self.ds.root.parent,
+                pgvector_dsn=s["pgvector_dsn"],
+                layout=s["pgvector_layout"],
+                table=store_table(self.dataset, s["pgvector_layout"]),
+                iterative_scan=s["pgvector_iterative_scan"],
+                m=s["hnsw"]["m"],
+                ef_construction=s["hnsw"]["ef_construction"],
+            )
+            atexit.register(self._store.close)
+        return self._store
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            raise RuntimeError("mem0_style: open_store(client) first")
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def config(self) -> MemoryConfig:
+        keys = (
+            "extraction_model",
+            "extraction_reasoning_effort",
+            "embedding_model",
+            "batch_size",
+            "max_segment_chars",
+            "update_phase",
+            "update_top_k",
+        )
+        return MemoryConfig(
+            dataset=self.dataset,
+            hnsw_m=self.settings["hnsw"]["m"],
+            ef_construction=self.settings["hnsw"]["ef_construction"],
+            **{k: self.settings[k] for k in keys},
+        )
+
+    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
+        t0 = time.perf_counter()
+        asked = pd.read_parquet(self.ds.questions) if self.ds.questions.is_file() else None
+        users = memory_users(conversations, asked)
+        builder = MemoryBuilder(client, self.ds, self.config(), self.open_store(client))
+        done = builder.run(conversations, users)
+        # a user with failed segments is written, incomplete, and rebuilt by a rerun
+        failed = {u: "failed segments (rerun to retry them)" for u in done.incomplete}
+        return SystemBuild(
+            self.name,
+            users=len(users),
+            built=len(done.built) - len(failed),
+            resumed=len(done.resumed),
+            failed=failed,
+            wall_s=time.perf_counter() - t0,
+            details={
+                "extraction_calls": done.extraction_calls,
+                "update_calls": done.update_calls,
+                "new_facts": done.candidates,
+                "failed_segments": done.failed_segments,
+            },
+        )
+
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        model, top_k, ef = (self.settings[k] for k in ("embedding_model", "top_k", "ef_search"))
+        store = MemoryStore(self.ds, self.open_store(client), embedding_model=model)
+        vectors = embed_questions(client, questions, dataset=self.dataset, model=model)
+        out = {}
+        for i, q in enumerate(questions.to_dict("records")):
+            found = retrieve(
+                store, str(q["conversation_id"]), vectors[i], top_k=top_k, ef_search=ef
+            )
+            items = found.facts.assign(
+                item_id=found.facts["fact_id"],
+                kind="fact",
+                score=list(found.scores),
+                positions=found.facts["source_positions"],
+            )
+            details = {"index_recall": found.index_recall, "top_k": top_k, "ef_search": ef}
+            out[str(q["question_id"])] = Recall(items[list(ITEM_COLUMNS)], found.latency_s, details)
+        return out
+
+    def live(self, user: str) -> Mem0Live:
+        return Mem0Live(user, self.settings, dataset=self.dataset)
+
+    def items(self, user: str) -> pd.DataFrame:
+        facts = MemoryStore(self.ds, self.store).get(user).table
+        return facts.assign(
+            item_id=facts["fact_id"], kind="fact", valid=True, positions=facts["source_positions"]
+        )
+
+    @property
+    def memory_files(self) -> list:
+        return [self.ds.memory / "facts.parquet"]
+
+    def state(self) -> pd.DataFrame:
+        stats = user_stats(self.ds)
+        return pd.DataFrame(
+            {
+                "conversation_id": stats["conversation_id"],
+                "items": stats["active_facts"],
+                "tokens": stats["fact_tokens"],
+                "invalid_items": stats["superseded"] + stats["deleted"],
+                "calls": stats["segments"],
+            }
+        )  # extraction calls (+ updates)
 
 
 @dataclass(frozen=True)
@@ -218,8 +380,8 @@ def fail_segment(state: UserState, index: int, error: str) -> None:
 
 
 class MemoryBuilder:
-    """Builds every user's memory for one dataset into ``<ds>/memory/`` and ``store`` (notebook
-    01); without a store, the FAISS files of ``<ds>/memory/index/``."""
+    """Builds every user's memory for one dataset into ``<ds>/memory/`` and ``store`` (by
+    default the FAISS files of ``<ds>/memory/index/``)."""
 
     def __init__(
         self,
@@ -233,16 +395,8 @@ class MemoryBuilder:
         self.config = config
         self.fingerprint = config.fingerprint(client)  # the settings; per user, with its turns
         self.inputs: dict[str, str] = {}  # user -> hash of its conversation (set by run)
-        self.users_dir = ds.memory / "users"
-        self.store = (
-            store
-            if store is not None
-            else FaissStore(
-                0,
-                folder=files.index_dir(ds),
-                m=config.hnsw_m,
-                ef_construction=config.ef_construction,
-            )
+        self.store = store or FaissStore(
+            0, folder=index_dir(ds), m=config.hnsw_m, ef_construction=config.ef_construction
         )
 
     def user_dir(self, user: str) -> Path:
@@ -442,3 +596,136 @@ class MemoryBuilder:
     def write_dataset_files(self, users: Sequence[str], plans: Mapping[str, UserPlan]) -> None:
         """The dataset-wide files (see :func:`memcost.memory.facts.write_dataset_files`)."""
         files.write_dataset_files(self.ds, users, split_rows(plans))
+
+
+def fact_line(text: str) -> str:
+    """A fact as a recall shows it: one ``- text`` line."""
+    return f"- {text}\n"
+
+
+class Mem0Live(LiveMemory):
+    """One user's ``mem0_style`` memory, fed one message at a time."""
+
+    def __init__(self, user: str, settings: Mapping[str, Any], *, dataset: str):
+        self.user, self.settings, self.dataset = user, settings, dataset
+        self.memory = UserMemory(user)
+        self.pending: list[HistoryLine] = []
+        self.segments = 0  # segments ingested so far: the next one's index
+        self.tokens: dict[str, int] = {}  # fact id -> tokens of its recall line
+
+    def tags(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "conversation_id": self.user}
+
+    def state(self) -> dict[str, int]:
+        active = self.memory.active_ids()
+        return {
+            "memory_items": len(active),
+            "memory_tokens": sum(self.tokens[f] for f in active),
+            "pending_tokens": sum(count_tokens(line.render() + "\n") for line in self.pending),
+        }
+
+    def recall(self, calls: Calls, text: str) -> list[Shown]:
+        if not self.memory.active_ids():
+            return []
+        query = calls.embed([text], model=self.settings["embedding_model"], tags=self.tags())
+        ids = [fid for fid, _ in self.memory.similar(query, int(self.settings["top_k"]))[0]]
+        texts = [self.memory.get(f)["text"] for f in ids]
+        return [Shown(t, fact_line(t), self.tokens[f]) for t, f in zip(texts, ids, strict=True)]
+
+    def add(self, calls: Calls, line: HistoryLine) -> Ingest:
+        self.pending.append(line)
+        interval = int(self.settings["batch_size"])
+        if len(self.pending) < interval:
+            return Ingest()
+        done = Ingest([f"{len(self.pending)} turns since the last ingest (interval {interval})"])
+        for segment in self._segments():
+            self._ingest_segment(calls, segment, done)
+        self.pending = []
+        return done
+
+    def _segments(self) -> list:
+        """The waiting messages as the memory stage segments them, numbered on from the last."""
+        frame = pd.DataFrame(
+            {
+                "conversation_id": self.user,
+                "position": [x.position for x in self.pending],
+                "speaker": [x.speaker for x in self.pending],
+                "role": PERSON_ROLE,
+                "text": [x.text for x in self.pending],
+                "session_index": [x.session_index for x in self.pending],
+                "session_id": None,
+                "session_datetime": [x.session_datetime for x in self.pending],
+            }
+        )
+        cut, _ = segment_conversation(
+            frame,
+            batch_size=int(self.settings["batch_size"]),
+            max_chars=int(self.settings["max_segment_chars"]),
+        )
+        segments = [replace(s, index=self.segments + i) for i, s in enumerate(cut)]
+        self.segments += len(segments)
+        return segments
+
+    def _ingest_segment(self, calls: Calls, segment: Any, done: Ingest) -> None:
+        s = self.settings
+        model, effort = s["extraction_model"], s["extraction_reasoning_effort"]
+        request = extraction_request(
+            segment, dataset=self.dataset, model=model, reasoning_effort=effort
+        )
+        extracted = calls.chat(request, offline_extract, parse_extraction, stage="ingest_extract")
+        done.calls.append(IngestCall("ingest_extract", extracted))
+        if not extracted.ok:
+            return
+        candidates = candidates_from(
+            segment,
+            extracted.parsed,
+            backend=extracted.backend,
+            prompt_version=request.prompt_version,
+        )
+        if not candidates:
+            return
+        self._embed(calls, [c.text for c in candidates], done, candidates)
+        compared = [
+            [fid for fid, _ in row]
+            for row in similar_facts(self.memory, candidates, int(s["update_top_k"]))
+        ]
+        plan = plan_update(
+            self.memory,
+            candidates,
+            compared,
+            dataset=self.dataset,
+            model=model,
+            reasoning_effort=effort,
+            update_phase=bool(s["update_phase"]),
+        )
+        if plan.needs_call:
+            decided = calls.chat(plan.request, offline_update, parse_update, stage="ingest_update")
+            done.calls.append(IngestCall("ingest_update", decided))
+            if not decided.ok:  # the segment is a failed item: none of its facts are kept
+                return
+            decisions = resolve_decisions(
+                candidates, compared, decided, plan.request.payload["ids"]
+            )
+        else:
+            decisions = resolve_decisions(candidates, compared, None, {}, note=plan.note)
+        merged = merged_rows(decisions)
+        vectors = self._embed(calls, [decisions[i].text for i in merged], done)
+        apply_decisions(self.memory, decisions, dict(zip(merged, vectors, strict=True)))
+        for fact_id in self.memory.active_ids():
+            if fact_id not in self.tokens:
+                self.tokens[fact_id] = count_tokens(fact_line(self.memory.get(fact_id)["text"]))
+
+    def _embed(
+        self,
+        calls: Calls,
+        texts: Sequence[str],
+        done: Ingest,
+        candidates: Sequence[Candidate] = (),
+    ) -> list:
+        if not texts:
+            return []
+        vectors = calls.embed(list(texts), model=self.settings["embedding_model"], tags=self.tags())
+        done.embedded_tokens += sum(count_tokens(t) for t in texts)
+        for candidate, vector in zip(candidates, vectors, strict=False):
+            candidate.vector = vector
+        return list(vectors)

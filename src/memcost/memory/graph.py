@@ -22,12 +22,9 @@ import pandas as pd
 
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, Segment, segment_conversation
-from memcost.offline.graph import offline_graph
-from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.prompts import MEMORY_GRAPH_ENTITIES, MEMORY_GRAPH_RELATIONS
-from memcost.systems.base import register
-from memcost.systems.stored import (
+from memcost.memory.base import register
+from memcost.memory.segments import BATCH_SIZE, MAX_SEGMENT_CHARS, Segment, segment_conversation
+from memcost.memory.stored import (
     StoredSystem,
     UserIngest,
     UserItems,
@@ -35,6 +32,9 @@ from memcost.systems.stored import (
     nearest,
     shown,
 )
+from memcost.offline import offline_graph
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.prompts import MEMORY_GRAPH_ENTITIES, MEMORY_GRAPH_RELATIONS
 from memcost.text import spoken_datetime
 
 TOP_K = 20  # the paper's top-k for Mem0, kept for its graph variant

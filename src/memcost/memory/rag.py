@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memcost.paper import EMBEDDING_MODEL
-from memcost.systems.base import register
-from memcost.systems.stored import (
+from memcost.memory.base import register
+from memcost.memory.stored import (
     HistoryLine,
     StoredSystem,
     UserIngest,
@@ -24,6 +23,7 @@ from memcost.systems.stored import (
     shown,
     user_lines,
 )
+from memcost.paper import EMBEDDING_MODEL
 from memcost.text import count_tokens
 
 CHUNK_TOKENS = 1024

@@ -20,13 +20,14 @@ import pandas as pd
 
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.offline.observe import standin_observe, standin_reflect
-from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
-from memcost.systems.base import register
-from memcost.systems.live import Calls, Ingest, IngestCall, LiveMemory, Shown
-from memcost.systems.stored import (
+from memcost.memory.base import register
+from memcost.memory.stored import (
+    Calls,
     HistoryLine,
+    Ingest,
+    IngestCall,
+    LiveMemory,
+    Shown,
     StoredSystem,
     UserIngest,
     UserItems,
@@ -35,6 +36,9 @@ from memcost.systems.stored import (
     shown,
     user_lines,
 )
+from memcost.offline import standin_observe, standin_reflect
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
 from memcost.text import count_tokens
 
 OBSERVER_TOKENS = 30_000  # serving study §3: un-observed message tokens that start the observer

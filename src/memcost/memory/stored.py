@@ -1,12 +1,15 @@
-"""What the systems that keep their own items share: the message stream, the build in waves,
-the question's embedding and the exact search over a user's vectors.
+"""What the systems that keep their own items share, built once or served turn by turn.
 
 A system's ingest of one user is a small state machine (:class:`UserIngest`): it says which
 requests it needs next, takes their results, and in the end has its items. :func:`run_waves`
-drives every pending user's machine at once, one wave of requests after another through
-:meth:`LLMClient.chat_many` (users in parallel, each user's calls in order), so a system with
-two calls per segment costs two waves per segment, not one round trip per call. A user whose
-call fails stops there and is recorded as failed; the others go on.
+drives every pending user's machine at once, one wave of requests after another (users in
+parallel, each user's calls in order). A user whose call fails stops there and is recorded as
+failed; the others go on.
+
+The serving study (notebook 06) replays a conversation one message at a time: a
+:class:`LiveMemory` is one user's memory in that mode, made by the system itself
+(:meth:`MemorySystem.live`) from the same prompts, stand-ins and search as its build; it sends
+its calls through a :class:`Calls` (the serving engine).
 """
 
 from __future__ import annotations
@@ -15,22 +18,21 @@ import hashlib
 import json
 import sys
 import time
-from abc import abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-import memcost.systems.store as store
+import memcost.memory.base as store
 from memcost.llm import ChatRequest, ChatResult, LLMClient
-from memcost.memory.embed import embed_groups
-from memcost.memory.segment import segment_conversation
+from memcost.memory.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, embed_groups
+from memcost.memory.search import embed_questions
+from memcost.memory.segments import segment_conversation
 from memcost.paper import EMBEDDING_MODEL
-from memcost.retrieval.search import embed_questions
-from memcost.systems.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild
 from memcost.text import count_tokens, day_text
 
 
@@ -155,7 +157,7 @@ class UserItems:
 
 
 class StoredSystem(MemorySystem):
-    """A system whose items are written by :mod:`memcost.systems.store`; ``embed_kinds`` of them
+    """A system whose items are written by :mod:`memcost.memory.base`; ``embed_kinds`` of them
     get vectors, which the exact search of :meth:`nearest` ranks against the question."""
 
     embed_kinds: tuple[str, ...] = ()
@@ -307,3 +309,68 @@ def shown(
     without a search: a summary, recent messages)."""
     scores = scores or {}
     return items.iloc[list(rows)].assign(score=[scores.get(r, np.nan) for r in rows])
+
+
+class Calls(Protocol):
+    """Where a live memory sends its model calls (both return what the client would)."""
+
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str,
+    ) -> ChatResult:
+        """``request`` answered (``offline`` without a key); ``stage``: the serving stage the
+        call is (ingest_extract, ingest_update, observer, reflector), its ledger tag."""
+
+    def embed(self, texts: list[str], *, model: str, tags: Mapping[str, Any]) -> np.ndarray:
+        """``(len(texts), d)`` unit rows."""
+
+
+class Shown(NamedTuple):
+    """One item a recall shows with the message."""
+
+    text: str
+    line: str  # as the prompt shows it, newline-terminated
+    tokens: int  # of the line
+
+
+@dataclass(frozen=True)
+class IngestCall:
+    """One model call of an ingest: its serving stage and what came back."""
+
+    stage: str  # ingest_extract | ingest_update | observer | reflector
+    result: ChatResult
+
+
+@dataclass
+class Ingest:
+    """What handing one message to the memory did: the gates that fired (and why), the calls
+    they made, and the tokens embedded for the items they stored."""
+
+    reasons: list[str] = field(default_factory=list)
+    calls: list[IngestCall] = field(default_factory=list)
+    embedded_tokens: int = 0
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.reasons)
+
+
+class LiveMemory(ABC):
+    """One user's memory, served turn by turn."""
+
+    @abstractmethod
+    def recall(self, calls: Calls, text: str) -> list[Shown]:
+        """The items shown with the message ``text``, best first."""
+
+    @abstractmethod
+    def add(self, calls: Calls, line: HistoryLine) -> Ingest:
+        """Take the next message; run the ingest its gate asks for, if any."""
+
+    @abstractmethod
+    def state(self) -> dict[str, int]:
+        """``memory_items``, ``memory_tokens`` (what a recall can show) and ``pending_tokens``
+        (message tokens the memory has not processed yet)."""

@@ -16,12 +16,12 @@ interpreter), since it needs sqlalchemy < 2.1. It runs as a child of this proces
 with:
 
 - its database: the run's private PostgreSQL with pgvector (the server
-  :mod:`memcost.vectorstore.embedded` starts; its own pg0 refuses to run as root), schema
+  :mod:`memcost.memory.pgvector` starts; its own pg0 refuses to run as root), schema
   ``hindsight``;
 - its LLM and embeddings: OpenAI-compatible, at the gateway, so every call is cached, priced in
   the ledger (``memory_hindsight``; ``hindsight/retain``, ``hindsight/consolidate``,
   ``hindsight/embed``), budgeted and answered offline by stand-ins
-  (:mod:`memcost.offline.hindsight`);
+  (:mod:`memcost.offline`);
 - its reranker: reciprocal-rank fusion (``rrf``) instead of its default local cross-encoder,
   which would need torch and a model from the Hugging Face hub.
 
@@ -47,17 +47,16 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-import memcost.systems.store as store
+import memcost.memory.base as store
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
-from memcost.offline.hindsight import offline_hindsight_consolidate, offline_hindsight_retain
+from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
+from memcost.memory.libraries import LibraryEnvironment, LibrarySystem, keyless_environ, user_slot
+from memcost.memory.pgvector import SERVER_DIR, PgServer
+from memcost.memory.stored import item_rows, user_lines
+from memcost.offline import offline_hindsight_consolidate, offline_hindsight_retain
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
-from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
-from memcost.systems.library import LibrarySystem
-from memcost.systems.stored import item_rows, user_lines
 from memcost.text import content_words, count_tokens
-from memcost.vectorstore.embedded import SERVER_DIR, PgServer
 
 PINNED = "1.1.0"
 ENVIRONMENT = LibraryEnvironment(

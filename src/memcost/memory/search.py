@@ -1,22 +1,24 @@
-"""Answering from memory, step 1 (study §2; paper §3.1): embed the question, search its user.
+"""Searching the paper's memory (paper §3.1): embed the question, search its own user's facts.
 
 Each question is embedded (one embedding call, tagged with the question so the cost tables
 count it as a read) and searched in its own user's facts only, so another user's facts can
-never come back. Every search is repeated exactly to measure what HNSW misses.
+never come back; every search can be repeated exactly to measure what HNSW misses.
 
 :class:`MemoryStore` is the dataset's memory as retrieval reads it: the run's vector store
-(whichever :mod:`memcost.vectorstore` store notebook 01 wrote) joined with each user's active
-facts from ``facts.parquet``. :func:`search_quality` measures, for this run's questions, how many
-of the ``k`` facts asked for the store's search returns and its recall@k against exact search
-within the user: on a shared pgvector table with ``hnsw.iterative_scan = off`` the user filter
-runs after the index scan, and a question can come back with fewer than ``k`` facts.
+joined with each user's active facts from ``facts.parquet``. :func:`search_quality` measures how
+many of the ``k`` facts asked for the store returns and its recall@k against exact search: on a
+shared pgvector table with ``hnsw.iterative_scan = off`` the user filter runs after the index
+scan, and a question can come back with fewer than ``k`` facts. :func:`open_store` opens the
+store a run's ``vector_store`` names; :func:`manifest_entry` is what the manifest records of it.
 """
 
 from __future__ import annotations
 
+import atexit
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,12 +26,20 @@ import pandas as pd
 
 from memcost.answers import system_name
 from memcost.llm import LLMClient
-from memcost.memory import embed_groups
-from memcost.memory.facts import read_done, read_facts, read_incomplete
+from memcost.memory.base import embed_groups
+from memcost.memory.facts import index_dir, read_done, read_facts, read_incomplete
+from memcost.memory.faiss_store import FaissStore, recall_at_k
+from memcost.memory.pgvector import SERVER_DIR, PgServer, PgVectorStore
+from memcost.memory.vectors import (
+    EF_CONSTRUCTION,
+    EF_SEARCH,
+    HNSW_M,
+    STORES,
+    IndexMismatch,
+    VectorStore,
+)
 from memcost.paper import EMBEDDING_MODEL
-from memcost.paths import DatasetPaths
-from memcost.vectorstore.base import EF_SEARCH, IndexMismatch, VectorStore
-from memcost.vectorstore.faiss_index import recall_at_k
+from memcost.paths import DatasetPaths, RunPaths
 
 TOP_K = 20  # §3.1: facts retrieved per question
 SYSTEM = system_name("memory")
@@ -267,3 +277,84 @@ def search_quality(
             }
         )
     return pd.DataFrame(rows)
+
+
+def open_run_store(
+    run: RunPaths,
+    dataset: str,
+    dims: int,
+    *,
+    vector_store: str = "faiss",
+    pgvector_dsn: str = "",
+    layout: str = "per_user",
+    iterative_scan: str = "off",
+    m: int = HNSW_M,
+    ef_construction: int = EF_CONSTRUCTION,
+) -> VectorStore:
+    """``dataset``'s memory store in ``run`` (``dims``: the embedding model's dimensions)."""
+    store = open_store(
+        vector_store,
+        dims,
+        faiss_dir=index_dir(run.dataset(dataset)),
+        run_dir=run.root,
+        pgvector_dsn=pgvector_dsn,
+        layout=layout,
+        table=store_table(dataset, layout),
+        iterative_scan=iterative_scan,
+        m=m,
+        ef_construction=ef_construction,
+    )
+    atexit.register(store.close)
+    return store
+
+
+def store_table(dataset: str, layout: str) -> str:
+    """The table (name prefix) of one dataset's facts: datasets and layouts never share one."""
+    return f"{dataset}_{layout}"
+
+
+def open_store(
+    vector_store: str,
+    dims: int,
+    *,
+    faiss_dir: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    pgvector_dsn: str = "",
+    layout: str = "per_user",  # returns the k facts at any scale (docs: the filtered search)
+    table: str = "facts",
+    iterative_scan: str = "off",
+    **settings: int,
+) -> VectorStore:
+    """The store named by ``vector_store`` (close it, or use it as a context manager)."""
+    if vector_store not in STORES:
+        raise ValueError(f"vector_store must be one of {STORES}, not {vector_store!r}")
+    # the stores build on this module's interface: imported when one is opened
+
+    if vector_store == "faiss":
+        return FaissStore(dims, folder=faiss_dir, **settings)
+    if not pgvector_dsn and run_dir is None:
+        raise ValueError("vector_store pgvector needs a run directory or pgvector_dsn")
+    server = PgServer(Path(run_dir) / SERVER_DIR if run_dir is not None else None, dsn=pgvector_dsn)
+    server.start()
+    try:
+        return PgVectorStore(
+            server.dsn,
+            dims,
+            layout=layout,
+            table=table,
+            iterative_scan=iterative_scan,
+            server=server,
+            **settings,
+        )
+    except BaseException:
+        server.stop()
+        raise
+
+
+def manifest_entry(store: VectorStore) -> dict[str, Any]:
+    """Store, versions, settings and (for pgvector) which server: never a password."""
+    entry = store.versions()
+    server = getattr(store, "server", None)
+    if isinstance(server, PgServer):
+        entry["server"] = server.describe()
+    return entry

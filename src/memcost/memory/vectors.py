@@ -1,4 +1,4 @@
-"""What a per-user vector store does, whichever system holds the vectors.
+"""The vector store interface of the paper's memory (paper §3.1): FAISS files or pgvector.
 
 A store keeps, for each user, a set of facts (``fact_id`` -> unit vector) and answers a user's
 query with that user's most similar facts only. Scores are cosine similarities (inner products

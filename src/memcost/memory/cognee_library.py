@@ -18,11 +18,11 @@ one chunk). Session memory
 
 cognee lives in an environment of its own, ``.venv-cognee`` (``make setup-cognee``;
 ``MEMCOST_COGNEE_PYTHON`` names another interpreter): it requires pandas < 3, which this
-repository's environment does not hold. :mod:`memcost.systems.cognee_worker` runs there as a
+repository's environment does not hold. :mod:`memcost.memory.cognee_worker` runs there as a
 child of this process and sends every model call to the gateway, so each is cached, priced in
 the ledger (tagged ``memory_cognee`` and ``cognee/extract_graph``, ``cognee/summarize``,
 ``cognee/embed``), budgeted and answered offline by stand-ins in cognee's schemas
-(:mod:`memcost.offline.cognee`). The worker's environment carries no key, telemetry is off, and
+(:mod:`memcost.offline`). The worker's environment carries no key, telemetry is off, and
 its tokenizer (cl100k_base, for text-embedding-3-small's chunk sizes) is the ranks file that
 cognee's own litellm dependency ships, checked by tiktoken against its published hash.
 
@@ -46,15 +46,14 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-import memcost.systems.store as store
+import memcost.memory.base as store
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
-from memcost.offline.cognee import offline_cognee_graph, offline_cognee_summary
+from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
+from memcost.memory.libraries import LibraryEnvironment, LibrarySystem, keyless_environ, user_slot
+from memcost.memory.stored import item_rows, user_lines
+from memcost.offline import offline_cognee_graph, offline_cognee_summary
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
-from memcost.systems.environments import LibraryEnvironment, keyless_environ, user_slot
-from memcost.systems.library import LibrarySystem
-from memcost.systems.stored import item_rows, user_lines
 from memcost.text import count_tokens
 
 PINNED = "1.6.5"

@@ -6,14 +6,14 @@ effort, text-embedding-3-small, an HNSW vector store, ``search(top_k=20)``. Here
 library runs with that configuration, its chat and embedding requests sent to a metering
 gateway (:mod:`memcost.llm.gateway`) that hands them to the one client: cached, priced in the
 ledger (tagged ``memory_mem0`` and ``mem0/extract``, ``mem0/update``, ``mem0/embed``), budgeted,
-answered offline by stand-ins in mem0's formats (:mod:`memcost.offline.mem0`). Messages are added
+answered offline by stand-ins in mem0's formats (:mod:`memcost.offline`). Messages are added
 in the study's segments (10 messages, 8,000 characters, one session), the session date first.
 
 Version: mem0ai **1.0.4** (2026-02-17), the last release before the study's submission in
 March 2026; 1.0.x keeps the paper's pipeline (extraction, then an update step choosing ADD,
 UPDATE, DELETE or NONE against similar memories), and 2.0.0 changed extraction to ADD-only.
 Supported: 1.0.x. Its vector store is mem0's own: ``pgvector`` (the paper's; default) on the
-run's private PostgreSQL server (the one :mod:`memcost.vectorstore.embedded` starts), one
+run's private PostgreSQL server (the one :mod:`memcost.memory.pgvector` starts), one
 collection for the dataset's users as mem0 creates it (HNSW, cosine; pgvector's defaults
 m = 16, ef_construction = 64, which are the study's), or ``faiss`` (mem0's FAISS provider in the
 dataset's folder; mem0 1.0.4 loses track of vectors after its update phase deletes and adds, so
@@ -32,15 +32,15 @@ import pandas as pd
 
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
-from memcost.memory.segment import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
-from memcost.offline.mem0 import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update
+from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
+from memcost.memory.libraries import LibrarySystem
+from memcost.memory.pgvector import SERVER_DIR, PgServer
+from memcost.memory.segments import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
+from memcost.memory.stored import item_rows
+from memcost.offline import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.prompts import MEM0_EXTRACT
-from memcost.systems.base import ITEM_COLUMNS, Recall, SystemBuild, register
-from memcost.systems.library import LibrarySystem
-from memcost.systems.stored import item_rows
 from memcost.text import count_tokens
-from memcost.vectorstore.embedded import SERVER_DIR, PgServer
 
 PINNED = "1.0.4"
 SUPPORTED = ("1.0.0", "2.0.0")  # [low, high): the 1.0 line, the paper's pipeline

@@ -23,11 +23,8 @@ import pandas as pd
 
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.offline.observe import standin_summarise
-from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.prompts import MEMORY_SUMMARY
-from memcost.systems.base import register
-from memcost.systems.stored import (
+from memcost.memory.base import register
+from memcost.memory.stored import (
     HistoryLine,
     StoredSystem,
     UserIngest,
@@ -37,6 +34,9 @@ from memcost.systems.stored import (
     shown,
     user_lines,
 )
+from memcost.offline import standin_summarise
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.prompts import MEMORY_SUMMARY
 
 EVICTION_POLICIES = ("lru", "fifo")
 

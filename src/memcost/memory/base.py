@@ -1,0 +1,431 @@
+"""The memory-system interface: what every memory the study compares does, found by name.
+
+A memory system ingests each user's conversation once (every model call through the one client,
+tagged with the system's answer name and its step) and then, per question, says what it knows
+that bears on it: a few items with their text, date, score and token count (:class:`Recall`).
+It reports its state per user (items stored, tokens held, model calls made). Systems register
+themselves by name (:func:`register`); adding one is one module of this package. The paper's is
+``mem0_style``; the others are the architectures the field compares it with.
+
+The systems that keep their own items (all but ``mem0_style``, whose facts live in the run's
+vector store) write them here: ``<ds>/memory/systems/<name>/<user>.parquet`` (schema
+:data:`ITEM_SCHEMA`, vectors as ``float32`` lists, invalidated items kept with ``valid`` false)
+and ``done.json`` (``{user: {"fingerprint": ..., "calls": n}}``, written after the user's items,
+so a killed build redoes only unfinished users); a failed user is in ``failed.json`` and retried.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from memcost.io import read_json, write_json
+from memcost.llm import EmbeddingRequest, LLMClient, LLMError
+from memcost.llm.offline import plan_batches
+from memcost.paper import EMBEDDING_MODEL
+from memcost.paths import DatasetPaths
+
+# The columns of a recall's items (and of every system's stored items): what the reader shows.
+ITEM_COLUMNS = ("item_id", "kind", "text", "session_datetime", "score", "tokens", "positions")
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What a system brings back for one question: items best first, and the search's time."""
+
+    items: pd.DataFrame  # ITEM_COLUMNS, best first
+    latency_s: float  # the search alone (the question's embedding is the client's, recorded)
+    details: Mapping[str, Any] = field(default_factory=dict)  # the system's own answer fields
+
+    @property
+    def texts(self) -> list[str]:
+        return self.items["text"].tolist()
+
+    @property
+    def tokens(self) -> int:
+        return int(self.items["tokens"].sum()) if len(self.items) else 0
+
+    @property
+    def facts(self) -> pd.DataFrame:
+        """The items as the reader and evidence recall read them (``text``,
+        ``session_datetime``, ``source_positions``)."""
+        return self.items.rename(columns={"positions": "source_positions"})
+
+
+@dataclass
+class SystemBuild:
+    """What one system's build did for a dataset (the notebook prints it)."""
+
+    system: str
+    users: int = 0
+    built: int = 0  # by this run
+    resumed: int = 0  # finished by an earlier run with the same settings: skipped
+    failed: dict[str, str] = field(default_factory=dict)  # user -> reason (retried on resume)
+    wall_s: float = 0.0
+    details: dict[str, int] = field(default_factory=dict)  # the system's own counts
+
+    def line(self) -> str:
+        failed = f", {len(self.failed)} FAILED (rerun to retry them)" if self.failed else ""
+        details = "".join(f", {v} {k.replace('_', ' ')}" for k, v in self.details.items())
+        return (
+            f"{self.system}: {self.users} users, {self.built} built, {self.resumed} resumed"
+            f"{failed}{details} in {self.wall_s:.1f} s"
+        )
+
+
+class MemorySystem(ABC):
+    """One memory architecture over one dataset folder of a run."""
+
+    name: ClassVar[str]  # the registered name, e.g. "rag"
+    answers_as: ClassVar[str]  # the system name of its answers and ledger records
+    defaults: ClassVar[Mapping[str, Any]] = {}  # its settings and their defaults
+    describes: ClassVar[str] = ""  # what it is, in one line
+    # The notebooks' parameters that set its settings (the paper's memory is configured by
+    # notebook 01's and 02's parameters cells; the other systems by their memory_systems entry)
+    parameters: ClassVar[tuple[str, ...]] = ()
+    # What the pre-run estimate (memcost.costs.estimate) assumes it writes: model passes over
+    # the history at the extraction model's price, and whether an update phase follows (the
+    # paper's Mem0 is one pass and an update phase; its measured write cost is the unit).
+    write_passes: ClassVar[float] = 1.0
+    write_update_phase: ClassVar[bool] = True
+    write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
+
+    def __init__(
+        self, ds: DatasetPaths, settings: Mapping[str, Any] | None = None, *, dataset: str
+    ):
+        unknown = sorted(set(settings or {}) - set(self.defaults))
+        if unknown:
+            raise ValueError(
+                f"memory system {self.name}: unknown setting(s) {unknown}; its "
+                f"settings are {', '.join(self.defaults) or 'none'}"
+            )
+        self.ds = ds
+        self.dataset = dataset
+        self.settings = {**self.defaults, **(settings or {})}
+
+    @classmethod
+    def settings_from(
+        cls, given: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Its settings: the ``memory_systems`` entry's (``given``) over the notebook
+        ``parameters`` it reads (:attr:`parameters`), over its defaults."""
+        from_parameters = {k: parameters[k] for k in cls.parameters if k in (parameters or {})}
+        return {**cls.defaults, **from_parameters, **given}
+
+    @abstractmethod
+    def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
+        """Ingest every user's conversation not built yet with these settings (resumable)."""
+
+    @abstractmethod
+    def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
+        """Each question's recall, by question id, in the order the questions were asked."""
+
+    @abstractmethod
+    def state(self) -> pd.DataFrame:
+        """One row per built user: ``conversation_id, items, tokens, calls``."""
+
+    def items(self, user: str) -> pd.DataFrame:
+        """What the system stores for ``user`` (at least ``kind``, ``text``, ``tokens``,
+        ``valid``): the notebooks show it."""
+        return store_items(self, user)
+
+    @property
+    @abstractmethod
+    def memory_files(self) -> list[Path]:
+        """The files a rebuilt memory changes (answers made from an older one are redone)."""
+
+    def live(self, user: str) -> Any:
+        """``user``'s memory served turn by turn (:class:`memcost.memory.stored.LiveMemory`),
+        for the serving study; ``ValueError`` for a system that has no such mode."""
+        raise ValueError(f"memory system {self.name} cannot be served turn by turn")
+
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise ``ValueError`` in one line when the system cannot run here (a library that is
+        missing or of an unsupported version); checked before a run starts."""
+        return None  # the systems of this repository need nothing beyond its own packages
+
+    def close(self) -> None:
+        """Let go of what the system holds open (a private database server stops, its data
+        kept for a resume)."""
+        return None
+
+    def tags(self, user: str, **extra: Any) -> dict[str, Any]:
+        """The ledger tags of one of this system's calls."""
+        return {
+            "dataset": self.dataset,
+            "conversation_id": user,
+            "question_id": None,
+            "system": self.answers_as,
+            **extra,
+        }
+
+
+def store_items(system: MemorySystem, user: str) -> pd.DataFrame:
+    """A user's items from the system's own folder (:mod:`memcost.memory.base`)."""
+    return read_user(system_dir(system.ds, system.name), user)[0]
+
+
+# Filled as the system modules are imported (memcost.systems imports this package's own).
+_REGISTRY: dict[str, type[MemorySystem]] = {}
+
+
+def register(cls: type[MemorySystem]) -> type[MemorySystem]:
+    """Class decorator: make ``cls`` available by its ``name``."""
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"two memory systems named {cls.name!r}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def system_names() -> tuple[str, ...]:
+    """The registered systems, the paper's first."""
+    return tuple(sorted(_REGISTRY, key=lambda n: (n != "mem0_style", n)))
+
+
+def system_class(name: str) -> type[MemorySystem]:
+    """The system registered as ``name``; ``ValueError`` in one line listing the known ones."""
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"unknown memory system {name!r}; the memory systems are {', '.join(system_names())}"
+        )
+    return _REGISTRY[name]
+
+
+def open_system(
+    name: str, ds: DatasetPaths, *, dataset: str, settings: Mapping[str, Any] | None = None
+) -> MemorySystem:
+    return system_class(name)(ds, settings, dataset=dataset)
+
+
+def open_systems(
+    value: Any, ds: DatasetPaths, *, dataset: str, parameters: Mapping[str, Any] | None = None
+) -> dict[str, MemorySystem]:
+    """``memory_systems`` opened, by name, in the order listed (``parameters``: the notebook's,
+    for the systems that read them)."""
+    return {
+        name: system_class(name)(
+            ds, system_class(name).settings_from(settings, parameters), dataset=dataset
+        )
+        for name, settings in parse_systems(value)
+    }
+
+
+def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
+    """``memory_systems`` as ``[(name, settings), ...]``: each entry a name (``rag``) or a
+    one-key mapping of a name to its settings (``{hierarchical: {window_turns: 20}}``).
+    ``ValueError`` in one line for an unknown name or setting, or a name given twice."""
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError(
+            f"memory_systems={value!r}: expected a list of system names, e.g. "
+            f"[mem0_style, rag]; the memory systems are {', '.join(system_names())}"
+        )
+    out: list[tuple[str, dict[str, Any]]] = []
+    for entry in value:
+        if isinstance(entry, Mapping) and len(entry) == 1:
+            name, settings = next(iter(entry.items()))
+        elif isinstance(entry, str):
+            name, settings = entry, {}
+        else:
+            raise ValueError(
+                f"memory_systems entry {entry!r}: expected a name or {{name: {{setting: value}}}}"
+            )
+        cls = system_class(str(name))
+        cls.check_available()
+        if not isinstance(settings, Mapping):
+            raise ValueError(f"memory_systems {name}: settings must be a mapping, not {settings!r}")
+        unknown = sorted(set(settings) - set(cls.defaults))
+        if unknown:
+            raise ValueError(
+                f"memory system {name}: unknown setting(s) {unknown}; its "
+                f"settings are {', '.join(cls.defaults)}"
+            )
+        if any(n == name for n, _ in out):
+            raise ValueError(f"memory_systems names {name} twice")
+        out.append((str(name), dict(settings)))
+    return out
+
+
+# What a stored item is, whatever the system (a chunk, a triple, a summary, an observation, ...).
+ITEM_SCHEMA = {
+    "item_id": "str",  # unique within the user
+    "kind": "str",  # chunk | triple | entity | summary | turn | archive | observation | fact
+    "text": "str",  # what the reader is shown
+    "session_datetime": "str | None",  # ISO date of the conversation it came from
+    "tokens": "int",  # o200k tokens of the text
+    "valid": "bool",  # false: superseded (graph relations are marked, never deleted)
+    "detail": "str",  # JSON of the system's own fields (a triple's source, relation, ...)
+    "positions": "list[int]",  # the turns it came from (evidence recall); [] for a summary
+}
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def system_dir(ds: DatasetPaths, name: str) -> Path:
+    return ds.memory / "systems" / name
+
+
+def _user_file(folder: Path, user: str) -> Path:
+    return folder / f"{_SAFE.sub('_', user)}.parquet"
+
+
+def write_user(
+    folder: Path,
+    user: str,
+    items: pd.DataFrame,
+    vectors: np.ndarray | None,
+    *,
+    fingerprint: str,
+    calls: int,
+    info: dict[str, Any] | None = None,
+) -> None:
+    """One finished user: its items (with vectors), then its line in ``done.json`` (with
+    ``info``: what the system says about the build, e.g. which gates fired)."""
+    missing = [c for c in ITEM_SCHEMA if c not in items.columns]
+    if missing:
+        raise ValueError(f"items of {user} lack columns {missing}")
+    frame = items[list(ITEM_SCHEMA)].copy()
+    frame["conversation_id"] = user
+    if vectors is not None:
+        if len(vectors) != len(frame):
+            raise ValueError(f"{user}: {len(frame)} items but {len(vectors)} vectors")
+        frame["vector"] = [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = _user_file(folder, user)
+    frame.to_parquet(path.with_suffix(".tmp"), index=False)
+    path.with_suffix(".tmp").replace(path)
+    done = read_done(folder)
+    done[user] = {"fingerprint": fingerprint, "calls": int(calls), **(info or {})}
+    write_json(folder / "done.json", done)
+    failed = read_failed(folder)
+    if failed.pop(user, None) is not None:
+        write_json(folder / "failed.json", failed)
+
+
+def read_done(folder: Path) -> dict[str, dict[str, Any]]:
+    path = folder / "done.json"
+    return dict(read_json(path)) if path.is_file() else {}
+
+
+def read_failed(folder: Path) -> dict[str, str]:
+    path = folder / "failed.json"
+    return dict(read_json(path)) if path.is_file() else {}
+
+
+def record_failures(folder: Path, failures: dict[str, str]) -> None:
+    """Add this build's failed users (a user built later is taken off again)."""
+    if failures:
+        write_json(folder / "failed.json", {**read_failed(folder), **failures})
+
+
+def finished(folder: Path, users: list[str], fingerprint: str) -> set[str]:
+    """The users whose items were written by a build with ``fingerprint``."""
+    done = read_done(folder)
+    return {
+        u
+        for u in users
+        if done.get(u, {}).get("fingerprint") == fingerprint and _user_file(folder, u).is_file()
+    }
+
+
+def read_user(folder: Path, user: str) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """A finished user's items and their vectors (``None`` for a system that stores none)."""
+    path = _user_file(folder, user)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no memory for {user}; run notebook 01 first")
+    frame = pd.read_parquet(path)
+    vectors = None
+    if "vector" in frame.columns:
+        vectors = (
+            np.stack([np.asarray(v, dtype=np.float32) for v in frame["vector"]])
+            if len(frame)
+            else np.zeros((0, 0), dtype=np.float32)
+        )
+        frame = frame.drop(columns=["vector"])
+    return frame, vectors
+
+
+def state_table(folder: Path) -> pd.DataFrame:
+    """One row per finished user: items (valid ones), tokens held, model calls made."""
+    rows = []
+    for user, entry in read_done(folder).items():
+        path = _user_file(folder, user)
+        if not path.is_file():
+            continue
+        items = pd.read_parquet(path, columns=["tokens", "valid"])
+        held = items.loc[items["valid"]]
+        rows.append(
+            {
+                "conversation_id": user,
+                "items": len(held),
+                "tokens": int(held["tokens"].sum()),
+                "invalid_items": int((~items["valid"]).sum()),
+                "calls": int(entry.get("calls", 0)),
+                **{k: v for k, v in entry.items() if k not in ("fingerprint", "calls")},
+            }
+        )
+    return pd.DataFrame(rows).reindex(
+        columns=list(
+            dict.fromkeys(
+                [
+                    "conversation_id",
+                    "items",
+                    "tokens",
+                    "invalid_items",
+                    "calls",
+                    *[c for r in rows for c in r],
+                ]
+            )
+        )
+    )
+
+
+def embed_groups(
+    client: LLMClient,
+    groups: Sequence[tuple[Sequence[str], Mapping[str, Any]]],
+    *,
+    model: str = EMBEDDING_MODEL,
+    desc: str = "embed",
+    progress: bool | None = None,
+) -> list[np.ndarray]:
+    """One ``(len(texts), d)`` array per group, rows L2-normalised; texts without content get
+    zero rows (the API rejects them).
+
+    Each group is batched as :meth:`LLMClient.embed` batches it (same requests, so the cache
+    and ledger see the same calls), but all groups go to :meth:`LLMClient.embed_many` at once
+    so that users are embedded in parallel. Inputs cut to the API's per-input limit are counted
+    in the client's ``truncated_inputs``, as :meth:`LLMClient.embed` counts them.
+    """
+    requests: list[EmbeddingRequest] = []
+    owners: list[tuple[int, list[int]]] = []
+    truncated = 0
+    for g, (texts, tags) in enumerate(groups):
+        keep = [i for i, t in enumerate(texts) if str(t).strip()]
+        if not keep:
+            continue
+        batches, fitted, cut = plan_batches([str(texts[i]) for i in keep])
+        truncated += cut
+        for batch in batches:
+            requests.append(
+                EmbeddingRequest(model, tuple(fitted[j] for j in batch), tags=dict(tags))
+            )
+            owners.append((g, [keep[j] for j in batch]))
+    client.stats.truncated_inputs += truncated
+    results = client.embed_many(requests, desc=desc, progress=progress) if requests else []
+    failed = [r for r in results if r.error]
+    if failed:
+        raise LLMError(
+            f"{len(failed)} of {len(results)} embedding calls failed ({failed[0].error}); rerun "
+            "to retry them (completed calls come back from the cache)"
+        )
+    dims = results[0].vectors.shape[1] if results else client.embed([""], model=model).shape[1]
+    out = [np.zeros((len(texts), dims), dtype=np.float32) for texts, _ in groups]
+    for (g, rows), result in zip(owners, results, strict=True):
+        out[g][rows] = result.vectors
+    return out

@@ -1,0 +1,888 @@
+"""The offline backend's classical stand-ins: what an LLM does in the study, and what replaces
+it when no key is given.
+
+Each function answers one stage's requests instead of a model: sentence facts for extraction, a
+lexical rule for the update phase, extractive answers for the readers and the long-context
+answerer, a lexical judge, and the stand-ins of the other memory systems and libraries. They read
+the request's ``payload``, never the network, and every record they produce is labelled
+``offline``: their accuracies are those of word overlap, not of a language model.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from memcost import answers
+from memcost.llm import ChatRequest
+from memcost.stats import CORRECT, WRONG
+from memcost.text import (
+    BM25,
+    STOPWORDS,
+    containment,
+    content_words,
+    day_text,
+    jaccard,
+    split_sentences,
+    spoken_datetime,
+    token_f1,
+    words,
+)
+
+_CAPTION = re.compile(r"\s*\[shares a photo: (.*?)\]\s*$", re.DOTALL)
+_FIRST_PERSON = re.compile(
+    r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours)\b",
+    re.IGNORECASE,
+)
+_POSSESSIVE = re.compile(r"\b(my|mine|our|ours)\b", re.IGNORECASE)
+_FILLER_START = re.compile(
+    r"^\W*(hi|hey|hello|thanks|thank you|talk soon|take care|see you|bye|good ?night|"
+    r"congrat\w*|no way|wow|oh|ouch|haha|lol|sounds|of course|same here|me too|sure|cool|"
+    r"nice|great|anyway|guess what|ok|okay|yes|no|yeah)\b",
+    re.IGNORECASE,
+)
+_PROPER_NOUN = re.compile(r"(?<=[a-z,;:] )[A-Z][a-zA-Z'&-]+")
+_DIGIT = re.compile(r"\d")
+
+
+def person_name(speaker: str) -> str:
+    """How facts name a speaker: LoCoMo's names as they are, a role as "the user" (the
+    extraction prompt and this extractor name people the same way)."""
+    return "the user" if speaker.strip().lower() in ("user", "the user") else speaker
+
+
+def capitalise(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def informative_sentence(sentence: str) -> bool:
+    """The offline extractor's test: does this sentence say something about its speaker?
+
+    Dropped: very short sentences (fewer than three content words), questions unless they
+    mention something of the speaker's ("my", "our": "a vet for my beagle?"), and greetings or
+    reactions that do not mention the speaker. Kept: what remains if it mentions the
+    speaker ("I", "my", "we"), a number, a name, or is long enough to carry a fact on its own.
+    """
+    content = content_words(sentence)
+    if len(content) < 3:
+        return False
+    first_person = bool(_FIRST_PERSON.search(sentence))
+    if sentence.rstrip().endswith("?") and not _POSSESSIVE.search(sentence):
+        return False
+    if _FILLER_START.match(sentence) and not first_person and len(content) < 5:
+        return False
+    return (
+        first_person
+        or bool(_DIGIT.search(sentence))
+        or bool(_PROPER_NOUN.search(sentence))
+        or len(content) >= 6
+    )
+
+
+def offline_fact_text(sentence: str, speaker: str, when: str | None, verb: str = "said") -> str:
+    """``On 8 May 2023, Maya said: <sentence>`` (no date: ``Maya said: ...``)."""
+    name = person_name(speaker)
+    day = day_text(when)
+    if day:
+        return f"On {day}, {name} {verb}: {sentence}"
+    return f"{capitalise(name)} {verb}: {sentence}"
+
+
+def offline_extract(request: ChatRequest) -> str:
+    """Offline extraction: the person's informative sentences, prefixed with speaker and
+    session date, as the JSON the extraction prompt asks for."""
+    segment = request.payload
+    facts = []
+    for m in segment.person_messages:
+        text, caption = m.text, None
+        found = _CAPTION.search(text)
+        if found:
+            text, caption = text[: found.start()], found.group(1).strip()
+        for line in text.splitlines():
+            for sentence in split_sentences(line):
+                if informative_sentence(sentence):
+                    facts.append(
+                        {
+                            "text": offline_fact_text(
+                                sentence, m.speaker, segment.session_datetime
+                            ),
+                            "speaker": m.speaker,
+                            "turns": [m.number],
+                        }
+                    )
+        if caption:
+            facts.append(
+                {
+                    "text": offline_fact_text(
+                        caption, m.speaker, segment.session_datetime, verb="shared a photo"
+                    ),
+                    "speaker": m.speaker,
+                    "turns": [m.number],
+                }
+            )
+    return json.dumps({"facts": facts}, ensure_ascii=False)
+
+
+# Offline update rule: which words say "how much / how often" and which say "what about".
+_NUMBER_WORDS = frozenset(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty
+    ninety hundred thousand million half dozen once twice thrice""".split()
+)
+_UNIT = r"(?:day|week|month|year|fortnight)"
+_FREQUENCY = re.compile(
+    r"\b(?:(?:once|twice|thrice|\w+ times?|\w+ (?:days?|evenings?|mornings?|nights?|hours?|"
+    rf"sessions?|class(?:es)?|runs?|lessons?)) (?:a|an|per|each|every) {_UNIT}"
+    r"|daily|weekly|monthly|yearly|nightly|every (?:other )?"
+    r"(?:day|week|month|year|morning|evening|night|weekend))\b",
+    re.IGNORECASE,
+)
+_TIME_WORDS = frozenset(
+    """times time daily weekly monthly yearly nightly every per day days week weeks month months
+    year years morning mornings evening evenings night nights weekend weekends hour hours minute
+    minutes""".split()
+)
+_NEGATION = re.compile(
+    r"\b(no longer|not any ?more|any ?more|stopped|quit|gave up|no more|cancell?ed|moved out)\b",
+    re.IGNORECASE,
+)
+# Verbs and adverbs too common to tell two facts' subjects apart.
+_LIGHT_WORDS = frozenset(
+    """go goes going went gone get gets getting got make makes making made take takes taking
+    took have has had having start starts started starting like likes liked love loves loved
+    want wants wanted need needs needed try tries tried trying use uses used feel feels felt
+    think thinks thought know knows knew say says said still now just also much many lot lots
+    bit thing things something really finally already always usually up new old last next
+    """.split()
+)
+_MONTHS_DAYS = frozenset(
+    """january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays
+    thursdays fridays saturdays sundays""".split()
+)
+_OFFLINE_PREFIX = re.compile(r"^(?:On [^,:]{3,40}, )?[^:]{1,60}? (?:said|shared a photo): ")
+NEAR_DUPLICATE_JACCARD = 0.7
+SUBJECT_OVERLAP = 0.5
+
+
+def _body(text: str) -> str:
+    """A fact without the offline extractor's "On <date>, <name> said:" prefix."""
+    return _OFFLINE_PREFIX.sub("", text, count=1)
+
+
+def _value_kinds(text: str) -> dict[str, frozenset[str]]:
+    """A fact's values by kind: frequency phrases ("three times a week"), counts (numbers
+    outside those phrases), and whether it says something stopped."""
+    frequencies = [" ".join(words(m.group(0))) for m in _FREQUENCY.finditer(text)]
+    rest = _FREQUENCY.sub(" ", text)
+    kinds = {
+        "frequency": frozenset(frequencies),
+        "count": frozenset(t for t in words(rest) if t in _NUMBER_WORDS or t.isdigit()),
+    }
+    if _NEGATION.search(text):
+        kinds["negation"] = frozenset({"negated"})
+    return {k: v for k, v in kinds.items() if v}
+
+
+def _subject(text: str, names: Iterable[str]) -> set[str]:
+    skip = {w for n in names for w in words(n)} | {"user"}
+    return {
+        w
+        for w in content_words(text)
+        if w.split("'")[0] not in STOPWORDS  # contractions: "i've", "it's"
+        and w not in _NUMBER_WORDS
+        and w not in _TIME_WORDS
+        and w not in _LIGHT_WORDS
+        and w not in _MONTHS_DAYS
+        and w not in skip
+        and not w.isdigit()
+    }
+
+
+def lexical_decision(candidate: str, memory: str, *, names: Iterable[str] = ()) -> str | None:
+    """The offline update rule for one candidate against one stored fact (same speaker).
+
+    ``NOOP`` when the candidate is a near-duplicate (its content words are contained in the
+    fact's, or their Jaccard similarity is at least 0.7). ``UPDATE`` when both share a subject
+    word (after dropping names, numbers, time words and common verbs) and a value changed:
+    both state a frequency ("twice a week") and they differ; or, when at least half of the
+    smaller set of subject words is shared, both state a count and they differ, or the
+    candidate says something stopped. Otherwise ``None``.
+    """
+    names = list(names)
+    cand_body, mem_body = _body(candidate), _body(memory)
+    cand_words, mem_words = set(content_words(cand_body)), set(content_words(mem_body))
+    if not cand_words:
+        return "NOOP"
+    if cand_words <= mem_words or jaccard(cand_words, mem_words) >= NEAR_DUPLICATE_JACCARD:
+        return "NOOP"
+    cand_subject, mem_subject = _subject(cand_body, names), _subject(mem_body, names)
+    shared = cand_subject & mem_subject
+    if not shared:
+        return None
+    cand_values, mem_values = _value_kinds(cand_body), _value_kinds(mem_body)
+    if _differs(cand_values, mem_values, "frequency"):
+        return "UPDATE"  # a routine's frequency about the same thing: the newer one holds
+    close = len(shared) / min(len(cand_subject), len(mem_subject)) >= SUBJECT_OVERLAP
+    if close and "negation" in cand_values and "negation" not in mem_values:
+        return "UPDATE"
+    if close and _differs(cand_values, mem_values, "count"):
+        return "UPDATE"
+    return None
+
+
+def _differs(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], kind: str) -> bool:
+    return kind in a and kind in b and a[kind] != b[kind]
+
+
+def offline_update(request: ChatRequest) -> str:
+    """Offline update phase: :func:`lexical_decision` against each candidate's compared facts
+    of the same speaker, most similar first; NOOP wins over UPDATE, else ADD."""
+    payload = request.payload
+    memories = payload["memories"]
+    names = {c["speaker"] for c in payload["candidates"]} | {
+        m["speaker"] for m in memories.values()
+    }
+    decisions = []
+    for cand in payload["candidates"]:
+        found: dict[str, str] = {}
+        for short in cand["compared"]:
+            mem = memories[short]
+            if mem["speaker"] != cand["speaker"]:
+                continue
+            verdict = lexical_decision(cand["text"], mem["text"], names=names)
+            if verdict and verdict not in found:
+                found[verdict] = short
+        if "NOOP" in found:
+            decision = {"event": "NOOP", "memory_id": found["NOOP"], "text": None}
+        elif "UPDATE" in found:
+            decision = {"event": "UPDATE", "memory_id": found["UPDATE"], "text": cand["text"]}
+        else:
+            decision = {"event": "ADD", "memory_id": None, "text": None}
+        decisions.append({"fact": cand["number"], **decision})
+    return json.dumps({"decisions": decisions}, ensure_ascii=False)
+
+
+NO_INFORMATION = "I don't have that information."
+
+
+def offline_reader(request: ChatRequest) -> str:
+    """Offline reader: the retrieved fact with the highest lexical overlap with the question
+    (BM25 over content words), or :data:`NO_INFORMATION` when none shares a word with it.
+
+    With options, the option the retrieved facts support best (:data:`NO_INFORMATION` when they
+    support none)."""
+    facts = request.payload["facts"]
+    options = request.payload.get("options")
+    if options:
+        pick = answers.best_supported_option(options, facts)
+        return NO_INFORMATION if pick is None else answers.format_choice(options, pick)
+    if not facts:
+        return NO_INFORMATION
+    best = BM25(facts).best(request.payload["question"])
+    return NO_INFORMATION if best is None else facts[best[0]]
+
+
+# The extractive method's fixed replies.
+NOT_MENTIONED = "Not mentioned in the conversations."
+NO_HISTORY_ANSWER = "I don't know: no past conversations are available."
+UNDECIDED = "I don't know."
+
+
+class HistoryTurn(NamedTuple):
+    """One turn of a shown history, as the extractive method quotes it."""
+
+    session: int  # session number as rendered (session_index + 1)
+    when: str | None  # the session's ISO date
+    speaker: str
+    text: str  # the utterance, with a shared photo's caption
+
+
+class ShownHistory(Protocol):
+    """What a prompt carries between ``<history>`` and ``</history>`` (a long-context Context)."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def history(self) -> Any: ...  # None: the prompt says there is no history
+
+    def turns(self) -> list[HistoryTurn]: ...
+
+
+@dataclass(frozen=True)
+class OfflineJob:
+    """What the offline method needs (the request's ``payload``; never sent)."""
+
+    kind: str
+    question: str
+    options: tuple[str, ...] | None
+    context: ShownHistory
+
+
+class ExtractiveAnswerer:
+    """The offline method of the long-context stage: lexical overlap (BM25) between the question
+    and the turns shown. One index per distinct history text, built on first use."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[Hashable, tuple[list[HistoryTurn], BM25]] = {}
+
+    def _index(self, context: ShownHistory) -> tuple[list[HistoryTurn], BM25]:
+        key = context.key
+        if key not in self._indexes:
+            turns = context.turns()
+            self._indexes[key] = (turns, BM25([t.text for t in turns]))
+        return self._indexes[key]
+
+    def __call__(self, request: Any) -> str:
+        job = request.payload
+        if not isinstance(job, OfflineJob):
+            raise TypeError("a long-context request's payload must be an OfflineJob")
+        if job.context.history is None:  # no context
+            if job.options:
+                return answers.format_choice(job.options, answers.longest_option(job.options))
+            return NO_HISTORY_ANSWER
+        turns, index = self._index(job.context)
+        if job.options:
+            pick = answers.best_supported_option(job.options, [t.text for t in turns])
+            return UNDECIDED if pick is None else answers.format_choice(job.options, pick)
+        best = index.best(job.question) if turns else None
+        if best is None:
+            return NOT_MENTIONED
+        return quote(turns[best[0]])
+
+
+def quote(turn: HistoryTurn) -> str:
+    """``Speaker (Monday 8 May 2023, 13:56): text`` (the session number without a date)."""
+    when = spoken_datetime(turn.when, missing=f"session {turn.session}")
+    return f"{turn.speaker} ({when}): {turn.text}"
+
+
+LEXICAL = "lexical"  # judge_model of every offline vote: a word-overlap rule, not an LLM
+
+
+class Instructed(Protocol):
+    """The grading instruction an item carries (only its key matters here)."""
+
+    @property
+    def key(self) -> str: ...
+
+
+class Judged(Protocol):
+    """One answer to judge, as the judge stage describes it (a ``JudgeItem``)."""
+
+    @property
+    def response(self) -> str: ...
+    @property
+    def reference(self) -> str: ...
+    @property
+    def instruction(self) -> Instructed: ...
+    @property
+    def adversarial_answer(self) -> str: ...
+    @property
+    def wrong_options(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class LexicalRule:
+    """Thresholds of the offline judge for one prompt variant.
+
+    A response is CORRECT when ``containment`` (share of the reference's content words found in
+    the response) or ``f1`` (SQuAD token F1) reaches its threshold (``need_both``: both must).
+    Rubrics (LongMemEval preference) are long, so only ``rubric`` of their content words need to
+    appear. PersonaMem replies: the response must be closer (token F1) to the reference reply
+    than to every wrong option, and at least ``option_f1`` close to it.
+    """
+
+    containment: float
+    f1: float
+    need_both: bool
+    rubric: float
+    option_f1: float
+
+
+LEXICAL_RULES: dict[str, LexicalRule] = {
+    "judge": LexicalRule(containment=0.6, f1=0.5, need_both=False, rubric=0.2, option_f1=0.1),
+    "judge_lenient": LexicalRule(
+        containment=0.4, f1=0.3, need_both=False, rubric=0.1, option_f1=0.05
+    ),
+    "judge_strict": LexicalRule(containment=0.8, f1=0.4, need_both=True, rubric=0.3, option_f1=0.2),
+}
+
+_NUMBER_VALUES = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_VALUES.update({"once": "1", "twice": "2", "thrice": "3"})
+_ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
+_ABSTAIN = re.compile(
+    r"\b(not (?:been )?(?:mentioned|stated|specified|provided|available|known|given|said|"
+    r"discussed|enough)|no (?:information|mention|record|details?|indication|data)|"
+    r"(?:do|does|did)n'?t (?:know|mention|say|have)|(?:do|does|did) not (?:know|mention|say|"
+    r"have)|cannot (?:be )?(?:determine|tell|answer|find|say)|can't (?:determine|tell|answer|"
+    r"find|say)|unknown|never (?:mentioned|said|told)|insufficient information|unanswerable|"
+    r"information (?:is )?(?:incomplete|missing))\b",
+    re.IGNORECASE,
+)
+_COUNT = re.compile(r"\b(\d+)\s+(day|week|month|year)s?\b")
+
+
+def numerals(text: str) -> str:
+    """Number words as digits and ordinals without suffix, so "three" meets "3" and "9th" "9"."""
+    text = _ORDINAL.sub(r"\1", text)
+    return re.sub(r"[A-Za-z]+", lambda m: _NUMBER_VALUES.get(m.group(0).lower(), m.group(0)), text)
+
+
+def abstains(text: str) -> bool:
+    """Does the response say the information is not there?"""
+    return bool(_ABSTAIN.search(text))
+
+
+def _unanswerable(item: Judged, response: str) -> tuple[str, str]:
+    if abstains(response):
+        return CORRECT, "lexical: the response says the information is not available"
+    trap = containment(item.adversarial_answer, response) if item.adversarial_answer else 0.0
+    extra = f" (it matches the trap answer {trap:.2f})" if trap >= 0.5 else ""
+    return WRONG, f"lexical: the response answers an unanswerable question{extra}"
+
+
+def _off_by_one(reference: str, response: str) -> tuple[str, str] | None:
+    gold = _COUNT.search(reference)
+    if not gold:
+        return None
+    n, unit = int(gold.group(1)), gold.group(2)
+    said = {int(m.group(1)) for m in _COUNT.finditer(response) if m.group(2) == unit}
+    if said & {n - 1, n, n + 1}:
+        return CORRECT, f"lexical: {sorted(said)} {unit}s is within one of {n}"
+    return None
+
+
+def _closest_reply(
+    item: Judged, response: str, reference: str, rule: LexicalRule
+) -> tuple[str, str]:
+    to_ref = token_f1(response, reference)
+    to_wrong = max((token_f1(response, numerals(o)) for o in item.wrong_options), default=0.0)
+    ok = to_ref > to_wrong and to_ref >= rule.option_f1
+    return (
+        CORRECT if ok else WRONG,
+        f"lexical: token F1 {to_ref:.2f} with the reference reply vs {to_wrong:.2f} with "
+        f"the closest wrong option (needs more, and at least {rule.option_f1})",
+    )
+
+
+def _overlap(response: str, reference: str, rule: LexicalRule) -> tuple[str, str]:
+    cover = containment(reference, response)
+    f1 = token_f1(response, reference)
+    hits = (cover >= rule.containment, f1 >= rule.f1)
+    ok = all(hits) if rule.need_both else any(hits)
+    joiner = "and" if rule.need_both else "or"
+    return (
+        CORRECT if ok else WRONG,
+        f"lexical: containment {cover:.2f}, token F1 {f1:.2f} (needs containment >= "
+        f"{rule.containment} {joiner} F1 >= {rule.f1})",
+    )
+
+
+def lexical_verdict(item: Judged, prompt_name: str = "judge") -> tuple[str, str]:
+    """``(label, reason)`` of the offline judge: word overlap, with the benchmark's special cases.
+
+    Abstention questions (LongMemEval ``_abs``, LoCoMo category 5) are CORRECT exactly when the
+    response abstains; LongMemEval temporal counts accept off-by-one; preference rubrics and
+    PersonaMem replies use the looser rules of :class:`LexicalRule`.
+    """
+    rule = LEXICAL_RULES[prompt_name]
+    response, reference = numerals(item.response), numerals(item.reference)
+    if not response.strip():
+        return WRONG, "lexical: empty response"
+    key = item.instruction.key
+    if key in ("lme_abstention", "locomo_adversarial"):
+        return _unanswerable(item, response)
+    if abstains(response) and containment(reference, response) < rule.containment:
+        return WRONG, "lexical: the response abstains but the reference gives an answer"
+    if key == "lme_temporal":
+        close = _off_by_one(reference, response)
+        if close is not None:
+            return close
+    if key == "personamem":
+        return _closest_reply(item, response, reference, rule)
+    if key == "lme_preference":
+        cover = containment(reference, response)
+        return (
+            CORRECT if cover >= rule.rubric else WRONG,
+            f"lexical: {cover:.2f} of the rubric's content words appear (needs {rule.rubric})",
+        )
+    return _overlap(response, reference, rule)
+
+
+def lexical_judge(request: Any) -> str:
+    """The offline method of the judge stage: the lexical verdict as the JSON an LLM would give.
+    The request's payload carries the item (``.item``) and the judge prompt's name
+    (``.prompt_name``)."""
+    payload = request.payload
+    label, reason = lexical_verdict(payload.item, payload.prompt_name)
+    return json.dumps({"reason": reason, "label": label})
+
+
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-zA-Z'&-]+")
+# Words that say when or how sure, not what: left out of relations so that "I now practise
+# yoga ..." and "I practise yoga ..." name the same relation.
+_ADVERBS = frozenset(
+    "now also still just really usually actually currently recently finally already even".split()
+)
+
+
+def sentence_triple(speaker: str, sentence: str) -> tuple[str, str, str] | None:
+    """``(source, relation, destination)`` of one sentence, or ``None`` when it has too few
+    words to say something."""
+    words = [w for w in content_words(sentence) if w not in _ADVERBS]
+    if len(words) < 3:
+        return None
+    return person_name(speaker), " ".join(words[:2]), " ".join(words[2:8])
+
+
+def _sentences(payload: dict) -> list[tuple[str, str]]:
+    return [
+        (speaker, s)
+        for speaker, text in payload["messages"]
+        for line in text.splitlines()
+        for s in split_sentences(line)
+        if informative_sentence(s)
+    ]
+
+
+def offline_entities(request: ChatRequest) -> str:
+    """The entities of the segment: speakers, capitalised names, each triple's destination."""
+    found: dict[str, str] = {}
+    for speaker, sentence in _sentences(request.payload):
+        found.setdefault(person_name(speaker), "person")
+        for name in _NAME.findall(sentence):
+            found.setdefault(name, "other")
+        triple = sentence_triple(speaker, sentence)
+        if triple:
+            found.setdefault(triple[2], "other")
+    return json.dumps(
+        {"entities": [{"name": n, "type": t} for n, t in found.items()]}, ensure_ascii=False
+    )
+
+
+def offline_relations(request: ChatRequest) -> str:
+    """One triple per informative sentence; ``supersedes`` the stored relation with the same
+    source and relation (the latest one), if any."""
+    stored = {(s.lower(), r): key for key, s, r in request.payload["stored"]}
+    relations = []
+    for speaker, sentence in _sentences(request.payload):
+        triple = sentence_triple(speaker, sentence)
+        if triple is None:
+            continue
+        source, relation, destination = triple
+        relations.append(
+            {
+                "source": source,
+                "relation": relation,
+                "destination": destination,
+                "supersedes": stored.get((source.lower(), relation)),
+            }
+        )
+    return json.dumps({"relations": relations}, ensure_ascii=False)
+
+
+def offline_graph(request: ChatRequest) -> str:
+    """The graph system's stand-in for either of its two calls (``payload["step"]``)."""
+    step = request.payload["step"]
+    if step == "entities":
+        return offline_entities(request)
+    if step == "relations":
+        return offline_relations(request)
+    raise ValueError(f"no offline graph method for step {step!r}")
+
+
+# A message as the stand-ins read it: (speaker, text) or (speaker, text, ISO date or None).
+Message = Sequence[str | None]
+
+
+def _text_sentences(text: str) -> list[str]:
+    return [s for line in text.splitlines() for s in split_sentences(line)]
+
+
+def observation_lines(messages: Sequence[Message]) -> list[str]:
+    """``- On 8 May 2023, Maya said: ...`` for every informative sentence, in order."""
+    lines = []
+    for message in messages:
+        speaker, text = str(message[0]), str(message[1])
+        when = message[2] if len(message) > 2 else None
+        lines += [
+            f"- {offline_fact_text(s, speaker, when)}"
+            for s in _text_sentences(text)
+            if informative_sentence(s)
+        ]
+    return lines
+
+
+def standin_observe(messages: Sequence[Message]) -> str:
+    """Observations of the unobserved messages, one line each."""
+    return "\n".join(observation_lines(messages))
+
+
+def _subject_key(observation: str) -> tuple[str, ...]:
+    body = observation.split(": ", 1)[-1]
+    return tuple(content_words(observation.split(" said", 1)[0]) + content_words(body)[:3])
+
+
+def standin_reflect(observations: Sequence[str]) -> str:
+    """Condensed observations: the latest observation of each (person, first three content
+    words) survives, in the order they were made."""
+    latest: dict[tuple[str, ...], int] = {}
+    for i, obs in enumerate(observations):
+        latest[_subject_key(obs)] = i
+    return "\n".join(observations[i] for i in sorted(latest.values()))
+
+
+def standin_summarise(summary: Sequence[str], messages: Sequence[Message], max_words: int) -> str:
+    """The newest observations of ``summary`` plus the new messages, condensed as the reflector
+    condenses, then cut from the oldest end to ``max_words`` words."""
+    lines = standin_reflect([*summary, *observation_lines(messages)]).splitlines()
+    kept: list[str] = []
+    words = 0
+    for line in reversed(lines):
+        n = len(line.split())
+        if kept and words + n > max_words:
+            break
+        kept.append(line)
+        words += n
+    return "\n".join(reversed(kept))
+
+
+NO_SESSION_DATE = "-"  # the date line of a session without a date (PersonaMem's)
+_LINE = re.compile(r"^(?:user|assistant): ([^:]{1,40}): (.*)$")
+_DATE = re.compile(r"^user: Session date: (\S+)$")
+_FENCED = re.compile(r"```\s*(.*?)\s*```", re.DOTALL)
+
+
+def _user_text(request: ChatRequest) -> str:
+    return "\n".join(m["content"] for m in request.payload["messages"] if m["role"] == "user")
+
+
+def offline_mem0_extract(request: ChatRequest) -> str:
+    """Each informative sentence of each message, as a fact naming its speaker and date."""
+    when, facts = None, []
+    for line in _user_text(request).splitlines():
+        line = line.strip()
+        if found := _DATE.match(line):
+            when = None if found.group(1) == NO_SESSION_DATE else found.group(1)
+            continue
+        if found := _LINE.match(line):
+            speaker, text = found.groups()
+            facts += [
+                offline_fact_text(s, speaker, when)
+                for s in split_sentences(text)
+                if informative_sentence(s)
+            ]
+    return json.dumps({"facts": facts}, ensure_ascii=False)
+
+
+def _literal(block: str) -> list:
+    """A list mem0 printed into its prompt: JSON, or Python's repr of one (single quotes)."""
+    try:
+        return json.loads(block)
+    except json.JSONDecodeError:
+        return ast.literal_eval(block)
+
+
+def offline_mem0_update(request: ChatRequest) -> str:
+    """mem0's update phase by the lexical rule: a near-duplicate of a stored memory changes
+    nothing, a fact about the same thing updates it, anything else is added."""
+    blocks = [
+        _literal(b) for b in _FENCED.findall(_user_text(request)) if b.strip().startswith("[")
+    ]
+    stored = blocks[0] if len(blocks) > 1 else []
+    new = blocks[-1] if blocks else []
+    names = sorted({m.split(" said")[0].split(", ")[-1] for m in new if " said" in m})
+    out = [{"id": m["id"], "text": m["text"], "event": "NONE"} for m in stored]
+    by_id = {m["id"]: m for m in out}
+    for i, fact in enumerate(new):
+        verdicts = [(lexical_decision(fact, m["text"], names=names), m) for m in stored]
+        if any(v == "NOOP" for v, _ in verdicts):
+            continue
+        update = next((m for v, m in verdicts if v == "UPDATE"), None)
+        if update is not None and by_id[update["id"]]["event"] == "NONE":
+            by_id[update["id"]].update(event="UPDATE", text=fact, old_memory=update["text"])
+        else:
+            out.append({"id": str(len(stored) + i), "text": fact, "event": "ADD"})
+    return json.dumps({"memory": out}, ensure_ascii=False)
+
+
+_COGNEE_DATE = re.compile(r"^Session date: (\S+)")
+_SPEAKER_LINE = re.compile(r"^([^:]{1,40}): (.+)$")
+
+
+def _chunk(request: ChatRequest) -> str:
+    """The chunk: cognee's user message."""
+    messages = request.payload["messages"]
+    return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+
+
+def said(text: str) -> Iterator[tuple[str, str, str | None]]:
+    """``(speaker, sentence, session date)`` of each informative sentence of a chunk, in order.
+    A chunk cut after its document's date line has no date."""
+    when = None
+    for line in text.splitlines():
+        line = line.strip()
+        if found := _COGNEE_DATE.match(line):
+            when = found.group(1)
+            continue
+        if found := _SPEAKER_LINE.match(line):
+            speaker, body = found.groups()
+            for sentence in split_sentences(body):
+                if informative_sentence(sentence):
+                    yield speaker, sentence, when
+
+
+def offline_cognee_graph(request: ChatRequest) -> str:
+    """The chunk's knowledge graph in cognee's ``KnowledgeGraph`` schema."""
+    nodes: dict[str, dict[str, str]] = {}
+    edges: list[dict[str, str]] = []
+
+    def node(name: str, kind: str, description: str) -> str:
+        nodes.setdefault(name, {"id": name, "name": name, "type": kind, "description": description})
+        return name
+
+    for speaker, sentence, when in said(_chunk(request)):
+        triple = sentence_triple(speaker, sentence)
+        if triple is None:
+            continue
+        source, relation, target = triple
+        node(source, "Person", f"{person_name(speaker)}, who speaks in the conversation.")
+        node(target, "Concept", sentence)
+        edges.append(
+            {
+                "source_node_id": source,
+                "target_node_id": target,
+                "relationship_name": relation.replace(" ", "_"),
+                "description": offline_fact_text(sentence, speaker, when),
+            }
+        )
+        if when:
+            day = node(when[:10], "Timestamp", f"The day {when[:10]}.")
+            edges.append(
+                {
+                    "source_node_id": target,
+                    "target_node_id": day,
+                    "relationship_name": "mentioned_at",
+                    "description": f"{source} mentioned {target} on {day}.",
+                }
+            )
+    return json.dumps({"nodes": list(nodes.values()), "edges": edges}, ensure_ascii=False)
+
+
+def offline_cognee_summary(request: ChatRequest) -> str:
+    """The chunk's summary in cognee's ``SummarizedContent`` schema."""
+    found = list(said(_chunk(request)))
+    people = sorted({person_name(s) for s, _, _ in found})
+    facts = [offline_fact_text(sentence, s, when) for s, sentence, when in found]
+    lines = ["This chunk is about:", f"- People: {', '.join(people) or 'none named'}", "", "Facts:"]
+    lines += [f"- {f}" for f in facts] or ["- (nothing informative)"]
+    return json.dumps({"summary": "\n".join(lines), "description": ""}, ensure_ascii=False)
+
+
+_EVENT_DATE = re.compile(r"^Event Date: .*\((\d{4}-\d{2}-\d{2})")
+_NEW_FACT = re.compile(r"^\[([0-9a-f-]{36})\] (.*?)(?: \| Involving: ([^(]*?))?(?: \(.*\))?$")
+
+
+def _user(request: ChatRequest) -> str:
+    messages = request.payload["messages"]
+    return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+
+
+def offline_hindsight_retain(request: ChatRequest) -> str:
+    """The chunk's facts in Hindsight's ``FactExtractionResponse`` format."""
+    text = _user(request)
+    when = "N/A"
+    facts = []
+    head, _, content = text.partition("\nContent:\n")
+    for line in head.splitlines():
+        if found := _EVENT_DATE.match(line.strip()):
+            when = found.group(1)
+    for line in content.splitlines():
+        found = _SPEAKER_LINE.match(line.strip())
+        if not found:
+            continue
+        speaker, body = found.groups()
+        for sentence in split_sentences(body):
+            if informative_sentence(sentence):
+                who = person_name(speaker)
+                names = [n for n in _NAME.findall(sentence) if n != who]
+                facts.append(
+                    {
+                        "what": sentence,
+                        "when": when,
+                        "where": "N/A",
+                        "who": who,
+                        "why": "N/A",
+                        "fact_type": "world",
+                        "entities": [who, *dict.fromkeys(names)],
+                    }
+                )
+    return json.dumps({"facts": facts}, ensure_ascii=False)
+
+
+def _section(text: str, title: str) -> str:
+    after = text.split(f"### {title}\n", 1)
+    return after[1].split("\n###", 1)[0].split("\n## ", 1)[0] if len(after) == 2 else ""
+
+
+def offline_hindsight_consolidate(request: ChatRequest) -> str:
+    """Observations from the new facts: an update where one says the same thing, else a new
+    one, in Hindsight's ``creates`` / ``updates`` / ``deletes`` format."""
+    text = _user(request)
+    try:
+        existing = json.loads(_section(text, "Existing observations").strip() or "[]")
+    except json.JSONDecodeError:
+        existing = []
+    creates: list[dict] = []
+    updates: dict[str, dict] = {}
+    for line in _section(text, "New facts").splitlines():
+        found = _NEW_FACT.match(line.strip())
+        if not found:
+            continue
+        fact_id, what, who = found.groups()
+        said = f"{who.strip()} said: " if who else ""
+        observation = said + what.strip()
+        same = next(  # the rule compares facts of one speaker, as the memory stage's does
+            (
+                o
+                for o in existing
+                if isinstance(o, dict)
+                and str(o.get("text", "")).startswith(said)
+                and lexical_decision(observation, str(o["text"])) in ("NOOP", "UPDATE")
+            ),
+            None,
+        )
+        if same is not None:
+            entry = updates.setdefault(
+                str(same["id"]),
+                {
+                    "observation_id": str(same["id"]),
+                    "text": observation,
+                    "source_fact_ids": [],
+                    "reason": "the same facet as the existing observation (lexical rule)",
+                },
+            )
+            entry["source_fact_ids"].append(fact_id)
+        else:
+            creates.append(
+                {
+                    "text": observation,
+                    "source_fact_ids": [fact_id],
+                    "reason": "no existing observation covers this facet (lexical rule)",
+                }
+            )
+    return json.dumps(
+        {"creates": creates, "updates": list(updates.values()), "deletes": []}, ensure_ascii=False
+    )
