@@ -29,6 +29,7 @@ import pandas as pd
 
 from memcost import longctx
 from memcost.llm.offline import prompt_tokens
+from memcost.longctx.plan import build_request
 from memcost.paper import LONG_CONTEXT_MODELS
 from memcost.text import count_tokens_batch
 
@@ -164,7 +165,7 @@ def main() -> None:
     for model in planned.models:
         settings = planned.generation[model]
         requests = [
-            longctx.build_request(p, dataset="bench", settings=settings)
+            build_request(p, dataset="bench", settings=settings)
             for p in planned.plans
             if p.model == model
         ]

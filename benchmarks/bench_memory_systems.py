@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 
 from memcost.calls import read_calls
-from memcost.data import load, sample_path
+from memcost.data import load
 from memcost.data.benchmark import as_source
+from memcost.data.sources import sample_path
 from memcost.llm import make_client
 from memcost.memory import open_system, system_class, system_names
 from memcost.paths import RunPaths

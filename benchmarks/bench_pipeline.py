@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             args.dataset = "longmemeval"
             args.data = generate_longmemeval(folder, args.users, args.tokens)
         if args.data is None:  # `make bench`: the bundled sample, a check that it all runs
-            from memcost.data import sample_path
+            from memcost.data.sources import sample_path
 
             args.data = sample_path(args.dataset)
             print(f"no --data or --scale: the bundled {args.dataset} sample ({args.data})")

@@ -25,8 +25,7 @@ from pathlib import Path
 
 from memcost.llm import ChatRequest, make_client, pacing
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import FakeOpenAIServer
-from memcost.testing.rate_limits import AccountLimits
+from memcost.testing.openai_server import AccountLimits, FakeOpenAIServer
 
 MINUTE_S = 10.0
 MODEL = "gpt-5-mini-2025-08-07"
@@ -99,7 +98,7 @@ def run_case(name: str, rpm: int, tpm: int, n: int, words: int, output: int) -> 
 
 
 def _tokens(received) -> int:
-    from memcost.testing.rate_limits import _requested_tokens
+    from memcost.testing.openai_server import _requested_tokens
 
     return _requested_tokens(received.path, received.body)
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from memcost import paper as published
 from memcost.run import load_preset, run_preset
-from memcost.serving import breakeven, fit, pricing, published, tables
+from memcost.serving import analysis, systems
 from memcost.serving import replay as rp
 from memcost.serving import workload as wl
-from memcost.serving.engines import OfflineEngine
-from memcost.serving.systems import ServingConfig
+from memcost.serving.systems import OfflineEngine, ServingConfig
 
 
 def main() -> int:
@@ -72,17 +72,17 @@ def main() -> int:
         )
         timings["replay"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    rows = pricing.price_rows(
+    rows = systems.price_rows(
         rp.with_models(rows, pairs),
         embedding_model="text-embedding-3-small",
         price_overrides=params.get("price_overrides") or _default_prices(),
     )
-    turns = fit.turn_costs(rows)
+    turns = analysis.turn_costs(rows)
     timings["pricing + turn costs"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     first = turns[turns["model"] == pairs[0][0]]
-    exponents = fit.exponents_table(first, n_resamples=params["n_bootstrap"])
-    table8 = breakeven.break_even_table(breakeven.cumulative_curves(turns))
+    exponents = analysis.exponents_table(first, n_resamples=params["n_bootstrap"])
+    table8 = analysis.break_even_table(analysis.cumulative_curves(turns))
     timings["fit + break-even"] = time.perf_counter() - t0
     print(
         f"{len(runs)} runs, {len(rows):,} stage rows, {len(turns):,} turns "
@@ -94,7 +94,7 @@ def main() -> int:
         f"  {'total':<22} {sum(timings.values()):7.2f} s; peak memory "
         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
     )
-    versus = tables.exponents_vs_published(exponents.assign(source="synthetic"))
+    versus = analysis.exponents_vs_published(exponents.assign(source="synthetic"))
     shown = versus[versus["published"] != ""][
         ["system", "quantity", "measured", "published", "inside"]
     ]
@@ -138,8 +138,8 @@ def main() -> int:
 def _default_prices() -> dict:
     import ast
 
+    from memcost.params import notebook_parameters
     from memcost.paths import NOTEBOOKS_DIR
-    from memcost.run import notebook_parameters
 
     info = notebook_parameters(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb")["price_overrides"]
     return ast.literal_eval(info["default"])

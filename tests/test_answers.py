@@ -64,7 +64,7 @@ def test_labels_name_models_online_and_never_offline():
 def test_offline_accuracy_figure_names_no_model():
     import pandas as pd
 
-    from memcost.plots.judge import plot_accuracy
+    from memcost.plots.study import plot_accuracy
 
     table3 = pd.DataFrame(
         {

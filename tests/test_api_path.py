@@ -32,9 +32,11 @@ import yaml
 from memcost import costs
 from memcost.calls import read_calls, record_call_key, store_path
 from memcost.catalog import is_gpt5_family
+from memcost.costs.ledger import MEASURED
 from memcost.io import read_json, read_jsonl
+from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.run import discover_notebooks, notebook_parameters
+from memcost.run import discover_notebooks
 from memcost.testing.openai_server import (
     CHAT_PATH,
     EMBEDDINGS_PATH,
@@ -314,7 +316,7 @@ def test_analysis_labels_the_costs_measured(world):
     assert metrics["spent_usd"] > 0
     for name in ("cost_summary", "cost_by_stage", "cost_lc_cached_share", "cost_token_ratios"):
         table = pd.read_csv(run.tables / f"{name}.csv")
-        assert set(table["basis"]) == {costs.MEASURED}, name
+        assert set(table["basis"]) == {MEASURED}, name
     # the measured cached share comes from the server's prompt cache (prefixes >= 1,024 tokens)
     share = pd.read_csv(run.tables / "cost_lc_cached_share.csv").set_index("system")
     assert 0.5 < share.loc["long_context_gpt-5-mini", "share_after_first"] < 1.0

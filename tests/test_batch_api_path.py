@@ -20,8 +20,9 @@ import yaml
 from memcost.calls import list_cost, read_calls
 from memcost.io import read_jsonl
 from memcost.llm.batch import BatchJournal
+from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.run import discover_notebooks, notebook_parameters
+from memcost.run import discover_notebooks
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 from memcost.testing.stages import is_reask, stage_of, stage_server
 

@@ -17,7 +17,7 @@ import pytest
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import list_cost, read_calls
-from memcost.cli.main import main
+from memcost.cli import main
 from memcost.io import read_jsonl
 from memcost.llm import BudgetExceeded, EmbeddingRequest
 from memcost.llm.batch import (
@@ -401,7 +401,7 @@ def test_a_batch_wait_prints_signs_of_life(tmp_path, capsys):
 
 
 def test_a_batch_the_provider_forgot_stops_in_one_line_and_can_be_given_up(tmp_path, capsys):
-    from memcost.cli.main import main
+    from memcost.cli import main
     from memcost.llm.batch import BatchLost
 
     with FakeOpenAIServer(api_key=TEST_KEY) as server:

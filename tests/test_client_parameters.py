@@ -75,7 +75,7 @@ def test_the_notebook_defaults_build_a_client_and_routing_reaches_it(run_paths, 
 
 def test_a_preset_may_set_them(tmp_path):
     from memcost.run import discover_notebooks, resolve_preset
-    from memcost.run.validate import validate_run
+    from memcost.run.presets import validate_run
 
     settings = {
         "provider_routing": {"openai/gpt-oss-120b": {"order": ["x"]}},

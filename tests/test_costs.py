@@ -8,8 +8,16 @@ import pytest
 
 from memcost import costs, paper
 from memcost.catalog import price_for
+from memcost.costs.model import (
+    PAPER_CONSTANTS,
+    STATED_CONSTANTS,
+    CostModel,
+    break_even_brute_force,
+    ingestion_multiplier,
+    token_break_even,
+)
 
-PAPER = costs.PAPER_CONSTANTS
+PAPER = PAPER_CONSTANTS
 TABLE4_CELLS = [
     (row.n_turns, column, getattr(row, column))
     for row in paper.TABLE4.itertuples()
@@ -45,7 +53,7 @@ def test_break_even_column_and_rounded_rows():
     assert rounded["break_even_from_rounded"].tolist() == [13, 9, 9, 9]
     # the published rows themselves, rounded, give 9 at 100k (with read rounded to $0.0013 too)
     row = paper.TABLE5.set_index("context_tokens").loc[100_000]
-    printed = costs.CostModel(row["write_usd"], 0.0013, row["lc_turn1_usd"], row["lc_turn_n_usd"])
+    printed = CostModel(row["write_usd"], 0.0013, row["lc_turn1_usd"], row["lc_turn_n_usd"])
     assert printed.break_even() == 9
 
 
@@ -69,28 +77,26 @@ def test_paper_constants_use_the_price_tables_gpt5_mini_prices():
     )
 
 
-def random_models(count: int, seed: int = 7) -> list[costs.CostModel]:
+def random_models(count: int, seed: int = 7) -> list[CostModel]:
     rng = np.random.default_rng(seed)
     models = []
     for _ in range(count):
         write, read, first, cached = rng.uniform(0, 0.1, size=4)
-        models.append(costs.CostModel(write, read, first, cached))
+        models.append(CostModel(write, read, first, cached))
     # ties and edge cases: equal slopes, memory cheaper at once, exact float ties
     models += [
-        costs.CostModel(0.05, 0.002, 0.03, 0.002),  # parallel lines, memory dearer: never
-        costs.CostModel(0.01, 0.002, 0.03, 0.002),  # memory cheaper from the first question
-        costs.CostModel(0.1, 0.003, 0.01, 0.001),  # memory's slope is steeper: never
-        costs.CostModel(0.3, 0.1, 0.1, 0.2),  # exact tie at N=2 (0.5 vs 0.3): first win at 3
-        costs.CostModel(0.0, 0.0, 0.0, 0.0),  # equal everywhere: never strictly cheaper
+        CostModel(0.05, 0.002, 0.03, 0.002),  # parallel lines, memory dearer: never
+        CostModel(0.01, 0.002, 0.03, 0.002),  # memory cheaper from the first question
+        CostModel(0.1, 0.003, 0.01, 0.001),  # memory's slope is steeper: never
+        CostModel(0.3, 0.1, 0.1, 0.2),  # exact tie at N=2 (0.5 vs 0.3): first win at 3
+        CostModel(0.0, 0.0, 0.0, 0.0),  # equal everywhere: never strictly cheaper
     ]
     return models
 
 
 def test_break_even_equals_brute_force():
     for model in random_models(2_000):
-        assert model.break_even(max_turns=3_000) == costs.break_even_brute_force(model, 3_000), (
-            model
-        )
+        assert model.break_even(max_turns=3_000) == break_even_brute_force(model, 3_000), model
 
 
 def test_break_even_respects_max_turns():
@@ -176,14 +182,14 @@ def test_solver_fails_when_prices_make_the_cells_inconsistent():
 def test_chosen_constants_satisfy_every_constraint_and_stated_do_not():
     constraints = costs.published_constraints()
     assert costs.constraint_slack(constraints, PAPER)["satisfied"].all()
-    assert not costs.constraint_slack(constraints, costs.STATED_CONSTANTS)["satisfied"].all()
+    assert not costs.constraint_slack(constraints, STATED_CONSTANTS)["satisfied"].all()
 
 
 def test_calibration_table_scores_the_variants():
     table = costs.calibration_table(
         {
             "implied": PAPER,
-            "stated": costs.STATED_CONSTANTS,
+            "stated": STATED_CONSTANTS,
             "no output": PAPER.replace(output_tokens=0),
         }
     )
@@ -210,10 +216,10 @@ def test_sensitivity_tables():
 
 
 def test_token_level_break_even():
-    assert costs.token_break_even(300, 100, 0) == 3.0
-    assert costs.token_break_even(300, 100, 40, 10) == pytest.approx(300 / 70)
-    assert costs.token_break_even(300, 100, 100) == float("inf")
-    assert costs.ingestion_multiplier(330, 100) == pytest.approx(3.3)
+    assert token_break_even(300, 100, 0) == 3.0
+    assert token_break_even(300, 100, 40, 10) == pytest.approx(300 / 70)
+    assert token_break_even(300, 100, 100) == float("inf")
+    assert ingestion_multiplier(330, 100) == pytest.approx(3.3)
     table = costs.token_vs_dollar_table(PAPER, [101_601]).iloc[0]
     assert table["ingestion_multiplier"] == pytest.approx(costs.PAPER_INGESTION_MULTIPLIER)
     assert 3.2 < table["token_break_even"] < 3.4

@@ -12,10 +12,10 @@ import pytest
 
 from memcost.calls import read_calls
 from memcost.catalog import price_for
-from memcost.cli.main import main, print_resume_hint
+from memcost.cli import main, print_resume_hint
 from memcost.paths import RunPaths
 from memcost.run import discover_notebooks
-from memcost.run.preflight import preflight_credentials
+from memcost.run.checks import preflight_credentials
 from memcost.run.presets import resolve_preset
 from memcost.run.runner import NotebookFailed
 

@@ -15,8 +15,27 @@ import pyarrow.parquet as pq
 import pytest
 
 from memcost import data, paper
-from memcost.data import DataError
-from memcost.paths import SAMPLE_DIR
+from memcost.data.benchmark import (
+    CONVERSATION_COLUMNS,
+    QUESTION_COLUMNS,
+    BenchmarkData,
+    conversation_stats_path,
+    read_conversation_stats,
+    read_prepared,
+    session_header,
+)
+from memcost.data.locomo import LOCOMO_ABSTENTION_ANSWER, load_locomo, parse_locomo_datetime
+from memcost.data.longmemeval import LONGMEMEVAL_TYPES, parse_longmemeval_datetime
+from memcost.data.prepare import (
+    conversation_stats,
+    question_tokens,
+    round_half_up,
+    summarize_counts,
+    table1,
+    table2,
+)
+from memcost.data.sources import PERSONAMEM_V2_CSV
+from memcost.paths import SAMPLE_DIR, DataError
 from memcost.text import count_tokens
 
 LOCOMO = SAMPLE_DIR / "locomo" / "locomo10.json"
@@ -26,17 +45,17 @@ PERSONAMEM = SAMPLE_DIR / "personamem_v2"
 
 
 @pytest.fixture(scope="module")
-def locomo() -> data.BenchmarkData:
+def locomo() -> BenchmarkData:
     return data.load(data.resolve_source("locomo"))
 
 
 @pytest.fixture(scope="module")
-def longmemeval() -> data.BenchmarkData:
+def longmemeval() -> BenchmarkData:
     return data.load(data.resolve_source("longmemeval"))
 
 
 @pytest.fixture(scope="module")
-def personamem() -> data.BenchmarkData:
+def personamem() -> BenchmarkData:
     return data.load(data.resolve_source("personamem_v2"))
 
 
@@ -64,7 +83,7 @@ def _write_json(path: Path, obj) -> Path:
     ],
 )
 def test_parse_locomo_datetime(text, iso):
-    assert data.parse_locomo_datetime(text) == iso
+    assert parse_locomo_datetime(text) == iso
 
 
 @pytest.mark.parametrize(
@@ -76,7 +95,7 @@ def test_parse_locomo_datetime(text, iso):
     ],
 )
 def test_parse_longmemeval_datetime(text, iso):
-    assert data.parse_longmemeval_datetime(text) == iso
+    assert parse_longmemeval_datetime(text) == iso
 
 
 @pytest.mark.parametrize(
@@ -92,7 +111,7 @@ def test_parse_longmemeval_datetime(text, iso):
 )
 def test_parse_locomo_datetime_rejects(text):
     with pytest.raises(DataError, match="cannot parse date"):
-        data.parse_locomo_datetime(text)
+        parse_locomo_datetime(text)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +119,7 @@ def test_parse_locomo_datetime_rejects(text):
 )
 def test_parse_longmemeval_datetime_rejects(text):
     with pytest.raises(DataError, match="cannot parse date"):
-        data.parse_longmemeval_datetime(text)
+        parse_longmemeval_datetime(text)
 
 
 # --- Table conventions ---------------------------------------------------------------------------
@@ -108,28 +127,28 @@ def test_parse_longmemeval_datetime_rejects(text):
 
 def test_upper_median_and_half_up_rounding():
     # Even n: the upper median is sorted[n // 2], not the average of the two middle values.
-    assert data.summarize_counts([4, 1, 3, 2], mean_decimals=0) == {
+    assert summarize_counts([4, 1, 3, 2], mean_decimals=0) == {
         "n": 4,
         "min": 1,
         "max": 4,
         "median": 3,
         "mean": 3,
     }  # mean 2.5 rounds up, not to even
-    assert data.summarize_counts([5, 1, 3], mean_decimals=0)["median"] == 3
-    assert data.summarize_counts([10, 20], mean_decimals=0)["median"] == 20
-    assert data.summarize_counts([1, 2, 2, 2], mean_decimals=1)["mean"] == 1.8  # 1.75
-    assert data.summarize_counts([0, 0, 0, 1], mean_decimals=1)["mean"] == 0.3  # 0.25
-    assert data.summarize_counts([0, 0, 0, 1], mean_decimals=0)["mean"] == 0
-    assert data.round_half_up(2.5) == 3 and round(2.5) == 2
+    assert summarize_counts([5, 1, 3], mean_decimals=0)["median"] == 3
+    assert summarize_counts([10, 20], mean_decimals=0)["median"] == 20
+    assert summarize_counts([1, 2, 2, 2], mean_decimals=1)["mean"] == 1.8  # 1.75
+    assert summarize_counts([0, 0, 0, 1], mean_decimals=1)["mean"] == 0.3  # 0.25
+    assert summarize_counts([0, 0, 0, 1], mean_decimals=0)["mean"] == 0
+    assert round_half_up(2.5) == 3 and round(2.5) == 2
     with pytest.raises(ValueError):
-        data.summarize_counts([], mean_decimals=0)
+        summarize_counts([], mean_decimals=0)
 
 
 def test_tables_have_exact_columns_and_rounding():
-    t1 = data.table1("locomo", pd.DataFrame({"text_tokens": [9690, 17788, 19242, 15000]}))
+    t1 = table1("locomo", pd.DataFrame({"text_tokens": [9690, 17788, 19242, 15000]}))
     assert list(t1.columns) == ["dataset", "n", "min", "max", "median", "mean"]
     assert t1.iloc[0].tolist() == ["LoCoMo", 4, 9690, 19242, 17788, 15430]
-    t2 = data.table2("locomo", [4, 28, 11, 12, 5])
+    t2 = table2("locomo", [4, 28, 11, 12, 5])
     assert t2.iloc[0].tolist() == ["LoCoMo", 5, 4, 28, 11, 12.0]
     assert t2.to_csv(index=False).splitlines()[1] == "LoCoMo,5,4,28,11,12.0"
 
@@ -141,13 +160,13 @@ def test_paper_locomo_rows_come_out_with_the_paper_conventions():
     questions = [4] + [11] * 1000 + [13] * 984 + [28]
     prepared = SimpleNamespace(
         data=SimpleNamespace(dataset="locomo"),
-        table1=data.table1("locomo", pd.DataFrame({"text_tokens": conversations})),
-        table2=data.table2("locomo", questions),
+        table1=table1("locomo", pd.DataFrame({"text_tokens": conversations})),
+        table2=table2("locomo", questions),
     )
     assert prepared.table1.iloc[0].tolist() == ["LoCoMo", *paper.TABLE1["locomo"]]
     assert prepared.table2.iloc[0].tolist() == ["LoCoMo", *paper.TABLE2["locomo"]]
     assert data.paper_comparison(prepared)["matches_paper"].all()
-    prepared.table1 = data.table1("locomo", pd.DataFrame({"text_tokens": conversations[1:]}))
+    prepared.table1 = table1("locomo", pd.DataFrame({"text_tokens": conversations[1:]}))
     assert not data.paper_comparison(prepared)["matches_paper"].iloc[0]
 
 
@@ -167,31 +186,31 @@ def test_table_text_joins_utterances_in_order_without_speakers_or_dates(tmp_path
         },
         "qa": [{"question": "Who said hi?", "answer": "Bo", "evidence": ["D1:2"], "category": 4}],
     }
-    loaded = data.load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
+    loaded = load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
     expected = "Hello there.\nHi Ann!\nSecond session."
     shuffled = loaded.conversations.sample(frac=1, random_state=3)
     assert data.table_text(shuffled) == expected
-    stats = data.conversation_stats(loaded.conversations, loaded.questions)
+    stats = conversation_stats(loaded.conversations, loaded.questions)
     assert stats["text_tokens"].tolist() == [count_tokens(expected)]
     assert stats["history_tokens"].tolist() == [count_tokens(data.render_history(shuffled))]
-    assert data.question_tokens(loaded.questions) == [count_tokens("Who said hi?")]
+    assert question_tokens(loaded.questions) == [count_tokens("Who said hi?")]
 
 
 def test_render_history_heads_sessions_with_dates(locomo):
     text = data.render_history(locomo.conversation("conv-1"))
     lines = text.splitlines()
     raw = _raw(LOCOMO)[0]["conversation"]
-    first = data.parse_locomo_datetime(raw["session_1_date_time"])
-    assert lines[0] == data.session_header(1, first)
+    first = parse_locomo_datetime(raw["session_1_date_time"])
+    assert lines[0] == session_header(1, first)
     assert lines[0].startswith("[Session 1 · ") and lines[0].endswith("]")
     assert lines[1] == f"Maya: {raw['session_1'][0]['text']}"
     assert text.count("[Session ") == 6
     window = data.render_history(locomo.conversation("conv-1").tail(3))
     assert window.startswith("[Session 6 · ") and window.count("\n") == 3
     assert "[shares a photo: a photo of a half painted mural" in text
-    header = data.session_header(3, "2023-05-08T13:56:00")
+    header = session_header(3, "2023-05-08T13:56:00")
     assert header == "[Session 3 · Monday 8 May 2023, 13:56]"
-    assert data.session_header(1, None) == "[Session 1]"
+    assert session_header(1, None) == "[Session 1]"
 
 
 # --- Loaders on the bundled samples --------------------------------------------------------------
@@ -199,8 +218,8 @@ def test_render_history_heads_sessions_with_dates(locomo):
 
 def test_locomo_sample(locomo):
     conv, qs = locomo.conversations, locomo.questions
-    assert list(conv.columns) == list(data.CONVERSATION_COLUMNS)
-    assert list(qs.columns) == list(data.QUESTION_COLUMNS)
+    assert list(conv.columns) == list(CONVERSATION_COLUMNS)
+    assert list(qs.columns) == list(QUESTION_COLUMNS)
     raw = _raw(LOCOMO)
     assert conv["conversation_id"].unique().tolist() == ["conv-1", "conv-2"]
     assert len(qs) == sum(len(s["qa"]) for s in raw) == 33
@@ -232,7 +251,7 @@ def test_locomo_sample(locomo):
     assert (
         adversarial["is_abstention"].all() and not qs[qs["category_id"] != 5]["is_abstention"].any()
     )
-    assert (adversarial["answer"] == data.LOCOMO_ABSTENTION_ANSWER).all()
+    assert (adversarial["answer"] == LOCOMO_ABSTENTION_ANSWER).all()
     trap = qs.set_index("question_id").loc["conv-1-q16"]
     assert (trap["question"], trap["adversarial_answer"]) == (
         "What breed is Maya's dog?",
@@ -258,7 +277,7 @@ def test_locomo_sessions_are_ordered_numerically(tmp_path):
         "conversation": conversation,
         "qa": [{"question": "q?", "answer": "a", "evidence": [], "category": 4}],
     }
-    loaded = data.load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
+    loaded = load_locomo(_write_json(tmp_path / "locomo10.json", [sample]))
     conv = loaded.conversations
     assert conv["session_id"].tolist() == [f"session_{n}" for n in range(1, 12)]
     assert conv["session_index"].tolist() == list(range(11))
@@ -270,14 +289,14 @@ def test_longmemeval_sample(longmemeval):
     raw = _raw(LONGMEMEVAL)
     assert len(qs) == len(raw) == 11
     assert qs["question_id"].tolist() == qs["conversation_id"].tolist()
-    assert set(qs["category"]) == set(data.LONGMEMEVAL_TYPES)
+    assert set(qs["category"]) == set(LONGMEMEVAL_TYPES)
     assert qs["is_abstention"].sum() == 2
     assert qs[qs["is_abstention"]]["question_id"].str.endswith("_abs").all()
     assert qs["category_id"].isna().all() and qs["adversarial_answer"].isna().all()
     first = raw[0]
     row = qs.iloc[0]
     assert row["question"] == first["question"] and row["answer"] == str(first["answer"])
-    assert row["question_date"] == data.parse_longmemeval_datetime(first["question_date"])
+    assert row["question_date"] == parse_longmemeval_datetime(first["question_date"])
     assert list(row["evidence"]) == first["answer_session_ids"]
     books = qs[qs["question"].str.startswith("How many books")].iloc[0]
     assert books["answer"] == "3"  # an integer in the file
@@ -310,7 +329,7 @@ def test_longmemeval_oracle_sessions_are_sorted_by_date(longmemeval):
 
 def test_personamem_sample(personamem):
     conv, qs = personamem.conversations, personamem.questions
-    with open(PERSONAMEM / data.PERSONAMEM_V2_CSV, encoding="utf-8", newline="") as handle:
+    with open(PERSONAMEM / PERSONAMEM_V2_CSV, encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(qs) == len(rows) == 12
     assert sorted(conv["conversation_id"].unique()) == [
@@ -340,7 +359,7 @@ def test_personamem_sample(personamem):
 def test_personamem_link_with_machine_prefix_is_rerooted(tmp_path):
     root = tmp_path / "pm"
     shutil.copytree(PERSONAMEM, root)
-    csv_path = root / data.PERSONAMEM_V2_CSV
+    csv_path = root / PERSONAMEM_V2_CSV
     text = csv_path.read_text(encoding="utf-8").replace(
         "data/chat_history_32k/", "/home/someone/PersonaMem-v2/data/chat_history_32k/"
     )
@@ -354,7 +373,7 @@ def test_resolve_source_accepts_folders_and_files(tmp_path):
     assert data.resolve_source("locomo").origin == "sample"
     assert data.resolve_source("locomo", LOCOMO.parent).path == LOCOMO.resolve()
     assert data.resolve_source("longmemeval", LONGMEMEVAL).origin == "local"
-    pm = data.resolve_source("personamem_v2", PERSONAMEM / data.PERSONAMEM_V2_CSV)
+    pm = data.resolve_source("personamem_v2", PERSONAMEM / PERSONAMEM_V2_CSV)
     assert pm.root == PERSONAMEM.resolve()
     with pytest.raises(DataError, match="either data_path .* or download"):
         data.resolve_source("locomo", LOCOMO, download=True)
@@ -433,14 +452,14 @@ def test_readers_give_back_what_was_written(run_paths, locomo):
         match=r"conversation_stats\.parquet: not found; run "
         r"notebooks/00_prepare_data\.ipynb",
     ):
-        data.read_conversation_stats(ds)
+        read_conversation_stats(ds)
     prepared = data.prepare(data.select(locomo))
     data.write_prepared(ds, prepared)
-    conversations, questions = data.read_prepared(ds)
+    conversations, questions = read_prepared(ds)
     assert conversations["text"].tolist() == locomo.conversations["text"].tolist()
     assert questions["question_id"].tolist() == locomo.questions["question_id"].tolist()
-    stats = data.read_conversation_stats(ds)
-    assert data.conversation_stats_path(ds) == ds.data / "conversation_stats.parquet"
+    stats = read_conversation_stats(ds)
+    assert conversation_stats_path(ds) == ds.data / "conversation_stats.parquet"
     assert stats["history_tokens"].tolist() == prepared.stats["history_tokens"].tolist()
     assert stats["text_tokens"].tolist() == [
         count_tokens(data.table_text(locomo.conversation(c))) for c in stats["conversation_id"]

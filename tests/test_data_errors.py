@@ -13,8 +13,16 @@ from pathlib import Path
 import pytest
 
 from memcost import data
-from memcost.data import DataError
-from memcost.paths import SAMPLE_DIR
+from memcost.data.benchmark import DataWarning
+from memcost.data.locomo import LOCOMO_CATEGORY_COUNTS, LOCOMO_FULL_SAMPLES, load_locomo
+from memcost.data.longmemeval import load_longmemeval
+from memcost.data.sources import (
+    LOCOMO_REVISION,
+    PERSONAMEM_QUESTIONS,
+    PERSONAMEM_V2_CSV,
+    download_dataset,
+)
+from memcost.paths import SAMPLE_DIR, DataError
 
 LOCOMO = SAMPLE_DIR / "locomo" / "locomo10.json"
 LONGMEMEVAL = SAMPLE_DIR / "longmemeval" / "longmemeval_s_cleaned.json"
@@ -50,7 +58,7 @@ def test_missing_file(tmp_path):
     with pytest.raises(DataError, match=f"{missing}: file not found"):
         data.resolve_source("locomo", missing)
     with pytest.raises(DataError, match=f"{missing}: file not found"):
-        data.load_locomo(missing)
+        load_locomo(missing)
     with pytest.raises(DataError, match="folder has no LoCoMo file"):
         data.resolve_source("locomo", tmp_path)
 
@@ -76,12 +84,12 @@ def test_missing_personamem_history_names_row_and_link(tmp_path):
         ("longmemeval", LOCOMO, "looks like a LoCoMo file, not a LongMemEval file"),
         (
             "locomo",
-            PERSONAMEM / data.PERSONAMEM_V2_CSV,
+            PERSONAMEM / PERSONAMEM_V2_CSV,
             "looks like PersonaMem-v2 release's questions CSV",
         ),
         (
             "locomo",
-            SAMPLE_DIR / "personamem" / data.PERSONAMEM_QUESTIONS,
+            SAMPLE_DIR / "personamem" / PERSONAMEM_QUESTIONS,
             "looks like PersonaMem (32k split)'s questions CSV, not a LoCoMo JSON file; pass "
             "dataset='personamem'",
         ),
@@ -112,13 +120,13 @@ def test_corrupt_json_names_file_and_position(tmp_path):
         match=rf"{bad}: not valid JSON at line \d+, column \d+ "
         r"\(char \d+\)",
     ):
-        data.load_locomo(bad)
+        load_locomo(bad)
     lme = tmp_path / "lme.json"
     lme.write_text('[{"question_id": "q1",, }]', encoding="utf-8")
     with pytest.raises(
         DataError, match=r"lme\.json: not valid JSON at line 1, column 23 \(char 22\)"
     ):
-        data.load_longmemeval(lme)
+        load_longmemeval(lme)
 
 
 def _locomo_copy() -> list:
@@ -171,7 +179,7 @@ def test_bad_locomo_record_names_record(tmp_path, mutate, message):
     mutate(broken)
     path = _write_json(tmp_path / "locomo10.json", broken)
     with pytest.raises(DataError, match=message) as info:
-        data.load_locomo(path)
+        load_locomo(path)
     assert str(info.value).startswith(f"{path}: ")
 
 
@@ -221,20 +229,20 @@ def test_bad_longmemeval_record_names_record(tmp_path, mutate, message):
     mutate(broken)
     path = _write_json(tmp_path / "longmemeval_s_cleaned.json", broken)
     with pytest.raises(DataError, match=message) as info:
-        data.load_longmemeval(path)
+        load_longmemeval(path)
     assert str(info.value).startswith(f"{path}: ")
 
 
 def _personamem_copy(tmp_path: Path) -> tuple[Path, list[dict], list[str]]:
     root = tmp_path / "pm"
     shutil.copytree(PERSONAMEM, root)
-    with open(root / data.PERSONAMEM_V2_CSV, encoding="utf-8", newline="") as handle:
+    with open(root / PERSONAMEM_V2_CSV, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         return root, list(reader), list(reader.fieldnames or [])
 
 
 def _write_csv(root: Path, rows: list[dict], header: list[str]) -> Path:
-    path = root / data.PERSONAMEM_V2_CSV
+    path = root / PERSONAMEM_V2_CSV
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=header, lineterminator="\n")
         writer.writeheader()
@@ -302,24 +310,24 @@ def test_download_without_network_says_how_to_use_data_path(tmp_path, monkeypatc
         match=r"could not download LoCoMo from http://127\.0\.0\.1:9/"
         r".*pass data_path=",
     ):
-        data.download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9", timeout=5)
+        download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9", timeout=5)
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     for dataset in ("longmemeval", "personamem_v2"):
         with pytest.raises(DataError, match=r"could not download .*pass data_path="):
-            data.download_dataset(dataset, raw_dir=tmp_path)
+            download_dataset(dataset, raw_dir=tmp_path)
     assert not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("*.csv"))
 
 
 def test_download_reuses_a_file_already_there(tmp_path):
-    target = tmp_path / "locomo" / data.LOCOMO_REVISION / "locomo10.json"
+    target = tmp_path / "locomo" / LOCOMO_REVISION / "locomo10.json"
     target.parent.mkdir(parents=True)
     shutil.copy(LOCOMO, target)
-    source = data.download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9")
+    source = download_dataset("locomo", raw_dir=tmp_path, endpoint="http://127.0.0.1:9")
     assert source.path == target and source.origin == "download"
-    assert source.resolved_revision == data.LOCOMO_REVISION
-    assert source.url.endswith(f"/{data.LOCOMO_REVISION}/data/locomo10.json")
+    assert source.resolved_revision == LOCOMO_REVISION
+    assert source.url.endswith(f"/{LOCOMO_REVISION}/data/locomo10.json")
 
 
 # --- LoCoMo category check on a full-size file ---------------------------------------------------
@@ -329,9 +337,9 @@ def _full_locomo(counts: dict[int, int]) -> list[dict]:
     base = _raw(LOCOMO)[0]
     samples = []
     questions = [c for c, n in counts.items() for _ in range(n)]
-    for i in range(data.LOCOMO_FULL_SAMPLES):
+    for i in range(LOCOMO_FULL_SAMPLES):
         sample = {"sample_id": f"conv-{i}", "conversation": base["conversation"], "qa": []}
-        for category in questions[i :: data.LOCOMO_FULL_SAMPLES]:
+        for category in questions[i::LOCOMO_FULL_SAMPLES]:
             item = {"question": "q?", "evidence": ["D1:1"], "category": category}
             item.update({"adversarial_answer": "x"} if category == 5 else {"answer": "a"})
             sample["qa"].append(item)
@@ -340,15 +348,15 @@ def _full_locomo(counts: dict[int, int]) -> list[dict]:
 
 
 def test_locomo_category_counts_checked_on_full_file(tmp_path):
-    good = _write_json(tmp_path / "good.json", _full_locomo(data.LOCOMO_CATEGORY_COUNTS))
+    good = _write_json(tmp_path / "good.json", _full_locomo(LOCOMO_CATEGORY_COUNTS))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", data.DataWarning)
-        loaded = data.load_locomo(good)
+        warnings.simplefilter("error", DataWarning)
+        loaded = load_locomo(good)
     assert loaded.checks["locomo_category_counts"]["ok"] is True
     assert len(loaded.questions) == 1986
     swapped = {1: 841, 2: 321, 3: 96, 4: 282, 5: 446}  # single-hop and multi-hop mixed up
     bad = _write_json(tmp_path / "bad.json", _full_locomo(swapped))
-    with pytest.warns(data.DataWarning, match="LoCoMo CATEGORY COUNTS DIFFER"):
-        loaded = data.load_locomo(bad)
+    with pytest.warns(DataWarning, match="LoCoMo CATEGORY COUNTS DIFFER"):
+        loaded = load_locomo(bad)
     assert loaded.checks["locomo_category_counts"]["ok"] is False
     assert any("expected  282, found  841" in note for note in loaded.notes)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from memcost import costs
 from memcost.catalog import price_for
 from memcost.costs import estimate
+from memcost.costs.model import PAPER_CONSTANTS
 from memcost.run import PresetError, run_preset
 
 
@@ -34,7 +34,7 @@ def test_each_stage_follows_its_stated_assumption(prepared):
     # extraction and update calls, one row each (split evenly: estimate.UPDATE_SHARE_OF_WRITE)
     assert list(write["ledger_stage"]) == ["extract", "update"]
     assert write["usd"].sum() == pytest.approx(
-        stats["text_tokens"].sum() * costs.PAPER_CONSTANTS.write_usd_per_token
+        stats["text_tokens"].sum() * PAPER_CONSTANTS.write_usd_per_token
     )
     gpt5 = table.loc["long_context_gpt-5-mini-2025-08-07"]
     # one question per LongMemEval history: every prompt is a first, uncached one
@@ -138,7 +138,7 @@ def test_over_budget_stops_after_the_free_step(tmp_path, monkeypatch):
 
 
 def test_the_estimate_of_an_offline_preset_says_first_that_it_costs_nothing(capsys):
-    from memcost.cli.main import main
+    from memcost.cli import main
 
     assert main(["estimate", "--params", "smoke"]) == 0
     first = capsys.readouterr().out.splitlines()[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memcost.cli.main import main
+from memcost.cli import main
 from memcost.paths import RunPaths
 
 MODEL = "gpt-5-mini-2025-08-07"

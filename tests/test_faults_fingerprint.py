@@ -167,7 +167,7 @@ def read_done(ds, user):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_through_the_runner_a_changed_turn_rebuilds_that_user_only(tmp_path, capsys):
-    from memcost.cli.main import main
+    from memcost.cli import main
     from memcost.io import read_json
     from memcost.paths import RunPaths
 

@@ -12,9 +12,7 @@ from test_memory import api_responder, yoga_conversation
 from memcost.io import read_json, read_jsonl
 from memcost.memory import facts as memory_files
 from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
-from memcost.run.presets import PresetError, check_fraction
-from memcost.run.report.failures import failure_lines
-from memcost.run.status import (
+from memcost.run.checks import (
     COMPLETE,
     FAILED,
     WITH_FAILURES,
@@ -22,6 +20,8 @@ from memcost.run.status import (
     check_failures,
     record_status,
 )
+from memcost.run.presets import PresetError, check_fraction
+from memcost.run.report.failures import failure_lines
 from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 
 

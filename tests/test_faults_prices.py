@@ -12,7 +12,7 @@ import yaml
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import read_calls
-from memcost.cli.main import main
+from memcost.cli import main
 from memcost.io import read_jsonl
 from memcost.params import normalise_price_overrides, shared_params
 from memcost.paths import REPO_ROOT, RunPaths
@@ -63,10 +63,9 @@ def test_an_unknown_price_is_one_line_before_anything_runs(tmp_path, capsys):
 def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
     tmp_path, capsys, monkeypatch, run_paths
 ):
-    from memcost.cli.main import build_parser
-    from memcost.run.presets import PresetError, resolve_preset
+    from memcost.cli import build_parser
+    from memcost.run.presets import PresetError, resolve_preset, validate_run
     from memcost.run.runner import discover_notebooks
-    from memcost.run.validate import validate_run
 
     assert main(run_args(tmp_path)) == 2
     hints = suggested(capsys.readouterr().err)  # first: the price

@@ -17,8 +17,9 @@ import yaml
 
 from memcost.calls import record_call_key
 from memcost.io import read_json, read_jsonl
+from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.run import discover_notebooks, notebook_parameters
+from memcost.run import discover_notebooks
 from memcost.testing.openai_server import CHAT_PATH, Action
 from memcost.testing.stages import stage_of, stage_server
 

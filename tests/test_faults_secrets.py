@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memcost.cli.main import main
-from memcost.run.presets import PresetError
-from memcost.run.secrets import check_api_key_env, looks_like_key
+from memcost.cli import main
+from memcost.run.presets import PresetError, check_api_key_env, looks_like_key
 
 SECRET = "sk-" + "PLANTEDsecret0123456789abcdef"  # built here, so no key-like text is tracked
 

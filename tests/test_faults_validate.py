@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memcost.cli.main import main
-from memcost.run.presets import PresetError
-from memcost.run.validate import check_value
+from memcost.cli import main
+from memcost.run.presets import PresetError, check_value
 
 CASES = [
     (
@@ -96,7 +95,7 @@ def test_values_are_coerced_to_the_declared_type():
     ],
 )
 def test_well_formed_dsns_pass(dsn):
-    from memcost.run.validate import check_dsn
+    from memcost.run.presets import check_dsn
 
     check_dsn(dsn)
 

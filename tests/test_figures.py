@@ -209,7 +209,7 @@ def conversation_stats(n: int):
 def test_histograms_of_10_or_more_are_small_multiples_that_hide_nothing(tmp_path):
     from matplotlib.container import BarContainer
 
-    from memcost.plots.data import plot_conversation_lengths
+    from memcost.plots.study import plot_conversation_lengths
 
     stats = conversation_stats(11)
     fig = plot_conversation_lengths(stats, "longmemeval")
@@ -226,7 +226,7 @@ def test_histograms_of_10_or_more_are_small_multiples_that_hide_nothing(tmp_path
 
 
 def test_fewer_than_10_conversations_are_dots(tmp_path):
-    from memcost.plots.data import plot_conversation_lengths
+    from memcost.plots.study import plot_conversation_lengths
 
     fig = plot_conversation_lengths(conversation_stats(3), "locomo")
     (ax,) = fig.axes
@@ -270,7 +270,7 @@ def test_stage_costs_read_as_names_with_one_dollar_format():
 def test_evidence_recall_names_every_category_and_labels_zero_bars():
     import pandas as pd
 
-    from memcost.plots.memory import plot_evidence_recall
+    from memcost.plots.study import plot_evidence_recall
 
     categories = pd.DataFrame(
         {
@@ -328,7 +328,7 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
 def test_facts_vs_history_keeps_every_dot_inside_the_axes():
     import pandas as pd
 
-    from memcost.plots.memory import plot_facts_vs_history
+    from memcost.plots.study import plot_facts_vs_history
 
     stats = pd.DataFrame(
         {"history_tokens": [863, 1205], "active_facts": [33, 46], "compression": [1.19, 1.23]}
@@ -345,7 +345,7 @@ def test_the_explorer_widgets_start_where_the_figure_above_them_does():
     import math
 
     pytest.importorskip("ipywidgets")
-    from memcost.plots.explorer import explorer_widgets
+    from memcost.plots.today import explorer_widgets
 
     start = {
         "context_tokens": 101_601,

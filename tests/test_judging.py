@@ -12,10 +12,15 @@ import pytest
 from llm_helpers import TEST_KEY, api_client
 
 from memcost import answers, data, judge
-from memcost.answers import AnswerWriter
+from memcost.answers import JUDGMENT_FIELDS, AnswerWriter
 from memcost.calls import read_calls
 from memcost.io import read_jsonl
+from memcost.judge.questions import LME_TYPES, JudgeItem, choose_instruction, load_questions
+from memcost.judge.votes import LETTER_MATCH, parse_verdict
 from memcost.llm import make_client
+from memcost.offline import LEXICAL, lexical_verdict
+from memcost.prompts import INSTRUCTIONS
+from memcost.stats import CORRECT, WRONG
 from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 BASE = dict(
@@ -75,7 +80,7 @@ def offline_client(run_paths):
     ],
 )
 def test_longmemeval_instruction_per_question_type(category, question_id, expected):
-    instruction = judge.choose_instruction("longmemeval", category, question_id)
+    instruction = choose_instruction("longmemeval", category, question_id)
     assert instruction.key == expected
     if expected == "lme_temporal":
         assert "off by one" in instruction.text
@@ -86,12 +91,12 @@ def test_longmemeval_instruction_per_question_type(category, question_id, expect
 
 
 def test_other_datasets_and_unknown_types():
-    assert judge.choose_instruction("locomo", "temporal").key == "locomo_temporal"
-    assert judge.choose_instruction("locomo", "adversarial").key == "locomo_adversarial"
-    assert judge.choose_instruction("locomo", "single_hop").key == "locomo"
-    assert judge.choose_instruction("personamem_v2", "ask_to_forget").key == "personamem"
+    assert choose_instruction("locomo", "temporal").key == "locomo_temporal"
+    assert choose_instruction("locomo", "adversarial").key == "locomo_adversarial"
+    assert choose_instruction("locomo", "single_hop").key == "locomo"
+    assert choose_instruction("personamem_v2", "ask_to_forget").key == "personamem"
     with pytest.raises(ValueError, match="no grading instruction"):
-        judge.choose_instruction("longmemeval", "made-up-type", "q1")
+        choose_instruction("longmemeval", "made-up-type", "q1")
 
 
 def test_every_bundled_longmemeval_question_gets_its_instruction(run_paths):
@@ -103,7 +108,7 @@ def test_every_bundled_longmemeval_question_gets_its_instruction(run_paths):
         if row.question_id.endswith("_abs"):
             assert chosen[row.question_id] == "lme_abstention"
         else:
-            assert chosen[row.question_id] == judge.LME_TYPES[row.category]
+            assert chosen[row.question_id] == LME_TYPES[row.category]
     request = judge.judge_requests([plan.items["memory"][2]], n_votes=1)[0]
     user = request.messages[-1][1]
     assert "Rubric:" in user and "personal information" in user  # the preference question
@@ -127,11 +132,11 @@ def test_locomo_category_5_excluded_by_default_and_included_on_request(run_paths
     assert (
         item.adversarial_answer and item.adversarial_answer in item.prompt_values()["instructions"]
     )
-    assert judge.lexical_verdict(item)[0] == judge.CORRECT  # it said "not mentioned"
+    assert lexical_verdict(item)[0] == CORRECT  # it said "not mentioned"
 
 
-def item(reference: str, response: str, key: str = "locomo", **fields) -> judge.JudgeItem:
-    return judge.JudgeItem(
+def item(reference: str, response: str, key: str = "locomo", **fields) -> JudgeItem:
+    return JudgeItem(
         dataset="locomo",
         system="memory",
         question_id="q",
@@ -140,7 +145,7 @@ def item(reference: str, response: str, key: str = "locomo", **fields) -> judge.
         question="?",
         reference=reference,
         response=response,
-        instruction=judge.INSTRUCTIONS[key],
+        instruction=INSTRUCTIONS[key],
         **fields,
     )
 
@@ -166,7 +171,7 @@ def item(reference: str, response: str, key: str = "locomo", **fields) -> judge.
     ],
 )
 def test_lexical_rule(reference, response, key, label):
-    assert judge.lexical_verdict(item(reference, response, key))[0] == label
+    assert lexical_verdict(item(reference, response, key))[0] == label
 
 
 def test_lexical_variants_differ_on_verbose_answers():
@@ -175,9 +180,9 @@ def test_lexical_variants_differ_on_verbose_answers():
         "He bought a camera, I think it was a used Fujifilm "
         "X-T2 or maybe something similar, for landscapes and travel photos.",
     )
-    assert judge.lexical_verdict(verbose, "judge_lenient")[0] == judge.CORRECT
-    assert judge.lexical_verdict(verbose, "judge")[0] == judge.CORRECT
-    assert judge.lexical_verdict(verbose, "judge_strict")[0] == judge.WRONG
+    assert lexical_verdict(verbose, "judge_lenient")[0] == CORRECT
+    assert lexical_verdict(verbose, "judge")[0] == CORRECT
+    assert lexical_verdict(verbose, "judge_strict")[0] == WRONG
 
 
 @pytest.mark.parametrize(
@@ -190,7 +195,7 @@ def test_lexical_variants_differ_on_verbose_answers():
     ],
 )
 def test_parse_verdict(reply, label):
-    assert judge.parse_verdict(reply)["label"] == label
+    assert parse_verdict(reply)["label"] == label
 
 
 @pytest.mark.parametrize(
@@ -199,7 +204,7 @@ def test_parse_verdict(reply, label):
 )
 def test_parse_verdict_refuses_what_it_cannot_read(reply):
     with pytest.raises(ValueError):
-        judge.parse_verdict(reply)
+        parse_verdict(reply)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,7 +286,7 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
     assert len(labels) == len(questions)  # one vote per question
     expected = ["CORRECT", "WRONG", "WRONG", "CORRECT"]
     assert labels.tolist() == [expected[i % 4] for i in range(len(questions))]
-    assert set(result.judgments["judge_model"]) == {judge.LETTER_MATCH}
+    assert set(result.judgments["judge_model"]) == {LETTER_MATCH}
     locomo, locomo_questions = prepared(run_paths, "locomo")
     write_answers(locomo, "memory", locomo_questions, lambda i, r: r.answer)
     plan = judge.plan_judging(locomo, locomo_questions, dataset="locomo", mode="multiple_choice")
@@ -381,7 +386,7 @@ def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     result = judge.run_judging(offline_client(run_paths), plan, ds.judgments, n_votes=3)
     votes = result.judgments
-    assert list(votes.columns) == list(judge.JUDGMENT_FIELDS)
+    assert list(votes.columns) == list(JUDGMENT_FIELDS)
     judged = votes.loc[votes["unjudged_cause"].isna()]
     assert set(judged["judge_model"]) == {"lexical"} and set(judged["backend"]) == {"offline"}
     errors = votes.loc[votes["unjudged_cause"] == "answer"]
@@ -411,7 +416,7 @@ def test_bad_input(run_paths):
     with pytest.raises(ValueError, match="elsewhere-1"):
         judge.plan_judging(ds, questions, dataset="locomo")
     with pytest.raises(FileNotFoundError, match="00_prepare_data"):
-        judge.load_questions(run_paths.dataset("longmemeval"))
+        load_questions(run_paths.dataset("longmemeval"))
 
 
 def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
@@ -505,9 +510,9 @@ def test_one_answer_walked_through_three_votes_is_kept_by_the_batch(run_paths):
     item = plan.items["memory"][0]
     votes = judge.judge_one(client, item, ds.judgments, n_votes=3)
     assert votes["vote"].tolist() == [0, 1, 2]
-    assert set(votes["label"]) == {judge.WRONG} and set(votes["judge_model"]) == {judge.LEXICAL}
+    assert set(votes["label"]) == {WRONG} and set(votes["judge_model"]) == {LEXICAL}
     outcome = judge.question_outcomes(votes).iloc[0]
-    assert (outcome.wrong_votes, outcome.label) == (3, judge.WRONG)
+    assert (outcome.wrong_votes, outcome.label) == (3, WRONG)
     again = judge.judge_one(client, item, ds.judgments, n_votes=3)  # read back, not asked
     assert again["request_hash"].tolist() == votes["request_hash"].tolist()
     assert len(read_jsonl(ds.judgments)) == 3
@@ -519,7 +524,7 @@ def test_one_answer_walked_through_three_votes_is_kept_by_the_batch(run_paths):
 def test_judgment_records_have_the_schema_fields_in_order():
     from memcost.answers import JUDGMENT_FIELDS, judgment_record
 
-    record = judgment_record(question_id="q", vote=1, label=judge.CORRECT)
+    record = judgment_record(question_id="q", vote=1, label=CORRECT)
     assert tuple(record) == JUDGMENT_FIELDS and record["system"] is None
     with pytest.raises(ValueError, match="not judgments.jsonl fields"):
         judgment_record(question_id="q", verdict="CORRECT")

@@ -17,8 +17,14 @@ from memcost import answers, data, longctx, prompts
 from memcost import text as tokens
 from memcost.answers import AnswerWriter, load_answers, median_ratios
 from memcost.calls import read_calls
+from memcost.data.benchmark import SESSION_SEPARATOR, BenchmarkData
 from memcost.llm import make_client
 from memcost.llm.offline import prompt_tokens
+from memcost.longctx.cache import cacheable_tokens
+from memcost.longctx.history import KINDS, generation_settings, shown_options
+from memcost.longctx.plan import Planned, build_request
+from memcost.offline import NO_HISTORY_ANSWER, NOT_MENTIONED
+from memcost.paths import DATASETS
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 from memcost.text import count_tokens
 
@@ -31,8 +37,8 @@ HISTORY_END = "</history>\n\n"
 
 
 @pytest.fixture(scope="module")
-def samples() -> dict[str, data.BenchmarkData]:
-    return {name: data.load(data.resolve_source(name)) for name in data.DATASETS}
+def samples() -> dict[str, BenchmarkData]:
+    return {name: data.load(data.resolve_source(name)) for name in DATASETS}
 
 
 def conversation(cid: str, sessions: list[list[str]], *, start_day: int = 1) -> pd.DataFrame:
@@ -101,14 +107,14 @@ def long_sessions(n_sessions: int, words_per_session: int, seed: int = 0) -> lis
     return out
 
 
-def plan(questions, conversations, **options) -> longctx.Planned:
+def plan(questions, conversations, **options) -> Planned:
     histories = longctx.build_histories(conversations)
     options.setdefault("models", [GPT5])
     return longctx.plan_questions(questions, histories, **options)
 
 
-def requests_of(planned: longctx.Planned, system: str) -> list:
-    return [longctx.build_request(p, dataset="test") for p in planned.plans if p.system == system]
+def requests_of(planned: Planned, system: str) -> list:
+    return [build_request(p, dataset="test") for p in planned.plans if p.system == system]
 
 
 # --- prompt shape and accounting -----------------------------------------------------------------
@@ -129,7 +135,7 @@ def test_history_prefix_is_byte_identical_and_the_question_comes_last(samples):
         prefixes = {u[: u.index(HISTORY_END) + len(HISTORY_END)] for u in users}
         assert len(prefixes) == 1  # one shared prefix, byte for byte
         (prefix,) = prefixes
-        assert history + data.SESSION_SEPARATOR + HISTORY_END in prefix
+        assert history + SESSION_SEPARATOR + HISTORY_END in prefix
         assert prefix.index("[Session 1 ") < 400  # the history comes first
         for request, user in zip(requests, users, strict=True):
             question = locomo.questions.set_index("question_id").loc[
@@ -169,11 +175,11 @@ def test_planned_sizes_are_the_token_count_of_the_prompts_sent(samples):
             bench.conversations,
             models=[GPT5, OSS],
             baseline_models=[GPT5],
-            kinds=longctx.KINDS,
+            kinds=KINDS,
             mode="multiple_choice",
         )
         for p in planned.plans:
-            request = longctx.build_request(p, dataset=name)
+            request = build_request(p, dataset=name)
             assert p.prompt_tokens == prompt_tokens(request), (name, p.system, p.question_id)
             assert p.context.tokens == count_tokens(p.context.text)
 
@@ -191,7 +197,7 @@ def test_each_history_is_tokenised_once(samples, monkeypatch):
     histories = longctx.build_histories(bench.conversations)
     history_chars = sum(len(data.render_history(bench.conversation(c))) for c in histories)
     # each history once, with the blank line that follows its last session
-    assert sum(counted) == history_chars + len(data.SESSION_SEPARATOR) * len(histories)
+    assert sum(counted) == history_chars + len(SESSION_SEPARATOR) * len(histories)
     counted.clear()
     longctx.plan_questions(bench.questions, histories, models=[GPT5, OSS])
     assert sum(counted) < history_chars / 2  # planning counts question blocks, not histories
@@ -265,16 +271,14 @@ def test_context_limits_follow_the_model_table():
 
 
 def test_generation_settings_are_the_papers_and_can_be_overridden():
-    assert longctx.generation_settings(GPT5) == {"reasoning_effort": "low"}
-    assert longctx.generation_settings(OSS) == {"temperature": 0.0, "max_output_tokens": 2000}
+    assert generation_settings(GPT5) == {"reasoning_effort": "low"}
+    assert generation_settings(OSS) == {"temperature": 0.0, "max_output_tokens": 2000}
     assert (
-        longctx.generation_settings(GPT5, {"gpt-5-mini": {"reasoning_effort": "high"}})[
-            "reasoning_effort"
-        ]
+        generation_settings(GPT5, {"gpt-5-mini": {"reasoning_effort": "high"}})["reasoning_effort"]
         == "high"
     )
     with pytest.raises(ValueError, match="unknown keys"):
-        longctx.generation_settings(OSS, {OSS: {"top_p": 0.5}})
+        generation_settings(OSS, {OSS: {"top_p": 0.5}})
 
 
 # --- baselines -----------------------------------------------------------------------------------
@@ -294,7 +298,7 @@ def test_rolling_window_is_the_last_turns_before_the_question(samples):
     )
     p = next(p for p in planned.plans if p.conversation_id == "conv-1")
     expected = turns.tail(window)
-    assert p.context.text == data.render_history(expected) + data.SESSION_SEPARATOR
+    assert p.context.text == data.render_history(expected) + SESSION_SEPARATOR
     assert p.context.text.startswith(f"[Session {last_session} · ")  # the cut session's header
     assert p.context.text.count("\n") == window + 2 + 2
     shown = p.context.turns()
@@ -365,9 +369,9 @@ def test_offline_answers_extract_the_best_turn_with_its_date(run_paths):
         "user (Tuesday 2 May 2023, 10:00): My brother bought a "
         "secondhand violin from a shop in Porto."
     )
-    assert answers["c1-q1"] == longctx.NOT_MENTIONED
+    assert answers["c1-q1"] == NOT_MENTIONED
     none = load_answers(ds, "no_context_gpt-5-mini")["answer"]
-    assert set(none) == {longctx.NO_HISTORY_ANSWER}
+    assert set(none) == {NO_HISTORY_ANSWER}
 
 
 def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
@@ -387,7 +391,7 @@ def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
         lc = load_answers(ds, "long_context_gpt-5-mini").iloc[0]
         nc = load_answers(ds, "no_context_gpt-5-mini").iloc[0]
         if mode == "open_ended":
-            assert lc["options_shown"] is None and nc["answer"] == longctx.NO_HISTORY_ANSWER
+            assert lc["options_shown"] is None and nc["answer"] == NO_HISTORY_ANSWER
             continue
         shown = list(lc["options_shown"])
         assert sorted(shown) == sorted(options[0])
@@ -403,8 +407,8 @@ def test_offline_multiple_choice_no_context_picks_the_longest_option(run_paths):
 
 def test_options_are_shown_in_a_fixed_shuffled_order():
     options = ["right", "wrong one", "wrong two", "wrong three"]
-    orders = [longctx.shown_options(f"pm-{i}", options) for i in range(40)]
-    assert orders == [longctx.shown_options(f"pm-{i}", options) for i in range(40)]
+    orders = [shown_options(f"pm-{i}", options) for i in range(40)]
+    assert orders == [shown_options(f"pm-{i}", options) for i in range(40)]
     assert sum(o[0] == "right" for o in orders) < 20  # not always first, as in the source
     assert all(sorted(o) == sorted(options) for o in orders)
 
@@ -536,7 +540,7 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
 
 
 def test_cacheable_tokens_follow_the_1024_and_128_grid():
-    assert [longctx.cacheable_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
+    assert [cacheable_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
         0,
         0,
         1024,
@@ -558,7 +562,7 @@ def test_prefix_share_of_two_questions_diverges_after_the_history():
     assert "Which instrument" in share.first_after and "ferry" in share.second_after
     assert share.first_after != share.second_after
     assert share.shared_tokens >= 1024
-    assert share.cached_tokens == longctx.cacheable_tokens(share.shared_tokens)
+    assert share.cached_tokens == cacheable_tokens(share.shared_tokens)
     assert share.cached_tokens % 128 == 0 and share.shared_tokens - share.cached_tokens < 128
     assert share.cached_share == pytest.approx(share.cached_tokens / second.prompt_tokens)
     short = plan(questions_for("c2", ["a?", "b?"]), conversation("c2", [["hi", "hello"]]))

@@ -290,7 +290,7 @@ def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun
     notebook 01's items, and a rerun builds it and only it."""
     from llm_helpers import TEST_KEY, api_client
 
-    from memcost.run.status import stage_status
+    from memcost.run.checks import stage_status
     from memcost.testing.openai_server import Action
     from memcost.testing.stages import stage_server
 
@@ -335,9 +335,8 @@ def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun
 
 def test_an_unknown_memory_system_stops_the_run_before_it_starts(tmp_path):
     from memcost.run import PresetError
-    from memcost.run.presets import resolve_preset
+    from memcost.run.presets import resolve_preset, validate_run
     from memcost.run.runner import discover_notebooks
-    from memcost.run.validate import validate_run
 
     notebooks = discover_notebooks()
     preset = resolve_preset("smoke", notebooks, overrides={"memory_systems": ["mem0_style", "rga"]})
@@ -355,6 +354,7 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
     from test_usage import record
 
     from memcost import costs
+    from memcost.costs.ledger import ledger_from_records
 
     nano, mini = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07"
     q = {"question_id": "q1"}
@@ -373,7 +373,7 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
             **q,
         ),
     ]
-    ledger = costs.ledger_from_records(records)
+    ledger = ledger_from_records(records)
     table, _, _ = costs.measured_break_even(costs.price_calls(ledger))
     by = table.set_index("memory_system")
     assert by.loc["memory", "write_usd"] == pytest.approx((100_000 * 0.05 + 20_000 * 0.4) / 1e6)

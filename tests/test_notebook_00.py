@@ -15,14 +15,10 @@ import pytest
 import yaml
 
 from memcost import data
-from memcost.paths import PARAMS_DIR, SAMPLE_DIR, RunPaths
-from memcost.run import (
-    NotebookFailed,
-    discover_notebooks,
-    load_preset,
-    run_preset,
-    validate_preset,
-)
+from memcost.data.prepare import TABLE_COLUMNS, Prepared
+from memcost.paths import PAPER_DATASETS, PARAMS_DIR, SAMPLE_DIR, RunPaths
+from memcost.run import NotebookFailed, discover_notebooks, load_preset, run_preset
+from memcost.run.presets import validate_preset
 
 
 def _preset(folder, **parameters) -> str:
@@ -31,7 +27,7 @@ def _preset(folder, **parameters) -> str:
         yaml.safe_dump(
             {
                 "description": "notebook 00 test",
-                "datasets": list(data.PAPER_DATASETS),
+                "datasets": list(PAPER_DATASETS),
                 "steps": ["00"],
                 "parameters": parameters,
             }
@@ -48,10 +44,8 @@ def run(smoke_run) -> RunPaths:
 
 
 @pytest.fixture(scope="module")
-def expected() -> dict[str, data.Prepared]:
-    return {
-        name: data.prepare(data.load(data.resolve_source(name))) for name in data.PAPER_DATASETS
-    }
+def expected() -> dict[str, Prepared]:
+    return {name: data.prepare(data.load(data.resolve_source(name))) for name in PAPER_DATASETS}
 
 
 def _cell_text(notebook: nbformat.NotebookNode, cell_id: str) -> str:
@@ -67,23 +61,23 @@ def _cell_text(notebook: nbformat.NotebookNode, cell_id: str) -> str:
 def test_smoke_preset_keys_are_declared_by_notebook_00():
     preset = load_preset(PARAMS_DIR / "smoke.yaml")
     validate_preset(preset, discover_notebooks())
-    assert preset.datasets == list(data.PAPER_DATASETS)
+    assert preset.datasets == list(PAPER_DATASETS)
     assert preset.parameters["download"] is False
 
 
-@pytest.mark.parametrize("dataset", data.PAPER_DATASETS)
+@pytest.mark.parametrize("dataset", PAPER_DATASETS)
 def test_tables_match_the_library(run, expected, dataset):
     ds = run.dataset(dataset)
     table1 = pd.read_csv(ds.tables / "table1_conversation_tokens.csv")
     table2 = pd.read_csv(ds.tables / "table2_question_tokens.csv")
-    assert list(table1.columns) == list(data.TABLE_COLUMNS) == list(table2.columns)
+    assert list(table1.columns) == list(TABLE_COLUMNS) == list(table2.columns)
     assert table1.iloc[0].tolist() == expected[dataset].table1.iloc[0].tolist()
     assert table2.iloc[0].tolist() == expected[dataset].table2.iloc[0].tolist()
     assert (ds.tables / "table1_conversation_tokens.md").is_file()
     assert (ds.figures / "conversation_tokens.png").is_file()
 
 
-@pytest.mark.parametrize("dataset", data.PAPER_DATASETS)
+@pytest.mark.parametrize("dataset", PAPER_DATASETS)
 def test_hand_over_files_metrics_and_provenance(run, expected, dataset):
     ds = run.dataset(dataset)
     manifest = json.loads(run.manifest.read_text(encoding="utf-8"))
@@ -103,7 +97,7 @@ def test_hand_over_files_metrics_and_provenance(run, expected, dataset):
     assert manifest["notebooks"][f"{dataset}/00_prepare_data"]["status"] == "ok"
 
 
-@pytest.mark.parametrize("dataset", data.PAPER_DATASETS)
+@pytest.mark.parametrize("dataset", PAPER_DATASETS)
 def test_one_conversation_is_walked_through_before_the_batch(run, dataset):
     ds = run.dataset(dataset)
     executed = nbformat.read(ds.notebooks / "00_prepare_data.ipynb", as_version=4)

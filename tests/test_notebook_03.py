@@ -7,12 +7,12 @@ import json
 
 import pandas as pd
 
-from memcost import data
 from memcost.answers import REQUIRED_FIELDS, answer_systems
 from memcost.calls import read_calls
 from memcost.io import read_jsonl
-from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
-from memcost.run import discover_notebooks, load_preset, notebook_parameters
+from memcost.params import notebook_parameters
+from memcost.paths import DISPLAY_NAMES, NOTEBOOKS_DIR, PARAMS_DIR
+from memcost.run import discover_notebooks, load_preset
 
 NOTEBOOK = NOTEBOOKS_DIR / "03_answer_long_context.ipynb"
 SHARED = ("backend", "base_url", "max_cost_usd", "price_overrides", "client", "run_dir", "dataset")
@@ -130,4 +130,4 @@ def test_notebook_03_offline_after_notebook_00(smoke_run):
         == (simulated["simulated_cached_tokens"])
     )
     assert table["source"].str.startswith("SIMULATED").all()
-    assert data.DISPLAY_NAMES["locomo"] in executed
+    assert DISPLAY_NAMES["locomo"] in executed

@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from memcost import judge
 from memcost.answers import AnswerWriter
 from memcost.calls import read_calls
 from memcost.io import read_json, read_jsonl
+from memcost.offline import LEXICAL
+from memcost.params import notebook_parameters
 from memcost.paths import PARAMS_DIR
-from memcost.run import discover_notebooks, load_preset, notebook_parameters, run_preset
+from memcost.run import discover_notebooks, load_preset, run_preset
 
 # a hang guard; notebook executions are slow on a busy 2-core machine
 pytestmark = pytest.mark.timeout(600)
@@ -220,4 +221,4 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     manifest = read_json(run.manifest)
     assert manifest["llm"]["locomo/04_judge_answers"]["offline_calls"] == len(calls)
     assert manifest["notebooks"]["locomo/04_judge_answers"]["status"] == "ok"
-    assert judge.LEXICAL in {v["judge_model"] for v in votes}
+    assert LEXICAL in {v["judge_model"] for v in votes}

@@ -210,8 +210,9 @@ def test_offline_run_gets_estimated_cost_tables(executed):
 def test_measured_mode_without_ledger_fails_clearly():
     """What the notebook's measured mode calls, given a run that made no call."""
     from memcost import costs
+    from memcost.costs.ledger import ledger_from_records
 
-    empty = costs.price_calls(costs.ledger_from_records([]))
+    empty = costs.price_calls(ledger_from_records([]))
     with pytest.raises(ValueError, match="needs a calls.sqlite with records"):
         costs.measured_constants(empty, "longmemeval", "long_context_gpt-5-mini")
 

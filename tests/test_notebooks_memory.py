@@ -12,8 +12,9 @@ import pytest
 from memcost.calls import read_calls
 from memcost.io import read_json, read_jsonl
 from memcost.memory.segments import plan_users
+from memcost.params import notebook_parameters
 from memcost.paths import PARAMS_DIR
-from memcost.run import discover_notebooks, load_preset, notebook_parameters
+from memcost.run import discover_notebooks, load_preset
 
 # a hang guard; notebook executions are slow on a busy 2-core machine
 pytestmark = pytest.mark.timeout(600)

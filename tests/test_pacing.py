@@ -12,8 +12,7 @@ from llm_helpers import TEST_KEY, api_client, question
 from memcost.llm import transport as pacing
 from memcost.llm.providers import Reading
 from memcost.llm.transport import Limits, parse_rate_limits
-from memcost.testing.openai_server import Action, FakeOpenAIServer
-from memcost.testing.rate_limits import AccountLimits
+from memcost.testing.openai_server import AccountLimits, Action, FakeOpenAIServer
 
 MODEL = "gpt-5-mini-2025-08-07"
 
@@ -132,8 +131,7 @@ def test_a_bad_rate_limit_is_refused_in_one_line(value, message):
 
 def test_a_bad_rate_limit_in_a_preset_stops_the_run_before_anything_runs(tmp_path):
     from memcost.run import discover_notebooks, resolve_preset
-    from memcost.run.presets import PresetError
-    from memcost.run.validate import validate_run
+    from memcost.run.presets import PresetError, validate_run
 
     preset = resolve_preset(
         "smoke",

@@ -14,7 +14,7 @@ from memcost.catalog import price_for
 from memcost.llm.providers import chat_body
 from memcost.llm.requests import ChatRequest, ModelCapabilityError
 from memcost.paths import REPO_ROOT
-from memcost.run.lifecycle_gate import check_lifecycle
+from memcost.run.checks import check_lifecycle
 from memcost.run.presets import PresetError, resolve_preset
 from memcost.run.runner import discover_notebooks
 from memcost.testing.openai_server import FakeOpenAIServer

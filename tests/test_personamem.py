@@ -13,23 +13,26 @@ import pandas as pd
 import pytest
 
 from memcost import data
-from memcost.paths import SAMPLE_DIR, RunPaths
+from memcost.data.benchmark import BenchmarkData
+from memcost.data.personamem import PERSONAMEM_QUESTION_TYPES
+from memcost.data.sources import PERSONAMEM_CONTEXTS, PERSONAMEM_QUESTIONS
+from memcost.paths import SAMPLE_DIR, DataError, RunPaths
 
 FOLDER = SAMPLE_DIR / "personamem"
 
 
 def _rows() -> list[dict[str, str]]:
-    text = (FOLDER / data.PERSONAMEM_QUESTIONS).read_bytes().decode("utf-8")
+    text = (FOLDER / PERSONAMEM_QUESTIONS).read_bytes().decode("utf-8")
     return list(csv.DictReader(io.StringIO(text, newline="")))
 
 
 def _contexts() -> dict[str, list[dict[str, str]]]:
-    lines = (FOLDER / data.PERSONAMEM_CONTEXTS).read_text(encoding="utf-8").splitlines()
+    lines = (FOLDER / PERSONAMEM_CONTEXTS).read_text(encoding="utf-8").splitlines()
     return {k: v for line in lines for k, v in json.loads(line).items()}
 
 
 @pytest.fixture(scope="module")
-def loaded() -> data.BenchmarkData:
+def loaded() -> BenchmarkData:
     return data.load(data.resolve_source("personamem"))
 
 
@@ -41,7 +44,7 @@ def test_a_conversation_is_a_shared_context_up_to_an_end_index(loaded):
     assert len(contexts) == 2 and len(ids) == len(pairs) == 8
     assert loaded.checks == {"shared_contexts": 2, "conversations": 8, "questions": 8}
     # the questions CSV is published with CRLF line endings, and it is read as such
-    assert (FOLDER / data.PERSONAMEM_QUESTIONS).read_bytes().count(b"\r\n") == len(rows) + 1
+    assert (FOLDER / PERSONAMEM_QUESTIONS).read_bytes().count(b"\r\n") == len(rows) + 1
 
 
 def test_a_question_sees_only_the_messages_before_its_end_index(loaded):
@@ -76,7 +79,7 @@ def test_the_options_parse_and_the_gold_answer_is_the_correct_option(loaded):
         assert sorted(q.options) == sorted(o[4:] for o in listed)
         assert q.question == row["user_question_or_message"]
         assert q.category == row["question_type"]
-        assert q.category_id == data.PERSONAMEM_QUESTION_TYPES.index(q.category) + 1
+        assert q.category_id == PERSONAMEM_QUESTION_TYPES.index(q.category) + 1
         assert json.loads(q.extra)["correct_letter"] == letter
 
 
@@ -93,9 +96,9 @@ def _copy(tmp_path, edit=None, contexts=None):
         )
         writer.writeheader()
         writer.writerows(rows)
-        (folder / data.PERSONAMEM_QUESTIONS).write_bytes(buffer.getvalue().encode("utf-8"))
+        (folder / PERSONAMEM_QUESTIONS).write_bytes(buffer.getvalue().encode("utf-8"))
     if contexts is not None:
-        (folder / data.PERSONAMEM_CONTEXTS).write_text(contexts, encoding="utf-8")
+        (folder / PERSONAMEM_CONTEXTS).write_text(contexts, encoding="utf-8")
     return folder
 
 
@@ -143,26 +146,26 @@ def _set(row: int, field: str, value: str):
 )
 def test_bad_input_is_one_line_naming_the_file_the_row_and_the_field(tmp_path, edit, message):
     folder = _copy(tmp_path, edit)
-    with pytest.raises(data.DataError, match=message) as info:
+    with pytest.raises(DataError, match=message) as info:
         data.load(data.resolve_source("personamem", folder))
     assert "\n" not in str(info.value) and str(folder) in str(info.value)
 
 
 def test_a_contexts_file_that_is_missing_or_torn_is_named(tmp_path):
     folder = _copy(tmp_path)
-    (folder / data.PERSONAMEM_CONTEXTS).unlink()
-    with pytest.raises(data.DataError, match=r"shared_contexts_32k.jsonl: file not found"):
-        data.load(data.resolve_source("personamem", folder / data.PERSONAMEM_QUESTIONS))
+    (folder / PERSONAMEM_CONTEXTS).unlink()
+    with pytest.raises(DataError, match=r"shared_contexts_32k.jsonl: file not found"):
+        data.load(data.resolve_source("personamem", folder / PERSONAMEM_QUESTIONS))
     torn = '{"abc": [{"role": "user", "content": "hi"}]}\n{"ab'
     folder = _copy(tmp_path / "again", contexts=torn)
-    with pytest.raises(data.DataError, match=r"shared_contexts_32k.jsonl: line 2: not JSON"):
+    with pytest.raises(DataError, match=r"shared_contexts_32k.jsonl: line 2: not JSON"):
         data.load(data.resolve_source("personamem", folder))
 
 
 def test_data_path_may_be_the_folder_or_the_csv_beside_the_contexts(tmp_path):
     folder = _copy(tmp_path)
     by_folder = data.load(data.resolve_source("personamem", folder))
-    by_csv = data.load(data.resolve_source("personamem", folder / data.PERSONAMEM_QUESTIONS))
+    by_csv = data.load(data.resolve_source("personamem", folder / PERSONAMEM_QUESTIONS))
     pd.testing.assert_frame_equal(by_folder.questions, by_csv.questions)
     assert {f.sha256 for f in by_folder.files} == {f.sha256 for f in by_csv.files}
     assert len(by_folder.files) == 2  # both files' bytes are on record

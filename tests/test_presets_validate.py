@@ -6,7 +6,7 @@ import pytest
 
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset
-from memcost.run.validate import validate_run
+from memcost.run.presets import validate_run
 
 PRESETS = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
 

@@ -9,8 +9,7 @@ import re
 
 import pytest
 
-from memcost.cli.estimate import preset_estimate
-from memcost.cli.main import main
+from memcost.cli import main, preset_estimate
 from memcost.costs.estimate import bill, call_hours, chosen_total, summary_text
 from memcost.paths import REPO_ROOT
 from memcost.run.presets import resolve_preset

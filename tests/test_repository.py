@@ -7,8 +7,10 @@ import json
 import papermill
 import pytest
 
+from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
-from memcost.run import discover_notebooks, load_preset, notebook_parameters, validate_preset
+from memcost.run import discover_notebooks, load_preset
+from memcost.run.presets import validate_preset
 
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
 PRESETS = sorted(PARAMS_DIR.glob("*.yaml"))

@@ -203,7 +203,7 @@ def test_only_an_offline_run_without_postgresql_runs_datasets_at_once(
 
 
 def test_cli_reports_preset_error(tmp_path, notebooks, capsys):
-    from memcost.cli.main import main
+    from memcost.cli import main
 
     code = main(["run", "--params", str(tmp_path / "missing.yaml")])
     assert code == 2
@@ -249,8 +249,8 @@ def test_preset_with_an_unusable_endpoint_is_a_preset_error(tmp_path, monkeypatc
 def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(
     tmp_path, notebooks, capsys, monkeypatch
 ):
-    from memcost.cli import main as cli
-    from memcost.cli.main import main
+    from memcost import cli
+    from memcost.cli import main
 
     _notebook(
         notebooks / "01_spend.ipynb",

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-from memcost.cli.main import main
+from memcost.cli import main
 from memcost.run import NotebookFailed, run_preset
 
 
@@ -94,7 +94,7 @@ def test_the_log_is_one_line_per_notebook_and_the_file_has_everything(runs):
     "text", ['{"steps": ', "[1, 2]", '"a string"'], ids=["torn", "a list", "a string"]
 )
 def test_a_damaged_manifest_is_one_line_and_never_hides_the_other_runs(tmp_path, capsys, text):
-    from memcost.cli.main import main
+    from memcost.cli import main
 
     runs = tmp_path / "runs"
     for name in ("good", "bad"):
@@ -113,7 +113,7 @@ def test_a_damaged_manifest_is_one_line_and_never_hides_the_other_runs(tmp_path,
 
 
 def test_a_run_on_a_torn_manifest_stops_in_one_line(tmp_path, capsys):
-    from memcost.cli.main import main
+    from memcost.cli import main
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -140,7 +140,7 @@ def test_a_run_on_a_torn_manifest_stops_in_one_line(tmp_path, capsys):
 def test_clean_refuses_a_run_whose_postgresql_is_running(tmp_path, capsys):
     import os
 
-    from memcost.cli.main import main
+    from memcost.cli import main
 
     runs = tmp_path / "runs"
     pgdata = runs / "pg" / "pgvector" / "pgdata"
@@ -160,7 +160,7 @@ def test_clean_refuses_a_run_whose_postgresql_is_running(tmp_path, capsys):
 def test_the_status_says_what_actually_ran(tmp_path):
     """A run of notebooks opened by hand is judged by the notebooks' own records; a runner
     run of some of its preset's steps is partial, not ok."""
-    from memcost.cli.runs import run_status
+    from memcost.cli import run_status
     from memcost.paths import PARAMS_DIR
 
     by_hand = {

@@ -11,6 +11,8 @@ from collections import Counter
 import pytest
 
 from memcost import data
+from memcost.data.locomo import load_locomo, parse_locomo_datetime
+from memcost.data.longmemeval import LONGMEMEVAL_TYPES
 from memcost.paths import REPO_ROOT, SAMPLE_DIR
 from memcost.text import BM25, content_words, normalize_answer
 
@@ -49,7 +51,7 @@ def test_generator_is_deterministic_and_seeded(tmp_path, rendered):
     assert other["locomo/locomo10.json"] != rendered["locomo/locomo10.json"]
     written = samples.write_samples(tmp_path, seed=1)
     assert {str(p.relative_to(tmp_path)) for p in written} == set(other)
-    assert data.load_locomo(tmp_path / "locomo" / "locomo10.json").questions.shape[0] == 33
+    assert load_locomo(tmp_path / "locomo" / "locomo10.json").questions.shape[0] == 33
 
 
 def test_locomo_sample_is_native(rendered):
@@ -70,7 +72,7 @@ def test_locomo_sample_is_native(rendered):
         ]
         assert len(sessions) == 6 and {"speaker_a", "speaker_b"} <= set(conversation)
         for key in sessions:
-            data.parse_locomo_datetime(conversation[f"{key}_date_time"])
+            parse_locomo_datetime(conversation[f"{key}_date_time"])
             for k, turn in enumerate(conversation[key], start=1):
                 assert turn["dia_id"] == f"D{key.split('_')[1]}:{k}"
                 assert {"speaker", "dia_id", "text"} <= set(turn)
@@ -91,7 +93,7 @@ def test_locomo_sample_is_native(rendered):
 def test_longmemeval_sample_covers_every_type(rendered):
     s_file = json.loads(rendered["longmemeval/longmemeval_s_cleaned.json"])
     assert 8 <= len(s_file) <= 12
-    assert {q["question_type"] for q in s_file} == set(data.LONGMEMEVAL_TYPES)
+    assert {q["question_type"] for q in s_file} == set(LONGMEMEVAL_TYPES)
     assert sum(q["question_id"].endswith("_abs") for q in s_file) >= 2
     for q in s_file:
         assert set(q) == {

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from memcost.serving import accuracy, pricing, subset, tables
+from memcost.serving import analysis, systems, workload
 
 
 def questions(spec: dict[str, list[tuple[int, list[str]]]]) -> pd.DataFrame:
@@ -38,41 +38,41 @@ def test_subset_keeps_only_subsets_with_the_target_number_of_questions():
         "e": TYPICAL,
         "f": TYPICAL + [(5, ["D1:1"])],
     }  # category 5 is left out: f has 4 questions
-    choice = subset.choose_subset(questions(spec), size=3, target_questions=12)
+    choice = workload.choose_subset(questions(spec), size=3, target_questions=12)
     # d has 5 questions, so no subset with d has 12; the rest all look alike: ties go to the
     # ids that sort first
     assert choice.conversations == ["a", "b", "c"]
     assert choice.target_met and choice.questions == 12 and choice.candidates == 10
-    assert set(choice.divergences) == set(subset.AXES) and choice.binning == subset.BINNING
+    assert set(choice.divergences) == set(workload.AXES) and choice.binning == workload.BINNING
 
 
 def test_subset_is_the_one_closest_to_the_whole_set():
     spec = {"g": TYPICAL, "h": TYPICAL, "i": TYPICAL, "j": ODD}
-    choice = subset.choose_subset(questions(spec), size=3, target_questions=12)
+    choice = workload.choose_subset(questions(spec), size=3, target_questions=12)
     # a quarter of all questions are j's: a subset without j has none of them, one with j has
     # a third, which is closer on every axis
     assert choice.conversations == ["g", "h", "j"]
-    whole = subset.question_axes(questions(spec))
+    whole = workload.question_axes(questions(spec))
     without_j = whole[whole["conversation_id"] != "j"]
-    for axis in subset.AXES:
-        assert subset.divergence(without_j[axis], whole[axis]) > choice.divergences[axis]
-    assert subset.divergence(whole["category"], whole["category"]) == pytest.approx(0)
+    for axis in workload.AXES:
+        assert workload.divergence(without_j[axis], whole[axis]) > choice.divergences[axis]
+    assert workload.divergence(whole["category"], whole["category"]) == pytest.approx(0)
 
 
 def test_subset_on_a_small_sample_says_the_target_was_not_met():
     spec = {"x": [(1, ["D1:1"])], "y": [(2, ["D1:1", "D7:2"]), (5, [])]}
-    choice = subset.choose_subset(questions(spec), size=4, target_questions=665)
+    choice = workload.choose_subset(questions(spec), size=4, target_questions=665)
     assert choice.conversations == ["x", "y"] and not choice.target_met
     assert choice.available_conversations == 2 and choice.questions == 2
-    axes = subset.question_axes(questions(spec)).set_index("question_id")
+    axes = workload.question_axes(questions(spec)).set_index("question_id")
     assert axes.loc["y-0", "evidence_span"] == "6+" and axes.loc["y-0", "evidence_turns"] == "2"
     with pytest.raises(ValueError, match="no LoCoMo questions"):
-        subset.choose_subset(questions({"z": [(5, [])]}))
+        workload.choose_subset(questions({"z": [(5, [])]}))
 
 
 def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
     path = tmp_path / "judgments.jsonl"
-    missing = accuracy.subset_accuracy(path, ["c1"], ["mem0", "observational"], ["m"])
+    missing = analysis.subset_accuracy(path, ["c1"], ["mem0", "observational"], ["m"])
     assert missing["accuracy"].isna().all()
     assert missing["status"].str.startswith("missing").all()
     records = []
@@ -96,7 +96,7 @@ def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
                     }
                 )
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    table = accuracy.subset_accuracy(path, ["c1", "c2"], ["mem0"], ["m"], n_resamples=200)
+    table = analysis.subset_accuracy(path, ["c1", "c2"], ["mem0"], ["m"], n_resamples=200)
     row = table.iloc[0]
     assert row["status"] == "measured" and row["questions"] == 4
     assert row["accuracy"] == pytest.approx(0.75)  # vote 0 only, subset conversations only
@@ -114,7 +114,7 @@ def test_rows_are_priced_with_the_price_table_and_overrides():
             "reasoning_tokens": [100_000, 0],
         }
     )
-    priced = pricing.price_rows(
+    priced = systems.price_rows(
         rows,
         embedding_model="text-embedding-3-small",
         price_overrides={"x-model": {"input": 0.5, "output": 2.0}},
@@ -122,7 +122,7 @@ def test_rows_are_priced_with_the_price_table_and_overrides():
     assert priced["priced_as"].tolist() == ["x-model", "text-embedding-3-small"]
     assert priced["usd"].tolist() == pytest.approx([0.5 + 0.4, 0.01])
     with pytest.raises(KeyError, match="no price for model 'x-model'"):
-        pricing.price_rows(rows, embedding_model="text-embedding-3-small")
+        systems.price_rows(rows, embedding_model="text-embedding-3-small")
 
 
 def test_token_ratios_and_cost_per_accuracy():
@@ -137,7 +137,7 @@ def test_token_ratios_and_cost_per_accuracy():
             "reasoning_tokens": [20, 100, 0],
         }
     )
-    ratios = tables.token_ratios(rows).iloc[0]
+    ratios = analysis.token_ratios(rows).iloc[0]
     assert ratios["gamma_ans"] == pytest.approx(0.3) and ratios["zeta_ans"] == pytest.approx(2)
     assert ratios["gamma_ing"] == pytest.approx(0.3) and ratios["zeta_ing"] == pytest.approx(0.5)
     costs = pd.DataFrame(
@@ -163,7 +163,7 @@ def test_token_ratios_and_cost_per_accuracy():
             "status": ["measured", "missing: none"],
         }
     )
-    cpa = tables.cpa_table(costs, acc, "100×100").set_index("system")
+    cpa = analysis.cpa_table(costs, acc, "100×100").set_index("system")
     assert cpa.loc["mem0", "cpa_usd"] == pytest.approx(0.04)
     assert pd.isna(cpa.loc["observational", "cpa_usd"])
     assert cpa.loc["observational", "status"] == "missing: none"

@@ -11,11 +11,10 @@ from llm_helpers import TEST_KEY, api_client
 
 from memcost.calls import read_calls
 from memcost.prompts import MEMORY_EXTRACT
-from memcost.serving import stage
+from memcost.serving import replay as stage
 from memcost.serving import workload as wl
-from memcost.serving.engines import ClientEngine
 from memcost.serving.replay import replay
-from memcost.serving.systems import ServingConfig
+from memcost.serving.systems import ClientEngine, ServingConfig
 from memcost.testing.openai_server import FakeOpenAIServer
 
 MODEL = "gpt-5-nano-2025-08-07"

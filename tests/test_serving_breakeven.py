@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost.serving.breakeven import break_even_table, cumulative_curves, sustained_break_even
+from memcost.serving.analysis import break_even_table, cumulative_curves, sustained_break_even
 
 
 def test_cheaper_from_the_start_is_zero():

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost.serving import fit
+from memcost.serving import analysis as fit
 
 CELLS = [(15, 50), (15, 200), (100, 100), (400, 50), (400, 200)]
 

@@ -9,7 +9,8 @@ import pytest
 
 from memcost import paper
 from memcost.paths import NOTEBOOKS_DIR
-from memcost.run import default_steps, discover_notebooks, load_preset, run_preset
+from memcost.run import discover_notebooks, load_preset, run_preset
+from memcost.run.presets import default_steps
 from memcost.serving.replay import TURN_COLUMNS, read_turns
 
 # a hang guard; notebook executions are slow on a busy 2-core machine

@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 
 from memcost.prompts import SERVING_ANSWER, SERVING_OBSERVER
-from memcost.serving import engines
-from memcost.serving.engines import OfflineEngine
-from memcost.serving.replay import make_system, plan_runs, replay
-from memcost.serving.stage import RecordingEngine
-from memcost.serving.systems import ServingConfig
+from memcost.serving import systems as engines
+from memcost.serving.replay import RecordingEngine, make_system, plan_runs, replay
+from memcost.serving.systems import OfflineEngine, ServingConfig
 from memcost.serving.workload import Turn, generate_workload, render_line
 from memcost.text import count_tokens
 
@@ -195,7 +193,7 @@ def test_unknown_system_and_run_plan():
 def test_observational_memory_gets_its_long_cells_and_their_gates_are_counted():
     import pandas as pd
 
-    from memcost.serving import tables
+    from memcost.serving import analysis as tables
     from memcost.serving.replay import plan_runs
 
     runs = plan_runs(

@@ -16,9 +16,8 @@ from memcost.params import (
 )
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import PresetError
-from memcost.run.presets import resolve_preset
+from memcost.run.presets import resolve_preset, validate_run
 from memcost.run.runner import discover_notebooks
-from memcost.run.validate import validate_run
 
 NOTEBOOK_07 = NOTEBOOKS_DIR / "07_costs_today.ipynb"
 

@@ -10,7 +10,8 @@ import pytest
 
 from memcost import catalog, longctx
 from memcost.catalog import cacheable
-from memcost.longctx.cache import prompt_token_ids
+from memcost.longctx.cache import PromptIds, prompt_token_ids
+from memcost.longctx.plan import Planned
 
 GPT5 = "gpt-5-mini-2025-08-07"
 VOCAB = (
@@ -66,7 +67,7 @@ def plan(
     conversations: list[pd.DataFrame],
     asked: list[pd.DataFrame],
     kinds: tuple[str, ...] = ("long_context",),
-) -> longctx.Planned:
+) -> Planned:
     histories = longctx.build_histories(pd.concat(conversations, ignore_index=True))
     return longctx.plan_questions(
         pd.concat(asked, ignore_index=True),
@@ -82,7 +83,7 @@ def plan(
 
 
 @pytest.fixture(scope="module")
-def long_and_short() -> longctx.Planned:
+def long_and_short() -> Planned:
     """``long``: 6 questions about a ~3k-token history; ``short``: 4 about a ~300-token one."""
     return plan(
         [conversation("long", 6, 400), conversation("short", 1, 160)],
@@ -91,7 +92,7 @@ def long_and_short() -> longctx.Planned:
 
 
 def test_prompt_ids_from_parts_equal_the_whole_prompts(long_and_short):
-    ids = longctx.PromptIds()
+    ids = PromptIds()
     for p in long_and_short.plans:
         assert ids(p) == prompt_token_ids(p)
         assert len(ids(p)) == p.prompt_tokens
@@ -135,9 +136,7 @@ def test_retention_and_overflow_follow_the_rule():
     assert [s.position for s in fast if s.cached_tokens] == list(range(2, 16))
     assert all("over 15 requests a minute" in s.reason for s in fast[15:])
     # the dispatcher's pace (4 s) stays under the limit: every later question hits
-    paced = longctx.simulate_conversation(
-        planned.plans, gap_s=longctx.simulated_cache.DEFAULT_GAP_S
-    )
+    paced = longctx.simulate_conversation(planned.plans, gap_s=longctx.cache.DEFAULT_GAP_S)
     assert all(s.cached_tokens for s in paced[1:])
     with pytest.raises(ValueError, match="gap_s"):
         longctx.simulate_conversation(planned.plans, gap_s=-1.0)

@@ -11,8 +11,10 @@ import pytest
 
 from memcost import answers, data, judge, longctx, prompts
 from memcost.answers import AnswerWriter
+from memcost.judge.votes import parse_verdict
 from memcost.llm import ChatRequest, parse_json
 from memcost.llm.requests import reask_request
+from memcost.longctx.history import full_context, question_block
 from memcost.memory.facts import memory_users
 from memcost.memory.segments import extraction_request, parse_extraction, plan_users
 from memcost.memory.update import parse_update, render_memories_for_update
@@ -101,13 +103,13 @@ def test_readers_answer_from_what_they_are_shown(locomo):
     assert answers.parse_choice(stages.read_reply(messages[-1][1]), mc) == mc.correct_letter
     # long context: a sentence of the history (without its speaker), or an option
     histories = longctx.build_histories(conversations)
-    shown = longctx.full_context(histories[str(question["conversation_id"])]).text
-    block = longctx.question_block(str(question["question"]))
+    shown = full_context(histories[str(question["conversation_id"])]).text
+    block = question_block(str(question["question"]))
     messages = prompts.LONG_CONTEXT_ANSWER.messages(history=shown, question_block=block)
     assert stages.stage_of(body(messages)) == stages.LONG_CONTEXT
     answer = stages.long_context_reply(messages[-1][1])
     assert answer and answer in shown and "Question:" not in answer
-    block = longctx.question_block("Which pet?", options=mc.options)
+    block = question_block("Which pet?", options=mc.options)
     messages = prompts.LONG_CONTEXT_ANSWER.messages(
         history="Jonas: I adopted Pretzel.\n", question_block=block
     )
@@ -144,7 +146,7 @@ def test_judge_verdicts_parse_and_follow_the_reference(locomo):
     labels = []
     for request in requests:
         assert stages.stage_of(body(request)) == stages.JUDGE
-        labels.append(judge.parse_verdict(responder(body(request)))["label"])
+        labels.append(parse_verdict(responder(body(request)))["label"])
     assert labels == ["CORRECT", "WRONG", "CORRECT", "WRONG"]
 
 

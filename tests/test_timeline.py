@@ -12,16 +12,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memcost import costs, paper, today
+from memcost import costs, paper
 from memcost.catalog import price_for
-from memcost.today import arrivals
-from memcost.today.retention import DAY, HOUR, MINUTE, is_alive, retention_for
-from memcost.today.timeline import (
+from memcost.costs import timeline as arrivals
+from memcost.costs import today
+from memcost.costs.ledger import ledger_from_records
+from memcost.costs.timeline import (
     BREAK_EVEN_FIRST_PREFIX,
+    DAY,
+    HOUR,
+    MINUTE,
     LongContext,
     Memory,
     break_even_of,
+    is_alive,
     long_context_requests,
+    retention_for,
     timeline,
     timeline_break_even,
 )
@@ -191,7 +197,7 @@ def test_break_even_by_dataset_time():
 @pytest.mark.parametrize("gap", [MINUTE, DAY])
 @pytest.mark.parametrize("name", ["current", "current (all gpt-6-luna)", "paper"])
 def test_explorer_draws_the_tables_break_even(gap, name):
-    from memcost.plots.explorer import explorer_update
+    from memcost.plots.today import explorer_update
 
     s = today.scenario(name)
     table = today.gap_break_even_table([s], ["in_memory"], [gap], 101_601)
@@ -262,7 +268,7 @@ def test_arrival_table_and_the_explorer_widgets():
     assert by["back to back (the paper)"] == 10 and by["a question a day"] == 2
     assert by["sessions of 3 (1 min apart), a day apart"] == 4  # 2 of 3 questions cached
     assert table.set_index("arrivals").loc["Poisson, 1 a day", "users"] == 3
-    from memcost.plots.explorer import EXPLORER_DEFAULTS, explorer_widgets
+    from memcost.plots.today import EXPLORER_DEFAULTS, explorer_widgets
 
     box = explorer_widgets({"gap_seconds": DAY})
     assert len(box.children) == len(EXPLORER_DEFAULTS) + 1  # one control per setting + output
@@ -272,7 +278,7 @@ def test_priced_ledger_names_its_price_date():
     from test_usage import record
 
     priced = costs.price_calls(
-        costs.ledger_from_records(
+        ledger_from_records(
             [
                 record("long_context", "gpt-5-mini-2025-08-07", 1_000, 10),
                 record("long_context", "gpt-6.1-terra", 1_000, 10),

@@ -10,6 +10,8 @@ import pytest
 from memcost import costs
 from memcost.calls import CallStore
 from memcost.catalog import UnknownPriceError
+from memcost.costs.ledger import ESTIMATE, MEASURED
+from memcost.costs.measured import measured_cost_model, per_user_series
 
 NANO, MINI, EMBED = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07", "text-embedding-3-small"
 
@@ -128,7 +130,7 @@ def test_stage_costs_and_summary(priced):
     lc = summary.loc["answer: long_context_gpt-5-mini (gpt-5-mini)"]
     assert lc["usd_per_question"] == pytest.approx(0.029536 / 2)
     assert summary.loc["judge", "total_usd"] == pytest.approx(0.00225)
-    assert set(summary["basis"]) == {costs.MEASURED}
+    assert set(summary["basis"]) == {MEASURED}
 
 
 def pd_na():
@@ -174,13 +176,13 @@ def test_cached_share_and_token_ratios(priced):
 
 
 def test_measured_cost_model(priced):
-    model, details = costs.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
+    model, details = measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
     assert model.write_usd == pytest.approx(0.00165)
     assert model.read_usd == pytest.approx(0.0015001)
     assert model.lc_first_usd == pytest.approx(0.026)
     assert model.lc_cached_usd == pytest.approx(0.003536)
     assert details["lc_cached_from"].startswith("measured")
-    series = costs.per_user_series(priced, "longmemeval", "long_context_gpt-5-mini")
+    series = per_user_series(priced, "longmemeval", "long_context_gpt-5-mini")
     assert series["memory_usd"].tolist() == pytest.approx([0.00165 + 0.0015002, 0.0015])
 
 
@@ -195,7 +197,7 @@ def test_offline_records_are_labelled_estimates(tmp_path):
         costs.token_ratios(priced),
         costs.user_costs(priced),
     ):
-        assert set(table["basis"]) == {costs.ESTIMATE}
+        assert set(table["basis"]) == {ESTIMATE}
     # offline token counts are priced as the configured models: same dollars as measured
     assert costs.workload(priced)["cost_usd"].sum() == pytest.approx(0.0364362, abs=1e-12)
     # ... but an offline run pays nothing
@@ -275,7 +277,7 @@ def test_offline_long_context_is_priced_with_the_cache_assumption(tmp_path):
     records = [dict(r, backend="offline", cached_prompt_tokens=0) for r in hand_ledger()]
     write_ledger(tmp_path / "run", records)
     priced = costs.price_calls(costs.load_ledger([tmp_path / "run"]))
-    model, details = costs.measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
+    model, details = measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
     assert details["lc_cached_from"].startswith("assumed")
     assert model.lc_cached_usd == pytest.approx((100_000 * 0.025 + 500 * 2.0) / 1e6)
     constants, details = costs.measured_constants(priced, "longmemeval", "long_context_gpt-5-mini")

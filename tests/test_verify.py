@@ -10,10 +10,10 @@ import pytest
 
 from memcost import data, paper
 from memcost.catalog import successor_preset
-from memcost.cli.estimate import preset_estimate, verify_plan
-from memcost.cli.main import main
+from memcost.cli import main, preset_estimate, verify_plan
 from memcost.costs.estimate import bill, call_hours
 from memcost.data.benchmark import as_source
+from memcost.data.sources import sample_path
 from memcost.paths import PARAMS_DIR
 from memcost.run.presets import resolve_preset
 from memcost.run.runner import discover_notebooks
@@ -81,7 +81,7 @@ def test_the_sizing_has_its_power_under_the_cluster_bootstrap():
 
 
 def test_the_stratified_sample_keeps_category_shares_and_covers_the_conversations():
-    loaded = data.load(as_source(data.sample_path("locomo"), "locomo"))
+    loaded = data.load(as_source(sample_path("locomo"), "locomo"))
     every = Counter(loaded.questions["category_id"])
     n = len(loaded.questions) // 2
     chosen = data.select(loaded, sample_questions=n, stratify=True, seed=3)

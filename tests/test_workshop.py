@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from memcost.cli.main import main
+from memcost.cli import main
 from memcost.paths import REPO_ROOT
 from memcost.run.runner import CANONICAL_NOTEBOOKS, execute_notebook
 
@@ -41,7 +41,7 @@ def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_pa
 
 
 def test_a_workshop_copy_runs_where_it_was_copied(tmp_path):
-    from memcost.cli.workshop import copy_notebooks
+    from memcost.cli import copy_notebooks
 
     copy_notebooks(tmp_path / "workshop")
     out = tmp_path / "executed.ipynb"

@@ -1,8 +1,8 @@
-"""``python -m memcost run|report``: see :mod:`memcost.cli.main`."""
+"""``python -m memcost run|report``: see :mod:`memcost.cli`."""
 
 import sys
 
-from memcost.cli.main import main
+from memcost.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -450,7 +450,7 @@ SERVING_GENERATE = register(
 
 
 # --- The judge's grading instructions (notebook 04), one per benchmark and question type ------
-# Chosen per question by memcost.judge.instructions.choose_instruction; each version is part of
+# Chosen per question by memcost.judge.votes.choose_instruction; each version is part of
 # the judge prompt's id in the ledger.
 
 

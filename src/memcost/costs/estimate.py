@@ -1,26 +1,37 @@
 """What a run will cost and how long it will take, before any paid call is made.
 
-After notebook 00 has counted every history and question (free), this module multiplies those
-counts by the dated price table under the stated assumptions below, per dataset and stage. The
-runner prints it, writes it to the run's ``estimate_before_run`` table and refuses to start the
-paid notebooks when the total exceeds ``max_cost_usd``. It is deliberately simple and every
-constant is named: for a finer figure, run the ``estimate_<dataset>`` preset (the whole pipeline
-offline on the real data, every prompt counted, priced as the paper's models).
+After notebook 00 (free), the prepared data's counts and the preset's parameters give every
+stage's requests and tokens, priced at the catalog's list prices in the chosen execution modes
+(interactive, batch, flex) and timed at the account's rate limits. A whole benchmark's counts
+come from the paper's Tables 1-2 (:func:`benchmark_profile`), so a bill can be printed before
+anything is downloaded (``python -m memcost estimate``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+from functools import cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from memcost.answers import system_label
 from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_limits
 from memcost.costs.model import PAPER_CONSTANTS
-from memcost.data import read_questions
-from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
+from memcost.data import load
+from memcost.data.benchmark import as_source, read_questions
+from memcost.data.prepare import conversation_stats
+from memcost.data.sources import sample_path
+from memcost.paper import (
+    EMBEDDING_MODEL,
+    EXTRACTION_MODEL,
+    JUDGE_MODEL,
+    READER_MODEL,
+    TABLE1,
+    TABLE2,
+)
 from memcost.params import client_option, normalise_execution, notebook_defaults
 from memcost.paths import NOTEBOOKS_DIR, WITH_OPTIONS, DatasetPaths
 
@@ -540,4 +551,88 @@ def over_budget_line(where: Any, total: float, budget: float, change: str) -> st
     return (
         f"{where}: the estimated bill ${total:,.2f} exceeds max_cost_usd ${budget:,.2f}; "
         f"nothing has been spent. Cheapest change that fits: {change}"
+    )
+
+
+# locomo10.json's questions per category 1-5: 282, 321, 96, 841, 446 (1,986 in all); the
+# evaluations the paper follows leave category 5 out (1,540 questions judged).
+LOCOMO_ADVERSARIAL = 446
+
+
+@cache
+def sample_shape(dataset: str) -> tuple[float, float, float]:
+    """``(rendered tokens per Table-1 token, Table-1 tokens per turn, turns per session)`` of
+    the bundled sample of ``dataset``."""
+    data = load(as_source(sample_path(dataset), dataset))
+    stats = conversation_stats(data.conversations, data.questions)
+    text, turns = float(stats["text_tokens"].sum()), float(stats["n_turns"].sum())
+    return (
+        float(stats["history_tokens"].sum()) / text,
+        text / turns,
+        turns / float(stats["n_sessions"].sum()),
+    )
+
+
+def _spread(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` integers that differ by at most one."""
+    base, extra = divmod(total, parts)
+    return [base + (i < extra) for i in range(parts)]
+
+
+def paper_scale_counts(
+    dataset: str, conversations: int = 0, questions: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(stats, questions)`` for :func:`memcost.costs.estimate.estimate_counts` at the paper's
+    scale: ``stats`` in the shape of ``conversation_stats.parquet``, ``questions`` with
+    ``conversation_id`` and ``category_id``. ``conversations`` / ``questions`` (0: all) keep
+    that many, as a run's sample would (questions spread evenly, LoCoMo's adversarial share
+    kept)."""
+    n, _low, _high, _median, mean = TABLE1[dataset]
+    n_questions = TABLE2[dataset][0]
+    adversarial = LOCOMO_ADVERSARIAL
+    if dataset == "longmemeval" and (conversations or questions):  # one question each
+        conversations = questions = min(conversations or n, questions or n)
+    if questions and questions < n_questions:
+        adversarial = round(LOCOMO_ADVERSARIAL * questions / n_questions)
+        n_questions = questions
+    n = min(n, conversations or n, n_questions)
+    rendered, per_turn, per_session = sample_shape(dataset)
+    ids = [f"{dataset}-{i:04d}" for i in range(n)]
+    asked = _spread(n_questions, n)
+    turns = max(1, round(mean / per_turn))
+    stats = pd.DataFrame({
+        "conversation_id": ids,
+        "n_sessions": max(1, round(turns / per_session)),
+        "n_turns": turns,
+        "n_questions": asked,
+        "text_tokens": mean,
+        "history_tokens": round(mean * rendered),
+    })  # fmt: skip
+    owners = np.repeat(ids, asked)
+    categories = np.zeros(n_questions, dtype=np.int64)
+    if dataset == "locomo":
+        # every conversation has adversarial questions: spread them evenly too
+        categories[np.linspace(0, n_questions - 1, adversarial).round().astype(int)] = 5
+    questions = pd.DataFrame({"conversation_id": owners, "category_id": categories})
+    return stats, questions
+
+
+def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`paper_scale_counts` of the part a run's notebook-00 parameters keep
+    (``sample_*`` or ``limit_*``)."""
+    return paper_scale_counts(
+        dataset,
+        int(params.get("sample_conversations") or params.get("limit_conversations") or 0),
+        int(params.get("sample_questions") or params.get("limit_questions") or 0),
+    )
+
+
+def profile_note(dataset: str) -> str:
+    """Where the paper-scale counts of ``dataset`` come from, in one line."""
+    rendered, per_turn, _ = sample_shape(dataset)
+    n, mean, questions = TABLE1[dataset][0], TABLE1[dataset][4], TABLE2[dataset][0]
+    return (
+        f"{dataset}: paper-scale counts (paper Tables 1-2: {n:,} conversations of "
+        f"{mean:,} tokens, {questions:,} questions; rendering x{rendered:.3f} and "
+        f"{per_turn:.1f} tokens per turn measured on the bundled sample)"
     )

@@ -1,25 +1,15 @@
-"""The paper's cost model (study §3.5/§8), its break-even, and what the published tables imply.
+"""The paper's cost model (paper §3.5, Eq. 1-2), its break-even, its sensitivity and growth.
 
-Per user, with a history of ``L`` tokens and ``N`` questions about it:
-
-* long context: ``C_LC(N) = C_first + (N − 1)·C_cached`` — the first turn pays the whole context
-  at the input price, later turns find it in the provider's prompt cache;
-* memory: ``C_Mem(N) = C_write + N·C_read`` — facts are extracted and embedded once, then each
-  question pays a small retrieval-and-read call;
-* break-even ``N_BE``: the first ``N`` with ``C_Mem(N) < C_LC(N)``.
-
-Break-even is always computed from unrounded costs: the published Table 5 rows, rounded to four
-decimals, give 9 instead of 10 at ``L = 100,000``. The published tables are reproduced by
-:data:`PAPER_CONSTANTS`; :mod:`memcost.costs.calibration` derives the range of every constant that
-is consistent with the published (rounded) cells, so the calibration is checked, not asserted.
-This module holds notebook 05's section 3 (Eq. 1-2, Tables 4-5, rounding) and the grid behind
-Figure 1 (section 5).
+Memory pays a write per user and a small read per question; long context pays the whole history
+per question, cached from the second on. The break-even is the number of questions after which
+memory is cheaper (Table 5); notebook 05 also asks how robust it is (cache discount, answer
+length, Batch prices) and how it moves when the conversation keeps growing.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +18,7 @@ import pandas as pd
 
 from memcost import paper
 from memcost.catalog import Price
+from memcost.stats import stays_below_from
 
 TOKENS_PER_MILLION = 1_000_000
 ROUNDING_HALF_WIDTH = 0.00005  # a cell printed to 4 decimals lies within ±0.00005 of the truth
@@ -288,3 +279,199 @@ def break_even_curve(
     """Break-even N per context length (NaN where memory never wins within ``max_turns``)."""
     values = [constants.at(L).break_even(max_turns=max_turns) for L in contexts]
     return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def sensitivity_cache_discount(
+    constants: CostConstants, discounts: Sequence[float], contexts: Sequence[float]
+) -> pd.DataFrame:
+    """Break-even as the provider's cached-input discount varies (paper: 90%)."""
+    rows = [
+        {
+            "cache_discount": d,
+            "context_tokens": int(L),
+            "break_even_n": constants.with_cache_discount(d).at(L).break_even(),
+        }
+        for d in discounts
+        for L in contexts
+    ]
+    return pd.DataFrame(rows)
+
+
+def sensitivity_output_tokens(
+    constants: CostConstants, output_tokens: Sequence[float], contexts: Sequence[float]
+) -> pd.DataFrame:
+    """Break-even as the long-context answer length (incl. reasoning) varies (paper: ~527)."""
+    rows = [
+        {
+            "output_tokens": o,
+            "context_tokens": int(L),
+            "break_even_n": constants.replace(output_tokens=o).at(L).break_even(),
+        }
+        for o in output_tokens
+        for L in contexts
+    ]
+    return pd.DataFrame(rows)
+
+
+BATCH_SCENARIOS: dict[str, tuple[bool, bool, bool]] = {
+    # name: (write, read, long context) billed at Batch-API prices
+    "list prices": (False, False, False),
+    "batch write": (True, False, False),
+    "batch write + read": (True, True, False),
+    "batch long context": (False, False, True),
+    "batch everything": (True, True, True),
+}
+
+
+def sensitivity_batch(
+    constants: CostConstants,
+    contexts: Sequence[float],
+    multiplier: float,
+    scenarios: Mapping[str, tuple[bool, bool, bool]] = BATCH_SCENARIOS,
+) -> pd.DataFrame:
+    """Break-even when some components go through the Batch API (half price, 24 h window).
+
+    Memory construction is offline work and suits batch pricing; interactive reads and
+    long-context answers usually do not, which is why the scenarios are listed separately.
+    """
+    rows = []
+    for name, (write, read, lc) in scenarios.items():
+        for L in contexts:
+            model = constants.at(L).scaled(
+                write=multiplier if write else 1.0,
+                read=multiplier if read else 1.0,
+                long_context=multiplier if lc else 1.0,
+            )
+            rows.append(
+                {"scenario": name, "context_tokens": int(L), "break_even_n": model.break_even()}
+            )
+    return pd.DataFrame(rows)
+
+
+def sustained_break_even(
+    memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]
+) -> int | None:
+    """First turn after which cumulative memory cost stays below long context for every later
+    turn of the series (1-based); ``None`` if memory is not cheaper at the last turn.
+
+    With the paper's constant per-turn costs this equals :func:`break_even`; with real per-turn
+    series (ingestion spikes, growing histories) memory can get ahead and fall back, so the first
+    crossing overstates how early memory pays off.
+    """
+    memory = np.cumsum(np.asarray(memory_per_turn, dtype=float))
+    lc = np.cumsum(np.asarray(lc_per_turn, dtype=float))
+    if memory.shape != lc.shape:
+        raise ValueError(f"series lengths differ: memory {memory.shape}, long context {lc.shape}")
+    start = stays_below_from(memory, lc)
+    return None if start is None else start + 1  # questions are numbered from 1
+
+
+def first_break_even(memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]) -> int | None:
+    """First turn (1-based) at which cumulative memory cost is below long context."""
+    memory = np.cumsum(np.asarray(memory_per_turn, dtype=float))
+    lc = np.cumsum(np.asarray(lc_per_turn, dtype=float))
+    hits = np.flatnonzero(memory < lc)
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def token_break_even(
+    ingestion_tokens: float,
+    corpus_tokens: float,
+    retrieved_tokens: float,
+    query_overhead_tokens: float = 0.0,
+) -> float:
+    """Queries after which memory has processed fewer tokens than re-sending the corpus.
+
+    ``ingestion / (corpus + overhead − retrieved)``: each query saves the corpus it does not
+    resend, minus the facts it retrieves instead. No caching and no prices: a pure token count.
+    """
+    saved = corpus_tokens + query_overhead_tokens - retrieved_tokens
+    if saved <= 0:
+        return math.inf
+    return ingestion_tokens / saved
+
+
+def ingestion_multiplier(ingestion_tokens: float, corpus_tokens: float) -> float:
+    """Tokens processed to build memory per token of history (close to the token break-even)."""
+    return ingestion_tokens / corpus_tokens
+
+
+def growing_conversation_series(
+    constants: CostConstants,
+    *,
+    turns: int,
+    message_tokens: float,
+    ingest_every: int = 10,
+) -> pd.DataFrame:
+    """Per-turn costs when the history grows during the conversation (the serving-cost view).
+
+    Each turn adds ``message_tokens`` to the history. Long context resends the whole history;
+    everything but the newest message is a cached prefix. Memory ingests the last
+    ``ingest_every`` turns' messages every ``ingest_every`` turns (a cost spike) and pays one
+    read per turn. Cumulative memory can then get ahead of long context and fall back after a
+    spike: the first crossing and the sustained break-even differ.
+    """
+    t = np.arange(1, turns + 1, dtype=float)
+    p_in = constants.input_usd_per_mtok / TOKENS_PER_MILLION
+    share = constants.cached_share
+    p_c = (
+        share * constants.cached_input_usd_per_mtok + (1 - share) * constants.input_usd_per_mtok
+    ) / TOKENS_PER_MILLION
+    out = constants.output_tokens * constants.output_usd_per_mtok / TOKENS_PER_MILLION
+    history = t * message_tokens
+    lc = message_tokens * p_in + (history - message_tokens) * p_c + out
+    ingest = np.where(
+        t % ingest_every == 0, ingest_every * message_tokens * constants.write_usd_per_token, 0.0
+    )
+    memory = ingest + constants.read_usd
+    return pd.DataFrame(
+        {
+            "turn": t.astype(int),
+            "history_tokens": history,
+            "memory_usd": memory,
+            "long_context_usd": lc,
+            "memory_cumulative_usd": np.cumsum(memory),
+            "long_context_cumulative_usd": np.cumsum(lc),
+        }
+    )
+
+
+# Ingested tokens per history token in the paper's LongMemEval run (§4.2): extraction prompt and
+# completion tokens plus fact-embedding tokens, per conversation, over the mean history.
+PAPER_INGESTION_MULTIPLIER = (
+    (paper.MEASURED["extraction_tokens"] + paper.MEASURED["embedding_tokens"])
+    / paper.MEASURED["conversations"]
+    / paper.TABLE4_CONTEXT_TOKENS
+)
+
+
+def token_vs_dollar_table(
+    constants: CostConstants,
+    contexts: Sequence[float],
+    *,
+    ingestion_per_history_token: float = PAPER_INGESTION_MULTIPLIER,
+    retrieved_tokens: float = paper.MEASURED["read_retrieved_tokens_per_question"],
+    query_overhead_tokens: float = 0.0,
+) -> pd.DataFrame:
+    """Per context length: the token-level break-even (no caching), the ingestion multiplier,
+    and the dollar break-even without and with prompt caching.
+
+    Ingestion grows with the history (a fixed multiplier per history token); each memory query
+    reads ``retrieved_tokens`` of facts instead of the history.
+    """
+    rows = []
+    for L in contexts:
+        ingestion = ingestion_per_history_token * L
+        rows.append(
+            {
+                "context_tokens": int(L),
+                "ingestion_tokens": ingestion,
+                "ingestion_multiplier": ingestion_multiplier(ingestion, L),
+                "token_break_even": token_break_even(
+                    ingestion, L, retrieved_tokens, query_overhead_tokens
+                ),
+                "dollar_break_even_no_cache": constants.with_cache_discount(0.0).at(L).break_even(),
+                "dollar_break_even_cached": constants.at(L).break_even(),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,9 +1,10 @@
-"""A benchmark in memory, and the checks every reader of a native file shares.
+"""A benchmark in memory, notebook 00's hand-over files, and the long-context rendering.
 
-:class:`BenchmarkData` is what each loader returns: the normalised ``conversations`` and
-``questions`` tables with the provenance of the files they came from. The helpers below parse
-and check native records so that bad input stops with a :class:`DataError` naming the file, the
-record and the problem.
+:class:`Benchmark` is what every reader of a native file returns (the conversations' turns and
+the questions, in one normalised form) with the checks they share; the hand-over files of
+notebook 00 (``data/conversations.parquet``, ``questions.parquet``, ``conversation_stats``) are
+written and read only here; :func:`render_history` is one user's history as the long-context
+baseline sends it (dated sessions, speakers, shared photos' captions).
 """
 
 from __future__ import annotations
@@ -11,17 +12,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from memcost.data.sources import DataSource, RawFile, personamem_root, read_raw
+from memcost.io import write_parquet
 from memcost.manifest import set_entry
-from memcost.paths import DISPLAY_NAMES, DataError, RunPaths
+from memcost.paths import DISPLAY_NAMES, DataError, DatasetPaths, RunPaths
+from memcost.text import spoken_datetime, with_caption
 
 ROLES = frozenset({"user", "assistant", "system"})
 
@@ -211,3 +216,197 @@ def parse_csv(text: str, path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
     except csv.Error as exc:
         raise DataError(f"{path}: not a readable CSV: {exc}") from None
+
+
+CONVERSATION_SCHEMA = pa.schema(
+    [
+        ("conversation_id", pa.string()),
+        ("session_index", pa.int64()),
+        ("session_id", pa.string()),
+        ("session_datetime", pa.string()),
+        ("turn_index", pa.int64()),
+        ("position", pa.int64()),
+        ("speaker", pa.string()),
+        ("role", pa.string()),
+        ("text", pa.string()),
+        ("dia_id", pa.string()),
+        ("has_answer", pa.bool_()),
+        ("image_caption", pa.string()),
+    ]
+)
+QUESTION_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("conversation_id", pa.string()),
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("adversarial_answer", pa.string()),
+        ("category", pa.string()),
+        ("category_id", pa.int64()),
+        ("question_date", pa.string()),
+        ("evidence", pa.list_(pa.string())),
+        ("is_abstention", pa.bool_()),
+        ("options", pa.list_(pa.string())),
+        ("extra", pa.string()),
+    ]
+)
+STATS_SCHEMA = pa.schema(
+    [
+        ("conversation_id", pa.string()),
+        ("n_sessions", pa.int64()),
+        ("n_turns", pa.int64()),
+        ("n_questions", pa.int64()),
+        ("text_tokens", pa.int64()),
+        ("history_tokens", pa.int64()),
+        ("first_session_datetime", pa.string()),
+        ("last_session_datetime", pa.string()),
+    ]
+)
+CONVERSATION_COLUMNS: tuple[str, ...] = tuple(CONVERSATION_SCHEMA.names)
+QUESTION_COLUMNS: tuple[str, ...] = tuple(QUESTION_SCHEMA.names)
+
+
+def frame(columns: Mapping[str, list[Any]], schema: pa.Schema) -> pd.DataFrame:
+    """A DataFrame whose dtypes match ``schema`` (nullable ints and bools stay nullable)."""
+    data: dict[str, Any] = {}
+    for fld in schema:
+        values = columns[fld.name]
+        if pa.types.is_string(fld.type):
+            data[fld.name] = pd.array(values, dtype="str")
+        elif pa.types.is_int64(fld.type):
+            nullable = any(v is None for v in values)
+            data[fld.name] = (
+                pd.array(values, dtype="Int64") if nullable else np.asarray(values, dtype=np.int64)
+            )
+        elif pa.types.is_boolean(fld.type):
+            nullable = any(v is None for v in values)
+            data[fld.name] = (
+                pd.array(values, dtype="boolean") if nullable else np.asarray(values, dtype=bool)
+            )
+        else:  # lists stay Python objects; the parquet schema gives them their type
+            data[fld.name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(data, columns=list(schema.names))
+
+
+class Rows:
+    """Column-wise accumulator: appending to lists is the cheap way to build 250k-row tables."""
+
+    def __init__(self, names: Iterable[str]):
+        self.columns: dict[str, list[Any]] = {name: [] for name in names}
+
+    def add(self, **row: Any) -> None:
+        for name, values in self.columns.items():
+            values.append(row[name])
+
+
+def conversation_stats_path(ds: DatasetPaths) -> Path:
+    """``data/conversation_stats.parquet``: per conversation, sessions, turns and tokens."""
+    return ds.data / "conversation_stats.parquet"
+
+
+def write_data_files(
+    ds: DatasetPaths, conversations: pd.DataFrame, questions: pd.DataFrame, stats: pd.DataFrame
+) -> dict[str, Path]:
+    """Write the three parquet files (each atomically, each with its schema)."""
+    written = {
+        "conversations": ds.conversations,
+        "questions": ds.questions,
+        "conversation_stats": conversation_stats_path(ds),
+    }
+    write_parquet(written["conversations"], conversations, schema=CONVERSATION_SCHEMA)
+    write_parquet(written["questions"], questions, schema=QUESTION_SCHEMA)
+    write_parquet(written["conversation_stats"], stats, schema=STATS_SCHEMA)
+    return written
+
+
+def _read(ds: DatasetPaths, path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: not found; run notebooks/00_prepare_data.ipynb for dataset {ds.name!r} "
+            "into this run directory first"
+        )
+    return pd.read_parquet(path)
+
+
+def read_conversations(ds: DatasetPaths) -> pd.DataFrame:
+    """``data/conversations.parquet`` (schema :data:`CONVERSATION_SCHEMA`), one row per turn."""
+    return _read(ds, ds.conversations)
+
+
+def read_questions(ds: DatasetPaths) -> pd.DataFrame:
+    """``data/questions.parquet`` (schema :data:`QUESTION_SCHEMA`), one row per question."""
+    return _read(ds, ds.questions)
+
+
+def read_prepared(ds: DatasetPaths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(conversations, questions)`` as notebook 00 wrote them."""
+    return read_conversations(ds), read_questions(ds)
+
+
+def read_conversation_stats(ds: DatasetPaths) -> pd.DataFrame:
+    """``data/conversation_stats.parquet`` (schema :data:`STATS_SCHEMA`), one row per
+    conversation: ``text_tokens`` (Table 1) and ``history_tokens`` (what is billed)."""
+    return _read(ds, conversation_stats_path(ds))
+
+
+# Between two sessions of a rendered history: a blank line.
+SESSION_SEPARATOR = "\n\n"
+
+
+def in_order(conversation: pd.DataFrame) -> pd.DataFrame:
+    """The turns in conversation order (``position``), sorted only when they are not."""
+    positions = conversation["position"]
+    return (
+        conversation
+        if positions.is_monotonic_increasing
+        else conversation.sort_values("position", kind="stable")
+    )
+
+
+def session_header(number: int, when: str | None) -> str:
+    """``[Session 3 · Monday 8 May 2023, 13:56]`` (``[Session 3]`` without a date)."""
+    if not when:
+        return f"[Session {number}]"
+    return f"[Session {number} · {spoken_datetime(when)}]"
+
+
+def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
+    """One user's history as the long-context baseline sends it (study §3.2): sessions in
+    order, each headed by its date and time, each turn ``Speaker: text``; a shared image is
+    described as ``[shares a photo: <caption>]`` after the text.
+
+    Sessions keep their own numbers (``session_index + 1``), so a window over the last turns
+    still says which session they come from.
+    """
+    return SESSION_SEPARATOR.join(
+        text for _, text in render_sessions(conversation, captions=captions)
+    )
+
+
+def render_sessions(conversation: pd.DataFrame, *, captions: bool = True) -> list[tuple[int, str]]:
+    """:func:`render_history` one session at a time: ``[(session_index, text), ...]`` in order,
+    joined by :data:`SESSION_SEPARATOR` they are the history. Long-context prompts that keep only
+    some sessions (the newest ones, or the evidence) are built from these pieces, so each session
+    is rendered and counted once."""
+    ordered = in_order(conversation)
+    out: list[tuple[int, str]] = []
+    lines: list[str] = []
+    current: int | None = None
+    for session, when, speaker, text, caption in zip(
+        ordered["session_index"].tolist(),
+        ordered["session_datetime"].tolist(),
+        ordered["speaker"].tolist(),
+        ordered["text"].tolist(),
+        ordered["image_caption"].tolist(),
+        strict=True,
+    ):
+        if session != current:
+            if current is not None:
+                out.append((current, "\n".join(lines)))
+            current, lines = int(session), []
+            lines.append(session_header(int(session) + 1, when if isinstance(when, str) else None))
+        line = f"{speaker}: {text}"
+        lines.append(with_caption(line, caption) if captions else line)
+    if current is not None:
+        out.append((current, "\n".join(lines)))
+    return out

@@ -19,23 +19,21 @@ from typing import Any
 import pandas as pd
 
 from memcost.data.benchmark import (
-    BenchmarkData,
-    DataWarning,
-    answer_text,
-    as_source,
-    expect_dataset,
-    iso_datetime,
-    parse_json,
-    required,
-    short,
-)
-from memcost.data.prepared import (
     CONVERSATION_COLUMNS,
     CONVERSATION_SCHEMA,
     QUESTION_COLUMNS,
     QUESTION_SCHEMA,
+    BenchmarkData,
+    DataWarning,
     Rows,
+    answer_text,
+    as_source,
+    expect_dataset,
     frame,
+    iso_datetime,
+    parse_json,
+    required,
+    short,
 )
 from memcost.data.sources import DataSource, read_raw
 from memcost.paths import DataError

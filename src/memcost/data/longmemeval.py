@@ -13,23 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from memcost.data.benchmark import (
-    ROLES,
-    BenchmarkData,
-    answer_text,
-    as_source,
-    expect_dataset,
-    iso_datetime,
-    parse_json,
-    required,
-    short,
-)
-from memcost.data.prepared import (
     CONVERSATION_COLUMNS,
     CONVERSATION_SCHEMA,
     QUESTION_COLUMNS,
     QUESTION_SCHEMA,
+    ROLES,
+    BenchmarkData,
     Rows,
+    answer_text,
+    as_source,
+    expect_dataset,
     frame,
+    iso_datetime,
+    parse_json,
+    required,
+    short,
 )
 from memcost.data.sources import DataSource, read_raw
 from memcost.paths import DataError

@@ -25,10 +25,42 @@ from memcost.answers import (
     system_kind,
     system_name,
 )
-from memcost.data import read_questions as load_questions
-from memcost.judge.instructions import Instruction, choose_instruction
+from memcost.data.benchmark import read_questions as load_questions
 from memcost.paper import LONG_CONTEXT_MODELS
-from memcost.paths import WITH_OPTIONS, DatasetPaths
+from memcost.paths import DATASETS, WITH_OPTIONS, DatasetPaths
+from memcost.prompts import INSTRUCTIONS, Instruction
+
+LME_TYPES = {
+    "single-session-user": "lme_contains",
+    "single-session-assistant": "lme_contains",
+    "multi-session": "lme_contains",
+    "temporal-reasoning": "lme_temporal",
+    "knowledge-update": "lme_knowledge_update",
+    "single-session-preference": "lme_preference",
+}
+
+
+def choose_instruction(
+    dataset: str, category: str, question_id: str = "", *, is_abstention: bool = False
+) -> Instruction:
+    """The grading instruction for one question (LongMemEval: per type, ``_abs`` first)."""
+    if dataset == "locomo":
+        if category == "adversarial":
+            return INSTRUCTIONS["locomo_adversarial"]
+        return INSTRUCTIONS["locomo_temporal" if category == "temporal" else "locomo"]
+    if dataset == "longmemeval":
+        # LongMemEval marks abstention by the id suffix, whatever the question type.
+        if question_id.endswith("_abs") or is_abstention:
+            return INSTRUCTIONS["lme_abstention"]
+        if category not in LME_TYPES:
+            raise ValueError(
+                f"LongMemEval question {question_id!r} has type {category!r}, which has no "
+                f"grading instruction (known: {', '.join(LME_TYPES)})"
+            )
+        return INSTRUCTIONS[LME_TYPES[category]]
+    if dataset in WITH_OPTIONS:
+        return INSTRUCTIONS["personamem"]
+    raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""Three votes per answer, and the majority (notebook 04, section 2).
+"""The judge's votes (notebook 04, paper §3.4): what it is told, what it answers, the majority.
 
-:func:`run_judging` asks the judge ``n_votes`` times per answer and appends each vote to
-``judgments.jsonl`` (:mod:`memcost.answers`) as it arrives. Votes already in the file for the
-very same request are kept, so an interrupted notebook resumes where it stopped. Votes that need
-no judge call (answers that failed, multiple-choice letters) come from :func:`rule_records`. A
-judge reply that stays unparseable after the client's re-asks is ``UNJUDGED``: shown, counted
-and excluded, never silently WRONG. :func:`question_outcomes` takes the majority per question.
+An LLM reads the question, the benchmark's reference and a system's response, and says CORRECT
+or WRONG as JSON with a one-sentence reason; the grading instruction is the benchmark's own
+(one per benchmark and question type, as in each benchmark's evaluation; wording in
+:mod:`memcost.prompts`). Each answer is judged ``n_votes`` times; the paper reports the
+majority. Multiple choice is scored by letter, without a model. Offline, the lexical rule of
+:mod:`memcost.offline` stands in and every output names it ``lexical``.
 """
 
 from __future__ import annotations
@@ -29,19 +29,102 @@ from memcost.answers import (
 from memcost.calls import OFFLINE
 from memcost.io import read_jsonl
 from memcost.judge.questions import JudgeItem, JudgePlan
-from memcost.judge.requests import (
-    LETTER_MATCH,
-    RULE,
-    JudgePayload,
-    judge_prompt,
-    judge_requests,
-    parse_verdict,
-    prompt_version,
-)
-from memcost.llm import ChatRequest, ChatResult
+from memcost.llm import ChatRequest, ChatResult, parse_json_object
 from memcost.offline import LEXICAL, lexical_judge
 from memcost.paper import JUDGE_MODEL
+from memcost.prompts import JUDGE_PROMPTS, Instruction, Prompt
+from memcost.prompts import get as get_prompt
 from memcost.stats import CORRECT, UNJUDGED, WRONG
+
+STAGE = "judge"  # the ledger stage of every judge call
+LETTER_MATCH = "letter_match"  # judge_model of multiple-choice votes: the letter is compared
+RULE = "rule"  # backend of multiple-choice votes and of answers that could not be judged
+
+
+@dataclass(frozen=True)
+class JudgePayload:
+    """What the offline method needs (rides on the request, never sent)."""
+
+    item: JudgeItem
+    prompt_name: str
+
+
+def judge_prompt(name: str) -> Prompt:
+    if name not in JUDGE_PROMPTS:
+        raise ValueError(f"unknown judge prompt {name!r}; choose from {', '.join(JUDGE_PROMPTS)}")
+    return get_prompt(name)
+
+
+def prompt_version(prompt: Prompt, instruction: Instruction) -> str:
+    """``judge@v1+lme_temporal@v1``: the prompt and the instruction block it carried."""
+    return f"{prompt.id}+{instruction.id}"
+
+
+def judge_requests(
+    items: Sequence[JudgeItem],
+    *,
+    judge_model: str = JUDGE_MODEL,
+    prompt_name: str = "judge",
+    n_votes: int = 3,
+    reasoning_effort: str | None = "high",
+    max_output_tokens: int | None = None,
+) -> list[ChatRequest]:
+    """``n_votes`` requests per judgeable item, votes told apart by ``sample_index``.
+
+    Items whose answer is an error, and multiple-choice items, are not sent (see
+    :func:`rule_records`).
+    """
+    if n_votes < 1:
+        raise ValueError("n_votes must be at least 1")
+    prompt = judge_prompt(prompt_name)
+    out = []
+    for item in items:
+        if item.answer_error is not None or item.choice is not None:
+            continue
+        messages = prompt.messages(**item.prompt_values())
+        for vote in range(n_votes):
+            out.append(
+                ChatRequest(
+                    model=judge_model,
+                    messages=messages,
+                    stage=STAGE,
+                    prompt_version=prompt_version(prompt, item.instruction),
+                    sample_index=vote,
+                    reasoning_effort=reasoning_effort or None,
+                    max_output_tokens=max_output_tokens,
+                    json_mode=True,
+                    payload=JudgePayload(item, prompt_name),
+                    tags={
+                        "dataset": item.dataset,
+                        "conversation_id": item.conversation_id,
+                        "question_id": item.question_id,
+                        "system": item.system,
+                        "vote": vote,
+                    },
+                )
+            )
+    return out
+
+
+_LABEL_WORDS = {"CORRECT": CORRECT, "WRONG": WRONG, "INCORRECT": WRONG}
+
+
+def parse_verdict(text: str) -> dict[str, str]:
+    """``{"label": CORRECT|WRONG, "reason": ...}`` from a judge reply; ``ValueError`` if none.
+
+    Takes a JSON object (``label``, or ``verdict``/``judgment``), or a reply that is nothing but
+    the label word. Anything else is unparseable: the client re-asks, and a reply that never
+    parses becomes ``UNJUDGED``.
+    """
+    bare = text.strip().strip(".!*_`\"' ").upper()
+    if bare in _LABEL_WORDS:
+        return {"label": _LABEL_WORDS[bare], "reason": ""}
+    obj = parse_json_object(text)
+    raw = next((obj[k] for k in ("label", "verdict", "judgment", "judgement") if k in obj), None)
+    if not isinstance(raw, str) or raw.strip().upper() not in _LABEL_WORDS:
+        raise ValueError(f"the JSON has no label CORRECT or WRONG (got {raw!r})")
+    reason = obj.get("reason", obj.get("explanation", ""))
+    return {"label": _LABEL_WORDS[raw.strip().upper()], "reason": str(reason or "")}
 
 
 def _record(
@@ -399,6 +482,3 @@ def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     out = votes.join(first, on=keys).join(causes.rename("cause"), on=keys)
     out.loc[out["judged"], "cause"] = None
     return out
-
-
-__all__ = ["JudgingRun", "judge_one", "question_outcomes", "rule_records", "run_judging"]

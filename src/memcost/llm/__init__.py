@@ -5,6 +5,7 @@ method, and call :meth:`LLMClient.chat_many` (or ``chat_groups``, ``embed``) on 
 notebook made with :func:`make_client`. See docs/architecture.md, "Model calls".
 """
 
+# ruff: noqa: F401 - the public names
 from memcost.llm.client import LLMClient, make_client
 from memcost.llm.offline import HashingEmbedder, OfflineMethod, l2_normalise
 from memcost.llm.providers import BACKENDS, check_credentials
@@ -26,29 +27,3 @@ from memcost.llm.requests import (
     parse_json_object,
 )
 from memcost.llm.transport import RetryPolicy
-
-__all__ = [
-    "BACKENDS",
-    "BudgetExceeded",
-    "CacheMiss",
-    "ChatRequest",
-    "ChatResult",
-    "EmbeddingRequest",
-    "EmbeddingResult",
-    "FatalAPIError",
-    "HashingEmbedder",
-    "ItemRejected",
-    "LLMClient",
-    "LLMError",
-    "MissingCredentials",
-    "ModelCapabilityError",
-    "OfflineMethod",
-    "QuotaExhausted",
-    "RetryPolicy",
-    "Usage",
-    "check_credentials",
-    "l2_normalise",
-    "make_client",
-    "parse_json",
-    "parse_json_object",
-]

@@ -1,23 +1,26 @@
-"""Histories, rendered and counted once (notebook 03, section 1).
+"""Long context (notebook 03, paper §3.2): the history, rendered, counted and put in a prompt.
 
-Each conversation is rendered the way notebook 00 counted it (:func:`memcost.data.render_sessions`:
-dated session headers, ``speaker: text`` turns, shared photos described) one session at a time,
-and every session of every conversation is tokenised in one batched count. A prompt's size is
-then the sum of the sessions it keeps: the parts end where o200k's pre-tokenizer always splits
-(after a newline, before a non-space), so the sum is exactly the count of the whole.
+Each user's history is rendered and counted once; the prompt puts it first (so that a
+provider's prompt cache can serve it for every later question) and the question last. What sits
+between ``<history>`` and ``</history>`` depends on the system: the whole history, a rolling
+window of the last turns, nothing (the floor) or the evidence sessions (the ceiling), and
+whether it fits the model's window is decided here.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pandas as pd
 
-from memcost import data
+from memcost import answers, prompts
+from memcost.catalog import canonical_name, model_info
+from memcost.data.benchmark import SESSION_SEPARATOR, render_sessions
 from memcost.offline import HistoryTurn
-from memcost.text import count_tokens_batch, with_caption
+from memcost.text import count_tokens, count_tokens_batch, spoken_datetime, with_caption
 
 # tiktoken's batch encoder returns every token id before we take the lengths, and 50M ids at
 # once would need gigabytes: histories are counted a few million characters at a time.
@@ -89,7 +92,7 @@ def count_in_chunks(texts: list[str], chunk_chars: int = COUNT_CHUNK_CHARS) -> l
 
 def rendered(turns: pd.DataFrame) -> str:
     """Turns in order, rendered session by session, each followed by the session separator."""
-    return "".join(text + data.SESSION_SEPARATOR for _, text in data.render_sessions(turns))
+    return "".join(text + SESSION_SEPARATOR for _, text in render_sessions(turns))
 
 
 def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
@@ -124,8 +127,8 @@ def build_histories(conversations: pd.DataFrame) -> dict[str, History]:
         ordered = _ordered(group)
         ids, dias = _session_ids(ordered)
         parts = []
-        for index, session_text in data.render_sessions(ordered):
-            text = session_text + data.SESSION_SEPARATOR
+        for index, session_text in render_sessions(ordered):
+            text = session_text + SESSION_SEPARATOR
             parts.append((index, ids[index], text, frozenset(dias.get(index, ()))))
             texts.append(text)
         pending.append((str(conversation_id), ordered, parts))
@@ -152,12 +155,245 @@ def history_table(histories: Mapping[str, History]) -> pd.DataFrame:
     )
 
 
-__all__ = [
-    "History",
-    "SessionBlock",
-    "HistoryTurn",
-    "build_histories",
-    "count_in_chunks",
-    "history_table",
-    "rendered",
-]
+PROMPT = prompts.LONG_CONTEXT_ANSWER
+HISTORY_END = "</history>"  # everything before it is the same for a conversation's questions
+
+HEAD, _TAIL = PROMPT.user.split("{history}")
+INSTRUCTIONS, _AFTER_BLOCK = _TAIL.split("{question_block}")
+if _AFTER_BLOCK or "{" in HEAD + INSTRUCTIONS:
+    raise RuntimeError(f"{PROMPT.id}: the user template must end with {{question_block}}")
+
+
+def shown_options(question_id: str, options: Sequence[str]) -> tuple[str, ...]:
+    """The options in the order a model sees them: the order every notebook and the judge use
+    (:func:`memcost.answers.multiple_choice`, fixed by the question id)."""
+    return answers.multiple_choice(question_id, options).options
+
+
+def option_letter(index: int) -> str:
+    return answers.MC_LETTERS[index]
+
+
+def question_block(
+    question: str, *, date: str | None = None, options: Sequence[str] | None = None
+) -> str:
+    """The text after the history and the instructions: date, question, options."""
+    out = ""
+    if date:
+        out += prompts.LONG_CONTEXT_DATE_LINE.format(date=spoken_datetime(date))
+    out += prompts.LONG_CONTEXT_QUESTION_LINE.format(question=question)
+    if options:
+        listing = "\n".join(f"({option_letter(i)}) {o}" for i, o in enumerate(options))
+        out += prompts.LONG_CONTEXT_OPTIONS.format(options=listing)
+    return out
+
+
+def prompt_messages(history: str, block: str) -> tuple[tuple[str, str], ...]:
+    """``((role, text), ...)``: the system message and the user message around ``history``."""
+    return PROMPT.messages(history=history, question_block=block)
+
+
+KINDS = ("long_context", "rolling_window", "no_context", "oracle")
+BASELINES = ("rolling_window", "no_context", "oracle")
+OVERFLOW_MODES = ("error", "truncate_oldest")
+
+# The paper's generation settings (study §3.2), by model family. GPT-5 models take a reasoning
+# effort and no temperature; GPT-OSS-120B was run at temperature 0 with at most 2,000 tokens.
+PAPER_GENERATION: dict[str, dict[str, Any]] = {
+    "gpt-5": {"reasoning_effort": "low"},
+    "gpt-oss": {"temperature": 0.0, "max_output_tokens": 2000},
+}
+GENERATION_KEYS = ("reasoning_effort", "max_output_tokens", "temperature")
+
+# Tokens a request carries beyond the message texts we count: role markers, and a host's own
+# preamble (GPT-OSS's harmony format opens with a system header). Only the limit check adds it.
+FORMAT_OVERHEAD_TOKENS = 128
+
+
+class ContextOverflow(ValueError):
+    """A prompt that does not fit its model's window (raised before any call is made)."""
+
+    def __init__(self, message: str, fit: pd.DataFrame | None = None):
+        super().__init__(message)
+        self.fit = fit
+
+
+# --- Generation settings and context limits ------------------------------------------------------
+
+
+def generation_settings(
+    model: str, overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The request parameters for ``model``: the paper's for its family, then ``overrides``
+    given under the model's name (with or without provider prefix and snapshot date)."""
+    settings = dict(PAPER_GENERATION.get(model_info(model).family, {}))
+    for name, values in (overrides or {}).items():
+        if name == model or canonical_name(name) == canonical_name(model):
+            unknown = sorted(set(values) - set(GENERATION_KEYS))
+            if unknown:
+                raise ValueError(
+                    f"generation[{name!r}] has unknown keys {unknown}; use {list(GENERATION_KEYS)}"
+                )
+            settings.update(values)
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+def prompt_limit(model: str, settings: Mapping[str, Any] | None = None) -> int:
+    """The most prompt tokens ``model`` accepts while leaving room for its answer: the model's
+    input limit, or its window minus the answer budget when that is smaller."""
+    info = model_info(model)
+    limit = info.prompt_limit
+    reserved = (settings or {}).get("max_output_tokens")
+    if reserved:
+        limit = min(limit, info.context_window - int(reserved))
+    return limit
+
+
+def context_limits(
+    models: Iterable[str], generation: Mapping[str, Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
+    """One row per model: its window, the answer budget and the prompt limit used here."""
+    rows = []
+    for model in dict.fromkeys(models):
+        info = model_info(model)
+        settings = generation_settings(model, generation)
+        rows.append(
+            {
+                "model": model,
+                "family": info.family,
+                "context_window": info.context_window,
+                "max_output_tokens": info.max_output_tokens,
+                "answer_budget": settings.get("max_output_tokens"),
+                "prompt_limit": prompt_limit(model, settings),
+                "settings": ", ".join(f"{k}={v}" for k, v in sorted(settings.items())),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- Contexts: the history part of one prompt ----------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Context:
+    """What a prompt carries between ``<history>`` and ``</history>``."""
+
+    kind: str
+    conversation_id: str
+    text: str
+    tokens: int
+    sessions: tuple[int, ...] = ()  # session numbers kept (whole sessions)
+    last_turns: int | None = None  # rolling window: the last N turns instead
+    dropped_sessions: int = 0
+    dropped_tokens: int = 0
+    history: History | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Identical keys mean identical history text (the grouping and caching key)."""
+        return (self.kind, self.conversation_id, self.sessions, self.last_turns)
+
+    def turns(self) -> list[HistoryTurn]:
+        """The turns this context shows (for the offline method)."""
+        if self.history is None:
+            return []
+        every = self.history.turn_list()
+        if self.last_turns is not None:
+            return every[-self.last_turns :] if self.last_turns else []
+        keep = set(self.sessions)
+        return [t for t in every if t.session in keep]
+
+
+def sessions_context(
+    kind: str,
+    history: History,
+    blocks: Sequence[SessionBlock],
+    dropped: Sequence[SessionBlock] = (),
+) -> Context:
+    """A context made of whole sessions of ``history`` (``dropped``: those left out to fit)."""
+    return Context(
+        kind=kind,
+        conversation_id=history.conversation_id,
+        text="".join(b.text for b in blocks),
+        tokens=sum(b.tokens for b in blocks),
+        sessions=tuple(b.number for b in blocks),
+        dropped_sessions=len(dropped),
+        dropped_tokens=sum(b.tokens for b in dropped),
+        history=history,
+    )
+
+
+def full_context(history: History) -> Context:
+    """Long context: every session of the history."""
+    return sessions_context("long_context", history, history.sessions)
+
+
+def no_context(conversation_id: str) -> Context:
+    """The floor: the prompt says there is no history."""
+    text = prompts.LONG_CONTEXT_NO_HISTORY
+    return Context("no_context", conversation_id, text, count_tokens(text))
+
+
+def oracle_sessions(history: History, evidence: Iterable[str]) -> list[SessionBlock]:
+    """The sessions that hold a question's evidence: LongMemEval names sessions
+    (``answer_session_ids``), LoCoMo names turns (``D3:7``) and the session holding each counts."""
+    wanted = {str(e) for e in evidence}
+    return [b for b in history.sessions if b.session_id in wanted or b.dia_ids & wanted]
+
+
+def oracle_context(history: History, evidence: Iterable[str]) -> Context | None:
+    """The ceiling: only the evidence sessions (``None`` when no session holds the evidence)."""
+    blocks = oracle_sessions(history, evidence)
+    return sessions_context("oracle", history, blocks) if blocks else None
+
+
+def truncate_oldest(context: Context, available: int) -> Context:
+    """``context`` without its oldest whole sessions, so that its history fits in ``available``
+    tokens. Raises :class:`ContextOverflow` when not even the newest session fits."""
+    if context.tokens <= available:
+        return context
+    assert context.history is not None and context.last_turns is None
+    by_number = {b.number: b for b in context.history.sessions}
+    blocks = [by_number[n] for n in context.sessions]
+    kept: list[SessionBlock] = []
+    total = 0
+    for block in reversed(blocks):
+        if total + block.tokens > available:
+            break
+        kept.append(block)
+        total += block.tokens
+    kept.reverse()
+    if not kept:
+        raise ContextOverflow(
+            f"conversation {context.conversation_id}: even its newest session "
+            f"({blocks[-1].tokens:,} tokens) does not fit the {available:,} tokens left for the "
+            f"history ({context.kind}); truncate_oldest drops whole sessions only"
+        )
+    dropped = blocks[: len(blocks) - len(kept)]
+    out = sessions_context(context.kind, context.history, kept, dropped)
+    return replace(
+        out,
+        dropped_sessions=out.dropped_sessions + context.dropped_sessions,
+        dropped_tokens=out.dropped_tokens + context.dropped_tokens,
+    )
+
+
+def window_contexts(histories: Mapping[str, History], window_turns: int) -> dict[str, Context]:
+    """The rolling window of each conversation: its last ``window_turns`` turns, rendered the
+    same way (a session cut by the window keeps its header). Every benchmark here asks its
+    questions after the whole history, so these are the last turns before every question."""
+    if window_turns < 1:
+        raise ValueError(f"window_turns must be at least 1, got {window_turns}")
+    texts = {cid: rendered(h.turns.iloc[-window_turns:]) for cid, h in histories.items()}
+    counts = dict(zip(texts, count_tokens_batch(list(texts.values())), strict=True))
+    return {
+        cid: Context(
+            kind="rolling_window",
+            conversation_id=cid,
+            text=texts[cid],
+            tokens=counts[cid],
+            last_turns=min(window_turns, len(histories[cid].turns)),
+            history=histories[cid],
+        )
+        for cid in histories
+    }

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memcost.data import read_prepared
+from memcost.data.benchmark import read_prepared
 from memcost.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
 from memcost.memory.faiss_store import user_stem
 from memcost.paths import DatasetPaths

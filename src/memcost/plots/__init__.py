@@ -1,49 +1,17 @@
-"""Figures, with one visual style: ``style`` (colours, the offline label, saving), and one module
-per pipeline stage whose figures they are (``costs`` and ``cost_robustness`` for notebook 05,
-...)."""
+"""Figures, in one visual style (:mod:`~memcost.plots.style`: colours per system, the offline
+label, PNG and SVG): ``study`` for the stages (notebooks 00-04), ``costs`` for the cost analysis
+(05), ``today`` for today's prices and the workshop's explorer (07), ``serving`` for the serving
+study (06)."""
 
-from memcost.plots.cost_robustness import (
-    plot_sensitivity,
-    plot_sustained_break_even,
-    plot_token_vs_dollar_break_even,
-)
+# ruff: noqa: F401 - the names the notebooks use
 from memcost.plots.costs import (
-    COST_CMAP,
-    LC_CHEAPER_COLOR,
-    MEMORY_CHEAPER_COLOR,
     plot_break_even_heatmap,
     plot_calibration_intervals,
     plot_cumulative_costs,
+    plot_latency,
+    plot_sensitivity,
     plot_stage_costs,
+    plot_sustained_break_even,
+    plot_token_vs_dollar_break_even,
 )
-from memcost.plots.latency import plot_latency
-from memcost.plots.style import (
-    OFFLINE_NOTE,
-    SYSTEM_COLORS,
-    apply_style,
-    label_backend,
-    save_figure,
-    save_figures,
-    system_color,
-)
-
-__all__ = [
-    "COST_CMAP",
-    "LC_CHEAPER_COLOR",
-    "MEMORY_CHEAPER_COLOR",
-    "OFFLINE_NOTE",
-    "SYSTEM_COLORS",
-    "apply_style",
-    "label_backend",
-    "plot_break_even_heatmap",
-    "plot_calibration_intervals",
-    "plot_cumulative_costs",
-    "plot_latency",
-    "plot_sensitivity",
-    "plot_stage_costs",
-    "plot_sustained_break_even",
-    "plot_token_vs_dollar_break_even",
-    "save_figure",
-    "save_figures",
-    "system_color",
-]
+from memcost.plots.style import apply_style, save_figure, save_figures

@@ -3,36 +3,61 @@
 A preset has runner keys and notebook parameters::
 
     description: what this preset is for              # shown in the manifest and the report
-    datasets: [locomo, longmemeval, personamem]    # per-dataset notebooks run once for each
+    include: paper_locomo                             # optional: another preset, under this one
+    datasets: [locomo, longmemeval, personamem]       # per-dataset notebooks run once for each
     steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
     parameters: {backend: offline, ...}               # given to every notebook that declares them
                                                       # (the client's settings: client: {...})
     per_dataset: {personamem: {mode: multiple_choice}}  # overrides for one dataset
     allow_failures: 0.0                               # fraction of a stage's items that may fail
 
-Unknown parameter keys are an error (papermill itself only warns).
+Every value is checked before the first notebook runs and before the run directory exists
+(:func:`validate_run`): its type against the notebook's parameters cell, its range and choices,
+the dataset names, the models' prices, the steps' prerequisites, and that no parameter carries a
+credential (keys stay in the environment). A problem is one line naming the parameter, the
+value and what is expected (:class:`PresetError`).
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
+from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
+from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
+from memcost.llm.transport import parse_rate_limits
+from memcost.memory import parse_systems
+from memcost.memory.pgvector import ITERATIVE_SCANS
+from memcost.memory.vectors import LAYOUTS, STORES
 from memcost.params import (
     CLIENT_SETTINGS,
+    MODEL_PARAMETERS,
+    STAGE_MODEL_PARAMETERS,
+    backend_of,
+    client_option,
+    complete_group,
     merge_parameters,
     moved_into_group,
     moved_to_client,
+    normalise_execution,
+    normalise_price_overrides,
+    notebook_defaults,
     notebook_parameters,
+    settings_groups,
+    stage_models,
 )
-from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
+from memcost.paths import DATASETS, NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, RunPaths
+from memcost.prompts import JUDGE_PROMPTS
 
 RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset", "allow_failures")
 # Parameters the runner fills in itself; a preset must not set them.
@@ -276,3 +301,450 @@ def offline_means_offline(preset: Preset) -> str | None:
         return None
     routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())
     return f"backend=offline: every model runs offline; model_backends ({routes}) is ignored"
+
+
+EFFORTS = ("minimal", "low", "medium", "high")
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "dataset": DATASETS,
+    "backend": ("offline", "openai", "openrouter", "custom"),
+    "cache_mode": ("read_write", "replay_only", "off"),
+    "longmemeval_file": ("s", "m", "oracle"),
+    "mode": ("open_ended", "multiple_choice"),
+    "overflow": ("error", "truncate_oldest"),
+    "cost_model": ("paper", "measured"),
+    "extraction_reasoning_effort": EFFORTS,
+    "reader_reasoning_effort": EFFORTS,
+    "reasoning_effort": EFFORTS,
+    "judge_prompts": tuple(JUDGE_PROMPTS),  # each element
+    "batch_retry": BATCH_RETRY_MODES,
+    "vector_store": STORES,
+    "pgvector_layout": LAYOUTS,
+    "pgvector_iterative_scan": ITERATIVE_SCANS,
+}
+_DSN_URI = re.compile(r"^postgres(?:ql)?://[^\s]*$")
+_DSN_PAIRS = re.compile(r"^\s*(?:[A-Za-z_]+\s*=\s*(?:'[^']*'|\S+)\s*)+$")
+# Lowest (and highest) value of numeric parameters.
+RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(
+        (
+            "limit_conversations",
+            "limit_questions",
+            "sample_conversations",
+            "sample_questions",
+            "sample_seed",
+            "bootstrap_seed",
+            "failure_examples",
+            "window_turns",
+        ),
+        (0, math.inf),
+    ),
+    **dict.fromkeys(
+        (
+            "max_concurrency",
+            "batch_size",
+            "max_segment_chars",
+            "update_top_k",
+            "hnsw_m",
+            "ef_construction",
+            "top_k",
+            "ef_search",
+            "n_votes",
+            "bootstrap_resamples",
+            "max_turns",
+            "today_max_turns",
+        ),
+        (1, math.inf),
+    ),
+    **dict.fromkeys(("max_wait_hours", "batch_poll_s"), (1e-6, math.inf)),
+    "max_cost_usd": (0, math.inf),
+    "request_timeout_s": (0, math.inf),  # 0: sized to each request's model and prompt
+    "lc_cached_share": (0, 1),
+}
+# What a step reads, and the step that writes it: (file under <ds>/, writer).
+PREREQUISITES: dict[str, tuple[tuple[str, str], ...]] = {
+    "01": (("data/conversations.parquet", "00"),),
+    "02": (("data/questions.parquet", "00"), ("memory/facts.parquet", "01")),
+    "03": (("data/questions.parquet", "00"),),
+    "04": (("data/questions.parquet", "00"),),
+}
+# Parameters that name models (their prices must be known before anything is spent).
+_SCALARS = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
+
+
+def _problem(name: str, value: Any, expected: str, choices: Any = None) -> PresetError:
+    text = f"parameter {name}={value!r}: expected {expected}"
+    if choices:
+        text += f"; valid choices: {', '.join(map(str, choices))}"
+    return PresetError(text)
+
+
+def coerce(name: str, value: Any, annotation: str) -> Any:
+    """``value`` as the declared type (an int for a float, a scalar for a one-item list is
+    *not* guessed); :class:`PresetError` naming the parameter when it is not that type."""
+    base = annotation.split("[", 1)[0].strip()
+    kind = _SCALARS.get(base)
+    if kind is None:
+        return value  # an annotation the notebooks do not use: taken as given
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is bool and not isinstance(value, bool):
+        raise _problem(name, value, "true or false")
+    if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, kind)):
+        raise _problem(name, value, f"{'an integer' if kind is int else 'a number'}")
+    if kind in (list, dict) and not isinstance(value, kind):
+        example = "[a, b]" if kind is list else "{a: b}"
+        raise _problem(name, value, f"a {base} (YAML, e.g. {example})")
+    if kind is str and not isinstance(value, str):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise _problem(name, value, "a string")
+    return value
+
+
+def check_value(name: str, value: Any, annotation: str) -> Any:
+    """Type, range and choices of one parameter; returns the coerced value."""
+    value = coerce(name, value, annotation)
+    if name in RANGES and isinstance(value, (int, float)):
+        low, high = RANGES[name]
+        if not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
+            bound = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+            raise _problem(name, value, f"a number {bound}")
+    if name in CHOICES:
+        items = value if isinstance(value, list) else [value]
+        bad = [v for v in items if v not in CHOICES[name]]
+        if bad or (isinstance(value, list) and not value):
+            expected = "a list of names" if isinstance(value, list) else "one of the choices"
+            raise _problem(name, value, expected, CHOICES[name])
+    return value
+
+
+def check_dsn(dsn: str) -> None:
+    """``pgvector_dsn``: empty, a ``postgresql://`` URI or ``key=value`` pairs. The message never
+    repeats the value (it may hold a password)."""
+    if dsn and not (_DSN_URI.match(dsn) or _DSN_PAIRS.match(dsn)):
+        raise PresetError(
+            "parameter pgvector_dsn: expected a PostgreSQL connection URI "
+            "(postgresql://user@host:5432/db) or key=value pairs (host=... dbname=...); "
+            "empty for the private server inside the run directory"
+        )
+
+
+def check_block(
+    values: dict[str, Any],
+    declared: Mapping[str, str],
+    groups: Mapping[str, dict[str, Any]] | None = None,
+) -> None:
+    """Check and coerce, in place, the values of one block that some notebook declares; a
+    settings group (``groups``: its default) is completed from its default."""
+    for name in list(values):
+        if name in declared:
+            values[name] = check_value(name, values[name], declared[name])
+        if name in (groups or {}):
+            try:
+                values[name] = complete_group(name, values[name], groups[name])
+            except ValueError as exc:
+                raise PresetError(str(exc)) from None
+    if isinstance(values.get("pgvector_dsn"), str):
+        check_dsn(values["pgvector_dsn"])
+    if "price_overrides" in values:
+        try:
+            values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
+    if "client" in values:
+        values["client"] = check_client(values["client"], str(values.get("backend", "offline")))
+    if "memory_systems" in values:
+        try:
+            named = [name for name, _ in parse_systems(values["memory_systems"])]
+        except ValueError as exc:
+            raise PresetError(f"parameter memory_systems: {exc}") from None
+        if "mem0_style" not in named:
+            raise PresetError(
+                f"parameter memory_systems={values['memory_systems']!r}: list mem0_style, the "
+                "paper's memory (notebooks 01-02 walk through it; the study's tables are its), "
+                "e.g. [mem0_style, rag]"
+            )
+
+
+def check_client(settings: Any, backend: str) -> dict[str, Any]:
+    """The ``client`` mapping: known settings only, each of its type, range and choices."""
+    if not isinstance(settings, Mapping):
+        raise PresetError(
+            f"parameter client={settings!r}: expected a mapping of the client's "
+            "settings, e.g. client: {max_concurrency: 16, execution: {judge: batch}}"
+        )
+    unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
+    if "tpm_limit" in unknown:
+        raise PresetError(
+            "parameter client.tpm_limit: limits are per model now: client: "
+            "{rate_limits: {MODEL: {rpm: N, tpm: N}}}"
+        )
+    if unknown:
+        raise PresetError(
+            f"parameter client: unknown setting(s) {', '.join(map(str, unknown))}; "
+            f"the client's settings are {', '.join(CLIENT_SETTINGS)}"
+        )
+    try:
+        checked = {
+            name: check_value(name, value, CLIENT_SETTINGS[name][0])
+            for name, value in settings.items()
+        }
+    except PresetError as exc:  # "parameter client.max_concurrency=0: ..."
+        raise PresetError(str(exc).replace("parameter ", "parameter client.", 1)) from None
+    if "execution" in checked:
+        try:
+            modes = normalise_execution(checked["execution"])
+        except ValueError as exc:
+            raise PresetError(f"parameter client.{exc}") from None
+        refused = batch_refusal(backend)
+        if "batch" in modes.values() and refused:
+            raise PresetError(refused)
+    if "rate_limits" in checked:
+        declared = checked.get("model_capabilities") or {}
+        try:
+            parse_rate_limits(checked["rate_limits"], known=lambda m: is_known(m, declared))
+        except ValueError as exc:
+            raise PresetError(f"parameter client.{exc}") from None
+    return checked
+
+
+def unknown_price_line(model: str, parameter: str) -> str:
+    """One line that says how to declare a price (and works when followed)."""
+    return (
+        f"no price for model {model!r} ({parameter}) in the price table; declare it: "
+        f"-p 'price_overrides={{\"{model}\": 0}}' for a free model (a local server), or "
+        f"-p 'price_overrides={{\"{model}\": {{input: 0.2, output: 0.6}}}}' "
+        "(USD per 1M tokens)"
+    )
+
+
+def unknown_model_line(model: str, parameter: str) -> str:
+    """One line that says how to declare a model the registry does not know (and works when
+    followed): a plain chat model on the user's own server."""
+    return (
+        f"unknown model {model!r} ({parameter}): memcost.catalog has no capabilities for it; "
+        f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
+        f"-p 'client={{model_capabilities: {{\"{model}\": {{context_window: 32768}}}}}}' "
+        "(a plain chat model: temperature and max_tokens)"
+    )
+
+
+def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]):
+    """``(model, parameter, parameters)`` for every model a model-calling step names."""
+    for dataset in preset.datasets or [None]:
+        params = preset.parameters_for(dataset)
+        for step in steps:
+            defaults = notebook_defaults(notebooks[step])
+            if "price_overrides" not in defaults:
+                continue
+            # the notebook's own price_overrides apply where the preset sets none (notebook 06
+            # prices its open-weight models there)
+            step_params = {
+                **params,
+                "price_overrides": normalise_price_overrides(
+                    params.get("price_overrides", defaults["price_overrides"])
+                ),
+            }
+            for name in MODEL_PARAMETERS:
+                if name not in defaults:
+                    continue
+                value = params.get(name, defaults[name])
+                for model in value if isinstance(value, list) else [value]:
+                    yield str(model), name, step_params
+
+
+def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
+    """Every model a paid step names has a price (the table's, or ``price_overrides``) and is
+    known to the model registry (or declared in ``model_capabilities``)."""
+    for model, name, params in _named_models(preset, notebooks, steps):
+        try:
+            price_for(model, params.get("price_overrides"))
+        except UnknownPriceError:
+            raise PresetError(unknown_price_line(model, name)) from None
+        except ValueError as exc:
+            raise PresetError(f"parameter {exc}") from None
+        if params.get("backend", "offline") != "offline" and not is_known(
+            model, client_option(params, "model_capabilities") or None
+        ):
+            raise PresetError(unknown_model_line(model, name))
+
+
+def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
+    """Every stage run in batch or flex has a model and provider that sell it (OpenAI's own
+    API, a price with that mode's multiplier): else one line naming the stage, the model and
+    what to change, before anything runs (memcost.catalog)."""
+    defaults: dict[str, Any] = {}
+    for step in steps:
+        defaults.update(notebook_defaults(notebooks[step]))
+    for dataset in preset.datasets or [None]:
+        params = {**defaults, **preset.parameters_for(dataset)}
+        for stage, mode in normalise_execution(client_option(params, "execution")).items():
+            if not any(name in defaults for name, _ in STAGE_MODEL_PARAMETERS[stage]):
+                continue  # no selected step calls this stage
+            for model in stage_models(stage, params):
+                problem = execution_problem(
+                    stage, mode, model, backend_of(model, params), params.get("price_overrides")
+                )
+                if problem is not None:
+                    raise PresetError(problem)
+
+
+def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
+    """Are these the study's notebooks (their ``dataset`` parameter defaults to one of its
+    datasets)? Dataset names and prerequisites are checked only then."""
+    defaults = {
+        str(notebook_parameters(notebooks[s]).get("dataset", {}).get("default")).strip("\"'")
+        for s in steps
+    }
+    return bool(defaults & set(DATASETS))
+
+
+def check_datasets(preset: Preset) -> None:
+    for name in preset.datasets:
+        if name not in DATASETS:
+            raise _problem("datasets", name, "a dataset name", DATASETS)
+
+
+def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None:
+    """Each selected step's inputs are either written by an earlier selected step or already in
+    the run directory (a resumed run)."""
+    run = RunPaths(run_dir)
+    for step in steps:
+        for dataset in preset.datasets:
+            for relative, writer in PREREQUISITES.get(step, ()):
+                if writer in steps and steps.index(writer) < steps.index(step):
+                    continue
+                if not (run.root / dataset / relative).is_file():
+                    raise PresetError(
+                        f"step {step} needs {dataset}/{relative}, written by step {writer}, "
+                        f"which is neither selected before it nor in {run.root}; add step "
+                        f"{writer} (e.g. --steps {writer},{step}) or resume a run that has it"
+                    )
+
+
+def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
+    """Everything a run needs, checked before anything is created or executed."""
+    steps = selected_steps(preset, notebooks)
+    declared: dict[str, str] = {}
+    groups: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        for name, info in notebook_parameters(notebooks[step]).items():
+            declared.setdefault(name, info["inferred_type_name"])
+        for name, default in settings_groups(notebooks[step]).items():
+            groups.setdefault(name, default)
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        check_secrets(block, preset.description)  # first: no later message may repeat a secret
+    study = is_study(notebooks, steps)
+    if study:
+        check_datasets(preset)
+    check_block(preset.parameters, declared, groups)
+    for values in preset.per_dataset.values():
+        check_block(values, declared, groups)
+    if study:
+        check_prices(preset, notebooks, steps)
+        check_execution(preset, notebooks, steps)
+        check_prerequisites(preset, run_dir, steps)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEY_PREFIX = re.compile(r"^(sk|pk|rk|ghp|xox[a-z])[-_]")
+# A key-shaped token inside any text: a provider prefix and a long run of key characters.
+_KEY_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:sk|pk|rk|ghp|xox[a-z])[-_][A-Za-z0-9_-]{16,}")
+_SECRET_QUERY = re.compile(r"key|token|secret|sig|auth|pass|credential|access", re.IGNORECASE)
+HOW = (
+    "keys never go in parameters (they are recorded in the manifest and the executed "
+    "notebooks): put the key in an environment variable (or .env) and pass that variable's "
+    "name as api_key_env, e.g. -p 'client={api_key_env: MY_PROXY_KEY}'"
+)
+
+
+def looks_like_key(value: str) -> bool:
+    """A key rather than a variable name: not a valid name, a key prefix, or a long mix of
+    lower-case letters and digits."""
+    if not _ENV_NAME.match(value) or _KEY_PREFIX.match(value):
+        return True
+    return len(value) >= 24 and bool(re.search(r"[a-z]", value)) and bool(re.search(r"\d", value))
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info and without its query (what may be shown and recorded)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def check_base_url(url: str) -> None:
+    parts = urlsplit(url)
+    secret_params = [
+        name
+        for name, _ in parse_qsl(parts.query, keep_blank_values=True)
+        if _SECRET_QUERY.search(name)
+    ]
+    if parts.username or parts.password:
+        where = "user info (user:key@host)"
+    elif secret_params:
+        where = f"the query parameter {secret_params[0]!r}"
+    else:
+        return
+    raise PresetError(
+        f"parameter base_url carries a credential in {where}; refused, nothing "
+        f"ran. Pass base_url={public_url(url)} and the secret through the "
+        f"environment: {HOW}"
+    )
+
+
+def check_api_key_env(value: str) -> None:
+    if value and looks_like_key(value):
+        raise PresetError(
+            "parameter api_key_env holds what looks like a key (not shown), not "
+            f"the name of an environment variable; refused, nothing ran. {HOW}"
+        )
+
+
+def texts(value: Any, where: str) -> list[tuple[str, str]]:
+    """Every string in ``value`` (mapping keys included), with the parameter it sits in."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, Mapping):
+        return [t for k, v in value.items() for t in [*texts(k, where), *texts(v, f"{where}.{k}")]]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in texts(v, where)]
+    return []
+
+
+def check_no_key(value: Any, where: str) -> None:
+    """A key-shaped token anywhere in ``value`` is refused, naming where it is (never it)."""
+    for place, text in texts(value, where):
+        if _KEY_TOKEN.search(text):
+            raise PresetError(
+                f"{place} holds what looks like a key (not shown); refused, nothing ran. {HOW}"
+            )
+
+
+def check_dsn_password(dsn: str) -> None:
+    if not dsn:
+        return
+    pairs = dict(re.findall(r"(\w+)\s*=\s*('[^']*'|\S+)", dsn)) if "://" not in dsn else {}
+    if urlsplit(dsn).password if "://" in dsn else pairs.get("password"):
+        raise PresetError(
+            "parameter pgvector_dsn carries a password (not shown); refused, "
+            "nothing ran. Give the dsn without it and the password through the "
+            "environment, where PostgreSQL's client reads it: PGPASSWORD, or a "
+            "~/.pgpass file"
+        )
+
+
+def check_secrets(values: Mapping[str, Any], description: str = "") -> None:
+    """Refuse a block of parameters that carries a credential (:class:`PresetError`)."""
+    check_no_key(description, "description")
+    if isinstance(values.get("pgvector_dsn"), str):
+        check_dsn_password(values["pgvector_dsn"])
+    settings = values.get("client") if isinstance(values.get("client"), Mapping) else {}
+    if isinstance(settings.get("api_key_env"), str):
+        check_api_key_env(settings["api_key_env"])
+    if isinstance(values.get("base_url"), str):
+        check_base_url(values["base_url"])
+    for name, value in values.items():
+        check_no_key(value, f"parameter {name}")

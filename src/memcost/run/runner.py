@@ -39,13 +39,19 @@ from memcost.io import SIGN_OF_LIFE
 from memcost.memory.pgvector import SERVER_DIR, stop_orphaned_server
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
-from memcost.run.context_check import check_context_limits
-from memcost.run.preflight import check_estimate, preflight_credentials, uses_paid_backend
-from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps
+from memcost.run.checks import (
+    StageFailures,
+    StageStatus,
+    check_context_limits,
+    check_estimate,
+    check_failures,
+    preflight_credentials,
+    record_status,
+    uses_paid_backend,
+)
+from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps, validate_run
 from memcost.run.report import write_report
 from memcost.run.report.executed import export_html
-from memcost.run.status import StageFailures, StageStatus, check_failures, record_status
-from memcost.run.validate import validate_run
 
 # --- Which notebooks run ---------------------------------------------------------------------
 

@@ -1,36 +1,273 @@
-"""The four served systems, as state machines stepped one turn at a time.
+"""The served systems (notebook 06), stepped one turn at a time, and who answers their calls.
 
-At every turn a system *retrieves*, then *answers* the new message, then an *ingest gate* may
-fire (study §3). Each step returns one row per stage that happened, with the tokens the stage's
-call used and the system's state, so that the cost of a turn can be explained by the state that
-caused it (the memory-state model of notebook 06, §6).
-
-- ``full_history``: the answer prompt carries every previous turn.
-- ``rolling_window``: it carries the last ``window`` turns.
-- ``mem0``: the main study's ``mem0_style`` (the paper's pipeline): every ``ingest_interval``
-  turns the new turns go through fact extraction and the update phase (ADD / UPDATE / DELETE /
-  NOOP against the most similar stored facts); each turn retrieves the ``top_k`` facts most
-  similar to the message.
-- ``observational``: the main study's observational memory: an *observer* turns the
-  un-observed messages into observations once they reach ``observer_tokens``; a *reflector*
-  condenses the observations once they reach ``reflector_tokens``; each turn retrieves the top
-  observation.
-
-The two memory systems are served by :mod:`memcost.serving.memory_systems`. History lines are
-counted once, when the workload is made, so a 400-turn full-history replay never tokenises its
-history again (see :class:`memcost.serving.engines.Call`).
+Full history and a rolling window send the conversation itself; the two memory systems are the
+main study's (``mem0_style`` and ``observational``), served turn by turn through their live
+mode with the study's settings. A call is answered by the offline stand-ins or by a model
+through the project's client, and priced from the dated price table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memcost.prompts import SERVING_ANSWER
-from memcost.serving.engines import Call, Engine, Reply
+import numpy as np
+import pandas as pd
+
+from memcost.catalog import PRICE_TABLE_DATE, price_for
+from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm.offline import HashingEmbedder, run_chat
+from memcost.memory.base import open_system
+from memcost.memory.stored import HistoryLine
+from memcost.prompts import SERVING_ANSWER, Prompt
 from memcost.serving.workload import Turn, render_line
-from memcost.text import content_words
+from memcost.text import content_words, count_tokens
+
+OFFLINE = "offline"
+REPLY_WORDS = 30  # the offline answer quotes at most this many words of its best context item
+
+
+@dataclass
+class Call:
+    """One request of the replay, before it is sent."""
+
+    kind: str  # answer
+    prompt: Prompt
+    parts: list[str]  # the user message, in newline-terminated parts (joined = the message)
+    part_tokens: list[int | None] = field(default_factory=list)  # known counts (None: count)
+    payload: Any = None  # what the offline method reads
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def user_text(self) -> str:
+        return "".join(self.parts)
+
+    def prompt_tokens(self) -> int:
+        """o200k tokens of the system message plus the user message, summed part by part."""
+        known = self.part_tokens + [None] * (len(self.parts) - len(self.part_tokens))
+        total = count_tokens(self.prompt.system) if self.prompt.system else 0
+        for part, n in zip(self.parts, known, strict=True):
+            total += count_tokens(part) if n is None else n
+        return total
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int  # visible output tokens (reasoning excluded)
+    reasoning_tokens: int
+    backend: str
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- offline methods
+def standin_answer(message: str, items: Sequence[str], item_words: Sequence[frozenset[str]]) -> str:
+    """A short reply quoting the context item that shares most content words with the message
+    (the most recent one on ties); a plain acknowledgement when nothing overlaps."""
+    words = frozenset(content_words(message))
+    best, best_score = -1, 0
+    for i, other in enumerate(item_words):
+        score = len(words & other)
+        if score and score >= best_score:
+            best, best_score = i, score
+    if best < 0:
+        return "Thanks for telling me, noted."
+    quoted = " ".join(items[best].split()[:REPLY_WORDS])
+    return f"Thanks for telling me. I remember this: {quoted}"
+
+
+# --------------------------------------------------------------------------- engines
+_EMBEDDER = HashingEmbedder()
+
+
+def embed_locally(texts: list[str], *, model: str = "", tags: Any = None) -> np.ndarray:
+    """The similarity search's vectors, in both modes (see the module's docstring)."""
+    return _EMBEDDER.embed(texts)
+
+
+def reply_of(result: ChatResult) -> Reply:
+    """A client result as a serving row reads it (visible output, reasoning apart)."""
+    usage = result.usage
+    visible = max(usage.completion_tokens - usage.reasoning_tokens, 0)
+    return Reply(
+        result.text,
+        usage.prompt_tokens,
+        usage.cached_prompt_tokens,
+        visible,
+        usage.reasoning_tokens,
+        result.backend,
+        result.error or result.parse_error,
+    )
+
+
+class OfflineEngine:
+    """Deterministic classical stand-ins; usage = o200k counts of the prompt and the reply."""
+
+    backend = OFFLINE
+    embed = staticmethod(embed_locally)
+
+    def __call__(self, call: Call) -> Reply:
+        if call.kind != "answer":
+            raise ValueError(f"no offline method for serving call kind {call.kind!r}")
+        text = standin_answer(*call.payload)
+        return Reply(text, call.prompt_tokens(), 0, count_tokens(text), 0, OFFLINE)
+
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str = "",
+    ) -> ChatResult:
+        """A memory system's request answered by its own stand-in, as the client would offline
+        (a reply its parser refuses is a failed call)."""
+        text, usage, latency = run_chat(offline, request)
+        parsed, parse_error = None, None
+        if parse is not None:
+            try:
+                parsed = parse(text)
+            except ValueError as exc:
+                parse_error = f"unusable reply: {exc}"
+        return ChatResult(
+            request,
+            text,
+            usage,
+            "",
+            OFFLINE,
+            OFFLINE,
+            False,
+            latency,
+            1,
+            parsed=parsed,
+            parse_error=parse_error,
+        )
+
+
+class ClientEngine:
+    """The same calls sent through the project's client, as one model at one reasoning effort."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        model: str,
+        reasoning_effort: str = "",
+        max_output_tokens: int | None = None,
+    ):
+        self.client, self.model, self.effort = client, model, reasoning_effort or None
+        self.max_output_tokens = max_output_tokens
+        self.backend = client.backend_for(model)
+
+    embed = staticmethod(embed_locally)
+
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str = "",
+    ) -> ChatResult:
+        """A memory system's request (made for this engine's model) through the client."""
+        return self.client.chat(request, offline=offline, parse=parse)
+
+    def request(self, call: Call) -> ChatRequest:
+        messages = (("system", call.prompt.system), ("user", call.user_text()))
+        return ChatRequest(
+            model=self.model,
+            messages=messages,
+            stage="read",
+            prompt_version=call.prompt.id,
+            reasoning_effort=self.effort,
+            max_output_tokens=self.max_output_tokens,
+            payload=call,
+            tags={
+                "system": call.tags.get("system"),
+                "serving_stage": call.kind,
+                **{k: v for k, v in call.tags.items() if k != "system"},
+            },
+        )
+
+    def __call__(self, call: Call) -> Reply:
+        result = self.client.chat(self.request(call), offline=lambda r: standin_answer(*r.payload))
+        return reply_of(result)
+
+
+Engine = Callable[[Call], Reply]
+
+
+class TurnCalls:
+    """A live memory's calls at one turn of one served system: the engine's, with the serving
+    tags every ledger record of the replay carries (system, serving stage, turn)."""
+
+    def __init__(self, engine: Any, system: str, turn: int):
+        self.engine, self.system, self.turn = engine, system, turn
+
+    def chat(
+        self,
+        request: ChatRequest,
+        offline: Callable[[ChatRequest], str],
+        parse: Callable[[str], Any] | None = None,
+        *,
+        stage: str,
+    ) -> ChatResult:
+        tags = {**request.tags, "system": self.system, "serving_stage": stage, "turn": self.turn}
+        return self.engine.chat(replace(request, tags=tags), offline, parse, stage=stage)
+
+    def embed(self, texts: list[str], *, model: str, tags: Any) -> np.ndarray:
+        return self.engine.embed(texts, model=model, tags=tags)
+
+
+EMBEDDING_STAGES = ("retrieve", "ingest_embed")
+
+
+def price_rows(
+    rows: pd.DataFrame,
+    *,
+    embedding_model: str,
+    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """``rows`` with ``priced_as`` and ``usd`` (list prices; cached tokens at the cached rate)."""
+    out = rows.copy()
+    embed = out["stage"].isin(EMBEDDING_STAGES)
+    out["priced_as"] = out["model"].where(~embed, embedding_model)
+    usd = pd.Series(0.0, index=out.index)
+    for model, part in out.groupby("priced_as", sort=True):
+        price = price_for(str(model), price_overrides)
+        uncached = part["prompt_tokens"] - part["cached_tokens"]
+        usd.loc[part.index] = (
+            uncached * price.input
+            + part["cached_tokens"] * price.cached_rate
+            + (part["output_tokens"] + part["reasoning_tokens"]) * price.output
+        ) / 1_000_000
+    out["usd"] = usd
+    return out
+
+
+def prices_used(
+    models: list[str],
+    embedding_model: str,
+    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """The price of every model the serving tables are priced with, and the table's date."""
+    rows = []
+    for model in [*models, embedding_model]:
+        price = price_for(model, price_overrides)
+        rows.append(
+            {
+                "model": model,
+                "input": price.input,
+                "cached_input": price.cached_input,
+                "output": price.output,
+                "date": price.date,
+                "source": price.source,
+                "price_table_date": PRICE_TABLE_DATE,
+            }
+        )
+    return pd.DataFrame(rows)
+
 
 SYSTEMS = ("full_history", "rolling_window", "mem0", "observational")
 EMPTY_CONTEXT = "(nothing yet)\n"
@@ -148,3 +385,97 @@ class RollingWindow(FullHistory):
 
     def context(self) -> slice:
         return slice(max(0, len(self.lines) - self.config.window), len(self.lines))
+
+
+@dataclass(frozen=True)
+class Served:
+    """How the serving study serves one of the main study's memory systems."""
+
+    system: str  # the registered memory system
+    title: str  # what the answer prompt calls what it recalls
+    settings: dict[str, str]  # its setting -> the serving study's setting that sets it (§3)
+    fixed: dict[str, Any]  # settings the serving study fixes
+    model_settings: tuple[str, str]  # its settings naming the model and effort of its own calls
+
+
+# The serving study's name of each memory system (the study's "Mem0" and "observational memory").
+SERVED = {
+    "mem0": Served(
+        "mem0_style",
+        "Memories",
+        {"top_k": "mem0_top_k", "batch_size": "ingest_interval"},  # ingest every N messages
+        {},
+        ("extraction_model", "extraction_reasoning_effort"),
+    ),
+    "observational": Served(
+        "observational",
+        "Observations",
+        {
+            "top_k": "om_top_k",
+            "observer_tokens": "observer_tokens",
+            "reflector_tokens": "reflector_tokens",
+        },  # fmt: skip
+        {"unobserved_in_context": False},  # the study shows the top-k observations alone
+        ("observer_model", "observer_reasoning_effort"),
+    ),
+}
+
+
+def served_settings(name: str, config: ServingConfig, model: str, effort: str) -> dict[str, Any]:
+    """The main-study system's settings that the serving study sets (study §3): its top-k, its
+    gates, and the served model for its own calls (offline: the system's default)."""
+    spec = SERVED[name]
+    settings = {key: getattr(config, study) for key, study in spec.settings.items()}
+    settings.update(spec.fixed)
+    if model:
+        settings.update(zip(spec.model_settings, (model, effort or "low"), strict=True))
+    return settings
+
+
+class ServedMemory(ServedSystem):
+    """A main-study memory system, one user, served turn by turn."""
+
+    def __init__(self, name: str, config: ServingConfig, *, model: str = "", effort: str = ""):
+        super().__init__(config)
+        self.name = name
+        self.title = SERVED[name].title
+        # no dataset folder: a live memory keeps everything in memory and writes no file
+        settings = served_settings(name, config, model, effort)
+        opened = open_system(SERVED[name].system, None, dataset="serving", settings=settings)
+        self.live = opened.live(name)
+
+    def state(self) -> dict[str, Any]:
+        return self.live.state()
+
+    def step(self, turn: Turn, engine: Any) -> list[dict[str, Any]]:
+        calls = TurnCalls(engine, self.name, turn.turn)
+        state = self.state()
+        # the query's embedding: the message's tokens, no output
+        rows = [stage_row("retrieve", Reply("", turn.tokens, 0, 0, 0, "local"), **state)]
+        shown = self.live.recall(calls, turn.text)
+        texts = [x.text for x in shown]
+        call = answer_call(
+            self.title,
+            [x.line for x in shown],
+            [x.tokens for x in shown],
+            turn,
+            texts,
+            [fact_words(t) for t in texts],
+            self.name,
+        )
+        rows.append(stage_row("answer", engine(call), **state))
+        line = HistoryLine(turn.turn, turn.speaker, " ".join(turn.text.split()), 0, None)
+        done = self.live.add(calls, line)
+        rows += [stage_row(c.stage, reply_of(c.result), **state) for c in done.calls]
+        if done.embedded_tokens:
+            embedded = Reply("", done.embedded_tokens, 0, 0, 0, "local")
+            rows.append(stage_row("ingest_embed", embedded, **state))
+        for row in rows:
+            row.update(gate_fired=done.fired, gate_reason="; ".join(done.reasons))
+        return rows
+
+
+def memory_system(name: str, config: ServingConfig, engine: Any) -> ServedMemory:
+    """``name``'s served memory, its calls made as ``engine``'s model (offline: any)."""
+    model, effort = getattr(engine, "model", ""), getattr(engine, "effort", "") or ""
+    return ServedMemory(name, config, model=model, effort=effort)

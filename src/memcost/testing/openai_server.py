@@ -1,33 +1,9 @@
 """A local HTTP server that speaks enough of the OpenAI API to test the client for real.
 
-``/v1/chat/completions`` and ``/v1/embeddings`` answer like the API, including ``usage`` with
-``prompt_tokens_details.cached_tokens`` (a simulated prompt cache: a prompt that starts with
->= 1,024 tokens of an earlier, finished prompt reports that prefix as cached, in 128-token
-steps) and ``completion_tokens_details.reasoning_tokens`` for GPT-5 models. GPT-5 requests
-carrying ``temperature`` or ``max_tokens`` get the API's 400, so tests check the client's
-request bodies the way the real API would.
-
-The prompt cache follows :class:`memcost.catalog.PrefixCache` (the one rule), routed by
-``prompt_cache_key``; with ``prefix_overflow_per_minute`` set, requests past that many a minute
-for one prefix overflow and miss, as OpenAI documents. ``GET /v1/models`` lists ``models``
-with their ``shutdown_date``. Flex requests (``service_tier``) follow :mod:`memcost.testing.flex`;
-per-model RPM/TPM limits, :mod:`memcost.testing.rate_limits` (``server.limits.set(model, rpm=,
-tpm=)``).
-``/v1/files`` and ``/v1/batches`` are the Batch API
-(:mod:`memcost.testing.batches`; its controls: ``server.batches``).
-
-It can be told to misbehave, per request in arrival order (:meth:`FakeOpenAIServer.script`) or
-for requests matching a predicate (:meth:`FakeOpenAIServer.on`): 429 with Retry-After or only
-``x-ratelimit-reset-*`` headers, ``insufficient_quota``, 400 on one item, 500, 401, a malformed
-body, a slow answer, a dropped connection, and replies that are no answer: ``finish_reason``
-``length`` with null content, ``content_filter``, a ``refusal``; OpenRouter-shaped usage with
-``cost`` and the serving ``provider``. It logs every request it receives
-(path, body, arrival and finish times, status), never the Authorization header.
-
-Run it by hand: ``python -m memcost.testing.openai_server --port 8000 --latency 0.05``; to
-answer the study's prompts in their formats, run ``python -m memcost.testing --port 8000``
-(:mod:`memcost.testing.stages`), then point a run at it with
-``-p backend=custom -p base_url=http://127.0.0.1:8000/v1``.
+Chat completions, embeddings, the model list, Batch files and batches, Flex processing, and
+per-model rate limits counted and reported the way OpenAI does (``x-ratelimit-*`` headers, 429s
+with ``retry-after``). It misbehaves on request as real APIs do: slow replies, dropped
+connections, 5xx and 429 bursts, malformed JSON, truncated replies, Flex capacity that runs out.
 """
 
 from __future__ import annotations
@@ -36,6 +12,7 @@ import argparse
 import base64
 import hashlib
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -46,11 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from memcost.catalog import PrefixCache, is_known, model_info
+from memcost.catalog import FLEX_UNAVAILABLE_CODE, PrefixCache, is_known, model_info
 from memcost.testing.batches import BatchService
-from memcost.testing.flex import FlexTier
-from memcost.testing.rate_limits import AccountLimits
-from memcost.text import encode
+from memcost.text import count_tokens, encode
 
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -128,6 +103,175 @@ class _Rule:
 
 
 @dataclass
+class _AccountBucket:
+    limit: float
+    window_s: float
+    level: float = math.nan
+    at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.level, self.at = self.limit, time.monotonic()
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.limit, self.level + (now - self.at) * self.limit / self.window_s)
+        self.at = now
+
+    def wait_s(self, amount: float) -> float:
+        return max(0.0, (amount - self.level) * self.window_s / self.limit)
+
+    def reset_s(self) -> float:
+        return (self.limit - self.level) * self.window_s / self.limit
+
+
+def duration(seconds: float) -> str:
+    """``0.24`` → ``"240ms"``, ``75.5`` → ``"1m15.5s"``, as the API writes its resets."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60)
+    rest = f"{rest:.3g}s"
+    return f"{int(minutes)}m{rest}" if minutes else rest
+
+
+@dataclass
+class AccountLimits:
+    """``limits``: ``{model: {"rpm": N, "tpm": N}}`` (either or both); other models are
+    unlimited. ``admitted`` and ``refused`` count requests per model."""
+
+    limits: dict[str, dict[str, float]] = field(default_factory=dict)
+    window_s: float = 60.0
+    admitted: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)
+    _buckets: dict[tuple[str, str], _AccountBucket] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def set(self, model: str, *, rpm: float | None = None, tpm: float | None = None) -> None:
+        """Limit ``model`` from now on (its buckets start full)."""
+        with self._lock:
+            self.limits[model] = {k: v for k, v in (("rpm", rpm), ("tpm", tpm)) if v}
+            for kind in ("rpm", "tpm"):
+                self._buckets.pop((model, kind), None)
+
+    def admit(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[tuple[int, dict[str, Any]] | None, dict[str, str]]:
+        """``(refusal or None, headers)`` for one request."""
+        model = str(body.get("model"))
+        limits = self.limits.get(model)
+        if not limits:
+            return None, {}
+        tokens = _requested_tokens(path, body)
+        with self._lock:
+            now = time.monotonic()
+            buckets = {}
+            for kind, limit in limits.items():
+                bucket = self._buckets.get((model, kind))
+                if bucket is None:
+                    bucket = _AccountBucket(float(limit), self.window_s)
+                    self._buckets[(model, kind)] = bucket
+                bucket.refill(now)
+                buckets[kind] = bucket
+            needs = {"rpm": 1.0, "tpm": float(tokens)}
+            short = [(k, b) for k, b in buckets.items() if b.level < needs[k]]
+            refusal = None
+            if short:
+                kind, bucket = short[0]
+                self.refused[model] = self.refused.get(model, 0) + 1
+                refusal = 429, _rate_limit_error(model, kind, bucket, needs[kind])
+            else:
+                for kind, bucket in buckets.items():
+                    bucket.level -= needs[kind]
+                self.admitted[model] = self.admitted.get(model, 0) + 1
+            return refusal, _headers(buckets)
+
+
+def _requested_tokens(path: str, body: dict[str, Any]) -> int:
+    if path.endswith("/embeddings"):
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        return sum(count_tokens(str(t)) for t in inputs)
+    prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
+    return prompt + int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+
+
+def _headers(buckets: dict[str, _AccountBucket]) -> dict[str, str]:
+    headers = {}
+    for kind, name in (("rpm", "requests"), ("tpm", "tokens")):
+        bucket = buckets.get(kind)
+        if bucket is not None:
+            headers[f"x-ratelimit-limit-{name}"] = str(int(bucket.limit))
+            headers[f"x-ratelimit-remaining-{name}"] = str(max(0, int(bucket.level)))
+            headers[f"x-ratelimit-reset-{name}"] = duration(bucket.reset_s())
+    return headers
+
+
+def _rate_limit_error(
+    model: str, kind: str, bucket: _AccountBucket, requested: float
+) -> dict[str, Any]:
+    what = "requests per min (RPM)" if kind == "rpm" else "tokens per min (TPM)"
+    used = int(bucket.limit - max(0.0, bucket.level))
+    message = (
+        f"Rate limit reached for {model} in organization org-memcost-test on {what}: "
+        f"Limit {int(bucket.limit)}, Used {used}, Requested {int(requested)}. Please try "
+        f"again in {duration(bucket.wait_s(requested))}. Visit "
+        "https://platform.openai.com/account/rate-limits to learn more."
+    )
+    return {
+        "error": {
+            "message": message,
+            "type": "requests" if kind == "rpm" else "tokens",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+
+
+FLEX = "flex"
+
+
+@dataclass
+class FlexTier:
+    unavailable: int = 0  # answer this many more Flex requests with 429 resource_unavailable
+    models: frozenset[str] | None = None  # models that offer Flex (None: every model)
+    events: list[tuple[str, str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def refuse(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """``(status, error body)`` when this request is refused, else ``None`` (answer it)."""
+        if body.get("service_tier") != FLEX:
+            return None
+        model = str(body.get("model"))
+        with self._lock:
+            if self.models is not None and model not in self.models:
+                self.events.append(("unsupported", model))
+                return 400, _error(
+                    f"service_tier 'flex' is not supported for model {model}.",
+                    "invalid_request_error",
+                    code="unsupported_value",
+                    param="service_tier",
+                )
+            if self.unavailable > 0:
+                self.unavailable -= 1
+                self.events.append(("unavailable", model))
+                return 429, _error(
+                    "Resource unavailable: Flex processing lacks capacity for this request; "
+                    "retry later or use the default service tier.",
+                    "rate_limit_error",
+                    code=FLEX_UNAVAILABLE_CODE,
+                )
+            self.events.append(("served", model))
+        return None
+
+    @staticmethod
+    def tier(body: dict[str, Any]) -> str:
+        """The ``service_tier`` of the reply: the one that served the request."""
+        return FLEX if body.get("service_tier") == FLEX else "default"
+
+    def count(self, what: str) -> int:
+        with self._lock:
+            return sum(1 for event, _ in self.events if event == what)
+
+
+@dataclass
 class FakeOpenAIServer:
     """The server; use as a context manager (or ``start()``/``stop()``).
 
@@ -145,8 +289,10 @@ class FakeOpenAIServer:
     port: int = 0
     prefix_overflow_per_minute: int | None = None  # None: no overflow (a test's fast bursts)
     models: dict[str, str | None] = field(default_factory=dict)  # GET /v1/models: shutdown dates
-    flex: FlexTier = field(default_factory=FlexTier)  # service_tier "flex" (memcost.testing.flex)
-    # per-model RPM/TPM limits with OpenAI's headers and 429s (memcost.testing.rate_limits)
+    flex: FlexTier = field(
+        default_factory=FlexTier
+    )  # service_tier "flex" (memcost.testing.openai_server)
+    # per-model RPM/TPM limits with OpenAI's headers and 429s (memcost.testing.openai_server)
     limits: AccountLimits = field(default_factory=AccountLimits)
     _script: deque[Action] = field(default_factory=deque, init=False, repr=False)
     _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)

@@ -324,7 +324,7 @@ def long_context_reply(user: str) -> str:
 
 def judge_reply(user: str) -> dict[str, str]:
     """CORRECT when the response holds at least half the reference's content words."""
-    from memcost.judge import INSTRUCTIONS  # the labels the reference can go by
+    from memcost.prompts import INSTRUCTIONS  # the labels the reference can go by
 
     before, _, after = user.partition("\nResponse to grade: ")
     labels = {f"\n{i.reference_label}: " for i in INSTRUCTIONS.values()}

@@ -1,25 +1,14 @@
 """The cost model with time in it: Eq. 1-2 generalised to questions arriving at given times.
 
-The paper (§8) bills a user's long-context questions as ``C_first + (N − 1)·C_cached``: the
-history is cached from the second question on. Here each question ``i`` arrives at a time
-``t_i`` (seconds) with a history of ``H_i`` tokens, and is priced as one request:
-
-* long context sends ``P_i = H_i + q`` prompt tokens (``q`` question tokens). If the prefix cached
-  by the previous request is still alive (:func:`~memcost.today.retention.is_alive`: the
-  retention policy and the time since the last request), the part of ``P_i`` it shares (the old
-  history ``H_{i−1}``) is a cached read; the rest is written to the cache at the write price of
-  the retention sold (or billed as plain input when nothing is cached). Above the long-context
-  tier threshold the whole request costs the tier's prices (:meth:`memcost.catalog.Price.cost`);
-* memory pays the write of the history it has not ingested yet (extraction, update and
-  embeddings: all of ``H_1`` at the first question, the growth ``H_i − H_{i−1}`` later) and one
-  read per question.
-
-With the paper's prices, retention ``always``, back-to-back arrivals and no growth this is
-exactly Eq. 1-2: Tables 4-5 and the break-evens 13/10/9/9 come out unchanged.
+A user's questions arrive by an arrival process (back to back, one a day, Poisson, bursts); the
+prompt cache's retention rule says whether a cached prefix is still alive when the next question
+comes and how many of its tokens are served from the cache; the timeline prices each question
+with what is cached then.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +17,165 @@ import numpy as np
 import pandas as pd
 
 from memcost.catalog import Price
-from memcost.today.retention import Retention, cacheable_tokens, is_alive, retention_for
+from memcost.catalog import cacheable as _provider_cacheable
+
+MINUTE = 60.0
+HOUR = 3_600.0
+DAY = 86_400.0
+WEEK = 7 * DAY
+
+# The policies a deployer can choose (and the paper's assumption).
+RETENTION_POLICIES: tuple[str, ...] = ("always", "in_memory", "extended", "none")
+RETENTION_LABELS = {
+    "always": "always cached (the paper's assumption, §8)",
+    "in_memory": "in-memory retention",
+    "extended": "extended retention",
+    "none": "no caching",
+}
+
+
+@dataclass(frozen=True)
+class Retention:
+    """One retention policy on one price row."""
+
+    policy: str  # one of RETENTION_POLICIES
+    window_seconds: float  # an idle prefix lives this long (inf: forever; 0: never cached)
+    sold_as: str  # the cache-write price that applies: "30m" | "12h" | "24h" | "" (plain input)
+
+    @property
+    def caches(self) -> bool:
+        return self.window_seconds > 0
+
+
+def retention_for(price: Price, policy: str) -> Retention:
+    """The retention ``policy`` on ``price``'s row: its window and its cache-write price."""
+    if policy == "always":
+        return Retention(policy, math.inf, "")
+    if policy == "none":
+        return Retention(policy, 0.0, "")
+    if policy == "in_memory":
+        sold = "30m" if price.cache_write_30m is not None else ""
+        return Retention(policy, price.in_memory_retention_minutes * MINUTE, sold)
+    if policy == "extended":
+        hours = price.extended_retention_hours
+        if hours is None:
+            raise ValueError(
+                f"{price.model} ({price.date}): no extended cache retention is sold "
+                f"(source: {price.source})"
+            )
+        sold = "12h" if price.cache_write_12h is not None else "24h"
+        if sold == "24h" and price.cache_write_24h is None:
+            sold = ""  # extended retention without a write premium (GPT-5 family)
+        return Retention(policy, hours * HOUR, sold)
+    raise ValueError(f"unknown cache retention {policy!r}; known: {', '.join(RETENTION_POLICIES)}")
+
+
+def is_alive(last_request_time: float | None, now: float, retention: Retention) -> bool:
+    """Whether a prefix last used at ``last_request_time`` (seconds; ``None``: never sent) is
+    still cached at ``now``. A gap exactly as long as the window still hits."""
+    if last_request_time is None or not retention.caches:
+        return False
+    return now - last_request_time <= retention.window_seconds
+
+
+def cacheable_tokens(shared_tokens: float, *, exact: bool = False) -> float:
+    """Tokens of a ``shared_tokens``-long prefix the cache can serve.
+
+    ``exact=False``: the provider's grid (at least 1,024 tokens, then 128-token steps);
+    ``exact=True``: every shared token, as the paper's cost model bills it (§8).
+    """
+    if exact:
+        return float(shared_tokens)
+    return float(_provider_cacheable(int(shared_tokens)))
+
+
+ARRIVAL_PROCESSES = ("back_to_back", "fixed_gap", "poisson", "sessions", "dataset")
+
+
+def back_to_back(n: int) -> np.ndarray:
+    """All questions at once (the paper's case, §8): no time for a cache to expire."""
+    return np.zeros(int(n))
+
+
+def fixed_gaps(n: int, gap_seconds: float) -> np.ndarray:
+    """One question every ``gap_seconds``."""
+    return np.arange(int(n), dtype=float) * float(gap_seconds)
+
+
+def poisson(n: int, rate_per_day: float, seed: int = 0) -> np.ndarray:
+    """A Poisson process with ``rate_per_day`` questions a day (exponential gaps)."""
+    if rate_per_day <= 0:
+        raise ValueError(f"rate_per_day must be positive, not {rate_per_day}")
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(DAY / rate_per_day, size=max(int(n) - 1, 0))
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
+def sessions(
+    n: int, per_session: int, gap_seconds: float, within_seconds: float = MINUTE
+) -> np.ndarray:
+    """Sessions of ``per_session`` questions ``within_seconds`` apart, sessions
+    ``gap_seconds`` apart (from the end of one session to the start of the next)."""
+    if per_session < 1:
+        raise ValueError(f"per_session must be at least 1, not {per_session}")
+    gaps = [within_seconds if i % per_session else gap_seconds for i in range(1, int(n))]
+    return np.concatenate([[0.0], np.cumsum(gaps)]) if n > 0 else np.zeros(0)
+
+
+def from_gaps(n: int, gaps_seconds: Sequence[float]) -> np.ndarray:
+    """``n`` arrivals whose gaps repeat ``gaps_seconds`` in order (a user's own rhythm)."""
+    gaps = np.asarray(gaps_seconds, dtype=float)
+    if gaps.size == 0:
+        raise ValueError("no gaps to repeat: a user with a single dated session has none")
+    reps = np.resize(gaps, max(int(n) - 1, 0))
+    return np.concatenate([[0.0], np.cumsum(reps)])
+
+
+def _seconds(values: pd.Series) -> np.ndarray:
+    stamps = pd.to_datetime(values, errors="coerce").dropna().sort_values()
+    return (stamps - stamps.iloc[0]).dt.total_seconds().to_numpy() if len(stamps) else np.zeros(0)
+
+
+def dataset_gaps(conversations: pd.DataFrame, questions: pd.DataFrame | None = None) -> dict:
+    """Per user (conversation): the gaps in seconds between the dated sessions of its history,
+    then to its question date where the benchmark gives one (LongMemEval). LoCoMo dates its
+    sessions; its questions carry no date. Reads the prepared files' columns
+    (``session_datetime``, ``question_date``)."""
+    sessions_ = (
+        conversations.dropna(subset=["session_datetime"])
+        .groupby(["conversation_id", "session_index"], sort=False)["session_datetime"]
+        .first()
+        .reset_index()
+    )
+    dated_questions = {}
+    if questions is not None and "question_date" in questions:
+        dated = questions.dropna(subset=["question_date"])
+        dated_questions = dated.groupby("conversation_id")["question_date"].max().to_dict()
+    out = {}
+    for user, group in sessions_.groupby("conversation_id", sort=False):
+        stamps = list(group["session_datetime"])
+        if user in dated_questions:
+            stamps.append(dated_questions[user])
+        offsets = _seconds(pd.Series(stamps))
+        gaps = np.diff(offsets)
+        out[str(user)] = gaps[gaps >= 0]
+    return out
+
+
+def gap_summary(gaps: dict) -> pd.DataFrame:
+    """Per user: number of gaps and their median, min and max in hours."""
+    rows = [
+        {
+            "conversation_id": user,
+            "gaps": len(g),
+            "median_gap_hours": float(np.median(g)) / 3600 if len(g) else np.nan,
+            "min_gap_hours": float(np.min(g)) / 3600 if len(g) else np.nan,
+            "max_gap_hours": float(np.max(g)) / 3600 if len(g) else np.nan,
+        }
+        for user, g in gaps.items()
+    ]
+    return pd.DataFrame(rows)
+
 
 PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implied by Tables 4-5
 PAPER_QUESTION_TOKENS = 0.0  # §8: Tables 4-5 bill the whole prompt as cached from turn 2

@@ -1,0 +1,636 @@
+"""Command line: ``python -m memcost run --params smoke`` runs a preset's notebooks into a run
+directory; ``report`` writes its report again; ``estimate`` prints a preset's bill before anything
+runs; ``runs`` lists the run directories and ``clean`` deletes one; ``workshop`` gives a class its
+own copy of the notebooks; ``forget-batch`` gives up a batch the provider no longer knows.
+
+A stopped run prints the one command that resumes it (finished work and model calls are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from memcost import catalog, paper
+from memcost.calls import read_calls, record_cost, spent_usd
+from memcost.costs.estimate import (
+    bill,
+    estimate_counts,
+    estimate_dataset,
+    fitting_change,
+    over_budget_line,
+    profile_note,
+    selected_counts,
+    summary_text,
+)
+from memcost.llm.batch import BatchJournal
+from memcost.manifest import ManifestDamaged, read_manifest
+from memcost.params import merge_parameters
+from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths
+from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures
+from memcost.run.presets import OPT_IN_STEPS, Preset, PresetError, load_preset, resolve_preset
+from memcost.run.report import write_report
+from memcost.run.runner import (
+    CANONICAL_NOTEBOOKS,
+    NotebookFailed,
+    RunLocked,
+    clock,
+    discover_notebooks,
+    run_preset,
+)
+from memcost.verify import SubsetPlan, plan
+
+EXIT_LOCKED = 4  # another process is writing the same run directory
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m memcost", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute a preset's notebooks into runs/<run_name>/")
+    run.add_argument(
+        "--params", required=True, help="preset: a path or a name in papermill_params/"
+    )
+    run.add_argument(
+        "--run-name",
+        help="run directory name under runs/ (default: <preset>-<time>); "
+        "reuse a name to resume a killed run from its cache",
+    )
+    run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
+    run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
+    run.add_argument(
+        "-p",
+        "--set",
+        dest="overrides",
+        action="append",
+        type=parse_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a notebook parameter (YAML value)",
+    )
+    run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream every cell's output (it is always in runs/<name>/logs/)",
+    )
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no line per notebook: only warnings, errors and where the results are",
+    )
+    run.add_argument(
+        "--allow-failures",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="fraction of a stage's items that may fail after all retries without "
+        "stopping the run (default: the preset's allow_failures, else 0)",
+    )
+
+    report = sub.add_parser("report", help="(re)write report.md and report.html of a run")
+    report.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    forget = sub.add_parser(
+        "forget-batch",
+        help="give up a batch the provider no longer knows, so a rerun sends its requests again",
+    )
+    forget.add_argument("run_dir", help="run name under runs/, or a path to a run directory")
+    forget.add_argument("batch_id", help="the batch id the run's error named")
+    add_commands(sub)
+    add_workshop_command(sub)
+    add_estimate_command(sub)
+    return parser
+
+
+def command_forget_batch(args: argparse.Namespace) -> int:
+    paths = RunPaths.from_param(args.run_dir)
+    try:
+        entry = BatchJournal(paths.root).forget(args.batch_id)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(
+        f"gave up batch {args.batch_id} ({len(entry.keys)} requests of {entry.stage}); "
+        "rerun the same command and they are sent again"
+    )
+    return 0
+
+
+def command_report(args: argparse.Namespace) -> int:
+    paths = RunPaths.from_param(args.run_dir)
+    try:
+        read_manifest(paths)
+    except ManifestDamaged as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not paths.manifest.is_file():
+        print(f"error: {paths.root} is not a run directory (no manifest.json)", file=sys.stderr)
+        return 2
+    for written in write_report(paths):
+        print(written)
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    try:
+        paths = run_preset(
+            args.params,
+            run_name=args.run_name,
+            steps=split_list(args.steps),
+            datasets=split_list(args.datasets),
+            overrides=collect_overrides(args.overrides),
+            stream=args.verbose,
+            quiet=args.quiet,
+            allow_failures=args.allow_failures,
+        )
+    except (PresetError, ManifestDamaged) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RunLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    except StageFailures as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        print(
+            f"Resume once the cause is fixed (only the failed items are sent again):\n"
+            f"  {resume_command(args, exc.run_dir)}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED_ITEMS
+    except NotebookFailed as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        print_resume_hint(args, exc)
+        return 1
+    except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
+        where = exc.filename or "a file of the run"
+        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
+        print(
+            f"\nerror: cannot write {where}: {exc.strerror or exc}. Free space or make it "
+            f"writable, then resume (finished work is kept) with:\n"
+            f"  {resume_command(args, run_dir)}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"\nResults are in {paths.root}")
+    for label, path in (
+        ("manifest", paths.manifest),
+        ("report", paths.report_md),
+        ("report (HTML)", paths.report_html),
+    ):
+        if path.exists():
+            print(f"  {label}: {path}")
+    return 0
+
+
+def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
+    if exc.ename == "DataError" and "could not download" in exc.error:
+        # One line that works as given: the same run on the bundled samples.
+        resume = resume_command(args, exc.run_dir, drop=("download",))
+        print(
+            f"No network? Use the bundled samples instead: {resume} -p download=false",
+            file=sys.stderr,
+        )
+    elif exc.ename == "BudgetExceeded":
+        # Not a fault to fix: the run reached the limit it was given.
+        resume = resume_command(args, exc.run_dir, drop=("max_cost_usd",))
+        print(
+            f"The run stopped at its budget (max_cost_usd); what it did is kept. To go "
+            f"on, resume with a higher limit (finished calls are not paid again):\n"
+            f"  {resume} -p max_cost_usd=<dollars>",
+            file=sys.stderr,
+        )
+    elif exc.ename == "BatchWaitExceeded":
+        # Not a fault either: the batches keep running at the provider, recorded in the run.
+        print(
+            f"The run stopped waiting for the Batch API (max_wait_hours); its batches stay "
+            f"recorded in the run directory and are not submitted again. Resume later (a "
+            f"larger -p 'client={{max_wait_hours: <hours>}}' waits longer) with:\n"
+            f"  {resume_command(args, exc.run_dir)}",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"Fix the cause, then resume (cached model calls are not repeated) with:\n"
+            f"  {resume_command(args, exc.run_dir)}",
+            file=sys.stderr,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:  # the day the lifecycle gate and today's prices are checked for, before any command
+        catalog.today()
+    except ValueError as exc:
+        print(f"error: {exc} (unset it for today's date)", file=sys.stderr)
+        return 2
+    if args.command == "report":
+        return command_report(args)
+    if args.command == "run":
+        return command_run(args)
+    if args.command == "forget-batch":
+        return command_forget_batch(args)
+    if args.command == "estimate":
+        return command_estimate(args)
+    if args.command == "runs":
+        return command_runs(args)
+    if args.command == "workshop":
+        return command_workshop(args)
+    if args.command == "clean":
+        return command_clean(args)
+    return 2
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    runs = sub.add_parser(
+        "runs", help="list the runs under runs/: name, preset, status, time, cost"
+    )
+    runs.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
+    clean = sub.add_parser("clean", help="delete one run directory under runs/")
+    clean.add_argument("name", help="run name under runs/ (as `python -m memcost runs` lists it)")
+    clean.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
+
+
+def run_status(manifest: dict[str, Any], root: Path) -> str:
+    """What actually ran: ``failed`` / ``interrupted`` if a notebook ended so; ``ok`` when every
+    notebook the preset names ran (and the report was written); ``partial (steps ...)`` when the
+    runner ran only some of them; ``incomplete`` when one started and did not finish. A run of
+    notebooks opened by hand (no runner) is judged by the notebooks' own records."""
+    entries = manifest.get("notebooks") or {}
+    if not entries:  # by hand: each notebook records its own start and finish
+        steps = (manifest.get("steps") or {}).values()
+        if not steps:
+            return "incomplete"
+        return "ok (by hand)" if all(s.get("finished_at") for s in steps) else "incomplete"
+    statuses = [e.get("status") for e in entries.values()]
+    for bad in ("failed", "interrupted"):
+        if bad in statuses:
+            return bad
+    if not (root / "report.md").is_file():
+        return "incomplete"
+    stems = {key.rsplit("/", 1)[-1] for key in entries}
+    if not stems <= {name.removesuffix(".ipynb") for name in CANONICAL_NOTEBOOKS}:
+        return "ok"  # another folder of notebooks (a test's, a fork's): all of them ran
+    ran = {stem[:2] for stem in stems}
+    missing = _planned(manifest.get("preset") or {}) - ran
+
+    return f"partial (steps {', '.join(sorted(ran))})" if missing else "ok"
+
+
+def _planned(preset: dict[str, Any]) -> set[str]:
+    """The steps the preset itself runs (the manifest records those a --steps run chose)."""
+    try:
+        steps = load_preset(preset["path"]).steps
+    except (KeyError, OSError, ValueError):
+        steps = list(preset.get("steps") or [])
+    return set(steps) or {s for s in discover_notebooks() if s not in OPT_IN_STEPS}
+
+
+def _wall(manifest: dict[str, Any]) -> float:
+    entries = (manifest.get("notebooks") or {}).values() or (manifest.get("steps") or {}).values()
+    return sum(float(e.get("wall_time_s") or 0) for e in entries)
+
+
+def summarise(root: Path) -> dict[str, Any] | None:
+    """One row of the list, or ``None`` for a folder that is not a run."""
+    manifest_path = root / "manifest.json"
+    if not manifest_path.is_file():
+        return None
+    try:
+        manifest = read_manifest(RunPaths(root))
+    except (OSError, ManifestDamaged):
+        return {
+            "name": root.name,
+            "preset": "?",
+            "backend": "?",
+            "status": "unreadable",
+            "wall": "",
+            "spent": "",
+            "estimate": "",
+        }
+    preset = manifest.get("preset") or {}
+    params = preset.get("parameters") or {}
+    wall = _wall(manifest)
+    calls = read_calls(root)
+    priced = [record_cost(r) for r in calls]
+    return {
+        "name": root.name,
+        "preset": preset.get("name") or "(by hand)",
+        "backend": params.get("backend") or ("offline" if calls else "—"),
+        "status": run_status(manifest, root),
+        "wall": clock(wall),
+        "spent": f"${spent_usd(calls):.2f}",
+        "estimate": f"${sum(p for p in priced if p is not None):.2f}",
+    }
+
+
+def list_runs(folder: Path) -> list[dict[str, Any]]:
+    rows = [summarise(p) for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
+    return [r for r in rows if r is not None]
+
+
+COLUMNS = (
+    ("name", "name"),
+    ("preset", "preset"),
+    ("backend", "backend"),
+    ("status", "status"),
+    ("wall", "wall time"),
+    ("spent", "spent"),
+    ("estimate", "list-price estimate"),
+)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    widths = {k: max([len(title)] + [len(str(r[k])) for r in rows]) for k, title in COLUMNS}
+    lines = ["  ".join(title.ljust(widths[k]) for k, title in COLUMNS)]
+    lines += ["  ".join(str(r[k]).ljust(widths[k]) for k, _ in COLUMNS) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def command_runs(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    rows = list_runs(folder)
+    if not rows:
+        print(f"no runs in {folder}")
+        return 0
+    print(format_table(rows))
+    return 0
+
+
+def command_clean(args: argparse.Namespace) -> int:
+    folder = Path(args.dir).resolve()
+    target = (folder / args.name).resolve()
+    if target.parent != folder or not (target / "manifest.json").is_file():
+        print(
+            f"error: {args.name} is not a run under {folder} (see `python -m memcost runs`)",
+            file=sys.stderr,
+        )
+        return 2
+    server = running_server(target)
+    if server is not None:
+        pid, pgdata = server
+        print(
+            f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running on "
+            f"{pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
+            file=sys.stderr,
+        )
+        return 2
+    shutil.rmtree(target)
+    print(f"deleted {target}")
+    return 0
+
+
+def running_server(run_dir: Path) -> tuple[int, Path] | None:
+    """``(pid, pgdata)`` of a live PostgreSQL server on the run's private data directory
+    (``<run>/pgvector/pgdata/postmaster.pid`` names a process that exists), else ``None``."""
+    pgdata = run_dir / "pgvector" / "pgdata"
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)  # signal 0: is there such a process (ours or another user's)?
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid, pgdata
+
+
+def add_estimate_command(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser(
+        "estimate",
+        help="print a preset's estimated bill (no data, no key "
+        "needed), interactive and in the chosen execution modes",
+    )
+    cmd.add_argument(
+        "--params", required=True, help="preset: a path or a name in papermill_params/"
+    )
+    cmd.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
+    cmd.add_argument(
+        "--run-name", help="count this run's notebook-00 files instead of the paper-scale counts"
+    )
+    cmd.add_argument(
+        "-p",
+        "--set",
+        dest="overrides",
+        action="append",
+        type=parse_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a notebook parameter (YAML value)",
+    )
+
+
+def preset_estimate(
+    preset: Preset, run_name: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The estimate of every dataset of ``preset`` (with ``overrides`` merged in), and one line
+    per dataset saying what was counted."""
+    frames, notes = [], []
+    for name in preset.datasets:
+        params = merge_parameters(preset.parameters_for(name), overrides or {})
+        ds = RunPaths.from_param(run_name).dataset(name) if run_name else None
+        if ds is not None and ds.questions.is_file():
+            frames.append(estimate_dataset(ds, params))
+            notes.append(f"{name}: counted from {ds.data}")
+        else:
+            stats, questions = selected_counts(name, params)
+            frames.append(estimate_counts(name, stats, questions, params))
+            kept = (
+                f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
+                "questions of them"
+                if len(questions) < paper.TABLE2[name][0]
+                else ""
+            )
+            notes.append(profile_note(name) + kept)
+    return pd.concat(frames, ignore_index=True), notes
+
+
+def verify_plan(preset: Preset) -> SubsetPlan:
+    """The subset :func:`memcost.verify.plan` sizes for a one-dataset preset, priced by this
+    preset's own estimate (with its models, modes and settings)."""
+    (dataset,) = preset.datasets
+
+    def cost(conversations: int, questions: int) -> float:
+        overrides = {"sample_conversations": conversations, "sample_questions": questions}
+        return bill(preset_estimate(preset, overrides=overrides)[0])
+
+    return plan(dataset, cost)
+
+
+def command_estimate(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = collect_overrides(args.overrides)
+    try:
+        preset = resolve_preset(
+            args.params,
+            discover_notebooks(),
+            datasets=split_list(args.datasets),
+            overrides=overrides,
+        )
+        if not preset.datasets:
+            raise PresetError(f"{preset.path}: names no dataset to estimate")
+        estimate, notes = preset_estimate(preset, args.run_name)
+    except (PresetError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if offline_preset(preset):
+        print(
+            f"{preset.name} runs offline (the classical stand-ins answer): it costs $0. What "
+            "follows is what its calls would cost with the configured models, at the scale "
+            "each line below says (the paper's, unless a run's data was counted):"
+        )
+    budget = preset.parameters.get("max_cost_usd")
+    print(summary_text(estimate, max_cost_usd=budget))
+    for note in notes:
+        print(f"  {note}")
+    if preset.name.startswith("verify_"):
+        print(f"  what this subset can show: {verify_plan(preset).describe()}")
+    if budget is not None and not offline_preset(preset) and bill(estimate) > float(budget):
+        change = fitting_change(
+            lambda o: preset_estimate(preset, args.run_name, o)[0],
+            preset.parameters_for(preset.datasets[0]),
+            float(budget),
+        )
+        print(
+            "this run would stop before its first paid call: "
+            + over_budget_line(preset.path, bill(estimate), float(budget), change)
+        )
+    return 0
+
+
+def offline_preset(preset: Any) -> bool:
+    """Every dataset of the preset runs on the offline backend, every model with it."""
+    for name in preset.datasets:
+        params = preset.parameters_for(name)
+        routes = (params.get("client") or {}).get("model_backends") or {}
+        if params.get("backend", "offline") != "offline" or any(
+            b != "offline" for b in routes.values()
+        ):
+            return False
+    return True
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with a YAML value (``-p top_k=10``, ``-p models=[a, b]``)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem", None) or "not a YAML value"
+        raise argparse.ArgumentTypeError(
+            f"{key.strip()}={value!r}: {where}; quote a list or mapping whole, e.g. "
+            f"-p '{key.strip()}=[a, b]'"
+        ) from None
+    slip = _colon_slip(parsed)
+    if slip is not None:
+        name, setting = slip.split(":", 1)
+        raise argparse.ArgumentTypeError(
+            f"{key.strip()}={value!r}: '{slip}' reads as one key with no value; write "
+            f"{{{name}: {setting}}} with a space after the colon"
+        )
+    return key.strip(), parsed
+
+
+def _colon_slip(value: Any) -> str | None:
+    """A mapping key like ``extract:batch`` with no value: YAML's reading of a missing space."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if v is None and isinstance(k, str) and ":" in k and not k.startswith("http"):
+                return k
+            found = _colon_slip(v)
+            if found:
+                return found
+    return None
+
+
+def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The ``-p`` overrides as one mapping, later ones winning; several ``-p 'client={...}'``
+    add up (``-p 'client={cache_mode: off}' -p 'client={max_concurrency: 4}'`` sets both)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key == "client" and isinstance(out.get(key), dict) and isinstance(value, dict):
+            value = {**out[key], **value}
+        out[key] = value
+    return out
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """``"00,01"`` → ``["00", "01"]``; nothing → ``None``."""
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, ...] = ()) -> str:
+    """The command that continues this run as it was started: with its steps, datasets and
+    overrides (without ``-p backend=...`` a resumed API run would go on offline), less ``drop``."""
+    parts = ["python", "-m", "memcost", "run", "--params", str(args.params), "--run-name", run_dir]
+    if args.steps:
+        parts += ["--steps", args.steps]
+    if args.datasets:
+        parts += ["--datasets", args.datasets]
+    if getattr(args, "allow_failures", None) is not None:
+        parts += ["--allow-failures", str(args.allow_failures)]
+    for key, value in args.overrides:
+        if key not in drop:
+            text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16)
+            parts += ["-p", f"{key}={text.removesuffix(chr(10)).removesuffix('...').strip()}"]
+    return shlex.join(parts)
+
+
+WORKSHOP_DIR = RUNS_DIR / "workshop"
+
+
+def add_workshop_command(sub: argparse._SubParsersAction) -> None:
+    workshop = sub.add_parser(
+        "workshop",
+        help="copy the notebooks to runs/workshop/ for a class (the committed ones stay clean)",
+    )
+    workshop.add_argument(
+        "--dir", default=str(WORKSHOP_DIR), help="where the copies go (default: runs/workshop/)"
+    )
+    workshop.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: move the old copies to <dir>/previous-<time>/",
+    )
+
+
+def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], list[str]]:
+    """Copy the study notebooks into ``target``: ``(copied, kept)`` file names."""
+    target.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        old = [target / n for n in CANONICAL_NOTEBOOKS if (target / n).exists()]
+        if old:
+            aside = target / f"previous-{time.strftime('%Y%m%d-%H%M%S')}"
+            aside.mkdir()
+            for path in old:
+                path.rename(aside / path.name)
+    copied, kept = [], []
+    for name in CANONICAL_NOTEBOOKS:
+        destination = target / name
+        if destination.exists():
+            kept.append(name)
+            continue
+        shutil.copyfile(NOTEBOOKS_DIR / name, destination)
+        copied.append(name)
+    return copied, kept
+
+
+def command_workshop(args: argparse.Namespace) -> int:
+    target = Path(args.dir)
+    copied, kept = copy_notebooks(target, fresh=args.fresh)
+    print(
+        f"workshop notebooks in {target}: {len(copied)} copied, {len(kept)} kept as the class "
+        "left them" + (" (--fresh starts over)" if kept else "")
+    )
+    return 0
