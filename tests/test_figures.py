@@ -344,7 +344,6 @@ def test_the_explorer_widgets_start_where_the_figure_above_them_does():
     slider's grid, so the widgets show the static figure's settings, not neighbours of them."""
     import math
 
-    pytest.importorskip("ipywidgets")
     from memcost.plots.today import explorer_widgets
 
     start = {
