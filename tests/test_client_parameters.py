@@ -35,11 +35,19 @@ def test_every_model_calling_notebook_declares_them_with_one_default():
         assert d["client"] == {} and not set(d) & set(CLIENT_SETTINGS)  # no plumbing of its own
 
 
-def test_the_client_mapping_reaches_the_client_and_the_old_token_limit_is_refused():
+def test_the_client_mapping_reaches_the_client_and_an_unknown_setting_is_refused():
     limits = {"gpt-5-mini": {"rpm": 500, "tpm": 500_000}}
     assert shared_params({"client": {"rate_limits": limits}})["rate_limits"] == limits
-    with pytest.raises(ValueError, match=r"tpm_limit is per model now: client: \{rate_limits"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter client: unknown setting\(s\) \['tpm_limit'\]; the client's settings "
+        r"are api_key_env, model_backends, ",
+    ):
         shared_params({"client": {"tpm_limit": 30_000}})
+    with pytest.raises(
+        ValueError, match=r"^parameter client.max_concurrency=0: expected a number at least 1$"
+    ):
+        shared_params({"client": {"max_concurrency": 0}})
     assert shared_params(
         {"backend": "offline", "other": 1, "client": {"request_timeout_s": 7.5}}
     ) == {"backend": "offline", "request_timeout_s": 7.5}
@@ -98,23 +106,22 @@ def test_a_preset_may_set_them(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_an_old_flat_name_is_refused_naming_the_new_key(tmp_path):
+def test_a_client_setting_given_as_a_parameter_is_refused_naming_the_mapping(tmp_path):
     from memcost.run import discover_notebooks, resolve_preset
 
     with pytest.raises(PresetError) as refused:
         resolve_preset("smoke", discover_notebooks(), overrides={"max_concurrency": 16})
     assert str(refused.value) == (
-        "-p max_concurrency=...: max_concurrency is a setting of the client mapping now: write "
-        "client: {max_concurrency: ...} in a preset, or -p 'client={max_concurrency: ...}' on "
-        "the command line"
+        "-p max_concurrency=...: no notebook of preset smoke declares max_concurrency; it is "
+        "one of the client's settings: client: {max_concurrency: ...}"
     )
-    old = tmp_path / "old.yaml"
-    old.write_text(
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(
         "datasets: [locomo]\nparameters:\n  execution: {judge: batch}\n", encoding="utf-8"
     )
     with pytest.raises(
         PresetError,
-        match=r"old.yaml: 'parameters.execution': execution is a "
-        r"setting of the client mapping now",
+        match=r"flat.yaml: unknown parameter 'parameters.execution'; no notebook in this preset "
+        r"declares it; it is one of the client's settings: client: \{execution: ...\}",
     ):
-        resolve_preset(old, discover_notebooks())
+        resolve_preset(flat, discover_notebooks())

@@ -9,13 +9,13 @@ from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.llm import RetryPolicy
 from memcost.llm.scheduler import Heartbeat
-from memcost.params import CLIENT_SETTINGS, notebook_parameters, shared_params
+from memcost.params import ClientSettings, notebook_parameters, shared_params
 from memcost.run import discover_notebooks
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 
 def test_request_timeout_s_is_a_client_setting_of_every_model_notebook():
-    assert CLIENT_SETTINGS["request_timeout_s"][:2] == ("float", 0.0)
+    assert ClientSettings.model_fields["request_timeout_s"].default == 0.0
     notebooks = discover_notebooks()
     for step in ("01", "02", "03", "04"):
         declared = notebook_parameters(notebooks[step])

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memcost.cli import main
-from memcost.run.presets import PresetError, check_value
+from memcost.params import parameters_model, validate_parameters
+from memcost.paths import NOTEBOOKS_DIR
 
 CASES = [
     (
@@ -25,7 +26,8 @@ CASES = [
     (["-p", "client={max_concurrency: 0}"], "expected a number at least 1"),
     (
         ["-p", "max_concurrency=16"],
-        "-p max_concurrency=...: max_concurrency is a setting of the client mapping now",
+        "-p max_concurrency=...: no notebook of preset smoke declares max_concurrency; it is "
+        "one of the client's settings: client: {max_concurrency: ...}",
     ),
     (["-p", "judge_prompts=[judge, judge_lenent]"], "valid choices: judge, judge_lenient"),
     (["--steps", "02"], "step 02 needs locomo/data/questions.parquet, written by step 00"),
@@ -72,16 +74,21 @@ def test_a_bad_value_is_one_line_and_creates_nothing(tmp_path, capsys, extra, me
 
 
 def test_values_are_coerced_to_the_declared_type():
-    assert check_value("max_cost_usd", 10, "float") == 10.0
-    assert isinstance(check_value("max_cost_usd", 10, "float"), float)
-    assert check_value("judge_prompts", ["judge", "judge_strict"], "list") == [
-        "judge",
-        "judge_strict",
-    ]
-    with pytest.raises(PresetError, match="expected true or false"):
-        check_value("update_phase", "yes please", "bool")
-    with pytest.raises(PresetError, match=r"expected a dict"):
-        check_value("model_backends", "openrouter", "dict")
+    model = parameters_model(
+        tuple(NOTEBOOKS_DIR / f"{stem}.ipynb" for stem in ("01_extract_facts", "04_judge_answers"))
+    )
+    checked = validate_parameters(model, {"max_cost_usd": 10})
+    assert checked == {"max_cost_usd": 10.0} and isinstance(checked["max_cost_usd"], float)
+    assert validate_parameters(model, {"judge_prompts": ["judge", "judge_strict"]}) == {
+        "judge_prompts": ["judge", "judge_strict"]
+    }
+    assert validate_parameters(model, {"extraction_model": 4}) == {"extraction_model": "4"}
+    with pytest.raises(ValueError, match="^parameter update_phase='yes please': expected true or"):
+        validate_parameters(model, {"update_phase": "yes please"})
+    with pytest.raises(ValueError, match=r"^parameter max_cost_usd=True: expected a number$"):
+        validate_parameters(model, {"max_cost_usd": True})
+    with pytest.raises(ValueError, match=r"client.model_backends='openrouter': expected a dict"):
+        validate_parameters(model, {"client": {"model_backends": "openrouter"}})
 
 
 @pytest.mark.parametrize(

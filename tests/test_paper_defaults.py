@@ -9,18 +9,16 @@ settings) must agree with it. Change one and this test names the others.
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from memcost.paper import PAPER_SETTINGS
 from memcost.params import notebook_defaults
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from memcost.run.presets import read_preset
 from memcost.run.report.view import same_setting
 
 PAPER_PRESETS = sorted(PARAMS_DIR.glob("paper_*.yaml"))
 # The paper presets that run the datasets through notebooks 00-05 (paper_cost_model runs 05 only).
-PAPER_DATASET_PRESETS = [
-    p for p in PAPER_PRESETS if yaml.safe_load(p.read_text(encoding="utf-8")).get("datasets")
-]
+PAPER_DATASET_PRESETS = [p for p in PAPER_PRESETS if read_preset(p).get("datasets")]
 SETTINGS = [
     (notebook, name, value)
     for notebook, values in PAPER_SETTINGS.items()
@@ -29,8 +27,9 @@ SETTINGS = [
 
 
 def _preset_values(path) -> list[tuple[str, dict]]:
-    """The parameter blocks of a preset: its ``parameters`` and each ``per_dataset`` block."""
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The parameter blocks of a preset (with those of the preset it includes): its
+    ``parameters`` and each ``per_dataset`` block."""
+    raw = read_preset(path)
     blocks = [("parameters", raw.get("parameters") or {})]
     blocks += [(f"per_dataset.{k}", v or {}) for k, v in (raw.get("per_dataset") or {}).items()]
     return blocks

@@ -23,3 +23,31 @@ def test_a_shipped_preset_validates_without_creating_its_run(name, tmp_path):
     run_dir = tmp_path / "run"
     validate_run(load_preset(name), discover_notebooks(), run_dir)
     assert not run_dir.exists()
+
+
+def test_a_preset_includes_another_and_changes_only_what_it_names(tmp_path):
+    base = load_preset("paper_locomo")
+    derived = load_preset("paper_longmemeval")
+    assert derived.datasets == ["longmemeval"]
+    assert derived.parameters == {**base.parameters, "longmemeval_file": "s", "max_cost_usd": 80.0}
+    (tmp_path / "mine.yaml").write_text(
+        "include: paper_locomo\nparameters:\n  client: {max_concurrency: 4}\n  top_k: 10\n",
+        encoding="utf-8",
+    )
+    mine = load_preset(tmp_path / "mine.yaml")
+    assert mine.description == base.description and mine.datasets == ["locomo"]
+    assert mine.parameters["top_k"] == 10
+    # a mapping given in part keeps the included preset's other settings
+    assert mine.parameters["client"] == {**base.parameters["client"], "max_concurrency": 4}
+
+
+def test_presets_that_include_each_other_are_refused_in_one_line(tmp_path):
+    from memcost.run.presets import PresetError
+
+    (tmp_path / "a.yaml").write_text("include: b\n", encoding="utf-8")
+    (tmp_path / "b.yaml").write_text("include: a\ndatasets: [locomo]\n", encoding="utf-8")
+    with pytest.raises(PresetError, match=r"a.yaml: presets include each other in a circle"):
+        load_preset(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("include: nowhere\n", encoding="utf-8")
+    with pytest.raises(PresetError, match=r"^preset not found: nowhere \(available in "):
+        load_preset(tmp_path / "c.yaml")

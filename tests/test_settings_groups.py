@@ -1,7 +1,6 @@
 """Settings groups: a parameter whose default is a mapping of named settings
 (``figure1_grid: dict = {"min_tokens": 10000, ...}``). A preset, ``-p`` or papermill may give a
-few of its settings; the rest keep their defaults, an unknown one is one line, and a parameter
-that became one of its settings is refused with the new spelling."""
+few of its settings; the rest keep their defaults, and an unknown or mistyped one is one line."""
 
 from __future__ import annotations
 
@@ -9,10 +8,12 @@ import pytest
 import yaml
 
 from memcost.params import (
-    complete_group,
     current_values,
+    group_model,
     notebook_parameters,
+    parameters_model,
     settings_groups,
+    validate_parameters,
 )
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import PresetError
@@ -41,21 +42,29 @@ def test_groups_are_the_mappings_that_name_their_settings():
 
 
 def test_a_partial_group_is_completed_and_checked_setting_by_setting():
-    default = {"min_tokens": 10000, "max_tokens": 1000000, "points": 121}
-    assert complete_group("g", {"points": 13}, default) == {**default, "points": 13}
-    assert complete_group("g", {"x": 1}, {"x": 0.5}) == {"x": 1.0}  # an int for a float
+    model = parameters_model((NOTEBOOK_07,))
+    default = settings_groups(NOTEBOOK_07)["gap_grid"]
+    assert validate_parameters(model, {"gap_grid": {"points": 13}}) == {
+        "gap_grid": {**default, "points": 13}
+    }
+    assert validate_parameters(model, {"gap_grid": {"min_seconds": 1}})["gap_grid"][
+        "min_seconds"
+    ] == pytest.approx(1.0)  # an int for a float
+    assert group_model("g", {"x": 0.5}).model_validate({"x": 1}).x == 1.0
     with pytest.raises(
         ValueError,
-        match=r"^parameter g: unknown setting\(s\) \['pts'\]; its "
-        r"settings are min_tokens, max_tokens, points$",
+        match=r"^parameter gap_grid: unknown setting\(s\) \['pts'\]; its "
+        r"settings are min_seconds, max_seconds, points$",
     ):
-        complete_group("g", {"pts": 13}, default)
-    with pytest.raises(ValueError, match=r"g\['points'\]='many': expected an integer"):
-        complete_group("g", {"points": "many"}, default)
-    with pytest.raises(ValueError, match=r"g\['points'\]=True: expected an integer"):
-        complete_group("g", {"points": True}, default)
-    with pytest.raises(ValueError, match="expected a mapping of its settings"):
-        complete_group("g", 13, default)
+        validate_parameters(model, {"gap_grid": {"pts": 13}})
+    with pytest.raises(
+        ValueError, match=r"^parameter gap_grid.points='many': expected an integer$"
+    ):
+        validate_parameters(model, {"gap_grid": {"points": "many"}})
+    with pytest.raises(ValueError, match=r"^parameter gap_grid.points=True: expected an integer$"):
+        validate_parameters(model, {"gap_grid": {"points": True}})
+    with pytest.raises(ValueError, match=r"gap_grid=13: expected a mapping of its settings"):
+        validate_parameters(model, {"gap_grid": 13})
 
 
 def test_a_notebook_reads_every_setting_of_a_group_given_in_part():
@@ -94,31 +103,21 @@ def test_an_unknown_setting_stops_the_run_before_it_starts(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(
-    ("old", "group", "key"),
-    [
-        ("heatmap_points", "figure1_grid", "points"),
-        ("explorer_questions", "explorer", "questions"),
-        ("observer_tokens", "system_settings", "observer_tokens"),
-    ],
-)
-def test_a_parameter_that_moved_into_a_group_names_its_new_spelling(old, group, key):
-    preset = "serving_smoke" if group == "system_settings" else "paper_cost_model"
+def test_a_name_that_is_not_a_parameter_is_one_line_naming_the_nearest():
     with pytest.raises(PresetError) as caught:
-        resolve_preset(preset, discover_notebooks(), overrides={old: 1})
+        resolve_preset("paper_cost_model", discover_notebooks(), overrides={"explorr": 1})
     assert str(caught.value) == (
-        f"-p {old}=...: {old} is the setting {key} of {group} now: write {group}: {{{key}: ...}} "
-        f"in a preset, or -p '{group}={{{key}: ...}}' on the command line (the other settings "
-        "keep their defaults)"
+        "-p explorr=...: no notebook of preset paper_cost_model declares explorr; did you mean "
+        "explorer? (each notebook's parameters cell lists its own)"
     )
 
 
-def test_a_preset_with_an_old_name_is_refused_in_one_line(tmp_path):
+def test_a_preset_with_a_name_no_notebook_declares_is_refused_in_one_line(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump({"steps": ["06"], "parameters": {"window": 10}}))
     with pytest.raises(
         PresetError,
-        match=r"'parameters.window': window is the setting window "
-        r"of system_settings now",
+        match=r"old.yaml: unknown parameter 'parameters.window'; no notebook in this preset "
+        r"declares it",
     ):
         resolve_preset(path, discover_notebooks())

@@ -1,20 +1,37 @@
-"""Notebook parameters: what each notebook declares, and the ones every notebook shares.
+"""Notebook parameters as data: what each notebook declares, one model of a run's values.
 
 A notebook's ``parameters`` cell is the single declaration of its parameters (papermill injects
-overrides after it). This module reads that cell with ``ast`` (no papermill import: a notebook
-can list its own parameters in milliseconds), and names the parameters that configure the model
-client in every notebook (a few shared ones and one ``client`` mapping), so that a notebook
-builds its client with ``make_client(run, **shared_params(globals()))``.
+overrides after it). This module reads that cell with ``ast`` (a notebook lists its parameters in
+milliseconds, without papermill) and turns the declarations of a run's notebooks into one
+pydantic model (:func:`parameters_model`): each parameter of its declared type and default, with
+its range and choices, a settings group (a mapping whose default names its settings, such as
+``figure1_grid``) as a nested model completed from its default, and the ``client`` mapping as
+:class:`ClientSettings`. A value is validated once, before anything runs; a problem is one line
+naming the parameter, the value and what is expected, and an unknown name one line listing the
+valid ones (:func:`one_line`).
+
+A notebook builds its client with ``make_client(run, **shared_params(globals()))``.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    create_model,
+)
 
 from memcost.calls import STAGES
 from memcost.catalog import per_model
@@ -23,55 +40,81 @@ from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER
 # The client parameters every notebook that calls a model declares on their own: where calls go
 # and what they may cost (docs/architecture.md, "Parameters every notebook shares").
 SHARED_PARAMETERS: tuple[str, ...] = ("backend", "base_url", "max_cost_usd", "price_overrides")
-# The client's other settings, given together in one ``client`` mapping (a notebook declares
-# ``client: dict = {}``; a preset writes ``client: {max_concurrency: 16}``; the command line
-# ``-p 'client={execution: {judge: batch}}'``): name -> (type, default, what it does).
-CLIENT_SETTINGS: dict[str, tuple[str, Any, str]] = {
-    "api_key_env": ("str", "", "environment variable holding the key; empty for the provider's"),
-    "model_backends": ("dict", {}, "per-model provider, e.g. {openai/gpt-oss-120b: openrouter}"),
-    "cache_mode": (
-        "str",
-        "read_write",
-        "read_write | replay_only | off: how the run's store of calls serves stored answers",
-    ),
-    "reuse_runs": ("list", [], "other runs whose stored answers this run may be served"),
-    "max_concurrency": (
-        "int",
-        32,
-        "the most requests in flight at once (pacing to the "
-        "account's limits decides how many below it)",
-    ),
-    "request_timeout_s": ("float", 0.0, "seconds one attempt may take; 0 sizes it per request"),
-    "model_capabilities": (
-        "dict",
+# How the run's store of calls serves answers: reads and writes (read_write), only reads (a
+# call without a stored answer is an error: replay_only), or never (every call is sent: off).
+CACHE_MODES = ("read_write", "replay_only", "off")
+# What becomes of requests a batch did not answer: batched again, or sent interactively.
+BATCH_RETRY_MODES = ("batch", "interactive")
+# How a stage's model calls are sent (``execution``): ``interactive`` (one request at a time,
+# list price), ``batch`` (the OpenAI Batch API: a file of requests, results within 24 h, half
+# price) or ``flex`` (OpenAI Flex processing: interactive requests, slower, half price).
+EXECUTION_MODES: tuple[str, ...] = ("interactive", "batch", "flex")
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+def _number_as_text(value: Any) -> Any:
+    """A model name or path typed as a number (``-p model=4``) is text."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return str(value) if is_number else value
+
+
+def _int_as_float(value: Any) -> Any:
+    """An integer is a number too (``-p max_cost_usd=10``); true or false is not."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    return float(value) if is_int else value
+
+
+Text = Annotated[str, BeforeValidator(_number_as_text)]
+Number = Annotated[float, Strict(), BeforeValidator(_int_as_float)]
+
+
+class ClientSettings(BaseModel):
+    """The client's settings besides the shared ones, given together in one ``client`` mapping
+    (a notebook declares ``client: dict = {}``; a preset writes ``client: {max_concurrency:
+    16}``; the command line ``-p 'client={execution: {judge: batch}}'``)."""
+
+    model_config = _STRICT
+
+    api_key_env: Text = Field("", description="variable holding the key; empty: the provider's")
+    model_backends: dict[str, str] = Field(
+        {}, description="per-model provider, e.g. {openai/gpt-oss-120b: openrouter}"
+    )
+    cache_mode: Literal[CACHE_MODES] = Field(
+        "read_write", description="how the run's store of calls serves stored answers"
+    )
+    reuse_runs: list[str] = Field([], description="other runs whose stored answers may serve")
+    max_concurrency: int = Field(
+        32, ge=1, description="the most requests in flight (pacing decides how many below it)"
+    )
+    request_timeout_s: float = Field(
+        0.0, ge=0, description="seconds one attempt may take; 0 sizes it per request"
+    )
+    model_capabilities: dict[str, dict] = Field(
         {},
-        "models the registry does not know, e.g. {llama3.1:8b: {context_window: 32768}}",
-    ),
-    "provider_routing": ("dict", {}, "OpenRouter provider pinning per model"),
-    "rate_limits": (
-        "dict",
-        {},
-        "the account's limits per model, e.g. {gpt-5-mini: {rpm: 500, "
-        "tpm: 500000}} (replies' x-ratelimit-* headers correct them)",
-    ),
-    "max_backoff_s": ("float", 300.0, "the longest wait between retries"),
-    "prefix_requests_per_minute": ("int", 15, "requests a minute per conversation prefix"),
-    "execution": ("dict", {}, "per stage: interactive | batch | flex, e.g. {judge: batch}"),
-    "batch_retry": ("str", "batch", "requests a batch did not answer: batch | interactive"),
-    "max_wait_hours": ("float", 24.0, "the longest wait for batches"),
-    "batch_poll_s": ("float", 60.0, "seconds between two looks at a running batch"),
-    "batch_queue_tokens": (
-        "dict",
-        {},
-        "enqueued-token limit per model (a batch file holds no more)",
-    ),
-}
+        description="models the catalog does not know, e.g. {llama3.1:8b: {context_window: 32768}}",
+    )
+    provider_routing: dict[str, Any] = Field({}, description="OpenRouter provider pinning")
+    rate_limits: dict[str, Any] = Field(
+        {}, description="the account's limits per model, e.g. {gpt-5-mini: {rpm: 500, tpm: 500000}}"
+    )
+    max_backoff_s: float = Field(300.0, ge=0, description="the longest wait between retries")
+    prefix_requests_per_minute: int = Field(15, ge=1, description="per conversation prefix")
+    execution: dict[str, Any] = Field(
+        {}, description="per stage: interactive | batch | flex, e.g. {judge: batch}"
+    )
+    batch_retry: Literal[BATCH_RETRY_MODES] = Field("batch", description="unanswered requests")
+    max_wait_hours: float = Field(24.0, gt=0, description="the longest wait for batches")
+    batch_poll_s: float = Field(60.0, gt=0, description="seconds between looks at a batch")
+    batch_queue_tokens: dict[str, Any] = Field({}, description="enqueued-token limit per model")
+
+
+CLIENT_SETTINGS: tuple[str, ...] = tuple(ClientSettings.model_fields)
 
 
 def client_option(params: Mapping[str, Any], name: str) -> Any:
     """One client setting of a run's or a notebook's parameters: the ``client`` mapping's
     value, else its default."""
-    return (params.get("client") or {}).get(name, CLIENT_SETTINGS[name][1])
+    return (params.get("client") or {}).get(name, ClientSettings.model_fields[name].default)
 
 
 def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,76 +133,196 @@ def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[
     return merged
 
 
-def moved_to_client(name: str, where: str) -> str:
-    """The one line that refuses a client setting given as a parameter of its own."""
-    return (
-        f"{where}{name} is a setting of the client mapping now: write client: "
-        f"{{{name}: ...}} in a preset, or -p 'client={{{name}: ...}}' on the command line"
-    )
+# --- One model of a run's parameters -----------------------------------------------------------
 
-
-# How a stage's model calls are sent (``execution``): ``interactive`` (one request at a time,
-# list price), ``batch`` (the OpenAI Batch API: a file of requests, results within 24 h, half
-# price) or ``flex`` (OpenAI Flex processing: interactive requests, slower, half price).
-EXECUTION_MODES: tuple[str, ...] = ("interactive", "batch", "flex")
-
-
-# Parameters that became one setting of a settings group: old name -> (group, setting).
-MOVED_INTO_GROUPS: dict[str, tuple[str, str]] = {
-    "heatmap_min_tokens": ("figure1_grid", "min_tokens"),
-    "heatmap_max_tokens": ("figure1_grid", "max_tokens"),
-    "heatmap_points": ("figure1_grid", "points"),
-    "growth_turns": ("growing_conversation", "turns"),
-    "growth_message_tokens": ("growing_conversation", "message_tokens"),
-    "growth_ingest_every": ("growing_conversation", "ingest_every"),
-    "gap_min_seconds": ("gap_grid", "min_seconds"),
-    "gap_max_seconds": ("gap_grid", "max_seconds"),
-    "gap_points": ("gap_grid", "points"),
-    "hnsw_m": ("hnsw", "m"),
-    "ef_construction": ("hnsw", "ef_construction"),
-    "reader_prompt_tokens": ("assumptions", "reader_prompt_tokens"),
-    "facts_per_user": ("assumptions", "facts_per_user"),
-    **{
-        f"explorer_{key}": ("explorer", key)
-        for key in ("context_tokens", "questions", "scenario", "retention", "gap_seconds", "batch")
-    },
-    **{
-        key: ("system_settings", key)
-        for key in (
-            "window",
-            "ingest_interval",
-            "mem0_top_k",
-            "om_top_k",
-            "observer_tokens",
-            "reflector_tokens",
-        )
-    },
-    "baseline_cells": ("extra_cells", "baselines"),
-    "baseline_repeats": ("extra_cells", "baseline_repeats"),
-    "workload_generator": ("workload", "generator"),
-    "generator_model": ("workload", "model"),
-    "curve_cell": ("figure_cells", "curve"),
-    "cpa_cells": ("figure_cells", "cost_per_accuracy"),
-    "accuracy_run_dir": ("accuracy_subset", "run_dir"),
-    "accuracy_system_map": ("accuracy_subset", "system_map"),
-    "subset_size": ("accuracy_subset", "subset_size"),
-    "subset_questions": ("accuracy_subset", "subset_questions"),
-    "real_datasets": ("real_histories", "datasets"),
-    "real_run_dir": ("real_histories", "run_dir"),
-    "real_max_conversations": ("real_histories", "max_conversations"),
+_TYPES: dict[str, Any] = {
+    "int": Annotated[int, Strict()],
+    "float": Number,
+    "bool": Annotated[bool, Strict()],
+    "str": Text,
+    "list": list,
+    "dict": dict,
+}
+_EXPECTED = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "list_type": "a list (YAML, e.g. [a, b])",
+    "dict_type": "a dict (YAML, e.g. {a: b})",
+    "model_type": "a mapping of its settings",
 }
 
 
-def moved_into_group(name: str, where: str) -> str | None:
-    """The one line that refuses a parameter that is now a setting of a group, else ``None``."""
-    if name not in MOVED_INTO_GROUPS:
-        return None
-    group, key = MOVED_INTO_GROUPS[name]
-    return (
-        f"{where}{name} is the setting {key} of {group} now: write {group}: {{{key}: ...}} "
-        f"in a preset, or -p '{group}={{{key}: ...}}' on the command line (the other "
-        "settings keep their defaults)"
+def _field(
+    name: str,
+    annotation: str,
+    default: Any,
+    choices: Mapping[str, tuple[Any, ...]],
+    ranges: Mapping[str, tuple[float, float]],
+) -> tuple[Any, Any]:
+    """``(type, default)`` of one declared parameter for :func:`create_model`."""
+    kind = _TYPES.get(annotation.split("[", 1)[0].strip(), Any)
+    constraints: dict[str, Any] = {}
+    if name in choices:
+        allowed = Literal[tuple(choices[name])]
+        kind, constraints = (list[allowed], {"min_length": 1}) if kind is list else (allowed, {})
+    if name in ranges:
+        low, high = ranges[name]
+        constraints = {"ge": low, **({"le": high} if high != math.inf else {})}
+    if name == "client":
+        kind = ClientSettings
+    elif kind is dict and isinstance(default, dict) and default:  # a settings group
+        kind = group_model(name, default)
+    return kind, Field(default, **constraints)
+
+
+def group_model(name: str, default: Mapping[str, Any]) -> type[BaseModel]:
+    """A settings group as a model: its settings of their defaults' types, completed from them."""
+    fields = {
+        key: (_TYPES.get(type(value).__name__, Any) if value is not None else Any, value)
+        for key, value in default.items()
+    }
+    return create_model(name, __config__=_STRICT, **fields)
+
+
+def parameters_model(
+    paths: tuple[Path, ...],
+    choices: Mapping[str, tuple[Any, ...]] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> type[BaseModel]:
+    """The parameters the notebooks at ``paths`` declare, as one model (the first declaration of
+    a name wins), with ``choices`` and ``ranges`` where the study has them."""
+    fields: dict[str, tuple[Any, Any]] = {}
+    for path in paths:
+        defaults = notebook_defaults(path)
+        for name, info in notebook_parameters(path).items():
+            if name not in fields:
+                annotation = info["inferred_type_name"]
+                default = defaults.get(name)
+                fields[name] = _field(name, annotation, default, choices or {}, ranges or {})
+    return create_model("RunParameters", __config__=_STRICT, **fields)
+
+
+def validate_parameters(
+    model: type[BaseModel], values: Mapping[str, Any], choices: Mapping[str, tuple] | None = None
+) -> dict[str, Any]:
+    """``values`` checked by ``model``: the names given, each of its type (a settings group
+    completed from its default); :class:`ValueError` in one line (:func:`one_line`)."""
+    try:
+        checked = model.model_validate(dict(values))
+    except ValidationError as exc:
+        raise ValueError(one_line(exc, model, choices or {}, values)) from None
+    out = {}
+    for name in values:
+        value = getattr(checked, name)
+        if isinstance(value, ClientSettings):
+            value = value.model_dump(exclude_unset=True)  # only what was given: the rest default
+        elif isinstance(value, BaseModel):
+            value = value.model_dump()
+        out[name] = value
+    return out
+
+
+def one_line(
+    exc: ValidationError,
+    model: type[BaseModel],
+    choices: Mapping[str, tuple],
+    values: Mapping[str, Any] | None = None,
+) -> str:
+    """The first problem pydantic found, as the one line a user reads: the parameter, the value
+    (``values``: the whole list where one element is wrong), what is expected, and the valid
+    choices or names."""
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"] if not isinstance(part, int)]
+    where, value, kind = ".".join(loc), error.get("input"), error["type"]
+    owner: Any = model
+    for part in loc[:-1]:
+        owner = owner.model_fields[part].annotation
+    if kind == "extra_forbidden":
+        known = ", ".join(owner.model_fields)
+        group = ".".join(loc[:-1])
+        whose = "the client's" if group == "client" else "its"
+        if not group:
+            return f"unknown parameter {loc[-1]!r}; the parameters are {known}"
+        return f"parameter {group}: unknown setting(s) [{loc[-1]!r}]; {whose} settings are {known}"
+    if kind in ("literal_error", "too_short"):
+        listed = isinstance(value, list) or len(error["loc"]) > len(loc)
+        top = loc[-1]
+        if listed and not isinstance(value, list):
+            value = (values or {}).get(top) if len(loc) == 1 else None
+        expected = "a list of names" if listed else "one of the choices"
+        shown = f"={value!r}" if value is not None else ""
+        literal = owner.model_fields[top].annotation
+        allowed = choices.get(top) or get_args(get_args(literal)[0] if listed else literal)
+        return f"parameter {where}{shown}: expected {expected}; valid choices: " + ", ".join(
+            map(str, allowed)
+        )
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        limits = {
+            key: getattr(m, key)
+            for m in owner.model_fields[loc[-1]].metadata
+            for key in ("ge", "gt", "le")
+            if getattr(m, key, None) is not None
+        }
+        if "le" in limits:
+            bound = f"from {limits.get('ge', limits.get('gt', 0)):g} to {limits['le']:g}"
+        elif "gt" in limits:
+            bound = f"above {limits['gt']:g}"
+        else:
+            bound = f"at least {limits.get('ge', 0):g}"
+        return f"parameter {where}={value!r}: expected a number {bound}"
+    if kind == "model_type":
+        settings = ", ".join(owner.model_fields[loc[-1]].annotation.model_fields)
+        return f"parameter {where}={value!r}: expected a mapping of its settings ({settings})"
+    expected = _EXPECTED.get(kind, error["msg"])
+    return f"parameter {where}={value!r}: expected {expected}"
+
+
+def settings_groups(path: Path) -> dict[str, dict[str, Any]]:
+    """The parameters of ``path`` that are settings groups: a ``dict`` whose default names its
+    keys (``figure1_grid: dict = {"min_tokens": 10000, ...}``), as opposed to an open mapping
+    such as ``client`` or ``price_overrides`` whose default is empty."""
+    declared = notebook_parameters(path)
+    return {
+        name: value
+        for name, value in notebook_defaults(path).items()
+        if isinstance(value, dict) and value and declared[name]["inferred_type_name"] == "dict"
+    }
+
+
+def current_values(namespace: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The current values of the parameters ``path`` declares, read from ``namespace`` (a
+    notebook passes ``globals()``), so a record cannot drift from the parameters cell.
+
+    A settings group given in part (papermill injects ``-p 'explorer={questions: 30}'`` as
+    given) is completed from the cell's default, in ``namespace`` too, so the notebook reads
+    every key."""
+    for name, default in settings_groups(path).items():
+        if name in namespace:
+            namespace[name] = validate_parameters(
+                create_model(
+                    "Group", __config__=_STRICT, **{name: (group_model(name, default), ...)}
+                ),
+                {name: namespace[name]},
+            )[name]
+    return {name: namespace[name] for name in notebook_parameters(path) if name in namespace}
+
+
+def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``):
+    the shared ones and its ``client`` mapping (checked: an unknown setting is one line naming
+    the known ones), ``price_overrides`` and ``execution`` in their full form."""
+    shared = {name: namespace[name] for name in SHARED_PARAMETERS if name in namespace}
+    model = create_model("Client", __config__=_STRICT, client=(ClientSettings, ...))
+    shared.update(
+        validate_parameters(model, {"client": dict(namespace.get("client") or {})})["client"]
     )
+    if "price_overrides" in shared:
+        shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
+    if "execution" in shared:
+        shared["execution"] = normalise_execution(shared["execution"])
+    return shared
 
 
 class NotebookError(ValueError):
@@ -219,97 +382,6 @@ def notebook_defaults(path: Path) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             continue
     return out
-
-
-def current_values(namespace: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    """The current values of the parameters ``path`` declares, read from ``namespace`` (a
-    notebook passes ``globals()``), so a record cannot drift from the parameters cell.
-
-    A settings group given in part (``-p 'explorer={questions: 30}'``) is completed from the
-    cell's default, in ``namespace`` too, so the notebook reads every key."""
-    for name, default in settings_groups(path).items():
-        if name in namespace:
-            namespace[name] = complete_group(name, namespace[name], default)  # type: ignore[index]
-    return {name: namespace[name] for name in notebook_parameters(path) if name in namespace}
-
-
-def settings_groups(path: Path) -> dict[str, dict[str, Any]]:
-    """The parameters of ``path`` that are settings groups: a ``dict`` whose default names its
-    keys (``figure1_grid: dict = {"min_tokens": 10000, ...}``), as opposed to an open mapping
-    such as ``client`` or ``price_overrides`` whose default is empty."""
-    return {
-        name: value
-        for name, value in notebook_defaults(path).items()
-        if isinstance(value, dict)
-        and value
-        and notebook_parameters(path)[name]["inferred_type_name"] == "dict"
-    }
-
-
-def complete_group(name: str, value: Any, default: Mapping[str, Any]) -> dict[str, Any]:
-    """``value`` over ``default``, key by key; ``ValueError`` in one line for a value that is not
-    a mapping, an unknown key (with the known ones) or a value of the wrong type."""
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            f"parameter {name}={value!r}: expected a mapping of its settings ({', '.join(default)})"
-        )
-    unknown = [key for key in value if key not in default]
-    if unknown:
-        raise ValueError(
-            f"parameter {name}: unknown setting(s) {unknown}; its settings are {', '.join(default)}"
-        )
-    merged = {**default, **value}
-    for key, given in value.items():
-        merged[key] = _like(f"{name}[{key!r}]", given, default[key])
-    return merged
-
-
-def _like(where: str, value: Any, default: Any) -> Any:
-    """``value`` checked against the type of ``default`` (an int is taken for a float)."""
-    kind = type(default)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if default is None or isinstance(value, kind) and (kind is bool) == isinstance(value, bool):
-        return value
-    raise ValueError(
-        f"parameter {where}={value!r}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
-        f", like the default {default!r}"
-    )
-
-
-_KIND_NAMES = {
-    int: "an integer",
-    float: "a number",
-    bool: "true or false",
-    str: "a string",
-    list: "a list",
-    dict: "a mapping",
-}
-
-
-def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``):
-    the shared ones and its ``client`` mapping, ``price_overrides`` in its full form
-    (:func:`normalise_price_overrides`). An unknown ``client`` key is an error naming the known
-    ones."""
-    shared = {name: namespace[name] for name in SHARED_PARAMETERS if name in namespace}
-    settings = dict(namespace.get("client") or {})
-    unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
-    if "tpm_limit" in unknown:
-        raise ValueError(
-            "client: tpm_limit is per model now: client: {rate_limits: {MODEL: {tpm: N, rpm: N}}}"
-        )
-    if unknown:
-        raise ValueError(
-            f"client: unknown setting(s) {unknown}; the client's settings are "
-            f"{', '.join(CLIENT_SETTINGS)}"
-        )
-    shared.update(settings)
-    if "price_overrides" in shared:
-        shared["price_overrides"] = normalise_price_overrides(shared["price_overrides"])
-    if "execution" in shared:
-        shared["execution"] = normalise_execution(shared["execution"])
-    return shared
 
 
 def normalise_execution(value: Any) -> dict[str, str]:

@@ -26,13 +26,7 @@ from memcost.catalog import (
 )
 from memcost.llm.offline import DEFAULT_DIMS
 from memcost.llm.providers import BACKENDS
-from memcost.params import normalise_execution
-
-# How the run's store of calls serves answers: reads and writes (read_write), only reads (a
-# call without a stored answer is an error: replay_only), or never (every call is sent: off).
-CACHE_MODES = ("read_write", "replay_only", "off")
-# What becomes of requests a batch did not answer: batched again, or sent interactively.
-BATCH_RETRY_MODES = ("batch", "interactive")
+from memcost.params import BATCH_RETRY_MODES, CACHE_MODES, normalise_execution
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 import yaml
 
 from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
-from memcost.llm.batch import BATCH_RETRY_MODES, batch_refusal
+from memcost.llm.batch import batch_refusal
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems
 from memcost.memory.pgvector import ITERATIVE_SCANS
@@ -45,21 +45,27 @@ from memcost.params import (
     STAGE_MODEL_PARAMETERS,
     backend_of,
     client_option,
-    complete_group,
     merge_parameters,
-    moved_into_group,
-    moved_to_client,
     normalise_execution,
     normalise_price_overrides,
     notebook_defaults,
     notebook_parameters,
-    settings_groups,
+    parameters_model,
     stage_models,
+    validate_parameters,
 )
 from memcost.paths import DATASETS, NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, RunPaths
 from memcost.prompts import JUDGE_PROMPTS
 
-RUNNER_KEYS = ("description", "datasets", "steps", "parameters", "per_dataset", "allow_failures")
+RUNNER_KEYS = (
+    "description",
+    "include",
+    "datasets",
+    "steps",
+    "parameters",
+    "per_dataset",
+    "allow_failures",
+)
 # Parameters the runner fills in itself; a preset must not set them.
 RUNNER_FILLED = ("run_dir", "dataset")
 # Parameters that name a file or folder: a relative one is read from where the command was
@@ -127,8 +133,12 @@ def resolve_preset_path(params: str | os.PathLike[str]) -> Path:
     raise PresetError(f"preset not found: {params} (available in {PARAMS_DIR}: {available})")
 
 
-def load_preset(params: str | os.PathLike[str]) -> Preset:
-    path = resolve_preset_path(params)
+def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The keys of the preset file at ``path``, over those of the preset it ``include:``s (its
+    parameters and per-dataset blocks merged setting by setting, the other keys replaced)."""
+    if path in including:
+        chain = " -> ".join(p.stem for p in (*including, path))
+        raise PresetError(f"{path}: presets include each other in a circle ({chain})")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
@@ -141,6 +151,27 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
             f"{path}: unknown top-level key(s) {unknown}; a preset has {list(RUNNER_KEYS)} "
             "(notebook parameters go under 'parameters:')"
         )
+    raw = dict(raw)
+    if "include" not in raw:
+        return raw
+    included = str(raw.pop("include"))
+    beside = path.parent / f"{included.removesuffix('.yaml')}.yaml"
+    base = read_preset(
+        beside if beside.is_file() else resolve_preset_path(included), (*including, path)
+    )
+    merged = {**base, **raw}
+    for key in ("parameters", "per_dataset"):
+        merged[key] = merge_parameters(base.get(key) or {}, raw.get(key) or {})
+    merged["per_dataset"] = {
+        name: merge_parameters((base.get("per_dataset") or {}).get(name) or {}, block or {})
+        for name, block in merged["per_dataset"].items()
+    }
+    return merged
+
+
+def load_preset(params: str | os.PathLike[str]) -> Preset:
+    path = resolve_preset_path(params)
+    raw = read_preset(path)
     preset = Preset(
         name=path.stem,
         path=path,
@@ -175,15 +206,11 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     ]
     for where, values in blocks:
         for key in values:
-            if key in CLIENT_SETTINGS:
-                raise PresetError(moved_to_client(key, f"{preset.path}: '{where}.{key}': "))
             if key in RUNNER_FILLED:
                 raise PresetError(
                     f"{preset.path}: '{where}.{key}' is set by the runner; remove it "
                     "(use --run-name for the run directory and 'datasets:' for datasets)"
                 )
-            if key not in valid and moved_into_group(key, ""):
-                raise PresetError(moved_into_group(key, f"{preset.path}: '{where}.{key}': "))
             if key not in valid:
                 raise PresetError(
                     f"{preset.path}: unknown parameter '{where}.{key}'; no "
@@ -197,7 +224,10 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
 
 
 def suggestion(key: str, valid: set[str]) -> str:
-    """``"; did you mean top_k? (...)"``: the nearest declared name, and where names are listed."""
+    """``"; did you mean top_k? (...)"``: the nearest declared name, or the ``client`` mapping
+    for one of the client's settings, and where names are listed."""
+    if key in CLIENT_SETTINGS:
+        return f"; it is one of the client's settings: client: {{{key}: ...}}"
     near = difflib.get_close_matches(key, sorted(valid - set(RUNNER_FILLED)), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}?" if near else ""
     return f"{hint} (each notebook's parameters cell lists its own)"
@@ -215,10 +245,6 @@ def check_overrides(
         )
     )
     for key in overrides:
-        if key in CLIENT_SETTINGS:
-            raise PresetError(moved_to_client(key, f"-p {key}=...: "))
-        if key not in valid and moved_into_group(key, ""):
-            raise PresetError(moved_into_group(key, f"-p {key}=...: "))
         if key not in valid and key not in RUNNER_FILLED:
             raise PresetError(
                 f"-p {key}=...: no notebook of preset {preset.name} declares "
@@ -291,8 +317,9 @@ def offline_means_offline(preset: Preset) -> str | None:
     dropped: dict[str, Any] = {}
     for dataset in [None, *preset.datasets]:
         params = preset.parameters_for(dataset)
-        routes = (params.get("client") or {}).get("model_backends")
-        if params.get("backend") != "offline" or not routes:
+        client = params.get("client")
+        routes = client.get("model_backends") if isinstance(client, Mapping) else None
+        if params.get("backend") != "offline" or not isinstance(routes, Mapping) or not routes:
             continue
         dropped.update(routes)
         block = preset.parameters if dataset is None else preset.per_dataset.setdefault(dataset, {})
@@ -307,7 +334,6 @@ EFFORTS = ("minimal", "low", "medium", "high")
 CHOICES: dict[str, tuple[Any, ...]] = {
     "dataset": DATASETS,
     "backend": ("offline", "openai", "openrouter", "custom"),
-    "cache_mode": ("read_write", "replay_only", "off"),
     "longmemeval_file": ("s", "m", "oracle"),
     "mode": ("open_ended", "multiple_choice"),
     "overflow": ("error", "truncate_oldest"),
@@ -316,7 +342,6 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "reader_reasoning_effort": EFFORTS,
     "reasoning_effort": EFFORTS,
     "judge_prompts": tuple(JUDGE_PROMPTS),  # each element
-    "batch_retry": BATCH_RETRY_MODES,
     "vector_store": STORES,
     "pgvector_layout": LAYOUTS,
     "pgvector_iterative_scan": ITERATIVE_SCANS,
@@ -340,12 +365,9 @@ RANGES: dict[str, tuple[float, float]] = {
     ),
     **dict.fromkeys(
         (
-            "max_concurrency",
             "batch_size",
             "max_segment_chars",
             "update_top_k",
-            "hnsw_m",
-            "ef_construction",
             "top_k",
             "ef_search",
             "n_votes",
@@ -355,9 +377,7 @@ RANGES: dict[str, tuple[float, float]] = {
         ),
         (1, math.inf),
     ),
-    **dict.fromkeys(("max_wait_hours", "batch_poll_s"), (1e-6, math.inf)),
     "max_cost_usd": (0, math.inf),
-    "request_timeout_s": (0, math.inf),  # 0: sized to each request's model and prompt
     "lc_cached_share": (0, 1),
 }
 # What a step reads, and the step that writes it: (file under <ds>/, writer).
@@ -367,8 +387,6 @@ PREREQUISITES: dict[str, tuple[tuple[str, str], ...]] = {
     "03": (("data/questions.parquet", "00"),),
     "04": (("data/questions.parquet", "00"),),
 }
-# Parameters that name models (their prices must be known before anything is spent).
-_SCALARS = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
 
 def _problem(name: str, value: Any, expected: str, choices: Any = None) -> PresetError:
@@ -376,46 +394,6 @@ def _problem(name: str, value: Any, expected: str, choices: Any = None) -> Prese
     if choices:
         text += f"; valid choices: {', '.join(map(str, choices))}"
     return PresetError(text)
-
-
-def coerce(name: str, value: Any, annotation: str) -> Any:
-    """``value`` as the declared type (an int for a float, a scalar for a one-item list is
-    *not* guessed); :class:`PresetError` naming the parameter when it is not that type."""
-    base = annotation.split("[", 1)[0].strip()
-    kind = _SCALARS.get(base)
-    if kind is None:
-        return value  # an annotation the notebooks do not use: taken as given
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if kind is bool and not isinstance(value, bool):
-        raise _problem(name, value, "true or false")
-    if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, kind)):
-        raise _problem(name, value, f"{'an integer' if kind is int else 'a number'}")
-    if kind in (list, dict) and not isinstance(value, kind):
-        example = "[a, b]" if kind is list else "{a: b}"
-        raise _problem(name, value, f"a {base} (YAML, e.g. {example})")
-    if kind is str and not isinstance(value, str):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise _problem(name, value, "a string")
-    return value
-
-
-def check_value(name: str, value: Any, annotation: str) -> Any:
-    """Type, range and choices of one parameter; returns the coerced value."""
-    value = coerce(name, value, annotation)
-    if name in RANGES and isinstance(value, (int, float)):
-        low, high = RANGES[name]
-        if not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
-            bound = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
-            raise _problem(name, value, f"a number {bound}")
-    if name in CHOICES:
-        items = value if isinstance(value, list) else [value]
-        bad = [v for v in items if v not in CHOICES[name]]
-        if bad or (isinstance(value, list) and not value):
-            expected = "a list of names" if isinstance(value, list) else "one of the choices"
-            raise _problem(name, value, expected, CHOICES[name])
-    return value
 
 
 def check_dsn(dsn: str) -> None:
@@ -429,21 +407,17 @@ def check_dsn(dsn: str) -> None:
         )
 
 
-def check_block(
-    values: dict[str, Any],
-    declared: Mapping[str, str],
-    groups: Mapping[str, dict[str, Any]] | None = None,
-) -> None:
-    """Check and coerce, in place, the values of one block that some notebook declares; a
-    settings group (``groups``: its default) is completed from its default."""
-    for name in list(values):
-        if name in declared:
-            values[name] = check_value(name, values[name], declared[name])
-        if name in (groups or {}):
-            try:
-                values[name] = complete_group(name, values[name], groups[name])
-            except ValueError as exc:
-                raise PresetError(str(exc)) from None
+def check_block(values: dict[str, Any], model: type) -> None:
+    """Check and complete, in place, one block of parameters against ``model`` (the run's
+    notebooks' declarations: :func:`memcost.params.parameters_model`): each value of its type,
+    range and choices, a settings group completed from its default; then what a type cannot
+    say (a dsn's form, prices, the memory systems, the client's modes and limits)."""
+    # names only the preset's other steps declare were checked by validate_preset
+    ours = {name: value for name, value in values.items() if name in model.model_fields}
+    try:
+        values.update(validate_parameters(model, ours, CHOICES))
+    except ValueError as exc:
+        raise PresetError(str(exc)) from None
     if isinstance(values.get("pgvector_dsn"), str):
         check_dsn(values["pgvector_dsn"])
     if "price_overrides" in values:
@@ -452,7 +426,7 @@ def check_block(
         except ValueError as exc:
             raise PresetError(f"parameter {exc}") from None
     if "client" in values:
-        values["client"] = check_client(values["client"], str(values.get("backend", "offline")))
+        check_client(values["client"], str(values.get("backend", "offline")))
     if "memory_systems" in values:
         try:
             named = [name for name, _ in parse_systems(values["memory_systems"])]
@@ -466,46 +440,23 @@ def check_block(
             )
 
 
-def check_client(settings: Any, backend: str) -> dict[str, Any]:
-    """The ``client`` mapping: known settings only, each of its type, range and choices."""
-    if not isinstance(settings, Mapping):
-        raise PresetError(
-            f"parameter client={settings!r}: expected a mapping of the client's "
-            "settings, e.g. client: {max_concurrency: 16, execution: {judge: batch}}"
-        )
-    unknown = sorted(set(settings) - set(CLIENT_SETTINGS))
-    if "tpm_limit" in unknown:
-        raise PresetError(
-            "parameter client.tpm_limit: limits are per model now: client: "
-            "{rate_limits: {MODEL: {rpm: N, tpm: N}}}"
-        )
-    if unknown:
-        raise PresetError(
-            f"parameter client: unknown setting(s) {', '.join(map(str, unknown))}; "
-            f"the client's settings are {', '.join(CLIENT_SETTINGS)}"
-        )
-    try:
-        checked = {
-            name: check_value(name, value, CLIENT_SETTINGS[name][0])
-            for name, value in settings.items()
-        }
-    except PresetError as exc:  # "parameter client.max_concurrency=0: ..."
-        raise PresetError(str(exc).replace("parameter ", "parameter client.", 1)) from None
-    if "execution" in checked:
+def check_client(settings: Mapping[str, Any], backend: str) -> None:
+    """What the ``client`` mapping's types do not say: an execution mode the backend sells, and
+    rate limits for known models."""
+    if "execution" in settings:
         try:
-            modes = normalise_execution(checked["execution"])
+            modes = normalise_execution(settings["execution"])
         except ValueError as exc:
             raise PresetError(f"parameter client.{exc}") from None
         refused = batch_refusal(backend)
         if "batch" in modes.values() and refused:
             raise PresetError(refused)
-    if "rate_limits" in checked:
-        declared = checked.get("model_capabilities") or {}
+    if "rate_limits" in settings:
+        declared = settings.get("model_capabilities") or {}
         try:
-            parse_rate_limits(checked["rate_limits"], known=lambda m: is_known(m, declared))
+            parse_rate_limits(settings["rate_limits"], known=lambda m: is_known(m, declared))
         except ValueError as exc:
             raise PresetError(f"parameter client.{exc}") from None
-    return checked
 
 
 def unknown_price_line(model: str, parameter: str) -> str:
@@ -625,21 +576,15 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
 def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
     """Everything a run needs, checked before anything is created or executed."""
     steps = selected_steps(preset, notebooks)
-    declared: dict[str, str] = {}
-    groups: dict[str, dict[str, Any]] = {}
-    for step in steps:
-        for name, info in notebook_parameters(notebooks[step]).items():
-            declared.setdefault(name, info["inferred_type_name"])
-        for name, default in settings_groups(notebooks[step]).items():
-            groups.setdefault(name, default)
+    model = parameters_model(tuple(notebooks[s] for s in steps), CHOICES, RANGES)
     for block in (preset.parameters, *preset.per_dataset.values()):
         check_secrets(block, preset.description)  # first: no later message may repeat a secret
     study = is_study(notebooks, steps)
     if study:
         check_datasets(preset)
-    check_block(preset.parameters, declared, groups)
+    check_block(preset.parameters, model)
     for values in preset.per_dataset.values():
-        check_block(values, declared, groups)
+        check_block(values, model)
     if study:
         check_prices(preset, notebooks, steps)
         check_execution(preset, notebooks, steps)
