@@ -21,7 +21,7 @@ from memcost.run.checks import (
     record_status,
 )
 from memcost.run.presets import PresetError, check_fraction
-from memcost.run.report.failures import failure_lines
+from memcost.run.report.page import failure_lines
 from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 
 

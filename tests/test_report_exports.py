@@ -8,7 +8,7 @@ import os
 import nbformat
 from nbconvert import HTMLExporter
 
-from memcost.run.report import executed
+from memcost.run.report import page as executed
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"

@@ -51,7 +51,7 @@ from memcost.run.checks import (
 )
 from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps, validate_run
 from memcost.run.report import write_report
-from memcost.run.report.executed import export_html
+from memcost.run.report.page import export_html
 
 # --- Which notebooks run ---------------------------------------------------------------------
 

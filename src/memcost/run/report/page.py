@@ -1,0 +1,318 @@
+"""The report's page: the template it is written into, the sections read straight from the
+run's files (the failures box, what ran, the executed notebooks, the files), and the HTML.
+
+``runs/<run>/report.md`` is ``assets/report.md.j2`` filled with the run's values: the sections
+computed from its tables (:mod:`headline`, :mod:`results`, :mod:`costs`, ...) arrive as
+Markdown blocks, the rest is written by the template from the manifest and the run directory.
+``report.html`` is the same page, self-contained (figures embedded), in ``assets/report.html.j2``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from memcost.io import atomic_path, write_text
+from memcost.paths import ASSETS_DIR, RunPaths
+from memcost.run.report.analyses import section_analyses
+from memcost.run.report.comparison import section_paper
+from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
+from memcost.run.report.headline import section_headline
+from memcost.run.report.markdown import md_table
+from memcost.run.report.results import section_accuracy, section_tokens
+from memcost.run.report.serving import section_serving
+from memcost.run.report.systems import section_memory_systems
+from memcost.run.report.view import RunView
+
+# The sections computed from the run's tables, by the name the template places them with.
+BLOCKS = {
+    "headline": section_headline,
+    "serving": section_serving,
+    "tokens": section_tokens,
+    "accuracy": section_accuracy,
+    "memory_systems": section_memory_systems,
+    "costs": section_costs,
+    "cost_model": section_cost_model,
+    "figure1": section_figure1,
+    "analyses": section_analyses,
+    "paper": section_paper,
+}
+
+
+@cache
+def templates() -> jinja2.Environment:
+    """The report's templates (``assets/report.*.j2``): Markdown, so nothing is escaped."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(ASSETS_DIR),
+        autoescape=False,  # noqa: S701 - Markdown, and the HTML body is markdown's own output
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["table"] = lambda rows, header: md_table(rows, header).rstrip("\n")
+    return env
+
+
+def render_markdown(run: RunPaths) -> str:
+    view = RunView.load(run)
+    text = (
+        templates()
+        .get_template("report.md.j2")
+        .render(
+            run_name=run.name,
+            failures=failure_lines(view.manifest),
+            blocks={name: _block(section(view)) for name, section in BLOCKS.items()},
+            offline=view.offline,
+            what_ran=what_ran(view),
+            notebooks=notebook_links(view),
+            files=run_files(view),
+        )
+    )
+    return text.rstrip() + "\n"
+
+
+def _block(lines: Sequence[str]) -> str:
+    """A section's lines as one Markdown block, ending in its blank line (or nothing)."""
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def failure_lines(manifest: dict[str, Any]) -> list[str]:
+    """One line per stage with failed items, and per notebook that did not finish."""
+    lines = []
+    for key, status in sorted((manifest.get("stage_status") or {}).items()):
+        if status.get("failed"):
+            why = f": {status['errors'][0]}" if status.get("errors") else ""
+            lines.append(
+                f"**{key}**: {status['status']}, {status['failed']} of "
+                f"{status['total']} {status['item']} failed{why}"
+            )
+    for key, entry in sorted((manifest.get("notebooks") or {}).items()):
+        if entry.get("status") not in (None, "ok"):
+            lines.append(f"**{key}**: notebook {entry['status']}")
+    return lines
+
+
+def what_ran(view: RunView) -> list[list[Any]]:
+    """The rows of "What ran": the run, preset, commit, notebooks, backend, versions, data."""
+    m = view.manifest
+    preset = m.get("preset") or {}
+    git = m.get("git") or {}
+    # Notebooks run by hand record their steps but no runner entry: count those instead.
+    notebooks = m.get("notebooks") or m.get("steps") or {}
+    wall = sum(float(v.get("wall_time_s") or 0) for v in notebooks.values())
+    failed = [k for k, v in notebooks.items() if v.get("status") not in (None, "ok", "finished")]
+    rows: list[list[Any]] = [
+        ["run", f"`{view.run.name}` ({view.run.root})"],
+        [
+            "preset",
+            f"{preset.get('name', '—')}: {preset.get('description', '')}".strip()
+            if preset
+            else "none: notebooks run by hand with their own defaults",
+        ],
+        [
+            "git commit",
+            f"{git.get('commit') or 'not a git checkout'}"
+            + (" (uncommitted changes)" if git.get("dirty") else ""),
+        ],
+        ["created / updated", f"{m.get('created_at', '—')} / {m.get('updated_at', '—')}"],
+        [
+            "notebooks",
+            f"{len(notebooks)} executed in {wall:,.0f} s"
+            + (f"; not finished: {', '.join(failed)}" if failed else ""),
+        ],
+        ["backend", ", ".join(view.backends) or "no model calls"],
+        ["vector store", _vector_stores(m)],
+        [
+            "python / tiktoken / faiss",
+            " / ".join(
+                str(x)
+                for x in (
+                    (m.get("tools") or {}).get("python"),
+                    (m.get("packages") or {}).get("tiktoken"),
+                    (m.get("packages") or {}).get("faiss-cpu"),
+                )
+            ),
+        ],
+    ]
+    rows.append(["packages", _environment(m.get("environment"))])
+    rows += [_data_row(ds) for ds in view.datasets]
+    models = models_used(view)
+    if models:
+        rows.append(["models", "; ".join(models)])
+    return rows
+
+
+def _environment(status: dict[str, Any] | None) -> str:
+    """The installed packages against the lock `make setup` installs from."""
+    if not status:
+        return "not compared with a lock (not run from a checkout)"
+    if status.get("matches"):
+        return f"every package at the version pinned in {status['lock']}"
+    differs = status.get("differs") or {}
+    parts = [
+        f"{name} {v['installed']} (pinned {v['locked']})" for name, v in list(differs.items())[:8]
+    ]
+    if len(differs) > 8:
+        parts.append(f"and {len(differs) - 8} more")
+    text = f"{len(differs)} differ from {status['lock']}" + (
+        f": {', '.join(parts)}" if parts else ""
+    )
+    extra = status.get("not_locked") or []
+    if extra:
+        more = "…" if len(extra) > 5 else ""
+        text += f"; {len(extra)} installed but not pinned ({', '.join(extra[:5])}{more})"
+    return text
+
+
+def _vector_stores(manifest: dict[str, Any]) -> str:
+    """The memory's stores (notebooks 01-02), each with its server's versions."""
+    stores = {
+        f"{v.get('vector_store')} {v.get('layout', '')}".strip()
+        + (
+            f" (PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, "
+            f"{(v.get('server') or {}).get('server', '')} server)"
+            if "pgvector" in v
+            else ""
+        )
+        for v in (manifest.get("vector_store") or {}).values()
+    }
+    return "; ".join(sorted(stores)) or "faiss per_user"
+
+
+def _data_row(ds: Any) -> list[Any]:
+    """One dataset: where it came from, its size and the digests of its files."""
+    selection = ds.provenance.get("selection") or {}
+    files = ds.provenance.get("files") or []
+    digest = ", ".join(f"{Path(f['path']).name} sha256 {f['sha256'][:12]}…" for f in files[:2])
+    origin = (
+        "bundled sample (invented text in the benchmark's schema)"
+        if ds.origin == "sample"
+        else ds.origin
+    )
+    return [
+        f"data: {ds.title}",
+        f"{origin} — {selection.get('conversations', '?')} conversations, "
+        f"{selection.get('questions', '?')} questions; {digest}",
+    ]
+
+
+def models_used(view: RunView) -> list[str]:
+    out: list[str] = []
+    seen = set()
+    for ds in view.datasets:
+        for step, keys in (
+            ("01_extract_facts", ("extraction_model", "extraction_reasoning_effort")),
+            ("02_answer_from_memory", ("reader_model", "reader_reasoning_effort")),
+            ("04_judge_answers", ("judge_model", "reasoning_effort")),
+        ):
+            params = ds.parameters.get(step) or {}
+            if keys[0] in params:
+                label = f"{step[3:].replace('_', ' ')}: {params[keys[0]]}"
+                if params.get(keys[1]):
+                    label += f" ({params[keys[1]]})"
+                if step == "04_judge_answers" and params.get("n_votes"):
+                    label += f", {params['n_votes']} votes"
+                if label not in seen:
+                    seen.add(label)
+                    out.append(label)
+        lc = ds.parameters.get("03_answer_long_context") or {}
+        for model in lc.get("models") or []:
+            label = f"long context: {model}"
+            if label not in seen:
+                seen.add(label)
+                out.append(label)
+    return out
+
+
+def run_files(view: RunView) -> list[list[str]]:
+    """The rows of "Files": what the run directory holds."""
+    root = view.run.root
+    items = [
+        ("manifest.json", "parameters, commit, versions, timings, data provenance"),
+        ("calls.sqlite", "one record per model call (the usage ledger)"),
+        ("tables/", "run-wide tables (costs, Tables 4-5)"),
+        ("figures/", "run-wide figures (Figure 1, cost figures)"),
+    ]
+    for ds in view.datasets:
+        items.append(
+            (
+                f"{ds.name}/",
+                "data, memory, answers, judgments, tables, figures, executed "
+                "notebooks of this dataset",
+            )
+        )
+    rows = [[f"`{name}`", what] for name, what in items if (root / name.rstrip("/")).exists()]
+    return rows
+
+
+def executed_notebooks(view: RunView) -> list[Path]:
+    root = view.run.root
+    found = sorted(root.glob("notebooks/*.ipynb")) + sorted(root.glob("*/notebooks/*.ipynb"))
+    return [p for p in found if not p.name.startswith(".")]
+
+
+def export_html(notebook: Path) -> Path | None:
+    """``x.ipynb`` → ``x.html`` beside it (nbconvert's HTML exporter, as ``jupyter nbconvert
+    --to html`` makes it); ``None`` when nbconvert cannot export it. An export newer than its
+    notebook is kept."""
+    target = notebook.with_suffix(".html")
+    if target.is_file() and target.stat().st_mtime >= notebook.stat().st_mtime:
+        return target
+    try:
+        import nbformat
+        from nbconvert import HTMLExporter
+
+        body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+    except Exception:  # noqa: BLE001 - a missing or broken exporter leaves the .ipynb link only
+        return None
+    with atomic_path(target) as tmp:  # a killed export leaves no torn file newer than its notebook
+        tmp.write_text(body, encoding="utf-8")
+    return target
+
+
+def notebook_links(view: RunView, *, export: bool = True) -> list[tuple[str, str | None]]:
+    """``(notebook, its HTML export or None)``, relative to the run directory."""
+    root = view.run.root
+    links = []
+    for path in executed_notebooks(view):
+        html = export_html(path) if export else None
+        shown = html.relative_to(root).as_posix() if html else None
+        links.append((path.relative_to(root).as_posix(), shown))
+    return links
+
+
+def render_html(markdown_text: str, root: Path) -> str:
+    """The Markdown as a self-contained HTML page (figures embedded, so it can be mailed)."""
+    import markdown as md
+
+    def embed(match: re.Match[str]) -> str:
+        alt, target = match.group(1), match.group(2)
+        path = root / target
+        if not path.is_file() or path.suffix.lower() != ".png":
+            return match.group(0)
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"![{alt}](data:image/png;base64,{data})"
+
+    embedded = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", embed, markdown_text)
+    title = markdown_text.splitlines()[0].lstrip("# ").replace("`", "").strip()
+    return (
+        templates()
+        .get_template("report.html.j2")
+        .render(title=html.escape(title), body=md.markdown(embedded, extensions=["tables"]))
+    )
+
+
+def write_report(run: RunPaths) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html`` into the run directory; return their paths."""
+    text = render_markdown(run)
+    write_text(run.report_md, text)
+    write_text(run.report_html, render_html(text, run.root))
+    return run.report_md, run.report_html
