@@ -11,7 +11,7 @@ rolling-window, no-context and oracle baselines, three judge votes, on
 
 For each notebook it prints the wall time, the peak memory of the kernels running while it ran
 (their proportional set sizes summed, sampled every second: two notebooks side by side are
-counted together, the pages they share with the fork server once) and, for the notebooks that
+counted together) and, for the notebooks that
 call models, the offline calls per second of each ledger stage. Targets (quiet 2-core machine):
 the full LoCoMo study in at most 60 s, the LongMemEval-S-scale study in at most 10 minutes and
 8 GB.
@@ -35,6 +35,7 @@ from pathlib import Path
 import psutil
 import yaml
 
+from memcost.calls import read_calls
 from memcost.paths import REPO_ROOT
 from memcost.run import run_preset
 
@@ -155,10 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(run: Path, sampler: MemorySampler, total: float) -> None:
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    stages: Counter[str] = Counter()
-    with (run / "calls.jsonl").open(encoding="utf-8") as ledger:
-        for line in ledger:
-            stages[json.loads(line)["stage"]] += 1
+    stages = Counter(record["stage"] for record in read_calls(run))
     print(f"{'notebook':<34} {'wall s':>8} {'peak PSS':>9}  calls per second")
     for name, entry in manifest["notebooks"].items():
         end = datetime.fromisoformat(entry["finished_at"]).timestamp()

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memcost.llm import ChatRequest, make_client, pacing
+from memcost.llm import ChatRequest, make_client, transport
 from memcost.paths import RunPaths
 from memcost.testing.openai_server import AccountLimits, FakeOpenAIServer
 
@@ -53,7 +53,7 @@ def requests(n: int, words: int, output: int, tag: str) -> list[ChatRequest]:
 
 
 def run_case(name: str, rpm: int, tpm: int, n: int, words: int, output: int) -> None:
-    pacing.WINDOW_S = MINUTE_S
+    transport.WINDOW_S = MINUTE_S
     limits = AccountLimits(window_s=MINUTE_S)
     limits.set(MODEL, rpm=rpm, tpm=tpm)
     with (

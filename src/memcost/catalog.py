@@ -117,10 +117,6 @@ class ModelInfo:
     def prompt_limit(self) -> int:
         return self.max_input_tokens or (self.context_window - self.max_output_tokens)
 
-    @property
-    def price_name(self) -> str:
-        return self.price_key or self.name
-
 
 # A request's timeout when ``request_timeout_s`` is 0 ("sized"): see :func:`request_timeout`.
 TIMEOUT_BASE_S = 60.0  # connecting, queueing and the first token
@@ -283,10 +279,6 @@ def slug(model: str) -> str:
     """A file-name-safe label: ``openai/gpt-oss-120b`` → ``gpt-oss-120b``,
     ``gpt-5-mini-2025-08-07`` → ``gpt-5-mini``. Used in answer-file and system names."""
     return re.sub(r"[^a-z0-9.]+", "-", canonical_name(model)).strip("-")
-
-
-def known_models() -> list[str]:
-    return sorted(REGISTRY)
 
 
 REGISTRY: dict[str, ModelInfo] = _load_models()

@@ -245,14 +245,3 @@ def read_jsonl(path: str | os.PathLike[str], *, missing_ok: bool = False) -> lis
                 continue
             raise ValueError(f"{path}: line {number} is not valid JSON: {exc.msg}") from None
     return records
-
-
-def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

@@ -157,19 +157,3 @@ SEEDS_PER_CELL = 8
 # The LoCoMo accuracy subset: 4 whole conversations, 665 questions without category 5.
 SUBSET_CONVERSATIONS = 4
 SUBSET_QUESTIONS = 665
-
-
-def ranges_table() -> pd.DataFrame:
-    """One row per baseline and quantity: the published low and high."""
-    rows = [
-        {"system": system, "quantity": name, "published_low": rng[0], "published_high": rng[1]}
-        for system, values in EXPONENTS.items()
-        for name, rng in values.items()
-        if rng
-    ]
-    rows += [
-        {"system": s, "quantity": "loocv_mape", "published_low": lo, "published_high": hi}
-        for s, (lo, hi) in MEMORY_LOOCV_MAPE.items()
-        if s != "hindsight"
-    ]
-    return pd.DataFrame(rows)

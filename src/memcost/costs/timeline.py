@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -162,21 +162,6 @@ def dataset_gaps(conversations: pd.DataFrame, questions: pd.DataFrame | None = N
     return out
 
 
-def gap_summary(gaps: dict) -> pd.DataFrame:
-    """Per user: number of gaps and their median, min and max in hours."""
-    rows = [
-        {
-            "conversation_id": user,
-            "gaps": len(g),
-            "median_gap_hours": float(np.median(g)) / 3600 if len(g) else np.nan,
-            "min_gap_hours": float(np.min(g)) / 3600 if len(g) else np.nan,
-            "max_gap_hours": float(np.max(g)) / 3600 if len(g) else np.nan,
-        }
-        for user, g in gaps.items()
-    ]
-    return pd.DataFrame(rows)
-
-
 PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implied by Tables 4-5
 PAPER_QUESTION_TOKENS = 0.0  # §8: Tables 4-5 bill the whole prompt as cached from turn 2
 PAPER_WRITE_USD_PER_TOKEN = 4.296e-7  # §8: Table 5 write column ÷ L (extraction + embeddings)
@@ -198,9 +183,6 @@ class LongContext:
     @classmethod
     def on(cls, price: Price, policy: str, **values: Any) -> LongContext:
         return cls(price=price, retention=retention_for(price, policy), **values)
-
-    def with_policy(self, policy: str) -> LongContext:
-        return replace(self, retention=retention_for(self.price, policy))
 
 
 @dataclass(frozen=True)

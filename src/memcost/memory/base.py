@@ -20,6 +20,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -52,7 +53,7 @@ class Recall:
     def tokens(self) -> int:
         return int(self.items["tokens"].sum()) if len(self.items) else 0
 
-    @property
+    @cached_property  # read three times per question: renamed once
     def facts(self) -> pd.DataFrame:
         """The items as the reader and evidence recall read them (``text``,
         ``session_datetime``, ``source_positions``)."""

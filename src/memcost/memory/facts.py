@@ -18,7 +18,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memcost.data.benchmark import read_prepared
 from memcost.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
 from memcost.memory.faiss_store import user_stem
 from memcost.paths import DatasetPaths
@@ -258,11 +257,6 @@ def load_facts(ds: DatasetPaths) -> pd.DataFrame:
 def load_updates(ds: DatasetPaths) -> pd.DataFrame:
     """:func:`read_updates` (the name notebooks use)."""
     return read_updates(ds)
-
-
-def read_inputs(ds: DatasetPaths) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Notebook 00's ``conversations`` and ``questions``; missing: an error naming notebook 00."""
-    return read_prepared(ds)
 
 
 def memory_users(conversations: pd.DataFrame, questions: pd.DataFrame | None) -> list[str]:

@@ -107,12 +107,6 @@ class UserFacts:
         return x[[where[f] for f in self.table["fact_id"]]]
 
 
-def user_tables(facts: pd.DataFrame, users: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """Each user's active facts, in ``facts.parquet`` order (empty tables for users without)."""
-    groups, empty = _active_groups(facts)
-    return {u: groups.get(u, empty).reset_index(drop=True) for u in users}
-
-
 def _active_groups(facts: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """Every user's active facts, grouped in one pass, and the empty table of a user without."""
     active = facts.loc[facts["status"] == "active"]

@@ -45,7 +45,7 @@ from memcost.params import (
     notebook_defaults,
     notebook_parameters,
 )
-from memcost.paths import PARAMS_DIR, DatasetPaths, RunPaths
+from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, DatasetPaths, RunPaths
 from memcost.run.presets import Preset, PresetError, selected_steps
 
 
@@ -84,6 +84,12 @@ def uses_paid_backend(params: Mapping[str, Any]) -> bool:
     return bool(backends - {"offline"})
 
 
+def _cell_default(name: str) -> Any:
+    """A shared parameter's default, as notebook 01's parameters cell declares it (a test holds
+    every model-calling notebook to one default)."""
+    return notebook_defaults(NOTEBOOKS_DIR / "01_extract_facts.ipynb").get(name)
+
+
 def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None = None) -> None:
     """After notebook 00 (free): print what the rest of the run (its ``steps``) will cost and
     stop before any paid call when that exceeds ``max_cost_usd``."""
@@ -104,7 +110,8 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
         return
     write_csv(run.table.estimate_before_run, estimate)
     paid = any(uses_paid_backend(params) for _, params in prepared.values())
-    budget = preset.parameters.get("max_cost_usd", 50.0)
+    # the budget the notebooks will hold: the preset's, else their parameters cell's default
+    budget = preset.parameters.get("max_cost_usd", _cell_default("max_cost_usd"))
     print("\n" + summary_text(estimate, max_cost_usd=budget if paid else None), flush=True)
     if not paid:
         print(
@@ -437,11 +444,3 @@ def check_failures(statuses: Sequence[StageStatus], allow_failures: float) -> No
     over = [s for s in statuses if s.failed and s.fraction > allow_failures]
     if over:
         raise StageFailures(over, allow_failures)
-
-
-def read_statuses(run: RunPaths) -> list[dict[str, Any]]:
-    """The statuses recorded in the manifest, one per dataset and notebook."""
-    if not run.manifest.is_file():
-        return []
-    recorded = read_json(run.manifest).get("stage_status") or {}
-    return [{"key": key, **value} for key, value in sorted(recorded.items())]

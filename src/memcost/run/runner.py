@@ -391,20 +391,6 @@ def hold_run(root: str | os.PathLike[str]) -> Iterator[None]:
         lock.release()
 
 
-def is_held(root: str | os.PathLike[str]) -> bool:
-    """Whether a process holds the run directory's lock now (a run is writing it)."""
-    path = Path(root) / LOCK_NAME
-    if not path.is_file():
-        return False
-    lock = FileLock(path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return True
-    lock.release()
-    return False
-
-
 # --- The run ---------------------------------------------------------------------------------
 
 
