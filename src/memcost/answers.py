@@ -43,7 +43,7 @@ REQUIRED_FIELDS = (
     "error",
 )
 SYSTEM_KINDS = ("memory", "long_context", "rolling_window", "no_context", "oracle")
-# ``memory`` (the paper's), ``memory_<architecture>`` (memcost.systems), ``<kind>_<model>``
+# ``memory`` (the paper's), ``memory_<architecture>`` (memcost.memory), ``<kind>_<model>``
 _SYSTEM_RE = re.compile(
     r"^(memory(_[a-z0-9]+)?|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$"
 )

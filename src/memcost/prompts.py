@@ -302,7 +302,7 @@ MEMORY_READ = register(
 )
 
 
-# --- The other memory systems (notebook 01, memcost.systems) ----------------------------------
+# --- The other memory systems (notebook 01, memcost.memory) -----------------------------------
 # Mem0^g (Mem0's paper): an entity extractor and a relationship generator per segment; the
 # generator also says which stored relation a new one supersedes (marked invalid, not deleted).
 

@@ -174,7 +174,7 @@ def store_items(system: MemorySystem, user: str) -> pd.DataFrame:
     return read_user(system_dir(system.ds, system.name), user)[0]
 
 
-# Filled as the system modules are imported (memcost.systems imports this package's own).
+# Filled as the system modules are imported (memcost.memory imports each of them).
 _REGISTRY: dict[str, type[MemorySystem]] = {}
 
 

@@ -242,7 +242,7 @@ def reader_request(
     system: str = SYSTEM,
 ) -> ChatRequest:
     """The reader call for one question (``payload`` feeds the offline reader); ``system`` is
-    the memory system whose items it reads (:mod:`memcost.systems`; the paper's: ``memory``).
+    the memory system whose items it reads (:mod:`memcost.memory`; the paper's: ``memory``).
 
     In ``multiple_choice`` mode a question with options (PersonaMem) lists them in the order
     :func:`memcost.answers.multiple_choice` fixes and asks for a letter, as the judge expects.

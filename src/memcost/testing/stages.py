@@ -47,7 +47,7 @@ from memcost.testing.openai_server import Action, FakeOpenAIServer, default_resp
 from memcost.text import content_words, split_sentences, words
 
 EXTRACT, UPDATE, READ, LONG_CONTEXT, JUDGE = "extract", "update", "read", "long_context", "judge"
-# The other memory systems' write calls (memcost.systems): graph memory's two, and the summary.
+# The other memory systems' write calls (memcost.memory): graph memory's two, and the summary.
 ENTITIES, RELATIONS, SUMMARY = "graph_entities", "graph_relations", "summary"
 OBSERVER, REFLECTOR = "observer", "reflector"  # observational memory (both studies)
 JSON_STAGES = frozenset({EXTRACT, UPDATE, JUDGE, ENTITIES, RELATIONS})
