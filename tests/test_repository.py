@@ -149,3 +149,20 @@ def test_the_pgvector_store_defaults_to_the_layout_that_returns_top_k_at_any_sca
         assert notebook_defaults(NOTEBOOKS_DIR / f"{stem}.ipynb")["pgvector_layout"] == "per_user"
     for function in (open_run_store, open_store):
         assert inspect.signature(function).parameters["layout"].default == "per_user"
+
+
+def test_what_a_user_reads_cites_the_papers_sections_not_a_private_note():
+    """Citations name the paper's sections and tables ("paper §3.5", "Table 4") or the serving
+    study's ("Total Recall §3"): a "study §8" points into a note the user does not have."""
+    from memcost.paths import REPO_ROOT
+
+    readable = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    readable += [*(REPO_ROOT / "src").rglob("*.py"), *(REPO_ROOT / "src").rglob("*.j2")]
+    readable += [*NOTEBOOKS_DIR.glob("*.ipynb"), *PARAMS_DIR.glob("*.yaml")]
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{number}"
+        for path in readable
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "study §" in line
+    ]
+    assert len(readable) > 100 and not found, found

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-# The paper's models (study §2-§4), by the snapshot the paper used where it names one.
+# The paper's models (paper §3.1-§3.4), by the snapshot the paper used where it names one.
 EXTRACTION_MODEL = "gpt-5-nano-2025-08-07"  # §3.1: fact extraction, reasoning_effort=low
 # §3.1: answers from retrieved facts, reasoning_effort=medium
 READER_MODEL = "gpt-5-mini-2025-08-07"
@@ -20,7 +20,7 @@ LONG_CONTEXT_MODELS = ("gpt-5-mini-2025-08-07", "openai/gpt-oss-120b")  # §3.2
 JUDGE_MODEL = "gpt-5-mini-2025-08-07"  # §3.4: reasoning_effort=high, three votes
 EMBEDDING_MODEL = "text-embedding-3-small"  # §3.1: 1,536 dimensions
 
-# The paper's settings, by notebook and parameter name (study §3). The notebooks' parameter
+# The paper's settings, by notebook and parameter name (paper §3). The notebooks' parameter
 # defaults, the paper presets and the report's comparability check must agree with these; a
 # test reads all of them.
 PAPER_SETTINGS: dict[str, dict[str, object]] = {

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-# study §3.3: the paper's three, then an extension. The paper's "PersonaMem v2" rows are
+# paper §3.3: the paper's three, then an extension. The paper's "PersonaMem v2" rows are
 # PersonaMem's 32k split (their counts match it); the PersonaMem-v2 release is personamem_v2.
 DATASETS: tuple[str, ...] = ("locomo", "longmemeval", "personamem", "personamem_v2")
 PAPER_DATASETS: tuple[str, ...] = ("locomo", "longmemeval", "personamem")

@@ -2,7 +2,7 @@
 
 A prompt's ``version`` changes whenever its text changes, and every ledger record and output row
 carries it, so results produced with different wordings are never mixed up. Prompts are written
-for this repository, following the paper's description of each stage (study §2-§4).
+for this repository, following the paper's description of each stage (paper §3.1-§3.4).
 
 Templates use ``str.format`` fields; :meth:`Prompt.messages` fills them and returns the chat
 messages in the order the API receives them.
@@ -83,9 +83,10 @@ JSON_REASK = register(
 )
 
 
-# --- Judge (notebook 04, study §3.4) -----------------------------------------------------------
+# --- Judge (notebook 04, paper §3.4) -----------------------------------------------------------
 # One main prompt and two variants that differ only in how generous the grading rules are, so
-# the judge-sensitivity table shows how much of an accuracy gap is the judge's (study §10).
+# the judge-sensitivity table shows how much of an accuracy gap is the judge's (the same
+# published LoCoMo answers are reported to score very differently under lenient and strict judges).
 # ``{instructions}`` is the dataset- and question-type-specific block from memcost.judge;
 # ``{reference_label}`` names what the reference is (a gold answer, a rubric, an explanation).
 _JUDGE_SYSTEM = (
@@ -164,7 +165,7 @@ JUDGE_STRICT = register(
 )
 JUDGE_PROMPTS = ("judge", "judge_lenient", "judge_strict")
 
-# --- Long-context answering (notebook 03, study §3.2) ----------------------------------------
+# --- Long-context answering (notebook 03, paper §3.2) ----------------------------------------
 # One prompt for the whole history and for its variants (rolling window, no context, oracle):
 # only the history part changes. The history comes first and the question last, so that every
 # question about the same conversation shares one byte-identical prefix (system message, the
@@ -215,7 +216,7 @@ LONG_CONTEXT_OPTIONS = (
     "e.g. (A) ...\n"
 )
 
-# --- Memory: fact extraction, update phase, reader (study §2; paper §3.1) ---------------------
+# --- Memory: fact extraction, update phase, reader (paper §3.1) ---------------------
 # The system messages carry no fields, so every request of a stage starts with the same prefix
 # (what a provider's prompt cache can reuse); the per-call material goes in the user message.
 

@@ -116,7 +116,7 @@ def break_even_brute_force(model: CostModel, max_turns: int = 10_000) -> int | N
 
 @dataclass(frozen=True)
 class CostConstants:
-    """How the four costs scale with the context length ``L`` (study §8).
+    """How the four costs scale with the context length ``L`` (paper §3.5).
 
     ``C_write = write_usd_per_token·L``; ``C_read = read_usd``;
     ``C_first = (L·input + out·output)/1e6``;
@@ -167,7 +167,7 @@ class CostConstants:
         return replace(self, **values)
 
 
-# gpt-5-mini list prices of study §8; repeated here so the paper's constants do not move when
+# gpt-5-mini list prices of paper §3.5; repeated here so the paper's constants do not move when
 # the price table is updated for a later date (tests check the two agree for the paper's date).
 PAPER_CONSTANTS = CostConstants(
     write_usd_per_token=4.296e-7,  # Table 5 write column ÷ L (text: $0.0435 per conversation)

@@ -371,7 +371,7 @@ def session_header(number: int, when: str | None) -> str:
 
 
 def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
-    """One user's history as the long-context baseline sends it (study §3.2): sessions in
+    """One user's history as the long-context baseline sends it (paper §3.2): sessions in
     order, each headed by its date and time, each turn ``Speaker: text``; a shared image is
     described as ``[shares a photo: <caption>]`` after the text.
 

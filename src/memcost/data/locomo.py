@@ -38,7 +38,7 @@ from memcost.data.benchmark import (
 from memcost.data.sources import DataSource, read_raw
 from memcost.paths import DataError
 
-# LoCoMo's own evaluation code numbers the categories this way (study §5, §10). Other papers
+# LoCoMo's own evaluation code numbers the categories this way (paper §3.3). Other papers
 # label them differently; the published counts below are the check that the mapping is right.
 LOCOMO_CATEGORIES: dict[int, str] = {
     1: "multi_hop",
@@ -256,7 +256,7 @@ def _locomo_question(item: Any, k: int, sample_id: str, path: Path, where: str, 
 def _check_locomo_counts(
     questions: pd.DataFrame, n_samples: int, data: BenchmarkData
 ) -> dict[str, Any]:
-    """On the full file, the category counts must be the published ones (study §10: label
+    """On the full file, the category counts must be the published ones (label
     mix-ups are the most common error in published LoCoMo numbers)."""
     found = {int(k): int(v) for k, v in Counter(questions["category_id"].tolist()).items()}
     result: dict[str, Any] = {

@@ -53,7 +53,7 @@ TABLE2_NOTE = (
 
 
 def table_text(conversation: pd.DataFrame) -> str:
-    """The text Table 1 counts (study §5): utterance texts joined by newlines, in order; no
+    """The text Table 1 counts (paper §3.3): utterance texts joined by newlines, in order; no
     speakers, no dates."""
     ordered = in_order(conversation)
     return "\n".join(ordered["text"].tolist())

@@ -272,7 +272,8 @@ def answer_length_table(
 
     ``auc_longer_correct`` is the probability that a randomly chosen correct answer is longer
     than a randomly chosen wrong one (0.5: length says nothing). Lenient judges reward verbose
-    answers, so a system that wins mostly by writing more shows up here (study §10).
+    answers (as the benchmarks' users report), so a system that wins mostly by writing more
+    shows up here.
     """
     outcomes = question_outcomes(primary(judgments))
     rows = []

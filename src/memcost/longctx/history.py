@@ -197,7 +197,7 @@ KINDS = ("long_context", "rolling_window", "no_context", "oracle")
 BASELINES = ("rolling_window", "no_context", "oracle")
 OVERFLOW_MODES = ("error", "truncate_oldest")
 
-# The paper's generation settings (study §3.2), by model family. GPT-5 models take a reasoning
+# The paper's generation settings (paper §3.2), by model family. GPT-5 models take a reasoning
 # effort and no temperature; GPT-OSS-120B was run at temperature 0 with at most 2,000 tokens.
 PAPER_GENERATION: dict[str, dict[str, Any]] = {
     "gpt-5": {"reasoning_effort": "low"},

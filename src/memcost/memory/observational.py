@@ -41,7 +41,7 @@ from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
 from memcost.text import count_tokens
 
-OBSERVER_TOKENS = 30_000  # serving study §3: un-observed message tokens that start the observer
+OBSERVER_TOKENS = 30_000  # Total Recall §3: un-observed message tokens that start the observer
 REFLECTOR_TOKENS = 40_000  # ... observation tokens that start the reflector
 TOP_K = 1  # ... observations retrieved
 

@@ -1,4 +1,4 @@
-"""The serving study's analysis (study §4): cost models, break-even, accuracy, tables.
+"""The serving study's analysis (Total Recall §4): cost models, break-even, accuracy, tables.
 
 The cost of a served system per turn is fitted (with held-out error and a whole-run bootstrap,
 Table 1); the sustained break-even of a memory system against full history follows (Figure 2,

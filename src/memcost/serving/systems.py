@@ -422,8 +422,8 @@ SERVED = {
 
 
 def served_settings(name: str, config: ServingConfig, model: str, effort: str) -> dict[str, Any]:
-    """The main-study system's settings that the serving study sets (study §3): its top-k, its
-    gates, and the served model for its own calls (offline: the system's default)."""
+    """The main-study system's settings that the serving study sets (Total Recall §3): its
+    top-k, its gates, and the served model for its own calls (offline: the system's default)."""
     spec = SERVED[name]
     settings = {key: getattr(config, study) for key, study in spec.settings.items()}
     settings.update(spec.fixed)

@@ -2,7 +2,7 @@
 
 A seeded two-person conversation per cell of the grid (N turns, mean L tokens per message), and
 the four whole LoCoMo conversations that look like the full set, whose judged accuracy feeds
-cost per accuracy (study §3).
+cost per accuracy (Total Recall §3).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from scipy.spatial.distance import jensenshannon
 from memcost.io import write_parquet
 from memcost.text import count_tokens, decode, encode
 
-BLOCK_TURNS = 20  # turns generated at a time (study §3)
+BLOCK_TURNS = 20  # turns generated at a time (Total Recall §3)
 BAND_LOW, BAND_HIGH = 0.85, 1.15  # length control: pad below 0.85·L, cut above 1.15·L
 WORKLOAD_COLUMNS = ("turn", "speaker", "text", "tokens", "line_tokens", "facts", "length_action")
 

@@ -91,7 +91,7 @@ def section_cost_model(view: RunView) -> list[str]:
         )
     )
     lines += [
-        f"Cost model constants: **{model}** (study §8: `C_LC(N) = C_first + (N−1)·C_cached`, "
+        f"Cost model constants: **{model}** (paper §3.5: `C_LC(N) = C_first + (N−1)·C_cached`, "
         f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}",
         "",
     ]

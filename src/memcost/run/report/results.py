@@ -41,7 +41,7 @@ def section_tokens(view: RunView) -> list[str]:
             "",
         ]
     lines += [
-        "Counting conventions (study §5): utterance texts joined by newlines, bare question "
+        "Counting conventions (paper §3.3): utterance texts joined by newlines, bare question "
         "text, upper median, mean rounded half up. The paper's rows are its Tables 1-2, "
         "over the whole datasets; whether this run's are comparable is in *Paper vs this "
         "run* below.",
