@@ -13,7 +13,7 @@ from memcost import paper
 from memcost.catalog import stand_ins
 from memcost.io import write_csv
 from memcost.paper import JUDGE_MODEL
-from memcost.params import client_option, normalise_execution
+from memcost.params import backend_of, client_option, normalise_execution
 from memcost.paths import PERSONAMEM_NAME_NOTE
 from memcost.run.report.markdown import md_table, usd
 from memcost.run.report.markdown import number as plain_number
@@ -45,7 +45,7 @@ class Comparison:
         return [
             self.section,
             self.quantity,
-            _plain(self.paper, money),
+            _quoted(self.paper, money),
             _plain(self.run, money),
             verdict,
             self.why,
@@ -62,6 +62,13 @@ def _plain(value: Any, money: bool) -> str:
     if money:
         return usd(value)
     return plain_number(float(value))
+
+
+def _quoted(value: Any, money: bool) -> str:
+    """A paper's number as the paper prints it (92.85, not 92.8); dollars as :func:`usd`."""
+    if money or not isinstance(value, float) or math.isnan(value):
+        return _plain(value, money)
+    return f"{int(value):,}" if value.is_integer() else format(value, ",")
 
 
 def _matches(published: Any, ours: Any) -> bool:
@@ -110,14 +117,13 @@ def paper_vs_run(view: RunView) -> list[Comparison]:
         for system in PAPER_SYSTEMS:
             ours = None
             if table is not None and system in set(table["system"]):
-                ours = round(
-                    100 * float(table.set_index("system").loc[system, "strict_accuracy"]), 1
-                )
+                strict = float(table.set_index("system").loc[system, "strict_accuracy"])
+                ours = f"{100 * strict:.2f}"  # at the paper's precision (92.85)
             rows.append(
                 Comparison(
                     "Table 3",
                     f"{DATASET_NAMES[name]} {system} accuracy %",
-                    paper.TABLE3[name][system],
+                    f"{paper.TABLE3[name][system]:.2f}",  # as the paper prints Table 3
                     ours,
                     comparable,
                     why,
@@ -281,11 +287,14 @@ def _judge_line(view: RunView) -> str:
     for ds in view.datasets:
         p = ds.parameters
         mode = normalise_execution(client_option(p, "execution"))["judge"]
-        said.append(
-            f"{ds.name}: {p.get('judge_model') or JUDGE_MODEL} at reasoning effort "
-            f"{p.get('reasoning_effort') or 'high'}, {p.get('n_votes') or 3} votes, "
-            f"{mode}"
+        model = p.get("judge_model") or JUDGE_MODEL
+        judged_by = (  # an offline vote is a word-overlap rule's: never a model's name on it
+            "the offline lexical judge (a word-overlap rule, not an LLM, in the configured "
+            "judge's place)"
+            if backend_of(model, p) == "offline"
+            else f"{model} at reasoning effort {p.get('reasoning_effort') or 'high'}"
         )
+        said.append(f"{ds.name}: {judged_by}, {p.get('n_votes') or 3} votes, {mode}")
     return (
         "Judge (the paper's: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, "
         "interactive; a batched judge gets the same requests, answered within 24 hours): "

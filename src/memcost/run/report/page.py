@@ -146,7 +146,11 @@ def what_ran(view: RunView) -> list[list[Any]]:
     rows += [_data_row(ds) for ds in view.datasets]
     models = models_used(view)
     if models:
-        rows.append(["models", "; ".join(models)])
+        # offline, these models answered nothing: they are what the run is priced as
+        what = (
+            "models (configured and priced; offline methods answered)" if view.offline else "models"
+        )
+        rows.append([what, "; ".join(models)])
     return rows
 
 
