@@ -360,3 +360,60 @@ def test_locomo_category_counts_checked_on_full_file(tmp_path):
         loaded = load_locomo(bad)
     assert loaded.checks["locomo_category_counts"]["ok"] is False
     assert any("expected  282, found  841" in note for note in loaded.notes)
+
+
+def test_personamem_as_published_mixed_options_and_repeated_personas(tmp_path):
+    """The published questions_32k.csv writes all_options as JSON in some rows and as a Python
+    literal in others, and a shared context repeats "Current user persona" system messages where
+    the persona changes: both formats load alike, system messages are not dialogue, and a file
+    other than the pinned one loads with one line naming both hashes."""
+    import csv
+    import json as _json
+
+    root = tmp_path / "personamem"
+    root.mkdir()
+    persona = {"role": "system", "content": "Current user persona: a teacher."}
+    update = {"role": "system", "content": "Current user persona: a teacher who now runs."}
+    dialogue = [
+        {"role": "user", "content": "I started running on Sundays."},
+        {"role": "assistant", "content": "Great, how far do you go?"},
+    ]
+    context = [persona, *dialogue, update, *dialogue]
+    (root / "shared_contexts_32k.jsonl").write_text(_json.dumps({"ctx": context}) + "\n")
+    options = ["(a) Run a 5k.", "(b) Sleep in.", "(c) Knit.", "(d) Bake."]
+    rows = [
+        {"question_id": "q-json", "all_options": _json.dumps(options)},
+        {"question_id": "q-literal", "all_options": repr(options)},  # single quotes
+    ]
+    header = [
+        "persona_id", "question_id", "question_type", "topic", "context_length_in_tokens",
+        "context_length_in_letters", "distance_to_ref_in_blocks", "distance_to_ref_in_tokens",
+        "num_irrelevant_tokens", "distance_to_ref_proportion_in_context",
+        "user_question_or_message", "correct_answer", "all_options", "shared_context_id",
+        "end_index_in_shared_context",
+    ]  # fmt: skip
+    with open(root / PERSONAMEM_QUESTIONS, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(
+                {
+                    **dict.fromkeys(header, "1"),
+                    **row,
+                    "question_type": "recall_user_shared_facts",
+                    "user_question_or_message": "What should I do on Sunday?",
+                    "correct_answer": "(a)",
+                    "shared_context_id": "ctx",
+                    "end_index_in_shared_context": str(len(context)),
+                }
+            )
+    loaded = data.load(data.resolve_source("personamem", root))
+    questions = loaded.questions.set_index("question_id")
+    assert list(questions.loc["q-json", "options"]) == list(questions.loc["q-literal", "options"])
+    assert list(questions.loc["q-literal", "options"])[0] == "Run a 5k."
+    assert loaded.conversations["role"].tolist() == ["user", "assistant"] * 2  # no persona
+    assert len(loaded.notes) == 1
+    note = loaded.notes[0]
+    assert (
+        note.startswith(f"{PERSONAMEM_QUESTIONS}: sha256 ") and "is not the pinned cccd34cf" in note
+    )

@@ -38,6 +38,8 @@ from memcost.data.benchmark import (
 )
 from memcost.data.sources import (
     PERSONAMEM_CONTEXTS,
+    PERSONAMEM_QUESTIONS,
+    PERSONAMEM_QUESTIONS_SHA256,
     PERSONAMEM_V2_CSV,
     PERSONAMEM_V2_HISTORY_DIR,
     DataSource,
@@ -128,12 +130,26 @@ def load_personamem(source: DataSource | Path) -> BenchmarkData:
         questions=frame(questions.columns, QUESTION_SCHEMA),
         source=source,
         files=files,
+        notes=_hash_notes(source, files),
         checks={
             "shared_contexts": len({c.rpartition("@")[0] for c in written}),
             "conversations": len(written),
             "questions": len(rows),
         },
     )
+
+
+def _hash_notes(source: DataSource, files: list[RawFile]) -> list[str]:
+    """One line when the questions file is not the pinned one: public copies differ byte for
+    byte, so it loads, and the manifest and the report record the hash it had."""
+    read = next((f.sha256 for f in files if f.path.endswith(PERSONAMEM_QUESTIONS)), None)
+    if source.origin == "sample" or read in (None, PERSONAMEM_QUESTIONS_SHA256):
+        return []
+    return [
+        f"{PERSONAMEM_QUESTIONS}: sha256 {read} is not the pinned "
+        f"{PERSONAMEM_QUESTIONS_SHA256} (public copies differ byte for byte); loaded, and this "
+        "hash is recorded"
+    ]
 
 
 def _read_questions(path: Path, files: list[RawFile]) -> list[dict[str, str]]:
@@ -210,18 +226,17 @@ def _end_index(row: dict[str, str], length: int, where: str) -> int:
 
 def _options(row: dict[str, str], where: str) -> tuple[list[str], str, str]:
     """``(options with the correct one first, the correct option's text, its letter)``."""
-    try:
-        listed = json.loads(row["all_options"])
-    except json.JSONDecodeError:
-        listed = None
+    # The published file writes the list as JSON in some rows and as a Python literal (single
+    # quotes) in others: both are the same four options.
+    listed = _parse_literal(row["all_options"])
     letters = [
         m.group(1) if isinstance(o, str) and (m := _OPTION.match(o)) else None
         for o in (listed if isinstance(listed, list) else [])
     ]
     if not isinstance(listed, list) or letters != list("abcd"):
         raise DataError(
-            f"{where}: field all_options: expected a JSON list of four strings "
-            f"beginning (a) .. (d) , got {short(row['all_options'])}"
+            f"{where}: field all_options: expected a list (JSON or a Python literal) of four "
+            f"strings beginning (a) .. (d), got {short(row['all_options'])}"
         )
     correct = _LETTER.match(row["correct_answer"].strip())
     if correct is None:
@@ -245,9 +260,12 @@ def _category_id(row: dict[str, str], where: str) -> int:
 
 
 def _add_turns(turns: Rows, conversation_id: str, messages: list[dict[str, Any]]) -> None:
-    """The conversation's dialogue: every message but the opening persona message."""
-    start = 1 if messages and messages[0]["role"] == "system" else 0
-    for position, message in enumerate(messages[start:]):
+    """The conversation's dialogue: its user and assistant messages. The system messages are
+    not dialogue: the opening persona, and the "Current user persona: ..." messages a shared
+    context repeats where its persona changes (counted, they put Table 1 3-4% above the
+    paper's; without them it is within 0.7%)."""
+    dialogue = [m for m in messages if m["role"] != "system"]
+    for position, message in enumerate(dialogue):
         turns.add(
             conversation_id=conversation_id,
             session_index=0,
