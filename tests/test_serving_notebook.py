@@ -58,6 +58,22 @@ def test_it_writes_the_turn_rows_tables_and_figures(executed):
         assert (tables / f"{name}.csv").stat().st_size > 50, name
     for name in ("figure2_cumulative_cost", "residuals_per_cell", "cost_per_turn"):
         assert (executed / "serving" / "figures" / f"{name}.png").stat().st_size > 10_000
+
+
+def test_the_memory_systems_held_out_errors_are_set_against_the_studys_ranges(executed):
+    """The sentence is computed from the table, with the study's ranges as it prints them."""
+    versus = pd.read_csv(executed / "serving" / "tables" / "table1_vs_study.csv")
+    mem0 = versus[(versus["system"] == "mem0") & (versus["quantity"] == "loocv_mape")].iloc[0]
+    assert mem0["published"] == "18.4–22.2"
+    notebook = json.loads((executed / "notebooks" / "06_serving_cost_study.ipynb").read_text())
+    printed = "".join(
+        "".join(output.get("text", ""))
+        for cell in notebook["cells"]
+        for output in cell.get("outputs", [])
+    )
+    where = "inside" if 18.4 <= round(mem0["measured"], 3) <= 22.2 else "outside"
+    line = f"mem0 ({mem0['model']}): held-out error {mem0['measured']:.1f}%, {where} the study's"
+    assert f"{line} 18.4–22.2%" in printed
     workloads = sorted(p.name for p in (executed / "serving" / "workloads").iterdir())
     assert "template_n40_l80_s1.parquet" in workloads
 
