@@ -12,9 +12,7 @@ PRESET        ?= smoke
 RUN_NAME      ?=
 # Test processes (pytest-xdist): the test files are spread over 2 processes by default, one per
 # core (module fixtures still run once per file; the session's smoke run is shared through a
-# file lock); TEST_WORKERS=0 runs the suite in one process. Files are handed out by their
-# number of tests, most first: with kernels that start in a third of a second this kept both
-# processes busier (205 s against 220-230 s) than handing the longest notebook runs out first.
+# file lock); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS  ?= 2
 PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
@@ -49,7 +47,7 @@ $(STAMP): pyproject.toml $(LOCK)
 
 # The cognee memory system's library lives in an environment of its own: cognee 1.6 requires
 # pandas < 3, which .venv does not hold, and brings 1.6 GB of its own. The notebooks run it as a
-# child process (memcost.systems.cognee_worker); nothing of memcost is installed there.
+# child process (memcost.memory.cognee_worker); nothing of memcost is installed there.
 COGNEE_VENV   := .venv-cognee
 COGNEE_STAMP  := $(COGNEE_VENV)/.installed
 COGNEE_PIN    := cognee==1.6.5
