@@ -189,14 +189,14 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     ) in results
     # the comparable numbers (Tables 4-5, all 26 matching) one line per source, no row each;
     # the others counted by reason, and every row in tables/paper_vs_run.csv
-    assert "- **Table 4**: 10 of 10 comparable numbers match" in text
+    assert "- **Table 4**: 12 of 12 comparable numbers match" in text  # its Result column too
     assert "- **Table 5**: 16 of 16 comparable numbers match" in text
     assert not [line for line in text.splitlines() if line.startswith("| Table 4 |")]
     assert (
-        "- 53 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data (invented)" in text
+        "- 61 (Table 1, Table 2, Table 3, §4.2 LongMemEval): bundled sample data (invented)" in text
     )
     every = pd.read_csv(smoke.tables / "paper_vs_run.csv")
-    assert len(every) == 79 and set(every["source"]) >= {"Table 1", "Table 3", "§4.2 LongMemEval"}
+    assert len(every) == 89 and set(every["source"]) >= {"Table 1", "Table 3", "§4.2 LongMemEval"}
     every = pd.read_csv(smoke.tables / "paper_vs_run.csv", dtype=str)
     by_quantity = every.set_index("quantity")
     # Table 3 quoted at the paper's precision, this run's strict accuracy beside it alike
@@ -204,6 +204,15 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert by_quantity.loc["LoCoMo long_context_gpt-5-mini accuracy %", "paper"] == "92.85"
     assert by_quantity.loc["LongMemEval memory accuracy %", "paper"] == "49.00"
     assert by_quantity.loc["LoCoMo memory accuracy %", "comparable"] == "no"
+    # every number of the text: the gaps in points, §4.2's totals, Table 4's Result column
+    assert by_quantity.loc["LoCoMo gap, long context GPT-5-mini − memory (points)", "paper"] == (
+        "35.17"
+    )
+    assert by_quantity.loc["extraction tokens (prompt + completion)", "paper"] == "164,200,000"
+    assert by_quantity.loc["facts embedded", "paper"] == "103,183"
+    assert by_quantity.loc["LC GPT-OSS-120B cost per request ($)", "paper"] == "$0.0115"
+    saves = by_quantity.loc["N=20 memory cheaper than long context (%)"]
+    assert (saves["paper"], saves["this run"], saves["comparable"]) == ("26", "26", "yes, matches")
     assert len(by_quantity.loc["LoCoMo memory accuracy %", "this run"].split(".")[1]) == 2
     # CPA, McNemar, judge sensitivity and the executed notebooks, each with an HTML export
     for heading in (

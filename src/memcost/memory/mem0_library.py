@@ -10,8 +10,9 @@ answered offline by stand-ins in mem0's formats (:mod:`memcost.offline`). Messag
 in the study's segments (10 messages, 8,000 characters, one session), the session date first.
 
 Version: mem0ai **1.0.4** (2026-02-17). The paper names no version; this is the last release
-before its submission in March 2026; 1.0.x keeps the paper's pipeline (extraction, then an update step choosing ADD,
-UPDATE, DELETE or NONE against similar memories), and 2.0.0 changed extraction to ADD-only.
+before its submission in March 2026; 1.0.x keeps the paper's pipeline (extraction, then an
+update step choosing ADD, UPDATE, DELETE or NONE against similar memories), and 2.0.0 changed
+extraction to ADD-only.
 Supported: 1.0.x. Its vector store is mem0's own: ``pgvector`` (the paper's; default) on the
 run's private PostgreSQL server (the one :mod:`memcost.memory.pgvector` starts), one
 collection for the dataset's users as mem0 creates it (HNSW, cosine; pgvector's defaults

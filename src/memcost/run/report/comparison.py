@@ -129,9 +129,22 @@ def paper_vs_run(view: RunView) -> list[Comparison]:
                     why,
                 )
             )
+        rows.append(_gap_row(name, table, comparable, why))
     rows += _measured_rows(view)
     rows += _cost_model_rows(view)
     return rows
+
+
+def _gap_row(name: str, table: pd.DataFrame | None, comparable: bool, why: str) -> Comparison:
+    """Table 3's headline gap, long context with GPT-5-mini over memory, in points."""
+    lc, memory = "long_context_gpt-5-mini", "memory"
+    published = paper.TABLE3[name][lc] - paper.TABLE3[name][memory]
+    ours = None
+    if table is not None and {lc, memory} <= set(table["system"]):
+        strict = table.set_index("system")["strict_accuracy"].astype(float)
+        ours = f"{100 * (strict[lc] - strict[memory]):.2f}"
+    quantity = f"{DATASET_NAMES[name]} gap, long context GPT-5-mini − memory (points)"
+    return Comparison("Table 3", quantity, f"{published:.2f}", ours, comparable, why)
 
 
 def _number(value: Any) -> Any:
@@ -168,11 +181,24 @@ _BILL_ROWS = (
     ("read cost ($)", "read_usd", "read:", "total_usd"),
     ("read cost per question ($)", "read_usd_per_question", "read:", "usd_per_question"),
 )
+_TOKENS = ("prompt_tokens", "completion_tokens")
 _LONG_CONTEXT_ROWS = (
     ("LC GPT-5-mini cost ($)", "lc_gpt5_mini_usd", "gpt-5-mini", "total_usd"),
+    (
+        "LC GPT-5-mini cost per request ($)",
+        "lc_gpt5_mini_usd_per_request",
+        "gpt-5-mini",
+        "usd_per_request",
+    ),
     ("LC GPT-5-mini requests", "lc_gpt5_mini_requests", "gpt-5-mini", "api_requests"),
     ("LC GPT-OSS-120B cost ($)", "lc_gpt_oss_120b_usd", "gpt-oss-120b", "total_usd"),
     ("LC GPT-OSS-120B requests", "lc_gpt_oss_120b_requests", "gpt-oss-120b", "api_requests"),
+    (
+        "LC GPT-OSS-120B cost per request ($)",
+        "lc_gpt_oss_120b_usd_per_request",
+        "gpt-oss-120b",
+        "usd_per_request",
+    ),
 )
 
 
@@ -199,6 +225,20 @@ def _measured_rows(view: RunView) -> list[Comparison]:
     read = step_metrics(ds.paths, "02_answer_from_memory") if ds else {}
     measured = paper.MEASURED
     items = [(q, measured[key], component(prefix, col)) for q, key, prefix, col in _BILL_ROWS]
+    prompt, completion = (component("write: fact extraction", c) for c in _TOKENS)
+    items += [
+        (
+            "extraction tokens (prompt + completion)",
+            measured["extraction_tokens"],
+            None if prompt is None or completion is None else prompt + completion,
+        ),
+        ("facts embedded", measured["embedding_facts"], extract.get("facts_written")),
+        (
+            "fact embedding tokens",
+            measured["embedding_tokens"],
+            component("write: fact embeddings", "prompt_tokens"),
+        ),
+    ]
     items += [
         (
             "retrieved tokens per question",
@@ -250,6 +290,13 @@ def _cost_model_rows(view: RunView) -> list[Comparison]:
                     why,
                 )
             )
+    for turns, saves in paper.TABLE4_MEMORY_SAVES_PCT.items():
+        value = None
+        if ours4 is not None and turns in ours4.index:
+            memory, lc = (float(ours4.loc[turns, c]) for c in ("memory_usd", "long_context_usd"))
+            value = round(100 * (lc - memory) / lc)
+        quantity = f"N={turns} memory cheaper than long context (%)"
+        rows.append(Comparison("Table 4", quantity, saves, value, comparable, why))
     ours5 = None if table5 is None else table5.set_index("context_tokens")
     for r in paper.TABLE5.itertuples(index=False):
         for column, label in (
