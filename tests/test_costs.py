@@ -278,3 +278,23 @@ def test_the_spend_is_what_the_provider_billed_where_it_says_and_failed_billed_c
     assert priced.loc["c", "spent_usd"] == pytest.approx(list_price)
     assert priced.loc["d", "spent_usd"] == 0.0
     assert float(priced["spent_usd"].sum()) == pytest.approx(spent_usd(records))  # one rule
+
+
+def test_the_write_cost_sentence_is_read_from_the_table():
+    """Notebook 05 once said graph memory pays more up front while its table showed less: the
+    sentence now comes from the table, both ways."""
+    table = pd.DataFrame(
+        {
+            "dataset": ["locomo"] * 3,
+            "memory_system": ["memory", "memory_graph", "memory_rag"],
+            "write_usd": [0.0020, 0.0030, 0.0001],
+            "prices": ["paper's"] * 3,
+        }
+    )
+    assert costs.write_cost_lines(table) == [
+        "locomo, paper's prices: memory_graph writes $0.0030 per user, 1.50x the paper's memory "
+        "($0.0020): it pays more up front",
+        "locomo, paper's prices: memory_rag writes $0.0001 per user, 0.05x the paper's memory "
+        "($0.0020): it pays less up front",
+    ]
+    assert costs.write_cost_lines(table.iloc[1:]) == []  # no paper's memory to compare with

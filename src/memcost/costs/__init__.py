@@ -36,6 +36,7 @@ from memcost.costs.measured import (
     summary_table,
     token_ratios,
     user_costs,
+    write_cost_lines,
 )
 from memcost.costs.model import (
     PAPER_INGESTION_MULTIPLIER,

@@ -681,3 +681,24 @@ def per_memory_system(table: pd.DataFrame, prices: str) -> pd.DataFrame:
     )
     sizes = table.groupby(["dataset", "memory_system"])[["write_usd", "read_usd"]].first()
     return sizes.join(be).reset_index().assign(prices=prices)
+
+
+def write_cost_lines(per_system: pd.DataFrame) -> list[str]:
+    """What :func:`per_memory_system`'s table says of the write, in words: per dataset and
+    prices, each other system's write cost per user against the paper's memory (``memory``),
+    so the notebook's sentence is read from the table and cannot contradict it."""
+    lines = []
+    for (dataset, prices), part in per_system.groupby(["dataset", "prices"], sort=False):
+        paper_write = part.loc[part["memory_system"] == "memory", "write_usd"]
+        if paper_write.empty or not float(paper_write.iloc[0]) > 0:
+            continue
+        base = float(paper_write.iloc[0])
+        for rec in part.loc[part["memory_system"] != "memory"].to_dict("records"):
+            ratio = float(rec["write_usd"]) / base
+            side = "more" if ratio > 1 else "less" if ratio < 1 else "as much"
+            lines.append(
+                f"{dataset}, {prices} prices: {rec['memory_system']} writes "
+                f"${float(rec['write_usd']):.4f} per user, {ratio:.2f}x the paper's memory "
+                f"(${base:.4f}): it pays {side} up front"
+            )
+    return lines
