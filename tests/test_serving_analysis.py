@@ -167,3 +167,17 @@ def test_token_ratios_and_cost_per_accuracy():
     assert cpa.loc["mem0", "cpa_usd"] == pytest.approx(0.04)
     assert pd.isna(cpa.loc["observational", "cpa_usd"])
     assert cpa.loc["observational", "status"] == "missing: none"
+
+
+def test_the_closest_subset_whatever_its_size_is_reported_beside_the_targeted_one():
+    """The study imposes its question count as a filter; the closest subset over all may have
+    another count (on the real LoCoMo file: conv-26, 43, 44 and 48, 644 questions, against the
+    665 of conv-26, 42, 44 and 48). Both are reported."""
+    spec = {"a": TYPICAL, "b": TYPICAL, "c": TYPICAL, "d": ODD + ODD}
+    choice = workload.choose_subset(questions(spec), size=3, target_questions=12)
+    assert choice.conversations == ["a", "b", "c"] and choice.questions == 12
+    # the whole set is 40% d-like questions: half of a,b,d's are, none of a,b,c's
+    assert choice.closest_conversations == ["a", "b", "d"] and choice.closest_questions == 16
+    assert choice.closest_divergence < choice.total_divergence
+    alone = workload.choose_subset(questions(spec), size=3, target_questions=99)  # none has 99
+    assert alone.closest_conversations == alone.conversations == ["a", "b", "d"]

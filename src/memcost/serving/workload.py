@@ -388,16 +388,37 @@ class SubsetChoice:
     target_met: bool
     candidates: int
     available_conversations: int
+    # the closest subset of the same size whatever its question count: the study imposes its
+    # 665 questions as a filter, and the closest subset over all may have another count
+    closest_conversations: list[str] = field(default_factory=list)
+    closest_questions: int = 0
+    closest_divergence: float = 0.0
     binning: dict[str, str] = field(default_factory=lambda: dict(BINNING))
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+def _closest(axes: pd.DataFrame, combos: Sequence[tuple[str, ...]]):
+    """``(total divergence, combination, divergences per axis)`` of the combination closest to
+    the whole set (ties go to the combination listed first)."""
+    best: tuple[float, tuple[str, ...], dict[str, float]] | None = None
+    for combo in combos:
+        part = axes[axes["conversation_id"].isin(combo)]
+        divs = {axis: divergence(part[axis], axes[axis]) for axis in AXES}
+        total = float(np.sum(list(divs.values())))
+        if best is None or total < best[0] - 1e-12:
+            best = (total, combo, divs)
+    assert best is not None
+    return best
+
+
 def choose_subset(
     questions: pd.DataFrame, *, size: int = 4, target_questions: int = 665
 ) -> SubsetChoice:
-    """The subset of ``size`` conversations closest to the full set (see the module text)."""
+    """The subset of ``size`` conversations closest to the full set among those with
+    ``target_questions`` questions (all of them when none has that many), and beside it the
+    closest subset of that size whatever its question count."""
     axes = question_axes(questions)
     if axes.empty:
         raise ValueError("no LoCoMo questions outside category 5 to choose a subset from")
@@ -407,15 +428,8 @@ def choose_subset(
     combos = list(itertools.combinations(ids, k))
     exact = [c for c in combos if int(counts.loc[list(c)].sum()) == target_questions]
     candidates = exact or combos
-    best: tuple[float, tuple[str, ...], dict[str, float]] | None = None
-    for combo in candidates:
-        part = axes[axes["conversation_id"].isin(combo)]
-        divs = {axis: divergence(part[axis], axes[axis]) for axis in AXES}
-        total = float(np.sum(list(divs.values())))
-        if best is None or total < best[0] - 1e-12:
-            best = (total, combo, divs)
-    assert best is not None
-    total, combo, divs = best
+    total, combo, divs = _closest(axes, candidates)
+    closest_total, closest, _ = _closest(axes, combos) if exact else (total, combo, divs)
     return SubsetChoice(
         list(combo),
         int(counts.loc[list(combo)].sum()),
@@ -425,4 +439,7 @@ def choose_subset(
         bool(exact),
         len(candidates),
         len(ids),
+        list(closest),
+        int(counts.loc[list(closest)].sum()),
+        closest_total,
     )
