@@ -92,7 +92,7 @@ def test_following_the_line_passes_validation_and_the_budget_bills_nothing(
     hints += shlex.split(line[start : line.index("' ", start) + 1])
     preset = validate(hints)
     overrides = preset.parameters["price_overrides"]
-    assert overrides == {MODEL: {"input": 0.0, "output": 0.0}}
+    assert overrides == {MODEL: {"input": 0.0, "cached_input": 0.0, "output": 0.0}}
     capabilities = preset.parameters["client"]["model_capabilities"]
     assert capabilities == {MODEL: {"context_window": 32768}}
 

@@ -155,3 +155,24 @@ def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
     assert "**Table 1 against the study's ranges**" in section and "Figure 2" in section
     assert "has not run" not in text  # no section for a notebook that did not run
     assert "## Table 3" not in text and "## Tables 4-5" not in text
+
+
+def test_the_price_banner_of_serving_smoke_uses_notebook_06s_own_prices():
+    """Notebook 06 prices its open-weight backbones in its parameters cell: the banner printed
+    before the run shows those prices, not "no price" warnings."""
+    from memcost.run.checks import paid_models, price_lines
+    from memcost.run.presets import resolve_preset
+    from memcost.run.runner import discover_notebooks
+
+    notebooks = discover_notebooks()
+    banner = price_lines(
+        paid_models(resolve_preset("serving_smoke", notebooks), notebooks, paid_only=False)
+    )
+    assert "no price" not in banner
+    assert "openai/gpt-oss-20b: 0.03 / - / 0.14 (dated 2026-11-01, from price_overrides)" in banner
+    override = resolve_preset(
+        "smoke", notebooks, overrides={"price_overrides": {"gpt-5-mini-2025-08-07": 0}}
+    )
+    banner = price_lines(paid_models(override, notebooks, paid_only=False))
+    # a bare 0 is free throughout, cached input too
+    assert "gpt-5-mini-2025-08-07: 0 / 0 / 0 (dated 2025-09-15, from price_overrides)" in banner

@@ -417,8 +417,9 @@ def normalise_execution(value: Any) -> dict[str, str]:
 def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
     """``price_overrides`` with each model's price as a mapping of fields (USD per 1M tokens).
 
-    A bare number is the shorthand for a model billed that much per token in and out, so
-    ``{"llama3.1:8b": 0}`` declares a free local model. Raises ``ValueError`` naming the entry."""
+    A bare number is the shorthand for a model billed that much per token in and out, cached
+    input included, so ``{"llama3.1:8b": 0}`` declares a free local model. Raises
+    ``ValueError`` naming the entry."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -438,7 +439,8 @@ def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
         elif price < 0:
             raise ValueError(f"price_overrides[{model!r}]={price!r}: a price cannot be negative")
         else:
-            out[str(model)] = {"input": float(price), "output": float(price)}
+            # every token at that price: cached input too (a free model's cache costs nothing)
+            out[str(model)] = dict.fromkeys(("input", "cached_input", "output"), float(price))
     return out
 
 

@@ -42,6 +42,7 @@ from memcost.params import (
     backend_of,
     client_option,
     merge_parameters,
+    normalise_price_overrides,
     notebook_defaults,
     notebook_parameters,
 )
@@ -217,21 +218,30 @@ def check_lifecycle(
     for s in statuses:
         if s.days_left is not None and s.days_left <= catalog.WARN_DAYS:
             print(f"memcost: warning: {s.describe()} ({s.days_left} days left)", flush=True)
-    print(price_lines(list(paid_models(preset, notebooks, paid_only=False))), flush=True)
+    print(price_lines(paid_models(preset, notebooks, paid_only=False)), flush=True)
 
 
-def price_lines(models: list[str]) -> str:
-    """The list prices the run's estimates use, one line per model (USD per 1M tokens)."""
-    lines = ["memcost: list prices used (USD per 1M tokens: input / cached input / output):"]
-    for model in models:
+def price_lines(models: Mapping[str, Mapping[str, Any]]) -> str:
+    """The prices the run's estimates use, one line per model (USD per 1M tokens): the price
+    table's, or the ``price_overrides`` the model runs under (the preset's, else its
+    notebook's own), said so."""
+    lines = ["memcost: prices used (USD per 1M tokens: input / cached input / output):"]
+    for model, params in models.items():
         try:
-            p = price_for(model)
-        except UnknownPriceError as exc:
+            overrides = normalise_price_overrides(params.get("price_overrides"))
+            p = price_for(model, overrides)
+        except (UnknownPriceError, ValueError) as exc:
             lines.append(f"  {model}: {exc}")
             continue
         cached = "-" if p.cached_input is None else f"{p.cached_input:g}"
-        lines.append(f"  {model}: {p.input:g} / {cached} / {p.output:g} (dated {p.date})")
+        whose = ", from price_overrides" if _overridden(model, overrides) else ""
+        lines.append(f"  {model}: {p.input:g} / {cached} / {p.output:g} (dated {p.date}{whose})")
     return "\n".join(lines)
+
+
+def _overridden(model: str, overrides: Mapping[str, Any]) -> bool:
+    """Whether ``overrides`` names ``model`` (as given, or without its provider prefix)."""
+    return model in overrides or model.rpartition("/")[2] in overrides
 
 
 LONG_CONTEXT_STEP = "03"
