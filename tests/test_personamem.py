@@ -128,11 +128,13 @@ def _set(row: int, field: str, value: str):
         ),
         (
             _set(0, "all_options", json.dumps(["(a) yes", "(b) no", "(c) maybe"])),
-            r"row 0 \(line 2, .*\): field all_options: expected a JSON list of four strings",
+            r"row 0 \(line 2, .*\): field all_options: expected a list \(JSON or a Python "
+            r"literal\) of four strings",
         ),
         (
             _set(0, "all_options", json.dumps(["a) yes", "(b) no", "(c) maybe", "(d) never"])),
-            r"row 0 \(line 2, .*\): field all_options: expected a JSON list of four strings",
+            r"row 0 \(line 2, .*\): field all_options: expected a list \(JSON or a Python "
+            r"literal\) of four strings",
         ),
         (
             _set(3, "correct_answer", "c"),
