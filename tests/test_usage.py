@@ -9,7 +9,7 @@ import pytest
 
 from memcost import costs
 from memcost.calls import CallStore
-from memcost.catalog import UnknownPriceError
+from memcost.catalog import UnknownPriceError, price_for
 from memcost.costs.ledger import ESTIMATE, MEASURED
 from memcost.costs.measured import measured_cost_model, per_user_series
 
@@ -283,6 +283,20 @@ def test_offline_long_context_is_priced_with_the_cache_assumption(tmp_path):
     constants, details = costs.measured_constants(priced, "longmemeval", "long_context_gpt-5-mini")
     assert constants.cached_share == 1.0
     assert constants.at(100_000).lc_cached_usd == pytest.approx(model.lc_cached_usd)
+    # the per-user series prices long context by the same rule: offline, from the second
+    # question on, the whole prompt cached (as it came, it was all uncached), so a user's
+    # break-even and the model's agree
+    series = per_user_series(priced, "longmemeval", "long_context_gpt-5-mini")
+    lc = priced.loc[priced["stage"] == "long_context"]
+    second = lc.iloc[1]
+    price = price_for(str(second["model"]))
+    cached = price.cost(
+        prompt_tokens=int(second["prompt_tokens"]),
+        cached_prompt_tokens=int(second["prompt_tokens"]),
+        completion_tokens=int(second["completion_tokens"]),
+    )
+    assert series["long_context_usd"].tolist() == pytest.approx([0.026, cached])
+    assert cached < float(second["cost_usd"])  # cheaper than the call as it came
 
 
 def test_measured_break_even_per_dataset_and_user(tmp_path):

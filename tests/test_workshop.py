@@ -51,3 +51,19 @@ def test_a_workshop_copy_runs_where_it_was_copied(tmp_path):
         {"run_dir": str(tmp_path / "run"), "interactive_explorer": False},
     )
     assert (tmp_path / "run" / "tables" / "table5_today.csv").is_file()
+
+
+def test_the_workshop_copy_of_notebook_07_has_the_sliders_on_and_the_batch_default_off(tmp_path):
+    """A class in JupyterLab gets the explorer's sliders; a headless run (the runner, papermill)
+    does not display widgets, on which nbclient can hang (jupyter/nbclient#312)."""
+    from memcost.cli import copy_notebooks
+    from memcost.params import notebook_defaults
+    from memcost.paths import NOTEBOOKS_DIR
+
+    assert (
+        notebook_defaults(NOTEBOOKS_DIR / "07_costs_today.ipynb")["interactive_explorer"] is False
+    )
+    copy_notebooks(tmp_path / "workshop")
+    copy = json.loads((tmp_path / "workshop" / "07_costs_today.ipynb").read_text(encoding="utf-8"))
+    injected = [c for c in copy["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
+    assert len(injected) == 1 and "interactive_explorer = True" in "".join(injected[0]["source"])

@@ -605,8 +605,17 @@ def add_workshop_command(sub: argparse._SubParsersAction) -> None:
     )
 
 
+# Parameters a workshop copy sets for a live kernel: notebook 07's sliders (a headless run leaves
+# them off: nbclient can hang on a cell that displays widgets, jupyter/nbclient#312).
+LIVE_PARAMETERS = {"07_costs_today.ipynb": {"interactive_explorer": True}}
+
+
 def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], list[str]]:
     """Copy the study notebooks into ``target``: ``(copied, kept)`` file names."""
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
     target.mkdir(parents=True, exist_ok=True)
     if fresh:
         old = [target / n for n in CANONICAL_NOTEBOOKS if (target / n).exists()]
@@ -621,7 +630,11 @@ def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], lis
         if destination.exists():
             kept.append(name)
             continue
-        shutil.copyfile(NOTEBOOKS_DIR / name, destination)
+        if name in LIVE_PARAMETERS:  # what a class in JupyterLab has and a batch run has not
+            notebook = load_notebook_node(str(NOTEBOOKS_DIR / name))
+            nbformat.write(parameterize_notebook(notebook, LIVE_PARAMETERS[name]), destination)
+        else:
+            shutil.copyfile(NOTEBOOKS_DIR / name, destination)
         copied.append(name)
     return copied, kept
 

@@ -463,6 +463,13 @@ def _phases(
     return work, write, read, lc
 
 
+def _offline_uncached(lc: pd.DataFrame) -> bool:
+    """The offline backend has no provider prompt cache: its later calls report no cached
+    tokens, which says nothing about a real provider, so they are priced with the paper's
+    assumption instead (the whole prompt cached from the second question on)."""
+    return bool(lc["is_estimate"].all()) and int(lc["cached_prompt_tokens"].sum()) == 0
+
+
 def _later_turn_cost(
     lc: pd.DataFrame,
     first: pd.DataFrame,
@@ -470,9 +477,7 @@ def _later_turn_cost(
     price_overrides: Mapping[str, Mapping[str, Any]] | None,
 ) -> tuple[float, str]:
     """``C_cached`` and where it comes from: the later calls, or the first calls repriced."""
-    # The offline backend has no provider prompt cache: its later calls report no cached tokens,
-    # which says nothing about a real provider. Price them with the paper's assumption instead.
-    offline_uncached = bool(lc["is_estimate"].all()) and int(lc["cached_prompt_tokens"].sum()) == 0
+    offline_uncached = _offline_uncached(lc)
     if not later.empty and not offline_uncached:
         return float(later["cost_usd"].mean()), f"measured: {len(later)} later calls"
     price = price_for(str(first["model"].iloc[0]), price_overrides)
@@ -554,19 +559,34 @@ def per_user_series(
     lc_system: str,
     memory: str = "memory",
     work: pd.DataFrame | None = None,
+    price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Per conversation, the question-by-question cost of the memory system ``memory`` and of
     one long-context system.
 
     Memory pays the conversation's whole write cost with its first question, then one read per
-    question; long context pays each call as it came. Questions are in ledger order. ``work``
-    is the dataset's :func:`dataset_workload` when the caller has it already.
+    question; long context pays each call as it came, under the cost model's own rule for a
+    run with no provider cache to measure (offline): from a conversation's second question on,
+    the whole prompt is priced as cached, as :func:`measured_cost_model`'s ``C_cached`` is, so
+    the per-user break-even and the model's agree. Questions are in ledger order. ``work`` is
+    the dataset's :func:`dataset_workload` when the caller has it already.
     """
     work = dataset_workload(priced, dataset) if work is None else work
     mine = memory_system(work) == memory
     write = work.loc[(work["phase"] == "write") & mine].groupby("conversation_id")["cost_usd"].sum()
     read = work.loc[(work["phase"] == "read") & mine].groupby("question_id")["cost_usd"].sum()
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
+    if not lc.empty and _offline_uncached(lc):
+        later = lc["question_id"] != lc.groupby("conversation_id")["question_id"].transform("first")
+        cached = [
+            price_for(str(m), price_overrides).cost(
+                prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c
+            )
+            for m, p, c in zip(
+                lc["model"], lc["prompt_tokens"], lc["completion_tokens"], strict=True
+            )
+        ]
+        lc = lc.assign(cost_usd=np.where(later, cached, lc["cost_usd"]))
     lc = lc.groupby(["conversation_id", "question_id"], sort=False)["cost_usd"].sum().reset_index()
     rows = []
     for conversation, part in lc.groupby("conversation_id", sort=True):
@@ -622,7 +642,14 @@ def measured_break_even(
         except ValueError as exc:
             skipped.append(f"{dataset}/{memory}/{system}: {exc}")
             continue
-        series = per_user_series(priced, dataset, system, memory, work=by_dataset[dataset])
+        series = per_user_series(
+            priced,
+            dataset,
+            system,
+            memory,
+            work=by_dataset[dataset],
+            price_overrides=price_overrides,
+        )
         for conversation, part in series.groupby("conversation_id"):
             user_rows.append(
                 {
