@@ -12,6 +12,7 @@ from memcost.calls import CallStore
 from memcost.catalog import UnknownPriceError, price_for
 from memcost.costs.ledger import ESTIMATE, MEASURED
 from memcost.costs.measured import measured_cost_model, per_user_series
+from memcost.costs.model import token_break_even
 
 NANO, MINI, EMBED = "gpt-5-nano-2025-08-07", "gpt-5-mini-2025-08-07", "text-embedding-3-small"
 
@@ -313,3 +314,26 @@ def test_measured_break_even_per_dataset_and_user(tmp_path):
             assert first <= sustained
     summary = costs.break_even_by_user_summary(users)
     assert summary["users"].sum() == len(users)
+
+
+def test_the_token_break_even_also_in_the_cognee_notes_convention(priced):
+    """cognee's token-cost note leaves embedding tokens out of what memory ingests; the measured
+    table gives both, so its 23-26 queries can be compared with this repository's count."""
+    _, details = measured_cost_model(priced, "longmemeval", "long_context_gpt-5-mini")
+    write = priced.loc[
+        (priced["dataset"] == "longmemeval")
+        & priced["stage"].isin(["extract", "update", "embed"])
+        & (priced["system"].fillna("memory") == "memory")
+    ]
+    # the facts' embeddings (a question's embedding is read, not written)
+    embedded = write.loc[(write["stage"] == "embed") & write["question_id"].isna(), "prompt_tokens"]
+    embedded = embedded.sum()
+    assert embedded > 0
+    model_only = details["ingestion_tokens_per_conversation"] - embedded / details["conversations"]
+    expected = token_break_even(
+        model_only,
+        details["lc_prompt_tokens_per_question"],
+        details["read_prompt_tokens_per_question"],
+    )
+    assert details["token_break_even_without_embeddings"] == pytest.approx(expected)
+    assert details["token_break_even_without_embeddings"] < details["token_break_even"]

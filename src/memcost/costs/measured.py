@@ -514,6 +514,16 @@ def _token_details(
         details["lc_prompt_tokens_per_question"],
         details["read_prompt_tokens_per_question"],
     )
+    # cognee's token-cost note counts the model's tokens only, not the embeddings': its
+    # convention, beside this repository's, so its 23-26 queries can be compared
+    written = write.loc[write["stage"] != "embed"]
+    details["token_break_even_without_embeddings"] = token_break_even(
+        float(
+            (written["prompt_tokens"].sum() + written["completion_tokens"].sum()) / conversations
+        ),
+        details["lc_prompt_tokens_per_question"],
+        details["read_prompt_tokens_per_question"],
+    )
     return details
 
 
