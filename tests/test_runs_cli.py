@@ -181,3 +181,41 @@ def test_the_status_says_what_actually_ran(tmp_path):
         "notebooks": {"05_analyse_costs": {"status": "ok"}, "07_costs_today": {"status": "ok"}},
     }
     assert run_status(cost, tmp_path) == "ok"
+
+
+def test_clean_refuses_a_run_that_holds_its_lock_and_deletes_it_once_stopped(tmp_path, capsys):
+    """`memcost clean` used to check only for a PostgreSQL server: a running run was deleted
+    under it and its work lost. The run's lock says it is running."""
+    import subprocess
+    import sys
+    import time
+
+    from memcost.cli import main
+
+    runs = tmp_path / "runs"
+    (runs / "busy").mkdir(parents=True)
+    (runs / "busy" / "manifest.json").write_text("{}", encoding="utf-8")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from memcost.run.runner import hold_run\n"
+            "with hold_run(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)",
+            str(runs / "busy"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["clean", "busy", "--dir", str(runs)]) == 2
+        err = capsys.readouterr().err
+        assert f"error: busy is running (pid {holder.pid} " in err
+        assert "stop that run first" in err and "Traceback" not in err
+        assert (runs / "busy" / "manifest.json").is_file()  # nothing deleted
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.1)
+    assert main(["clean", "busy", "--dir", str(runs)]) == 0
+    assert not (runs / "busy").exists()

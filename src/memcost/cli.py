@@ -42,10 +42,12 @@ from memcost.run.presets import OPT_IN_STEPS, Preset, PresetError, load_preset, 
 from memcost.run.report import write_report
 from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
+    LOCK_NAME,
     NotebookFailed,
     RunLocked,
     clock,
     discover_notebooks,
+    hold_run,
     run_preset,
 )
 from memcost.verify import SubsetPlan, plan
@@ -374,16 +376,27 @@ def command_clean(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    server = running_server(target)
-    if server is not None:
-        pid, pgdata = server
+    try:
+        with hold_run(target):  # held while it is deleted: no run can start in it meanwhile
+            server = running_server(target)
+            if server is not None:
+                pid, pgdata = server
+                print(
+                    f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running "
+                    f"on {pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
+                    file=sys.stderr,
+                )
+                return 2
+            shutil.rmtree(target)
+    except RunLocked:
+        holder = target / f"{LOCK_NAME}.holder"
+        who = holder.read_text(encoding="utf-8").strip() if holder.is_file() else "a process"
         print(
-            f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running on "
-            f"{pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
+            f"error: {args.name} is running ({who}): deleting it would lose its work; stop "
+            "that run first (Ctrl-C where it runs, or kill its pid), then clean again",
             file=sys.stderr,
         )
         return 2
-    shutil.rmtree(target)
     print(f"deleted {target}")
     return 0
 
