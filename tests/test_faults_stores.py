@@ -261,3 +261,24 @@ def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
         if pid is not None and alive(pid):  # the test failed: leave no server behind
             os.kill(pid, signal.SIGINT)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_damaged_row_is_passed_over_in_one_line_and_the_rerun_completes(
+    paid_run, tmp_path, server, capsys
+):
+    """A torn or edited row (unreadable JSON) used to stop every rerun with a bare
+    JSONDecodeError. Now: a damaged answer is asked again (the only call paid twice: its answer
+    is gone), a damaged record leaves its cost out, each said in one line, and the run goes on."""
+    with sqlite3.connect(store_path(paid_run.root)) as conn:
+        seqs = [s for (s,) in conn.execute("SELECT seq FROM calls ORDER BY seq LIMIT 2")]
+        conn.execute('UPDATE calls SET answer = \'{"text": "tru\' WHERE seq = ?', (seqs[0],))
+        conn.execute("UPDATE calls SET record = '{\"stage\": ' WHERE seq = ?", (seqs[1],))
+    assert len(read_calls(paid_run)) == 39  # the damaged record is left out, not a traceback
+    again = api_client(paid_run, server.url, tmp_path)
+    results = again.chat_many(QUESTIONS)
+    again.close()
+    assert all(r.ok for r in results)
+    assert server.count() == 1  # only the call whose answer was lost
+    err = capsys.readouterr().err
+    assert "a stored answer is damaged (not readable JSON): its call is made again" in err
+    assert "a call record is damaged (not readable JSON)" in err and "Traceback" not in err

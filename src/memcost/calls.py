@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -262,17 +263,20 @@ class CallStore:
 
     def answer(self, request_hash: str) -> dict[str, Any] | None:
         """The answer stored for a request (this run's first, else a reused run's), with
-        ``reused`` true when it came from another run; ``None`` when there is none."""
+        ``reused`` true when it came from another run; ``None`` when there is none. A damaged
+        answer (unreadable JSON) is passed over with one line: the call is made again."""
         conn = self._connect()
         sources = ["main", *(f"reuse{i}" for i in range(len(self._reuse)))]
         for source in sources:
-            row = conn.execute(
+            rows = conn.execute(
                 f"SELECT answer FROM {source}.calls WHERE request_hash = ? AND answer IS NOT NULL "
-                "ORDER BY seq LIMIT 1",
+                "ORDER BY seq",
                 (request_hash,),
-            ).fetchone()
-            if row is not None:
-                return {**json.loads(row[0]), "reused": source != "main"}
+            )
+            for (text,) in rows:
+                stored = self._readable(text, "a stored answer", "its call is made again")
+                if stored is not None:
+                    return {**stored, "reused": source != "main"}
         return None
 
     def has_answer(self, request_hash: str) -> bool:
@@ -286,12 +290,30 @@ class CallStore:
     def recorded(self, key: str) -> bool:
         """A call of this item is recorded without an error (a failed call is asked again)."""
         rows = self._connect().execute("SELECT record FROM calls WHERE call_key = ?", (key,))
-        return any(not json.loads(r[0]).get("error") for r in rows)
+        records = (self._readable(r[0], "a call record", "the call is made again") for r in rows)
+        return any(r is not None and not r.get("error") for r in records)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record, in the order written."""
+        """Every readable record, in the order written (a damaged one is left out, said so)."""
         rows = self._connect().execute("SELECT record FROM calls ORDER BY seq")
-        return [json.loads(r[0]) for r in rows]
+        found = [self._readable(r[0], "a call record", "its cost is missing") for r in rows]
+        return [r for r in found if r is not None]
+
+    def _readable(self, text: Any, what: str, consequence: str) -> dict[str, Any] | None:
+        """A row's JSON, or ``None`` with one line on standard error when it is damaged (a
+        torn write, an edit): one bad row never stops a run or hides the others."""
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError):
+            value = None
+        if isinstance(value, dict):
+            return value
+        print(
+            f"memcost: {self.path}: {what} is damaged (not readable JSON): {consequence}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
 
     # -- writing
 
