@@ -219,3 +219,20 @@ def test_clean_refuses_a_run_that_holds_its_lock_and_deletes_it_once_stopped(tmp
     time.sleep(0.1)
     assert main(["clean", "busy", "--dir", str(runs)]) == 0
     assert not (runs / "busy").exists()
+
+
+def test_a_damaged_store_of_calls_marks_its_run_and_never_hides_the_others(tmp_path, capsys):
+    """`memcost runs` stopped on a traceback when one run's calls.sqlite was damaged."""
+    from memcost.cli import main
+
+    runs = tmp_path / "runs"
+    for name in ("good", "bad"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "manifest.json").write_text('{"preset": {"name": "smoke"}}')
+    (runs / "bad" / "calls.sqlite").write_bytes(b"not a database, a torn copy" * 200)
+    assert main(["runs", "--dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    bad = next(ln for ln in out.splitlines() if ln.startswith("bad "))
+    assert "store of calls damaged" in bad and "good" in out and "Traceback" not in out
+    assert f"bad: the run's store of calls {runs / 'bad' / 'calls.sqlite'} is damaged" in out
+    assert "move it aside (mv " in out

@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 from memcost import catalog, paper
-from memcost.calls import read_calls, record_cost, spent_usd
+from memcost.calls import StoreError, read_calls, record_cost, spent_usd
 from memcost.costs.estimate import (
     bill,
     estimate_counts,
@@ -321,16 +321,21 @@ def summarise(root: Path) -> dict[str, Any] | None:
     preset = manifest.get("preset") or {}
     params = preset.get("parameters") or {}
     wall = _wall(manifest)
-    calls = read_calls(root)
-    priced = [record_cost(r) for r in calls]
+    problem = ""
+    try:
+        calls = read_calls(root)
+    except StoreError as exc:  # one damaged store never hides the other runs: this one is marked
+        calls, problem = None, str(exc)
+    priced = [record_cost(r) for r in calls or []]
     return {
         "name": root.name,
         "preset": preset.get("name") or "(by hand)",
         "backend": params.get("backend") or ("offline" if calls else "—"),
-        "status": run_status(manifest, root),
+        "status": run_status(manifest, root) if calls is not None else "store of calls damaged",
         "wall": clock(wall),
-        "spent": f"${spent_usd(calls):.2f}",
-        "estimate": f"${sum(p for p in priced if p is not None):.2f}",
+        "spent": f"${spent_usd(calls):.2f}" if calls is not None else "?",
+        "estimate": f"${sum(p for p in priced if p is not None):.2f}" if calls is not None else "?",
+        "problem": problem,
     }
 
 
@@ -364,6 +369,9 @@ def command_runs(args: argparse.Namespace) -> int:
         print(f"no runs in {folder}")
         return 0
     print(format_table(rows))
+    for row in rows:
+        if row.get("problem"):
+            print(f"{row['name']}: {row['problem']}")
     return 0
 
 
