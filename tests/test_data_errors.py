@@ -370,6 +370,8 @@ def test_personamem_as_published_mixed_options_and_repeated_personas(tmp_path):
     import csv
     import json as _json
 
+    from memcost.data.personamem import PERSONAMEM_32K_COLUMNS
+
     root = tmp_path / "personamem"
     root.mkdir()
     persona = {"role": "system", "content": "Current user persona: a teacher."}
@@ -385,13 +387,7 @@ def test_personamem_as_published_mixed_options_and_repeated_personas(tmp_path):
         {"question_id": "q-json", "all_options": _json.dumps(options)},
         {"question_id": "q-literal", "all_options": repr(options)},  # single quotes
     ]
-    header = [
-        "persona_id", "question_id", "question_type", "topic", "context_length_in_tokens",
-        "context_length_in_letters", "distance_to_ref_in_blocks", "distance_to_ref_in_tokens",
-        "num_irrelevant_tokens", "distance_to_ref_proportion_in_context",
-        "user_question_or_message", "correct_answer", "all_options", "shared_context_id",
-        "end_index_in_shared_context",
-    ]  # fmt: skip
+    header = list(PERSONAMEM_32K_COLUMNS)
     with open(root / PERSONAMEM_QUESTIONS, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=header)
         writer.writeheader()

@@ -70,16 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
-    run.add_argument(
-        "-p",
-        "--set",
-        dest="overrides",
-        action="append",
-        type=parse_override,
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a notebook parameter (YAML value)",
-    )
+    add_overrides(run)
     run.add_argument(
         "--verbose",
         action="store_true",
@@ -426,6 +417,20 @@ def running_server(run_dir: Path) -> tuple[int, Path] | None:
     return pid, pgdata
 
 
+def add_overrides(parser: argparse.ArgumentParser) -> None:
+    """``-p KEY=VALUE`` (repeatable): a notebook parameter, as a YAML value."""
+    parser.add_argument(
+        "-p",
+        "--set",
+        dest="overrides",
+        action="append",
+        type=parse_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a notebook parameter (YAML value)",
+    )
+
+
 def add_estimate_command(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser(
         "estimate",
@@ -439,16 +444,7 @@ def add_estimate_command(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument(
         "--run-name", help="count this run's notebook-00 files instead of the paper-scale counts"
     )
-    cmd.add_argument(
-        "-p",
-        "--set",
-        dest="overrides",
-        action="append",
-        type=parse_override,
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a notebook parameter (YAML value)",
-    )
+    add_overrides(cmd)
 
 
 def preset_estimate(

@@ -470,6 +470,20 @@ def _offline_uncached(lc: pd.DataFrame) -> bool:
     return bool(lc["is_estimate"].all()) and int(lc["cached_prompt_tokens"].sum()) == 0
 
 
+def all_cached_cost(
+    calls: pd.DataFrame, price_overrides: Mapping[str, Mapping[str, Any]] | None
+) -> list[float]:
+    """Each call's cost with its whole prompt priced as cached: the paper's assumption for a
+    long-context question after the first."""
+    rows = zip(calls["model"], calls["prompt_tokens"], calls["completion_tokens"], strict=True)
+    return [
+        price_for(str(m), price_overrides).cost(
+            prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c
+        )
+        for m, p, c in rows
+    ]
+
+
 def _later_turn_cost(
     lc: pd.DataFrame,
     first: pd.DataFrame,
@@ -480,15 +494,7 @@ def _later_turn_cost(
     offline_uncached = _offline_uncached(lc)
     if not later.empty and not offline_uncached:
         return float(later["cost_usd"].mean()), f"measured: {len(later)} later calls"
-    price = price_for(str(first["model"].iloc[0]), price_overrides)
-    lc_cached = float(
-        np.mean(
-            [
-                price.cost(prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c)
-                for p, c in zip(first["prompt_tokens"], first["completion_tokens"], strict=True)
-            ]
-        )
-    )
+    lc_cached = float(np.mean(all_cached_cost(first, price_overrides)))
     source = "assumed: first calls repriced with the whole prompt cached" + (
         " (offline backend: no provider cache to measure)" if offline_uncached else ""
     )
@@ -588,14 +594,7 @@ def per_user_series(
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
     if not lc.empty and _offline_uncached(lc):
         later = lc["question_id"] != lc.groupby("conversation_id")["question_id"].transform("first")
-        cached = [
-            price_for(str(m), price_overrides).cost(
-                prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c
-            )
-            for m, p, c in zip(
-                lc["model"], lc["prompt_tokens"], lc["completion_tokens"], strict=True
-            )
-        ]
+        cached = all_cached_cost(lc, price_overrides)
         lc = lc.assign(cost_usd=np.where(later, cached, lc["cost_usd"]))
     lc = lc.groupby(["conversation_id", "question_id"], sort=False)["cost_usd"].sum().reset_index()
     rows = []

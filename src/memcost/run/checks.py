@@ -234,14 +234,13 @@ def price_lines(models: Mapping[str, Mapping[str, Any]]) -> str:
             lines.append(f"  {model}: {exc}")
             continue
         cached = "-" if p.cached_input is None else f"{p.cached_input:g}"
-        whose = ", from price_overrides" if _overridden(model, overrides) else ""
+        try:
+            table = price_for(model)
+        except UnknownPriceError:
+            table = None
+        whose = ", from price_overrides" if p != table else ""  # an override changed the row
         lines.append(f"  {model}: {p.input:g} / {cached} / {p.output:g} (dated {p.date}{whose})")
     return "\n".join(lines)
-
-
-def _overridden(model: str, overrides: Mapping[str, Any]) -> bool:
-    """Whether ``overrides`` names ``model`` (as given, or without its provider prefix)."""
-    return model in overrides or model.rpartition("/")[2] in overrides
 
 
 LONG_CONTEXT_STEP = "03"

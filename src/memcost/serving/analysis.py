@@ -18,19 +18,10 @@ import pandas as pd
 from memcost import paper
 from memcost.catalog import slug
 from memcost.io import read_jsonl
+from memcost.serving.replay import TURN_COLUMNS
 from memcost.stats import cluster_bootstrap_interval, stays_below_from
 
-RUN_KEYS = [
-    "source",
-    "system",
-    "model",
-    "reasoning_effort",
-    "cell",
-    "n_turns",
-    "mean_tokens",
-    "seed",
-    "conversation_id",
-]
+RUN_KEYS = list(TURN_COLUMNS[: TURN_COLUMNS.index("turn")])  # what identifies one run
 MODELS = ("separable", "total", "state")
 
 
