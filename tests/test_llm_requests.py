@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
+from memcost.calls import canonical_json, sha256_hex
 from memcost.llm import ChatRequest, EmbeddingRequest, parse_json, parse_json_object
 from memcost.llm.offline import plan_batches
 from memcost.llm.providers import chat_body, resolve_endpoint
-from memcost.llm.requests import reask_request
+from memcost.llm.requests import KEY_SCHEME, json_text, reask_request
 
 MSGS = (("system", "You judge answers."), ("user", "Is 'Paris' correct for 'capital of France'?"))
 
@@ -231,3 +232,34 @@ def test_a_request_written_as_a_record_reads_back_with_its_key_and_tags():
         back = request_from_record(json.loads(json.dumps(request_record(request))))
         assert back == request and back.key("p") == request.key("p")
         assert back.tags == request.tags and type(back) is type(request)
+
+
+@pytest.mark.parametrize("length", [0, 5, 8_191, 8_192, 8_193, 40_000])
+def test_long_texts_escape_in_chunks_exactly_as_json_does(length):
+    # every character JSON escapes, a non-BMP one and a lone surrogate, across chunk borders
+    alphabet = 'ab "\\\n\t\x01\x1f\u2028é😀\ud800/'
+    text = "".join(alphabet[(i * 7) % len(alphabet)] for i in range(length))
+    assert json_text(text) == canonical_json(text)
+
+
+def test_request_key_is_the_hash_of_its_canonical_json():
+    """The key of a stored answer must never change: a store made before (or a published run
+    reused) would no longer serve its answers."""
+    history = "\n".join(f'Caroline said "{i}" \\ {i}\t😀' for i in range(3_000))
+    request = ChatRequest(
+        model="gpt-5-mini-2025-08-07",
+        messages=(("system", "Answer."), ("user", history + "\nQuestion: when?")),
+        stage="long_context",
+        prompt_version="long_context@1",
+        reasoning_effort="low",
+        sample_index=1,
+    )
+    material = canonical_json(
+        {
+            "model": request.model,
+            "messages": [list(m) for m in request.messages],
+            "params": {"reasoning_effort": "low"},
+            "sample_index": 1,
+        }
+    )
+    assert request.key("openai") == sha256_hex(f"{KEY_SCHEME}\nchat\nopenai\n{material}")

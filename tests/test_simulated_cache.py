@@ -94,7 +94,7 @@ def long_and_short() -> Planned:
 def test_prompt_ids_from_parts_equal_the_whole_prompts(long_and_short):
     ids = PromptIds()
     for p in long_and_short.plans:
-        assert ids(p) == prompt_token_ids(p)
+        assert ids(p).tolist() == prompt_token_ids(p)
         assert len(ids(p)) == p.prompt_tokens
 
 

@@ -28,7 +28,8 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -88,7 +89,12 @@ def normalise_tags(tags: Mapping[str, Any]) -> dict[str, Any]:
     """Tags as they read back from a record (standard tags first, JSON types)."""
     merged = {name: None for name in STANDARD_TAGS}
     merged.update(tags)
+    if all(type(k) is str and type(v) in _JSON_SCALARS for k, v in merged.items()):
+        return merged  # already as JSON reads it back (the usual case: ids and names)
     return json.loads(json.dumps(merged, ensure_ascii=False, default=str))
+
+
+_JSON_SCALARS = (str, int, bool, type(None))  # floats left out: JSON has no NaN or infinity
 
 
 def call_key(request_hash: str, tags: Mapping[str, Any]) -> str:
@@ -199,6 +205,9 @@ class CallStore:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._reuse = [store_path(r) for r in reuse if store_path(r).is_file()]
+        self._pending: list[tuple[str, str, str, None]] = []  # offline rows not written yet
+        self._pending_keys: set[str] = set()
+        self._deferring = 0
         self._open()
 
     # -- connections
@@ -289,12 +298,15 @@ class CallStore:
 
     def recorded(self, key: str) -> bool:
         """A call of this item is recorded without an error (a failed call is asked again)."""
+        if key in self._pending_keys:
+            return True
         rows = self._connect().execute("SELECT record FROM calls WHERE call_key = ?", (key,))
         records = (self._readable(r[0], "a call record", "the call is made again") for r in rows)
         return any(r is not None and not r.get("error") for r in records)
 
     def records(self) -> list[dict[str, Any]]:
         """Every readable record, in the order written (a damaged one is left out, said so)."""
+        self.flush()
         rows = self._connect().execute("SELECT record FROM calls ORDER BY seq")
         found = [self._readable(r[0], "a call record", "its cost is missing") for r in rows]
         return [r for r in found if r is not None]
@@ -317,26 +329,75 @@ class CallStore:
 
     # -- writing
 
-    def add(self, record: Mapping[str, Any], answer: Mapping[str, Any] | None = None) -> None:
-        """One call: its record and, when it brought one, its answer, in one statement."""
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        stored = (
+    _INSERT = "INSERT INTO calls (call_key, request_hash, record, answer) VALUES (?, ?, ?, ?)"
+    _PENDING_ROWS = 1000  # offline rows written together at the most
+
+    def add(
+        self,
+        record: Mapping[str, Any],
+        answer: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        offline: bool = False,
+    ) -> None:
+        """One call: its record and, when it brought one, its answer, in one statement.
+
+        Inside :meth:`deferring`, an ``offline`` record (nothing paid, no answer: computed
+        again on a rerun) waits and is written with others in one transaction: one
+        statement per call cost the offline study more time than its methods did."""
+        row = (
+            key or record_call_key(record),
+            str(record["request_hash"]),
+            json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str),
             None
             if answer is None
-            else json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str)
+            else json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str),
         )
+        if offline and answer is None and self._deferring:
+            with self._lock:
+                self._pending.append(row)
+                self._pending_keys.add(row[0])
+                full = len(self._pending) >= self._PENDING_ROWS
+            if full:
+                self.flush()
+            return
         try:
-            self._connect().execute(
-                "INSERT INTO calls (call_key, request_hash, record, answer) VALUES (?, ?, ?, ?)",
-                (record_call_key(record), str(record["request_hash"]), text, stored),
-            )
+            self._connect().execute(self._INSERT, row)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Offline records written in batches while inside (see :meth:`add`), all by the end."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the offline records waiting, in one transaction."""
+        with self._lock:
+            rows, self._pending = self._pending, []
+            self._pending_keys = set()
+        if not rows:
+            return
+        conn = self._connect()
+        try:
+            with conn:  # one transaction (the connection is otherwise in autocommit)
+                conn.execute("BEGIN")
+                conn.executemany(self._INSERT, rows)
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 
     def __len__(self) -> int:
+        self.flush()
         return int(self._connect().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def close(self) -> None:
+        if self._all:
+            self.flush()
         with self._lock:
             for conn in self._all:
                 try:

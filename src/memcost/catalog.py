@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date
 from typing import Any
 
+import numpy as np
 import yaml
 
 from memcost.paper import PAPER_SETTINGS
@@ -792,7 +793,13 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
     Compared a block at a time (a slice comparison runs in C), halving the block where the two
     differ: prompts of 100k tokens that share all but their last lines are compared thousands of
-    times by a simulation, and a loop over their tokens in Python took most of its time."""
+    times by a simulation, and a loop over their tokens in Python took most of its time. Token
+    arrays (numpy) are compared in one vectorised step."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        x, y = np.asarray(a), np.asarray(b)
+        n = min(len(x), len(y))
+        differ = np.flatnonzero(x[:n] != y[:n])
+        return int(differ[0]) if len(differ) else n
     if not (type(a) is type(b) and type(a) in (list, tuple)):
         a, b = tuple(a), tuple(b)
     low, high = 0, min(len(a), len(b))
@@ -809,7 +816,7 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 @dataclass
 class _Entry:
-    tokens: tuple[int, ...]
+    tokens: Sequence[int]  # a tuple, or a numpy array of token ids
     last_used: float
 
 
@@ -855,7 +862,8 @@ class PrefixCache:
                 entry.last_used = now
             best = max(best, shared)
         if len(tokens) >= CACHED_INPUT_MIN_TOKENS:
-            entries.append(_Entry(tuple(tokens), now))
+            kept = tokens if isinstance(tokens, np.ndarray) else tuple(tokens)
+            entries.append(_Entry(kept, now))
         return cacheable(best)
 
 

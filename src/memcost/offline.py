@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
 from memcost import answers
@@ -174,7 +175,15 @@ def _body(text: str) -> str:
     return _OFFLINE_PREFIX.sub("", text, count=1)
 
 
-def _value_kinds(text: str) -> dict[str, frozenset[str]]:
+# The update rule compares each candidate with many stored facts and each fact with many
+# candidates: a text's words, subject and values are worked out once (pure functions of it).
+@lru_cache(maxsize=1 << 16)
+def _content_set(body: str) -> frozenset[str]:
+    return frozenset(content_words(body))
+
+
+@lru_cache(maxsize=1 << 16)
+def _value_kinds(text: str) -> dict[str, frozenset[str]]:  # read only by its callers
     """A fact's values by kind: frequency phrases ("three times a week"), counts (numbers
     outside those phrases), and whether it says something stopped."""
     frequencies = [" ".join(words(m.group(0))) for m in _FREQUENCY.finditer(text)]
@@ -188,9 +197,10 @@ def _value_kinds(text: str) -> dict[str, frozenset[str]]:
     return {k: v for k, v in kinds.items() if v}
 
 
-def _subject(text: str, names: Iterable[str]) -> set[str]:
+@lru_cache(maxsize=1 << 16)
+def _subject(text: str, names: frozenset[str]) -> frozenset[str]:
     skip = {w for n in names for w in words(n)} | {"user"}
-    return {
+    return frozenset(
         w
         for w in content_words(text)
         if w.split("'")[0] not in STOPWORDS  # contractions: "i've", "it's"
@@ -200,7 +210,7 @@ def _subject(text: str, names: Iterable[str]) -> set[str]:
         and w not in _MONTHS_DAYS
         and w not in skip
         and not w.isdigit()
-    }
+    )
 
 
 def lexical_decision(candidate: str, memory: str, *, names: Iterable[str] = ()) -> str | None:
@@ -213,9 +223,9 @@ def lexical_decision(candidate: str, memory: str, *, names: Iterable[str] = ()) 
     smaller set of subject words is shared, both state a count and they differ, or the
     candidate says something stopped. Otherwise ``None``.
     """
-    names = list(names)
+    names = frozenset(names)
     cand_body, mem_body = _body(candidate), _body(memory)
-    cand_words, mem_words = set(content_words(cand_body)), set(content_words(mem_body))
+    cand_words, mem_words = _content_set(cand_body), _content_set(mem_body)
     if not cand_words:
         return "NOOP"
     if cand_words <= mem_words or jaccard(cand_words, mem_words) >= NEAR_DUPLICATE_JACCARD:
@@ -421,6 +431,8 @@ _NUMBER_VALUES = {
     )
 }
 _NUMBER_VALUES.update({"once": "1", "twice": "2", "thrice": "3"})
+# a number word as a whole run of ASCII letters, in any case (the words are ASCII)
+_NUMBER_WORD = re.compile(rf"(?<![A-Za-z])(?i:{'|'.join(_NUMBER_VALUES)})(?![A-Za-z])")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
 _ABSTAIN = re.compile(
     r"\b(not (?:been )?(?:mentioned|stated|specified|provided|available|known|given|said|"
@@ -437,7 +449,7 @@ _COUNT = re.compile(r"\b(\d+)\s+(day|week|month|year)s?\b")
 def numerals(text: str) -> str:
     """Number words as digits and ordinals without suffix, so "three" meets "3" and "9th" "9"."""
     text = _ORDINAL.sub(r"\1", text)
-    return re.sub(r"[A-Za-z]+", lambda m: _NUMBER_VALUES.get(m.group(0).lower(), m.group(0)), text)
+    return _NUMBER_WORD.sub(lambda m: _NUMBER_VALUES.get(m.group(0).lower(), m.group(0)), text)
 
 
 def abstains(text: str) -> bool:

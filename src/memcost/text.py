@@ -169,12 +169,19 @@ def split_where_o200k_splits(text: str, min_chars: int) -> list[str]:
     return pieces
 
 
+_BATCH_FROM = 32  # texts from which the threaded batch encoder pays
+
+
 def count_tokens_batch(texts: Sequence[str], *, num_threads: int = 2) -> list[int]:
     """Token counts of many texts, with tiktoken's threaded batch encoder.
 
     Identical texts are counted once; long texts already counted in this process are not
-    counted again. ``num_threads`` defaults to this project's 2-core target machine.
+    counted again. ``num_threads`` defaults to this project's 2-core target machine. A few
+    texts are counted here (tiktoken starts a thread pool per batch: for one question's
+    embedding that cost more than the counting).
     """
+    if len(texts) < _BATCH_FROM:
+        return [count_tokens(text) for text in texts]
     unique: dict[str, int | None] = dict.fromkeys(texts)
     todo: list[str] = []
     for text in unique:
@@ -244,10 +251,12 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS]
 
 
+_PUNCTUATION_TO_SPACE = str.maketrans(dict.fromkeys(string.punctuation, " "))
+
+
 def normalize_answer(text: str) -> str:
     """SQuAD-style normalisation: lower case, no punctuation, no articles, single spaces."""
-    text = text.lower()
-    text = "".join(" " if ch in string.punctuation else ch for ch in text)
+    text = text.lower().translate(_PUNCTUATION_TO_SPACE)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
@@ -304,23 +313,29 @@ class BM25:
         self.docs = [Counter(content_words(d)) for d in documents]
         self.lengths = [sum(c.values()) for c in self.docs]
         self.avg_len = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
-        df: Counter[str] = Counter()
-        for counts in self.docs:
-            df.update(counts.keys())
+        self.norms = [
+            k1 * (1 - b + b * length / self.avg_len) if self.avg_len else 0.0
+            for length in self.lengths
+        ]
+        # term -> [(document, term frequency)]: a query visits only the documents holding its
+        # terms (a question against a 600-turn history touches a few dozen turns, not 600)
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for i, counts in enumerate(self.docs):
+            for term, tf in counts.items():
+                self.postings.setdefault(term, []).append((i, tf))
         n = len(self.docs)
-        self.idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
+        self.idf = {
+            term: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
+            for term, p in self.postings.items()
+        }
 
     def scores(self, query: str) -> list[float]:
-        terms = content_words(query)
-        out = []
-        for counts, length in zip(self.docs, self.lengths, strict=True):
-            score = 0.0
-            norm = self.k1 * (1 - self.b + self.b * length / self.avg_len) if self.avg_len else 0.0
-            for term in terms:
-                tf = counts.get(term, 0)
-                if tf:
-                    score += self.idf.get(term, 0.0) * tf * (self.k1 + 1) / (tf + norm)
-            out.append(score)
+        out = [0.0] * len(self.docs)
+        norms, k1 = self.norms, self.k1
+        for term in content_words(query):  # per document, terms added in the query's order
+            idf = self.idf.get(term, 0.0)
+            for i, tf in self.postings.get(term, ()):
+                out[i] += idf * tf * (k1 + 1) / (tf + norms[i])
         return out
 
     def best(self, query: str) -> tuple[int, float] | None:

@@ -245,7 +245,7 @@ class CallPath:
             key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors
         )
         self.accounting.add(request, outcome, offline=True)
-        self.record(request, outcome, once=True)
+        self.record(request, outcome, once=True, offline=True)
         return outcome
 
     def _stored_call(
@@ -368,13 +368,15 @@ class CallPath:
         *,
         once: bool = False,
         answer: Mapping[str, Any] | None = None,
+        offline: bool = False,
     ) -> bool:
         """Write the call's record (with its answer, when it brought one); with ``once``, skip
         it when this item's call is recorded already (a rerun of a notebook)."""
-        if once and self.store.recorded(call_key(outcome.key, request.tags)):
+        key = call_key(outcome.key, request.tags)
+        if once and self.store.recorded(key):
             self.accounting.count("replayed")
             return False
-        self.store.add(make_record(request, outcome), answer)
+        self.store.add(make_record(request, outcome), answer, key=key, offline=offline)
         self.accounting.count("recorded")
         return True
 
@@ -437,7 +439,8 @@ class ItemRunner:
         stop = self.transport.stop
         stop.clear()
         heartbeat = Heartbeat(desc, timeout_s=c.request_timeout_s, **self.heartbeat)
-        with heartbeat:  # a line while requests are slow: in flight, the oldest's age
+        # a line while requests are slow (in flight, the oldest's age); offline records batched
+        with heartbeat, self.calls.store.deferring():
             results, failure = run_scheduled(
                 items,
                 heartbeat.track(work),

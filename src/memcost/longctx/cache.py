@@ -98,20 +98,16 @@ class PromptIds:
             encode(HEAD),
             encode(INSTRUCTIONS),
         )
-        self._contexts: dict[tuple, list[int]] = {}
+        self._contexts: dict[tuple, np.ndarray] = {}
 
-    def __call__(self, plan: Plan) -> list[int]:
+    def __call__(self, plan: Plan) -> np.ndarray:
         system, head, instructions = self._fixed
         key = plan.context.key
-        if key not in self._contexts:
-            self._contexts = {key: encode(plan.context.text)}  # one conversation at a time
-        return [
-            *system,
-            *head,
-            *self._contexts[key],
-            *instructions,
-            *encode(plan.question_block),
-        ]
+        if key not in self._contexts:  # one conversation at a time: its prompts' common start
+            start = [*system, *head, *encode(plan.context.text), *instructions]
+            self._contexts = {key: np.array(start, dtype=np.int64)}
+        question = np.array(encode(plan.question_block), dtype=np.int64)
+        return np.concatenate([self._contexts[key], question])
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ import pandas as pd
 import memcost.memory.facts as files
 from memcost.llm import ChatResult, LLMClient
 from memcost.memory.base import (
-    ITEM_COLUMNS,
     MemorySystem,
     Recall,
     SystemBuild,
@@ -37,13 +36,12 @@ from memcost.memory.base import (
     register,
 )
 from memcost.memory.facts import index_dir, memory_users, user_stats
-from memcost.memory.faiss_store import FaissStore
+from memcost.memory.faiss_store import FaissStore, recall_at_k
 from memcost.memory.search import (
     TOP_K,
     MemoryStore,
     embed_questions,
     open_store,
-    retrieve,
     store_table,
 )
 from memcost.memory.segments import (
@@ -182,20 +180,38 @@ class Mem0Style(MemorySystem):
         model, top_k, ef = (self.settings[k] for k in ("embedding_model", "top_k", "ef_search"))
         store = MemoryStore(self.ds, self.open_store(client), embedding_model=model)
         vectors = embed_questions(client, questions, dataset=self.dataset, model=model)
+        ids = questions["question_id"].astype(str).tolist()
+        by_user: dict[str, list[int]] = {}
+        for i, user in enumerate(questions["conversation_id"].astype(str)):
+            by_user.setdefault(user, []).append(i)
         out = {}
-        for i, q in enumerate(questions.to_dict("records")):
-            found = retrieve(
-                store, str(q["conversation_id"]), vectors[i], top_k=top_k, ef_search=ef
-            )
-            items = found.facts.assign(
-                item_id=found.facts["fact_id"],
-                kind="fact",
-                score=list(found.scores),
-                positions=found.facts["source_positions"],
-            )
-            details = {"index_recall": found.index_recall, "top_k": top_k, "ef_search": ef}
-            out[str(q["question_id"])] = Recall(items[list(ITEM_COLUMNS)], found.latency_s, details)
-        return out
+        for user, at in by_user.items():
+            facts = store.get(user)
+            # the exact top-k of all the user's questions at once (what HNSW is measured
+            # against); each question's HNSW search alone, timed as a user would wait for it
+            exact = facts.exact_search(vectors[at], top_k)[0] if len(facts) else None
+            columns = {
+                "item_id": facts.table["fact_id"].array,
+                "text": facts.table["text"].array,
+                "session_datetime": facts.table["session_datetime"].array,
+                "tokens": facts.table["tokens"].array,
+                "positions": facts.table["source_positions"].array,
+            }
+            for j, i in enumerate(at):
+                scores, rows, latency = facts.timed_search(vectors[i], top_k, ef_search=ef)
+                keep = rows >= 0
+                items = pd.DataFrame({name: column[rows[keep]] for name, column in columns.items()})
+                items.insert(1, "kind", "fact")
+                items.insert(4, "score", [round(float(x), 6) for x in scores[keep]])
+                details = {
+                    "index_recall": None
+                    if exact is None
+                    else recall_at_k(scores[None], exact[[j]]),
+                    "top_k": top_k,
+                    "ef_search": ef,
+                }
+                out[ids[i]] = Recall(items, latency, details)
+        return {qid: out[qid] for qid in ids}
 
     def live(self, user: str) -> Mem0Live:
         return Mem0Live(user, self.settings, dataset=self.dataset)

@@ -51,7 +51,7 @@ from memcost.run.checks import (
 )
 from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps, validate_run
 from memcost.run.report import write_report
-from memcost.run.report.page import export_html
+from memcost.run.report.page import export_html_soon, wait_for_exports
 
 # --- Which notebooks run ---------------------------------------------------------------------
 
@@ -451,7 +451,7 @@ def run_notebook(
     status = "ok"
     try:
         execute_notebook(notebook, output, parameters, sink=sink, progress_bar=progress_bar)
-        export_html(output)
+        export_html_soon(output)
     except NotebookFailed:
         status = "failed"
         raise
@@ -703,4 +703,5 @@ def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) ->
                 statuses.append(status)
                 if status.failed and status.fraction > preset.allow_failures:
                     break  # as one after another: this dataset goes no further than the step
+    wait_for_exports()
     return statuses

@@ -13,6 +13,7 @@ import base64
 import html
 import re
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,22 @@ def executed_notebooks(view: RunView) -> list[Path]:
     return [p for p in found if not p.name.startswith(".")]
 
 
+# One thread exports notebooks to HTML while the runner waits on the next notebook's kernel:
+# the export took as long as a short notebook, and nothing but the report reads it.
+_exporter = ThreadPoolExecutor(1, thread_name_prefix="memcost-export")
+_exports: list[Future] = []
+
+
+def export_html_soon(notebook: Path) -> None:
+    """:func:`export_html` in the background; :func:`wait_for_exports` (and the report) wait."""
+    _exports.append(_exporter.submit(export_html, notebook))
+
+
+def wait_for_exports() -> None:
+    while _exports:
+        _exports.pop().result()
+
+
 def export_html(notebook: Path) -> Path | None:
     """``x.ipynb`` → ``x.html`` beside it (nbconvert's HTML exporter, as ``jupyter nbconvert
     --to html`` makes it); ``None`` when nbconvert cannot export it. An export newer than its
@@ -316,6 +333,7 @@ def render_html(markdown_text: str, root: Path) -> str:
 
 def write_report(run: RunPaths) -> tuple[Path, Path]:
     """Write ``report.md`` and ``report.html`` into the run directory; return their paths."""
+    wait_for_exports()
     text = render_markdown(run)
     write_text(run.report_md, text)
     write_text(run.report_html, render_html(text, run.root))
