@@ -114,13 +114,15 @@ def decode(tokens: Sequence[int]) -> str:
 _LONG_TEXT = 2_000  # characters; longer texts are remembered by a digest, not the text
 _PIECE_CHARS = 2_000  # a long text is cut into pieces of at least this many characters
 _SHORT_KEPT = 50_000  # short texts remembered at most
-_counts: dict[bytes, int] = {}
+_counts: dict[tuple[int, int], int] = {}
 _short: dict[str, int] = {}
 _counts_lock = threading.Lock()
 
 
-def _key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+def _key(text: str) -> tuple[int, int]:
+    """A long text's key in this process's table: its hash and length (64 + 64 bits, never
+    stored or compared across processes; a digest cost more than the lookup it served)."""
+    return hash(text), len(text)
 
 
 def count_tokens(text: str) -> int:

@@ -445,15 +445,17 @@ def facts_if_built(ds: DatasetPaths) -> pd.DataFrame | None:
 def _retrieved(ids: Sequence[str], fact_table: pd.DataFrame | None) -> list[dict[str, str]] | None:
     if fact_table is None:
         return None
+    found = [i for i in ids if i in fact_table.index]
+    shown = [c for c in ("text", "status", "session_datetime") if c in fact_table.columns]
+    rows = fact_table.loc[found, shown].to_dict("records")  # one lookup, not three per fact
     return [
         {
             "fact_id": i,
-            "text": as_text(fact_table.loc[i, "text"]),
-            "status": as_text(fact_table.loc[i].get("status")),
-            "session_datetime": as_text(fact_table.loc[i].get("session_datetime")),
+            "text": as_text(row["text"]),
+            "status": as_text(row.get("status")),
+            "session_datetime": as_text(row.get("session_datetime")),
         }
-        for i in ids
-        if i in fact_table.index
+        for i, row in zip(found, rows, strict=True)
     ]
 
 
