@@ -282,3 +282,83 @@ def test_a_damaged_row_is_passed_over_in_one_line_and_the_rerun_completes(
     err = capsys.readouterr().err
     assert "a stored answer is damaged (not readable JSON): its call is made again" in err
     assert "a call record is damaged (not readable JSON)" in err and "Traceback" not in err
+
+
+def test_no_paid_call_is_sent_without_room_for_its_answer_and_a_resume_pays_none_twice(
+    run_paths, tmp_path, server, monkeypatch
+):
+    import memcost.calls as calls_module
+
+    real = calls_module.shutil.disk_usage
+    room = {"full": False}
+
+    def disk_usage(path):
+        usage = real(path)
+        if room["full"]:
+            return type(usage)(usage.total, usage.total - 2**20, 2**20)
+        return usage
+
+    monkeypatch.setattr(calls_module.shutil, "disk_usage", disk_usage)
+    client = api_client(run_paths, server.url, tmp_path)
+    client.chat_many(QUESTIONS[:10])
+    room["full"] = True  # the disk fills
+    with pytest.raises(StoreError) as info:
+        client.chat_many(QUESTIONS)
+    client.close()
+    message = str(info.value)
+    assert "has 1 MB free" in message and "nothing was sent" in message and "\n" not in message
+    assert server.count() == 10 and len(read_calls(run_paths)) == 10  # paid answers all kept
+
+    monkeypatch.setattr(calls_module.shutil, "disk_usage", real)  # room made
+    again = api_client(run_paths, server.url, tmp_path)
+    results = again.chat_many(QUESTIONS)
+    again.close()
+    assert all(r.ok for r in results) and server.count() == 40  # the ten were not paid again
+    assert len(read_calls(run_paths)) == 40
+
+
+def test_a_paid_answer_that_meets_a_full_disk_waits_for_room_and_is_kept(
+    run_paths, tmp_path, server, monkeypatch, capfd
+):
+    # SQLite's own "database or disk is full": the store may not grow past its current pages
+    import threading
+
+    import memcost.calls as calls_module
+
+    connections = []
+    real_connect = sqlite3.connect
+
+    full = {"on": False}
+
+    def connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        connections.append(conn)
+        if full["on"]:  # a worker thread's own connection: the same full disk
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+        return conn
+
+    monkeypatch.setattr(calls_module.sqlite3, "connect", connect)
+    monkeypatch.setattr(calls_module, "FULL_DISK_WAIT_S", 60.0)
+    client = api_client(run_paths, server.url, tmp_path)
+    client.chat(QUESTIONS[0])
+    full["on"] = True
+    for conn in connections:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    def make_room():
+        full["on"] = False
+        for conn in list(connections):
+            conn.execute("PRAGMA max_page_count = 1000000")
+
+    timer = threading.Timer(1.5, make_room)
+    timer.start()
+    results = client.chat_many(QUESTIONS[1:30])
+    timer.join()
+    client.close()
+    err = capfd.readouterr().err
+    assert "is full: a paid answer is held in memory" in err and "the answer is stored" in err
+    assert all(r.ok for r in results) and server.count() == 30  # each sent once
+    records = read_calls(run_paths)
+    assert len(records) == 30 and all(answer is not None for _, answer in _rows(run_paths))

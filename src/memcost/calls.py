@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import sys
 import threading
@@ -176,6 +177,16 @@ CREATE INDEX IF NOT EXISTS answers_by_hash ON calls (request_hash) WHERE answer 
 # What SQLite says when the file or its folder cannot be written: a permission or space
 # problem, never damage.
 _UNWRITABLE = ("readonly database", "unable to open database", "read-only file system")
+# A paid call is not sent when the disk holding the store has less room than this: its answer
+# (an embedding batch's is up to ~16 MB of JSON) could not be kept, and would be paid again.
+MIN_FREE_BYTES = 64 * 2**20
+# A paid answer that meets a full disk is held in memory this long while room is made (one
+# line says so); then the stage stops, and that one answer is paid again on resume.
+FULL_DISK_WAIT_S = 600.0
+
+
+def _is_full(exc: BaseException) -> bool:
+    return "database or disk is full" in str(exc).lower()
 
 
 class StoreError(RuntimeError):
@@ -249,6 +260,16 @@ class CallStore:
         except sqlite3.Error as exc:
             self.close()
             raise self._error(exc) from None
+
+    def check_room(self) -> None:
+        """Before a paid call: is there room to keep its answer? (:data:`MIN_FREE_BYTES`)"""
+        free = shutil.disk_usage(self.path.parent).free
+        if free < MIN_FREE_BYTES:
+            raise StoreError(
+                f"the disk holding {self.path} has {free / 2**20:.0f} MB free, too little to "
+                "keep another paid answer: free space, then resume (nothing was sent; finished "
+                "calls are kept)"
+            )
 
     def _error(self, exc: sqlite3.Error) -> StoreError:
         text = str(exc)
@@ -364,7 +385,39 @@ class CallStore:
         try:
             self._connect().execute(self._INSERT, row)
         except sqlite3.Error as exc:
-            raise self._error(exc) from None
+            if answer is None or not _is_full(exc):
+                raise self._error(exc) from None
+            self._hold_until_room(row)
+
+    def _hold_until_room(self, row: tuple[str, str, str, str | None]) -> None:
+        """A paid answer met a full disk: keep it and try again until there is room (or
+        :data:`FULL_DISK_WAIT_S` has passed), rather than lose what was paid for."""
+        print(
+            f"memcost: the disk holding {self.path} is full: a paid answer is held in memory "
+            f"for up to {FULL_DISK_WAIT_S:.0f} s while you free space (the run goes on then)",
+            file=sys.stderr,
+            flush=True,
+        )
+        deadline, delay = time.monotonic() + FULL_DISK_WAIT_S, 0.25
+        while True:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            try:
+                self._connect().execute(self._INSERT, row)
+            except sqlite3.Error as exc:
+                if not _is_full(exc):
+                    raise self._error(exc) from None
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"the disk holding {self.path} stayed full for {FULL_DISK_WAIT_S:.0f} s:"
+                        " free space, then resume (finished calls are kept; the answer held "
+                        "is lost and its call is paid again)"
+                    ) from None
+                delay = min(delay * 2, 10.0)
+                continue
+            print(
+                f"memcost: room again in {self.path.parent}: the answer is stored", file=sys.stderr
+            )
+            return
 
     @contextmanager
     def deferring(self) -> Iterator[None]:

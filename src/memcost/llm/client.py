@@ -275,6 +275,7 @@ class CallPath:
         return outcome
 
     def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+        self.store.check_room()  # StoreError: no room to keep the answer, nothing is sent
         reserved = self.budget.reserve(request, self._price_multiplier(request))  # BudgetStop:
         # nothing is sent
         attempts = [0, time.perf_counter()]  # attempts made, start of the last one
