@@ -150,3 +150,29 @@ def test_a_rate_limited_wait_says_so_while_it_waits(run_paths, tmp_path, monkeyp
         f"{SIGN_OF_LIFE}rate limited (HTTP 429) on gpt-5-mini-2025-08-07: its requests wait "
         "0.05 s, then leave one by one"
     ) in err
+
+
+def test_requests_waiting_out_a_429_are_not_called_in_flight(run_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    out = io.StringIO()
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        # every request of the stage is told to come back in 1 s once
+        server.on(lambda path, body: True, Action(status=429, retry_after="1"), times=6)
+        client = api_client(
+            run_paths,
+            server.url,
+            tmp_path,
+            retry=RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=3.0),
+            max_concurrency=6,
+        )
+        client.items.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": out}
+        results = client.chat_many([question(i) for i in range(6)])
+        client.close()
+    assert all(r.ok for r in results) and server.count() == 12
+    lines = out.getvalue().splitlines()
+    waiting = [line for line in lines if "waiting out HTTP 429 (rate limited)" in line]
+    assert waiting, lines
+    # while they wait (for the 429's 1 s, or behind the hold it put on the model), none of the
+    # six is said to be in flight
+    assert any("no request in flight; " in line for line in waiting), waiting
+    assert not any("6 requests in flight" in line for line in lines), lines

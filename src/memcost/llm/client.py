@@ -439,7 +439,9 @@ class ItemRunner:
         )
         stop = self.transport.stop
         stop.clear()
-        heartbeat = Heartbeat(desc, timeout_s=c.request_timeout_s, **self.heartbeat)
+        heartbeat = Heartbeat(
+            desc, timeout_s=c.request_timeout_s, waiting=self.transport.waiting, **self.heartbeat
+        )
         # a line while requests are slow (in flight, the oldest's age); offline records batched
         with heartbeat, self.calls.store.deferring():
             results, failure = run_scheduled(

@@ -27,7 +27,7 @@ import heapq
 import sys
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO, TypeVar
@@ -238,8 +238,10 @@ class Heartbeat:
         every_s: float = EVERY_S,
         slow_s: float = SLOW_S,
         out: TextIO | None = None,
+        waiting: Callable[[], list[str]] | None = None,
     ):
         self.desc, self.timeout_s = desc, timeout_s
+        self.waiting = waiting  # why started requests are not being sent (the transport's)
         self.every_s, self.slow_s = every_s, slow_s
         self.out = out
         self.lines: list[str] = []  # what it printed (tests read it)
@@ -277,10 +279,17 @@ class Heartbeat:
             if self.timeout_s == 0
             else ""
         )
-        return (
-            f"{self.desc}: {len(ages)} request{'s' if len(ages) != 1 else ''} in flight, "
-            f"the oldest for {max(ages):.0f} s{limit}"
-        )
+        # a request waiting out a 429 or a back-off is not "in flight": say what it waits for
+        reasons = Counter(self.waiting() if self.waiting is not None else [])
+        sending = max(0, len(ages) - sum(reasons.values()))
+        parts = [
+            f"{sending} request{'s' if sending != 1 else ''} in flight, the oldest for "
+            f"{max(ages):.0f} s{limit}"
+            if sending
+            else "no request in flight"
+        ]
+        parts += [f"{n} {why}" for why, n in reasons.most_common()]
+        return f"{self.desc}: " + "; ".join(parts)
 
     def _beat(self) -> None:
         while not self._done.wait(self.every_s):

@@ -27,7 +27,8 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -295,6 +296,10 @@ Request = ChatRequest | EmbeddingRequest
 # in-a-row limit alone never fires on a stage smaller than it).
 STAGE_PROBE_CALLS = 5
 SAY_EVERY_S = 30.0  # the least time between two signs of life about waiting requests
+# Why a started request is not being sent (the heartbeat counts these apart from those in flight)
+WAIT_429 = "waiting out HTTP 429 (rate limited)"
+WAIT_RETRY = "waiting to be retried"
+WAIT_PACED = "held by the model's rate limit"
 
 
 class Transport:
@@ -313,6 +318,24 @@ class Transport:
         self._consecutive_rate_limited = 0  # of those, calls whose last answer was a 429
         self._stage_probe: dict[str, tuple[int, int]] = {}
         self._last_said = -SAY_EVERY_S
+        self._waits: dict[int, str] = {}  # thread -> why its request is not being sent now
+
+    @contextmanager
+    def _waiting(self, why: str) -> Iterator[None]:
+        thread = threading.get_ident()
+        with self._lock:
+            self._waits[thread] = why
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waits.pop(thread, None)
+
+    def waiting(self) -> list[str]:
+        """Why each request that is not being sent right now waits (the heartbeat's line):
+        :data:`WAIT_429`, :data:`WAIT_RETRY` or :data:`WAIT_PACED`."""
+        with self._lock:
+            return list(self._waits.values())
 
     # ------------------------------------------------------------------ where
 
@@ -392,7 +415,8 @@ class Transport:
         last: dict[str, Any] = {"latency": 0.0, "error": None}
 
         def attempt() -> dict[str, Any]:
-            ticket = pacer.acquire(self._token_estimate(request), self.stop)
+            with self._waiting(WAIT_PACED):
+                ticket = pacer.acquire(self._token_estimate(request), self.stop)
             if ticket is None:
                 raise _Stopped("not sent: the stage stopped")
             attempts[0] += 1
@@ -422,7 +446,10 @@ class Transport:
             return self._backoff(request, pacer, state)
 
         def sleep(seconds: float) -> None:
-            if self.stop.wait(seconds):  # the stage is stopping: do not retry
+            limited = last["error"] is not None and _rate_limited(last["error"])
+            with self._waiting(WAIT_429 if limited else WAIT_RETRY):
+                stopping = self.stop.wait(seconds)
+            if stopping:  # the stage is stopping: do not retry
                 raise _Stopped("not retried: the stage stopped")
 
         retrying = tenacity.Retrying(
