@@ -153,3 +153,47 @@ def test_a_missing_or_broken_hindsight_environment_is_refused_in_one_line(tmp_pa
         r"installs dateparser<1\.5\.0$",
     ):
         hindsight_library.ENVIRONMENT.version()
+
+
+STAND_IN_SERVER = """#!{python}
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def _answer(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b"{{}}")
+
+    do_GET = do_POST = do_DELETE = _answer
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+def test_a_server_that_dies_is_named_with_how_it_ended_and_its_log(tmp_path):
+    # a killed hindsight-api used to surface as a bare URLError that stopped notebook 01; now
+    # it is a RuntimeError saying the server ended, which fails the user being built
+    import signal
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "hindsight-api"
+    script.write_text(STAND_IN_SERVER.format(python=sys.executable), encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "hindsight.log"
+    with hindsight_library.Server(bin_dir / "python", {}, log) as server:
+        assert server.call("POST", "/v1/default/banks/u/memories", {"items": []}) == {}
+        assert server.gone() is None
+        server._process.send_signal(signal.SIGKILL)
+        server._process.wait()
+        with pytest.raises(RuntimeError) as info:
+            server.call("POST", "/v1/default/banks/u/memories", {"items": []})
+    message = str(info.value)
+    assert message.startswith(f"the Hindsight server ended (killed by signal 9; its log: {log})")
+    assert "POST /v1/default/banks/u/memories" in message and "\n" not in message

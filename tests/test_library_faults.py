@@ -55,3 +55,28 @@ def test_a_failure_for_one_user_fails_that_user_and_a_rerun_builds_it(
     system, report = build(name, run, library_upstream, tmp_path)
     assert (report.resumed, report.built, report.failed) == (1, 1, {})
     assert set(read_done(system.folder)) == {"pair-1", "pair-2"}
+
+
+@needs("hindsight")
+def test_a_killed_hindsight_server_fails_its_users_and_a_rerun_builds_them(
+    library_upstream, tmp_path
+):
+    import psutil
+
+    def kill_the_server_at_evas_first_call(path: str, body: dict) -> bool:
+        if library_calls(path, body) and "Eva" in str(body["messages"]):
+            for child in psutil.Process().children(recursive=True):
+                if "hindsight-api" in " ".join(child.cmdline()):
+                    child.kill()
+        return False  # answered as usual; the server that asked is gone
+
+    library_upstream.on(kill_the_server_at_evas_first_call, Action(), times=None)
+    run = RunPaths(tmp_path / "run").ensure()
+    system, report = build("hindsight", run, library_upstream, tmp_path)
+    assert report.built == 1 and set(report.failed) == {"pair-2"}
+    assert "the Hindsight server ended (killed by signal 9" in report.failed["pair-2"]
+    assert set(read_done(system.folder)) == {"pair-1"}
+    library_upstream.clear()
+    system, report = build("hindsight", run, library_upstream, tmp_path)
+    assert (report.resumed, report.built, report.failed) == (1, 1, {})
+    assert set(read_done(system.folder)) == {"pair-1", "pair-2"}

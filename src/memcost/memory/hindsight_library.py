@@ -217,6 +217,23 @@ class Server:
             raise RuntimeError(
                 f"HTTP {exc.code} from Hindsight {method} {path}: {detail}"
             ) from None
+        except OSError as exc:  # refused, reset, timed out: say whether the server is gone
+            why = self.gone(wait_s=2.0) or "no answer from the Hindsight server"
+            raise RuntimeError(f"{why} ({method} {path}: {exc})") from None
+
+    def gone(self, wait_s: float = 0.0) -> str | None:
+        """Why the server's process is no longer running (``None`` while it runs); ``wait_s``
+        gives a dying process (its connections already closed) time to end."""
+        process = self._process
+        if process is None:
+            return None
+        try:
+            process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+        code = process.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+        return f"the Hindsight server ended ({how}; its log: {self.log})"
 
     def __exit__(self, *exc: object) -> None:
         process, self._process = self._process, None
