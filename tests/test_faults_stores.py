@@ -13,7 +13,7 @@ from memcost.calls import CallStore, StoreError, is_paid, read_calls, store_path
 from memcost.io import read_jsonl
 from memcost.llm import CacheMiss
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import FakeOpenAIServer
+from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 QUESTIONS = [question(i, tags={"conversation_id": f"c{i}"}) for i in range(40)]
 
@@ -342,10 +342,12 @@ def test_a_paid_answer_that_meets_a_full_disk_waits_for_room_and_is_kept(
     monkeypatch.setattr(calls_module, "FULL_DISK_WAIT_S", 60.0)
     client = api_client(run_paths, server.url, tmp_path)
     client.chat(QUESTIONS[0])
-    full["on"] = True
-    for conn in connections:
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    def fill_the_disk():
+        full["on"] = True
+        for conn in list(connections):
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
 
     def make_room():
         full["on"] = False
@@ -353,12 +355,23 @@ def test_a_paid_answer_that_meets_a_full_disk_waits_for_room_and_is_kept(
             conn.execute("PRAGMA max_page_count = 1000000")
 
     timer = threading.Timer(1.5, make_room)
-    timer.start()
+
+    arrived = []
+
+    def while_the_first_answers_are_on_the_wire(path, body):
+        arrived.append(path)  # (the server's own count takes the lock this rule runs under)
+        if len(arrived) == 3:
+            fill_the_disk()  # these calls were sent: their answers meet the full disk
+            timer.start()
+        return False
+
+    server.on(while_the_first_answers_are_on_the_wire, Action(), times=None)
     results = client.chat_many(QUESTIONS[1:30])
     timer.join()
     client.close()
     err = capfd.readouterr().err
-    assert "is full: a paid answer is held in memory" in err and "the answer is stored" in err
+    assert "is full: a paid answer, held in memory, waits for up to 60 s" in err
+    assert "room again in " in err
     assert all(r.ok for r in results) and server.count() == 30  # each sent once
     records = read_calls(run_paths)
     assert len(records) == 30 and all(answer is not None for _, answer in _rows(run_paths))

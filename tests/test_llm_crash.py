@@ -17,7 +17,7 @@ from pathlib import Path
 
 from llm_helpers import TEST_KEY
 
-from memcost.calls import read_calls, store_path
+from memcost.calls import IN_FLIGHT_AT_KILL, is_paid, read_calls, store_path
 from memcost.io import read_jsonl
 from memcost.testing.openai_server import Action, FakeOpenAIServer
 
@@ -76,7 +76,15 @@ def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
 
         completed = {_question(e) for e in _stored_texts(run)}
         ledger_before = read_calls(run)
-        assert len(ledger_before) == len(completed) < 200  # each record with its answer
+        answered = [r for r in ledger_before if r["error"] is None]
+        assert len(answered) == len(completed) < 200  # each record with its answer
+        # the calls on the wire at the kill: on the ledger as possibly billed (the provider saw
+        # them), prompt tokens counted, for questions that have no answer
+        on_the_wire = [r for r in ledger_before if r["error"] == IN_FLIGHT_AT_KILL]
+        assert len(on_the_wire) == len(ledger_before) - len(answered)
+        assert len(on_the_wire) >= sent_first - len(completed) >= 1
+        assert all(is_paid(r) and r["prompt_tokens"] > 0 for r in on_the_wire)
+        assert not {r["question_id"][1:] for r in on_the_wire} & completed
 
         server.clear()
         second = _worker(run, server.url)
@@ -88,11 +96,13 @@ def test_sigkill_midway_then_rerun_sends_only_what_had_not_completed(tmp_path):
         assert len(resent) == 200 - len(completed)
 
     records = read_calls(run)
-    assert len(records) == 200
-    assert len({r["request_hash"] for r in records}) == 200
-    assert len({r["question_id"] for r in records}) == 200
-    # every call was paid by this run once, including any whose record the kill interrupted
-    assert all(r["cached"] is False and r["error"] is None for r in records)
+    answers = [r for r in records if r["error"] is None]
+    assert len(answers) == 200 and len(records) == 200 + len(on_the_wire)
+    assert len({r["request_hash"] for r in answers}) == 200
+    assert len({r["question_id"] for r in answers}) == 200
+    # every answer was paid by this run once; the calls killed on the wire stay on the bill
+    assert all(r["cached"] is False for r in records)
+    assert [r for r in records if r["error"]] == on_the_wire
     outputs = read_jsonl(run / "answers.jsonl")
     assert sorted(o["question_id"] for o in outputs) == [f"q{i:03d}" for i in range(200)]
     texts = {_question(t): t for t in _stored_texts(run)}

@@ -29,7 +29,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -173,7 +173,18 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_by_key ON calls (call_key);
 CREATE INDEX IF NOT EXISTS answers_by_hash ON calls (request_hash) WHERE answer IS NOT NULL;
+CREATE TABLE IF NOT EXISTS inflight (
+    call_key TEXT PRIMARY KEY,        -- a paid call sent and not answered yet
+    pid      INTEGER NOT NULL,        -- the process that sent it
+    record   TEXT NOT NULL            -- its record should that process die before the answer
+);
 """
+# The error of a call whose process was killed while it was on the wire: the provider may
+# have billed it, so it stays on the ledger (prompt tokens counted, output unknown).
+IN_FLIGHT_AT_KILL = (
+    "in flight when its process was killed: the provider may have billed it (prompt tokens "
+    "counted, output unknown); its answer was lost and the call is made again"
+)
 # What SQLite says when the file or its folder cannot be written: a permission or space
 # problem, never damage.
 _UNWRITABLE = ("readonly database", "unable to open database", "read-only file system")
@@ -183,6 +194,18 @@ MIN_FREE_BYTES = 64 * 2**20
 # A paid answer that meets a full disk is held in memory this long while room is made (one
 # line says so); then the stage stops, and that one answer is paid again on resume.
 FULL_DISK_WAIT_S = 600.0
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _is_full(exc: BaseException) -> bool:
@@ -219,6 +242,7 @@ class CallStore:
         self._pending: list[tuple[str, str, str, None]] = []  # offline rows not written yet
         self._pending_keys: set[str] = set()
         self._deferring = 0
+        self._sending: set[str] = set()  # this process's calls in the inflight table
         self._open()
 
     # -- connections
@@ -252,6 +276,7 @@ class CallStore:
                 try:
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.executescript(_SCHEMA)
+                    self._settle_the_killed(conn)
                     break
                 except sqlite3.OperationalError as exc:
                     if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -260,6 +285,55 @@ class CallStore:
         except sqlite3.Error as exc:
             self.close()
             raise self._error(exc) from None
+
+    def _settle_the_killed(self, conn: sqlite3.Connection) -> None:
+        """Calls a killed process had on the wire become ledger records (may have been billed)."""
+        rows = conn.execute("SELECT call_key, pid, record FROM inflight").fetchall()
+        dead = [(key, record) for key, pid, record in rows if not _alive(int(pid))]
+        if not dead:
+            return
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            for key, record in dead:
+                removed = conn.execute(
+                    "DELETE FROM inflight WHERE call_key = ? AND record = ?", (key, record)
+                ).rowcount
+                if removed:  # not settled by another process opening the store at once
+                    request_hash = str((self._readable(record, "", "") or {}).get("request_hash"))
+                    conn.execute(self._INSERT, (key, request_hash, record, None))
+        print(
+            f"memcost: {len(dead)} call(s) were on the wire when their process was killed: they "
+            f"are on the ledger of {self.path} as possibly billed (their output unknown)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def sending(self, key: str, record: Mapping[str, Any]) -> None:
+        """A paid call is about to be sent: should this process die before its answer, the
+        next process that opens the store puts ``record`` on the ledger."""
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+
+        def write() -> None:
+            self._connect().execute(
+                "INSERT OR REPLACE INTO inflight (call_key, pid, record) VALUES (?, ?, ?)",
+                (key, os.getpid(), text),
+            )
+
+        try:
+            write()
+        except sqlite3.Error as exc:
+            if not _is_full(exc):
+                raise self._error(exc) from None
+            self._hold_until_room(write, "a call about to be sent", "nothing was sent")
+        self._sending.add(key)
+
+    def unsent(self, key: str) -> None:
+        """The call ``key`` ended without a record (never sent): forget it was in flight."""
+        if key in self._sending:
+            self._sending.discard(key)
+            self._connect().execute(
+                "DELETE FROM inflight WHERE call_key = ? AND pid = ?", (key, os.getpid())
+            )
 
     def check_room(self) -> None:
         """Before a paid call: is there room to keep its answer? (:data:`MIN_FREE_BYTES`)"""
@@ -383,18 +457,35 @@ class CallStore:
                 self.flush()
             return
         try:
-            self._connect().execute(self._INSERT, row)
+            self._write(row)
         except sqlite3.Error as exc:
             if answer is None or not _is_full(exc):
                 raise self._error(exc) from None
-            self._hold_until_room(row)
+            self._hold_until_room(
+                lambda: self._write(row),
+                "a paid answer, held in memory,",
+                "the answer held is lost and its call is paid again",
+            )
 
-    def _hold_until_room(self, row: tuple[str, str, str, str | None]) -> None:
-        """A paid answer met a full disk: keep it and try again until there is room (or
-        :data:`FULL_DISK_WAIT_S` has passed), rather than lose what was paid for."""
+    def _write(self, row: tuple[str, str, str, str | None]) -> None:
+        conn = self._connect()
+        if row[0] not in self._sending:
+            conn.execute(self._INSERT, row)
+            return
+        with conn:  # the call's record and the end of its flight in one transaction
+            conn.execute("BEGIN")
+            conn.execute(self._INSERT, row)
+            conn.execute(
+                "DELETE FROM inflight WHERE call_key = ? AND pid = ?", (row[0], os.getpid())
+            )
+        self._sending.discard(row[0])
+
+    def _hold_until_room(self, write: Callable[[], None], what: str, lost: str) -> None:
+        """``write`` met a full disk: try again until there is room (or :data:`FULL_DISK_WAIT_S`
+        has passed), rather than lose ``what`` (a paid answer) or stop the stage."""
         print(
-            f"memcost: the disk holding {self.path} is full: a paid answer is held in memory "
-            f"for up to {FULL_DISK_WAIT_S:.0f} s while you free space (the run goes on then)",
+            f"memcost: the disk holding {self.path} is full: {what} waits for up to "
+            f"{FULL_DISK_WAIT_S:.0f} s while you free space (the run goes on then)",
             file=sys.stderr,
             flush=True,
         )
@@ -402,21 +493,18 @@ class CallStore:
         while True:
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             try:
-                self._connect().execute(self._INSERT, row)
+                write()
             except sqlite3.Error as exc:
                 if not _is_full(exc):
                     raise self._error(exc) from None
                 if time.monotonic() >= deadline:
                     raise StoreError(
                         f"the disk holding {self.path} stayed full for {FULL_DISK_WAIT_S:.0f} s:"
-                        " free space, then resume (finished calls are kept; the answer held "
-                        "is lost and its call is paid again)"
+                        f" free space, then resume (finished calls are kept; {lost})"
                     ) from None
                 delay = min(delay * 2, 10.0)
                 continue
-            print(
-                f"memcost: room again in {self.path.parent}: the answer is stored", file=sys.stderr
-            )
+            print(f"memcost: room again in {self.path.parent}: {what} is stored", file=sys.stderr)
             return
 
     @contextmanager

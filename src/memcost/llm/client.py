@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memcost.calls import CallStore, call_key, normalise_tags, spent_usd
+from memcost.calls import IN_FLIGHT_AT_KILL, CallStore, call_key, normalise_tags, spent_usd
 from memcost.catalog import ModelInfo, discount_multiplier, model_info
 from memcost.llm.accounting import Accounting, Budget, BudgetStop, ClientStats
 from memcost.llm.batch import BatchPrefill
@@ -118,6 +118,22 @@ def make_record(request: Request, outcome: Outcome, *, cached: bool | None = Non
         record["execution"] = outcome.execution
     record.update(normalise_tags(request.tags))
     return record
+
+
+def _in_flight_record(
+    request: Request, endpoint: Endpoint, key: str, execution: str
+) -> dict[str, Any]:
+    """The record a call leaves on the ledger if its process is killed while it is sent."""
+    if isinstance(request, EmbeddingRequest):
+        prompt = sum(count_tokens(t) for t in request.inputs)
+    else:
+        prompt = sum(count_tokens(c) for _, c in request.messages)
+    outcome = Outcome(
+        key, endpoint.backend, endpoint.host, Usage(prompt_tokens=prompt), False, 0.0, 1,
+        error=IN_FLIGHT_AT_KILL,
+    )  # fmt: skip
+    outcome.execution = execution
+    return make_record(request, outcome)
 
 
 def answer_of(request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
@@ -276,6 +292,15 @@ class CallPath:
 
     def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
         self.store.check_room()  # StoreError: no room to keep the answer, nothing is sent
+        flight = call_key(key, request.tags)
+        execution = self._flex_or_interactive(request)
+        self.store.sending(flight, _in_flight_record(request, endpoint, key, execution))
+        try:
+            return self._send(request, endpoint, key)
+        finally:
+            self.store.unsent(flight)  # nothing once its record is written (with its answer)
+
+    def _send(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
         reserved = self.budget.reserve(request, self._price_multiplier(request))  # BudgetStop:
         # nothing is sent
         attempts = [0, time.perf_counter()]  # attempts made, start of the last one
