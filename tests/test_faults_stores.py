@@ -85,9 +85,31 @@ def test_a_damaged_store_names_the_file_and_the_way_out(paid_run):
     data[200:4000] = b"\x00garbage" * 475
     path.write_bytes(bytes(data))
     with pytest.raises(StoreError) as info:
-        CallStore(paid_run.root)
+        CallStore(paid_run.root)  # a reader (memcost runs, the cost tables) only says so
     message = str(info.value)
     assert str(path) in message and "damaged" in message and f"mv {path} {path}.damaged" in message
+
+
+def test_a_run_sets_a_damaged_store_aside_and_goes_on(paid_run, tmp_path, server, capfd):
+    path = store_path(paid_run.root)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    data[200:4000] = b"\x00garbage" * 475
+    path.write_bytes(bytes(data))
+    client = api_client(paid_run, server.url, tmp_path)  # the client opens it: set aside
+    results = client.chat_many(QUESTIONS[:5])
+    client.close()
+    err = capfd.readouterr().err
+    aside = [
+        p
+        for p in paid_run.root.iterdir()
+        if p.name.startswith("calls.sqlite.damaged-") and not p.name.endswith(("-wal", "-shm"))
+    ]
+    assert [p.read_bytes()[200:208] for p in aside] == [b"\x00garbage"]
+    assert f"set aside as {aside[0].name}" in err and "Traceback" not in err
+    # the run goes on with a new store: the calls it held are made again, and kept this time
+    assert all(r.ok for r in results) and server.count() == 5 and len(read_calls(paid_run)) == 5
 
 
 def test_a_read_only_store_is_not_called_damaged(paid_run, monkeypatch):

@@ -236,3 +236,52 @@ def test_a_damaged_store_of_calls_marks_its_run_and_never_hides_the_others(tmp_p
     assert "store of calls damaged" in bad and "good" in out and "Traceback" not in out
     assert f"bad: the run's store of calls {runs / 'bad' / 'calls.sqlite'} is damaged" in out
     assert "move it aside (mv " in out
+
+
+def test_a_corrupt_manifest_prints_the_commands_that_resume_the_run(tmp_path, capsys):
+    import shlex
+    import subprocess
+
+    from memcost.cli import main
+
+    run_dir = tmp_path / "run"
+    argv = ["run", "--params", "smoke", "--datasets", "locomo", "--steps", "00", "--quiet"]
+    assert main([*argv, "--run-name", str(run_dir)]) == 0
+    (run_dir / "manifest.json").write_text('{"steps": ', encoding="utf-8")
+    capsys.readouterr()
+    assert main([*argv, "--run-name", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    line = err.splitlines()[-1].strip()
+    assert line.startswith(
+        f"mv {run_dir / 'manifest.json'} {run_dir / 'manifest.json.damaged'} && "
+    )
+    resume = shlex.split(line.split(" && ", 1)[1])
+    assert resume[:4] == ["python", "-m", "memcost", "run"] and str(run_dir) in resume
+    # what it says, done as said, resumes the run
+    subprocess.run(shlex.split(line.split(" && ", 1)[0]), check=True)
+    assert main(resume[3:]) == 0
+    assert (run_dir / "manifest.json.damaged").is_file() and (run_dir / "manifest.json").is_file()
+
+
+def test_a_store_of_calls_the_run_cannot_write_prints_what_to_do_and_the_resume_command(
+    tmp_path, capsys, monkeypatch
+):
+    import sqlite3
+
+    import memcost.calls as calls_module
+    from memcost.cli import main
+
+    run_dir = tmp_path / "run"
+    argv = ["run", "--params", "smoke", "--datasets", "locomo", "--steps", "00", "--quiet"]
+    assert main([*argv, "--run-name", str(run_dir)]) == 0
+    calls_module.CallStore(run_dir).close()  # the run has a store of calls
+
+    def unwritable(self):  # what SQLite says of a store it may not write (root ignores modes)
+        raise self._error(sqlite3.OperationalError("attempt to write a readonly database"))
+
+    monkeypatch.setattr(calls_module.CallStore, "_open", unwritable)
+    capsys.readouterr()
+    assert main([*argv, "--run-name", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "then resume" in err and "damaged" not in err
+    assert err.splitlines()[-1].strip().startswith("python -m memcost run --params smoke")

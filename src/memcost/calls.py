@@ -212,8 +212,14 @@ def _is_full(exc: BaseException) -> bool:
     return "database or disk is full" in str(exc).lower()
 
 
+class _Damaged(sqlite3.DatabaseError):
+    """SQLite's integrity check found the store damaged."""
+
+
 class StoreError(RuntimeError):
     """The store of calls cannot be read or written; the message says why and what to do."""
+
+    damaged = False  # unreadable as a database (not merely unwritable, full or busy)
 
 
 def store_path(run_root: str | os.PathLike[str]) -> Path:
@@ -231,6 +237,7 @@ class CallStore:
         *,
         reuse: Sequence[str | os.PathLike[str]] = (),
         busy_timeout_s: float = 60.0,
+        set_aside_damaged: bool = False,
     ):
         self.path = store_path(run_root)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -243,7 +250,13 @@ class CallStore:
         self._pending_keys: set[str] = set()
         self._deferring = 0
         self._sending: set[str] = set()  # this process's calls in the inflight table
-        self._open()
+        try:
+            self._open()
+        except StoreError as exc:
+            if not (set_aside_damaged and exc.damaged):
+                raise
+            self._set_aside()
+            self._open()
 
     # -- connections
 
@@ -270,7 +283,7 @@ class CallStore:
             conn = self._connect()
             verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
             if verdict != "ok":
-                raise sqlite3.DatabaseError(verdict)
+                raise _Damaged(verdict)
             deadline = time.monotonic() + self._busy_timeout_s
             while True:  # WAL needs a moment of exclusive access: another process may hold it
                 try:
@@ -357,10 +370,32 @@ class CallStore:
                 f"the disk holding {self.path} is full: free space, then resume (finished "
                 "calls are kept; the call being written is sent again)"
             )
-        return StoreError(
+        error = StoreError(
             f"the run's store of calls {self.path} is damaged ({text}): move it aside "
             f"(mv {self.path} {self.path}.damaged) and resume; the run's answers and tables "
             "are kept, its calls are made (and paid) again"
+        )
+        # only what SQLite calls damage: a store that is busy or on a failing disk is never renamed
+        error.damaged = isinstance(exc, _Damaged) or any(
+            words in text.lower() for words in ("malformed", "not a database")
+        )
+        return error
+
+    def _set_aside(self) -> None:
+        """Rename a damaged store (and its WAL files) beside it and say where, so that the run
+        goes on with a new one instead of stopping on it at every rerun."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            part = self.path.with_name(self.path.name + suffix)
+            if part.exists():
+                part.rename(target.with_name(target.name + suffix))
+        print(
+            f"memcost: {self.path} was damaged (not readable as a database): set aside as "
+            f"{target.name}; this run goes on with a new store, and the calls it held are made "
+            "(and paid) again",
+            file=sys.stderr,
+            flush=True,
         )
 
     # -- reading

@@ -145,7 +145,21 @@ def command_run(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             allow_failures=args.allow_failures,
         )
-    except (PresetError, ManifestDamaged) as exc:
+    except ManifestDamaged as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        print(
+            "Move it aside, then resume (the run's tables, notebooks and calls stay):\n"
+            f"  mv {shlex.quote(str(exc.path))} {shlex.quote(str(exc.path) + '.damaged')} && "
+            f"{resume_command(args, args.run_name or str(exc.path.parent))}",
+            file=sys.stderr,
+        )
+        return 2
+    except StoreError as exc:  # unwritable, full or damaged: the message says what to do first
+        print(f"error: {exc}", file=sys.stderr)
+        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
+        print(f"Then resume with:\n  {resume_command(args, run_dir)}", file=sys.stderr)
+        return 2
+    except PresetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RunLocked as exc:

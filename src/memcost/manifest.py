@@ -157,6 +157,10 @@ def _locked(path: Path) -> FileLock:
 class ManifestDamaged(ValueError):
     """A ``manifest.json`` that is not a JSON object (torn by a crash, or edited by hand)."""
 
+    def __init__(self, message: str, path: Path):
+        super().__init__(message)
+        self.path = path  # the file to move aside
+
 
 def read_manifest(run: RunPaths) -> dict[str, Any]:
     """The run's manifest (``{}`` before the first write); :class:`ManifestDamaged` naming the
@@ -168,12 +172,14 @@ def read_manifest(run: RunPaths) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ManifestDamaged(
             f"{run.manifest}: corrupt manifest (line {exc.lineno}, column {exc.colno}); "
-            "move it aside to start the run's record afresh (its tables and notebooks stay)"
+            "move it aside to start the run's record afresh (its tables and notebooks stay)",
+            run.manifest,
         ) from None
     if not isinstance(manifest, dict):
         raise ManifestDamaged(
             f"{run.manifest}: not a JSON object but a {type(manifest).__name__}; move it aside "
-            "to start the run's record afresh (its tables and notebooks stay)"
+            "to start the run's record afresh (its tables and notebooks stay)",
+            run.manifest,
         )
     return manifest
 

@@ -893,7 +893,7 @@ def make_client(run: RunPaths, **options: Any) -> LLMClient:
             env_file=config.env_file,
         )
     reuse = [RunPaths.from_param(r).root for r in config.reuse_runs]
-    store = CallStore(run.root, reuse=reuse)
+    store = CallStore(run.root, reuse=reuse, set_aside_damaged=True)
     budget = Budget(
         config.max_cost_usd,
         spent_before_usd=spent_usd(store.records(), config.price_overrides),

@@ -399,10 +399,8 @@ def check_store(run: RunPaths) -> None:
     with what to do, before a notebook fails on it)."""
     if not store_path(run.root).is_file():
         return
-    try:
-        CallStore(run.root).close()
-    except StoreError as exc:
-        raise PresetError(str(exc)) from None
+    # a damaged one is set aside (one line says where); StoreError: what to do, then resume
+    CallStore(run.root, set_aside_damaged=True).close()
 
 
 def default_run_name(preset: Preset) -> str:
@@ -551,6 +549,9 @@ def run_preset(
             progress.say(note)
         try:
             execute_steps(run, preset, notebooks, selected, per_dataset, progress)
+        except StoreError as exc:  # before a notebook: the store of calls cannot be used
+            exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
+            raise
         except (OSError, NotebookFailed, StageFailures) as exc:
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
             if not isinstance(exc, OSError):
