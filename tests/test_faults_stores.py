@@ -77,13 +77,18 @@ def test_another_run_is_served_the_answers_of_a_run_it_reuses(paid_run, tmp_path
     assert len(read_calls(paid_run)) == 40  # the reused run is read, never written
 
 
-def test_a_damaged_store_names_the_file_and_the_way_out(paid_run):
-    path = store_path(paid_run.root)
+def _damage(path):
+    """Garbage over the start of the store's pages (its WAL folded in first)."""
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     data = bytearray(path.read_bytes())
     data[200:4000] = b"\x00garbage" * 475
     path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_damaged_store_names_the_file_and_the_way_out(paid_run):
+    path = _damage(store_path(paid_run.root))
     with pytest.raises(StoreError) as info:
         CallStore(paid_run.root)  # a reader (memcost runs, the cost tables) only says so
     message = str(info.value)
@@ -91,12 +96,7 @@ def test_a_damaged_store_names_the_file_and_the_way_out(paid_run):
 
 
 def test_a_run_sets_a_damaged_store_aside_and_goes_on(paid_run, tmp_path, server, capfd):
-    path = store_path(paid_run.root)
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = bytearray(path.read_bytes())
-    data[200:4000] = b"\x00garbage" * 475
-    path.write_bytes(bytes(data))
+    _damage(store_path(paid_run.root))
     client = api_client(paid_run, server.url, tmp_path)  # the client opens it: set aside
     results = client.chat_many(QUESTIONS[:5])
     client.close()
