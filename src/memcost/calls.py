@@ -14,9 +14,10 @@ answer it lost; there is nothing to repair. The same rows serve three purposes:
 - the **checkpoint**: a call already recorded for the same item (request hash and tags) is not
   recorded again, so rerunning a notebook leaves every call recorded once.
 
-Offline calls have a record and no answer (they are computed again, deterministically). SQLite
-in WAL mode lets the notebooks of two datasets and the threads of one client write at once; a
-statement is its own transaction, so a SIGKILL loses at most the call being written.
+Offline calls have a record and no answer (they are computed again, deterministically), written
+in batches within a stage. SQLite in WAL mode lets the notebooks of two datasets and the threads
+of one client write at once; a paid call is its own transaction, and is noted as in flight
+before it is sent, so a SIGKILL never takes a possibly billed call off the ledger.
 """
 
 from __future__ import annotations
