@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memcost.calls import list_cost, read_calls, record_cost
+from memcost.calls import list_cost, read_calls, record_cost, spent_usd
 from memcost.llm.providers import EndpointClient, resolve_endpoint
 from memcost.llm.requests import QuotaExhausted
 from memcost.llm.transport import RetryPolicy
@@ -178,6 +178,16 @@ def test_openrouter_usage_cost_and_provider_are_recorded_and_preferred(run_paths
     # A rerun of the run replays it from the cache: still the same record, not sent again.
     again = api_client(run_paths, server.url, tmp_path, backend="openrouter")
     assert again.chat(request).billed_usd == 0.0125 and server.count() == 1
+    again.close()
+    # the bill after the rerun is what the provider billed: one store, one writer, and no
+    # command that rewrites records (the old repair-ledger dropped billed_usd and served_by)
+    records = read_calls(run_paths.calls)
+    assert [(r["served_by"], r["billed_usd"]) for r in records] == [("DeepInfra", 0.0125)]
+    assert spent_usd(records) == pytest.approx(0.0125)
+    from memcost.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert not [c for c in commands if "repair" in c or "ledger" in c], sorted(commands)
 
 
 def test_models_listing_reports_shutdown_dates(server):
