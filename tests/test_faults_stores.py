@@ -37,8 +37,11 @@ def paid_run(run_paths, tmp_path, server):
 
 
 def _rows(run):
-    with sqlite3.connect(store_path(run.root)) as conn:
+    conn = sqlite3.connect(store_path(run.root))
+    try:  # closed here: a connection left to the collector removes its WAL file at any time
         return conn.execute("SELECT record, answer FROM calls").fetchall()
+    finally:
+        conn.close()
 
 
 def test_a_paid_call_is_one_row_its_record_with_its_answer(paid_run):
@@ -391,9 +394,13 @@ def test_a_paid_answer_that_meets_a_full_disk_waits_for_room_and_is_kept(
     results = client.chat_many(QUESTIONS[1:30])
     timer.join()
     client.close()
+    for conn in connections:  # this test's own too: none left for the collector to close later
+        conn.close()
     err = capfd.readouterr().err
     assert "is full: a paid answer, held in memory, waits for up to 60 s" in err
     assert "room again in " in err
     assert all(r.ok for r in results) and server.count() == 30  # each sent once
     records = read_calls(run_paths)
     assert len(records) == 30 and all(answer is not None for _, answer in _rows(run_paths))
+    for conn in connections:
+        conn.close()
