@@ -313,7 +313,7 @@ class CallStore:
                     "DELETE FROM inflight WHERE call_key = ? AND record = ?", (key, record)
                 ).rowcount
                 if removed:  # not settled by another process opening the store at once
-                    request_hash = str((self._readable(record, "", "") or {}).get("request_hash"))
+                    request_hash = str(json.loads(record)["request_hash"])  # written by sending()
                     conn.execute(self._INSERT, (key, request_hash, record, None))
         print(
             f"memcost: {len(dead)} call(s) were on the wire when their process was killed: they "

@@ -47,6 +47,7 @@ from memcost.llm.offline import (
     encode_vectors,
     l2_normalise,
     plan_batches,
+    prompt_tokens,
     run_chat,
     run_embedding,
 )
@@ -124,12 +125,9 @@ def _in_flight_record(
     request: Request, endpoint: Endpoint, key: str, execution: str
 ) -> dict[str, Any]:
     """The record a call leaves on the ledger if its process is killed while it is sent."""
-    if isinstance(request, EmbeddingRequest):
-        prompt = sum(count_tokens(t) for t in request.inputs)
-    else:
-        prompt = sum(count_tokens(c) for _, c in request.messages)
     outcome = Outcome(
-        key, endpoint.backend, endpoint.host, Usage(prompt_tokens=prompt), False, 0.0, 1,
+        key, endpoint.backend, endpoint.host, Usage(prompt_tokens=prompt_tokens(request)),
+        False, 0.0, 1,
         error=IN_FLIGHT_AT_KILL,
     )  # fmt: skip
     outcome.execution = execution
@@ -175,7 +173,7 @@ def outcome_of(
         estimated = usage is None
         if usage is None:
             usage = Usage(
-                prompt_tokens=sum(count_tokens(c) for _, c in request.messages),
+                prompt_tokens=prompt_tokens(request),
                 completion_tokens=count_tokens(response["text"]),
             )
         outcome = Outcome(
@@ -187,7 +185,7 @@ def outcome_of(
     prompt = response["prompt_tokens"]
     estimated = prompt is None
     if prompt is None:
-        prompt = sum(count_tokens(t) for t in request.inputs)
+        prompt = prompt_tokens(request)
     outcome = Outcome(
         usage=Usage(prompt_tokens=int(prompt)), vectors=l2_normalise(response["vectors"]),
         served_model=response["served_model"], **base,

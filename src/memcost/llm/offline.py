@@ -42,9 +42,11 @@ from memcost.text import count_tokens, count_tokens_batch, truncate_to_tokens, w
 OfflineMethod = Callable[[ChatRequest], str]
 
 
-def prompt_tokens(request: ChatRequest) -> int:
-    """o200k tokens of the message contents (the chat format adds a few per message; ignored,
-    it is noise next to the contents)."""
+def prompt_tokens(request: ChatRequest | EmbeddingRequest) -> int:
+    """o200k tokens of the message contents, or of an embedding request's inputs (the chat
+    format adds a few per message; ignored, it is noise next to the contents)."""
+    if isinstance(request, EmbeddingRequest):
+        return sum(count_tokens_batch(list(request.inputs)))
     return sum(count_tokens(content) for _, content in request.messages)
 
 
@@ -70,7 +72,7 @@ def run_embedding(
     t0 = time.perf_counter()
     vectors = embed(list(request.inputs))
     latency = time.perf_counter() - t0
-    usage = Usage(prompt_tokens=sum(count_tokens_batch(list(request.inputs))))
+    usage = Usage(prompt_tokens=prompt_tokens(request))
     return vectors, usage, latency
 
 
