@@ -446,6 +446,7 @@ _ABSTAIN = re.compile(
 _COUNT = re.compile(r"\b(\d+)\s+(day|week|month|year)s?\b")
 
 
+@lru_cache(maxsize=16_384)  # a reference is compared with every system's answer
 def numerals(text: str) -> str:
     """Number words as digits and ordinals without suffix, so "three" meets "3" and "9th" "9"."""
     text = _ORDINAL.sub(r"\1", text)
@@ -537,8 +538,12 @@ def lexical_judge(request: Any) -> str:
     """The offline method of the judge stage: the lexical verdict as the JSON an LLM would give.
     The request's payload carries the item (``.item``) and the judge prompt's name
     (``.prompt_name``)."""
-    payload = request.payload
-    label, reason = lexical_verdict(payload.item, payload.prompt_name)
+    return _verdict_json(request.payload.item, request.payload.prompt_name)
+
+
+@lru_cache(maxsize=4_096)  # an answer's votes ask the same question: the rule runs once
+def _verdict_json(item: Judged, prompt_name: str) -> str:
+    label, reason = lexical_verdict(item, prompt_name)
     return json.dumps({"reason": reason, "label": label})
 
 

@@ -20,7 +20,6 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -53,11 +52,11 @@ class Recall:
     def tokens(self) -> int:
         return int(self.items["tokens"].sum()) if len(self.items) else 0
 
-    @cached_property  # read three times per question: renamed once
+    @property
     def facts(self) -> pd.DataFrame:
-        """The items as the reader and evidence recall read them (``text``,
-        ``session_datetime``, ``source_positions``)."""
-        return self.items.rename(columns={"positions": "source_positions"})
+        """The items as the reader and evidence recall read them (as the walk-through's
+        :class:`memcost.memory.search.Retrieved` has them: ``text``, ``session_datetime``)."""
+        return self.items
 
 
 @dataclass

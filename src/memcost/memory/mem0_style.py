@@ -29,6 +29,7 @@ import pandas as pd
 import memcost.memory.facts as files
 from memcost.llm import ChatResult, LLMClient
 from memcost.memory.base import (
+    ITEM_COLUMNS,
     MemorySystem,
     Recall,
     SystemBuild,
@@ -190,8 +191,9 @@ class Mem0Style(MemorySystem):
             # the exact top-k of all the user's questions at once (what HNSW is measured
             # against); each question's HNSW search alone, timed as a user would wait for it
             exact = facts.exact_search(vectors[at], top_k)[0] if len(facts) else None
-            columns = {
+            columns = {  # ITEM_COLUMNS, the score's per question
                 "item_id": facts.table["fact_id"].array,
+                "kind": np.full(len(facts.table), "fact", dtype=object),
                 "text": facts.table["text"].array,
                 "session_datetime": facts.table["session_datetime"].array,
                 "tokens": facts.table["tokens"].array,
@@ -200,9 +202,10 @@ class Mem0Style(MemorySystem):
             for j, i in enumerate(at):
                 scores, rows, latency = facts.timed_search(vectors[i], top_k, ef_search=ef)
                 keep = rows >= 0
-                items = pd.DataFrame({name: column[rows[keep]] for name, column in columns.items()})
-                items.insert(1, "kind", "fact")
-                items.insert(4, "score", [round(float(x), 6) for x in scores[keep]])
+                score = [round(float(x), 6) for x in scores[keep]]
+                items = pd.DataFrame(
+                    {n: score if n == "score" else columns[n][rows[keep]] for n in ITEM_COLUMNS}
+                )
                 details = {
                     "index_recall": None
                     if exact is None

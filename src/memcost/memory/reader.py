@@ -327,9 +327,10 @@ def evidence_units(evidence: Sequence[str], turns: pd.DataFrame) -> list[frozens
 
 
 def covered_positions(facts: pd.DataFrame) -> set[int]:
-    """The turn positions that at least one of ``facts`` was extracted from."""
+    """The turn positions that at least one of ``facts`` was extracted from (a fact table's
+    ``source_positions`` or a recall's ``positions``)."""
     covered: set[int] = set()
-    for positions in facts["source_positions"]:
+    for positions in facts["positions" if "positions" in facts else "source_positions"]:
         covered.update(int(p) for p in positions)
     return covered
 
