@@ -288,7 +288,7 @@ REGISTRY: dict[str, ModelInfo] = _load_models()
 # --- Prices --------------------------------------------------------------------------------------
 
 PRICE_TABLE_NAME = "the price table (memcost/assets/prices.csv)"
-PRICE_TABLE_DATE = "2025-09-15"  # list prices in force when the paper's runs were made (§8)
+PRICE_TABLE_DATE = "2025-09-15"  # list prices in force when the paper's runs were made (§4.2)
 CURRENT_PRICE_DATE = "2026-11-30"  # the newest rows below were checked on this date
 BATCH_API_MULTIPLIER = 0.5  # OpenAI Batch API: half price, results within 24 hours
 FLEX_MULTIPLIER = 0.5  # OpenAI Flex processing: Batch-API prices on the interactive endpoints

@@ -27,7 +27,7 @@ WEEK = 7 * DAY
 # The policies a deployer can choose (and the paper's assumption).
 RETENTION_POLICIES: tuple[str, ...] = ("always", "in_memory", "extended", "none")
 RETENTION_LABELS = {
-    "always": "always cached (the paper's assumption, §8)",
+    "always": "always cached (the paper's assumption, §3.5)",
     "in_memory": "in-memory retention",
     "extended": "extended retention",
     "none": "no caching",
@@ -82,7 +82,7 @@ def cacheable_tokens(shared_tokens: float, *, exact: bool = False) -> float:
     """Tokens of a ``shared_tokens``-long prefix the cache can serve.
 
     ``exact=False``: the provider's grid (at least 1,024 tokens, then 128-token steps);
-    ``exact=True``: every shared token, as the paper's cost model bills it (§8).
+    ``exact=True``: every shared token, as the paper's cost model bills it (§3.5).
     """
     if exact:
         return float(shared_tokens)
@@ -93,7 +93,7 @@ ARRIVAL_PROCESSES = ("back_to_back", "fixed_gap", "poisson", "sessions", "datase
 
 
 def back_to_back(n: int) -> np.ndarray:
-    """All questions at once (the paper's case, §8): no time for a cache to expire."""
+    """All questions at once (the paper's case, §3.5): no time for a cache to expire."""
     return np.zeros(int(n))
 
 
@@ -162,10 +162,10 @@ def dataset_gaps(conversations: pd.DataFrame, questions: pd.DataFrame | None = N
     return out
 
 
-PAPER_OUTPUT_TOKENS = 527.0  # §8: output tokens per long-context answer implied by Tables 4-5
-PAPER_QUESTION_TOKENS = 0.0  # §8: Tables 4-5 bill the whole prompt as cached from turn 2
-PAPER_WRITE_USD_PER_TOKEN = 4.296e-7  # §8: Table 5 write column ÷ L (extraction + embeddings)
-PAPER_READ_USD = 0.001317  # §8: Table 4 memory column's slope (one question from memory)
+PAPER_OUTPUT_TOKENS = 527.0  # §3.5: output tokens per long-context answer implied by Tables 4-5
+PAPER_QUESTION_TOKENS = 0.0  # §3.5: Tables 4-5 bill the whole prompt as cached from turn 2
+PAPER_WRITE_USD_PER_TOKEN = 4.296e-7  # §3.5: Table 5 write column ÷ L (extraction + embeddings)
+PAPER_READ_USD = 0.001317  # §3.5: Table 4 memory column's slope (one question from memory)
 BREAK_EVEN_FIRST_PREFIX = 32  # questions priced before the first look for a break-even
 
 
@@ -175,9 +175,9 @@ class LongContext:
 
     price: Price  # the long-context model's dated price row
     retention: Retention  # the cache policy (window and write price)
-    output_tokens: float = PAPER_OUTPUT_TOKENS  # per answer, reasoning included (§8)
-    question_tokens: float = PAPER_QUESTION_TOKENS  # uncached tokens after the history (§8: 0)
-    exact_cache: bool = True  # §8: every shared token cached (False: 1,024/128-token grid)
+    output_tokens: float = PAPER_OUTPUT_TOKENS  # per answer, reasoning included (§3.5)
+    question_tokens: float = PAPER_QUESTION_TOKENS  # uncached tokens after the history (§3.5: 0)
+    exact_cache: bool = True  # §3.5: every shared token cached (False: 1,024/128-token grid)
     flex: bool = False  # Flex processing (half price, slower; no cache-write price)
 
     @classmethod
@@ -191,7 +191,7 @@ class Memory:
 
     write_usd_per_token: float = PAPER_WRITE_USD_PER_TOKEN  # extraction + update + embeddings
     read_usd: float = PAPER_READ_USD  # retrieval + reader call, per question
-    source: str = "paper constants implied by Tables 4-5 (§8)"
+    source: str = "paper constants implied by Tables 4-5 (§3.5)"
     price_date: str = ""  # the price rows these costs were computed with
 
 

@@ -49,10 +49,10 @@ _PER_HISTORY_TOKEN = paper.MEASURED["conversations"] * paper.TABLE4_CONTEXT_TOKE
 class Assumptions:
     """What the cost model assumes beyond prices; defaults are the paper's (section named)."""
 
-    output_tokens: float = PAPER_OUTPUT_TOKENS  # §8: per long-context answer (Tables 4-5)
-    question_tokens: float = PAPER_QUESTION_TOKENS  # §8: whole prompt cached from turn 2
-    write_usd_per_token: float = PAPER_WRITE_USD_PER_TOKEN  # §8: paper write cost per token
-    read_usd: float = PAPER_READ_USD  # §8: paper read cost per question
+    output_tokens: float = PAPER_OUTPUT_TOKENS  # paper §3.5: per long-context answer (Tables 4-5)
+    question_tokens: float = PAPER_QUESTION_TOKENS  # paper §3.5: whole prompt cached from turn 2
+    write_usd_per_token: float = PAPER_WRITE_USD_PER_TOKEN  # paper §3.5: paper write cost per token
+    read_usd: float = PAPER_READ_USD  # paper §3.5: paper read cost per question
     # §4.2: 122.6M extraction prompt and 41.6M completion tokens, 1.842M embedding tokens, for
     # 500 histories of 101,601 tokens: the token mix behind the write cost.
     extraction_prompt_per_token: float = (
@@ -70,7 +70,7 @@ class Assumptions:
     reader_prompt_tokens: float = paper.MEASURED["read_retrieved_tokens_per_question"] + 300
     # §4.2: 103,183 facts for 500 histories of 101,601 tokens (memory grows with the history)
     facts_per_user: float = paper.MEASURED["embedding_facts"] / paper.MEASURED["conversations"]
-    exact_cache: bool = True  # §8: every shared token billed as cached
+    exact_cache: bool = True  # paper §3.5: every shared token billed as cached
     batch_write: bool = False  # extraction and embeddings through the Batch API
     flex_answers: bool = False  # long-context answers with Flex processing
 

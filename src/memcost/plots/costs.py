@@ -672,7 +672,7 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
 
     fig, ax = plt.subplots(figsize=(8.0, 4.4))
     styles = {
-        "token_break_even": ("token count, no caching (§9 formula)", "#555555", "--", "s"),
+        "token_break_even": ("token count, no caching (cognee's formula)", "#555555", "--", "s"),
         "dollar_break_even_no_cache": ("dollars, no prompt caching", "#e08214", "-", "^"),
         "dollar_break_even_cached": ("dollars, with prompt caching (paper)", "black", "-", "o"),
     }

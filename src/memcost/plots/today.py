@@ -167,7 +167,7 @@ EXPLORER_DEFAULTS: dict[str, Any] = {
     "scenario": "current",  # a name in memcost.costs.today.SCENARIOS (model and price date)
     "retention": "in_memory",  # always | in_memory | extended | none
     "gap_seconds": 3_600.0,  # gap between a user's questions
-    "output_tokens": 527.0,  # §8: long-context output tokens per answer
+    "output_tokens": 527.0,  # paper §3.5: long-context output tokens per answer
     "batch": False,  # memory's write through the Batch API
 }
 
