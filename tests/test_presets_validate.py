@@ -51,3 +51,12 @@ def test_presets_that_include_each_other_are_refused_in_one_line(tmp_path):
     (tmp_path / "c.yaml").write_text("include: nowhere\n", encoding="utf-8")
     with pytest.raises(PresetError, match=r"^preset not found: nowhere \(available in "):
         load_preset(tmp_path / "c.yaml")
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_model_a_shipped_preset_pays_for_is_in_the_catalog(name):
+    """The check a run makes before any call: serving_paper once named a backbone the catalog
+    did not know (google/gemma-4-26b-a4b, not OpenRouter's name for it), so it could not start."""
+    from memcost.run.checks import check_lifecycle
+
+    check_lifecycle(load_preset(name), discover_notebooks(), on="2026-12-01")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memcost import catalog
@@ -100,7 +102,7 @@ def test_every_row_names_a_source_url_and_a_date():
             assert len(row.date) == 10 and row.date[4] == "-"
             assert "http" in row.source or "openrouter.ai" in row.source
             if row.date > catalog.PRICE_TABLE_DATE and row.model != "gpt-oss-120b":
-                assert "checked 2026-11-30" in row.source
+                assert re.search(r"checked 20\d\d-\d\d-\d\d", row.source), row.source
     assert catalog.price_successor("gpt-5-mini-2025-08-07") == "gpt-6.1-terra"
     assert catalog.price_successor("gpt-5-nano") == "gpt-6-luna"
     records = catalog.price_schedule_table()

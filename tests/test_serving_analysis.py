@@ -181,3 +181,30 @@ def test_the_closest_subset_whatever_its_size_is_reported_beside_the_targeted_on
     assert choice.closest_divergence < choice.total_divergence
     alone = workload.choose_subset(questions(spec), size=3, target_questions=99)  # none has 99
     assert alone.closest_conversations == alone.conversations == ["a", "b", "d"]
+
+
+def test_accuracy_is_the_studys_judges_where_it_judged_and_says_so_where_not(tmp_path):
+    """Total Recall §3 judged with one vote of gpt-oss-120b: its votes are used where a run has
+    them beside another judge's, and a run judged by another judge says whose accuracy it is."""
+    path = tmp_path / "judgments.jsonl"
+
+    def votes(judge, labels):
+        return [
+            {"question_id": f"c1-{i}", "conversation_id": "c1", "system": "memory", "vote": 0,
+             "primary": True, "label": label, "judge_model": judge, "backend": "openrouter"}
+            for i, label in enumerate(labels)
+        ]  # fmt: skip
+
+    both = votes("openai/gpt-oss-120b", ["CORRECT", "WRONG"]) + votes("gpt-5-mini", ["WRONG"] * 2)
+    path.write_text("".join(json.dumps(r) + "\n" for r in both))
+    row = analysis.subset_accuracy(
+        path, ["c1"], ["mem0"], ["m"], judge_model="gpt-oss-120b", n_resamples=50
+    ).iloc[0]
+    assert (row["status"], row["accuracy"], row["questions"]) == ("measured", 0.5, 2)
+    assert row["judge_model"] == "openai/gpt-oss-120b"
+    path.write_text("".join(json.dumps(r) + "\n" for r in votes("gpt-5-mini", ["WRONG"] * 2)))
+    row = analysis.subset_accuracy(
+        path, ["c1"], ["mem0"], ["m"], judge_model="gpt-oss-120b", n_resamples=50
+    ).iloc[0]
+    assert row["status"] == "measured by gpt-5-mini, not the study's judge gpt-oss-120b"
+    assert row["accuracy"] == 0.0

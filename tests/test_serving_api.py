@@ -130,3 +130,30 @@ def test_notebook_06_over_an_api_checks_the_estimate_then_replays(tmp_path, serv
         "ingest_extract",
         "ingest_update",
     }
+
+
+def test_the_studys_generation_settings_reach_every_call_of_the_replay(run_paths, server, tmp_path):
+    """Total Recall §3 sampled every call at temperature 0.7 with at most 32,768 tokens: the
+    answers and the memory's own ingest calls alike, through the real client to the server."""
+    key = {"backend": "custom", "api_key_env": "OPENAI_API_KEY"}  # a server of one's own
+    client = api_client(run_paths, server.url, tmp_path, **key)
+    study = ServingConfig().generation  # the notebook's default system_settings
+    assert study == {"temperature": 0.7, "max_output_tokens": 32_768}
+    turns = wl.generate_workload(12, 40, 0)
+    replay(
+        "mem0",
+        turns,
+        ClientEngine(client, "openai/gpt-oss-20b", "low", study),
+        ServingConfig(ingest_interval=10),
+        labels={},
+    )
+    client.close()
+    chats = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
+    assert len(chats) >= 12 + 1  # an answer per turn and the memory's extraction at turn 10
+    assert {(b["temperature"], b["max_tokens"]) for b in chats} == {(0.7, 32_768)}
+    assert {b["model"] for b in chats} == {"openai/gpt-oss-20b"}
+    # a model that rejects temperature keeps its output limit only
+    engine = ClientEngine(api_client(run_paths, server.url, tmp_path), MODEL, "low", study)
+    assert engine.generation == {"max_output_tokens": 32_768}
+    with pytest.raises(ValueError, match="unknown setting"):
+        ClientEngine(client, MODEL, "low", {"top_p": 0.9})

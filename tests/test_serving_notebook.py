@@ -88,6 +88,8 @@ def test_metrics_hold_the_fit_break_even_and_missing_accuracy(executed):
         "om_top_k": 1,
         "observer_tokens": 1200,
         "reflector_tokens": 300,
+        "temperature": 0.7,
+        "max_output_tokens": 32768,
     }
     assert metrics["backend"] == "offline" and metrics["price_table_date"]
     full = next(r for r in metrics["table1"] if r["system"] == "full_history")
@@ -111,7 +113,7 @@ def test_the_runner_runs_notebook_06_only_when_a_preset_names_it():
     assert load_preset("serving_offline_full").steps == ["06"]
     assert load_preset("serving_smoke").steps == ["00", "06"]
     on_paper = load_preset("serving_paper").parameters
-    assert on_paper["models"] == ["openai/gpt-oss-20b", "google/gemma-4-26b-a4b"]
+    assert on_paper["models"] == ["openai/gpt-oss-20b", "google/gemma-4-26b-a4b-it"]
     assert on_paper["reasoning_efforts"] == ["low", "medium"]
     assert on_paper["backend"] == "openrouter"
     full = load_preset("serving_offline_full").parameters
@@ -158,8 +160,8 @@ def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
 
 
 def test_the_price_banner_of_serving_smoke_uses_notebook_06s_own_prices():
-    """Notebook 06 prices its open-weight backbones in its parameters cell: the banner printed
-    before the run shows those prices, not "no price" warnings."""
+    """The serving study's backbones and embedding model are in the price table (OpenRouter's
+    listings): the banner printed before the run shows their prices, not "no price" warnings."""
     from memcost.run.checks import paid_models, price_lines
     from memcost.run.presets import resolve_preset
     from memcost.run.runner import discover_notebooks
@@ -169,7 +171,9 @@ def test_the_price_banner_of_serving_smoke_uses_notebook_06s_own_prices():
         paid_models(resolve_preset("serving_smoke", notebooks), notebooks, paid_only=False)
     )
     assert "no price" not in banner
-    assert "openai/gpt-oss-20b: 0.03 / - / 0.14 (dated 2026-11-01, from price_overrides)" in banner
+    assert "openai/gpt-oss-20b: 0.03 / - / 0.14 (dated 2026-12-03)" in banner
+    assert "google/gemma-4-26b-a4b-it: 0.06 / - / 0.33 (dated 2026-12-03)" in banner
+    assert "perplexity/pplx-embed-v1-0.6b: 0.004 / - / 0 (dated 2026-12-03)" in banner
     override = resolve_preset(
         "smoke", notebooks, overrides={"price_overrides": {"gpt-5-mini-2025-08-07": 0}}
     )

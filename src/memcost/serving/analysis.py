@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from memcost import paper
-from memcost.catalog import slug
+from memcost.catalog import canonical_name, slug
 from memcost.io import read_jsonl
 from memcost.serving.replay import TURN_COLUMNS
 from memcost.stats import cluster_bootstrap_interval, stays_below_from
@@ -312,12 +312,15 @@ def subset_accuracy(
     models: Sequence[str],
     *,
     mapping: Mapping[str, str] | None = None,
+    judge_model: str = "",
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
     """One row per (served system, model): ``accuracy`` with its interval and where it came
     from, or ``status`` saying why it is missing. ``mapping`` names the judged system to use
-    for a served system when it is not the same model's (say so in the table)."""
+    for a served system when it is not the same model's (say so in the table). Accuracy is one
+    vote per answer, as the study's; of ``judge_model`` where it judged the answers (the study's:
+    gpt-oss-120b), else of the judge that did, and ``status`` says which."""
     records = read_jsonl(judgments_path, missing_ok=True)
     judged = pd.DataFrame(records)
     rows = []
@@ -348,6 +351,14 @@ def subset_accuracy(
             if mine.empty:
                 rows.append({**row, "status": f"missing: {name} not judged on the subset"})
                 continue
+            status = "measured"
+            if judge_model:
+                by_wanted = mine["judge_model"].astype(str).map(canonical_name)
+                if by_wanted.eq(canonical_name(judge_model)).any():
+                    mine = mine[by_wanted.eq(canonical_name(judge_model))]
+                else:
+                    judges = ", ".join(sorted(set(mine["judge_model"].astype(str))))
+                    status = f"measured by {judges}, not the study's judge {judge_model}"
             correct = mine["label"].astype(str).str.upper().eq("CORRECT")
             low, high = cluster_bootstrap_interval(
                 correct, mine["conversation_id"], n_resamples=n_resamples, seed=seed
@@ -361,7 +372,7 @@ def subset_accuracy(
                     "questions": int(len(mine)),
                     "judge_model": str(mine["judge_model"].iloc[0]),
                     "backend": str(mine["backend"].iloc[0]),
-                    "status": "measured",
+                    "status": status,
                 }
             )
     return pd.DataFrame(rows)

@@ -361,7 +361,7 @@ def replay_all(
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Every planned run, as every (model, effort): one offline replay copied per model, or one
-    replay per model through the client."""
+    replay per model through the client at the config's generation settings."""
     if offline:
         rows = replay_synthetic(runs, workload, OfflineEngine(), config, progress=progress)
         return with_models(rows, pairs)
@@ -371,7 +371,7 @@ def replay_all(
         replay_synthetic(
             runs,
             workload,
-            ClientEngine(client, m, e),
+            ClientEngine(client, m, e, config.generation),
             config,
             model=m,
             reasoning_effort=e,

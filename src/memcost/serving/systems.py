@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.catalog import PRICE_TABLE_DATE, price_for
+from memcost.catalog import PRICE_TABLE_DATE, price_for, rejects_temperature
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.memory.base import open_system
@@ -146,18 +146,30 @@ class OfflineEngine:
         )
 
 
+GENERATION_KEYS = ("temperature", "max_output_tokens")
+
+
 class ClientEngine:
-    """The same calls sent through the project's client, as one model at one reasoning effort."""
+    """The same calls sent through the project's client, as one model at one reasoning effort.
+    ``generation`` (``temperature``, ``max_output_tokens``) applies to every chat call of the
+    replay, the memory systems' ingest calls included: the study sampled all of them at one
+    setting (Total Recall §3: temperature 0.7, at most 32,768 tokens)."""
 
     def __init__(
         self,
         client: LLMClient,
         model: str,
         reasoning_effort: str = "",
-        max_output_tokens: int | None = None,
+        generation: Mapping[str, Any] | None = None,
     ):
         self.client, self.model, self.effort = client, model, reasoning_effort or None
-        self.max_output_tokens = max_output_tokens
+        generation = dict(generation or {})
+        unknown = sorted(set(generation) - set(GENERATION_KEYS))
+        if unknown:
+            raise ValueError(f"generation: unknown setting(s) {unknown}; valid: {GENERATION_KEYS}")
+        if rejects_temperature(model):  # as generation_params: only where the model takes one
+            generation.pop("temperature", None)
+        self.generation = {k: v for k, v in generation.items() if v is not None}
         self.backend = client.backend_for(model)
 
     embed = staticmethod(embed_locally)
@@ -170,8 +182,9 @@ class ClientEngine:
         *,
         stage: str = "",
     ) -> ChatResult:
-        """A memory system's request (made for this engine's model) through the client."""
-        return self.client.chat(request, offline=offline, parse=parse)
+        """A memory system's request (made for this engine's model) through the client, at the
+        replay's generation settings."""
+        return self.client.chat(replace(request, **self.generation), offline=offline, parse=parse)
 
     def request(self, call: Call) -> ChatRequest:
         messages = (("system", call.prompt.system), ("user", call.user_text()))
@@ -181,13 +194,13 @@ class ClientEngine:
             stage="read",
             prompt_version=call.prompt.id,
             reasoning_effort=self.effort,
-            max_output_tokens=self.max_output_tokens,
             payload=call,
             tags={
                 "system": call.tags.get("system"),
                 "serving_stage": call.kind,
                 **{k: v for k, v in call.tags.items() if k != "system"},
             },
+            **self.generation,
         )
 
     def __call__(self, call: Call) -> Reply:
@@ -283,6 +296,13 @@ class ServingConfig:
     om_top_k: int = 1
     observer_tokens: int = 30_000
     reflector_tokens: int = 40_000
+    # every chat call of a replay through a model (ClientEngine); offline stand-ins ignore them
+    temperature: float | None = 0.7
+    max_output_tokens: int | None = 32_768
+
+    @property
+    def generation(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "max_output_tokens": self.max_output_tokens}
 
 
 def fact_words(text: str) -> frozenset[str]:
