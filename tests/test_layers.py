@@ -51,7 +51,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 _FOUNDATIONS = (
     "__init__ paths io text prompts catalog verify params calls answers stats paper manifest"
 )
-_STAGES = "data memory longctx judge serving gateway"
+_STAGES = "data memory longctx judge serving gateway published"
 LAYER_OF: dict[str, str] = {
     **{name: FOUNDATION for name in _FOUNDATIONS.split()},
     "llm": LLM,

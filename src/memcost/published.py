@@ -1,0 +1,467 @@
+"""Published runs: real systems' per-question answers and judgments on the study's questions.
+
+Mem0's own benchmark runs, full-context baselines judged three times, Zep's graded answers,
+probes of the judge with answers that are wrong on purpose, and an audit of LoCoMo's gold
+answers are public, pinned in git and free to download. Read together they answer the paper's
+question (memory or long context?) with real models and no key.
+
+The registry (``memcost/assets/published.yaml``) holds one entry per file: where it is (repo @
+commit : path), its sha256 and license, and what it is (dataset, kind of system, models, judge,
+votes, retrieval depth, schema). :func:`read_published` gets a file (a folder of copies, the
+download cache, or a download), checks its sha256 and parses it with the schema's parser into one
+row per question (:data:`COLUMNS`); :func:`align` pairs those rows with this repository's own
+questions by conversation and question text, since each source numbers its questions its own way.
+A parser is one function registered by name (:func:`parser`), so a new source is one entry and,
+for a new schema, one function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from memcost.data.locomo import LOCOMO_CATEGORIES
+from memcost.data.sources import GITHUB_RAW
+from memcost.io import atomic_path
+from memcost.paths import ASSETS_DIR, DataError
+from memcost.stats import cluster_bootstrap_interval, mcnemar_exact, wilson_interval
+
+REGISTRY_FILE = ASSETS_DIR / "published.yaml"
+KINDS = ("memory", "long_context", "probe", "gold_audit")
+DOWNLOAD_TIMEOUT_S = 60.0
+
+# One row per published answer (a gold audit: per audited question).
+COLUMNS = (
+    "run",  # the registry name
+    "source_id",  # the question's id in the source ("" where it has none)
+    "conversation",  # LoCoMo: the conversation's position in locomo10.json; LongMemEval: its id
+    "question",
+    "reference",  # the gold answer the source judged against
+    "answer",  # the system's answer ("" for a gold audit)
+    "category_id",  # LoCoMo's category (1-5); None for LongMemEval
+    "category",  # this repository's name of it (LongMemEval: the question type)
+    "votes",  # the judge's verdicts, True = accepted (empty: not judged)
+    "latency_ms",  # search latency where the source records it
+    "note",  # a gold audit: the error type
+    "corrected",  # a gold audit: the answer the evidence supports
+)
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One registry entry (see ``memcost/assets/published.yaml``)."""
+
+    name: str
+    repo: str
+    commit: str
+    path: str
+    sha256: str
+    license: str
+    dataset: str
+    kind: str
+    system: str
+    answer_model: str
+    judge_model: str
+    votes: int
+    schema: str
+    top_k: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{GITHUB_RAW}/{self.repo}/{self.commit}/{self.path}"
+
+    @property
+    def file_name(self) -> str:
+        """The name of its copy in a ``published_dir`` folder or the download cache."""
+        return f"{self.name}.json"
+
+
+@cache
+def registry() -> dict[str, PublishedRun]:
+    """Every published run, by name (the registry file, read once)."""
+    entries = yaml.safe_load(REGISTRY_FILE.read_text(encoding="utf-8"))
+    known = {f.name for f in fields(PublishedRun)} - {"name"}
+    out = {}
+    for name, entry in entries.items():
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise ValueError(f"{REGISTRY_FILE}: {name}: unknown field(s) {unknown}")
+        run = PublishedRun(name=name, **entry)
+        if run.kind not in KINDS or run.schema not in PARSERS:
+            raise ValueError(f"{REGISTRY_FILE}: {name}: kind {run.kind!r} or schema {run.schema!r}")
+        out[name] = run
+    return out
+
+
+def published_run(name: str) -> PublishedRun:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise DataError(
+            f"unknown published run {name!r}; the registry has: {', '.join(registry())}"
+        ) from None
+
+
+# --- Getting a file ------------------------------------------------------------------------------
+
+
+def fetch(
+    run: PublishedRun,
+    *,
+    published_dir: str | Path | None = None,
+    cache_dir: Path,
+    download: bool = True,
+) -> tuple[bytes, str]:
+    """The bytes of ``run``'s file and where they came from: ``published_dir/<name>.json`` when
+    a folder is given (machines without network), else the download cache, else a download
+    (kept in the cache). The sha256 is checked whichever way: a file that differs from the pin
+    is an error naming both hashes."""
+    if published_dir:
+        path = Path(published_dir) / run.file_name
+        if not path.is_file():
+            raise DataError(
+                f"{path}: not found; published_dir must hold {run.file_name} (from {run.url})"
+            )
+        data, origin = path.read_bytes(), str(path)
+    else:
+        path = Path(cache_dir) / run.commit[:12] / run.file_name
+        if path.is_file():
+            data, origin = path.read_bytes(), str(path)
+        elif not download:
+            raise DataError(
+                f"{run.name}: no copy at {path} and download is off; set published_dir to a "
+                f"folder holding {run.file_name} (from {run.url}), or allow the download"
+            )
+        else:
+            data, origin = _download(run), run.url
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(data)
+    got = hashlib.sha256(data).hexdigest()
+    if got != run.sha256:
+        raise DataError(
+            f"{origin}: sha256 {got} is not the pinned {run.sha256} of {run.name} "
+            f"({run.repo} @ {run.commit[:12]}); remove the copy and download it again"
+        )
+    return data, origin
+
+
+def _download(run: PublishedRun) -> bytes:
+    try:
+        with urllib.request.urlopen(run.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
+            return response.read()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise DataError(
+            f"could not download {run.name} from {run.url}: {exc}. Without network, save the "
+            f"file as {run.file_name} in a folder and set published_dir to it"
+        ) from exc
+
+
+def read_published(
+    name: str,
+    *,
+    published_dir: str | Path | None = None,
+    cache_dir: Path,
+    download: bool = True,
+) -> pd.DataFrame:
+    """``name``'s answers as :data:`COLUMNS`, one row per question (see :func:`fetch`)."""
+    run = published_run(name)
+    data, origin = fetch(run, published_dir=published_dir, cache_dir=cache_dir, download=download)
+    try:
+        document = json.loads(data)
+        rows = list(PARSERS[run.schema](document))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise DataError(
+            f"{origin}: not a {run.schema} file as {run.name} publishes it "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    frame = pd.DataFrame(rows, columns=list(COLUMNS[1:]))
+    frame.insert(0, "run", name)
+    return frame
+
+
+# --- One parser per schema -----------------------------------------------------------------------
+
+Parser = Callable[[Any], Iterator[dict[str, Any]]]
+PARSERS: dict[str, Parser] = {}
+
+
+def parser(schema: str) -> Callable[[Parser], Parser]:
+    """Register the parser of one schema (a function from the parsed JSON to rows)."""
+
+    def add(function: Parser) -> Parser:
+        PARSERS[schema] = function
+        return function
+
+    return add
+
+
+def _row(**values: Any) -> dict[str, Any]:
+    row = dict.fromkeys(COLUMNS[1:])
+    row.update(values)
+    row["votes"] = tuple(row["votes"] or ())
+    return row
+
+
+def _locomo_category(value: Any) -> tuple[int | None, str | None]:
+    if value is None or value == "":
+        return None, None
+    number = int(value)
+    return number, LOCOMO_CATEGORIES.get(number)
+
+
+_TRAILING_NUMBER = re.compile(r"(\d+)$")
+
+
+def _position(key: str) -> int:
+    """``locomo_exp_user_3`` → 3: the conversation's position in locomo10.json."""
+    found = _TRAILING_NUMBER.search(key)
+    if not found:
+        raise ValueError(f"cannot tell the conversation from {key!r}")
+    return int(found.group(1))
+
+
+@parser("mem0_benchmarks")
+def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Mem0's benchmark runs: ``evaluations``, one judgment per retrieval cut-off (one cut-off
+    per file). LoCoMo rows carry ``conversation_idx`` and ``category``; LongMemEval rows the
+    dataset's own ``question_id`` and ``question_type``; the judge says CORRECT / PASS."""
+    for item in document["evaluations"]:
+        (result,) = item["cutoff_results"].values()
+        judgment = str(result["judgment"]).upper()
+        if "conversation_idx" in item:
+            conversation = int(item["conversation_idx"])
+            category_id, category = _locomo_category(item.get("category"))
+        else:
+            conversation, category_id = str(item["question_id"]), None
+            category = item.get("question_type")
+        yield _row(
+            source_id=str(item["question_id"]),
+            conversation=conversation,
+            question=str(item["question"]),
+            reference=str(item["ground_truth_answer"]),
+            answer=str(result.get("generated_answer") or result.get("supporting_evidence") or ""),
+            category_id=category_id,
+            category=category,
+            votes=[judgment in ("CORRECT", "PASS")],
+            latency_ms=item.get("search_latency_ms"),
+        )
+
+
+@parser("judged_answers")
+def _judged_answers(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """LoCoMo answers judged several times: ``detailed_results`` per conversation
+    (``locomo_exp_user_<k>``), each answer with ``llm_judgments`` ``judgment_1..n``."""
+    for key, items in document["detailed_results"].items():
+        for item in items:
+            category_id, category = _locomo_category(item.get("category"))
+            judgments = item["llm_judgments"]
+            yield _row(
+                source_id=str(item["question_id"]),
+                conversation=_position(key),
+                question=str(item["question"]),
+                reference=str(item["golden_answer"]),
+                answer=str(item["generated_answer"]),
+                category_id=category_id,
+                category=category,
+                votes=[bool(judgments[k]) for k in sorted(judgments, key=_position)],
+            )
+
+
+@parser("zep_grades")
+def _zep_grades(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Zep's LoCoMo grades: per conversation (``locomo_experiment_user_<k>``) the answer and
+    one ``grade``; no question ids."""
+    for key, items in document.items():
+        for item in items:
+            category_id, category = _locomo_category(item.get("category"))
+            yield _row(
+                source_id="",
+                conversation=_position(key),
+                question=str(item["question"]),
+                reference=str(item["golden_answer"]),
+                answer=str(item["answer"]),
+                category_id=category_id,
+                category=category,
+                votes=[bool(item["grade"])],
+            )
+
+
+@parser("gold_errors")
+def _gold_errors(document: list[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The audit of LoCoMo's gold answers: ``question_id`` (``locomo_<k>_qa<i>``), the gold
+    answer, the error type and the answer the evidence supports."""
+    for item in document:
+        category_id, category = _locomo_category(item.get("category"))
+        source_id = str(item["question_id"])
+        yield _row(
+            source_id=source_id,
+            conversation=int(source_id.split("_")[1]),
+            question=str(item["question"]),
+            reference=str(item["golden_answer"]),
+            answer="",
+            category_id=category_id,
+            category=category,
+            note=str(item["error_type"]),
+            corrected=item.get("correct_answer"),
+        )
+
+
+# --- Pairing with this repository's questions ------------------------------------------------
+
+_SPACE = re.compile(r"\s+")
+
+
+def question_key(text: str) -> str:
+    """A question's text as compared across sources: case, spacing and end punctuation aside."""
+    return _SPACE.sub(" ", str(text)).strip().strip("?.!\"' ").lower()
+
+
+def align(frame: pd.DataFrame, questions: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """``frame`` with this repository's ``question_id`` and ``conversation_id`` (``None`` where
+    no question matches). LoCoMo: the conversation at the source's position in locomo10.json's
+    order (the order of ``questions``), then the same question text, the n-th time it occurs
+    there for its n-th occurrence in the source. LongMemEval: the source's id is the dataset's,
+    kept when the texts agree."""
+    out = frame.copy()
+    out["question_id"] = None
+    out["conversation_id"] = None
+    if dataset == "longmemeval":
+        texts = dict(zip(questions["question_id"].astype(str), questions["question"], strict=True))
+        for i, row in out.iterrows():
+            qid = str(row["conversation"])
+            if qid in texts and question_key(texts[qid]) == question_key(row["question"]):
+                out.at[i, "question_id"] = out.at[i, "conversation_id"] = qid
+        return out
+    order = list(dict.fromkeys(questions["conversation_id"].astype(str)))
+    slots: dict[tuple[str, str], list[str]] = {}
+    for qid, cid, text in zip(
+        questions["question_id"], questions["conversation_id"], questions["question"], strict=True
+    ):
+        slots.setdefault((str(cid), question_key(text)), []).append(str(qid))
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, row in out.iterrows():
+        position = int(row["conversation"])
+        if not 0 <= position < len(order):
+            continue
+        cid, key = order[position], question_key(row["question"])
+        n = seen.get((row["run"], cid, key), 0)
+        seen[(row["run"], cid, key)] = n + 1
+        matches = slots.get((cid, key), [])
+        if n < len(matches):
+            out.at[i, "question_id"], out.at[i, "conversation_id"] = matches[n], cid
+    return out
+
+
+# --- What the runs say -----------------------------------------------------------------------
+
+
+def accepted(votes: tuple[bool, ...]) -> bool | None:
+    """The majority of an answer's votes (``None``: not judged). Three votes never tie; an even
+    split counts as not accepted."""
+    return sum(votes) * 2 > len(votes) if votes else None
+
+
+def published_accuracy(
+    aligned: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Per judged run, on the questions that aligned: ``n``, ``correct`` (majority of votes; for
+    a probe, wrong answers the judge accepted), ``accuracy_pct`` with its Wilson and
+    conversation-cluster bootstrap intervals, and ``vote_mean_pct`` (the mean of all votes, the
+    other way some harnesses report three votes)."""
+    rows = []
+    judged = aligned[(aligned["votes"].map(len) > 0) & aligned["question_id"].notna()]
+    for name, part in judged.groupby("run", sort=False):
+        run = published_run(str(name))
+        correct = part["votes"].map(accepted).astype(bool)
+        n, k = len(part), int(correct.sum())
+        low, high = wilson_interval(k, n)
+        boot = cluster_bootstrap_interval(
+            correct, part["conversation_id"].astype(str), n_resamples=n_resamples, seed=seed
+        )
+        votes = [v for vs in part["votes"] for v in vs]
+        rows.append(
+            {
+                "name": name,
+                "dataset": run.dataset,
+                "kind": run.kind,
+                "system": run.system,
+                "answer_model": run.answer_model,
+                "judge_model": run.judge_model,
+                "votes": run.votes,
+                "top_k": run.top_k,
+                "n": n,
+                "correct": k,
+                "accuracy_pct": 100 * k / n,
+                "wilson_low_pct": 100 * low,
+                "wilson_high_pct": 100 * high,
+                "cluster_low_pct": 100 * boot[0],
+                "cluster_high_pct": 100 * boot[1],
+                "vote_mean_pct": 100 * sum(votes) / len(votes),
+                "license": run.license,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def published_pairs(aligned: pd.DataFrame) -> pd.DataFrame:
+    """Each memory run against each long-context run of its dataset, on the questions both
+    answered: exact McNemar (``a_only``: the memory run right and the long-context run wrong)."""
+    judged = aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
+    outcome = {
+        name: part.set_index("question_id")["votes"].map(accepted).astype(bool)
+        for name, part in judged.groupby("run", sort=False)
+    }
+    rows = []
+    for a, b in [
+        (a, b)
+        for a in outcome
+        for b in outcome
+        if published_run(a).kind == "memory"
+        and published_run(b).kind == "long_context"
+        and published_run(a).dataset == published_run(b).dataset
+    ]:
+        shared = outcome[a].index.intersection(outcome[b].index)
+        test = mcnemar_exact(outcome[a][shared], outcome[b][shared])
+        rows.append(
+            {
+                "a": a,
+                "b": b,
+                "n_shared": test.n,
+                "a_accuracy_pct": 100 * float(outcome[a][shared].mean()) if test.n else None,
+                "b_accuracy_pct": 100 * float(outcome[b][shared].mean()) if test.n else None,
+                "a_only": test.a_only,
+                "b_only": test.b_only,
+                "p_value": test.p_value,
+            }
+        )
+    columns = ["a", "b", "n_shared", "a_accuracy_pct", "b_accuracy_pct", "a_only", "b_only"]
+    return pd.DataFrame(rows, columns=[*columns, "p_value"])
+
+
+# An audited gold answer that is right, only its cited evidence is not: a correct answer is
+# still judged correct against it.
+ANSWER_UNCHANGED = frozenset({"WRONG_CITATION"})
+
+
+def gold_ceiling(audit: pd.DataFrame, questions: int) -> dict[str, Any]:
+    """The accuracy a perfect system gets when the wrong gold answers of ``audit`` (aligned
+    rows of a ``gold_errors`` run) count against it, out of ``questions`` judged questions."""
+    wrong = audit[~audit["note"].isin(ANSWER_UNCHANGED)]
+    return {
+        "questions": questions,
+        "audited": len(audit),
+        "wrong_gold": len(wrong),
+        "by_type": {str(k): int(v) for k, v in audit["note"].value_counts().items()},
+        "ceiling_pct": 100 * (1 - len(wrong) / questions) if questions else None,
+    }

@@ -1,0 +1,255 @@
+"""Published runs: invented files in each source's exact schema, read, checked and aligned."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from memcost import published
+from memcost.paths import DataError
+
+# This repository's LoCoMo questions, as notebook 00 writes them: conversations in file order,
+# each question's id its position in the conversation's list (category 5 included).
+QUESTIONS = pd.DataFrame(
+    [
+        ("conv-26-q0", "conv-26", "When did Caroline go to the support group?", 2),
+        ("conv-26-q1", "conv-26", "What did Melanie paint?", 4),
+        ("conv-26-q2", "conv-26", "Who is Caroline's mentor?", 5),
+        ("conv-26-q3", "conv-26", "What did Melanie paint?", 4),  # asked twice
+        ("conv-30-q0", "conv-30", "Where does Jon work?", 1),
+        ("conv-30-q1", "conv-30", "When did Gina open her store?", 2),
+    ],
+    columns=["question_id", "conversation_id", "question", "category_id"],
+)
+
+
+def mem0_file() -> dict:
+    def item(conv, k, text, truth, answer, judgment):
+        return {
+            "question_id": f"conv{conv}_q{k}", "conversation_idx": conv, "category": 4,
+            "category_name": "single-hop", "question": text, "ground_truth_answer": truth,
+            "total_memories_retrieved": 200, "search_latency_ms": 120.5,
+            "add_latency_total_ms": None,
+            "cutoff_results": {"top_200": {"judgment": judgment, "score": 1.0,
+                                           "generated_answer": answer, "memories_evaluated": 200}},
+        }  # fmt: skip
+
+    return {
+        "metadata": {"answerer_model": "gpt-5", "judge_model": "gpt-5", "total_questions": 4},
+        "metrics_by_cutoff": {},
+        "evaluations": [
+            item(
+                0, 0, "When did Caroline go to the support group?", "7 May 2023", "May 7", "CORRECT"
+            ),
+            item(0, 1, "what did Melanie paint", "a sunrise", "A sunrise.", "CORRECT"),
+            item(0, 3, "What did Melanie paint?", "a lake", "A horse.", "WRONG"),
+            item(1, 0, "Where does Jon work?", "a bank", "At a bank.", "CORRECT"),
+            # conv-30-q1 is missing from this run
+        ],
+    }
+
+
+def judged_file(votes: dict[str, list[bool]]) -> dict:
+    """The full-context audit's schema: renamed ids (``locomo_<k>_qa<i>``), three judgments."""
+    texts = dict(zip(QUESTIONS["question_id"], QUESTIONS["question"], strict=True))
+    detailed: dict[str, list] = {}
+    for qid, verdicts in votes.items():
+        conv = 0 if qid.startswith("conv-26") else 1
+        i = int(qid.rsplit("q", 1)[1])
+        detailed.setdefault(f"locomo_exp_user_{conv}", []).append(
+            {"question_id": f"locomo_{conv}_qa{i}", "question": texts[qid],
+             "golden_answer": "gold", "generated_answer": "an answer", "category": "4",
+             "llm_judgments": {f"judgment_{n + 1}": v for n, v in enumerate(verdicts)}}
+        )  # fmt: skip
+    return {"total_questions": len(votes), "correct": 0, "accuracy": 0.0,
+            "detailed_results": detailed, "metadata": {"answer_model": "gpt-4.1-mini"}}  # fmt: skip
+
+
+def zep_file() -> dict:
+    def grade(text, ok):
+        return {"question": text, "answer": "x", "golden_answer": "y", "grade": ok, "category": 4}
+
+    return {
+        "locomo_experiment_user_0": [
+            grade("What did Melanie paint?", True),
+            grade("What did Melanie paint?", False),  # its second occurrence: conv-26-q3
+        ],
+        "locomo_experiment_user_1": [grade("Where does Jon work?", True)],
+    }
+
+
+def gold_file() -> list:
+    return [
+        {"question_id": "locomo_0_qa1", "question": "What did Melanie paint?",
+         "golden_answer": "a sunrise", "category": 4, "error_type": "WRONG_CITATION",
+         "cited_evidence": ["D1:12"], "correct_evidence": ["D1:14"], "reasoning": "...",
+         "correct_answer": "a sunrise"},
+        {"question_id": "locomo_1_qa1", "question": "When did Gina open her store?",
+         "golden_answer": "2022", "category": 2, "error_type": "TEMPORAL_ERROR",
+         "cited_evidence": [], "correct_evidence": [], "reasoning": "...",
+         "correct_answer": "2023"},
+    ]  # fmt: skip
+
+
+ENTRIES = {
+    "mem0_run": ("mem0_benchmarks", "memory", mem0_file()),
+    "full_context_run": (
+        "judged_answers",
+        "long_context",
+        judged_file(
+            {
+                "conv-26-q0": [True, True, False],
+                "conv-26-q1": [False, False, True],
+                "conv-26-q3": [True, True, True],
+                "conv-30-q0": [True, False, False],
+                "conv-30-q1": [True, True, True],
+            }
+        ),
+    ),
+    "zep_run": ("zep_grades", "memory", zep_file()),
+    "gold_run": ("gold_errors", "gold_audit", gold_file()),
+}
+
+
+@pytest.fixture
+def copies(tmp_path, monkeypatch):
+    """A folder of the invented files (``published_dir``) and a registry pinning their hashes."""
+    folder = tmp_path / "published"
+    folder.mkdir()
+    registry = {}
+    for name, (schema, kind, document) in ENTRIES.items():
+        data = json.dumps(document).encode()
+        (folder / f"{name}.json").write_bytes(data)
+        registry[name] = {
+            "repo": "someone/somewhere", "commit": "a" * 40, "path": f"{name}.json",
+            "sha256": hashlib.sha256(data).hexdigest(), "license": "CC-BY-4.0",
+            "dataset": "locomo", "kind": kind, "system": name, "answer_model": "m",
+            "judge_model": "j", "votes": 3, "schema": schema,
+        }  # fmt: skip
+    path = tmp_path / "published.yaml"
+    path.write_text(json.dumps(registry), encoding="utf-8")  # JSON is YAML
+    monkeypatch.setattr(published, "REGISTRY_FILE", path)
+    published.registry.cache_clear()
+    yield folder
+    published.registry.cache_clear()
+
+
+def aligned(folder: Path) -> pd.DataFrame:
+    frames = [
+        published.align(
+            published.read_published(name, published_dir=folder, cache_dir=folder / "cache"),
+            QUESTIONS,
+            "locomo",
+        )
+        for name in ENTRIES
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_every_schema_aligns_to_this_repositorys_questions_by_conversation_and_text(copies):
+    frame = aligned(copies).set_index(["run", "source_id"])
+    # Mem0's ids (conv0_q1) and the audit's (locomo_0_qa1) both become conv-26-q1; case and the
+    # question mark do not matter
+    assert frame.loc[("mem0_run", "conv0_q1"), "question_id"] == "conv-26-q1"
+    assert frame.loc[("full_context_run", "locomo_1_qa1"), "question_id"] == "conv-30-q1"
+    assert frame.loc[("gold_run", "locomo_1_qa1"), "corrected"] == "2023"
+    # a question asked twice in one conversation: the n-th occurrence gets the n-th id
+    zep = frame.loc["zep_run"]
+    assert zep["question_id"].tolist() == ["conv-26-q1", "conv-26-q3", "conv-30-q0"]
+    assert not frame["question_id"].isna().any()
+    # a question this repository does not have, or a conversation it does not hold: unpaired
+    stray = published.read_published("zep_run", published_dir=copies, cache_dir=copies)
+    stray.loc[0, "question"], stray.loc[2, "conversation"] = "What is not asked?", 7
+    assert published.align(stray, QUESTIONS, "locomo")["question_id"].isna().tolist() == [
+        True,
+        False,
+        True,
+    ]
+
+
+def test_accuracy_pairs_and_the_gold_ceiling(copies):
+    frame = aligned(copies)
+    accuracy = published.published_accuracy(frame, n_resamples=200).set_index("name")
+    assert set(accuracy.index) == {"mem0_run", "full_context_run", "zep_run"}  # the audit: none
+    assert accuracy.loc["mem0_run", ["n", "correct"]].tolist() == [4, 3]
+    # majority of three votes: 1, 0, 1, 0, 1 -> 3 of 5; the mean of the 15 votes is 10 of 15
+    row = accuracy.loc["full_context_run"]
+    assert (row["n"], row["correct"], row["accuracy_pct"]) == (5, 3, 60.0)
+    assert row["vote_mean_pct"] == pytest.approx(100 * 10 / 15)
+    assert row["wilson_low_pct"] < 60.0 < row["wilson_high_pct"]
+    pairs = published.published_pairs(frame).set_index(["a", "b"])
+    mem0 = pairs.loc[("mem0_run", "full_context_run")]
+    # conv-30-q1 is missing from the Mem0 run: four shared questions; Mem0 alone right on
+    # conv-26-q1 and conv-30-q0, the full context alone on conv-26-q3
+    assert (mem0["n_shared"], mem0["a_only"], mem0["b_only"]) == (4, 2, 1)
+    assert mem0["p_value"] == pytest.approx(1.0)
+    gold = frame[frame["run"] == "gold_run"]
+    ceiling = published.gold_ceiling(gold, questions=5)
+    # a wrong citation leaves the answer right: one wrong gold answer of five
+    assert (ceiling["wrong_gold"], ceiling["ceiling_pct"]) == (1, 80.0)
+
+
+def test_a_corrupt_file_a_changed_file_and_a_missing_one_are_one_line_errors(copies, tmp_path):
+    path = copies / "zep_run.json"
+    good = path.read_bytes()
+    path.write_bytes(good.replace(b"true", b"false", 1))
+    with pytest.raises(DataError) as changed:
+        published.read_published("zep_run", published_dir=copies, cache_dir=tmp_path)
+    message = str(changed.value)
+    assert "\n" not in message and hashlib.sha256(good).hexdigest() in message
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in message
+    # bytes that match their pin but are not the schema (a registry entry of the wrong schema)
+    data = json.dumps({"evaluations": [{"question": "q"}]}).encode()
+    path.write_bytes(data)
+    run = published.published_run("zep_run")
+    monkey = published.PublishedRun(
+        **{**run.__dict__, "sha256": hashlib.sha256(data).hexdigest(), "schema": "mem0_benchmarks"}
+    )
+    published.registry()["zep_run"] = monkey
+    with pytest.raises(DataError, match=r"zep_run.json: not a mem0_benchmarks file .*KeyError"):
+        published.read_published("zep_run", published_dir=copies, cache_dir=tmp_path)
+    with pytest.raises(DataError, match=r"nowhere/gold_run.json: not found; published_dir must"):
+        published.read_published("gold_run", published_dir=tmp_path / "nowhere", cache_dir=tmp_path)
+    with pytest.raises(DataError, match=r"download is off; set published_dir"):
+        published.read_published("gold_run", cache_dir=tmp_path / "cache", download=False)
+    with pytest.raises(DataError, match=r"unknown published run 'nope'; the registry has: mem0"):
+        published.published_run("nope")
+
+
+def test_longmemeval_runs_keep_the_datasets_own_ids_when_the_texts_agree(copies):
+    document = {
+        "metadata": {"model": "gpt-5"},
+        "evaluations": [
+            {"question_id": qid, "question_type": "temporal-reasoning", "question": text,
+             "ground_truth_answer": "3 days", "total_memories_retrieved": 50,
+             "search_latency_ms": 0.0, "add_latency_total_ms": 0.0,
+             "cutoff_results": {"top_50": {"judgment": verdict, "reason": "",
+                                           "supporting_evidence": "Three days."}}}
+            for qid, text, verdict in [("gpt4_2f8be40d", "How many days?", "PASS"),
+                                       ("001be529", "Another question?", "FAIL")]
+        ],
+    }  # fmt: skip
+    frame = pd.DataFrame(published._mem0_benchmarks(document), columns=published.COLUMNS[1:])
+    frame.insert(0, "run", "lme")
+    questions = pd.DataFrame(
+        {"question_id": ["gpt4_2f8be40d", "001be529"], "question": ["How many days", "Other?"]}
+    )
+    out = published.align(frame, questions, "longmemeval")
+    assert out["question_id"].tolist() == ["gpt4_2f8be40d", None]  # the second's text differs
+    assert frame["votes"].tolist() == [(True,), (False,)]
+    assert frame["category"].tolist() == ["temporal-reasoning"] * 2
+
+
+def test_the_registry_pins_every_source_at_a_commit_with_its_hash_and_license():
+    published.registry.cache_clear()
+    runs = published.registry()
+    assert len(runs) >= 12
+    for run in runs.values():
+        assert len(run.commit) == 40 and len(run.sha256) == 64 and run.license
+        assert run.url.startswith("https://raw.githubusercontent.com/") and run.commit in run.url
+    assert {r.kind for r in runs.values()} == set(published.KINDS)
+    assert {r.schema for r in runs.values()} == set(published.PARSERS)
