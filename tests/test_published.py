@@ -66,7 +66,9 @@ def judged_file(votes: dict[str, list[bool]]) -> dict:
              "llm_judgments": {f"judgment_{n + 1}": v for n, v in enumerate(verdicts)}}
         )  # fmt: skip
     return {"total_questions": len(votes), "correct": 0, "accuracy": 0.0,
-            "detailed_results": detailed, "metadata": {"answer_model": "gpt-4.1-mini"}}  # fmt: skip
+            "detailed_results": detailed,
+            "metadata": {"answer_model": "gpt-4o-mini", "total_prompt_tokens": 1_000_000,
+                         "total_completion_tokens": 100_000}}  # fmt: skip
 
 
 def zep_file() -> dict:
@@ -111,6 +113,20 @@ ENTRIES = {
         ),
     ),
     "zep_run": ("zep_grades", "memory", zep_file()),
+    # wrong on purpose: the judge accepted one of five
+    "probe_run": (
+        "judged_answers",
+        "probe",
+        judged_file(
+            {
+                "conv-26-q0": [True, True, False],
+                "conv-26-q1": [False, False, False],
+                "conv-26-q3": [False, False, True],
+                "conv-30-q0": [False, False, False],
+                "conv-30-q1": [False, False, False],
+            }
+        ),
+    ),
     "gold_run": ("gold_errors", "gold_audit", gold_file()),
 }
 
@@ -127,7 +143,8 @@ def copies(tmp_path, monkeypatch):
         registry[name] = {
             "repo": "someone/somewhere", "commit": "a" * 40, "path": f"{name}.json",
             "sha256": hashlib.sha256(data).hexdigest(), "license": "CC-BY-4.0",
-            "dataset": "locomo", "kind": kind, "system": name, "answer_model": "m",
+            "dataset": "locomo", "kind": kind, "system": name,
+            "answer_model": "" if kind in ("probe", "gold_audit") else "gpt-4o-mini",
             "judge_model": "j", "votes": 3, "schema": schema,
         }  # fmt: skip
     path = tmp_path / "published.yaml"
@@ -174,7 +191,7 @@ def test_every_schema_aligns_to_this_repositorys_questions_by_conversation_and_t
 def test_accuracy_pairs_and_the_gold_ceiling(copies):
     frame = aligned(copies)
     accuracy = published.published_accuracy(frame, n_resamples=200).set_index("name")
-    assert set(accuracy.index) == {"mem0_run", "full_context_run", "zep_run"}  # the audit: none
+    assert set(accuracy.index) == {"mem0_run", "full_context_run", "zep_run", "probe_run"}
     assert accuracy.loc["mem0_run", ["n", "correct"]].tolist() == [4, 3]
     # majority of three votes: 1, 0, 1, 0, 1 -> 3 of 5; the mean of the 15 votes is 10 of 15
     row = accuracy.loc["full_context_run"]
@@ -187,6 +204,12 @@ def test_accuracy_pairs_and_the_gold_ceiling(copies):
     # conv-26-q1 and conv-30-q0, the full context alone on conv-26-q3
     assert (mem0["n_shared"], mem0["a_only"], mem0["b_only"]) == (4, 2, 1)
     assert mem0["p_value"] == pytest.approx(1.0)
+    # the probe: one wrong answer in five accepted; a run at 60% under that judge is consistent
+    # with (0.6 - 0.2) / 0.8 = 50% if its wrong answers persuade as well
+    accepted = published.false_acceptance(accuracy.reset_index()).set_index("run")
+    assert accepted.loc["full_context_run", "false_acceptance_pct"] == pytest.approx(20.0)
+    assert accepted.loc["full_context_run", "corrected_pct"] == pytest.approx(50.0)
+    assert "probe_run" not in accepted.index
     gold = frame[frame["run"] == "gold_run"]
     ceiling = published.gold_ceiling(gold, questions=5)
     # a wrong citation leaves the answer right: one wrong gold answer of five
@@ -209,7 +232,7 @@ def test_a_corrupt_file_a_changed_file_and_a_missing_one_are_one_line_errors(cop
     monkey = published.PublishedRun(
         **{**run.__dict__, "sha256": hashlib.sha256(data).hexdigest(), "schema": "mem0_benchmarks"}
     )
-    published.registry()["zep_run"] = monkey
+    published.registry(None)["zep_run"] = monkey  # as published_run reads it
     with pytest.raises(DataError, match=r"zep_run.json: not a mem0_benchmarks file .*KeyError"):
         published.read_published("zep_run", published_dir=copies, cache_dir=tmp_path)
     with pytest.raises(DataError, match=r"nowhere/gold_run.json: not found; published_dir must"):
@@ -253,3 +276,24 @@ def test_the_registry_pins_every_source_at_a_commit_with_its_hash_and_license():
         assert run.url.startswith("https://raw.githubusercontent.com/") and run.commit in run.url
     assert {r.kind for r in runs.values()} == set(published.KINDS)
     assert {r.schema for r in runs.values()} == set(published.PARSERS)
+
+
+def test_a_runs_cost_from_the_tokens_its_file_records_or_counted_and_labelled(copies):
+    from memcost.text import count_tokens
+
+    frames = {
+        name: published.read_published(name, published_dir=copies, cache_dir=copies)
+        for name in ENTRIES
+    }
+    cost = published.published_cost(frames).set_index("name")
+    assert set(cost.index) == {"mem0_run", "full_context_run", "zep_run"}  # probes answer nothing
+    recorded = cost.loc["full_context_run"]
+    # gpt-4o-mini at the paper's list price: $0.15 in, $0.60 out per 1M tokens
+    assert recorded["usd"] == pytest.approx(0.15 + 0.1 * 0.60)
+    assert not recorded["estimated"] and recorded["price_date"] == "2025-09-15"
+    counted = cost.loc["mem0_run"]
+    tokens = sum(count_tokens(a) for a in ["May 7", "A sunrise.", "A horse.", "At a bank."])
+    assert counted["estimated"] and pd.isna(counted["prompt_tokens"])
+    assert counted["completion_tokens"] == tokens
+    assert counted["usd"] == pytest.approx(tokens * 0.60 / 1e6)
+    assert "lower bound" in counted["note"]

@@ -31,11 +31,13 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from memcost.catalog import price_for
 from memcost.data.locomo import LOCOMO_CATEGORIES
 from memcost.data.sources import GITHUB_RAW
 from memcost.io import atomic_path
 from memcost.paths import ASSETS_DIR, DataError
 from memcost.stats import cluster_bootstrap_interval, mcnemar_exact, wilson_interval
+from memcost.text import count_tokens_batch
 
 REGISTRY_FILE = ASSETS_DIR / "published.yaml"
 KINDS = ("memory", "long_context", "probe", "gold_audit")
@@ -88,28 +90,44 @@ class PublishedRun:
 
 
 @cache
-def registry() -> dict[str, PublishedRun]:
-    """Every published run, by name (the registry file, read once)."""
-    entries = yaml.safe_load(REGISTRY_FILE.read_text(encoding="utf-8"))
+def registry(extra: str | Path | None = None) -> dict[str, PublishedRun]:
+    """Every published run, by name: the package's registry, then the entries of ``extra`` (a
+    YAML file of the same fields: your own runs, or copies under other pins)."""
+    out = _entries(REGISTRY_FILE)
+    if extra:
+        out.update(_entries(Path(extra)))
+    return out
+
+
+def _entries(path: Path) -> dict[str, PublishedRun]:
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataError(f"{path}: cannot read the registry of published runs ({exc})") from None
     known = {f.name for f in fields(PublishedRun)} - {"name"}
     out = {}
-    for name, entry in entries.items():
+    for name, entry in (entries or {}).items():
         unknown = sorted(set(entry) - known)
-        if unknown:
-            raise ValueError(f"{REGISTRY_FILE}: {name}: unknown field(s) {unknown}")
+        missing = sorted(known - set(entry) - {"top_k"})
+        if unknown or missing:
+            raise DataError(f"{path}: {name}: unknown field(s) {unknown}, missing {missing}")
         run = PublishedRun(name=name, **entry)
         if run.kind not in KINDS or run.schema not in PARSERS:
-            raise ValueError(f"{REGISTRY_FILE}: {name}: kind {run.kind!r} or schema {run.schema!r}")
+            raise DataError(
+                f"{path}: {name}: kind {run.kind!r} (one of {KINDS}) or schema {run.schema!r} "
+                f"(one of {sorted(PARSERS)}) unknown"
+            )
         out[name] = run
     return out
 
 
-def published_run(name: str) -> PublishedRun:
+def published_run(name: str, extra: str | Path | None = None) -> PublishedRun:
+    runs = registry(extra)
     try:
-        return registry()[name]
+        return runs[name]
     except KeyError:
         raise DataError(
-            f"unknown published run {name!r}; the registry has: {', '.join(registry())}"
+            f"unknown published run {name!r}; the registry has: {', '.join(runs)}"
         ) from None
 
 
@@ -173,9 +191,12 @@ def read_published(
     published_dir: str | Path | None = None,
     cache_dir: Path,
     download: bool = True,
+    extra: str | Path | None = None,
 ) -> pd.DataFrame:
-    """``name``'s answers as :data:`COLUMNS`, one row per question (see :func:`fetch`)."""
-    run = published_run(name)
+    """``name``'s answers as :data:`COLUMNS`, one row per question (see :func:`fetch`);
+    ``frame.attrs``: ``origin`` (where the bytes came from) and ``usage`` (the token totals the
+    file records, or ``None``)."""
+    run = published_run(name, extra)
     data, origin = fetch(run, published_dir=published_dir, cache_dir=cache_dir, download=download)
     try:
         document = json.loads(data)
@@ -187,7 +208,19 @@ def read_published(
         ) from None
     frame = pd.DataFrame(rows, columns=list(COLUMNS[1:]))
     frame.insert(0, "run", name)
+    frame.attrs = {"origin": origin, "usage": recorded_usage(document)}
     return frame
+
+
+def recorded_usage(document: Any) -> dict[str, int] | None:
+    """The answering calls' token totals where a file records them (its ``metadata``)."""
+    meta = document.get("metadata") if isinstance(document, Mapping) else None
+    if not isinstance(meta, Mapping) or "total_prompt_tokens" not in meta:
+        return None
+    return {
+        "prompt_tokens": int(meta["total_prompt_tokens"]),
+        "completion_tokens": int(meta.get("total_completion_tokens") or 0),
+    }
 
 
 # --- One parser per schema -----------------------------------------------------------------------
@@ -373,7 +406,11 @@ def accepted(votes: tuple[bool, ...]) -> bool | None:
 
 
 def published_accuracy(
-    aligned: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0
+    aligned: pd.DataFrame,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    extra: str | Path | None = None,
 ) -> pd.DataFrame:
     """Per judged run, on the questions that aligned: ``n``, ``correct`` (majority of votes; for
     a probe, wrong answers the judge accepted), ``accuracy_pct`` with its Wilson and
@@ -382,7 +419,7 @@ def published_accuracy(
     rows = []
     judged = aligned[(aligned["votes"].map(len) > 0) & aligned["question_id"].notna()]
     for name, part in judged.groupby("run", sort=False):
-        run = published_run(str(name))
+        run = published_run(str(name), extra)
         correct = part["votes"].map(accepted).astype(bool)
         n, k = len(part), int(correct.sum())
         low, high = wilson_interval(k, n)
@@ -414,7 +451,7 @@ def published_accuracy(
     return pd.DataFrame(rows)
 
 
-def published_pairs(aligned: pd.DataFrame) -> pd.DataFrame:
+def published_pairs(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd.DataFrame:
     """Each memory run against each long-context run of its dataset, on the questions both
     answered: exact McNemar (``a_only``: the memory run right and the long-context run wrong)."""
     judged = aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
@@ -423,13 +460,14 @@ def published_pairs(aligned: pd.DataFrame) -> pd.DataFrame:
         for name, part in judged.groupby("run", sort=False)
     }
     rows = []
+    runs = {name: published_run(name, extra) for name in outcome}
     for a, b in [
         (a, b)
         for a in outcome
         for b in outcome
-        if published_run(a).kind == "memory"
-        and published_run(b).kind == "long_context"
-        and published_run(a).dataset == published_run(b).dataset
+        if runs[a].kind == "memory"
+        and runs[b].kind == "long_context"
+        and runs[a].dataset == runs[b].dataset
     ]:
         shared = outcome[a].index.intersection(outcome[b].index)
         test = mcnemar_exact(outcome[a][shared], outcome[b][shared])
@@ -443,10 +481,12 @@ def published_pairs(aligned: pd.DataFrame) -> pd.DataFrame:
                 "a_only": test.a_only,
                 "b_only": test.b_only,
                 "p_value": test.p_value,
+                # two judges: a difference may be the judges' as much as the systems'
+                "same_judge": runs[a].judge_model == runs[b].judge_model,
             }
         )
     columns = ["a", "b", "n_shared", "a_accuracy_pct", "b_accuracy_pct", "a_only", "b_only"]
-    return pd.DataFrame(rows, columns=[*columns, "p_value"])
+    return pd.DataFrame(rows, columns=[*columns, "p_value", "same_judge"])
 
 
 # An audited gold answer that is right, only its cited evidence is not: a correct answer is
@@ -465,3 +505,71 @@ def gold_ceiling(audit: pd.DataFrame, questions: int) -> dict[str, Any]:
         "by_type": {str(k): int(v) for k, v in audit["note"].value_counts().items()},
         "ceiling_pct": 100 * (1 - len(wrong) / questions) if questions else None,
     }
+
+
+def published_cost(
+    frames: Mapping[str, pd.DataFrame], extra: str | Path | None = None
+) -> pd.DataFrame:
+    """What each run's answers cost at its answering model's dated list price: from the token
+    totals its file records, else ``estimated`` from the o200k count of its answers alone (no
+    file of these records what the prompts held, so that is a lower bound: output only)."""
+    rows = []
+    for name, frame in frames.items():
+        run = published_run(name, extra)
+        if not run.answer_model:
+            continue  # probes and audits answer nothing
+        usage = frame.attrs.get("usage")
+        estimated = usage is None
+        if estimated:
+            usage = {"prompt_tokens": None, "completion_tokens": sum(count_tokens_batch(
+                [str(a) for a in frame["answer"]]))}  # fmt: skip
+        price = price_for(run.answer_model)
+        prompt = usage["prompt_tokens"] or 0
+        usd = (prompt * price.input + usage["completion_tokens"] * price.output) / 1e6
+        rows.append(
+            {
+                "name": name,
+                "answer_model": run.answer_model,
+                "questions": len(frame),
+                "prompt_tokens": usage["prompt_tokens"],
+                "completion_tokens": usage["completion_tokens"],
+                "usd": usd,
+                "usd_per_question": usd / len(frame) if len(frame) else None,
+                "price_date": price.date,
+                "estimated": estimated,
+                "note": "output tokens counted from the answers; prompts not recorded (a lower "
+                "bound)"
+                if estimated
+                else "token totals recorded in the file (answers only, not the judge's calls)",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def false_acceptance(accuracy: pd.DataFrame) -> pd.DataFrame:
+    """Per probe: the share of wrong answers its judge accepted (from :func:`published_accuracy`),
+    and what that says of each judged run: an accuracy of ``a`` under a judge that accepts a
+    wrong answer with probability ``f`` is consistent with a true accuracy of
+    ``(a - f) / (1 - f)``, if the run's wrong answers are as persuasive as the probe's."""
+    probes = accuracy[accuracy["kind"] == "probe"]
+    runs = accuracy[accuracy["kind"] != "probe"]
+    rows = []
+    for probe in probes.itertuples(index=False):
+        f = probe.accuracy_pct / 100
+        for run in runs.itertuples(index=False):
+            if run.dataset != probe.dataset:
+                continue
+            a = run.accuracy_pct / 100
+            rows.append(
+                {
+                    "probe": probe.name,
+                    "probe_judge": probe.judge_model,
+                    "false_acceptance_pct": 100 * f,
+                    "run": run.name,
+                    "run_judge": run.judge_model,
+                    "same_judge": run.judge_model == probe.judge_model,
+                    "accuracy_pct": run.accuracy_pct,
+                    "corrected_pct": 100 * max(0.0, (a - f) / (1 - f)) if f < 1 else None,
+                }
+            )
+    return pd.DataFrame(rows)
