@@ -297,3 +297,78 @@ def test_a_runs_cost_from_the_tokens_its_file_records_or_counted_and_labelled(co
     assert counted["completion_tokens"] == tokens
     assert counted["usd"] == pytest.approx(tokens * 0.60 / 1e6)
     assert "lower bound" in counted["note"]
+
+
+@pytest.mark.timeout(600)
+def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
+    """Notebook 08 under the runner's papermill, on invented files in two schemas written for
+    the bundled LoCoMo sample's own questions: its tables, figure, metrics and report section."""
+    from memcost.paths import NOTEBOOKS_DIR
+    from memcost.run.report.page import write_report
+    from memcost.run.runner import execute_notebook
+
+    run = prepared_run(("locomo",))
+    sample = pd.read_parquet(run.dataset("locomo").questions)
+    order = list(dict.fromkeys(sample["conversation_id"]))
+    judged = sample[sample["category_id"] != 5]
+    memory = {"evaluations": [
+        {"question_id": f"c{order.index(r.conversation_id)}_{i}",
+         "conversation_idx": order.index(r.conversation_id), "category": int(r.category_id),
+         "question": r.question, "ground_truth_answer": r.answer, "search_latency_ms": 100.0 + i,
+         "cutoff_results": {"top_10": {"judgment": "CORRECT" if i % 3 else "WRONG",
+                                       "generated_answer": "an answer"}}}
+        for i, r in enumerate(judged.itertuples())
+    ]}  # fmt: skip
+    detailed: dict[str, list] = {}
+    for i, r in enumerate(judged.itertuples()):
+        detailed.setdefault(f"user_{order.index(r.conversation_id)}", []).append(
+            {"question_id": f"q{i}", "question": r.question.upper(), "golden_answer": r.answer,
+             "generated_answer": "the whole history says so", "category": str(r.category_id),
+             "llm_judgments": {"judgment_1": i % 2 == 0, "judgment_2": True, "judgment_3": False}}
+        )  # fmt: skip
+    full = {"detailed_results": detailed, "metadata": {"total_prompt_tokens": 2_000_000,
+                                                       "total_completion_tokens": 0}}  # fmt: skip
+    folder, entries = tmp_path / "copies", {}
+    folder.mkdir()
+    for name, schema, kind, document in [
+        ("sample_memory", "mem0_benchmarks", "memory", memory),
+        ("sample_full_context", "judged_answers", "long_context", full),
+    ]:
+        data = json.dumps(document).encode()
+        (folder / f"{name}.json").write_bytes(data)
+        entries[name] = {
+            "repo": "someone/somewhere", "commit": "b" * 40, "path": "x.json",
+            "sha256": hashlib.sha256(data).hexdigest(), "license": "CC0-1.0", "dataset": "locomo",
+            "kind": kind, "system": name, "answer_model": "gpt-4o-mini", "judge_model": "j",
+            "votes": 1 if kind == "memory" else 3, "top_k": 10 if kind == "memory" else None,
+            "schema": schema,
+        }  # fmt: skip
+    extra = tmp_path / "mine.yaml"
+    extra.write_text(json.dumps(entries), encoding="utf-8")
+    execute_notebook(
+        NOTEBOOKS_DIR / "08_published_runs.ipynb",
+        run.root / "notebooks" / "08_published_runs.ipynb",
+        {"run_dir": str(run.root), "runs": list(entries), "published_dir": str(folder),
+         "registry": str(extra), "n_bootstrap": 50},
+    )  # fmt: skip
+    accuracy = pd.read_csv(run.tables / "published_accuracy.csv").set_index("name")
+    n = len(judged)
+    assert accuracy.loc["sample_memory", "n"] == n  # every answer paired despite the new ids
+    assert accuracy.loc["sample_memory", "correct"] == sum(1 for i in range(n) if i % 3)
+    # votes (even i: T, T, F; odd i: F, T, F): the majority accepts the even ones
+    assert accuracy.loc["sample_full_context", "correct"] == (n + 1) // 2
+    pairs = pd.read_csv(run.tables / "published_pairs.csv")
+    assert pairs[["a", "b", "n_shared"]].values.tolist() == [
+        ["sample_memory", "sample_full_context", n]
+    ]
+    cost = pd.read_csv(run.tables / "published_cost.csv").set_index("name")
+    assert cost.loc["sample_full_context", "usd"] == pytest.approx(2 * 0.15)
+    assert (run.figures / "published_accuracy.png").is_file()
+    assert (run.root / "published" / "aligned.parquet").is_file()
+    metrics = json.loads((run.root / "metrics" / "08_published_runs.json").read_text())
+    assert [p["paired"] for p in metrics["metrics"]["paired"]] == [n, n]
+    report = write_report(run)[0].read_text(encoding="utf-8")
+    brief = report.split("## The answer in brief", 1)[1].split("\n## ", 1)[0]
+    assert "**What real systems scored on these questions**" in brief
+    assert "## Published runs of real systems (notebook 08)" in report
+    assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report

@@ -47,7 +47,7 @@ DOWNLOAD_TIMEOUT_S = 60.0
 COLUMNS = (
     "run",  # the registry name
     "source_id",  # the question's id in the source ("" where it has none)
-    "conversation",  # LoCoMo: the conversation's position in locomo10.json; LongMemEval: its id
+    "conversation",  # LoCoMo: its position in locomo10.json ("0"); LongMemEval: the question id
     "question",
     "reference",  # the gold answer the source judged against
     "answer",  # the system's answer ("" for a gold audit)
@@ -273,7 +273,7 @@ def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         (result,) = item["cutoff_results"].values()
         judgment = str(result["judgment"]).upper()
         if "conversation_idx" in item:
-            conversation = int(item["conversation_idx"])
+            conversation = str(int(item["conversation_idx"]))
             category_id, category = _locomo_category(item.get("category"))
         else:
             conversation, category_id = str(item["question_id"]), None
@@ -301,7 +301,7 @@ def _judged_answers(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             judgments = item["llm_judgments"]
             yield _row(
                 source_id=str(item["question_id"]),
-                conversation=_position(key),
+                conversation=str(_position(key)),
                 question=str(item["question"]),
                 reference=str(item["golden_answer"]),
                 answer=str(item["generated_answer"]),
@@ -320,7 +320,7 @@ def _zep_grades(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             category_id, category = _locomo_category(item.get("category"))
             yield _row(
                 source_id="",
-                conversation=_position(key),
+                conversation=str(_position(key)),
                 question=str(item["question"]),
                 reference=str(item["golden_answer"]),
                 answer=str(item["answer"]),
@@ -339,7 +339,7 @@ def _gold_errors(document: list[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
         source_id = str(item["question_id"])
         yield _row(
             source_id=source_id,
-            conversation=int(source_id.split("_")[1]),
+            conversation=str(int(source_id.split("_")[1])),
             question=str(item["question"]),
             reference=str(item["golden_answer"]),
             answer="",
@@ -398,6 +398,20 @@ def align(frame: pd.DataFrame, questions: pd.DataFrame, dataset: str) -> pd.Data
 
 # --- What the runs say -----------------------------------------------------------------------
 
+ACCURACY_COLUMNS = [
+    "name", "dataset", "kind", "system", "answer_model", "judge_model", "votes", "top_k", "n",
+    "correct", "accuracy_pct", "wilson_low_pct", "wilson_high_pct", "cluster_low_pct",
+    "cluster_high_pct", "vote_mean_pct", "license",
+]  # fmt: skip
+COST_COLUMNS = [
+    "name", "answer_model", "questions", "prompt_tokens", "completion_tokens", "usd",
+    "usd_per_question", "price_date", "estimated", "note",
+]  # fmt: skip
+LENIENCY_COLUMNS = [
+    "probe", "probe_judge", "false_acceptance_pct", "run", "run_judge", "same_judge",
+    "accuracy_pct", "corrected_pct",
+]  # fmt: skip
+
 
 def accepted(votes: tuple[bool, ...]) -> bool | None:
     """The majority of an answer's votes (``None``: not judged). Three votes never tie; an even
@@ -448,7 +462,7 @@ def published_accuracy(
                 "license": run.license,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
 
 
 def published_pairs(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd.DataFrame:
@@ -543,7 +557,7 @@ def published_cost(
                 else "token totals recorded in the file (answers only, not the judge's calls)",
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COST_COLUMNS)
 
 
 def false_acceptance(accuracy: pd.DataFrame) -> pd.DataFrame:
@@ -572,4 +586,4 @@ def false_acceptance(accuracy: pd.DataFrame) -> pd.DataFrame:
                     "corrected_pct": 100 * max(0.0, (a - f) / (1 - f)) if f < 1 else None,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=LENIENCY_COLUMNS)

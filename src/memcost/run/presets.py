@@ -79,7 +79,7 @@ class PresetError(ValueError):
 
 # Notebooks that run only when a preset names them in ``steps`` (a preset without ``steps`` runs
 # the others): 06, the serving-cost study, is a study of its own on synthetic conversations.
-OPT_IN_STEPS = ("06",)
+OPT_IN_STEPS = ("06", "08")
 
 
 def default_steps(notebooks: Mapping[str, Path]) -> list[str]:

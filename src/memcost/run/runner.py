@@ -67,6 +67,7 @@ CANONICAL_NOTEBOOKS = (
     "05_analyse_costs.ipynb",
     "06_serving_cost_study.ipynb",  # opt-in: runs only where a preset's `steps` names 06
     "07_costs_today.ipynb",
+    "08_published_runs.ipynb",  # opt-in: runs only where a preset's `steps` names 08
 )
 _NUMBERED = re.compile(r"^(\d\d)_.+\.ipynb$")
 _COPIES = (re.compile(r"\.nbconvert\.ipynb$"), re.compile(r"-Copy\d*\.ipynb$"))

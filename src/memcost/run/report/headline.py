@@ -17,6 +17,7 @@ import pandas as pd
 from memcost import paper
 from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
+from memcost.run.report.published import published_brief
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.serving import serving_backend, serving_brief
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
@@ -238,6 +239,8 @@ def section_headline(view: RunView) -> list[str]:
     """The answer first, as a box (a block quote) above every other section."""
     serving = serving_brief(view)  # a serving-study run leads with its own study
     answers = [serving, _paper_answer()] if serving else [_paper_answer()]
+    real = published_brief(view)  # real systems' published answers, where notebook 08 ran
+    answers += [real] if real else []
     items = [
         *answers,
         _today_answer(view),

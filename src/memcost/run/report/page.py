@@ -27,6 +27,7 @@ from memcost.run.report.comparison import section_paper
 from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
 from memcost.run.report.headline import section_headline
 from memcost.run.report.markdown import md_table
+from memcost.run.report.published import section_published
 from memcost.run.report.results import section_accuracy, section_tokens
 from memcost.run.report.serving import section_serving
 from memcost.run.report.systems import section_memory_systems
@@ -36,6 +37,7 @@ from memcost.run.report.view import RunView
 BLOCKS = {
     "headline": section_headline,
     "serving": section_serving,
+    "published": section_published,
     "tokens": section_tokens,
     "accuracy": section_accuracy,
     "memory_systems": section_memory_systems,

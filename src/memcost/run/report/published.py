@@ -1,0 +1,145 @@
+"""The report's section on the published runs (notebook 08), and its line in the brief."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from memcost.io import read_json
+from memcost.run.report.markdown import figure, md_table, usd
+from memcost.run.report.view import RunView, read_csv
+
+KIND_WORDS = {"memory": "memory", "long_context": "long context", "probe": "probe"}
+
+
+def _metrics(view: RunView) -> dict[str, Any] | None:
+    path = view.run.root / "metrics" / "08_published_runs.json"
+    return (read_json(path).get("metrics") or {}) if path.is_file() else None
+
+
+def _accuracy(view: RunView) -> pd.DataFrame | None:
+    table = read_csv(view.run.tables / "published_accuracy.csv")
+    return None if table is None or table.empty else table
+
+
+def published_brief(view: RunView) -> str | None:
+    """One line: the best memory and long-context runs per dataset, the judge's leniency and
+    the gold ceiling, from real systems' published answers."""
+    table, metrics = _accuracy(view), _metrics(view)
+    if table is None or metrics is None:
+        return None
+    parts = []
+    for dataset, part in table.groupby("dataset", sort=False):
+        best = [
+            f"{KIND_WORDS[kind]} {r.accuracy_pct:.1f}% ({r.name}, judged by {r.judge_model})"
+            for kind in ("memory", "long_context")
+            for r in part[part["kind"] == kind].nlargest(1, "accuracy_pct").itertuples()
+        ]
+        probes = part[part["kind"] == "probe"]
+        if len(probes):
+            lenient = probes.nlargest(1, "accuracy_pct").iloc[0]
+            best.append(
+                f"the judge accepted {lenient['accuracy_pct']:.1f}% of answers written wrong on "
+                f"purpose ({lenient['name']})"
+            )
+        ceiling = (metrics.get("ceiling") or {}).get(dataset)
+        if ceiling:
+            best.append(f"wrong gold answers cap a perfect system at {ceiling['ceiling_pct']:.1f}%")
+        parts.append(f"{dataset}: " + "; ".join(best))
+    return (
+        "**What real systems scored on these questions** (published runs, re-analysed; no "
+        "model was called): " + " — ".join(parts) + "."
+    )
+
+
+def section_published(view: RunView) -> list[str]:
+    """Accuracy per run with its interval, McNemar pairs, cost, licenses, the figure."""
+    table, metrics = _accuracy(view), _metrics(view)
+    if metrics is None:
+        return []
+    lines = ["## Published runs of real systems (notebook 08)", ""]
+    if table is None:
+        return lines + [
+            "No published answer paired with this run's questions: the published runs answered "
+            "the real files, and notebook 00 read others (the bundled samples?).",
+            "",
+        ]
+    rows = [
+        [
+            r.name,
+            KIND_WORDS.get(r.kind, r.kind),
+            r.answer_model if isinstance(r.answer_model, str) else "",
+            f"{r.judge_model} × {r.votes}",
+            r.n,
+            f"{r.accuracy_pct:.2f}%",
+            f"{r.cluster_low_pct:.1f}–{r.cluster_high_pct:.1f}%",
+            r.license,
+        ]
+        for r in table.sort_values(["dataset", "accuracy_pct"], ascending=False).itertuples()
+    ]
+    lines += [
+        "Each run's accuracy is the majority of its judge's votes (a probe's: wrong answers "
+        "accepted); the interval resamples whole conversations. The judges differ between runs.",
+        "",
+        md_table(
+            rows,
+            [
+                "run",
+                "kind",
+                "answered by",
+                "judge × votes",
+                "n",
+                "accuracy",
+                "95% interval",
+                "license",
+            ],
+        ),  # fmt: skip
+        "",
+    ]
+    for dataset, ceiling in (metrics.get("ceiling") or {}).items():
+        lines += [
+            f"**Gold ceiling, {dataset}:** {ceiling['wrong_gold']} of {ceiling['questions']:,} "
+            f"gold answers are wrong by the audit ({ceiling['audited']} audited; a wrong citation "
+            "alone does not count): a perfect system scores at most "
+            f"{ceiling['ceiling_pct']:.2f}%.",
+            "",
+        ]
+    pairs = read_csv(view.run.tables / "published_pairs.csv")
+    if pairs is not None and not pairs.empty:
+        rows = [
+            [r.a, r.b, r.n_shared, r.a_only, r.b_only, f"{r.p_value:.3g}",
+             "yes" if r.same_judge else "no"]
+            for r in pairs.itertuples()
+        ]  # fmt: skip
+        lines += [
+            "**Memory against long context, question by question** (exact McNemar; `a only`: "
+            "questions only the memory run got right)",
+            "",
+            md_table(
+                rows,
+                ["memory run", "long-context run", "shared", "a only", "b only", "p", "same judge"],
+            ),  # fmt: skip
+            "",
+        ]
+    cost = read_csv(view.run.tables / "published_cost.csv")
+    if cost is not None and not cost.empty:
+        rows = [
+            [r.name, r.answer_model, usd(r.usd), usd(r.usd_per_question),
+             "estimated, output only" if r.estimated else "recorded tokens"]
+            for r in cost.itertuples()
+        ]  # fmt: skip
+        lines += [
+            "**What the answers cost** at the answering model's list price of the paper's date "
+            "(judges not included)",
+            "",
+            md_table(rows, ["run", "answered by", "cost", "per question", "tokens"]),
+            "",
+        ]
+    figure(
+        lines,
+        view.run.figures / "published_accuracy.png",
+        view.run.root,
+        "Published runs: accuracy with 95% conversation-bootstrap intervals and the gold ceiling",
+    )
+    return lines
