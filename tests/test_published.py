@@ -180,7 +180,7 @@ def test_every_schema_aligns_to_this_repositorys_questions_by_conversation_and_t
     assert not frame["question_id"].isna().any()
     # a question this repository does not have, or a conversation it does not hold: unpaired
     stray = published.read_published("zep_run", published_dir=copies, cache_dir=copies)
-    stray.loc[0, "question"], stray.loc[2, "conversation"] = "What is not asked?", 7
+    stray.loc[0, "question"], stray.loc[2, "conversation"] = "What is not asked?", "7"
     assert published.align(stray, QUESTIONS, "locomo")["question_id"].isna().tolist() == [
         True,
         False,
