@@ -349,7 +349,7 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
         NOTEBOOKS_DIR / "08_published_runs.ipynb",
         run.root / "notebooks" / "08_published_runs.ipynb",
         {"run_dir": str(run.root), "runs": list(entries), "published_dir": str(folder),
-         "registry": str(extra), "n_bootstrap": 50},
+         "registry": str(extra), "n_bootstrap": 50, "rejudge": ["sample_memory"]},
     )  # fmt: skip
     accuracy = pd.read_csv(run.tables / "published_accuracy.csv").set_index("name")
     n = len(judged)
@@ -363,6 +363,11 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     ]
     cost = pd.read_csv(run.tables / "published_cost.csv").set_index("name")
     assert cost.loc["sample_full_context", "usd"] == pytest.approx(2 * 0.15)
+    again = pd.read_csv(run.tables / "published_rejudged.csv")
+    # judged again offline: the lexical rule, named as such, on every paired answer
+    assert again[["run", "judge_model", "backend", "n"]].values.tolist() == [
+        ["sample_memory", "lexical", "offline", n]
+    ]
     assert (run.figures / "published_accuracy.png").is_file()
     assert (run.root / "published" / "aligned.parquet").is_file()
     metrics = json.loads((run.root / "metrics" / "08_published_runs.json").read_text())
@@ -372,3 +377,79 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "**What real systems scored on these questions**" in brief
     assert "## Published runs of real systems (notebook 08)" in report
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
+    assert "| sample_memory | lexical (offline) |" in report
+
+
+def test_published_answers_judged_again_through_the_client(
+    copies, run_paths, tmp_path, monkeypatch
+):
+    """With a key (here the local server that answers each stage's prompts), this repository's
+    judge judges the published answers again: one request per vote, the verdicts set beside the
+    published judge's on the same answers."""
+    from llm_helpers import TEST_KEY, api_client
+
+    from memcost.answers import read_judgments
+    from memcost.judge import run_judging
+    from memcost.testing.stages import stage_server
+
+    questions = QUESTIONS.assign(
+        category=lambda f: f["category_id"].map({1: "multi_hop", 2: "temporal", 4: "single_hop",
+                                                 5: "adversarial"}),
+        answer="an answer", is_abstention=lambda f: f["category_id"] == 5,
+    )  # fmt: skip
+    frame = aligned(copies)
+    plan = published.judge_plan(frame, questions, "locomo", ["mem0_run", "full_context_run"])
+    # conv-26-q2 is adversarial (category 5): not scored; the Mem0 run lacks conv-30-q1
+    assert {k: len(v) for k, v in plan.items.items()} == {"mem0_run": 4, "full_context_run": 5}
+    assert plan.missing_answers["mem0_run"] == ["conv-30-q1"]
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    with stage_server(api_key=TEST_KEY, faults=False) as server:
+        client = api_client(run_paths, server.url, tmp_path)
+        path = tmp_path / "judgments.jsonl"
+        run_judging(client, plan, path, judge_model="gpt-5-mini-2025-08-07", n_votes=1)
+        client.close()
+        # a vote per answer; the full-context run's two answers to "What did Melanie paint?"
+        # are one request (same question, reference and answer): the second from the store
+        assert len(server.requests) == 8
+    votes = read_judgments(path)
+    assert set(votes["backend"]) == {"openai"} and len(votes) == 9
+    table = published.judge_agreement(frame, votes).set_index("run")
+    # the server's judge accepts an answer that shares words with "an answer": all of them
+    assert table.loc["full_context_run", ["n", "rejudged_pct"]].tolist() == [5, 100.0]
+    assert table.loc["full_context_run", "published_pct"] == pytest.approx(60.0)
+    assert table.loc["full_context_run", "rejudged_only"] == 2
+    assert table.loc["mem0_run", "judge_model"] == "gpt-5-mini-2025-08-07"
+
+
+def test_a_download_is_checked_kept_and_read_from_the_cache_next_time(
+    copies, tmp_path, monkeypatch
+):
+    import functools
+    import http.server
+    import threading
+
+    # the repository's raw-file host, served from a folder laid out as repo/commit/path
+    root = tmp_path / "host"
+    target = root / "someone" / "somewhere" / ("a" * 40) / "zep_run.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes((copies / "zep_run.json").read_bytes())
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(published, "GITHUB_RAW", f"http://127.0.0.1:{server.server_port}")
+    cache = tmp_path / "cache"
+    try:
+        frame = published.read_published("zep_run", cache_dir=cache)
+        assert frame.attrs["origin"].startswith("http://127.0.0.1") and len(frame) == 3
+        with pytest.raises(
+            DataError, match=r"could not download gold_run from http.*published_dir"
+        ):
+            published.read_published("gold_run", cache_dir=cache)  # not on the host: 404
+    finally:
+        server.shutdown()
+        server.server_close()
+    kept = cache / ("a" * 12) / "zep_run.json"
+    assert kept.read_bytes() == target.read_bytes()
+    again = published.read_published("zep_run", cache_dir=cache)  # the host is gone
+    assert again.attrs["origin"] == str(kept) and again.equals(frame)

@@ -35,6 +35,7 @@ from memcost.catalog import price_for
 from memcost.data.locomo import LOCOMO_CATEGORIES
 from memcost.data.sources import GITHUB_RAW
 from memcost.io import atomic_path
+from memcost.judge.questions import JudgePlan, judge_item, scored_questions
 from memcost.paths import ASSETS_DIR, DataError
 from memcost.stats import cluster_bootstrap_interval, mcnemar_exact, wilson_interval
 from memcost.text import count_tokens_batch
@@ -587,3 +588,63 @@ def false_acceptance(accuracy: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=LENIENCY_COLUMNS)
+
+
+# --- The same answers, judged again -------------------------------------------------------
+
+
+def judge_plan(
+    aligned: pd.DataFrame, questions: pd.DataFrame, dataset: str, runs: list[str]
+) -> JudgePlan:
+    """A plan for this repository's judge (notebook 04's prompts and rules) over the paired
+    answers of ``runs``: each run is a system, each answer judged against this repository's
+    question and gold answer, so judges can be compared on identical answers."""
+    scored, excluded = scored_questions(questions, dataset)
+    by_id = {str(r["question_id"]): r for r in scored.to_dict("records")}
+    items, missing, answers = {}, {}, {}
+    for name in runs:
+        mine = aligned[(aligned["run"] == name) & aligned["question_id"].isin(list(by_id))]
+        answers[name] = mine
+        items[name] = [
+            judge_item(dataset, name, by_id[str(r["question_id"])], {"answer": r["answer"]},
+                       "open_ended")
+            for r in mine.to_dict("records")
+        ]  # fmt: skip
+        missing[name] = sorted(set(by_id) - set(mine["question_id"].astype(str)))
+    return JudgePlan(
+        dataset, "open_ended", scored, len(questions), excluded, items, missing, answers
+    )
+
+
+def judge_agreement(aligned: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
+    """Per run judged again: its published judge's accuracy and this repository's judge's on
+    the same answers (the majority of each), how often the two agree, and where they differ
+    (``published_only``: accepted by the published judge alone)."""
+    if judgments.empty:
+        columns = ["run", "judge_model", "backend", "n", "published_pct", "rejudged_pct"]
+        return pd.DataFrame(columns=[*columns, "agree_pct", "published_only", "rejudged_only"])
+    primary = judgments[judgments["primary"].astype(bool)]
+    mine = primary.groupby(["system", "question_id"])["label"].agg(
+        lambda labels: (labels.astype(str).str.upper() == "CORRECT").mean() > 0.5
+    )
+    rows = []
+    for run, votes in primary.groupby("system", sort=False):
+        part = aligned[(aligned["run"] == run) & aligned["question_id"].notna()]
+        theirs = part.set_index("question_id")["votes"].map(accepted)
+        ours = mine.loc[run].reindex(theirs.index)
+        both = theirs.notna() & ours.notna()
+        theirs, ours = theirs[both].astype(bool), ours[both].astype(bool)
+        rows.append(
+            {
+                "run": run,
+                "judge_model": str(votes["judge_model"].iloc[0]),
+                "backend": str(votes["backend"].iloc[0]),
+                "n": int(both.sum()),
+                "published_pct": 100 * theirs.mean(),
+                "rejudged_pct": 100 * ours.mean(),
+                "agree_pct": 100 * (theirs == ours).mean(),
+                "published_only": int((theirs & ~ours).sum()),
+                "rejudged_only": int((~theirs & ours).sum()),
+            }
+        )
+    return pd.DataFrame(rows)

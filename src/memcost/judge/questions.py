@@ -226,7 +226,7 @@ def plan_judging(
     for system in chosen:
         frame = answers[system] = _system_answers(ds, system, dataset, known)
         items[system] = [
-            _item(dataset, system, by_id[str(record["question_id"])], record, mode)
+            judge_item(dataset, system, by_id[str(record["question_id"])], record, mode)
             for record in frame.to_dict("records")
             if str(record["question_id"]) in by_id
         ]
@@ -237,7 +237,7 @@ def plan_judging(
     )
 
 
-def _item(
+def judge_item(
     dataset: str, system: str, question: Mapping[str, Any], answer: Mapping[str, Any], mode: str
 ) -> JudgeItem:
     qid = str(question["question_id"])

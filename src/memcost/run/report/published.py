@@ -48,8 +48,8 @@ def published_brief(view: RunView) -> str | None:
             best.append(f"wrong gold answers cap a perfect system at {ceiling['ceiling_pct']:.1f}%")
         parts.append(f"{dataset}: " + "; ".join(best))
     return (
-        "**What real systems scored on these questions** (published runs, re-analysed; no "
-        "model was called): " + " — ".join(parts) + "."
+        "**What real systems scored on these questions** (their published answers and "
+        "judgments, re-analysed): " + " — ".join(parts) + "."
     )
 
 
@@ -119,6 +119,32 @@ def section_published(view: RunView) -> list[str]:
             md_table(
                 rows,
                 ["memory run", "long-context run", "shared", "a only", "b only", "p", "same judge"],
+            ),  # fmt: skip
+            "",
+        ]
+    again = read_csv(view.run.tables / "published_rejudged.csv")
+    if again is not None and not again.empty:
+        rows = [
+            [r.run, f"{r.judge_model} ({r.backend})", r.n, f"{r.published_pct:.1f}%",
+             f"{r.rejudged_pct:.1f}%", f"{r.agree_pct:.1f}%", r.published_only, r.rejudged_only]
+            for r in again.itertuples()
+        ]  # fmt: skip
+        lines += [
+            "**The same answers, judged again** by this repository's judge (offline: the "
+            "lexical rule, not an LLM)",
+            "",
+            md_table(
+                rows,
+                [
+                    "run",
+                    "judge",
+                    "n",
+                    "published judge",
+                    "this judge",
+                    "agree",
+                    "published only",
+                    "this only",
+                ],
             ),  # fmt: skip
             "",
         ]
