@@ -370,6 +370,14 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     ]
     assert (run.figures / "published_accuracy.png").is_file()
     assert (run.root / "published" / "aligned.parquet").is_file()
+    # the same votes in this repository's judgments format: one per vote, read by its reader
+    from memcost.answers import read_judgments
+
+    votes = read_judgments(run.root / "published" / "locomo" / "judgments.jsonl")
+    assert votes.groupby("system").size().to_dict() == {"sample_memory": n,
+                                                        "sample_full_context": 3 * n}  # fmt: skip
+    answers = (run.root / "published" / "locomo" / "answers_sample_memory.jsonl").read_text()
+    assert len(answers.splitlines()) == n and '"backend":"published"' in answers
     metrics = json.loads((run.root / "metrics" / "08_published_runs.json").read_text())
     assert [p["paired"] for p in metrics["metrics"]["paired"]] == [n, n]
     report = write_report(run)[0].read_text(encoding="utf-8")

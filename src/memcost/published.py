@@ -648,3 +648,59 @@ def judge_agreement(aligned: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFr
             }
         )
     return pd.DataFrame(rows)
+
+
+def repository_records(
+    aligned: pd.DataFrame, extra: str | Path | None = None
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The paired published answers as this repository's answer records (per run, the fields of
+    ``answers_<system>.jsonl``, ``backend`` = ``published``) and their votes as its judgment
+    records (``judgments.jsonl``), so its readers (``memcost.answers.read_judgments``, the
+    accuracy tables) read them as they read a run's own."""
+    answers: dict[str, list[dict[str, Any]]] = {}
+    votes: list[dict[str, Any]] = []
+    paired = aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
+    for row in paired.to_dict("records"):
+        run = published_run(row["run"], extra)
+        common = {
+            "question_id": row["question_id"],
+            "conversation_id": row["conversation_id"],
+            "system": run.name,
+        }
+        answers.setdefault(run.name, []).append(
+            {
+                **common,
+                "answer": row["answer"],
+                "model": run.answer_model or None,
+                "backend": "published",
+                "prompt_version": None,
+                "prompt_tokens": None,
+                "cached_prompt_tokens": None,
+                "completion_tokens": None,
+                "reasoning_tokens": None,
+                "latency_s": None if row["latency_ms"] is None else row["latency_ms"] / 1000,
+                "error": None,
+                "source": f"{run.repo}@{run.commit[:12]}:{run.path}",
+                "source_id": row["source_id"],
+            }
+        )
+        for vote, accepted_ in enumerate(row["votes"]):
+            votes.append(
+                {
+                    **common,
+                    "category": row["category"],
+                    "vote": vote,
+                    "label": "CORRECT" if accepted_ else "WRONG",
+                    "reason": None,
+                    "judge_model": run.judge_model,
+                    "backend": "published",
+                    "prompt_name": "published",
+                    "prompt_version": None,
+                    "instruction": None,
+                    "mode": "open_ended",
+                    "primary": True,
+                    "unjudged_cause": None,
+                    "request_hash": None,
+                }
+            )
+    return answers, votes
