@@ -198,6 +198,9 @@ def test_accuracy_pairs_and_the_gold_ceiling(copies):
     assert (row["n"], row["correct"], row["accuracy_pct"]) == (5, 3, 60.0)
     assert row["vote_mean_pct"] == pytest.approx(100 * 10 / 15)
     assert row["wilson_low_pct"] < 60.0 < row["wilson_high_pct"]
+    categories = published.category_accuracy(frame).set_index(["name", "category"])
+    # the categories are the file's own: the full-context file labels all five category 4
+    assert categories.loc[("full_context_run", "single_hop"), ["n", "correct"]].tolist() == [5, 3]
     pairs = published.published_pairs(frame).set_index(["a", "b"])
     mem0 = pairs.loc[("mem0_run", "full_context_run")]
     # conv-30-q1 is missing from the Mem0 run: four shared questions; Mem0 alone right on

@@ -466,6 +466,23 @@ def published_accuracy(
     return pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
 
 
+def category_accuracy(aligned: pd.DataFrame) -> pd.DataFrame:
+    """Per judged run and category (LoCoMo's categories, LongMemEval's question types): ``n``,
+    ``correct`` (majority of votes), ``accuracy_pct`` and its Wilson interval."""
+    judged = aligned[(aligned["votes"].map(len) > 0) & aligned["question_id"].notna()]
+    rows = []
+    for (name, category), part in judged.groupby(["run", "category"], sort=True):
+        k, n = int(part["votes"].map(accepted).astype(bool).sum()), len(part)
+        low, high = wilson_interval(k, n)
+        rows.append(
+            {"name": name, "category": category, "n": n, "correct": k,
+             "accuracy_pct": 100 * k / n, "wilson_low_pct": 100 * low,
+             "wilson_high_pct": 100 * high}
+        )  # fmt: skip
+    columns = ["name", "category", "n", "correct", "accuracy_pct", "wilson_low_pct"]
+    return pd.DataFrame(rows, columns=[*columns, "wilson_high_pct"])
+
+
 def published_pairs(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd.DataFrame:
     """Each memory run against each long-context run of its dataset, on the questions both
     answered: exact McNemar (``a_only``: the memory run right and the long-context run wrong)."""

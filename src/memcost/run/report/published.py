@@ -53,8 +53,76 @@ def published_brief(view: RunView) -> str | None:
     )
 
 
+def _block(caption: str, rows: list[list[Any]], header: list[str]) -> list[str]:
+    return [caption, "", md_table(rows, header), ""] if rows else []
+
+
+def _runs(table: pd.DataFrame) -> list[str]:
+    rows = [
+        [r.name, KIND_WORDS.get(r.kind, r.kind),
+         r.answer_model if isinstance(r.answer_model, str) else "", f"{r.judge_model} × {r.votes}",
+         r.n, f"{r.accuracy_pct:.2f}%", f"{r.cluster_low_pct:.1f}–{r.cluster_high_pct:.1f}%",
+         r.license]
+        for r in table.sort_values(["dataset", "accuracy_pct"], ascending=False).itertuples()
+    ]  # fmt: skip
+    header = ["run", "kind", "answered by", "judge × votes", "n", "accuracy", "95% interval"]
+    return _block(
+        "Each run's accuracy is the majority of its judge's votes (a probe's: wrong answers "
+        "accepted); the interval resamples whole conversations. The judges differ between runs.",
+        rows,
+        [*header, "license"],
+    )
+
+
+def _pairs(view: RunView) -> list[str]:
+    pairs = read_csv(view.run.tables / "published_pairs.csv")
+    rows = [
+        [r.a, r.b, r.n_shared, r.a_only, r.b_only, f"{r.p_value:.3g}",
+         "yes" if r.same_judge else "no"]
+        for r in (pairs.itertuples() if pairs is not None else [])
+    ]  # fmt: skip
+    return _block(
+        "**Memory against long context, question by question** (exact McNemar; `a only`: "
+        "questions only the memory run got right)",
+        rows,
+        ["memory run", "long-context run", "shared", "a only", "b only", "p", "same judge"],
+    )
+
+
+def _rejudged(view: RunView) -> list[str]:
+    again = read_csv(view.run.tables / "published_rejudged.csv")
+    rows = [
+        [r.run, f"{r.judge_model} ({r.backend})", r.n, f"{r.published_pct:.1f}%",
+         f"{r.rejudged_pct:.1f}%", f"{r.agree_pct:.1f}%", r.published_only, r.rejudged_only]
+        for r in (again.itertuples() if again is not None else [])
+    ]  # fmt: skip
+    header = ["run", "judge", "n", "published judge", "this judge", "agree", "published only"]
+    return _block(
+        "**The same answers, judged again** by this repository's judge (offline: the lexical "
+        "rule, not an LLM)",
+        rows,
+        [*header, "this only"],
+    )
+
+
+def _cost(view: RunView) -> list[str]:
+    cost = read_csv(view.run.tables / "published_cost.csv")
+    rows = [
+        [r.name, r.answer_model, usd(r.usd), usd(r.usd_per_question),
+         "estimated, output only" if r.estimated else "recorded tokens"]
+        for r in (cost.itertuples() if cost is not None else [])
+    ]  # fmt: skip
+    return _block(
+        "**What the answers cost** at the answering model's list price of the paper's date "
+        "(judges not included)",
+        rows,
+        ["run", "answered by", "cost", "per question", "tokens"],
+    )
+
+
 def section_published(view: RunView) -> list[str]:
-    """Accuracy per run with its interval, McNemar pairs, cost, licenses, the figure."""
+    """Accuracy per run with its interval, the gold ceiling, McNemar pairs, the answers judged
+    again, cost, licenses, the figure."""
     table, metrics = _accuracy(view), _metrics(view)
     if metrics is None:
         return []
@@ -65,38 +133,7 @@ def section_published(view: RunView) -> list[str]:
             "the real files, and notebook 00 read others (the bundled samples?).",
             "",
         ]
-    rows = [
-        [
-            r.name,
-            KIND_WORDS.get(r.kind, r.kind),
-            r.answer_model if isinstance(r.answer_model, str) else "",
-            f"{r.judge_model} × {r.votes}",
-            r.n,
-            f"{r.accuracy_pct:.2f}%",
-            f"{r.cluster_low_pct:.1f}–{r.cluster_high_pct:.1f}%",
-            r.license,
-        ]
-        for r in table.sort_values(["dataset", "accuracy_pct"], ascending=False).itertuples()
-    ]
-    lines += [
-        "Each run's accuracy is the majority of its judge's votes (a probe's: wrong answers "
-        "accepted); the interval resamples whole conversations. The judges differ between runs.",
-        "",
-        md_table(
-            rows,
-            [
-                "run",
-                "kind",
-                "answered by",
-                "judge × votes",
-                "n",
-                "accuracy",
-                "95% interval",
-                "license",
-            ],
-        ),  # fmt: skip
-        "",
-    ]
+    lines += _runs(table)
     for dataset, ceiling in (metrics.get("ceiling") or {}).items():
         lines += [
             f"**Gold ceiling, {dataset}:** {ceiling['wrong_gold']} of {ceiling['questions']:,} "
@@ -105,63 +142,7 @@ def section_published(view: RunView) -> list[str]:
             f"{ceiling['ceiling_pct']:.2f}%.",
             "",
         ]
-    pairs = read_csv(view.run.tables / "published_pairs.csv")
-    if pairs is not None and not pairs.empty:
-        rows = [
-            [r.a, r.b, r.n_shared, r.a_only, r.b_only, f"{r.p_value:.3g}",
-             "yes" if r.same_judge else "no"]
-            for r in pairs.itertuples()
-        ]  # fmt: skip
-        lines += [
-            "**Memory against long context, question by question** (exact McNemar; `a only`: "
-            "questions only the memory run got right)",
-            "",
-            md_table(
-                rows,
-                ["memory run", "long-context run", "shared", "a only", "b only", "p", "same judge"],
-            ),  # fmt: skip
-            "",
-        ]
-    again = read_csv(view.run.tables / "published_rejudged.csv")
-    if again is not None and not again.empty:
-        rows = [
-            [r.run, f"{r.judge_model} ({r.backend})", r.n, f"{r.published_pct:.1f}%",
-             f"{r.rejudged_pct:.1f}%", f"{r.agree_pct:.1f}%", r.published_only, r.rejudged_only]
-            for r in again.itertuples()
-        ]  # fmt: skip
-        lines += [
-            "**The same answers, judged again** by this repository's judge (offline: the "
-            "lexical rule, not an LLM)",
-            "",
-            md_table(
-                rows,
-                [
-                    "run",
-                    "judge",
-                    "n",
-                    "published judge",
-                    "this judge",
-                    "agree",
-                    "published only",
-                    "this only",
-                ],
-            ),  # fmt: skip
-            "",
-        ]
-    cost = read_csv(view.run.tables / "published_cost.csv")
-    if cost is not None and not cost.empty:
-        rows = [
-            [r.name, r.answer_model, usd(r.usd), usd(r.usd_per_question),
-             "estimated, output only" if r.estimated else "recorded tokens"]
-            for r in cost.itertuples()
-        ]  # fmt: skip
-        lines += [
-            "**What the answers cost** at the answering model's list price of the paper's date "
-            "(judges not included)",
-            "",
-            md_table(rows, ["run", "answered by", "cost", "per question", "tokens"]),
-            "",
-        ]
+    lines += _pairs(view) + _rejudged(view) + _cost(view)
     figure(
         lines,
         view.run.figures / "published_accuracy.png",
