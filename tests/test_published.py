@@ -464,3 +464,22 @@ def test_a_download_is_checked_kept_and_read_from_the_cache_next_time(
     assert kept.read_bytes() == target.read_bytes()
     again = published.read_published("zep_run", cache_dir=cache)  # the host is gone
     assert again.attrs["origin"] == str(kept) and again.equals(frame)
+
+
+def test_the_mem0_evaluation_harness_schema_pairs_by_position_and_text():
+    """Memobase's published grades (Mem0's paper's harness): conversations keyed by position,
+    no ids, one llm_score per answer."""
+    document = {
+        "1": [{"question": "Where does Jon work?", "answer": "a bank", "response": "A bank.",
+               "category": "1", "bleu_score": 0.5, "f1_score": 1.0, "llm_score": 1}],
+        "0": [{"question": "What did Melanie paint?", "answer": "x", "response": "y",
+               "category": "4", "bleu_score": 0, "f1_score": 0.0, "llm_score": 0}],
+    }  # fmt: skip
+    frame = pd.DataFrame(
+        published.PARSERS["mem0_evaluation"](document), columns=published.COLUMNS[1:]
+    )
+    frame.insert(0, "run", "memobase")
+    out = published.align(frame, QUESTIONS, "locomo")
+    assert out["question_id"].tolist() == ["conv-30-q0", "conv-26-q1"]
+    assert out["votes"].tolist() == [(True,), (False,)]
+    assert out["category"].tolist() == ["multi_hop", "single_hop"]

@@ -331,6 +331,26 @@ def _zep_grades(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             )
 
 
+@parser("mem0_evaluation")
+def _mem0_evaluation(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The evaluation harness of Mem0's paper and its forks (Memobase's among them): per
+    conversation position (``"0"`` to ``"9"``) the answers, each with one ``llm_score`` (1:
+    the judge accepted it); no question ids."""
+    for key, items in document.items():
+        for item in items:
+            category_id, category = _locomo_category(item.get("category"))
+            yield _row(
+                source_id="",
+                conversation=str(_position(key)),
+                question=str(item["question"]),
+                reference=str(item["answer"]),
+                answer=str(item["response"]),
+                category_id=category_id,
+                category=category,
+                votes=[bool(int(item["llm_score"]))],
+            )
+
+
 @parser("gold_errors")
 def _gold_errors(document: list[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
     """The audit of LoCoMo's gold answers: ``question_id`` (``locomo_<k>_qa<i>``), the gold
