@@ -285,3 +285,53 @@ def test_a_store_of_calls_the_run_cannot_write_prints_what_to_do_and_the_resume_
     err = capsys.readouterr().err
     assert "Traceback" not in err and "then resume" in err and "damaged" not in err
     assert err.splitlines()[-1].strip().startswith("python -m memcost run --params smoke")
+
+
+def test_version_a_mistyped_preset_and_a_missing_data_file_answer_in_one_line(tmp_path, capsys):
+    from memcost import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert (
+        done.value.code == 0
+        and capsys.readouterr().out == f"memcost {__version__} (arXiv:2603.04814)\n"
+    )
+    assert main(["run", "--params", "smok", "--run-name", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "preset not found: smok; did you mean smoke?" in err and "serving_smoke" in err
+    # a data_path that does not exist stops before the run directory is made
+    run_dir = tmp_path / "b"
+    assert main(["run", "--params", "smoke", "--run-name", str(run_dir),
+                 "-p", f"data_path={tmp_path / 'nowhere.json'}"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'nowhere.json'}: file not found (data_path for LoCoMo)" in err
+    assert not run_dir.exists()
+    assert "``" not in build_help()  # the help is plain text, not the docstring's markup
+
+
+def build_help() -> str:
+    from memcost.cli import build_parser
+
+    return build_parser().format_help()
+
+
+def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
+    import pandas as pd
+
+    from memcost.cli import result_lines
+
+    lines = result_lines(smoke_run)
+    assert [line.split(" ", 1)[0] for line in lines] == [
+        "locomo",
+        "longmemeval",
+        "personamem",
+        "bill:",
+    ]
+    table = pd.read_csv(smoke_run.dataset("locomo").tables / "table3_accuracy.csv")
+    memory = table[(table["system"] == "memory") & (table["prompt_name"] == "judge")].iloc[0]
+    assert lines[0].startswith("locomo accuracy, the offline stand-ins (deterministic methods")
+    assert f"memory {100 * memory['accuracy']:.1f}%" in lines[0]
+    assert lines[-1] == (
+        "bill: $0.00 spent (offline: no model was called; the report prices the calls as an "
+        "estimate)"
+    )

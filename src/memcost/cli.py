@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from memcost import catalog, paper
+from memcost import __version__, catalog, paper
 from memcost.calls import StoreError, read_calls, record_cost, spent_usd
 from memcost.costs.estimate import (
     bill,
@@ -56,7 +56,12 @@ EXIT_LOCKED = 4  # another process is writing the same run directory
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m memcost", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m memcost", description=(__doc__ or "").replace("``", "")
+    )  # the docstring's code markup, not shown in a terminal
+    parser.add_argument(
+        "--version", action="version", version=f"memcost {__version__} (arXiv:2603.04814)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute a preset's notebooks into runs/<run_name>/")
@@ -187,6 +192,7 @@ def command_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    print("\n" + "\n".join(result_lines(paths)))
     print(f"\nResults are in {paths.root}")
     for label, path in (
         ("manifest", paths.manifest),
@@ -196,6 +202,42 @@ def command_run(args: argparse.Namespace) -> int:
         if path.exists():
             print(f"  {label}: {path}")
     return 0
+
+
+def result_lines(paths: RunPaths) -> list[str]:
+    """What the run found, in a few lines: each dataset's accuracy per system (Table 3's
+    primary judge prompt), the published runs' best scores where notebook 08 ran, the bill."""
+    try:
+        records = read_calls(paths.calls) if paths.calls.is_file() else []
+    except StoreError:
+        records = []
+    offline = bool(records) and all(r.get("backend") == "offline" for r in records)
+    lines = []
+    for folder in sorted(p for p in paths.root.iterdir() if p.is_dir()):
+        table_path = folder / "tables" / "table3_accuracy.csv"
+        if not table_path.is_file():
+            continue
+        table = pd.read_csv(table_path)
+        table = table[table["prompt_name"] == table["prompt_name"].iloc[0]]
+        scores = ", ".join(f"{r.system} {100 * r.accuracy:.1f}%" for r in table.itertuples())
+        who = (
+            "the offline stand-ins (deterministic methods, not LLMs)"
+            if offline
+            else f"judge {table['judge_model'].iloc[0]}"
+        )
+        lines.append(f"{folder.name} accuracy, {who}: {scores}")
+    published = paths.root / "tables" / "published_accuracy.csv"
+    if published.is_file():
+        table = pd.read_csv(published)
+        best = [
+            f"{r.kind} {r.accuracy_pct:.1f}% ({r.name})"
+            for kind in ("memory", "long_context")
+            for r in table[table["kind"] == kind].nlargest(1, "accuracy_pct").itertuples()
+        ]
+        lines.append(f"published runs, best of each kind: {', '.join(best) or 'none paired'}")
+    note = " (offline: no model was called; the report prices the calls as an estimate)"
+    lines.append(f"bill: ${spent_usd(records):,.2f} spent" + (note if offline else ""))
+    return lines
 
 
 def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:

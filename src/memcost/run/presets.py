@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 import yaml
 
 from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
+from memcost.data.sources import resolve_source
 from memcost.llm.batch import batch_refusal
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems
@@ -54,7 +55,7 @@ from memcost.params import (
     stage_models,
     validate_parameters,
 )
-from memcost.paths import DATASETS, NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, RunPaths
+from memcost.paths import DATASETS, NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, DataError, RunPaths
 from memcost.prompts import JUDGE_PROMPTS
 
 RUNNER_KEYS = (
@@ -129,8 +130,12 @@ def resolve_preset_path(params: str | os.PathLike[str]) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
-    available = ", ".join(sorted(p.stem for p in PARAMS_DIR.glob("*.yaml")))
-    raise PresetError(f"preset not found: {params} (available in {PARAMS_DIR}: {available})")
+    names = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
+    near = difflib.get_close_matches(Path(params).stem, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    raise PresetError(
+        f"preset not found: {params}{hint} (available in {PARAMS_DIR}: {', '.join(names)})"
+    )
 
 
 def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -556,6 +561,26 @@ def check_datasets(preset: Preset) -> None:
             raise _problem("datasets", name, "a dataset name", DATASETS)
 
 
+def check_data_paths(preset: Preset, steps: list[str]) -> None:
+    """A ``data_path`` notebook 00 would read: the file (or a folder holding it) exists, so a
+    typo stops in seconds, before the run directory exists, not inside the first notebook."""
+    if "00" not in steps:
+        return
+    for dataset in preset.datasets:
+        params = preset.parameters_for(dataset)
+        if not params.get("data_path"):
+            continue
+        try:
+            resolve_source(
+                dataset,
+                params["data_path"],
+                download=bool(params.get("download")),  # both given: refused, nothing fetched
+                longmemeval_file=str(params.get("longmemeval_file") or "s"),
+            )
+        except DataError as exc:
+            raise PresetError(f"{preset.path}: {exc}") from None
+
+
 def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None:
     """Each selected step's inputs are either written by an earlier selected step or already in
     the run directory (a resumed run)."""
@@ -588,6 +613,7 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
     if study:
         check_prices(preset, notebooks, steps)
         check_execution(preset, notebooks, steps)
+        check_data_paths(preset, steps)
         check_prerequisites(preset, run_dir, steps)
 
 
