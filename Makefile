@@ -120,10 +120,14 @@ test-slow: setup bytecode setup-cognee setup-hindsight
 
 # A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay
 # clean however long JupyterLab has them open.
+# JupyterLab refuses to start as root (containers, classroom VMs) unless told --allow-root;
+# LAB_ARGS passes more of its options, e.g. make lab LAB_ARGS="--no-browser --port 8890".
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	$(PY) -m pip install --quiet -e ".[lab]" -c $(LOCK)
 	$(PY) -m memcost workshop
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. runs/workshop/00_prepare_data.ipynb
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS) runs/workshop/00_prepare_data.ipynb
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -172,3 +172,19 @@ def test_what_a_user_reads_cites_the_papers_sections_not_a_private_note():
 # A bare "§8", "§9", "§10", "§6.1": sections of the note, not of the paper (whose sections cited
 # here are §3.1-§4.2) unless they are the serving study's ("Total Recall §8").
 NOTE_SECTION = re.compile(r"(?<!Total Recall )§(?:[6-9]|1[0-9])\b")
+
+
+def test_make_lab_starts_as_root_and_passes_more_options():
+    """JupyterLab refuses root without --allow-root (containers, classroom VMs run as root)."""
+    import os
+    import subprocess
+
+    from memcost.paths import REPO_ROOT
+
+    shown = subprocess.run(
+        ["make", "-n", "lab", "LAB_ARGS=--no-browser --port 8890"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    command = next(line for line in shown.splitlines() if "jupyter lab" in line)
+    assert "--no-browser --port 8890" in command
+    assert ("--allow-root" in command) == (os.geteuid() == 0)
