@@ -335,3 +335,19 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
         "bill: $0.00 spent (offline: no model was called; the report prices the calls as an "
         "estimate)"
     )
+
+
+def test_runs_counts_wall_time_once_for_notebooks_side_by_side_and_not_the_pause_before_a_resume():
+    from memcost.cli import _wall
+
+    def entry(seconds: float, finished: str) -> dict:
+        return {"wall_time_s": seconds, "finished_at": f"2026-01-0{finished}+00:00"}
+
+    manifest = {
+        "notebooks": {
+            "locomo/00": entry(10, "1T00:00:10"),  # 0-10 s
+            "longmemeval/00": entry(10, "1T00:00:15"),  # 5-15 s, beside it
+            "05": entry(5, "2T00:00:00"),  # resumed a day later
+        }
+    }
+    assert _wall(manifest) == 20.0  # 15 s, then 5 s; the sum of the three would say 25

@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -344,8 +345,23 @@ def _planned(preset: dict[str, Any]) -> set[str]:
 
 
 def _wall(manifest: dict[str, Any]) -> float:
+    """Seconds the run's notebooks were running: the union of their [start, end] spans, so
+    datasets that ran side by side count once and the pause before a resume not at all."""
     entries = (manifest.get("notebooks") or {}).values() or (manifest.get("steps") or {}).values()
-    return sum(float(e.get("wall_time_s") or 0) for e in entries)
+    spans = []
+    for entry in entries:
+        seconds = float(entry.get("wall_time_s") or 0)
+        try:
+            end = datetime.fromisoformat(str(entry["finished_at"])).timestamp()
+        except (KeyError, ValueError):
+            spans.append((0.0, seconds))  # no end recorded: its own length, not overlapped
+            continue
+        spans.append((end - seconds, end))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        total += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return total
 
 
 def summarise(root: Path) -> dict[str, Any] | None:
