@@ -19,3 +19,25 @@ def test_rows_that_differ_in_one_column_become_one():
         ["LoCoMo", "current", "none", 2],
     ]
     assert rows[1][2] == "in_memory"  # the caller's rows are left as they were
+
+
+def test_the_dates_are_called_invented_only_for_datasets_that_ran_on_a_bundled_sample(smoke_run):
+    import dataclasses
+
+    from memcost.run.report.costs import _invented_dates
+    from memcost.run.report.view import RunView
+
+    view = RunView.load(smoke_run)
+    both = {"locomo", "longmemeval"}
+    assert _invented_dates(view, both) == (
+        " (invented dates on the bundled samples of LongMemEval, LoCoMo)"  # the run's order
+    )
+    # the same run had LoCoMo come from the real file: only LongMemEval's dates are invented
+    view.datasets = [
+        dataclasses.replace(d, provenance={**d.provenance, "origin": "local"})
+        if d.name == "locomo"
+        else d
+        for d in view.datasets
+    ]
+    assert _invented_dates(view, both) == " (invented dates on the bundled samples of LongMemEval)"
+    assert _invented_dates(view, {"locomo"}) == ""
