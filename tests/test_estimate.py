@@ -145,3 +145,27 @@ def test_the_estimate_of_an_offline_preset_says_first_that_it_costs_nothing(caps
     assert first.startswith("smoke runs offline") and "it costs $0" in first
     assert main(["estimate", "--params", "paper_locomo"]) == 0
     assert "runs offline" not in capsys.readouterr().out  # a paid preset: the bill is its own
+
+
+def test_estimate_counts_the_users_own_file_where_data_path_names_one(tmp_path, capsys):
+    """``memcost estimate ... -p data_path=`` prices the file the run will read (one of the
+    bundled sample's conversations here), not the paper-scale dataset."""
+    import json
+
+    from memcost.cli import main
+    from memcost.data.sources import sample_path
+
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(sample_path("locomo").read_text())[:1]))
+    assert main(["estimate", "--params", "paper_locomo"]) == 0
+    paper_scale = capsys.readouterr().out
+    assert main(["estimate", "--params", "paper_locomo", "-p", f"data_path={one}"]) == 0
+    mine = capsys.readouterr().out
+    assert f"locomo: counted from {one} (1 conversation," in mine
+    assert "paper-scale counts" in paper_scale and "paper-scale counts" not in mine
+
+    def total(text: str) -> float:
+        line = next(ln for ln in text.splitlines() if ln.lstrip().startswith("total"))
+        return float(line.split("$")[1].split()[0].replace(",", ""))
+
+    assert 0 < total(mine) < total(paper_scale) / 20

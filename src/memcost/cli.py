@@ -28,6 +28,7 @@ from memcost.costs.estimate import (
     bill,
     estimate_counts,
     estimate_dataset,
+    file_counts,
     fitting_change,
     over_budget_line,
     profile_note,
@@ -531,6 +532,13 @@ def preset_estimate(
         if ds is not None and ds.questions.is_file():
             frames.append(estimate_dataset(ds, params))
             notes.append(f"{name}: counted from {ds.data}")
+        elif params.get("data_path"):  # the user's own file, as notebook 00 will select it
+            stats, questions = file_counts(name, params)
+            frames.append(estimate_counts(name, stats, questions, params))
+            notes.append(
+                f"{name}: counted from {params['data_path']} ({len(stats):,} "
+                f"conversation{'s' * (len(stats) != 1)}, {len(questions):,} questions)"
+            )
         else:
             stats, questions = selected_counts(name, params)
             frames.append(estimate_counts(name, stats, questions, params))

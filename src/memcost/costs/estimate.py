@@ -22,8 +22,8 @@ from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_li
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import load
 from memcost.data.benchmark import as_source, read_questions
-from memcost.data.prepare import conversation_stats
-from memcost.data.sources import sample_path
+from memcost.data.prepare import conversation_stats, select
+from memcost.data.sources import resolve_source, sample_path
 from memcost.paper import (
     EMBEDDING_MODEL,
     EXTRACTION_MODEL,
@@ -615,6 +615,26 @@ def paper_scale_counts(
         categories[np.linspace(0, n_questions - 1, adversarial).round().astype(int)] = 5
     questions = pd.DataFrame({"conversation_id": owners, "category_id": categories})
     return stats, questions
+
+
+def file_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The counts of the user's own file (``data_path``), of the part notebook 00's selection
+    parameters keep: what a run on that file will send, not the paper's scale."""
+    data = load(
+        resolve_source(
+            dataset,
+            params["data_path"],
+            longmemeval_file=str(params.get("longmemeval_file") or "s"),
+        )
+    )
+    kept = select(
+        data,
+        **{k: int(params.get(k) or 0) for k in ("limit_conversations", "limit_questions",
+                                                "sample_conversations", "sample_questions")},
+        seed=int(params.get("sample_seed") or 0),
+        stratify=bool(params.get("sample_stratify")),
+    )  # fmt: skip
+    return conversation_stats(kept.conversations, kept.questions), kept.questions
 
 
 def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
