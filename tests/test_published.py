@@ -457,6 +457,11 @@ def test_a_download_is_checked_kept_and_read_from_the_cache_next_time(
             DataError, match=r"could not download gold_run from http.*published_dir"
         ):
             published.read_published("gold_run", cache_dir=cache)  # not on the host: 404
+        # the host serves other bytes than the pin: refused, and nothing kept in the cache
+        (target.parent / "probe_run.json").write_text("{}")
+        with pytest.raises(DataError, match=r"is not the pinned .*; the download is not kept"):
+            published.read_published("probe_run", cache_dir=cache)
+        assert not (cache / ("a" * 12) / "probe_run.json").exists()
     finally:
         server.shutdown()
         server.server_close()

@@ -164,15 +164,20 @@ def fetch(
             )
         else:
             data, origin = _download(run), run.url
+            _check(run, data, origin, "the download is not kept")
             with atomic_path(path) as tmp:
                 tmp.write_bytes(data)
+    _check(run, data, origin, "remove the copy, and download it again or copy the pinned file")
+    return data, origin
+
+
+def _check(run: PublishedRun, data: bytes, origin: str, then: str) -> None:
     got = hashlib.sha256(data).hexdigest()
     if got != run.sha256:
         raise DataError(
             f"{origin}: sha256 {got} is not the pinned {run.sha256} of {run.name} "
-            f"({run.repo} @ {run.commit[:12]}); remove the copy and download it again"
+            f"({run.repo} @ {run.commit[:12]}); {then}"
         )
-    return data, origin
 
 
 def _download(run: PublishedRun) -> bytes:
