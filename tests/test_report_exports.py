@@ -68,3 +68,19 @@ def test_an_export_is_what_nbconvert_writes_and_is_made_once(tmp_path):
     assert executed.export_html(tmp_path / "lesson.ipynb").read_text(encoding="utf-8") == "kept"
     os.utime(tmp_path / "lesson.ipynb", (target.stat().st_mtime + 5,) * 2)
     assert executed.export_html(tmp_path / "lesson.ipynb").read_text(encoding="utf-8") == expected
+
+
+def test_exercise_solutions_stay_hidden_in_the_export(tmp_path):
+    """Hidden in JupyterLab (collapsed, tagged ``solution``), so left out of the HTML export
+    too; the exercise itself stays."""
+    nb = _notebook(tmp_path / "lesson.ipynb")
+    nb.cells += [
+        nbformat.v4.new_markdown_cell("**Exercise 1.** Add one and two."),
+        nbformat.v4.new_code_cell(
+            "# Solution: one plus two\n1 + 2",
+            metadata={"tags": ["solution"], "jupyter": {"source_hidden": True}},
+        ),
+    ]
+    (tmp_path / "lesson.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
+    html = executed.export_html(tmp_path / "lesson.ipynb").read_text(encoding="utf-8")
+    assert "Add one and two" in html and "Solution: one plus two" not in html

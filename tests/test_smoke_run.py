@@ -222,6 +222,8 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         "### Long-context prompt cache: SIMULATED",
     ):
         assert heading in text
+    # which way the McNemar difference points is said, not left to guess
+    assert "accuracy minus the first's: positive when the second is more accurate" in text
     simulated = text.split("### Long-context prompt cache: SIMULATED")[1].split("\n#")[0]
     locomo_lc = [
         line

@@ -79,7 +79,8 @@ def _mcnemar(view: RunView) -> list[str]:
         "",
         "Both systems answered the same questions, so they are compared on the questions "
         "where exactly one was right (notebook 04). Few discordant pairs cannot show a "
-        "difference, whatever the accuracies say.",
+        "difference, whatever the accuracies say. The difference is the second system's "
+        "accuracy minus the first's: positive when the second is more accurate.",
         "",
         md_table(
             rows,

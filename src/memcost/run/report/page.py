@@ -292,8 +292,14 @@ def export_html(notebook: Path) -> Path | None:
     try:
         import nbformat
         from nbconvert import HTMLExporter
+        from traitlets.config import Config
 
-        body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+        # exercise solutions stay hidden in the export, as they are in JupyterLab
+        hide = Config({"TagRemovePreprocessor": {"enabled": True,
+                                                 "remove_cell_tags": ["solution"]}})  # fmt: skip
+        body, _ = HTMLExporter(config=hide).from_notebook_node(
+            nbformat.read(notebook, as_version=4)
+        )
     except Exception:  # noqa: BLE001 - a missing or broken exporter leaves the .ipynb link only
         return None
     with atomic_path(target) as tmp:  # a killed export leaves no torn file newer than its notebook
