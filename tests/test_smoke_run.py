@@ -222,6 +222,13 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         "### Long-context prompt cache: SIMULATED",
     ):
         assert heading in text
+    # every figure the run drew is in the report, shown or linked (29 on the samples)
+    drawn = [
+        p.relative_to(smoke.root).as_posix()
+        for p in smoke.root.rglob("*.png")
+        if "notebooks" not in p.relative_to(smoke.root).parts
+    ]
+    assert len(drawn) > 20 and all(f"({path})" in text for path in drawn)
     # which way the McNemar difference points is said, not left to guess
     assert "accuracy minus the first's: positive when the second is more accurate" in text
     simulated = text.split("### Long-context prompt cache: SIMULATED")[1].split("\n#")[0]

@@ -66,13 +66,15 @@ def templates() -> jinja2.Environment:
 
 def render_markdown(run: RunPaths) -> str:
     view = RunView.load(run)
+    blocks = {name: _block(section(view)) for name, section in BLOCKS.items()}
     text = (
         templates()
         .get_template("report.md.j2")
         .render(
             run_name=run.name,
             failures=failure_lines(view.manifest),
-            blocks={name: _block(section(view)) for name, section in BLOCKS.items()},
+            blocks=blocks,
+            more_figures=figures_not_shown(run, "".join(blocks.values())),
             offline=view.offline,
             what_ran=what_ran(view),
             notebooks=notebook_links(view),
@@ -80,6 +82,25 @@ def render_markdown(run: RunPaths) -> str:
         )
     )
     return text.rstrip() + "\n"
+
+
+_SHOWN = re.compile(r"\]\(([^)\s]+\.png)\)")
+
+
+def figures_not_shown(run: RunPaths, shown_in: str) -> list[tuple[str, list[str]]]:
+    """Every figure the run drew that the sections above do not show, by folder: ``[(folder,
+    [path, ...])]`` relative to the run directory (executed notebooks' own images aside)."""
+    shown = set(_SHOWN.findall(shown_in))
+    drawn = sorted(
+        p.relative_to(run.root).as_posix()
+        for p in run.root.rglob("*.png")
+        if "notebooks" not in p.relative_to(run.root).parts
+    )
+    by_folder: dict[str, list[str]] = {}
+    for path in drawn:
+        if path not in shown:
+            by_folder.setdefault(path.rsplit("/", 1)[0], []).append(path)
+    return list(by_folder.items())
 
 
 def _block(lines: Sequence[str]) -> str:
