@@ -351,3 +351,21 @@ def test_runs_counts_wall_time_once_for_notebooks_side_by_side_and_not_the_pause
         }
     }
     assert _wall(manifest) == 20.0  # 15 s, then 5 s; the sum of the three would say 25
+
+
+def test_a_run_without_a_key_says_nothing_is_spent_before_it_shows_a_bill(smoke_run):
+    printed = (smoke_run.root.parent / "run.log").read_text(encoding="utf-8")
+    assert printed.splitlines()[0].startswith(
+        "memcost: prices its estimates use (offline backend: nothing is spent)"
+    )
+    said = printed.index("offline backend: nothing is spent. What follows prices")
+    assert said < printed.index("estimated bill of this run")
+
+
+def test_a_run_that_called_no_model_says_so_in_its_last_lines(tmp_path):
+    from memcost.cli import result_lines
+    from memcost.paths import RunPaths
+
+    assert result_lines(RunPaths(tmp_path / "run").ensure()) == [
+        "bill: $0.00 spent (no model was called)"
+    ]

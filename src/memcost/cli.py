@@ -237,8 +237,14 @@ def result_lines(paths: RunPaths) -> list[str]:
             for r in table[table["kind"] == kind].nlargest(1, "accuracy_pct").itertuples()
         ]
         lines.append(f"published runs, best of each kind: {', '.join(best) or 'none paired'}")
-    note = " (offline: no model was called; the report prices the calls as an estimate)"
-    lines.append(f"bill: ${spent_usd(records):,.2f} spent" + (note if offline else ""))
+    note = (
+        " (offline: no model was called; the report prices the calls as an estimate)"
+        if offline
+        else " (no model was called)"
+        if not records
+        else ""
+    )
+    lines.append(f"bill: ${spent_usd(records):,.2f} spent{note}")
     return lines
 
 

@@ -113,12 +113,15 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
     paid = any(uses_paid_backend(params) for _, params in prepared.values())
     # the budget the notebooks will hold: the preset's, else their parameters cell's default
     budget = preset.parameters.get("max_cost_usd", _cell_default("max_cost_usd"))
-    print("\n" + summary_text(estimate, max_cost_usd=budget if paid else None), flush=True)
-    if not paid:
+    if not paid:  # said first: the bill below is what the calls would cost, not a charge
         print(
-            "  (offline backend: nothing is spent; these are the configured models' prices)",
+            "\noffline backend: nothing is spent. What follows prices this run's calls as the "
+            "configured models would charge for them:",
             flush=True,
         )
+    text = summary_text(estimate, max_cost_usd=budget if paid else None)
+    print(text if not paid else "\n" + text, flush=True)
+    if not paid:
         return
     # the bill with the chosen execution modes (batch, flex) when every stage has its price
     total = bill(estimate)
@@ -218,14 +221,20 @@ def check_lifecycle(
     for s in statuses:
         if s.days_left is not None and s.days_left <= catalog.WARN_DAYS:
             print(f"memcost: warning: {s.describe()} ({s.days_left} days left)", flush=True)
-    print(price_lines(paid_models(preset, notebooks, paid_only=False)), flush=True)
+    offline = not any(
+        uses_paid_backend(preset.parameters_for(d)) for d in preset.datasets or [None]
+    )
+    print(price_lines(paid_models(preset, notebooks, paid_only=False), offline=offline), flush=True)
 
 
-def price_lines(models: Mapping[str, Mapping[str, Any]]) -> str:
+def price_lines(models: Mapping[str, Mapping[str, Any]], *, offline: bool = False) -> str:
     """The prices the run's estimates use, one line per model (USD per 1M tokens): the price
     table's, or the ``price_overrides`` the model runs under (the preset's, else its
-    notebook's own), said so."""
-    lines = ["memcost: prices used (USD per 1M tokens: input / cached input / output):"]
+    notebook's own), said so. ``offline``: the run spends nothing, and the first line says so."""
+    what = (
+        "prices its estimates use (offline backend: nothing is spent)" if offline else "prices used"
+    )
+    lines = [f"memcost: {what} (USD per 1M tokens: input / cached input / output):"]
     for model, params in models.items():
         try:
             overrides = normalise_price_overrides(params.get("price_overrides"))
