@@ -155,5 +155,8 @@ def test_the_studys_generation_settings_reach_every_call_of_the_replay(run_paths
     # a model that rejects temperature keeps its output limit only
     engine = ClientEngine(api_client(run_paths, server.url, tmp_path), MODEL, "low", study)
     assert engine.generation == {"max_output_tokens": 32_768}
+    # nor an output limit above the model's own (gpt-4o-mini writes at most 16,384 tokens)
+    small = ClientEngine(api_client(run_paths, server.url, tmp_path), "gpt-4o-mini", "", study)
+    assert small.generation == {"temperature": 0.7, "max_output_tokens": 16_384}
     with pytest.raises(ValueError, match="unknown setting"):
         ClientEngine(client, MODEL, "low", {"top_p": 0.9})

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.catalog import PRICE_TABLE_DATE, price_for, rejects_temperature
+from memcost.catalog import PRICE_TABLE_DATE, is_known, model_info, price_for, rejects_temperature
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.memory.base import open_system
@@ -169,6 +169,9 @@ class ClientEngine:
             raise ValueError(f"generation: unknown setting(s) {unknown}; valid: {GENERATION_KEYS}")
         if rejects_temperature(model):  # as generation_params: only where the model takes one
             generation.pop("temperature", None)
+        if generation.get("max_output_tokens") and is_known(model):  # never above its own limit
+            most = model_info(model).max_output_tokens
+            generation["max_output_tokens"] = min(int(generation["max_output_tokens"]), most)
         self.generation = {k: v for k, v in generation.items() if v is not None}
         self.backend = client.backend_for(model)
 
