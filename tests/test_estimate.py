@@ -169,3 +169,20 @@ def test_estimate_counts_the_users_own_file_where_data_path_names_one(tmp_path, 
         return float(line.split("$")[1].split()[0].replace(",", ""))
 
     assert 0 < total(mine) < total(paper_scale) / 20
+
+
+def test_estimate_says_when_a_presets_models_are_shut_down(monkeypatch, capsys):
+    """The bill of a preset whose models are gone is printed with the reason it cannot run and
+    the preset that can; a week before, with a warning."""
+    from memcost.cli import main
+
+    monkeypatch.setenv("MEMCOST_TODAY", "2026-12-12")
+    assert main(["estimate", "--params", "paper_locomo"]) == 0
+    out = capsys.readouterr().out
+    assert "this preset cannot run today:" in out and "was shut down on 2026-12-11" in out
+    assert "python -m memcost run --params current_locomo" in out
+    monkeypatch.setenv("MEMCOST_TODAY", "2026-12-04")
+    assert main(["estimate", "--params", "paper_locomo"]) == 0
+    out = capsys.readouterr().out
+    assert "cannot run today" not in out and "(7 days left)" in out
+    assert "prices used" not in out  # the estimate prints its own prices, not the run's banner

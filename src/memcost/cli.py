@@ -39,7 +39,7 @@ from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.params import merge_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths
-from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures
+from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures, check_lifecycle
 from memcost.run.presets import OPT_IN_STEPS, Preset, PresetError, load_preset, resolve_preset
 from memcost.run.report import write_report
 from memcost.run.runner import (
@@ -597,6 +597,11 @@ def command_estimate(args: argparse.Namespace) -> int:
         print(f"  {note}")
     if preset.name.startswith("verify_"):
         print(f"  what this subset can show: {verify_plan(preset).describe()}")
+    if not offline_preset(preset):  # priced or not, a shut-down model cannot be called
+        try:
+            check_lifecycle(preset, discover_notebooks(), show_prices=False)
+        except PresetError as exc:
+            print(f"this preset cannot run today: {str(exc).split(chr(10), 1)[-1]}")
     if budget is not None and not offline_preset(preset) and bill(estimate) > float(budget):
         change = fitting_change(
             lambda o: preset_estimate(preset, args.run_name, o)[0],

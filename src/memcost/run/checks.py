@@ -192,7 +192,11 @@ def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | No
 
 
 def check_lifecycle(
-    preset: Preset, notebooks: Mapping[str, Path], *, on: str | date | None = None
+    preset: Preset,
+    notebooks: Mapping[str, Path],
+    *,
+    on: str | date | None = None,
+    show_prices: bool = True,
 ) -> None:
     """Raise :class:`PresetError` before anything is sent when a paid model is shut down (or
     unknown); print a warning when one shuts down within :data:`catalog.WARN_DAYS` days."""
@@ -224,7 +228,11 @@ def check_lifecycle(
     offline = not any(
         uses_paid_backend(preset.parameters_for(d)) for d in preset.datasets or [None]
     )
-    print(price_lines(paid_models(preset, notebooks, paid_only=False), offline=offline), flush=True)
+    if show_prices:
+        print(
+            price_lines(paid_models(preset, notebooks, paid_only=False), offline=offline),
+            flush=True,
+        )
 
 
 def price_lines(models: Mapping[str, Mapping[str, Any]], *, offline: bool = False) -> str:
