@@ -350,34 +350,35 @@ def test_a_paid_answer_that_meets_a_full_disk_waits_for_room_and_is_kept(
 
     import memcost.calls as calls_module
 
+    # Each connection belongs to one worker thread and is limited in that thread, the next time
+    # the store asks for it: a PRAGMA sent from another thread could land inside the worker's
+    # own statement and leave it on a stale snapshot ("database is locked").
     connections = []
-    real_connect = sqlite3.connect
-
+    limit_of = {}
     full = {"on": False}
+    real_connect = calls_module.CallStore._connect
 
-    def connect(*args, **kwargs):
-        conn = real_connect(*args, **kwargs)
-        connections.append(conn)
-        if full["on"]:  # a worker thread's own connection: the same full disk
+    def connect(self):
+        conn = real_connect(self)
+        if conn not in limit_of:
+            connections.append(conn)
+        wanted = "full" if full["on"] else "room"
+        if limit_of.get(conn) != wanted:
             pages = conn.execute("PRAGMA page_count").fetchone()[0]
-            conn.execute(f"PRAGMA max_page_count = {pages}")
+            conn.execute(f"PRAGMA max_page_count = {pages if full['on'] else 1000000}")
+            limit_of[conn] = wanted
         return conn
 
-    monkeypatch.setattr(calls_module.sqlite3, "connect", connect)
+    monkeypatch.setattr(calls_module.CallStore, "_connect", connect)
     monkeypatch.setattr(calls_module, "FULL_DISK_WAIT_S", 60.0)
     client = api_client(run_paths, server.url, tmp_path)
     client.chat(QUESTIONS[0])
 
     def fill_the_disk():
         full["on"] = True
-        for conn in list(connections):
-            pages = conn.execute("PRAGMA page_count").fetchone()[0]
-            conn.execute(f"PRAGMA max_page_count = {pages}")
 
     def make_room():
         full["on"] = False
-        for conn in list(connections):
-            conn.execute("PRAGMA max_page_count = 1000000")
 
     timer = threading.Timer(1.5, make_room)
 
