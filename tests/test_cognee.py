@@ -204,9 +204,11 @@ def test_the_worker_gets_the_gateway_and_no_key(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMCOST_TEST_API_KEY", planted)
     run = RunPaths(tmp_path / "run").ensure()
     system = open_system("cognee", run.dataset("locomo").ensure(), dataset="locomo")
+    system.embedding_dims = 384  # what the run's embedding model gives (set as the gateway opens)
     with Gateway(None, route) as gateway:  # type: ignore[arg-type]
         env = system._library(gateway).env
         assert env["LLM_ENDPOINT"] == env["EMBEDDING_ENDPOINT"] == gateway.base_url
+        assert env["EMBEDDING_DIMENSIONS"] == "384"
     assert planted not in json.dumps(env)
     assert env["LLM_API_KEY"] == env["EMBEDDING_API_KEY"] == PLACEHOLDER_KEY
     assert (env["CACHING"], env["TELEMETRY_DISABLED"]) == ("false", "1")

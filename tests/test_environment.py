@@ -36,7 +36,9 @@ def test_each_lock_pins_exact_versions_and_pip(lock):
 def test_the_lock_pins_every_declared_dependency_of_make_setup():
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     declared = project["dependencies"] + [
-        d for extra in ("dev", "libraries") for d in project["optional-dependencies"][extra]
+        d
+        for extra in ("dev", "libraries", "lab", "local")
+        for d in project["optional-dependencies"][extra]
     ]
     names = {re.sub(r"[-_.]+", "-", re.split(r"[<>=\[; ]", d)[0]).lower() for d in declared}
     missing = names - set(_pins(LOCK)) - {"memcost"}  # an extra that names another extra

@@ -62,6 +62,7 @@ LAYER_OF: dict[str, str] = {
     "plots": ANALYSIS,
     "run": TOP,
     "cli": TOP,
+    "local": TOP,
     "report": TOP,
     "__main__": TOP,
     "testing": TESTING,

@@ -1,5 +1,7 @@
-"""A model that finds nothing to remember: notebook 01 walks through what it can, builds every
-user with no facts, and finishes (it used to stop at the walk-through's embedding summary)."""
+"""Models that give notebook 01 little to work with: one that finds nothing to remember (the
+notebook walks through what it can, builds every user with no facts, and finishes; it used to
+stop at the walk-through's embedding summary), and one whose update replies cannot be read (a
+failed item, shown and recorded; the walk-through used to raise on it)."""
 
 from __future__ import annotations
 
@@ -47,3 +49,39 @@ def test_notebook_01_finishes_when_no_segment_gives_a_fact(prepared_run, tmp_pat
     )
     assert "EMBEDDINGS: 0 facts" in printed
     assert "gave a fact: the update phase has nothing to walk through" in printed
+
+
+def test_notebook_01_records_an_update_reply_it_cannot_read_as_a_failed_item(
+    prepared_run, tmp_path, monkeypatch
+):
+    """The walk-through shows the failed update call and goes on; the batch records the
+    segment as failed (a small local model writes such replies)."""
+    run = prepared_run(["locomo"])
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setenv("MEMCOST_CACHE_DIR", str(tmp_path / "cache"))
+    stages = StageResponder(malformed_every=0)
+
+    def respond(body: dict) -> str:
+        return "I cannot decide." if stage_of(body) == "update" else stages(body)
+
+    with FakeOpenAIServer(api_key=KEY, responder=respond) as server:
+        execute_notebook(
+            NOTEBOOKS_DIR / "01_extract_facts.ipynb",
+            tmp_path / "01.ipynb",
+            {
+                "run_dir": str(run.root),
+                "dataset": "locomo",
+                "backend": "custom",
+                "base_url": server.url,
+                "client": {"api_key_env": KEY_ENV},
+            },
+        )
+    segments = pd.read_parquet(run.dataset("locomo").memory / "segments.parquet")
+    assert (segments["status"] == "failed").any()
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in json.loads((tmp_path / "01.ipynb").read_text(encoding="utf-8"))["cells"]
+        for o in c.get("outputs", [])
+    )
+    assert "the update call failed" in printed
+    assert "this segment is a failed item: no decision is made up for it" in printed

@@ -64,10 +64,11 @@ BASE_FIELDS = (
     "sample_index",
 )
 # Fields a record has only when they apply: ``billed_usd`` (the provider's own charge,
-# OpenRouter's ``usage.cost``), ``served_by`` (the upstream that served the call) and
-# ``execution`` (``batch`` or ``flex`` when not sent interactively: it sets the price). They are
-# facts about the call, not tags: they take no part in its identity.
-OPTIONAL_FIELDS = ("billed_usd", "served_by", "execution")
+# OpenRouter's ``usage.cost``), ``served_by`` (the upstream that served the call),
+# ``served_model`` (the model the server says answered: a snapshot, or whatever a server of
+# your own holds) and ``execution`` (``batch`` or ``flex`` when not sent interactively: it sets
+# the price). They are facts about the call, not tags: they take no part in its identity.
+OPTIONAL_FIELDS = ("billed_usd", "served_by", "served_model", "execution")
 # Tags every record has (null when the stage did not set them), so the table has fixed columns.
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
 RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS

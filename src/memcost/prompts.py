@@ -10,18 +10,23 @@ messages in the order the API receives them.
 
 from __future__ import annotations
 
+import json
 import string
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """A named, versioned chat prompt: an optional system message and a user template."""
+    """A named, versioned chat prompt: an optional system message and a user template, and for
+    a JSON reply its shape (``reply_schema``, a JSON schema). The schema is sent only to a
+    server of your own that constrains output to it (memcost.llm.providers): the paper's models
+    get the prompt alone, as they did."""
 
     name: str
     version: str
     system: str
     user: str
+    reply_schema: str | None = None  # JSON text of the reply's JSON schema
 
     @property
     def id(self) -> str:
@@ -135,11 +140,59 @@ JUDGE_STRICT_RULES = (
     "- Different wording of the same facts is fine; different facts are not."
 )
 
+
+def _schema(properties: dict, required: list[str]) -> str:
+    """A closed object schema, as JSON text."""
+    shape = {"type": "object", "properties": properties, "required": required}
+    return json.dumps({**shape, "additionalProperties": False})  # in order: the reason first
+
+
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+JUDGE_REPLY = _schema(
+    {"reason": {"type": "string"}, "label": {"enum": ["CORRECT", "WRONG"]}}, ["reason", "label"]
+)
+EXTRACT_REPLY = _schema(
+    {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "speaker": _NULLABLE_TEXT,
+                    "turns": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["text", "speaker", "turns"],
+            },
+        }
+    },
+    ["facts"],
+)
+UPDATE_REPLY = _schema(
+    {
+        "decisions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "fact": {"type": "integer"},
+                    "event": {"enum": ["ADD", "UPDATE", "DELETE", "NOOP"]},
+                    "memory_id": _NULLABLE_TEXT,
+                    "text": _NULLABLE_TEXT,
+                },
+                "required": ["fact", "event", "memory_id", "text"],
+            },
+        }
+    },
+    ["decisions"],
+)
+
 JUDGE = register(
     Prompt(
         name="judge",
         version="v1",
         system=_JUDGE_SYSTEM,
+        reply_schema=JUDGE_REPLY,
         user=_JUDGE_USER.replace("{rules}", JUDGE_RULES.replace("{", "{{").replace("}", "}}")),
     )
 )
@@ -148,6 +201,7 @@ JUDGE_LENIENT = register(
         name="judge_lenient",
         version="v1",
         system=_JUDGE_SYSTEM,
+        reply_schema=JUDGE_REPLY,
         user=_JUDGE_USER.replace(
             "{rules}", JUDGE_LENIENT_RULES.replace("{", "{{").replace("}", "}}")
         ),
@@ -158,6 +212,7 @@ JUDGE_STRICT = register(
         name="judge_strict",
         version="v1",
         system=_JUDGE_SYSTEM,
+        reply_schema=JUDGE_REPLY,
         user=_JUDGE_USER.replace(
             "{rules}", JUDGE_STRICT_RULES.replace("{", "{{").replace("}", "}}")
         ),
@@ -254,6 +309,7 @@ MEMORY_EXTRACT = register(
             '"turns": [<numbers of the messages it comes from>]}}]}}'
         ),
         user="Session date: {session_date}\nPeople: {people}\n\nMessages:\n{messages}",
+        reply_schema=EXTRACT_REPLY,
     )
 )
 
@@ -283,6 +339,7 @@ MEMORY_UPDATE = register(
             '"text": "<the merged memory for UPDATE, else null>"}}]}}'
         ),
         user="Stored memories:\n{memories}\n\nNew facts ({when}):\n{facts}",
+        reply_schema=UPDATE_REPLY,
     )
 )
 

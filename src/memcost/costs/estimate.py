@@ -32,7 +32,12 @@ from memcost.paper import (
     TABLE1,
     TABLE2,
 )
-from memcost.params import client_option, normalise_execution, notebook_defaults
+from memcost.params import (
+    client_option,
+    normalise_execution,
+    normalise_price_overrides,
+    notebook_defaults,
+)
 from memcost.paths import NOTEBOOKS_DIR, WITH_OPTIONS, DatasetPaths
 
 # --- Assumptions (each from the paper where it gives one) ---------------------------------------
@@ -108,7 +113,9 @@ class _Rows:
     """The estimate's rows for one dataset, each priced from the price table unless given."""
 
     def __init__(self, dataset: str, params: Mapping[str, Any]):
-        self.dataset, self.params = dataset, params
+        # a bare number (``{model: 0}``) is every price of the model, cached input included
+        overrides = normalise_price_overrides(params.get("price_overrides"))
+        self.dataset, self.params = dataset, {**params, "price_overrides": overrides}
         self.rows: list[dict[str, Any]] = []
 
     def add(

@@ -93,6 +93,7 @@ def judge_requests(
                     reasoning_effort=reasoning_effort or None,
                     max_output_tokens=max_output_tokens,
                     json_mode=True,
+                    reply_schema=prompt.reply_schema,
                     payload=JudgePayload(item, prompt_name),
                     tags={
                         "dataset": item.dataset,

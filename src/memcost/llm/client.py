@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memcost.calls import IN_FLIGHT_AT_KILL, CallStore, call_key, normalise_tags, spent_usd
-from memcost.catalog import ModelInfo, discount_multiplier, model_info
+from memcost.catalog import ModelInfo, discount_multiplier
 from memcost.llm.accounting import Accounting, Budget, BudgetStop, ClientStats
 from memcost.llm.batch import BatchPrefill
 from memcost.llm.config import ClientConfig
@@ -115,6 +115,8 @@ def make_record(request: Request, outcome: Outcome, *, cached: bool | None = Non
         record["billed_usd"] = outcome.billed_usd
     if outcome.served_by:  # the upstream that served it (OpenRouter)
         record["served_by"] = outcome.served_by
+    if outcome.served_model:  # what the server says answered (not always what was asked)
+        record["served_model"] = outcome.served_model
     if outcome.execution != "interactive":  # batch or flex: sets the record's price
         record["execution"] = outcome.execution
     record.update(normalise_tags(request.tags))
@@ -441,6 +443,7 @@ class ItemRunner:
         self.transport = calls.transport
         self.accounting = calls.accounting
         self.heartbeat: dict[str, Any] = {}  # Heartbeat options (tests shorten them)
+        self._measured_dims: dict[str, int] = {}  # embedding models the catalog has no width for
 
     def run(
         self,
@@ -596,22 +599,34 @@ class ItemRunner:
         return outcome, parsed, parse_error
 
     def embedding_dims(self, model: str) -> int:
-        """The dimensions ``model``'s vectors have (the offline embedder's when it is offline)."""
+        """The dimensions ``model``'s vectors have: the offline embedder's when it is offline,
+        the catalog's or the run's declaration (``model_capabilities``), else measured on one
+        real embedding (stored like any call, so a resume measures nothing again)."""
         if self.transport.endpoint_for(model) is None:
             return self.calls.embedder.dims
         try:
-            return model_info(model).embedding_dims or DEFAULT_DIMS
+            declared = self.transport.capabilities(model).embedding_dims
         except KeyError:
-            return DEFAULT_DIMS
+            declared = None
+        if declared:
+            return declared
+        if model not in self._measured_dims:
+            probe = self.embed_item(EmbeddingRequest(model, ("the width of this model's vectors",)))
+            if probe.error is not None:
+                raise LLMError(f"cannot learn {model}'s embedding width: {probe.error}")
+            self._measured_dims[model] = int(probe.vectors.shape[1])
+        return self._measured_dims[model]
 
     def embed_item(self, request: EmbeddingRequest) -> EmbeddingResult:
         outcome = self.calls.call(request, None)
         self.accounting.count("items")
         vectors = outcome.vectors
-        if vectors is None:
-            vectors = np.full(
-                (len(request.inputs), self.embedding_dims(request.model)), np.nan, np.float32
-            )
+        if vectors is None:  # a failed call: no row may pass for a vector (width as declared)
+            try:
+                width = self.transport.capabilities(request.model).embedding_dims or DEFAULT_DIMS
+            except KeyError:
+                width = self._measured_dims.get(request.model, DEFAULT_DIMS)
+            vectors = np.full((len(request.inputs), width), np.nan, np.float32)
         return EmbeddingResult(
             request=request,
             vectors=vectors,
@@ -751,6 +766,10 @@ class LLMClient:
             out.append(results[start : start + size])
             start += size
         return out
+
+    def embedding_dims(self, model: str) -> int:
+        """The width of ``model``'s vectors (declared, or measured on the server once)."""
+        return self.items.embedding_dims(model)
 
     def embed(
         self,

@@ -35,7 +35,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -239,12 +239,24 @@ def _build_body(
         if info.max_output_tokens and request.max_output_tokens > info.max_output_tokens:
             raise _refuse(info, f"an output limit above {info.max_output_tokens:,} tokens")
         body[info.output_limit_param] = request.max_output_tokens
+    elif info.source == "model_capabilities":
+        # a model on your own server: without a limit a small model may write until its
+        # window is full, holding one of the server's few slots for minutes
+        body[info.output_limit_param] = info.max_output_tokens
     if request.json_schema is not None:
         if "json_schema" not in info.response_formats:
             raise _refuse(info, "response_format json_schema")
         body["response_format"] = {
             "type": "json_schema",
             "json_schema": json.loads(request.json_schema),
+        }
+    elif request.json_mode and request.reply_schema and _constrains(info):
+        # a server of your own turns the schema into a grammar: even a small model's reply
+        # then parses (llama.cpp, vLLM's guided decoding)
+        schema = json.loads(request.reply_schema)
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": request.stage, "schema": schema},
         }
     elif request.json_mode:
         if "json_object" not in info.response_formats:
@@ -260,6 +272,11 @@ def _build_body(
         if routing:
             body["provider"] = dict(routing)
     return body
+
+
+def _constrains(info: ModelInfo) -> bool:
+    """A declared model (``model_capabilities``) whose server takes a JSON schema."""
+    return info.source == "model_capabilities" and "json_schema" in info.response_formats
 
 
 def sdk_arguments(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -581,6 +598,11 @@ class EndpointClient:
             text = choice.message.content or ""
             refusal = getattr(choice.message, "refusal", None)
             usage = _chat_usage(completion.usage)
+            if usage is not None and info is not None and info.source == "model_capabilities":
+                # a model declared by the run lives on a server of your own, which reuses its
+                # prompt cache for speed and bills nothing for it: its "cached" tokens are not
+                # a provider's discounted cache reads
+                usage = replace(usage, cached_prompt_tokens=0)
             billed = _billed_usd(completion.usage)
         except Exception as exc:  # noqa: BLE001 - any unreadable body is the server's glitch
             raise TransientError(

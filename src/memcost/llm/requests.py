@@ -94,6 +94,10 @@ class ChatRequest:
     # structured output through the gateway, kept as canonical JSON text (the request stays a
     # hashable value and the schema is part of its cache key)
     json_schema: str | None = None
+    # the reply's shape for json_mode (the prompt's ``reply_schema``), sent as json_schema only
+    # to a server of your own that declares it; the prompt's version already names it, so it
+    # takes no part in the request's identity
+    reply_schema: str | None = field(default=None, compare=False, repr=False)
     payload: Any = field(default=None, compare=False, repr=False)  # offline method's inputs
     tags: Mapping[str, Any] = field(default_factory=dict, compare=False)  # copied to the ledger
 

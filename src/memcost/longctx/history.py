@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from memcost import answers, prompts
-from memcost.catalog import canonical_name, model_info
+from memcost.catalog import Declared, canonical_name, model_info
 from memcost.data.benchmark import SESSION_SEPARATOR, render_sessions
 from memcost.offline import HistoryTurn
 from memcost.text import count_tokens, count_tokens_batch, spoken_datetime, with_caption
@@ -222,11 +222,18 @@ class ContextOverflow(ValueError):
 
 
 def generation_settings(
-    model: str, overrides: Mapping[str, Mapping[str, Any]] | None = None
+    model: str,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    capabilities: Declared | None = None,
 ) -> dict[str, Any]:
     """The request parameters for ``model``: the paper's for its family, then ``overrides``
-    given under the model's name (with or without provider prefix and snapshot date)."""
-    settings = dict(PAPER_GENERATION.get(model_info(model).family, {}))
+    given under the model's name (with or without provider prefix and snapshot date). A model
+    declared in ``capabilities`` (one on your own server) answers within its declared output
+    limit: a small local model may otherwise generate until its window is full."""
+    info = model_info(model, capabilities)
+    settings = dict(PAPER_GENERATION.get(info.family, {}))
+    if info.source == "model_capabilities":
+        settings.setdefault("max_output_tokens", info.max_output_tokens)
     for name, values in (overrides or {}).items():
         if name == model or canonical_name(name) == canonical_name(model):
             unknown = sorted(set(values) - set(GENERATION_KEYS))
@@ -238,10 +245,12 @@ def generation_settings(
     return {k: v for k, v in settings.items() if v is not None}
 
 
-def prompt_limit(model: str, settings: Mapping[str, Any] | None = None) -> int:
+def prompt_limit(
+    model: str, settings: Mapping[str, Any] | None = None, capabilities: Declared | None = None
+) -> int:
     """The most prompt tokens ``model`` accepts while leaving room for its answer: the model's
     input limit, or its window minus the answer budget when that is smaller."""
-    info = model_info(model)
+    info = model_info(model, capabilities)
     limit = info.prompt_limit
     reserved = (settings or {}).get("max_output_tokens")
     if reserved:
@@ -250,13 +259,15 @@ def prompt_limit(model: str, settings: Mapping[str, Any] | None = None) -> int:
 
 
 def context_limits(
-    models: Iterable[str], generation: Mapping[str, Mapping[str, Any]] | None = None
+    models: Iterable[str],
+    generation: Mapping[str, Mapping[str, Any]] | None = None,
+    capabilities: Declared | None = None,
 ) -> pd.DataFrame:
     """One row per model: its window, the answer budget and the prompt limit used here."""
     rows = []
     for model in dict.fromkeys(models):
-        info = model_info(model)
-        settings = generation_settings(model, generation)
+        info = model_info(model, capabilities)
+        settings = generation_settings(model, generation, capabilities)
         rows.append(
             {
                 "model": model,
@@ -264,7 +275,7 @@ def context_limits(
                 "context_window": info.context_window,
                 "max_output_tokens": info.max_output_tokens,
                 "answer_budget": settings.get("max_output_tokens"),
-                "prompt_limit": prompt_limit(model, settings),
+                "prompt_limit": prompt_limit(model, settings, capabilities),
                 "settings": ", ".join(f"{k}={v}" for k, v in sorted(settings.items())),
             }
         )

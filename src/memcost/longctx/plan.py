@@ -17,7 +17,7 @@ import pandas as pd
 
 from memcost import answers
 from memcost.answers import AnswerWriter, system_name
-from memcost.catalog import slug
+from memcost.catalog import Declared, slug
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.longctx.history import (
     FORMAT_OVERHEAD_TOKENS,
@@ -267,6 +267,7 @@ def plan_questions(
     overflow: str = "error",
     mode: str = "open_ended",
     generation: Mapping[str, Mapping[str, Any]] | None = None,
+    capabilities: Declared | None = None,
 ) -> Planned:
     """Size every prompt of every system and check it against its model's limit.
 
@@ -274,7 +275,8 @@ def plan_questions(
     ``baseline_models``. ``mode`` decides how questions with options (PersonaMem) are
     asked: ``open_ended`` (the question alone) or ``multiple_choice`` (options listed). Raises
     :class:`ContextOverflow` when a prompt does not fit and ``overflow`` is ``error``; nothing
-    has been sent at that point.
+    has been sent at that point. ``capabilities`` declares models the catalog does not know
+    (the client's ``model_capabilities``: a model on your own server).
     """
     _check_arguments(questions, histories, kinds, overflow, mode)
     rows = question_rows(questions, mode)
@@ -284,13 +286,15 @@ def plan_questions(
         longest_block[row.conversation_id] = max(
             longest_block[row.conversation_id], row.block_tokens
         )
-    settings = {m: generation_settings(m, generation) for m in [*models, *baseline_models]}
+    settings = {
+        m: generation_settings(m, generation, capabilities) for m in [*models, *baseline_models]
+    }
     windows = window_contexts(histories, window_turns) if "rolling_window" in kinds else {}
     plans: list[Plan] = []
     skipped: list[dict[str, Any]] = []
     for kind in [k for k in KINDS if k in kinds]:
         for model in dict.fromkeys(models if kind == "long_context" else baseline_models):
-            limit = prompt_limit(model, settings[model])
+            limit = prompt_limit(model, settings[model], capabilities)
             room = {
                 cid: limit - FORMAT_OVERHEAD_TOKENS - fixed.total - block
                 for cid, block in longest_block.items()
@@ -477,7 +481,7 @@ def system_fingerprint(client: LLMClient, ds: DatasetPaths, planned: Planned, sy
     """The settings one system's answers are made with (:mod:`memcost.manifest`): a rerun
     with another backend, model, prompt, generation setting or history answers again."""
     model = next(p.model for p in planned.plans if p.system == system)
-    settings = planned.generation.get(model) or generation_settings(model)
+    settings = planned.generation[model]
     return fingerprint(
         stage=STAGE,
         client=client,
@@ -526,7 +530,7 @@ def answer_questions(
             ]
             if not todo:
                 continue
-            settings = planned.generation.get(model) or generation_settings(model)
+            settings = planned.generation[model]
             groups = [
                 [build_request(p, dataset=dataset, settings=settings) for p in group]
                 for group in group_plans(todo)

@@ -115,9 +115,22 @@ class MemorySystem(ABC):
         cls, given: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """Its settings: the ``memory_systems`` entry's (``given``) over the notebook
-        ``parameters`` it reads (:attr:`parameters`), over its defaults."""
-        from_parameters = {k: parameters[k] for k in cls.parameters if k in (parameters or {})}
-        return {**cls.defaults, **from_parameters, **given}
+        ``parameters`` it reads (:attr:`parameters`), over the run's models, over its defaults.
+        Every system writes with the run's ``extraction_model`` and embeds with its
+        ``embedding_model`` unless its entry names others: a run on other models (a local
+        server) never sends one system's calls to the paper's."""
+        parameters = parameters or {}
+        run_models = {
+            cls.write_model_setting: "extraction_model",
+            "embedding_model": "embedding_model",
+        }
+        inherited = {
+            setting: parameters[name]
+            for setting, name in run_models.items()
+            if setting in cls.defaults and name in parameters
+        }
+        from_parameters = {k: parameters[k] for k in cls.parameters if k in parameters}
+        return {**cls.defaults, **inherited, **from_parameters, **given}
 
     @abstractmethod
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:

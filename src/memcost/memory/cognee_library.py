@@ -67,7 +67,6 @@ ENVIRONMENT = LibraryEnvironment(
     why="cognee needs pandas < 3",
 )
 WORKER = Path(__file__).with_name("cognee_worker.py")
-EMBEDDING_DIMS = 1536
 # cognee's structured outputs, by the name of the schema it sends: (ledger step, stand-in)
 _SCHEMAS = {
     "KnowledgeGraph": ("cognee/extract_graph", offline_cognee_graph),
@@ -345,7 +344,7 @@ class CogneeLibrary(LibrarySystem):
                 "EMBEDDING_MODEL": f"openai/{self.settings['embedding_model']}",
                 "EMBEDDING_ENDPOINT": gateway.base_url,
                 "EMBEDDING_API_KEY": PLACEHOLDER_KEY,
-                "EMBEDDING_DIMENSIONS": str(EMBEDDING_DIMS),
+                "EMBEDDING_DIMENSIONS": str(self.embedding_dims),
                 "SYSTEM_ROOT_DIRECTORY": str(home / "system"),
                 "DATA_ROOT_DIRECTORY": str(home / "data"),
             }

@@ -76,7 +76,6 @@ ENVIRONMENT = LibraryEnvironment(
         ),
     ),
 )
-EMBEDDING_DIMS = 1536
 SCHEMA = "hindsight"
 _PROMPTS = {  # the opening of each chat call's system prompt: (stage, ledger step, stand-in)
     "Extract SIGNIFICANT facts from text.": (

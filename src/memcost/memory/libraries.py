@@ -49,6 +49,7 @@ class LibrarySystem(MemorySystem):
     # what a built user depends on besides the models and the library's version (fingerprint)
     build_settings: ClassVar[tuple[str, ...]] = ()
     prompts: ClassVar[tuple[str, ...]] = ()  # prompt ids the adapter gives the library
+    embedding_dims: int  # known once the gateway is open (:meth:`_gateway`)
 
     @classmethod
     def library_version(cls) -> str:
@@ -110,6 +111,8 @@ class LibrarySystem(MemorySystem):
         return None
 
     def _gateway(self, client: LLMClient) -> Gateway:
+        # the width the library's stores are built at: the run's embedding model's own
+        self.embedding_dims = client.embedding_dims(self.settings["embedding_model"])
         return Gateway(
             client,
             type(self).route,
@@ -156,8 +159,17 @@ class LibrarySystem(MemorySystem):
         fingerprint: str,
         report: SystemBuild,
     ) -> None:
-        """A built user's items, with the number of chat calls the library made for it."""
+        """A built user's items, with the number of chat calls the library made for it. A
+        library that kept nothing of a whole conversation has failed that user (its model's
+        replies were unusable, or it swallowed an error): recorded with why, never written as an
+        empty memory that every question would then be answered from."""
         calls = gateway.chats(conversation_id=user)
+        if items.empty:
+            report.failed[user] = (
+                f"{self.name} stored no memory from {calls} chat call(s): its model's replies "
+                "gave it nothing to keep (too small a model, or a reply format it cannot read)"
+            )
+            return
         store.write_user(self.folder, user, items, None, fingerprint=fingerprint, calls=calls)
         report.built += 1
 

@@ -45,7 +45,6 @@ from memcost.text import count_tokens
 
 PINNED = "1.0.4"
 SUPPORTED = ("1.0.0", "2.0.0")  # [low, high): the 1.0 line, the paper's pipeline
-EMBEDDING_DIMS = 1536  # text-embedding-3-small; the offline embedder has the same width
 _UPDATE_OPENING = "You are a smart memory manager which controls the memory of a system."
 
 
@@ -145,7 +144,7 @@ class Mem0Library(LibrarySystem):
                     "model": self.settings["embedding_model"],
                     "api_key": PLACEHOLDER_KEY,
                     "openai_base_url": gateway.base_url,
-                    "embedding_dims": EMBEDDING_DIMS,
+                    "embedding_dims": self.embedding_dims,
                 },
             },
             "vector_store": self._vector_store(),
@@ -163,7 +162,7 @@ class Mem0Library(LibrarySystem):
                     "collection_name": collection,
                     "path": str(self.folder / "faiss"),
                     "distance_strategy": "cosine",
-                    "embedding_model_dims": EMBEDDING_DIMS,
+                    "embedding_model_dims": self.embedding_dims,
                 },
             }
         if self.settings["vector_store"] != "pgvector":
@@ -178,7 +177,7 @@ class Mem0Library(LibrarySystem):
             "config": {
                 "connection_string": self._server.start(),
                 "collection_name": collection,
-                "embedding_model_dims": EMBEDDING_DIMS,
+                "embedding_model_dims": self.embedding_dims,
                 "hnsw": True,
             },
         }

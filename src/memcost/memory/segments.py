@@ -351,6 +351,7 @@ def extraction_request(
         stage="extract",
         prompt_version=MEMORY_EXTRACT.id,
         json_mode=True,
+        reply_schema=MEMORY_EXTRACT.reply_schema,
         payload=segment,
         tags={
             "dataset": dataset,

@@ -250,6 +250,7 @@ def update_request(
         stage="update",
         prompt_version=MEMORY_UPDATE.id,
         json_mode=True,
+        reply_schema=MEMORY_UPDATE.reply_schema,
         payload=payload,
         tags={
             "dataset": dataset,

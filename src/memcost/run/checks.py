@@ -299,6 +299,7 @@ def check_context_limits(
                 overflow=p.get("overflow", "error"),
                 mode=p.get("mode", "open_ended"),
                 generation=p.get("generation") or {},
+                capabilities=client_option(p, "model_capabilities") or None,
             )
         except ContextOverflow as exc:
             table = exc.fit.to_string(index=False) if exc.fit is not None else ""
@@ -368,7 +369,9 @@ class StageFailures(RuntimeError):
         super().__init__(
             f"items failed after all retries (allowed: {allow:.0%} of a stage's items):\n{lines}\n"
             "Nothing failed is recorded as finished; a resume sends the failed items again "
-            "(finished calls come from the cache)."
+            "(finished calls come from the cache). To go on with these items counted as "
+            "failed instead, resume with --allow-failures F (the largest share of a stage's "
+            "items that may fail, e.g. 0.5), or set allow_failures in the preset."
         )
 
 

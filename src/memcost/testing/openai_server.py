@@ -285,6 +285,9 @@ class FakeOpenAIServer:
     responder: Callable[[dict[str, Any]], str] = default_responder
     embedder: Callable[[str, int], np.ndarray] = fake_embedding
     embedding_dims: int = 1_536
+    # a server of your own holding one model (llama.cpp): every chat reply names it, whatever
+    # model the request asked for; None: the requested model, as a snapshot
+    serves: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
     prefix_overflow_per_minute: int | None = None  # None: no overflow (a test's fast bursts)
@@ -431,6 +434,7 @@ class FakeOpenAIServer:
         if action.cost is not None:
             usage["cost"] = action.cost
         served = str(model) if "-20" in str(model) or "/" in str(model) else f"{model}-2025-08-07"
+        served = self.serves or served
         content = None if action.content_null else text
         answer = {
             "id": "chatcmpl-"

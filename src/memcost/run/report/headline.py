@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from memcost import paper
+from memcost.calls import read_calls
+from memcost.catalog import canonical_name
 from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.published import published_brief
@@ -77,7 +79,9 @@ def _today_answer(view: RunView) -> str | None:
 
 def _what_ran(view: RunView) -> str:
     name = (view.manifest.get("preset") or {}).get("name")
+    described = (view.manifest.get("preset") or {}).get("description")
     preset = f"preset `{name}`" if name else "notebooks run by hand with their defaults"
+    preset += f" ({described.rstrip('.')})" if name and described else ""
     notebooks = view.manifest.get("notebooks") or view.manifest.get("steps") or {}
     count = f"{len(notebooks)} notebook execution" + ("s" if len(notebooks) != 1 else "")
     if not view.datasets:
@@ -88,6 +92,31 @@ def _what_ran(view: RunView) -> str:
     return f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}." + _subset_note(
         view, name or ""
     )
+
+
+def _served(view: RunView) -> str | None:
+    """Which model each requested model turned out to be, as its server reported in every reply
+    (the ledger's ``served_model``); a warning where the two are different models (a local
+    server answers whatever it holds, under any name it is asked for)."""
+    served: dict[str, set[str]] = {}
+    for record in read_calls(view.run):
+        if record.get("backend") != "offline" and record.get("served_model"):
+            served.setdefault(str(record["model"]), set()).add(str(record["served_model"]))
+    if not served:
+        return None
+    said, other = [], []
+    for model, names in served.items():
+        answered = ", ".join(f"`{n}`" for n in sorted(names))
+        said.append(f"`{model}` as {answered}")
+        if any(canonical_name(n) != canonical_name(model) for n in names):
+            other.append(f"`{model}` was answered by {answered}")
+    text = "**Models that answered** (as their servers reported): " + "; ".join(said) + "."
+    if other:
+        text += (
+            " ⚠ " + "; ".join(other) + ": this run's results are those models', whatever "
+            "its tables call them."
+        )
+    return text
 
 
 def _subset_note(view: RunView, preset: str) -> str:
@@ -220,7 +249,11 @@ def _bill(view: RunView) -> str | None:
     text = (
         f"**The bill:** {usd(spent)} paid; the ledger's calls at list price come to {usd(ledger)}"
     )
-    if estimate is not None and not estimate.empty:
+    if (
+        estimate is not None
+        and not estimate.empty
+        and round(float(estimate["usd"].sum()), 2) != round(ledger, 2)
+    ):
         before = float(estimate["usd"].sum())
         text += (
             f"; the estimate printed before the run was {usd(before)}. They differ because "
@@ -245,6 +278,7 @@ def section_headline(view: RunView) -> list[str]:
         *answers,
         _today_answer(view),
         _what_ran(view),
+        _served(view),
         _break_even(view),
         *_accuracy(view),
         _failures(view),
