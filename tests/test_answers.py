@@ -53,7 +53,11 @@ def test_labels_name_models_online_and_never_offline():
     assert offline["long_context_gpt-5-mini"] == "long context (offline) 1"
     assert offline["long_context_gpt-oss-120b"] == "long context (offline) 2"
     assert offline["rolling_window_gpt-5-mini"] == "rolling window (offline)"
-    assert offline["memory"] == "memory" and not [v for v in offline.values() if "gpt" in v]
+    # every offline row says so, the memory systems' too
+    assert offline["memory"] == "memory (offline)"
+    assert offline["memory_graph"] == "memory graph (offline)"
+    assert all("(offline)" in v for v in offline.values())
+    assert not [v for v in offline.values() if "gpt" in v]
     assert len(set(offline.values())) == len(systems)
     assert answers.offline_places(systems) == {
         "long_context_gpt-5-mini": ("gpt-5-mini", 1),
@@ -80,7 +84,7 @@ def test_offline_accuracy_figure_names_no_model():
     )
     fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="offline")
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert legend == ["memory", "long context (offline) 1", "long context (offline) 2"]
+    assert legend == ["memory (offline)", "long context (offline) 1", "long context (offline) 2"]
     fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="openai")
     assert "long context, gpt-oss-120b" in [
         t.get_text() for t in fig.axes[0].get_legend().get_texts()

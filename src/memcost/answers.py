@@ -71,12 +71,13 @@ def system_label(system: str, *, offline: bool = False, number: int | None = Non
     """How a system is named to a reader: ``long_context_gpt-5-mini`` → ``long context,
     gpt-5-mini``; ``memory_graph`` → ``memory graph``.
 
-    Offline no model answered, so an offline system carries no model's name: ``long context
-    (offline)``, numbered when several models of one kind were configured (see
-    :func:`system_labels`)."""
+    Offline no model answered, so an offline system carries no model's name and says so:
+    ``long context (offline)``, ``memory rag (offline)``, numbered when several models of one
+    kind were configured (see :func:`system_labels`)."""
     kind = next((k for k in SYSTEM_KINDS[1:] if system.startswith(k + "_")), None)
-    if kind is None:
-        return system.replace("_", " ")
+    if kind is None:  # a memory system: its reader, extractor and judge were offline too
+        words = system.replace("_", " ")
+        return f"{words} (offline)" if offline else words
     words = kind.replace("_", " ")
     if offline:
         return f"{words} (offline)" + (f" {number}" if number else "")
