@@ -31,6 +31,7 @@ def wheel():
         pytest.skip(str(err))
 
 
+@pytest.mark.slow  # an optional extra's notebooks; the store itself is tested fast
 def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
     run = prepared_run(("locomo",))
     run_preset(
@@ -96,6 +97,7 @@ def test_a_failed_user_build_leaves_no_rows(wheel, tmp_path):
         store.close()
 
 
+@pytest.mark.slow  # an optional extra's notebooks; the store itself is tested fast
 def test_a_resumed_run_reuses_the_servers_data_and_rebuilds_what_the_store_lacks(
     wheel, prepared_run
 ):

@@ -139,6 +139,7 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks, monke
     assert manifest["notebooks"]["a/00_prepare"]["status"] == "failed"
 
 
+@pytest.mark.slow  # 50 s; the smoke run of every session runs its datasets in parallel too
 def test_datasets_in_processes_of_their_own_give_the_serial_run_and_stop_on_a_failure(
     tmp_path, notebooks, monkeypatch
 ):
