@@ -59,6 +59,31 @@ def accuracy_tables(view: RunView) -> dict[str, pd.DataFrame]:
     return out
 
 
+def _above_the_oracle(view: RunView, tables: dict[str, pd.DataFrame]) -> str | None:
+    """Offline, why a system can score above the oracle (the evidence sessions themselves)."""
+    if not view.offline:
+        return None
+    above = []
+    for name, table in tables.items():
+        by = table.set_index("system")["accuracy"]
+        oracle = [s for s in by.index if str(s).startswith("oracle_")]
+        if oracle:
+            others = by.drop(oracle)
+            best = others[others > by[oracle].max()]
+            where = DATASET_NAMES.get(name, name)
+            above += [f"{view.label(str(s))} on {where}" for s in best.index]
+    if not above:
+        return None
+    return (
+        f"Offline, {', '.join(above)} scored above the oracle, which is shown the evidence "
+        "sessions themselves. That says nothing about the systems: every offline step is "
+        "lexical (word-hashing embeddings, an answer copied from the message that best matches "
+        "the question's words, a judge that matches words), so a system shown short text picked "
+        "for its overlap with the question leaves the answerer fewer wrong messages to choose "
+        "from than whole sessions do. With models, the oracle is the ceiling."
+    )
+
+
 def section_accuracy(view: RunView) -> list[str]:
     lines = ["## Table 3: accuracy", ""]
     tables = accuracy_tables(view)
@@ -108,6 +133,8 @@ def section_accuracy(view: RunView) -> list[str]:
         "",
     ]
     if note := view.offline_places_note():
+        lines += [note, ""]
+    if note := _above_the_oracle(view, tables):
         lines += [note, ""]
     if few:
         names = ", ".join(DATASET_NAMES.get(n, n) for n in few)
