@@ -399,6 +399,13 @@ def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     assert table.loc["memory", "answer_errors"] == 1
     assert table.loc["memory", "accuracy"] == 1.0
     assert table.loc["memory", "strict_accuracy"] == pytest.approx(26 / 27)
+    # questions a system left unanswered (the oracle where no session holds the evidence)
+    # count as wrong in strict accuracy, over all the questions, as the paper divides
+    missing = {"memory": ["q-x", "q-y", "q-z"]}
+    unanswered = judge.accuracy_table(votes, dataset="locomo", missing_answers=missing)
+    row = unanswered.set_index("system").loc["memory"]
+    assert row["missing_answers"] == 3 and row["accuracy"] == 1.0
+    assert row["strict_accuracy"] == pytest.approx(26 / 30)
     assert table.loc["long_context_gpt-5-mini", "accuracy"] == 0.0
     assert (table["judge_model"] == "lexical").all()
     paired = judge.mcnemar_table(votes, dataset="locomo").iloc[0]

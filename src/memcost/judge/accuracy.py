@@ -55,10 +55,10 @@ def accuracy_table(
     """Table 3 for one dataset: one row per system, from the primary prompt's votes.
 
     ``accuracy`` is the majority accuracy over judged questions, with its Wilson and
-    dialogue-cluster bootstrap 95% intervals; ``strict_accuracy`` counts answer errors and
-    unjudged questions as wrong (= correct / n, the paper's "correct / all questions" when
-    nothing failed); ``vote_mean ± vote_std`` is the EverMemOS-style spread of the votes' own
-    accuracies.
+    dialogue-cluster bootstrap 95% intervals; ``strict_accuracy`` counts answer errors,
+    unjudged questions and questions the system left unanswered (``missing_answers``) as wrong:
+    correct / all questions, the paper's measure; ``vote_mean ± vote_std`` is the
+    EverMemOS-style spread of the votes' own accuracies.
     """
     main = primary(judgments)
     outcomes = question_outcomes(main)
@@ -68,6 +68,7 @@ def accuracy_table(
     for system, part in outcomes.groupby("system", sort=False):
         judged = part.loc[part["judged"]]
         correct = judged["correct"].to_numpy(dtype=bool)
+        missing = len((missing_answers or {}).get(system, ()))
         row = {
             "dataset": dataset,
             "system": system,
@@ -90,11 +91,13 @@ def accuracy_table(
             "votes_per_question": int(
                 main.loc[main["system"] == system].groupby("question_id").size().max()
             ),
-            "strict_accuracy": correct.sum() / len(part) if len(part) else math.nan,
+            # over every question, those the system gave no answer to included (the oracle
+            # has none where no session holds the evidence): the paper's "correct / all"
+            "strict_accuracy": correct.sum() / (len(part) + missing) if len(part) else math.nan,
             "unjudged": int((~part["judged"]).sum()),
             "answer_errors": int((part["cause"] == "answer").sum()),
             "judge_failures": int((part["cause"] == "judge").sum()),
-            "missing_answers": len((missing_answers or {}).get(system, ())),
+            "missing_answers": missing,
             "conversations": int(judged["conversation_id"].nunique()),
             "bootstrap_resamples": n_resamples,
             "bootstrap_seed": seed,

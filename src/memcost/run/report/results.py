@@ -93,8 +93,9 @@ def section_accuracy(view: RunView) -> list[str]:
     lines += [
         f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
         f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
-        "*Strict* counts answers that failed or could not be judged as wrong (the paper's "
-        '"correct ÷ all questions").',
+        "*Strict* counts answers that failed, could not be judged, or were never given (the "
+        "oracle has none where no session holds the evidence) as wrong: the paper's \"correct "
+        '÷ all questions".',
         "",
     ]
     rows, few = [], []
