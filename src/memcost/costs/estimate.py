@@ -75,6 +75,7 @@ UPDATE_SHARE_OF_WRITE = 0.5
 # update phase only if it has one, and reads through the paper's reader at its cost.
 
 STAGES = ("write", "read", "long_context", "baseline", "judge")
+PAPER_PRICED = ("extract", "update", "read")  # memory calls priced per history token / question
 # The notebook that makes each stage's calls: a run of some steps is estimated for those.
 STEP_STAGES = {
     "01": ("write",),
@@ -468,14 +469,27 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
         f"{'mode':<11} {'requests':>9} {'tokens in':>9} {'out':>7} {'interactive':>11} "
         f"{'as chosen':>10}  time",
     ]
+    measured = False
     for r in estimate.itertuples():
         chosen = "n/a" if pd.isna(r.usd_execution) else f"${r.usd_execution:,.2f}"
+        # the memory's model calls are priced from the paper's measured costs (per history
+        # token written, per question read), not from tokens counted here: no count is shown
+        paper = r.stage in ("write", "read") and r.ledger_stage in PAPER_PRICED
+        measured |= paper
+        tokens_in = "†" if paper else _tokens(r.input_tokens)
+        tokens_out = "†" if paper else _tokens(r.output_tokens)
         lines.append(
             f"  {r.dataset:<14} {_system(str(r.system)):<20} {r.ledger_stage:<12} "
             f"{r.model:<22} "
             f"{r.effort or '-':<7} {r.execution:<11} {r.requests:>9,} "
-            f"{_tokens(r.input_tokens):>9} {_tokens(r.output_tokens):>7} "
+            f"{tokens_in:>9} {tokens_out:>7} "
             f"{'$' + format(r.usd, ',.2f'):>11} {chosen:>10}  {_time(r)}"
+        )
+    if measured:
+        lines.append(
+            "  † priced from the paper's measured memory costs (paper §4.2: per history token "
+            "written, per question read), scaled to the model's price; tokens are not "
+            "counted before the run (an estimate_* preset counts them offline)"
         )
     total = float(estimate["usd"].sum())
     budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"
