@@ -186,6 +186,25 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
     assert "locomo/02_answer_from_memory**: complete with failures, 1 of 2 answers" in report
     assert "locomo/04_judge_answers**: complete with failures, 1 of 3 judge votes" in report
     assert "03_answer_long_context" not in report.split("## ")[0]
+    assert "Failed items are never recorded as finished" in report  # items, not a notebook
+
+
+def test_a_notebook_that_stopped_the_run_is_named_with_its_cell_and_what_never_ran():
+    manifest = {
+        "preset": {"steps": ["02", "03", "04", "05"]},
+        "notebooks": {
+            "locomo/01_extract_facts": {"status": "ok"},
+            "locomo/02_answer_from_memory": {
+                "status": "failed",
+                "error": "cell 4: ArrowInvalid: facts.parquet is not a parquet file.",
+            },
+        },
+    }
+    assert failure_lines(manifest) == [
+        "**locomo/02_answer_from_memory**: the notebook failed in cell 4: ArrowInvalid: "
+        "facts.parquet is not a parquet file; the notebooks after it did not run",
+        "never ran: notebooks 03, 04, 05",
+    ]
 
 
 def test_items_the_endpoint_refuses_are_failed_items_not_an_outage(run_paths, server, tmp_path):

@@ -137,6 +137,9 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks, monke
     assert not (tmp_path / "run" / "b").exists()  # stopped at the first failure
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["notebooks"]["a/00_prepare"]["status"] == "failed"
+    # where and why, for the report's failures box
+    error = manifest["notebooks"]["a/00_prepare"]["error"]
+    assert error.startswith("cell ") and "AssertionError: scale 9 too big" in error
 
 
 @pytest.mark.slow  # 50 s; the smoke run of every session runs its datasets in parallel too

@@ -73,6 +73,10 @@ def render_markdown(run: RunPaths) -> str:
         .render(
             run_name=run.name,
             failures=failure_lines(view.manifest),
+            stopped=any(
+                entry.get("status") not in (None, "ok")
+                for entry in (view.manifest.get("notebooks") or {}).values()
+            ),
             blocks=blocks,
             more_figures=figures_not_shown(run, "".join(blocks.values())),
             offline=view.offline,
@@ -109,7 +113,8 @@ def _block(lines: Sequence[str]) -> str:
 
 
 def failure_lines(manifest: dict[str, Any]) -> list[str]:
-    """One line per stage with failed items, and per notebook that did not finish."""
+    """One line per stage with failed items, per notebook that did not finish (where it
+    stopped and why), and the notebooks of the preset that never ran because of it."""
     lines = []
     for key, status in sorted((manifest.get("stage_status") or {}).items()):
         if status.get("failed"):
@@ -118,9 +123,21 @@ def failure_lines(manifest: dict[str, Any]) -> list[str]:
                 f"**{key}**: {status['status']}, {status['failed']} of "
                 f"{status['total']} {status['item']} failed{why}"
             )
-    for key, entry in sorted((manifest.get("notebooks") or {}).items()):
+    notebooks = manifest.get("notebooks") or {}
+    stopped = False
+    for key, entry in sorted(notebooks.items()):
         if entry.get("status") not in (None, "ok"):
-            lines.append(f"**{key}**: notebook {entry['status']}")
+            stopped = True
+            why = f" in {entry['error'].rstrip('.')}" if entry.get("error") else ""
+            lines.append(
+                f"**{key}**: the notebook {entry['status']}{why}; the notebooks after it did "
+                "not run"
+            )
+    planned = (manifest.get("preset") or {}).get("steps") or []
+    ran = {key.split("/")[-1][:2] for key in notebooks}
+    never = [step for step in planned if step not in ran]
+    if stopped and never:
+        lines.append(f"never ran: notebook{'s' if len(never) > 1 else ''} {', '.join(never)}")
     return lines
 
 
