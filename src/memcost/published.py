@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from functools import cache
@@ -33,7 +31,7 @@ import yaml
 
 from memcost.catalog import price_for
 from memcost.data.locomo import LOCOMO_CATEGORIES
-from memcost.data.sources import GITHUB_RAW
+from memcost.data.sources import GITHUB_RAW, download_bytes
 from memcost.io import atomic_path
 from memcost.judge.questions import JudgePlan, judge_item, scored_questions
 from memcost.paths import ASSETS_DIR, DataError
@@ -181,14 +179,13 @@ def _check(run: PublishedRun, data: bytes, origin: str, then: str) -> None:
 
 
 def _download(run: PublishedRun) -> bytes:
-    try:
-        with urllib.request.urlopen(run.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
-            return response.read()
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise DataError(
-            f"could not download {run.name} from {run.url}: {exc}. Without network, save the "
-            f"file as {run.file_name} in a folder and set published_dir to it"
-        ) from exc
+    return download_bytes(
+        run.url,
+        what=run.name,
+        timeout=DOWNLOAD_TIMEOUT_S,
+        hint=f"Without network, save the file as {run.file_name} in a folder and set "
+        "published_dir to it",
+    )
 
 
 def read_published(
@@ -445,6 +442,11 @@ def accepted(votes: tuple[bool, ...]) -> bool | None:
     return sum(votes) * 2 > len(votes) if votes else None
 
 
+def judged_rows(aligned: pd.DataFrame) -> pd.DataFrame:
+    """The aligned rows that count: a question of the dataset, with the judge's votes."""
+    return aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
+
+
 def published_accuracy(
     aligned: pd.DataFrame,
     *,
@@ -457,7 +459,7 @@ def published_accuracy(
     conversation-cluster bootstrap intervals, and ``vote_mean_pct`` (the mean of all votes, the
     other way some harnesses report three votes)."""
     rows = []
-    judged = aligned[(aligned["votes"].map(len) > 0) & aligned["question_id"].notna()]
+    judged = judged_rows(aligned)
     for name, part in judged.groupby("run", sort=False):
         run = published_run(str(name), extra)
         correct = part["votes"].map(accepted).astype(bool)
@@ -494,7 +496,7 @@ def published_accuracy(
 def category_accuracy(aligned: pd.DataFrame) -> pd.DataFrame:
     """Per judged run and category (LoCoMo's categories, LongMemEval's question types): ``n``,
     ``correct`` (majority of votes), ``accuracy_pct`` and its Wilson interval."""
-    judged = aligned[(aligned["votes"].map(len) > 0) & aligned["question_id"].notna()]
+    judged = judged_rows(aligned)
     rows = []
     for (name, category), part in judged.groupby(["run", "category"], sort=True):
         k, n = int(part["votes"].map(accepted).astype(bool).sum()), len(part)
@@ -511,7 +513,7 @@ def category_accuracy(aligned: pd.DataFrame) -> pd.DataFrame:
 def published_pairs(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd.DataFrame:
     """Each memory run against each long-context run of its dataset, on the questions both
     answered: exact McNemar (``a_only``: the memory run right and the long-context run wrong)."""
-    judged = aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
+    judged = judged_rows(aligned)
     outcome = {
         name: part.set_index("question_id")["votes"].map(accepted).astype(bool)
         for name, part in judged.groupby("run", sort=False)
@@ -701,7 +703,7 @@ def repository_records(
     accuracy tables) read them as they read a run's own."""
     answers: dict[str, list[dict[str, Any]]] = {}
     votes: list[dict[str, Any]] = []
-    paired = aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
+    paired = judged_rows(aligned)
     for row in paired.to_dict("records"):
         run = published_run(row["run"], extra)
         common = {

@@ -227,19 +227,24 @@ def download_dataset(
     return _download_personamem_v2(revision or PERSONAMEM_V2_REVISION, raw_dir, endpoint)
 
 
+def download_bytes(url: str, *, what: str, timeout: float, hint: str) -> bytes:
+    """The body at ``url`` (a file of a public repository); a failure is one ``DataError``
+    naming ``what`` and the address, then ``hint`` (what to do without network)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+            return response.read()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise DataError(f"could not download {what} from {url}: {exc}. {hint}") from exc
+
+
 def _download_locomo(revision: str, raw_dir: Path, base: str, timeout: float) -> DataSource:
     url = f"{base.rstrip('/')}/{LOCOMO_REPO}/{revision}/{LOCOMO_REPO_FILE}"
     target = raw_dir / "locomo" / revision / LOCOMO_FILE
     resolved = revision if _HEX40.match(revision) else None
     if not target.is_file():
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-                payload = response.read()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise DataError(
-                f"could not download LoCoMo from {url}: {exc}. "
-                + _offline_hint("locomo", LOCOMO_FILE)
-            ) from exc
+        payload = download_bytes(
+            url, what="LoCoMo", timeout=timeout, hint=_offline_hint("locomo", LOCOMO_FILE)
+        )
         with atomic_path(target) as tmp:
             tmp.write_bytes(payload)
     return DataSource(
