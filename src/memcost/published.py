@@ -290,7 +290,8 @@ def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             category_id=category_id,
             category=category,
             votes=[judgment in ("CORRECT", "PASS")],
-            latency_ms=item.get("search_latency_ms"),
+            # LongMemEval's files write 0.0 for every question: not measured, not instant
+            latency_ms=item.get("search_latency_ms") or None,
         )
 
 
