@@ -384,7 +384,10 @@ def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
     )
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[0] == "break-even at N = 1 where blue"
+    assert labels[0] == "break-even at N = 1 (bar along the bottom)"
+    # drawn inside the first row (y = 1), above the axis line at y = 0.5, over all four lengths
+    bars = [line for line in ax.lines if list(line.get_ydata()) == [1.0, 1.0]]
+    assert len(bars) == 4 and ax.get_ylim()[0] == 0.5
     assert any(t.get_text().startswith("272k: long-context\ntier") for t in ax.texts)
     fig = plot_break_even_heatmap(
         contexts, turns, difference, np.array([1, 3, 5, 7.0]), region_labels=False

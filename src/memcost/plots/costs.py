@@ -102,18 +102,15 @@ def plot_break_even_heatmap(
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
     edges = _log_edges(np.asarray(contexts, float))
     finite = np.where(np.isfinite(boundary), boundary - 0.5, np.nan)
-    # Where memory is cheaper from the first question the boundary lies on the N = 1 edge,
-    # where no line can be seen: the legend says so instead of promising a line.
-    on_edge = bool(np.isfinite(boundary).any()) and float(np.nanmax(boundary)) <= turns[0]
-    ax.stairs(
-        finite,
-        edges,
-        color="black",
-        linewidth=2.2,
-        baseline=None,
-        clip_on=not on_edge,
-        label="break-even at N = 1 where blue" if on_edge else "break-even boundary",
-    )
+    # Where memory is cheaper from the first question the boundary lies on the plot's bottom
+    # edge, under the axis line: those lengths get a bar of their own inside the N = 1 row.
+    first = np.isfinite(boundary) & (boundary <= turns[0])
+    on_edge = bool(first.any()) and bool((first | ~np.isfinite(boundary)).all())
+    if not on_edge:
+        ax.stairs(finite, edges, color="black", linewidth=2.2, baseline=None)
+        ax.plot([], [], color="black", linewidth=2.2, label="break-even boundary")
+    if first.any():
+        _mark_first_question(ax, edges, first, float(turns[0]), alone=on_edge)
     if tier_threshold and edges[0] < tier_threshold < edges[-1]:
         _mark_tier(ax, tier_threshold, turns)
     if reference_context:
@@ -125,6 +122,27 @@ def plot_break_even_heatmap(
     _heatmap_colorbar(fig, ax, mesh, limit, linthresh)
     ax.legend(loc="upper left", frameon=True, fontsize=9)
     return fig
+
+
+def _mark_first_question(
+    ax: plt.Axes, edges: np.ndarray, first: np.ndarray, row: float, *, alone: bool
+) -> None:
+    """A black bar, outlined in white, along the N = 1 row where memory is cheaper at once."""
+    from matplotlib import patheffects
+
+    outline = [patheffects.withStroke(linewidth=5.5, foreground="white")]
+    for i in np.flatnonzero(first):
+        ax.plot(
+            [edges[i], edges[i + 1]],
+            [row, row],
+            color="black",
+            linewidth=3,
+            solid_capstyle="butt",
+            path_effects=outline,
+            zorder=4,
+        )
+    label = "break-even at N = 1 (bar along the bottom)" if alone else "break-even at N = 1"
+    ax.plot([], [], color="black", linewidth=3, path_effects=outline, label=label)
 
 
 def _mark_tier(ax: plt.Axes, tier_threshold: float, turns: np.ndarray) -> None:
