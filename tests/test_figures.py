@@ -265,6 +265,11 @@ def test_stage_costs_read_as_names_with_one_dollar_format():
     assert "answer: long context (offline), priced as gpt-5-mini" in labels
     assert not any("_" in t for t in labels)
     assert sorted(t.get_text() for t in ax.texts) == ["$0.00069", "$0.0040", "$0.22"]
+    # panels of different datasets share one log axis, so a tenfold difference looks tenfold
+    two = pd.concat([summary, summary.assign(dataset="locomo", total_usd=summary.total_usd * 10)])
+    fig = plot_stage_costs(two, backend="offline")
+    assert [a.get_xscale() for a in fig.axes] == ["log", "log"]
+    assert fig.axes[0].get_xlim() == fig.axes[1].get_xlim() == pytest.approx((1e-4, 2.169 * 5))
 
 
 def test_evidence_recall_names_every_category_and_labels_zero_bars():
@@ -393,6 +398,35 @@ def test_figure_1_says_where_an_invisible_boundary_is_and_marks_the_tier_seam():
         contexts, turns, difference, np.array([1, 3, 5, 7.0]), region_labels=False
     )
     assert fig.axes[0].get_legend().get_texts()[0].get_text() == "break-even boundary"
+
+
+def test_figure_1_keeps_its_legend_its_reference_label_and_the_published_marks_apart():
+    import numpy as np
+
+    from memcost.plots import plot_break_even_heatmap
+
+    contexts = np.geomspace(1e4, 1e6, 30)
+    turns = np.arange(1, 101)
+    difference = np.outer(turns, np.log(contexts)) - 100.0
+    fig = plot_break_even_heatmap(
+        contexts,
+        turns,
+        difference,
+        np.ones(len(contexts)),
+        marks={1e5: 10, 3e4: 13},
+        reference_context=101_601,
+        reference_label="LongMemEval-S\nL = 101,601",
+        zero_contour=True,
+        tier_threshold=272_000,
+    )
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    texts = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts if t.get_text()}
+    reference = texts.pop("LongMemEval-S\nL = 101,601")
+    assert not legend.overlaps(reference)  # the label once sat under the legend
+    assert not any(reference.overlaps(box) for box in texts.values()), texts
 
 
 def test_a_saved_figure_is_shown_once_in_a_notebook_as_the_png_written(tmp_path):

@@ -163,7 +163,17 @@ def _mark_tier(ax: plt.Axes, tier_threshold: float, turns: np.ndarray) -> None:
 def _mark_reference(ax: plt.Axes, context: float, label: str, turns: np.ndarray) -> None:
     """A dashed line at a reference context length (e.g. a dataset's mean), labelled."""
     ax.axvline(context, color="#333333", linestyle="--", linewidth=1)
-    ax.text(context * 1.04, turns[-1] - 1.5, label, fontsize=9, color="#222222", va="top")
+    # above the middle: the legend and a region's name hold the top, the published break-evens
+    # and the other region's name the bottom, the tier's note the middle
+    ax.text(
+        context * 1.04,
+        turns[0] + 0.66 * (turns[-1] - turns[0]),
+        label,
+        fontsize=9,
+        color="#222222",
+        va="center",
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.75},
+    )
 
 
 def _draw_zero_contour(
@@ -481,7 +491,12 @@ def dollars_2sf(value: float) -> str:
 
 
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
-    """Total cost of each component, one panel per dataset (from the priced ledger)."""
+    """Total cost of each component, one panel per dataset (from the priced ledger).
+
+    Every panel shares one logarithmic dollar axis: the judge costs a hundred times a write,
+    and on linear axes of their own the panels looked alike while differing tenfold."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     data = summary.loc[summary["component"] != "write: total"]
     datasets = list(dict.fromkeys(data["dataset"]))
     heights = [max(1.0, 0.32 * (data["dataset"] == d).sum()) for d in datasets]
@@ -490,8 +505,12 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
         1,
         figsize=(8.5, 0.9 + sum(heights) * 1.05),
         squeeze=False,
+        sharex=True,
         gridspec_kw={"height_ratios": heights},
     )
+    positive = data.loc[data["total_usd"] > 0, "total_usd"]
+    low = 10.0 ** np.floor(np.log10(positive.min())) if len(positive) else 1e-4
+    high = positive.max() * 5 if len(positive) else 1.0  # room for the largest bar's label
     for ax, dataset in zip(axes[:, 0], datasets, strict=True):
         part = data.loc[data["dataset"] == dataset].iloc[::-1]
         colors = [
@@ -503,16 +522,22 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
             for c in part["component"]
         ]
         names = [component_label(c, offline=backend == OFFLINE) for c in part["component"]]
-        bars = ax.barh(names, part["total_usd"], color=colors, height=0.7)
+        # bars start at the axis' left end: a log axis has no zero
+        widths = np.maximum(part["total_usd"].to_numpy(float) - low, 0.0)
+        bars = ax.barh(names, widths, left=low, color=colors, height=0.7)
         ax.bar_label(
             bars, labels=[dollars_2sf(v) for v in part["total_usd"]], padding=3, fontsize=8
         )
-        ax.xaxis.set_major_formatter(StepFormatter(prefix="$"))
-        ax.set_xlim(0, float(part["total_usd"].max()) * 1.25 or 1.0)
+        ax.set_xscale("log")
+        ax.set_xlim(low, high)
         ax.set_title(display_name(dataset), loc="left", fontsize=10)
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(axis="y", visible=False)
-    axes[-1, 0].set_xlabel("total cost at list prices (USD)")
+    axes[-1, 0].xaxis.set_major_locator(LogLocator(base=10))
+    axes[-1, 0].xaxis.set_major_formatter(
+        FuncFormatter(lambda v, _pos: f"${v:.{max(0, -int(np.floor(np.log10(v))))}f}")
+    )
+    axes[-1, 0].set_xlabel("total cost at list prices (USD, log scale, the same for every panel)")
     title = "Where the money goes, by component"
     if backend == "offline":
         title += " — ESTIMATE: " + OFFLINE_NOTE
