@@ -84,8 +84,19 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     assert write["memory_rag"] == pytest.approx(
         price_for("text-embedding-3-small").cost(prompt_tokens=history, completion_tokens=0)
     )
-    reads = both.loc[both["stage"] == "read"].groupby("system")["usd"].sum()
-    assert reads["memory_graph"] == reads["memory_rag"] == pytest.approx(reads["memory"])
+    reader = both.loc[both["ledger_stage"] == "read"]  # not the questions' embeddings
+    reads = reader.groupby("system")["usd"].sum()
+    n = int(stats["n_questions"].sum())
+    # the paper's memory: its measured read, 1,046 retrieved tokens a question at top-k 20
+    assert reads["memory"] == pytest.approx(n * estimate.READ_USD_PER_QUESTION_MINI)
+    # graph: 20 triples sized as the paper's facts; rag: two 1,024-token chunks (or the whole
+    # history where it is shorter), the difference at gpt-5-mini's $0.25 per 1M input tokens
+    assert reads["memory_graph"] == pytest.approx(reads["memory"])
+    shown = sum(min(2048, r.history_tokens) * r.n_questions for r in stats.itertuples())
+    assert reads["memory_rag"] == pytest.approx(reads["memory"] + (shown - n * 1046) * 0.25e-6)
+    assert reads["memory_rag"] != pytest.approx(reads["memory"])  # once one bill for all
+    tokens = reader.groupby("system")["input_tokens"].sum()
+    assert tokens["memory_rag"] == int(shown)
     judge = lambda t: int(t.loc[t["stage"] == "judge", "requests"].iloc[0])  # noqa: E731
     assert judge(both) == judge(paper) // 2 * 4  # 2 systems judged before, 4 now
     # the printed lines say which system each is for, so the systems' rows can be told apart

@@ -28,6 +28,7 @@ from memcost.paper import (
     EMBEDDING_MODEL,
     EXTRACTION_MODEL,
     JUDGE_MODEL,
+    MEASURED,
     READER_MODEL,
     TABLE1,
     TABLE2,
@@ -46,6 +47,9 @@ from memcost.paths import NOTEBOOKS_DIR, WITH_OPTIONS, DatasetPaths
 INGEST_USD_PER_TOKEN_NANO = PAPER_CONSTANTS.write_usd_per_token
 # Reading with GPT-5-mini: the paper's ~$0.001317 per question (Tables 4-5; text: ~$0.0013).
 READ_USD_PER_QUESTION_MINI = PAPER_CONSTANTS.read_usd
+# ... with 1,046 retrieved tokens a question (§4.2): a system that shows its reader more or less
+# (MemorySystem.read_context_tokens) pays the difference at the reader's input price
+PAPER_RETRIEVED_TOKENS = MEASURED["read_retrieved_tokens_per_question"]
 # Output (visible + reasoning) tokens per long-context answer: what Tables 4-5 imply (~527).
 LC_OUTPUT_TOKENS = PAPER_CONSTANTS.output_tokens
 # A judge vote: question, gold answer, response and instructions in; a short verdict plus the
@@ -251,13 +255,17 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
         if not cls.write_passes:  # its items are the history itself, embedded
             out.add("write", system, embedder, segments, history, 0, 0, ledger_stage="embed")
         effort = _effort(p, "reader_reasoning_effort")
+        shown = _read_tokens(cls, chosen, stats)
         usd = n_questions * read_usd
+        if shown is not None:  # the paper's read, plus what this system shows more (or less)
+            extra = shown - n_questions * PAPER_RETRIEVED_TOKENS
+            usd += extra * price_for(reader, p.get("price_overrides")).input / 1e6
         out.add(
             "read",
             system,
             reader,
             n_questions,
-            0,
+            shown or 0,
             0,
             0,
             usd=usd,
@@ -265,6 +273,20 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
             effort=effort,
         )
         out.add("read", system, embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
+
+
+def _read_tokens(cls: Any, settings: Mapping[str, Any], stats: pd.DataFrame) -> float | None:
+    """The memory a system's reader sees over all questions, sized per conversation from the
+    system's settings (``None``: the system cannot say before the run)."""
+    total = 0.0
+    for r in stats.itertuples():
+        per_question = cls.read_context_tokens(
+            settings, float(r.history_tokens), float(r.history_tokens) / max(1, r.n_turns)
+        )
+        if per_question is None:
+            return None
+        total += per_question * r.n_questions
+    return total
 
 
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -476,7 +498,10 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
         # token written, per question read), not from tokens counted here: no count is shown
         paper = r.stage in ("write", "read") and r.ledger_stage in PAPER_PRICED
         measured |= paper
-        tokens_in = "†" if paper else _tokens(r.input_tokens)
+        sized = paper and r.ledger_stage == "read" and r.input_tokens > 0
+        tokens_in = (
+            _tokens(r.input_tokens) + "‡" if sized else "†" if paper else _tokens(r.input_tokens)
+        )
         tokens_out = "†" if paper else _tokens(r.output_tokens)
         lines.append(
             f"  {r.dataset:<14} {_system(str(r.system)):<20} {r.ledger_stage:<12} "
@@ -490,6 +515,12 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
             "  † priced from the paper's measured memory costs (paper §4.2: per history token "
             "written, per question read), scaled to the model's price; tokens are not "
             "counted before the run (an estimate_* preset counts them offline)"
+        )
+    if (estimate["ledger_stage"].eq("read") & estimate["input_tokens"].gt(0)).any():
+        lines.append(
+            "  ‡ the memory a system's reader sees, sized from its settings; priced as the "
+            f"paper's read (§4.2: {PAPER_RETRIEVED_TOKENS:,} retrieved tokens a question) plus "
+            "the tokens it shows more or fewer, at the reader's input price"
         )
     total = float(estimate["usd"].sum())
     budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"

@@ -29,8 +29,12 @@ import pandas as pd
 from memcost.io import read_json, write_json
 from memcost.llm import EmbeddingRequest, LLMClient, LLMError
 from memcost.llm.offline import plan_batches
-from memcost.paper import EMBEDDING_MODEL
+from memcost.paper import EMBEDDING_MODEL, MEASURED
 from memcost.paths import DatasetPaths
+
+# paper §4.2: 1,046 retrieved tokens a question at top-k = 20, so 52.3 tokens a retrieved item;
+# the estimate sizes every system's items so unless it knows better
+TOKENS_PER_RETRIEVED_ITEM = MEASURED["read_retrieved_tokens_per_question"] / 20
 
 # The columns of a recall's items (and of every system's stored items): what the reader shows.
 ITEM_COLUMNS = ("item_id", "kind", "text", "session_datetime", "score", "tokens", "positions")
@@ -131,6 +135,15 @@ class MemorySystem(ABC):
         }
         from_parameters = {k: parameters[k] for k in cls.parameters if k in parameters}
         return {**cls.defaults, **inherited, **from_parameters, **given}
+
+    @classmethod
+    def read_context_tokens(
+        cls, settings: Mapping[str, Any], history_tokens: float, turn_tokens: float
+    ) -> float | None:
+        """The memory the reader sees per question, in tokens, as the pre-run estimate sizes
+        it from the settings, for a history of ``history_tokens`` in turns of ``turn_tokens``
+        (``None``: not known before the run; the estimate prices the paper's memory read)."""
+        return None
 
     @abstractmethod
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:

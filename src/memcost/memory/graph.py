@@ -22,7 +22,7 @@ import pandas as pd
 
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.memory.base import register
+from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM, register
 from memcost.memory.segments import BATCH_SIZE, MAX_SEGMENT_CHARS, Segment, segment_conversation
 from memcost.memory.stored import (
     StoredSystem,
@@ -190,6 +190,12 @@ class GraphMemory(StoredSystem):
     embed_kinds = ("triple",)
     prompts = (MEMORY_GRAPH_ENTITIES.id, MEMORY_GRAPH_RELATIONS.id)
     parse = staticmethod(parse_graph)
+
+    @classmethod
+    def read_context_tokens(cls, settings, history_tokens, turn_tokens):
+        """``top_k`` triples, each sized as one of the paper's facts (a triple is shorter: the
+        estimate errs high)."""
+        return int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         segments, _ = segment_conversation(

@@ -145,6 +145,13 @@ class HierarchicalMemory(StoredSystem):
     embed_kinds = ("archive",)
     prompts = (MEMORY_SUMMARY.id,)
 
+    @classmethod
+    def read_context_tokens(cls, settings, history_tokens, turn_tokens):
+        """The summary (4 tokens to 3 words), a full working set and the last messages."""
+        turns = int(settings["window_turns"]) + int(settings["working_capacity"])
+        summary = int(settings["summary_words"]) * 4 / 3
+        return min(summary + turns * turn_tokens, history_tokens)
+
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Layering(self, user, user_lines(turns))
 

@@ -30,6 +30,7 @@ import memcost.memory.facts as files
 from memcost.llm import ChatResult, LLMClient
 from memcost.memory.base import (
     ITEM_COLUMNS,
+    TOKENS_PER_RETRIEVED_ITEM,
     MemorySystem,
     Recall,
     SystemBuild,
@@ -102,6 +103,11 @@ class Mem0Style(MemorySystem):
         "pgvector_iterative_scan": "off",
     }
     parameters = tuple(defaults)  # notebooks 01 and 02 declare each of them
+
+    @classmethod
+    def read_context_tokens(cls, settings, history_tokens, turn_tokens):
+        """``top_k`` facts of the paper's measured size (1,046 tokens at top-k 20)."""
+        return int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM
 
     def __init__(self, ds, settings=None, *, dataset: str):
         super().__init__(ds, settings, dataset=dataset)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
-from memcost.memory.base import register
+from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM, register
 from memcost.memory.stored import (
     Calls,
     HistoryLine,
@@ -189,6 +189,15 @@ class ObservationalMemory(StoredSystem):
     }
     embed_kinds = ("observation",)
     prompts = (SERVING_OBSERVER.id, SERVING_REFLECTOR.id)
+
+    @classmethod
+    def read_context_tokens(cls, settings, history_tokens, turn_tokens):
+        """``top_k`` observations (sized as the paper's facts) and, where they stay in the
+        context, the messages the observer has not read yet (what is left over its threshold)."""
+        observed = int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM
+        if not settings["unobserved_in_context"]:
+            return observed
+        return observed + history_tokens % int(settings["observer_tokens"])
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Observing(self, user, user_lines(turns))

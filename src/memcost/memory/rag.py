@@ -78,6 +78,11 @@ class Rag(StoredSystem):
     defaults = {"chunk_tokens": CHUNK_TOKENS, "top_k": TOP_K, "embedding_model": EMBEDDING_MODEL}
     embed_kinds = ("chunk",)
 
+    @classmethod
+    def read_context_tokens(cls, settings, history_tokens, turn_tokens):
+        """``top_k`` full chunks, never more than the history itself."""
+        return min(int(settings["top_k"]) * int(settings["chunk_tokens"]), history_tokens)
+
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Chunking(user, user_lines(turns), int(self.settings["chunk_tokens"]))
 
