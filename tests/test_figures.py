@@ -480,3 +480,28 @@ def test_a_saved_figure_shows_nothing_outside_a_notebook(tmp_path, capsys):
     assert capsys.readouterr().out == ""
     assert plt.fignum_exists(fig.number)  # left open: a script decides when to close it
     plt.close(fig)
+
+
+def test_context_sizes_on_a_narrow_log_axis_get_more_than_one_labelled_tick():
+    # LongMemEval's sample sizes (about 500 tokens) once drew a log axis labelled "1,000" alone
+    import pandas as pd
+
+    from memcost.plots.study import plot_context_sizes
+
+    sizes = pd.DataFrame(
+        {
+            "system": ["long_context_gpt-5-mini"] * 3 + ["rolling_window_gpt-5-mini"] * 3,
+            "kind": ["long_context"] * 3 + ["rolling_window"] * 3,
+            "context_tokens": [480, 563, 650, 420, 499, 530],
+        }
+    )
+    fig = plot_context_sizes(sizes, backend="offline")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    low, high = ax.get_xlim()
+    labels = [
+        t.get_text()
+        for t in ax.get_xticklabels()
+        if t.get_text() and low <= t.get_position()[0] <= high
+    ]
+    assert labels == ["500", "1,000", "2,000", "5,000"]

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from memcost.answers import system_kind, system_labels
 from memcost.calls import OFFLINE
@@ -183,7 +183,7 @@ def _system_row(
     ax.boxplot(
         [values],
         positions=[row],
-        vert=False,
+        orientation="horizontal",
         widths=0.5,
         showfliers=False,
         medianprops={"color": color, "linewidth": 2},
@@ -223,6 +223,9 @@ def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str 
         float(shown["context_tokens"].max()),
     )
     ax.set_xlim(low / 2, max(high * 4, low * 20))  # at least a decade, room for the labels
+    # 1-2-5 ticks where the axis spans few decades: one lone "1,000" reads as no scale at all
+    decades = np.log10(ax.get_xlim()[1] / ax.get_xlim()[0])
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades < 3 else (1.0,)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("context tokens per question (o200k, log scale)")
