@@ -328,6 +328,35 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
     width, height = saved_size(fig, tmp_path, "serving_cumulative")
     assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 3 x 5.2 in
     assert sum(ax.get_visible() for ax in fig.axes) == len(panels)
+    # one legend for the figure, under the panels: inside a panel it hid a break-even's label
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == ["full_history", "mem0", "sustained break-even t_BE"]
+
+
+def test_tokens_per_turn_are_labelled_as_plain_counts():
+    import pandas as pd
+
+    from memcost.plots.serving import plot_cost_per_turn
+
+    turns = pd.DataFrame(
+        {
+            "cell": "60×100",
+            "seed": 0,
+            "model": "gpt-oss-20b",
+            "reasoning_effort": "low",
+            "system": ["full_history"] * 3 + ["mem0"] * 3,
+            "turn": [0, 1, 2] * 2,
+            "C": [180, 2_400, 6_000, 250, 430, 3_000],
+        }
+    )
+    fig = plot_cost_per_turn(turns, cell="60×100", backend="offline")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if low <= t.get_position()[1] <= high]
+    assert labels == ["200", "500", "1,000", "2,000", "5,000"]  # once "6 × 10^3" beside one 10^3
 
 
 def test_facts_vs_history_keeps_every_dot_inside_the_axes():

@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid
 
@@ -75,21 +76,22 @@ def plot_cumulative(
         ax.set_xlabel("turn t")
         ax.set_ylabel(value_label)
         ax.set_yscale("log")
-        handles, _ = ax.get_legend_handles_labels()
-        handles.append(
-            Line2D(
-                [],
-                [],
-                marker="o",
-                linestyle="none",
-                markerfacecolor="white",
-                markeredgecolor="black",
-                label="sustained break-even t_BE",
-            )
-        )
-        ax.legend(handles=handles, fontsize=8, loc="upper left")  # the offline note is below
         label_backend(ax, backend)
-    fig.tight_layout()
+    # one legend under the panels: inside one it hid the break-even labels near the curves' knee
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles.append(
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="none",
+            markerfacecolor="white",
+            markeredgecolor="black",
+            label="sustained break-even t_BE",
+        )
+    )
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=len(handles), frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 
@@ -139,6 +141,10 @@ def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.F
     for system, part in mine.groupby("system"):
         ax.plot(part["turn"], part["C"], label=system, color=SYSTEM_COLORS.get(system), linewidth=1)
     ax.set_yscale("log")
+    # plain token counts at 1-2-5 steps, not "6 × 10^3" minor labels beside one major one
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("turn t")
     ax.set_ylabel("input tokens C at turn t")
     ax.set_title(f"Input tokens per turn, N×L = {cell} (one seed)", fontsize=10)
