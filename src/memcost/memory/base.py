@@ -29,12 +29,14 @@ import pandas as pd
 from memcost.io import read_json, write_json
 from memcost.llm import EmbeddingRequest, LLMClient, LLMError
 from memcost.llm.offline import plan_batches
-from memcost.paper import EMBEDDING_MODEL, MEASURED
+from memcost.paper import EMBEDDING_MODEL, MEASURED, PAPER_SETTINGS
 from memcost.paths import DatasetPaths
 
 # paper §4.2: 1,046 retrieved tokens a question at top-k = 20, so 52.3 tokens a retrieved item;
 # the estimate sizes every system's items so unless it knows better
-TOKENS_PER_RETRIEVED_ITEM = MEASURED["read_retrieved_tokens_per_question"] / 20
+TOKENS_PER_RETRIEVED_ITEM = MEASURED["read_retrieved_tokens_per_question"] / float(
+    PAPER_SETTINGS["02_answer_from_memory"]["top_k"]  # type: ignore[arg-type]
+)
 
 # The columns of a recall's items (and of every system's stored items): what the reader shows.
 ITEM_COLUMNS = ("item_id", "kind", "text", "session_datetime", "score", "tokens", "positions")
