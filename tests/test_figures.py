@@ -84,9 +84,13 @@ def saved_size(fig, tmp_path, name: str) -> tuple[int, int]:
 
 @pytest.fixture(autouse=True)
 def repository_style():
+    import matplotlib.pyplot as plt
+
     from memcost.plots import apply_style
 
     apply_style()
+    yield
+    plt.close("all")  # each test's figures, so the session never holds more than one test's
 
 
 def sensitivity_inputs():

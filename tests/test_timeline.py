@@ -194,6 +194,15 @@ def test_break_even_by_dataset_time():
     assert (row["break_even_min"], row["break_even_max"]) == (2, 10)  # minute vs day gaps
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """The explorer draws a figure per slider change: close them after each test."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 @pytest.mark.parametrize("gap", [MINUTE, DAY])
 @pytest.mark.parametrize("name", ["current", "current (all gpt-6-luna)", "paper"])
 def test_explorer_draws_the_tables_break_even(gap, name):
