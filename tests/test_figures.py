@@ -538,3 +538,32 @@ def test_context_sizes_on_a_narrow_log_axis_get_more_than_one_labelled_tick():
         if t.get_text() and low <= t.get_position()[0] <= high
     ]
     assert labels == ["500", "1,000", "2,000", "5,000"]
+
+
+def test_published_accuracy_labels_a_probe_read_back_from_csv_and_keeps_values_readable(tmp_path):
+    import pandas as pd
+
+    from memcost.plots.published import plot_published_accuracy
+
+    frame = pd.DataFrame(
+        {
+            "name": ["full_context", "probe"],
+            "dataset": "locomo",
+            "kind": ["long_context", "probe"],
+            "answer_model": ["gpt-4.1-mini", None],
+            "judge_model": "gpt-4o-mini",
+            "votes": 3,
+            "n": 1540,
+            "accuracy_pct": [92.66, 62.73],
+            "cluster_low_pct": [91.1, 57.6],
+            "cluster_high_pct": [94.3, 69.3],
+        }
+    )
+    frame.to_csv(tmp_path / "published_accuracy.csv", index=False)
+    read_back = pd.read_csv(tmp_path / "published_accuracy.csv")  # None comes back as NaN
+    fig = plot_published_accuracy(read_back, {"locomo": 93.57})
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0] == "probe\nwrong on purpose · judge gpt-4o-mini × 3"  # once "nan · judge"
+    value = next(t for t in ax.texts if t.get_text() == "92.7%")
+    assert value.get_bbox_patch() is not None  # on white, over the gold ceiling's line

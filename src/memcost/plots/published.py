@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -16,6 +18,12 @@ KIND_LABELS = {
     "probe": "wrong answers, accepted by the judge",
 }
 DATASET_TITLES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval"}
+
+
+def _answered_by(model: Any) -> str:
+    """A run's answering model; a probe's answers were written wrong on purpose (no model: None
+    in the notebook's frame, NaN once read back from its CSV)."""
+    return str(model) if isinstance(model, str) and model else "wrong on purpose"
 
 
 def plot_published_accuracy(
@@ -41,9 +49,18 @@ def plot_published_accuracy(
             part["accuracy_pct"], y, xerr=[low, high], fmt="none", ecolor="black", capsize=3, lw=1
         )
         for yi, value, end in zip(y, part["accuracy_pct"], part["cluster_high_pct"], strict=True):
-            ax.text(end + 1.0, yi, f"{value:.1f}%", va="center", fontsize=9)  # past its interval
+            # past its interval, on white: the gold ceiling's line runs through the top values
+            ax.text(
+                end + 1.0,
+                yi,
+                f"{value:.1f}%",
+                va="center",
+                fontsize=9,
+                zorder=4,
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85},
+            )
         labels = [
-            f"{r.name}\n{r.answer_model or 'wrong on purpose'} · judge {r.judge_model} × {r.votes}"
+            f"{r.name}\n{_answered_by(r.answer_model)} · judge {r.judge_model} × {r.votes}"
             for r in part.itertuples(index=False)
         ]
         ax.set_yticks(y, labels, fontsize=8)
