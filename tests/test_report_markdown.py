@@ -41,3 +41,20 @@ def test_the_dates_are_called_invented_only_for_datasets_that_ran_on_a_bundled_s
     ]
     assert _invented_dates(view, both) == " (invented dates on the bundled samples of LongMemEval)"
     assert _invented_dates(view, {"locomo"}) == ""
+
+
+def test_the_bill_names_the_stages_the_estimate_missed_each_way():
+    # the explanation once read as if the estimate were always the higher
+    import pandas as pd
+
+    from memcost.run.report.headline import _stage_differences
+
+    estimate = pd.DataFrame(
+        {"ledger_stage": ["judge", "judge", "extract", "read"], "usd": [4.0, 2.58, 0.0034, 0.1]}
+    )
+    ledger = pd.DataFrame(
+        {"stage": ["judge", "extract", "read", "embed"], "cost_usd": [0.517, 0.0107, 0.1, 0.0001]}
+    )
+    lower, higher = _stage_differences(estimate, ledger)
+    assert lower == ["judge $6.58 estimated, $0.5170 in the ledger"]
+    assert higher == ["extract $0.0034 estimated, $0.0107 in the ledger"]  # read, embed: equal

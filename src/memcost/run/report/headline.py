@@ -255,17 +255,50 @@ def _bill(view: RunView) -> str | None:
         and round(float(estimate["usd"].sum()), 2) != round(ledger, 2)
     ):
         before = float(estimate["usd"].sum())
+        text += f"; the estimate printed before the run was {usd(before)}"
+        lower, higher = _stage_differences(estimate, read_csv(view.run.table.cost_by_stage))
+        if lower or higher:
+            text += " (" + "; ".join(lower + higher) + ")"
         text += (
-            f"; the estimate printed before the run was {usd(before)}. They differ because "
-            f"the estimate assumes the paper's models at work: about "
+            ". The estimate assumes the paper's models at work: about "
             f"{JUDGE_OUTPUT_TOKENS:,.0f} reasoning and output tokens per judge vote and "
             f"~{LC_OUTPUT_TOKENS:,.0f} output tokens per long-context answer "
-            "(`memcost/costs/estimate.py`), while the ledger prices the tokens this run's "
-            "calls actually used"
+            "(`memcost/costs/estimate.py`); the ledger prices the tokens this run's calls "
+            "actually used"
         )
         if view.offline:
-            text += ", and offline calls have no reasoning tokens and short answers"
+            text += " (offline calls have no reasoning tokens and short answers)"
+        if higher:
+            text += (
+                "; where the ledger is higher, the calls used more tokens than the estimate "
+                "counted (`tables/estimate_before_run.csv` against `tables/cost_by_stage.csv`)"
+            )
     return text + "."
+
+
+def _stage_differences(
+    estimate: pd.DataFrame, ledger: pd.DataFrame | None, most: int = 3
+) -> tuple[list[str], list[str]]:
+    """The stages whose ledger cost differs most from their estimate, those lower in the
+    ledger and those higher, each ``"judge $6.58 estimated, $0.52 in the ledger"``."""
+    if ledger is None or ledger.empty or "ledger_stage" not in estimate:
+        return [], []
+    both = pd.concat(
+        {
+            "estimated": estimate.groupby("ledger_stage")["usd"].sum(),
+            "ledger": ledger.groupby("stage")["cost_usd"].sum(),
+        },
+        axis=1,
+    ).fillna(0.0)
+    both["gap"] = both["ledger"] - both["estimated"]
+    both = both.loc[both["gap"].abs().round(2) > 0].sort_values("gap", key=abs, ascending=False)
+
+    def line(stage: str, row: Any) -> str:
+        return f"{stage} {usd(row.estimated)} estimated, {usd(row.ledger)} in the ledger"
+
+    lower = [line(str(k), r) for k, r in both.loc[both["gap"] < 0].head(most).iterrows()]
+    higher = [line(str(k), r) for k, r in both.loc[both["gap"] > 0].head(most).iterrows()]
+    return lower, higher
 
 
 def section_headline(view: RunView) -> list[str]:
