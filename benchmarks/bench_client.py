@@ -28,9 +28,10 @@ LATENCY_S = 0.05
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memcost.testing.openai_server", "--latency", str(latency)],
+        [sys.executable, "-m", "fake_api.openai_server", "--latency", str(latency)],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=Path(__file__).resolve().parents[1] / "tests",  # the server lives with the tests
     )
     url = proc.stdout.readline().strip()  # type: ignore[union-attr]
     if not url.startswith("http"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -29,7 +30,10 @@ from typing import Any
 from memcost import catalog
 from memcost.llm import ChatRequest, make_client, scheduler
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
+
+# the local OpenAI-compatible server lives with the tests (tests/fake_api)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer  # noqa: E402
 
 WORDS = ("garden", "sister", "yoga", "Berlin", "painting", "dog", "concert", "recipe", "trip")
 

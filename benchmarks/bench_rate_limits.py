@@ -19,13 +19,17 @@ Run: ``.venv/bin/python benchmarks/bench_rate_limits.py``.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from memcost.llm import ChatRequest, make_client, transport
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import AccountLimits, FakeOpenAIServer
+
+# the local OpenAI-compatible server lives with the tests (tests/fake_api)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fake_api.openai_server import AccountLimits, FakeOpenAIServer  # noqa: E402
 
 MINUTE_S = 10.0
 MODEL = "gpt-5-mini-2025-08-07"
@@ -98,7 +102,7 @@ def run_case(name: str, rpm: int, tpm: int, n: int, words: int, output: int) -> 
 
 
 def _tokens(received) -> int:
-    from memcost.testing.openai_server import _requested_tokens
+    from fake_api.openai_server import _requested_tokens
 
     return _requested_tokens(received.path, received.body)
 

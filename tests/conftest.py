@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from fake_api.openai_server import FakeOpenAIServer
 from filelock import FileLock
 from llm_helpers import TEST_KEY
 
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.testing.openai_server import FakeOpenAIServer
 
 # The tests run on a fixed "today" so that they do not change meaning when a model they name is
 # shut down (the paper's GPT-5 models on 2026-12-11); the lifecycle tests set their own dates.
@@ -45,9 +45,8 @@ def server() -> Iterator[FakeOpenAIServer]:
 def library_upstream(monkeypatch) -> Iterator[FakeOpenAIServer]:
     """The local server as the provider of a memory library's calls (tests/library_helpers.py),
     answering every library's prompts, with a planted key that must reach no file."""
+    from fake_api.stages import stage_server
     from library_helpers import PLANTED
-
-    from memcost.testing.stages import stage_server
 
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
     with stage_server(api_key=PLANTED, faults=False) as upstream:

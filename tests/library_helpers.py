@@ -9,14 +9,14 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer
+from fake_api.stages import library_route
 from llm_helpers import api_client
 from test_memory import yoga_conversation
 
 from memcost.memory import open_system
 from memcost.memory.base import MemorySystem, SystemBuild, system_class
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
-from memcost.testing.stages import library_route
 
 PLANTED = "sk-memcost-planted-" + "1b2a3c4d5e6f"
 

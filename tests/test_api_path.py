@@ -1,7 +1,7 @@
 """The API path end to end: notebooks 00-05 on LoCoMo against a local OpenAI-compatible server.
 
 What a user with a key runs (``backend: custom``, ``base_url``, the key in the variable that
-``api_key_env`` names), through the CLI, against :func:`memcost.testing.stages.stage_server`:
+``api_key_env`` names), through the CLI, against :func:`fake_api.stages.stage_server`:
 replies in every stage's format, some malformed (re-asks), one 429 and one 500 (retries),
 usage with reasoning tokens and a simulated prompt cache. Then the same run again (resume), a
 new run replaying the cache (``replay_only``), and a run that hits its budget.
@@ -28,6 +28,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from fake_api.openai_server import (
+    CHAT_PATH,
+    EMBEDDINGS_PATH,
+    FakeOpenAIServer,
+    Received,
+)
+from fake_api.stages import stage_of, stage_server
 
 from memcost import costs
 from memcost.calls import read_calls, record_call_key, store_path
@@ -37,13 +44,6 @@ from memcost.io import read_json, read_jsonl
 from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks
-from memcost.testing.openai_server import (
-    CHAT_PATH,
-    EMBEDDINGS_PATH,
-    FakeOpenAIServer,
-    Received,
-)
-from memcost.testing.stages import stage_of, stage_server
 
 # a hang guard; notebook executions are slow on a busy 2-core machine
 pytestmark = pytest.mark.timeout(600)

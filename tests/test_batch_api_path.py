@@ -16,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer
+from fake_api.stages import is_reask, stage_of, stage_server
 
 from memcost.calls import list_cost, read_calls
 from memcost.io import read_jsonl
@@ -23,8 +25,6 @@ from memcost.llm.batch import BatchJournal
 from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
-from memcost.testing.stages import is_reask, stage_of, stage_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_api.openai_server import CHAT_PATH, EMBEDDINGS_PATH, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import list_cost, read_calls
@@ -32,7 +33,6 @@ from memcost.llm.batch import (
     split_lines,
 )
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, FakeOpenAIServer
 
 FAST = {"batch_poll_s": 0.05}
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import FakeOpenAIServer
 from llm_helpers import api_client
 from openai import OpenAI
 
@@ -28,7 +29,6 @@ from memcost.memory.cognee_library import (
 )
 from memcost.offline import offline_cognee_graph, offline_cognee_summary
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import FakeOpenAIServer
 
 CHUNK = (
     "Session date: 2023-05-08T13:56:00\n"

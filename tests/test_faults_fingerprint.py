@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client
 from test_memory import answer_from_memory, api_responder, yoga_conversation
 
@@ -15,7 +16,6 @@ from memcost.manifest import fingerprint
 from memcost.memory import facts as memory_files
 from memcost.memory.facts import read_facts
 from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 QUESTIONS = pd.DataFrame(
     [

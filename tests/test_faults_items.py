@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 from test_memory import api_responder, yoga_conversation
 
@@ -22,7 +23,6 @@ from memcost.run.checks import (
 )
 from memcost.run.presets import PresetError, check_fraction
 from memcost.run.report.page import failure_lines
-from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 
 
 def is_extract(path: str, body: dict) -> bool:

@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from fake_api.openai_server import CHAT_PATH, Action
+from fake_api.stages import library_route, stage_server
 
 from memcost.memory import open_system
 from memcost.memory.base import read_done
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.testing.openai_server import CHAT_PATH, Action
-from memcost.testing.stages import library_route, stage_server
 
 pytest.importorskip("mem0", reason="the mem0ai package (make setup installs it)")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

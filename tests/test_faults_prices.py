@@ -9,6 +9,8 @@ import sys
 
 import pytest
 import yaml
+from fake_api.openai_server import FakeOpenAIServer
+from fake_api.stages import stage_server
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import read_calls
@@ -16,8 +18,6 @@ from memcost.cli import main
 from memcost.io import read_jsonl
 from memcost.params import normalise_price_overrides, shared_params
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.testing.openai_server import FakeOpenAIServer
-from memcost.testing.stages import stage_server
 
 MODEL = "llama3.1:8b"
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from fake_api.openai_server import CHAT_PATH, Action
+from fake_api.stages import stage_of, stage_server
 
 from memcost.calls import record_call_key
 from memcost.io import read_json, read_jsonl
 from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks
-from memcost.testing.openai_server import CHAT_PATH, Action
-from memcost.testing.stages import stage_of, stage_server
 
 DATASET = "locomo"
 KEY_ENV = "MEMCOST_TEST_API_KEY"

@@ -7,13 +7,13 @@ import os
 import sqlite3
 
 import pytest
+from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import CallStore, StoreError, is_paid, read_calls, store_path
 from memcost.io import read_jsonl
 from memcost.llm import CacheMiss
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 QUESTIONS = [question(i, tags={"conversation_id": f"c{i}"}) for i in range(40)]
 

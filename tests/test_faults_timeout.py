@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import io
 
+from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.llm import RetryPolicy
 from memcost.llm.scheduler import Heartbeat
 from memcost.params import ClientSettings, notebook_parameters, shared_params
 from memcost.run import discover_notebooks
-from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 
 def test_request_timeout_s_is_a_client_setting_of_every_model_notebook():

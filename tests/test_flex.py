@@ -5,6 +5,7 @@ and the refusals before any call."""
 from __future__ import annotations
 
 import pytest
+from fake_api.openai_server import CHAT_PATH, Action
 from llm_helpers import FAST_RETRY, TEST_KEY, api_client, question
 
 from memcost.calls import list_cost, read_calls
@@ -12,7 +13,6 @@ from memcost.catalog import FLEX_TIMEOUT_FACTOR
 from memcost.llm import BudgetExceeded, FatalAPIError
 from memcost.llm.providers import ExecutionUnsupported
 from memcost.run import PresetError, run_preset
-from memcost.testing.openai_server import CHAT_PATH, Action
 
 
 @pytest.fixture(autouse=True)

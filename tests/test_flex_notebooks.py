@@ -6,12 +6,12 @@ priced at half; the judgments are those of the all-interactive run on the same a
 from __future__ import annotations
 
 import pytest
+from fake_api.openai_server import CHAT_PATH
+from fake_api.stages import stage_of, stage_server
 
 from memcost.calls import list_cost, read_calls
 from memcost.io import read_jsonl
 from memcost.run import run_preset
-from memcost.testing.openai_server import CHAT_PATH
-from memcost.testing.stages import stage_of, stage_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 KEY = "sk-memcost-flex-0f3a9c1e5b7d2468ace"

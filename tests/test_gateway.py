@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import api_client
 from test_memory import yoga_conversation
 
@@ -19,7 +20,6 @@ from memcost.memory.base import read_done
 from memcost.memory.mem0_library import Mem0Library, route
 from memcost.offline import offline_mem0_extract, offline_mem0_update
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 pytest.importorskip("mem0", reason="the mem0ai package (make setup installs it)")
 PLANTED = "sk-memcost-planted-" + "5f0c1d2e3a4b"

@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client
 
 from memcost import answers, data, judge
@@ -21,7 +22,6 @@ from memcost.llm import make_client
 from memcost.offline import LEXICAL, lexical_verdict
 from memcost.prompts import INSTRUCTIONS
 from memcost.stats import CORRECT, WRONG
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 BASE = dict(
     model="gpt-5-mini-2025-08-07",

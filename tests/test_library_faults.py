@@ -8,12 +8,12 @@ Marked slow: each build starts the library."""
 from __future__ import annotations
 
 import pytest
+from fake_api.openai_server import Action
 from library_helpers import build, library_calls, needs, open_library
 
 from memcost.llm import BudgetExceeded, LLMError
 from memcost.memory.base import read_done
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import Action
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 LIBRARIES = [pytest.param(name, marks=needs(name)) for name in ("cognee", "hindsight")]

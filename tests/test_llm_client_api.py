@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from fake_api.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost import costs
@@ -28,7 +29,6 @@ from memcost.llm import (
 )
 from memcost.llm.requests import QuotaExhausted
 from memcost.paths import RunPaths
-from memcost.testing.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
 
 
 @pytest.fixture(autouse=True)

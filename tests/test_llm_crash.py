@@ -15,11 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY
 
 from memcost.calls import IN_FLIGHT_AT_KILL, is_paid, read_calls, store_path
 from memcost.io import read_jsonl
-from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 WORKER = Path(__file__).with_name("llm_worker.py")
 

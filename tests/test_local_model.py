@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import question
 from test_long_context import conversation, long_sessions, questions_for
 
@@ -31,7 +32,6 @@ from memcost.paths import REPO_ROOT, RunPaths
 from memcost.prompts import EXTRACT_REPLY
 from memcost.run.report.headline import _served
 from memcost.run.report.view import RunView
-from memcost.testing.openai_server import Action, FakeOpenAIServer
 
 LOCAL = "smollm2-135m-instruct"
 DECLARED = {LOCAL: {"context_window": 8192, "max_output_tokens": 400, "embedding_dims": 384}}

@@ -11,6 +11,7 @@ import random
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client
 
 from memcost import answers, data, longctx, prompts
@@ -25,7 +26,6 @@ from memcost.longctx.history import KINDS, generation_settings, shown_options
 from memcost.longctx.plan import Planned, build_request
 from memcost.offline import NO_HISTORY_ANSWER, NOT_MENTIONED
 from memcost.paths import DATASETS
-from memcost.testing.openai_server import Action, FakeOpenAIServer
 from memcost.text import count_tokens
 
 GPT5 = "gpt-5-mini-2025-08-07"

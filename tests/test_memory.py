@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client
 
 from memcost import offline
@@ -29,7 +30,6 @@ from memcost.memory.segments import (
     split_text,
 )
 from memcost.memory.update import UserMemory, apply_decisions, parse_update, resolve_decisions
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 # --- Hand-made conversations --------------------------------------------------------------------
 

@@ -288,11 +288,11 @@ def test_a_user_whose_call_fails_is_recorded_failed_counted_and_built_by_a_rerun
     """Through the real client and the local server: one user's graph calls are rejected (a
     400 for that item), the other user is built; the failed one is in failed.json, counted in
     notebook 01's items, and a rerun builds it and only it."""
+    from fake_api.openai_server import Action
+    from fake_api.stages import stage_server
     from llm_helpers import TEST_KEY, api_client
 
     from memcost.run.checks import stage_status
-    from memcost.testing.openai_server import Action
-    from memcost.testing.stages import stage_server
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     ds = run_paths.dataset("locomo").ensure()

@@ -11,10 +11,10 @@ import sys
 import pandas as pd
 import pytest
 import yaml
+from fake_api.stages import ENTITIES, RELATIONS, SUMMARY, stage_of, stage_server
 
 from memcost.calls import read_calls
 from memcost.paths import REPO_ROOT, RunPaths
-from memcost.testing.stages import ENTITIES, RELATIONS, SUMMARY, stage_of, stage_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 KEY_ENV = "MEMCOST_SYSTEMS_TEST_KEY"

@@ -9,11 +9,11 @@ import json
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import FakeOpenAIServer
+from fake_api.stages import StageResponder, stage_of
 
 from memcost.paths import NOTEBOOKS_DIR
 from memcost.run.runner import execute_notebook
-from memcost.testing.openai_server import FakeOpenAIServer
-from memcost.testing.stages import StageResponder, stage_of
 
 pytestmark = pytest.mark.timeout(300)
 KEY_ENV, KEY = "MEMCOST_TEST_NOFACTS_KEY", "sk-memcost-nofacts-2b4d6f8a0c1e"

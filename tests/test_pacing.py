@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from fake_api.openai_server import AccountLimits, Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.llm import transport as pacing
 from memcost.llm.providers import Reading
 from memcost.llm.transport import Limits, parse_rate_limits
-from memcost.testing.openai_server import AccountLimits, Action, FakeOpenAIServer
 
 MODEL = "gpt-5-mini-2025-08-07"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from fake_api.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 
 from memcost.calls import list_cost, read_calls, record_cost, spent_usd
 from memcost.llm.providers import EndpointClient, resolve_endpoint
 from memcost.llm.requests import QuotaExhausted
 from memcost.llm.transport import RetryPolicy
-from memcost.testing.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 from tests.llm_helpers import TEST_KEY, api_client, question
 
 

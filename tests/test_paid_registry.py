@@ -8,6 +8,7 @@ import sys
 from datetime import date
 
 import pytest
+from fake_api.openai_server import FakeOpenAIServer
 
 from memcost import catalog
 from memcost.catalog import price_for
@@ -17,7 +18,6 @@ from memcost.paths import REPO_ROOT
 from memcost.run.checks import check_lifecycle
 from memcost.run.presets import PresetError, resolve_preset
 from memcost.run.runner import discover_notebooks
-from memcost.testing.openai_server import FakeOpenAIServer
 
 
 def _request(model: str, **fields) -> ChatRequest:

@@ -403,11 +403,11 @@ def test_published_answers_judged_again_through_the_client(
     """With a key (here the local server that answers each stage's prompts), this repository's
     judge judges the published answers again: one request per vote, the verdicts set beside the
     published judge's on the same answers."""
+    from fake_api.stages import stage_server
     from llm_helpers import TEST_KEY, api_client
 
     from memcost.answers import read_judgments
     from memcost.judge import run_judging
-    from memcost.testing.stages import stage_server
 
     questions = QUESTIONS.assign(
         category=lambda f: f["category_id"].map({1: "multi_hop", 2: "temporal", 4: "single_hop",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import CHAT_PATH, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client
 from test_memory import answer_from_memory, api_responder, build, make_turns, yoga_conversation
 
@@ -23,7 +24,6 @@ from memcost.memory.reader import (
     reader_request,
 )
 from memcost.memory.search import MemoryStore, Retrieved, retrieve
-from memcost.testing.openai_server import CHAT_PATH, FakeOpenAIServer
 
 
 def make_questions(rows: list[tuple]) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import re
 
 import pandas as pd
 import pytest
+from fake_api.openai_server import FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client
 
 from memcost.calls import read_calls
@@ -15,7 +16,6 @@ from memcost.serving import replay as stage
 from memcost.serving import workload as wl
 from memcost.serving.replay import replay
 from memcost.serving.systems import ClientEngine, ServingConfig
-from memcost.testing.openai_server import FakeOpenAIServer
 
 MODEL = "gpt-5-nano-2025-08-07"
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from fake_api import stages
 
 from memcost import answers, data, judge, longctx, prompts
 from memcost.answers import AnswerWriter
@@ -19,7 +20,6 @@ from memcost.memory.facts import memory_users
 from memcost.memory.segments import extraction_request, parse_extraction, plan_users
 from memcost.memory.update import parse_update, render_memories_for_update
 from memcost.paths import RunPaths
-from memcost.testing import stages
 
 
 def body(request: ChatRequest | tuple) -> dict:

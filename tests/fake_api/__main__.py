@@ -1,20 +1,21 @@
 """The local OpenAI-compatible server answering the study's stages, for runs by hand.
 
-``python -m memcost.testing --port 8000`` serves :func:`memcost.testing.stages.stage_server`;
+``cd tests && python -m fake_api --port 8000`` serves :func:`fake_api.stages.stage_server`;
 point a run at it with ``-p backend=custom -p base_url=http://127.0.0.1:8000/v1``. (The plain
-server, answering every prompt the same way, is ``python -m memcost.testing.openai_server``.)
+server, answering every prompt the same way, is ``python -m fake_api.openai_server``.) It lives
+with the tests, outside the installed package.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from memcost.testing.openai_server import serve
-from memcost.testing.stages import stage_server
+from fake_api.openai_server import serve
+from fake_api.stages import stage_server
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m memcost.testing", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fake_api", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")

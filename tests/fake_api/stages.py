@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from fake_api.openai_server import Action, FakeOpenAIServer, default_responder
 from memcost import prompts
 from memcost.llm.offline import HashingEmbedder
 from memcost.prompts import JSON_REASK
-from memcost.testing.openai_server import Action, FakeOpenAIServer, default_responder
 from memcost.text import content_words, split_sentences, words
 
 EXTRACT, UPDATE, READ, LONG_CONTEXT, JUDGE = "extract", "update", "read", "long_context", "judge"

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from fake_api.batches import BatchService
 from memcost.catalog import FLEX_UNAVAILABLE_CODE, PrefixCache, is_known, model_info
-from memcost.testing.batches import BatchService
 from memcost.text import count_tokens, encode
 
 CHAT_PATH = "/v1/chat/completions"
@@ -292,10 +292,8 @@ class FakeOpenAIServer:
     port: int = 0
     prefix_overflow_per_minute: int | None = None  # None: no overflow (a test's fast bursts)
     models: dict[str, str | None] = field(default_factory=dict)  # GET /v1/models: shutdown dates
-    flex: FlexTier = field(
-        default_factory=FlexTier
-    )  # service_tier "flex" (memcost.testing.openai_server)
-    # per-model RPM/TPM limits with OpenAI's headers and 429s (memcost.testing.openai_server)
+    flex: FlexTier = field(default_factory=FlexTier)  # service_tier "flex" (fake_api.openai_server)
+    # per-model RPM/TPM limits with OpenAI's headers and 429s (fake_api.openai_server)
     limits: AccountLimits = field(default_factory=AccountLimits)
     _script: deque[Action] = field(default_factory=deque, init=False, repr=False)
     _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
@@ -308,7 +306,7 @@ class FakeOpenAIServer:
 
     @property
     def batches(self) -> BatchService:
-        """The Batch API (/v1/files, /v1/batches) and its controls (memcost.testing.batches)."""
+        """The Batch API (/v1/files, /v1/batches) and its controls (fake_api.batches)."""
         if self._batches is None:
             self._batches = BatchService(self, Action())
         return self._batches
