@@ -280,7 +280,7 @@ def _stage_differences(
     estimate: pd.DataFrame, ledger: pd.DataFrame | None, most: int = 3
 ) -> tuple[list[str], list[str]]:
     """The stages whose ledger cost differs most from their estimate, those lower in the
-    ledger and those higher, each ``"judge $6.58 estimated, $0.52 in the ledger"``."""
+    ledger and those higher, each ``"judge $6.58 estimated, $0.5170 in the ledger"``."""
     if ledger is None or ledger.empty or "ledger_stage" not in estimate:
         return [], []
     both = pd.concat(
