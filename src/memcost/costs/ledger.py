@@ -91,19 +91,10 @@ def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
         "prompt_version",
         "provider",
     ):
-        frame[column] = (
-            frame[column].map(lambda v: None if _missing(v) else str(v)).astype("string")
-        )
+        text = frame[column].astype("string")  # None, NaN and NA alike become <NA>
+        frame[column] = text.mask(text == "")  # an empty tag is a missing one
     frame["has_error"] = frame["error"].notna() & (frame["error"] != "")
     return frame
-
-
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and np.isnan(value):
-        return True
-    return value is pd.NA or (isinstance(value, str) and value == "")
 
 
 def phase_of(stage: str | None, question_id: str | None) -> str:
@@ -265,7 +256,7 @@ def _label_phases(priced: pd.DataFrame) -> None:
 
 def _values(series: pd.Series) -> list[Any]:
     """Plain Python values with ``None`` for missing ones (pandas' NA is not a boolean)."""
-    return [None if pd.isna(v) else v for v in series]
+    return series.astype(object).where(series.notna(), None).tolist()
 
 
 def _replays(priced: pd.DataFrame) -> pd.Series:
