@@ -604,11 +604,7 @@ class ItemRunner:
         real embedding (stored like any call, so a resume measures nothing again)."""
         if self.transport.endpoint_for(model) is None:
             return self.calls.embedder.dims
-        try:
-            declared = self.transport.capabilities(model).embedding_dims
-        except KeyError:
-            declared = None
-        if declared:
+        if declared := self._known_dims(model):
             return declared
         if model not in self._measured_dims:
             probe = self.embed_item(EmbeddingRequest(model, ("the width of this model's vectors",)))
@@ -617,15 +613,20 @@ class ItemRunner:
             self._measured_dims[model] = int(probe.vectors.shape[1])
         return self._measured_dims[model]
 
+    def _known_dims(self, model: str) -> int | None:
+        """The width the catalog or the run's declaration gives ``model``, or one measured."""
+        try:
+            declared = self.transport.capabilities(model).embedding_dims
+        except KeyError:
+            declared = None
+        return declared or self._measured_dims.get(model)
+
     def embed_item(self, request: EmbeddingRequest) -> EmbeddingResult:
         outcome = self.calls.call(request, None)
         self.accounting.count("items")
         vectors = outcome.vectors
-        if vectors is None:  # a failed call: no row may pass for a vector (width as declared)
-            try:
-                width = self.transport.capabilities(request.model).embedding_dims or DEFAULT_DIMS
-            except KeyError:
-                width = self._measured_dims.get(request.model, DEFAULT_DIMS)
+        if vectors is None:  # a failed call: no row may pass for a vector (width as known)
+            width = self._known_dims(request.model) or DEFAULT_DIMS
             vectors = np.full((len(request.inputs), width), np.nan, np.float32)
         return EmbeddingResult(
             request=request,
