@@ -73,10 +73,7 @@ def render_markdown(run: RunPaths) -> str:
         .render(
             run_name=run.name,
             failures=failure_lines(view.manifest),
-            stopped=any(
-                entry.get("status") not in (None, "ok")
-                for entry in (view.manifest.get("notebooks") or {}).values()
-            ),
+            stopped=bool(_stopped(view.manifest)),
             blocks=blocks,
             more_figures=figures_not_shown(run, "".join(blocks.values())),
             offline=view.offline,
@@ -112,6 +109,12 @@ def _block(lines: Sequence[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
+def _stopped(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The notebooks of the run that did not finish (failed or interrupted), in order."""
+    notebooks = sorted((manifest.get("notebooks") or {}).items())
+    return [(key, entry) for key, entry in notebooks if entry.get("status") not in (None, "ok")]
+
+
 def failure_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per stage with failed items, per notebook that did not finish (where it
     stopped and why), and the notebooks of the preset that never ran because of it."""
@@ -123,20 +126,15 @@ def failure_lines(manifest: dict[str, Any]) -> list[str]:
                 f"**{key}**: {status['status']}, {status['failed']} of "
                 f"{status['total']} {status['item']} failed{why}"
             )
-    notebooks = manifest.get("notebooks") or {}
-    stopped = False
-    for key, entry in sorted(notebooks.items()):
-        if entry.get("status") not in (None, "ok"):
-            stopped = True
-            why = f" in {entry['error'].rstrip('.')}" if entry.get("error") else ""
-            lines.append(
-                f"**{key}**: the notebook {entry['status']}{why}; the notebooks after it did "
-                "not run"
-            )
+    for key, entry in _stopped(manifest):
+        why = f" in {entry['error'].rstrip('.')}" if entry.get("error") else ""
+        lines.append(
+            f"**{key}**: the notebook {entry['status']}{why}; the notebooks after it did not run"
+        )
     planned = (manifest.get("preset") or {}).get("steps") or []
-    ran = {key.split("/")[-1][:2] for key in notebooks}
+    ran = {key.split("/")[-1][:2] for key in manifest.get("notebooks") or {}}
     never = [step for step in planned if step not in ran]
-    if stopped and never:
+    if _stopped(manifest) and never:
         lines.append(f"never ran: notebook{'s' if len(never) > 1 else ''} {', '.join(never)}")
     return lines
 
