@@ -58,6 +58,35 @@ def test_hindsights_calls_are_told_apart_by_their_prompts():
         route(body("You answer questions with the memory bank.", "x"))
 
 
+def dedup_body(new: str, existing: str) -> dict:
+    """Consolidation's merge-or-keep request: one user message, no system prompt, opened by
+    Hindsight's JSON hint and the reply's schema (Hindsight 1.1.0 sends it once a bank holds an
+    observation close to a new one)."""
+    text = (
+        "Return valid json only.\n\n\n\nYou must respond with valid JSON matching this schema:"
+        '\n{"properties": {"action": {}}}\n\n'
+        "You reconcile long-term memory observations. A NEW observation is about to be stored, "
+        f"and it is highly similar to an EXISTING one:\n\n[NEW] {new}\n[EXISTING] {existing}\n\n"
+        "Respond with ONLY one valid JSON object ..."
+    )
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def test_consolidations_dedup_verdict_is_routed_and_answered_offline():
+    same = dedup_body(
+        "Ana said: I go to yoga every Tuesday", "Ana said: I go to yoga every Tuesday."
+    )
+    step = route(same)
+    assert (step.stage, step.step) == ("update", "hindsight/dedup")
+    assert answer(same) == {
+        "action": "merge",
+        "text": "Ana said: I go to yoga every Tuesday.",
+        "reason": "the same fact (lexical rule)",
+    }
+    other = answer(dedup_body("Ana said: my sister lives in Lisbon", "Ana said: I go to yoga"))
+    assert (other["action"], other["text"]) == ("keep", "")
+
+
 def test_the_retain_stand_in_answers_in_hindsights_fact_format():
     facts = answer(body("Extract SIGNIFICANT facts from text.", RETAIN_USER))["facts"]
     assert [f["who"] for f in facts] == ["Caroline", "Melanie"]

@@ -125,11 +125,26 @@ def test_the_runner_runs_notebook_06_only_when_a_preset_names_it():
 
 def test_serving_paper_without_a_key_stops_before_anything_runs(tmp_path, monkeypatch):
     from memcost.llm import providers
+    from memcost.memory.hindsight_library import HindsightLibrary
     from memcost.run import PresetError
 
+    # the key is checked whether or not Hindsight's environment is set up here
+    monkeypatch.setattr(HindsightLibrary, "check_available", classmethod(lambda cls: None))
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     monkeypatch.setattr(providers, "DEFAULT_ENV_FILE", tmp_path / "no.env")
     with pytest.raises(PresetError, match="OPENROUTER_API_KEY"):
+        run_preset("serving_paper", run_name=str(tmp_path / "run"), stream=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_serving_paper_without_hindsights_environment_says_how_to_set_it_up(tmp_path, monkeypatch):
+    from memcost.run import PresetError
+
+    monkeypatch.setenv("MEMCOST_HINDSIGHT_PYTHON", str(tmp_path / "no-python"))
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-test")
+    with pytest.raises(
+        PresetError, match=r"^parameter systems: memory system hindsight .*make setup-hindsight"
+    ):
         run_preset("serving_paper", run_name=str(tmp_path / "run"), stream=False)
     assert not (tmp_path / "run").exists()
 

@@ -170,8 +170,8 @@ def test_a_long_full_history_replay_never_retokenises_its_history(monkeypatch):
 
 
 def test_unknown_system_and_run_plan():
-    with pytest.raises(ValueError, match="unknown served system 'hindsight'"):
-        make_system("hindsight", ServingConfig())
+    with pytest.raises(ValueError, match="unknown served system 'zep'; choose from .*hindsight"):
+        make_system("zep", ServingConfig())
     runs = plan_runs(
         [(15, 50), (400, 200)],
         [0, 1, 2],
@@ -231,3 +231,16 @@ def test_observational_memory_gets_its_long_cells_and_their_gates_are_counted():
     # Mem0's gate cut into two segments (two extraction calls) at one turn fired once
     mem0 = rows.assign(system="mem0", stage="ingest_extract")
     assert tables.gates_fired(mem0).set_index("stage").loc["ingest_extract", "fired"] == 4
+
+
+def test_hindsight_is_served_at_the_studys_interval_with_the_served_model(monkeypatch):
+    config = ServingConfig(ingest_interval=7)
+    settings = engines.served_settings("hindsight", config, "openai/gpt-oss-20b", "medium")
+    # its calls are the served model's; it has no reasoning-effort setting to set
+    assert settings == {"retain_interval": 7, "llm_model": "openai/gpt-oss-20b"}
+    with pytest.raises(ValueError, match=r"unknown served system\(s\) \['zep'\]"):
+        engines.check_served(["mem0", "zep"])
+    monkeypatch.setenv("MEMCOST_HINDSIGHT_PYTHON", "/nowhere/python")
+    with pytest.raises(ValueError, match="make setup-hindsight"):
+        engines.check_served(["mem0", "hindsight"])
+    engines.check_served(["full_history", "mem0", "observational"])  # nothing to set up

@@ -854,6 +854,23 @@ def _section(text: str, title: str) -> str:
     return after[1].split("\n###", 1)[0].split("\n## ", 1)[0] if len(after) == 2 else ""
 
 
+_DEDUP_PAIR = re.compile(r"^\[NEW\] (.*)\n\[EXISTING\] (.*)$", re.MULTILINE)
+
+
+def offline_hindsight_dedup(request: ChatRequest) -> str:
+    """Hindsight's merge-or-keep verdict on a new observation and its nearest existing one:
+    merged (into the longer text) when the lexical rule calls them the same fact, else kept."""
+    found = _DEDUP_PAIR.search(_user(request))
+    new, existing = (found.group(1).strip(), found.group(2).strip()) if found else ("", "")
+    if found and lexical_decision(new, existing) == "NOOP":
+        merged = max((new, existing), key=len)
+        return json.dumps(
+            {"action": "merge", "text": merged, "reason": "the same fact (lexical rule)"},
+            ensure_ascii=False,
+        )
+    return json.dumps({"action": "keep", "text": "", "reason": "distinct facts (lexical rule)"})
+
+
 def offline_hindsight_consolidate(request: ChatRequest) -> str:
     """Observations from the new facts: an update where one says the same thing, else a new
     one, in Hindsight's ``creates`` / ``updates`` / ``deletes`` format."""

@@ -29,18 +29,31 @@ A user's conversation is one bank; each session is one retained item (its ``spea
 lines, the session's date as its timestamp, the speakers as its context), retained
 synchronously, after which the build waits for the bank's consolidation to finish so that its
 calls are the user's. A question is one ``recall`` with Hindsight's defaults.
+
+The serving study (notebook 06) serves the same server turn by turn (:class:`HindsightLive`):
+every ``retain_interval`` messages (10, the study's ingest interval) the messages not retained
+yet are one item, consolidation is waited for, and every turn is one ``recall``. One server
+(and its database) per served model is shared by the replay's runs, each run a bank of its
+own; its calls reach the serving engine through :class:`TurnRelay`, so they are the turn's
+ingest rows.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import itertools
 import json
+import shutil
 import socket
 import subprocess
+import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +61,26 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import memcost.memory.base as store
-from memcost.llm import LLMClient
+from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.memory.libraries import LibraryEnvironment, LibrarySystem, keyless_environ, user_slot
 from memcost.memory.pgvector import SERVER_DIR, PgServer
-from memcost.memory.stored import item_rows, user_lines
-from memcost.offline import offline_hindsight_consolidate, offline_hindsight_retain
+from memcost.memory.stored import (
+    Calls,
+    HistoryLine,
+    Ingest,
+    IngestCall,
+    LiveMemory,
+    Shown,
+    item_rows,
+    user_lines,
+)
+from memcost.offline import (
+    offline_hindsight_consolidate,
+    offline_hindsight_dedup,
+    offline_hindsight_retain,
+)
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.text import content_words, count_tokens
 
@@ -77,7 +103,7 @@ ENVIRONMENT = LibraryEnvironment(
     ),
 )
 SCHEMA = "hindsight"
-_PROMPTS = {  # the opening of each chat call's system prompt: (stage, ledger step, stand-in)
+_PROMPTS = {  # the opening of each chat call's instructions: (stage, ledger step, stand-in)
     "Extract SIGNIFICANT facts from text.": (
         "extract",
         "hindsight/retain",
@@ -88,21 +114,29 @@ _PROMPTS = {  # the opening of each chat call's system prompt: (stage, ledger st
         "hindsight/consolidate",
         offline_hindsight_consolidate,
     ),
+    # consolidation's merge-or-keep verdict on a new observation close to an existing one
+    # (a user message alone, once a bank holds similar observations)
+    "You reconcile long-term memory observations.": (
+        "update",
+        "hindsight/dedup",
+        offline_hindsight_dedup,
+    ),
 }
 _PENDING = ("pending", "processing", "queued", "running")
 
 
 def route(body: Mapping[str, Any]) -> Route:
-    """Hindsight's chat calls told apart by their system prompts."""
-    messages = body.get("messages") or []
-    system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
+    """Hindsight's chat calls told apart by their instructions: the system prompt's opening,
+    or where there is none, the first message's (which Hindsight opens with its JSON hint and
+    the reply's schema)."""
+    messages = body.get("messages") or [{}]
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    text = str((system or messages[0]).get("content") or "")
     for opening, (stage, step, offline) in _PROMPTS.items():
-        if system.startswith(opening):
+        if text.startswith(opening) or (system is None and f"\n{opening}" in text):
             name = step.split("/")[1]
             return Route(stage, step, f"hindsight_{name}+hindsight@{PINNED}", offline, None)
-    raise ValueError(
-        f"a Hindsight request the adapter does not know (system prompt {system[:60]!r})"
-    )
+    raise ValueError(f"a Hindsight request the adapter does not know (it opens {text[:60]!r})")
 
 
 def session_items(turns: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, list]]:
@@ -153,6 +187,50 @@ def memory_positions(
             found = sorted({p for f in sources for p in out.get(str(f), [])})
             out[str(m["id"])] = found
     return out
+
+
+def server_for(
+    gateway: Gateway, dsn: str, llm_model: str, embedding_model: str, log: Path
+) -> Server:
+    """The Hindsight server on the database ``dsn``, its model calls sent to ``gateway``."""
+    env = keyless_environ()  # the gateway holds the client's key
+    env.update(
+        {
+            "HINDSIGHT_API_DATABASE_URL": dsn,
+            "HINDSIGHT_API_DATABASE_SCHEMA": SCHEMA,
+            "HINDSIGHT_API_LLM_PROVIDER": "openai",
+            "HINDSIGHT_API_LLM_BASE_URL": gateway.base_url,
+            "HINDSIGHT_API_LLM_API_KEY": PLACEHOLDER_KEY,
+            "HINDSIGHT_API_LLM_MODEL": llm_model,
+            "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": gateway.base_url,
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": PLACEHOLDER_KEY,
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": embedding_model,
+            "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",  # no local model, no hub
+            "HINDSIGHT_API_WORKER_ID": "memcost",  # its background worker, this process's
+            "HINDSIGHT_API_HOST": "127.0.0.1",
+        }
+    )
+    return Server(ENVIRONMENT.python(), env, log)
+
+
+def wait_for_consolidation(server: Server, bank: str, give_up: Callable[[], str | None]) -> None:
+    """Until the bank has no background operation left (its calls are this user's)."""
+    while True:
+        operations = server.call("GET", bank + "/operations")["operations"]
+        pending = [o for o in operations if o.get("status") in _PENDING]
+        failed = [o for o in operations if o.get("status") == "failed"]
+        if failed:
+            raise RuntimeError(f"consolidation failed: {failed[0].get('error_message')}")
+        if not pending:
+            return
+        if reason := give_up():
+            raise RuntimeError(f"stopped: {reason}")
+        time.sleep(0.2)
+
+
+def bank_path(slot: str) -> str:
+    return "/v1/default/banks/" + urllib.parse.quote(slot)
 
 
 def _free_port() -> int:
@@ -258,6 +336,9 @@ class HindsightLibrary(LibrarySystem):
         "embedding_model": EMBEDDING_MODEL,
         "budget": "mid",  # recall's search breadth: low | mid | high (Hindsight's default mid)
         "max_tokens": 4096,  # recall's token budget (Hindsight's default)
+        # served turn by turn (notebook 06): messages per retained item (Total Recall §3's
+        # ingest interval, as for Mem0)
+        "retain_interval": 10,
     }
     # A fact extraction per chunk and a consolidation per batch of new facts, each behind long
     # instructions (12,500 and 17,000 characters), the consolidation also with the observations
@@ -273,26 +354,13 @@ class HindsightLibrary(LibrarySystem):
     def _library(self, gateway: Gateway) -> Server:
         if self._pg is None:
             self._pg = PgServer(self.ds.root.parent / SERVER_DIR)
-        dsn = self._pg.start()
-        env = keyless_environ()  # the gateway holds the client's key
-        env.update(
-            {
-                "HINDSIGHT_API_DATABASE_URL": dsn,
-                "HINDSIGHT_API_DATABASE_SCHEMA": SCHEMA,
-                "HINDSIGHT_API_LLM_PROVIDER": "openai",
-                "HINDSIGHT_API_LLM_BASE_URL": gateway.base_url,
-                "HINDSIGHT_API_LLM_API_KEY": PLACEHOLDER_KEY,
-                "HINDSIGHT_API_LLM_MODEL": str(self.settings["llm_model"]),
-                "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai",
-                "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": gateway.base_url,
-                "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": PLACEHOLDER_KEY,
-                "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": str(self.settings["embedding_model"]),
-                "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",  # no local model, no hub
-                "HINDSIGHT_API_WORKER_ID": "memcost",  # its background worker, this process's
-                "HINDSIGHT_API_HOST": "127.0.0.1",
-            }
+        return server_for(
+            gateway,
+            self._pg.start(),
+            str(self.settings["llm_model"]),
+            str(self.settings["embedding_model"]),
+            self.folder / "hindsight.log",
         )
-        return Server(ENVIRONMENT.python(), env, self.folder / "hindsight.log")
 
     def close(self) -> None:
         if self._pg is not None:
@@ -300,7 +368,7 @@ class HindsightLibrary(LibrarySystem):
             self._pg = None
 
     def _bank(self, user: str) -> str:
-        return "/v1/default/banks/" + urllib.parse.quote(user_slot(self.dataset, user))
+        return bank_path(user_slot(self.dataset, user))
 
     def _build_user(
         self,
@@ -321,7 +389,7 @@ class HindsightLibrary(LibrarySystem):
                 except RuntimeError:
                     pass  # no such bank yet
                 server.call("POST", bank + "/memories", {"async": False, "items": items})
-                self._wait_for_consolidation(
+                wait_for_consolidation(
                     server, bank, lambda: gateway.first_failure(conversation_id=user)
                 )
                 memories = server.call("GET", bank + "/memories/list?limit=100000")["items"]
@@ -341,22 +409,6 @@ class HindsightLibrary(LibrarySystem):
             for m in sorted(memories, key=lambda m: (str(m.get("date")), str(m["text"])))
         ]
         self._write(gateway, user, item_rows(rows), fingerprint, report)
-
-    def _wait_for_consolidation(
-        self, server: Server, bank: str, give_up: Callable[[], str | None]
-    ) -> None:
-        """Until the bank has no background operation left (its calls are this user's)."""
-        while True:
-            operations = server.call("GET", bank + "/operations")["operations"]
-            pending = [o for o in operations if o.get("status") in _PENDING]
-            failed = [o for o in operations if o.get("status") == "failed"]
-            if failed:
-                raise RuntimeError(f"consolidation failed: {failed[0].get('error_message')}")
-            if not pending:
-                return
-            if reason := give_up():
-                raise RuntimeError(f"stopped: {reason}")
-            time.sleep(0.2)
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
         out: dict[str, Recall] = {}
@@ -409,3 +461,206 @@ class HindsightLibrary(LibrarySystem):
         finally:
             self.close()
         return out
+
+    def live(self, user: str) -> HindsightLive:
+        return HindsightLive(self, user)
+
+
+# --------------------------------------------------------------------------- served turn by turn
+class TurnRelay:
+    """The gateway's client while banks are served turn by turn: a request Hindsight makes goes
+    to the calls of the turn being served, and one made while a message is retained is kept as
+    that turn's ingest call (its serving stage told by its prompt)."""
+
+    STAGES = {"extract": "ingest_extract", "update": "ingest_update"}
+
+    def __init__(self) -> None:
+        self.calls: Calls | None = None
+        self.done: Ingest | None = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def serving(self, calls: Calls, done: Ingest | None) -> Iterator[None]:
+        """Inside the block, Hindsight's calls are ``calls``' (and ``done``'s, if given)."""
+        self.calls, self.done = calls, done
+        try:
+            yield
+        finally:
+            self.calls, self.done = None, None
+
+    def chat(self, request: ChatRequest, offline: Callable[[ChatRequest], str]) -> ChatResult:
+        if self.calls is None:
+            raise RuntimeError("a Hindsight call outside a served turn")
+        stage = self.STAGES.get(request.stage, request.stage)
+        result = self.calls.chat(request, offline, None, stage=stage)
+        if self.done is not None:
+            with self._lock:  # the server may call from several threads
+                self.done.calls.append(IngestCall(stage, result))
+        return result
+
+    def embed(
+        self, texts: list[str], *, model: str, dimensions: Any = None, tags: Any = None, **_: Any
+    ) -> Any:
+        if self.calls is None:
+            raise RuntimeError("a Hindsight call outside a served turn")
+        vectors = self.calls.embed(list(texts), model=model, tags=dict(tags or {}))
+        if self.done is not None:
+            with self._lock:
+                self.done.embedded_tokens += sum(count_tokens(t) for t in texts)
+        return vectors
+
+
+class ServingHindsight:
+    """One Hindsight server, its database and its gateway, for the serving study's runs of one
+    model (started at its first bank; :func:`close_served` stops every one). Its files live in
+    a temporary folder; the database goes when it stops, the server's log stays."""
+
+    def __init__(self, llm_model: str, embedding_model: str):
+        self.relay = TurnRelay()
+        self.folder = Path(tempfile.mkdtemp(prefix="memcost-hindsight-serving-"))
+        self.gateway = Gateway(
+            self.relay,  # type: ignore[arg-type] - the client's two calls, per turn
+            route,
+            embedding_step=HindsightLibrary.embedding_step,
+            tags={"dataset": "serving", "system": HindsightLibrary.answers_as},
+        )
+        self.pg = PgServer(self.folder / SERVER_DIR)
+        self.gateway.__enter__()
+        try:
+            log = self.folder / "hindsight.log"
+            dsn = self.pg.start()
+            self.server = server_for(self.gateway, dsn, llm_model, embedding_model, log)
+            self.server.__enter__()
+        except BaseException:
+            self.pg.stop()
+            self.gateway.__exit__()
+            raise
+
+    def call(
+        self, calls: Calls, method: str, path: str, body: Any = None, *, done: Ingest | None = None
+    ) -> dict[str, Any]:
+        """One request to the server, its model calls made through ``calls`` (kept in ``done``,
+        if given); a run-level stop (budget, quota) one of them met is raised again."""
+        with self.relay.serving(calls, done):
+            try:
+                return self.server.call(method, path, body)
+            finally:
+                self.gateway.raise_fatal()
+
+    def retain(self, calls: Calls, bank: str, item: Mapping[str, Any], done: Ingest) -> None:
+        """``item`` retained in ``bank``, and the bank's consolidation waited for."""
+
+        before = len(self.gateway.failures())
+
+        def failed() -> str | None:  # a call of this retain failed, or one the gateway refused
+            refused = self.gateway.failures()[before:]
+            return next((c.result.error for c in done.calls if not c.result.ok), None) or (
+                refused[0]["error"] if refused else None
+            )
+
+        self.call(calls, "POST", bank + "/memories", {"async": False, "items": [item]}, done=done)
+        with self.relay.serving(calls, done):
+            try:
+                wait_for_consolidation(self.server, bank, failed)
+            finally:
+                self.gateway.raise_fatal()
+
+    def close(self) -> None:
+        self.server.__exit__()
+        self.pg.stop()
+        self.gateway.__exit__()
+        shutil.rmtree(self.folder / SERVER_DIR, ignore_errors=True)
+
+
+_SERVED: dict[tuple[str, str], ServingHindsight] = {}
+_BANKS = itertools.count(1)
+
+
+def close_served() -> None:
+    """Stop every server the serving study started (also at exit)."""
+    while _SERVED:
+        _SERVED.popitem()[1].close()
+
+
+atexit.register(close_served)
+
+
+class HindsightLive(LiveMemory):
+    """One user's Hindsight bank, served turn by turn: a recall at every message; every
+    ``retain_interval`` messages the ones not retained yet are retained as one item and the
+    bank's consolidation is waited for, so that its calls are that turn's."""
+
+    def __init__(self, system: HindsightLibrary, user: str):
+        self.system, self.user = system, user
+        self.bank = bank_path(f"serving-{next(_BANKS)}-{user}")
+        self.pending: list[HistoryLine] = []
+        self.memories: list[str] = []  # what the bank holds (facts and observations)
+        self.memory_tokens = 0
+
+    def _key(self) -> tuple[str, str]:
+        settings = self.system.settings
+        return str(settings["llm_model"]), str(settings["embedding_model"])
+
+    def _service(self) -> ServingHindsight:
+        key = self._key()
+        if key not in _SERVED:
+            type(self.system).check_available()
+            _SERVED[key] = ServingHindsight(*key)
+        return _SERVED[key]
+
+    def state(self) -> dict[str, int]:
+        return {
+            "memory_items": len(self.memories),
+            "memory_tokens": self.memory_tokens,
+            "pending_tokens": sum(count_tokens(f"{x.speaker}: {x.text}\n") for x in self.pending),
+        }
+
+    def recall(self, calls: Calls, text: str) -> list[Shown]:
+        if not self.memories:
+            return []
+        settings = self.system.settings
+        body = {
+            "query": text,
+            "budget": settings["budget"],
+            "max_tokens": int(settings["max_tokens"]),
+        }
+        found = self._service().call(calls, "POST", self.bank + "/memories/recall", body)
+        lines = [f"- {m['text']}\n" for m in found["results"]]
+        return [
+            Shown(m["text"], line, count_tokens(line))
+            for m, line in zip(found["results"], lines, strict=True)
+        ]
+
+    def add(self, calls: Calls, line: HistoryLine) -> Ingest:
+        self.pending.append(line)
+        interval = int(self.system.settings["retain_interval"])
+        if len(self.pending) < interval:
+            return Ingest()
+        done = Ingest([f"{len(self.pending)} turns since the last retain (interval {interval})"])
+        lines, self.pending = self.pending, []
+        speakers = list(dict.fromkeys(x.speaker for x in lines))
+        item = {
+            "content": "\n".join(f"{x.speaker}: {x.text}" for x in lines),
+            "context": f"a conversation between {' and '.join(speakers)}",
+            "document_id": f"turns-{lines[0].position}-{lines[-1].position}",
+        }
+        service = self._service()
+        try:
+            service.retain(calls, self.bank, item, done)
+        except RuntimeError:
+            if all(c.result.ok for c in done.calls):
+                raise  # the server failed, not a call of this turn: the replay stops
+            return done  # a failed call is this turn's failed row; its messages are dropped
+        listed = service.call(calls, "GET", self.bank + "/memories/list?limit=100000")
+        self.memories = [str(m["text"]) for m in listed["items"]]
+        self.memory_tokens = sum(count_tokens(f"- {t}\n") for t in self.memories)
+        return done
+
+    def close(self) -> None:
+        """The bank is dropped (its server goes on serving the next run)."""
+        service = _SERVED.get(self._key())
+        if service is not None and self.memories:
+            try:
+                service.server.call("DELETE", self.bank)
+            except RuntimeError:
+                pass  # a bank left in a temporary database is gone with it

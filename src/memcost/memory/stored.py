@@ -374,3 +374,7 @@ class LiveMemory(ABC):
     def state(self) -> dict[str, int]:
         """``memory_items``, ``memory_tokens`` (what a recall can show) and ``pending_tokens``
         (message tokens the memory has not processed yet)."""
+
+    def close(self) -> None:
+        """Let go of what the memory holds outside this process (a server's bank)."""
+        return None

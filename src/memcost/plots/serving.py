@@ -15,6 +15,7 @@ SYSTEM_COLORS = {
     "rolling_window": "#ff7f0e",
     "mem0": "#1f77b4",
     "observational": "#2ca02c",
+    "hindsight": "#9467bd",
 }
 
 

@@ -57,6 +57,7 @@ from memcost.params import (
 )
 from memcost.paths import DATASETS, NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, DataError, RunPaths
 from memcost.prompts import JUDGE_PROMPTS
+from memcost.serving.systems import check_served
 
 RUNNER_KEYS = (
     "description",
@@ -432,6 +433,11 @@ def check_block(values: dict[str, Any], model: type) -> None:
             raise PresetError(f"parameter {exc}") from None
     if "client" in values:
         check_client(values["client"], str(values.get("backend", "offline")))
+    if isinstance(values.get("systems"), list):  # the serving study's (notebook 06)
+        try:
+            check_served(values["systems"])
+        except ValueError as exc:
+            raise PresetError(f"parameter systems: {exc}") from None
     if "memory_systems" in values:
         try:
             named = [name for name, _ in parse_systems(values["memory_systems"])]

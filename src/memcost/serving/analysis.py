@@ -511,8 +511,9 @@ def residuals_by_cell(turns: pd.DataFrame, fits: dict[str, object]) -> pd.DataFr
 
 def gates_fired(rows: pd.DataFrame) -> pd.DataFrame:
     """Per memory system and cell: runs, and how often each ingest gate fired (in all and per
-    run): Mem0's extraction and observational memory's observer and reflector."""
-    memory = rows.loc[rows["system"].isin(["mem0", "observational"])]
+    run): Mem0's extraction, Hindsight's retain and observational memory's observer and
+    reflector."""
+    memory = rows.loc[rows["system"].isin(["mem0", "observational", "hindsight"])]
     if memory.empty:
         return pd.DataFrame(columns=["system", "cell", "runs", "stage", "fired", "per_run"])
     memory = memory.assign(

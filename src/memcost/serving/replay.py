@@ -101,9 +101,12 @@ def replay(
     model, cell, seed, ...) are copied into every row."""
     served = make_system(system, config, engine)
     rows: list[dict[str, Any]] = []
-    for turn in turns:
-        for row in served.step(turn, engine):
-            rows.append({**labels, "system": system, "turn": turn.turn, **row})
+    try:
+        for turn in turns:
+            for row in served.step(turn, engine):
+                rows.append({**labels, "system": system, "turn": turn.turn, **row})
+    finally:
+        served.close()
     return rows
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from memcost.catalog import PRICE_TABLE_DATE, is_known, model_info, price_for, rejects_temperature
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
-from memcost.memory.base import open_system
+from memcost.memory.base import open_system, system_class
 from memcost.memory.stored import HistoryLine
 from memcost.prompts import SERVING_ANSWER, Prompt
 from memcost.serving.workload import Turn, render_line
@@ -285,7 +285,7 @@ def prices_used(
     return pd.DataFrame(rows)
 
 
-SYSTEMS = ("full_history", "rolling_window", "mem0", "observational")
+SYSTEMS = ("full_history", "rolling_window", "mem0", "observational", "hindsight")
 EMPTY_CONTEXT = "(nothing yet)\n"
 
 
@@ -361,6 +361,9 @@ class ServedSystem:
     def step(self, turn: Turn, engine: Engine) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        return None
+
 
 class FullHistory(ServedSystem):
     name = "full_history"
@@ -418,7 +421,8 @@ class Served:
     title: str  # what the answer prompt calls what it recalls
     settings: dict[str, str]  # its setting -> the serving study's setting that sets it (§3)
     fixed: dict[str, Any]  # settings the serving study fixes
-    model_settings: tuple[str, str]  # its settings naming the model and effort of its own calls
+    # its settings naming the model and reasoning effort of its own calls ("": it has none)
+    model_settings: tuple[str, str]
 
 
 # The serving study's name of each memory system (the study's "Mem0" and "observational memory").
@@ -441,7 +445,23 @@ SERVED = {
         {"unobserved_in_context": False},  # the study shows the top-k observations alone
         ("observer_model", "observer_reasoning_effort"),
     ),
+    # the Hindsight server itself (make setup-hindsight): a retain every ingest interval, a
+    # recall at every turn with Hindsight's defaults
+    "hindsight": Served(
+        "hindsight", "Memories", {"retain_interval": "ingest_interval"}, {}, ("llm_model", "")
+    ),
 }
+
+
+def check_served(names: Sequence[str]) -> None:
+    """``ValueError`` in one line for a name that is not a served system, or a served memory
+    system that cannot run here (Hindsight without its environment)."""
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown served system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+    for name in names:
+        if name in SERVED:
+            system_class(SERVED[name].system).check_available()
 
 
 def served_settings(name: str, config: ServingConfig, model: str, effort: str) -> dict[str, Any]:
@@ -451,7 +471,8 @@ def served_settings(name: str, config: ServingConfig, model: str, effort: str) -
     settings = {key: getattr(config, study) for key, study in spec.settings.items()}
     settings.update(spec.fixed)
     if model:
-        settings.update(zip(spec.model_settings, (model, effort or "low"), strict=True))
+        chosen = zip(spec.model_settings, (model, effort or "low"), strict=True)
+        settings.update({name: value for name, value in chosen if name})
     return settings
 
 
@@ -469,6 +490,9 @@ class ServedMemory(ServedSystem):
 
     def state(self) -> dict[str, Any]:
         return self.live.state()
+
+    def close(self) -> None:
+        self.live.close()
 
     def step(self, turn: Turn, engine: Any) -> list[dict[str, Any]]:
         calls = TurnCalls(engine, self.name, turn.turn)

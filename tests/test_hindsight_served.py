@@ -1,0 +1,73 @@
+"""Hindsight served turn by turn (notebook 06): the real server in its own environment
+(``make setup-hindsight``), its calls the turn's ingest rows, a failed call a failed row.
+
+Marked slow: the replay starts PostgreSQL and the Hindsight server."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from library_helpers import needs
+
+from memcost.memory.hindsight_library import _SERVED, close_served
+from memcost.serving.replay import replay
+from memcost.serving.systems import OfflineEngine, ServingConfig
+from memcost.serving.workload import generate_workload
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), needs("hindsight")]
+
+
+def stages_at(rows, turn):
+    return [r["stage"] for r in rows if r["turn"] == turn]
+
+
+def test_hindsight_retains_every_interval_and_recalls_every_turn():
+    turns = generate_workload(30, 50, seed=0)
+    try:
+        rows = replay("hindsight", turns, OfflineEngine(), ServingConfig(), labels={})
+    finally:
+        close_served()
+    assert not _SERVED  # the server and its database are stopped
+    fired = sorted({r["turn"] for r in rows if r["gate_fired"]})
+    assert fired == [9, 19, 29]  # the ingest interval: the 10th, 20th and 30th message
+    for turn in fired:
+        at = stages_at(rows, turn)
+        assert at[:2] == ["retrieve", "answer"] and "ingest_extract" in at
+        assert "ingest_update" in at and at[-1] == "ingest_embed"  # consolidation, embeddings
+    assert stages_at(rows, 10) == ["retrieve", "answer"]
+    assert all(r["error"] is None for r in rows)
+    before = [r for r in rows if r["turn"] < 10]
+    after = [r for r in rows if r["turn"] >= 10]
+    assert {r["memory_items"] for r in before} == {0}
+    assert min(r["memory_items"] for r in after) > 0
+    assert [r["pending_tokens"] for r in rows if r["turn"] == 10][0] == 0
+    # from the first retain on, the answers carry what the recall returned
+    answer = {r["turn"]: r["prompt_tokens"] for r in rows if r["stage"] == "answer"}
+    assert max(answer[t] for t in range(10, 30)) > 2 * max(answer[t] for t in range(10))
+
+
+class RejectsFirstExtraction(OfflineEngine):
+    """The offline engine, with the first fact extraction refused as an API would (HTTP 400)."""
+
+    refused = 0
+
+    def chat(self, request, offline, parse=None, *, stage=""):
+        result = super().chat(request, offline, parse, stage=stage)
+        if stage == "ingest_extract" and not self.refused:
+            self.refused += 1
+            return replace(result, text="", error="HTTP 400: refused", failure_kind="rejected")
+        return result
+
+
+def test_a_refused_call_is_the_turns_failed_row_and_the_replay_goes_on():
+    turns = generate_workload(21, 50, seed=1)
+    try:
+        rows = replay("hindsight", turns, RejectsFirstExtraction(), ServingConfig(), labels={})
+    finally:
+        close_served()
+    failed = [r for r in rows if r["error"]]
+    assert [(r["turn"], r["stage"]) for r in failed] == [(9, "ingest_extract")]
+    assert "refused" in failed[0]["error"]
+    assert not any(r["memory_items"] for r in rows if r["turn"] == 19)  # nothing was kept
+    assert all(r["memory_items"] for r in rows if r["turn"] == 20)  # the next retain held
