@@ -71,3 +71,40 @@ def test_a_refused_call_is_the_turns_failed_row_and_the_replay_goes_on():
     assert "refused" in failed[0]["error"]
     assert not any(r["memory_items"] for r in rows if r["turn"] == 19)  # nothing was kept
     assert all(r["memory_items"] for r in rows if r["turn"] == 20)  # the next retain held
+
+
+def test_hindsight_served_through_the_client_is_recorded_turn_by_turn(library_upstream, tmp_path):
+    """The paid path: the server's calls go through the project's client to an API (the local
+    server), each recorded with the served system, the turn and its serving stage."""
+    import pandas as pd
+    from llm_helpers import api_client
+
+    from memcost.calls import read_calls
+    from memcost.paths import RunPaths
+    from memcost.serving.systems import ClientEngine
+
+    run = RunPaths(tmp_path / "run").ensure()
+    config = ServingConfig()
+    client = api_client(run, library_upstream.url, tmp_path)
+    engine = ClientEngine(client, "gpt-5-mini-2025-08-07", "low", config.generation)
+    try:
+        rows = replay("hindsight", generate_workload(20, 50, seed=2), engine, config, labels={})
+    finally:
+        close_served()
+        client.close()
+    assert all(r["error"] is None for r in rows)
+    assert {r["backend"] for r in rows if not r["stage"].endswith(("retrieve", "embed"))} == {
+        "openai"
+    }  # the similarity search embeds locally in both modes
+    records = pd.DataFrame(read_calls(run.calls))
+    memory = records[records["library_step"].notna()]
+    assert set(memory["system"]) == {"hindsight"} and set(memory["model"]) == {
+        "gpt-5-mini-2025-08-07"
+    }
+    chats = memory[memory["library_step"] != "hindsight/embed"]
+    assert set(chats["serving_stage"]) == {"ingest_extract", "ingest_update"}
+    assert sorted(set(chats["turn"].astype(int))) == [9, 19]  # the two retains
+    # every chat call the server made is one ingest row of its turn
+    ingest = [r for r in rows if r["stage"] in ("ingest_extract", "ingest_update")]
+    assert len(ingest) == len(chats)
+    assert sum(r["prompt_tokens"] for r in ingest) == int(chats["prompt_tokens"].sum())
