@@ -109,8 +109,9 @@ def section_serving(view: RunView) -> list[str]:
         )
         lines += [
             f"**Sustained break-even against full history** ({model}; turns, `never` when "
-            "memory is not cheaper at the last turn; the study at 400×200: "
-            f"{paper.BREAK_EVEN_400_200})",
+            "memory is not cheaper at the last turn; the study at 400×200, gpt-oss-20b low: "
+            + ", ".join(f"{s} {t}" for s, t in paper.BREAK_EVEN_400_200.items())
+            + ")",
             "",
             md_table(
                 [[cell, *row] for cell, row in pivot.astype(str).iterrows()],
