@@ -96,7 +96,15 @@ def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
                     }
                 )
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    table = analysis.subset_accuracy(path, ["c1", "c2"], ["mem0"], ["m"], n_resamples=200)
+    hindsight = [{**r, "system": "memory_hindsight", "label": "WRONG"} for r in records]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records + hindsight))
+    table = analysis.subset_accuracy(
+        path, ["c1", "c2"], ["mem0", "hindsight", "observational"], ["m"], n_resamples=200
+    )
+    assert table["judged_system"].tolist() == ["memory", "memory_hindsight", "memory_observational"]
+    assert table["accuracy"].iloc[1] == 0.0  # the main study's Hindsight answers
+    assert pd.isna(table["accuracy"].iloc[2])
+    assert table["status"].iloc[2] == "missing: memory_observational not judged on the subset"
     row = table.iloc[0]
     assert row["status"] == "measured" and row["questions"] == 4
     assert row["accuracy"] == pytest.approx(0.75)  # vote 0 only, subset conversations only

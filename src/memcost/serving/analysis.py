@@ -18,7 +18,9 @@ import pandas as pd
 from memcost import paper
 from memcost.catalog import canonical_name, slug
 from memcost.io import read_jsonl
+from memcost.memory.base import system_class
 from memcost.serving.replay import TURN_COLUMNS
+from memcost.serving.systems import SERVED
 from memcost.stats import cluster_bootstrap_interval, stays_below_from
 
 RUN_KEYS = list(TURN_COLUMNS[: TURN_COLUMNS.index("turn")])  # what identifies one run
@@ -297,11 +299,14 @@ def break_even_table(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.Dat
 
 
 def judged_system(system: str, model: str) -> str | None:
-    """The notebook-04 system whose answers stand for a served system (None: none does)."""
+    """The notebook-04 system whose answers stand for a served system (None: none does): the
+    same model's long context or rolling window; a served memory system's main-study answers
+    (``memory`` for Mem0, ``memory_observational``, ``memory_hindsight``)."""
+    if system in SERVED:
+        return system_class(SERVED[system].system).answers_as
     return {
         "full_history": f"long_context_{slug(model)}",
         "rolling_window": f"rolling_window_{slug(model)}",
-        "mem0": "memory",
     }.get(system)
 
 
