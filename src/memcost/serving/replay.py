@@ -10,12 +10,14 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm import tqdm
 
 from memcost.io import write_parquet
 from memcost.llm import ChatRequest, LLMClient
@@ -176,17 +178,21 @@ def replay_synthetic(
     *,
     model: str = "",
     reasoning_effort: str = "",
-    progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Replay every planned run; ``workload(N, L, seed)`` gives the (cached) conversation."""
+    """Replay every planned run; ``workload(N, L, seed)`` gives the (cached) conversation. A
+    progress bar counts turns (a 400-turn run is 400 of them) and names the run it is on."""
     rows: list[dict[str, Any]] = []
-    for system, n, size, seed in runs:
-        labels = run_labels(
-            "synthetic", n, size, seed, f"synthetic-{n}-{size}-{seed}", model, reasoning_effort
-        )
-        rows += replay(system, workload(n, size, seed), engine, config, labels=labels)
-        if progress:
-            progress(f"{system} {cell_label(n, size)} seed {seed}")
+    label = f"serving replay {model} {reasoning_effort}".strip()
+    turns = sum(n for _, n, _, _ in runs)
+    # plain tqdm on stderr, as the client's bars: it shows in the notebook and in the run's log
+    with tqdm(total=turns, desc=label, unit="turn", file=sys.stderr, mininterval=1.0) as bar:
+        for system, n, size, seed in runs:
+            bar.set_postfix_str(f"{system} {cell_label(n, size)} seed {seed}", refresh=False)
+            labels = run_labels(
+                "synthetic", n, size, seed, f"synthetic-{n}-{size}-{seed}", model, reasoning_effort
+            )
+            rows += replay(system, workload(n, size, seed), engine, config, labels=labels)
+            bar.update(n)
     return as_frame(rows)
 
 
@@ -361,12 +367,11 @@ def replay_all(
     pairs: Sequence[tuple[str, str]],
     client: LLMClient | None = None,
     offline: bool = True,
-    progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Every planned run, as every (model, effort): one offline replay copied per model, or one
     replay per model through the client at the config's generation settings."""
     if offline:
-        rows = replay_synthetic(runs, workload, OfflineEngine(), config, progress=progress)
+        rows = replay_synthetic(runs, workload, OfflineEngine(), config)
         return with_models(rows, pairs)
     if client is None:
         raise ValueError("a replay through a model needs the client")
@@ -378,7 +383,6 @@ def replay_all(
             config,
             model=m,
             reasoning_effort=e,
-            progress=progress,
         )
         for m, e in pairs
     ]
