@@ -327,8 +327,15 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
             {"cell": "10×1000", "model": m, "reasoning_effort": e, "system": "mem0", "t_be": 4}
             for m, e in panels
         ]
+        + [
+            {"cell": "10×1000", "model": m, "reasoning_effort": e, "system": "full_history"}
+            for m, e in panels
+        ]  # never (no t_be)
     )
     fig = plot_cumulative(curves, break_even, cell="10×1000", backend="offline")
+    # each panel lists its break-evens in a corner, not beside the markers over the curves
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "sustained break-even\nfull_history: never\nmem0: turn 4" in texts
     width, height = saved_size(fig, tmp_path, "serving_cumulative")
     assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 3 x 5.2 in
     assert sum(ax.get_visible() for ax in fig.axes) == len(panels)

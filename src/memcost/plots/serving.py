@@ -32,47 +32,46 @@ def plot_cumulative(
     value_label: str = "cumulative cost (USD)",
 ) -> plt.Figure:
     """Figure 2: mean cumulative cost per turn at one cell, one panel per model and effort,
-    the sustained break-even of each memory system marked on its curve."""
+    the sustained break-even of each memory system marked on its curve and listed in the
+    panel's corner (labels beside the markers covered the curves where they cross)."""
     mine = curves[curves["cell"] == cell]
     panels = mine[["model", "reasoning_effort"]].drop_duplicates().to_records(index=False)
     fig, axes = panel_grid(len(panels), panel_size=(5.0, 3.9))
     for ax, (model, effort) in zip(axes, panels, strict=False):
         part = mine[(mine["model"] == model) & (mine["reasoning_effort"] == effort)]
-        marked = 0  # labels of break-evens at the same turn are stacked, not drawn over
+        found = []  # (system, t_BE): listed in the panel's corner, not written over the curves
         for system, curve in part.groupby("system"):
-            ax.plot(
-                curve["turn"],
-                curve["cumulative"],
-                label=system,
-                color=SYSTEM_COLORS.get(system, "#9467bd"),
-            )
+            color = SYSTEM_COLORS.get(system, "#7f7f7f")
+            ax.plot(curve["turn"], curve["cumulative"], label=system, color=color)
             row = break_even[
                 (break_even["cell"] == cell)
                 & (break_even["model"] == model)
                 & (break_even["reasoning_effort"] == effort)
                 & (break_even["system"] == system)
             ]
-            if len(row) and not pd.isna(row["t_be"].iloc[0]):
+            if len(row) and pd.isna(row["t_be"].iloc[0]):
+                found.append((system, None))  # not cheaper at the last turn
+            elif len(row):
                 t = int(row["t_be"].iloc[0])
                 y = curve.loc[curve["turn"] == t, "cumulative"]
                 if len(y):
                     ax.scatter(
-                        [t],
-                        [float(y.iloc[0])],
-                        marker="o",
-                        s=40,
-                        zorder=3,
-                        color=SYSTEM_COLORS.get(system, "#9467bd"),
+                        [t], [float(y.iloc[0])], marker="o", s=40, zorder=3, color=color,
                         edgecolor="black",
-                    )
-                    ax.annotate(
-                        f"{system}: t_BE = {t}",
-                        (t, float(y.iloc[0])),
-                        textcoords="offset points",
-                        xytext=(6, 4 + 11 * marked),
-                        fontsize=8,
-                    )
-                    marked += 1
+                    )  # fmt: skip
+                    found.append((system, t))
+        if found:
+            ax.text(
+                0.98,
+                0.10,
+                "sustained break-even\n"
+                + "\n".join(f"{s}: never" if t is None else f"{s}: turn {t}" for s, t in found),
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "#cccccc"},
+            )
         ax.set_title(f"{model} ({effort or 'default'}) · N×L = {cell}", fontsize=10)
         ax.set_xlabel("turn t")
         ax.set_ylabel(value_label)
