@@ -5,6 +5,7 @@ Marked slow: the replay starts PostgreSQL and the Hindsight server."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -104,6 +105,10 @@ def test_hindsight_served_through_the_client_is_recorded_turn_by_turn(library_up
     chats = memory[memory["library_step"] != "hindsight/embed"]
     assert set(chats["serving_stage"]) == {"ingest_extract", "ingest_update"}
     assert sorted(set(chats["turn"].astype(int))) == [9, 19]  # the two retains
+    # Hindsight sets no reasoning effort: its calls go at the served one, as Mem0's
+    sent = [r.body for r in library_upstream.requests if r.path.endswith("/chat/completions")]
+    hindsight = [b for b in sent if "SIGNIFICANT facts" in json.dumps(b)]
+    assert hindsight and {b.get("reasoning_effort") for b in hindsight} == {"low"}
     # every chat call the server made is one ingest row of its turn
     ingest = [r for r in rows if r["stage"] in ("ingest_extract", "ingest_update")]
     assert len(ingest) == len(chats)

@@ -186,8 +186,11 @@ class ClientEngine:
         stage: str = "",
     ) -> ChatResult:
         """A memory system's request (made for this engine's model) through the client, at the
-        replay's generation settings."""
-        return self.client.chat(replace(request, **self.generation), offline=offline, parse=parse)
+        replay's generation settings and, where the system sets none (Hindsight), the served
+        reasoning effort."""
+        effort = request.reasoning_effort or self.effort
+        served = replace(request, reasoning_effort=effort, **self.generation)
+        return self.client.chat(served, offline=offline, parse=parse)
 
     def request(self, call: Call) -> ChatRequest:
         messages = (("system", call.prompt.system), ("user", call.user_text()))
