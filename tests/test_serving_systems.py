@@ -244,3 +244,23 @@ def test_hindsight_is_served_at_the_studys_interval_with_the_served_model(monkey
     with pytest.raises(ValueError, match="make setup-hindsight"):
         engines.check_served(["mem0", "hindsight"])
     engines.check_served(["full_history", "mem0", "observational"])  # nothing to set up
+
+
+def test_the_paid_estimate_replays_one_hindsight_seed_per_cell_and_counts_it_for_all():
+    import pandas as pd
+
+    from memcost.serving.replay import estimate_plan, run_weights
+
+    runs = plan_runs([(15, 50), (400, 200)], [0, 1, 2], ["full_history", "mem0", "hindsight"])
+    kept, stands_for = estimate_plan(runs)
+    assert [r for r in kept if r[0] == "hindsight"] == [
+        ("hindsight", 15, 50, 0),
+        ("hindsight", 400, 200, 0),
+    ]
+    others = [r for r in runs if r[0] != "hindsight"]
+    assert [r for r in kept if r[0] != "hindsight"] == others  # every other run, every seed
+    assert stands_for == {("hindsight", 15, 50): 3, ("hindsight", 400, 200): 3}
+    rows = pd.DataFrame(
+        {"system": ["hindsight", "mem0"], "n_turns": [400, 400], "mean_tokens": [200, 200]}
+    )
+    assert run_weights(rows, stands_for).tolist() == [3.0, 1.0]

@@ -170,6 +170,34 @@ def plan_runs(
     return runs
 
 
+# Served through a server of its own, minutes per run offline: the estimate before a paid
+# replay runs one seed per cell of these and counts it for every seed of the cell
+SAMPLED_FOR_ESTIMATE = ("hindsight",)
+
+
+def estimate_plan(
+    runs: Sequence[tuple[str, int, int, int]], sampled: Sequence[str] = SAMPLED_FOR_ESTIMATE
+) -> tuple[list[tuple[str, int, int, int]], dict[tuple[str, int, int], int]]:
+    """The runs the pre-run estimate replays offline (a ``sampled`` system: its first seed per
+    cell only), and how many runs each sampled (system, N, L) stands for."""
+    kept, counts = [], {}
+    for run in runs:
+        system, n, size, _ = run
+        if system in sampled:
+            key = (system, n, size)
+            counts[key] = counts.get(key, 0) + 1
+            if counts[key] > 1:
+                continue
+        kept.append(run)
+    return kept, counts
+
+
+def run_weights(rows: pd.DataFrame, stands_for: dict[tuple[str, int, int], int]) -> pd.Series:
+    """Per row, how many runs its run stands for in the estimate (1 unless it was sampled)."""
+    keys = zip(rows["system"], rows["n_turns"], rows["mean_tokens"], strict=True)
+    return pd.Series([float(stands_for.get(k, 1)) for k in keys], index=rows.index)
+
+
 def replay_synthetic(
     runs: Sequence[tuple[str, int, int, int]],
     workload: Callable[[int, int, int], Sequence[Turn]],
