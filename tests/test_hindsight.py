@@ -226,3 +226,21 @@ def test_a_server_that_dies_is_named_with_how_it_ended_and_its_log(tmp_path):
     message = str(info.value)
     assert message.startswith(f"the Hindsight server ended (killed by signal 9; its log: {log})")
     assert "POST /v1/default/banks/u/memories" in message and "\n" not in message
+
+
+def test_a_killed_replays_serving_folder_is_removed_by_the_next(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from memcost.memory.hindsight_library import serving_folder
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # a process that no longer runs, as a killed replay
+    dead = tmp_path / f"{ended.pid}-abc"
+    (dead / "pgvector" / "pgdata").mkdir(parents=True)
+    running = tmp_path / f"{os.getppid()}-def"  # another replay, still running
+    running.mkdir()
+    new = serving_folder(tmp_path)
+    assert not dead.exists() and running.exists()
+    assert new.parent == tmp_path and new.name.startswith(f"{os.getpid()}-")

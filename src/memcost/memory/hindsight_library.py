@@ -44,6 +44,7 @@ import atexit
 import contextlib
 import itertools
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -65,7 +66,7 @@ from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
 from memcost.memory.libraries import LibraryEnvironment, LibrarySystem, keyless_environ, user_slot
-from memcost.memory.pgvector import SERVER_DIR, PgServer
+from memcost.memory.pgvector import SERVER_DIR, PgServer, alive, stop_orphaned_server
 from memcost.memory.stored import (
     Calls,
     HistoryLine,
@@ -510,14 +511,32 @@ class TurnRelay:
         return vectors
 
 
+SERVING_ROOT = "memcost-hindsight-serving"  # under the system's temporary folder
+
+
+def serving_folder(root: Path | None = None) -> Path:
+    """A new folder for a served Hindsight's database and log, ``<pid>-<n>`` under ``root``;
+    the folders of processes that no longer run (a killed replay) are removed first, their
+    database stopped if it still runs."""
+    root = root or Path(tempfile.gettempdir()) / SERVING_ROOT
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.iterdir():
+        owner = old.name.split("-")[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not alive(int(owner)):
+            stop_orphaned_server(old / SERVER_DIR / "pgdata")
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+
+
 class ServingHindsight:
     """One Hindsight server, its database and its gateway, for the serving study's runs of one
     model (started at its first bank; :func:`close_served` stops every one). Its files live in
-    a temporary folder; the database goes when it stops, the server's log stays."""
+    a temporary folder (:func:`serving_folder`); the database goes when it stops, the server's
+    log stays until a later replay finds its process gone."""
 
     def __init__(self, llm_model: str, embedding_model: str):
         self.relay = TurnRelay()
-        self.folder = Path(tempfile.mkdtemp(prefix="memcost-hindsight-serving-"))
+        self.folder = serving_folder()
         self.gateway = Gateway(
             self.relay,  # type: ignore[arg-type] - the client's two calls, per turn
             route,
