@@ -64,3 +64,13 @@ def test_every_model_a_shipped_preset_pays_for_is_in_the_catalog(name):
     from memcost.run.checks import check_lifecycle
 
     check_lifecycle(load_preset(name), discover_notebooks(), on="2026-12-01")
+
+
+def test_notebook_04s_systems_are_not_taken_for_the_serving_studys(tmp_path):
+    """Both notebooks 04 and 06 declare ``systems``: only a preset that runs 06 has its list
+    checked as served systems (04's are answer systems, e.g. ``memory``)."""
+    (tmp_path / "judge.yaml").write_text(
+        "include: smoke\nparameters:\n  systems: [memory]\n", encoding="utf-8"
+    )
+    validate_run(load_preset(tmp_path / "judge.yaml"), discover_notebooks(), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

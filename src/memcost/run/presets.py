@@ -433,11 +433,6 @@ def check_block(values: dict[str, Any], model: type) -> None:
             raise PresetError(f"parameter {exc}") from None
     if "client" in values:
         check_client(values["client"], str(values.get("backend", "offline")))
-    if isinstance(values.get("systems"), list):  # the serving study's (notebook 06)
-        try:
-            check_served(values["systems"])
-        except ValueError as exc:
-            raise PresetError(f"parameter systems: {exc}") from None
     if "memory_systems" in values:
         try:
             named = [name for name, _ in parse_systems(values["memory_systems"])]
@@ -616,6 +611,11 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
     check_block(preset.parameters, model)
     for values in preset.per_dataset.values():
         check_block(values, model)
+    if "06" in steps and isinstance(preset.parameters.get("systems"), list):
+        try:  # the serving study's systems (notebook 04's "systems" are answer systems)
+            check_served(preset.parameters["systems"])
+        except ValueError as exc:
+            raise PresetError(f"parameter systems: {exc}") from None
     if study:
         check_prices(preset, notebooks, steps)
         check_execution(preset, notebooks, steps)
