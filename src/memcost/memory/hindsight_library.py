@@ -74,6 +74,7 @@ from memcost.memory.stored import (
     IngestCall,
     LiveMemory,
     Shown,
+    fact_line,
     item_rows,
     user_lines,
 )
@@ -140,29 +141,31 @@ def route(body: Mapping[str, Any]) -> Route:
     raise ValueError(f"a Hindsight request the adapter does not know (it opens {text[:60]!r})")
 
 
+def retain_item(lines: list[HistoryLine], document: str) -> dict[str, Any]:
+    """Messages as one Hindsight item: their ``speaker: text`` lines, who speaks, a document id
+    and, where the dataset gives one, the first message's date."""
+    speakers = list(dict.fromkeys(x.speaker for x in lines))
+    item = {
+        "content": "\n".join(f"{x.speaker}: {x.text}" for x in lines),
+        "context": f"a conversation between {' and '.join(speakers)}",
+        "document_id": document,
+    }
+    if lines[0].session_datetime:
+        item["timestamp"] = lines[0].session_datetime
+    return item
+
+
 def session_items(turns: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, list]]:
-    """A user's sessions as Hindsight items (the lines, the date, who speaks, a document id),
-    and each document's lines with their turn positions."""
-    sessions: dict[int, dict[str, Any]] = {}
+    """A user's sessions as Hindsight items, and each document's lines with their turn
+    positions."""
+    sessions: dict[int, list[HistoryLine]] = {}
     for line in user_lines(turns):
-        s = sessions.setdefault(
-            line.session_index, {"lines": [], "speakers": [], "timestamp": line.session_datetime}
-        )
-        s["lines"].append((f"{line.speaker}: {line.text}", line.position))
-        if line.speaker not in s["speakers"]:
-            s["speakers"].append(line.speaker)
+        sessions.setdefault(line.session_index, []).append(line)
     items, lines = [], {}
-    for index, s in sessions.items():
+    for index, session in sessions.items():
         document = f"session-{index}"
-        item = {
-            "content": "\n".join(text for text, _ in s["lines"]),
-            "context": f"a conversation between {' and '.join(s['speakers'])}",
-            "document_id": document,
-        }
-        if s["timestamp"]:
-            item["timestamp"] = s["timestamp"]
-        items.append(item)
-        lines[document] = s["lines"]
+        items.append(retain_item(session, document))
+        lines[document] = [(f"{x.speaker}: {x.text}", x.position) for x in session]
     return items, lines
 
 
@@ -644,11 +647,8 @@ class HindsightLive(LiveMemory):
             "max_tokens": int(settings["max_tokens"]),
         }
         found = self._service().call(calls, "POST", self.bank + "/memories/recall", body)
-        lines = [f"- {m['text']}\n" for m in found["results"]]
-        return [
-            Shown(m["text"], line, count_tokens(line))
-            for m, line in zip(found["results"], lines, strict=True)
-        ]
+        texts = [str(m["text"]) for m in found["results"]]
+        return [Shown(t, fact_line(t), count_tokens(fact_line(t))) for t in texts]
 
     def add(self, calls: Calls, line: HistoryLine) -> Ingest:
         self.pending.append(line)
@@ -657,12 +657,7 @@ class HindsightLive(LiveMemory):
             return Ingest()
         done = Ingest([f"{len(self.pending)} turns since the last retain (interval {interval})"])
         lines, self.pending = self.pending, []
-        speakers = list(dict.fromkeys(x.speaker for x in lines))
-        item = {
-            "content": "\n".join(f"{x.speaker}: {x.text}" for x in lines),
-            "context": f"a conversation between {' and '.join(speakers)}",
-            "document_id": f"turns-{lines[0].position}-{lines[-1].position}",
-        }
+        item = retain_item(lines, f"turns-{lines[0].position}-{lines[-1].position}")
         service = self._service()
         try:
             service.retain(calls, self.bank, item, done)
@@ -672,7 +667,7 @@ class HindsightLive(LiveMemory):
             return done  # a failed call is this turn's failed row; its messages are dropped
         listed = service.call(calls, "GET", self.bank + "/memories/list?limit=100000")
         self.memories = [str(m["text"]) for m in listed["items"]]
-        self.memory_tokens = sum(count_tokens(f"- {t}\n") for t in self.memories)
+        self.memory_tokens = sum(count_tokens(fact_line(t)) for t in self.memories)
         return done
 
     def close(self) -> None:

@@ -61,7 +61,15 @@ from memcost.memory.segments import (
     segment_row,
     split_rows,
 )
-from memcost.memory.stored import Calls, HistoryLine, Ingest, IngestCall, LiveMemory, Shown
+from memcost.memory.stored import (
+    Calls,
+    HistoryLine,
+    Ingest,
+    IngestCall,
+    LiveMemory,
+    Shown,
+    fact_line,
+)
 from memcost.memory.update import (
     UPDATE_TOP_K,
     Decision,
@@ -621,11 +629,6 @@ class MemoryBuilder:
     def write_dataset_files(self, users: Sequence[str], plans: Mapping[str, UserPlan]) -> None:
         """The dataset-wide files (see :func:`memcost.memory.facts.write_dataset_files`)."""
         files.write_dataset_files(self.ds, users, split_rows(plans))
-
-
-def fact_line(text: str) -> str:
-    """A fact as a recall shows it: one ``- text`` line."""
-    return f"- {text}\n"
 
 
 class Mem0Live(LiveMemory):

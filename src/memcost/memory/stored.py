@@ -329,6 +329,11 @@ class Calls(Protocol):
         """``(len(texts), d)`` unit rows."""
 
 
+def fact_line(text: str) -> str:
+    """An item as a live recall shows it: one ``- text`` line."""
+    return f"- {text}\n"
+
+
 class Shown(NamedTuple):
     """One item a recall shows with the message."""
 
