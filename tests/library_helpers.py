@@ -48,7 +48,11 @@ def build(
     name: str, run: RunPaths, server: FakeOpenAIServer, tmp: Path, **options: Any
 ) -> tuple[MemorySystem, SystemBuild]:
     system = open_library(name, run)
-    report = system.build(api_client(run, server.url, tmp, **options), conversations())
+    client = api_client(run, server.url, tmp, **options)
+    try:
+        report = system.build(client, conversations())
+    finally:
+        client.close()  # its store's files are left as they are (tests read them)
     return system, report
 
 

@@ -42,8 +42,9 @@ def test_cognee_through_the_gateway_recorded_cached_and_keyless(library_upstream
     chunks = items.loc[items["kind"] == "chunk"]
     assert len(chunks) == 2 and [len(p) for p in chunks["positions"]] == [4, 3]
 
+    client = api_client(first, library_upstream.url, tmp_path)
     recall = system.recall(
-        api_client(first, library_upstream.url, tmp_path),
+        client,
         pd.DataFrame(
             {
                 "question_id": ["q1"],
@@ -52,14 +53,14 @@ def test_cognee_through_the_gateway_recorded_cached_and_keyless(library_upstream
             }
         ),
     )["q1"]
+    client.close()  # its store's files stay as they are while they are scanned below
     assert "chunk" in set(recall.items["kind"]) and recall.tokens > 0
     assert any(len(p) for p in recall.items["positions"])  # evidence recall can be measured
 
     sent = len(library_upstream.requests)
     second = RunPaths(tmp_path / "second").ensure()
-    build(
-        "cognee", second, library_upstream, tmp_path
-    )  # the same disk cache: cognee's own stores start empty
+    # the first run's answers (client: reuse_runs); cognee's own stores start empty
+    build("cognee", second, library_upstream, tmp_path, reuse_runs=[str(first.root)])
     assert len(library_upstream.requests) == sent  # nothing sent again
     assert all(r["cached"] for r in read_calls(second.calls))
 

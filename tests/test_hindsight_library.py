@@ -47,8 +47,9 @@ def test_hindsight_through_the_gateway_recorded_cached_and_keyless(library_upstr
     assert {"fact", "observation"} <= set(items["kind"])
     assert all(len(p) for p in items["positions"])  # every memory knows its turns
 
+    client = api_client(first, library_upstream.url, tmp_path)
     recall = system.recall(
-        api_client(first, library_upstream.url, tmp_path),
+        client,
         pd.DataFrame(
             {
                 "question_id": ["q1"],
@@ -57,6 +58,7 @@ def test_hindsight_through_the_gateway_recorded_cached_and_keyless(library_upstr
             }
         ),
     )["q1"]
+    client.close()  # its store's files stay as they are while they are scanned below
     assert len(recall.items) and recall.tokens > 0
     assert any("yoga" in t for t in recall.texts)
     assert any(len(p) for p in recall.items["positions"])
