@@ -15,9 +15,8 @@ from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import read_calls
 from memcost.cli import main
-from memcost.io import read_jsonl
 from memcost.params import normalise_price_overrides, shared_params
-from memcost.paths import REPO_ROOT, RunPaths
+from memcost.paths import REPO_ROOT
 
 MODEL = "llama3.1:8b"
 
@@ -160,7 +159,7 @@ def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):
             },
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    calls = read_jsonl(RunPaths(tmp_path / "run").calls)
+    calls = read_calls(tmp_path / "run")
     assert {c["model"] for c in calls if c["stage"] == "extract"} == {MODEL}
 
 

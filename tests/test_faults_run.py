@@ -17,11 +17,12 @@ import yaml
 from fake_api.openai_server import CHAT_PATH, Action
 from fake_api.stages import stage_of, stage_server
 
-from memcost.calls import record_call_key
-from memcost.io import read_json, read_jsonl
+from memcost.calls import read_calls, record_call_key
+from memcost.io import read_json
 from memcost.params import notebook_parameters
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.run import discover_notebooks
+from memcost.run.runner import LOCK_NAME
 
 DATASET = "locomo"
 KEY_ENV = "MEMCOST_TEST_API_KEY"
@@ -94,9 +95,9 @@ def test_a_second_run_with_the_same_name_stops_at_once(tmp_path):
         text=True,
     )
     try:
-        lock = run_dir / ".lock"
+        holder = run_dir / f"{LOCK_NAME}.holder"  # the lock's holder, written once it is held
         deadline = time.monotonic() + 60
-        while not (lock.is_file() and lock.read_text().strip()):
+        while not (holder.is_file() and holder.read_text().strip()):
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         t0 = time.monotonic()
@@ -116,7 +117,7 @@ def test_a_second_run_with_the_same_name_stops_at_once(tmp_path):
     assert f"pid {first.pid}" in second.stderr and "in use" in second.stderr
     assert took < 15  # interpreter start-up; the refusal itself is immediate
     assert first.returncode == 0, output[-3000:]
-    calls = read_jsonl(RunPaths(run_dir).calls)
+    calls = read_calls(run_dir)
     assert calls and max(Counter(record_call_key(c) for c in calls).values()) == 1
     # the lock went with the process: the same name runs again (nothing left to do)
     again = subprocess.run(
@@ -131,7 +132,7 @@ def test_a_second_run_with_the_same_name_stops_at_once(tmp_path):
         timeout=180,
     )
     assert again.returncode == 0, again.stderr[-2000:]
-    assert len(read_jsonl(RunPaths(run_dir).calls)) == len(calls)
+    assert len(read_calls(run_dir)) == len(calls)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from memcost.paths import RunPaths
 from memcost.run import run_preset
+from memcost.run.presets import default_steps
 from memcost.run.runner import discover_notebooks, execute_notebook
 
 
@@ -20,9 +21,10 @@ from memcost.run.runner import discover_notebooks, execute_notebook
 def test_notebook_defaults_reproduce_the_runners_table3(tmp_path):
     batch = run_preset("smoke", run_name=str(tmp_path / "batch"), datasets=["locomo"])
     by_hand = RunPaths(tmp_path / "by_hand").ensure()
-    for step, notebook in discover_notebooks().items():
-        if step == "06":  # the serving study runs only where a preset names it
-            continue
+    notebooks = discover_notebooks()
+    # the smoke preset's steps: 06 and 08 run only where a preset names them
+    for step in default_steps(notebooks):
+        notebook = notebooks[step]
         # only where to write: every other value is the notebook's own default
         execute_notebook(
             notebook,
