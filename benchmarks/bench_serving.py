@@ -31,7 +31,7 @@ from memcost.run import load_preset, run_preset
 from memcost.serving import analysis, systems
 from memcost.serving import replay as rp
 from memcost.serving import workload as wl
-from memcost.serving.systems import OfflineEngine, ServingConfig
+from memcost.serving.systems import ServingConfig
 
 
 def main() -> int:
@@ -39,43 +39,35 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--notebook", action="store_true")
     args = parser.parse_args()
-    params = load_preset("serving_offline_full").parameters
+    params = _parameters("serving_offline_full")
     seeds = args.seeds or params["seeds"]
-    config = ServingConfig(
-        window=params["window"],
-        ingest_interval=params["ingest_interval"],
-        mem0_top_k=params["mem0_top_k"],
-        om_top_k=params["om_top_k"],
-        observer_tokens=params["observer_tokens"],
-        reflector_tokens=params["reflector_tokens"],
-    )
+    config = ServingConfig(**params["system_settings"])  # as notebook 06 builds it
     pairs = [(m, e) for m in params["models"] for e in params["reasoning_efforts"]]
+    extra = params["extra_cells"]
     runs = rp.plan_runs(
         params["grid"],
         list(range(seeds)),
         params["systems"],
-        params["baseline_cells"],
-        params["baseline_repeats"],
+        extra["baselines"],
+        extra["baseline_repeats"],
+        observational_cells=extra["observational"],
+        observational_repeats=extra["observational_repeats"],
     )
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        for _, n, size, seed in sorted({r for r in runs}):
+        for _, n, size, seed in sorted(set(runs)):
             wl.cached_workload(Path(tmp), n, size, seed)
         timings["workloads"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows = rp.replay_synthetic(
-            runs,
-            lambda n, size, s: wl.cached_workload(Path(tmp), n, size, s),
-            OfflineEngine(),
-            config,
-        )
+        source = lambda n, size, s: wl.cached_workload(Path(tmp), n, size, s)  # noqa: E731
+        rows = rp.replay_all(runs, source, config, pairs=pairs, offline=True)
         timings["replay"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     rows = systems.price_rows(
-        rp.with_models(rows, pairs),
-        embedding_model="text-embedding-3-small",
-        price_overrides=params.get("price_overrides") or _default_prices(),
+        rows,
+        embedding_model=params["embedding_model"],
+        price_overrides=params["price_overrides"],
     )
     turns = analysis.turn_costs(rows)
     timings["pricing + turn costs"] = time.perf_counter() - t0
@@ -135,14 +127,16 @@ def main() -> int:
     return 0
 
 
-def _default_prices() -> dict:
+def _parameters(preset: str) -> dict:
+    """Notebook 06's parameters as the runner gives them: its defaults, then the preset's."""
     import ast
 
     from memcost.params import notebook_parameters
     from memcost.paths import NOTEBOOKS_DIR
 
-    info = notebook_parameters(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb")["price_overrides"]
-    return ast.literal_eval(info["default"])
+    declared = notebook_parameters(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb")
+    defaults = {name: ast.literal_eval(info["default"]) for name, info in declared.items()}
+    return {**defaults, **load_preset(preset).parameters}
 
 
 if __name__ == "__main__":
