@@ -648,7 +648,8 @@ class HindsightLive(LiveMemory):
         }
         found = self._service().call(calls, "POST", self.bank + "/memories/recall", body)
         texts = [str(m["text"]) for m in found["results"]]
-        return [Shown(t, fact_line(t), count_tokens(fact_line(t))) for t in texts]
+        lines = [fact_line(t) for t in texts]
+        return [Shown(t, line, count_tokens(line)) for t, line in zip(texts, lines, strict=True)]
 
     def add(self, calls: Calls, line: HistoryLine) -> Ingest:
         self.pending.append(line)
