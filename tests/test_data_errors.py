@@ -317,6 +317,14 @@ def test_download_without_network_says_how_to_use_data_path(tmp_path, monkeypatc
     for dataset in ("longmemeval", "personamem_v2"):
         with pytest.raises(DataError, match=r"could not download .*pass data_path="):
             download_dataset(dataset, raw_dir=tmp_path)
+    # PersonaMem's 32k split is two files: the advice names both, the error the missing one
+    with pytest.raises(
+        DataError,
+        match=r"could not download questions_32k\.csv from https://huggingface\.co/datasets/"
+        r"bowen-upenn/PersonaMem/resolve/.*fetch questions_32k\.csv and "
+        r"shared_contexts_32k\.jsonl another way and pass data_path=",
+    ):
+        download_dataset("personamem", raw_dir=tmp_path)
     assert not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("*.csv"))
 
 

@@ -271,35 +271,38 @@ def _hf_resolved_revision(repo: str, revision: str, endpoint: str | None) -> str
         return None
 
 
-def _download_longmemeval(
-    revision: str, filename: str, raw_dir: Path, endpoint: str | None
-) -> DataSource:
-    folder = raw_dir / "longmemeval" / revision
-    target = folder / filename
-    url = (
-        f"{endpoint or 'https://huggingface.co'}/datasets/{LONGMEMEVAL_REPO}/resolve/"
-        f"{revision}/{filename}"
-    )
-    if not target.is_file():
+def _hub_file(
+    repo: str, filename: str, revision: str, folder: Path, endpoint: str | None, hint: str
+) -> str:
+    """One file of a Hub dataset into ``folder`` unless it is there; its URL. A failure (network,
+    auth, missing file: the same advice) says how to go on without network."""
+    url = f"{endpoint or 'https://huggingface.co'}/datasets/{repo}/resolve/{revision}/{filename}"
+    if not (folder / filename).is_file():
         try:
             from huggingface_hub import hf_hub_download
 
             hf_hub_download(
-                LONGMEMEVAL_REPO,
+                repo,
                 filename,
                 repo_type="dataset",
                 revision=revision,
                 local_dir=folder,
                 endpoint=endpoint,
             )
-        except Exception as exc:  # noqa: BLE001 - network, auth, missing file: same advice
-            raise DataError(
-                f"could not download {filename} from {url}: {exc}. "
-                + _offline_hint("longmemeval", filename)
-            ) from exc
+        except Exception as exc:  # noqa: BLE001
+            raise DataError(f"could not download {filename} from {url}: {exc}. {hint}") from exc
+    return url
+
+
+def _download_longmemeval(
+    revision: str, filename: str, raw_dir: Path, endpoint: str | None
+) -> DataSource:
+    folder = raw_dir / "longmemeval" / revision
+    hint = _offline_hint("longmemeval", filename)
+    url = _hub_file(LONGMEMEVAL_REPO, filename, revision, folder, endpoint, hint)
     return DataSource(
         "longmemeval",
-        target,
+        folder / filename,
         folder,
         "download",
         url=url,
@@ -315,33 +318,15 @@ _DOWNLOAD_MARKER = ".memcost-download-complete"
 def _download_personamem(revision: str, raw_dir: Path, endpoint: str | None) -> DataSource:
     """The 32k split's two files; the questions file must be the published one."""
     folder = raw_dir / "personamem" / revision
-    base = f"{endpoint or 'https://huggingface.co'}/datasets/{PERSONAMEM_REPO}/resolve/{revision}"
-    for filename in (PERSONAMEM_QUESTIONS, PERSONAMEM_CONTEXTS):
-        if not (folder / filename).is_file():
-            try:
-                from huggingface_hub import hf_hub_download
-
-                hf_hub_download(
-                    PERSONAMEM_REPO,
-                    filename,
-                    repo_type="dataset",
-                    revision=revision,
-                    local_dir=folder,
-                    endpoint=endpoint,
-                )
-            except Exception as exc:  # noqa: BLE001 - network, auth, missing file: same advice
-                raise DataError(
-                    f"could not download {filename} from {base}/{filename}: {exc}. "
-                    + _offline_hint(
-                        "personamem", f"{PERSONAMEM_QUESTIONS} and {PERSONAMEM_CONTEXTS}"
-                    )
-                ) from exc
+    hint = _offline_hint("personamem", f"{PERSONAMEM_QUESTIONS} and {PERSONAMEM_CONTEXTS}")
+    url = _hub_file(PERSONAMEM_REPO, PERSONAMEM_QUESTIONS, revision, folder, endpoint, hint)
+    _hub_file(PERSONAMEM_REPO, PERSONAMEM_CONTEXTS, revision, folder, endpoint, hint)
     return DataSource(
         "personamem",
         folder / PERSONAMEM_QUESTIONS,
         folder,
         "download",
-        url=f"{base}/{PERSONAMEM_QUESTIONS}",
+        url=url,
         repo=PERSONAMEM_REPO,
         revision=revision,
         resolved_revision=_hf_resolved_revision(PERSONAMEM_REPO, revision, endpoint),
