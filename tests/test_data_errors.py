@@ -171,7 +171,12 @@ def _locomo_copy() -> list:
             r"sample 'conv-1' \(index 0\), session_5_date_time: cannot parse date "
             r"'noon on 8 May 2023'",
         ),
-        (lambda d: d[1].update(sample_id="conv-1"), r"sample_id appears twice"),
+        (
+            lambda d: d[1].update(sample_id="conv-1"),
+            r"sample 'conv-1' \(index 1\): sample_id appears twice",
+        ),
+        (lambda d: d.__setitem__(1, ["conv-2"]), r"sample 1: expected an object, got list"),
+        (lambda d: d[0].pop("sample_id"), r"sample 0: missing field 'sample_id'"),
     ],
 )
 def test_bad_locomo_record_names_record(tmp_path, mutate, message):
@@ -231,6 +236,20 @@ def test_bad_longmemeval_record_names_record(tmp_path, mutate, message):
     with pytest.raises(DataError, match=message) as info:
         load_longmemeval(path)
     assert str(info.value).startswith(f"{path}: ")
+
+
+def test_a_file_of_the_wrong_shape_says_what_it_should_hold(tmp_path):
+    path = _write_json(tmp_path / "locomo10.json", {"conv-1": _raw(LOCOMO)[0]})
+    with pytest.raises(DataError, match=r"expected a JSON list of LoCoMo samples, got dict"):
+        load_locomo(path)
+    path = _write_json(tmp_path / "longmemeval_s_cleaned.json", [*_raw(LONGMEMEVAL)[:2], 7])
+    with pytest.raises(DataError, match=r": question 2: expected an object, got int$"):
+        load_longmemeval(path)
+    twice = [_raw(LONGMEMEVAL)[0]] * 2
+    path = _write_json(tmp_path / "longmemeval_s_cleaned.json", twice)
+    qid = twice[0]["question_id"]
+    with pytest.raises(DataError, match=rf"question_id '{qid}' \(index 1\): question_id appears"):
+        load_longmemeval(path)
 
 
 def _personamem_copy(tmp_path: Path) -> tuple[Path, list[dict], list[str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -186,6 +186,27 @@ def required(
             f"got {type(value).__name__} {short(value)}"
         )
     return value
+
+
+def records(
+    obj: Any, path: Path, what: str, noun: str, id_key: str, label: str = ""
+) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """A file's list of ``what``, each an object with its own ``id_key``: (record, id, where),
+    ``where`` naming it in errors as ``<label or id_key> '<id>' (index <i>)``."""
+    if not isinstance(obj, list):
+        raise DataError(f"{path}: expected a JSON list of {what}, got {type(obj).__name__}")
+    seen: set[str] = set()
+    for index, item in enumerate(obj):
+        if not isinstance(item, dict):
+            raise DataError(
+                f"{path}: {noun} {index}: expected an object, got {type(item).__name__}"
+            )
+        key = required(item, id_key, str, path, f"{noun} {index}")
+        where = f"{label or id_key} {key!r} (index {index})"
+        if key in seen:
+            raise DataError(f"{path}: {where}: {id_key} appears twice")
+        seen.add(key)
+        yield item, key, where
 
 
 def short(value: Any, limit: int = 60) -> str:

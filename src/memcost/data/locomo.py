@@ -32,6 +32,7 @@ from memcost.data.benchmark import (
     frame,
     iso_datetime,
     parse_json,
+    records,
     required,
     short,
 )
@@ -126,20 +127,9 @@ def load_locomo(source: DataSource | Path) -> BenchmarkData:
     path, files = source.path, []
     obj = parse_json(read_raw(path, files), path, "locomo")
     expect_dataset(obj, "locomo", path)
-    if not isinstance(obj, list):
-        raise DataError(f"{path}: expected a JSON list of LoCoMo samples, got {type(obj).__name__}")
     turns, questions = Rows(CONVERSATION_COLUMNS), Rows(QUESTION_COLUMNS)
-    seen: set[str] = set()
-    for index, sample in enumerate(obj):
-        if not isinstance(sample, dict):
-            raise DataError(
-                f"{path}: sample {index}: expected an object, got {type(sample).__name__}"
-            )
-        sample_id = required(sample, "sample_id", str, path, f"sample {index}")
-        where = f"sample {sample_id!r} (index {index})"
-        if sample_id in seen:
-            raise DataError(f"{path}: {where}: sample_id appears twice")
-        seen.add(sample_id)
+    samples = records(obj, path, "LoCoMo samples", "sample", "sample_id", label="sample")
+    for sample, sample_id, where in samples:
         conversation = required(sample, "conversation", dict, path, where)
         qa = required(sample, "qa", list, path, where)
         if _locomo_turns(conversation, sample_id, path, where, turns) == 0:

@@ -26,6 +26,7 @@ from memcost.data.benchmark import (
     frame,
     iso_datetime,
     parse_json,
+    records,
     required,
     short,
 )
@@ -75,22 +76,9 @@ def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
     path, files = source.path, []
     obj = parse_json(read_raw(path, files), path, "longmemeval")
     expect_dataset(obj, "longmemeval", path)
-    if not isinstance(obj, list):
-        raise DataError(
-            f"{path}: expected a JSON list of LongMemEval questions, got {type(obj).__name__}"
-        )
     turns, questions = Rows(CONVERSATION_COLUMNS), Rows(QUESTION_COLUMNS)
-    seen: set[str] = set()
-    for index, item in enumerate(obj):
-        if not isinstance(item, dict):
-            raise DataError(
-                f"{path}: question {index}: expected an object, got {type(item).__name__}"
-            )
-        qid = required(item, "question_id", str, path, f"question {index}")
-        where = f"question_id {qid!r} (index {index})"
-        if qid in seen:
-            raise DataError(f"{path}: {where}: question_id appears twice")
-        seen.add(qid)
+    what = "LongMemEval questions"
+    for item, qid, where in records(obj, path, what, "question", "question_id"):
         _longmemeval_item(item, qid, path, where, turns, questions)
     return BenchmarkData(
         dataset="longmemeval",
