@@ -270,28 +270,6 @@ def _all_requests(
     return requests, primary_of
 
 
-def _votes_kept(
-    earlier: Sequence[dict[str, Any]],
-    keyed: Mapping[tuple, ChatRequest],
-    primary_of: Mapping[str, bool],
-) -> list[dict[str, Any]]:
-    """Earlier judge votes for the very same requests (rule and UNJUDGED votes are redone)."""
-    kept = []
-    for record in earlier:
-        if record.get("backend") == RULE or record.get("label") == UNJUDGED:
-            continue
-        key = _vote_key(
-            record.get("request_hash"),
-            record.get("system"),
-            record.get("question_id"),
-            record.get("vote", -1),
-        )
-        if key in keyed:
-            record["primary"] = primary_of.get(str(record.get("prompt_name")), False)
-            kept.append(record)
-    return kept
-
-
 def _vote(
     result: ChatResult,
     *,
@@ -325,6 +303,36 @@ def _vote(
     return _record(
         payload.item, label=result.parsed["label"], reason=result.parsed["reason"], **common
     )
+
+
+def _still_to_ask(
+    requests: Sequence[ChatRequest],
+    identity: str,
+    earlier: list[dict[str, Any]],
+    primary_of: Mapping[str, bool],
+) -> tuple[list[dict[str, Any]], list[ChatRequest]]:
+    """The votes of ``earlier`` that answer one of ``requests`` exactly (same request, system,
+    question and vote; rule and ``UNJUDGED`` votes are redone), and the requests that no such
+    vote answers yet."""
+    keyed = {
+        _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
+        for r in requests
+    }
+    kept, done = [], set()
+    for record in earlier:
+        if record.get("backend") == RULE or record.get("label") == UNJUDGED:
+            continue
+        key = _vote_key(
+            record.get("request_hash"),
+            record.get("system"),
+            record.get("question_id"),
+            record.get("vote", -1),
+        )
+        if key in keyed:
+            record["primary"] = primary_of.get(str(record.get("prompt_name")), False)
+            kept.append(record)
+            done.add(key)
+    return kept, [r for key, r in keyed.items() if key not in done]
 
 
 def run_judging(
@@ -363,13 +371,8 @@ def run_judging(
         reasoning_effort=reasoning_effort,
         max_output_tokens=max_output_tokens,
     )
-    keyed = {
-        _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
-        for r in requests
-    }
     earlier = read_jsonl(path, missing_ok=True)
-    kept = _votes_kept(earlier, keyed, primary_of)
-    done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in kept}
+    kept, pending = _still_to_ask(requests, identity, earlier, primary_of)
     rules = rule_records(
         items, mode=plan.mode, prompt_names=prompt_names, n_votes=n_votes, judge_label=judge_label
     )
@@ -377,7 +380,6 @@ def run_judging(
     # run leaves (rule votes, then judge votes as they arrived): a rerun with nothing left to
     # ask rewrites it byte for byte.
     rewrite_judgments(path, [*rules, *kept])
-    pending = [r for k, r in keyed.items() if k not in done]
     appender = judgment_appender(path)
     try:
         if pending:
@@ -433,13 +435,8 @@ def judge_one(
         reasoning_effort=reasoning_effort,
         max_output_tokens=max_output_tokens,
     )
-    keyed = {
-        _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
-        for r in requests
-    }
-    votes = _votes_kept(read_jsonl(path, missing_ok=True), keyed, {prompt_name: True})
-    done = {_vote_key(r["request_hash"], r["system"], r["question_id"], r["vote"]) for r in votes}
-    pending = [r for k, r in keyed.items() if k not in done]
+    earlier = read_jsonl(path, missing_ok=True)
+    votes, pending = _still_to_ask(requests, identity, earlier, {prompt_name: True})
     if pending:
         with judgment_appender(path) as appender:
 
