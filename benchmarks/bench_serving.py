@@ -27,6 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from memcost import paper as published
+from memcost.params import notebook_defaults
+from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import load_preset, run_preset
 from memcost.serving import analysis, systems
 from memcost.serving import replay as rp
@@ -129,13 +131,7 @@ def main() -> int:
 
 def _parameters(preset: str) -> dict:
     """Notebook 06's parameters as the runner gives them: its defaults, then the preset's."""
-    import ast
-
-    from memcost.params import notebook_parameters
-    from memcost.paths import NOTEBOOKS_DIR
-
-    declared = notebook_parameters(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb")
-    defaults = {name: ast.literal_eval(info["default"]) for name, info in declared.items()}
+    defaults = notebook_defaults(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb")
     return {**defaults, **load_preset(preset).parameters}
 
 
