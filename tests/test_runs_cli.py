@@ -181,6 +181,8 @@ def test_the_status_says_what_actually_ran(tmp_path):
         "notebooks": {"05_analyse_costs": {"status": "ok"}, "07_costs_today": {"status": "ok"}},
     }
     assert run_status(cost, tmp_path) == "ok"
+    cost["stage_status"] = {"locomo/04_judge_answers": {"total": 9, "failed": 2}}
+    assert run_status(cost, tmp_path) == "ok, 2 items failed"  # let through by allow_failures
 
 
 def test_clean_refuses_a_run_that_holds_its_lock_and_deletes_it_once_stopped(tmp_path, capsys):
@@ -360,6 +362,24 @@ def test_a_run_without_a_key_says_nothing_is_spent_before_it_shows_a_bill(smoke_
     )
     said = printed.index("offline backend: nothing is spent. What follows prices")
     assert said < printed.index("estimated bill of this run")
+
+
+def test_a_run_that_went_on_past_failed_items_names_them_in_its_last_lines(tmp_path):
+    from memcost.cli import result_lines
+    from memcost.manifest import set_entry
+    from memcost.paths import RunPaths
+    from memcost.run.checks import StageStatus
+
+    run = RunPaths(tmp_path / "run").ensure()
+    for status in (
+        StageStatus("01_extract_facts", "locomo", "segments", 11, 2, ("unparseable reply",)),
+        StageStatus("02_answer_from_memory", "locomo", "answers", 4, 0),
+    ):
+        set_entry(run, "stage_status", f"locomo/{status.step}", status.as_dict())
+    assert result_lines(run)[-1] == (
+        "FAILED items, left out of these numbers (allow_failures let the run go on): "
+        "locomo/01_extract_facts: 2 of 11 segments"
+    )
 
 
 def test_a_run_that_called_no_model_says_so_in_its_last_lines(tmp_path):

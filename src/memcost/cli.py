@@ -195,6 +195,11 @@ def command_run(args: argparse.Namespace) -> int:
         )
         return 1
     print("\n" + "\n".join(result_lines(paths)))
+    if failed_items(read_manifest(paths)):  # allowed by allow_failures, but never finished
+        print(
+            "Resume to send the failed items again:\n  "
+            + resume_command(args, args.run_name or paths.name)
+        )
     print(f"\nResults are in {paths.root}")
     for label, path in (
         ("manifest", paths.manifest),
@@ -245,7 +250,22 @@ def result_lines(paths: RunPaths) -> list[str]:
         else ""
     )
     lines.append(f"bill: ${spent_usd(records):,.2f} spent{note}")
+    failed = failed_items(read_manifest(paths))
+    if failed:
+        lines.append(
+            "FAILED items, left out of these numbers (allow_failures let the run go on): "
+            + "; ".join(failed)
+        )
     return lines
+
+
+def failed_items(manifest: Mapping[str, Any]) -> list[str]:
+    """``<dataset>/<notebook>: N of M <items>`` for every stage that left items failed."""
+    return [
+        f"{key}: {status['failed']} of {status['total']} {status['item']}"
+        for key, status in sorted((manifest.get("stage_status") or {}).items())
+        if status.get("failed")
+    ]
 
 
 def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
@@ -319,7 +339,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def run_status(manifest: dict[str, Any], root: Path) -> str:
     """What actually ran: ``failed`` / ``interrupted`` if a notebook ended so; ``ok`` when every
     notebook the preset names ran (and the report was written); ``partial (steps ...)`` when the
-    runner ran only some of them; ``incomplete`` when one started and did not finish. A run of
+    runner ran only some of them; either with ``, N items failed`` when ``allow_failures`` let
+    failed items through; ``incomplete`` when one started and did not finish. A run of
     notebooks opened by hand (no runner) is judged by the notebooks' own records."""
     entries = manifest.get("notebooks") or {}
     if not entries:  # by hand: each notebook records its own start and finish
@@ -338,8 +359,9 @@ def run_status(manifest: dict[str, Any], root: Path) -> str:
         return "ok"  # another folder of notebooks (a test's, a fork's): all of them ran
     ran = {stem[:2] for stem in stems}
     missing = _planned(manifest.get("preset") or {}) - ran
-
-    return f"partial (steps {', '.join(sorted(ran))})" if missing else "ok"
+    status = f"partial (steps {', '.join(sorted(ran))})" if missing else "ok"
+    failed = sum(s.get("failed", 0) for s in (manifest.get("stage_status") or {}).values())
+    return f"{status}, {failed} items failed" if failed else status
 
 
 def _planned(preset: dict[str, Any]) -> set[str]:

