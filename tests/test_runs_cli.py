@@ -332,7 +332,9 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
     table = pd.read_csv(smoke_run.dataset("locomo").tables / "table3_accuracy.csv")
     memory = table[(table["system"] == "memory") & (table["prompt_name"] == "judge")].iloc[0]
     assert lines[0].startswith("locomo accuracy, the offline stand-ins (deterministic methods")
-    assert f"memory {100 * memory['accuracy']:.1f}%" in lines[0]
+    assert f"memory (offline): {100 * memory['accuracy']:.1f}%; " in lines[0]
+    # no model answered offline: no model's name stands beside a score
+    assert "long context (offline) 1: " in lines[0] and "gpt" not in lines[0]
     assert lines[-1] == (
         "bill: $0.00 spent (offline: no model was called; the report prices the calls as an "
         "estimate)"

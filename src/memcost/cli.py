@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from memcost import __version__, catalog, paper
+from memcost.answers import system_labels
 from memcost.calls import StoreError, read_calls, record_cost, spent_usd
 from memcost.costs.estimate import (
     bill,
@@ -226,7 +227,11 @@ def result_lines(paths: RunPaths) -> list[str]:
             continue
         table = pd.read_csv(table_path)
         table = table[table["prompt_name"] == table["prompt_name"].iloc[0]]
-        scores = ", ".join(f"{r.system} {100 * r.accuracy:.1f}%" for r in table.itertuples())
+        # offline, no model answered: the labels carry none of the configured models' names
+        labels = system_labels(table["system"], offline=offline)
+        scores = "; ".join(
+            f"{labels[r.system]}: {100 * r.accuracy:.1f}%" for r in table.itertuples()
+        )
         who = (
             "the offline stand-ins (deterministic methods, not LLMs)"
             if offline
