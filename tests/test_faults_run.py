@@ -220,7 +220,8 @@ def test_items_failed_over_allow_failures_exit_3_and_within_it_exit_0(tmp_path):
         )
         assert allowed.returncode == 0, allowed.stderr[-3000:]
         # not silently: the last lines name the failed items and the resume that retries them
-        assert f"allow_failures let the run go on): {DATASET}/01_extract_facts: " in allowed.stdout
+        failed = f"run go on):\n  01_extract_facts [{DATASET}]: complete with failures ("
+        assert failed in allowed.stdout
         assert "Resume to send the failed items again:\n  python -m memcost run" in allowed.stdout
         assert server.count(CHAT_PATH, status=400) > rejected  # asked again, failed again
     again = read_json(run.dataset(DATASET).metrics / "01_extract_facts.json")["failures"]

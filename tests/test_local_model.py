@@ -24,7 +24,6 @@ from test_long_context import conversation, long_sessions, questions_for
 from memcost import longctx
 from memcost.calls import read_calls
 from memcost.catalog import declare_model
-from memcost.cli import failed_items
 from memcost.llm import make_client
 from memcost.llm.providers import chat_body
 from memcost.manifest import read_manifest
@@ -32,6 +31,7 @@ from memcost.memory.base import system_class
 from memcost.memory.segments import extraction_request, segment_conversation
 from memcost.paths import REPO_ROOT, RunPaths
 from memcost.prompts import EXTRACT_REPLY
+from memcost.run.checks import failed_stages
 from memcost.run.report.headline import _served
 from memcost.run.report.view import RunView
 
@@ -185,7 +185,7 @@ def test_make_local_runs_the_real_path_against_a_llama_cpp_server(tmp_path):
     assert float(records.get("billed_usd", pd.Series([0.0])).fillna(0).sum()) == 0.0
     report = (run / "report.md").read_text()
     assert f"`{LOCAL}` as `{LOCAL}`" in report and "checks the plumbing" in report
-    if failed_items(read_manifest(RunPaths(run))):  # a 135M model's JSON often fails
+    if failed_stages(read_manifest(RunPaths(run))):  # a 135M model's JSON often fails
         assert "FAILED items, left out of these numbers" in done.stdout
         assert f"resume with a new server: make local RUN_NAME={run}" in done.stdout
     # no server left behind

@@ -162,6 +162,7 @@ def test_the_status_says_what_actually_ran(tmp_path):
     run of some of its preset's steps is partial, not ok."""
     from memcost.cli import run_status
     from memcost.paths import PARAMS_DIR
+    from memcost.run.checks import StageStatus
 
     by_hand = {
         "steps": {
@@ -181,7 +182,8 @@ def test_the_status_says_what_actually_ran(tmp_path):
         "notebooks": {"05_analyse_costs": {"status": "ok"}, "07_costs_today": {"status": "ok"}},
     }
     assert run_status(cost, tmp_path) == "ok"
-    cost["stage_status"] = {"locomo/04_judge_answers": {"total": 9, "failed": 2}}
+    votes = StageStatus("04_judge_answers", "locomo", "judge votes", 9, 2)
+    cost["stage_status"] = {"locomo/04_judge_answers": votes.as_dict()}
     assert run_status(cost, tmp_path) == "ok, 2 items failed"  # let through by allow_failures
 
 
@@ -378,10 +380,11 @@ def test_a_run_that_went_on_past_failed_items_names_them_in_its_last_lines(tmp_p
         StageStatus("02_answer_from_memory", "locomo", "answers", 4, 0),
     ):
         set_entry(run, "stage_status", f"locomo/{status.step}", status.as_dict())
-    assert result_lines(run)[-1] == (
-        "FAILED items, left out of these numbers (allow_failures let the run go on): "
-        "locomo/01_extract_facts: 2 of 11 segments"
-    )
+    assert result_lines(run)[-2:] == [
+        "FAILED items, left out of these numbers (allow_failures let the run go on):",
+        "  01_extract_facts [locomo]: complete with failures (2 of 11 segments failed; "
+        "unparseable reply)",
+    ]
 
 
 def test_a_run_that_called_no_model_says_so_in_its_last_lines(tmp_path):

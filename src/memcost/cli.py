@@ -40,7 +40,7 @@ from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest
 from memcost.params import merge_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths
-from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures, check_lifecycle
+from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures, check_lifecycle, failed_stages
 from memcost.run.presets import OPT_IN_STEPS, Preset, PresetError, load_preset, resolve_preset
 from memcost.run.report import write_report
 from memcost.run.runner import (
@@ -196,7 +196,7 @@ def command_run(args: argparse.Namespace) -> int:
         )
         return 1
     print("\n" + "\n".join(result_lines(paths)))
-    if failed_items(read_manifest(paths)):  # allowed by allow_failures, but never finished
+    if failed_stages(read_manifest(paths)):  # allowed by allow_failures, but never finished
         print(
             "Resume to send the failed items again:\n  "
             + resume_command(args, args.run_name or paths.name)
@@ -255,22 +255,11 @@ def result_lines(paths: RunPaths) -> list[str]:
         else ""
     )
     lines.append(f"bill: ${spent_usd(records):,.2f} spent{note}")
-    failed = failed_items(read_manifest(paths))
+    failed = failed_stages(read_manifest(paths))
     if failed:
-        lines.append(
-            "FAILED items, left out of these numbers (allow_failures let the run go on): "
-            + "; ".join(failed)
-        )
+        lines.append("FAILED items, left out of these numbers (allow_failures let the run go on):")
+        lines += [f"  {stage.line()}" for stage in failed]
     return lines
-
-
-def failed_items(manifest: Mapping[str, Any]) -> list[str]:
-    """``<dataset>/<notebook>: N of M <items>`` for every stage that left items failed."""
-    return [
-        f"{key}: {status['failed']} of {status['total']} {status['item']}"
-        for key, status in sorted((manifest.get("stage_status") or {}).items())
-        if status.get("failed")
-    ]
 
 
 def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
@@ -365,7 +354,7 @@ def run_status(manifest: dict[str, Any], root: Path) -> str:
     ran = {stem[:2] for stem in stems}
     missing = _planned(manifest.get("preset") or {}) - ran
     status = f"partial (steps {', '.join(sorted(ran))})" if missing else "ok"
-    failed = sum(s.get("failed", 0) for s in (manifest.get("stage_status") or {}).values())
+    failed = sum(stage.failed for stage in failed_stages(manifest))
     return f"{status}, {failed} items failed" if failed else status
 
 

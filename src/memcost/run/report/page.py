@@ -22,6 +22,7 @@ import jinja2
 
 from memcost.io import atomic_path, write_text
 from memcost.paths import ASSETS_DIR, RunPaths
+from memcost.run.checks import failed_stages
 from memcost.run.report.analyses import section_analyses
 from memcost.run.report.comparison import section_paper
 from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
@@ -119,13 +120,12 @@ def failure_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per stage with failed items, per notebook that did not finish (where it
     stopped and why), and the notebooks of the preset that never ran because of it."""
     lines = []
-    for key, status in sorted((manifest.get("stage_status") or {}).items()):
-        if status.get("failed"):
-            why = f": {status['errors'][0]}" if status.get("errors") else ""
-            lines.append(
-                f"**{key}**: {status['status']}, {status['failed']} of "
-                f"{status['total']} {status['item']} failed{why}"
-            )
+    for stage in failed_stages(manifest):
+        why = f": {stage.errors[0]}" if stage.errors else ""
+        lines.append(
+            f"**{stage.dataset}/{stage.step}**: {stage.status}, {stage.failed} of "
+            f"{stage.total} {stage.item} failed{why}"
+        )
     for key, entry in _stopped(manifest):
         why = f" in {entry['error'].rstrip('.')}" if entry.get("error") else ""
         lines.append(
