@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -213,3 +214,26 @@ def test_offline_embeddings_through_the_client(run_paths):
     assert record["backend"] == "offline" and record["stage"] == "embed"
     assert record["prompt_tokens"] == count_tokens(texts[0]) + count_tokens(texts[2])
     assert record["model"] == "text-embedding-3-small" and record["conversation_id"] == "c1"
+
+
+def test_a_rerun_records_again_the_calls_recorded_failed_or_damaged(run_paths, capsys):
+    """A rerun's batch knows the calls recorded before it began without a query each: those
+    recorded with an error, or whose record is damaged, are recorded again; the others not."""
+    client = make_client(run_paths, backend="offline", progress=False)
+    client.chat_many(requests(), offline=extract)
+    with sqlite3.connect(run_paths.calls) as conn:
+        seqs = [s for (s,) in conn.execute("SELECT seq FROM calls ORDER BY seq")]
+        conn.execute(
+            "UPDATE calls SET record = json_set(record, '$.error', 'timed out') WHERE seq = ?",
+            (seqs[0],),
+        )
+        conn.execute("UPDATE calls SET record = '{\"stage\": ' WHERE seq = ?", (seqs[1],))
+    again = make_client(run_paths, backend="offline", progress=False)
+    again.chat_many(requests(), offline=extract)
+    assert again.stats.replayed == 2 and again.stats.recorded == 2
+    assert "a call record is damaged (not readable JSON): the call is made again" in (
+        capsys.readouterr().err
+    )
+    third = make_client(run_paths, backend="offline", progress=False)
+    third.chat_many(requests(), offline=extract)
+    assert third.stats.replayed == 4 and third.stats.recorded == 0

@@ -77,11 +77,17 @@ RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
 # --- Identity ---------------------------------------------------------------------------------
 
 
+# The store's two JSON forms, each encoder made once: json.dumps with options makes a new one
+# per call, and the offline judge encodes some 800,000 texts.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+_ROW = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(obj: Any) -> str:
     """One text per value: sorted keys, no whitespace, UTF-8 kept as is, no NaN."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(obj)
 
 
 def sha256_hex(text: str) -> str:
@@ -249,7 +255,11 @@ class CallStore:
         self._lock = threading.Lock()
         self._reuse = [store_path(r) for r in reuse if store_path(r).is_file()]
         self._pending: list[tuple[str, str, str, None]] = []  # offline rows not written yet
-        self._pending_keys: set[str] = set()
+        # Call keys recorded without an error: those in the store when a batch began (up to
+        # row _known_seq) and those written since by this store. Within a batch they answer
+        # recorded() without a query a call (the offline judge asks 80,000 times).
+        self._known: set[str] = set()
+        self._known_seq = 0
         self._deferring = 0
         self._sending: set[str] = set()  # this process's calls in the inflight table
         try:
@@ -326,7 +336,7 @@ class CallStore:
     def sending(self, key: str, record: Mapping[str, Any]) -> None:
         """A paid call is about to be sent: should this process die before its answer, the
         next process that opens the store puts ``record`` on the ledger."""
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+        text = _ROW.encode(record)
 
         def write() -> None:
             self._connect().execute(
@@ -429,9 +439,17 @@ class CallStore:
         return False
 
     def recorded(self, key: str) -> bool:
-        """A call of this item is recorded without an error (a failed call is asked again)."""
-        if key in self._pending_keys:
-            return True
+        """A call of this item is recorded without an error (a failed call is asked again).
+
+        Within :meth:`deferring` the keys read when the batch began and those written since
+        answer, without a query: no other process records the same item's call meanwhile (the
+        run lock keeps a second runner out; datasets run side by side tag their calls with
+        their own name)."""
+        with self._lock:
+            if key in self._known:
+                return True
+            if self._deferring:
+                return False
         rows = self._connect().execute("SELECT record FROM calls WHERE call_key = ?", (key,))
         records = (self._readable(r[0], "a call record", "the call is made again") for r in rows)
         return any(r is not None and not r.get("error") for r in records)
@@ -463,6 +481,14 @@ class CallStore:
 
     _INSERT = "INSERT INTO calls (call_key, request_hash, record, answer) VALUES (?, ?, ?, ?)"
     _PENDING_ROWS = 1000  # offline rows written together at the most
+    # Each row after a seq: its key, and 1 if recorded without an error, 0 if with one, NULL
+    # if the record is damaged (not a JSON object).
+    _RECORDED_SINCE = (
+        "SELECT seq, call_key, CASE WHEN NOT json_valid(record) THEN NULL "
+        "WHEN json_type(record) <> 'object' THEN NULL "
+        "ELSE coalesce(json_extract(record, '$.error'), '') = '' END "
+        "FROM calls WHERE seq > ?"
+    )
 
     def add(
         self,
@@ -480,15 +506,13 @@ class CallStore:
         row = (
             key or record_call_key(record),
             str(record["request_hash"]),
-            json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str),
-            None
-            if answer is None
-            else json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str),
+            _ROW.encode(record),
+            None if answer is None else _ROW.encode(answer),
         )
         if offline and answer is None and self._deferring:
             with self._lock:
                 self._pending.append(row)
-                self._pending_keys.add(row[0])
+                self._known.add(row[0])
                 full = len(self._pending) >= self._PENDING_ROWS
             if full:
                 self.flush()
@@ -503,6 +527,9 @@ class CallStore:
                 "a paid answer, held in memory,",
                 "the answer held is lost and its call is paid again",
             )
+        if not record.get("error"):
+            with self._lock:
+                self._known.add(row[0])
 
     def _write(self, row: tuple[str, str, str, str | None]) -> None:
         conn = self._connect()
@@ -546,19 +573,36 @@ class CallStore:
 
     @contextmanager
     def deferring(self) -> Iterator[None]:
-        """Offline records written in batches while inside (see :meth:`add`), all by the end."""
-        self._deferring += 1
+        """Offline records written in batches while inside (see :meth:`add`), all by the end;
+        whether a call is recorded is answered from the keys known (see :meth:`recorded`)."""
+        with self._lock:
+            self._deferring += 1
+            first = self._deferring == 1
+        if first:
+            self._learn_recorded()
         try:
             yield
         finally:
-            self._deferring -= 1
+            with self._lock:
+                self._deferring -= 1
             self.flush()
+
+    def _learn_recorded(self) -> None:
+        """Add the keys of the calls recorded without an error since last read to those known
+        (a damaged record counts as not recorded: its call is made again, as one line says)."""
+        conn = self._connect()
+        rows = conn.execute(self._RECORDED_SINCE, (self._known_seq,)).fetchall()
+        for _, _, ok in rows:
+            if ok is None:
+                self._readable(None, "a call record", "the call is made again")
+        with self._lock:
+            self._known.update(key for _, key, ok in rows if ok)
+            self._known_seq = max((seq for seq, _, _ in rows), default=self._known_seq)
 
     def flush(self) -> None:
         """Write the offline records waiting, in one transaction."""
         with self._lock:
             rows, self._pending = self._pending, []
-            self._pending_keys = set()
         if not rows:
             return
         conn = self._connect()

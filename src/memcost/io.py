@@ -92,9 +92,12 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> None:
         handle.write("\n")
 
 
+_JSONL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # made once, not per line
+
+
 def jsonl_line(record: Mapping[str, Any]) -> str:
     """One JSONL line (no newline): compact, UTF-8 kept, values made JSON-safe."""
-    return json.dumps(json_safe(record), ensure_ascii=False, separators=(",", ":"))
+    return _JSONL.encode(json_safe(record))
 
 
 def write_jsonl(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> None:

@@ -116,7 +116,8 @@ def as_successors(ledger: pd.DataFrame) -> pd.DataFrame:
     """The ledger with each retired model replaced by its successor
     (:func:`memcost.catalog.price_successor`): the same tokens, billed as today's models would
     bill them (a model's tokens would differ; the token counts are the run's)."""
-    return ledger.assign(model=ledger["model"].map(price_successor))
+    successors = {model: price_successor(model) for model in ledger["model"].unique()}
+    return ledger.assign(model=ledger["model"].map(successors))
 
 
 def answer_system(
