@@ -4,6 +4,7 @@ parameter (settable from a preset), and a line reports requests in flight and th
 from __future__ import annotations
 
 import io
+import re
 
 from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
@@ -173,6 +174,10 @@ def test_requests_waiting_out_a_429_are_not_called_in_flight(run_paths, tmp_path
     waiting = [line for line in lines if "waiting out HTTP 429 (rate limited)" in line]
     assert waiting, lines
     # while they wait (for the 429's 1 s, or behind the hold it put on the model), none of the
-    # six is said to be in flight
+    # six is said to be in flight: a line's requests in flight and waiting add up to at most
+    # six (on a busy machine a line may come while all six are still on the wire, before the
+    # 429s arrive: they are in flight then)
     assert any("no request in flight; " in line for line in waiting), waiting
-    assert not any("6 requests in flight" in line for line in lines), lines
+    for line in waiting:
+        counts = [int(n) for n in re.findall(r"(?:: |; )(\d+) ", line)]
+        assert sum(counts) <= 6, line
