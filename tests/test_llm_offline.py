@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from memcost.calls import read_calls
+from memcost.calls import CallStore, read_calls
 from memcost.llm import ChatRequest, HashingEmbedder, make_client, parse_json_object
 from memcost.text import count_tokens
 
@@ -237,3 +237,19 @@ def test_a_rerun_records_again_the_calls_recorded_failed_or_damaged(run_paths, c
     third = make_client(run_paths, backend="offline", progress=False)
     third.chat_many(requests(), offline=extract)
     assert third.stats.replayed == 4 and third.stats.recorded == 0
+
+
+def test_a_batch_that_cannot_read_the_store_leaves_no_batch_open(run_paths, monkeypatch):
+    """A batch whose first query fails ends there: the next offline record is written at once,
+    not held for a batch that never closes."""
+    store = CallStore(run_paths.root)
+
+    def unreadable() -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_learn_recorded", unreadable)
+    with pytest.raises(sqlite3.OperationalError), store.deferring():
+        pass
+    store.add({"request_hash": "h", "stage": "judge", "error": None}, offline=True)
+    assert len(read_calls(run_paths.root)) == 1  # another connection sees it
+    store.close()

@@ -503,6 +503,7 @@ class CallStore:
         Inside :meth:`deferring`, an ``offline`` record (nothing paid, no answer: computed
         again on a rerun) waits and is written with others in one transaction: one
         statement per call cost the offline study more time than its methods did."""
+        ok = not record.get("error")  # the call need not be made again
         row = (
             key or record_call_key(record),
             str(record["request_hash"]),
@@ -512,7 +513,8 @@ class CallStore:
         if offline and answer is None and self._deferring:
             with self._lock:
                 self._pending.append(row)
-                self._known.add(row[0])
+                if ok:
+                    self._known.add(row[0])
                 full = len(self._pending) >= self._PENDING_ROWS
             if full:
                 self.flush()
@@ -527,7 +529,7 @@ class CallStore:
                 "a paid answer, held in memory,",
                 "the answer held is lost and its call is paid again",
             )
-        if not record.get("error"):
+        if ok:
             with self._lock:
                 self._known.add(row[0])
 
@@ -578,9 +580,9 @@ class CallStore:
         with self._lock:
             self._deferring += 1
             first = self._deferring == 1
-        if first:
-            self._learn_recorded()
         try:
+            if first:
+                self._learn_recorded()
             yield
         finally:
             with self._lock:
