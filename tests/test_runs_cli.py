@@ -344,7 +344,7 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
 
 
 def test_runs_counts_wall_time_once_for_notebooks_side_by_side_and_not_the_pause_before_a_resume():
-    from memcost.cli import _wall
+    from memcost.manifest import wall_time_s
 
     def entry(seconds: float, finished: str) -> dict:
         return {"wall_time_s": seconds, "finished_at": f"2026-01-0{finished}+00:00"}
@@ -356,7 +356,26 @@ def test_runs_counts_wall_time_once_for_notebooks_side_by_side_and_not_the_pause
             "05": entry(5, "2T00:00:00"),  # resumed a day later
         }
     }
-    assert _wall(manifest) == 20.0  # 15 s, then 5 s; the sum of the three would say 25
+    assert wall_time_s(manifest) == 20.0  # 15 s, then 5 s; the sum of the three would say 25
+
+
+def test_the_report_gives_the_same_wall_time_as_the_runs_listing(tmp_path):
+    """Two datasets side by side: the report's "What ran" row says 15 s, as `memcost runs`
+    does, and names the 20 s their notebooks took together."""
+    from memcost.paths import RunPaths
+    from memcost.run.report.page import what_ran
+    from memcost.run.report.view import RunView
+
+    def entry(seconds: float, finished: str) -> dict:
+        return {"wall_time_s": seconds, "finished_at": f"2026-01-01T00:00:{finished}+00:00"}
+
+    manifest = {"notebooks": {"locomo/00": entry(10, "10"), "longmemeval/00": entry(10, "15")}}
+    rows = dict(what_ran(RunView(RunPaths(tmp_path / "run"), manifest)))
+    assert rows["notebooks"] == "2 executed in 15 s (20 s of notebook time, datasets side by side)"
+    manifest["notebooks"].pop("longmemeval/00")
+    assert dict(what_ran(RunView(RunPaths(tmp_path / "run"), manifest)))["notebooks"] == (
+        "1 executed in 10 s"
+    )
 
 
 def test_a_run_without_a_key_says_nothing_is_spent_before_it_shows_a_bill(smoke_run):

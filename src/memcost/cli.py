@@ -15,7 +15,6 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from memcost.costs.estimate import (
     summary_text,
 )
 from memcost.llm.batch import BatchJournal
-from memcost.manifest import ManifestDamaged, read_manifest
+from memcost.manifest import ManifestDamaged, read_manifest, wall_time_s
 from memcost.params import merge_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths
 from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures, check_lifecycle, failed_stages
@@ -367,26 +366,6 @@ def _planned(preset: dict[str, Any]) -> set[str]:
     return set(steps) or {s for s in discover_notebooks() if s not in OPT_IN_STEPS}
 
 
-def _wall(manifest: dict[str, Any]) -> float:
-    """Seconds the run's notebooks were running: the union of their [start, end] spans, so
-    datasets that ran side by side count once and the pause before a resume not at all."""
-    entries = (manifest.get("notebooks") or {}).values() or (manifest.get("steps") or {}).values()
-    spans = []
-    for entry in entries:
-        seconds = float(entry.get("wall_time_s") or 0)
-        try:
-            end = datetime.fromisoformat(str(entry["finished_at"])).timestamp()
-        except (KeyError, ValueError):
-            spans.append((0.0, seconds))  # no end recorded: its own length, not overlapped
-            continue
-        spans.append((end - seconds, end))
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(spans):
-        total += max(0.0, end - max(start, reach))
-        reach = max(reach, end)
-    return total
-
-
 def summarise(root: Path) -> dict[str, Any] | None:
     """One row of the list, or ``None`` for a folder that is not a run."""
     manifest_path = root / "manifest.json"
@@ -406,7 +385,7 @@ def summarise(root: Path) -> dict[str, Any] | None:
         }
     preset = manifest.get("preset") or {}
     params = preset.get("parameters") or {}
-    wall = _wall(manifest)
+    wall = wall_time_s(manifest)
     problem = ""
     try:
         calls = read_calls(root)

@@ -212,6 +212,30 @@ def set_entry(run: RunPaths, section: str, key: str, value: Any) -> None:
     update_manifest(run, mutate)
 
 
+def notebook_entries(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The run's notebook executions; a run by hand records its steps but no runner entry."""
+    return dict(manifest.get("notebooks") or manifest.get("steps") or {})
+
+
+def wall_time_s(manifest: Mapping[str, Any]) -> float:
+    """Seconds the run's notebooks were running: the union of their [start, end] spans, so
+    datasets that ran side by side count once and the pause before a resume not at all."""
+    spans = []
+    for entry in notebook_entries(manifest).values():
+        seconds = float(entry.get("wall_time_s") or 0)
+        try:
+            end = datetime.fromisoformat(str(entry["finished_at"])).timestamp()
+        except (KeyError, ValueError):
+            spans.append((0.0, seconds))  # no end recorded: its own length, not overlapped
+            continue
+        spans.append((end - seconds, end))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        total += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return total
+
+
 @dataclass
 class Step:
     """One notebook's record in the manifest, opened at its top and closed by its last cell.

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 from memcost.io import atomic_path, write_text
+from memcost.manifest import notebook_entries, wall_time_s
 from memcost.paths import ASSETS_DIR, RunPaths
 from memcost.run.checks import failed_stages
 from memcost.run.report.analyses import section_analyses
@@ -144,9 +145,10 @@ def what_ran(view: RunView) -> list[list[Any]]:
     m = view.manifest
     preset = m.get("preset") or {}
     git = m.get("git") or {}
-    # Notebooks run by hand record their steps but no runner entry: count those instead.
-    notebooks = m.get("notebooks") or m.get("steps") or {}
-    wall = sum(float(v.get("wall_time_s") or 0) for v in notebooks.values())
+    notebooks = notebook_entries(m)
+    wall = wall_time_s(m)
+    # Datasets run side by side: their notebooks' own times add up to more than the wall time.
+    busy = sum(float(v.get("wall_time_s") or 0) for v in notebooks.values())
     failed = [k for k, v in notebooks.items() if v.get("status") not in (None, "ok", "finished")]
     rows: list[list[Any]] = [
         ["run", f"`{view.run.name}` ({view.run.root})"],
@@ -165,6 +167,11 @@ def what_ran(view: RunView) -> list[list[Any]]:
         [
             "notebooks",
             f"{len(notebooks)} executed in {wall:,.0f} s"
+            + (
+                f" ({busy:,.0f} s of notebook time, datasets side by side)"
+                if busy > wall + 1
+                else ""
+            )
             + (f"; not finished: {', '.join(failed)}" if failed else ""),
         ],
         ["backend", ", ".join(view.backends) or "no model calls"],
