@@ -36,8 +36,10 @@ def test_new_dispatch_caches_more_and_keeps_each_prefix_under_15_a_minute():
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)  # type: ignore[union-attr]
-    rows = bench.main(["--conversations", "3", "--questions", "24", "--prefix-tokens", "1600",
-                       "--time-scale", "20"])  # fmt: skip
+    # The benchmark's own scale, a minute in 6 s: the scheduler lets a send count 10% of a
+    # window longer, as it may still be on its way, and on a busy machine the in-process
+    # server can note an arrival later than the 0.3 s that 10% is of a 3 s minute.
+    rows = bench.main(["--conversations", "3", "--questions", "24", "--prefix-tokens", "1600"])
     old, new = rows
     assert catalog.OVERFLOW_WINDOW_S == 60.0  # the scaled minute was put back
     assert old["max_requests_per_minute_per_prefix"] > 15
