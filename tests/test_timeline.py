@@ -122,9 +122,9 @@ def test_paper_tables_unchanged_through_the_timeline():
     assert table5["break_even_n"].tolist() == [13, 10, 9, 9]
     assert set(table5["price_date"]) == {"2025-09-15"}
     # and the closed form agrees with the timeline below the tier at today's prices
-    now = today.break_even_table_for(today.CURRENT_LUNA, [30_000, 100_000, 200_000])
+    now = today.break_even_table_for(today.CURRENT_LOW_COST, [30_000, 100_000, 200_000])
     closed = costs.break_even_table(
-        today.constants_for(today.CURRENT_LUNA), [30_000, 100_000, 200_000]
+        today.constants_for(today.CURRENT_LOW_COST), [30_000, 100_000, 200_000]
     )
     assert now["break_even_n"].tolist() == closed["break_even_n"].tolist()
 
@@ -227,7 +227,7 @@ def test_explorer_draws_the_tables_break_even(gap, name):
 
 
 def test_tier_table_and_crossing():
-    tier = today.tier_table(today.CURRENT_LUNA, [200_000, 300_000]).set_index("context_tokens")
+    tier = today.tier_table(today.CURRENT_LOW_COST, [200_000, 300_000]).set_index("context_tokens")
     assert tier["above_tier"].tolist() == [False, True]
     luna = price_for("gpt-6-luna")
     # the first turn at 300K: the whole history written at 2 × 0.125, 527 output at 1.5 × 0.50
@@ -245,7 +245,7 @@ def test_tier_table_and_crossing():
 
 
 def test_batch_write_halves_memorys_write():
-    table = today.batch_table([today.CURRENT_LUNA], [100_000]).set_index("variant")
+    table = today.batch_table([today.CURRENT_LOW_COST], [100_000]).set_index("variant")
     assert table.loc["batch write", "write_usd"] == pytest.approx(
         table.loc["list prices", "write_usd"] * 0.5
     )
@@ -269,6 +269,42 @@ def test_report_shows_todays_break_evens_side_by_side(tmp_path):
     assert "not sold" in text  # gpt-6-luna sells no extended retention
     assert "| 100,000 | 10 |" in text  # Table 5 today, the paper's column
     assert section_today(RunView(RunPaths(tmp_path / "empty"), {})) == []
+    # the successors and what moved are the registry's and the price rows', never typed in
+    assert (
+        f"({today.CURRENT.lc_model} for gpt-5-mini, {today.CURRENT.extraction_model} for " in text
+    )
+    assert f"Since the paper, {today.what_moved()}." in text
+
+
+def test_what_moved_is_read_from_the_price_rows():
+    from dataclasses import replace
+
+    from memcost.catalog import price_for
+
+    now = today.CURRENT
+    lc, extract = price_for(now.lc_model, on=now.date), price_for(now.extraction_model, on=now.date)
+    assert today.what_moved() == (
+        f"long context's input price went from $0.25 (gpt-5-mini) to ${lc.input:.2f} per 1M "
+        f"tokens ({now.lc_model}), ×{lc.input / 0.25:.1f}, and its first turn writes the cache "
+        f"at ${lc.cache_write_30m:.2f} per 1M tokens; extraction's went from $0.05 (gpt-5-nano) "
+        f"to ${extract.input:.2f} ({now.extraction_model}), ×{extract.input / 0.05:.1f}"
+    )
+    # a model whose row sells no cache write: no write clause; the paper's own rows: ×1.0
+    gpt5 = replace(today.PAPER, lc_model="gpt-5", paper_calibrated=False)
+    assert today.what_moved(now=gpt5) == (
+        "long context's input price went from $0.25 (gpt-5-mini) to $1.25 per 1M tokens "
+        "(gpt-5), ×5.0; extraction's went from $0.05 (gpt-5-nano) to $0.05 (gpt-5-nano), ×1.0"
+    )
+
+
+def test_the_low_cost_scenario_is_named_after_the_registrys_successor():
+    from memcost.catalog import price_successor
+
+    low = price_successor("gpt-5-nano-2025-08-07")
+    assert today.CURRENT_LOW_COST.name == f"current (all {low})"
+    assert today.CURRENT_LOW_COST.lc_model == today.CURRENT_LOW_COST.reader_model == low
+    cases = today.headline_table()["case"].tolist()
+    assert f"today on {low}, back to back" in cases
 
 
 def test_arrival_table_and_the_explorer_widgets():

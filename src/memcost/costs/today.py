@@ -34,6 +34,7 @@ from memcost.costs.timeline import (
     fixed_gaps,
     from_gaps,
     poisson,
+    retention_for,
     sessions,
     timeline,
     timeline_break_even,
@@ -113,14 +114,42 @@ CURRENT = PriceScenario(
     price_successor(EXTRACTION_MODEL),
     price_successor(READER_MODEL),
 )
-# Everything on the low-cost successor: long context and reader too (a deployer's cheap option).
-CURRENT_LUNA = replace(
+# Everything on the extraction model's successor, the low-cost one: long context and reader too
+# (a deployer's cheap option). Named after the model the registry gives, never typed in.
+CURRENT_LOW_COST = replace(
     CURRENT,
-    name="current (all gpt-6-luna)",
-    lc_model=price_successor(EXTRACTION_MODEL),
-    reader_model=price_successor(EXTRACTION_MODEL),
+    name=f"current (all {CURRENT.extraction_model})",
+    lc_model=CURRENT.extraction_model,
+    reader_model=CURRENT.extraction_model,
 )
-SCENARIOS: dict[str, PriceScenario] = {s.name: s for s in (PAPER, CURRENT, CURRENT_LUNA)}
+SCENARIOS: dict[str, PriceScenario] = {s.name: s for s in (PAPER, CURRENT, CURRENT_LOW_COST)}
+
+
+def _per_million(usd: float) -> str:
+    return f"${usd:,.2f}" if round(usd, 2) == usd else f"${usd:g}"
+
+
+def what_moved(paper_prices: PriceScenario = PAPER, now: PriceScenario = CURRENT) -> str:
+    """The price facts behind a change of the break-even since the paper, read from the dated
+    rows: long context's input price and its first turn's cache write, then extraction's."""
+    old_lc, new_lc = paper_prices.price(paper_prices.lc_model), now.price(now.lc_model)
+    old_ex, new_ex = (s.price(s.extraction_model) for s in (paper_prices, now))
+    text = (
+        f"long context's input price went from {_per_million(old_lc.input)} "
+        f"({paper_prices.lc_model}) to {_per_million(new_lc.input)} per 1M tokens "
+        f"({now.lc_model}), ×{new_lc.input / old_lc.input:.1f}"
+    )
+    sold = retention_for(new_lc, default_policy(now)).sold_as
+    if sold and new_lc.write_rate(sold) > new_lc.input:
+        text += (
+            f", and its first turn writes the cache at {_per_million(new_lc.write_rate(sold))} "
+            "per 1M tokens"
+        )
+    return text + (
+        f"; extraction's went from {_per_million(old_ex.input)} ({paper_prices.extraction_model})"
+        f" to {_per_million(new_ex.input)} ({now.extraction_model}), "
+        f"×{new_ex.input / old_ex.input:.1f}"
+    )
 
 
 def scenario(name: str) -> PriceScenario:
@@ -535,21 +564,17 @@ def headline_table(
 ) -> pd.DataFrame:
     """The four break-evens side by side, each computed: the paper's; today's back to back;
     today's with one question a day (in-memory retention); the same under extended retention.
-    The same three cases follow with everything on gpt-6-luna (a retention the model does not
-    sell gives no number and says so)."""
+    The same three cases follow with everything on the low-cost successor (a retention the
+    model does not sell gives no number and says so)."""
+    low = f"today on {CURRENT_LOW_COST.lc_model}"
     cases = [
         ("paper's break-even", PAPER, "always", 0.0),
         ("today, back to back", CURRENT, "in_memory", 0.0),
         ("today, one question a day", CURRENT, "in_memory", DAY),
         ("today, one question a day, extended retention", CURRENT, "extended", DAY),
-        ("today on gpt-6-luna, back to back", CURRENT_LUNA, "in_memory", 0.0),
-        ("today on gpt-6-luna, one question a day", CURRENT_LUNA, "in_memory", DAY),
-        (
-            "today on gpt-6-luna, one question a day, extended retention",
-            CURRENT_LUNA,
-            "extended",
-            DAY,
-        ),
+        (f"{low}, back to back", CURRENT_LOW_COST, "in_memory", 0.0),
+        (f"{low}, one question a day", CURRENT_LOW_COST, "in_memory", DAY),
+        (f"{low}, one question a day, extended retention", CURRENT_LOW_COST, "extended", DAY),
     ]
     rows = []
     for label, s, policy, gap in cases:

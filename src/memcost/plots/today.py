@@ -19,9 +19,9 @@ from memcost.plots.style import MAX_COLUMNS, panel_grid
 
 # One colour per price scenario, one line style per cache policy.
 SCENARIO_COLORS = {
-    "paper": "#4d4d4d",
-    "current": "#d6604d",
-    "current (all gpt-6-luna)": "#4393c3",
+    today.PAPER.name: "#4d4d4d",
+    today.CURRENT.name: "#d6604d",
+    today.CURRENT_LOW_COST.name: "#4393c3",
 }
 POLICY_STYLES = {
     "always": ":",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost.costs import today
 from memcost.costs.estimate import bill, call_hours, chosen_total
 from memcost.run.report.markdown import figure, md_table, merge_rows, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
@@ -161,9 +162,11 @@ def section_today(view: RunView) -> list[str]:
         "## Is memory worth it today?",
         "",
         "Dated price rows (`tables/price_schedules.csv`, each with its source and date), the "
-        "successor models (gpt-6.1-terra for gpt-5-mini, gpt-6-luna for gpt-5-nano), and a "
+        f"successor models ({today.CURRENT.lc_model} for {today.PAPER.lc_model}, "
+        f"{today.CURRENT.extraction_model} for {today.PAPER.extraction_model}), and a "
         "cost model in which a prompt cache expires between a user's questions. Every "
-        "number below is computed by notebook 07; none is typed in.",
+        f"number below is computed by notebook 07; none is typed in. Since the paper, "
+        f"{today.what_moved()}.",
         "",
     ]
     rows = [
@@ -202,7 +205,7 @@ def section_today(view: RunView) -> list[str]:
             "",
         ]
     for name, caption in (
-        ("figure1_today", "Figure 1 at today's prices (gpt-6.1-terra)"),
+        ("figure1_today", f"Figure 1 at today's prices ({today.CURRENT.lc_model})"),
         ("break_even_by_context_today", "Break-even by context length"),
         ("break_even_by_gap", "Break-even against the gap between questions"),
     ):
@@ -330,8 +333,7 @@ READ_N = (
     "How to read it: N is the first question after which memory is cheaper for one user "
     "and stays so. N = 1 means memory's first question (writing the whole history once, "
     "plus one read) already costs less than long context's first (the whole history, "
-    "uncached, plus its cache write where the model bills one): today's successor reads "
-    "input at several times gpt-5-mini's price, while extraction moved only to "
-    'gpt-6-luna. "never" means long context stays cheaper within the questions '
-    'computed; "not sold" is a retention the model does not offer.'
+    'uncached, plus its cache write where the model bills one). "never" means long context '
+    'stays cheaper within the questions computed; "not sold" is a retention the model does '
+    "not offer."
 )

@@ -17,6 +17,7 @@ import pandas as pd
 from memcost import paper
 from memcost.calls import read_calls
 from memcost.catalog import canonical_name
+from memcost.costs import today
 from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.published import published_brief
@@ -71,9 +72,8 @@ def _today_answer(view: RunView) -> str | None:
         f"{model} for long context, memory is cheaper from question {n('today, back to back')}"
         f" back to back and from question {n('today, one question a day')} with one "
         f"question a day (the prompt cache expired), at {tokens:,} tokens of history, "
-        f"against {n(PAPER_CASE)} at the paper's prices. It moved because the "
-        "successor's input costs several times gpt-5-mini's and its first turn pays a "
-        "cache-write premium, while extraction moved only to gpt-6-luna."
+        f"against {n(PAPER_CASE)} at the paper's prices. Since the paper, "
+        f"{today.what_moved()}."
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from memcost.costs import today
 from memcost.run.report.markdown import figure, md_table, png, usd
 from memcost.run.report.view import RunView, read_csv
 
@@ -54,7 +55,8 @@ def section_memory_systems(view: RunView) -> list[str]:
             "Measured on this run's ledger (an estimate for offline records): write per "
             "user, read per question, and the break-even against long context in "
             "questions per user, at the paper's prices (GPT-5-mini) and with the same "
-            "tokens at today's rows of the successors (gpt-6.1-terra, gpt-6-luna).",
+            "tokens at today's rows of the successors "
+            f"({today.CURRENT.lc_model}, {today.CURRENT.extraction_model}).",
             "",
             md_table(
                 rows,
