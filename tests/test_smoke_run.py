@@ -139,6 +139,52 @@ def test_cost_tables_reproduce_the_paper(smoke):
     published = paper.TABLE5["break_even_n"].tolist()
     assert table5["break_even_n"].tolist() == published == [13, 10, 9, 9]
     assert (smoke.figures / "figure1_break_even_heatmap.png").is_file()
+    # the tier's terms are the price row's, not typed into the report
+    from memcost.costs import today
+
+    row = today.CURRENT.price(today.CURRENT.lc_model)
+    assert (
+        f"**The long-context tier** (above {row.long_context_threshold:,} prompt tokens the "
+        f"whole request costs {row.long_context_input_multiplier:g}× input and cache, "
+        f"{row.long_context_output_multiplier:g}× output on {row.model}'s row)"
+    ) in smoke.report_md.read_text()
+    # the report says what notebook 05 found, read from its files
+    assert (
+        "The constants the paper's text states ($0.0435 per write, $0.0013 per read) reproduce "
+        "17 of 26 published cells, the constants the tables imply 26 of 26; rounding the rows "
+        "to four decimals before computing the break-even gives 9 instead of 10 at 100,000 "
+        "tokens. Notebook 05 derives"
+    ) in smoke.report_md.read_text()
+
+
+def test_the_reports_calibration_sentence_is_read_from_the_run(tmp_path):
+    from memcost.io import write_csv, write_json
+    from memcost.paths import RunPaths
+    from memcost.run.report.costs import _calibration
+    from memcost.run.report.view import RunView
+
+    run = RunPaths(tmp_path / "run").ensure()
+    manifest = {"steps": {"05_analyse_costs": {"parameters": {"table5_context_tokens": [30_000]}}}}
+    view = RunView(run, manifest)
+    assert _calibration(view) == []  # notebook 05 did not run: nothing is claimed
+    write_csv(
+        run.table.calibration_variants,
+        pd.DataFrame(
+            {
+                "constants": ["stated in the text (x)", "implied by the tables (y)"],
+                "cells_matched": [3, 25],
+                "cells": [26, 26],
+            }
+        ),
+    )
+    write_json(run.root / "metrics" / "05_analyse_costs.json", {"metrics": {
+        "break_even_from_rounded_rows": [13]}})  # fmt: skip
+    assert _calibration(view)[0] == (
+        "The constants the paper's text states ($0.0435 per write, $0.0013 per read) reproduce "
+        "3 of 26 published cells, the constants the tables imply 25 of 26; rounding the rows "
+        "to four decimals before computing the break-even gives the published break-evens. "
+        "Notebook 05 derives each constant's feasible interval from the published cells."
+    )
 
 
 def test_report_has_every_section_and_the_paper_side_by_side(smoke):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcost import paper
 from memcost.costs import today
 from memcost.costs.estimate import bill, call_hours, chosen_total
 from memcost.run.report.markdown import figure, md_table, merge_rows, png, usd
@@ -113,14 +114,48 @@ def section_cost_model(view: RunView) -> list[str]:
         ),
         "",
     ]
-    lines += [
-        "The constants the paper's text states ($0.0435 per write, $0.0013 per read) do "
-        "not reproduce these tables; the constants the tables imply do, and rounding the "
-        "rows before computing the break-even gives 9 instead of 10 at 100k tokens. "
-        "Notebook 05 derives each constant's feasible interval from the published cells.",
+    return lines + _calibration(view)
+
+
+def _calibration(view: RunView) -> list[str]:
+    """What notebook 05 found of the paper's constants: how many published cells the text's
+    constants and the tables' reproduce, and what rounding the rows first does to the
+    break-even; each read from the run's files."""
+    variants = read_csv(view.run.table.calibration_variants)
+    found = []
+    if variants is not None:
+        by_kind = {str(r["constants"]).split(" (")[0]: r for r in variants.to_dict("records")}
+        stated, implied = by_kind.get("stated in the text"), by_kind.get("implied by the tables")
+        if stated is not None and implied is not None:
+            found.append(
+                "the constants the paper's text states "
+                f"(${paper.MEASURED['extraction_usd_per_conversation']} per write, "
+                f"${paper.MEASURED['read_usd_per_question']} per read) reproduce "
+                f"{stated['cells_matched']} of {stated['cells']} published cells, the "
+                f"constants the tables imply {implied['cells_matched']} of {implied['cells']}"
+            )
+    rounded = (view.run_metrics("05_analyse_costs") or {}).get("break_even_from_rounded_rows")
+    contexts = view.cost_parameters.get("table5_context_tokens")
+    if rounded and contexts and len(rounded) == len(contexts):
+        table5 = paper.TABLE5.set_index("context_tokens")["break_even_n"]
+        published = {int(L): int(n) for L, n in table5.items()}
+        moved = [
+            f"{n} instead of {published[L]} at {L:,} tokens"
+            for L, n in zip(contexts, rounded, strict=True)
+            if L in published and n != published[L]
+        ]
+        found.append(
+            "rounding the rows to four decimals before computing the break-even gives "
+            + ("; ".join(moved) if moved else "the published break-evens")
+        )
+    if not found:
+        return []
+    text = "; ".join(found)
+    return [
+        f"{text[0].upper()}{text[1:]}. Notebook 05 derives each constant's feasible interval "
+        "from the published cells.",
         "",
     ]
-    return lines
 
 
 def section_figure1(view: RunView) -> list[str]:
@@ -285,9 +320,16 @@ def _long_context_tier(view: RunView) -> list[str]:
             ]
             for r in tier.itertuples()
         ]
+        row = today.CURRENT.price(today.CURRENT.lc_model)
+        terms = (
+            f"above {row.long_context_threshold:,} prompt tokens the whole request costs "
+            f"{row.long_context_input_multiplier:g}× input and cache, "
+            f"{row.long_context_output_multiplier:g}× output on {row.model}'s row"
+            if row.long_context_threshold
+            else f"{row.model}'s row has no tier"
+        )
         lines += [
-            "**The long-context tier** (above 272K prompt tokens the whole request costs "
-            "2× input and cache, 1.5× output)",
+            f"**The long-context tier** ({terms})",
             "",
             md_table(
                 rows, ["prices", "L", "above tier", "LC turn 1", "break-even N", "without the tier"]

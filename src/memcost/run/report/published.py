@@ -6,16 +6,10 @@ from typing import Any
 
 import pandas as pd
 
-from memcost.io import read_json
 from memcost.run.report.markdown import figure, md_table, usd
 from memcost.run.report.view import RunView, read_csv
 
 KIND_WORDS = {"memory": "memory", "long_context": "long context", "probe": "probe"}
-
-
-def _metrics(view: RunView) -> dict[str, Any] | None:
-    path = view.run.root / "metrics" / "08_published_runs.json"
-    return (read_json(path).get("metrics") or {}) if path.is_file() else None
 
 
 def _accuracy(view: RunView) -> pd.DataFrame | None:
@@ -26,7 +20,7 @@ def _accuracy(view: RunView) -> pd.DataFrame | None:
 def published_brief(view: RunView) -> str | None:
     """One line: the best memory and long-context runs per dataset, the judge's leniency and
     the gold ceiling, from real systems' published answers."""
-    table, metrics = _accuracy(view), _metrics(view)
+    table, metrics = _accuracy(view), view.run_metrics("08_published_runs")
     if table is None or metrics is None:
         return None
     parts = []
@@ -123,7 +117,7 @@ def _cost(view: RunView) -> list[str]:
 def section_published(view: RunView) -> list[str]:
     """Accuracy per run with its interval, the gold ceiling, McNemar pairs, the answers judged
     again, cost, licenses, the figure."""
-    table, metrics = _accuracy(view), _metrics(view)
+    table, metrics = _accuracy(view), view.run_metrics("08_published_runs")
     if metrics is None:
         return []
     lines = ["## Published runs of real systems (notebook 08)", ""]

@@ -12,28 +12,19 @@ from memcost.run.report.markdown import figure, md_table
 from memcost.run.report.view import RunView, read_csv
 
 
-def _metrics(view: RunView) -> dict[str, Any] | None:
-    path = view.run.root / "metrics" / "06_serving_cost_study.json"
-    if not path.is_file():
-        return None
-    from memcost.io import read_json
-
-    return read_json(path).get("metrics") or {}
-
-
 def _first_model(rows: list[dict[str, Any]]) -> str | None:
     return next((str(r["model"]) for r in rows if r.get("model")), None)
 
 
 def serving_backend(view: RunView) -> str | None:
     """The serving study's backend, when notebook 06 ran."""
-    metrics = _metrics(view)
+    metrics = view.run_metrics("06_serving_cost_study")
     return None if not metrics else str(metrics.get("backend") or "") or None
 
 
 def serving_brief(view: RunView) -> str | None:
     """One line: the fitted exponents of full history and the sustained break-evens."""
-    metrics = _metrics(view)
+    metrics = view.run_metrics("06_serving_cost_study")
     if not metrics:
         return None
     model = _first_model(metrics.get("table1") or [])
@@ -71,7 +62,7 @@ def serving_brief(view: RunView) -> str | None:
 
 def section_serving(view: RunView) -> list[str]:
     """Table 1 against the study's published ranges, the break-even, Figure 2."""
-    metrics = _metrics(view)
+    metrics = view.run_metrics("06_serving_cost_study")
     if metrics is None:
         return []
     folder = view.run.root / "serving"

@@ -198,3 +198,8 @@ class RunView:
     @property
     def cost_parameters(self) -> dict[str, Any]:
         return step_parameters(self.manifest, "05_analyse_costs")
+
+    def run_metrics(self, step: str) -> dict[str, Any] | None:
+        """A run-wide notebook's metrics (``None``: it did not finish in this run)."""
+        path = self.run.root / "metrics" / f"{step}.json"
+        return (read_json(path).get("metrics") or {}) if path.is_file() else None
