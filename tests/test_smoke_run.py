@@ -195,6 +195,8 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     # offline, RAG outscores the oracle on the LoCoMo sample: the report says why that is no news
     assert "Offline, memory rag (offline) on LoCoMo scored above the oracle" in text
     assert "With models, the oracle is the ceiling." in text
+    # the memory systems side by side, named as everywhere else in the report
+    assert "| LoCoMo | memory graph (offline) | paper's (" in text
     assert "**Estimated before the run**" in text and "Paid by this run: $0.0000" in text
     # the answers first: the paper's (Table 3, Table 5), today's, then this run's, labelled
     brief = text[text.index("## The answer in brief") : text.index("## What ran")]

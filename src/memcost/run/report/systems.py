@@ -6,7 +6,7 @@ import pandas as pd
 
 from memcost.costs import today
 from memcost.run.report.markdown import figure, md_table, png, usd
-from memcost.run.report.view import RunView, read_csv
+from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 
 def _never(value) -> str:
@@ -42,8 +42,8 @@ def section_memory_systems(view: RunView) -> list[str]:
         lc = "break_even_vs_long_context_gpt-5-mini"
         rows = [
             [
-                r["dataset"],
-                r["memory_system"],
+                DATASET_NAMES.get(r["dataset"], r["dataset"]),
+                view.label(r["memory_system"]),
                 r.get("prices", ""),
                 usd(r["write_usd"]),
                 usd(r["read_usd"]),
