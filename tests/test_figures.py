@@ -574,3 +574,26 @@ def test_published_accuracy_labels_a_probe_read_back_from_csv_and_keeps_values_r
     assert labels[0] == "probe\nwrong on purpose · judge gpt-4o-mini × 3"  # once "nan · judge"
     value = next(t for t in ax.texts if t.get_text() == "92.7%")
     assert value.get_bbox_patch() is not None  # on white, over the gold ceiling's line
+
+
+def test_latency_draws_a_time_under_the_records_resolution_at_the_left_edge_and_says_so():
+    import pandas as pd
+
+    from memcost.plots.costs import plot_latency
+
+    rows = [
+        ("memory", "search", 8e-5, 3e-4),
+        ("memory", "total", 3e-4, 4e-4),
+        ("long_context_gpt-5-mini", "total", 0.0, 1e-3),  # under 0.1 ms: recorded as 0
+    ]
+    table = pd.DataFrame(rows, columns=["system", "stage", "p50_s", "p95_s"])
+    fig = plot_latency(table, backend="offline")
+    total = fig.axes[1]
+    dots = [tuple(c.get_offsets()[0]) for c in total.collections if len(c.get_offsets()) == 1]
+    assert (pytest.approx(8e-5 / 3), 1.0) in dots  # the smallest time measured / 3, not 1e-6
+    notes = [t.get_text() for t in fig.texts]
+    assert "at the left edge: 0, a time under the 0.1 ms a call's record keeps" in notes
+    table.loc[2, "p50_s"] = 2e-4
+    assert [t.get_text() for t in plot_latency(table, backend="offline").texts] == [
+        fig.texts[0].get_text()  # the title alone
+    ]
