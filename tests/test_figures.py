@@ -251,13 +251,15 @@ def test_stage_costs_read_as_names_with_one_dollar_format():
     ]
     summary = pd.DataFrame(
         {
-            "dataset": ["personamem"] * 3,
+            "dataset": ["personamem"] * 5,
             "component": [
                 "write: fact extraction",
                 "answer: long_context_gpt-5-mini (gpt-5-mini)",
                 "judge",
+                "write: memory_graph",
+                "read: memory_graph",
             ],
-            "total_usd": [0.00069, 0.0040, 0.2169],
+            "total_usd": [0.00069, 0.0040, 0.2169, 0.0011, 0.0012],
         }
     )
     fig = plot_stage_costs(summary, backend="offline")
@@ -267,8 +269,10 @@ def test_stage_costs_read_as_names_with_one_dollar_format():
     labels = [t.get_text() for t in ax.get_yticklabels()]
     # offline no model answered: the bar is the stand-in's tokens at the model's prices
     assert "answer: long context (offline), priced as gpt-5-mini" in labels
+    assert {"write: memory graph (offline)", "read: memory graph (offline)"} <= set(labels)
     assert not any("_" in t for t in labels)
-    assert sorted(t.get_text() for t in ax.texts) == ["$0.00069", "$0.0040", "$0.22"]
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == ["$0.00069", "$0.0011", "$0.0012", "$0.0040", "$0.22"]
     # panels of different datasets share one log axis, so a tenfold difference looks tenfold
     two = pd.concat([summary, summary.assign(dataset="locomo", total_usd=summary.total_usd * 10)])
     fig = plot_stage_costs(two, backend="offline")

@@ -197,6 +197,8 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert "With models, the oracle is the ceiling." in text
     # the memory systems side by side, named as everywhere else in the report
     assert "| LoCoMo | memory graph (offline) | paper's (" in text
+    assert "| write: memory graph (offline) | — | $" in text  # the cost table too
+    assert "| answer: long context (offline), priced as gpt-5-mini | $" in text
     assert "**Estimated before the run**" in text and "Paid by this run: $0.0000" in text
     # the answers first: the paper's (Table 3, Table 5), today's, then this run's, labelled
     brief = text[text.index("## The answer in brief") : text.index("## What ran")]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from memcost import stats
-from memcost.answers import JUDGMENT_FIELDS, primary, read_run_judgments
+from memcost.answers import JUDGMENT_FIELDS, primary, read_run_judgments, system_label
 from memcost.catalog import price_for
 from memcost.costs.ledger import TOKEN_COLUMNS, basis_of, workload
 from memcost.costs.model import (
@@ -123,6 +123,22 @@ def question_costs(priced: pd.DataFrame) -> pd.DataFrame:
     out = _aggregate(work, ["dataset", "conversation_id", "question_id", "answer_system"])
     out = out.rename(columns={"answer_system": "system"})
     return out.drop(columns=["conversations", "questions"], errors="ignore")
+
+
+def component_label(component: str, *, offline: bool = False) -> str:
+    """A :func:`summary_table` component as a reader sees it: ``answer:
+    long_context_gpt-5-mini (gpt-5-mini)`` → ``answer: long context, gpt-5-mini``, ``write:
+    memory_graph`` → ``write: memory graph``; offline no model answered: ``answer: long context
+    (offline), priced as gpt-5-mini``, ``write: memory graph (offline)``."""
+    stage, _, rest = component.partition(": ")
+    if stage in ("write", "read") and rest.startswith("memory_"):
+        return f"{stage}: {system_label(rest, offline=offline)}"
+    if stage != "answer" or not rest:
+        return component
+    system, _, model = rest.partition(" (")
+    if offline and model:
+        return f"answer: {system_label(system, offline=True)}, priced as {model.rstrip(')')}"
+    return f"answer: {system_label(system)}"
 
 
 def summary_table(priced: pd.DataFrame) -> pd.DataFrame:

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from memcost.answers import system_label, system_labels
+from memcost.answers import system_labels
 from memcost.calls import OFFLINE
+from memcost.costs.measured import component_label
 from memcost.paths import display_name
 from memcost.plots.style import (
     OFFLINE_NOTE,
@@ -467,18 +468,6 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(4))
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
     ax.grid(axis="y", visible=False)
-
-
-def component_label(component: str, *, offline: bool = False) -> str:
-    """``answer: long_context_gpt-5-mini (gpt-5-mini)`` → ``answer: long context, gpt-5-mini``;
-    offline, no model answered: ``answer: long context (offline), priced as gpt-5-mini``."""
-    stage, _, rest = component.partition(": ")
-    if stage != "answer" or not rest:
-        return component
-    system, _, model = rest.partition(" (")
-    if offline and model:
-        return f"answer: {system_label(system, offline=True)}, priced as {model.rstrip(')')}"
-    return f"answer: {system_label(system)}"
 
 
 def dollars_2sf(value: float) -> str:

@@ -11,6 +11,7 @@ import pandas as pd
 from memcost import paper
 from memcost.costs import today
 from memcost.costs.estimate import bill, call_hours, chosen_total
+from memcost.costs.measured import component_label
 from memcost.run.report.markdown import figure, md_table, merge_rows, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
 
@@ -50,7 +51,7 @@ def section_costs(view: RunView) -> list[str]:
     names = [d for d in PAPER_ORDER if d in set(summary["dataset"])]
     rows = []
     for component in dict.fromkeys(summary["component"].astype(str)):
-        row: list[Any] = [component]
+        row: list[Any] = [component_label(component, offline=view.offline)]
         for name in names:
             hit = summary.loc[(summary["dataset"] == name) & (summary["component"] == component)]
             if hit.empty:
