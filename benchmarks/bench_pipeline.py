@@ -14,7 +14,7 @@ For each notebook it prints the wall time, the peak memory of the kernels runnin
 counted together) and, for the notebooks that
 call models, the offline calls per second of each ledger stage. Targets (quiet 2-core machine):
 the full LoCoMo study in at most 60 s, the LongMemEval-S-scale study in at most 10 minutes and
-8 GB.
+8 GB; a run of either size ends with its verdict and exits 1 when the target is missed.
 Run: ``.venv/bin/python benchmarks/bench_pipeline.py --scale longmemeval_s --users 50``.
 """
 
@@ -150,11 +150,25 @@ def main(argv: list[str] | None = None) -> int:
         run_preset(str(preset), run_name=str(folder / "run"), stream=False)
         total = time.perf_counter() - t0
         sampler.done.set()
-        report(folder / "run", sampler, total)
-    return 0
+        peak = report(folder / "run", sampler, total)
+    return verdict(args, total, peak)
 
 
-def report(run: Path, sampler: MemorySampler, total: float) -> None:
+def verdict(args: argparse.Namespace, total: float, peak_gb: float) -> int:
+    """The targets of the docstring, for the runs they are set for (exit 1 when one is missed)."""
+    if args.scale and (args.users, args.tokens) == (500, 100_000):
+        met = total <= 600 and peak_gb <= 8
+        print(f"target (LongMemEval-S scale): <= 600 s and <= 8 GB: {'met' if met else 'MISSED'}")
+    elif args.dataset == "locomo" and args.data is not None and args.data.name == "locomo10.json":
+        met = total <= 60
+        print(f"target (the full LoCoMo study): <= 60 s: {'met' if met else 'MISSED'}")
+    else:
+        return 0  # a fraction or a sample: no target
+    return 0 if met else 1
+
+
+def report(run: Path, sampler: MemorySampler, total: float) -> float:
+    """Prints each notebook's time, memory and call rates; returns the peak memory in GB."""
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     stages = Counter(record["stage"] for record in read_calls(run))
     print(f"{'notebook':<34} {'wall s':>8} {'peak PSS':>9}  calls per second")
@@ -169,10 +183,11 @@ def report(run: Path, sampler: MemorySampler, total: float) -> None:
         )
         peak = sampler.peak(end - wall - 1, end + 1) / 2**20
         print(f"{name:<34} {wall:>8.1f} {peak:>7,.0f} MB  {rates}")
+    peak_gb = max((r for _, r in sampler.samples), default=0) / 2**30
     print(
-        f"total: {total:.1f} s wall, peak memory of the notebooks' processes "
-        f"{max((r for _, r in sampler.samples), default=0) / 2**30:.2f} GB (PSS)"
+        f"total: {total:.1f} s wall, peak memory of the notebooks' processes {peak_gb:.2f} GB (PSS)"
     )
+    return peak_gb
 
 
 if __name__ == "__main__":
