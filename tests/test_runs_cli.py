@@ -413,3 +413,24 @@ def test_a_run_that_called_no_model_says_so_in_its_last_lines(tmp_path):
     assert result_lines(RunPaths(tmp_path / "run").ensure()) == [
         "bill: $0.00 spent (no model was called)"
     ]
+
+
+def test_report_names_a_damaged_file_of_the_run_in_one_line(runs, capsys):
+    from memcost.paths import RunPaths
+
+    run = RunPaths(runs / "good")
+    run.tables.mkdir(parents=True, exist_ok=True)
+    run.table.table4.write_bytes(b"\xff\xfe\x00 not a table")
+    (run.root / "metrics").mkdir(exist_ok=True)
+    assert main(["report", str(run.root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {run.table.table4}: not a readable CSV table (")
+    assert err.endswith("or delete the file and the report leaves its section out")
+    assert len(err.splitlines()) == 1
+    run.table.table4.unlink()
+    (run.root / "metrics" / "06_serving_cost_study.json").write_text('{"metrics": ')
+    assert main(["report", str(run.root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        f"error: {run.root / 'metrics' / '06_serving_cost_study.json'}: not valid"
+    )

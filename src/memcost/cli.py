@@ -135,8 +135,17 @@ def command_report(args: argparse.Namespace) -> int:
     if not paths.manifest.is_file():
         print(f"error: {paths.root} is not a run directory (no manifest.json)", file=sys.stderr)
         return 2
-    for written in write_report(paths):
-        print(written)
+    try:
+        written = write_report(paths)
+    except ValueError as exc:  # a damaged file of the run, named in the message
+        print(
+            f"error: {exc}; resume the run to let its notebook write the file again, or delete "
+            "the file and the report leaves its section out",
+            file=sys.stderr,
+        )
+        return 2
+    for path in written:
+        print(path)
     return 0
 
 

@@ -5,7 +5,6 @@ Nothing is recomputed: the report only shows what the notebooks wrote.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from memcost import paper
+from memcost import io, paper
 from memcost.answers import offline_places, system_labels
 from memcost.catalog import canonical_name
 from memcost.manifest import read_manifest
@@ -36,13 +35,20 @@ def same_setting(got: Any, expected: Any) -> bool:
 
 
 def read_csv(path: Path) -> pd.DataFrame | None:
-    return pd.read_csv(path) if path.is_file() else None
+    """A table of the run, ``None`` where it is missing (its notebook did not run); a damaged
+    one is an error that names the file."""
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable CSV table ({exc})") from exc
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A JSON file of the run, ``{}`` where it is missing (its notebook did not run); a corrupt
+    one is an error that names the file and the position."""
+    return io.read_json(path) if path.is_file() else {}
 
 
 def step_metrics(ds: DatasetPaths, step: str) -> dict[str, Any]:
