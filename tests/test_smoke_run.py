@@ -213,7 +213,10 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert "**The bill:** $0.0000 paid" in brief
     # the judge is named for what it was: offline, a word-overlap rule, never a model
     judge = next(line for line in text.splitlines() if line.startswith("Judge (the paper's"))
-    assert "locomo: the offline lexical judge (a word-overlap rule, not an LLM" in judge
+    assert (
+        "LongMemEval, LoCoMo: the offline lexical judge (a word-overlap rule, not an LLM" in judge
+    )
+    assert "PersonaMem (32k split): the chosen option's letter against the correct one" in judge
     assert "gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, interactive;" in judge
     assert judge.count("gpt-") == 1  # the paper's judge only, in the parenthesis
     assert "| models (configured and priced; offline methods answered) |" in text
@@ -312,3 +315,27 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert html.count("data:image/png;base64,") >= 4  # figures embedded: one self-contained file
     assert "<table>" in html and "<th></th>" not in html
     assert "<title>Fact memory vs. long context: run run</title>" in html  # no backticks
+
+
+def test_the_judge_line_says_how_each_dataset_was_judged_in_this_run(tmp_path):
+    """The line reads notebook 04's own parameters: another judge, one vote, batched."""
+    from memcost.paths import RunPaths
+    from memcost.run.report.comparison import _judge_line
+    from memcost.run.report.view import DatasetView, RunView
+
+    run = RunPaths(tmp_path / "run").ensure()
+    judged = {
+        "backend": "openai",
+        "judge_model": "gpt-4.1-mini",
+        "reasoning_effort": "low",
+        "n_votes": 1,
+        "client": {"execution": {"judge": "batch"}},
+    }
+    view = RunView(run, {})
+    view.datasets = [
+        DatasetView(run.dataset("locomo"), {}, {"04_judge_answers": judged}, {}),
+        DatasetView(run.dataset("longmemeval"), {}, {"01_extract_facts": {}}, {}),
+    ]
+    assert _judge_line(view).endswith(
+        "): LoCoMo: gpt-4.1-mini at reasoning effort low, 1 vote, batch."
+    )

@@ -12,7 +12,6 @@ import pandas as pd
 from memcost import paper
 from memcost.catalog import stand_ins
 from memcost.io import write_csv
-from memcost.paper import JUDGE_MODEL
 from memcost.params import backend_of, client_option, normalise_execution
 from memcost.paths import PERSONAMEM_NAME_NOTE
 from memcost.run.report.markdown import md_table, usd
@@ -330,23 +329,32 @@ def _stand_ins(view: RunView) -> str:
 def _judge_line(view: RunView) -> str:
     """Who judged, how: the paper's judge is GPT-5-mini at high effort, three votes, sent one
     request at a time; a run that batches it or uses another judge says so here."""
-    said = []
+    ours = paper.PAPER_SETTINGS["04_judge_answers"]
+    by_judge: dict[str, list[str]] = {}  # datasets judged alike are named together
     for ds in view.datasets:
-        p = ds.parameters
+        judged = ds.parameters.get("04_judge_answers")
+        if not judged:
+            continue  # notebook 04 did not run on this dataset
+        if (ds.metrics.get("04_judge_answers") or {}).get("mode") == "multiple_choice":
+            judge = "the chosen option's letter against the correct one (no judge called)"
+            by_judge.setdefault(judge, []).append(ds.title)
+            continue
+        p = {**ours, **{k: v for k, v in judged.items() if v is not None}}
         mode = normalise_execution(client_option(p, "execution"))["judge"]
-        model = p.get("judge_model") or JUDGE_MODEL
+        model = p["judge_model"]
         judged_by = (  # an offline vote is a word-overlap rule's: never a model's name on it
             "the offline lexical judge (a word-overlap rule, not an LLM, in the configured "
             "judge's place)"
             if backend_of(model, p) == "offline"
-            else f"{model} at reasoning effort {p.get('reasoning_effort') or 'high'}"
+            else f"{model} at reasoning effort {p['reasoning_effort']}"
         )
-        said.append(f"{ds.name}: {judged_by}, {p.get('n_votes') or 3} votes, {mode}")
+        votes = f"{p['n_votes']} vote" + ("s" if p["n_votes"] != 1 else "")
+        by_judge.setdefault(f"{judged_by}, {votes}, {mode}", []).append(ds.title)
+    said = [f"{', '.join(titles)}: {judge}" for judge, titles in by_judge.items()]
     return (
-        "Judge (the paper's: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, "
-        "interactive; a batched judge gets the same requests, answered within 24 hours): "
-        + "; ".join(said)
-        + "."
+        f"Judge (the paper's: {ours['judge_model']} at reasoning effort "
+        f"{ours['reasoning_effort']}, {ours['n_votes']} votes, interactive; a batched judge "
+        "gets the same requests, answered within 24 hours): " + "; ".join(said) + "."
     )
 
 
