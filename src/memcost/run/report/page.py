@@ -269,7 +269,8 @@ def models_used(view: RunView) -> list[str]:
                 if params.get(keys[1]):
                     label += f" ({params[keys[1]]})"
                 if step == "04_judge_answers" and params.get("n_votes"):
-                    label += f", {params['n_votes']} votes"
+                    n = params["n_votes"]
+                    label += f", {n} vote" + ("s" if n != 1 else "")
                 if label not in seen:
                     seen.add(label)
                     out.append(label)
