@@ -336,6 +336,26 @@ def test_analysis_labels_the_costs_measured(world):
     assert step03["cache_measured"] is True
 
 
+def test_the_report_says_what_this_api_run_did(world):
+    run = world.first.paths
+    text = run.report_md.read_text(encoding="utf-8")
+    judge = next(line for line in text.splitlines() if line.startswith("Judge (the paper's"))
+    assert judge.endswith(
+        "): LoCoMo: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, interactive."
+    )
+    assert "offline" not in judge
+    # the prefix-cache rule's prediction beside what the server reported as cached
+    assert "The offline backend has no provider cache" not in text
+    share = pd.read_csv(run.tables / "cost_lc_cached_share.csv").set_index("system")
+    measured = 100 * share.loc["long_context_gpt-5-mini", "cached_share"]
+    row = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("| LoCoMo | long context, gpt-5-mini | 31 |")
+    )
+    assert row.endswith(f"| {measured:.1f} |") and "provider's share of all input" in text
+
+
 def test_manifest_records_snapshots_and_cache_hits(world):
     manifest = world.first_manifest
     assert manifest["models"] == {

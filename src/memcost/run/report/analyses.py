@@ -124,6 +124,8 @@ def _judge_sensitivity(view: RunView) -> list[str]:
 
 
 def _simulated_cache(view: RunView) -> list[str]:
+    """Notebook 03's replay of its prompts through the prefix-cache rule. Offline it is all
+    there is; with a provider, its report (the ledger's cached tokens) stands beside it."""
     frames = _frames(view, "simulated_prompt_cache")
     if not frames:
         return []
@@ -134,6 +136,15 @@ def _simulated_cache(view: RunView) -> list[str]:
         d for d, g in table.groupby("dataset", sort=False) if (g["later_questions"] == 0).all()
     ]
     shown = table.loc[~table["dataset"].isin(asked_once)]
+    ledger = read_csv(view.run.table.cost_lc_cached_share)
+    measured = (
+        {}
+        if view.offline or ledger is None
+        else {
+            (r.dataset, r.system): r.cached_share
+            for r in ledger.loc[ledger["basis"] == "measured"].itertuples(index=False)
+        }
+    )
     rows = [
         [
             DATASET_NAMES.get(r.dataset, r.dataset),
@@ -141,45 +152,48 @@ def _simulated_cache(view: RunView) -> list[str]:
             int(r.later_questions),
             pct(r.simulated_share_after_first),
             pct(r.simulated_cached_share),
-        ]
+            *(
+                [pct(measured[r.dataset, r.system]) if (r.dataset, r.system) in measured else "—"]
+                if measured
+                else []
+            ),
+        ]  # fmt: skip
         for r in shown.itertuples(index=False)
     ]
     gaps = ", ".join(f"{g:g} s" for g in sorted(set(table["gap_s"])))
-    return [
-        "### Long-context prompt cache: SIMULATED, not measured",
-        "",
-        f"The offline backend has no provider cache, so notebook 03 replays its prompts "
-        f"through the prefix-cache rule (`memcost.catalog`), questions {gaps} apart. "
-        "These shares are the rule's prediction in %: they are not in the ledger and not in "
-        "any cost above.",
-        "",
-        *(
-            [
-                md_table(
-                    rows,
-                    [
-                        "dataset",
-                        "system",
-                        "later questions",
-                        "simulated share after the first",
-                        "simulated share of all input",
-                    ],
-                ),
-                "",
-            ]
-            if rows
-            else []
-        ),
-        *(
-            [
-                f"{', '.join(DATASET_NAMES.get(d, d) for d in asked_once)}: every history is "
-                "asked one question, so no system reuses a cached prefix (0% for each).",
-                "",
-            ]
-            if asked_once
-            else []
-        ),
+    header = [
+        "dataset",
+        "system",
+        "later questions",
+        "simulated share after the first",
+        "simulated share of all input",
     ]
+    if measured:
+        title = "### Long-context prompt cache: the rule's prediction and the provider's report"
+        text = (
+            f"Notebook 03 replays its prompts through the prefix-cache rule (`memcost.catalog`), "
+            f"questions {gaps} apart; the last column is the share the provider reported as "
+            "cached (the ledger, notebook 05), the one every cost above uses. Shares in %."
+        )
+        header.append("provider's share of all input")
+    else:
+        title = "### Long-context prompt cache: SIMULATED, not measured"
+        text = (
+            f"The offline backend has no provider cache, so notebook 03 replays its prompts "
+            f"through the prefix-cache rule (`memcost.catalog`), questions {gaps} apart. "
+            "These shares are the rule's prediction in %: they are not in the ledger and not in "
+            "any cost above."
+        )
+    lines = [title, "", text, ""]
+    if rows:
+        lines += [md_table(rows, header), ""]
+    if asked_once:
+        lines += [
+            f"{', '.join(DATASET_NAMES.get(d, d) for d in asked_once)}: every history is "
+            "asked one question, so no system reuses a cached prefix (0% for each).",
+            "",
+        ]
+    return lines
 
 
 def section_analyses(view: RunView) -> list[str]:
