@@ -157,7 +157,7 @@ def _simulated_cache(view: RunView) -> list[str]:
                 if measured
                 else []
             ),
-        ]  # fmt: skip
+        ]
         for r in shown.itertuples(index=False)
     ]
     gaps = ", ".join(f"{g:g} s" for g in sorted(set(table["gap_s"])))
