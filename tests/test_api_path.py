@@ -344,6 +344,7 @@ def test_the_report_says_what_this_api_run_did(world):
         "): LoCoMo: gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, interactive."
     )
     assert "offline" not in judge
+    assert "The paper calls this split" not in text  # a LoCoMo run: no PersonaMem note
     # the prefix-cache rule's prediction beside what the server reported as cached
     assert "The offline backend has no provider cache" not in text
     share = pd.read_csv(run.tables / "cost_lc_cached_share.csv").set_index("system")

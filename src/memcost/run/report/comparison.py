@@ -382,8 +382,11 @@ def section_paper(view: RunView) -> list[str]:
         ),
         _judge_line(view),
         "",
-        PERSONAMEM_NAME_NOTE,
-        "",
+        *(  # the paper's name for the split, where this run has it
+            [PERSONAMEM_NAME_NOTE, ""]
+            if any(ds.name.startswith("personamem") for ds in view.datasets)
+            else []
+        ),
     ]
     differ = [r for r in comparable if not _matches(r.paper, r.run)]
     for source in dict.fromkeys(r.section for r in comparable):  # the matches, one line each
