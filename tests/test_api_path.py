@@ -39,6 +39,7 @@ from fake_api.stages import stage_of, stage_server
 from memcost import costs
 from memcost.calls import read_calls, record_call_key, store_path
 from memcost.catalog import is_gpt5_family
+from memcost.cli import run_status
 from memcost.costs.ledger import MEASURED
 from memcost.io import read_json, read_jsonl
 from memcost.params import notebook_parameters
@@ -465,4 +466,6 @@ def test_budget_stops_cleanly_keeping_what_was_done(world):
     assert f"max_cost_usd = ${BUDGET_USD:.4f}" in run.output
     manifest = read_json(run.paths.manifest)
     assert manifest["notebooks"][f"{DATASET}/01_extract_facts"]["status"] == "failed"
+    assert manifest["notebooks"][f"{DATASET}/01_extract_facts"]["ename"] == "BudgetExceeded"
+    assert run_status(manifest, run.paths.root) == "stopped at its budget"
     assert f"{DATASET}/02_answer_from_memory" not in manifest["notebooks"]

@@ -434,3 +434,18 @@ def test_report_names_a_damaged_file_of_the_run_in_one_line(runs, capsys):
     assert err.startswith(
         f"error: {run.root / 'metrics' / '06_serving_cost_study.json'}: not valid"
     )
+
+
+def test_a_run_stopped_by_its_budget_is_listed_as_such(tmp_path):
+    from memcost.cli import run_status
+
+    budget = {
+        "status": "failed",
+        "ename": "BudgetExceeded",
+        "error": "cell 12: BudgetExceeded: ...",
+    }
+    fault = {"status": "failed", "ename": "ValueError", "error": "cell 3: ValueError: ..."}
+    assert run_status({"notebooks": {"locomo/01": budget}}, tmp_path) == "stopped at its budget"
+    assert run_status({"notebooks": {"locomo/01": fault}}, tmp_path) == "failed"
+    both = {"notebooks": {"locomo/01": budget, "longmemeval/01": fault}}
+    assert run_status(both, tmp_path) == "failed"  # a fault beside the budget stop is a fault

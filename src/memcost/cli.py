@@ -339,7 +339,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def run_status(manifest: dict[str, Any], root: Path) -> str:
-    """What actually ran: ``failed`` / ``interrupted`` if a notebook ended so; ``ok`` when every
+    """What actually ran: ``failed`` / ``interrupted`` if a notebook ended so (``stopped at its
+    budget`` where ``max_cost_usd`` stopped it); ``ok`` when every
     notebook the preset names ran (and the report was written); ``partial (steps ...)`` when the
     runner ran only some of them; either with ``, N items failed`` when ``allow_failures`` let
     failed items through; ``incomplete`` when one started and did not finish. A run of
@@ -350,9 +351,11 @@ def run_status(manifest: dict[str, Any], root: Path) -> str:
         if not steps:
             return "incomplete"
         return "ok (by hand)" if all(s.get("finished_at") for s in steps) else "incomplete"
-    statuses = [e.get("status") for e in entries.values()]
     for bad in ("failed", "interrupted"):
-        if bad in statuses:
+        ended = [e for e in entries.values() if e.get("status") == bad]
+        if ended and all(e.get("ename") == "BudgetExceeded" for e in ended):
+            return "stopped at its budget"  # the limit it was given, not a fault
+        if ended:
             return bad
     if not (root / "report.md").is_file():
         return "incomplete"

@@ -447,12 +447,12 @@ def run_notebook(
     out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
     output = out_dir / notebook.name
     t0 = time.perf_counter()
-    status, error = "ok", None
+    status, error, ename = "ok", None, ""
     try:
         execute_notebook(notebook, output, parameters, sink=sink, progress_bar=progress_bar)
         export_html_soon(output)
     except NotebookFailed as exc:
-        status = "failed"
+        status, ename = "failed", exc.ename  # the exception's class: a budget stop is no fault
         where = f"cell {exc.cell_index}" if exc.cell_index is not None else "a cell"
         error = f"{where}: {exc.error}"[:400]  # what the report says failed
         raise
@@ -472,7 +472,8 @@ def run_notebook(
             key,
             {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
              "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
-             "sha256": notebook_sha256(notebook), **({"error": error} if error else {})},
+             "sha256": notebook_sha256(notebook), **({"error": error} if error else {}),
+             **({"ename": ename} if ename else {})},
         )  # fmt: skip
     return status, wall
 
