@@ -300,6 +300,24 @@ def test_three_judge_samples_are_three_requests(run_paths, server, tmp_path):
     assert sorted(r["sample_index"] for r in records) == [0, 1, 2]
 
 
+def test_a_cut_off_reply_is_reasked_as_before_and_its_failure_says_where_it_stopped(
+    run_paths, server, tmp_path
+):
+    client = api_client(run_paths, server.url, tmp_path, max_reasks=1)
+    server.on(lambda p, b: True, Action(text='{"label": "CORR'), times=None)
+    [result] = client.chat_many([question(1)], parse=lambda text: parse_json_object(text)["label"])
+    said = 'unparseable reply: ValueError: no JSON value in the reply (starts \'{"label": "CORR\')'
+    # the re-ask shows the model the line it always showed, so recorded re-asks are found again
+    reask = server.requests[-1].body["messages"][-1]["content"]
+    assert reask.startswith(f"Your previous reply could not be used: {said}. Reply again")
+    # the item's failure says where the parser stopped: at the end, a reply cut off
+    assert result.parse_error == (
+        "unparseable reply: ValueError: the JSON does not parse: Unterminated string starting "
+        "at: line 1 column 11 (char 10) of 15 characters; no JSON value in the reply (starts "
+        '\'{"label": "CORR\')'
+    )
+
+
 def test_unparseable_replies_are_reasked_then_recorded_as_parse_failures(
     run_paths, server, tmp_path
 ):

@@ -138,10 +138,21 @@ def test_parse_json_accepts_fences_and_prose_and_refuses_the_rest():
         "label": "CORRECT"
     }
     assert parse_json("[1, 2]") == [1, 2]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as caught:
         parse_json("CORRECT")
+    assert str(caught.value) == "no JSON value in the reply (starts 'CORRECT')"
+    assert not getattr(caught.value, "__notes__", None)
     with pytest.raises(ValueError, match="object"):
         parse_json_object("[1]")
+    # a reply cut off at its output limit: the message is unchanged (a re-ask shows it to the
+    # model), and a note says where the parser stopped, at the last character of 65
+    with pytest.raises(ValueError) as caught:
+        parse_json('{"decisions": [{"fact": 1, "event": "ADD", "text": "She adopted a')
+    assert str(caught.value).startswith("no JSON value in the reply (starts '{")
+    assert caught.value.__notes__ == [
+        "the JSON does not parse: Unterminated string starting at: line 1 column 52 (char 51) "
+        "of 65 characters"
+    ]
 
 
 def test_reasks_are_distinct_even_when_the_model_repeats_itself():

@@ -584,10 +584,13 @@ class ItemRunner:
             try:
                 return outcome, parse(outcome.text), None
             except PARSE_ERRORS as exc:
-                parse_error = f"unparseable reply: {type(exc).__name__}: {exc}"[:500]
+                said = f"unparseable reply: {type(exc).__name__}: {exc}"  # what a re-ask shows
+                # what the item's failure says: the notes first, so a shortened line keeps them
+                notes = "".join(f"{note}; " for note in getattr(exc, "__notes__", ()))
+                parse_error = f"unparseable reply: {type(exc).__name__}: {notes}{exc}"[:500]
             if number > max_reasks or self.transport.stop.is_set():
                 break
-            current = reask_request(current, outcome.text, str(parse_error), number)
+            current = reask_request(current, outcome.text, said[:500], number)
             self.accounting.count("reasks")
             outcome = self.calls.call(current, offline)
             totals["usage"] = totals["usage"] + outcome.usage

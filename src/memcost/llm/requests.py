@@ -455,16 +455,24 @@ def parse_json(text: str) -> Any:
         stripped = fenced.group(1).strip()
     try:
         return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
+    except json.JSONDecodeError as exc:
+        # a reply that opens a JSON value is judged whole: cut off (its output limit) or broken
+        why = f"{exc} of {len(stripped)} characters" if stripped[:1] in ("{", "[") else ""
     for open_, close in (("{", "}"), ("[", "]")):
         start, end = stripped.find(open_), stripped.rfind(close)
         if 0 <= start < end:
             try:
                 return json.loads(stripped[start : end + 1])
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as exc:
+                why = why or f"{exc} of {end + 1 - start} characters"
                 continue
-    raise ValueError(f"no JSON value in the reply (starts {stripped[:60]!r})")
+    error = ValueError(f"no JSON value in the reply (starts {stripped[:60]!r})")
+    if why:
+        # for the person reading the failure; a re-ask shows the model the message alone, as
+        # it always has (and so finds its recorded re-asks again); an error at the last
+        # character is a reply cut off at its output limit
+        error.add_note(f"the JSON does not parse: {why}")
+    raise error
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
