@@ -6,6 +6,7 @@ want of network says in one line how to use the bundled samples."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,30 @@ def test_a_failed_download_says_in_one_line_how_to_use_the_bundled_samples(capsy
         "No network? Use the bundled samples instead: python -m memcost run "
         "--params current_locomo --run-name r -p backend=offline -p download=false"
     ]
+
+
+def test_a_failed_download_before_notebook_08_does_not_offer_the_bundled_samples(tmp_path, capsys):
+    # The published runs' files have no bundled stand-in: download=false would only move the
+    # failure on to notebook 08, so the hint names what notebook 08 reads instead.
+    run_dir = tmp_path / "published-run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps({"runs": [{"steps": ["00", "08"]}]}))
+    args = argparse.Namespace(
+        params="published", steps=None, datasets=None, allow_failures=None, overrides=[]
+    )
+    exc = NotebookFailed(
+        Path("00_prepare_data.ipynb"),
+        Path("out.ipynb"),
+        6,
+        "DataError: could not download LoCoMo from https://x/locomo10.json: no network",
+        ename="DataError",
+    )
+    exc.run_dir = str(run_dir)
+    print_resume_hint(args, exc)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "download=false" not in lines[0]
+    assert lines[0].startswith("No network? Notebook 08 reads the published runs' own files")
+    assert "published_dir" in lines[0] and "data_path" in lines[0]
 
 
 @pytest.mark.slow

@@ -142,6 +142,25 @@ def test_failure_stops_and_points_at_partial_notebook(tmp_path, notebooks, monke
     assert error.startswith("cell ") and "AssertionError: scale 9 too big" in error
 
 
+def test_a_failed_notebook_closes_its_own_record_as_failed(tmp_path, notebooks, monkeypatch):
+    # The notebook's record opens as "running" and its last cell closes it; a notebook that
+    # fails before that cell is recorded as failed there too, not as running for ever.
+    monkeypatch.setenv(SWITCH, "1")
+    _notebook(
+        notebooks / "00_prepare.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
+        "from memcost.manifest import start_step\nfrom memcost.paths import RunPaths\n"
+        "start_step(RunPaths.from_param(run_dir), '00_prepare', dataset=dataset, parameters={})\n"
+        "raise ValueError('no data')",
+    )
+    preset = _preset(tmp_path, {"datasets": ["a"], "steps": ["00"]})
+    with pytest.raises(NotebookFailed):
+        run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["notebooks"]["a/00_prepare"]["status"] == "failed"
+    assert manifest["steps"]["a/00_prepare"]["status"] == "failed"
+
+
 @pytest.mark.slow  # 50 s; the smoke run of every session runs its datasets in parallel too
 def test_datasets_in_processes_of_their_own_give_the_serial_run_and_stop_on_a_failure(
     tmp_path, notebooks, monkeypatch

@@ -272,6 +272,16 @@ def result_lines(paths: RunPaths) -> list[str]:
 
 def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
     if exc.ename == "DataError" and "could not download" in exc.error:
+        if "08" in run_steps(exc.run_dir):
+            # The published runs' files have no bundled stand-in: download=false alone would
+            # only move the failure on to notebook 08.
+            print(
+                "No network? Notebook 08 reads the published runs' own files, which no bundled "
+                "sample stands in for: put copies of them in a folder and set published_dir, "
+                "and the real datasets' files with data_path (docs/published.md).",
+                file=sys.stderr,
+            )
+            return
         # One line that works as given: the same run on the bundled samples.
         resume = resume_command(args, exc.run_dir, drop=("download",))
         print(
@@ -683,6 +693,15 @@ def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def split_list(text: str | None) -> list[str] | None:
     """``"00,01"`` → ``["00", "01"]``; nothing → ``None``."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def run_steps(run_dir: str) -> list[str]:
+    """The steps the run's last start asked for (``[]`` when its manifest cannot be read)."""
+    try:
+        starts = read_manifest(RunPaths.from_param(run_dir)).get("runs") or [{}]
+    except (OSError, ManifestDamaged):
+        return []
+    return [str(step) for step in starts[-1].get("steps") or []]
 
 
 def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, ...] = ()) -> str:

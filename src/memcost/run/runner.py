@@ -17,6 +17,7 @@ with ``--verbose`` (without it, the lines a long wait prints as signs of life st
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -466,16 +467,21 @@ def run_notebook(
             print(f"stopped the run's PostgreSQL server (pid {stopped}) left by {notebook.stem}")
         wall = round(time.perf_counter() - t0, 3)
         key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
-        manifest_mod.set_entry(
-            run,
-            "notebooks",
-            key,
-            {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
-             "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
-             "sha256": notebook_sha256(notebook), **({"error": error} if error else {}),
-             **({"ename": ename} if ename else {})},
-        )  # fmt: skip
+        entry = {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
+                 "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
+                 "sha256": notebook_sha256(notebook), **({"error": error} if error else {}),
+                 **({"ename": ename} if ename else {})}  # fmt: skip
+        manifest_mod.update_manifest(run, functools.partial(_record_notebook, key, entry))
     return status, wall
+
+
+def _record_notebook(key: str, entry: dict[str, Any], manifest: dict[str, Any]) -> None:
+    manifest.setdefault("notebooks", {})[key] = entry
+    # The notebook's own record said "running" when it opened; its last cell, which would
+    # have closed it, did not run: it says how the notebook ended instead.
+    step = manifest.get("steps", {}).get(key)
+    if entry["status"] != "ok" and step and step.get("status") == "running":
+        step["status"] = entry["status"]
 
 
 def label_of(step_path: Path, dataset: str | None) -> str:
