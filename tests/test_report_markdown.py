@@ -58,3 +58,34 @@ def test_the_bill_names_the_stages_the_estimate_missed_each_way():
     lower, higher = _stage_differences(estimate, ledger)
     assert lower == ["judge $6.58 estimated, $0.5170 in the ledger"]
     assert higher == ["extract $0.0034 estimated, $0.0107 in the ledger"]  # read, embed: equal
+
+
+def test_the_serving_section_sets_the_studys_model_beside_the_studys_numbers(tmp_path):
+    """The study's break-even (400×200) is gpt-oss-20b's: the tables show that model's rows
+    even when another backbone ran first, offline rows say they are the stand-ins' priced as
+    it, and the cells follow the grid, not the strings' order."""
+    import json
+
+    from memcost.paths import RunPaths
+    from memcost.run.report.serving import section_serving
+    from memcost.run.report.view import RunView
+
+    def row(model, cell, n_turns, mean_tokens, system, turn):
+        return {"model": model, "cell": cell, "n_turns": n_turns, "mean_tokens": mean_tokens,
+                "system": system, "break_even": turn}  # fmt: skip
+
+    breaks = [
+        row(model, cell, n, t, system, turn)
+        for model, shift in (("google/gemma-4-26b-a4b-it", 100), ("openai/gpt-oss-20b", 0))
+        for cell, n, t in (("15×200", 15, 200), ("15×50", 15, 50), ("100×100", 100, 100))
+        for system, turn in (("mem0", 3 + shift), ("rolling_window", 11 + shift))
+        if not (cell == "100×100" and system == "mem0")
+    ]
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "06_serving_cost_study.json").write_text(
+        json.dumps({"metrics": {"backend": "offline", "break_even": breaks}})
+    )
+    section = "\n".join(section_serving(RunView.load(RunPaths(tmp_path))))
+    assert "(offline stand-ins priced as openai/gpt-oss-20b; turns," in section
+    table = [line for line in section.splitlines() if line.startswith("| 1")]
+    assert table == ["| 15×50 | 3 | 11 |", "| 15×200 | 3 | 11 |", "| 100×100 | — | 11 |"]

@@ -12,8 +12,17 @@ from memcost.run.report.markdown import figure, md_table
 from memcost.run.report.view import RunView, read_csv
 
 
-def _first_model(rows: list[dict[str, Any]]) -> str | None:
-    return next((str(r["model"]) for r in rows if r.get("model")), None)
+def _study_model(models: list[Any]) -> str | None:
+    """The model the study's reference numbers are for (gpt-oss-20b) when the run has it, so
+    that a row is set beside the study's own; else the run's first."""
+    names = [str(m) for m in models if m]
+    wanted = paper.BREAK_EVEN_SETTING["model"]
+    return next((m for m in names if m.split("/")[-1] == wanted), names[0] if names else None)
+
+
+def _priced_as(model: str, backend: str | None) -> str:
+    # Offline, no model answered: the rows are the stand-ins' tokens at this model's prices.
+    return f"offline stand-ins priced as {model}" if backend == "offline" else model
 
 
 def serving_backend(view: RunView) -> str | None:
@@ -27,7 +36,7 @@ def serving_brief(view: RunView) -> str | None:
     metrics = view.run_metrics("06_serving_cost_study")
     if not metrics:
         return None
-    model = _first_model(metrics.get("table1") or [])
+    model = _study_model([r.get("model") for r in metrics.get("table1") or []])
     fits = [
         r
         for r in metrics.get("table1") or []
@@ -66,10 +75,11 @@ def section_serving(view: RunView) -> list[str]:
     if metrics is None:
         return []
     folder = view.run.root / "serving"
+    backend = metrics.get("backend")
     lines = ["## The serving-cost study (notebook 06)", ""]
     versus = read_csv(folder / "tables" / "table1_vs_study.csv")
     if versus is not None and not versus.empty:
-        model = versus["model"].iloc[0]
+        model = _study_model(list(versus["model"].unique()))
         mine = versus.loc[
             (versus["model"] == model)
             & versus["published"].notna()
@@ -86,7 +96,8 @@ def section_serving(view: RunView) -> list[str]:
             for r in mine.itertuples(index=False)
         ]
         lines += [
-            f"**Table 1 against the study's ranges** ({model}; how to read: p and q are the "
+            f"**Table 1 against the study's ranges** ({_priced_as(model, backend)}; how to "
+            "read: p and q are the "
             "cost's elasticities in the turn's length and in the turn number)",
             "",
             md_table(rows, ["system", "quantity", "this run", "study", "inside"]),
@@ -94,18 +105,25 @@ def section_serving(view: RunView) -> list[str]:
         ]
     breaks = pd.DataFrame(metrics.get("break_even") or [])
     if not breaks.empty:
-        model = breaks["model"].iloc[0]
-        pivot = breaks.loc[breaks["model"] == model].pivot_table(
+        model = _study_model(list(breaks["model"].unique()))
+        mine = breaks.loc[breaks["model"] == model]
+        pivot = mine.pivot_table(
             index="cell", columns="system", values="break_even", aggfunc="first"
         )
+        # cells in the grid's order (turns, then tokens a turn), not as strings sort
+        cells = mine.drop_duplicates("cell").sort_values(["n_turns", "mean_tokens"])["cell"]
+        pivot = pivot.reindex(list(cells))
+        setting = paper.BREAK_EVEN_SETTING
         lines += [
-            f"**Sustained break-even against full history** ({model}; turns, `never` when "
-            "memory is not cheaper at the last turn; the study at 400×200, gpt-oss-20b low: "
+            f"**Sustained break-even against full history** ({_priced_as(model, backend)}; "
+            "turns, `never` when memory is not cheaper at the last turn, — where the system "
+            f"did not run in that cell; the study at {setting['cell']}, {setting['model']} "
+            f"{setting['reasoning_effort']}: "
             + ", ".join(f"{s} {t}" for s, t in paper.BREAK_EVEN_400_200.items())
             + ")",
             "",
             md_table(
-                [[cell, *row] for cell, row in pivot.astype(str).iterrows()],
+                [[cell, *row] for cell, row in pivot.astype(object).iterrows()],
                 ["cell", *pivot.columns],
             ),
             "",
