@@ -315,6 +315,30 @@ def test_cli_resume_hint_keeps_the_overrides_and_names_the_budget(
     assert "-p max_cost_usd=<dollars>" in err and "max_cost_usd=0.01" not in err
 
 
+def test_ctrl_c_ends_the_run_with_how_to_resume_not_a_traceback(
+    tmp_path, notebooks, capsys, monkeypatch
+):
+    from memcost import cli
+    from memcost.cli import main
+    from memcost.run import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "execute_steps", interrupted)
+    monkeypatch.setattr(
+        cli, "run_preset", functools.partial(cli.run_preset, notebooks_dir=notebooks)
+    )
+    preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"scale": 2}})
+    run = tmp_path / "run"
+    code = main(["run", "--params", str(preset), "--run-name", str(run), "-p", "scale=3"])
+    err = capsys.readouterr().err
+    assert code == 130 and "Traceback" not in err
+    assert err.strip().splitlines()[0].startswith("interrupted: the notebooks that finished")
+    resume = err.strip().splitlines()[-1].strip()
+    assert resume == f"python -m memcost run --params {preset} --run-name {run} -p scale=3"
+
+
 @pytest.mark.timeout(120)
 def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
     import nbformat

@@ -193,6 +193,15 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"\nerror: {exc}", file=sys.stderr)
         print_resume_hint(args, exc)
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C: no traceback, but how to go on
+        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
+        print(
+            f"\ninterrupted: the notebooks that finished and every answered call are kept "
+            f"(the manifest marks the stopped notebooks interrupted). Resume (answered calls "
+            f"are not sent again) with:\n  {resume_command(args, run_dir)}",
+            file=sys.stderr,
+        )
+        return 130
     except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
         where = exc.filename or "a file of the run"
         run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"

@@ -559,7 +559,7 @@ def run_preset(
             progress.say(note)
         try:
             execute_steps(run, preset, notebooks, selected, per_dataset, progress)
-        except StoreError as exc:  # before a notebook: the store of calls cannot be used
+        except (StoreError, KeyboardInterrupt) as exc:  # what to resume: the caller says how
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
             raise
         except (OSError, NotebookFailed, StageFailures) as exc:
