@@ -71,9 +71,10 @@ def section_costs(view: RunView) -> list[str]:
 
 
 def rounded_cells(table: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """Dollar cells as the paper prints them: four decimals, trailing zeros kept ($0.0700)."""
     table = table.copy()
     for column in columns:
-        table[column] = table[column].map(lambda v: round(float(v), 4))
+        table[column] = table[column].map(lambda v: f"${float(v):.4f}")
     return table
 
 
@@ -102,7 +103,7 @@ def section_cost_model(view: RunView) -> list[str]:
     lines += [
         "**Table 4 — cumulative cost per user at L = 101,601 tokens**",
         "",
-        md_table(t4.values.tolist(), ["N", "memory ($)", "long context GPT-5-mini ($)"]),
+        md_table(t4.values.tolist(), ["N", "memory", "long context GPT-5-mini"]),
         "",
     ]
     t5 = rounded_cells(table5, ("write_usd", "lc_turn1_usd", "lc_turn_n_usd"))
@@ -111,7 +112,7 @@ def section_cost_model(view: RunView) -> list[str]:
         "",
         md_table(
             t5.values.tolist(),
-            ["L (tokens)", "write ($)", "LC turn 1 ($)", "LC turn N>1 ($)", "break-even N"],
+            ["L (tokens)", "write", "LC turn 1", "LC turn N>1", "break-even N"],
         ),
         "",
     ]
