@@ -325,15 +325,17 @@ def test_ctrl_c_ends_the_run_with_how_to_resume_not_a_traceback(
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "execute_steps", interrupted)
+    monkeypatch.setattr(runner, "run_notebook", interrupted)  # Ctrl-C in the first notebook
+    monkeypatch.setenv(SWITCH, "1")
     monkeypatch.setattr(
         cli, "run_preset", functools.partial(cli.run_preset, notebooks_dir=notebooks)
     )
     preset = _preset(tmp_path, {"datasets": ["a"], "parameters": {"scale": 2}})
     run = tmp_path / "run"
     code = main(["run", "--params", str(preset), "--run-name", str(run), "-p", "scale=3"])
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert code == 130 and "Traceback" not in err
+    assert "notebook 1 of 2: 00_prepare [a]: interrupted in" in out
     assert err.strip().splitlines()[0].startswith("interrupted: the notebooks that finished")
     resume = err.strip().splitlines()[-1].strip()
     assert resume == f"python -m memcost run --params {preset} --run-name {run} -p scale=3"

@@ -621,6 +621,9 @@ def _run_step(
     t0 = time.perf_counter()
     try:
         status, wall = run_notebook(run, notebook, inputs, dataset, sink)
+    except KeyboardInterrupt:
+        status = "interrupted"  # as the manifest records it
+        raise
     finally:
         if progress is not None:
             progress.finish(label, status, wall or time.perf_counter() - t0)
@@ -704,8 +707,9 @@ def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) ->
             t0 = time.perf_counter()
             try:
                 state, wall = run_notebook(run, notebook, inputs, dataset, sink)
-            except BaseException:
-                events.put(("finish", label, "failed", time.perf_counter() - t0))
+            except BaseException as exc:
+                ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                events.put(("finish", label, ended, time.perf_counter() - t0))
                 stop.set()
                 raise
             events.put(("finish", label, state, wall))
