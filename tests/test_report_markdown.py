@@ -60,6 +60,28 @@ def test_the_bill_names_the_stages_the_estimate_missed_each_way():
     assert higher == ["extract $0.0034 estimated, $0.0107 in the ledger"]  # read, embed: equal
 
 
+def test_the_bill_says_when_a_stages_gap_is_the_prompt_cache_not_the_tokens():
+    # An estimate_* run: offline, long context's prompts have no cache hits in the ledger,
+    # while the estimate prices the cached share the prefix-cache rule predicts.
+    import pandas as pd
+
+    from memcost.run.report.headline import _cached_in_estimate_only
+
+    estimate = pd.DataFrame(
+        {
+            "ledger_stage": ["long_context", "long_context", "judge"],
+            "input_tokens": [40_000, 40_000, 9_000],
+            "cached_input_tokens": [39_800, 0, 0],
+        }
+    )
+    ledger = pd.DataFrame(
+        {"stage": ["long_context", "judge"], "cached_prompt_tokens": [0, 0], "cost_usd": [1, 1]}
+    )
+    assert _cached_in_estimate_only(estimate, ledger) == ["long_context, 49.8%"]
+    ledger.loc[0, "cached_prompt_tokens"] = 30_000  # a provider that cached: the tokens' gap
+    assert _cached_in_estimate_only(estimate, ledger) == []
+
+
 def test_the_serving_section_sets_the_studys_model_beside_the_studys_numbers(tmp_path):
     """The study's break-even (400×200) is gpt-oss-20b's: the tables show that model's rows
     even when another backbone ran first, offline rows say they are the stand-ins' priced as

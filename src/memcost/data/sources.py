@@ -140,11 +140,12 @@ def resolve_source(
     endpoint: str | None = None,
 ) -> DataSource:
     """Decide which raw file to read: ``data_path`` if given, else a download (``download``),
-    else the bundled sample. A folder is accepted where the dataset's file has a fixed name."""
+    else the bundled sample. A folder is accepted where the dataset's file has a fixed name.
+
+    A ``data_path`` wins over ``download``: it is what a failed download tells a user to give,
+    on top of a preset that downloads."""
     check_dataset(dataset)
-    if data_path and download:
-        raise DataError("give either data_path (a local file) or download=True, not both")
-    if download:
+    if download and not data_path:
         return download_dataset(
             dataset,
             revision=revision,

@@ -575,7 +575,7 @@ def check_data_paths(preset: Preset, steps: list[str]) -> None:
             resolve_source(
                 dataset,
                 params["data_path"],
-                download=bool(params.get("download")),  # both given: refused, nothing fetched
+                download=bool(params.get("download")),  # data_path wins: nothing fetched
                 longmemeval_file=str(params.get("longmemeval_file") or "s"),
             )
         except DataError as exc:

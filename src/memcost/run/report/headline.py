@@ -268,12 +268,38 @@ def _bill(view: RunView) -> str | None:
         )
         if view.offline:
             text += " (offline calls have no reasoning tokens and short answers)"
+        uncached = _cached_in_estimate_only(estimate, read_csv(view.run.table.cost_by_stage))
+        if uncached:
+            text += (
+                f"; in {' and '.join(uncached)} of the estimate's input tokens are priced as "
+                "prompt-cache hits and none of the ledger's: "
+                + (
+                    "offline there is no provider cache"
+                    if view.offline
+                    else "the provider reported no cached tokens"
+                )
+            )
         if higher:
             text += (
                 "; where the ledger is higher, the calls used more tokens than the estimate "
-                "counted (`tables/estimate_before_run.csv` against `tables/cost_by_stage.csv`)"
+                "counted, or fewer of them cached (`tables/estimate_before_run.csv` against "
+                "`tables/cost_by_stage.csv`)"
             )
     return text + "."
+
+
+def _cached_in_estimate_only(estimate: pd.DataFrame, ledger: pd.DataFrame | None) -> list[str]:
+    """``"long_context, 99.5%"`` for each stage the estimate expects cache hits in and the
+    ledger has none: that stage's gap is the cache, not the tokens."""
+    if ledger is None or ledger.empty or "cached_input_tokens" not in estimate:
+        return []
+    expected = estimate.groupby("ledger_stage")[["input_tokens", "cached_input_tokens"]].sum()
+    found = ledger.groupby("stage")["cached_prompt_tokens"].sum()
+    return [
+        f"{stage}, {100 * row.cached_input_tokens / row.input_tokens:.1f}%"
+        for stage, row in expected.iterrows()
+        if row.cached_input_tokens > 0 and stage in found and found[stage] == 0
+    ]
 
 
 def _stage_differences(
