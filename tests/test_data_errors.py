@@ -347,6 +347,15 @@ def test_download_without_network_says_how_to_use_data_path(tmp_path, monkeypatc
     assert not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("*.csv"))
 
 
+def test_a_data_path_is_read_where_the_preset_downloads(tmp_path):
+    # what the failed download above advises, given on top of a preset with download: true
+    copy_ = tmp_path / "locomo10.json"
+    shutil.copy(LOCOMO, copy_)
+    source = data.resolve_source("locomo", copy_, download=True, raw_dir=tmp_path / "raw")
+    assert source.origin == "local" and Path(source.path) == copy_
+    assert not (tmp_path / "raw").exists()  # nothing fetched
+
+
 def test_download_reuses_a_file_already_there(tmp_path):
     target = tmp_path / "locomo" / LOCOMO_REVISION / "locomo10.json"
     target.parent.mkdir(parents=True)
