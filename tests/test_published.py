@@ -392,7 +392,11 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     report = write_report(run)[0].read_text(encoding="utf-8")
     brief = report.split("## The answer in brief", 1)[1].split("\n## ", 1)[0]
     assert "**What real systems scored on these questions**" in brief
+    assert "re-analysed): LoCoMo: memory " in brief  # datasets named as everywhere else
     assert "## Published runs of real systems (notebook 08)" in report
+    # notebooks 04 and 05 did not run: no empty judge line, and the cost section says why
+    assert "Judge (the paper's" not in report
+    assert "*No usage ledger was analysed (notebook 05 did not run).*" in report
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
     assert "| sample_memory | lexical (offline) |" in report
 

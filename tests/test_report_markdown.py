@@ -111,3 +111,18 @@ def test_the_serving_section_sets_the_studys_model_beside_the_studys_numbers(tmp
     assert "(offline stand-ins priced as openai/gpt-oss-20b; turns," in section
     table = [line for line in section.splitlines() if line.startswith("| 1")]
     assert table == ["| 15×50 | 3 | 11 |", "| 15×200 | 3 | 11 |", "| 100×100 | — | 11 |"]
+
+
+def test_table_2s_mean_has_one_decimal_as_the_papers_does(tmp_path):
+    from memcost.paths import RunPaths
+    from memcost.run.report.results import section_tokens
+    from memcost.run.report.view import RunView
+
+    ds = RunPaths(tmp_path).dataset("locomo").ensure()
+    ds.table.table2.parent.mkdir(parents=True, exist_ok=True)
+    ds.table.table2.write_text("dataset,n,min,max,median,mean\nLoCoMo,1986,4,28,11,12.0\n")
+    ds.questions.parent.mkdir(parents=True, exist_ok=True)
+    ds.questions.write_bytes(b"")  # notebook 00's hand-over: what makes it a dataset of the run
+    text = "\n".join(section_tokens(RunView.load(RunPaths(tmp_path))))
+    assert "| this run | LoCoMo | 1,986 | 4 | 28 | 11 | 12.0 |" in text
+    assert "| the paper | LoCoMo | 1,986 | 4 | 28 | 11 | 12.0 |" in text

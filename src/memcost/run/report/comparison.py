@@ -351,6 +351,8 @@ def _judge_line(view: RunView) -> str:
         votes = f"{p['n_votes']} vote" + ("s" if p["n_votes"] != 1 else "")
         by_judge.setdefault(f"{judged_by}, {votes}, {mode}", []).append(ds.title)
     said = [f"{', '.join(titles)}: {judge}" for judge, titles in by_judge.items()]
+    if not said:
+        return ""  # no dataset judged in this run: nothing to set beside the paper's judge
     return (
         f"Judge (the paper's: {ours['judge_model']} at reasoning effort "
         f"{ours['reasoning_effort']}, {ours['n_votes']} votes, interactive; a batched judge "
@@ -380,8 +382,7 @@ def section_paper(view: RunView) -> list[str]:
             if _stand_ins(view)
             else []
         ),
-        _judge_line(view),
-        "",
+        *([_judge_line(view), ""] if _judge_line(view) else []),
         *(  # the paper's name for the split, where this run has it
             [PERSONAMEM_NAME_NOTE, ""]
             if any(ds.name.startswith("personamem") for ds in view.datasets)

@@ -36,7 +36,12 @@ def section_costs(view: RunView) -> list[str]:
         ]
     summary = read_csv(view.run.table.cost_summary)
     if summary is None or summary.empty:
-        return lines + ["*No usage ledger was analysed (notebook 05 without model calls).*", ""]
+        why = (
+            "notebook 05 did not run"
+            if view.run_metrics("05_analyse_costs") is None
+            else "the run made no model calls"
+        )
+        return lines + [f"*No usage ledger was analysed ({why}).*", ""]
     basis = sorted(set(summary["basis"].astype(str)))
     spent = float(
         summary.loc[~summary["component"].astype(str).str.endswith(": total"), "spent_usd"].sum()

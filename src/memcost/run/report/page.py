@@ -237,6 +237,10 @@ def _vector_stores(manifest: dict[str, Any]) -> str:
     return "; ".join(sorted(stores)) or "faiss per_user"
 
 
+def _count(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else "?"
+
+
 def _data_row(ds: Any) -> list[Any]:
     """One dataset: where it came from, its size and the digests of its files."""
     selection = ds.provenance.get("selection") or {}
@@ -249,8 +253,8 @@ def _data_row(ds: Any) -> list[Any]:
     )
     return [
         f"data: {ds.title}",
-        f"{origin} — {selection.get('conversations', '?')} conversations, "
-        f"{selection.get('questions', '?')} questions; {digest}",
+        f"{origin} — {_count(selection.get('conversations'))} conversations, "
+        f"{_count(selection.get('questions'))} questions; {digest}",
     ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from memcost.run.report.markdown import figure, md_table, usd
-from memcost.run.report.view import RunView, read_csv
+from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
 KIND_WORDS = {"memory": "memory", "long_context": "long context", "probe": "probe"}
 
@@ -40,7 +40,7 @@ def published_brief(view: RunView) -> str | None:
         ceiling = (metrics.get("ceiling") or {}).get(dataset)
         if ceiling:
             best.append(f"wrong gold answers cap a perfect system at {ceiling['ceiling_pct']:.1f}%")
-        parts.append(f"{dataset}: " + "; ".join(best))
+        parts.append(f"{DATASET_NAMES.get(dataset, dataset)}: " + "; ".join(best))
     return (
         "**What real systems scored on these questions** (their published answers and "
         "judgments, re-analysed): " + " — ".join(parts) + "."
@@ -130,7 +130,8 @@ def section_published(view: RunView) -> list[str]:
     lines += _runs(table)
     for dataset, ceiling in (metrics.get("ceiling") or {}).items():
         lines += [
-            f"**Gold ceiling, {dataset}:** {ceiling['wrong_gold']} of {ceiling['questions']:,} "
+            f"**Gold ceiling, {DATASET_NAMES.get(dataset, dataset)}:** {ceiling['wrong_gold']} "
+            f"of {ceiling['questions']:,} "
             f"gold answers are wrong by the audit ({ceiling['audited']} audited; a wrong citation "
             "alone does not count): a perfect system scores at most "
             f"{ceiling['ceiling_pct']:.2f}%.",
