@@ -66,7 +66,9 @@ def plot_published_accuracy(
         ax.set_yticks(y, labels, fontsize=8)
         ax.set_xlim(0, 110)
         ax.set_xlabel("accuracy (%): majority of the judge's votes; probes: share accepted")
-        ax.set_title(f"{DATASET_TITLES[dataset]}: published runs, {int(part['n'].max())} questions")
+        ax.set_title(
+            f"{DATASET_TITLES[dataset]}: published runs, {int(part['n'].max()):,} questions"
+        )
         if dataset in ceilings:
             ax.axvline(ceilings[dataset], color="black", ls="--", lw=1)
             ax.text(
