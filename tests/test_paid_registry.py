@@ -102,9 +102,13 @@ def test_lifecycle_dates_and_stand_ins(monkeypatch):
         catalog.today()
 
 
-def test_paper_preset_refuses_after_shutdown_before_any_call(tmp_path):
-    env = {**os.environ, "MEMCOST_TODAY": "2026-12-12", "OPENAI_API_KEY": "sk-fake",
-           "OPENROUTER_API_KEY": "sk-fake"}  # fmt: skip
+@pytest.mark.parametrize("keys", [True, False])
+def test_paper_preset_refuses_after_shutdown_before_any_call(tmp_path, keys):
+    # without keys too: a key would not make a shut-down model run, the successor preset would
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["MEMCOST_TODAY"] = "2026-12-12"
+    if keys:
+        env.update(OPENAI_API_KEY="sk-fake", OPENROUTER_API_KEY="sk-fake")
     done = subprocess.run(
         [sys.executable, "-m", "memcost", "run", "--params", "paper_locomo",
          "--run-name", str(tmp_path / "run")],

@@ -73,6 +73,8 @@ def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None
             if str(exc) not in problems:
                 problems.append(str(exc))
     if problems:
+        # A shut-down model is refused first: a key would not make it run, the successor would.
+        check_lifecycle(preset, notebooks, show_prices=False, ask_provider=False)
         raise PresetError(
             f"{preset.path}: cannot start, a backend is not set up.\n" + "\n".join(problems)
         )
@@ -197,9 +199,11 @@ def check_lifecycle(
     *,
     on: str | date | None = None,
     show_prices: bool = True,
+    ask_provider: bool = True,
 ) -> None:
     """Raise :class:`PresetError` before anything is sent when a paid model is shut down (or
-    unknown); print a warning when one shuts down within :data:`catalog.WARN_DAYS` days."""
+    unknown); print a warning when one shuts down within :data:`catalog.WARN_DAYS` days.
+    ``ask_provider=False`` reads the registry's dates alone (no key needed)."""
     day = catalog.today(on)
     models = paid_models(preset, notebooks)
     unknown = []
@@ -214,7 +218,7 @@ def check_lifecycle(
     # of your own (custom) serves whatever it holds.
     hosted = {m: p for m, p in models.items() if backend_of(m, p) != "custom"}
     statuses = [catalog.status(m, day) for m in hosted]
-    if not any(s.shut_down for s in statuses):  # a second opinion from the provider itself
+    if ask_provider and not any(s.shut_down for s in statuses):  # the provider's own dates
         served = _served_dates(hosted)
         statuses = [catalog.status(m, day, served) for m in hosted]
     gone = [s for s in statuses if s.shut_down]
