@@ -113,8 +113,9 @@ lock:
 bytecode: setup
 	@$(PY) -m compileall -q src
 
+# ARGS passes the runner's options, e.g. make reproduce PRESET=paper_locomo ARGS="-p backend=offline".
 reproduce: setup bytecode
-	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME))
+	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME)) $(ARGS)
 
 test: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST)

@@ -5,6 +5,7 @@ packages compare with it."""
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from importlib import metadata
 
@@ -74,3 +75,14 @@ def test_this_environment_is_the_locked_one():
     assert status["differs"] == {}, (
         f"installed packages differ from constraints.txt: {status['differs']}; run make setup"
     )
+
+
+def test_make_reproduce_passes_args_to_the_runner():
+    # README: make reproduce PRESET=current_locomo ARGS="-p backend=offline"
+    done = subprocess.run(
+        ["make", "-n", "reproduce", "PRESET=current_locomo", "ARGS=-p backend=offline"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+    )  # fmt: skip
+    run = done.stdout.strip().splitlines()[-1]
+    preset = "papermill_params/current_locomo.yaml"
+    assert run.split()[1:] == ["-m", "memcost", "run", "--params", preset, "-p", "backend=offline"]
