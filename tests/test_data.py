@@ -375,8 +375,8 @@ def test_resolve_source_accepts_folders_and_files(tmp_path):
     assert data.resolve_source("longmemeval", LONGMEMEVAL).origin == "local"
     pm = data.resolve_source("personamem_v2", PERSONAMEM / PERSONAMEM_V2_CSV)
     assert pm.root == PERSONAMEM.resolve()
-    with pytest.raises(DataError, match="either data_path .* or download"):
-        data.resolve_source("locomo", LOCOMO, download=True)
+    # a local copy wins over download (what a failed download advises on top of a preset)
+    assert data.resolve_source("locomo", LOCOMO, download=True).origin == "local"
     with pytest.raises(DataError, match="unknown LongMemEval file 'x'.*s, m, oracle"):
         data.resolve_source("longmemeval", longmemeval_file="x")
 

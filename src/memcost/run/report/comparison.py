@@ -364,6 +364,7 @@ def section_paper(view: RunView) -> list[str]:
     """The comparable numbers first, in a table; the others folded into one counted line per
     reason (every row, comparable or not, is in ``tables/paper_vs_run.csv``)."""
     rows = paper_vs_run(view)
+    judge = _judge_line(view)
     comparable = [r for r in rows if r.comparable]
     matched = sum(_matches(r.paper, r.run) for r in comparable)
     header = ["source", "quantity", "paper", "this run", "comparable", "why"]
@@ -382,7 +383,7 @@ def section_paper(view: RunView) -> list[str]:
             if _stand_ins(view)
             else []
         ),
-        *([_judge_line(view), ""] if _judge_line(view) else []),
+        *([judge, ""] if judge else []),
         *(  # the paper's name for the split, where this run has it
             [PERSONAMEM_NAME_NOTE, ""]
             if any(ds.name.startswith("personamem") for ds in view.datasets)
