@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from memcost import paper
+from memcost.judge.votes import LETTER_MATCH
+from memcost.offline import LEXICAL
 from memcost.run.report.markdown import FEW_CONVERSATIONS, figure, md_table, pct, png
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
@@ -87,15 +89,26 @@ def _above_the_oracle(view: RunView, tables: dict[str, pd.DataFrame]) -> str | N
     )
 
 
+# The judge_model of votes no model cast, in words (a model's name stands for itself).
+JUDGE_WORDS = {
+    LEXICAL: "the offline lexical rule (word overlap, not an LLM)",
+    LETTER_MATCH: "the chosen option's letter against the correct one (no judge called)",
+}
+
+
 def section_accuracy(view: RunView) -> list[str]:
     lines = ["## Table 3: accuracy", ""]
     tables = accuracy_tables(view)
     if not tables:
         return []  # notebook 04 did not run: no section
-    judge = sorted({str(j) for t in tables.values() for j in t.get("judge_model", [])})
+    by_judge: dict[str, list[str]] = {}  # datasets judged alike are named together
+    for name, table in tables.items():
+        for j in dict.fromkeys(str(j) for j in table.get("judge_model", [])):
+            by_judge.setdefault(JUDGE_WORDS.get(j, j), []).append(DATASET_NAMES.get(name, name))
+    judge = "; ".join(f"{', '.join(names)}: {who}" for who, names in by_judge.items())
     lines += [
         f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
-        f"the dialogue-cluster bootstrap 95% interval; judge: {', '.join(judge)}. "
+        f"the dialogue-cluster bootstrap 95% interval. Judge: {judge}. "
         "*Strict* counts answers that failed, could not be judged, or were never given (the "
         "oracle has none where no session holds the evidence) as wrong: the paper's \"correct "
         '÷ all questions".',
