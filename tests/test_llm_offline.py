@@ -121,6 +121,14 @@ def test_offline_calls_report_o200k_usage_and_are_recorded_once(run_paths, tmp_p
     )
 
 
+def test_an_offline_progress_bar_says_offline_beside_the_configured_model(run_paths, capsys):
+    # the bar names the model the stand-in is priced as; offline it must say it is no model
+    client = make_client(run_paths, backend="offline", progress=True)
+    client.chat_many(requests(), offline=extract, parse=parse_json_object)
+    err = capsys.readouterr().err
+    assert "extract gpt-5-nano-2025-08-07 (offline): 100%" in err and "est=$" in err
+
+
 def test_offline_without_a_method_says_what_is_missing(run_paths):
     client = make_client(run_paths, backend="offline", progress=False)
     with pytest.raises(ValueError, match="offline method"):

@@ -346,8 +346,13 @@ class Accounting:
             "by_stage_model": by,
         }
 
+    @property
+    def all_offline(self) -> bool:
+        """Every call of this client is the offline backend's: no model answers."""
+        return self.config.backend == "offline" and not self.config.model_backends
+
     def progress_postfix(self) -> str:
         s = self.stats
-        if self.config.backend == "offline" and not self.config.model_backends:
+        if self.all_offline:
             return f"hits={s.cache_hits} est=${s.estimated_usd:.4f}"
         return f"hits={s.cache_hits} ${s.paid_usd:.4f}"

@@ -458,8 +458,10 @@ class ItemRunner:
     ) -> list[T]:
         c = self.config
         show = c.progress if progress is None else progress
+        # offline, the bar names the stand-in as such: "long_context gpt-5-mini (offline)"
+        label = f"{desc} (offline)" if self.accounting.all_offline else desc
         bar = (
-            ProgressBar(len(items), desc, self.accounting.progress_postfix)
+            ProgressBar(len(items), label, self.accounting.progress_postfix)
             if (show and items)
             else None
         )
