@@ -374,3 +374,24 @@ def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
         "00_die.ipynb failed in cell 2 (`import os, signal`): the notebook's kernel died"
     )
     assert "out of memory" in message and failed.value.ename == "DeadKernelError"
+
+
+def test_the_log_keeps_whole_lines_and_a_progress_bars_last_state():
+    import io
+
+    from memcost.run.runner import LogLines, Tee
+
+    log = io.StringIO()
+    out = Tee(None, LogLines(log, "[locomo] "))
+    err = out.twin()  # stderr: a line of its own, even while stdout writes between its parts
+    err.write("\rjudge:   0%| 0/9")
+    err.write("\rjudge:  50%| 4/9")
+    out.write("backend: offline\n")
+    err.write("\rjudge: 100%| 9/9\n")
+    out.write("a\r\nb\n")
+    assert log.getvalue().splitlines() == [
+        "[locomo] backend: offline",
+        "[locomo] judge: 100%| 9/9",
+        "[locomo] a",
+        "[locomo] b",
+    ]

@@ -194,10 +194,38 @@ class SignsOfLife:
         self.stream.flush()
 
 
+class LogLines:
+    """A notebook's output as the run's log keeps it: whole lines, a progress bar's redraws
+    (``\r``) reduced to its last state (a bar of hours redraws every half second), and, with
+    datasets side by side writing one log, each line led by its dataset's name."""
+
+    def __init__(self, log: IO[str], prefix: str = ""):
+        self.log, self.prefix, self.pending = log, prefix, ""
+
+    def write(self, text: str) -> int:
+        for part in re.split(r"(\r\n|\r|\n)", text):
+            if part in ("\n", "\r\n"):
+                self.log.write(f"{self.prefix}{self.pending}\n")
+                self.log.flush()  # one whole line at a time: another process appends too
+                self.pending = ""
+            elif part == "\r":
+                self.pending = ""  # redrawn: only the bar's last state is kept
+            else:
+                self.pending += part
+        return len(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def twin(self) -> LogLines:
+        """The same log for another stream (stderr beside stdout): a line of its own."""
+        return LogLines(self.log, self.prefix)
+
+
 class Tee:
     """A text stream that writes to several streams (any of them may be ``None``)."""
 
-    def __init__(self, *streams: IO[str] | SignsOfLife | None):
+    def __init__(self, *streams: IO[str] | SignsOfLife | LogLines | None):
         self.streams = [s for s in streams if s is not None]
 
     def write(self, text: str) -> int:
@@ -208,6 +236,10 @@ class Tee:
     def flush(self) -> None:
         for stream in self.streams:
             stream.flush()
+
+    def twin(self) -> Tee:
+        """This tee for a second stream: its log lines are kept apart from the first's."""
+        return Tee(*(s.twin() if isinstance(s, LogLines) else s for s in self.streams))
 
 
 def execute_notebook(
@@ -238,7 +270,7 @@ def execute_notebook(
                 progress_bar=progress_bar,
                 request_save_on_cell_execute=True,  # the partial notebook is saved after each cell
                 stdout_file=sink,
-                stderr_file=sink,
+                stderr_file=sink.twin() if isinstance(sink, Tee) else sink,
                 # Unix sockets, not TCP ports: kernels that start at once in several processes
                 # (datasets side by side, a test session) would race for the same free port
                 config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
@@ -346,7 +378,7 @@ class Progress:
         shown = (
             None if self.quiet else (self.terminal if self.verbose else SignsOfLife(self.terminal))
         )
-        return Tee(shown, self.log)
+        return Tee(shown, LogLines(self.log))
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Progress]:
@@ -697,7 +729,9 @@ def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) ->
     run, preset = RunPaths(Path(job["run"])), job["preset"]
     statuses: list[StageStatus] = []
     with open(job["log"], "a", encoding="utf-8") as log:
-        sink = Tee(None if job["quiet"] else SignsOfLife(sys.stdout), log)
+        sink = Tee(
+            None if job["quiet"] else SignsOfLife(sys.stdout), LogLines(log, f"[{dataset}] ")
+        )
         for notebook in job["notebooks"].values():
             if stop.is_set():
                 break
