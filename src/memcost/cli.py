@@ -172,8 +172,9 @@ def command_run(args: argparse.Namespace) -> int:
         return 2
     except StoreError as exc:  # unwritable, full or damaged: the message says what to do first
         print(f"error: {exc}", file=sys.stderr)
-        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
-        print(f"Then resume with:\n  {resume_command(args, run_dir)}", file=sys.stderr)
+        print(
+            f"Then resume with:\n  {resume_command(args, stopped_run(exc, args))}", file=sys.stderr
+        )
         return 2
     except PresetError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -194,21 +195,19 @@ def command_run(args: argparse.Namespace) -> int:
         print_resume_hint(args, exc)
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C: no traceback, but how to go on
-        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
         print(
             f"\ninterrupted: the notebooks that finished and every answered call are kept "
             f"(the manifest marks the stopped notebooks interrupted). Resume (answered calls "
-            f"are not sent again) with:\n  {resume_command(args, run_dir)}",
+            f"are not sent again) with:\n  {resume_command(args, stopped_run(exc, args))}",
             file=sys.stderr,
         )
         return 130
     except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
         where = exc.filename or "a file of the run"
-        run_dir = getattr(exc, "run_dir", None) or args.run_name or "<run>"
         print(
             f"\nerror: cannot write {where}: {exc.strerror or exc}. Free space or make it "
             f"writable, then resume (finished work is kept) with:\n"
-            f"  {resume_command(args, run_dir)}",
+            f"  {resume_command(args, stopped_run(exc, args))}",
             file=sys.stderr,
         )
         return 1
@@ -702,6 +701,11 @@ def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def split_list(text: str | None) -> list[str] | None:
     """``"00,01"`` → ``["00", "01"]``; nothing → ``None``."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def stopped_run(exc: BaseException, args: argparse.Namespace) -> str:
+    """The run a stopped ``memcost run`` resumes: the runner names it on the exception."""
+    return getattr(exc, "run_dir", None) or args.run_name or "<run>"
 
 
 def run_steps(run_dir: str) -> list[str]:
