@@ -339,6 +339,8 @@ def test_ctrl_c_ends_the_run_with_how_to_resume_not_a_traceback(
     assert err.strip().splitlines()[0].startswith("interrupted: the notebooks that finished")
     resume = err.strip().splitlines()[-1].strip()
     assert resume == f"python -m memcost run --params {preset} --run-name {run} -p scale=3"
+    (log,) = (run / "logs").glob("run-*.log")  # the log says why it ends where it does
+    assert "\n=== interrupted (Ctrl-C) at " in log.read_text()
 
 
 @pytest.mark.timeout(120)

@@ -593,6 +593,8 @@ def run_preset(
             execute_steps(run, preset, notebooks, selected, per_dataset, progress)
         except (StoreError, KeyboardInterrupt) as exc:  # what to resume: the caller says how
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
+            if isinstance(exc, KeyboardInterrupt):  # the log says why it ends here
+                progress.log.write(f"\n=== interrupted (Ctrl-C) at {manifest_mod.now_iso()}\n")
             raise
         except (OSError, NotebookFailed, StageFailures) as exc:
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
