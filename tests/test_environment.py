@@ -4,6 +4,7 @@ packages compare with it."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tomllib
@@ -79,10 +80,14 @@ def test_this_environment_is_the_locked_one():
 
 def test_make_reproduce_passes_args_to_the_runner():
     # README: make reproduce PRESET=current_locomo ARGS="-p backend=offline"
+    # under `make test` this make is a sub-make: without the parent's flags, and no
+    # "Entering/Leaving directory" lines
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(
-        ["make", "-n", "reproduce", "PRESET=current_locomo", "ARGS=-p backend=offline"],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+        ["make", "-n", "--no-print-directory", "reproduce", "PRESET=current_locomo",
+         "ARGS=-p backend=offline"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, env=env,
     )  # fmt: skip
-    run = done.stdout.strip().splitlines()[-1]
+    (run,) = [line for line in done.stdout.splitlines() if " memcost run " in line]
     preset = "papermill_params/current_locomo.yaml"
     assert run.split()[1:] == ["-m", "memcost", "run", "--params", preset, "-p", "backend=offline"]
