@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -76,6 +77,21 @@ def test_runs_per_dataset_then_run_wide(tmp_path, notebooks):
     assert set(manifest["notebooks"]) == {"a/00_prepare", "b/00_prepare", "05_summarise"}
     assert manifest["notebooks"]["b/00_prepare"]["parameters"]["scale"] == 3
     assert all(v["status"] == "ok" for v in manifest["notebooks"].values())
+
+
+def test_notebooks_one_after_another_count_their_wall_time_once(tmp_path, notebooks, monkeypatch):
+    # ends recorded to the second made each notebook overlap the next by up to a second, and
+    # the report then said "datasets side by side" of a run that had one dataset
+    from memcost.manifest import wall_time_s
+
+    monkeypatch.setenv(SWITCH, "1")
+    preset = _preset(tmp_path, {"datasets": ["a", "b"], "parameters": {"scale": 2}})
+    run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks, stream=False)
+    manifest = json.loads(run.manifest.read_text())
+    entries = manifest["notebooks"].values()
+    assert all(re.search(r"T\d\d:\d\d:\d\d\.\d{3}\+00:00$", e["finished_at"]) for e in entries)
+    summed = sum(e["wall_time_s"] for e in entries)
+    assert summed - 0.01 <= wall_time_s(manifest) <= summed + 0.01
 
 
 def test_steps_selects_notebooks(tmp_path, notebooks):

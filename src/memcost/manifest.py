@@ -64,8 +64,8 @@ TRACKED_PACKAGES = (
 )
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+def now_iso(timespec: str = "seconds") -> str:
+    return datetime.now(UTC).isoformat(timespec=timespec)
 
 
 def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
@@ -219,7 +219,8 @@ def notebook_entries(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def wall_time_s(manifest: Mapping[str, Any]) -> float:
     """Seconds the run's notebooks were running: the union of their [start, end] spans, so
-    datasets that ran side by side count once and the pause before a resume not at all."""
+    datasets that ran side by side count once and the pause before a resume not at all (ends
+    recorded to the second overlap one notebook with the next by up to a second)."""
     spans = []
     for entry in notebook_entries(manifest).values():
         seconds = float(entry.get("wall_time_s") or 0)
@@ -286,7 +287,7 @@ class Step:
             "dataset": self.dataset,
             "parameters": self.parameters,
             "started_at": self.started_at,
-            "finished_at": now_iso(),
+            "finished_at": now_iso("milliseconds"),  # spans to the ms: see wall_time_s
             "wall_time_s": round(time.perf_counter() - self._t0, 3),
             "metrics": metrics or {},
         }

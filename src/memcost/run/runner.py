@@ -500,7 +500,8 @@ def run_notebook(
         wall = round(time.perf_counter() - t0, 3)
         key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
         entry = {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
-                 "wall_time_s": wall, "status": status, "finished_at": manifest_mod.now_iso(),
+                 "wall_time_s": wall, "status": status,
+                 "finished_at": manifest_mod.now_iso("milliseconds"),
                  "sha256": notebook_sha256(notebook), **({"error": error} if error else {}),
                  **({"ename": ename} if ename else {})}  # fmt: skip
         manifest_mod.update_manifest(run, functools.partial(_record_notebook, key, entry))
