@@ -206,6 +206,9 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         "PersonaMem (32k split): the chosen option's letter against the correct one"
     ) in text
     assert "letter_match" not in text
+    # the judge-sensitivity columns in words, and what varies offline
+    assert "| dataset | system | lenient | default | strict |" in text
+    assert "offline, the lexical rule with lenient, default and strict thresholds" in text
     # Tables 4-5 print their dollars as the paper does, to the last decimal
     assert "| 20 | $0.0700 | $0.0947 |" in text and "| 100,000 | $0.0430 | $0.0261 |" in text
     # the answers first: the paper's (Table 3, Table 5), today's, then this run's, labelled

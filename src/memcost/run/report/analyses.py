@@ -107,7 +107,8 @@ def _judge_sensitivity(view: RunView) -> list[str]:
     wide = table.pivot_table(
         index=["dataset", "system"], columns="prompt_name", values="accuracy", aggfunc="first"
     )
-    prompts = [p for p in ("judge_lenient", "judge", "judge_strict") if p in wide.columns]
+    words = {"judge_lenient": "lenient", "judge": "default", "judge_strict": "strict"}
+    prompts = [p for p in words if p in wide.columns]
     rows = [
         [DATASET_NAMES.get(d, d), view.label(str(s)), *[pct(wide.loc[(d, s), p]) for p in prompts]]
         for d, s in wide.index
@@ -115,10 +116,16 @@ def _judge_sensitivity(view: RunView) -> list[str]:
     return [
         "### Judge sensitivity",
         "",
-        "Accuracy in % under each judge prompt (notebook 04): if the ranking of the systems "
-        "changes between a lenient and a strict judge, the judge, not the system, decides.",
+        "Accuracy in % under each judge prompt (notebook 04"
+        + (
+            "; offline, the lexical rule with lenient, default and strict thresholds"
+            if view.offline
+            else ""
+        )
+        + "): if the ranking of the systems changes between a lenient and a strict judge, the "
+        "judge, not the system, decides.",
         "",
-        md_table(rows, ["dataset", "system", *prompts]),
+        md_table(rows, ["dataset", "system", *(words[p] for p in prompts)]),
         "",
     ]
 
