@@ -206,6 +206,8 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
         "PersonaMem (32k split): the chosen option's letter against the correct one"
     ) in text
     assert "letter_match" not in text
+    # stage and retention names in words: no snake_case in the prose
+    assert "; long context $" in text and "long_context $" not in text
     # the judge-sensitivity columns in words, and what varies offline
     assert "| dataset | system | lenient | default | strict |" in text
     assert "offline, the lexical rule with lenient, default and strict thresholds" in text
@@ -318,7 +320,7 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     # retentions with one break-even are one row of the dates table
     dates = today_section.split("**Break-even under each dataset's own dates**")[1]
     dates = dates.split("How to read it")[0]
-    assert "| LoCoMo | paper | in_memory, extended, none | 2 |" in dates
+    assert "| LoCoMo | paper | in-memory, extended, none | 2 |" in dates
     assert len([line for line in dates.splitlines() if line.startswith("| Lo")]) <= 12  # of 22
     assert "[HTML](locomo/notebooks/04_judge_answers.html)" in text
     assert (smoke.root / "locomo" / "notebooks" / "04_judge_answers.html").is_file()

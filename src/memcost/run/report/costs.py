@@ -268,7 +268,7 @@ def _by_dataset_time(view: RunView) -> list[str]:
             [
                 DATASET_NAMES.get(r.dataset, r.dataset),
                 r.scenario,
-                r.policy,
+                str(r.policy).replace("_", "-"),  # OpenAI's word: in-memory retention
                 r.users,
                 f"{r.median_gap_hours:,.1f}",
                 f"{int(r.context_tokens):,}",

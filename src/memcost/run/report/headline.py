@@ -296,7 +296,7 @@ def _cached_in_estimate_only(estimate: pd.DataFrame, ledger: pd.DataFrame | None
     expected = estimate.groupby("ledger_stage")[["input_tokens", "cached_input_tokens"]].sum()
     found = ledger.groupby("stage")["cached_prompt_tokens"].sum()
     return [
-        f"{stage}, {100 * row.cached_input_tokens / row.input_tokens:.1f}%"
+        f"{str(stage).replace('_', ' ')}, {100 * row.cached_input_tokens / row.input_tokens:.1f}%"
         for stage, row in expected.iterrows()
         if row.cached_input_tokens > 0 and stage in found and found[stage] == 0
     ]
@@ -320,7 +320,8 @@ def _stage_differences(
     both = both.loc[both["gap"].abs().round(2) > 0].sort_values("gap", key=abs, ascending=False)
 
     def line(stage: str, row: Any) -> str:
-        return f"{stage} {usd(row.estimated)} estimated, {usd(row.ledger)} in the ledger"
+        words = str(stage).replace("_", " ")  # long_context: long context
+        return f"{words} {usd(row.estimated)} estimated, {usd(row.ledger)} in the ledger"
 
     lower = [line(str(k), r) for k, r in both.loc[both["gap"] < 0].head(most).iterrows()]
     higher = [line(str(k), r) for k, r in both.loc[both["gap"] > 0].head(most).iterrows()]
