@@ -197,3 +197,20 @@ def test_estimate_says_when_a_presets_models_are_shut_down(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "cannot run today" not in out and "(7 days left)" in out
     assert "prices used" not in out  # the estimate prints its own prices, not the run's banner
+
+
+def test_the_estimate_of_a_preset_prices_only_the_notebooks_it_runs(tmp_path, capsys):
+    # the published preset runs notebooks 00 and 08: it printed the bill of a whole study
+    # ($297, 46 hours); a preset of some steps is priced for those, as the runner does
+    from memcost.cli import main, preset_estimate
+    from memcost.run import discover_notebooks
+    from memcost.run.presets import resolve_preset
+
+    assert main(["estimate", "--params", "published"]) == 0
+    out = capsys.readouterr().out
+    assert "published runs notebooks 00, 08: none of them makes the calls" in out
+    assert "total:" not in out
+    preset = resolve_preset("paper_locomo", discover_notebooks())
+    preset.steps = ["00", "01"]
+    table, _ = preset_estimate(preset)
+    assert set(table["ledger_stage"]) == {"extract", "update"}  # no read, long context, judge

@@ -40,7 +40,14 @@ from memcost.manifest import ManifestDamaged, read_manifest, wall_time_s
 from memcost.params import merge_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths
 from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures, check_lifecycle, failed_stages
-from memcost.run.presets import OPT_IN_STEPS, Preset, PresetError, load_preset, resolve_preset
+from memcost.run.presets import (
+    OPT_IN_STEPS,
+    Preset,
+    PresetError,
+    load_preset,
+    resolve_preset,
+    selected_steps,
+)
 from memcost.run.report import write_report
 from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
@@ -554,25 +561,27 @@ def add_estimate_command(sub: argparse._SubParsersAction) -> None:
 def preset_estimate(
     preset: Preset, run_name: str | None = None, overrides: Mapping[str, Any] | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The estimate of every dataset of ``preset`` (with ``overrides`` merged in), and one line
-    per dataset saying what was counted."""
+    """The estimate of every dataset of ``preset`` (with ``overrides`` merged in): the calls of
+    the notebooks it runs, as the runner prints it after notebook 00; and one line per dataset
+    saying what was counted."""
+    steps = selected_steps(preset, discover_notebooks())
     frames, notes = [], []
     for name in preset.datasets:
         params = merge_parameters(preset.parameters_for(name), overrides or {})
         ds = RunPaths.from_param(run_name).dataset(name) if run_name else None
         if ds is not None and ds.questions.is_file():
-            frames.append(estimate_dataset(ds, params))
+            frames.append(estimate_dataset(ds, params, steps=steps))
             notes.append(f"{name}: counted from {ds.data}")
         elif params.get("data_path"):  # the user's own file, as notebook 00 will select it
             stats, questions = file_counts(name, params)
-            frames.append(estimate_counts(name, stats, questions, params))
+            frames.append(estimate_counts(name, stats, questions, params, steps=steps))
             notes.append(
                 f"{name}: counted from {params['data_path']} ({len(stats):,} "
                 f"conversation{'s' * (len(stats) != 1)}, {len(questions):,} questions)"
             )
         else:
             stats, questions = selected_counts(name, params)
-            frames.append(estimate_counts(name, stats, questions, params))
+            frames.append(estimate_counts(name, stats, questions, params, steps=steps))
             kept = (
                 f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
                 "questions of them"
@@ -610,6 +619,14 @@ def command_estimate(args: argparse.Namespace) -> int:
     except (PresetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if estimate.empty:
+        steps = ", ".join(selected_steps(preset, discover_notebooks()))
+        print(
+            f"{preset.name} runs notebooks {steps}: none of them makes the calls this estimate "
+            "prices (notebooks 01-04's), so it prints none; a notebook that calls a model by "
+            "itself is held to max_cost_usd"
+        )
+        return 0
     if offline_preset(preset):
         print(
             f"{preset.name} runs offline (the classical stand-ins answer): it costs $0. What "
