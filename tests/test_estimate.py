@@ -208,8 +208,11 @@ def test_the_estimate_of_a_preset_prices_only_the_notebooks_it_runs(tmp_path, ca
 
     assert main(["estimate", "--params", "published"]) == 0
     out = capsys.readouterr().out
-    assert "published runs notebooks 00, 08: none of them makes the calls" in out
+    assert "published runs notebooks 00, 08, which make none of the calls" in out
     assert "total:" not in out
+    # a preset of no dataset is no error either: the paper's cost model calls nothing
+    assert main(["estimate", "--params", "paper_cost_model"]) == 0
+    assert "paper_cost_model runs notebooks 05, 07, which make none" in capsys.readouterr().out
     preset = resolve_preset("paper_locomo", discover_notebooks())
     preset.steps = ["00", "01"]
     table, _ = preset_estimate(preset)

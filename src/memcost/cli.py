@@ -589,7 +589,7 @@ def preset_estimate(
                 else ""
             )
             notes.append(profile_note(name) + kept)
-    return pd.concat(frames, ignore_index=True), notes
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), notes
 
 
 def verify_plan(preset: Preset) -> SubsetPlan:
@@ -613,18 +613,17 @@ def command_estimate(args: argparse.Namespace) -> int:
             datasets=split_list(args.datasets),
             overrides=overrides,
         )
-        if not preset.datasets:
-            raise PresetError(f"{preset.path}: names no dataset to estimate")
         estimate, notes = preset_estimate(preset, args.run_name)
     except (PresetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if estimate.empty:
-        steps = ", ".join(selected_steps(preset, discover_notebooks()))
+        steps = selected_steps(preset, discover_notebooks())
+        which = f"notebook {steps[0]}" if len(steps) == 1 else f"notebooks {', '.join(steps)}"
         print(
-            f"{preset.name} runs notebooks {steps}: none of them makes the calls this estimate "
-            "prices (notebooks 01-04's), so it prints none; a notebook that calls a model by "
-            "itself is held to max_cost_usd"
+            f"{preset.name} runs {which}, which make{'s' * (len(steps) == 1)} none of the calls "
+            "this estimate prices (notebooks 01-04's); a notebook that calls a model on its own "
+            "(06's serving study, 08's re-judging) is held to its max_cost_usd"
         )
         return 0
     if offline_preset(preset):
