@@ -227,7 +227,8 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     # the judge is named for what it was: offline, a word-overlap rule, never a model
     judge = next(line for line in text.splitlines() if line.startswith("Judge (the paper's"))
     assert (
-        "LongMemEval, LoCoMo: the offline lexical judge (a word-overlap rule, not an LLM" in judge
+        "LongMemEval, LoCoMo: the offline lexical rule (word overlap, not an LLM) in the "
+        "configured judge's place" in judge
     )
     assert "PersonaMem (32k split): the chosen option's letter against the correct one" in judge
     assert "gpt-5-mini-2025-08-07 at reasoning effort high, 3 votes, interactive;" in judge

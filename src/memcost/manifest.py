@@ -219,8 +219,8 @@ def notebook_entries(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def wall_time_s(manifest: Mapping[str, Any]) -> float:
     """Seconds the run's notebooks were running: the union of their [start, end] spans, so
-    datasets that ran side by side count once and the pause before a resume not at all (ends
-    recorded to the second overlap one notebook with the next by up to a second)."""
+    datasets that ran side by side count once and the pause before a resume not at all. Ends
+    are recorded to the millisecond: to the second, each span overlapped the next."""
     spans = []
     for entry in notebook_entries(manifest).values():
         seconds = float(entry.get("wall_time_s") or 0)

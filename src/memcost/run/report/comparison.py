@@ -12,6 +12,8 @@ import pandas as pd
 from memcost import paper
 from memcost.catalog import stand_ins
 from memcost.io import write_csv
+from memcost.judge.votes import LETTER_MATCH
+from memcost.offline import LEXICAL
 from memcost.params import backend_of, client_option, normalise_execution
 from memcost.paths import PERSONAMEM_NAME_NOTE
 from memcost.run.report.markdown import md_table, usd
@@ -19,6 +21,7 @@ from memcost.run.report.markdown import number as plain_number
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.view import (
     DATASET_NAMES,
+    JUDGE_WORDS,
     PAPER_ORDER,
     PAPER_SYSTEMS,
     RunView,
@@ -336,15 +339,13 @@ def _judge_line(view: RunView) -> str:
         if not judged:
             continue  # notebook 04 did not run on this dataset
         if (ds.metrics.get("04_judge_answers") or {}).get("mode") == "multiple_choice":
-            judge = "the chosen option's letter against the correct one (no judge called)"
-            by_judge.setdefault(judge, []).append(ds.title)
+            by_judge.setdefault(JUDGE_WORDS[LETTER_MATCH], []).append(ds.title)
             continue
         p = {**ours, **{k: v for k, v in judged.items() if v is not None}}
         mode = normalise_execution(client_option(p, "execution"))["judge"]
         model = p["judge_model"]
         judged_by = (  # an offline vote is a word-overlap rule's: never a model's name on it
-            "the offline lexical judge (a word-overlap rule, not an LLM, in the configured "
-            "judge's place)"
+            f"{JUDGE_WORDS[LEXICAL]} in the configured judge's place"
             if backend_of(model, p) == "offline"
             else f"{model} at reasoning effort {p['reasoning_effort']}"
         )

@@ -23,7 +23,7 @@ from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.published import published_brief
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.serving import serving_backend, serving_brief
-from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
+from memcost.run.report.view import DATASET_NAMES, RunView, in_words, read_csv
 from memcost.verify import JUDGED_SHARE, MEMORY, detectable_gap
 from memcost.verify import LONG_CONTEXT as HEADLINE_LONG_CONTEXT
 
@@ -296,7 +296,7 @@ def _cached_in_estimate_only(estimate: pd.DataFrame, ledger: pd.DataFrame | None
     expected = estimate.groupby("ledger_stage")[["input_tokens", "cached_input_tokens"]].sum()
     found = ledger.groupby("stage")["cached_prompt_tokens"].sum()
     return [
-        f"{str(stage).replace('_', ' ')}, {100 * row.cached_input_tokens / row.input_tokens:.1f}%"
+        f"{in_words(stage)}, {100 * row.cached_input_tokens / row.input_tokens:.1f}%"
         for stage, row in expected.iterrows()
         if row.cached_input_tokens > 0 and stage in found and found[stage] == 0
     ]
@@ -320,8 +320,7 @@ def _stage_differences(
     both = both.loc[both["gap"].abs().round(2) > 0].sort_values("gap", key=abs, ascending=False)
 
     def line(stage: str, row: Any) -> str:
-        words = str(stage).replace("_", " ")  # long_context: long context
-        return f"{words} {usd(row.estimated)} estimated, {usd(row.ledger)} in the ledger"
+        return f"{in_words(stage)} {usd(row.estimated)} estimated, {usd(row.ledger)} in the ledger"
 
     lower = [line(str(k), r) for k, r in both.loc[both["gap"] < 0].head(most).iterrows()]
     higher = [line(str(k), r) for k, r in both.loc[both["gap"] > 0].head(most).iterrows()]

@@ -5,10 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from memcost import paper
-from memcost.judge.votes import LETTER_MATCH
-from memcost.offline import LEXICAL
 from memcost.run.report.markdown import FEW_CONVERSATIONS, figure, md_table, pct, png
-from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
+from memcost.run.report.view import DATASET_NAMES, JUDGE_WORDS, RunView, read_csv
 
 
 def section_tokens(view: RunView) -> list[str]:
@@ -87,13 +85,6 @@ def _above_the_oracle(view: RunView, tables: dict[str, pd.DataFrame]) -> str | N
         "for its overlap with the question leaves the answerer fewer wrong messages to choose "
         "from than whole sessions do. With models, the oracle is the ceiling."
     )
-
-
-# The judge_model of votes no model cast, in words (a model's name stands for itself).
-JUDGE_WORDS = {
-    LEXICAL: "the offline lexical rule (word overlap, not an LLM)",
-    LETTER_MATCH: "the chosen option's letter against the correct one (no judge called)",
-}
 
 
 def section_accuracy(view: RunView) -> list[str]:

@@ -15,11 +15,25 @@ import pandas as pd
 from memcost import io, paper
 from memcost.answers import offline_places, system_labels
 from memcost.catalog import canonical_name
+from memcost.judge.votes import LETTER_MATCH
 from memcost.manifest import read_manifest
+from memcost.offline import LEXICAL
 from memcost.paper import PAPER_SETTINGS
 from memcost.paths import DISPLAY_NAMES, DatasetPaths, RunPaths
 
 DATASET_NAMES = DISPLAY_NAMES  # the report's titles are the datasets' display names
+# The judge_model of votes no model cast, in words (a model's name stands for itself).
+JUDGE_WORDS = {
+    LEXICAL: "the offline lexical rule (word overlap, not an LLM)",
+    LETTER_MATCH: "the chosen option's letter against the correct one (no judge called)",
+}
+
+
+def in_words(name: str) -> str:
+    """A stage or policy name as prose writes it: ``long_context`` → ``long context``."""
+    return str(name).replace("_", " ")
+
+
 PAPER_ORDER = ("longmemeval", "locomo", "personamem")  # the order of the paper's tables
 # The three systems of the paper's Table 3, as this repository names them.
 PAPER_SYSTEMS = ("memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b")
