@@ -10,6 +10,8 @@ import pytest
 
 import memcost.memory.base as base
 from memcost import paths
+from memcost.answers import load_answers
+from memcost.memory.reader import answer_with_system
 from memcost.paths import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "adding-a-memory-system.md"
@@ -45,3 +47,24 @@ def test_the_pages_minimal_system_runs_as_written(tmp_path, monkeypatch, capsys)
         session = turns[turns["session_index"] == last]
         assert all(str(t) in shown["text"].iloc[0] for t in session["text"])
     assert (tmp_path / "runs" / "try-last-sessions" / "locomo").is_dir()
+    # notebook 02's call: the page's system answers under its answers_as name, which has an
+    # underscore of its own (it was refused as "not a system name" once)
+    answered = answer_with_system(
+        namespace["client"], namespace["system"], sample.questions, sample.conversations
+    )
+    assert answered.errors == 0 and answered.answered == len(sample.questions)
+    answers = load_answers(namespace["ds"], "memory_last_sessions")
+    assert sorted(answers["question_id"]) == sorted(sample.questions["question_id"])
+    assert set(answers["system"]) == {"memory_last_sessions"}
+
+
+def test_a_system_whose_answers_as_no_record_could_carry_is_refused_when_registered(monkeypatch):
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+
+    class Bad(base.MemorySystem):
+        name = "bad"
+        answers_as = "Bad-Memory"
+
+    with pytest.raises(ValueError, match=r"memory system 'bad': answers_as must be 'memory_'"):
+        base.register(Bad)
+    assert "bad" not in base.system_names()

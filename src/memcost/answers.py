@@ -43,9 +43,11 @@ REQUIRED_FIELDS = (
     "error",
 )
 SYSTEM_KINDS = ("memory", "long_context", "rolling_window", "no_context", "oracle")
-# ``memory`` (the paper's), ``memory_<architecture>`` (memcost.memory), ``<kind>_<model>``
+# ``memory`` (the paper's), ``memory_<architecture>`` (memcost.memory, e.g.
+# ``memory_last_sessions``), ``<kind>_<model>``
+MEMORY_SYSTEM_RE = re.compile(r"^memory(_[a-z0-9]+)*$")
 _SYSTEM_RE = re.compile(
-    r"^(memory(_[a-z0-9]+)?|(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+)$"
+    rf"{MEMORY_SYSTEM_RE.pattern}|^(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+$"
 )
 
 

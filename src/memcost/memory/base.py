@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from memcost.answers import MEMORY_SYSTEM_RE
 from memcost.io import read_json, write_json
 from memcost.llm import EmbeddingRequest, LLMClient, LLMError
 from memcost.llm.offline import plan_batches
@@ -209,6 +210,12 @@ def register(cls: type[MemorySystem]) -> type[MemorySystem]:
     """Class decorator: make ``cls`` available by its ``name``."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"two memory systems named {cls.name!r}")
+    answers_as = getattr(cls, "answers_as", None)
+    if not MEMORY_SYSTEM_RE.match(answers_as or ""):
+        raise ValueError(
+            f"memory system {cls.name!r}: answers_as must be 'memory_' and lower-case letters, "
+            f"digits and underscores (e.g. 'memory_{cls.name}'), not {answers_as!r}"
+        )
     _REGISTRY[cls.name] = cls
     return cls
 
