@@ -399,6 +399,15 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "*No usage ledger was analysed (notebook 05 did not run).*" in report
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
     assert "| sample_memory | lexical (offline) |" in report
+    # every file's pin and where its bytes were read from
+    digest = entries["sample_memory"]["sha256"][:12]
+    assert (
+        f"| sample_memory | sample_memory | someone/somewhere @ {'b' * 12} : x.json | {digest}… "
+        f"| {folder / 'sample_memory.json'} |"
+    ) in report
+    assert [s["read_from"] for s in metrics["metrics"]["sources"]] == [
+        str(folder / f"{name}.json") for name in entries
+    ]
 
 
 def test_published_answers_judged_again_through_the_client(

@@ -114,9 +114,24 @@ def _cost(view: RunView) -> list[str]:
     )
 
 
+def _sources(metrics: dict[str, Any]) -> list[str]:
+    """Where each run's file came from: its pin and the copy its bytes were read from."""
+    rows = [
+        [r["name"], r["system"], f"{r['repo']} @ {r['commit'][:12]} : {r['path']}",
+         f"{r['sha256'][:12]}…", r["read_from"]]
+        for r in metrics.get("sources") or []
+    ]  # fmt: skip
+    return _block(
+        "**Where the files came from**: each pinned by a commit of its repository, its sha256 "
+        "checked against the pin before it was read",
+        rows,
+        ["run", "system", "file (repository @ commit : path)", "sha256", "read from"],
+    )
+
+
 def section_published(view: RunView) -> list[str]:
     """Accuracy per run with its interval, the gold ceiling, McNemar pairs, the answers judged
-    again, cost, licenses, the figure."""
+    again, cost, licenses, where the files came from, the figure."""
     table, metrics = _accuracy(view), view.run_metrics("08_published_runs")
     if metrics is None:
         return []
@@ -137,7 +152,7 @@ def section_published(view: RunView) -> list[str]:
             f"{ceiling['ceiling_pct']:.2f}%.",
             "",
         ]
-    lines += _pairs(view) + _rejudged(view) + _cost(view)
+    lines += _pairs(view) + _rejudged(view) + _cost(view) + _sources(metrics)
     figure(
         lines,
         view.run.figures / "published_accuracy.png",
