@@ -287,6 +287,17 @@ def test_the_registry_pins_every_source_at_a_commit_with_its_hash_and_license():
             assert published.price_for(run.answer_model).input > 0, run.answer_model
 
 
+def test_a_registry_of_ones_own_runs_that_is_not_yaml_is_one_line_naming_where(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("my_run:\n  repo: [someone/somewhere\n", encoding="utf-8")
+    with pytest.raises(published.DataError) as caught:
+        published.registry(mine)
+    assert str(caught.value) == (
+        f"{mine}: the registry of published runs is not valid YAML at line 3, column 1: "
+        "expected ',' or ']', but got '<stream end>'"
+    )
+
+
 def test_a_runs_cost_from_the_tokens_its_file_records_or_counted_and_labelled(copies):
     from memcost.text import count_tokens
 

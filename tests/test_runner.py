@@ -135,8 +135,12 @@ def test_preset_errors(tmp_path, notebooks, body, match):
 def test_bad_yaml_and_missing_preset(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("parameters: [unclosed")
-    with pytest.raises(PresetError, match="not valid YAML"):
+    with pytest.raises(PresetError) as caught:
         load_preset(bad)
+    # one line, with where the problem is (PyYAML's own message draws the text under a caret)
+    assert str(caught.value) == (
+        f"{bad}: not valid YAML at line 1, column 22: expected ',' or ']', but got '<stream end>'"
+    )
     with pytest.raises(PresetError, match="preset not found"):
         load_preset(tmp_path / "nope.yaml")
 

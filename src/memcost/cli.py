@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--run-name",
-        help="run directory name under runs/ (default: <preset>-<time>); "
-        "reuse a name to resume a killed run from its cache",
+        help="run directory name under runs/, or a path elsewhere (default: "
+        "<preset>-<time>); reuse a name to resume a killed run from its cache",
     )
     run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")

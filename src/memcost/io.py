@@ -121,6 +121,14 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         ) from exc
 
 
+def yaml_problem(exc: Exception) -> str:
+    """A YAML parse error in one line, ``line 4, column 1: expected ',' or ']'...`` (PyYAML's
+    own message spans several lines, with the offending text drawn under a caret)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return where + (getattr(exc, "problem", None) or str(exc).splitlines()[0])
+
+
 def write_parquet(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
     """Write a DataFrame to parquet atomically; ``kwargs`` go to ``to_parquet`` (e.g. a pyarrow
     ``schema``, so that an all-null column keeps its declared type)."""

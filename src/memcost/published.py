@@ -32,7 +32,7 @@ import yaml
 from memcost.catalog import price_for
 from memcost.data.locomo import LOCOMO_CATEGORIES
 from memcost.data.sources import GITHUB_RAW, download_bytes
-from memcost.io import atomic_path
+from memcost.io import atomic_path, yaml_problem
 from memcost.judge.questions import JudgePlan, judge_item, scored_questions
 from memcost.paths import ASSETS_DIR, DataError
 from memcost.stats import cluster_bootstrap_interval, mcnemar_exact, wilson_interval
@@ -101,8 +101,12 @@ def registry(extra: str | Path | None = None) -> dict[str, PublishedRun]:
 def _entries(path: Path) -> dict[str, PublishedRun]:
     try:
         entries = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise DataError(f"{path}: cannot read the registry of published runs ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise DataError(
+            f"{path}: the registry of published runs is not valid YAML at {yaml_problem(exc)}"
+        ) from None
     known = {f.name for f in fields(PublishedRun)} - {"name"}
     out = {}
     for name, entry in (entries or {}).items():

@@ -35,6 +35,7 @@ import yaml
 
 from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
 from memcost.data.sources import resolve_source
+from memcost.io import yaml_problem
 from memcost.llm.batch import batch_refusal
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems
@@ -148,7 +149,7 @@ def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise PresetError(f"{path}: not valid YAML: {exc}") from exc
+        raise PresetError(f"{path}: not valid YAML at {yaml_problem(exc)}") from None
     if not isinstance(raw, Mapping):
         raise PresetError(f"{path}: a preset must be a mapping of keys, got {type(raw).__name__}")
     unknown = [key for key in raw if key not in RUNNER_KEYS]
