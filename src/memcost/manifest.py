@@ -257,7 +257,7 @@ class Step:
         return f"{self.dataset}/{self.name}" if self.dataset else self.name
 
     def metrics_path(self) -> Path:
-        base = self.run.dataset(self.dataset).metrics if self.dataset else self.run.root / "metrics"
+        base = self.run.dataset(self.dataset).metrics if self.dataset else self.run.metrics
         return base / f"{self.name}.json"
 
     def record_llm(self, summary: dict[str, Any]) -> dict[str, Any]:

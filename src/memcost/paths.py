@@ -354,6 +354,11 @@ class RunPaths:
         return self.root / "figures"
 
     @property
+    def metrics(self) -> Path:
+        """The run-wide notebooks' metrics (05-08; a dataset's own are in its folder)."""
+        return self.root / "metrics"
+
+    @property
     def notebooks(self) -> Path:
         return self.root / "notebooks"
 

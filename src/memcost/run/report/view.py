@@ -221,5 +221,5 @@ class RunView:
 
     def run_metrics(self, step: str) -> dict[str, Any] | None:
         """A run-wide notebook's metrics (``None``: it did not finish in this run)."""
-        path = self.run.root / "metrics" / f"{step}.json"
+        path = self.run.metrics / f"{step}.json"
         return (read_json(path).get("metrics") or {}) if path.is_file() else None
