@@ -50,6 +50,11 @@ def test_every_notebook_ran(smoke):
     assert all(entry["status"] == "ok" for entry in ran.values())
     for key in expected:
         assert (smoke.root / ran[key]["notebook"]).is_file()
+    # 05 and 07 end by saying how a run driven by papermill alone gets its report
+    for step in ("05_analyse_costs", "07_costs_today"):
+        last = json.loads((smoke.root / ran[step]["notebook"]).read_text())["cells"][-1]
+        printed = "".join("".join(o.get("text", "")) for o in last["outputs"])
+        assert f"write it with: python -m memcost report {smoke.root}\n" in printed, printed
     assert manifest["git"]["commit"] is None or len(manifest["git"]["commit"]) == 40
     assert {p["origin"] for p in manifest["provenance"].values()} == {"sample"}
 
