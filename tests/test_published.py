@@ -404,6 +404,8 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     brief = report.split("## The answer in brief", 1)[1].split("\n## ", 1)[0]
     assert "**What real systems scored on these questions**" in brief
     assert "re-analysed): LoCoMo: memory " in brief  # datasets named as everywhere else
+    # notebooks run without the runner: not "with their defaults" (these had parameters)
+    assert "**What ran:** notebooks run without a preset (by hand or by papermill), " in brief
     assert "## Published runs of real systems (notebook 08)" in report
     # notebooks 04 and 05 did not run: no empty judge line, and the cost section says why
     assert "Judge (the paper's" not in report

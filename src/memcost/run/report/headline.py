@@ -80,7 +80,9 @@ def _today_answer(view: RunView) -> str | None:
 def _what_ran(view: RunView) -> str:
     name = (view.manifest.get("preset") or {}).get("name")
     described = (view.manifest.get("preset") or {}).get("description")
-    preset = f"preset `{name}`" if name else "notebooks run by hand with their defaults"
+    preset = (
+        f"preset `{name}`" if name else "notebooks run without a preset (by hand or by papermill)"
+    )
     preset += f" ({described.rstrip('.')})" if name and described else ""
     notebooks = view.manifest.get("notebooks") or view.manifest.get("steps") or {}
     count = f"{len(notebooks)} notebook execution" + ("s" if len(notebooks) != 1 else "")
