@@ -104,3 +104,35 @@ def test_processes_starting_together_agree_on_the_run_id(tmp_path):
     for thread in threads:
         thread.join()
     assert len(seen) == 8 and len(set(seen)) == 1
+
+
+def test_a_preset_handed_to_papermill_is_refused_before_the_notebook_runs_on_its_defaults(
+    tmp_path,
+):
+    """``papermill nb.ipynb out.ipynb -f papermill_params/smoke.yaml`` passes the preset's keys
+    as variables (papermill only warns "Passed unknown parameter"); the notebook stops in one
+    line that says how to run a preset, before it writes anything."""
+    import papermill
+    import yaml
+
+    from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
+
+    preset = yaml.safe_load((PARAMS_DIR / "smoke.yaml").read_text(encoding="utf-8"))
+    run_dir = tmp_path / "run"
+    with pytest.raises(papermill.PapermillExecutionError) as caught:
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / "00_prepare_data.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            parameters={**preset, "run_dir": str(run_dir)},
+            progress_bar=False,
+            kernel_name="python3",
+        )
+    assert caught.value.ename == "ValueError"
+    assert caught.value.evalue.startswith(
+        "this notebook was given a preset file (papermill -f papermill_params/<name>.yaml)"
+    )
+    assert "python -m memcost run --params <name>" in caught.value.evalue
+    assert not (run_dir / "manifest.json").exists()
+    # the notebook's own parameters, and a notebook that later names a variable `steps`, pass
+    namespace = {"parameters": None, "steps": 3}
+    manifest._refuse_a_preset(namespace)

@@ -303,6 +303,24 @@ def notebook_parameters(namespace: dict[str, Any], notebook: str) -> dict[str, A
     return current_values(namespace, NOTEBOOKS_DIR / f"{notebook}.ipynb")
 
 
+# The keys of a preset file that papermill would hand a notebook as variables, were the file
+# given to ``papermill -f`` (the runner reads presets; a notebook declares none of these names)
+_PRESET_KEYS = ("description", "include", "datasets", "steps", "per_dataset", "allow_failures")
+
+
+def _refuse_a_preset(namespace: dict[str, Any]) -> None:
+    """A preset passed to ``papermill -f`` arrives as variables the notebook never reads, and the
+    notebook would run on its own defaults: refuse it in one line that says what to do."""
+    if isinstance(namespace.get("parameters"), dict) and any(k in namespace for k in _PRESET_KEYS):
+        raise ValueError(
+            "this notebook was given a preset file (papermill -f papermill_params/<name>.yaml): "
+            "papermill hands over its keys (description, datasets, parameters) as variables, "
+            "and the notebook would run on its own defaults; run the preset with `python -m "
+            "memcost run --params <name>`, or give papermill the notebook's parameters "
+            "themselves (-p NAME VALUE, or -f a YAML file of NAME: VALUE)"
+        )
+
+
 def start_step(
     run: RunPaths,
     name: str,
@@ -315,6 +333,7 @@ def start_step(
 
     Pass ``namespace=globals()`` to record the notebook's declared parameters as they are.
     """
+    _refuse_a_preset(namespace or {})
     if parameters is None:
         parameters = notebook_parameters(namespace or {}, name)
     run.ensure()
