@@ -329,6 +329,7 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
         "locomo",
         "longmemeval",
         "personamem",
+        "Today's",
         "bill:",
     ]
     table = pd.read_csv(smoke_run.dataset("locomo").tables / "table3_accuracy.csv")
@@ -337,6 +338,10 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
     assert f"memory (offline): {100 * memory['accuracy']:.1f}%; " in lines[0]
     # no model answered offline: no model's name stands beside a score
     assert "long context (offline) 1: " in lines[0] and "gpt" not in lines[0]
+    # notebook 07's answer, as the report's first screen words it (no markdown)
+    assert lines[-2].startswith(
+        "Today's answer (notebook 07, computed from today's dated prices): with "
+    ) and ("memory is cheaper from question " in lines[-2] and "**" not in lines[-2])
     assert lines[-1] == (
         "bill: $0.00 spent (offline: no model was called; the report prices the calls as an "
         "estimate)"

@@ -173,6 +173,13 @@ def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
     assert "observational 0, mem0 82, hindsight 356)" in section  # the study's, in words
     assert "has not run" not in text  # no section for a notebook that did not run
     assert "## Table 3" not in text and "## Tables 4-5" not in text
+    # and the runner's last lines say it in words, not only the bill
+    from memcost.cli import result_lines
+
+    lines = result_lines(RunPaths(executed))
+    assert lines[0].startswith("The serving study, this run (offline stand-ins")
+    assert "sustained break-even against full history at 40×80: mem0 " in lines[0]
+    assert lines[-1] == "bill: $0.00 spent (no model was called)"
 
 
 def test_the_price_banner_of_serving_smoke_uses_notebook_06s_own_prices():

@@ -48,7 +48,9 @@ from memcost.run.presets import (
     resolve_preset,
     selected_steps,
 )
-from memcost.run.report import write_report
+from memcost.run.report import RunView, write_report
+from memcost.run.report.headline import today_answer
+from memcost.run.report.serving import serving_brief
 from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
     LOCK_NAME,
@@ -237,7 +239,8 @@ def command_run(args: argparse.Namespace) -> int:
 
 def result_lines(paths: RunPaths) -> list[str]:
     """What the run found, in a few lines: each dataset's accuracy per system (Table 3's
-    primary judge prompt), the published runs' best scores where notebook 08 ran, the bill."""
+    primary judge prompt), the published runs' best scores where notebook 08 ran, today's
+    break-even where notebook 07 ran, the serving study's where notebook 06 ran, the bill."""
     try:
         records = read_calls(paths.calls) if paths.calls.is_file() else []
     except StoreError:
@@ -270,6 +273,11 @@ def result_lines(paths: RunPaths) -> list[str]:
             for r in table[table["kind"] == kind].nlargest(1, "accuracy_pct").itertuples()
         ]
         lines.append(f"published runs, best of each kind: {', '.join(best) or 'none paired'}")
+    # the run-wide studies' answers, as the report's first screen words them
+    view = RunView.load(paths)
+    lines += [
+        brief.replace("**", "") for brief in (today_answer(view), serving_brief(view)) if brief
+    ]
     note = (
         " (offline: no model was called; the report prices the calls as an estimate)"
         if offline

@@ -53,7 +53,7 @@ def _paper_answer() -> str:
     )
 
 
-def _today_answer(view: RunView) -> str | None:
+def today_answer(view: RunView) -> str | None:
     """Notebook 07's side-by-side break-evens at today's prices, if it ran."""
     headline = read_csv(view.run.table.break_even_headline)
     if headline is None or headline.empty:
@@ -337,7 +337,7 @@ def section_headline(view: RunView) -> list[str]:
     answers += [real] if real else []
     items = [
         *answers,
-        _today_answer(view),
+        today_answer(view),
         _what_ran(view),
         _served(view),
         _break_even(view),
