@@ -170,6 +170,9 @@ def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
     assert "sustained break-even against full history at 40×80: mem0 " in brief
     section = text.split("## The serving-cost study (notebook 06)")[1].split("\n## ")[0]
     assert "**Table 1 against the study's ranges**" in section and "Figure 2" in section
+    # systems and quantities in words: no column names
+    assert "| full history | R² of the fit |" in section and "full_history" not in section
+    assert "| cell | mem0 | observational | rolling window |" in section
     assert "observational 0, mem0 82, hindsight 356)" in section  # the study's, in words
     assert "has not run" not in text  # no section for a notebook that did not run
     assert "## Table 3" not in text and "## Tables 4-5" not in text

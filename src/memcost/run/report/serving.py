@@ -31,6 +31,16 @@ def serving_backend(view: RunView) -> str | None:
     return None if not metrics else str(metrics.get("backend") or "") or None
 
 
+# Table 1's quantities in words (memcost.serving.analysis.exponents_table computes them)
+QUANTITY_WORDS = {
+    "p": "p",
+    "q": "q",
+    "r2": "R² of the fit",
+    "r2_total": "R² on total tokens alone",
+    "loocv_mape": "leave-one-cell-out error, %",
+}
+
+
 def serving_brief(view: RunView) -> str | None:
     """One line: the fitted exponents of full history and the sustained break-evens."""
     metrics = view.run_metrics("06_serving_cost_study")
@@ -87,8 +97,8 @@ def section_serving(view: RunView) -> list[str]:
         ]
         rows = [
             [
-                r.system,
-                r.quantity,
+                r.system.replace("_", " "),
+                QUANTITY_WORDS.get(r.quantity, r.quantity),
                 f"{r.measured:.3f}",
                 r.published,
                 "yes" if bool(getattr(r, "inside", False)) else "no",
@@ -124,7 +134,7 @@ def section_serving(view: RunView) -> list[str]:
             "",
             md_table(
                 [[cell, *row] for cell, row in pivot.astype(object).iterrows()],
-                ["cell", *pivot.columns],
+                ["cell", *(str(system).replace("_", " ") for system in pivot.columns)],
             ),
             "",
         ]
