@@ -339,7 +339,9 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
     fig = plot_cumulative(curves, break_even, cell="10×1000", backend="offline")
     # each panel lists its break-evens in a corner, not beside the markers over the curves
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert "sustained break-even\nfull_history: never\nmem0: turn 4" in texts
+    assert "sustained break-even\nfull history: never\nmem0: turn 4" in texts
+    # offline no model answered: each panel is the stand-ins' tokens at that model's prices
+    assert fig.axes[0].get_title() == "priced as gpt-5-mini (low) · N×L = 10×1000"
     width, height = saved_size(fig, tmp_path, "serving_cumulative")
     assert width <= MAX_WIDTH_PX and width / height <= 2.0, (width, height)  # was 3 x 5.2 in
     assert sum(ax.get_visible() for ax in fig.axes) == len(panels)
@@ -347,7 +349,9 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
     assert all(ax.get_legend() is None for ax in fig.axes)
     (legend,) = fig.legends
     labels = [t.get_text() for t in legend.get_texts()]
-    assert labels == ["full_history", "mem0", "sustained break-even t_BE"]
+    assert labels == ["full history", "mem0", "sustained break-even t_BE"]
+    online = plot_cumulative(curves, break_even, cell="10×1000", backend="openrouter")
+    assert online.axes[0].get_title() == "gpt-5-mini (low) · N×L = 10×1000"
 
 
 def test_tokens_per_turn_are_labelled_as_plain_counts():

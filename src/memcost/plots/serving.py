@@ -19,6 +19,11 @@ SYSTEM_COLORS = {
 }
 
 
+def _words(system: str) -> str:
+    """``rolling_window`` → ``rolling window``: systems as the report names them."""
+    return str(system).replace("_", " ")
+
+
 def _cell_order(cells: pd.Series) -> list[str]:
     return sorted(cells.unique(), key=lambda c: tuple(int(x) for x in str(c).split("×")))
 
@@ -42,7 +47,7 @@ def plot_cumulative(
         found = []  # (system, t_BE): listed in the panel's corner, not written over the curves
         for system, curve in part.groupby("system"):
             color = SYSTEM_COLORS.get(system, "#7f7f7f")
-            ax.plot(curve["turn"], curve["cumulative"], label=system, color=color)
+            ax.plot(curve["turn"], curve["cumulative"], label=_words(system), color=color)
             row = break_even[
                 (break_even["cell"] == cell)
                 & (break_even["model"] == model)
@@ -65,14 +70,19 @@ def plot_cumulative(
                 0.98,
                 0.10,
                 "sustained break-even\n"
-                + "\n".join(f"{s}: never" if t is None else f"{s}: turn {t}" for s, t in found),
+                + "\n".join(
+                    f"{_words(s)}: never" if t is None else f"{_words(s)}: turn {t}"
+                    for s, t in found
+                ),
                 transform=ax.transAxes,
                 ha="right",
                 va="bottom",
                 fontsize=8,
                 bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "#cccccc"},
             )
-        ax.set_title(f"{model} ({effort or 'default'}) · N×L = {cell}", fontsize=10)
+        # offline no model answered: the panel is the stand-ins' tokens at that model's prices
+        priced = "priced as " if backend == "offline" else ""
+        ax.set_title(f"{priced}{model} ({effort or 'default'}) · N×L = {cell}", fontsize=10)
         ax.set_xlabel("turn t")
         ax.set_ylabel(value_label)
         ax.set_yscale("log")
@@ -120,7 +130,7 @@ def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str
         )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(1, len(cells) + 1), cells, rotation=45, fontsize=8)
-        ax.set_title(system, fontsize=10)
+        ax.set_title(_words(system), fontsize=10)
         ax.set_xlabel("cell N×L")
         label_backend(ax, backend)
     for ax in axes[::MAX_COLUMNS]:
@@ -139,7 +149,10 @@ def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.F
     ]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for system, part in mine.groupby("system"):
-        ax.plot(part["turn"], part["C"], label=system, color=SYSTEM_COLORS.get(system), linewidth=1)
+        ax.plot(
+            part["turn"], part["C"], label=_words(system), color=SYSTEM_COLORS.get(system),
+            linewidth=1,
+        )  # fmt: skip
     ax.set_yscale("log")
     # plain token counts at 1-2-5 steps, not "6 × 10^3" minor labels beside one major one
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
