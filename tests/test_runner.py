@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -417,3 +418,54 @@ def test_the_log_keeps_whole_lines_and_a_progress_bars_last_state():
         "[locomo] a",
         "[locomo] b",
     ]
+
+
+def test_datasets_side_by_side_end_with_a_runner_killed_outright(tmp_path, notebooks):
+    """SIGKILL (the OOM killer, kill -9) leaves the runner no time to stop anything: its helper
+    processes and their kernels notice it is gone and end within seconds, instead of running
+    the datasets' notebooks on into a directory a resume is about to write."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    _notebook(
+        notebooks / "00_prepare.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
+        "import os, time\nfrom pathlib import Path\n"
+        "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
+        "Path(run_dir, dataset, 'kernel.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(120)",
+    )
+    preset = _preset(tmp_path, {"datasets": ["a", "b"], "steps": ["00"]})
+    run_dir = tmp_path / "run"
+    script = (
+        "from pathlib import Path\nfrom memcost.run import run_preset\n"
+        f"run_preset({str(preset)!r}, run_name={str(run_dir)!r}, "
+        f"notebooks_dir=Path({str(notebooks)!r}), stream=False)\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-c", script], env={**os.environ, SWITCH: "2"}, cwd=tmp_path
+    )
+    helpers: list[psutil.Process] = []
+    try:
+        pids = [run_dir / d / "kernel.pid" for d in ("a", "b")]
+        deadline = time.monotonic() + 90
+        while not all(p.is_file() and p.read_text() for p in pids):
+            assert runner.poll() is None and time.monotonic() < deadline, "kernels never started"
+            time.sleep(0.2)
+        helpers = psutil.Process(runner.pid).children(recursive=True)
+        kernels = {int(p.read_text()) for p in pids}
+        assert kernels <= {h.pid for h in helpers}  # each kernel runs under a helper process
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        _, alive = psutil.wait_procs(helpers, timeout=15)
+        assert not alive, [(p.pid, p.cmdline()[-1][:60]) for p in alive]
+    finally:
+        runner.kill()
+        for process in helpers:
+            with contextlib.suppress(psutil.Error):
+                process.kill()

@@ -26,9 +26,11 @@ import queue
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import IO, Any
 
@@ -689,7 +691,11 @@ def _run_datasets(
         return statuses
     check_store(run)
     context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
-    with context.Manager() as manager:
+    # the helper processes end with the runner, even one killed outright (SIGKILL, the OOM
+    # killer), instead of going on with notebooks, and calls, that nobody watches
+    manager = SyncManager(ctx=context)
+    manager.start(_end_with, (os.getpid(),))
+    with manager:
         events, stop = manager.Queue(), manager.Event()
         job = {
             "run": str(run.root),
@@ -698,7 +704,9 @@ def _run_datasets(
             "log": str(progress.log_path),
             "quiet": progress.quiet,
         }
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_end_with, initargs=(os.getpid(),)
+        ) as pool:
             futures = [
                 pool.submit(_dataset_chain, job, dataset, events, stop)
                 for dataset in preset.datasets
@@ -713,6 +721,18 @@ def _run_datasets(
         for future in futures:
             statuses.extend(future.result())  # the first failure, in the datasets' order
     return statuses
+
+
+def _end_with(parent: int) -> None:
+    """In a helper process: exit as soon as ``parent`` (the runner) is gone. A kernel this
+    process started then ends too (ipykernel polls its own parent)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)  # nothing to clean up that a resume does not redo
+
+    threading.Thread(target=watch, name="end-with-runner", daemon=True).start()
 
 
 def _show(events: Any, progress: Progress) -> None:
