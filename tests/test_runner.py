@@ -469,3 +469,66 @@ def test_datasets_side_by_side_end_with_a_runner_killed_outright(tmp_path, noteb
         for process in helpers:
             with contextlib.suppress(psutil.Error):
                 process.kill()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_ends_the_run_as_ctrl_c_does(tmp_path, notebooks, workers):
+    """A job scheduler's time limit or ``kill`` sends SIGTERM to the runner alone: it stops as
+    after Ctrl-C (the notebooks running marked interrupted, how to resume, no traceback), its
+    datasets' processes with it, and exits 143 as a process ended by SIGTERM does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _notebook(
+        notebooks / "00_prepare.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
+        "import os, time\nfrom pathlib import Path\n"
+        "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
+        "Path(run_dir, dataset, 'kernel.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(120)",
+    )
+    preset = _preset(tmp_path, {"datasets": ["a", "b"], "steps": ["00"]})
+    run_dir = tmp_path / "run"
+    script = (
+        "import functools, sys\nfrom pathlib import Path\nfrom memcost import cli\n"
+        "cli.run_preset = functools.partial(cli.run_preset, "
+        f"notebooks_dir=Path({str(notebooks)!r}))\n"
+        f"sys.exit(cli.main(['run', '--params', {str(preset)!r}, "
+        f"'--run-name', {str(run_dir)!r}]))\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env={**os.environ, SWITCH: workers},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = [run_dir / d / "kernel.pid" for d in ("a", "b")[: int(workers)]]
+        deadline = time.monotonic() + 90
+        while not all(p.is_file() and p.read_text() for p in started):
+            assert runner.poll() is None and time.monotonic() < deadline, "kernels never started"
+            time.sleep(0.2)
+        os.kill(runner.pid, signal.SIGTERM)
+        out, err = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+    assert runner.returncode == 143, err
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert (
+        err.strip()
+        .splitlines()[0]
+        .startswith("interrupted (stopped by SIGTERM): the notebooks that finished")
+    )
+    assert err.strip().splitlines()[-1].strip() == (
+        f"python -m memcost run --params {preset} --run-name {run_dir}"
+    )
+    assert out.count(": interrupted in ") == int(workers)  # each running notebook's last line
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert {v["status"] for v in manifest["notebooks"].values()} == {"interrupted"}
+    (log,) = (run_dir / "logs").glob("run-*.log")
+    assert "\n=== interrupted (SIGTERM) at " in log.read_text()

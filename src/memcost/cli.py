@@ -9,10 +9,14 @@ A stopped run prints the one command that resumes it (finished work and model ca
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
 import os
 import shlex
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -158,7 +162,36 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a job scheduler's time limit, ``kill``, a closed terminal), taken
+    as Ctrl-C is: what finished is kept, the manifest marks the rest interrupted."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop_on(signum: int, _frame: Any) -> None:
+    # Ctrl-C reaches every process of the terminal's group; a signal sent to the runner alone
+    # is passed on to its helper processes (datasets side by side) as the Ctrl-C they expect
+    for child in multiprocessing.active_children():
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGINT)
+    raise Stopped(signum)
+
+
 def command_run(args: argparse.Namespace) -> int:
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main one
+        return _command_run(args)
+    before = {signum: signal.signal(signum, _stop_on) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _command_run(args)
+    finally:  # a caller in the same process (make local, a test) gets its own handlers back
+        for signum, handler in before.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+def _command_run(args: argparse.Namespace) -> int:
     try:
         paths = run_preset(
             args.params,
@@ -203,14 +236,17 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"\nerror: {exc}", file=sys.stderr)
         print_resume_hint(args, exc)
         return 1
-    except KeyboardInterrupt as exc:  # Ctrl-C: no traceback, but how to go on
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: no traceback, but how to go on
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        why = f"stopped by {signal.Signals(signum).name}" if isinstance(exc, Stopped) else ""
         print(
-            f"\ninterrupted: the notebooks that finished and every answered call are kept "
-            f"(the manifest marks the stopped notebooks interrupted). Resume (answered calls "
-            f"are not sent again) with:\n  {resume_command(args, stopped_run(exc, args))}",
+            f"\ninterrupted{f' ({why})' if why else ''}: the notebooks that finished and every "
+            f"answered call are kept (the manifest marks the stopped notebooks interrupted). "
+            f"Resume (answered calls are not sent again) with:\n"
+            f"  {resume_command(args, stopped_run(exc, args))}",
             file=sys.stderr,
         )
-        return 130
+        return 128 + signum  # as the shell reports a process ended by the signal
     except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
         where = exc.filename or "a file of the run"
         print(

@@ -20,10 +20,12 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
 import queue
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -276,8 +278,14 @@ def execute_notebook(
                 # Unix sockets, not TCP ports: kernels that start at once in several processes
                 # (datasets side by side, a test session) would race for the same free port
                 config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
-                extra_arguments=["--IPKernelApp.log_level=ERROR"],  # its notices are not ours
+                # its notices are not ours, nor its complaint when stopped mid-reply (Ctrl-C):
+                # a cell's error reaches us as the cell's output, a dead kernel as below
+                extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
             )
+    except KeyboardInterrupt:
+        # nbclient's unfinished tasks would print their tracebacks when they are collected
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        raise
     except PapermillExecutionError as exc:
         first_line = next((ln for ln in str(exc.source).splitlines() if ln.strip()), "")
         raise NotebookFailed(
@@ -597,7 +605,8 @@ def run_preset(
         except (StoreError, KeyboardInterrupt) as exc:  # what to resume: the caller says how
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
             if isinstance(exc, KeyboardInterrupt):  # the log says why it ends here
-                progress.log.write(f"\n=== interrupted (Ctrl-C) at {manifest_mod.now_iso()}\n")
+                why = str(exc) or "Ctrl-C"  # a signal's name when memcost.cli stopped on one
+                progress.log.write(f"\n=== interrupted ({why}) at {manifest_mod.now_iso()}\n")
             raise
         except (OSError, NotebookFailed, StageFailures) as exc:
             exc.run_dir = run.name if run.root.parent == RUNS_DIR else str(run.root)
@@ -705,27 +714,37 @@ def _run_datasets(
             "quiet": progress.quiet,
         }
         with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_end_with, initargs=(os.getpid(),)
+            workers, mp_context=context, initializer=_end_with, initargs=(os.getpid(), True)
         ) as pool:
             futures = [
                 pool.submit(_dataset_chain, job, dataset, events, stop)
                 for dataset in preset.datasets
             ]
             pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            try:
+                while pending:
+                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                    _show(events, progress)
+                    if any(f.exception() is not None for f in done):
+                        stop.set()  # nothing new starts; what runs finishes
+            except KeyboardInterrupt:  # they are interrupted too: their last lines, then stop
+                stop.set()
+                wait(pending, timeout=30)
                 _show(events, progress)
-                if any(f.exception() is not None for f in done):
-                    stop.set()  # nothing new starts; what runs finishes
+                raise
             _show(events, progress)
         for future in futures:
             statuses.extend(future.result())  # the first failure, in the datasets' order
     return statuses
 
 
-def _end_with(parent: int) -> None:
+def _end_with(parent: int, interruptible: bool = False) -> None:
     """In a helper process: exit as soon as ``parent`` (the runner) is gone. A kernel this
-    process started then ends too (ipykernel polls its own parent)."""
+    process started then ends too (ipykernel polls its own parent). An ``interruptible`` one
+    (a dataset's) takes SIGINT as Ctrl-C even when the runner was started with it ignored (in
+    the background): the runner passes SIGTERM on to it that way (memcost.cli)."""
+    if interruptible:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def watch() -> None:
         while os.getppid() == parent:
