@@ -420,6 +420,19 @@ def test_the_log_keeps_whole_lines_and_a_progress_bars_last_state():
     ]
 
 
+def _sleeping_datasets(tmp_path: Path, notebooks: Path) -> Path:
+    """A preset of two datasets whose notebook 00 writes its kernel's pid, then sleeps."""
+    _notebook(
+        notebooks / "00_prepare.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
+        "import os, time\nfrom pathlib import Path\n"
+        "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
+        "Path(run_dir, dataset, 'kernel.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(120)",
+    )
+    return _preset(tmp_path, {"datasets": ["a", "b"], "steps": ["00"]})
+
+
 def test_datasets_side_by_side_end_with_a_runner_killed_outright(tmp_path, notebooks):
     """SIGKILL (the OOM killer, kill -9) leaves the runner no time to stop anything: its helper
     processes and their kernels notice it is gone and end within seconds, instead of running
@@ -432,15 +445,7 @@ def test_datasets_side_by_side_end_with_a_runner_killed_outright(tmp_path, noteb
 
     import psutil
 
-    _notebook(
-        notebooks / "00_prepare.ipynb",
-        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
-        "import os, time\nfrom pathlib import Path\n"
-        "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
-        "Path(run_dir, dataset, 'kernel.pid').write_text(str(os.getpid()))\n"
-        "time.sleep(120)",
-    )
-    preset = _preset(tmp_path, {"datasets": ["a", "b"], "steps": ["00"]})
+    preset = _sleeping_datasets(tmp_path, notebooks)
     run_dir = tmp_path / "run"
     script = (
         "from pathlib import Path\nfrom memcost.run import run_preset\n"
@@ -482,15 +487,7 @@ def test_sigterm_ends_the_run_as_ctrl_c_does(tmp_path, notebooks, workers):
     import sys
     import time
 
-    _notebook(
-        notebooks / "00_prepare.ipynb",
-        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
-        "import os, time\nfrom pathlib import Path\n"
-        "Path(run_dir, dataset).mkdir(parents=True, exist_ok=True)\n"
-        "Path(run_dir, dataset, 'kernel.pid').write_text(str(os.getpid()))\n"
-        "time.sleep(120)",
-    )
-    preset = _preset(tmp_path, {"datasets": ["a", "b"], "steps": ["00"]})
+    preset = _sleeping_datasets(tmp_path, notebooks)
     run_dir = tmp_path / "run"
     script = (
         "import functools, sys\nfrom pathlib import Path\nfrom memcost import cli\n"
