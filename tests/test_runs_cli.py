@@ -454,3 +454,46 @@ def test_a_run_stopped_by_its_budget_is_listed_as_such(tmp_path):
     assert run_status({"notebooks": {"locomo/01": fault}}, tmp_path) == "failed"
     both = {"notebooks": {"locomo/01": budget, "longmemeval/01": fault}}
     assert run_status(both, tmp_path) == "failed"  # a fault beside the budget stop is a fault
+
+
+def test_answers_written_after_they_were_judged_are_called_out_of_date(
+    tmp_path, monkeypatch, capsys
+):
+    """Notebook 02 run again on its own (another top_k) writes new answers; Table 3 is still
+    the earlier answers' judgment: the last lines, the report's first screen and the command
+    that judges them again say so. A resume that answers nothing new touches no file."""
+    import os
+
+    import pandas as pd
+
+    from memcost import cli
+    from memcost.paths import RunPaths
+    from memcost.run.report.headline import out_of_date
+    from memcost.run.report.view import RunView
+
+    run = RunPaths(tmp_path / "run").ensure()
+    ds = run.dataset("locomo").ensure()
+    ds.data.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"question_id": ["q1"]}).to_parquet(ds.questions)
+    ds.answers.mkdir(parents=True, exist_ok=True)
+    answers = ds.answers / "answers_memory.jsonl"
+    answers.write_text('{"question_id": "q1"}\n')
+    ds.judgments.write_text('{"question_id": "q1"}\n')
+    os.utime(answers, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(ds.judgments, ns=(2_000_000_000, 2_000_000_000))
+    assert not ds.judged_before_answers()
+    assert out_of_date(RunView.load(run)) is None
+    os.utime(answers, ns=(3_000_000_000, 3_000_000_000))  # 02 ran again, after 04
+    assert ds.judged_before_answers()
+    assert out_of_date(RunView.load(run)).startswith(
+        "**Out of date:** LoCoMo: answers were written after notebook 04 judged them"
+    )
+    monkeypatch.setattr(cli, "run_preset", lambda *args, **kwargs: run)
+    code = cli.main(["run", "--params", "smoke", "--run-name", str(run.root), "--steps", "02"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "\nOut of date: LoCoMo: answers were written after notebook 04 judged them" in out
+    assert (
+        "Judge the new answers with:\n"
+        f"  python -m memcost run --params smoke --run-name {run.root} --steps 04,05\n"
+    ) in out

@@ -53,7 +53,7 @@ from memcost.run.presets import (
     selected_steps,
 )
 from memcost.run.report import RunView, write_report
-from memcost.run.report.headline import today_answer
+from memcost.run.report.headline import out_of_date, today_answer
 from memcost.run.report.serving import serving_brief
 from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
@@ -257,6 +257,11 @@ def _command_run(args: argparse.Namespace) -> int:
         )
         return 1
     print("\n" + "\n".join(result_lines(paths)))
+    if any(ds.judged_before_answers() for ds in paths.datasets()):
+        again = argparse.Namespace(**{**vars(args), "steps": "04,05"})
+        print(
+            f"Judge the new answers with:\n  {resume_command(again, args.run_name or paths.name)}"
+        )
     if failed_stages(read_manifest(paths)):  # allowed by allow_failures, but never finished
         print(
             "Resume to send the failed items again:\n  "
@@ -311,9 +316,8 @@ def result_lines(paths: RunPaths) -> list[str]:
         lines.append(f"published runs, best of each kind: {', '.join(best) or 'none paired'}")
     # the run-wide studies' answers, as the report's first screen words them
     view = RunView.load(paths)
-    lines += [
-        brief.replace("**", "") for brief in (today_answer(view), serving_brief(view)) if brief
-    ]
+    briefs = (out_of_date(view), today_answer(view), serving_brief(view))
+    lines += [brief.replace("**", "").replace("`", "") for brief in briefs if brief]
     note = (
         " (offline: no model was called; the report prices the calls as an estimate)"
         if offline

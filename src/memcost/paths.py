@@ -275,6 +275,15 @@ class DatasetPaths:
     def judgments(self) -> Path:
         return self.root / "judgments.jsonl"
 
+    def judged_before_answers(self) -> bool:
+        """Notebook 02 or 03 wrote answers after notebook 04 judged (a rerun of those steps
+        alone, with other parameters): Table 3 and the costs read from it are the earlier
+        answers'. A resumed step that answers nothing new leaves its file untouched."""
+        if not self.judgments.is_file():
+            return False
+        written = [p.stat().st_mtime_ns for p in self.answers.glob("answers_*.jsonl")]
+        return max(written, default=0) > self.judgments.stat().st_mtime_ns
+
     @property
     def tables(self) -> Path:
         return self.root / "tables"

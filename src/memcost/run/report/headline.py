@@ -240,6 +240,18 @@ def _failures(view: RunView) -> str | None:
     return "**Failures:** " + "; ".join(parts) + "."
 
 
+def out_of_date(view: RunView) -> str | None:
+    """The datasets whose answers changed after they were judged (their Table 3 is stale)."""
+    stale = [ds.title for ds in view.datasets if ds.paths.judged_before_answers()]
+    if not stale:
+        return None
+    return (
+        f"**Out of date:** {', '.join(stale)}: answers were written after notebook 04 judged "
+        "them (notebook 02 or 03 ran again on its own); the accuracy and the costs per correct "
+        "answer here are the earlier answers'. Run notebooks 04 and 05 again (`--steps 04,05`)."
+    )
+
+
 def _bill(view: RunView) -> str | None:
     summary = read_csv(view.run.table.cost_summary)
     estimate = read_csv(view.run.table.estimate_before_run)
@@ -342,6 +354,7 @@ def section_headline(view: RunView) -> list[str]:
         _served(view),
         _break_even(view),
         *_accuracy(view),
+        out_of_date(view),
         _failures(view),
         _bill(view),
     ]
