@@ -80,6 +80,23 @@ def test_clean_deletes_a_run_and_refuses_other_folders(runs, capsys):
     assert "is not a run" in capsys.readouterr().err
 
 
+def test_clean_asks_for_yes_before_it_deletes_paid_calls(runs, capsys):
+    """A run's store of calls is what a resume reuses instead of paying again: a typo in
+    ``clean`` must not throw away a paid run's calls."""
+    from test_usage import record, write_ledger
+
+    write_ledger(runs / "bad", [record("extract", "gpt-5-nano-2025-08-07", 1_000_000, 0)])
+    assert main(["clean", "bad", "--dir", str(runs)]) == 2
+    assert capsys.readouterr().err == (
+        "error: bad holds paid model calls ($0.05 at list price) that a resume, or another "
+        "run with client: {reuse_runs: [...]}, would reuse instead of paying again; delete it "
+        "anyway with: python -m memcost clean bad --yes\n"
+    )
+    assert (runs / "bad" / "calls.sqlite").is_file()
+    assert main(["clean", "bad", "--dir", str(runs), "--yes"]) == 0
+    assert not (runs / "bad").exists()
+
+
 def test_the_log_is_one_line_per_notebook_and_the_file_has_everything(runs):
     out = (runs / "terminal.txt").read_text()
     assert "notebook 1 of 2: 00_first: ok in" in out

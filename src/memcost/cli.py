@@ -409,6 +409,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     clean = sub.add_parser("clean", help="delete one run directory under runs/")
     clean.add_argument("name", help="run name under runs/ (as `python -m memcost runs` lists it)")
     clean.add_argument("--dir", default=str(RUNS_DIR), help="folder of runs (default: runs/)")
+    clean.add_argument(
+        "--yes",
+        action="store_true",
+        help="delete a run that holds paid model calls too (its calls.sqlite is what a resume "
+        "or client: {reuse_runs: [...]} reuses instead of paying again)",
+    )
 
 
 def run_status(manifest: dict[str, Any], root: Path) -> str:
@@ -534,6 +540,15 @@ def command_clean(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    paid = _paid_calls(target)
+    if paid and not args.yes:
+        print(
+            f"error: {args.name} holds paid model calls (${paid:,.2f} at list price) that a "
+            "resume, or another run with client: {reuse_runs: [...]}, would reuse instead of "
+            f"paying again; delete it anyway with: python -m memcost clean {args.name} --yes",
+            file=sys.stderr,
+        )
+        return 2
     try:
         with hold_run(target):  # held while it is deleted: no run can start in it meanwhile
             server = running_server(target)
@@ -557,6 +572,15 @@ def command_clean(args: argparse.Namespace) -> int:
         return 2
     print(f"deleted {target}")
     return 0
+
+
+def _paid_calls(run_dir: Path) -> float:
+    """Dollars the run's store of calls paid for (0 offline, or when it cannot be read)."""
+    store = RunPaths(run_dir).calls
+    try:
+        return spent_usd(read_calls(store)) if store.is_file() else 0.0
+    except StoreError:
+        return 0.0
 
 
 def running_server(run_dir: Path) -> tuple[int, Path] | None:
