@@ -74,3 +74,19 @@ def test_notebook_04s_systems_are_not_taken_for_the_serving_studys(tmp_path):
     )
     validate_run(load_preset(tmp_path / "judge.yaml"), discover_notebooks(), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("where", ["parameters", "per_dataset"])
+def test_an_even_number_of_judge_votes_is_refused_before_the_run(tmp_path, where):
+    """Two votes can tie, and a tie is not a majority: the answer would count as wrong."""
+    from memcost.run import PresetError
+
+    block = "parameters:\n  n_votes: 2\n"
+    if where == "per_dataset":
+        block = "per_dataset:\n  locomo:\n    n_votes: 4\n"
+    (tmp_path / "votes.yaml").write_text(f"include: smoke\n{block}", encoding="utf-8")
+    with pytest.raises(PresetError, match=r"^parameter n_votes=[24]: the judge's votes need a "):
+        validate_run(load_preset(tmp_path / "votes.yaml"), discover_notebooks(), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "votes.yaml").write_text("include: smoke\nparameters:\n  n_votes: 5\n")
+    validate_run(load_preset(tmp_path / "votes.yaml"), discover_notebooks(), tmp_path / "run")

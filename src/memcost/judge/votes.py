@@ -60,6 +60,16 @@ def prompt_version(prompt: Prompt, instruction: Instruction) -> str:
     return f"{prompt.id}+{instruction.id}"
 
 
+def check_votes(n_votes: int) -> None:
+    """The judge's votes per answer must have a majority: at least one, and an odd number (two
+    or four can tie, and a tie is not a majority: the answer would count as wrong)."""
+    if n_votes < 1 or n_votes % 2 == 0:
+        raise ValueError(
+            f"n_votes={n_votes}: the judge's votes need a majority; use an odd number, at least "
+            "1 (the paper's is 3, §3.4): an even number can tie, and a tie counts as wrong"
+        )
+
+
 def judge_requests(
     items: Sequence[JudgeItem],
     *,
@@ -74,8 +84,7 @@ def judge_requests(
     Items whose answer is an error, and multiple-choice items, are not sent (see
     :func:`rule_records`).
     """
-    if n_votes < 1:
-        raise ValueError("n_votes must be at least 1")
+    check_votes(n_votes)
     prompt = judge_prompt(prompt_name)
     out = []
     for item in items:

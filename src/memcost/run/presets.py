@@ -36,6 +36,7 @@ import yaml
 from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
 from memcost.data.sources import resolve_source
 from memcost.io import yaml_problem
+from memcost.judge.votes import check_votes
 from memcost.llm.batch import batch_refusal
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems
@@ -612,6 +613,12 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
     check_block(preset.parameters, model)
     for values in preset.per_dataset.values():
         check_block(values, model)
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        if "n_votes" in block:
+            try:
+                check_votes(int(block["n_votes"]))
+            except ValueError as exc:
+                raise PresetError(f"parameter {exc}") from None
     if "06" in steps and isinstance(preset.parameters.get("systems"), list):
         try:  # the serving study's systems (notebook 04's "systems" are answer systems)
             check_served(preset.parameters["systems"])
