@@ -183,7 +183,8 @@ def _stop_on(signum: int, _frame: Any) -> None:
 def command_run(args: argparse.Namespace) -> int:
     if threading.current_thread() is not threading.main_thread():  # signals reach the main one
         return _command_run(args)
-    before = {signum: signal.signal(signum, _stop_on) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    stops = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    before = {signum: signal.signal(signum, _stop_on) for signum in stops}
     try:
         return _command_run(args)
     finally:  # a caller in the same process (make local, a test) gets its own handlers back
