@@ -217,3 +217,16 @@ def test_the_estimate_of_a_preset_prices_only_the_notebooks_it_runs(tmp_path, ca
     preset.steps = ["00", "01"]
     table, _ = preset_estimate(preset)
     assert set(table["ledger_stage"]) == {"extract", "update"}  # no read, long context, judge
+
+
+@pytest.mark.parametrize(
+    ("minutes", "words"),
+    [
+        ([0.1, 0.2], "under a minute"),
+        ([10, 14.4], "about 24 minutes"),
+        ([200, 52], "about 4.2 hours"),
+    ],
+)
+def test_the_time_of_calls_reads_in_the_unit_that_fits(minutes, words):
+    """A sample's few calls once read "about 0.0 hours of calls"."""
+    assert estimate.call_time(pd.DataFrame({"minutes": minutes})) == words

@@ -457,6 +457,17 @@ def call_hours(estimate: pd.DataFrame) -> float:
     return float(estimate["minutes"].sum(min_count=1) or 0.0) / 60
 
 
+def call_time(estimate: pd.DataFrame) -> str:
+    """:func:`call_hours` in words: ``under a minute``, ``about 24 minutes``, ``about 4.2
+    hours`` (a sample's few calls read as no time at all in tenths of an hour)."""
+    hours = call_hours(estimate)
+    if hours < 1 / 60:
+        return "under a minute"
+    if hours < 1:
+        return f"about {round(hours * 60)} minutes"
+    return f"about {hours:,.1f} hours"
+
+
 def limits_note(estimate: pd.DataFrame) -> str:
     """Where the rate limits behind the times came from, in one line."""
     sources = sorted(
@@ -524,18 +535,17 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
         )
     total = float(estimate["usd"].sum())
     budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"
-    hours = call_hours(estimate)
     batches = " plus batches, within 24 hours" if (estimate["execution"] == "batch").any() else ""
     discounted = bool((estimate["execution"] != "interactive").any())
     if not discounted:
-        lines.append(f"  total: ${total:,.2f}, about {hours:,.1f} hours of calls{budget}")
+        lines.append(f"  total: ${total:,.2f}, {call_time(estimate)} of calls{budget}")
     else:
         lines.append(f"  total, all interactive: ${total:,.2f}{budget}")
         chosen = chosen_total(estimate)
         if chosen is not None:
             lines.append(
-                f"  total, with execution {_modes(estimate)}: ${chosen:,.2f}, about "
-                f"{hours:,.1f} hours of calls{batches} (Flex answers are slower)"
+                f"  total, with execution {_modes(estimate)}: ${chosen:,.2f}, "
+                f"{call_time(estimate)} of calls{batches} (Flex answers are slower)"
             )
         else:
             lines.append(f"  total, with execution {_modes(estimate)}: not known")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from memcost import paper
 from memcost.costs import today
-from memcost.costs.estimate import bill, call_hours, chosen_total
+from memcost.costs.estimate import bill, call_time, chosen_total
 from memcost.costs.measured import component_label
 from memcost.run.report.markdown import figure, md_table, merge_rows, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
@@ -27,8 +27,8 @@ def section_costs(view: RunView) -> list[str]:
         lines += [
             f"**Estimated before the run** (notebook 00's token counts × list prices, "
             f"assumptions in `memcost/costs/estimate.py`): "
-            f"{usd(bill(estimate))} ({parts}), about "
-            f"{call_hours(estimate):,.1f} hours of calls at the rate limits in force "
+            f"{usd(bill(estimate))} ({parts}), {call_time(estimate)} of calls at the rate "
+            "limits in force "
             "and the run's max_concurrency"
             + (", plus batches" if (estimate["execution"] == "batch").any() else "")
             + f" — `{table}`.",
