@@ -113,6 +113,15 @@ def test_a_run_sets_a_damaged_store_aside_and_goes_on(paid_run, tmp_path, server
     assert f"set aside as {aside[0].name}" in err and "Traceback" not in err
     # the run goes on with a new store: the calls it held are made again, and kept this time
     assert all(r.ok for r in results) and server.count() == 5 and len(read_calls(paid_run)) == 5
+    # and the report's first screen says the cost tables no longer count the calls set aside
+    from memcost.run.report.headline import ledger_replaced
+    from memcost.run.report.view import RunView
+
+    assert ledger_replaced(RunView(paid_run, {})) == (
+        f"**Costs incomplete:** the run's store of calls was damaged and set aside "
+        f"({aside[0].name}); the cost tables count only the calls made since, not those of the "
+        "notebooks that had finished before it."
+    )
 
 
 def test_a_read_only_store_is_not_called_damaged(paid_run, monkeypatch):

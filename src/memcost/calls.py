@@ -404,8 +404,9 @@ class CallStore:
                 part.rename(target.with_name(target.name + suffix))
         print(
             f"memcost: {self.path} was damaged (not readable as a database): set aside as "
-            f"{target.name}; this run goes on with a new store, and the calls it held are made "
-            "(and paid) again",
+            f"{target.name}; this run goes on with a new store: a call it held is made (and "
+            "paid) again where a notebook still needs it, and the cost tables count only the "
+            "calls of the new store (the report says so)",
             file=sys.stderr,
             flush=True,
         )

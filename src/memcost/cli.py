@@ -53,7 +53,7 @@ from memcost.run.presets import (
     selected_steps,
 )
 from memcost.run.report import RunView, write_report
-from memcost.run.report.headline import out_of_date, today_answer
+from memcost.run.report.headline import ledger_replaced, out_of_date, today_answer
 from memcost.run.report.serving import serving_brief
 from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
@@ -317,7 +317,7 @@ def result_lines(paths: RunPaths) -> list[str]:
         lines.append(f"published runs, best of each kind: {', '.join(best) or 'none paired'}")
     # the run-wide studies' answers, as the report's first screen words them
     view = RunView.load(paths)
-    briefs = (out_of_date(view), today_answer(view), serving_brief(view))
+    briefs = (out_of_date(view), ledger_replaced(view), today_answer(view), serving_brief(view))
     lines += [brief.replace("**", "").replace("`", "") for brief in briefs if brief]
     note = (
         " (offline: no model was called; the report prices the calls as an estimate)"

@@ -252,6 +252,18 @@ def out_of_date(view: RunView) -> str | None:
     )
 
 
+def ledger_replaced(view: RunView) -> str | None:
+    """A store of calls set aside as damaged (memcost.calls): the calls it held are in no table."""
+    aside = sorted(p.name for p in view.run.root.glob(f"{view.run.calls.name}.damaged-*[0-9]"))
+    if not aside:
+        return None
+    return (
+        f"**Costs incomplete:** the run's store of calls was damaged and set aside "
+        f"({', '.join(aside)}); the cost tables count only the calls made since, not those of "
+        "the notebooks that had finished before it."
+    )
+
+
 def _bill(view: RunView) -> str | None:
     summary = read_csv(view.run.table.cost_summary)
     estimate = read_csv(view.run.table.estimate_before_run)
@@ -355,6 +367,7 @@ def section_headline(view: RunView) -> list[str]:
         _break_even(view),
         *_accuracy(view),
         out_of_date(view),
+        ledger_replaced(view),
         _failures(view),
         _bill(view),
     ]
