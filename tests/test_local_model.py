@@ -284,3 +284,36 @@ def test_an_interrupted_local_run_is_resumed_with_a_new_server(monkeypatch, caps
     assert local.main(["--run-name", str(tmp_path / "lm")]) == 130
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"memcost: resume with a new server: make local RUN_NAME={tmp_path / 'lm'}"
+
+
+def test_the_runners_own_resume_line_names_make_local_not_the_gone_server(
+    monkeypatch, capsys, tmp_path
+):
+    """The runner's resume command would pass ``-p base_url=`` of a server make local stops
+    on the way out: it names ``make local RUN_NAME=...`` instead, as the last line does."""
+    import contextlib
+
+    from memcost import cli, local
+
+    @contextlib.contextmanager
+    def server(*args, **kwargs):
+        yield "http://127.0.0.1:9/v1"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(local, "running_server", server)
+    monkeypatch.setattr(cli, "run_preset", interrupted)
+    name = str(tmp_path / "lm")
+    assert local.main(["--run-name", name]) == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1].strip() == f"make local RUN_NAME={name}"
+    assert "127.0.0.1:9" not in captured.err
+    assert captured.out.strip().splitlines()[-1] == (
+        f"memcost: resume with a new server: make local RUN_NAME={name}"
+    )
+    # started with other settings, the module's own command, with them
+    args = local.argparse.Namespace(params="smoke", overrides=["top_k=5"], slots=local.SLOTS)
+    assert local.resume_line(args, "x") == (
+        "python -m memcost.local run --params smoke --run-name x -p top_k=5"
+    )

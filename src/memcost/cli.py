@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         "<preset>-<time>); reuse a name to resume a killed run from its cache",
     )
     run.add_argument("--steps", help="comma-separated notebook numbers, e.g. 00,01,02")
+    # the command that resumes this run, for a caller that started it another way (make local:
+    # the runner's own command would name a server that is gone once the run ends)
+    run.add_argument("--resume-with", help=argparse.SUPPRESS)
     run.add_argument("--datasets", help="comma-separated datasets, overriding the preset's")
     add_overrides(run)
     run.add_argument(
@@ -259,7 +262,7 @@ def _command_run(args: argparse.Namespace) -> int:
         return 1
     print("\n" + "\n".join(result_lines(paths)))
     if any(ds.judged_before_answers() for ds in paths.datasets()):
-        again = argparse.Namespace(**{**vars(args), "steps": "04,05"})
+        again = argparse.Namespace(**{**vars(args), "steps": "04,05", "resume_with": None})
         print(
             f"Judge the new answers with:\n  {resume_command(again, args.run_name or paths.name)}"
         )
@@ -809,6 +812,8 @@ def run_steps(run_dir: str) -> list[str]:
 def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, ...] = ()) -> str:
     """The command that continues this run as it was started: with its steps, datasets and
     overrides (without ``-p backend=...`` a resumed API run would go on offline), less ``drop``."""
+    if getattr(args, "resume_with", None) and not drop:
+        return str(args.resume_with)
     parts = ["python", "-m", "memcost", "run", "--params", str(args.params), "--run-name", run_dir]
     if args.steps:
         parts += ["--steps", args.steps]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shlex
 import signal
 import socket
 import subprocess
@@ -151,6 +152,18 @@ def running_server(
         print(f"memcost: the local model server is stopped (its log: {log})", flush=True)
 
 
+def resume_line(args: argparse.Namespace, name: str) -> str:
+    """The command that resumes this run with a new server: ``make local RUN_NAME=...`` for
+    what ``make local`` started, else this module's own command with its settings."""
+    if args.params == "local" and not args.overrides and args.slots == SLOTS:
+        return f"make local RUN_NAME={name}"
+    parts = ["python", "-m", "memcost.local", "run", "--params", args.params, "--run-name", name]
+    parts += ["--slots", str(args.slots)] if args.slots != SLOTS else []
+    for item in args.overrides:
+        parts += ["-p", item]
+    return shlex.join(parts)
+
+
 def _stop_on_sigterm() -> None:
     """``kill`` ends the run as Ctrl-C does, so the server is stopped on the way out."""
 
@@ -188,13 +201,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with running_server(log / "local_server.log", slots=args.slots) as url:
             overrides = [f"base_url={url}", f"client={{max_concurrency: {args.slots}}}"]
             command = ["run", "--params", args.params, "--run-name", name]
+            command += ["--resume-with", resume_line(args, name)]
             for item in [*overrides, *args.overrides]:
                 command += ["-p", item]
             code = cli.main(command)
         # the runner's own resume line names this server's address, which is gone now
         failed = code == 0 and failed_stages(read_manifest(RunPaths(log.parent)))
         if code != 0 or failed:
-            print(f"memcost: resume with a new server: make local RUN_NAME={name}", flush=True)
+            print(f"memcost: resume with a new server: {resume_line(args, name)}", flush=True)
         return code
     except LocalServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
