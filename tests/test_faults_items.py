@@ -62,7 +62,7 @@ def test_an_outage_leaves_users_unfinished_and_a_resume_builds_them(run_paths, s
         check_failures([status], 0.0)
     check_failures([status], 1.0)  # allow_failures=1 lets everything fail
     manifest = read_json(run_paths.manifest)
-    assert failure_lines(manifest)[0].startswith("**locomo/01_extract_facts**: failed, 4 of 4")
+    assert failure_lines(manifest)[0].startswith("**01_extract_facts [LoCoMo]**: failed, 4 of 4")
 
     server.clear()  # the server is back
     client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=50)
@@ -183,8 +183,8 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
     report = render_markdown(run_paths)
     # right under the title, before the first section
     assert 0 < report.index("> **Failures: this run is not complete.**") < report.index("\n## ")
-    assert "locomo/02_answer_from_memory**: complete with failures, 1 of 2 answers" in report
-    assert "locomo/04_judge_answers**: complete with failures, 1 of 3 judge votes" in report
+    assert "02_answer_from_memory [LoCoMo]**: complete with failures, 1 of 2 answers" in report
+    assert "04_judge_answers [LoCoMo]**: complete with failures, 1 of 3 judge votes" in report
     assert "03_answer_long_context" not in report.split("## ")[0]
     assert "Failed items are never recorded as finished" in report  # items, not a notebook
 
@@ -201,7 +201,7 @@ def test_a_notebook_that_stopped_the_run_is_named_with_its_cell_and_what_never_r
         },
     }
     assert failure_lines(manifest) == [
-        "**locomo/02_answer_from_memory**: the notebook failed in cell 4: ArrowInvalid: "
+        "**02_answer_from_memory [LoCoMo]**: the notebook failed in cell 4: ArrowInvalid: "
         "facts.parquet is not a parquet file; the notebooks after it did not run",
         "never ran: notebooks 03, 04, 05",
     ]
@@ -283,3 +283,13 @@ def test_a_failed_update_call_is_a_failed_segment_not_an_add(run_paths, server, 
         ]
     )
     assert record_status(run_paths, "01_extract_facts", "locomo").status == COMPLETE
+
+
+def test_one_conversation_is_one_conversation():
+    from types import SimpleNamespace
+
+    from memcost.run.report.headline import interval_note
+
+    assert interval_note(SimpleNamespace(conversations=1)) == " ⚠ 1 conversation"
+    assert interval_note(SimpleNamespace(conversations=2)) == " ⚠ 2 conversations"
+    assert interval_note(SimpleNamespace(conversations=10)) == ""

@@ -173,7 +173,9 @@ def _break_even(view: RunView) -> str | None:
 
 def interval_note(row: Any) -> str:
     conversations = int(getattr(row, "conversations", 0) or 0)
-    return f" ⚠ {conversations} conversations" if 0 < conversations < FEW_CONVERSATIONS else ""
+    if not 0 < conversations < FEW_CONVERSATIONS:
+        return ""
+    return f" ⚠ {conversations} conversation" + ("s" if conversations != 1 else "")
 
 
 def _long_context(bysys: pd.DataFrame) -> str | None:

@@ -33,7 +33,7 @@ from memcost.run.report.published import section_published
 from memcost.run.report.results import section_accuracy, section_tokens
 from memcost.run.report.serving import section_serving
 from memcost.run.report.systems import section_memory_systems
-from memcost.run.report.view import RunView
+from memcost.run.report.view import DATASET_NAMES, RunView
 
 # The sections computed from the run's tables, by the name the template places them with.
 BLOCKS = {
@@ -117,6 +117,13 @@ def _stopped(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(key, entry) for key, entry in notebooks if entry.get("status") not in (None, "ok")]
 
 
+def _notebook_words(key: str) -> str:
+    """A manifest key as the runner's lines name it: ``locomo/01_extract_facts`` →
+    ``01_extract_facts [LoCoMo]``; a run-wide notebook's key is its name."""
+    dataset, _, step = key.rpartition("/")
+    return f"{step} [{DATASET_NAMES.get(dataset, dataset)}]" if dataset else step
+
+
 def failure_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per stage with failed items, per notebook that did not finish (where it
     stopped and why), and the notebooks of the preset that never ran because of it."""
@@ -124,13 +131,14 @@ def failure_lines(manifest: dict[str, Any]) -> list[str]:
     for stage in failed_stages(manifest):
         why = f": {stage.errors[0]}" if stage.errors else ""
         lines.append(
-            f"**{stage.dataset}/{stage.step}**: {stage.status}, {stage.failed} of "
-            f"{stage.total} {stage.item} failed{why}"
+            f"**{_notebook_words(f'{stage.dataset}/{stage.step}')}**: {stage.status}, "
+            f"{stage.failed} of {stage.total} {stage.item} failed{why}"
         )
     for key, entry in _stopped(manifest):
         why = f" in {entry['error'].rstrip('.')}" if entry.get("error") else ""
         lines.append(
-            f"**{key}**: the notebook {entry['status']}{why}; the notebooks after it did not run"
+            f"**{_notebook_words(key)}**: the notebook {entry['status']}{why}; the notebooks "
+            "after it did not run"
         )
     planned = (manifest.get("preset") or {}).get("steps") or []
     ran = {key.split("/")[-1][:2] for key in manifest.get("notebooks") or {}}
