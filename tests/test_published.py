@@ -412,6 +412,13 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "*No usage ledger was analysed (notebook 05 did not run).*" in report
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
     assert "| sample_memory | lexical (offline) |" in report
+    # the runner's last lines say it as the report's first screen does
+    from memcost.cli import result_lines
+
+    assert result_lines(run)[0].startswith(
+        "What real systems scored on these questions (their published answers and judgments, "
+        "re-analysed): LoCoMo: memory "
+    )
     # every file's pin and where its bytes were read from
     digest = entries["sample_memory"]["sha256"][:12]
     assert (

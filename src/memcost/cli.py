@@ -54,6 +54,7 @@ from memcost.run.presets import (
 )
 from memcost.run.report import RunView, write_report
 from memcost.run.report.headline import ledger_replaced, out_of_date, today_answer
+from memcost.run.report.published import published_brief
 from memcost.run.report.serving import serving_brief
 from memcost.run.runner import (
     CANONICAL_NOTEBOOKS,
@@ -309,18 +310,21 @@ def result_lines(paths: RunPaths) -> list[str]:
             else f"judge {table['judge_model'].iloc[0]}"
         )
         lines.append(f"{folder.name} accuracy, {who}: {scores}")
-    published = paths.root / "tables" / "published_accuracy.csv"
-    if published.is_file():
-        table = pd.read_csv(published)
-        best = [
-            f"{r.kind} {r.accuracy_pct:.1f}% ({r.name})"
-            for kind in ("memory", "long_context")
-            for r in table[table["kind"] == kind].nlargest(1, "accuracy_pct").itertuples()
-        ]
-        lines.append(f"published runs, best of each kind: {', '.join(best) or 'none paired'}")
-    # the run-wide studies' answers, as the report's first screen words them
+    # the other notebooks' answers and the run's warnings, as the report's first screen words them
     view = RunView.load(paths)
-    briefs = (out_of_date(view), ledger_replaced(view), today_answer(view), serving_brief(view))
+    real = published_brief(view)
+    if real is None and view.run_metrics("08_published_runs") is not None:
+        real = (
+            "Published runs: no published answer paired with this run's questions (they "
+            "answered the real files; notebook 00 read others)"
+        )
+    briefs = (
+        real,
+        out_of_date(view),
+        ledger_replaced(view),
+        today_answer(view),
+        serving_brief(view),
+    )
     lines += [brief.replace("**", "").replace("`", "") for brief in briefs if brief]
     note = (
         " (offline: no model was called; the report prices the calls as an estimate)"
