@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid
+from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid, readable
 
 SYSTEM_COLORS = {
     "full_history": "#d62728",
@@ -17,11 +17,6 @@ SYSTEM_COLORS = {
     "observational": "#2ca02c",
     "hindsight": "#9467bd",
 }
-
-
-def _words(system: str) -> str:
-    """``rolling_window`` → ``rolling window``: systems as the report names them."""
-    return str(system).replace("_", " ")
 
 
 def _cell_order(cells: pd.Series) -> list[str]:
@@ -47,7 +42,7 @@ def plot_cumulative(
         found = []  # (system, t_BE): listed in the panel's corner, not written over the curves
         for system, curve in part.groupby("system"):
             color = SYSTEM_COLORS.get(system, "#7f7f7f")
-            ax.plot(curve["turn"], curve["cumulative"], label=_words(system), color=color)
+            ax.plot(curve["turn"], curve["cumulative"], label=readable(system), color=color)
             row = break_even[
                 (break_even["cell"] == cell)
                 & (break_even["model"] == model)
@@ -71,7 +66,7 @@ def plot_cumulative(
                 0.10,
                 "sustained break-even\n"
                 + "\n".join(
-                    f"{_words(s)}: never" if t is None else f"{_words(s)}: turn {t}"
+                    f"{readable(s)}: never" if t is None else f"{readable(s)}: turn {t}"
                     for s, t in found
                 ),
                 transform=ax.transAxes,
@@ -130,7 +125,7 @@ def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str
         )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(1, len(cells) + 1), cells, rotation=45, fontsize=8)
-        ax.set_title(_words(system), fontsize=10)
+        ax.set_title(readable(system), fontsize=10)
         ax.set_xlabel("cell N×L")
         label_backend(ax, backend)
     for ax in axes[::MAX_COLUMNS]:
@@ -150,7 +145,7 @@ def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.F
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for system, part in mine.groupby("system"):
         ax.plot(
-            part["turn"], part["C"], label=_words(system), color=SYSTEM_COLORS.get(system),
+            part["turn"], part["C"], label=readable(system), color=SYSTEM_COLORS.get(system),
             linewidth=1,
         )  # fmt: skip
     ax.set_yscale("log")

@@ -78,7 +78,8 @@ def system_color(system: str) -> str:
 
 
 def readable(name: str) -> str:
-    """``multi_hop`` → ``multi hop`` (a category; systems are named by ``answers.system_label``)."""
+    """``multi_hop`` → ``multi hop``: a category, or a serving-study system (``full_history``);
+    the main study's systems are named by ``answers.system_label``."""
     return name.replace("_", " ").replace("-", " ")
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from memcost import paper
 from memcost.run.report.markdown import figure, md_table
-from memcost.run.report.view import RunView, read_csv
+from memcost.run.report.view import RunView, in_words, read_csv
 
 
 def _study_model(models: list[Any]) -> str | None:
@@ -53,15 +53,13 @@ def serving_brief(view: RunView) -> str | None:
         if r.get("model") == model and r.get("source", "synthetic") == "synthetic"
     ]
     parts = [
-        f"{r['system'].replace('_', ' ')} p = {r['p']:.2f}, q = {r['q']:.2f} (R² {r['r2']:.2f})"
+        f"{in_words(r['system'])} p = {r['p']:.2f}, q = {r['q']:.2f} (R² {r['r2']:.2f})"
         for r in fits
         if r["system"] in ("full_history", "rolling_window")
     ]
     rows = [r for r in metrics.get("break_even") or [] if r.get("model") == model]
     longest = max((r["n_turns"] * r["mean_tokens"], r["cell"]) for r in rows)[1] if rows else None
-    breaks = [
-        f"{r['system'].replace('_', ' ')} {r['break_even']}" for r in rows if r["cell"] == longest
-    ]
+    breaks = [f"{in_words(r['system'])} {r['break_even']}" for r in rows if r["cell"] == longest]
     offline = (
         (
             " (offline stand-ins: token arithmetic for the baselines, classical methods for "
@@ -97,7 +95,7 @@ def section_serving(view: RunView) -> list[str]:
         ]
         rows = [
             [
-                r.system.replace("_", " "),
+                in_words(r.system),
                 QUANTITY_WORDS.get(r.quantity, r.quantity),
                 f"{r.measured:.3f}",
                 r.published,
@@ -134,7 +132,7 @@ def section_serving(view: RunView) -> list[str]:
             "",
             md_table(
                 [[cell, *row] for cell, row in pivot.astype(object).iterrows()],
-                ["cell", *(str(system).replace("_", " ") for system in pivot.columns)],
+                ["cell", *(in_words(system) for system in pivot.columns)],
             ),
             "",
         ]
