@@ -524,6 +524,16 @@ def test_a_published_run_that_paired_nothing_says_so_in_its_last_lines(tmp_path)
     run = RunPaths(tmp_path / "run").ensure()
     write_json(run.metrics / "08_published_runs.json", {"metrics": {"runs": ["x"]}})
     assert result_lines(run)[0] == (
-        "Published runs: no published answer paired with this run's questions (they answered "
-        "the real files; notebook 00 read others)"
+        "What real systems scored on these questions: no published answer paired with this "
+        "run's questions: the published runs answered the real files, and notebook 00 read "
+        "others (the bundled samples?)."
+    )
+    # the report says it on its first screen and in its section, in the same words
+    from memcost.run.report.published import section_published
+    from memcost.run.report.view import RunView
+
+    section = section_published(RunView.load(run))
+    assert section[2] == (
+        "No published answer paired with this run's questions: the published runs answered the "
+        "real files, and notebook 00 read others (the bundled samples?)."
     )

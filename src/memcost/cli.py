@@ -312,14 +312,8 @@ def result_lines(paths: RunPaths) -> list[str]:
         lines.append(f"{folder.name} accuracy, {who}: {scores}")
     # the other notebooks' answers and the run's warnings, as the report's first screen words them
     view = RunView.load(paths)
-    real = published_brief(view)
-    if real is None and view.run_metrics("08_published_runs") is not None:
-        real = (
-            "Published runs: no published answer paired with this run's questions (they "
-            "answered the real files; notebook 00 read others)"
-        )
     briefs = (
-        real,
+        published_brief(view),
         out_of_date(view),
         ledger_replaced(view),
         today_answer(view),

@@ -9,6 +9,10 @@ import pandas as pd
 from memcost.run.report.markdown import figure, md_table, usd
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
+NONE_PAIRED = (
+    "no published answer paired with this run's questions: the published runs answered the "
+    "real files, and notebook 00 read others (the bundled samples?)."
+)
 KIND_WORDS = {"memory": "memory", "long_context": "long context", "probe": "probe"}
 
 
@@ -21,8 +25,10 @@ def published_brief(view: RunView) -> str | None:
     """One line: the best memory and long-context runs per dataset, the judge's leniency and
     the gold ceiling, from real systems' published answers."""
     table, metrics = _accuracy(view), view.run_metrics("08_published_runs")
-    if table is None or metrics is None:
+    if metrics is None:
         return None
+    if table is None:
+        return f"**What real systems scored on these questions:** {NONE_PAIRED}"
     parts = []
     for dataset, part in table.groupby("dataset", sort=False):
         best = [
@@ -137,11 +143,7 @@ def section_published(view: RunView) -> list[str]:
         return []
     lines = ["## Published runs of real systems (notebook 08)", ""]
     if table is None:
-        return lines + [
-            "No published answer paired with this run's questions: the published runs answered "
-            "the real files, and notebook 00 read others (the bundled samples?).",
-            "",
-        ]
+        return lines + [NONE_PAIRED[0].upper() + NONE_PAIRED[1:], ""]
     lines += _runs(table)
     for dataset, ceiling in (metrics.get("ceiling") or {}).items():
         lines += [
