@@ -193,3 +193,31 @@ def test_requests_waiting_out_a_429_are_not_called_in_flight(run_paths, tmp_path
     for line in waiting:
         counts = [int(n) for n in re.findall(r"(?:: |; )(\d+) ", line)]
         assert sum(counts) <= 6, line
+
+
+def test_a_long_stage_shows_its_progress_bar_on_the_terminal_once_a_minute():
+    """Without --verbose a notebook's output goes to the log only: a stage of hours would leave
+    the terminal silent. The bar's latest state reaches it, at most once every minute."""
+    from tqdm import tqdm
+
+    from memcost.io import SIGN_OF_LIFE
+    from memcost.run.runner import SignsOfLife
+
+    now = [0.0]
+    terminal = io.StringIO()
+    sink = SignsOfLife(terminal, "[locomo] ", clock=lambda: now[0])
+    bar = tqdm(total=400, desc="judge gpt-5-mini", unit="req", file=sink, mininterval=0, ascii=True)
+    for done in range(1, 301):
+        now[0] = done * 0.5  # two votes a second: 150 s for 300 votes
+        bar.update(1)
+    # tqdm's own line, as the notebook shows it (its times are tqdm's clock, not this test's)
+    shown = [line.split(" [", 2)[:2] for line in terminal.getvalue().splitlines()]
+    assert shown == [
+        [SIGN_OF_LIFE.strip(), "locomo] judge gpt-5-mini:  30%|###       | 120/400"],
+        [SIGN_OF_LIFE.strip(), "locomo] judge gpt-5-mini:  60%|######    | 240/400"],
+    ]
+    bar.update(100)
+    bar.close()
+    now[0] += 3600  # a finished bar is not shown later as if it were still going
+    sink.write("a table the notebook printed\n")
+    assert len(terminal.getvalue().splitlines()) == 2

@@ -175,24 +175,51 @@ class NotebookFailed(RuntimeError):
         return (type(self), (*args, self.cell_source, self.ename))
 
 
+# tqdm's text of a bar with a known total: "judge gpt-5-mini:  37%|███▋  | 2929/7939 [04:03<..."
+_BAR = re.compile(r"\d+/\d+ \[\d")
+PROGRESS_EVERY_S = 60.0  # seconds between two lines of a progress bar on the terminal
+
+
 class SignsOfLife:
     """A text stream that passes on only the whole lines marked as signs of life
     (:data:`memcost.io.SIGN_OF_LIFE`: a long wait's heartbeat), so the terminal shows them
-    without a notebook's tables and prints."""
+    without a notebook's tables and prints; and, at most once every ``every_s``, the state of
+    the progress bar drawn last (tqdm's own line), so that a stage of hours shows how far it
+    has come. ``prefix`` names the dataset when datasets run side by side."""
 
-    def __init__(self, stream: IO[str]):
-        self.stream = stream
+    def __init__(
+        self,
+        stream: IO[str],
+        prefix: str = "",
+        *,
+        every_s: float = PROGRESS_EVERY_S,
+        clock: Any = time.monotonic,
+    ):
+        self.stream, self.prefix, self.every_s, self.clock = stream, prefix, every_s, clock
         self._partial = ""
+        self._bar = ""  # the bar's state not shown yet; "" once a bar has ended
+        self._shown = clock()
 
     def write(self, text: str) -> int:
         # A progress bar redraws itself after a carriage return: that ends a line too.
-        lines = (self._partial + text).replace("\r", "\n").split("\n")
-        self._partial = lines.pop()
-        for line in lines:
+        parts = re.split(r"(\r|\n)", self._partial + text)
+        self._partial = parts.pop()
+        for line, end in zip(parts[::2], parts[1::2], strict=True):
             start = line.find(SIGN_OF_LIFE)  # a bar may be drawn before it on the same line
             if start >= 0:
-                self.stream.write(line[start:] + "\n")
+                self._say(line[start + len(SIGN_OF_LIFE) :])
+            elif _BAR.search(line):
+                self._bar = line if end == "\r" else ""  # a bar's last state ends its line
+        if SIGN_OF_LIFE not in self._partial and _BAR.search(self._partial):
+            self._bar = self._partial
+        if self._bar and self.clock() - self._shown >= self.every_s:
+            self._say(self._bar.strip())
+            self._bar = ""
         return len(text)
+
+    def _say(self, line: str) -> None:
+        self.stream.write(f"{SIGN_OF_LIFE}{self.prefix}{line}\n")
+        self._shown = self.clock()
 
     def flush(self) -> None:
         self.stream.flush()
@@ -772,7 +799,8 @@ def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) ->
     statuses: list[StageStatus] = []
     with open(job["log"], "a", encoding="utf-8") as log:
         sink = Tee(
-            None if job["quiet"] else SignsOfLife(sys.stdout), LogLines(log, f"[{dataset}] ")
+            None if job["quiet"] else SignsOfLife(sys.stdout, f"[{dataset}] "),
+            LogLines(log, f"[{dataset}] "),
         )
         for notebook in job["notebooks"].values():
             if stop.is_set():
