@@ -177,6 +177,7 @@ class NotebookFailed(RuntimeError):
 
 # tqdm's text of a bar with a known total: "judge gpt-5-mini:  37%|███▋  | 2929/7939 [04:03<..."
 _BAR = re.compile(r"\d+/\d+ \[\d")
+_DRAWN = re.compile(r"\|[^|]*\| ")  # its bar, drawn to the terminal's width: left out
 PROGRESS_EVERY_S = 60.0  # seconds between two lines of a progress bar on the terminal
 
 
@@ -184,8 +185,8 @@ class SignsOfLife:
     """A text stream that passes on only the whole lines marked as signs of life
     (:data:`memcost.io.SIGN_OF_LIFE`: a long wait's heartbeat), so the terminal shows them
     without a notebook's tables and prints; and, at most once every ``every_s``, the state of
-    the progress bar drawn last (tqdm's own line), so that a stage of hours shows how far it
-    has come. ``prefix`` names the dataset when datasets run side by side."""
+    the progress bar drawn last (tqdm's own line without its bar), so that a stage of hours
+    shows how far it has come. ``prefix`` names the dataset when datasets run side by side."""
 
     def __init__(
         self,
@@ -213,7 +214,7 @@ class SignsOfLife:
         if SIGN_OF_LIFE not in self._partial and _BAR.search(self._partial):
             self._bar = self._partial
         if self._bar and self.clock() - self._shown >= self.every_s:
-            self._say(self._bar.strip())
+            self._say(_DRAWN.sub(" ", self._bar.strip(), count=1))
             self._bar = ""
         return len(text)
 
