@@ -222,3 +222,38 @@ def test_a_long_stage_shows_its_progress_bar_on_the_terminal_once_a_minute():
     now[0] += 3600  # a finished bar is not shown later as if it were still going
     sink.write("a table the notebook printed\n")
     assert len(terminal.getvalue().splitlines()) == 2
+
+
+def test_a_progress_bar_draws_on_a_terminal_that_reports_no_width():
+    """A kernel measures the terminal it inherited; a pseudo-terminal of 0 columns (some
+    containers and CI jobs) made tqdm draw nothing: no bar in the notebook, the log or the
+    runner's progress lines."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from memcost.io import BAR_SIZE
+
+    leader, follower = pty.openpty()  # a new pseudo-terminal reports 0 rows and 0 columns
+    code = (
+        "from memcost.llm.scheduler import ProgressBar\n"
+        "bar = ProgressBar(10, 'judge', lambda: 'hits=0')\n"
+        "for _ in range(10): bar.update()\n"
+        "bar.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], stderr=follower, check=True, timeout=60)
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: all of it read
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    last = drawn.decode().replace("\r\n", "\n").split("\r")[-1].strip("\n")
+    assert last.startswith("judge: 100%|") and "| 10/10 [" in last
+    assert len(last) <= BAR_SIZE["ncols"]

@@ -146,6 +146,12 @@ def write_csv(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
 # a batch being processed): the runner shows such lines on the terminal even without
 # --verbose, while the rest of a notebook's output goes to the log only.
 SIGN_OF_LIFE = "[memcost] "
+# The size of every progress bar (tqdm's ``ncols`` and ``nrows``, its fallback height). Measured,
+# it is the size of the terminal the kernel's process inherited (the runner's, or jupyter's), and
+# a terminal that reports none (a pseudo-terminal of 0 rows and columns, as in some containers
+# and CI jobs) makes tqdm draw nothing at all: no bar in the notebook, the log or the runner's
+# progress lines.
+BAR_SIZE = {"ncols": 100, "nrows": 20}
 
 
 def sign_of_life(line: str, stream: Any = None) -> None:

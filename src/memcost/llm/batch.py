@@ -34,7 +34,14 @@ import numpy as np
 import tenacity
 
 from memcost.catalog import DISCOUNT_BACKEND, price_for
-from memcost.io import JsonlAppender, atomic_open, jsonl_line, read_jsonl, sign_of_life
+from memcost.io import (
+    BAR_SIZE,
+    JsonlAppender,
+    atomic_open,
+    jsonl_line,
+    read_jsonl,
+    sign_of_life,
+)
 from memcost.llm.accounting import BudgetStop
 from memcost.llm.config import BATCH_RETRY_MODES, batch_options  # noqa: F401 - re-exported
 from memcost.llm.providers import (
@@ -790,7 +797,7 @@ class BatchSession:
             unit="req",
             file=sys.stderr,
             mininterval=1.0,
-            dynamic_ncols=True,
+            **BAR_SIZE,
         )
 
     def _show(self, bar: Any) -> None:

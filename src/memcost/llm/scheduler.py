@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO, TypeVar
 
-from memcost.io import sign_of_life
+from memcost.io import BAR_SIZE, sign_of_life
 
 T = TypeVar("T")
 EVERY_S = 30.0  # seconds between two heartbeat lines
@@ -48,7 +48,7 @@ class ProgressBar:
 
         self._postfix = postfix
         self._bar = tqdm(
-            total=total, desc=desc, unit="req", file=sys.stderr, mininterval=0.5, dynamic_ncols=True
+            total=total, desc=desc, unit="req", file=sys.stderr, mininterval=0.5, **BAR_SIZE
         )
         self._last = 0.0
 

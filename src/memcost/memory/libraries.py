@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 import memcost.memory.base as store
+from memcost.io import BAR_SIZE
 from memcost.llm import LLMClient
 from memcost.llm.gateway import Gateway, Route
 from memcost.manifest import fingerprint
@@ -132,7 +133,7 @@ class LibrarySystem(MemorySystem):
         try:
             if todo:
                 with self._gateway(client) as gateway, self._library(gateway) as library:
-                    for user in tqdm(todo, desc=f"{self.name} build", unit="user", leave=False):
+                    for user in tqdm(todo, desc=f"{self.name} build", unit="user", **BAR_SIZE):
                         self._build_user(library, gateway, user, groups[user], fingerprint, report)
         finally:
             store.record_failures(self.folder, report.failed)

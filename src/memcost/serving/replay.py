@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from memcost.io import write_parquet
+from memcost.io import BAR_SIZE, write_parquet
 from memcost.llm import ChatRequest, LLMClient
 from memcost.paths import RunPaths
 from memcost.prompts import SERVING_GENERATE
@@ -213,7 +213,9 @@ def replay_synthetic(
     label = f"serving replay {model} {reasoning_effort}".strip()
     turns = sum(n for _, n, _, _ in runs)
     # plain tqdm on stderr, as the client's bars: it shows in the notebook and in the run's log
-    with tqdm(total=turns, desc=label, unit="turn", file=sys.stderr, mininterval=1.0) as bar:
+    with tqdm(
+        total=turns, desc=label, unit="turn", file=sys.stderr, mininterval=1.0, **BAR_SIZE
+    ) as bar:
         for system, n, size, seed in runs:
             bar.set_postfix_str(f"{system} {cell_label(n, size)} seed {seed}", refresh=False)
             labels = run_labels(
