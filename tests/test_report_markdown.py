@@ -126,3 +126,32 @@ def test_table_2s_mean_has_one_decimal_as_the_papers_does(tmp_path):
     text = "\n".join(section_tokens(RunView.load(RunPaths(tmp_path))))
     assert "| this run | LoCoMo | 1,986 | 4 | 28 | 11 | 12.0 |" in text
     assert "| the paper | LoCoMo | 1,986 | 4 | 28 | 11 | 12.0 |" in text
+
+
+def test_a_preset_changed_on_the_command_line_is_not_reported_as_the_preset_alone(smoke_run):
+    """`-p backend=openai` on the offline smoke preset: the report named the preset and its
+    description ("Offline smoke run ...") and nowhere said what the command line changed."""
+    from memcost.run.presets import resolve_preset
+    from memcost.run.report.headline import section_headline
+    from memcost.run.report.page import what_ran
+    from memcost.run.report.view import RunView
+    from memcost.run.runner import discover_notebooks
+
+    typed = {"backend": "openai", "models": ["gpt-5-mini-2025-08-07"]}
+    preset = resolve_preset("smoke", discover_notebooks(), overrides=typed).as_dict()
+    assert preset["command_line"] == typed
+    assert preset["parameters"]["backend"] == "openai"
+    assert "command_line" not in resolve_preset("smoke", discover_notebooks()).as_dict()
+
+    view = RunView.load(smoke_run)
+    view.manifest["preset"] = {**view.manifest["preset"], "command_line": typed}
+    brief = "\n".join(section_headline(view))
+    assert (
+        "**What ran:** preset `smoke` (Offline smoke run on the bundled samples of all three "
+        'benchmarks) with `backend=openai`, `models=["gpt-5-mini-2025-08-07"]` from the command '
+        "line, 17 notebook executions on "
+    ) in brief
+    rows = dict(what_ran(view))
+    assert rows["preset"].endswith(
+        '; from the command line: `backend=openai`, `models=["gpt-5-mini-2025-08-07"]`'
+    )

@@ -107,6 +107,7 @@ class Preset:
     per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
     allow_failures: float = 0.0  # fraction of a stage's items that may fail without stopping
     notes: list[str] = field(default_factory=list)  # lines the runner prints once at the start
+    command_line: dict[str, Any] = field(default_factory=dict)  # the -p values, as typed
 
     def parameters_for(self, dataset: str | None) -> dict[str, Any]:
         merged = copy.deepcopy(self.parameters)
@@ -124,6 +125,8 @@ class Preset:
             "parameters": self.parameters,
             "per_dataset": self.per_dataset,
             "allow_failures": self.allow_failures,
+            # what the report says changed: the description is the preset file's, not this run's
+            **({"command_line": self.command_line} if self.command_line else {}),
         }
 
 
@@ -291,6 +294,7 @@ def resolve_preset(
         preset.datasets = list(datasets)
     if overrides:  # typed on the command line: a message names -p, not the preset file
         check_overrides(preset, overrides, notebooks)
+        preset.command_line = copy.deepcopy(dict(overrides))
         preset.parameters = merge_parameters(preset.parameters, overrides)
         # the command line wins over the preset's per-dataset blocks too
         preset.per_dataset = {

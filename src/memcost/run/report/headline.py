@@ -10,6 +10,7 @@ bill, with why the estimate printed before the run and the ledger's total differ
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -77,6 +78,15 @@ def today_answer(view: RunView) -> str | None:
     )
 
 
+def command_line_changes(preset: dict[str, Any]) -> str:
+    """The parameters a run's command line set over its preset's (``-p``), in words:
+    ```backend=openai`, `models=["gpt-5-mini-2025-08-07"]``` ("" for none)."""
+    return ", ".join(
+        f"`{name}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}`"
+        for name, value in (preset.get("command_line") or {}).items()
+    )
+
+
 def _what_ran(view: RunView) -> str:
     name = (view.manifest.get("preset") or {}).get("name")
     described = (view.manifest.get("preset") or {}).get("description")
@@ -84,6 +94,8 @@ def _what_ran(view: RunView) -> str:
         f"preset `{name}`" if name else "notebooks run without a preset (by hand or by papermill)"
     )
     preset += f" ({described.rstrip('.')})" if name and described else ""
+    changed = command_line_changes(view.manifest.get("preset") or {})
+    preset += f" with {changed} from the command line" if changed else ""
     notebooks = view.manifest.get("notebooks") or view.manifest.get("steps") or {}
     count = f"{len(notebooks)} notebook execution" + ("s" if len(notebooks) != 1 else "")
     if not view.datasets:

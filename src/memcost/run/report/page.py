@@ -27,7 +27,7 @@ from memcost.run.checks import failed_stages
 from memcost.run.report.analyses import section_analyses
 from memcost.run.report.comparison import section_paper
 from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
-from memcost.run.report.headline import section_headline
+from memcost.run.report.headline import command_line_changes, section_headline
 from memcost.run.report.markdown import md_table
 from memcost.run.report.published import section_published
 from memcost.run.report.results import section_accuracy, section_tokens
@@ -152,6 +152,7 @@ def what_ran(view: RunView) -> list[list[Any]]:
     """The rows of "What ran": the run, preset, commit, notebooks, backend, versions, data."""
     m = view.manifest
     preset = m.get("preset") or {}
+    changed = command_line_changes(preset)
     git = m.get("git") or {}
     notebooks = notebook_entries(m)
     wall = wall_time_s(m)
@@ -163,8 +164,9 @@ def what_ran(view: RunView) -> list[list[Any]]:
         [
             "preset",
             f"{preset.get('name', '—')}: {preset.get('description', '')}".strip()
+            + (f"; from the command line: {changed}" if changed else "")
             if preset
-            else "none: notebooks run by hand with their own defaults",
+            else "none: notebooks run without a preset (by hand or by papermill)",
         ],
         [
             "git commit",
