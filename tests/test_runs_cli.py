@@ -346,6 +346,7 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
         "locomo",
         "longmemeval",
         "personamem",
+        "This",
         "Today's",
         "bill:",
     ]
@@ -355,6 +356,19 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
     assert f"memory (offline): {100 * memory['accuracy']:.1f}%; " in lines[0]
     # no model answered offline: no model's name stands beside a score
     assert "long context (offline) 1: " in lines[0] and "gpt" not in lines[0]
+    # notebook 05's Tables 4-5 against the paper's cells, and the break-even it found
+    cells = pd.read_csv(smoke_run.tables / "table45_vs_paper.csv")
+    table5 = pd.read_csv(smoke_run.tables / "table5_break_even.csv")
+    assert lines[3] == (
+        "This run's Tables 4-5 (notebook 05, the cost model of paper §3.5): "
+        f"{int(cells['match'].sum())} of {len(cells)} published cells reproduced to 4 decimals; "
+        "memory is cheaper per user from question "
+        + ", ".join(
+            f"{n} at {c // 1000}k" for c, n in table5[["context_tokens", "break_even_n"]].values
+        )
+        + " tokens of history."
+    )
+    assert "26 of 26 published cells" in lines[3] and "13 at 30k, 10 at 100k" in lines[3]
     # notebook 07's answer, as the report's first screen words it (no markdown)
     assert lines[-2].startswith(
         "Today's answer (notebook 07, computed from today's dated prices): with "

@@ -53,7 +53,12 @@ from memcost.run.presets import (
     selected_steps,
 )
 from memcost.run.report import RunView, write_report
-from memcost.run.report.headline import ledger_replaced, out_of_date, today_answer
+from memcost.run.report.headline import (
+    break_even_brief,
+    ledger_replaced,
+    out_of_date,
+    today_answer,
+)
 from memcost.run.report.published import published_brief
 from memcost.run.report.serving import serving_brief
 from memcost.run.runner import (
@@ -316,6 +321,7 @@ def result_lines(paths: RunPaths) -> list[str]:
         published_brief(view),
         out_of_date(view),
         ledger_replaced(view),
+        break_even_brief(view),
         today_answer(view),
         serving_brief(view),
     )

@@ -165,14 +165,29 @@ def _subset_note(view: RunView, preset: str) -> str:
     )
 
 
-def _break_even(view: RunView) -> str | None:
-    """This run's Table 5, when it is not the paper's own (measured constants)."""
+def break_even_brief(view: RunView) -> str | None:
+    """This run's Tables 4-5 (notebook 05): with the paper's constants, how many of the
+    published cells it reproduced (the paper's answer above gives their break-even); with
+    other constants, its own break-even."""
     table5 = read_csv(view.run.table.table5)
     if table5 is None or table5.empty:
         return None
     model = view.cost_parameters.get("cost_model", "paper")
     if model == "paper":
-        return None  # the paper's answer above already gives it
+        cells = read_csv(view.run.table.table45_vs_paper)
+        if cells is None or cells.empty:
+            return None
+        matched = int(cells["match"].sum())
+        found = ", ".join(
+            f"{int(r.break_even_n)} at {int(r.context_tokens) // 1000}k"
+            for r in table5.itertuples(index=False)
+        )
+        return (
+            f"**This run's Tables 4-5** (notebook 05, the cost model of paper §3.5): {matched} of "
+            f"{len(cells)} published cells reproduced to 4 decimals"
+            + ("" if matched == len(cells) else " (the others: `tables/table45_vs_paper.csv`)")
+            + f"; memory is cheaper per user from question {found} tokens of history."
+        )
     cells = ", ".join(
         f"{int(r.break_even_n)} questions at {int(r.context_tokens) // 1000}k tokens"
         for r in table5.itertuples(index=False)
@@ -378,7 +393,7 @@ def section_headline(view: RunView) -> list[str]:
         today_answer(view),
         _what_ran(view),
         _served(view),
-        _break_even(view),
+        break_even_brief(view),
         *_accuracy(view),
         out_of_date(view),
         ledger_replaced(view),
