@@ -230,3 +230,31 @@ def test_the_estimate_of_a_preset_prices_only_the_notebooks_it_runs(tmp_path, ca
 def test_the_time_of_calls_reads_in_the_unit_that_fits(minutes, words):
     """A sample's few calls once read "about 0.0 hours of calls"."""
     assert estimate.call_time(pd.DataFrame({"minutes": minutes})) == words
+
+
+def test_extraction_calls_are_counted_as_segments_that_never_span_two_sessions(prepared):
+    """A segment never spans two sessions (paper §3.1): counting ten messages a call over whole
+    conversations gave 591 calls for the real LoCoMo, which notebook 01 cuts into 699."""
+    import math
+
+    off = []
+    for name in ("locomo", "longmemeval", "personamem"):
+        ds = prepared.dataset(name)
+        stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+        cut = len(pd.read_parquet(ds.memory / "segments.parquet"))  # what notebook 01 cut
+        table = estimate.estimate_dataset(ds, {"models": [], "baseline_models": []})
+        counted = table.query("system == 'memory' and ledger_stage == 'extract'")["requests"]
+        whole = sum(math.ceil(n / 10) for n in stats["n_turns"])  # the old count
+        off.append((abs(int(counted.iloc[0]) - cut), abs(whole - cut)))
+        assert counted.iloc[0] == estimate.extraction_segments(stats, 10)
+    assert [now for now, _ in off] == [1, 0, 1] and sum(old for _, old in off) == 39
+    # the real LoCoMo's 10 conversations, as notebook 00 counts them: 5,882 messages in 272
+    # sessions, 699 segments
+    turns = [419, 369, 663, 629, 680, 675, 689, 681, 509, 568]
+    sessions = [19, 19, 32, 29, 29, 28, 31, 30, 25, 30]
+    real = pd.DataFrame({"n_turns": turns, "n_sessions": sessions})
+    assert sum(turns) == 5_882 and sum(sessions) == 272
+    assert estimate.extraction_segments(real, 10) == 710
+    # counts scaled from a bundled sample keep whole conversations: its sessions are invented,
+    # far shorter than a benchmark's, and would count several times the calls
+    assert estimate.extraction_segments(real, 10, sessions=False) == 591

@@ -661,7 +661,10 @@ def preset_estimate(
             )
         else:
             stats, questions = selected_counts(name, params)
-            frames.append(estimate_counts(name, stats, questions, params, steps=steps))
+            # turns and sessions scaled from the bundled sample's, which are invented
+            frames.append(
+                estimate_counts(name, stats, questions, params, steps=steps, sessions=False)
+            )
             kept = (
                 f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
                 "questions of them"

@@ -194,7 +194,28 @@ def _effort(params: Mapping[str, Any], key: str) -> str:
     return str(params.get(key) or "")
 
 
-def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
+def extraction_segments(stats: pd.DataFrame, batch_size: int, *, sessions: bool = True) -> int:
+    """Extraction calls for the conversations of ``stats``: segments of ``batch_size`` messages
+    that never span two sessions (paper §3.1), so each session's last segment is part full, by
+    half a segment on average (the real LoCoMo: 710 against the 699 it cuts; counting whole
+    conversations instead gave 591). Without ``sessions`` (counts extrapolated from a bundled
+    sample, whose invented sessions are far shorter than a benchmark's), whole conversations."""
+    if not sessions:
+        return int(sum(math.ceil(n / batch_size) for n in stats["n_turns"]))
+    per_session_slack = (batch_size - 1) / (2 * batch_size)
+    return int(
+        sum(
+            max(
+                math.ceil(turns / batch_size),
+                sessions,
+                turns / batch_size + sessions * per_session_slack,
+            )
+            for turns, sessions in zip(stats["n_turns"], stats["n_sessions"], strict=True)
+        )
+    )
+
+
+def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int, *, sessions: bool) -> None:
     """Each memory system of ``memory_systems``: writing it (per history token, at the paper's
     measured write cost of one model pass and its update phase, paper §4.2, times the model
     passes it makes, ``MemorySystem.write_passes``) and reading it (the reader per question,
@@ -203,7 +224,8 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
 
     p = out.params
     history = int(stats["text_tokens"].sum())
-    segments = int(sum(math.ceil(n / MESSAGES_PER_SEGMENT) for n in stats["n_turns"]))
+    batch = int(p.get("batch_size") or MESSAGES_PER_SEGMENT)
+    segments = extraction_segments(stats, batch, sessions=sessions)
     reader = str(p.get("reader_model") or READER_MODEL)
     read_usd = READ_USD_PER_QUESTION_MINI * _price_ratio(
         reader, "gpt-5-mini", p.get("price_overrides")
@@ -396,12 +418,15 @@ def estimate_counts(
     params: Mapping[str, Any],
     *,
     steps: Collection[str] | None = None,
+    sessions: bool = True,
 ) -> pd.DataFrame:
     """:func:`estimate_dataset` from the counts themselves: ``stats`` in the shape of
     ``conversation_stats.parquet``, ``questions`` with ``conversation_id`` and ``category_id``.
-    ``steps`` (``{"01", "02"}``): only the stages of those notebooks; ``None``: every stage."""
+    ``steps`` (``{"01", "02"}``): only the stages of those notebooks; ``None``: every stage.
+    ``sessions=False``: the sessions of ``stats`` are not a real file's
+    (:func:`paper_scale_counts`)."""
     out = _Rows(dataset, effective_parameters(params))
-    _memory_rows(out, stats, len(questions))
+    _memory_rows(out, stats, len(questions), sessions=sessions)
     _long_context_rows(out, stats, len(questions))
     _baseline_rows(out, stats, len(questions))
     _judge_rows(out, questions)
