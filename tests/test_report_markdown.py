@@ -155,3 +155,21 @@ def test_a_preset_changed_on_the_command_line_is_not_reported_as_the_preset_alon
     assert rows["preset"].endswith(
         '; from the command line: `backend=openai`, `models=["gpt-5-mini-2025-08-07"]`'
     )
+
+
+def test_the_first_screen_gives_this_runs_break_even_with_either_constants(smoke_run):
+    from memcost.run.report.headline import break_even_brief
+    from memcost.run.report.view import RunView
+
+    view = RunView.load(smoke_run)
+    assert break_even_brief(view) == (
+        "**This run's Tables 4-5** (notebook 05, the cost model of paper §3.5): 26 of 26 "
+        "published cells reproduced to 4 decimals; memory is cheaper per user from question 13 "
+        "at 30k, 10 at 100k, 9 at 200k, 9 at 500k tokens of history."
+    )
+    # with constants measured from the run's ledger, the cells are not the paper's to match
+    view.manifest["steps"]["05_analyse_costs"]["parameters"]["cost_model"] = "measured"
+    assert break_even_brief(view) == (
+        "**This run's Table 5** (measured cost model): memory is cheaper per user from question "
+        "13 at 30k, 10 at 100k, 9 at 200k, 9 at 500k tokens of history."
+    )

@@ -166,35 +166,28 @@ def _subset_note(view: RunView, preset: str) -> str:
 
 
 def break_even_brief(view: RunView) -> str | None:
-    """This run's Tables 4-5 (notebook 05): with the paper's constants, how many of the
-    published cells it reproduced (the paper's answer above gives their break-even); with
-    other constants, its own break-even."""
+    """This run's Table 5 (notebook 05): the break-even it found and, with the paper's
+    constants, how many of the paper's published cells of Tables 4-5 it reproduced."""
     table5 = read_csv(view.run.table.table5)
     if table5 is None or table5.empty:
         return None
-    model = view.cost_parameters.get("cost_model", "paper")
-    if model == "paper":
-        cells = read_csv(view.run.table.table45_vs_paper)
-        if cells is None or cells.empty:
-            return None
-        matched = int(cells["match"].sum())
-        found = ", ".join(
-            f"{int(r.break_even_n)} at {int(r.context_tokens) // 1000}k"
-            for r in table5.itertuples(index=False)
-        )
-        return (
-            f"**This run's Tables 4-5** (notebook 05, the cost model of paper §3.5): {matched} of "
-            f"{len(cells)} published cells reproduced to 4 decimals"
-            + ("" if matched == len(cells) else " (the others: `tables/table45_vs_paper.csv`)")
-            + f"; memory is cheaper per user from question {found} tokens of history."
-        )
-    cells = ", ".join(
-        f"{int(r.break_even_n)} questions at {int(r.context_tokens) // 1000}k tokens"
+    found = ", ".join(
+        f"{int(r.break_even_n)} at {int(r.context_tokens) // 1000}k"
         for r in table5.itertuples(index=False)
     )
+    cheaper = f"memory is cheaper per user from question {found} tokens of history."
+    model = view.cost_parameters.get("cost_model", "paper")
+    if model != "paper":
+        return f"**This run's Table 5** ({model} cost model): {cheaper}"
+    cells = read_csv(view.run.table.table45_vs_paper)
+    if cells is None or cells.empty:
+        return None
+    matched = int(cells["match"].sum())
     return (
-        f"**Break-even** (Table 5, {model} cost model): memory is cheaper per user after "
-        f"{cells} of history."
+        f"**This run's Tables 4-5** (notebook 05, the cost model of paper §3.5): {matched} of "
+        f"{len(cells)} published cells reproduced to 4 decimals"
+        + ("" if matched == len(cells) else " (the others: `tables/table45_vs_paper.csv`)")
+        + f"; {cheaper}"
     )
 
 
