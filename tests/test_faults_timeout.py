@@ -257,3 +257,43 @@ def test_a_progress_bar_draws_on_a_terminal_that_reports_no_width():
     last = drawn.decode().replace("\r\n", "\n").split("\r")[-1].strip("\n")
     assert last.startswith("judge: 100%|") and "| 10/10 [" in last
     assert len(last) <= BAR_SIZE["ncols"]
+
+
+def test_a_paid_runs_eta_is_the_estimates_time_not_the_mean_of_notebook_00(tmp_path):
+    """After notebook 00's few seconds, the mean time of the notebooks done promised the rest of
+    a run of hours in a minute. A paid run's ETA counts each paid notebook at the estimate's
+    time; a batch's time is unknown, and said so."""
+    import math
+
+    import pandas as pd
+
+    from memcost.run.runner import Progress, discover_notebooks, planned_seconds
+
+    notebooks = discover_notebooks()
+    estimate = pd.DataFrame(
+        {
+            "dataset": ["locomo"] * 5,
+            "stage": ["write", "write", "read", "long_context", "judge"],
+            "minutes": [30.0, 6.0, 20.0, 90.0, math.nan],  # the judge's votes go in a batch
+        }
+    )
+    planned = planned_seconds(estimate, notebooks)
+    assert planned.keys() == {
+        "01_extract_facts [locomo]",
+        "02_answer_from_memory [locomo]",
+        "03_answer_long_context [locomo]",
+        "04_judge_answers [locomo]",
+    }
+    assert planned["01_extract_facts [locomo]"] == 36 * 60
+    assert math.isnan(planned["04_judge_answers [locomo]"])
+
+    terminal = io.StringIO()
+    progress = Progress(tmp_path, 7, terminal=terminal)  # 00-04, then 05 and 07
+    progress.plan(planned)
+    progress.finish("00_prepare_data [locomo]", "ok", 4.0)
+    progress.finish("01_extract_facts [locomo]", "ok", 1800.0)
+    progress.log.close()
+    lines = terminal.getvalue().splitlines()
+    # 36 + 20 + 90 minutes planned, 05 and 07 at notebook 00's 4 s each, the judge's batch unknown
+    assert lines[0].endswith("(elapsed 0:00, ETA ~2:26:08 plus batches)")
+    assert lines[1].endswith(", ETA ~1:50:08 plus batches)")

@@ -20,6 +20,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 import memcost.memory.base as system_files
 from memcost import catalog
 from memcost import manifest as manifest_mod
@@ -93,9 +95,12 @@ def _cell_default(name: str) -> Any:
     return notebook_defaults(NOTEBOOKS_DIR / "01_extract_facts.ipynb").get(name)
 
 
-def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None = None) -> None:
+def check_estimate(
+    preset: Preset, run: RunPaths, steps: Collection[str] | None = None
+) -> pd.DataFrame | None:
     """After notebook 00 (free): print what the rest of the run (its ``steps``) will cost and
-    stop before any paid call when that exceeds ``max_cost_usd``."""
+    stop before any paid call when that exceeds ``max_cost_usd``. Returns the estimate of a
+    run that calls a provider (its times are the provider's), else ``None``."""
     prepared = {
         name: (run.dataset(name), preset.parameters_for(name))
         for name in preset.datasets
@@ -110,7 +115,7 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
             "tokens)"
         ) from None
     if estimate.empty:
-        return
+        return None
     write_csv(run.table.estimate_before_run, estimate)
     paid = any(uses_paid_backend(params) for _, params in prepared.values())
     # the budget the notebooks will hold: the preset's, else their parameters cell's default
@@ -124,7 +129,7 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
     text = summary_text(estimate, max_cost_usd=budget if paid else None)
     print(text if not paid else "\n" + text, flush=True)
     if not paid:
-        return
+        return None
     # the bill with the chosen execution modes (batch, flex) when every stage has its price
     total = bill(estimate)
     if budget is not None and total > float(budget):
@@ -144,6 +149,7 @@ def check_estimate(preset: Preset, run: RunPaths, steps: Collection[str] | None 
                 preset.path, total, float(budget), fitting_change(recompute, first, float(budget))
             )
         )
+    return estimate
 
 
 LISTING_TIMEOUT_S = 10.0

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import os
 import queue
@@ -36,10 +37,12 @@ from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import IO, Any
 
+import pandas as pd
 from filelock import FileLock, Timeout
 
 from memcost import manifest as manifest_mod
 from memcost.calls import CallStore, StoreError, store_path
+from memcost.costs.estimate import STEP_STAGES
 from memcost.io import SIGN_OF_LIFE
 from memcost.memory.pgvector import SERVER_DIR, stop_orphaned_server
 from memcost.params import notebook_parameters
@@ -366,7 +369,8 @@ class Progress:
     """One line per notebook on the terminal, everything in ``runs/<name>/logs/run-<time>.log``.
 
     ``verbose`` streams cell output to the terminal too; ``quiet`` prints nothing per notebook.
-    The ETA is the mean time of the notebooks done times the number left: a rough guide."""
+    The ETA is a rough guide: the estimated time of the paid notebooks left (:meth:`plan`; a
+    batch's is unknown), and for the others the mean time of those done."""
 
     def __init__(
         self,
@@ -383,7 +387,8 @@ class Progress:
         self.total, self.verbose, self.quiet = total, verbose, quiet
         self.terminal = terminal or sys.stdout
         self.done = 0
-        self.durations: list[float] = []
+        self.durations: list[float] = []  # of the notebooks done that had no planned time
+        self.planned: dict[str, float] = {}  # label -> estimated seconds, of those to come
         self.t0 = time.perf_counter()
 
     def say(self, line: str, *, always: bool = False) -> None:
@@ -399,11 +404,21 @@ class Progress:
         if self.verbose and not self.quiet:
             print(f"\n=== {label}", file=self.terminal, flush=True)
 
+    def plan(self, seconds: Mapping[str, float]) -> None:
+        """The estimated time of the paid notebooks to come, by label (NaN: a batch's): after
+        notebook 00's few seconds, the mean alone would promise hours of calls in a minute."""
+        self.planned = dict(seconds)
+
     def finish(self, label: str, status: str, wall: float) -> None:
         self.done += 1
-        self.durations.append(wall)
+        if self.planned.pop(label, None) is None:
+            self.durations.append(wall)
         left = self.total - self.done
-        eta = f", ETA ~{clock(sum(self.durations) / self.done * left)}" if left > 0 else ""
+        mean = sum(self.durations) / len(self.durations) if self.durations else 0.0
+        planned = [s for s in self.planned.values() if not math.isnan(s)]
+        rest = sum(planned) + mean * max(0, left - len(self.planned))
+        batches = " plus batches" if len(planned) < len(self.planned) else ""
+        eta = f", ETA ~{clock(rest)}{batches}" if left > 0 else ""
         line = (
             f"notebook {self.done} of {self.total}: {label}: {status} in {wall:.1f} s "
             f"(elapsed {clock(time.perf_counter() - self.t0)}{eta})"
@@ -559,6 +574,20 @@ def label_of(step_path: Path, dataset: str | None) -> str:
     return step_path.stem + (f" [{dataset}]" if dataset else "")
 
 
+def planned_seconds(estimate: pd.DataFrame, notebooks: Mapping[str, Path]) -> dict[str, float]:
+    """The estimated time of each paid notebook, by its label: its stages' calls at the rate
+    limits in force (NaN: some of them wait for a batch, whose time nobody can say)."""
+    planned: dict[str, float] = {}
+    for step, stages in STEP_STAGES.items():
+        if step not in notebooks:
+            continue
+        for dataset, rows in estimate.loc[estimate["stage"].isin(stages)].groupby("dataset"):
+            minutes = rows["minutes"]
+            seconds = math.nan if minutes.isna().any() else 60.0 * float(minutes.sum())
+            planned[label_of(notebooks[step], str(dataset))] = seconds
+    return planned
+
+
 def dataset_workers(preset: Preset, *, verbose: bool) -> int:
     """How many datasets run at once: one per core for an offline run that keeps no vectors
     in PostgreSQL and streams no cell output, else 1 (``MEMCOST_DATASET_WORKERS`` caps it)."""
@@ -671,7 +700,9 @@ def execute_steps(
             check_failures([s for s in statuses if s.step[:2] == step], preset.allow_failures)
         if group is prepare and any(s in selected for s in PAID_STEPS):
             check_context_limits(preset, run, notebooks, selected)
-            check_estimate(preset, run, selected)
+            estimate = check_estimate(preset, run, selected)
+            if estimate is not None:  # the ETA of a paid run: the estimate's time, not the mean
+                progress.plan(planned_seconds(estimate, notebooks))
     for step in (s for s in selected if not per_dataset[s]):
         check_store(run)
         _run_step(run, preset, notebooks[step], None, progress.sink(), progress)
