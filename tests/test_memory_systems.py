@@ -468,3 +468,20 @@ def test_every_registered_system_keeps_the_contract(run_paths, name):
     read = [r for r in read_calls(run_paths.calls) if r["stage"] == "read"]
     assert len(read) == 2 and {r["system"] for r in read} == {system.answers_as}
     assert answer_with_system(client, system, questions, turns).resumed == 2
+
+
+def test_the_papers_update_phase_shows_its_progress(run_paths, capsys):
+    """The update phase goes a segment index at a time through every user; its calls had no bar
+    of their own, so hours of them (LongMemEval's 500 users) showed nothing, in the notebook,
+    the log or the runner's progress lines."""
+    ds = run_paths.dataset("locomo").ensure()
+    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")])
+    system = open_system("mem0_style", ds, dataset="locomo")
+    capsys.readouterr()
+    system.build(make_client(run_paths), turns)  # the client's bars on, as in the notebooks
+    drawn = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    last = [line for line in drawn if line.startswith("update phase: ")][-1]
+    # each user's two sessions are two segments: two waves; the first adds to an empty memory
+    # with no call, the second asks the model once per user
+    assert last.startswith("update phase: 100%|") and "| 2/2 [" in last
+    assert last.endswith("segment/s, calls=2]")

@@ -43,12 +43,12 @@ class ProgressBar:
     """A tqdm bar (stderr, so it shows in notebooks and logs) with a live postfix such as
     cache hits and dollars so far."""
 
-    def __init__(self, total: int, desc: str, postfix: Callable[[], str]):
+    def __init__(self, total: int, desc: str, postfix: Callable[[], str], unit: str = "req"):
         from tqdm import tqdm
 
         self._postfix = postfix
         self._bar = tqdm(
-            total=total, desc=desc, unit="req", file=sys.stderr, mininterval=0.5, **BAR_SIZE
+            total=total, desc=desc, unit=unit, file=sys.stderr, mininterval=0.5, **BAR_SIZE
         )
         self._last = 0.0
 

@@ -28,6 +28,7 @@ import pandas as pd
 
 import memcost.memory.facts as files
 from memcost.llm import ChatResult, LLMClient
+from memcost.llm.scheduler import ProgressBar
 from memcost.memory.base import (
     ITEM_COLUMNS,
     TOKENS_PER_RETRIEVED_ITEM,
@@ -489,12 +490,23 @@ class MemoryBuilder:
             if not plans[u].segments:
                 self.finish(states[u], dims, on_user)
                 report.built.append(u)
+        # the update phase goes a segment index at a time through every user (each wave's calls
+        # are the users' next segments): a bar over the waves, as its calls have none of their own
+        bar = (
+            ProgressBar(waves, "update phase", lambda: f"calls={report.update_calls}", "segment")
+            if waves and self.client.config.progress
+            else None
+        )
         for w in range(waves):
             self.update_wave(states, w, waves, report)
             for u in pending:
                 if len(plans[u].segments) == w + 1:
                     self.finish(states[u], dims, on_user)
                     report.built.append(u)
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
         files.write_dataset_files(self.ds, list(plans), split_rows(plans))
         report.incomplete = [u for u in report.built if files.read_incomplete(self.ds, u)]
         report.wall_s = time.perf_counter() - t0
