@@ -485,3 +485,17 @@ def test_the_papers_update_phase_shows_its_progress(run_paths, capsys):
     # with no call, the second asks the model once per user
     assert last.startswith("update phase: 100%|") and "| 2/2 [" in last
     assert last.endswith("segment/s, calls=2]")
+
+
+def test_every_progress_bar_of_a_build_is_text_that_the_log_keeps(smoke_run):
+    """The other systems' builds drew tqdm.auto's widget in a kernel: the executed notebook kept
+    it at 0/2 forever, and neither the log nor the runner's progress lines had it."""
+    notebook = smoke_run.dataset("locomo").notebooks / "01_extract_facts.ipynb"
+    outputs = [o for c in json.loads(notebook.read_text())["cells"] for o in c.get("outputs", [])]
+    widgets = [
+        o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    assert widgets == []
+    log = "".join(path.read_text(encoding="utf-8") for path in smoke_run.logs.glob("*.log"))
+    for system in ("rag", "graph", "hierarchical", "observational"):
+        assert f"{system}: ingest: 100%|" in log

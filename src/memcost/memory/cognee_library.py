@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 import memcost.memory.base as store
+from memcost.io import BAR_SIZE
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
@@ -383,7 +384,7 @@ class CogneeLibrary(LibrarySystem):
         chunks: dict[str, pd.DataFrame] = {}
         with self._gateway(client) as gateway, self._library(gateway) as worker:
             for q in tqdm(
-                questions.to_dict("records"), desc="cognee recall", unit="question", leave=False
+                questions.to_dict("records"), desc="cognee recall", unit="question", **BAR_SIZE
             ):
                 user, qid = str(q["conversation_id"]), str(q["question_id"])
                 if user not in built:  # its build failed: nothing to recall

@@ -59,9 +59,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 import memcost.memory.base as store
+from memcost.io import BAR_SIZE
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
@@ -426,7 +427,7 @@ class HindsightLibrary(LibrarySystem):
         positions: dict[str, dict[str, list[int]]] = {}
         try:
             with self._gateway(client) as gateway, self._library(gateway) as server:
-                for q in tqdm(todo, desc="hindsight recall", unit="question", leave=False):
+                for q in tqdm(todo, desc="hindsight recall", unit="question", **BAR_SIZE):
                     user, qid = str(q["conversation_id"]), str(q["question_id"])
                     if user not in positions:
                         stored = store.read_user(self.folder, user)[0]

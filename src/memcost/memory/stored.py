@@ -25,9 +25,10 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 import memcost.memory.base as store
+from memcost.io import BAR_SIZE
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.memory.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, embed_groups
 from memcost.memory.search import embed_questions
@@ -116,7 +117,7 @@ def run_waves(
     active = dict(ingests)
     wave = 0
     bar = tqdm(
-        total=len(active), desc=desc, unit="user", disable=not active, file=sys.stderr, leave=True
+        total=len(active), desc=desc, unit="user", disable=not active, file=sys.stderr, **BAR_SIZE
     )
     while active:
         asked = {user: ingest.requests() for user, ingest in active.items()}
