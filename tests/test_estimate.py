@@ -190,7 +190,10 @@ def test_estimate_says_when_a_presets_models_are_shut_down(monkeypatch, capsys):
     monkeypatch.setenv("MEMCOST_TODAY", "2026-12-12")
     assert main(["estimate", "--params", "paper_locomo"]) == 0
     out = capsys.readouterr().out
-    assert "this preset cannot run today:" in out and "was shut down on 2026-12-11" in out
+    assert (
+        "this preset cannot run today:\n  - gpt-5-nano-2025-08-07 was shut down on 2026-12-11"
+        in out
+    )
     assert "python -m memcost run --params current_locomo" in out
     monkeypatch.setenv("MEMCOST_TODAY", "2026-12-04")
     assert main(["estimate", "--params", "paper_locomo"]) == 0

@@ -725,7 +725,8 @@ def command_estimate(args: argparse.Namespace) -> int:
         try:
             check_lifecycle(preset, discover_notebooks(), show_prices=False)
         except PresetError as exc:
-            print(f"this preset cannot run today: {str(exc).split(chr(10), 1)[-1]}")
+            # the refusal's first line speaks of a run that stopped; the estimate keeps its list
+            print("this preset cannot run today:\n" + str(exc).split("\n", 1)[-1])
     if budget is not None and not offline_preset(preset) and bill(estimate) > float(budget):
         change = fitting_change(
             lambda o: preset_estimate(preset, args.run_name, o)[0],
