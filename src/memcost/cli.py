@@ -653,8 +653,10 @@ def preset_estimate(
             frames.append(estimate_dataset(ds, params, steps=steps))
             notes.append(f"{name}: counted from {ds.data}")
         elif params.get("data_path"):  # the user's own file, as notebook 00 will select it
-            stats, questions = file_counts(name, params)
-            frames.append(estimate_counts(name, stats, questions, params, steps=steps))
+            stats, questions, turns = file_counts(name, params)
+            frames.append(
+                estimate_counts(name, stats, questions, params, steps=steps, conversations=turns)
+            )
             notes.append(
                 f"{name}: counted from {params['data_path']} ({len(stats):,} "
                 f"conversation{'s' * (len(stats) != 1)}, {len(questions):,} questions)"
@@ -662,9 +664,7 @@ def preset_estimate(
         else:
             stats, questions = selected_counts(name, params)
             # turns and sessions scaled from the bundled sample's, which are invented
-            frames.append(
-                estimate_counts(name, stats, questions, params, steps=steps, sessions=False)
-            )
+            frames.append(estimate_counts(name, stats, questions, params, steps=steps))
             kept = (
                 f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
                 "questions of them"

@@ -21,7 +21,7 @@ from memcost.answers import system_label
 from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_limits
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import load
-from memcost.data.benchmark import as_source, read_questions
+from memcost.data.benchmark import as_source, read_conversations, read_questions
 from memcost.data.prepare import conversation_stats, select
 from memcost.data.sources import resolve_source, sample_path
 from memcost.paper import (
@@ -194,30 +194,33 @@ def _effort(params: Mapping[str, Any], key: str) -> str:
     return str(params.get(key) or "")
 
 
-def extraction_segments(stats: pd.DataFrame, batch_size: int, *, sessions: bool = True) -> int:
-    """Extraction calls for the conversations of ``stats``: segments of ``batch_size`` messages
-    that never span two sessions (paper §3.1), so each session's last segment is part full, by
-    half a segment on average (the real LoCoMo: 710 against the 699 it cuts; counting whole
-    conversations instead gave 591). Segments that ``max_segment_chars`` ends early (long
-    messages) are not counted: on LongMemEval-sized messages the count falls short by about a
-    sixth. Without ``sessions`` (counts extrapolated from a bundled sample, whose invented
-    sessions are far shorter than a benchmark's), whole conversations."""
-    if not sessions:
+def extraction_segments(
+    stats: pd.DataFrame,
+    batch_size: int,
+    *,
+    conversations: pd.DataFrame | None = None,
+    max_chars: int | None = None,
+) -> int:
+    """Extraction calls. With ``conversations`` (a real file's turns, in notebook 00's rows): the
+    segments notebook 01 will cut, counted by its own cutter (paper §3.1: ``batch_size``
+    messages, never two sessions, at most ``max_chars`` characters, 8,000 unless given; the
+    real LoCoMo: 699).
+    Without (counts scaled from a bundled sample, whose invented sessions are far shorter than
+    a benchmark's): whole conversations of ``stats``, ``batch_size`` messages a call."""
+    if conversations is None:
         return int(sum(math.ceil(n / batch_size) for n in stats["n_turns"]))
-    per_session_slack = (batch_size - 1) / (2 * batch_size)
-    return int(
-        sum(
-            max(
-                math.ceil(turns / batch_size),
-                n_sessions,
-                turns / batch_size + n_sessions * per_session_slack,
-            )
-            for turns, n_sessions in zip(stats["n_turns"], stats["n_sessions"], strict=True)
-        )
+    from memcost.memory.segments import MAX_SEGMENT_CHARS, segment_conversation  # notebook 01's
+
+    limit = max_chars or MAX_SEGMENT_CHARS
+    return sum(
+        len(segment_conversation(turns, batch_size=batch_size, max_chars=limit)[0])
+        for _, turns in conversations.groupby("conversation_id", sort=False)
     )
 
 
-def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int, *, sessions: bool) -> None:
+def _memory_rows(
+    out: _Rows, stats: pd.DataFrame, n_questions: int, conversations: pd.DataFrame | None
+) -> None:
     """Each memory system of ``memory_systems``: writing it (per history token, at the paper's
     measured write cost of one model pass and its update phase, paper §4.2, times the model
     passes it makes, ``MemorySystem.write_passes``) and reading it (the reader per question,
@@ -226,8 +229,7 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int, *, sessions:
 
     p = out.params
     history = int(stats["text_tokens"].sum())
-    batch = int(p.get("batch_size") or MESSAGES_PER_SEGMENT)
-    segments = extraction_segments(stats, batch, sessions=sessions)
+    counted: dict[tuple, int] = {}  # segments by (batch_size, max_segment_chars)
     reader = str(p.get("reader_model") or READER_MODEL)
     read_usd = READ_USD_PER_QUESTION_MINI * _price_ratio(
         reader, "gpt-5-mini", p.get("price_overrides")
@@ -235,6 +237,15 @@ def _memory_rows(out: _Rows, stats: pd.DataFrame, n_questions: int, *, sessions:
     for name, given in parse_systems(p.get("memory_systems") or ["mem0_style"]):
         cls = system_class(name)
         chosen = cls.settings_from(given, p)  # the settings the system is built with
+        cut = (
+            int(chosen.get("batch_size") or p.get("batch_size") or MESSAGES_PER_SEGMENT),
+            int(chosen.get("max_segment_chars") or 0) or None,
+        )
+        if cut not in counted:
+            counted[cut] = extraction_segments(
+                stats, cut[0], conversations=conversations, max_chars=cut[1]
+            )
+        segments = counted[cut]
         model = str(chosen.get(cls.write_model_setting) or EXTRACTION_MODEL)
         effort = str(
             chosen.get(cls.write_model_setting.replace("_model", "_reasoning_effort")) or ""
@@ -410,7 +421,14 @@ def estimate_dataset(
     dataset (notebook 00's files). ``usd`` is the all-interactive bill, ``usd_execution`` the
     bill with the ``execution`` parameter's modes."""
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
-    return estimate_counts(ds.name, stats, read_questions(ds), params, steps=steps)
+    return estimate_counts(
+        ds.name,
+        stats,
+        read_questions(ds),
+        params,
+        steps=steps,
+        conversations=read_conversations(ds),
+    )
 
 
 def estimate_counts(
@@ -420,15 +438,15 @@ def estimate_counts(
     params: Mapping[str, Any],
     *,
     steps: Collection[str] | None = None,
-    sessions: bool = True,
+    conversations: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """:func:`estimate_dataset` from the counts themselves: ``stats`` in the shape of
     ``conversation_stats.parquet``, ``questions`` with ``conversation_id`` and ``category_id``.
     ``steps`` (``{"01", "02"}``): only the stages of those notebooks; ``None``: every stage.
-    ``sessions=False``: the sessions of ``stats`` are not a real file's
-    (:func:`paper_scale_counts`)."""
+    ``conversations``: the turns themselves, when a real file's (extraction calls are then its
+    segments, as notebook 01 cuts them); ``None`` for :func:`paper_scale_counts`."""
     out = _Rows(dataset, effective_parameters(params))
-    _memory_rows(out, stats, len(questions), sessions=sessions)
+    _memory_rows(out, stats, len(questions), conversations)
     _long_context_rows(out, stats, len(questions))
     _baseline_rows(out, stats, len(questions))
     _judge_rows(out, questions)
@@ -706,9 +724,12 @@ def paper_scale_counts(
     return stats, questions
 
 
-def file_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The counts of the user's own file (``data_path``), of the part notebook 00's selection
-    parameters keep: what a run on that file will send, not the paper's scale."""
+def file_counts(
+    dataset: str, params: Mapping[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``(stats, questions, conversations)`` of the user's own file (``data_path``), of the part
+    notebook 00's selection parameters keep: what a run on that file will send, not the paper's
+    scale."""
     data = load(
         resolve_source(
             dataset,
@@ -723,7 +744,8 @@ def file_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, 
         seed=int(params.get("sample_seed") or 0),
         stratify=bool(params.get("sample_stratify")),
     )  # fmt: skip
-    return conversation_stats(kept.conversations, kept.questions), kept.questions
+    stats = conversation_stats(kept.conversations, kept.questions)
+    return stats, kept.questions, kept.conversations
 
 
 def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
