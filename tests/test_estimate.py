@@ -250,10 +250,11 @@ def test_extraction_calls_are_the_segments_notebook_01_cuts(prepared):
         table = estimate.estimate_dataset(ds, {"models": [], "baseline_models": []})
         counted = table.query("system == 'memory' and ledger_stage == 'extract'")["requests"]
         assert (name, int(counted.iloc[0])) == (name, cut)
-        # counts scaled from a bundled sample keep whole conversations: its sessions are
-        # invented, far shorter than a benchmark's, and would count several times the calls
+        # without the turns (counts at the paper's scale, at another cut than the paper's):
+        # ten messages a call, at least one a session
         assert estimate.extraction_segments(stats, 10) == sum(
-            math.ceil(n / 10) for n in stats["n_turns"]
+            max(math.ceil(t / 10), s)
+            for t, s in zip(stats["n_turns"], stats["n_sessions"], strict=True)
         )
     # a system's own limit on characters is the one counted
     ds = prepared.dataset("longmemeval")
@@ -267,3 +268,31 @@ def test_extraction_calls_are_the_segments_notebook_01_cuts(prepared):
         return int(table.query("ledger_stage == 'extract'")["requests"].iloc[0])
 
     assert extract_calls(short) > extract_calls(default) + 10
+
+
+def test_counts_at_the_papers_scale_take_a_real_files_shape_not_a_samples():
+    """Counts at the paper's scale were scaled from the bundled samples, whose invented turns
+    are far shorter than a benchmark's: 1,350 extraction calls for LoCoMo (the real file cuts
+    699) and 128,000 for LongMemEval-S (about 43,500, so paper_longmemeval's 29.5 hours of calls
+    were 11.5), and long-context prompts 11% (LoCoMo) and 22% (LongMemEval) too long."""
+    params = {"models": ["gpt-5-mini-2025-08-07"], "baseline_models": []}
+
+    def extract_calls(dataset):
+        stats, questions = estimate.paper_scale_counts(dataset)
+        table = estimate.estimate_counts(dataset, stats, questions, params)
+        return stats, int(table.query("ledger_stage == 'extract'")["requests"].iloc[0])
+
+    stats, calls = extract_calls("locomo")
+    # the real locomo10.json: 5,882 turns in 272 sessions, 202,257 rendered tokens, 699 segments
+    assert (stats["n_turns"].sum(), stats["n_sessions"].sum(), calls) == (5_880, 270, 700)
+    assert stats["history_tokens"].sum() == 202_260
+    stats, calls = extract_calls("longmemeval")
+    assert (stats["n_turns"].iloc[0], stats["n_sessions"].iloc[0], calls) == (406, 40, 43_500)
+    assert stats["history_tokens"].iloc[0] == 103_125  # three real histories: 102,719-103,446
+    # another cut of the history is counted from turns and sessions, not the paper's cut
+    other = estimate.extraction_segments(stats, 5)
+    assert other == 500 * 82
+    # a benchmark whose real file was not measured is scaled from its sample, and says so
+    assert "measured on the bundled sample (invented turns" in estimate.profile_note("personamem")
+    assert "segments per 1,000 tokens" not in estimate.profile_note("personamem")
+    assert "4.38 extraction segments per 1,000 tokens" in estimate.profile_note("locomo")

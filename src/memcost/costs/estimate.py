@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -29,6 +30,7 @@ from memcost.paper import (
     EXTRACTION_MODEL,
     JUDGE_MODEL,
     MEASURED,
+    PAPER_SETTINGS,
     READER_MODEL,
     TABLE1,
     TABLE2,
@@ -70,6 +72,7 @@ SECONDS_PER_REQUEST = {
     "judge": 15.0,
 }
 MESSAGES_PER_SEGMENT = 10  # §3.1 batch_size: one extraction call per 10 messages
+SEGMENT_CHARS = PAPER_SETTINGS["01_extract_facts"]["max_segment_chars"]  # §3.1
 # With the update phase each segment makes one extraction call and one update call (the
 # segment's new facts against the similar stored ones); the write bill is split evenly between
 # them, so that the two ledger stages can be given different execution modes.
@@ -204,11 +207,19 @@ def extraction_segments(
     """Extraction calls. With ``conversations`` (a real file's turns, in notebook 00's rows): the
     segments notebook 01 will cut, counted by its own cutter (paper §3.1: ``batch_size``
     messages, never two sessions, at most ``max_chars`` characters, 8,000 unless given; the
-    real LoCoMo: 699).
-    Without (counts scaled from a bundled sample, whose invented sessions are far shorter than
-    a benchmark's): whole conversations of ``stats``, ``batch_size`` messages a call."""
+    real LoCoMo: 699). Without (counts at the paper's scale, :func:`paper_scale_counts`): their
+    ``n_segments``, measured at the paper's cut; at another, ``batch_size`` messages a call and
+    at least one a session."""
     if conversations is None:
-        return int(sum(math.ceil(n / batch_size) for n in stats["n_turns"]))
+        paper_cut = batch_size == MESSAGES_PER_SEGMENT and max_chars in (None, SEGMENT_CHARS)
+        if "n_segments" in stats and paper_cut:
+            return int(stats["n_segments"].sum())
+        return int(
+            sum(
+                max(math.ceil(turns / batch_size), sessions)
+                for turns, sessions in zip(stats["n_turns"], stats["n_sessions"], strict=True)
+            )
+        )
     from memcost.memory.segments import MAX_SEGMENT_CHARS, segment_conversation  # notebook 01's
 
     limit = max_chars or MAX_SEGMENT_CHARS
@@ -666,17 +677,63 @@ def over_budget_line(where: Any, total: float, budget: float, change: str) -> st
 LOCOMO_ADVERSARIAL = 446
 
 
-@cache
-def sample_shape(dataset: str) -> tuple[float, float, float]:
-    """``(rendered tokens per Table-1 token, Table-1 tokens per turn, turns per session)`` of
-    the bundled sample of ``dataset``."""
-    data = load(as_source(sample_path(dataset), dataset))
-    stats = conversation_stats(data.conversations, data.questions)
+@dataclass(frozen=True)
+class Shape:
+    """What the paper's Tables 1-2 do not say of a benchmark's histories, for counts at its
+    scale: how long its turns and sessions are, how many segments notebook 01 cuts (paper
+    §3.1: ten messages, one session, 8,000 characters) and how much longer the long-context
+    rendering is than Table 1's tokens."""
+
+    rendered: float  # long-context rendering tokens per Table-1 token
+    tokens_per_turn: float  # Table-1 tokens
+    turns_per_session: float
+    segments_per_1k: float | None  # notebook 01's segments per 1,000 Table-1 tokens
+    source: str
+
+
+# Measured with notebook 00's loader and notebook 01's cutter on real files, since a bundled
+# sample's invented turns are far shorter than a benchmark's (LoCoMo's sample: 11.9 tokens a
+# turn against 27.1; LongMemEval's: 39.8 against 250) and would count two to four times the
+# extraction calls, and its rendering's headers weigh more on them.
+MEASURED_SHAPES = {
+    # all 10 conversations: 159,664 tokens in 5,882 turns and 272 sessions, 699 segments
+    "locomo": Shape(1.2668, 27.14, 21.63, 4.378, "the pinned locomo10.json, all of it"),
+    # three histories (questions 852ce960, ba358f49, 6a1eabeb; 101,192-101,894 tokens, Table 1's
+    # mean is 101,601) of the copy at github.com/MuhammadNoor7/Parallel-Hybrid-Retrieval-
+    # Enhancing-Temporal-RAG-via-Concurrent-Graphiti-and-Semantic-Search @3d2d10e: 39, 41 and 40
+    # sessions (the authors give ~40), 1,218 turns, 260 segments
+    "longmemeval": Shape(
+        1.0150, 250.2, 10.15, 0.8533, "three LongMemEval-S histories (40 sessions each)"
+    ),
+}
+
+
+def measured_shape(conversations: pd.DataFrame, questions: pd.DataFrame, source: str) -> Shape:
+    """The :class:`Shape` of a loaded benchmark (``load(resolve_source(dataset, path))``'s
+    ``conversations`` and ``questions``): how :data:`MEASURED_SHAPES` was measured."""
+    stats = conversation_stats(conversations, questions)
     text, turns = float(stats["text_tokens"].sum()), float(stats["n_turns"].sum())
-    return (
+    segments = extraction_segments(stats, MESSAGES_PER_SEGMENT, conversations=conversations)
+    return Shape(
         float(stats["history_tokens"].sum()) / text,
         text / turns,
         turns / float(stats["n_sessions"].sum()),
+        segments / text * 1000,
+        source,
+    )
+
+
+@cache
+def benchmark_shape(dataset: str) -> Shape:
+    """The :class:`Shape` of ``dataset``: measured on the real file where one was
+    (:data:`MEASURED_SHAPES`), else on its bundled sample, whose segments are not counted
+    (its conversations are a few segments long, each with its last one part full)."""
+    if dataset in MEASURED_SHAPES:
+        return MEASURED_SHAPES[dataset]
+    data = load(as_source(sample_path(dataset), dataset))
+    invented = "the bundled sample (invented turns, shorter than the benchmark's)"
+    return replace(
+        measured_shape(data.conversations, data.questions, invented), segments_per_1k=None
     )
 
 
@@ -703,18 +760,20 @@ def paper_scale_counts(
         adversarial = round(LOCOMO_ADVERSARIAL * questions / n_questions)
         n_questions = questions
     n = min(n, conversations or n, n_questions)
-    rendered, per_turn, per_session = sample_shape(dataset)
+    shape = benchmark_shape(dataset)
     ids = [f"{dataset}-{i:04d}" for i in range(n)]
     asked = _spread(n_questions, n)
-    turns = max(1, round(mean / per_turn))
+    turns = max(1, round(mean / shape.tokens_per_turn))
     stats = pd.DataFrame({
         "conversation_id": ids,
-        "n_sessions": max(1, round(turns / per_session)),
+        "n_sessions": max(1, round(turns / shape.turns_per_session)),
         "n_turns": turns,
         "n_questions": asked,
         "text_tokens": mean,
-        "history_tokens": round(mean * rendered),
+        "history_tokens": round(mean * shape.rendered),
     })  # fmt: skip
+    if shape.segments_per_1k:
+        stats["n_segments"] = max(1, round(mean * shape.segments_per_1k / 1000))
     owners = np.repeat(ids, asked)
     categories = np.zeros(n_questions, dtype=np.int64)
     if dataset == "locomo":
@@ -760,10 +819,16 @@ def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFra
 
 def profile_note(dataset: str) -> str:
     """Where the paper-scale counts of ``dataset`` come from, in one line."""
-    rendered, per_turn, _ = sample_shape(dataset)
+    shape = benchmark_shape(dataset)
     n, mean, questions = TABLE1[dataset][0], TABLE1[dataset][4], TABLE2[dataset][0]
+    segments = (
+        f" and {shape.segments_per_1k:.2f} extraction segments per 1,000 tokens"
+        if shape.segments_per_1k
+        else ""
+    )
     return (
         f"{dataset}: paper-scale counts (paper Tables 1-2: {n:,} conversations of "
-        f"{mean:,} tokens, {questions:,} questions; rendering x{rendered:.3f} and "
-        f"{per_turn:.1f} tokens per turn measured on the bundled sample)"
+        f"{mean:,} tokens, {questions:,} questions; rendering x{shape.rendered:.3f}, "
+        f"{shape.tokens_per_turn:.1f} tokens a turn, {shape.turns_per_session:.1f} turns a "
+        f"session{segments}, measured on {shape.source})"
     )
