@@ -182,6 +182,28 @@ def test_estimate_counts_the_users_own_file_where_data_path_names_one(tmp_path, 
     assert 0 < total(mine) < total(paper_scale) / 20
 
 
+def test_a_preset_that_downloads_nothing_is_estimated_on_the_bundled_sample(capsys):
+    """``local`` (no data_path, no download) runs one conversation of the bundled LoCoMo sample:
+    its estimate priced one conversation of the real LoCoMo's size, 70 extraction calls and 16
+    minutes of calls where the run makes 11 and takes a few."""
+    from memcost.cli import main, preset_estimate
+    from memcost.run import discover_notebooks
+    from memcost.run.presets import resolve_preset
+
+    assert main(["estimate", "--params", "local"]) == 0
+    out = capsys.readouterr().out
+    where = "data/sample/locomo/locomo10.json"
+    assert f"locomo: counted from the bundled sample {where} (1 conversation, 4 questions)" in out
+    assert "paper-scale counts" not in out
+    table, _ = preset_estimate(resolve_preset("local", discover_notebooks()))
+    extract = table.query("ledger_stage == 'extract'")["requests"]
+    assert int(extract.iloc[0]) == 11  # notebook 01's segments of that conversation
+    # with download the same preset is priced at the paper's scale: what it would fetch
+    assert main(["estimate", "--params", "local", "-p", "download=true"]) == 0
+    out = capsys.readouterr().out
+    assert "locomo: paper-scale counts" in out and "keeps 1 conversation and 4 questions" in out
+
+
 def test_estimate_says_when_a_presets_models_are_shut_down(monkeypatch, capsys):
     """The bill of a preset whose models are gone is printed with the reason it cannot run and
     the preset that can; a week before, with a warning."""

@@ -39,6 +39,7 @@ from memcost.costs.estimate import (
     selected_counts,
     summary_text,
 )
+from memcost.data.sources import display_path, sample_path
 from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest, wall_time_s
 from memcost.params import merge_parameters
@@ -652,22 +653,26 @@ def preset_estimate(
         if ds is not None and ds.questions.is_file():
             frames.append(estimate_dataset(ds, params, steps=steps))
             notes.append(f"{name}: counted from {ds.data}")
-        elif params.get("data_path"):  # the user's own file, as notebook 00 will select it
+        elif params.get("data_path") or not params.get("download"):
+            # the file notebook 00 will read (the user's own, else the bundled sample), as it
+            # will select it
             stats, questions, turns = file_counts(name, params)
             frames.append(
                 estimate_counts(name, stats, questions, params, steps=steps, conversations=turns)
             )
+            where = (
+                params.get("data_path") or f"the bundled sample {display_path(sample_path(name))}"
+            )
             notes.append(
-                f"{name}: counted from {params['data_path']} ({len(stats):,} "
+                f"{name}: counted from {where} ({len(stats):,} "
                 f"conversation{'s' * (len(stats) != 1)}, {len(questions):,} questions)"
             )
-        else:
+        else:  # the download, at the paper's scale
             stats, questions = selected_counts(name, params)
-            # turns and sessions scaled from the bundled sample's, which are invented
             frames.append(estimate_counts(name, stats, questions, params, steps=steps))
             kept = (
-                f"; this preset keeps {len(stats):,} conversations and {len(questions):,} "
-                "questions of them"
+                f"; this preset keeps {len(stats):,} conversation{'s' * (len(stats) != 1)} and "
+                f"{len(questions):,} questions of them"
                 if len(questions) < paper.TABLE2[name][0]
                 else ""
             )

@@ -786,13 +786,13 @@ def paper_scale_counts(
 def file_counts(
     dataset: str, params: Mapping[str, Any]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``(stats, questions, conversations)`` of the user's own file (``data_path``), of the part
-    notebook 00's selection parameters keep: what a run on that file will send, not the paper's
-    scale."""
+    """``(stats, questions, conversations)`` of the file notebook 00 will read (``data_path``,
+    else the bundled sample), of the part its selection parameters keep: what a run on that file
+    will send, not the paper's scale."""
     data = load(
         resolve_source(
             dataset,
-            params["data_path"],
+            params.get("data_path") or "",
             longmemeval_file=str(params.get("longmemeval_file") or "s"),
         )
     )
