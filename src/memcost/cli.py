@@ -713,6 +713,13 @@ def command_estimate(args: argparse.Namespace) -> int:
             "this estimate prices (notebooks 01-04's); a notebook that calls a model on its own "
             "(06's serving study, 08's re-judging) is held to its max_cost_usd"
         )
+        if "06" in steps and preset.parameters.get("backend", "offline") != "offline":
+            budget = preset.parameters.get("max_cost_usd")
+            print(
+                "notebook 06 prices its own calls: before any paid call it replays its grid "
+                "offline, prints the bill and stops if it exceeds max_cost_usd"
+                + (f" (${float(budget):,.2f})" if budget is not None else "")
+            )
         return 0
     if offline_preset(preset):
         print(
