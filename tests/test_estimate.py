@@ -325,3 +325,18 @@ def test_counts_at_the_papers_scale_take_a_real_files_shape_not_a_samples():
     assert "measured on the bundled sample (invented turns" in estimate.profile_note("personamem")
     assert "segments per 1,000 tokens" not in estimate.profile_note("personamem")
     assert "4.38 extraction segments per 1,000 tokens" in estimate.profile_note("locomo")
+
+
+def test_long_context_rows_name_the_effort_notebook_03_answers_with(prepared):
+    """The paper's GPT-5-mini answers long context at low reasoning effort (§3.2); the estimate
+    showed no effort for it, as if it reasoned at the provider's default."""
+    ds = prepared.dataset("locomo")
+    params = {"models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"]}
+    params["baseline_models"] = ["gpt-5-mini-2025-08-07"]
+    table = estimate.estimate_dataset(ds, params).set_index("system")
+    assert table.loc["long_context_gpt-5-mini-2025-08-07", "effort"] == "low"
+    assert table.loc["rolling_window_gpt-5-mini-2025-08-07", "effort"] == "low"
+    assert table.loc["long_context_openai/gpt-oss-120b", "effort"] == ""
+    chosen = {"gpt-5-mini": {"reasoning_effort": "medium"}}
+    table = estimate.estimate_dataset(ds, {**params, "generation": chosen}).set_index("system")
+    assert table.loc["long_context_gpt-5-mini-2025-08-07", "effort"] == "medium"

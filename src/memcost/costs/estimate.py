@@ -25,6 +25,7 @@ from memcost.data import load
 from memcost.data.benchmark import as_source, read_conversations, read_questions
 from memcost.data.prepare import conversation_stats, select
 from memcost.data.sources import resolve_source, sample_path
+from memcost.longctx.history import generation_settings
 from memcost.paper import (
     EMBEDDING_MODEL,
     EXTRACTION_MODEL,
@@ -347,7 +348,7 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
         cached_rate_known = (
             price_for(model, out.params.get("price_overrides")).cached_input is not None
         )
-        effort = ((out.params.get("generation") or {}).get(model) or {}).get("reasoning_effort")
+        effort = _answer_effort(out.params, model)
         out.add(
             "long_context",
             f"long_context_{model}",
@@ -357,8 +358,17 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
             later if cached_rate_known else 0,
             n_questions * LC_OUTPUT_TOKENS,
             ledger_stage="long_context",
-            effort=str(effort or ""),
+            effort=effort,
         )
+
+
+def _answer_effort(params: Mapping[str, Any], model: str) -> str:
+    """The reasoning effort notebook 03 answers with: the paper's for the model's family (§3.2:
+    GPT-5-mini's low), or the ``generation`` parameter's."""
+    settings = generation_settings(
+        model, params.get("generation") or {}, client_option(params, "model_capabilities") or None
+    )
+    return str(settings.get("reasoning_effort") or "")
 
 
 def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -392,6 +402,7 @@ def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
                 0,
                 n_questions * LC_OUTPUT_TOKENS,
                 ledger_stage="long_context",
+                effort=_answer_effort(p, model),
             )
 
 
