@@ -301,8 +301,9 @@ def test_extraction_calls_are_the_segments_notebook_01_cuts(prepared):
 def test_counts_at_the_papers_scale_take_a_real_files_shape_not_a_samples():
     """Counts at the paper's scale were scaled from the bundled samples, whose invented turns
     are far shorter than a benchmark's: 1,350 extraction calls for LoCoMo (the real file cuts
-    699) and 128,000 for LongMemEval-S (about 43,500, so paper_longmemeval's 29.5 hours of calls
-    were 11.5), and long-context prompts 11% (LoCoMo) and 22% (LongMemEval) too long."""
+    699), 128,000 for LongMemEval-S (about 43,500, so paper_longmemeval's 29.5 hours of calls
+    were 11.5) and 16,428 for PersonaMem (about 3,800), and long-context prompts 11% (LoCoMo)
+    and 22% (LongMemEval) too long."""
     params = {"models": ["gpt-5-mini-2025-08-07"], "baseline_models": []}
 
     def extract_calls(dataset):
@@ -320,10 +321,29 @@ def test_counts_at_the_papers_scale_take_a_real_files_shape_not_a_samples():
     # another cut of the history is counted from turns and sessions, not the paper's cut
     other = estimate.extraction_segments(stats, 5)
     assert other == 500 * 82
-    # a benchmark whose real file was not measured is scaled from its sample, and says so
-    assert "measured on the bundled sample (invented turns" in estimate.profile_note("personamem")
+    # PersonaMem's 32k split: one session of 160.8 turns (the published questions file), whose
+    # sample has 15; its segments were not measured, so they are ten turns a call
+    stats, calls = extract_calls("personamem")
+    assert (stats["n_turns"].iloc[0], stats["n_sessions"].iloc[0], calls) == (161, 1, 222 * 17)
     assert "segments per 1,000 tokens" not in estimate.profile_note("personamem")
     assert "4.38 extraction segments per 1,000 tokens" in estimate.profile_note("locomo")
+
+
+def test_a_shape_is_measured_as_notebooks_00_and_01_count(prepared):
+    """``measured_shape`` (scripts/measure_shape.py) on the bundled LoCoMo sample: the rendering
+    over Table 1's tokens, tokens a turn, turns a session, and notebook 01's segments."""
+    ds = prepared.dataset("locomo")
+    conversations = pd.read_parquet(ds.data / "conversations.parquet")
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    shape = estimate.measured_shape(conversations, pd.read_parquet(ds.questions), "sample")
+    text = stats["text_tokens"].sum()
+    assert shape.rendered == stats["history_tokens"].sum() / text
+    assert shape.tokens_per_turn == text / stats["n_turns"].sum()
+    assert shape.turns_per_session == stats["n_turns"].sum() / stats["n_sessions"].sum()
+    cut = len(pd.read_parquet(ds.memory / "segments.parquet"))
+    assert shape.segments_per_1k == pytest.approx(cut / text * 1000)
+    # the samples' turns are far shorter than the benchmark's: why they are not the shape used
+    assert shape.tokens_per_turn < estimate.MEASURED_SHAPES["locomo"].tokens_per_turn / 2
 
 
 def test_long_context_rows_name_the_effort_notebook_03_answers_with(prepared):

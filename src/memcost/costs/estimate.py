@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,9 +21,9 @@ from memcost.answers import system_label
 from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_limits
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import load
-from memcost.data.benchmark import as_source, read_conversations, read_questions
+from memcost.data.benchmark import read_conversations, read_questions
 from memcost.data.prepare import conversation_stats, select
-from memcost.data.sources import resolve_source, sample_path
+from memcost.data.sources import resolve_source
 from memcost.longctx.history import generation_settings
 from memcost.paper import (
     EMBEDDING_MODEL,
@@ -698,30 +697,43 @@ class Shape:
     rendered: float  # long-context rendering tokens per Table-1 token
     tokens_per_turn: float  # Table-1 tokens
     turns_per_session: float
-    segments_per_1k: float | None  # notebook 01's segments per 1,000 Table-1 tokens
+    # notebook 01's segments per 1,000 Table-1 tokens (None: not measured; counted as ten
+    # messages a call, at least one a session)
+    segments_per_1k: float | None
     source: str
 
 
-# Measured with notebook 00's loader and notebook 01's cutter on real files, since a bundled
-# sample's invented turns are far shorter than a benchmark's (LoCoMo's sample: 11.9 tokens a
-# turn against 27.1; LongMemEval's: 39.8 against 250) and would count two to four times the
-# extraction calls, and its rendering's headers weigh more on them.
+# Measured on real files (scripts/measure_shape.py: notebook 00's loader, notebook 01's cutter),
+# since a bundled sample's invented turns are far shorter than a benchmark's (LoCoMo's sample:
+# 11.9 tokens a turn against 27.1; LongMemEval's: 39.8 against 250; PersonaMem's: 31 against
+# 143), and scaling from them counted two to four times the extraction calls, and long-context
+# prompts up to a fifth too long (the rendering's headers weigh more on short turns).
 MEASURED_SHAPES = {
     # all 10 conversations: 159,664 tokens in 5,882 turns and 272 sessions, 699 segments
-    "locomo": Shape(1.2668, 27.14, 21.63, 4.378, "the pinned locomo10.json, all of it"),
+    "locomo": Shape(1.2668, 27.14, 21.62, 4.378, "the pinned locomo10.json, all of it"),
     # three histories (questions 852ce960, ba358f49, 6a1eabeb; 101,192-101,894 tokens, Table 1's
     # mean is 101,601) of the copy at github.com/MuhammadNoor7/Parallel-Hybrid-Retrieval-
     # Enhancing-Temporal-RAG-via-Concurrent-Graphiti-and-Semantic-Search @3d2d10e: 39, 41 and 40
     # sessions (the authors give ~40), 1,218 turns, 260 segments
     "longmemeval": Shape(
-        1.0150, 250.2, 10.15, 0.8533, "three LongMemEval-S histories (40 sessions each)"
+        1.0150, 250.16, 10.15, 0.8533, "three LongMemEval-S histories (40 sessions each)"
+    ),
+    # the published questions_32k.csv (its sha256, with the CRLF line endings it is published
+    # with, is the pinned one; a copy is at github.com/PengHongyiNTU/agentscope @b90e91a):
+    # its 222 conversations end on average at message 161.8, one of them the persona (a system
+    # message, not dialogue), so 160.8 turns of 22,997 / 160.8 = 143.0 tokens in one session.
+    # The contexts file was not at hand: the rendering adds the bundled sample's 2.3 tokens a
+    # message (a role label; no sessions, no dates), and segments ended early by 8,000
+    # characters are not counted
+    "personamem": Shape(
+        1.016, 143.0, 160.8, None, "the published questions_32k.csv and the bundled sample"
     ),
 }
 
 
 def measured_shape(conversations: pd.DataFrame, questions: pd.DataFrame, source: str) -> Shape:
     """The :class:`Shape` of a loaded benchmark (``load(resolve_source(dataset, path))``'s
-    ``conversations`` and ``questions``): how :data:`MEASURED_SHAPES` was measured."""
+    ``conversations`` and ``questions``), as :data:`MEASURED_SHAPES` was measured."""
     stats = conversation_stats(conversations, questions)
     text, turns = float(stats["text_tokens"].sum()), float(stats["n_turns"].sum())
     segments = extraction_segments(stats, MESSAGES_PER_SEGMENT, conversations=conversations)
@@ -731,20 +743,6 @@ def measured_shape(conversations: pd.DataFrame, questions: pd.DataFrame, source:
         turns / float(stats["n_sessions"].sum()),
         segments / text * 1000,
         source,
-    )
-
-
-@cache
-def benchmark_shape(dataset: str) -> Shape:
-    """The :class:`Shape` of ``dataset``: measured on the real file where one was
-    (:data:`MEASURED_SHAPES`), else on its bundled sample, whose segments are not counted
-    (its conversations are a few segments long, each with its last one part full)."""
-    if dataset in MEASURED_SHAPES:
-        return MEASURED_SHAPES[dataset]
-    data = load(as_source(sample_path(dataset), dataset))
-    invented = "the bundled sample (invented turns, shorter than the benchmark's)"
-    return replace(
-        measured_shape(data.conversations, data.questions, invented), segments_per_1k=None
     )
 
 
@@ -771,7 +769,7 @@ def paper_scale_counts(
         adversarial = round(LOCOMO_ADVERSARIAL * questions / n_questions)
         n_questions = questions
     n = min(n, conversations or n, n_questions)
-    shape = benchmark_shape(dataset)
+    shape = MEASURED_SHAPES[dataset]
     ids = [f"{dataset}-{i:04d}" for i in range(n)]
     asked = _spread(n_questions, n)
     turns = max(1, round(mean / shape.tokens_per_turn))
@@ -830,7 +828,7 @@ def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFra
 
 def profile_note(dataset: str) -> str:
     """Where the paper-scale counts of ``dataset`` come from, in one line."""
-    shape = benchmark_shape(dataset)
+    shape = MEASURED_SHAPES[dataset]
     n, mean, questions = TABLE1[dataset][0], TABLE1[dataset][4], TABLE2[dataset][0]
     segments = (
         f" and {shape.segments_per_1k:.2f} extraction segments per 1,000 tokens"
