@@ -220,9 +220,9 @@ def extraction_segments(
                 for turns, sessions in zip(stats["n_turns"], stats["n_sessions"], strict=True)
             )
         )
-    from memcost.memory.segments import MAX_SEGMENT_CHARS, segment_conversation  # notebook 01's
+    from memcost.memory.segments import segment_conversation  # notebook 01's cutter
 
-    limit = max_chars or MAX_SEGMENT_CHARS
+    limit = max_chars or SEGMENT_CHARS
     return sum(
         len(segment_conversation(turns, batch_size=batch_size, max_chars=limit)[0])
         for _, turns in conversations.groupby("conversation_id", sort=False)
