@@ -80,6 +80,11 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     share = estimate.UPDATE_SHARE_OF_WRITE
     # graph: two passes over the history at the extraction price, no update phase
     assert write["memory_graph"] == pytest.approx(paper_write * 2 * (1 - share))
+    # in two calls a segment (entities, then relations), which the request count and time show
+    extract = both.loc[both["ledger_stage"] == "extract"].set_index("system")["requests"]
+    segments = int(paper.loc[paper["ledger_stage"] == "extract", "requests"].iloc[0])
+    assert extract["memory"] == segments > 0
+    assert extract["memory_graph"] == 2 * segments
     # rag: no model call before the first question, only the history embedded
     assert write["memory_rag"] == pytest.approx(
         price_for("text-embedding-3-small").cost(prompt_tokens=history, completion_tokens=0)

@@ -275,7 +275,7 @@ def _memory_rows(
                 "write",
                 system,
                 model,
-                segments,
+                segments * cls.write_calls_per_segment,
                 tokens,
                 0,
                 0,

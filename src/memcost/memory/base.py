@@ -101,6 +101,9 @@ class MemorySystem(ABC):
     # the history at the extraction model's price, and whether an update phase follows (the
     # paper's Mem0 is one pass and an update phase; its measured write cost is the unit).
     write_passes: ClassVar[float] = 1.0
+    # and the model calls it makes per segment of the history (the requests and time of the
+    # estimate; a pass's dollars come from ``write_passes``)
+    write_calls_per_segment: ClassVar[int] = 1
     write_update_phase: ClassVar[bool] = True
     write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
 

@@ -178,6 +178,7 @@ class GraphMemory(StoredSystem):
     answers_as = "memory_graph"
     describes = "Mem0^g: entities and relation triples per segment; invalid, never deleted"
     write_passes = 2.0  # an entity call and a relation call read every segment; no update phase
+    write_calls_per_segment = 2
     write_update_phase = False
     defaults = {
         "extraction_model": EXTRACTION_MODEL,
