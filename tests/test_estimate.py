@@ -8,6 +8,9 @@ import pytest
 from memcost.catalog import price_for
 from memcost.costs import estimate
 from memcost.costs.model import PAPER_CONSTANTS
+from memcost.memory import open_system
+from memcost.memory.graph import GraphMemory
+from memcost.memory.observational import ObservationalMemory
 from memcost.run import PresetError, run_preset
 
 
@@ -109,6 +112,25 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     graph = [ln.split() for ln in lines if ln.split()[1:3] == ["memory", "graph"]]
     assert [g[3] for g in graph] == ["extract", "read", "embed"] and graph[0][5] == "low"
     assert any(ln.split()[1:3] == ["long", "context"] for ln in lines)
+
+
+def test_observational_memory_is_estimated_by_its_observer_gate(prepared):
+    # it was priced as a call a segment over the whole history: 699 calls on LoCoMo, whose
+    # conversations never reach the observer's 30,000 tokens
+    ds = prepared.dataset("locomo")
+    gates = {"observer_tokens": 600, "reflector_tokens": 400}  # the smoke run's, as it built
+    built = open_system("observational", ds, dataset="locomo", settings=gates).state()
+    params = {"memory_systems": [{"observational": gates}], "models": [], "baseline_models": []}
+    table = estimate.estimate_dataset(ds, {**params, "judge_prompts": ["judge"]})
+    write = table.loc[table["system"] == "memory_observational"].iloc[0]
+    assert write["ledger_stage"] == "extract"
+    assert write["requests"] == built["observer_fired"].sum() == 3  # 1,205 and 863 tokens
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    assert write["input_tokens"] == int(stats["text_tokens"].sum() * (2 + 1) * 600 / (1205 + 863))
+    settings = ObservationalMemory.settings_from({}, {})  # the study's 30,000-token gate
+    assert ObservationalMemory.write_calls(settings, [20_000, 65_000], 9) == (2, 60_000 / 85_000)
+    assert ObservationalMemory.write_calls(settings, [20_000], 3) == (0, 0.0)
+    assert GraphMemory.write_calls({}, [20_000], 3) == (6, 1.0)  # two calls a segment
 
 
 def test_a_run_of_some_steps_is_estimated_for_those(prepared):

@@ -267,15 +267,16 @@ def _memory_rows(
         updates = cls.write_update_phase and chosen.get("update_phase", True)
         share = UPDATE_SHARE_OF_WRITE if updates else 0.0
         system = cls.answers_as
+        calls, read = cls.write_calls(chosen, stats["history_tokens"].tolist(), segments)
         if cls.write_passes:
             # the paper's measured unit is one extraction pass and its update phase
-            usd = history * per_token * cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE)
-            tokens = history * cls.write_passes
+            usd = history * read * per_token * cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE)
+            tokens = history * read * cls.write_passes
             out.add(
                 "write",
                 system,
                 model,
-                segments * cls.write_calls_per_segment,
+                calls,
                 tokens,
                 0,
                 0,

@@ -101,8 +101,7 @@ class MemorySystem(ABC):
     # the history at the extraction model's price, and whether an update phase follows (the
     # paper's Mem0 is one pass and an update phase; its measured write cost is the unit).
     write_passes: ClassVar[float] = 1.0
-    # and the model calls it makes per segment of the history (the requests and time of the
-    # estimate; a pass's dollars come from ``write_passes``)
+    # and the model calls it makes per segment of the history (:meth:`write_calls`)
     write_calls_per_segment: ClassVar[int] = 1
     write_update_phase: ClassVar[bool] = True
     write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
@@ -150,6 +149,17 @@ class MemorySystem(ABC):
         it from the settings, for a history of ``history_tokens`` in turns of ``turn_tokens``
         (``None``: not known before the run; the estimate prices the paper's memory read)."""
         return None
+
+    @classmethod
+    def write_calls(
+        cls, settings: Mapping[str, Any], history_tokens: Sequence[float], segments: int
+    ) -> tuple[int, float]:
+        """The model calls writing the memory makes, and the share of the history they read, as
+        the pre-run estimate counts them from the settings, for conversations of
+        ``history_tokens`` cut into ``segments`` (the estimate prices what they read at
+        ``write_passes``). By default every segment is read, in ``write_calls_per_segment``
+        calls."""
+        return segments * cls.write_calls_per_segment, 1.0
 
     @abstractmethod
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
