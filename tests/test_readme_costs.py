@@ -66,7 +66,9 @@ def test_the_readme_time_and_cost_columns_are_the_estimate():
 def test_every_paid_preset_fits_its_own_budget_and_names_each_stage_s_model(name, capsys):
     preset = resolve_preset(name, discover_notebooks())
     estimate = _estimate(name)
-    assert bill(estimate) <= preset.parameters["max_cost_usd"]
+    # with room to spare: the judge's reasoning tokens are assumed, and a run that meets its
+    # budget stops before it has finished (current_locomo's estimate was 93% of its budget)
+    assert bill(estimate) <= 0.8 * preset.parameters["max_cost_usd"]
     assert main(["estimate", "--params", name]) == 0
     out = capsys.readouterr().out
     assert "would stop" not in out
@@ -80,7 +82,7 @@ def test_over_budget_says_the_estimate_the_budget_and_the_cheapest_change_that_f
     interactive = bill(_estimate("current_locomo", {}))
     judge_batched = bill(_estimate("current_locomo", {"judge": "batch"}))
     assert line.startswith("this run would stop before its first paid call: ")
-    assert f"the estimated bill ${interactive:,.2f} exceeds max_cost_usd $60.00" in line
+    assert f"the estimated bill ${interactive:,.2f} exceeds max_cost_usd $75.00" in line
     assert line.endswith(
         "Cheapest change that fits: batch the judge: -p 'client={execution: "
         f"{{judge: batch}}}}' (${judge_batched:,.2f})"

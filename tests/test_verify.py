@@ -33,7 +33,8 @@ def test_each_verify_preset_draws_the_subset_the_power_calculation_sizes(name):
         sized.sampled,
     )
     assert p["sample_stratify"] is True and sized.conversations >= MIN_CONVERSATIONS
-    assert bill(preset_estimate(preset)[0]) <= p["max_cost_usd"]
+    # with room to spare, as every paid preset (test_readme_costs)
+    assert bill(preset_estimate(preset)[0]) <= 0.8 * p["max_cost_usd"]
 
 
 @pytest.mark.parametrize(("name", "budget"), VERIFY.items())
