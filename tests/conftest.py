@@ -34,6 +34,13 @@ from memcost.paths import REPO_ROOT, RunPaths
 os.environ.setdefault("MEMCOST_TODAY", "2026-11-30")
 
 
+@pytest.fixture(autouse=True)
+def _no_downloads_on_this_machine(monkeypatch):
+    """What a test estimates does not depend on the datasets a developer has downloaded into
+    data/raw/ (the estimate counts a download it finds there)."""
+    monkeypatch.setattr("memcost.data.sources.RAW_DIR", REPO_ROOT / "tests" / "no-downloads")
+
+
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     """A local OpenAI-compatible server that accepts ``llm_helpers.TEST_KEY``."""

@@ -209,6 +209,42 @@ def test_estimate_counts_the_users_own_file_where_data_path_names_one(tmp_path, 
     assert 0 < total(mine) < total(paper_scale) / 20
 
 
+def test_estimate_counts_a_download_already_in_data_raw(tmp_path, monkeypatch, capsys):
+    """A preset that downloads is priced on the file notebook 00 will reuse from data/raw/
+    (the bundled sample stands in for LoCoMo's download here), not at the paper's scale; the
+    verify presets' subsets stay sized at the paper's scale."""
+    import shutil
+
+    from memcost.cli import main, verify_plan
+    from memcost.data.sources import LOCOMO_REVISION, PERSONAMEM_CONTEXTS, downloaded, sample_path
+    from memcost.run import discover_notebooks
+    from memcost.run.presets import resolve_preset
+
+    raw = tmp_path / "raw"
+    monkeypatch.setattr("memcost.data.sources.RAW_DIR", raw)
+    assert downloaded("locomo") is None
+    target = raw / "locomo" / LOCOMO_REVISION / "locomo10.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(sample_path("locomo"), target)
+    assert downloaded("locomo") == target
+    assert main(["estimate", "--params", "paper_locomo"]) == 0
+    out = capsys.readouterr().out
+    assert f"locomo: counted from the download in {target} (2 conversations, 33 questions)" in out
+    assert "paper-scale counts" not in out
+    extract = next(ln.split() for ln in out.splitlines() if " extract " in ln)
+    assert extract[0:3] == ["locomo", "memory", "extract"] and extract[6] == "18"  # its segments
+    verify = resolve_preset("verify_locomo", discover_notebooks())
+    sized = verify_plan(verify)
+    assert (sized.conversations, sized.sampled) == (10, verify.parameters["sample_questions"])
+    # PersonaMem's download is two files: one of them is not a download to count
+    folder = raw / "personamem" / "main"
+    folder.mkdir(parents=True)
+    shutil.copy(sample_path("personamem"), folder)
+    assert downloaded("personamem") is None
+    shutil.copy(sample_path("personamem").parent / PERSONAMEM_CONTEXTS, folder)
+    assert downloaded("personamem") == folder / sample_path("personamem").name
+
+
 def test_a_preset_that_downloads_nothing_is_estimated_on_the_bundled_sample(capsys):
     """``local`` (no data_path, no download) runs one conversation of the bundled LoCoMo sample:
     its estimate priced one conversation of the real LoCoMo's size, 70 extraction calls and 16

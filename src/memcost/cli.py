@@ -39,7 +39,7 @@ from memcost.costs.estimate import (
     selected_counts,
     summary_text,
 )
-from memcost.data.sources import display_path, sample_path
+from memcost.data.sources import display_path, downloaded, sample_path
 from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest, wall_time_s
 from memcost.params import merge_parameters
@@ -640,28 +640,45 @@ def add_estimate_command(sub: argparse._SubParsersAction) -> None:
 
 
 def preset_estimate(
-    preset: Preset, run_name: str | None = None, overrides: Mapping[str, Any] | None = None
+    preset: Preset,
+    run_name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    paper_scale: bool = False,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The estimate of every dataset of ``preset`` (with ``overrides`` merged in): the calls of
     the notebooks it runs, as the runner prints it after notebook 00; and one line per dataset
-    saying what was counted."""
+    saying what was counted. A download already in ``data/raw/`` is counted as the file it is,
+    unless ``paper_scale`` (a plan that must not depend on what this machine holds)."""
     steps = selected_steps(preset, discover_notebooks())
     frames, notes = [], []
     for name in preset.datasets:
         params = merge_parameters(preset.parameters_for(name), overrides or {})
         ds = RunPaths.from_param(run_name).dataset(name) if run_name else None
+        cached = None
+        if params.get("download") and not params.get("data_path") and not paper_scale:
+            cached = downloaded(
+                name,
+                revision=str(params.get("revision") or ""),
+                longmemeval_file=str(params.get("longmemeval_file") or "s"),
+            )
         if ds is not None and ds.questions.is_file():
             frames.append(estimate_dataset(ds, params, steps=steps))
             notes.append(f"{name}: counted from {ds.data}")
-        elif params.get("data_path") or not params.get("download"):
-            # the file notebook 00 will read (the user's own, else the bundled sample), as it
-            # will select it
+        elif params.get("data_path") or not params.get("download") or cached:
+            # the file notebook 00 will read (the user's own, the download already made, else
+            # the bundled sample), as it will select it
+            if cached:
+                params = {**params, "data_path": str(cached)}
             stats, questions, turns = file_counts(name, params)
             frames.append(
                 estimate_counts(name, stats, questions, params, steps=steps, conversations=turns)
             )
             where = (
-                params.get("data_path") or f"the bundled sample {display_path(sample_path(name))}"
+                f"the download in {display_path(cached)}"
+                if cached
+                else params.get("data_path")
+                or f"the bundled sample {display_path(sample_path(name))}"
             )
             notes.append(
                 f"{name}: counted from {where} ({len(stats):,} "
@@ -687,7 +704,7 @@ def verify_plan(preset: Preset) -> SubsetPlan:
 
     def cost(conversations: int, questions: int) -> float:
         overrides = {"sample_conversations": conversations, "sample_questions": questions}
-        return bill(preset_estimate(preset, overrides=overrides)[0])
+        return bill(preset_estimate(preset, overrides=overrides, paper_scale=True)[0])
 
     return plan(dataset, cost)
 

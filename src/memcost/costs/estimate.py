@@ -9,6 +9,7 @@ anything is downloaded (``python -m memcost estimate``).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -799,20 +800,28 @@ def file_counts(
     """``(stats, questions, conversations)`` of the file notebook 00 will read (``data_path``,
     else the bundled sample), of the part its selection parameters keep: what a run on that file
     will send, not the paper's scale."""
-    data = load(
-        resolve_source(
-            dataset,
-            params.get("data_path") or "",
-            longmemeval_file=str(params.get("longmemeval_file") or "s"),
-        )
+    source = resolve_source(
+        dataset,
+        params.get("data_path") or "",
+        longmemeval_file=str(params.get("longmemeval_file") or "s"),
     )
-    kept = select(
-        data,
-        **{k: int(params.get(k) or 0) for k in ("limit_conversations", "limit_questions",
-                                                "sample_conversations", "sample_questions")},
-        seed=int(params.get("sample_seed") or 0),
-        stratify=bool(params.get("sample_stratify")),
-    )  # fmt: skip
+    names = ("limit_conversations", "limit_questions", "sample_conversations", "sample_questions")
+    selection = tuple((k, int(params.get(k) or 0)) for k in names)
+    seed, stratify = int(params.get("sample_seed") or 0), bool(params.get("sample_stratify"))
+    changed = source.path.stat()
+    counted = _file_counts(
+        source, (changed.st_mtime_ns, changed.st_size), selection, seed, stratify
+    )
+    return tuple(frame.copy() for frame in counted)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=4)
+def _file_counts(
+    source: Any, _changed: tuple[int, int], selection: tuple, seed: int, stratify: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """:func:`file_counts` once per file, version and selection: the search for a change that
+    fits the budget estimates a large file (LongMemEval-S, 57M tokens) again and again."""
+    kept = select(load(source), **dict(selection), seed=seed, stratify=stratify)
     stats = conversation_stats(kept.conversations, kept.questions)
     return stats, kept.questions, kept.conversations
 

@@ -228,6 +228,26 @@ def download_dataset(
     return _download_personamem_v2(revision or PERSONAMEM_V2_REVISION, raw_dir, endpoint)
 
 
+def downloaded(
+    dataset: str, *, revision: str = "", longmemeval_file: str = "s", raw_dir: Path | None = None
+) -> Path | None:
+    """The file :func:`download_dataset` returns if every file of the download is already in
+    ``raw_dir`` (``data/raw/``; it then reuses them without the network), else ``None``;
+    nothing is fetched."""
+    check_dataset(dataset)
+    raw_dir = raw_dir or RAW_DIR
+    if dataset == "personamem_v2":
+        root = raw_dir / dataset / (revision or PERSONAMEM_V2_REVISION)
+        return root / PERSONAMEM_V2_CSV if (root / _DOWNLOAD_MARKER).is_file() else None
+    folder, names = {
+        "locomo": (LOCOMO_REVISION, [LOCOMO_FILE]),
+        "longmemeval": (LONGMEMEVAL_REVISION, [_longmemeval_filename(longmemeval_file)]),
+        "personamem": (PERSONAMEM_REVISION, [PERSONAMEM_QUESTIONS, PERSONAMEM_CONTEXTS]),
+    }[dataset]
+    folder = raw_dir / dataset / (revision or folder)
+    return folder / names[0] if all((folder / n).is_file() for n in names) else None
+
+
 def download_bytes(url: str, *, what: str, timeout: float, hint: str) -> bytes:
     """The body at ``url`` (a file of a public repository); a failure is one ``DataError``
     naming ``what`` and the address, then ``hint`` (what to do without network)."""
