@@ -88,7 +88,10 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     segments = int(paper.loc[paper["ledger_stage"] == "extract", "requests"].iloc[0])
     assert extract["memory"] == segments > 0
     assert extract["memory_graph"] == 2 * segments
-    # rag: no model call before the first question, only the history embedded
+    # rag: no model call before the first question, only the history embedded, a request a
+    # user (the smoke run's ledger: two), where a request a segment was counted (18)
+    embeds = both.loc[(both["stage"] == "write") & (both["ledger_stage"] == "embed")]
+    assert embeds.set_index("system").loc["memory_rag", "requests"] == len(stats) == 2
     assert write["memory_rag"] == pytest.approx(
         price_for("text-embedding-3-small").cost(prompt_tokens=history, completion_tokens=0)
     )

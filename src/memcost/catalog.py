@@ -59,6 +59,13 @@ TIER_LIMITS: dict[str, dict[str, tuple[int, int]]] = {DEFAULT_TIER: {}}  # from 
 DEPRECATIONS_URL = "https://developers.openai.com/api/docs/deprecations"  # notice of 2026-06-11
 OUTPUT_LIMIT_PARAMS = ("max_tokens", "max_completion_tokens")
 RESPONSE_FORMATS = ("json_object", "json_schema")
+# OpenAI's per-request limits of embeddings: 2,048 inputs, 300,000 tokens summed over the
+# inputs, 8,192 tokens per input. They are counted with cl100k_base; we count with o200k_base
+# (the only tokenizer shipped), which gives a few percent fewer tokens on English: a margin.
+API_MAX_INPUTS = 2_048
+API_MAX_TOKENS = 300_000
+API_MAX_INPUT_TOKENS = 8_192
+TOKEN_MARGIN = 0.85
 
 
 class UnknownModelError(KeyError):

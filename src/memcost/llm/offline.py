@@ -36,6 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from memcost.calls import OFFLINE  # noqa: F401 - the offline backend's name, for the client
+from memcost.catalog import API_MAX_INPUT_TOKENS, API_MAX_INPUTS, API_MAX_TOKENS, TOKEN_MARGIN
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.text import count_tokens, count_tokens_batch, truncate_to_tokens, words
 
@@ -79,13 +80,6 @@ def run_embedding(
 # --- Embedders -------------------------------------------------------------------------------
 
 DEFAULT_DIMS = 1_536  # text-embedding-3-small
-# OpenAI's per-request limits: 2,048 inputs, 300,000 tokens summed over the inputs, 8,192
-# tokens per input. They are counted with cl100k_base; we count with o200k_base (the only
-# tokenizer shipped), which gives a few percent fewer tokens on English, so keep a margin.
-API_MAX_INPUTS = 2_048
-API_MAX_TOKENS = 300_000
-API_MAX_INPUT_TOKENS = 8_192
-TOKEN_MARGIN = 0.85
 GRID = 2.0**11  # offline vectors' components are multiples of 1 / GRID (exact inner products)
 
 
