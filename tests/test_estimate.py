@@ -131,9 +131,41 @@ def test_observational_memory_is_estimated_by_its_observer_gate(prepared):
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     assert write["input_tokens"] == int(stats["text_tokens"].sum() * (2 + 1) * 600 / (1205 + 863))
     settings = ObservationalMemory.settings_from({}, {})  # the study's 30,000-token gate
-    assert ObservationalMemory.write_calls(settings, [20_000, 65_000], 9) == (2, 60_000 / 85_000)
-    assert ObservationalMemory.write_calls(settings, [20_000], 3) == (0, 0.0)
-    assert GraphMemory.write_calls({}, [20_000], 3) == (6, 1.0)  # two calls a segment
+    sizes = pd.DataFrame({"history_tokens": [20_000, 65_000]})
+    assert ObservationalMemory.write_calls(settings, sizes, 9) == (2, 60_000 / 85_000)
+    assert ObservationalMemory.write_calls(settings, sizes[:1], 3) == (0, 0.0)
+    assert GraphMemory.write_calls({}, sizes, 3) == (6, 1.0)  # two calls a segment
+
+
+def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
+    # a call a segment was assumed for every system: the graph makes two, the hierarchical
+    # memory one each 10 messages across sessions, RAG an embedding request a user
+    from collections import Counter
+
+    from memcost.calls import read_calls
+
+    ds = prepared.dataset("locomo")
+    gates = {"observer_tokens": 600, "reflector_tokens": 400}  # the smoke preset's
+    systems = ["mem0_style", "graph", "hierarchical", {"observational": gates}, "rag"]
+    params = {"memory_systems": systems, "models": [], "baseline_models": []}
+    table = estimate.estimate_dataset(ds, {**params, "judge_prompts": ["judge"]})
+    write = table.loc[table["stage"] == "write"].set_index(["system", "ledger_stage"])
+    made = Counter(
+        (r["system"] or "memory", r["stage"], r.get("memory_step"))
+        for r in read_calls(prepared)
+        if r["dataset"] == "locomo" and r["question_id"] is None
+    )
+    assert write.loc[("memory", "extract"), "requests"] == made["memory", "extract", None] == 18
+    graph = (
+        made["memory_graph", "extract", "entities"] + made["memory_graph", "extract", "relations"]
+    )
+    assert write.loc[("memory_graph", "extract"), "requests"] == graph == 36
+    summaries = made["memory_hierarchical", "extract", "summary"]
+    assert write.loc[("memory_hierarchical", "extract"), "requests"] == summaries == 14
+    # the reflector, fired here by the lowered gate, is not counted (ObservationalMemory.write_calls)
+    observers = made["memory_observational", "extract", "observer"]
+    assert write.loc[("memory_observational", "extract"), "requests"] == observers == 3
+    assert write.loc[("memory_rag", "embed"), "requests"] == made["memory_rag", "embed", None] == 2
 
 
 def test_a_run_of_some_steps_is_estimated_for_those(prepared):

@@ -276,7 +276,7 @@ def _memory_rows(
         updates = cls.write_update_phase and chosen.get("update_phase", True)
         share = UPDATE_SHARE_OF_WRITE if updates else 0.0
         system = cls.answers_as
-        calls, read = cls.write_calls(chosen, stats["history_tokens"].tolist(), segments)
+        calls, read = cls.write_calls(chosen, stats, segments)
         if cls.write_passes:
             # the paper's measured unit is one extraction pass and its update phase
             usd = history * read * per_token * cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE)

@@ -152,13 +152,13 @@ class MemorySystem(ABC):
 
     @classmethod
     def write_calls(
-        cls, settings: Mapping[str, Any], history_tokens: Sequence[float], segments: int
+        cls, settings: Mapping[str, Any], stats: pd.DataFrame, segments: int
     ) -> tuple[int, float]:
         """The model calls writing the memory makes, and the share of the history they read, as
-        the pre-run estimate counts them from the settings, for conversations of
-        ``history_tokens`` cut into ``segments`` (the estimate prices what they read at
-        ``write_passes``). By default every segment is read, in ``write_calls_per_segment``
-        calls."""
+        the pre-run estimate counts them from the settings, for the conversations of ``stats``
+        (``conversation_stats.parquet``'s rows) cut into ``segments`` (the estimate prices what
+        they read at ``write_passes``). By default every segment is read, in
+        ``write_calls_per_segment`` calls."""
         return segments * cls.write_calls_per_segment, 1.0
 
     @abstractmethod

@@ -152,6 +152,13 @@ class HierarchicalMemory(StoredSystem):
         summary = int(settings["summary_words"]) * 4 / 3
         return min(summary + turns * turn_tokens, history_tokens)
 
+    @classmethod
+    def write_calls(cls, settings, stats, segments):
+        """A summary rewrite each ``summary_every`` messages of a conversation, across its
+        sessions (the last for those left over), each reading its messages once."""
+        every = int(settings["summary_every"])
+        return int(sum(-(-int(n) // every) for n in stats["n_turns"])), 1.0
+
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Layering(self, user, user_lines(turns))
 

@@ -200,15 +200,15 @@ class ObservationalMemory(StoredSystem):
         return observed + history_tokens % int(settings["observer_tokens"])
 
     @classmethod
-    def write_calls(cls, settings, history_tokens, segments):
+    def write_calls(cls, settings, stats, segments):
         """An observer call for every ``observer_tokens`` of a conversation, each reading that
         many (a LoCoMo conversation, some 20,000 tokens, never reaches the 30,000 of the
         study: its messages stay raw). The reflector's calls are not counted: the observations
         of a 100,000-token history stay far below its 40,000 tokens."""
         gate = int(settings["observer_tokens"])
-        fired = [int(tokens // gate) for tokens in history_tokens]
-        read = sum(n * gate for n in fired) / max(1.0, float(sum(history_tokens)))
-        return sum(fired), min(1.0, read)
+        fired = stats["history_tokens"] // gate
+        read = float((fired * gate).sum()) / max(1.0, float(stats["history_tokens"].sum()))
+        return int(fired.sum()), min(1.0, read)
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Observing(self, user, user_lines(turns))
