@@ -162,7 +162,7 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     assert write.loc[("memory_graph", "extract"), "requests"] == graph == 36
     summaries = made["memory_hierarchical", "extract", "summary"]
     assert write.loc[("memory_hierarchical", "extract"), "requests"] == summaries == 14
-    # the reflector, fired here by the lowered gate, is not counted (ObservationalMemory.write_calls)
+    # the reflector, fired here by the lowered gate, is not counted (see its write_calls)
     observers = made["memory_observational", "extract", "observer"]
     assert write.loc[("memory_observational", "extract"), "requests"] == observers == 3
     assert write.loc[("memory_rag", "embed"), "requests"] == made["memory_rag", "embed", None] == 2
