@@ -166,6 +166,15 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     observers = made["memory_observational", "extract", "observer"]
     assert write.loc[("memory_observational", "extract"), "requests"] == observers == 3
     assert write.loc[("memory_rag", "embed"), "requests"] == made["memory_rag", "embed", None] == 2
+    # and each system embeds each question in a request of its own (counted as none before)
+    asked = Counter(
+        r["system"] or "memory"
+        for r in read_calls(prepared)
+        if r["dataset"] == "locomo" and r["question_id"] and r["stage"] == "embed"
+    )
+    read = table.loc[table["ledger_stage"] == "embed"].query("stage == 'read'")
+    assert read.set_index("system")["requests"].to_dict() == dict(asked)
+    assert set(asked.values()) == {33}
 
 
 def test_a_run_of_some_steps_is_estimated_for_those(prepared):

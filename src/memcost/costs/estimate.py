@@ -79,6 +79,7 @@ SECONDS_PER_REQUEST = {
     "baseline": 6.0,
     "judge": 15.0,
 }
+SECONDS_PER_EMBEDDING = 0.5  # an embedding request, of either stage
 EMBED_REQUEST_TOKENS = int(API_MAX_TOKENS * TOKEN_MARGIN)  # what one embedding request carries
 MESSAGES_PER_SEGMENT = 10  # §3.1 batch_size: one extraction call per 10 messages
 SEGMENT_CHARS = PAPER_SETTINGS["01_extract_facts"]["max_segment_chars"]  # §3.1
@@ -164,7 +165,8 @@ class _Rows:
             )
         mode = normalise_execution(client_option(self.params, "execution"))[ledger_stage]
         multiplier = discount_multiplier(model, mode, overrides)
-        minutes, bound, limits = self._minutes(stage, model, requests, input_tokens + output)
+        seconds = SECONDS_PER_EMBEDDING if ledger_stage == "embed" else SECONDS_PER_REQUEST[stage]
+        minutes, bound, limits = self._minutes(seconds, model, requests, input_tokens + output)
         self.rows.append(
             {
                 "dataset": self.dataset,
@@ -187,13 +189,13 @@ class _Rows:
         )
 
     def _minutes(
-        self, stage: str, model: str, requests: float, tokens: float
+        self, seconds: float, model: str, requests: float, tokens: float
     ) -> tuple[float, str, str]:
-        """Minutes of calls, what binds them (the request limit, the token limit, or latency
-        over ``max_concurrency``), and where the limits came from."""
+        """Minutes of calls of ``seconds`` each, what binds them (the request limit, the token
+        limit, or latency over ``max_concurrency``), and where the limits came from."""
         concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
         rpm, tpm, source = tier_limits(model, client_option(self.params, "rate_limits"))
-        bounds = {"latency": requests * SECONDS_PER_REQUEST[stage] / concurrency / 60}
+        bounds = {"latency": requests * seconds / concurrency / 60}
         if rpm:
             bounds["requests/min"] = requests / rpm
         if tpm:
@@ -330,7 +332,8 @@ def _memory_rows(
             ledger_stage="read",
             effort=effort,
         )
-        out.add("read", system, embedder, 0, n_questions * 20, 0, 0, ledger_stage="embed")
+        # each question embedded in a request of its own
+        out.add("read", system, embedder, n_questions, n_questions * 20, 0, 0, ledger_stage="embed")
 
 
 def _read_tokens(cls: Any, settings: Mapping[str, Any], stats: pd.DataFrame) -> float | None:
