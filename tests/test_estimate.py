@@ -177,6 +177,29 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     assert set(asked.values()) == {33}
 
 
+def test_the_oracle_is_estimated_for_the_questions_it_can_ask(prepared):
+    # only a question with evidence can be asked with its evidence sessions alone: PersonaMem's
+    # have none, and the smoke run made no oracle call there (the estimate counted 8 and their
+    # judgments)
+    params = {
+        "models": [],
+        "baseline_models": ["gpt-5-mini-2025-08-07"],
+        "include_rolling_window": False,
+        "include_no_context": False,
+        "include_oracle": True,
+        "judge_prompts": ["judge"],
+        "n_votes": 3,
+        "mode": "open_ended",  # judged (multiple choice is scored by letter)
+    }
+    persona = estimate.estimate_dataset(prepared.dataset("personamem"), params)
+    rows = persona.set_index("system")
+    assert rows.loc["oracle_gpt-5-mini-2025-08-07", "requests"] == 0
+    assert rows.loc["judge", "requests"] == 8 * 3  # the memory's 8 answers alone
+    locomo = estimate.estimate_dataset(prepared.dataset("locomo"), params).set_index("system")
+    assert locomo.loc["oracle_gpt-5-mini-2025-08-07", "requests"] == 33  # every one has evidence
+    assert locomo.loc["judge", "requests"] == 27 * 2 * 3  # category 5 is not judged
+
+
 def test_a_run_of_some_steps_is_estimated_for_those(prepared):
     # a run of notebooks 00-01 was refused for the judge's bill it would never pay
     ds = prepared.dataset("locomo")

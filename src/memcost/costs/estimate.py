@@ -385,9 +385,19 @@ def _answer_effort(params: Mapping[str, Any], model: str) -> str:
     return str(settings.get("reasoning_effort") or "")
 
 
-def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
+def _oracle_asks(questions: pd.DataFrame) -> pd.Series:
+    """Which questions the oracle can ask: those with evidence (PersonaMem's have none; counts
+    at the paper's scale, without the column, assume all)."""
+    if "evidence" not in questions:
+        return pd.Series(True, index=questions.index)
+    return questions["evidence"].map(lambda e: e is not None and len(e) > 0)
+
+
+def _baseline_rows(out: _Rows, stats: pd.DataFrame, questions: pd.DataFrame) -> None:
     """Rolling window, no-context and oracle baselines, per baseline model."""
     p = out.params
+    n_questions = len(questions)
+    asks = questions.loc[_oracle_asks(questions), "conversation_id"].value_counts()
     per_conversation = stats[["history_tokens", "n_questions", "n_sessions", "n_turns"]]
     window = int(p.get("window_turns") or 10)
     for model in p.get("baseline_models") or []:
@@ -402,19 +412,20 @@ def _baseline_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
             kinds.append(("no_context", NO_CONTEXT_PROMPT_TOKENS * n_questions))
         if p.get("include_oracle"):
             tokens = sum(
-                r.history_tokens / max(1, r.n_sessions) * r.n_questions
-                for r in per_conversation.itertuples(index=False)
+                r.history_tokens / max(1, r.n_sessions) * asks.get(r.conversation_id, 0)
+                for r in stats.itertuples(index=False)
             )
             kinds.append(("oracle", tokens))
         for kind, tokens in kinds:
+            n = int(asks.sum()) if kind == "oracle" else n_questions
             out.add(
                 "baseline",
                 f"{kind}_{model}",
                 model,
-                n_questions,
+                n,
                 tokens,
                 0,
-                n_questions * LC_OUTPUT_TOKENS,
+                n * LC_OUTPUT_TOKENS,
                 ledger_stage="long_context",
                 effort=_answer_effort(p, model),
             )
@@ -433,8 +444,10 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
         + len(p.get("models") or [])
         + sum(1 for r in out.rows if r["stage"] == "baseline")
     )
+    oracles = sum(1 for r in out.rows if r["system"].startswith("oracle_"))
+    answered = len(judged) * systems - oracles * int((~_oracle_asks(judged)).sum())
     votes = int(p.get("n_votes") or 3) * len(p.get("judge_prompts") or ["judge"])
-    requests = len(judged) * systems * votes
+    requests = answered * votes
     judge = str(p.get("judge_model") or JUDGE_MODEL)
     out.add(
         "judge",
@@ -484,7 +497,7 @@ def estimate_counts(
     out = _Rows(dataset, effective_parameters(params))
     _memory_rows(out, stats, len(questions), conversations)
     _long_context_rows(out, stats, len(questions))
-    _baseline_rows(out, stats, len(questions))
+    _baseline_rows(out, stats, questions)
     _judge_rows(out, questions)
     if steps is not None:  # only what the notebooks that run will call
         wanted = {
