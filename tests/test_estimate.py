@@ -150,11 +150,12 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     params = {"memory_systems": systems, "models": [], "baseline_models": []}
     table = estimate.estimate_dataset(ds, {**params, "judge_prompts": ["judge"]})
     write = table.loc[table["stage"] == "write"].set_index(["system", "ledger_stage"])
-    made = Counter(
-        (r["system"] or "memory", r["stage"], r.get("memory_step"))
+    made = Counter(  # every write is tagged with its system, the paper's memory's too
+        (r["system"], r["stage"], r.get("memory_step"))
         for r in read_calls(prepared)
         if r["dataset"] == "locomo" and r["question_id"] is None
     )
+    assert made["memory", "embed", None] == 2 and not any(s is None for s, _, _ in made)
     assert write.loc[("memory", "extract"), "requests"] == made["memory", "extract", None] == 18
     graph = (
         made["memory_graph", "extract", "entities"] + made["memory_graph", "extract", "relations"]
@@ -168,7 +169,7 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     assert write.loc[("memory_rag", "embed"), "requests"] == made["memory_rag", "embed", None] == 2
     # and each system embeds each question in a request of its own (counted as none before)
     asked = Counter(
-        r["system"] or "memory"
+        r["system"]
         for r in read_calls(prepared)
         if r["dataset"] == "locomo" and r["question_id"] and r["stage"] == "embed"
     )

@@ -227,7 +227,7 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
     assert sorted(c["question_id"] for c in queries) == ["q1", "q2"]
     assert {c["system"] for c in queries} == {"memory"}
     fact_embeds = [c for c in calls if c["stage"] == "embed" and not c["question_id"]]
-    assert fact_embeds and all(c["system"] is None for c in fact_embeds)
+    assert fact_embeds and all(c["system"] == "memory" for c in fact_embeds)
     reads = [c for c in calls if c["stage"] == "read"]
     assert sorted(c["question_id"] for c in reads) == ["q1", "q2"]
     assert {c["system"] for c in reads} == {"memory"}

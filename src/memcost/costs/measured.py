@@ -79,7 +79,8 @@ def stage_costs(priced: pd.DataFrame) -> pd.DataFrame:
 
 def memory_system(work: pd.DataFrame) -> pd.Series:
     """The memory system of each write or read record: its ``system`` tag, or ``memory`` (the
-    paper's writes carry none); ``None`` for long context and the judge."""
+    paper's writes carried none in stores written before they were tagged); ``None`` for long
+    context and the judge."""
     memory = work["phase"].isin(["write", "read"])
     return work["answer_system"].where(work["answer_system"].notna(), "memory").where(memory)
 

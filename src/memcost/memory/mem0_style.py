@@ -344,16 +344,19 @@ def extract_segments(
     return client.chat_many(requests, offline=offline_extract, parse=parse_extraction, desc=desc)
 
 
+def _tags(config: MemoryConfig, user: str) -> dict[str, Any]:
+    """The ledger tags of a user's fact embeddings (the extraction and update calls carry the
+    same: memcost.memory.segments, memcost.memory.update)."""
+    return {"dataset": config.dataset, "conversation_id": user, "system": Mem0Style.answers_as}
+
+
 def embed_candidates(
     client: LLMClient, config: MemoryConfig, candidates: Mapping[str, Sequence[Candidate]]
 ) -> int | None:
     """Embed each user's new facts (one group, tagged with the user) and set their ``vector``;
     returns the dimensions (``None`` when there was nothing to embed)."""
     users = list(candidates)
-    groups = [
-        ([c.text for c in candidates[u]], {"dataset": config.dataset, "conversation_id": u})
-        for u in users
-    ]
+    groups = [([c.text for c in candidates[u]], _tags(config, u)) for u in users]
     vectors = (
         embed_groups(client, groups, model=config.embedding_model, desc="embed facts")
         if groups
@@ -379,12 +382,7 @@ def apply_planned(
     for u, decisions in planned:
         idx = merged_rows(decisions)
         if idx:
-            groups.append(
-                (
-                    [decisions[i].text for i in idx],
-                    {"dataset": config.dataset, "conversation_id": u},
-                )
-            )
+            groups.append(([decisions[i].text for i in idx], _tags(config, u)))
             where.append((u, idx))
     merged = (
         embed_groups(

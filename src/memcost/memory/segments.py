@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from memcost.answers import system_name
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest
 from memcost.llm.requests import parse_json_object
@@ -356,6 +357,7 @@ def extraction_request(
         tags={
             "dataset": dataset,
             "conversation_id": segment.conversation_id,
+            "system": system_name("memory"),  # the paper's memory (mem0_style)
             "segment": segment.index,
         },
         **generation_params(model, reasoning_effort),

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from memcost.answers import system_name
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
 from memcost.llm.requests import parse_json_object
@@ -255,6 +256,7 @@ def update_request(
         tags={
             "dataset": dataset,
             "conversation_id": first.conversation_id,
+            "system": system_name("memory"),  # the paper's memory (mem0_style)
             "segment": first.segment_index,
         },
         **generation_params(model, reasoning_effort),
