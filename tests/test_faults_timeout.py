@@ -74,6 +74,29 @@ def test_the_heartbeat_line_counts_requests_in_flight_and_the_oldest_age():
     assert beat.status() is None  # nothing in flight any more
 
 
+def test_each_call_in_flight_counts_whatever_the_ids_of_its_thread_and_item(monkeypatch):
+    # a call was keyed by id(thread) ^ id(item): two calls whose ids gave the same key (here the
+    # same item, and threads that report themselves as one) counted once, and the heartbeat of
+    # a busy run showed two requests in flight where three were
+    import threading
+
+    release, started = threading.Event(), threading.Barrier(3)
+    beat = Heartbeat("judge locomo", timeout_s=300, every_s=60, slow_s=0)
+    one = threading.current_thread()
+    monkeypatch.setattr(threading, "current_thread", lambda: one)
+    item = object()
+    work = beat.track(lambda _: (started.wait(5), release.wait(5)))
+    threads = [threading.Thread(target=work, args=(item,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    started.wait(5)
+    assert beat.status().startswith("judge locomo: 2 requests in flight, the oldest for ")
+    release.set()
+    for t in threads:
+        t.join()
+    assert beat.status() is None
+
+
 def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp_path, monkeypatch):
     from memcost.catalog import TIMEOUT_MAX_S, declare_model, model_info, request_timeout
     from memcost.llm import ChatRequest, EmbeddingRequest

@@ -245,7 +245,7 @@ class Heartbeat:
         self.every_s, self.slow_s = every_s, slow_s
         self.out = out
         self.lines: list[str] = []  # what it printed (tests read it)
-        self._started: dict[int, float] = {}
+        self._started: dict[object, float] = {}
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -254,7 +254,7 @@ class Heartbeat:
         """``work`` that notes its start and end."""
 
         def tracked(item: Any) -> T:
-            token = id(threading.current_thread()) ^ id(item)
+            token = object()  # this call's own key (ids of a thread and an item can collide)
             with self._lock:
                 self._started[token] = time.monotonic()
             try:
