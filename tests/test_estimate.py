@@ -301,6 +301,12 @@ def test_estimate_counts_a_download_already_in_data_raw(tmp_path, monkeypatch, c
     assert "paper-scale counts" not in out
     extract = next(ln.split() for ln in out.splitlines() if " extract " in ln)
     assert extract[0:3] == ["locomo", "memory", "extract"] and extract[6] == "18"  # its segments
+    # a preset that makes none of the calls priced here does not read the download for nothing
+    # (LongMemEval-S: 8 seconds for an empty estimate)
+    with monkeypatch.context() as patched:
+        patched.setattr("memcost.cli.file_counts", lambda *a: pytest.fail("counted"))
+        assert main(["estimate", "--params", "published"]) == 0
+    assert "published runs notebooks 00, 08, which make none" in capsys.readouterr().out
     verify = resolve_preset("verify_locomo", discover_notebooks())
     sized = verify_plan(verify)
     assert (sized.conversations, sized.sampled) == (10, verify.parameters["sample_questions"])

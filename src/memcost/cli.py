@@ -29,6 +29,7 @@ from memcost import __version__, catalog, paper
 from memcost.answers import system_labels
 from memcost.calls import StoreError, read_calls, record_cost, spent_usd
 from memcost.costs.estimate import (
+    STEP_STAGES,
     bill,
     estimate_counts,
     estimate_dataset,
@@ -651,6 +652,8 @@ def preset_estimate(
     saying what was counted. A download already in ``data/raw/`` is counted as the file it is,
     unless ``paper_scale`` (a plan that must not depend on what this machine holds)."""
     steps = selected_steps(preset, discover_notebooks())
+    if not set(steps) & set(STEP_STAGES):  # none of the notebooks whose calls it prices
+        return pd.DataFrame(), []
     frames, notes = [], []
     for name in preset.datasets:
         params = merge_parameters(preset.parameters_for(name), overrides or {})
