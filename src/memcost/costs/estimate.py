@@ -19,14 +19,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.answers import system_label
-from memcost.catalog import (
-    API_MAX_TOKENS,
-    TIER_SOURCE,
-    TOKEN_MARGIN,
-    discount_multiplier,
-    price_for,
-    tier_limits,
-)
+from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_limits
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import load
 from memcost.data.benchmark import read_conversations, read_questions
@@ -80,7 +73,6 @@ SECONDS_PER_REQUEST = {
     "judge": 15.0,
 }
 SECONDS_PER_EMBEDDING = 0.5  # an embedding request, of either stage
-EMBED_REQUEST_TOKENS = int(API_MAX_TOKENS * TOKEN_MARGIN)  # what one embedding request carries
 MESSAGES_PER_SEGMENT = 10  # §3.1 batch_size: one extraction call per 10 messages
 SEGMENT_CHARS = PAPER_SETTINGS["01_extract_facts"]["max_segment_chars"]  # §3.1
 # With the update phase each segment makes one extraction call and one update call (the
@@ -310,10 +302,8 @@ def _memory_rows(
                 effort=effort,
             )
         embedder = str(chosen.get("embedding_model") or EMBEDDING_MODEL)
-        if not cls.write_passes:  # its items are the history itself, embedded: each user's
-            # chunks in as few requests as the API's tokens a request allow (plan_batches)
-            requests = sum(math.ceil(t / EMBED_REQUEST_TOKENS) for t in stats["text_tokens"])
-            out.add("write", system, embedder, requests, history, 0, 0, ledger_stage="embed")
+        if not cls.write_passes:  # its items are the history itself, embedded
+            out.add("write", system, embedder, calls, history, 0, 0, ledger_stage="embed")
         effort = _effort(p, "reader_reasoning_effort")
         shown = _read_tokens(cls, chosen, stats)
         usd = n_questions * read_usd

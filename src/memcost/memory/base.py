@@ -101,8 +101,6 @@ class MemorySystem(ABC):
     # the history at the extraction model's price, and whether an update phase follows (the
     # paper's Mem0 is one pass and an update phase; its measured write cost is the unit).
     write_passes: ClassVar[float] = 1.0
-    # and the model calls it makes per segment of the history (:meth:`write_calls`)
-    write_calls_per_segment: ClassVar[int] = 1
     write_update_phase: ClassVar[bool] = True
     write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
 
@@ -154,12 +152,12 @@ class MemorySystem(ABC):
     def write_calls(
         cls, settings: Mapping[str, Any], stats: pd.DataFrame, segments: int
     ) -> tuple[int, float]:
-        """The model calls writing the memory makes, and the share of the history they read, as
-        the pre-run estimate counts them from the settings, for the conversations of ``stats``
+        """The calls writing the memory makes (model calls; embedding requests for a system
+        without a model pass) and the share of the history they read, as the pre-run estimate
+        counts them from the settings, for the conversations of ``stats``
         (``conversation_stats.parquet``'s rows) cut into ``segments`` (the estimate prices what
-        they read at ``write_passes``). By default every segment is read, in
-        ``write_calls_per_segment`` calls."""
-        return segments * cls.write_calls_per_segment, 1.0
+        they read at ``write_passes``). By default a call reads each segment."""
+        return segments, 1.0
 
     @abstractmethod
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:

@@ -178,7 +178,6 @@ class GraphMemory(StoredSystem):
     answers_as = "memory_graph"
     describes = "Mem0^g: entities and relation triples per segment; invalid, never deleted"
     write_passes = 2.0  # an entity call and a relation call read every segment; no update phase
-    write_calls_per_segment = 2
     write_update_phase = False
     defaults = {
         "extraction_model": EXTRACTION_MODEL,
@@ -197,6 +196,11 @@ class GraphMemory(StoredSystem):
         """``top_k`` triples, each sized as one of the paper's facts (a triple is shorter: the
         estimate errs high)."""
         return int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM
+
+    @classmethod
+    def write_calls(cls, settings, stats, segments):
+        """Two calls a segment: its entities, then their relations."""
+        return 2 * segments, 1.0
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         segments, _ = segment_conversation(
