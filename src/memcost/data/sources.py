@@ -52,6 +52,13 @@ PERSONAMEM_REVISION = "main"
 PERSONAMEM_QUESTIONS_SHA256 = "cccd34cf53e0bc4d9536c04cff5ca045156d9a4e227e83327112482840bbc93c"
 PERSONAMEM_V2_REPO = "bowen-upenn/PersonaMem-v2"
 PERSONAMEM_V2_REVISION = "b7b42b78917157afed063527a1c959e98f6109f2"
+# the revision a download fetches unless a run names another
+PINNED_REVISIONS = {
+    "locomo": LOCOMO_REVISION,
+    "longmemeval": LONGMEMEVAL_REVISION,
+    "personamem": PERSONAMEM_REVISION,
+    "personamem_v2": PERSONAMEM_V2_REVISION,
+}
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -212,20 +219,15 @@ def download_dataset(
     modified. ``endpoint`` replaces the host (a GitHub-raw or Hugging Face mirror).
     """
     check_dataset(dataset)
+    revision = revision or PINNED_REVISIONS[dataset]
     if dataset == "locomo":
-        return _download_locomo(
-            revision or LOCOMO_REVISION, raw_dir, endpoint or GITHUB_RAW, timeout
-        )
+        return _download_locomo(revision, raw_dir, endpoint or GITHUB_RAW, timeout)
     if dataset == "longmemeval":
-        return _download_longmemeval(
-            revision or LONGMEMEVAL_REVISION,
-            _longmemeval_filename(longmemeval_file),
-            raw_dir,
-            endpoint,
-        )
+        filename = _longmemeval_filename(longmemeval_file)
+        return _download_longmemeval(revision, filename, raw_dir, endpoint)
     if dataset == "personamem":
-        return _download_personamem(revision or PERSONAMEM_REVISION, raw_dir, endpoint)
-    return _download_personamem_v2(revision or PERSONAMEM_V2_REVISION, raw_dir, endpoint)
+        return _download_personamem(revision, raw_dir, endpoint)
+    return _download_personamem_v2(revision, raw_dir, endpoint)
 
 
 def downloaded(
@@ -235,16 +237,13 @@ def downloaded(
     ``raw_dir`` (``data/raw/``; it then reuses them without the network), else ``None``;
     nothing is fetched."""
     check_dataset(dataset)
-    raw_dir = raw_dir or RAW_DIR
-    if dataset == "personamem_v2":
-        root = raw_dir / dataset / (revision or PERSONAMEM_V2_REVISION)
-        return root / PERSONAMEM_V2_CSV if (root / _DOWNLOAD_MARKER).is_file() else None
-    folder, names = {
-        "locomo": (LOCOMO_REVISION, [LOCOMO_FILE]),
-        "longmemeval": (LONGMEMEVAL_REVISION, [_longmemeval_filename(longmemeval_file)]),
-        "personamem": (PERSONAMEM_REVISION, [PERSONAMEM_QUESTIONS, PERSONAMEM_CONTEXTS]),
+    folder = (raw_dir or RAW_DIR) / dataset / (revision or PINNED_REVISIONS[dataset])
+    names = {
+        "locomo": [LOCOMO_FILE],
+        "longmemeval": [_longmemeval_filename(longmemeval_file)],
+        "personamem": [PERSONAMEM_QUESTIONS, PERSONAMEM_CONTEXTS],
+        "personamem_v2": [PERSONAMEM_V2_CSV, _DOWNLOAD_MARKER],  # the marker: a whole snapshot
     }[dataset]
-    folder = raw_dir / dataset / (revision or folder)
     return folder / names[0] if all((folder / n).is_file() for n in names) else None
 
 
