@@ -133,6 +133,52 @@ def test_rows_are_priced_with_the_price_table_and_overrides():
         systems.price_rows(rows, embedding_model="text-embedding-3-small")
 
 
+def test_a_call_above_a_long_context_tier_costs_the_same_in_the_serving_table_and_the_ledger():
+    """Today's rows bill a prompt above 272,000 tokens whole at the tier's prices: the serving
+    study prices its calls as the ledger and :meth:`Price.cost` do, not at the base rate."""
+    from memcost.catalog import price_for
+    from memcost.costs.ledger import price_calls
+
+    model = "gpt-6.1-terra"
+    tier = price_for(model, on="2026-11-30")
+    assert tier.long_context_threshold == 272_000 and tier.long_context_input_multiplier > 1
+    calls = {
+        "prompt_tokens": [300_000, 100_000],
+        "cached_tokens": [200_000, 50_000],
+        "output_tokens": [1_000, 1_000],
+        "reasoning_tokens": [500, 0],
+    }
+    expected = [
+        tier.cost(prompt_tokens=p, cached_prompt_tokens=c, completion_tokens=o + r)
+        for p, c, o, r in zip(*calls.values(), strict=True)
+    ]
+    overrides = {model: {"input": tier.input, "cached_input": tier.cached_input}}
+    served = systems.price_rows(
+        pd.DataFrame({"model": model, "stage": "answer", **calls}),
+        embedding_model="text-embedding-3-small",
+        price_overrides=overrides,
+    )
+    assert served["usd"].tolist() == pytest.approx(expected)
+    assert (
+        expected[0]
+        > (100_000 * tier.input + 200_000 * tier.cached_input + 1_500 * tier.output) / 1e6
+    )
+    ledger = price_calls(
+        pd.DataFrame(
+            {
+                "model": model,
+                "stage": "read",
+                "backend": "openai",
+                "prompt_tokens": calls["prompt_tokens"],
+                "cached_prompt_tokens": calls["cached_tokens"],
+                "completion_tokens": [1_500, 1_000],
+            }
+        ),
+        on="2026-11-30",
+    )
+    assert ledger["cost_usd"].tolist() == pytest.approx(expected)
+
+
 def test_token_ratios_and_cost_per_accuracy():
     rows = pd.DataFrame(
         {

@@ -547,6 +547,32 @@ def price_for(
     return row
 
 
+def list_usd(
+    prices: Mapping[str, Price],
+    models: Sequence[str],
+    prompt_tokens: Sequence[float],
+    cached_tokens: Sequence[float],
+    completion_tokens: Sequence[float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Many calls' dollars at list price, as ``(uncached input, cached input, output)``:
+    :meth:`Price.cost` for a table of calls (``prices[model]``; completion tokens include
+    reasoning). A prompt above a long-context threshold is billed whole at the tier's prices;
+    cached tokens never count for more than the prompt; uncached prompt tokens are priced as
+    plain input (a table of calls holds no cache-write count)."""
+    rows = [prices[m] for m in models]
+    prompt = np.asarray(prompt_tokens, dtype=float)
+    cached = np.minimum(np.asarray(cached_tokens, dtype=float), prompt)
+    tiers = np.array([p.tier_multipliers(n) for p, n in zip(rows, prompt, strict=True)])
+    tier_in, tier_out = (tiers[:, 0], tiers[:, 1]) if len(rows) else (prompt, prompt)
+    rate = {k: np.array([getattr(p, k) for p in rows], dtype=float) for k in ("input", "output")}
+    cached_rate = np.array([p.cached_rate for p in rows], dtype=float)
+    return (
+        (prompt - cached) * rate["input"] * tier_in / 1e6,
+        cached * cached_rate * tier_in / 1e6,
+        np.asarray(completion_tokens, dtype=float) * rate["output"] * tier_out / 1e6,
+    )
+
+
 def price_table(
     overrides: Mapping[str, Mapping[str, Any]] | None = None, on: str | None = None
 ) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from memcost.answers import answer_systems, load_answers, system_kind
 from memcost.calls import BASE_FIELDS, OFFLINE, STANDARD_TAGS, read_calls, record_call_key
-from memcost.catalog import price_for, price_successor, slug
+from memcost.catalog import list_usd, price_for, price_successor, slug
 from memcost.paths import RunPaths
 
 # The ledger schema is the client's: one definition, read here.
@@ -180,23 +180,17 @@ def _with_empty_price_columns(priced: pd.DataFrame) -> pd.DataFrame:
 
 def _add_list_prices(priced: pd.DataFrame, prices: Mapping[str, Any]) -> None:
     """Add the price row used and each record's tokens at list price, in place."""
-    # The long-context tier (today's rows): above the threshold the whole record costs more.
-    # Uncached prompt tokens are priced as plain input: the ledger holds no cache-write count.
-    tiers = [
-        prices[m].tier_multipliers(p)
-        for m, p in zip(priced["model"], priced["prompt_tokens"], strict=True)
-    ]
-    tier_in = pd.Series([t[0] for t in tiers], index=priced.index, dtype=float)
-    tier_out = pd.Series([t[1] for t in tiers], index=priced.index, dtype=float)
-    rate_in = priced["model"].map(lambda m: prices[m].input).astype(float) * tier_in
-    rate_cached = priced["model"].map(lambda m: prices[m].cached_rate).astype(float) * tier_in
-    rate_out = priced["model"].map(lambda m: prices[m].output).astype(float) * tier_out
-    cached_tokens = priced[["cached_prompt_tokens", "prompt_tokens"]].min(axis=1)
     priced["price_model"] = priced["model"].map(lambda m: prices[m].model).astype("string")
     priced["price_date"] = priced["model"].map(lambda m: prices[m].date).astype("string")
-    priced["input_usd"] = (priced["prompt_tokens"] - cached_tokens) * rate_in / 1e6
-    priced["cached_input_usd"] = cached_tokens * rate_cached / 1e6
-    priced["output_usd"] = priced["completion_tokens"] * rate_out / 1e6
+    usd = list_usd(
+        prices,
+        priced["model"],
+        priced["prompt_tokens"],
+        priced["cached_prompt_tokens"],
+        priced["completion_tokens"],
+    )
+    for column, values in zip(("input_usd", "cached_input_usd", "output_usd"), usd, strict=True):
+        priced[column] = pd.Series(values, index=priced.index)
     # A call sent through the Batch API or Flex processing (``execution``) costs its multiple.
     if "execution" in priced.columns:
         factor = pd.Series(

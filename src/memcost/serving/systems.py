@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.catalog import PRICE_TABLE_DATE, is_known, model_info, price_for, rejects_temperature
+from memcost.catalog import (
+    PRICE_TABLE_DATE,
+    is_known,
+    list_usd,
+    model_info,
+    price_for,
+    rejects_temperature,
+)
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.memory.base import open_system, system_class
@@ -248,20 +255,21 @@ def price_rows(
     embedding_model: str,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """``rows`` with ``priced_as`` and ``usd`` (list prices; cached tokens at the cached rate)."""
+    """``rows`` with ``priced_as`` and ``usd``: each call at list price as the ledger prices it
+    (cached tokens at the cached rate, a prompt above a long-context tier's threshold at the
+    tier's prices)."""
     out = rows.copy()
     embed = out["stage"].isin(EMBEDDING_STAGES)
     out["priced_as"] = out["model"].where(~embed, embedding_model)
-    usd = pd.Series(0.0, index=out.index)
-    for model, part in out.groupby("priced_as", sort=True):
-        price = price_for(str(model), price_overrides)
-        uncached = part["prompt_tokens"] - part["cached_tokens"]
-        usd.loc[part.index] = (
-            uncached * price.input
-            + part["cached_tokens"] * price.cached_rate
-            + (part["output_tokens"] + part["reasoning_tokens"]) * price.output
-        ) / 1_000_000
-    out["usd"] = usd
+    prices = {m: price_for(str(m), price_overrides) for m in out["priced_as"].unique()}
+    uncached, cached, output = list_usd(
+        prices,
+        out["priced_as"],
+        out["prompt_tokens"],
+        out["cached_tokens"],
+        out["output_tokens"] + out["reasoning_tokens"],
+    )
+    out["usd"] = pd.Series(uncached + cached + output, index=out.index)
     return out
 
 
