@@ -86,6 +86,13 @@ def system_label(system: str, *, offline: bool = False, number: int | None = Non
     return f"{words}, {system[len(kind) + 1 :]}"
 
 
+def in_words(name: str) -> str:
+    """A name as prose writes it: ``long_context`` → ``long context``, a LongMemEval category
+    ``single-session-user`` → ``single session user``, a served system ``full_history`` →
+    ``full history``. (The main study's systems are named by :func:`system_label`.)"""
+    return str(name).replace("_", " ").replace("-", " ")
+
+
 def system_labels(systems: Iterable[str], *, offline: bool = False) -> dict[str, str]:
     """Readable, unique labels for a set of systems. Offline, the systems of one kind (two
     long-context models) are numbered 1, 2, … in the order of their names, so the same set gets

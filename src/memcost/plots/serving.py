@@ -8,7 +8,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid, readable
+from memcost.answers import in_words
+from memcost.plots.style import MAX_COLUMNS, label_backend, panel_grid
 
 SYSTEM_COLORS = {
     "full_history": "#d62728",
@@ -42,7 +43,7 @@ def plot_cumulative(
         found = []  # (system, t_BE): listed in the panel's corner, not written over the curves
         for system, curve in part.groupby("system"):
             color = SYSTEM_COLORS.get(system, "#7f7f7f")
-            ax.plot(curve["turn"], curve["cumulative"], label=readable(system), color=color)
+            ax.plot(curve["turn"], curve["cumulative"], label=in_words(system), color=color)
             row = break_even[
                 (break_even["cell"] == cell)
                 & (break_even["model"] == model)
@@ -66,7 +67,7 @@ def plot_cumulative(
                 0.10,
                 "sustained break-even\n"
                 + "\n".join(
-                    f"{readable(s)}: never" if t is None else f"{readable(s)}: turn {t}"
+                    f"{in_words(s)}: never" if t is None else f"{in_words(s)}: turn {t}"
                     for s, t in found
                 ),
                 transform=ax.transAxes,
@@ -125,7 +126,7 @@ def plot_residuals(residuals: pd.DataFrame, loocv: pd.DataFrame, *, backend: str
         )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(1, len(cells) + 1), cells, rotation=45, fontsize=8)
-        ax.set_title(readable(system), fontsize=10)
+        ax.set_title(in_words(system), fontsize=10)
         ax.set_xlabel("cell N×L")
         label_backend(ax, backend)
     for ax in axes[::MAX_COLUMNS]:
@@ -145,7 +146,7 @@ def plot_cost_per_turn(turns: pd.DataFrame, *, cell: str, backend: str) -> plt.F
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for system, part in mine.groupby("system"):
         ax.plot(
-            part["turn"], part["C"], label=readable(system), color=SYSTEM_COLORS.get(system),
+            part["turn"], part["C"], label=in_words(system), color=SYSTEM_COLORS.get(system),
             linewidth=1,
         )  # fmt: skip
     ax.set_yscale("log")

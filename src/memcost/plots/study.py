@@ -13,11 +13,11 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from memcost.answers import system_kind, system_labels
+from memcost.answers import in_words, system_kind, system_labels
 from memcost.calls import OFFLINE
 from memcost.offline import LEXICAL
 from memcost.paths import DISPLAY_NAMES, display_name
-from memcost.plots.style import OFFLINE_NOTE, label_backend, readable, system_color
+from memcost.plots.style import OFFLINE_NOTE, label_backend, system_color
 
 # Fewer conversations than this are drawn one dot each: a histogram of 2 or 3 values is bars of
 # height 1 that hide which value is which.
@@ -150,7 +150,7 @@ def plot_evidence_recall(
         bars = ax.barh(y + offset, table[column], height=0.4, label=label, color=color)
         ax.bar_label(bars, labels=[f"{v:.2f}" for v in table[column]], padding=3, fontsize=8)
     labels = [
-        f"{readable(str(c))} (n = {int(n)})"
+        f"{in_words(str(c))} (n = {int(n)})"
         for c, n in zip(table["category"], table["with_evidence"], strict=True)
     ]
     ax.set_yticks(y, labels, fontsize=9)
@@ -329,7 +329,7 @@ def plot_accuracy(
     labels = []
     for g in groups.itertuples(index=False):
         n = int(rows.loc[rows["group"] == g.group, "n"].max())
-        labels.append(f"{readable(str(g.category))}  (n = {n})")
+        labels.append(f"{in_words(str(g.category))}  (n = {n})")
     ax.set_yticks(groups["group"].to_numpy(), labels, fontsize=9)
     for boundary in groups["group"].to_numpy()[:-1]:
         ax.axhline(boundary + 0.5, color="#dddddd", linewidth=0.8)

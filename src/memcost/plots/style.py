@@ -77,12 +77,6 @@ def system_color(system: str) -> str:
     return "#9467bd"
 
 
-def readable(name: str) -> str:
-    """``multi_hop`` → ``multi hop``: a category, or a serving-study system (``full_history``);
-    the main study's systems are named by ``answers.system_label``."""
-    return name.replace("_", " ").replace("-", " ")
-
-
 def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = True) -> list[Path]:
     """Write ``<folder>/<name>.png`` (and ``.svg``) atomically; returns the paths written. In a
     notebook the figure is shown where it is saved (see :func:`show_saved`)."""

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from memcost import paper
+from memcost.answers import in_words
 from memcost.calls import read_calls
 from memcost.catalog import canonical_name
 from memcost.costs import today
@@ -24,7 +25,7 @@ from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.published import published_brief
 from memcost.run.report.results import accuracy_tables
 from memcost.run.report.serving import serving_backend, serving_brief
-from memcost.run.report.view import DATASET_NAMES, RunView, in_words, read_csv
+from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 from memcost.verify import JUDGED_SHARE, MEMORY, detectable_gap
 from memcost.verify import LONG_CONTEXT as HEADLINE_LONG_CONTEXT
 

@@ -8,8 +8,9 @@ from typing import Any
 import pandas as pd
 
 from memcost import paper
+from memcost.answers import in_words
 from memcost.run.report.markdown import figure, md_table
-from memcost.run.report.view import RunView, in_words, read_csv
+from memcost.run.report.view import RunView, read_csv
 
 
 def _study_model(models: list[Any]) -> str | None:

@@ -29,11 +29,6 @@ JUDGE_WORDS = {
 }
 
 
-def in_words(name: str) -> str:
-    """A stage or policy name as prose writes it: ``long_context`` → ``long context``."""
-    return str(name).replace("_", " ")
-
-
 PAPER_ORDER = ("longmemeval", "locomo", "personamem")  # the order of the paper's tables
 # The three systems of the paper's Table 3, as this repository names them.
 PAPER_SYSTEMS = ("memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b")
