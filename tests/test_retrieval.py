@@ -262,3 +262,29 @@ def test_multiple_choice_reader_lists_options_in_the_judges_order():
     assert offline.offline_reader(open_request) == "Ana switched to oat milk in May."
     with pytest.raises(ValueError, match="mode must be one of"):
         reader_request(question, found, dataset="personamem_v2", mode="mc")
+
+
+def test_the_offline_reader_answers_with_one_line_of_a_chunk_not_the_chunk():
+    """A memory that shows raw chunks (RAG) or summaries shows many lines in one item: the
+    offline reader quotes the line that answers, as it quotes a fact, instead of the whole
+    chunk (which the lexical judge would pass for its length alone)."""
+    chunk = "\n".join(
+        [
+            "[1 March 2023] Maya: Hey Jonas! It's been ages.",
+            "[1 March 2023] Jonas: I finally adopted a dog in January, a beagle called Pretzel.",
+            "[1 March 2023] Maya: Pretzel is such a good name.",
+        ]
+    )
+    items = pd.DataFrame(
+        {"text": [chunk, "Maya runs on Sundays."], "session_datetime": [None, None]}
+    )
+    found = Retrieved(("u1:c0", "u1:c1"), (0.9, 0.1), items, 0.0, None)
+    question = {
+        "question_id": "q1",
+        "conversation_id": "u1",
+        "question": "Which breed is the dog Jonas adopted?",
+    }
+    answer = offline.offline_reader(reader_request(question, found, dataset="locomo"))
+    assert answer == (
+        "[1 March 2023] Jonas: I finally adopted a dog in January, a beagle called Pretzel."
+    )

@@ -281,20 +281,22 @@ NO_INFORMATION = "I don't have that information."
 
 
 def offline_reader(request: ChatRequest) -> str:
-    """Offline reader: the retrieved fact with the highest lexical overlap with the question
-    (BM25 over content words), or :data:`NO_INFORMATION` when none shares a word with it.
+    """Offline reader: the retrieved line with the highest lexical overlap with the question
+    (BM25 over content words), or :data:`NO_INFORMATION` when none shares a word with it. A
+    line, not a whole item: a fact is one line, but a memory that shows raw chunks or summaries
+    shows many lines in one item, and answering with all of them would quote the conversation
+    back and pass the lexical judge by sheer length.
 
-    With options, the option the retrieved facts support best (:data:`NO_INFORMATION` when they
+    With options, the option the retrieved items support best (:data:`NO_INFORMATION` when they
     support none)."""
     facts = request.payload["facts"]
     options = request.payload.get("options")
     if options:
         pick = answers.best_supported_option(options, facts)
         return NO_INFORMATION if pick is None else answers.format_choice(options, pick)
-    if not facts:
-        return NO_INFORMATION
-    best = BM25(facts).best(request.payload["question"])
-    return NO_INFORMATION if best is None else facts[best[0]]
+    lines = [line for fact in facts for line in fact.splitlines() if line.strip()]
+    best = BM25(lines).best(request.payload["question"]) if lines else None
+    return NO_INFORMATION if best is None else lines[best[0]]
 
 
 # The extractive method's fixed replies.
