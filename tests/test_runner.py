@@ -365,7 +365,7 @@ def test_ctrl_c_ends_the_run_with_how_to_resume_not_a_traceback(
 
 
 @pytest.mark.timeout(120)
-def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
+def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path, caplog):
     import nbformat
 
     from memcost.run import NotebookFailed, run_preset
@@ -397,6 +397,9 @@ def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path):
         "00_die.ipynb failed in cell 2 (`import os, signal`): the notebook's kernel died"
     )
     assert "out of memory" in message and failed.value.ename == "DeadKernelError"
+    # said once, in the run's words: not also nbclient's line (after Ctrl-C or SIGTERM, when the
+    # kernel is stopped on purpose, that line was a false alarm above "interrupted")
+    assert "Kernel died" not in caplog.text
 
 
 def test_the_log_keeps_whole_lines_and_a_progress_bars_last_state():

@@ -277,6 +277,13 @@ class Tee:
         return Tee(*(s.twin() if isinstance(s, LogLines) else s for s in self.streams))
 
 
+def _not_a_dead_kernel_notice(record: logging.LogRecord) -> bool:
+    """nbclient's own line for a kernel gone mid-cell: :class:`NotebookFailed` says it in the
+    run's words, and after Ctrl-C or SIGTERM, when the kernel is stopped on purpose, the line
+    was a false alarm printed above "interrupted"."""
+    return not record.getMessage().startswith("Kernel died while waiting")
+
+
 def execute_notebook(
     notebook: Path,
     output: Path,
@@ -294,6 +301,7 @@ def execute_notebook(
     from traitlets.config import Config
 
     output.parent.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("papermill").addFilter(_not_a_dead_kernel_notice)  # kept once
     try:
         with tempfile.TemporaryDirectory(prefix="memcost-kernel-") as sockets:
             papermill.execute_notebook(
