@@ -552,7 +552,55 @@ def test_context_sizes_on_a_narrow_log_axis_get_more_than_one_labelled_tick():
         for t in ax.get_xticklabels()
         if t.get_text() and low <= t.get_position()[0] <= high
     ]
-    assert labels == ["500", "1,000", "2,000", "5,000"]
+    assert labels == ["500", "1k", "2k", "5k"]
+
+
+def test_context_sizes_over_three_decades_label_ticks_that_do_not_overlap():
+    # the real LoCoMo: rolling windows of ~300 tokens beside histories of ~26,000 drew
+    # "10,00020,000" and "50,000100,000", the labels run together
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from memcost import plots
+    from memcost.plots.study import plot_context_sizes
+
+    tokens = {  # the real LoCoMo's medians, every memory system with its long label
+        "memory": 523,
+        "memory_graph": 316,
+        "memory_hierarchical": 846,
+        "memory_observational": 25_864,
+        "memory_rag": 2_003,
+        "long_context_gpt-5-mini": 21_637,
+        "long_context_gpt-oss-120b": 21_637,
+        "rolling_window_gpt-5-mini": 340,
+    }
+    sizes = pd.DataFrame(
+        {
+            "system": [s for s in tokens for _ in range(2)],
+            "kind": [
+                s.rsplit("_", 1)[0] if "context" in s or "window" in s else "memory"
+                for s in tokens
+                for _ in range(2)
+            ],
+            "context_tokens": [n * f for n in tokens.values() for f in (0.95, 1.15)],
+        }
+    )
+    with plt.rc_context():
+        plots.apply_style()  # a notebook's sizes
+        fig = plot_context_sizes(sizes, backend="offline")
+        fig.canvas.draw()
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    low, high = ax.get_xlim()
+    shown = [t for t in ax.get_xticklabels() if t.get_text() and low <= t.get_position()[0] <= high]
+    assert [t.get_text() for t in shown][-4:] == ["10k", "20k", "50k", "100k"]
+    boxes = [t.get_window_extent(renderer) for t in shown]
+    touching = [
+        shown[i].get_text() + shown[i + 1].get_text()
+        for i in range(len(boxes) - 1)
+        if boxes[i].x1 > boxes[i + 1].x0
+    ]
+    assert touching == []
 
 
 def test_published_accuracy_labels_a_probe_read_back_from_csv_and_keeps_values_readable(tmp_path):

@@ -23,20 +23,12 @@ from memcost.plots.style import (
     label_backend,
     panel_grid,
     system_color,
+    token_label,
 )
 
 LC_CHEAPER_COLOR = "#b2182b"  # the red end of RdBu: long context cheaper
 MEMORY_CHEAPER_COLOR = "#2166ac"  # the blue end: memory cheaper
 COST_CMAP = "RdBu"  # diverging, red below zero (C_LC < C_Mem), blue above
-
-
-def token_label(value: float, _pos: object = None) -> str:
-    """10000 → '10k', 1000000 → '1M' (axis labels of context length)."""
-    if value >= 1e6:
-        return f"{value / 1e6:g}M"
-    if value >= 1e3:
-        return f"{value / 1e3:g}k"
-    return f"{value:g}"
 
 
 def usd_label(value: float, _pos: object = None) -> str:

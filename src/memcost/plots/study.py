@@ -17,7 +17,7 @@ from memcost.answers import in_words, system_kind, system_labels
 from memcost.calls import OFFLINE
 from memcost.offline import LEXICAL
 from memcost.paths import DISPLAY_NAMES, display_name
-from memcost.plots.style import OFFLINE_NOTE, label_backend, system_color
+from memcost.plots.style import OFFLINE_NOTE, label_backend, system_color, token_label
 
 # Fewer conversations than this are drawn one dot each: a histogram of 2 or 3 values is bars of
 # height 1 that hide which value is which.
@@ -226,7 +226,7 @@ def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str 
     # 1-2-5 ticks where the axis spans few decades: one lone "1,000" reads as no scale at all
     decades = np.log10(ax.get_xlim()[1] / ax.get_xlim()[0])
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades < 3 else (1.0,)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(token_label))  # "10,000" and "20,000" collided
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("context tokens per question (o200k, log scale)")
     ax.set_title(

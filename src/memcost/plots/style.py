@@ -70,6 +70,15 @@ def panel_grid(
     return fig, axes[: max(n, 1)]
 
 
+def token_label(value: float, _pos: object = None) -> str:
+    """10000 → '10k', 1000000 → '1M' (axis labels of context length)."""
+    if value >= 1e6:
+        return f"{value / 1e6:g}M"
+    if value >= 1e3:
+        return f"{value / 1e3:g}k"
+    return f"{value:g}"
+
+
 def system_color(system: str) -> str:
     for prefix, color in SYSTEM_COLORS.items():
         if system.startswith(prefix):

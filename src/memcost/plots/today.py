@@ -14,8 +14,8 @@ from matplotlib.ticker import FuncFormatter
 
 from memcost.costs import timeline, today
 from memcost.costs.timeline import RETENTION_LABELS, RETENTION_POLICIES
-from memcost.plots.costs import token_label, usd_label
-from memcost.plots.style import MAX_COLUMNS, panel_grid
+from memcost.plots.costs import usd_label
+from memcost.plots.style import MAX_COLUMNS, panel_grid, token_label
 
 # One colour per price scenario, one line style per cache policy.
 SCENARIO_COLORS = {
