@@ -115,6 +115,39 @@ def test_every_bundled_longmemeval_question_gets_its_instruction(run_paths):
     assert request.prompt_version == "judge@v1+lme_preference@v1"
 
 
+def test_questions_the_oracle_cannot_be_asked_are_left_out_not_failures(run_paths):
+    """LoCoMo has questions without evidence (4 of the real file's 1,540 scored, one more whose
+    evidence names no turn of its conversation): notebook 03 does not ask the oracle them, and
+    the judge leaves them out of its accuracy instead of counting them missing answers (which
+    the report's first screen called failures of a clean run)."""
+    from memcost import longctx
+
+    ds, questions = prepared(run_paths, "locomo")
+    scored = questions.loc[questions["category"] != "adversarial"]
+    cut = scored["question_id"].iloc[[0, 5]].tolist()
+    questions["evidence"] = [
+        [] if q == cut[0] else ["D99:1"] if q == cut[1] else e
+        for q, e in zip(questions["question_id"], questions["evidence"], strict=True)
+    ]
+    planned = longctx.plan_questions(
+        questions,
+        longctx.build_histories(pd.read_parquet(ds.conversations)),
+        models=["gpt-5-mini-2025-08-07"],
+        baseline_models=["gpt-5-mini-2025-08-07"],
+        kinds=("oracle",),
+    )
+    longctx.answer_questions(offline_client(run_paths), ds, planned, dataset="locomo")
+    plan = judge.plan_judging(ds, questions, dataset="locomo")
+    oracle = "oracle_gpt-5-mini"
+    assert plan.missing_answers[oracle] == []
+    assert len(plan.items[oracle]) == len(scored) - 2
+    assert f"NOTE: {oracle}: 2 question(s) not asked (" in plan.describe()
+    answers.not_asked_path(ds).unlink()  # an answers file alone: they would be missing
+    assert sorted(judge.plan_judging(ds, questions, dataset="locomo").missing_answers[oracle]) == (
+        sorted(cut)
+    )
+
+
 def test_locomo_category_5_excluded_by_default_and_included_on_request(run_paths):
     ds, questions = prepared(run_paths, "locomo")
     write_answers(ds, "memory", questions, lambda i, r: "Not mentioned in the conversation")

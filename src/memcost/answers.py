@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from memcost.catalog import slug
-from memcost.io import JsonlAppender, read_jsonl, write_jsonl
+from memcost.io import JsonlAppender, read_jsonl, write_csv, write_jsonl
 from memcost.paths import DatasetPaths, RunPaths
 from memcost.text import stable_hash, words
 
@@ -209,6 +209,30 @@ def load_answers(ds: DatasetPaths, system: str, *, writer_hint: str = "") -> pd.
         return pd.DataFrame(columns=list(REQUIRED_FIELDS))
     duplicated = frame["question_id"].duplicated(keep="last")
     return frame.loc[~duplicated].reset_index(drop=True)
+
+
+NOT_ASKED_COLUMNS = ["system", "question_id", "conversation_id", "reason"]
+
+
+def not_asked_path(ds: DatasetPaths) -> Path:
+    return ds.answers / "not_asked.csv"
+
+
+def write_not_asked(ds: DatasetPaths, skipped: pd.DataFrame) -> None:
+    """The questions a system cannot be asked, and why (notebook 03: the oracle where the
+    history holds no evidence session): not failures, so the judge leaves them out."""
+    write_csv(not_asked_path(ds), skipped.reindex(columns=NOT_ASKED_COLUMNS))
+
+
+def read_not_asked(ds: DatasetPaths) -> dict[str, dict[str, str]]:
+    """``system -> {question_id: reason}`` of :func:`write_not_asked` (empty without a file)."""
+    path = not_asked_path(ds)
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for row in pd.read_csv(path, dtype=str).itertuples(index=False):
+        out.setdefault(row.system, {})[row.question_id] = row.reason
+    return out
 
 
 def context_sizes(ds: DatasetPaths, systems: Iterable[str]) -> pd.DataFrame:

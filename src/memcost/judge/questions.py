@@ -22,6 +22,7 @@ from memcost.answers import (
     answer_systems,
     load_answers,
     multiple_choice,
+    read_not_asked,
     system_kind,
     system_name,
 )
@@ -223,6 +224,7 @@ def plan_judging(
     items: dict[str, list[JudgeItem]] = {}
     missing: dict[str, list[str]] = {}
     answers: dict[str, pd.DataFrame] = {}
+    not_asked = read_not_asked(ds)
     for system in chosen:
         frame = answers[system] = _system_answers(ds, system, dataset, known)
         items[system] = [
@@ -231,7 +233,14 @@ def plan_judging(
             if str(record["question_id"]) in by_id
         ]
         answered = set(frame["question_id"].astype(str))
-        missing[system] = [q for q in by_id if q not in answered]
+        unasked = {q: why for q, why in not_asked.get(system, {}).items() if q in by_id}
+        missing[system] = [q for q in by_id if q not in answered and q not in unasked]
+        if unasked:
+            reasons = ", ".join(sorted(set(unasked.values())))
+            notes.append(
+                f"{system}: {len(unasked)} question(s) not asked ({reasons}), left out of its "
+                "accuracy: not failures"
+            )
     return JudgePlan(
         dataset, mode, scored, len(questions), excluded, items, missing, answers, notes
     )
