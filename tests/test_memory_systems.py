@@ -391,6 +391,35 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
     )
 
 
+def test_a_memory_built_without_a_call_costs_nothing_to_write_and_stays_in_the_table():
+    """Observational memory below its observer gate (the real LoCoMo's 20,000-token histories,
+    a 30,000-token gate) writes nothing: it is measured with a write of $0, not left out of the
+    side-by-side table as "cannot measure". The paper's memory without its writes still is."""
+    from test_usage import record
+
+    from memcost import costs
+    from memcost.costs.ledger import ledger_from_records
+
+    mini = "gpt-5-mini-2025-08-07"
+    q = {"question_id": "q1"}
+    records = [
+        record("read", mini, 3_000, 50, system="memory_observational", request_hash="r1", **q),
+        record("read", mini, 1_000, 50, system="memory", request_hash="r0", **q),
+        record("long_context", mini, 20_000, 500, system="long_context_gpt-5-mini",
+               request_hash="l0", **q),
+    ]  # fmt: skip
+    table, _, skipped = costs.measured_break_even(costs.price_calls(ledger_from_records(records)))
+    by = table.set_index("memory_system")
+    assert by.loc["memory_observational", "write_usd"] == 0.0
+    assert by.loc["memory_observational", "read_usd"] == pytest.approx((3_000 * 0.25 + 100) / 1e6)
+    assert by.loc["memory_observational", "break_even_n"] == 1  # nothing to pay back
+    assert "memory" not in by.index
+    assert skipped == [
+        "longmemeval/memory/long_context_gpt-5-mini: dataset 'longmemeval': no ledger records "
+        "for write; cannot measure the cost model"
+    ]
+
+
 def test_questions_short_of_top_k_count_only_users_who_hold_enough():
     from memcost.memory.reader import short_of_top_k
 

@@ -412,7 +412,7 @@ def measured_cost_model(
     ``work`` is the dataset's :func:`dataset_workload` when the caller has it already.
     """
     work, write, read, lc = _phases(priced, dataset, lc_system, memory, work)
-    conversations = write["conversation_id"].nunique()
+    conversations = (read if write.empty else write)["conversation_id"].nunique()
     questions = read["question_id"].nunique()
     first_mask = ~lc.duplicated(subset=["conversation_id"], keep="first")
     first, later = lc.loc[first_mask], lc.loc[~first_mask]
@@ -469,8 +469,14 @@ def _phases(
     write = work.loc[(work["phase"] == "write") & mine]
     read = work.loc[(work["phase"] == "read") & mine]
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
+    # A memory that writes nothing until a gate (observational memory below observer_tokens)
+    # makes no write call: built without one, it answered; its write costs nothing. The
+    # paper's memory always extracts, so its missing writes are a ledger without them.
+    unwritten = write.empty and not read.empty and memory != "memory"
     missing = [
-        name for name, part in (("write", write), ("read", read), (lc_system, lc)) if part.empty
+        name
+        for name, part in (("write", write), ("read", read), (lc_system, lc))
+        if part.empty and not (name == "write" and unwritten)
     ]
     if missing:
         raise ValueError(
