@@ -91,8 +91,9 @@ def accuracy_table(
             "votes_per_question": int(
                 main.loc[main["system"] == system].groupby("question_id").size().max()
             ),
-            # over every question, those the system gave no answer to included (the oracle
-            # has none where no session holds the evidence): the paper's "correct / all"
+            # over every question, those the system gave no answer to included (the oracle's
+            # questions without an evidence session are not asked, not missing): the paper's
+            # "correct / all"
             "strict_accuracy": correct.sum() / (len(part) + missing) if len(part) else math.nan,
             "unjudged": int((~part["judged"]).sum()),
             "answer_errors": int((part["cause"] == "answer").sum()),

@@ -100,9 +100,10 @@ def section_accuracy(view: RunView) -> list[str]:
     lines += [
         f"Majority of the judge's votes per question, in %, with the Wilson 95% interval and "
         f"the dialogue-cluster bootstrap 95% interval. Judge: {judge}. "
-        "*Strict* counts answers that failed, could not be judged, or were never given (the "
-        "oracle has none where no session holds the evidence) as wrong: the paper's \"correct "
-        '÷ all questions".',
+        "*Strict* counts answers that failed, could not be judged, or were never given as "
+        'wrong: the paper\'s "correct ÷ all questions". The oracle is not asked a question '
+        "whose evidence no session holds: those are left out of its n "
+        "(`<dataset>/answers/not_asked.csv`).",
         "",
     ]
     rows, few = [], []
