@@ -142,6 +142,19 @@ def test_questions_the_oracle_cannot_be_asked_are_left_out_not_failures(run_path
     assert plan.missing_answers[oracle] == []
     assert len(plan.items[oracle]) == len(scored) - 2
     assert f"NOTE: {oracle}: 2 question(s) not asked (" in plan.describe()
+    # notebook 03 again, the oracle too (no row twice), then without it (its rows stay: its
+    # answers are still judged)
+    client = offline_client(run_paths)
+    longctx.answer_questions(client, ds, planned, dataset="locomo")
+    lc_only = longctx.plan_questions(
+        questions,
+        longctx.build_histories(pd.read_parquet(ds.conversations)),
+        models=["gpt-5-mini-2025-08-07"],
+    )
+    longctx.answer_questions(client, ds, lc_only, dataset="locomo")
+    kept = pd.read_csv(answers.not_asked_path(ds))
+    assert sorted(kept["question_id"]) == sorted(cut) and set(kept["system"]) == {oracle}
+    assert judge.plan_judging(ds, questions, dataset="locomo").missing_answers[oracle] == []
     answers.not_asked_path(ds).unlink()  # an answers file alone: they would be missing
     assert sorted(judge.plan_judging(ds, questions, dataset="locomo").missing_answers[oracle]) == (
         sorted(cut)

@@ -218,10 +218,17 @@ def not_asked_path(ds: DatasetPaths) -> Path:
     return ds.answers / "not_asked.csv"
 
 
-def write_not_asked(ds: DatasetPaths, skipped: pd.DataFrame) -> None:
+def write_not_asked(ds: DatasetPaths, skipped: pd.DataFrame, systems: Iterable[str]) -> None:
     """The questions a system cannot be asked, and why (notebook 03: the oracle where the
-    history holds no evidence session): not failures, so the judge leaves them out."""
-    write_csv(not_asked_path(ds), skipped.reindex(columns=NOT_ASKED_COLUMNS))
+    history holds no evidence session): not failures, so the judge leaves them out. The rows
+    of ``systems`` (this plan's) are replaced; another system's, from an earlier plan whose
+    answers are still there, are kept."""
+    path = not_asked_path(ds)
+    kept = pd.read_csv(path, dtype=str) if path.is_file() else pd.DataFrame()
+    if not kept.empty:
+        kept = kept.loc[~kept["system"].isin(set(systems))]
+    rows = pd.concat([kept, skipped], ignore_index=True) if not kept.empty else skipped
+    write_csv(path, rows.reindex(columns=NOT_ASKED_COLUMNS))
 
 
 def read_not_asked(ds: DatasetPaths) -> dict[str, dict[str, str]]:

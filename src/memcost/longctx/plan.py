@@ -507,7 +507,7 @@ def answer_questions(
     first question alone and the rest after it has returned; groups run in parallel up to the
     client's ``max_concurrency``. A rerun skips answered questions and retries failed ones.
     """
-    answers.write_not_asked(ds, planned.skipped)
+    answers.write_not_asked(ds, planned.skipped, [*planned.systems, *planned.skipped["system"]])
     writers = {
         system: AnswerWriter(ds, system, system_fingerprint(client, ds, planned, system))
         for system in planned.systems
