@@ -528,3 +528,52 @@ def test_every_progress_bar_of_a_build_is_text_that_the_log_keeps(smoke_run):
     log = "".join(path.read_text(encoding="utf-8") for path in smoke_run.logs.glob("*.log"))
     for system in ("rag", "graph", "hierarchical", "observational"):
         assert f"{system}: ingest: 100%|" in log
+
+
+def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cache_serves_them(
+    run_paths,
+):
+    """The messages not observed yet are the same for every question of a user: they come
+    first, then the observation a question retrieves, so a provider's prompt cache can serve
+    them from the second question on. The offline backend has no cache: its reader records carry
+    the tokens a cache would serve (whole 128-token steps from 1,024 on) and are priced with
+    them, as long context is priced cached from a user's second question on."""
+    from memcost import costs
+    from memcost.catalog import cacheable
+    from memcost.costs.ledger import load_ledger
+
+    ds = run_paths.dataset("locomo").ensure()
+    said = "On day {} I walked {} miles along the river, past the old mill and the bridge."
+    chat = [("Ana" if i % 2 else "Ben", "user", said.format(i, i)) for i in range(90)]
+    turns = make_turns("pair-1", [("2023-03-01T10:00:00", chat)])
+    # the observer reads the first 50 messages; the last 40 stay raw
+    first_lines = count_tokens("".join(x.render() + "\n" for x in user_lines(turns)[:50]))
+    system = ObservationalMemory(
+        ds, {"observer_tokens": first_lines, "reflector_tokens": 10**6}, dataset="locomo"
+    )
+    client = client_for(run_paths)
+    system.build(client, turns)
+    asked = questions_for("pair-1", ["How far did I walk on day 7?", "What about day 85?"] * 2)
+    answer_with_system(client, system, asked, turns)
+    shown = system.recall(client, asked)["pair-1-q0"].facts
+    kinds = shown["kind"].tolist()
+    assert kinds == ["turn"] * 40 + ["observation"]
+
+    reads = [c for c in read_calls(run_paths.calls) if c["stage"] == "read"]
+    assert [c["question_id"] for c in reads] == asked["question_id"].tolist()
+    assert "shared_prefix_tokens" not in reads[0]  # the first question writes the cache
+    shared = reads[1]["shared_prefix_tokens"]
+    assert shared >= 1_024 and shared == cacheable(shared)
+    assert {c["shared_prefix_tokens"] for c in reads[1:]} == {shared}
+    assert all(c["cached_prompt_tokens"] == 0 for c in reads)  # as the offline backend said
+
+    priced = costs.price_calls(load_ledger([run_paths.root]))
+    priced = priced.loc[priced["stage"] == "read"].set_index("question_id")
+    assert priced["cached_prompt_tokens"].tolist() == [0, shared, shared, shared]
+    later = priced.loc["pair-1-q2"]
+    assert later["cost_usd"] == pytest.approx(
+        ((later["prompt_tokens"] - shared) * 0.25 + shared * 0.025 + later["completion_tokens"] * 2)
+        / 1e6
+    )
+    api = costs.price_calls(load_ledger([run_paths.root]).assign(backend="openai"))
+    assert api.loc[api["stage"] == "read", "cached_prompt_tokens"].sum() == 0  # a provider's say

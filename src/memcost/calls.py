@@ -72,6 +72,10 @@ OPTIONAL_FIELDS = ("billed_usd", "served_by", "served_model", "execution")
 # Tags every record has (null when the stage did not set them), so the table has fixed columns.
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
 RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
+# A reader call's tag: the prompt tokens an earlier call of the same user already sent, which a
+# provider's prompt cache would serve (memcost.memory.reader.with_shared_prefixes); the offline
+# backend's records, which have no cache, are priced with it.
+SHARED_PREFIX_TAG = "shared_prefix_tokens"
 
 
 # --- Identity ---------------------------------------------------------------------------------

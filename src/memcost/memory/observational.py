@@ -5,10 +5,11 @@ turns them into observations (one line each) and the buffer empties; when the ob
 reach ``reflector_tokens`` (40,000) a reflector call condenses them. The observer fires on the
 message that makes the buffer reach the threshold, not before and not after. Messages not
 observed yet stay in the context as they are (Mastra keeps the recent messages raw, which keeps
-the prompt's prefix stable and cacheable); a question gets them and the ``top_k`` (1)
-observation most similar to it. The serving study (notebook 06) serves this same memory turn by
-turn (:class:`ObservationalLive`), with ``unobserved_in_context`` off: it measured the top-1
-observation alone in the prompt.
+the prompt's prefix stable and cacheable): a question gets them first, the same for every
+question of a user, then the ``top_k`` (1) observation most similar to it, so that a provider's
+prompt cache can serve the raw messages from the user's second question on. The serving study
+(notebook 06) serves this same memory turn by turn (:class:`ObservationalLive`), with
+``unobserved_in_context`` off: it measured the top-1 observation alone in the prompt.
 """
 
 from __future__ import annotations
@@ -250,7 +251,8 @@ class ObservationalMemory(StoredSystem):
         )
 
     def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
-        """The most similar observation(s), then the messages not observed yet."""
+        """The messages not observed yet, then the most similar observation(s): the part every
+        question of the user shares comes first, where a prompt cache can serve it."""
         picked = nearest(
             memory.vectors, query, memory.of_kind("observation"), int(self.settings["top_k"])
         )
@@ -259,7 +261,7 @@ class ObservationalMemory(StoredSystem):
             if self.settings["unobserved_in_context"]
             else []
         )
-        return shown(memory.items, [r for r, _ in picked] + tail, dict(picked))
+        return shown(memory.items, tail + [r for r, _ in picked], dict(picked))
 
     def live(self, user: str) -> ObservationalLive:
         return ObservationalLive(self, user)

@@ -2,8 +2,9 @@
 
 For one system: recall every question (in the order asked, so a memory that moves with the
 questions sees them as a user would ask them), then ask the reader the questions not answered
-yet. The reader gets the retrieved items best first, each with the date of the conversation it
-came from, plus the question and the date it is asked. Records go to
+yet. The reader gets the retrieved items in the system's order (best first; what a system shows
+every question, first of all), each with the date of the conversation it came from, plus the
+question and the date it is asked. Records go to
 ``answers/answers_<system>.jsonl`` one at a time, with what was retrieved, its tokens, the
 search's time and whether it covers the question's evidence: LoCoMo's ``evidence`` dia_ids,
 LongMemEval's evidence sessions. That separates "the memory lost it" (``evidence_in_memory``)
@@ -13,9 +14,10 @@ from "retrieval missed it" (``evidence_recall``) from "the reader failed". Lexic
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,7 +25,8 @@ import pandas as pd
 
 from memcost import answers
 from memcost.answers import AnswerWriter
-from memcost.catalog import generation_params
+from memcost.calls import SHARED_PREFIX_TAG
+from memcost.catalog import cacheable, generation_params
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.manifest import fingerprint
 from memcost.memory.base import MemorySystem, Recall
@@ -148,7 +151,22 @@ def answer_with_system(
         report.resumed = len(questions) - len(pending)
         context: dict[str, dict[str, Any]] = {}
         requests = []
-        for question in questions.to_dict("records"):
+        records = questions.to_dict("records")
+        every = with_shared_prefixes(
+            [
+                reader_request(
+                    question,
+                    report.recalls[str(question["question_id"])],
+                    dataset=system.dataset,
+                    model=reader_model,
+                    reasoning_effort=reasoning_effort,
+                    mode=mode,
+                    system=system.answers_as,
+                )
+                for question in records
+            ]
+        )
+        for question, request in zip(records, every, strict=True):
             qid, user = str(question["question_id"]), str(question["conversation_id"])
             if qid not in pending:
                 continue
@@ -158,15 +176,6 @@ def answer_with_system(
             lookup, in_memory = evidence[user]
             units = lookup.units(list(question["evidence"]))
             context[qid] = {"conversation_id": user, **recall_record(recall, units, in_memory)}
-            request = reader_request(
-                question,
-                recall,
-                dataset=system.dataset,
-                model=reader_model,
-                reasoning_effort=reasoning_effort,
-                mode=mode,
-                system=system.answers_as,
-            )
             if request.payload["options"] is not None:
                 context[qid]["mode"] = "multiple_choice"
             requests.append(request)
@@ -197,8 +206,8 @@ def answer_with_system(
 
 
 class Memories(Protocol):
-    """What the reader reads of a search: the items (``text``, ``session_datetime``), best
-    first, and their texts (a :class:`~memcost.memory.search.Retrieved`, or any memory
+    """What the reader reads of a search: the items (``text``, ``session_datetime``) in the
+    order shown, and their texts (a :class:`~memcost.memory.search.Retrieved`, or any memory
     system's recall)."""
 
     @property
@@ -219,6 +228,37 @@ def render_memories(facts: pd.DataFrame) -> str:
         day = day_text(when if isinstance(when, str) else None)
         lines.append(f"- [{day}] {text}" if day and day not in text else f"- {text}")
     return "\n".join(lines)
+
+
+def shared_prefix_tokens(requests: Sequence[ChatRequest]) -> int:
+    """The prompt tokens a provider's prompt cache can serve to each of one user's reader calls
+    after the first: the instructions and the memory lines that every call starts with (the raw
+    messages observational memory shows every question), in the cache's steps (1,024 tokens at
+    the least, then 128 at a time); 0 for a single call or a prefix under 1,024 tokens."""
+    if len(requests) < 2:
+        return 0
+    *instructions, (_, first) = requests[0].messages
+    shared = os.path.commonprefix([r.messages[-1][1] for r in requests])
+    if shared != first:  # whole lines: the line where two calls part is not shared
+        shared = shared[: shared.rfind("\n") + 1]
+    return cacheable(sum(count_tokens(text) for _, text in instructions) + count_tokens(shared))
+
+
+def with_shared_prefixes(requests: Sequence[ChatRequest]) -> list[ChatRequest]:
+    """``requests`` with ``shared_prefix_tokens`` in the tags of each user's calls after the
+    first (in the order asked), where a provider's cache would serve part of the prompt. An API
+    reports the tokens it served from its cache; the offline backend has no cache, and its
+    records are priced with this (:func:`memcost.costs.ledger.price_calls`), as long context's
+    are with the whole prompt cached from a user's second question on."""
+    users: dict[str, list[int]] = {}
+    for i, request in enumerate(requests):
+        users.setdefault(str(request.tags.get("conversation_id")), []).append(i)
+    out = list(requests)
+    for rows in users.values():
+        shared = shared_prefix_tokens([requests[i] for i in rows])
+        for i in rows[1:] if shared else []:
+            out[i] = replace(requests[i], tags={**requests[i].tags, SHARED_PREFIX_TAG: shared})
+    return out
 
 
 def shown_options(question: Mapping[str, Any], mode: str) -> answers.MultipleChoice | None:
