@@ -201,6 +201,42 @@ def test_the_oracle_is_estimated_for_the_questions_it_can_ask(prepared):
     assert locomo.loc["judge", "requests"] == 27 * 2 * 3  # category 5 is not judged
 
 
+def test_the_oracle_is_estimated_by_notebook_03s_rule_for_evidence_no_session_holds(prepared):
+    """A question whose evidence names a turn no session holds (one of the real LoCoMo's does)
+    is not asked by notebook 03's oracle: the estimate counted it, and its judgments."""
+    from memcost.longctx.history import build_histories, oracle_context
+
+    ds = prepared.dataset("locomo")
+    conversations = pd.read_parquet(ds.conversations)
+    questions = pd.read_parquet(ds.questions)
+    stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
+    first = questions.index[0]
+    questions.at[first, "evidence"] = ["D99:1"]  # a turn of no session
+    questions.loc[questions.index[1], "evidence"] = None  # none given
+    params = {
+        "models": [],
+        "baseline_models": ["gpt-5-mini-2025-08-07"],
+        "include_rolling_window": False,
+        "include_no_context": False,
+        "include_oracle": True,
+        "judge_prompts": ["judge"],
+        "n_votes": 1,
+    }
+    rows = estimate.estimate_counts(
+        "locomo", stats, questions, params, conversations=conversations
+    ).set_index("system")
+    histories = build_histories(conversations)
+    sent = sum(
+        oracle_context(histories[q.conversation_id], q.evidence if q.evidence is not None else [])
+        is not None
+        for q in questions.itertuples()
+    )
+    assert sent == len(questions) - 2
+    assert rows.loc["oracle_gpt-5-mini-2025-08-07", "requests"] == sent
+    judged = questions["category_id"] != 5  # the memory's answers and the oracle's, judged
+    assert rows.loc["judge", "requests"] == 2 * judged.sum() - judged.iloc[:2].sum()
+
+
 def test_a_run_of_some_steps_is_estimated_for_those(prepared):
     # a run of notebooks 00-01 was refused for the judge's bill it would never pay
     ds = prepared.dataset("locomo")

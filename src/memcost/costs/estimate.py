@@ -25,7 +25,7 @@ from memcost.data import load
 from memcost.data.benchmark import read_conversations, read_questions
 from memcost.data.prepare import conversation_stats, select
 from memcost.data.sources import resolve_source
-from memcost.longctx.history import generation_settings
+from memcost.longctx.history import generation_settings, oracle_asks
 from memcost.paper import (
     EMBEDDING_MODEL,
     EXTRACTION_MODEL,
@@ -375,19 +375,22 @@ def _answer_effort(params: Mapping[str, Any], model: str) -> str:
     return str(settings.get("reasoning_effort") or "")
 
 
-def _oracle_asks(questions: pd.DataFrame) -> pd.Series:
-    """Which questions the oracle can ask: those with evidence (PersonaMem's have none; counts
-    at the paper's scale, without the column, assume all)."""
-    if "evidence" not in questions:
+def _oracle_asks(questions: pd.DataFrame, conversations: pd.DataFrame | None) -> pd.Series:
+    """Which questions the oracle can ask, by notebook 03's rule (counts at the paper's scale,
+    without turns, assume all)."""
+    if conversations is None or "evidence" not in questions:
         return pd.Series(True, index=questions.index)
-    return questions["evidence"].map(lambda e: e is not None and len(e) > 0)
+    return oracle_asks(conversations, questions)
 
 
-def _baseline_rows(out: _Rows, stats: pd.DataFrame, questions: pd.DataFrame) -> None:
-    """Rolling window, no-context and oracle baselines, per baseline model."""
+def _baseline_rows(
+    out: _Rows, stats: pd.DataFrame, questions: pd.DataFrame, asked: pd.Series
+) -> None:
+    """Rolling window, no-context and oracle baselines, per baseline model (``asked``: the
+    questions the oracle can ask)."""
     p = out.params
     n_questions = len(questions)
-    asks = questions.loc[_oracle_asks(questions), "conversation_id"].value_counts()
+    asks = questions.loc[asked, "conversation_id"].value_counts()
     per_conversation = stats[["history_tokens", "n_questions", "n_sessions", "n_turns"]]
     window = int(p.get("window_turns") or 10)
     for model in p.get("baseline_models") or []:
@@ -421,7 +424,7 @@ def _baseline_rows(out: _Rows, stats: pd.DataFrame, questions: pd.DataFrame) -> 
             )
 
 
-def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
+def _judge_rows(out: _Rows, questions: pd.DataFrame, asked: pd.Series) -> None:
     """Every answering system's answers judged ``n_votes`` times per judge prompt."""
     p = out.params
     judged = questions
@@ -435,7 +438,7 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame) -> None:
         + sum(1 for r in out.rows if r["stage"] == "baseline")
     )
     oracles = sum(1 for r in out.rows if r["system"].startswith("oracle_"))
-    answered = len(judged) * systems - oracles * int((~_oracle_asks(judged)).sum())
+    answered = len(judged) * systems - oracles * int((~asked[judged.index]).sum())
     votes = int(p.get("n_votes") or 3) * len(p.get("judge_prompts") or ["judge"])
     requests = answered * votes
     judge = str(p.get("judge_model") or JUDGE_MODEL)
@@ -487,8 +490,9 @@ def estimate_counts(
     out = _Rows(dataset, effective_parameters(params))
     _memory_rows(out, stats, len(questions), conversations)
     _long_context_rows(out, stats, len(questions))
-    _baseline_rows(out, stats, questions)
-    _judge_rows(out, questions)
+    asked = _oracle_asks(questions, conversations)
+    _baseline_rows(out, stats, questions, asked)
+    _judge_rows(out, questions, asked)
     if steps is not None:  # only what the notebooks that run will call
         wanted = {
             stage for step, stages in STEP_STAGES.items() if step in steps for stage in stages

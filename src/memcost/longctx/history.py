@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -345,11 +346,38 @@ def no_context(conversation_id: str) -> Context:
     return Context("no_context", conversation_id, text, count_tokens(text))
 
 
+def holds_evidence(session_id: str, dia_ids: AbstractSet[str], wanted: AbstractSet[str]) -> bool:
+    """The oracle's rule: a session holds a question's evidence when the evidence names it
+    (LongMemEval's ``answer_session_ids``) or one of its turns (LoCoMo's ``D3:7``)."""
+    return session_id in wanted or not wanted.isdisjoint(dia_ids)
+
+
 def oracle_sessions(history: History, evidence: Iterable[str]) -> list[SessionBlock]:
-    """The sessions that hold a question's evidence: LongMemEval names sessions
-    (``answer_session_ids``), LoCoMo names turns (``D3:7``) and the session holding each counts."""
+    """The sessions that hold a question's evidence."""
     wanted = {str(e) for e in evidence}
-    return [b for b in history.sessions if b.session_id in wanted or b.dia_ids & wanted]
+    return [b for b in history.sessions if holds_evidence(b.session_id, b.dia_ids, wanted)]
+
+
+def oracle_asks(conversations: pd.DataFrame, questions: pd.DataFrame) -> pd.Series:
+    """Which of notebook 00's ``questions`` the oracle can ask: those with a session of their
+    conversation that holds their evidence (notebook 03 skips the others and lists them in
+    ``answers/not_asked.csv``), from the turns alone, without rendering the histories."""
+    sessions = {}
+    for conversation_id, group in conversations.groupby("conversation_id", sort=False):
+        ids, dias = _session_ids(_ordered(group))
+        sessions[str(conversation_id)] = [(ids[i], dias.get(i, set())) for i in ids]
+    return pd.Series(
+        [
+            any(holds_evidence(sid, dia, {str(e) for e in evidence}) for sid, dia in owned)
+            for owned, evidence in zip(
+                (sessions.get(str(c), []) for c in questions["conversation_id"]),
+                questions["evidence"].map(lambda e: [] if e is None else list(e)),
+                strict=True,
+            )
+        ],
+        index=questions.index,
+        dtype=bool,
+    )
 
 
 def oracle_context(history: History, evidence: Iterable[str]) -> Context | None:
