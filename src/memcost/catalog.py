@@ -66,6 +66,7 @@ API_MAX_INPUTS = 2_048
 API_MAX_TOKENS = 300_000
 API_MAX_INPUT_TOKENS = 8_192
 TOKEN_MARGIN = 0.85
+REQUEST_TOKENS = int(API_MAX_TOKENS * TOKEN_MARGIN)  # o200k tokens in one embedding request
 
 
 class UnknownModelError(KeyError):

@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from memcost.calls import OFFLINE  # noqa: F401 - the offline backend's name, for the client
-from memcost.catalog import API_MAX_INPUT_TOKENS, API_MAX_INPUTS, API_MAX_TOKENS, TOKEN_MARGIN
+from memcost.catalog import API_MAX_INPUT_TOKENS, API_MAX_INPUTS, REQUEST_TOKENS, TOKEN_MARGIN
 from memcost.llm.requests import ChatRequest, EmbeddingRequest, Usage
 from memcost.text import count_tokens, count_tokens_batch, truncate_to_tokens, words
 
@@ -109,7 +109,7 @@ def plan_batches(
     texts: Sequence[str],
     *,
     max_inputs: int = API_MAX_INPUTS,
-    max_tokens: int = int(API_MAX_TOKENS * TOKEN_MARGIN),
+    max_tokens: int = REQUEST_TOKENS,
     max_input_tokens: int = int(API_MAX_INPUT_TOKENS * TOKEN_MARGIN),
 ) -> tuple[list[list[int]], list[str], int]:
     """Split ``texts`` (in order) into batches within the API's per-request limits.

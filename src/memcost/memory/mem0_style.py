@@ -41,6 +41,7 @@ from memcost.memory.base import (
 from memcost.memory.facts import index_dir, memory_users, user_stats
 from memcost.memory.faiss_store import FaissStore, recall_at_k
 from memcost.memory.search import (
+    SYSTEM,
     TOP_K,
     MemoryStore,
     embed_questions,
@@ -93,7 +94,7 @@ from memcost.text import count_tokens
 @register
 class Mem0Style(MemorySystem):
     name = "mem0_style"
-    answers_as = "memory"
+    answers_as = SYSTEM  # the paper's memory answers as ``memory``
     describes = "the paper's: extracted facts, the ADD/UPDATE/DELETE/NOOP update phase, top-20"
     defaults = {
         "extraction_model": EXTRACTION_MODEL,

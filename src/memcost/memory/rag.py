@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memcost.catalog import API_MAX_TOKENS, TOKEN_MARGIN
+from memcost.catalog import REQUEST_TOKENS
 from memcost.memory.base import register
 from memcost.memory.stored import (
     HistoryLine,
@@ -88,8 +88,7 @@ class Rag(StoredSystem):
     def write_calls(cls, settings, stats, segments):
         """Embedding requests: each user's chunks in as few as the API's tokens a request allow
         (memcost.llm.offline.plan_batches), one for any benchmark's history."""
-        per_request = int(API_MAX_TOKENS * TOKEN_MARGIN)
-        return int(sum(-(-int(t) // per_request) for t in stats["text_tokens"])), 1.0
+        return int(sum(-(-int(t) // REQUEST_TOKENS) for t in stats["text_tokens"])), 1.0
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Chunking(user, user_lines(turns), int(self.settings["chunk_tokens"]))

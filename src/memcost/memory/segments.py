@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from memcost.answers import system_name
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest
 from memcost.llm.requests import parse_json_object
 from memcost.memory.facts import SEGMENT_SCHEMA, SPLIT_SCHEMA
+from memcost.memory.search import SYSTEM
 from memcost.offline import capitalise, person_name
 from memcost.paper import EXTRACTION_MODEL
 from memcost.prompts import MEMORY_EXTRACT
@@ -357,7 +357,7 @@ def extraction_request(
         tags={
             "dataset": dataset,
             "conversation_id": segment.conversation_id,
-            "system": system_name("memory"),  # the paper's memory (mem0_style)
+            "system": SYSTEM,  # the paper's memory (mem0_style)
             "segment": segment.index,
         },
         **generation_params(model, reasoning_effort),

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from memcost.answers import system_name
 from memcost.catalog import generation_params
 from memcost.llm import ChatRequest, ChatResult
 from memcost.llm.requests import parse_json_object
 from memcost.memory.facts import DECISIONS, FACT_SCHEMA
+from memcost.memory.search import SYSTEM
 from memcost.memory.segments import Candidate
 from memcost.paper import EXTRACTION_MODEL
 from memcost.prompts import MEMORY_UPDATE
@@ -256,7 +256,7 @@ def update_request(
         tags={
             "dataset": dataset,
             "conversation_id": first.conversation_id,
-            "system": system_name("memory"),  # the paper's memory (mem0_style)
+            "system": SYSTEM,  # the paper's memory (mem0_style)
             "segment": first.segment_index,
         },
         **generation_params(model, reasoning_effort),
