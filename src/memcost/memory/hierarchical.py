@@ -7,11 +7,13 @@
 - **L3, the archive**: every message that left L1, embedded; a question retrieves the
   ``archive_top_k`` most similar.
 
-A question sees the summary, the working set and L1. An archived message it retrieves is
-**promoted** into the working set (a hit on one already there refreshes it); when the set is
-over capacity one is **evicted** back to L3 by ``eviction``: ``lru`` (least recently hit) or
-``fifo`` (first promoted). Promotions persist across one user's questions, in the order they
-are asked, so the working memory carries what the last questions needed.
+A question sees the summary, L1 and the working set, in that order: the summary and L1 are the
+same for every question of a user, so a provider's prompt cache can serve them from the user's
+second question on; the working set changes with the questions. An archived message a question
+retrieves is **promoted** into the working set (a hit on one already there refreshes it); when
+the set is over capacity one is **evicted** back to L3 by ``eviction``: ``lru`` (least recently
+hit) or ``fifo`` (first promoted). Promotions persist across one user's questions, in the order
+they are asked, so the working memory carries what the last questions needed.
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ class HierarchicalMemory(StoredSystem):
         return WorkingSet(int(self.settings["working_capacity"]), str(self.settings["eviction"]))
 
     def search(self, memory: UserItems, question: dict, query: np.ndarray) -> pd.DataFrame:
-        """The summary, the working set after this question's hits are promoted, L1."""
+        """The summary, L1, then the working set after this question's hits are promoted."""
         working = memory.state
         hits = nearest(
             memory.vectors, query, memory.of_kind("archive"), int(self.settings["archive_top_k"])
@@ -200,8 +202,8 @@ class HierarchicalMemory(StoredSystem):
             working.hit(row)
         rows = [
             *np.flatnonzero(memory.of_kind("summary")),
-            *working.rows(),
             *np.flatnonzero(memory.of_kind("turn")),
+            *working.rows(),
         ]
         out = shown(memory.items, rows, dict(hits))
         out["kind"] = [
