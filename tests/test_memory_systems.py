@@ -531,6 +531,28 @@ def test_every_progress_bar_of_a_build_is_text_that_the_log_keeps(smoke_run):
         assert f"{system}: ingest: 100%|" in log
 
 
+def walks_observed_in_part(run, users=("pair-1",)):
+    """Per user, 90 messages of which observational memory observes the first 50 (the last 40,
+    some 1,500 tokens, stay raw in every question's prompt), and four questions about them."""
+    said = "On day {} I walked {} miles along the river {}, past the old mill and the bridge."
+
+    def chat(user: str) -> list[tuple]:
+        return [("Ana" if i % 2 else "Ben", "user", said.format(i, i, user)) for i in range(90)]
+
+    turns = pd.concat([make_turns(u, [("2023-03-01T10:00:00", chat(u))]) for u in users])
+    first_lines = count_tokens("".join(x.render() + "\n" for x in user_lines(turns)[:50]))
+    system = ObservationalMemory(
+        run.dataset("locomo").ensure(),
+        {"observer_tokens": first_lines, "reflector_tokens": 10**6},
+        dataset="locomo",
+    )
+    days = (7, 85, 12, 60)
+    asked = pd.concat(
+        [questions_for(u, [f"How far did I walk on day {d}?" for d in days]) for u in users]
+    )
+    return turns, system, asked.reset_index(drop=True)
+
+
 def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cache_serves_them(
     run_paths,
 ):
@@ -543,18 +565,9 @@ def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cach
     from memcost.catalog import cacheable
     from memcost.costs.ledger import load_ledger
 
-    ds = run_paths.dataset("locomo").ensure()
-    said = "On day {} I walked {} miles along the river, past the old mill and the bridge."
-    chat = [("Ana" if i % 2 else "Ben", "user", said.format(i, i)) for i in range(90)]
-    turns = make_turns("pair-1", [("2023-03-01T10:00:00", chat)])
-    # the observer reads the first 50 messages; the last 40 stay raw
-    first_lines = count_tokens("".join(x.render() + "\n" for x in user_lines(turns)[:50]))
-    system = ObservationalMemory(
-        ds, {"observer_tokens": first_lines, "reflector_tokens": 10**6}, dataset="locomo"
-    )
+    turns, system, asked = walks_observed_in_part(run_paths)
     client = client_for(run_paths)
     system.build(client, turns)
-    asked = questions_for("pair-1", ["How far did I walk on day 7?", "What about day 85?"] * 2)
     answer_with_system(client, system, asked, turns)
     shown = system.recall(client, asked)["pair-1-q0"].facts
     kinds = shown["kind"].tolist()
@@ -578,3 +591,37 @@ def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cach
     )
     api = costs.price_calls(load_ledger([run_paths.root]).assign(backend="openai"))
     assert api.loc[api["stage"] == "read", "cached_prompt_tokens"].sum() == 0  # a provider's say
+
+
+def test_over_an_api_observational_reads_are_priced_with_the_cached_tokens_the_provider_reports(
+    run_paths, tmp_path, monkeypatch
+):
+    """Through the real client and the local server (which caches prefixes as OpenAI does): a
+    user's first question is sent alone, so that from the second on the provider serves the raw
+    messages from its cache, and the cost tables price what it reported, not the offline rule's
+    count."""
+    from fake_api.stages import stage_server
+    from llm_helpers import TEST_KEY, api_client
+
+    from memcost import costs
+    from memcost.costs.ledger import load_ledger
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    turns, system, asked = walks_observed_in_part(run_paths, users=("pair-1", "pair-2"))
+    # calls take a while, so that calls sent together overlap as they do on a real API
+    with stage_server(api_key=TEST_KEY, faults=False, malformed_every=0, latency_s=0.2) as server:
+        client = api_client(run_paths, server.url, tmp_path)
+        system.build(client, turns)
+        answer_with_system(client, system, asked, turns)
+    reads = pd.DataFrame([c for c in read_calls(run_paths.calls) if c["stage"] == "read"])
+    assert (reads["backend"] == "openai").all() and len(reads) == 8
+    for _, calls in reads.groupby("conversation_id"):
+        first = calls["question_id"].str.endswith("-q0")
+        assert calls.loc[first, "cached_prompt_tokens"].tolist() == [0]
+        # the raw messages, from the second question on
+        assert calls.loc[~first, "cached_prompt_tokens"].min() >= 1_024
+    priced = costs.price_calls(load_ledger([run_paths.root]))
+    assert (
+        priced.loc[priced["stage"] == "read", "cached_prompt_tokens"].tolist()
+        == reads["cached_prompt_tokens"].tolist()
+    )

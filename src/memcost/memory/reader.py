@@ -195,8 +195,8 @@ def answer_with_system(
             report.answered += 1
             report.errors += result.error is not None
 
-        client.chat_many(
-            requests,
+        client.chat_groups(
+            by_shared_prefix(requests),
             offline=offline_reader,
             on_result=write,
             desc=f"{system.answers_as}: read answers",
@@ -259,6 +259,23 @@ def with_shared_prefixes(requests: Sequence[ChatRequest]) -> list[ChatRequest]:
         for i in rows[1:] if shared else []:
             out[i] = replace(requests[i], tags={**requests[i].tags, SHARED_PREFIX_TAG: shared})
     return out
+
+
+def by_shared_prefix(requests: Sequence[ChatRequest]) -> list[list[ChatRequest]]:
+    """The reader calls as :meth:`~memcost.llm.LLMClient.chat_groups` sends them: a user's calls
+    that share a cacheable prefix in one group, whose first goes alone so that the provider's
+    cache holds the prefix when the others arrive (as long context's questions are sent); every
+    other call in a group of its own, sent at once."""
+    users: dict[str, list[ChatRequest]] = {}
+    for request in requests:
+        users.setdefault(str(request.tags.get("conversation_id")), []).append(request)
+    groups: list[list[ChatRequest]] = []
+    for calls in users.values():
+        if any(SHARED_PREFIX_TAG in r.tags for r in calls):
+            groups.append(calls)
+        else:
+            groups += [[r] for r in calls]
+    return groups
 
 
 def shown_options(question: Mapping[str, Any], mode: str) -> answers.MultipleChoice | None:
