@@ -9,6 +9,7 @@ from memcost.catalog import price_for
 from memcost.costs import estimate
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.memory import open_system
+from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM
 from memcost.memory.graph import GraphMemory
 from memcost.memory.observational import ObservationalMemory
 from memcost.run import PresetError, run_preset
@@ -135,6 +136,42 @@ def test_observational_memory_is_estimated_by_its_observer_gate(prepared):
     assert ObservationalMemory.write_calls(settings, sizes, 9) == (2, 60_000 / 85_000)
     assert ObservationalMemory.write_calls(settings, sizes[:1], 3) == (0, 0.0)
     assert GraphMemory.write_calls({}, sizes, 3) == (6, 1.0)  # two calls a segment
+
+
+def test_what_a_memory_shows_every_question_first_is_estimated_at_the_cached_price():
+    """Observational memory below its gate shows a user's raw messages to every question,
+    first: a provider's cache serves them from the second question on, as the run measures
+    (its reader calls are sent first-alone). The estimate priced all of them uncached, about
+    three times the bill of a LoCoMo run."""
+    stats = pd.DataFrame({
+        "conversation_id": ["a", "b"],
+        "n_sessions": 10,
+        "n_turns": [400, 100],
+        "n_questions": [5, 1],
+        "text_tokens": [20_000, 5_000],
+        "history_tokens": [20_500, 5_100],
+    })  # fmt: skip
+    questions = pd.DataFrame({"conversation_id": ["a"] * 5 + ["b"], "category_id": 1})
+    params = {"memory_systems": ["observational"], "models": [], "baseline_models": []}
+    rows = estimate.estimate_counts("locomo", stats, questions, params)
+    read = (
+        rows.loc[(rows["ledger_stage"] == "read")].set_index("system").loc["memory_observational"]
+    )
+    top = TOKENS_PER_RETRIEVED_ITEM  # one observation, sized as one of the paper's facts
+    shown = 5 * (20_500 + top) + (5_100 + top)
+    assert read["input_tokens"] == int(shown)
+    # user a's 20,500 raw tokens in the cache's steps (1,024, then 128 at a time), four times;
+    # user b asks once: nothing to serve from a cache
+    assert read["cached_input_tokens"] == 20_480 * 4
+    mini = price_for("gpt-5-mini")
+    uncached = (
+        6 * estimate.READ_USD_PER_QUESTION_MINI
+        + (shown - 6 * estimate.PAPER_RETRIEVED_TOKENS) * mini.input / 1e6
+    )
+    assert read["usd"] == pytest.approx(uncached - 20_480 * 4 * (0.25 - 0.025) / 1e6)
+    # shown only the observations (the serving study's setting), nothing is shared
+    unshown = {"unobserved_in_context": False, "observer_tokens": 30_000}
+    assert ObservationalMemory.read_shared_tokens(unshown, 20_500, 50) == 0
 
 
 def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):

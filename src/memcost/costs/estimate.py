@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 from memcost.answers import system_label
-from memcost.catalog import TIER_SOURCE, discount_multiplier, price_for, tier_limits
+from memcost.catalog import (
+    TIER_SOURCE,
+    cacheable,
+    discount_multiplier,
+    price_for,
+    tier_limits,
+)
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.data import load
 from memcost.data.benchmark import read_conversations, read_questions
@@ -51,7 +57,8 @@ INGEST_USD_PER_TOKEN_NANO = PAPER_CONSTANTS.write_usd_per_token
 # Reading with GPT-5-mini: the paper's ~$0.001317 per question (Tables 4-5; text: ~$0.0013).
 READ_USD_PER_QUESTION_MINI = PAPER_CONSTANTS.read_usd
 # ... with 1,046 retrieved tokens a question (§4.2): a system that shows its reader more or less
-# (MemorySystem.read_context_tokens) pays the difference at the reader's input price
+# (MemorySystem.read_context_tokens) pays the difference at the reader's input price, and what
+# every question of a user sees first (read_shared_tokens) at its cached price after the first
 PAPER_RETRIEVED_TOKENS = MEASURED["read_retrieved_tokens_per_question"]
 # Output (visible + reasoning) tokens per long-context answer: what Tables 4-5 imply (~527).
 LC_OUTPUT_TOKENS = PAPER_CONSTANTS.output_tokens
@@ -305,18 +312,23 @@ def _memory_rows(
         if not cls.write_passes:  # its items are the history itself, embedded
             out.add("write", system, embedder, calls, history, 0, 0, ledger_stage="embed")
         effort = _effort(p, "reader_reasoning_effort")
-        shown = _read_tokens(cls, chosen, stats)
+        shown, cached = _read_tokens(cls, chosen, stats) or (None, 0.0)
         usd = n_questions * read_usd
         if shown is not None:  # the paper's read, plus what this system shows more (or less)
+            price = price_for(reader, p.get("price_overrides"))
             extra = shown - n_questions * PAPER_RETRIEVED_TOKENS
-            usd += extra * price_for(reader, p.get("price_overrides")).input / 1e6
+            usd += extra * price.input / 1e6
+            discount = price.input - (
+                price.input if price.cached_input is None else price.cached_input
+            )
+            usd -= cached * discount / 1e6
         out.add(
             "read",
             system,
             reader,
             n_questions,
             shown or 0,
-            0,
+            cached,
             0,
             usd=usd,
             ledger_stage="read",
@@ -326,18 +338,23 @@ def _memory_rows(
         out.add("read", system, embedder, n_questions, n_questions * 20, 0, 0, ledger_stage="embed")
 
 
-def _read_tokens(cls: Any, settings: Mapping[str, Any], stats: pd.DataFrame) -> float | None:
+def _read_tokens(
+    cls: Any, settings: Mapping[str, Any], stats: pd.DataFrame
+) -> tuple[float, float] | None:
     """The memory a system's reader sees over all questions, sized per conversation from the
-    system's settings (``None``: the system cannot say before the run)."""
-    total = 0.0
+    system's settings, and the part of it a provider's prompt cache serves: what every question
+    of a user sees first (``MemorySystem.read_shared_tokens``), from the user's second question
+    on, in the cache's steps (``None``: the system cannot say before the run)."""
+    total = cached = 0.0
     for r in stats.itertuples():
-        per_question = cls.read_context_tokens(
-            settings, float(r.history_tokens), float(r.history_tokens) / max(1, r.n_turns)
-        )
+        sizes = (settings, float(r.history_tokens), float(r.history_tokens) / max(1, r.n_turns))
+        per_question = cls.read_context_tokens(*sizes)
         if per_question is None:
             return None
         total += per_question * r.n_questions
-    return total
+        shared = cacheable(int(cls.read_shared_tokens(*sizes)))
+        cached += shared * max(0, int(r.n_questions) - 1)
+    return total, cached
 
 
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -620,6 +637,14 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
             "  ‡ the memory a system's reader sees, sized from its settings; priced as the "
             f"paper's read (§4.2: {PAPER_RETRIEVED_TOKENS:,} retrieved tokens a question) plus "
             "the tokens it shows more or fewer, at the reader's input price"
+            + (
+                "; what it shows every question of a user first, at the cached price after "
+                "the user's first question"
+                if (
+                    estimate["ledger_stage"].eq("read") & estimate["cached_input_tokens"].gt(0)
+                ).any()
+                else ""
+            )
         )
     total = float(estimate["usd"].sum())
     budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"

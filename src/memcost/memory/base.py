@@ -149,6 +149,16 @@ class MemorySystem(ABC):
         return None
 
     @classmethod
+    def read_shared_tokens(
+        cls, settings: Mapping[str, Any], history_tokens: float, turn_tokens: float
+    ) -> float:
+        """The part of :meth:`read_context_tokens` that every question of a user sees first, the
+        same each time (raw messages shown to every question): what a provider's prompt cache
+        serves from the user's second question on. None by default: what a search retrieves
+        changes with the question."""
+        return 0.0
+
+    @classmethod
     def write_calls(
         cls, settings: Mapping[str, Any], stats: pd.DataFrame, segments: int
     ) -> tuple[int, float]:

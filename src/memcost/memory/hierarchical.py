@@ -149,10 +149,15 @@ class HierarchicalMemory(StoredSystem):
 
     @classmethod
     def read_context_tokens(cls, settings, history_tokens, turn_tokens):
-        """The summary (4 tokens to 3 words), a full working set and the last messages."""
-        turns = int(settings["window_turns"]) + int(settings["working_capacity"])
+        """The summary (4 tokens to 3 words), the last messages and a full working set."""
+        shared = cls.read_shared_tokens(settings, history_tokens, turn_tokens)
+        return min(shared + int(settings["working_capacity"]) * turn_tokens, history_tokens)
+
+    @classmethod
+    def read_shared_tokens(cls, settings, history_tokens, turn_tokens):
+        """The summary and the last messages, shown first to every question."""
         summary = int(settings["summary_words"]) * 4 / 3
-        return min(summary + turns * turn_tokens, history_tokens)
+        return min(summary + int(settings["window_turns"]) * turn_tokens, history_tokens)
 
     @classmethod
     def write_calls(cls, settings, stats, segments):

@@ -196,9 +196,14 @@ class ObservationalMemory(StoredSystem):
         """``top_k`` observations (sized as the paper's facts) and, where they stay in the
         context, the messages the observer has not read yet (what is left over its threshold)."""
         observed = int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM
+        return observed + cls.read_shared_tokens(settings, history_tokens, turn_tokens)
+
+    @classmethod
+    def read_shared_tokens(cls, settings, history_tokens, turn_tokens):
+        """The messages not observed yet, shown first to every question."""
         if not settings["unobserved_in_context"]:
-            return observed
-        return observed + history_tokens % int(settings["observer_tokens"])
+            return 0.0
+        return history_tokens % int(settings["observer_tokens"])
 
     @classmethod
     def write_calls(cls, settings, stats, segments):
