@@ -559,11 +559,12 @@ def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cach
     """The messages not observed yet are the same for every question of a user: they come
     first, then the observation a question retrieves, so a provider's prompt cache can serve
     them from the second question on. The offline backend has no cache: its reader records carry
-    the tokens a cache would serve (whole 128-token steps from 1,024 on) and are priced with
-    them, as long context is priced cached from a user's second question on."""
+    the tokens a cache would serve (whole 128-token steps from 1,024 on), and the cost model
+    prices them cached, as it prices long context from a user's second question on."""
     from memcost import costs
     from memcost.catalog import cacheable
     from memcost.costs.ledger import load_ledger
+    from memcost.costs.measured import served_reads
 
     turns, system, asked = walks_observed_in_part(run_paths)
     client = client_for(run_paths)
@@ -581,16 +582,21 @@ def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cach
     assert {c["shared_prefix_tokens"] for c in reads[1:]} == {shared}
     assert all(c["cached_prompt_tokens"] == 0 for c in reads)  # as the offline backend said
 
+    # the ledger keeps what the offline backend counted (the bill shows no cache offline, for
+    # long context too); the cost model prices the reads as a provider's cache serves them
     priced = costs.price_calls(load_ledger([run_paths.root]))
-    priced = priced.loc[priced["stage"] == "read"].set_index("question_id")
-    assert priced["cached_prompt_tokens"].tolist() == [0, shared, shared, shared]
-    later = priced.loc["pair-1-q2"]
-    assert later["cost_usd"] == pytest.approx(
-        ((later["prompt_tokens"] - shared) * 0.25 + shared * 0.025 + later["completion_tokens"] * 2)
-        / 1e6
-    )
-    api = costs.price_calls(load_ledger([run_paths.root]).assign(backend="openai"))
-    assert api.loc[api["stage"] == "read", "cached_prompt_tokens"].sum() == 0  # a provider's say
+    reads = priced.loc[priced["stage"] == "read"].set_index("question_id")
+    assert reads["cached_prompt_tokens"].sum() == 0
+    served = served_reads(reads, None)["cost_usd"]
+    assert served["pair-1-q0"] == reads.loc["pair-1-q0", "cost_usd"]  # it writes the cache
+    for question in ("pair-1-q1", "pair-1-q2", "pair-1-q3"):
+        p, c = reads.loc[question, ["prompt_tokens", "completion_tokens"]]
+        assert served[question] == pytest.approx(
+            ((p - shared) * 0.25 + shared * 0.025 + c * 2) / 1e6
+        )
+        assert served[question] < reads.loc[question, "cost_usd"] / 3
+    api = reads.assign(is_estimate=False)  # a provider reports its own cached tokens
+    assert served_reads(api, None)["cost_usd"].equals(api["cost_usd"])
 
 
 def test_over_an_api_observational_reads_are_priced_with_the_cached_tokens_the_provider_reports(
@@ -605,6 +611,7 @@ def test_over_an_api_observational_reads_are_priced_with_the_cached_tokens_the_p
 
     from memcost import costs
     from memcost.costs.ledger import load_ledger
+    from memcost.costs.measured import served_reads
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     turns, system, asked = walks_observed_in_part(run_paths, users=("pair-1", "pair-2"))
@@ -621,7 +628,6 @@ def test_over_an_api_observational_reads_are_priced_with_the_cached_tokens_the_p
         # the raw messages, from the second question on
         assert calls.loc[~first, "cached_prompt_tokens"].min() >= 1_024
     priced = costs.price_calls(load_ledger([run_paths.root]))
-    assert (
-        priced.loc[priced["stage"] == "read", "cached_prompt_tokens"].tolist()
-        == reads["cached_prompt_tokens"].tolist()
-    )
+    priced = priced.loc[priced["stage"] == "read"]
+    assert priced["cached_prompt_tokens"].tolist() == reads["cached_prompt_tokens"].tolist()
+    assert served_reads(priced, None)["cost_usd"].equals(priced["cost_usd"])

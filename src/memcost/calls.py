@@ -73,8 +73,8 @@ OPTIONAL_FIELDS = ("billed_usd", "served_by", "served_model", "execution")
 STANDARD_TAGS = ("dataset", "conversation_id", "question_id", "system")
 RESERVED_FIELDS = BASE_FIELDS + OPTIONAL_FIELDS
 # A reader call's tag: the prompt tokens an earlier call of the same user already sent, which a
-# provider's prompt cache would serve (memcost.memory.reader.with_shared_prefixes); the offline
-# backend's records, which have no cache, are priced with it.
+# provider's prompt cache would serve (memcost.memory.reader.with_shared_prefixes); the cost
+# model prices the offline backend's records, which have no cache, with it.
 SHARED_PREFIX_TAG = "shared_prefix_tokens"
 
 

@@ -15,14 +15,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.answers import answer_systems, load_answers, system_kind
-from memcost.calls import (
-    BASE_FIELDS,
-    OFFLINE,
-    SHARED_PREFIX_TAG,
-    STANDARD_TAGS,
-    read_calls,
-    record_call_key,
-)
+from memcost.calls import BASE_FIELDS, OFFLINE, STANDARD_TAGS, read_calls, record_call_key
 from memcost.catalog import list_usd, price_for, price_successor, slug
 from memcost.paths import RunPaths
 
@@ -166,7 +159,6 @@ def price_calls(
         lines = priced.loc[priced["model"].isna(), "line"].head(3).tolist()
         raise ValueError(f"ledger records without a model cannot be priced (lines {lines})")
     prices = {m: price_for(m, price_overrides, on=on) for m in priced["model"].unique()}
-    _serve_offline_prefixes(priced)
     _add_list_prices(priced, prices)
     priced["spent_usd"] = _spent_usd(priced)
     _label_phases(priced)
@@ -184,20 +176,6 @@ def _with_empty_price_columns(priced: pd.DataFrame) -> pd.DataFrame:
     for column in ("price_model", "price_date", "phase", "answer_system"):
         priced[column] = pd.Series(dtype="string")
     return priced
-
-
-def _serve_offline_prefixes(priced: pd.DataFrame) -> None:
-    """The offline backend has no prompt cache: a reader call whose prompt starts with what an
-    earlier call of the same user sent (its ``shared_prefix_tokens`` tag: observational
-    memory's raw messages) is counted with those tokens cached, as a provider's cache would
-    serve them, in place. An API's records keep the cached tokens the provider reported."""
-    if SHARED_PREFIX_TAG not in priced.columns:
-        return
-    shared = pd.to_numeric(priced[SHARED_PREFIX_TAG], errors="coerce").fillna(0).astype("int64")
-    served = (priced["backend"] == OFFLINE).fillna(False) & (priced["cached_prompt_tokens"] == 0)
-    priced["cached_prompt_tokens"] = priced["cached_prompt_tokens"].where(
-        ~served, np.minimum(shared, priced["prompt_tokens"])
-    )
 
 
 def _add_list_prices(priced: pd.DataFrame, prices: Mapping[str, Any]) -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from memcost import stats
 from memcost.answers import JUDGMENT_FIELDS, primary, read_run_judgments, system_label
+from memcost.calls import SHARED_PREFIX_TAG
 from memcost.catalog import price_for
 from memcost.costs.ledger import TOKEN_COLUMNS, basis_of, workload
 from memcost.costs.model import (
@@ -412,6 +413,7 @@ def measured_cost_model(
     ``work`` is the dataset's :func:`dataset_workload` when the caller has it already.
     """
     work, write, read, lc = _phases(priced, dataset, lc_system, memory, work)
+    read = served_reads(read, price_overrides)
     conversations = (read if write.empty else write)["conversation_id"].nunique()
     questions = read["question_id"].nunique()
     first_mask = ~lc.duplicated(subset=["conversation_id"], keep="first")
@@ -491,6 +493,31 @@ def _offline_uncached(lc: pd.DataFrame) -> bool:
     tokens, which says nothing about a real provider, so they are priced with the paper's
     assumption instead (the whole prompt cached from the second question on)."""
     return bool(lc["is_estimate"].all()) and int(lc["cached_prompt_tokens"].sum()) == 0
+
+
+def served_reads(
+    read: pd.DataFrame, price_overrides: Mapping[str, Mapping[str, Any]] | None
+) -> pd.DataFrame:
+    """Memory reads under the cost model's rule for a run with no provider cache (offline): a
+    reader call whose prompt starts with what the user's earlier call sent (its
+    ``shared_prefix_tokens`` tag: observational memory's raw messages, hierarchical memory's
+    summary and last messages) is priced with those tokens cached, as a provider's cache serves
+    them, just as long context's later questions are priced cached. An API's records keep
+    the cached tokens the provider reported."""
+    if SHARED_PREFIX_TAG not in read.columns or read.empty:
+        return read
+    shared = pd.to_numeric(read[SHARED_PREFIX_TAG], errors="coerce").fillna(0).astype("int64")
+    served = read["is_estimate"] & (read["cached_prompt_tokens"] == 0) & (shared > 0)
+    if not served.any():
+        return read
+    rows = zip(read["model"], read["prompt_tokens"], shared, read["completion_tokens"], strict=True)
+    cost = [
+        price_for(str(m), price_overrides).cost(
+            prompt_tokens=p, cached_prompt_tokens=min(s, p), completion_tokens=c
+        )
+        for m, p, s, c in rows
+    ]
+    return read.assign(cost_usd=np.where(served, cost, read["cost_usd"]))
 
 
 def all_cached_cost(
@@ -604,16 +631,18 @@ def per_user_series(
     one long-context system.
 
     Memory pays the conversation's whole write cost with its first question, then one read per
-    question; long context pays each call as it came, under the cost model's own rule for a
-    run with no provider cache to measure (offline): from a conversation's second question on,
-    the whole prompt is priced as cached, as :func:`measured_cost_model`'s ``C_cached`` is, so
-    the per-user break-even and the model's agree. Questions are in ledger order. ``work`` is
+    question (:func:`served_reads`); long context pays each call as it came, under the cost
+    model's own rule for a run with no provider cache to measure (offline): from a
+    conversation's second question on, the whole prompt is priced as cached, as
+    :func:`measured_cost_model`'s ``C_cached`` is, so the per-user break-even and the model's
+    agree. Questions are in ledger order. ``work`` is
     the dataset's :func:`dataset_workload` when the caller has it already.
     """
     work = dataset_workload(priced, dataset) if work is None else work
     mine = memory_system(work) == memory
     write = work.loc[(work["phase"] == "write") & mine].groupby("conversation_id")["cost_usd"].sum()
-    read = work.loc[(work["phase"] == "read") & mine].groupby("question_id")["cost_usd"].sum()
+    read = served_reads(work.loc[(work["phase"] == "read") & mine], price_overrides)
+    read = read.groupby("question_id")["cost_usd"].sum()
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
     if not lc.empty and _offline_uncached(lc):
         later = lc["question_id"] != lc.groupby("conversation_id")["question_id"].transform("first")

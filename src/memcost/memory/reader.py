@@ -247,9 +247,9 @@ def shared_prefix_tokens(requests: Sequence[ChatRequest]) -> int:
 def with_shared_prefixes(requests: Sequence[ChatRequest]) -> list[ChatRequest]:
     """``requests`` with ``shared_prefix_tokens`` in the tags of each user's calls after the
     first (in the order asked), where a provider's cache would serve part of the prompt. An API
-    reports the tokens it served from its cache; the offline backend has no cache, and its
-    records are priced with this (:func:`memcost.costs.ledger.price_calls`), as long context's
-    are with the whole prompt cached from a user's second question on."""
+    reports the tokens it served from its cache; the offline backend has no cache, and the cost
+    model prices its records with this (:func:`memcost.costs.measured.served_reads`), as it
+    prices long context's with the whole prompt cached from a user's second question on."""
     users: dict[str, list[int]] = {}
     for i, request in enumerate(requests):
         users.setdefault(str(request.tags.get("conversation_id")), []).append(i)
