@@ -215,20 +215,23 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     assert set(asked.values()) == {33}
 
 
+# the paper's memory and the oracle alone, each judged by one prompt
+ORACLE_ALONE = {
+    "models": [],
+    "baseline_models": ["gpt-5-mini-2025-08-07"],
+    "include_rolling_window": False,
+    "include_no_context": False,
+    "include_oracle": True,
+    "judge_prompts": ["judge"],
+}
+
+
 def test_the_oracle_is_estimated_for_the_questions_it_can_ask(prepared):
     # only a question with evidence can be asked with its evidence sessions alone: PersonaMem's
     # have none, and the smoke run made no oracle call there (the estimate counted 8 and their
     # judgments)
-    params = {
-        "models": [],
-        "baseline_models": ["gpt-5-mini-2025-08-07"],
-        "include_rolling_window": False,
-        "include_no_context": False,
-        "include_oracle": True,
-        "judge_prompts": ["judge"],
-        "n_votes": 3,
-        "mode": "open_ended",  # judged (multiple choice is scored by letter)
-    }
+    # judged (multiple choice is scored by letter)
+    params = {**ORACLE_ALONE, "n_votes": 3, "mode": "open_ended"}
     persona = estimate.estimate_dataset(prepared.dataset("personamem"), params)
     rows = persona.set_index("system")
     assert rows.loc["oracle_gpt-5-mini-2025-08-07", "requests"] == 0
@@ -250,15 +253,7 @@ def test_the_oracle_is_estimated_by_notebook_03s_rule_for_evidence_no_session_ho
     first = questions.index[0]
     questions.at[first, "evidence"] = ["D99:1"]  # a turn of no session
     questions.loc[questions.index[1], "evidence"] = None  # none given
-    params = {
-        "models": [],
-        "baseline_models": ["gpt-5-mini-2025-08-07"],
-        "include_rolling_window": False,
-        "include_no_context": False,
-        "include_oracle": True,
-        "judge_prompts": ["judge"],
-        "n_votes": 1,
-    }
+    params = {**ORACLE_ALONE, "n_votes": 1}
     rows = estimate.estimate_counts(
         "locomo", stats, questions, params, conversations=conversations
     ).set_index("system")
