@@ -52,7 +52,9 @@ def section_memory_systems(view: RunView) -> list[str]:
             for r in per_system.to_dict("records")
         ]
         lines += [
-            "Measured on this run's ledger (an estimate for offline records): write per "
+            "Measured on this run's ledger (an estimate for offline records, which have no "
+            "provider cache: a user's later long-context questions, and what a memory shows "
+            "each question of a user first, are priced as a prompt cache serves them): write per "
             "user, read per question, and the break-even against long context in "
             "questions per user, at the paper's prices (GPT-5-mini) and with the same "
             "tokens at today's rows of the successors "
