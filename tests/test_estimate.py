@@ -174,6 +174,37 @@ def test_what_a_memory_shows_every_question_first_is_estimated_at_the_cached_pri
     assert ObservationalMemory.read_shared_tokens(unshown, 20_500, 50) == 0
 
 
+def test_a_users_questions_on_one_cached_prefix_take_their_pace_on_openai():
+    """The client sends a user's long-context questions (and a memory's reads that share a
+    cached prefix) at most prefix_requests_per_minute a minute to OpenAI, whose cache overflows
+    above it: 100 questions of one user take 99 / 15 minutes after the first, however high the
+    account's limits. The estimate timed them by latency over max_concurrency (1 minute)."""
+    stats = pd.DataFrame({
+        "conversation_id": ["a", "b"],
+        "n_sessions": 10,
+        "n_turns": 400,
+        "n_questions": [100, 20],
+        "text_tokens": 20_000,
+        "history_tokens": 20_500,
+    })  # fmt: skip
+    questions = pd.DataFrame({"conversation_id": ["a"] * 100 + ["b"] * 20, "category_id": 1})
+    huge = {"rpm": 10**6, "tpm": 10**9}
+    params = {
+        "memory_systems": ["observational", "rag"],
+        "models": ["gpt-5-mini-2025-08-07", "openai/gpt-oss-120b"],
+        "baseline_models": [],
+        "client": {"rate_limits": {"gpt-5-mini": huge, "gpt-5-nano": huge}},
+    }
+    rows = estimate.estimate_counts("locomo", stats, questions, params).set_index("system")
+    lc = rows.loc["long_context_gpt-5-mini-2025-08-07"]
+    assert (lc["minutes"], lc["bound_by"]) == (pytest.approx(99 / 15), "requests/min a prefix")
+    oss = rows.loc["long_context_openai/gpt-oss-120b"]  # served by OpenRouter: no such pace
+    assert oss["bound_by"] == "latency"
+    reads = rows.loc[rows["ledger_stage"] == "read"]
+    assert reads.loc["memory_observational", "bound_by"] == "requests/min a prefix"
+    assert reads.loc["memory_rag", "bound_by"] == "latency"  # what it retrieves changes
+
+
 def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     # a call a segment was assumed for every system: the graph makes two, the hierarchical
     # memory one each 10 messages across sessions, RAG an embedding request a user

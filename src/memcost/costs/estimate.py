@@ -23,6 +23,7 @@ from memcost.catalog import (
     TIER_SOURCE,
     cacheable,
     discount_multiplier,
+    model_info,
     price_for,
     tier_limits,
 )
@@ -148,11 +149,14 @@ class _Rows:
         *,
         ledger_stage: str,
         effort: str = "",
+        per_prefix: int = 0,
     ) -> None:
         """One row; ``ledger_stage`` (memcost.calls.STAGES) picks its execution mode, and
         ``usd_execution`` is its bill in that mode (NaN: the model has no price for it);
         ``minutes`` is the time its calls take at the rate limits in force (NaN: a batch,
-        whose results come within 24 hours)."""
+        whose results come within 24 hours); ``per_prefix``: the most of its requests that
+        share one cached prefix (a user's questions), which the client sends at most
+        ``prefix_requests_per_minute`` a minute to OpenAI."""
         overrides = self.params.get("price_overrides")
         price = price_for(model, overrides)
         if usd is None:  # priced per (mean) request: a long-context tier applies per request
@@ -165,7 +169,9 @@ class _Rows:
         mode = normalise_execution(client_option(self.params, "execution"))[ledger_stage]
         multiplier = discount_multiplier(model, mode, overrides)
         seconds = SECONDS_PER_EMBEDDING if ledger_stage == "embed" else SECONDS_PER_REQUEST[stage]
-        minutes, bound, limits = self._minutes(seconds, model, requests, input_tokens + output)
+        minutes, bound, limits = self._minutes(
+            seconds, model, requests, input_tokens + output, per_prefix
+        )
         self.rows.append(
             {
                 "dataset": self.dataset,
@@ -188,10 +194,11 @@ class _Rows:
         )
 
     def _minutes(
-        self, seconds: float, model: str, requests: float, tokens: float
+        self, seconds: float, model: str, requests: float, tokens: float, per_prefix: int = 0
     ) -> tuple[float, str, str]:
         """Minutes of calls of ``seconds`` each, what binds them (the request limit, the token
-        limit, or latency over ``max_concurrency``), and where the limits came from."""
+        limit, latency over ``max_concurrency``, or the pace of one prefix's requests on
+        OpenAI, whose cache overflows above it), and where the limits came from."""
         concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
         rpm, tpm, source = tier_limits(model, client_option(self.params, "rate_limits"))
         bounds = {"latency": requests * seconds / concurrency / 60}
@@ -199,6 +206,10 @@ class _Rows:
             bounds["requests/min"] = requests / rpm
         if tpm:
             bounds["tokens/min"] = tokens / tpm
+        declared = client_option(self.params, "model_capabilities") or None
+        if per_prefix > 1 and "openai" in model_info(model, declared).providers:
+            pace = int(client_option(self.params, "prefix_requests_per_minute"))
+            bounds["requests/min a prefix"] = (per_prefix - 1) / pace
         bound = max(bounds, key=bounds.__getitem__)
         return bounds[bound], bound, source
 
@@ -312,7 +323,7 @@ def _memory_rows(
         if not cls.write_passes:  # its items are the history itself, embedded
             out.add("write", system, embedder, calls, history, 0, 0, ledger_stage="embed")
         effort = _effort(p, "reader_reasoning_effort")
-        shown, cached = _read_tokens(cls, chosen, stats) or (None, 0.0)
+        shown, cached, sharing = _read_tokens(cls, chosen, stats) or (None, 0.0, 0)
         usd = n_questions * read_usd
         if shown is not None:  # the paper's read, plus what this system shows more (or less)
             price = price_for(reader, p.get("price_overrides"))
@@ -333,6 +344,7 @@ def _memory_rows(
             usd=usd,
             ledger_stage="read",
             effort=effort,
+            per_prefix=sharing,
         )
         # each question embedded in a request of its own
         out.add("read", system, embedder, n_questions, n_questions * 20, 0, 0, ledger_stage="embed")
@@ -340,12 +352,14 @@ def _memory_rows(
 
 def _read_tokens(
     cls: Any, settings: Mapping[str, Any], stats: pd.DataFrame
-) -> tuple[float, float] | None:
+) -> tuple[float, float, int] | None:
     """The memory a system's reader sees over all questions, sized per conversation from the
-    system's settings, and the part of it a provider's prompt cache serves: what every question
-    of a user sees first (``MemorySystem.read_shared_tokens``), from the user's second question
-    on, in the cache's steps (``None``: the system cannot say before the run)."""
+    system's settings; the part of it a provider's prompt cache serves: what every question of
+    a user sees first (``MemorySystem.read_shared_tokens``), from the user's second question on,
+    in the cache's steps; and the most questions of one user that share such a prefix (the
+    reader sends them as long context's are). ``None``: the system cannot say before the run."""
     total = cached = 0.0
+    sharing = 0
     for r in stats.itertuples():
         sizes = (settings, float(r.history_tokens), float(r.history_tokens) / max(1, r.n_turns))
         per_question = cls.read_context_tokens(*sizes)
@@ -354,7 +368,8 @@ def _read_tokens(
         total += per_question * r.n_questions
         shared = cacheable(int(cls.read_shared_tokens(*sizes)))
         cached += shared * max(0, int(r.n_questions) - 1)
-    return total, cached
+        sharing = max(sharing, int(r.n_questions) if shared else 0)
+    return total, cached, sharing
 
 
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
@@ -380,6 +395,7 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
             n_questions * LC_OUTPUT_TOKENS,
             ledger_stage="long_context",
             effort=effort,
+            per_prefix=int(stats["n_questions"].max()) if len(stats) else 0,
         )
 
 
@@ -585,7 +601,9 @@ def limits_note(estimate: pd.DataFrame) -> str:
     return (
         "times at the rate limits in force (" + "; ".join(sources) + f"; {TIER_SOURCE}; "
         "state yours with client: {rate_limits: {MODEL: {rpm: N, tpm: N}}}), each stage "
-        "at most max_concurrency requests at a time"
+        "at most max_concurrency requests at a time, and a user's questions that share a "
+        "cached prefix at most prefix_requests_per_minute a minute to OpenAI (its cache "
+        "overflows above it)"
     )
 
 
