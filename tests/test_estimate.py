@@ -174,6 +174,20 @@ def test_what_a_memory_shows_every_question_first_is_estimated_at_the_cached_pri
     assert ObservationalMemory.read_shared_tokens(unshown, 20_500, 50) == 0
 
 
+def test_hindsight_is_estimated_by_its_retain_chunks_and_their_consolidations():
+    """Hindsight retains a session as one item in chunks of 3,000 characters, and consolidates
+    after them: on two LoCoMo conversations (19 sessions each, 12,555 and 9,690 tokens) it made
+    57 retain and 238 consolidation calls. A call a segment of the paper's memory was 95."""
+    from memcost.memory.hindsight_library import HindsightLibrary
+
+    stats = pd.DataFrame({"n_sessions": [19, 19], "text_tokens": [12_555, 9_690]})
+    calls, read = HindsightLibrary.write_calls({}, stats, 95)
+    assert read == 1.0
+    assert calls == pytest.approx(57 + 238, rel=0.1)
+    one_session = pd.DataFrame({"n_sessions": [1], "text_tokens": [100]})  # a short chunk
+    assert HindsightLibrary.write_calls({}, one_session, 1)[0] == int(1 + 238 / 57)
+
+
 def test_a_users_questions_on_one_cached_prefix_take_their_pace_on_openai():
     """The client sends a user's long-context questions (and a memory's reads that share a
     cached prefix) at most prefix_requests_per_minute a minute to OpenAI, whose cache overflows

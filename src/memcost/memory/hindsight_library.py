@@ -106,6 +106,13 @@ ENVIRONMENT = LibraryEnvironment(
     ),
 )
 SCHEMA = "hindsight"
+# For the pre-run estimate's count of write calls (HindsightLibrary.write_calls): Hindsight's
+# default retain_chunk_size; characters of a retained session's "speaker: text" lines per token
+# of its text, and consolidation calls per retain call, both measured on two LoCoMo
+# conversations (122,174 characters for 22,245 tokens; 238 consolidations after 57 retains)
+RETAIN_CHUNK_CHARS = 3_000
+CHARS_PER_TOKEN = 5.5
+CONSOLIDATIONS_PER_RETAIN = 238 / 57
 _PROMPTS = {  # the opening of each chat call's instructions: (stage, ledger step, stand-in)
     "Extract SIGNIFICANT facts from text.": (
         "extract",
@@ -353,6 +360,18 @@ class HindsightLibrary(LibrarySystem):
     write_passes = 10.0
     write_update_phase = False
     write_model_setting = "llm_model"
+
+    @classmethod
+    def write_calls(cls, settings, stats, segments):
+        """Retain calls: a session is one item, cut into chunks of at most
+        ``RETAIN_CHUNK_CHARS`` (Hindsight's default), each one extraction call; on average a
+        session's last chunk is half full. Consolidation calls: on the same two LoCoMo
+        conversations (offline stand-ins), 238 for the 57 retain calls (their exact count by
+        this rule; the segments of the paper's memory were 95)."""
+        chars = stats["text_tokens"] * CHARS_PER_TOKEN
+        sessions = stats["n_sessions"]
+        chunks = (chars / RETAIN_CHUNK_CHARS + sessions / 2).round().clip(lower=sessions)
+        return int(chunks.sum() * (1 + CONSOLIDATIONS_PER_RETAIN)), 1.0
 
     _pg: PgServer | None = None
 
