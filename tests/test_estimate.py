@@ -217,6 +217,10 @@ def test_a_users_questions_on_one_cached_prefix_take_their_pace_on_openai():
     reads = rows.loc[rows["ledger_stage"] == "read"]
     assert reads.loc["memory_observational", "bound_by"] == "requests/min a prefix"
     assert reads.loc["memory_rag", "bound_by"] == "latency"  # what it retrieves changes
+    # a server of your own (llama.cpp, vLLM) is not paced by the client
+    own = {**params, "backend": "custom", "base_url": "http://127.0.0.1:8080/v1"}
+    rows = estimate.estimate_counts("locomo", stats, questions, own).set_index("system")
+    assert rows.loc["long_context_gpt-5-mini-2025-08-07", "bound_by"] == "latency"
 
 
 def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):

@@ -19,10 +19,12 @@ import numpy as np
 import pandas as pd
 
 from memcost.answers import system_label
+from memcost.calls import OFFLINE
 from memcost.catalog import (
     TIER_SOURCE,
     cacheable,
     discount_multiplier,
+    is_known,
     model_info,
     price_for,
     tier_limits,
@@ -44,6 +46,7 @@ from memcost.paper import (
     TABLE2,
 )
 from memcost.params import (
+    backend_of,
     client_option,
     normalise_execution,
     normalise_price_overrides,
@@ -206,12 +209,19 @@ class _Rows:
             bounds["requests/min"] = requests / rpm
         if tpm:
             bounds["tokens/min"] = tokens / tpm
-        declared = client_option(self.params, "model_capabilities") or None
-        if per_prefix > 1 and "openai" in model_info(model, declared).providers:
+        if per_prefix > 1 and self._paced_by_prefix(model):
             pace = int(client_option(self.params, "prefix_requests_per_minute"))
             bounds["requests/min a prefix"] = (per_prefix - 1) / pace
         bound = max(bounds, key=bounds.__getitem__)
         return bounds[bound], bound, source
+
+    def _paced_by_prefix(self, model: str) -> bool:
+        """The client paces a prefix's requests to OpenAI's API alone: an OpenAI model sent
+        there (or offline, timed as it would be there), not one on another provider or a
+        server of your own."""
+        if backend_of(model, self.params) not in ("openai", OFFLINE):
+            return False
+        return is_known(model) and "openai" in model_info(model).providers
 
 
 def _effort(params: Mapping[str, Any], key: str) -> str:
