@@ -174,10 +174,12 @@ def test_what_a_memory_shows_every_question_first_is_estimated_at_the_cached_pri
     assert ObservationalMemory.read_shared_tokens(unshown, 20_500, 50) == 0
 
 
-def test_hindsight_is_estimated_by_its_retain_chunks_and_their_consolidations():
-    """Hindsight retains a session as one item in chunks of 3,000 characters, and consolidates
-    after them: on two LoCoMo conversations (19 sessions each, 12,555 and 9,690 tokens) it made
-    57 retain and 238 consolidation calls. A call a segment of the paper's memory was 95."""
+def test_the_libraries_are_estimated_by_their_chunks_of_each_session():
+    """On two LoCoMo conversations (19 sessions each, 12,555 and 9,690 tokens), Hindsight (a
+    session an item, retained in chunks of 3,000 characters, then consolidated) made 57 retain
+    and 238 consolidation calls, and cognee (a session a chunk at its automatic size) a graph
+    and a summary call per session, 76. A call a segment of the paper's memory was 95."""
+    from memcost.memory.cognee_library import CogneeLibrary
     from memcost.memory.hindsight_library import HindsightLibrary
 
     stats = pd.DataFrame({"n_sessions": [19, 19], "text_tokens": [12_555, 9_690]})
@@ -186,6 +188,10 @@ def test_hindsight_is_estimated_by_its_retain_chunks_and_their_consolidations():
     assert calls == pytest.approx(57 + 238, rel=0.1)
     one_session = pd.DataFrame({"n_sessions": [1], "text_tokens": [100]})  # a short chunk
     assert HindsightLibrary.write_calls({}, one_session, 1)[0] == int(1 + 238 / 57)
+    assert CogneeLibrary.write_calls(CogneeLibrary.settings_from({}), stats, 95) == (76, 1.0)
+    # chunks of 256 tokens: each conversation's tokens / 256, plus half a chunk a session
+    calls, _ = CogneeLibrary.write_calls({"chunk_size": 256}, stats, 95)
+    assert calls == 2 * (round(12_555 / 256 + 9.5) + round(9_690 / 256 + 9.5))
 
 
 def test_a_users_questions_on_one_cached_prefix_take_their_pace_on_openai():

@@ -51,7 +51,13 @@ from memcost.io import BAR_SIZE
 from memcost.llm import LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
-from memcost.memory.libraries import LibraryEnvironment, LibrarySystem, keyless_environ, user_slot
+from memcost.memory.libraries import (
+    LibraryEnvironment,
+    LibrarySystem,
+    keyless_environ,
+    session_chunks,
+    user_slot,
+)
 from memcost.memory.stored import item_rows, user_lines
 from memcost.offline import offline_cognee_graph, offline_cognee_summary
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
@@ -68,6 +74,9 @@ ENVIRONMENT = LibraryEnvironment(
     why="cognee needs pandas < 3",
 )
 WORKER = Path(__file__).with_name("cognee_worker.py")
+# cognee's automatic chunk size: the smaller of the embedding model's input limit
+# (text-embedding-3-small: 8,191 tokens) and half its LLM's 16,384 (CogneeLibrary.write_calls)
+AUTOMATIC_CHUNK_TOKENS = 8_191
 # cognee's structured outputs, by the name of the schema it sends: (ledger step, stand-in)
 _SCHEMAS = {
     "KnowledgeGraph": ("cognee/extract_graph", offline_cognee_graph),
@@ -326,6 +335,13 @@ class CogneeLibrary(LibrarySystem):
     write_update_phase = False
     write_model_setting = "llm_model"
     build_settings = ("chunk_size", "self_improvement")
+
+    @classmethod
+    def write_calls(cls, settings, stats, segments):
+        """A graph and a summary call per chunk of a session (``chunk_size`` tokens, or
+        cognee's automatic size): on two LoCoMo conversations, 38 of each for their 38
+        sessions, each of them one chunk."""
+        return 2 * session_chunks(stats, settings.get("chunk_size") or AUTOMATIC_CHUNK_TOKENS), 1.0
 
     def _library(self, gateway: Gateway) -> Worker:
         home = self.folder / "cognee_home"

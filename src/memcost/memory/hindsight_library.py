@@ -66,7 +66,13 @@ from memcost.io import BAR_SIZE
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.llm.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, register
-from memcost.memory.libraries import LibraryEnvironment, LibrarySystem, keyless_environ, user_slot
+from memcost.memory.libraries import (
+    LibraryEnvironment,
+    LibrarySystem,
+    keyless_environ,
+    session_chunks,
+    user_slot,
+)
 from memcost.memory.pgvector import SERVER_DIR, PgServer, alive, stop_orphaned_server
 from memcost.memory.stored import (
     Calls,
@@ -364,14 +370,12 @@ class HindsightLibrary(LibrarySystem):
     @classmethod
     def write_calls(cls, settings, stats, segments):
         """Retain calls: a session is one item, cut into chunks of at most
-        ``RETAIN_CHUNK_CHARS`` (Hindsight's default), each one extraction call; on average a
-        session's last chunk is half full. Consolidation calls: on the same two LoCoMo
+        ``RETAIN_CHUNK_CHARS`` (Hindsight's default), each one extraction call. Consolidation
+        calls: on the same two LoCoMo
         conversations (offline stand-ins), 238 for the 57 retain calls (their exact count by
         this rule; the segments of the paper's memory were 95)."""
-        chars = stats["text_tokens"] * CHARS_PER_TOKEN
-        sessions = stats["n_sessions"]
-        chunks = (chars / RETAIN_CHUNK_CHARS + sessions / 2).round().clip(lower=sessions)
-        return int(chunks.sum() * (1 + CONSOLIDATIONS_PER_RETAIN)), 1.0
+        chunks = session_chunks(stats, RETAIN_CHUNK_CHARS / CHARS_PER_TOKEN)
+        return int(chunks * (1 + CONSOLIDATIONS_PER_RETAIN)), 1.0
 
     _pg: PgServer | None = None
 

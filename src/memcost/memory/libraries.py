@@ -41,6 +41,15 @@ from memcost.memory.base import MemorySystem, SystemBuild
 from memcost.paths import REPO_ROOT
 
 
+def session_chunks(stats: pd.DataFrame, tokens_per_chunk: float) -> int:
+    """The chunks of the conversations of ``stats`` (``conversation_stats.parquet``'s rows)
+    when a library cuts each session into chunks of at most ``tokens_per_chunk``: on average a
+    session's last chunk is half full, and every session is a chunk at the least."""
+    sessions = stats["n_sessions"]
+    chunks = (stats["text_tokens"] / tokens_per_chunk + sessions / 2).round()
+    return int(chunks.clip(lower=sessions).sum())
+
+
 class LibrarySystem(MemorySystem):
     """A memory system that is a third-party library behind the metering gateway."""
 
