@@ -35,10 +35,13 @@ def test_each_stage_follows_its_stated_assumption(prepared):
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     n = len(pd.read_parquet(ds.questions))
     write = table.loc["memory"].query("stage == 'write'")
-    # extraction and update calls, one row each (split evenly: estimate.UPDATE_SHARE_OF_WRITE)
+    # extraction and update calls, one row each (split evenly: estimate.UPDATE_SHARE_OF_WRITE),
+    # at the paper's prompt cost per history token and its completion cost per segment
     assert list(write["ledger_stage"]) == ["extract", "update"]
+    segments = int(write["requests"].iloc[0])
+    nano = price_for("gpt-5-nano")
     assert write["usd"].sum() == pytest.approx(
-        stats["text_tokens"].sum() * PAPER_CONSTANTS.write_usd_per_token
+        estimate.write_unit_usd(stats["text_tokens"].sum(), segments, nano)
     )
     gpt5 = table.loc["long_context_gpt-5-mini-2025-08-07"]
     # one question per LongMemEval history: every prompt is a first, uncached one
@@ -50,6 +53,25 @@ def test_each_stage_follows_its_stated_assumption(prepared):
     )
     judge = table.loc["judge"]
     assert judge["requests"] == n * 3 * 3  # memory + two long-context models, three votes
+
+
+def test_the_write_unit_is_the_papers_bill_on_longmemeval_and_pays_per_segment():
+    """§4.2's write bill splits into its prompts (122.6M tokens at gpt-5-nano's input price)
+    and its completions (41.6M at the output price): the prompts priced per history token, the
+    completions per segment (facts and reasoning come per call). A LongMemEval history of the
+    paper's size costs the paper's $0.0435; LoCoMo's short segments (4.378 per 1,000 tokens
+    against 0.8533) make a history token cost some four times more: the estimate priced two
+    real LoCoMo conversations at $0.0096, under the $0.0155 their extraction and update
+    prompts alone cost (311k tokens, counted offline)."""
+    nano = price_for("gpt-5-nano")
+    share = (122.6 * 0.05) / (122.6 * 0.05 + 41.6 * 0.40)
+    assert estimate.PROMPT_SHARE_OF_WRITE == pytest.approx(share)
+    lme = estimate.write_unit_usd(101_601, 101_601 * 0.8533 / 1000, nano)
+    assert lme == pytest.approx(101_601 * PAPER_CONSTANTS.write_usd_per_token)
+    locomo = estimate.write_unit_usd(22_245, 95, nano)  # two conversations, their segments
+    assert locomo == pytest.approx(0.0375, abs=5e-5) and locomo > 0.0155
+    mini = price_for("gpt-5-mini")  # prompts at 5x the input price, completions at 5x output
+    assert estimate.write_unit_usd(22_245, 95, mini) == pytest.approx(5 * locomo)
 
 
 def test_later_questions_of_a_conversation_are_billed_as_cached(prepared):
@@ -131,6 +153,11 @@ def test_observational_memory_is_estimated_by_its_observer_gate(prepared):
     assert write["requests"] == built["observer_fired"].sum() == 3  # 1,205 and 863 tokens
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     assert write["input_tokens"] == int(stats["text_tokens"].sum() * (2 + 1) * 600 / (1205 + 863))
+    # its completions come per observer call (3), not per segment of what they read (15.6)
+    observed = stats["text_tokens"].sum() * (2 + 1) * 600 / (1205 + 863)
+    nano = price_for("gpt-5-nano")
+    half = 1 - estimate.UPDATE_SHARE_OF_WRITE  # one pass, without the paper's update phase
+    assert write["usd"] == pytest.approx(estimate.write_unit_usd(observed, 3, nano) * half)
     settings = ObservationalMemory.settings_from({}, {})  # the study's 30,000-token gate
     sizes = pd.DataFrame({"history_tokens": [20_000, 65_000]})
     assert ObservationalMemory.write_calls(settings, sizes, 9) == (2, 60_000 / 85_000)
@@ -432,7 +459,8 @@ def test_estimate_counts_a_download_already_in_data_raw(tmp_path, monkeypatch, c
     assert "published runs notebooks 00, 08, which make none" in capsys.readouterr().out
     verify = resolve_preset("verify_locomo", discover_notebooks())
     sized = verify_plan(verify)
-    assert (sized.conversations, sized.sampled) == (10, verify.parameters["sample_questions"])
+    chosen = (verify.parameters["sample_conversations"], verify.parameters["sample_questions"])
+    assert (sized.conversations, sized.sampled) == chosen
     # PersonaMem's download is two files: one of them is not a download to count
     folder = raw / "personamem" / "main"
     folder.mkdir(parents=True)

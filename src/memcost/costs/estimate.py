@@ -55,9 +55,18 @@ from memcost.params import (
 from memcost.paths import NOTEBOOKS_DIR, WITH_OPTIONS, DatasetPaths
 
 # --- Assumptions (each from the paper where it gives one) ---------------------------------------
-# Writing memory with GPT-5-nano costs what the paper's LongMemEval bill implies per history token
-# (§4.2: $21.76 + $0.037 for 500 histories of ~101.6k tokens; Tables 4-5 calibrate 4.296e-7).
+# Writing memory with GPT-5-nano costs what the paper's LongMemEval bill implies (§4.2: $21.76 +
+# $0.037 for 500 histories of ~101.6k tokens; Tables 4-5 calibrate 4.296e-7 per history token),
+# in two parts, as §4.2 splits its tokens: the prompts' share (122.6M tokens at the input price)
+# per history token, and the completions' share (41.6M tokens at the output price: facts and
+# reasoning, which come per call whatever a segment holds) per segment of 10 messages, of which
+# LongMemEval has 0.8533 per 1,000 tokens (MEASURED_SHAPES). LongMemEval's bill is unchanged;
+# LoCoMo's short segments (4.378 per 1,000 tokens) cost some four times more per history token.
 INGEST_USD_PER_TOKEN_NANO = PAPER_CONSTANTS.write_usd_per_token
+_NANO = price_for("gpt-5-nano")  # at the paper's prices
+_PROMPT_USD = MEASURED["extraction_prompt_tokens"] * _NANO.input / 1e6
+_COMPLETION_USD = MEASURED["extraction_completion_tokens"] * _NANO.output / 1e6
+PROMPT_SHARE_OF_WRITE = _PROMPT_USD / (_PROMPT_USD + _COMPLETION_USD)
 # Reading with GPT-5-mini: the paper's ~$0.001317 per question (Tables 4-5; text: ~$0.0013).
 READ_USD_PER_QUESTION_MINI = PAPER_CONSTANTS.read_usd
 # ... with 1,046 retrieved tokens a question (§4.2): a system that shows its reader more or less
@@ -123,6 +132,22 @@ def effective_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
             merged.setdefault(key, value)
     merged.update(params)
     return merged
+
+
+def write_unit_usd(history_tokens: float, segments: float, price: Any) -> float:
+    """The paper's memory writing ``history_tokens`` in ``segments`` (one extraction pass and
+    its update phase) with a model of ``price``: the paper's prompt cost per history token at
+    that model's input price, its completion cost per segment at its output price."""
+    per_token = INGEST_USD_PER_TOKEN_NANO * PROMPT_SHARE_OF_WRITE * price.input / _NANO.input
+    tokens_per_segment = 1000 / MEASURED_SHAPES["longmemeval"].segments_per_1k
+    per_segment = (
+        INGEST_USD_PER_TOKEN_NANO
+        * (1 - PROMPT_SHARE_OF_WRITE)
+        * tokens_per_segment
+        * price.output
+        / _NANO.output
+    )
+    return history_tokens * per_token + segments * per_segment
 
 
 def _price_ratio(model: str, reference: str, overrides: Any = None) -> float:
@@ -263,9 +288,9 @@ def extraction_segments(
 def _memory_rows(
     out: _Rows, stats: pd.DataFrame, n_questions: int, conversations: pd.DataFrame | None
 ) -> None:
-    """Each memory system of ``memory_systems``: writing it (per history token, at the paper's
-    measured write cost of one model pass and its update phase, paper §4.2, times the model
-    passes it makes, ``MemorySystem.write_passes``) and reading it (the reader per question,
+    """Each memory system of ``memory_systems``: writing it (:func:`write_unit_usd`, the
+    paper's measured write cost of one model pass and its update phase, paper §4.2, times the
+    model passes it makes, ``MemorySystem.write_passes``) and reading it (the reader per question,
     the question's embedding)."""
     from memcost.memory import parse_systems, system_class  # the registry: only when asked
 
@@ -292,16 +317,17 @@ def _memory_rows(
         effort = str(
             chosen.get(cls.write_model_setting.replace("_model", "_reasoning_effort")) or ""
         )
-        per_token = INGEST_USD_PER_TOKEN_NANO * _price_ratio(
-            model, "gpt-5-nano", p.get("price_overrides")
-        )
+        price = price_for(model, p.get("price_overrides"))
         updates = cls.write_update_phase and chosen.get("update_phase", True)
         share = UPDATE_SHARE_OF_WRITE if updates else 0.0
         system = cls.answers_as
         calls, read = cls.write_calls(chosen, stats, segments)
         if cls.write_passes:
-            # the paper's measured unit is one extraction pass and its update phase
-            usd = history * read * per_token * cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE)
+            # the paper's measured unit is one extraction pass and its update phase; its
+            # completions come per segment, or per call where a system makes fewer, longer
+            # calls (observational memory's observer reads 30,000 tokens at a time)
+            unit = write_unit_usd(history * read, min(segments * read, calls), price)
+            usd = unit * cls.write_passes * (1 - UPDATE_SHARE_OF_WRITE)
             tokens = history * read * cls.write_passes
             out.add(
                 "write",
@@ -316,7 +342,7 @@ def _memory_rows(
                 effort=effort,
             )
         if share:
-            usd = history * per_token * share
+            usd = write_unit_usd(history, segments, price) * share
             out.add(
                 "write",
                 system,
@@ -656,9 +682,10 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
         )
     if measured:
         lines.append(
-            "  † priced from the paper's measured memory costs (paper §4.2: per history token "
-            "written, per question read), scaled to the model's price; tokens are not "
-            "counted before the run (an estimate_* preset counts them offline)"
+            "  † priced from the paper's measured memory costs (paper §4.2: written, its "
+            "prompts per history token and its completions per segment of 10 messages; read, "
+            "per question), scaled to the model's prices; tokens are not counted before the "
+            "run (an estimate_* preset counts them offline)"
         )
     if (estimate["ledger_stage"].eq("read") & estimate["input_tokens"].gt(0)).any():
         lines.append(
