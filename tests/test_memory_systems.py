@@ -597,6 +597,24 @@ def test_observational_reads_put_the_raw_messages_first_and_are_priced_as_a_cach
         assert served[question] < reads.loc[question, "cost_usd"] / 3
     api = reads.assign(is_estimate=False)  # a provider reports its own cached tokens
     assert served_reads(api, None)["cost_usd"].equals(api["cost_usd"])
+    # the side-by-side table's read per question is the served one
+    from test_usage import record
+
+    from memcost.costs.ledger import ledger_from_records
+
+    lc = [
+        record("long_context", "gpt-5-mini-2025-08-07", 2_000, 50, backend="offline",
+               system="long_context_gpt-5-mini", dataset="locomo", conversation_id="pair-1",
+               question_id=q, request_hash=f"lc-{q}")
+        for q in asked["question_id"]
+    ]  # fmt: skip
+    ledger = pd.concat([load_ledger([run_paths.root]), ledger_from_records(lc)], ignore_index=True)
+    table, _, _ = costs.measured_break_even(costs.price_calls(ledger))
+    side = table.set_index("memory_system").loc["memory_observational"]
+    query_embeddings = priced.loc[(priced["stage"] == "embed") & priced["question_id"].notna()]
+    assert side["read_usd"] == pytest.approx(
+        (served.sum() + query_embeddings["cost_usd"].sum()) / 4
+    )
 
 
 def test_over_an_api_observational_reads_are_priced_with_the_cached_tokens_the_provider_reports(
