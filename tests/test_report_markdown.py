@@ -77,7 +77,9 @@ def test_the_bill_says_when_a_stages_gap_is_the_prompt_cache_not_the_tokens():
     ledger = pd.DataFrame(
         {"stage": ["long_context", "judge"], "cached_prompt_tokens": [0, 0], "cost_usd": [1, 1]}
     )
-    assert _cached_in_estimate_only(estimate, ledger) == ["long context, 49.8%"]
+    assert _cached_in_estimate_only(estimate, ledger) == [
+        "49.8% of the estimate's input tokens in long context"
+    ]
     ledger.loc[0, "cached_prompt_tokens"] = 30_000  # a provider that cached: the tokens' gap
     assert _cached_in_estimate_only(estimate, ledger) == []
 

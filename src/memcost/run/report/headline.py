@@ -320,8 +320,8 @@ def _bill(view: RunView) -> str | None:
         uncached = _cached_in_estimate_only(estimate, read_csv(view.run.table.cost_by_stage))
         if uncached:
             text += (
-                f"; in {' and '.join(uncached)} of the estimate's input tokens are priced as "
-                "prompt-cache hits and none of the ledger's: "
+                f"; {' and '.join(uncached)} are priced as prompt-cache hits and none of the "
+                "ledger's: "
                 + (
                     "offline there is no provider cache"
                     if view.offline
@@ -338,16 +338,21 @@ def _bill(view: RunView) -> str | None:
 
 
 def _cached_in_estimate_only(estimate: pd.DataFrame, ledger: pd.DataFrame | None) -> list[str]:
-    """``"long_context, 99.5%"`` for each stage the estimate expects cache hits in and the
-    ledger has none: that stage's gap is the cache, not the tokens."""
+    """``"99.5% of the estimate's input tokens in long context"`` (then ``"93.6% in read"``) for
+    each stage the estimate expects cache hits in and the ledger has none: that stage's gap is
+    the cache, not the tokens."""
     if ledger is None or ledger.empty or "cached_input_tokens" not in estimate:
         return []
     expected = estimate.groupby("ledger_stage")[["input_tokens", "cached_input_tokens"]].sum()
     found = ledger.groupby("stage")["cached_prompt_tokens"].sum()
+    gaps = expected.loc[
+        (expected["cached_input_tokens"] > 0) & expected.index.isin(found.index[found == 0])
+    ]
     return [
-        f"{in_words(stage)}, {100 * row.cached_input_tokens / row.input_tokens:.1f}%"
-        for stage, row in expected.iterrows()
-        if row.cached_input_tokens > 0 and stage in found and found[stage] == 0
+        f"{100 * row.cached_input_tokens / row.input_tokens:.1f}%"
+        + ("" if i else " of the estimate's input tokens")
+        + f" in {in_words(str(stage))}"
+        for i, (stage, row) in enumerate(gaps.iterrows())
     ]
 
 
