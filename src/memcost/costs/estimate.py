@@ -365,10 +365,7 @@ def _memory_rows(
             price = price_for(reader, p.get("price_overrides"))
             extra = shown - n_questions * PAPER_RETRIEVED_TOKENS
             usd += extra * price.input / 1e6
-            discount = price.input - (
-                price.input if price.cached_input is None else price.cached_input
-            )
-            usd -= cached * discount / 1e6
+            usd -= cached * (price.input - price.cached_rate) / 1e6
         out.add(
             "read",
             system,

@@ -14,7 +14,7 @@ import pandas as pd
 from memcost import stats
 from memcost.answers import JUDGMENT_FIELDS, primary, read_run_judgments, system_label
 from memcost.calls import SHARED_PREFIX_TAG
-from memcost.catalog import price_for
+from memcost.catalog import list_usd, price_for
 from memcost.costs.ledger import TOKEN_COLUMNS, basis_of, workload
 from memcost.costs.model import (
     CostConstants,
@@ -510,28 +510,21 @@ def served_reads(
     served = read["is_estimate"] & (read["cached_prompt_tokens"] == 0) & (shared > 0)
     if not served.any():
         return read
-    rows = zip(read["model"], read["prompt_tokens"], shared, read["completion_tokens"], strict=True)
-    cost = [
-        price_for(str(m), price_overrides).cost(
-            prompt_tokens=p, cached_prompt_tokens=min(s, p), completion_tokens=c
-        )
-        for m, p, s, c in rows
-    ]
+    cost = cost_with_cached(read, shared, price_overrides)
     return read.assign(cost_usd=np.where(served, cost, read["cost_usd"]))
 
 
-def all_cached_cost(
-    calls: pd.DataFrame, price_overrides: Mapping[str, Mapping[str, Any]] | None
-) -> list[float]:
-    """Each call's cost with its whole prompt priced as cached: the paper's assumption for a
-    long-context question after the first."""
-    rows = zip(calls["model"], calls["prompt_tokens"], calls["completion_tokens"], strict=True)
-    return [
-        price_for(str(m), price_overrides).cost(
-            prompt_tokens=p, cached_prompt_tokens=p, completion_tokens=c
-        )
-        for m, p, c in rows
-    ]
+def cost_with_cached(
+    calls: pd.DataFrame, cached: Any, price_overrides: Mapping[str, Mapping[str, Any]] | None
+) -> np.ndarray:
+    """Each call's list price with ``cached`` of its prompt tokens (at most all of them) priced
+    as a cache hit: how the cost model prices the offline backend's calls, which have no
+    provider cache to report."""
+    prices = {m: price_for(str(m), price_overrides) for m in calls["model"].unique()}
+    uncached, hits, output = list_usd(
+        prices, calls["model"], calls["prompt_tokens"], cached, calls["completion_tokens"]
+    )
+    return uncached + hits + output
 
 
 def _later_turn_cost(
@@ -544,7 +537,8 @@ def _later_turn_cost(
     offline_uncached = _offline_uncached(lc)
     if not later.empty and not offline_uncached:
         return float(later["cost_usd"].mean()), f"measured: {len(later)} later calls"
-    lc_cached = float(np.mean(all_cached_cost(first, price_overrides)))
+    # the paper's assumption for a long-context question after the first: all of it cached
+    lc_cached = float(np.mean(cost_with_cached(first, first["prompt_tokens"], price_overrides)))
     source = "assumed: first calls repriced with the whole prompt cached" + (
         " (offline backend: no provider cache to measure)" if offline_uncached else ""
     )
@@ -646,7 +640,7 @@ def per_user_series(
     lc = work.loc[(work["phase"] == "long_context") & (work["answer_system"] == lc_system)]
     if not lc.empty and _offline_uncached(lc):
         later = lc["question_id"] != lc.groupby("conversation_id")["question_id"].transform("first")
-        cached = all_cached_cost(lc, price_overrides)
+        cached = cost_with_cached(lc, lc["prompt_tokens"], price_overrides)
         lc = lc.assign(cost_usd=np.where(later, cached, lc["cost_usd"]))
     lc = lc.groupby(["conversation_id", "question_id"], sort=False)["cost_usd"].sum().reset_index()
     rows = []
