@@ -169,7 +169,9 @@ def test_the_report_of_a_serving_run_leads_with_the_serving_study(executed):
     assert f"full history p = {full['p']:.2f}, q = {full['q']:.2f}" in brief
     assert "sustained break-even against full history at 40×80: mem0 " in brief
     section = text.split("## The serving-cost study (notebook 06)")[1].split("\n## ")[0]
-    assert "**Table 1 against the study's ranges**" in section and "Figure 2" in section
+    assert "*Total Recall at What Cost?*" in section
+    assert "**Total Recall's Table 1 against its published ranges**" in section
+    assert "Total Recall's Figure 2" in section
     # systems and quantities in words: no column names
     assert "| full history | R² of the fit |" in section and "full_history" not in section
     assert "| cell | mem0 | observational | rolling window |" in section

@@ -85,7 +85,13 @@ def section_serving(view: RunView) -> list[str]:
         return []
     folder = view.run.root / "serving"
     backend = metrics.get("backend")
-    lines = ["## The serving-cost study (notebook 06)", ""]
+    lines = [
+        "## The serving-cost study (notebook 06)",
+        "",
+        "The paper's authors' follow-up, *Total Recall at What Cost?* (2026), serves memory turn "
+        "by turn; its tables and figures are numbered as that study numbers them.",
+        "",
+    ]
     versus = read_csv(folder / "tables" / "table1_vs_study.csv")
     if versus is not None and not versus.empty:
         model = _study_model(list(versus["model"].unique()))
@@ -105,7 +111,7 @@ def section_serving(view: RunView) -> list[str]:
             for r in mine.itertuples(index=False)
         ]
         lines += [
-            f"**Table 1 against the study's ranges** ({_priced_as(model, backend)}; how to "
+            f"**Total Recall's Table 1 against its published ranges** ({_priced_as(model, backend)}; how to "
             "read: p and q are the "
             "cost's elasticities in the turn's length and in the turn number)",
             "",
@@ -141,6 +147,6 @@ def section_serving(view: RunView) -> list[str]:
         lines,
         Path(folder / "figures" / "figure2_cumulative_cost.png"),
         view.run.root,
-        "Figure 2: cumulative cost per turn, memory systems against full history",
+        "Total Recall's Figure 2: cumulative cost per turn, memory systems against full history",
     )
     return lines
