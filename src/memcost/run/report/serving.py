@@ -111,9 +111,9 @@ def section_serving(view: RunView) -> list[str]:
             for r in mine.itertuples(index=False)
         ]
         lines += [
-            f"**Total Recall's Table 1 against its published ranges** ({_priced_as(model, backend)}; how to "
-            "read: p and q are the "
-            "cost's elasticities in the turn's length and in the turn number)",
+            "**Total Recall's Table 1 against its published ranges** "
+            f"({_priced_as(model, backend)}; how to read: p and q are the cost's elasticities "
+            "in the turn's length and in the turn number)",
             "",
             md_table(rows, ["system", "quantity", "this run", "study", "inside"]),
             "",
