@@ -511,9 +511,9 @@ def test_the_papers_update_phase_shows_its_progress(run_paths, capsys):
     system.build(make_client(run_paths), turns)  # the client's bars on, as in the notebooks
     drawn = capsys.readouterr().err.replace("\r", "\n").splitlines()
     last = [line for line in drawn if line.startswith("update phase: ")][-1]
-    # each user's two sessions are two segments: two waves; the first adds to an empty memory
-    # with no call, the second asks the model once per user
-    assert last.startswith("update phase: 100%|") and "| 2/2 [" in last
+    # each user's two sessions are two segments: the bar counts the four segments, two waves of
+    # two; the first adds to an empty memory with no call, the second asks the model once a user
+    assert last.startswith("update phase: 100%|") and "| 4/4 [" in last
     assert last.endswith("segment/s, calls=2]")
 
 

@@ -52,8 +52,8 @@ class ProgressBar:
         )
         self._last = 0.0
 
-    def update(self) -> None:
-        self._bar.update(1)
+    def update(self, n: int = 1) -> None:
+        self._bar.update(n)
         now = time.monotonic()
         if now - self._last >= 0.5:  # the postfix costs more than the update itself
             self._last = now

@@ -490,9 +490,15 @@ class MemoryBuilder:
                 self.finish(states[u], dims, on_user)
                 report.built.append(u)
         # the update phase goes a segment index at a time through every user (each wave's calls
-        # are the users' next segments): a bar over the waves, as its calls have none of their own
+        # are the users' next segments): its calls have no bar of their own, so one bar counts
+        # the segments, a wave's at a time
         bar = (
-            ProgressBar(waves, "update phase", lambda: f"calls={report.update_calls}", "segment")
+            ProgressBar(
+                sum(len(plans[u].segments) for u in pending),
+                "update phase",
+                lambda: f"calls={report.update_calls}",
+                "segment",
+            )
             if waves and self.client.config.progress
             else None
         )
@@ -503,7 +509,7 @@ class MemoryBuilder:
                     self.finish(states[u], dims, on_user)
                     report.built.append(u)
             if bar is not None:
-                bar.update()
+                bar.update(sum(len(plans[u].segments) > w for u in pending))
         if bar is not None:
             bar.close()
         files.write_dataset_files(self.ds, list(plans), split_rows(plans))
