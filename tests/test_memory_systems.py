@@ -3,9 +3,11 @@ what its gates and policies do, and what its ledger holds."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -184,6 +186,40 @@ def test_hierarchical_promotes_an_archived_hit_into_working_memory(run_paths):
     assert len(working.evicted) == 1  # the yoga message went back to L3 at capacity 1
     # what every question shares first (a prompt cache serves it), then what it promoted
     assert second["kind"].tolist() == ["summary", "turn", "turn", "working"]
+
+
+def test_a_recall_lets_each_users_items_go_after_its_questions(run_paths):
+    """Every user's items and vectors held until the last question outgrew 24 GB on
+    LongMemEval's 500 users (hierarchical and observational memory in one notebook 02): a
+    user's are let go once its questions are answered, in the order asked, and the answers
+    come back in the questions' order."""
+    ds = run_paths.dataset("locomo").ensure()
+    settings = {"window_turns": 2, "summary_every": 3, "archive_top_k": 1, "working_capacity": 1}
+    system = open_system("hierarchical", ds, dataset="locomo", settings=settings)
+    client = client_for(run_paths)
+    system.build(client, pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")]))
+    loaded, load = [], system.load
+
+    def load_and_watch(user):
+        items, vectors = load(user)
+        loaded.append((user, weakref.ref(vectors)))
+        return items, vectors
+
+    system.load = load_and_watch
+    asked = pd.concat(
+        [
+            questions_for("pair-1", ["Ana yoga twice a week", "beagle Pretzel adopted"]),
+            questions_for("pair-2", ["beagle Pretzel adopted"]),
+        ]
+    ).iloc[[0, 2, 1]]  # the users' questions interleaved
+    recalls = system.recall(client, asked)
+    gc.collect()
+    assert [u for u, _ in loaded] == ["pair-1", "pair-2"]  # each user's items loaded once
+    assert all(ref() is None for _, ref in loaded)  # and none held after the recall
+    assert list(recalls) == ["pair-1-q0", "pair-2-q0", "pair-1-q1"]
+    # the working set went on from the user's first question to its second, as asked
+    assert "Pretzel" in recalls["pair-1-q1"].items.query("kind == 'working'")["text"].item()
+    assert set(system.working_sets) == {"pair-1", "pair-2"}
 
 
 def test_observer_fires_on_the_message_that_reaches_its_threshold(run_paths):

@@ -219,4 +219,4 @@ class HierarchicalMemory(StoredSystem):
     @property
     def working_sets(self) -> dict[str, WorkingSet]:
         """Each user's working set as the last recall left it."""
-        return {user: memory.state for user, memory in self.recalled.items()}
+        return dict(self.states)

@@ -253,20 +253,28 @@ class StoredSystem(MemorySystem):
         """The rows of ``memory.items`` a question is shown, best first, with ``score``."""
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        """Each question in the order asked, against its user's items (loaded once)."""
+        """Each question against its user's items, a user's questions in the order asked. A
+        user's items and vectors are loaded for that user's questions and let go after them
+        (LongMemEval's 500 users' held at once outgrew 24 GB); what the searches left in the
+        user's state is kept (``self.states``)."""
         vectors = self.question_vectors(client, questions)
+        records = questions.to_dict("records")
+        by_user: dict[str, list[int]] = {}
+        for i, q in enumerate(records):
+            by_user.setdefault(str(q["conversation_id"]), []).append(i)
         out: dict[str, Recall] = {}
-        self.recalled: dict[str, UserItems] = {}  # each user's memory after the questions
-        for i, q in enumerate(questions.to_dict("records")):
-            user = str(q["conversation_id"])
-            if user not in self.recalled:
-                self.recalled[user] = UserItems(*self.load(user), self.new_state())
-            t0 = time.perf_counter()
-            rows = self.search(self.recalled[user], q, vectors[i])
-            out[str(q["question_id"])] = Recall(
-                rows.reset_index(drop=True)[list(ITEM_COLUMNS)], latency_s=time.perf_counter() - t0
-            )
-        return out
+        self.states: dict[str, Any] = {}  # each user's search state after its questions
+        for user, asked in by_user.items():
+            memory = UserItems(*self.load(user), self.new_state())
+            for i in asked:
+                t0 = time.perf_counter()
+                rows = self.search(memory, records[i], vectors[i])
+                out[str(records[i]["question_id"])] = Recall(
+                    rows.reset_index(drop=True)[list(ITEM_COLUMNS)],
+                    latency_s=time.perf_counter() - t0,
+                )
+            self.states[user] = memory.state
+        return {str(q["question_id"]): out[str(q["question_id"])] for q in records}
 
     def question_vectors(self, client: LLMClient, questions: pd.DataFrame) -> np.ndarray:
         return embed_questions(
