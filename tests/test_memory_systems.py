@@ -577,6 +577,34 @@ def test_the_papers_memory_reads_its_facts_once_for_every_user(run_paths, monkey
     assert len(reads) == 2
 
 
+def test_a_stored_systems_ingest_bar_counts_its_calls_and_heeds_the_client(run_paths, capsys):
+    """Users of alike histories finish in the same wave: the bar over users stood at 0% for
+    the whole of LongMemEval's ingest, and it drew with the client's progress off."""
+    ds = run_paths.dataset("locomo").ensure()
+    turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")])
+    settings = {"window_turns": 2, "summary_every": 3}
+    quiet = open_system("hierarchical", ds, dataset="locomo", settings=settings)
+    capsys.readouterr()
+    quiet.build(client_for(run_paths), turns)
+    assert "hierarchical: ingest" not in capsys.readouterr().err
+    shown = open_system(
+        "hierarchical",
+        run_paths.dataset("longmemeval").ensure(),
+        dataset="longmemeval",
+        settings=settings,
+    )
+    shown.build(make_client(run_paths), turns)
+    drawn = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    last = [line for line in drawn if line.startswith("hierarchical: ingest")][-1]
+    calls = [
+        r
+        for r in read_calls(run_paths.calls)
+        if r["dataset"] == "longmemeval" and r["stage"] == "extract"  # the summaries
+    ]
+    assert last.startswith("hierarchical: ingest: 100%|") and "| 2/2 [" in last
+    assert last.endswith(f"calls, {len(calls):,} in all]") and calls
+
+
 def test_every_progress_bar_of_a_build_is_text_that_the_log_keeps(smoke_run):
     """The other systems' builds drew tqdm.auto's widget in a kernel: the executed notebook kept
     it at 0/2 forever, and neither the log nor the runner's progress lines had it."""

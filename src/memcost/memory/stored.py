@@ -115,9 +115,14 @@ def run_waves(
     re-ask a malformed reply; one still unusable fails its user, like a failed call."""
     failed: dict[str, str] = {}
     active = dict(ingests)
-    wave = 0
+    wave = calls = 0
     bar = tqdm(
-        total=len(active), desc=desc, unit="user", disable=not active, file=sys.stderr, **BAR_SIZE
+        total=len(active),
+        desc=desc,
+        unit="user",
+        disable=not active or not client.config.progress,
+        file=sys.stderr,
+        **BAR_SIZE,
     )
     while active:
         asked = {user: ingest.requests() for user, ingest in active.items()}
@@ -127,7 +132,9 @@ def run_waves(
             break
         wave += 1
         flat = [r for rs in asked.values() for r in rs]
-        bar.set_postfix_str(f"wave {wave}, {len(flat)} calls")
+        calls += len(flat)
+        # users of alike histories finish together: the calls made so far show the progress
+        bar.set_postfix_str(f"wave {wave}: {len(flat)} calls, {calls:,} in all")
         results = client.chat_many(flat, offline=offline, parse=parse, progress=False)
         start = 0
         for user, requests in asked.items():
