@@ -222,6 +222,30 @@ def test_a_recall_lets_each_users_items_go_after_its_questions(run_paths):
     assert set(system.working_sets) == {"pair-1", "pair-2"}
 
 
+def test_a_build_embeds_and_writes_its_users_a_block_at_a_time(run_paths, monkeypatch, capsys):
+    """A build embedded every user's items before writing any: on LongMemEval's 500 users
+    hierarchical memory's archived turns alone held 8.5 GB of vectors. A block of users is
+    embedded, written and let go before the next; one bar counts the users."""
+    from memcost.memory import stored
+
+    monkeypatch.setattr(stored, "USERS_PER_BLOCK", 2)
+    ds = run_paths.dataset("locomo").ensure()
+    users = ["pair-1", "pair-2", "pair-3"]
+    system = open_system("hierarchical", ds, dataset="locomo", settings={"window_turns": 2})
+    blocks, embed = [], system._embed
+    monkeypatch.setattr(
+        system, "_embed", lambda c, items: blocks.append(list(items)) or embed(c, items)
+    )
+    capsys.readouterr()
+    system.build(make_client(run_paths), pd.concat([yoga_conversation(u) for u in users]))
+    assert blocks == [["pair-1", "pair-2"], ["pair-3"]]
+    assert sorted(system.state()["conversation_id"]) == users
+    assert all(len(read_user(system.folder, u)[1]) for u in users)  # items and their vectors
+    drawn = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    assert [x for x in drawn if x.startswith("hierarchical: embed and write: 100%|")]
+    assert not [x for x in drawn if "embed items" in x]
+
+
 def test_observer_fires_on_the_message_that_reaches_its_threshold(run_paths):
     ds = run_paths.dataset("locomo").ensure()
     turns = yoga_conversation()

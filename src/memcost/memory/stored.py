@@ -106,6 +106,9 @@ class UserIngest:
         return {}
 
 
+USERS_PER_BLOCK = 50  # users embedded and written together by a build
+
+
 def run_waves(
     client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any, desc: str, parse: Any = None
 ) -> dict[str, str]:
@@ -207,19 +210,33 @@ class StoredSystem(MemorySystem):
         report.failed = run_waves(
             client, ingests, self.offline, desc=f"{self.name}: ingest", parse=type(self).parse
         )
-        finished = {u: i for u, i in ingests.items() if u not in report.failed}
-        items = {u: i.items() for u, i in finished.items()}
-        vectors = self._embed(client, items)
-        for user, ingest in finished.items():
-            store.write_user(
-                self.folder,
-                user,
-                items[user],
-                vectors.get(user),
-                fingerprint=fingerprint,
-                calls=ingest.calls,
-                info=ingest.info(),
-            )
+        finished = [u for u in ingests if u not in report.failed]
+        bar = tqdm(
+            total=len(finished),
+            desc=f"{self.name}: embed and write",
+            unit="user",
+            disable=not finished or not client.config.progress,
+            file=sys.stderr,
+            **BAR_SIZE,
+        )
+        # a block of users at a time: their embedding requests go out together, and their
+        # vectors are let go once written (500 users' at once held 8.5 GB)
+        for start in range(0, len(finished), USERS_PER_BLOCK):
+            block = finished[start : start + USERS_PER_BLOCK]
+            items = {u: ingests[u].items() for u in block}
+            vectors = self._embed(client, items)
+            for user in block:
+                store.write_user(
+                    self.folder,
+                    user,
+                    items[user],
+                    vectors.get(user),
+                    fingerprint=fingerprint,
+                    calls=ingests[user].calls,
+                    info=ingests[user].info(),
+                )
+            bar.update(len(block))
+        bar.close()
         store.record_failures(self.folder, report.failed)
         report.built = len(finished)
         report.wall_s = time.perf_counter() - t0
@@ -237,7 +254,7 @@ class StoredSystem(MemorySystem):
             client,
             groups,
             model=self.settings.get("embedding_model", EMBEDDING_MODEL),
-            desc=f"{self.name}: embed items",
+            progress=False,  # the build's bar counts the users embedded and written
         )
         width = max((a.shape[1] for a in arrays if a.ndim == 2), default=0)
         out = {}
