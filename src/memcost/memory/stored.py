@@ -109,6 +109,19 @@ class UserIngest:
 USERS_PER_BLOCK = 50  # users embedded and written together by a build
 
 
+def users_bar(client: LLMClient, total: int, desc: str) -> tqdm:
+    """A bar over a build's users (stderr: notebooks and the run's log show it), off when the
+    client's progress is."""
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="user",
+        disable=not total or not client.config.progress,
+        file=sys.stderr,
+        **BAR_SIZE,
+    )
+
+
 def run_waves(
     client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any, desc: str, parse: Any = None
 ) -> dict[str, str]:
@@ -119,14 +132,7 @@ def run_waves(
     failed: dict[str, str] = {}
     active = dict(ingests)
     wave = calls = 0
-    bar = tqdm(
-        total=len(active),
-        desc=desc,
-        unit="user",
-        disable=not active or not client.config.progress,
-        file=sys.stderr,
-        **BAR_SIZE,
-    )
+    bar = users_bar(client, len(active), desc)
     while active:
         asked = {user: ingest.requests() for user, ingest in active.items()}
         asked = {u: r for u, r in asked.items() if r}
@@ -211,14 +217,7 @@ class StoredSystem(MemorySystem):
             client, ingests, self.offline, desc=f"{self.name}: ingest", parse=type(self).parse
         )
         finished = [u for u in ingests if u not in report.failed]
-        bar = tqdm(
-            total=len(finished),
-            desc=f"{self.name}: embed and write",
-            unit="user",
-            disable=not finished or not client.config.progress,
-            file=sys.stderr,
-            **BAR_SIZE,
-        )
+        bar = users_bar(client, len(finished), f"{self.name}: embed and write")
         # a block of users at a time: their embedding requests go out together, and their
         # vectors are let go once written (500 users' at once held 8.5 GB)
         for start in range(0, len(finished), USERS_PER_BLOCK):
