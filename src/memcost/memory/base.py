@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -216,6 +216,15 @@ class MemorySystem(ABC):
             "system": self.answers_as,
             **extra,
         }
+
+
+def rows_by_user(users: Iterable[Any]) -> dict[str, list[int]]:
+    """The positions of each user in ``users`` (one per question or call), users in the order
+    they first appear: a user's questions are searched and answered together, in order."""
+    rows: dict[str, list[int]] = {}
+    for i, user in enumerate(users):
+        rows.setdefault(str(user), []).append(i)
+    return rows
 
 
 def store_items(system: MemorySystem, user: str) -> pd.DataFrame:

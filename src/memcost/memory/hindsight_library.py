@@ -371,9 +371,8 @@ class HindsightLibrary(LibrarySystem):
     def write_calls(cls, settings, stats, segments):
         """Retain calls: a session is one item, cut into chunks of at most
         ``RETAIN_CHUNK_CHARS`` (Hindsight's default), each one extraction call. Consolidation
-        calls: on the same two LoCoMo
-        conversations (offline stand-ins), 238 for the 57 retain calls (their exact count by
-        this rule; the segments of the paper's memory were 95)."""
+        calls: on the same two LoCoMo conversations (offline stand-ins), 238 for the 57 retain
+        calls (their exact count by this rule; the segments of the paper's memory were 95)."""
         chunks = session_chunks(stats, RETAIN_CHUNK_CHARS / CHARS_PER_TOKEN)
         return int(chunks * (1 + CONSOLIDATIONS_PER_RETAIN)), 1.0
 

@@ -37,6 +37,7 @@ from memcost.memory.base import (
     SystemBuild,
     embed_groups,
     register,
+    rows_by_user,
 )
 from memcost.memory.facts import index_dir, memory_users, user_stats
 from memcost.memory.faiss_store import FaissStore, recall_at_k
@@ -199,11 +200,8 @@ class Mem0Style(MemorySystem):
         store = MemoryStore(self.ds, self.open_store(client), embedding_model=model)
         vectors = embed_questions(client, questions, dataset=self.dataset, model=model)
         ids = questions["question_id"].astype(str).tolist()
-        by_user: dict[str, list[int]] = {}
-        for i, user in enumerate(questions["conversation_id"].astype(str)):
-            by_user.setdefault(user, []).append(i)
         out = {}
-        for user, at in by_user.items():
+        for user, at in rows_by_user(questions["conversation_id"]).items():
             facts = store.get(user)
             # the exact top-k of all the user's questions at once (what HNSW is measured
             # against); each question's HNSW search alone, timed as a user would wait for it

@@ -29,7 +29,7 @@ from memcost.calls import SHARED_PREFIX_TAG
 from memcost.catalog import cacheable, generation_params
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.manifest import fingerprint
-from memcost.memory.base import MemorySystem, Recall
+from memcost.memory.base import MemorySystem, Recall, rows_by_user
 from memcost.memory.search import SYSTEM
 from memcost.offline import NO_INFORMATION, offline_reader
 from memcost.paper import READER_MODEL
@@ -250,11 +250,8 @@ def with_shared_prefixes(requests: Sequence[ChatRequest]) -> list[ChatRequest]:
     reports the tokens it served from its cache; the offline backend has no cache, and the cost
     model prices its records with this (:func:`memcost.costs.measured.served_reads`), as it
     prices long context's with the whole prompt cached from a user's second question on."""
-    users: dict[str, list[int]] = {}
-    for i, request in enumerate(requests):
-        users.setdefault(str(request.tags.get("conversation_id")), []).append(i)
     out = list(requests)
-    for rows in users.values():
+    for rows in rows_by_user(r.tags.get("conversation_id") for r in requests).values():
         shared = shared_prefix_tokens([requests[i] for i in rows])
         for i in rows[1:] if shared else []:
             out[i] = replace(requests[i], tags={**requests[i].tags, SHARED_PREFIX_TAG: shared})
@@ -266,11 +263,9 @@ def by_shared_prefix(requests: Sequence[ChatRequest]) -> list[list[ChatRequest]]
     that share a cacheable prefix in one group, whose first goes alone so that the provider's
     cache holds the prefix when the others arrive (as long context's questions are sent); every
     other call in a group of its own, sent at once."""
-    users: dict[str, list[ChatRequest]] = {}
-    for request in requests:
-        users.setdefault(str(request.tags.get("conversation_id")), []).append(request)
     groups: list[list[ChatRequest]] = []
-    for calls in users.values():
+    for rows in rows_by_user(r.tags.get("conversation_id") for r in requests).values():
+        calls = [requests[i] for i in rows]
         if any(SHARED_PREFIX_TAG in r.tags for r in calls):
             groups.append(calls)
         else:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from memcost.answers import system_name
 from memcost.llm import LLMClient
-from memcost.memory.base import embed_groups
+from memcost.memory.base import embed_groups, rows_by_user
 from memcost.memory.facts import index_dir, read_done, read_facts, read_incomplete
 from memcost.memory.faiss_store import FaissStore, recall_at_k
 from memcost.memory.pgvector import SERVER_DIR, PgServer, PgVectorStore
@@ -248,9 +248,7 @@ def search_quality(
     with every fact a user has up to ``k``), recall@k against exact search within the user.
     Each user's questions are searched together (one search of many queries, as FAISS and
     pgvector take them): the figures are per question all the same."""
-    by_user: dict[str, list[int]] = {}
-    for i, user in enumerate(users):
-        by_user.setdefault(str(user), []).append(i)
+    by_user = rows_by_user(users)
     order = [i for rows in by_user.values() for i in rows]
     matrix = vectors.reshape(len(users), -1) if len(users) else vectors
     exact = np.vstack([store.get(u).exact_search(matrix[at], k)[0] for u, at in by_user.items()])

@@ -30,7 +30,14 @@ from tqdm import tqdm
 import memcost.memory.base as store
 from memcost.io import BAR_SIZE
 from memcost.llm import ChatRequest, ChatResult, LLMClient
-from memcost.memory.base import ITEM_COLUMNS, MemorySystem, Recall, SystemBuild, embed_groups
+from memcost.memory.base import (
+    ITEM_COLUMNS,
+    MemorySystem,
+    Recall,
+    SystemBuild,
+    embed_groups,
+    rows_by_user,
+)
 from memcost.memory.search import embed_questions
 from memcost.memory.segments import segment_conversation
 from memcost.paper import EMBEDDING_MODEL
@@ -282,12 +289,9 @@ class StoredSystem(MemorySystem):
         user's state is kept (``self.states``)."""
         vectors = self.question_vectors(client, questions)
         records = questions.to_dict("records")
-        by_user: dict[str, list[int]] = {}
-        for i, q in enumerate(records):
-            by_user.setdefault(str(q["conversation_id"]), []).append(i)
         out: dict[str, Recall] = {}
         self.states: dict[str, Any] = {}  # each user's search state after its questions
-        for user, asked in by_user.items():
+        for user, asked in rows_by_user(q["conversation_id"] for q in records).items():
             memory = UserItems(*self.load(user), self.new_state())
             for i in asked:
                 t0 = time.perf_counter()
