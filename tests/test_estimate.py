@@ -150,19 +150,52 @@ def test_observational_memory_is_estimated_by_its_observer_gate(prepared):
     table = estimate.estimate_dataset(ds, {**params, "judge_prompts": ["judge"]})
     write = table.loc[table["system"] == "memory_observational"].iloc[0]
     assert write["ledger_stage"] == "extract"
-    assert write["requests"] == built["observer_fired"].sum() == 3  # 1,205 and 863 tokens
+    # 3 observer calls (1,205 and 863 tokens) and, at a 400-token gate, a reflector call after
+    # each, as the build made them: the estimate counted the 3 observer calls alone
+    assert built["observer_fired"].sum() == built["reflector_fired"].sum() == 3
+    assert write["requests"] == built["calls"].sum() == 6
+    # the reflector reads each call's 960 tokens of observations, 1,920 after conv-1's second
+    observed = (3 * 600 + 960 + 1920 + 960) / (1205 + 863)
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
-    assert write["input_tokens"] == int(stats["text_tokens"].sum() * (2 + 1) * 600 / (1205 + 863))
-    # its completions come per observer call (3), not per segment of what they read (15.6)
-    observed = stats["text_tokens"].sum() * (2 + 1) * 600 / (1205 + 863)
+    assert write["input_tokens"] == int(stats["text_tokens"].sum() * observed)
+    # its completions come per call (6), not per segment of what they read (15.6)
     nano = price_for("gpt-5-nano")
     half = 1 - estimate.UPDATE_SHARE_OF_WRITE  # one pass, without the paper's update phase
-    assert write["usd"] == pytest.approx(estimate.write_unit_usd(observed, 3, nano) * half)
+    usd = estimate.write_unit_usd(stats["text_tokens"].sum() * observed, 6, nano) * half
+    assert write["usd"] == pytest.approx(usd)
     settings = ObservationalMemory.settings_from({}, {})  # the study's 30,000-token gate
     sizes = pd.DataFrame({"history_tokens": [20_000, 65_000]})
     assert ObservationalMemory.write_calls(settings, sizes, 9) == (2, 60_000 / 85_000)
     assert ObservationalMemory.write_calls(settings, sizes[:1], 3) == (0, 0.0)
     assert GraphMemory.write_calls({}, sizes, 3) == (6, 1.0)  # two calls a segment
+
+
+def test_observational_reflector_calls_are_estimated_where_the_observations_reach_its_gate():
+    """Each observer call adds at most its completion to the observations, priced as one of
+    the paper's segments (§4.2: 41.6M completion tokens over 43,348 segments): the reflector
+    fires after 42 calls (1.26M tokens of history), on a LongMemEval-M history (~1.5M) once,
+    never on LongMemEval-S's ~101,600. The estimate left it out on every history."""
+    from memcost.memory.observational import CALL_COMPLETION_TOKENS
+
+    segments = 500 * 101_601 * estimate.MEASURED_SHAPES["longmemeval"].segments_per_1k / 1000
+    assert CALL_COMPLETION_TOKENS == round(
+        estimate.MEASURED["extraction_completion_tokens"] / segments, -1
+    )
+    settings = ObservationalMemory.settings_from({}, {})
+    lme_s = pd.DataFrame({"history_tokens": [101_601]})
+    assert ObservationalMemory.write_calls(settings, lme_s, 87) == (3, 90_000 / 101_601)
+    lme_m = pd.DataFrame({"history_tokens": [1_500_000]})
+    reflected = 42 * 960  # read by the one reflector call
+    assert ObservationalMemory.write_calls(settings, lme_m, 1280) == (
+        50 + 1,
+        (50 * 30_000 + reflected) / 1_500_000,
+    )
+    # a low gate: the reflector fires on every third observer call, then holds one call's worth
+    low = {**settings, "reflector_tokens": 2_000}
+    calls, read = ObservationalMemory.write_calls(
+        low, pd.DataFrame({"history_tokens": [150_000]}), 0
+    )
+    assert (calls, read * 150_000) == (5 + 2, pytest.approx(150_000 + 2 * 3 * 960))
 
 
 def test_what_a_memory_shows_every_question_first_is_estimated_at_the_cached_price():
@@ -282,9 +315,11 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     assert write.loc[("memory_graph", "extract"), "requests"] == graph == 36
     summaries = made["memory_hierarchical", "extract", "summary"]
     assert write.loc[("memory_hierarchical", "extract"), "requests"] == summaries == 14
-    # the reflector, fired here by the lowered gate, is not counted (see its write_calls)
+    # the observer and, fired here by the lowered gate, the reflector after each observer call
     observers = made["memory_observational", "extract", "observer"]
-    assert write.loc[("memory_observational", "extract"), "requests"] == observers == 3
+    reflectors = made["memory_observational", "extract", "reflector"]
+    assert (observers, reflectors) == (3, 3)
+    assert write.loc[("memory_observational", "extract"), "requests"] == observers + reflectors
     assert write.loc[("memory_rag", "embed"), "requests"] == made["memory_rag", "embed", None] == 2
     # and each system embeds each question in a request of its own (counted as none before)
     asked = Counter(

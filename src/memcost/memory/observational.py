@@ -45,6 +45,11 @@ from memcost.text import count_tokens
 OBSERVER_TOKENS = 30_000  # Total Recall §3: un-observed message tokens that start the observer
 REFLECTOR_TOKENS = 40_000  # ... observation tokens that start the reflector
 TOP_K = 1  # ... observations retrieved
+# For the pre-run estimate's count of reflector calls (write_calls): what one observer or
+# reflector call adds to the observations is at most its completion, which the estimate prices
+# as one segment's of the paper's memory: §4.2's 41.6M completion tokens (facts and reasoning)
+# over LongMemEval's 43,348 segments (500 histories of 101,601 tokens, 0.8533 segments per 1,000)
+CALL_COMPLETION_TOKENS = 960
 
 
 def reply_observations(text: str) -> list[str]:
@@ -209,12 +214,19 @@ class ObservationalMemory(StoredSystem):
     def write_calls(cls, settings, stats, segments):
         """An observer call for every ``observer_tokens`` of a conversation, each reading that
         many (a LoCoMo conversation, some 20,000 tokens, never reaches the 30,000 of the
-        study: its messages stay raw). The reflector's calls are not counted: the observations
-        of a 100,000-token history stay far below its 40,000 tokens."""
-        gate = int(settings["observer_tokens"])
-        fired = stats["history_tokens"] // gate
-        read = float((fired * gate).sum()) / max(1.0, float(stats["history_tokens"].sum()))
-        return int(fired.sum()), min(1.0, read)
+        study: its messages stay raw), and a reflector call, reading the observations, whenever
+        they reach ``reflector_tokens``: each call adds ``CALL_COMPLETION_TOKENS`` to them at
+        most, so at the study's gates the reflector first fires after 42 observer calls (some
+        1.3M tokens of history: on LongMemEval-M, not -S). The share read can pass 1."""
+        gate, ceiling = int(settings["observer_tokens"]), int(settings["reflector_tokens"])
+        calls, read = 0, 0.0
+        for history in stats["history_tokens"]:
+            held = 0  # observation tokens
+            for _ in range(int(history // gate)):
+                calls, read, held = calls + 1, read + gate, held + CALL_COMPLETION_TOKENS
+                if held >= ceiling:  # the reflector reads them all and writes one call's worth
+                    calls, read, held = calls + 1, read + held, CALL_COMPLETION_TOKENS
+        return calls, read / max(1.0, float(stats["history_tokens"].sum()))
 
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
         return _Observing(self, user, user_lines(turns))
