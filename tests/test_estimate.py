@@ -462,6 +462,21 @@ def test_estimate_counts_the_users_own_file_where_data_path_names_one(tmp_path, 
     assert 0 < total(mine) < total(paper_scale) / 20
 
 
+def test_the_paper_scale_estimate_of_another_longmemeval_file_is_refused(capsys):
+    """The paper's Tables 1-2 count LongMemEval-S: a bill for the M file (histories some 15
+    times longer) at S's scale was printed as if it were M's ($56 either way, all five systems
+    and judges included)."""
+    from memcost.cli import main
+
+    args = ["estimate", "--params", "paper_longmemeval"]
+    assert main(args) == 0
+    assert "longmemeval: paper-scale counts (paper Tables 1-2" in capsys.readouterr().out
+    assert main([*args, "-p", "longmemeval_file=m"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: longmemeval_file=m: the paper's Tables 1-2 count ")
+    assert "--steps 00" in error and error.count("\n") == 1
+
+
 def test_estimate_counts_a_download_already_in_data_raw(tmp_path, monkeypatch, capsys):
     """A preset that downloads is priced on the file notebook 00 will reuse from data/raw/
     (the bundled sample stands in for LoCoMo's download here), not at the paper's scale; the

@@ -925,7 +925,16 @@ def _file_counts(
 
 def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`paper_scale_counts` of the part a run's notebook-00 parameters keep
-    (``sample_*`` or ``limit_*``)."""
+    (``sample_*`` or ``limit_*``). The paper's Tables 1-2 count LongMemEval-S: another
+    LongMemEval file (M's histories are some 15 times longer) is refused, not priced as S."""
+    chosen = str(params.get("longmemeval_file") or "s")
+    if dataset == "longmemeval" and chosen != "s":
+        raise ValueError(
+            f"longmemeval_file={chosen}: the paper's Tables 1-2 count LongMemEval-S only, so "
+            "there is no paper-scale bill for this file; count the file itself: download it "
+            "once (python -m memcost run --params <preset> --steps 00) and estimate again, or "
+            "set data_path to a copy"
+        )
     return paper_scale_counts(
         dataset,
         int(params.get("sample_conversations") or params.get("limit_conversations") or 0),
