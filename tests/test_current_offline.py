@@ -17,7 +17,7 @@ from memcost.cli import main, print_resume_hint
 from memcost.paths import RunPaths
 from memcost.run import discover_notebooks
 from memcost.run.checks import preflight_credentials
-from memcost.run.presets import resolve_preset
+from memcost.run.presets import PresetError, resolve_preset
 from memcost.run.runner import NotebookFailed
 
 OFFLINE = {"backend": "offline", "download": False}
@@ -52,6 +52,39 @@ def test_backend_offline_runs_every_model_offline_without_a_key(name, no_keys, c
     paid = resolve_preset(name, notebooks)  # an API run keeps the preset's routing
     assert paid.parameters["client"]["model_backends"] == {"openai/gpt-oss-120b": "openrouter"}
     assert paid.notes == []
+
+
+def test_a_model_left_out_needs_no_key_for_its_provider(monkeypatch, no_keys):
+    """The paper's presets route gpt-oss-120b to OpenRouter. A user with an OpenAI key alone
+    who leaves it out (``-p models=[gpt-5-mini-2025-08-07]``) was refused for want of
+    OPENROUTER_API_KEY, by the runner and again by every notebook's client; the route is now
+    dropped, with one line saying so. A model the run still calls keeps its route and its key,
+    a memory system's own model included."""
+    from memcost.run.checks import paid_models
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    notebooks = discover_notebooks()
+    mini = {"models": ["gpt-5-mini-2025-08-07"]}
+    preset = resolve_preset("paper_locomo", notebooks, overrides=mini)
+    assert preset.parameters["client"]["model_backends"] == {}
+    assert preset.notes == [
+        "model_backends (openai/gpt-oss-120b -> openrouter) is ignored: no notebook of this "
+        "run calls that model"
+    ]
+    preflight_credentials(preset, notebooks)  # no OpenRouter key asked for
+    assert "openai/gpt-oss-120b" not in paid_models(preset, notebooks)
+    # a run of notebook 00 alone calls no model at all
+    assert resolve_preset("paper_locomo", notebooks, steps=["00"]).notes == preset.notes
+    # kept where the run calls it: in models, or as a memory system's own model
+    kept = resolve_preset("paper_locomo", notebooks)
+    assert kept.parameters["client"]["model_backends"] == {"openai/gpt-oss-120b": "openrouter"}
+    graph = {"graph": {"extraction_model": "openai/gpt-oss-120b"}}
+    own = resolve_preset(
+        "paper_locomo", notebooks, overrides={**mini, "memory_systems": ["mem0_style", graph]}
+    )
+    assert own.notes == [] and "openai/gpt-oss-120b" in paid_models(own, notebooks)
+    with pytest.raises(PresetError, match="OPENROUTER_API_KEY"):
+        preflight_credentials(own, notebooks)
 
 
 def test_a_failed_download_says_in_one_line_how_to_use_the_bundled_samples(capsys):

@@ -720,13 +720,19 @@ def _served_date(model: str, served: Mapping[str, str | None] | None) -> str | N
 
 
 def run_models(params: Mapping[str, Any]) -> list[str]:
-    """The models a notebook's parameters call (baseline models only when a baseline runs)."""
-    names: list[str] = []
+    """The models a notebook's parameters call (baseline models only when a baseline runs;
+    a memory system's own, where its ``memory_systems`` entry names one: the others write and
+    embed with the run's models)."""
     keys = list(RUN_MODEL_PARAMETERS)
     if any(params.get(switch) for switch in BASELINE_SWITCHES):
         keys.append("baseline_models")
-    for key in keys:
-        value = params.get(key)
+    values = [params.get(key) for key in keys]
+    for entry in params.get("memory_systems") or []:
+        for settings in entry.values() if isinstance(entry, Mapping) else []:
+            if isinstance(settings, Mapping):
+                values += [v for k, v in settings.items() if str(k).endswith("_model")]
+    names: list[str] = []
+    for value in values:
         for name in [value] if isinstance(value, str) else list(value or []):
             if name and str(name) not in names:
                 names.append(str(name))

@@ -49,7 +49,7 @@ from memcost.params import (
     notebook_parameters,
 )
 from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, DatasetPaths, RunPaths
-from memcost.run.presets import Preset, PresetError, selected_steps
+from memcost.run.presets import Preset, PresetError, called_models, selected_steps
 
 
 def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
@@ -159,18 +159,12 @@ def paid_models(
     preset: Preset, notebooks: Mapping[str, Path], *, paid_only: bool = True
 ) -> dict[str, dict[str, Any]]:
     """``{model: the parameters it runs under}`` for every model an API backend will serve
-    (with ``paid_only=False``: every model the preset names, offline ones too)."""
-    steps = selected_steps(preset, notebooks)
-    found: dict[str, dict[str, Any]] = {}
-    for step in steps:
-        defaults = notebook_defaults(notebooks[step])
-        for dataset in preset.datasets or [None]:
-            given = preset.parameters_for(dataset)
-            params = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
-            for model in catalog.run_models(params):
-                if not paid_only or backend_of(model, params) != "offline":
-                    found.setdefault(model, params)
-    return found
+    (with ``paid_only=False``: every model the preset calls, offline ones too)."""
+    return {
+        model: params
+        for model, params in called_models(preset, notebooks).items()
+        if not paid_only or backend_of(model, params) != "offline"
+    }
 
 
 def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:

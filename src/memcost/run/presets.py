@@ -33,7 +33,14 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
-from memcost.catalog import UnknownPriceError, execution_problem, is_known, price_for
+from memcost.catalog import (
+    UnknownPriceError,
+    execution_problem,
+    is_known,
+    per_model,
+    price_for,
+    run_models,
+)
 from memcost.data.sources import resolve_source
 from memcost.io import yaml_problem
 from memcost.judge.votes import check_votes
@@ -307,9 +314,6 @@ def resolve_preset(
     # Keys are checked against every notebook the preset names, so running a subset of its
     # steps does not turn the other notebooks' keys into errors.
     validate_preset(preset, notebooks)
-    note = offline_means_offline(preset)
-    if note:
-        preset.notes.append(note)
     if steps:
         chosen = [normalise_step(s) for s in steps]
         outside = [s for s in chosen if s not in (selected_steps(preset, notebooks))]
@@ -319,7 +323,48 @@ def resolve_preset(
                 f"(its steps: {selected_steps(preset, notebooks)})"
             )
         preset.steps = chosen
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        check_secrets(block, preset.description)  # before a note names a route
+    for note in (offline_means_offline(preset), unused_routes(preset, notebooks)):
+        if note:
+            preset.notes.append(note)
     return preset
+
+
+def called_models(preset: Preset, notebooks: Mapping[str, Path]) -> dict[str, dict[str, Any]]:
+    """``{model: the parameters it runs under}`` for every model the preset's steps call (each
+    notebook's parameters cell under the preset's values), offline ones too."""
+    found: dict[str, dict[str, Any]] = {}
+    for step in selected_steps(preset, notebooks):
+        defaults = notebook_defaults(notebooks[step])
+        for dataset in preset.datasets or [None]:
+            given = preset.parameters_for(dataset)
+            params = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
+            for model in run_models(params):
+                found.setdefault(model, params)
+    return found
+
+
+def unused_routes(preset: Preset, notebooks: Mapping[str, Path]) -> str | None:
+    """A ``model_backends`` route for a model no step of the run calls is dropped, so that a
+    run that leaves a model out (``-p models=[gpt-5-mini-2025-08-07]`` on a paper preset) is
+    not refused for the key of a provider it never reaches. Returns the line that says so."""
+    called = dict.fromkeys(called_models(preset, notebooks), True)
+    dropped: dict[str, Any] = {}
+    for block in (preset.parameters, *preset.per_dataset.values()):
+        client = block.get("client")
+        routes = client.get("model_backends") if isinstance(client, Mapping) else None
+        if not isinstance(routes, Mapping):
+            continue
+        unused = {m: b for m, b in routes.items() if not per_model(called, str(m))}
+        if unused:
+            dropped.update(unused)
+            kept = {m: b for m, b in routes.items() if m not in unused}
+            block["client"] = {**client, "model_backends": kept}
+    if not dropped:
+        return None
+    routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())
+    return f"model_backends ({routes}) is ignored: no notebook of this run calls that model"
 
 
 def offline_means_offline(preset: Preset) -> str | None:
