@@ -289,6 +289,34 @@ def test_a_users_questions_on_one_cached_prefix_take_their_pace_on_openai():
     assert rows.loc["long_context_gpt-5-mini-2025-08-07", "bound_by"] == "latency"
 
 
+def test_a_server_of_your_own_is_not_timed_at_openais_rate_limits():
+    """OpenAI's usage tiers bind its own API. The paper's LoCoMo preset pointed at a local
+    server (backend custom) was timed at tier 1's limits: 2.9 hours of calls, and the runner's
+    ETA after notebook 01 said 2:43:16 for a run that ended in 4 minutes. Limits stated for
+    the model still apply."""
+    stats = pd.DataFrame({
+        "conversation_id": ["a"], "n_sessions": 20, "n_turns": 600, "n_questions": [200],
+        "text_tokens": 100_000, "history_tokens": 101_500,
+    })  # fmt: skip
+    questions = pd.DataFrame({"conversation_id": ["a"] * 200, "category_id": 1})
+    params = {"memory_systems": ["mem0_style"], "models": ["gpt-5-mini-2025-08-07"]}
+    params |= {"baseline_models": [], "client": {"max_concurrency": 32}}
+    mini = "long_context_gpt-5-mini-2025-08-07"
+    rows = estimate.estimate_counts("locomo", stats, questions, params).set_index("system")
+    assert rows.loc[mini, "bound_by"] == "tokens/min"  # 20.3M tokens at tier 1's 500,000
+    assert rows.loc[mini, "rate_limits"] == "tier 1"
+    own = {**params, "backend": "custom", "base_url": "http://127.0.0.1:8080/v1"}
+    rows = estimate.estimate_counts("locomo", stats, questions, own).set_index("system")
+    assert rows.loc[mini, "bound_by"] == "latency"
+    assert rows.loc[mini, "rate_limits"] == "none known on backend custom"
+    assert "gpt-5-mini-2025-08-07: none known on backend custom" in estimate.limits_note(
+        rows.reset_index()
+    )
+    stated = {**own, "client": {"rate_limits": {"gpt-5-mini": {"rpm": 10, "tpm": 10**9}}}}
+    rows = estimate.estimate_counts("locomo", stats, questions, stated).set_index("system")
+    assert (rows.loc[mini, "bound_by"], rows.loc[mini, "minutes"]) == ("requests/min", 20)
+
+
 def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     # a call a segment was assumed for every system: the graph makes two, the hierarchical
     # memory one each 10 messages across sessions, RAG an embedding request a user

@@ -26,6 +26,7 @@ from memcost.catalog import (
     discount_multiplier,
     is_known,
     model_info,
+    per_model,
     price_for,
     tier_limits,
 )
@@ -228,7 +229,12 @@ class _Rows:
         limit, latency over ``max_concurrency``, or the pace of one prefix's requests on
         OpenAI, whose cache overflows above it), and where the limits came from."""
         concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
-        rpm, tpm, source = tier_limits(model, client_option(self.params, "rate_limits"))
+        stated = client_option(self.params, "rate_limits")
+        backend = backend_of(model, self.params)
+        if backend in ("openai", OFFLINE) or per_model(stated, model) is not None:
+            rpm, tpm, source = tier_limits(model, stated)
+        else:  # OpenAI's tiers bind its own API: another provider's or your server's are unknown
+            rpm, tpm, source = None, None, f"none known on backend {backend}"
         bounds = {"latency": requests * seconds / concurrency / 60}
         if rpm:
             bounds["requests/min"] = requests / rpm
