@@ -60,6 +60,48 @@ def test_the_bill_names_the_stages_the_estimate_missed_each_way():
     assert higher == ["extract $0.0034 estimated, $0.0107 in the ledger"]  # read, embed: equal
 
 
+def test_the_bill_compares_the_ledger_with_the_estimate_in_the_modes_chosen(tmp_path):
+    """A run that batched extraction and the judge was told its estimate was $26.15 (every stage
+    interactive, the judge $20.10) against a ledger priced at the Batch API's half: the runner
+    had printed $16.04 for the modes chosen, and the report's cost section said $16.04 too."""
+    import pandas as pd
+
+    from memcost.paths import RunPaths
+    from memcost.run.report.headline import _bill
+    from memcost.run.report.view import RunView
+
+    run = RunPaths(tmp_path / "run")
+    run.tables.mkdir(parents=True)
+    pd.DataFrame({
+        "dataset": "locomo", "ledger_stage": ["extract", "read", "judge"],
+        "execution": ["batch", "interactive", "batch"], "usd": [0.14, 2.62, 20.10],
+        "usd_execution": [0.07, 2.62, 10.05], "input_tokens": 1, "cached_input_tokens": 0,
+    }).to_csv(run.table.estimate_before_run, index=False)  # fmt: skip
+    pd.DataFrame({
+        "dataset": "locomo", "component": ["write", "read", "judge", "locomo: total"],
+        "spent_usd": [0.08, 0.69, 3.45, 4.22], "total_usd": [0.08, 0.69, 3.45, 4.22],
+    }).to_csv(run.table.cost_summary, index=False)  # fmt: skip
+    pd.DataFrame({
+        "stage": ["extract", "read", "judge"], "cost_usd": [0.08, 0.69, 3.45],
+        "cached_prompt_tokens": 0,
+    }).to_csv(run.table.cost_by_stage, index=False)  # fmt: skip
+    text = _bill(RunView(run=run, manifest={}, datasets=[]))
+    assert text.startswith(
+        "**The bill:** $4.22 paid; the ledger's calls at list price (Batch and Flex at their "
+        "discount) come to $4.22; the estimate printed before the run was $12.74 in the "
+        "execution modes chosen (judge $10.05 estimated, $3.45 in the ledger; "
+    )
+    assert "$22.86" not in text and "$20.10" not in text
+    # a run without a discounted stage reads as before
+    interactive = pd.read_csv(run.table.estimate_before_run).assign(execution="interactive")
+    interactive.assign(usd_execution=interactive["usd"]).to_csv(
+        run.table.estimate_before_run, index=False
+    )
+    text = _bill(RunView(run=run, manifest={}, datasets=[]))
+    assert "the estimate printed before the run was $22.86 (judge $20.10 estimated" in text
+    assert "discount" not in text and "modes chosen" not in text
+
+
 def test_the_bill_says_when_a_stages_gap_is_the_prompt_cache_not_the_tokens():
     # An estimate_* run: offline, long context's prompts have no cache hits in the ledger,
     # while the estimate prices the cached share the prefix-cache rule predicts.

@@ -20,7 +20,7 @@ from memcost.answers import in_words
 from memcost.calls import read_calls
 from memcost.catalog import canonical_name
 from memcost.costs import today
-from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS
+from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS, chosen_total
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
 from memcost.run.report.published import published_brief
 from memcost.run.report.results import accuracy_tables
@@ -295,9 +295,21 @@ def _bill(view: RunView) -> str | None:
     parts = ~summary["component"].astype(str).str.endswith(": total")
     spent = float(summary.loc[parts, "spent_usd"].sum())
     ledger = float(summary.loc[parts, "total_usd"].sum())
-    text = (
-        f"**The bill:** {usd(spent)} paid; the ledger's calls at list price come to {usd(ledger)}"
+    # Stages sent through the Batch API or Flex are priced at their discount, in the ledger as
+    # in the estimate the runner printed last (its bill in the modes chosen)
+    discounted = (
+        estimate is not None
+        and "execution" in estimate
+        and bool((estimate["execution"] != "interactive").any())
     )
+    text = (
+        f"**The bill:** {usd(spent)} paid; the ledger's calls at list price"
+        + (" (Batch and Flex at their discount)" if discounted else "")
+        + f" come to {usd(ledger)}"
+    )
+    as_chosen = estimate is not None and not estimate.empty and chosen_total(estimate) is not None
+    if as_chosen:
+        estimate = estimate.assign(usd=estimate["usd_execution"])
     if (
         estimate is not None
         and not estimate.empty
@@ -305,6 +317,7 @@ def _bill(view: RunView) -> str | None:
     ):
         before = float(estimate["usd"].sum())
         text += f"; the estimate printed before the run was {usd(before)}"
+        text += " in the execution modes chosen" if discounted and as_chosen else ""
         lower, higher = _stage_differences(estimate, read_csv(view.run.table.cost_by_stage))
         if lower or higher:
             text += " (" + "; ".join(lower + higher) + ")"
