@@ -412,6 +412,16 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "*No usage ledger was analysed (notebook 05 did not run).*" in report
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
     assert "| sample_memory | lexical (offline) |" in report
+    offline_judge = "judged again** by this repository's judge (offline: the lexical rule, not"
+    assert offline_judge in report
+    # judged again by a model: the heading no longer calls the judge the lexical rule
+    again.assign(judge_model="gpt-5-mini", backend="custom").to_csv(
+        run.tables / "published_rejudged.csv", index=False
+    )
+    rejudged = write_report(run)[0].read_text(encoding="utf-8")
+    assert "| sample_memory | gpt-5-mini (custom) |" in rejudged
+    assert "judged again** by this repository's judge\n" in rejudged
+    assert offline_judge not in rejudged and "lexical" not in rejudged.split("judged again")[1]
     # the runner's last lines say it as the report's first screen does
     from memcost.cli import result_lines
 

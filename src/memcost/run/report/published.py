@@ -97,9 +97,10 @@ def _rejudged(view: RunView) -> list[str]:
         for r in (again.itertuples() if again is not None else [])
     ]  # fmt: skip
     header = ["run", "judge", "n", "published judge", "this judge", "agree", "published only"]
+    offline = again is not None and not again.empty and bool((again["backend"] == "offline").all())
     return _block(
-        "**The same answers, judged again** by this repository's judge (offline: the lexical "
-        "rule, not an LLM)",
+        "**The same answers, judged again** by this repository's judge"
+        + (" (offline: the lexical rule, not an LLM)" if offline else ""),
         rows,
         [*header, "this only"],
     )
