@@ -7,6 +7,7 @@ every assertion about what was recorded is checked in the files the client wrote
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -600,3 +601,17 @@ def test_the_local_server_rejects_what_the_api_rejects(server):
     emb = sdk.embeddings.create(model="text-embedding-3-small", input=["a", "b"], dimensions=8)
     assert [len(d.embedding) for d in emb.data] == [8, 8]
     assert [r.status for r in server.requests] == [400, 400, 200, 401, 200]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+def test_calls_made_one_at_a_time_leave_no_files_open(run_paths, server, tmp_path):
+    """The serving study sends one request a turn, each from a thread pool of its own. Every
+    pool's thread opened its own connection to the store of calls and left it open when it
+    ended (three files each): a grid of 4,040 turns stopped at "Too many open files"."""
+    client = api_client(run_paths, server.url, tmp_path)
+    assert client.chat(question(0)).ok
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(1, 121):
+        assert client.chat(question(i)).ok
+    assert len(os.listdir("/proc/self/fd")) - before < 12
+    assert len(read_calls(run_paths.calls)) == 121

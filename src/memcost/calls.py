@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -255,7 +255,7 @@ class CallStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []  # by owning thread
         self._lock = threading.Lock()
         self._reuse = [store_path(r) for r in reuse if store_path(r).is_file()]
         self._pending: list[tuple[str, str, str, None]] = []  # offline rows not written yet
@@ -291,7 +291,15 @@ class CallStore:
                 conn.execute(f"ATTACH DATABASE ? AS reuse{i}", (uri,))
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                # A thread that has ended closes no connection of its own: a client that sends
+                # each request from a pool of its own (the serving study, a pool a turn) held
+                # three files open per finished thread until "Too many open files".
+                ended = [c for t, c in self._all if not t.is_alive()]
+                self._all = [(t, c) for t, c in self._all if t.is_alive()]
+                self._all.append((threading.current_thread(), conn))
+            for other in ended:
+                with suppress(sqlite3.Error):
+                    other.close()
         return conn
 
     def _open(self) -> None:
@@ -628,11 +636,9 @@ class CallStore:
         if self._all:
             self.flush()
         with self._lock:
-            for conn in self._all:
-                try:
+            for _, conn in self._all:
+                with suppress(sqlite3.Error):
                     conn.close()
-                except sqlite3.Error:
-                    pass
             self._all.clear()
         self._local = threading.local()
 
