@@ -6,7 +6,7 @@ import pytest
 
 from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset
-from memcost.run.presets import validate_run
+from memcost.run.presets import PresetError, validate_run
 
 PRESETS = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
 
@@ -90,3 +90,47 @@ def test_an_even_number_of_judge_votes_is_refused_before_the_run(tmp_path, where
     assert not (tmp_path / "run").exists()
     (tmp_path / "votes.yaml").write_text("include: smoke\nparameters:\n  n_votes: 5\n")
     validate_run(load_preset(tmp_path / "votes.yaml"), discover_notebooks(), tmp_path / "run")
+
+
+def test_batch_is_refused_for_a_stage_whose_calls_come_one_after_another(
+    tmp_path, capsys, monkeypatch
+):
+    """Hierarchical memory rewrites its summary every 10 messages, each call after the last: with
+    the current presets' {extract: batch} each of some 60 waves on LoCoMo would have been a
+    batch of its own, each up to 24 hours, where the estimate said "within 24 h". The paper's
+    update phase ({update: batch}) likewise, a batch a segment. Refused in one line before the
+    run; extraction of the paper's memory (one wave) and the offline backend are not."""
+    from memcost.cli import main
+    from memcost.run.presets import resolve_preset
+
+    for key in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
+        monkeypatch.setenv(key, "sk-test")  # the keys are checked first
+    notebooks = discover_notebooks()
+    run_dir = tmp_path / "run"
+    args = ["run", "--params", "current_locomo", "--run-name", str(run_dir), "-p"]
+    assert main([*args, "memory_systems=[mem0_style, hierarchical]"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "error: execution: {extract: batch} with memory system hierarchical: its extract calls "
+        "come one after another (each waits for the one before), so each would be a batch of "
+        "its own, up to 24 hours apiece; send extract interactive or flex "
+    )
+    assert "\n" not in err and not run_dir.exists()
+    update = {"client": {"execution": {"update": "batch"}}}
+    with pytest.raises(PresetError, match=r"\{update: batch\} with memory system mem0_style"):
+        validate_run(
+            resolve_preset("paper_locomo", notebooks, overrides=update), notebooks, run_dir
+        )
+    no_update = {**update, "update_phase": False}  # one extraction pass: nothing in turn
+    validate_run(resolve_preset("paper_locomo", notebooks, overrides=no_update), notebooks, run_dir)
+    validate_run(load_preset("current_locomo"), notebooks, run_dir)  # mem0_style: one wave
+    for name in ("graph", "observational", "mem0"):
+        systems = {"memory_systems": ["mem0_style", name]}
+        with pytest.raises(PresetError, match=f"memory system {name}: its extract calls"):
+            validate_run(
+                resolve_preset("current_locomo", notebooks, overrides=systems), notebooks, run_dir
+            )
+    rag = {"memory_systems": ["mem0_style", "rag"]}  # embeddings only
+    validate_run(resolve_preset("current_locomo", notebooks, overrides=rag), notebooks, run_dir)
+    offline = {"backend": "offline", "memory_systems": ["mem0_style", "hierarchical"]}
+    validate_run(resolve_preset("current_locomo", notebooks, overrides=offline), notebooks, run_dir)

@@ -103,6 +103,10 @@ class MemorySystem(ABC):
     write_passes: ClassVar[float] = 1.0
     write_update_phase: ClassVar[bool] = True
     write_model_setting: ClassVar[str] = "extraction_model"  # the setting naming that model
+    # The ledger stages whose calls it makes one after another, each waiting for the one
+    # before (a summary of the summary, the facts the last update left): in the Batch API each
+    # would be a batch of its own, so the run refuses ``batch`` for them (:meth:`in_turn`)
+    stages_in_turn: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self, ds: DatasetPaths, settings: Mapping[str, Any] | None = None, *, dataset: str
@@ -138,6 +142,11 @@ class MemorySystem(ABC):
         }
         from_parameters = {k: parameters[k] for k in cls.parameters if k in parameters}
         return {**cls.defaults, **inherited, **from_parameters, **given}
+
+    @classmethod
+    def in_turn(cls, settings: Mapping[str, Any]) -> tuple[str, ...]:
+        """:attr:`stages_in_turn` with these settings."""
+        return cls.stages_in_turn
 
     @classmethod
     def read_context_tokens(

@@ -59,6 +59,8 @@ class LibrarySystem(MemorySystem):
     # what a built user depends on besides the models and the library's version (fingerprint)
     build_settings: ClassVar[tuple[str, ...]] = ()
     prompts: ClassVar[tuple[str, ...]] = ()  # prompt ids the adapter gives the library
+    # the library asks the gateway a call at a time, each one a batch of its own in batch mode
+    stages_in_turn = ("extract", "update")
     embedding_dims: int  # known once the gateway is open (:meth:`_gateway`)
 
     @classmethod

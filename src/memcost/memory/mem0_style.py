@@ -116,6 +116,11 @@ class Mem0Style(MemorySystem):
     parameters = tuple(defaults)  # notebooks 01 and 02 declare each of them
 
     @classmethod
+    def in_turn(cls, settings):
+        """The update phase compares each segment's facts with what the segment before left."""
+        return ("update",) if settings.get("update_phase", True) else ()
+
+    @classmethod
     def read_context_tokens(cls, settings, history_tokens, turn_tokens):
         """``top_k`` facts of the paper's measured size (1,046 tokens at top-k 20)."""
         return int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM

@@ -78,6 +78,7 @@ class Rag(StoredSystem):
     write_update_phase = False
     defaults = {"chunk_tokens": CHUNK_TOKENS, "top_k": TOP_K, "embedding_model": EMBEDDING_MODEL}
     embed_kinds = ("chunk",)
+    stages_in_turn = ()  # embeddings alone, each user's in one go
 
     @classmethod
     def read_context_tokens(cls, settings, history_tokens, turn_tokens):

@@ -187,6 +187,7 @@ class StoredSystem(MemorySystem):
     embed_kinds: tuple[str, ...] = ()
     prompts: tuple[str, ...] = ()  # ids of the prompts it sends (part of its fingerprint)
     parse: Any = None  # its replies to values (see run_waves); None: taken as text
+    stages_in_turn = ("extract",)  # a user's next wave waits for its last (run_waves)
 
     @property
     def folder(self):

@@ -46,7 +46,7 @@ from memcost.io import yaml_problem
 from memcost.judge.votes import check_votes
 from memcost.llm.batch import batch_refusal
 from memcost.llm.transport import parse_rate_limits
-from memcost.memory import parse_systems
+from memcost.memory import parse_systems, system_class
 from memcost.memory.pgvector import ITERATIVE_SCANS
 from memcost.memory.vectors import LAYOUTS, STORES
 from memcost.params import (
@@ -595,6 +595,40 @@ def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[s
                 )
                 if problem is not None:
                     raise PresetError(problem)
+        if "01" in steps:
+            problem = batched_in_turn(
+                normalise_execution(client_option(params, "execution")), params
+            )
+            if problem is not None:
+                raise PresetError(problem)
+
+
+def batched_in_turn(modes: Mapping[str, str], params: Mapping[str, Any]) -> str | None:
+    """A stage set to ``batch`` whose calls a memory system makes one after another: each wave
+    would be a batch of its own, each up to 24 hours (the paper's update phase on LoCoMo, some
+    70 batches a run). Returns the line that says so and what to set instead (``None``: no
+    such stage, or the offline backend, which ignores batch)."""
+    batched = {stage for stage, mode in modes.items() if mode == "batch"}
+    if not batched:
+        return None
+    try:
+        systems = parse_systems(params.get("memory_systems") or ["mem0_style"])
+    except ValueError:
+        return None  # said by the memory_systems check, in its own words
+    for name, given in systems:
+        cls = system_class(name)
+        settings = cls.settings_from(given, params)
+        if backend_of(str(settings.get(cls.write_model_setting)), params) == "offline":
+            continue  # the offline backend ignores batch: it calls no model
+        stage = next((s for s in cls.in_turn(settings) if s in batched), None)
+        if stage is not None:
+            return (
+                f"execution: {{{stage}: batch}} with memory system {name}: its {stage} calls "
+                "come one after another (each waits for the one before), so each would be a "
+                f"batch of its own, up to 24 hours apiece; send {stage} interactive or flex "
+                f"(-p 'client={{execution: {{{stage}: flex}}}}') or leave {name} out"
+            )
+    return None
 
 
 def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
