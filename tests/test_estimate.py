@@ -317,6 +317,39 @@ def test_a_server_of_your_own_is_not_timed_at_openais_rate_limits():
     assert (rows.loc[mini, "bound_by"], rows.loc[mini, "minutes"]) == ("requests/min", 20)
 
 
+def test_calls_a_user_makes_in_turn_are_timed_a_user_at_a_time():
+    """The update phase, hierarchical memory's summaries and a library's calls wait each for
+    the one before: at most one a user is in flight, and the libraries build one user after
+    another. The estimate timed them all at max_concurrency: 32 at once for LoCoMo's 10 users,
+    where the mem0 library built 3 users in 2:12 against a server that answers at once."""
+    stats = pd.DataFrame({
+        "conversation_id": [f"c{i}" for i in range(10)], "n_sessions": 20, "n_turns": 600,
+        "n_questions": 1, "text_tokens": 16_000, "history_tokens": 20_000,
+    })  # fmt: skip
+    questions = pd.DataFrame({"conversation_id": stats["conversation_id"], "category_id": 1})
+    huge = {"rpm": 10**6, "tpm": 10**9}  # latency binds, not the account's limits
+    params = {
+        "memory_systems": ["mem0_style", "hierarchical", "mem0"],
+        "models": [],
+        "baseline_models": [],
+        "client": {"max_concurrency": 32, "rate_limits": {"gpt-5-nano": huge}},
+    }
+    rows = estimate.estimate_counts("locomo", stats, questions, params)
+    write = rows.loc[rows["stage"] == "write"].set_index(["system", "ledger_stage"])
+    per_call = estimate.SECONDS_PER_REQUEST["write"] / 60
+
+    def at_once(system: str, stage: str) -> float:
+        row = write.loc[(system, stage)]
+        assert row["bound_by"] == "latency"
+        return row["requests"] * per_call / row["minutes"]
+
+    assert at_once("memory", "extract") == pytest.approx(32)  # every segment at once
+    assert at_once("memory", "update") == pytest.approx(10)  # a user's segments in turn
+    assert at_once("memory_hierarchical", "extract") == pytest.approx(10)
+    assert at_once("memory_mem0", "extract") == pytest.approx(1)
+    assert at_once("memory_mem0", "update") == pytest.approx(1)
+
+
 def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
     # a call a segment was assumed for every system: the graph makes two, the hierarchical
     # memory one each 10 messages across sessions, RAG an embedding request a user

@@ -179,13 +179,15 @@ class _Rows:
         ledger_stage: str,
         effort: str = "",
         per_prefix: int = 0,
+        concurrency: int | None = None,
     ) -> None:
         """One row; ``ledger_stage`` (memcost.calls.STAGES) picks its execution mode, and
         ``usd_execution`` is its bill in that mode (NaN: the model has no price for it);
         ``minutes`` is the time its calls take at the rate limits in force (NaN: a batch,
         whose results come within 24 hours); ``per_prefix``: the most of its requests that
         share one cached prefix (a user's questions), which the client sends at most
-        ``prefix_requests_per_minute`` a minute to OpenAI."""
+        ``prefix_requests_per_minute`` a minute to OpenAI; ``concurrency``: the most of its
+        requests in flight at once where that is not the client's ``max_concurrency``."""
         overrides = self.params.get("price_overrides")
         price = price_for(model, overrides)
         if usd is None:  # priced per (mean) request: a long-context tier applies per request
@@ -199,7 +201,7 @@ class _Rows:
         multiplier = discount_multiplier(model, mode, overrides)
         seconds = SECONDS_PER_EMBEDDING if ledger_stage == "embed" else SECONDS_PER_REQUEST[stage]
         minutes, bound, limits = self._minutes(
-            seconds, model, requests, input_tokens + output, per_prefix
+            seconds, model, requests, input_tokens + output, per_prefix, concurrency
         )
         self.rows.append(
             {
@@ -223,12 +225,19 @@ class _Rows:
         )
 
     def _minutes(
-        self, seconds: float, model: str, requests: float, tokens: float, per_prefix: int = 0
+        self,
+        seconds: float,
+        model: str,
+        requests: float,
+        tokens: float,
+        per_prefix: int = 0,
+        concurrency: int | None = None,
     ) -> tuple[float, str, str]:
         """Minutes of calls of ``seconds`` each, what binds them (the request limit, the token
         limit, latency over ``max_concurrency``, or the pace of one prefix's requests on
         OpenAI, whose cache overflows above it), and where the limits came from."""
-        concurrency = max(1, int(client_option(self.params, "max_concurrency") or 1))
+        most = int(client_option(self.params, "max_concurrency") or 1)
+        concurrency = max(1, min(most, concurrency or most))
         stated = client_option(self.params, "rate_limits")
         backend = backend_of(model, self.params)
         if backend in ("openai", OFFLINE) or per_model(stated, model) is not None:
@@ -328,6 +337,8 @@ def _memory_rows(
         share = UPDATE_SHARE_OF_WRITE if updates else 0.0
         system = cls.answers_as
         calls, read = cls.write_calls(chosen, stats, segments)
+        # a stage whose calls a user makes in turn has at most one in flight per user built at once
+        at_once = {s: cls.users_at_once or len(stats) for s in cls.in_turn(chosen)}
         if cls.write_passes:
             # the paper's measured unit is one extraction pass and its update phase; its
             # completions come per segment, or per call where a system makes fewer, longer
@@ -346,6 +357,7 @@ def _memory_rows(
                 usd=usd,
                 ledger_stage="extract",
                 effort=effort,
+                concurrency=at_once.get("extract"),
             )
         if share:
             usd = write_unit_usd(history, segments, price) * share
@@ -360,6 +372,7 @@ def _memory_rows(
                 usd=usd,
                 ledger_stage="update",
                 effort=effort,
+                concurrency=at_once.get("update"),
             )
         embedder = str(chosen.get("embedding_model") or EMBEDDING_MODEL)
         if not cls.write_passes:  # its items are the history itself, embedded

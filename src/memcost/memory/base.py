@@ -107,6 +107,7 @@ class MemorySystem(ABC):
     # before (a summary of the summary, the facts the last update left): in the Batch API each
     # would be a batch of its own, so the run refuses ``batch`` for them (:meth:`in_turn`)
     stages_in_turn: ClassVar[tuple[str, ...]] = ()
+    users_at_once: ClassVar[int | None] = None  # users it builds side by side (None: all)
 
     def __init__(
         self, ds: DatasetPaths, settings: Mapping[str, Any] | None = None, *, dataset: str

@@ -61,6 +61,7 @@ class LibrarySystem(MemorySystem):
     prompts: ClassVar[tuple[str, ...]] = ()  # prompt ids the adapter gives the library
     # the library asks the gateway a call at a time, each one a batch of its own in batch mode
     stages_in_turn = ("extract", "update")
+    users_at_once = 1  # :meth:`build` gives the library one user after another
     embedding_dims: int  # known once the gateway is open (:meth:`_gateway`)
 
     @classmethod
