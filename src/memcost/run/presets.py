@@ -25,7 +25,7 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -350,17 +350,7 @@ def unused_routes(preset: Preset, notebooks: Mapping[str, Path]) -> str | None:
     run that leaves a model out (``-p models=[gpt-5-mini-2025-08-07]`` on a paper preset) is
     not refused for the key of a provider it never reaches. Returns the line that says so."""
     called = dict.fromkeys(called_models(preset, notebooks), True)
-    dropped: dict[str, Any] = {}
-    for block in (preset.parameters, *preset.per_dataset.values()):
-        client = block.get("client")
-        routes = client.get("model_backends") if isinstance(client, Mapping) else None
-        if not isinstance(routes, Mapping):
-            continue
-        unused = {m: b for m, b in routes.items() if not per_model(called, str(m))}
-        if unused:
-            dropped.update(unused)
-            kept = {m: b for m, b in routes.items() if m not in unused}
-            block["client"] = {**client, "model_backends": kept}
+    dropped = drop_routes(preset, lambda model, _params: not per_model(called, model))
     if not dropped:
         return None
     routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())
@@ -371,20 +361,31 @@ def offline_means_offline(preset: Preset) -> str | None:
     """``backend: offline`` runs every model offline: the preset's ``model_backends`` (a paid
     preset routes gpt-oss to OpenRouter) is dropped, so ``-p backend=offline`` alone tries any
     preset without a key. Returns the line that says so (``None``: nothing was dropped)."""
+    dropped = drop_routes(preset, lambda _model, params: params.get("backend") == "offline")
+    if not dropped:
+        return None
+    routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())
+    return f"backend=offline: every model runs offline; model_backends ({routes}) is ignored"
+
+
+def drop_routes(preset: Preset, drop: Callable[[str, Mapping[str, Any]], bool]) -> dict[str, Any]:
+    """Remove the ``model_backends`` routes that ``drop(model, the parameters it runs under)``
+    names, the run's and each dataset's; returns them."""
     dropped: dict[str, Any] = {}
     for dataset in [None, *preset.datasets]:
         params = preset.parameters_for(dataset)
         client = params.get("client")
         routes = client.get("model_backends") if isinstance(client, Mapping) else None
-        if params.get("backend") != "offline" or not isinstance(routes, Mapping) or not routes:
+        if not isinstance(routes, Mapping):
             continue
-        dropped.update(routes)
+        gone = {m: b for m, b in routes.items() if drop(str(m), params)}
+        if not gone:
+            continue
+        dropped.update(gone)
         block = preset.parameters if dataset is None else preset.per_dataset.setdefault(dataset, {})
-        block["client"] = {**(block.get("client") or {}), "model_backends": {}}
-    if not dropped:
-        return None
-    routes = ", ".join(f"{model} -> {backend}" for model, backend in dropped.items())
-    return f"backend=offline: every model runs offline; model_backends ({routes}) is ignored"
+        kept = {m: b for m, b in routes.items() if m not in gone}
+        block["client"] = {**(block.get("client") or {}), "model_backends": kept}
+    return dropped
 
 
 EFFORTS = ("minimal", "low", "medium", "high")
