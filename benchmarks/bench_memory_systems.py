@@ -54,7 +54,7 @@ def bench(dataset: str, root: Path) -> list[dict]:
         client.close()
         answers_as = system_class(name).answers_as
         calls = pd.DataFrame(read_calls(run.calls))
-        mine = calls["system"].fillna("memory") == answers_as
+        mine = calls["system"].fillna("memory_mem0_style") == answers_as
         write = calls.loc[mine & calls["question_id"].isna()]
         latency = np.array([r.latency_s for r in recalls.values()]) * 1000
         rows.append(

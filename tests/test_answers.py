@@ -27,7 +27,6 @@ def _record(qid: str, **extra):
 
 
 def test_system_names():
-    assert answers.system_name("memory") == "memory"
     assert answers.system_name("long_context", "gpt-5-mini-2025-08-07") == "long_context_gpt-5-mini"
     assert answers.system_name("oracle", "openai/gpt-oss-120b") == "oracle_gpt-oss-120b"
     assert answers.system_kind("rolling_window_gpt-5-mini") == "rolling_window"
@@ -35,11 +34,13 @@ def test_system_names():
         answers.system_name("no_context")
     with pytest.raises(ValueError, match="not a system name"):
         answers.system_kind("longcontext")
+    with pytest.raises(ValueError, match="not a system name"):
+        answers.system_kind("memory")  # the paper's is memory_mem0_style, as it is registered
 
 
 def test_labels_name_models_online_and_never_offline():
     systems = [
-        "memory",
+        "memory_mem0_style",
         "memory_graph",
         "long_context_gpt-oss-120b",
         "long_context_gpt-5-mini",
@@ -54,7 +55,8 @@ def test_labels_name_models_online_and_never_offline():
     assert offline["long_context_gpt-oss-120b"] == "long context (offline) 2"
     assert offline["rolling_window_gpt-5-mini"] == "rolling window (offline)"
     # every offline row says so, the memory systems' too
-    assert offline["memory"] == "memory (offline)"
+    assert offline["memory_mem0_style"] == "memory mem0_style (offline)"
+    assert online["memory_mem0_style"] == "memory mem0_style"
     assert offline["memory_graph"] == "memory graph (offline)"
     assert all("(offline)" in v for v in offline.values())
     assert not [v for v in offline.values() if "gpt" in v]
@@ -72,7 +74,7 @@ def test_offline_accuracy_figure_names_no_model():
 
     table3 = pd.DataFrame(
         {
-            "system": ["memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b"],
+            "system": ["memory_mem0_style", "long_context_gpt-5-mini", "long_context_gpt-oss-120b"],
             "n": 4,
             "accuracy": [0.5, 0.25, 0.25],
             "wilson_low": 0.1,
@@ -84,7 +86,11 @@ def test_offline_accuracy_figure_names_no_model():
     )
     fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="offline")
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert legend == ["memory (offline)", "long context (offline) 1", "long context (offline) 2"]
+    assert legend == [
+        "memory mem0_style (offline)",
+        "long context (offline) 1",
+        "long context (offline) 2",
+    ]
     fig = plot_accuracy(table3, pd.DataFrame(), dataset="locomo", backend="openai")
     assert "long context, gpt-oss-120b" in [
         t.get_text() for t in fig.axes[0].get_legend().get_texts()
@@ -93,27 +99,34 @@ def test_offline_accuracy_figure_names_no_model():
 
 def test_writer_resumes_without_duplicates(run_paths):
     ds = run_paths.dataset("locomo").ensure()
-    with answers.AnswerWriter(ds, "memory") as out:
+    with answers.AnswerWriter(ds, "memory_mem0_style") as out:
         assert out.pending(["q1", "q2", "q3"]) == ["q1", "q2", "q3"]
         out.write(_record("q1"))
         out.write(_record("q2"))
-    with answers.AnswerWriter(ds, "memory") as out:  # a rerun after a crash
+    with answers.AnswerWriter(ds, "memory_mem0_style") as out:  # a rerun after a crash
         assert out.pending(["q1", "q2", "q3"]) == ["q3"]
         out.write(_record("q2"))  # already there: ignored
         out.write(_record("q3", answer="Rome"))
     # the file itself holds each question once (the loader would hide a duplicate)
-    assert [r["question_id"] for r in read_jsonl(ds.answers_file("memory"))] == ["q1", "q2", "q3"]
-    frame = answers.load_answers(ds, "memory")
+    assert [r["question_id"] for r in read_jsonl(ds.answers_file("memory_mem0_style"))] == [
+        "q1",
+        "q2",
+        "q3",
+    ]
+    frame = answers.load_answers(ds, "memory_mem0_style")
     assert frame["question_id"].tolist() == ["q1", "q2", "q3"]
     assert frame.loc[2, "answer"] == "Rome"
-    assert answers.answer_systems(ds) == ["memory"]
+    assert answers.answer_systems(ds) == ["memory_mem0_style"]
 
 
 def test_incomplete_record_is_rejected(run_paths):
     ds = run_paths.dataset("locomo").ensure()
     record = _record("q1")
     del record["latency_s"]
-    with answers.AnswerWriter(ds, "memory") as out, pytest.raises(ValueError, match="latency_s"):
+    with (
+        answers.AnswerWriter(ds, "memory_mem0_style") as out,
+        pytest.raises(ValueError, match="latency_s"),
+    ):
         out.write(record)
 
 
@@ -122,7 +135,7 @@ def test_missing_file_names_the_notebook(run_paths):
     with pytest.raises(FileNotFoundError, match="03_answer_long_context.ipynb"):
         answers.load_answers(ds, "long_context_gpt-5-mini")
     with pytest.raises(FileNotFoundError, match="02_answer_from_memory.ipynb"):
-        answers.load_answers(ds, "memory")
+        answers.load_answers(ds, "memory_mem0_style")
 
 
 def test_systems_sorted_memory_first(run_paths):
@@ -130,13 +143,13 @@ def test_systems_sorted_memory_first(run_paths):
     for system in (
         "oracle_gpt-5-mini",
         "long_context_gpt-oss-120b",
-        "memory",
+        "memory_mem0_style",
         "long_context_gpt-5-mini",
     ):
         with answers.AnswerWriter(ds, system) as out:
             out.write(_record("q1"))
     assert answers.answer_systems(ds) == [
-        "memory",
+        "memory_mem0_style",
         "long_context_gpt-5-mini",
         "long_context_gpt-oss-120b",
         "oracle_gpt-5-mini",

@@ -65,7 +65,7 @@ PARAMETERS = {
 STEPS_ALL = ["00", "01", "02", "03", "04", "05"]
 STEPS_MODEL = ["01", "02", "03", "04"]  # the notebooks that call models
 SYSTEMS = [
-    "memory",
+    "memory_mem0_style",
     "long_context_gpt-5-mini",
     "long_context_gpt-oss-120b",
     "rolling_window_gpt-5-mini",
@@ -286,7 +286,7 @@ def test_ledger_records_every_call_once_as_custom(world):
     judgments = read_jsonl(run.dataset(DATASET).judgments)
     segments = pd.read_parquet(run.dataset(DATASET).memory / "segments.parquet")
     updates = read_jsonl(run.dataset(DATASET).memory / "updates.jsonl")
-    assert stages["read"] == len(answers["memory"])
+    assert stages["read"] == len(answers["memory_mem0_style"])
     assert stages["long_context"] == sum(len(answers[s]) for s in SYSTEMS[1:])
     assert stages["judge"] == len(judgments) == 3 * len(SYSTEMS) * judged_questions(questions)
     assert stages["extract"] == (segments["status"] == "ok").sum() == len(segments)

@@ -43,7 +43,7 @@ PARAMETERS = {
     "client": {"batch_poll_s": 0.2},
 }
 STEPS = ["00", "01", "02", "03", "04", "05"]
-SYSTEMS = ["memory", "long_context_gpt-5-mini", "rolling_window_gpt-5-mini"]
+SYSTEMS = ["memory_mem0_style", "long_context_gpt-5-mini", "rolling_window_gpt-5-mini"]
 # What may differ between the two runs: how long calls took, what the prompt cache held, and what
 # names the endpoint (each run has its own server): the request hash and the settings' fingerprint.
 TIMING = {

@@ -286,7 +286,7 @@ def test_the_write_cost_sentence_is_read_from_the_table():
     table = pd.DataFrame(
         {
             "dataset": ["locomo"] * 3,
-            "memory_system": ["memory", "memory_graph", "memory_rag"],
+            "memory_system": ["memory_mem0_style", "memory_graph", "memory_rag"],
             "write_usd": [0.0020, 0.0030, 0.0001],
             "prices": ["paper's"] * 3,
         }

@@ -34,7 +34,7 @@ def test_each_stage_follows_its_stated_assumption(prepared):
     table = estimate.estimate_dataset(ds, params).set_index("system")
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     n = len(pd.read_parquet(ds.questions))
-    write = table.loc["memory"].query("stage == 'write'")
+    write = table.loc["memory_mem0_style"].query("stage == 'write'")
     # extraction and update calls, one row each (split evenly: estimate.UPDATE_SHARE_OF_WRITE),
     # at the paper's prompt cost per history token and its completion cost per segment
     assert list(write["ledger_stage"]) == ["extract", "update"]
@@ -109,7 +109,7 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     # in two calls a segment (entities, then relations), which the request count and time show
     extract = both.loc[both["ledger_stage"] == "extract"].set_index("system")["requests"]
     segments = int(paper.loc[paper["ledger_stage"] == "extract", "requests"].iloc[0])
-    assert extract["memory"] == segments > 0
+    assert extract["memory_mem0_style"] == segments > 0
     assert extract["memory_graph"] == 2 * segments
     # rag: no model call before the first question, only the history embedded, a request a
     # user (the smoke run's ledger: two), where a request a segment was counted (18)
@@ -122,13 +122,15 @@ def test_each_memory_system_is_estimated_and_judged(prepared):
     reads = reader.groupby("system")["usd"].sum()
     n = int(stats["n_questions"].sum())
     # the paper's memory: its measured read, 1,046 retrieved tokens a question at top-k 20
-    assert reads["memory"] == pytest.approx(n * estimate.READ_USD_PER_QUESTION_MINI)
+    assert reads["memory_mem0_style"] == pytest.approx(n * estimate.READ_USD_PER_QUESTION_MINI)
     # graph: 20 triples sized as the paper's facts; rag: two 1,024-token chunks (or the whole
     # history where it is shorter), the difference at gpt-5-mini's $0.25 per 1M input tokens
-    assert reads["memory_graph"] == pytest.approx(reads["memory"])
+    assert reads["memory_graph"] == pytest.approx(reads["memory_mem0_style"])
     shown = sum(min(2048, r.history_tokens) * r.n_questions for r in stats.itertuples())
-    assert reads["memory_rag"] == pytest.approx(reads["memory"] + (shown - n * 1046) * 0.25e-6)
-    assert reads["memory_rag"] != pytest.approx(reads["memory"])  # once one bill for all
+    assert reads["memory_rag"] == pytest.approx(
+        reads["memory_mem0_style"] + (shown - n * 1046) * 0.25e-6
+    )
+    assert reads["memory_rag"] != pytest.approx(reads["memory_mem0_style"])  # once one bill for all
     tokens = reader.groupby("system")["input_tokens"].sum()
     assert tokens["memory_rag"] == int(shown)
     judge = lambda t: int(t.loc[t["stage"] == "judge", "requests"].iloc[0])  # noqa: E731
@@ -343,8 +345,8 @@ def test_calls_a_user_makes_in_turn_are_timed_a_user_at_a_time():
         assert row["bound_by"] == "latency"
         return row["requests"] * per_call / row["minutes"]
 
-    assert at_once("memory", "extract") == pytest.approx(32)  # every segment at once
-    assert at_once("memory", "update") == pytest.approx(10)  # a user's segments in turn
+    assert at_once("memory_mem0_style", "extract") == pytest.approx(32)  # every segment at once
+    assert at_once("memory_mem0_style", "update") == pytest.approx(10)  # a user's segments in turn
     assert at_once("memory_hierarchical", "extract") == pytest.approx(10)
     assert at_once("memory_mem0", "extract") == pytest.approx(1)
     assert at_once("memory_mem0", "update") == pytest.approx(1)
@@ -368,8 +370,12 @@ def test_each_systems_write_requests_are_the_calls_the_smoke_run_made(prepared):
         for r in read_calls(prepared)
         if r["dataset"] == "locomo" and r["question_id"] is None
     )
-    assert made["memory", "embed", None] == 2 and not any(s is None for s, _, _ in made)
-    assert write.loc[("memory", "extract"), "requests"] == made["memory", "extract", None] == 18
+    assert made["memory_mem0_style", "embed", None] == 2 and not any(s is None for s, _, _ in made)
+    assert (
+        write.loc[("memory_mem0_style", "extract"), "requests"]
+        == made["memory_mem0_style", "extract", None]
+        == 18
+    )
     graph = (
         made["memory_graph", "extract", "entities"] + made["memory_graph", "extract", "relations"]
     )
@@ -561,7 +567,8 @@ def test_estimate_counts_a_download_already_in_data_raw(tmp_path, monkeypatch, c
     assert f"locomo: counted from the download in {target} (2 conversations, 33 questions)" in out
     assert "paper-scale counts" not in out
     extract = next(ln.split() for ln in out.splitlines() if " extract " in ln)
-    assert extract[0:3] == ["locomo", "memory", "extract"] and extract[6] == "18"  # its segments
+    assert extract[0:4] == ["locomo", "memory", "mem0_style", "extract"]
+    assert extract[7] == "18"  # its segments
     # a preset that makes none of the calls priced here does not read the download for nothing
     # (LongMemEval-S: 8 seconds for an empty estimate)
     with monkeypatch.context() as patched:
@@ -677,7 +684,9 @@ def test_extraction_calls_are_the_segments_notebook_01_cuts(prepared):
         stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
         cut = len(pd.read_parquet(ds.memory / "segments.parquet"))  # what notebook 01 cut
         table = estimate.estimate_dataset(ds, {"models": [], "baseline_models": []})
-        counted = table.query("system == 'memory' and ledger_stage == 'extract'")["requests"]
+        counted = table.query("system == 'memory_mem0_style' and ledger_stage == 'extract'")[
+            "requests"
+        ]
         assert (name, int(counted.iloc[0])) == (name, cut)
         assert (name, estimate.extraction_segments(stats, 10)) == (name, without_turns[name])
     # a system's own limit on characters is the one counted

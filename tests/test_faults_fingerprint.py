@@ -56,7 +56,7 @@ def test_switching_offline_to_an_api_answers_again_and_keeps_nothing_offline(
     ds, report = answer(run_paths, offline)
     offline.close()
     assert report.answered == 2
-    assert {r["backend"] for r in read_jsonl(ds.answers_file("memory"))} == {"offline"}
+    assert {r["backend"] for r in read_jsonl(ds.answers_file("memory_mem0_style"))} == {"offline"}
 
     with FakeOpenAIServer(api_key=TEST_KEY, responder=api_responder) as server:
         client = api_client(run_paths, server.url, tmp_path)
@@ -70,17 +70,17 @@ def test_switching_offline_to_an_api_answers_again_and_keeps_nothing_offline(
             and r.body["messages"][0]["content"].startswith("You answer a question")
         ]
         assert len(reads) == 2
-        answers = load_answers(ds, "memory")
+        answers = load_answers(ds, "memory_mem0_style")
         assert set(answers["backend"]) == {"openai"} and len(answers) == 2
         assert set(answers["answer"]) == {"Three times a week."}
 
         # the same settings again: nothing is asked, nothing appended
-        lines = len(read_jsonl(ds.answers_file("memory")))
+        lines = len(read_jsonl(ds.answers_file("memory_mem0_style")))
         client = api_client(run_paths, server.url, tmp_path)
         ds, report = answer(run_paths, client)
         client.close()
         assert (report.answered, report.resumed) == (0, 2)
-        assert len(read_jsonl(ds.answers_file("memory"))) == lines == 4
+        assert len(read_jsonl(ds.answers_file("memory_mem0_style"))) == lines == 4
 
 
 def test_an_answer_counts_as_done_only_under_its_own_fingerprint(run_paths):
@@ -99,11 +99,11 @@ def test_an_answer_counts_as_done_only_under_its_own_fingerprint(run_paths):
         "latency_s": 0.0,
         "error": None,
     }
-    with AnswerWriter(ds, "memory", "aaaa") as writer:
+    with AnswerWriter(ds, "memory_mem0_style", "aaaa") as writer:
         writer.write(record)
-    assert AnswerWriter(ds, "memory", "aaaa").pending(["q1"]) == []
-    assert AnswerWriter(ds, "memory", "bbbb").pending(["q1"]) == ["q1"]
-    assert read_jsonl(ds.answers_file("memory"))[0]["fingerprint"] == "aaaa"
+    assert AnswerWriter(ds, "memory_mem0_style", "aaaa").pending(["q1"]) == []
+    assert AnswerWriter(ds, "memory_mem0_style", "bbbb").pending(["q1"]) == ["q1"]
+    assert read_jsonl(ds.answers_file("memory_mem0_style"))[0]["fingerprint"] == "aaaa"
 
 
 def test_the_fingerprint_changes_with_backend_model_prompt_parameters_and_inputs(

@@ -141,16 +141,16 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
     from memcost.run.report import render_markdown
 
     ds = run_paths.dataset("locomo").ensure()
-    with AnswerWriter(ds, "memory", "fp") as writer:
+    with AnswerWriter(ds, "memory_mem0_style", "fp") as writer:
         writer.write(answer("q1", None))
         writer.write(answer("q2", "HTTP 500 (gave up after 6 attempts)"))
-    assert AnswerWriter(ds, "memory", "fp").pending(["q1", "q2"]) == ["q2"]  # retried
+    assert AnswerWriter(ds, "memory_mem0_style", "fp").pending(["q1", "q2"]) == ["q2"]  # retried
     with AnswerWriter(ds, "long_context_gpt-5-mini", "fp") as writer:
         writer.write(answer("q1", None))
     votes = [
         judgment_record(
             question_id="q1",
-            system="memory",
+            system="memory_mem0_style",
             vote=v,
             label="CORRECT",
             backend="openai",
@@ -161,7 +161,7 @@ def test_failed_answers_and_votes_are_counted_and_open_the_report(run_paths):
     votes.append(
         judgment_record(
             question_id="q1",
-            system="memory",
+            system="memory_mem0_style",
             vote=2,
             label="UNJUDGED",
             reason="judge failed: timeout",

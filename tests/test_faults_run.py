@@ -166,7 +166,7 @@ def test_an_outage_in_notebook_01_fails_the_run_and_a_resume_rebuilds_every_user
         assert down.returncode == 1, down.stderr[-3000:]  # notebook 01 failed
         assert "notebook 01" in down.stderr or "01_extract_facts" in down.stderr
         assert not list((ds.memory / "users").glob("*/done.json"))
-        assert not ds.answers_file("memory").exists()
+        assert not ds.answers_file("memory_mem0_style").exists()
         sent_down = server.count(CHAT_PATH, status=429)
         assert sent_down > 0
 

@@ -565,7 +565,7 @@ def test_context_sizes_over_three_decades_label_ticks_that_do_not_overlap():
     from memcost.plots.study import plot_context_sizes
 
     tokens = {  # the real LoCoMo's medians, every memory system with its long label
-        "memory": 523,
+        "memory_mem0_style": 523,
         "memory_graph": 316,
         "memory_hierarchical": 846,
         "memory_observational": 25_864,
@@ -638,8 +638,8 @@ def test_latency_draws_a_time_under_the_records_resolution_at_the_left_edge_and_
     from memcost.plots.costs import plot_latency
 
     rows = [
-        ("memory", "search", 8e-5, 3e-4),
-        ("memory", "total", 3e-4, 4e-4),
+        ("memory_mem0_style", "search", 8e-5, 3e-4),
+        ("memory_mem0_style", "total", 3e-4, 4e-4),
         ("long_context_gpt-5-mini", "total", 0.0, 1e-3),  # under 0.1 ms: recorded as 0
     ]
     table = pd.DataFrame(rows, columns=["system", "stage", "p50_s", "p95_s"])

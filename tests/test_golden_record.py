@@ -73,7 +73,7 @@ def test_a_printed_digit_changed_fails_and_shows_the_row(smoke_run, tmp_path):
 
 
 def test_a_changed_answer_or_count_fails(smoke_run, tmp_path):
-    name = "locomo/answers/answers_memory.jsonl"
+    name = "locomo/answers/answers_memory_mem0_style.jsonl"
     expected = golden_record()[name]
     lines = expected.splitlines(keepends=True)
     assert compare_file(name, expected, "".join(lines)) is None

@@ -101,15 +101,15 @@ def test_other_datasets_and_unknown_types():
 
 def test_every_bundled_longmemeval_question_gets_its_instruction(run_paths):
     ds, questions = prepared(run_paths, "longmemeval")
-    write_answers(ds, "memory", questions, lambda i, r: r.answer)
+    write_answers(ds, "memory_mem0_style", questions, lambda i, r: r.answer)
     plan = judge.plan_judging(ds, questions, dataset="longmemeval")
-    chosen = {i.question_id: i.instruction.key for i in plan.items["memory"]}
+    chosen = {i.question_id: i.instruction.key for i in plan.items["memory_mem0_style"]}
     for row in questions.itertuples():
         if row.question_id.endswith("_abs"):
             assert chosen[row.question_id] == "lme_abstention"
         else:
             assert chosen[row.question_id] == LME_TYPES[row.category]
-    request = judge.judge_requests([plan.items["memory"][2]], n_votes=1)[0]
+    request = judge.judge_requests([plan.items["memory_mem0_style"][2]], n_votes=1)[0]
     user = request.messages[-1][1]
     assert "Rubric:" in user and "personal information" in user  # the preference question
     assert request.prompt_version == "judge@v1+lme_preference@v1"
@@ -163,17 +163,19 @@ def test_questions_the_oracle_cannot_be_asked_are_left_out_not_failures(run_path
 
 def test_locomo_category_5_excluded_by_default_and_included_on_request(run_paths):
     ds, questions = prepared(run_paths, "locomo")
-    write_answers(ds, "memory", questions, lambda i, r: "Not mentioned in the conversation")
+    write_answers(
+        ds, "memory_mem0_style", questions, lambda i, r: "Not mentioned in the conversation"
+    )
     adversarial = int((questions["category"] == "adversarial").sum())
     assert adversarial == 6
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     assert len(plan.questions) == len(questions) - adversarial
     assert plan.excluded == {"adversarial (LoCoMo category 5)": adversarial}
-    assert all(i.category != "adversarial" for i in plan.items["memory"])
+    assert all(i.category != "adversarial" for i in plan.items["memory_mem0_style"])
     assert "scoring 27 of 33" in plan.describe()
     plan = judge.plan_judging(ds, questions, dataset="locomo", include_adversarial=True)
     assert len(plan.questions) == len(questions) and not any(plan.excluded.values())
-    item = next(i for i in plan.items["memory"] if i.category == "adversarial")
+    item = next(i for i in plan.items["memory_mem0_style"] if i.category == "adversarial")
     assert item.instruction.key == "locomo_adversarial"
     assert (
         item.adversarial_answer and item.adversarial_answer in item.prompt_values()["instructions"]
@@ -184,7 +186,7 @@ def test_locomo_category_5_excluded_by_default_and_included_on_request(run_paths
 def item(reference: str, response: str, key: str = "locomo", **fields) -> JudgeItem:
     return JudgeItem(
         dataset="locomo",
-        system="memory",
+        system="memory_mem0_style",
         question_id="q",
         conversation_id="c",
         category="single_hop",
@@ -322,7 +324,7 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
             mc.option(mc.correct_letter),
         ][i % 4]
 
-    write_answers(ds, "memory", questions, letter, mode="multiple_choice")
+    write_answers(ds, "memory_mem0_style", questions, letter, mode="multiple_choice")
     with pytest.raises(ValueError, match="mode"):
         judge.plan_judging(ds, questions, dataset="personamem_v2")  # answers say MC
     plan = judge.plan_judging(ds, questions, dataset="personamem_v2", mode="multiple_choice")
@@ -334,7 +336,7 @@ def test_multiple_choice_is_scored_by_letter(run_paths):
     assert labels.tolist() == [expected[i % 4] for i in range(len(questions))]
     assert set(result.judgments["judge_model"]) == {LETTER_MATCH}
     locomo, locomo_questions = prepared(run_paths, "locomo")
-    write_answers(locomo, "memory", locomo_questions, lambda i, r: r.answer)
+    write_answers(locomo, "memory_mem0_style", locomo_questions, lambda i, r: r.answer)
     plan = judge.plan_judging(locomo, locomo_questions, dataset="locomo", mode="multiple_choice")
     assert plan.mode == "open_ended" and "personamem_v2 only" in plan.describe()
 
@@ -363,7 +365,9 @@ def small_locomo(run_paths, n: int = 4):
 
 def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
     ds, questions = small_locomo(run_paths)
-    write_answers(ds, "memory", questions, lambda i, r: f"It is {r.answer}" if i % 2 else "no")
+    write_answers(
+        ds, "memory_mem0_style", questions, lambda i, r: f"It is {r.answer}" if i % 2 else "no"
+    )
     with FakeOpenAIServer(api_key=TEST_KEY, responder=_verdict_from_prompt) as server:
         client = api_client(run_paths, server.url, tmp_path)
         plan = judge.plan_judging(ds, questions, dataset="locomo")
@@ -379,7 +383,9 @@ def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
     assert {c["stage"] for c in calls} == {"judge"}
     per_question = {}
     for c in calls:
-        assert c["system"] == "memory" and c["dataset"] == "locomo" and c["cached"] is False
+        assert (
+            c["system"] == "memory_mem0_style" and c["dataset"] == "locomo" and c["cached"] is False
+        )
         assert c["vote"] == c["sample_index"]
         per_question.setdefault(c["question_id"], []).append(c)
     for records in per_question.values():
@@ -395,7 +401,7 @@ def test_three_votes_are_three_requests_at_the_server(run_paths, tmp_path, key):
 
 def test_an_unparseable_reply_ends_unjudged_never_wrong(run_paths, tmp_path, key):
     ds, questions = small_locomo(run_paths, n=2)
-    write_answers(ds, "memory", questions, lambda i, r: r.answer)
+    write_answers(ds, "memory_mem0_style", questions, lambda i, r: r.answer)
     first = questions["question_id"].iloc[0]
 
     def responder(body: dict) -> str:
@@ -427,7 +433,7 @@ def test_an_unparseable_reply_ends_unjudged_never_wrong(run_paths, tmp_path, key
 # ---------------------------------------------------------------------------------------------
 def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     ds, questions = prepared(run_paths, "locomo")
-    write_answers(ds, "memory", questions, lambda i, r: None if i == 0 else r.answer)
+    write_answers(ds, "memory_mem0_style", questions, lambda i, r: None if i == 0 else r.answer)
     write_answers(ds, "long_context_gpt-5-mini", questions, lambda i, r: "I don't know")
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     result = judge.run_judging(offline_client(run_paths), plan, ds.judgments, n_votes=3)
@@ -442,14 +448,14 @@ def test_offline_votes_say_lexical_and_answer_errors_are_not_judged(run_paths):
     assert len(calls) == 3 * (27 - 1) + 3 * 27  # the errored answer was never sent
     assert all(c["model"] == "gpt-5-mini-2025-08-07" and c["backend"] == "offline" for c in calls)
     table = judge.accuracy_table(votes, dataset="locomo").set_index("system")
-    assert table.loc["memory", "answer_errors"] == 1
-    assert table.loc["memory", "accuracy"] == 1.0
-    assert table.loc["memory", "strict_accuracy"] == pytest.approx(26 / 27)
+    assert table.loc["memory_mem0_style", "answer_errors"] == 1
+    assert table.loc["memory_mem0_style", "accuracy"] == 1.0
+    assert table.loc["memory_mem0_style", "strict_accuracy"] == pytest.approx(26 / 27)
     # questions a system left unanswered (the oracle where no session holds the evidence)
     # count as wrong in strict accuracy, over all the questions, as the paper divides
-    missing = {"memory": ["q-x", "q-y", "q-z"]}
+    missing = {"memory_mem0_style": ["q-x", "q-y", "q-z"]}
     unanswered = judge.accuracy_table(votes, dataset="locomo", missing_answers=missing)
-    row = unanswered.set_index("system").loc["memory"]
+    row = unanswered.set_index("system").loc["memory_mem0_style"]
     assert row["missing_answers"] == 3 and row["accuracy"] == 1.0
     assert row["strict_accuracy"] == pytest.approx(26 / 30)
     assert table.loc["long_context_gpt-5-mini", "accuracy"] == 0.0
@@ -465,7 +471,7 @@ def test_bad_input(run_paths):
     with pytest.raises(FileNotFoundError, match="03_answer_long_context"):
         judge.plan_judging(ds, questions, dataset="locomo", systems=["long_context_gpt-oss-120b"])
     other = pd.DataFrame({"question_id": ["elsewhere-1"], "conversation_id": ["x"]})
-    write_answers(ds, "memory", pd.concat([questions.head(2), other]), lambda i, r: "x")
+    write_answers(ds, "memory_mem0_style", pd.concat([questions.head(2), other]), lambda i, r: "x")
     with pytest.raises(ValueError, match="elsewhere-1"):
         judge.plan_judging(ds, questions, dataset="locomo")
     with pytest.raises(FileNotFoundError, match="00_prepare_data"):
@@ -474,7 +480,7 @@ def test_bad_input(run_paths):
 
 def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
     ds, questions = small_locomo(run_paths, n=3)
-    write_answers(ds, "memory", questions, lambda i, r: r.answer)
+    write_answers(ds, "memory_mem0_style", questions, lambda i, r: r.answer)
     client = offline_client(run_paths)
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     first = judge.run_judging(client, plan, ds.judgments, prompt_names=["judge", "judge_strict"])
@@ -485,9 +491,12 @@ def test_rerun_reuses_votes_and_rejudges_changed_answers(run_paths):
     assert ds.judgments.read_bytes() == written  # nothing asked: the file is left as it was
     assert len(again.judgments) == 18
     assert again.judgments.loc[again.judgments["prompt_name"] == "judge", "primary"].all()
-    ds.answers_file("memory").unlink()
+    ds.answers_file("memory_mem0_style").unlink()
     write_answers(
-        ds, "memory", questions, lambda i, r: "a different answer" if i == 0 else r.answer
+        ds,
+        "memory_mem0_style",
+        questions,
+        lambda i, r: "a different answer" if i == 0 else r.answer,
     )
     plan = judge.plan_judging(ds, questions, dataset="locomo")
     changed = judge.run_judging(client, plan, ds.judgments, prompt_names=["judge"])
@@ -521,7 +530,7 @@ def test_failure_analysis_tags_with_and_without_facts(run_paths):
         ]
     )
     retrieved = {"conv-1-q7": ["conv-1:f0"], "conv-1-q6": ["conv-1:f1"], "conv-1-q0": ["conv-1:f2"]}
-    with AnswerWriter(ds, "memory") as writer:
+    with AnswerWriter(ds, "memory_mem0_style") as writer:
         for row in questions.itertuples():
             answer = {
                 "conv-1-q7": "I don't know when",
@@ -557,10 +566,12 @@ def test_failure_analysis_tags_with_and_without_facts(run_paths):
 
 def test_one_answer_walked_through_three_votes_is_kept_by_the_batch(run_paths):
     ds, questions = small_locomo(run_paths, n=3)
-    write_answers(ds, "memory", questions, lambda i, r: r.answer if i else "something else")
+    write_answers(
+        ds, "memory_mem0_style", questions, lambda i, r: r.answer if i else "something else"
+    )
     client = offline_client(run_paths)
     plan = judge.plan_judging(ds, questions, dataset="locomo")
-    item = plan.items["memory"][0]
+    item = plan.items["memory_mem0_style"][0]
     votes = judge.judge_one(client, item, ds.judgments, n_votes=3)
     assert votes["vote"].tolist() == [0, 1, 2]
     assert set(votes["label"]) == {WRONG} and set(votes["judge_model"]) == {LEXICAL}

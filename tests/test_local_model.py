@@ -202,7 +202,7 @@ def test_the_local_presets_estimate_prices_a_free_model_at_zero(capsys):
     # the memory's calls are priced from the paper's measured costs: no output count is made
     # up; what the reader is shown is sized from the system's settings (20 facts, 4 questions)
     read = next(line for line in out.splitlines() if " read " in line and "memory" in line)
-    assert read.split()[7:9] == ["4k‡", "†"]  # tokens in, tokens out
+    assert read.split()[8:10] == ["4k‡", "†"]  # tokens in, tokens out
     assert "† priced from the paper's measured memory costs (paper §4.2" in out
 
 

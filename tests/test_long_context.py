@@ -572,7 +572,7 @@ def test_prefix_share_of_two_questions_diverges_after_the_history():
 def test_median_ratios_compare_the_full_history_with_each_system():
     sizes = pd.DataFrame(
         {
-            "system": ["memory"] * 2 + ["long_context_x"] * 2 + ["rolling_window_x"] * 2,
+            "system": ["memory_mem0_style"] * 2 + ["long_context_x"] * 2 + ["rolling_window_x"] * 2,
             "kind": ["memory"] * 2 + ["long_context"] * 2 + ["rolling_window"] * 2,
             "question_id": ["a", "b"] * 3,
             "context_tokens": [100, 300, 20_000, 20_000, 400, 400],
@@ -580,4 +580,8 @@ def test_median_ratios_compare_the_full_history_with_each_system():
         }
     )
     ratios = median_ratios(sizes).set_index("system")["full_history_times"]
-    assert ratios.to_dict() == {"memory": 100.0, "long_context_x": 1.0, "rolling_window_x": 50.0}
+    assert ratios.to_dict() == {
+        "memory_mem0_style": 100.0,
+        "long_context_x": 1.0,
+        "rolling_window_x": 50.0,
+    }

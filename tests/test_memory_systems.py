@@ -427,7 +427,7 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
     records = [
         record("extract", nano, 100_000, 20_000, request_hash="w0"),  # the paper's memory
         record("extract", nano, 10_000, 2_000, system="memory_graph", request_hash="w1"),
-        record("read", mini, 1_000, 50, system="memory", request_hash="r0", **q),
+        record("read", mini, 1_000, 50, system="memory_mem0_style", request_hash="r0", **q),
         record("read", mini, 2_000, 50, system="memory_graph", request_hash="r1", **q),
         record(
             "long_context",
@@ -442,14 +442,16 @@ def test_each_memory_system_is_priced_from_its_own_records_at_both_prices():
     ledger = ledger_from_records(records)
     table, _, _ = costs.measured_break_even(costs.price_calls(ledger))
     by = table.set_index("memory_system")
-    assert by.loc["memory", "write_usd"] == pytest.approx((100_000 * 0.05 + 20_000 * 0.4) / 1e6)
+    assert by.loc["memory_mem0_style", "write_usd"] == pytest.approx(
+        (100_000 * 0.05 + 20_000 * 0.4) / 1e6
+    )
     assert by.loc["memory_graph", "write_usd"] == pytest.approx((10_000 * 0.05 + 2_000 * 0.4) / 1e6)
     assert by.loc["memory_graph", "read_usd"] == pytest.approx((2_000 * 0.25 + 50 * 2.0) / 1e6)
     today = costs.price_calls(costs.as_successors(ledger), on="2026-11-30")
     assert set(today["price_model"]) == {"gpt-6-luna", "gpt-6.1-terra"}
     summary = costs.summary_table(costs.price_calls(ledger)).set_index("component")
     assert summary.loc["write: fact extraction", "total_usd"] == pytest.approx(
-        by.loc["memory", "write_usd"]
+        by.loc["memory_mem0_style", "write_usd"]
     )  # the paper's line holds the paper's memory only
     assert summary.loc["write: memory_graph", "total_usd"] == pytest.approx(
         by.loc["memory_graph", "write_usd"]
@@ -469,7 +471,7 @@ def test_a_memory_built_without_a_call_costs_nothing_to_write_and_stays_in_the_t
     q = {"question_id": "q1"}
     records = [
         record("read", mini, 3_000, 50, system="memory_observational", request_hash="r1", **q),
-        record("read", mini, 1_000, 50, system="memory", request_hash="r0", **q),
+        record("read", mini, 1_000, 50, system="memory_mem0_style", request_hash="r0", **q),
         record("long_context", mini, 20_000, 500, system="long_context_gpt-5-mini",
                request_hash="l0", **q),
     ]  # fmt: skip
@@ -478,10 +480,10 @@ def test_a_memory_built_without_a_call_costs_nothing_to_write_and_stays_in_the_t
     assert by.loc["memory_observational", "write_usd"] == 0.0
     assert by.loc["memory_observational", "read_usd"] == pytest.approx((3_000 * 0.25 + 100) / 1e6)
     assert by.loc["memory_observational", "break_even_n"] == 1  # nothing to pay back
-    assert "memory" not in by.index
+    assert "memory_mem0_style" not in by.index
     assert skipped == [
-        "longmemeval/memory/long_context_gpt-5-mini: dataset 'longmemeval': no ledger records "
-        "for write; cannot measure the cost model"
+        "longmemeval/memory_mem0_style/long_context_gpt-5-mini: dataset 'longmemeval': no ledger "
+        "records for write; cannot measure the cost model"
     ]
 
 

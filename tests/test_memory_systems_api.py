@@ -80,13 +80,13 @@ def test_notebooks_00_to_04_build_answer_and_judge_five_systems_over_the_api(tmp
     assert {ENTITIES, RELATIONS, SUMMARY} <= set(stages)
     table3 = pd.read_csv(run.dataset("locomo").table.table3).set_index("system")
     assert {
-        "memory",
+        "memory_mem0_style",
         "memory_rag",
         "memory_graph",
         "memory_hierarchical",
         "memory_observational",
     } <= set(table3.index)
-    assert (table3.loc["memory_graph", "n"] == table3.loc["memory", "n"]) and (
+    assert (table3.loc["memory_graph", "n"] == table3.loc["memory_mem0_style", "n"]) and (
         table3["backend"] == "custom"
     ).all()
     calls = pd.DataFrame(read_calls(run.calls))

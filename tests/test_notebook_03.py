@@ -71,7 +71,7 @@ def test_notebook_03_offline_after_notebook_00(smoke_run):
         "oracle_gpt-5-mini",
     ]
     memories = {
-        "memory",
+        "memory_mem0_style",
         "memory_rag",
         "memory_graph",
         "memory_hierarchical",

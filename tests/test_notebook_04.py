@@ -79,7 +79,7 @@ def write_inputs(ds) -> tuple[pd.DataFrame, int]:
     scored = questions["category"] != "adversarial"
     expected_memory = 0
     with (
-        AnswerWriter(ds, "memory") as memory,
+        AnswerWriter(ds, "memory_mem0_style") as memory,
         AnswerWriter(ds, "long_context_gpt-5-mini") as lc_mini,
         AnswerWriter(ds, "long_context_gpt-oss-120b") as lc_oss,
         AnswerWriter(ds, "rolling_window_gpt-5-mini") as window,
@@ -155,7 +155,7 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
 
     table3 = pd.read_csv(ds.tables / "table3_accuracy.csv").set_index("system")
     systems = [
-        "memory",
+        "memory_mem0_style",
         "long_context_gpt-5-mini",
         "long_context_gpt-oss-120b",
         "rolling_window_gpt-5-mini",
@@ -164,7 +164,7 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     scored = int((questions["category"] != "adversarial").sum())
     assert (table3["n"] == scored).all()
     assert (table3["judge_model"] == "lexical").all() and (table3["backend"] == "offline").all()
-    memory = table3.loc["memory"]
+    memory = table3.loc["memory_mem0_style"]
     assert (memory["judged"], memory["unjudged"], memory["answer_errors"]) == (scored - 1, 1, 1)
     assert memory["correct"] == expected_memory
     assert memory["accuracy"] == pytest.approx(expected_memory / (scored - 1))
@@ -203,17 +203,17 @@ def test_notebook_04_judges_every_system_offline(tmp_path, prepared_run):
     assert len(failures) > 0 and failures["retrieved_facts"].str.contains("2023-04-01").all()
     versus = pd.read_csv(ds.tables / "table3_vs_paper.csv")
     assert not versus["comparable"].any()
-    assert versus.set_index("system").loc["memory", "paper_accuracy_pct"] == 57.68
+    assert versus.set_index("system").loc["memory_mem0_style", "paper_accuracy_pct"] == 57.68
     assert (ds.figures / "accuracy_by_system.png").stat().st_size > 10_000
     assert (ds.figures / "context_by_system.png").stat().st_size > 10_000  # memory beside the rest
     executed = (ds.notebooks / "04_judge_answers.ipynb").read_text()
-    assert "full history / memory: 750.0×" in executed  # medians 9,000 and 12 tokens
+    assert "full history / memory_mem0_style: 750.0×" in executed  # medians 9,000 and 12 tokens
 
     metrics = read_json(ds.metrics / "04_judge_answers.json")
     accuracy = metrics["metrics"]["accuracy"]
     assert set(accuracy) == set(systems)
-    assert accuracy["memory"]["accuracy"] == pytest.approx(memory["accuracy"], abs=1e-6)
-    assert accuracy["memory"]["unjudged"] == 1
+    assert accuracy["memory_mem0_style"]["accuracy"] == pytest.approx(memory["accuracy"], abs=1e-6)
+    assert accuracy["memory_mem0_style"]["unjudged"] == 1
     assert metrics["metrics"]["scored_questions"] == scored
     assert metrics["metrics"]["comparable_with_paper"] is False
     assert metrics["metrics"]["missing_systems"] == ["no_context_<model>", "oracle_<model>"]

@@ -57,8 +57,8 @@ def offline_ledger() -> list[dict]:
             for q in range(questions):
                 qid = f"{conv}-q{q}"
                 qtags = {**tags, "question_id": qid}
-                add("embed", "text-embedding-3-small", 12, system="memory", **qtags)
-                add("read", "gpt-5-mini-2025-08-07", 1_100, 40, system="memory", **qtags)
+                add("embed", "text-embedding-3-small", 12, system="memory_mem0_style", **qtags)
+                add("read", "gpt-5-mini-2025-08-07", 1_100, 40, system="memory_mem0_style", **qtags)
                 for model, system in (
                     ("gpt-5-mini-2025-08-07", "long_context_gpt-5-mini"),
                     ("openai/gpt-oss-120b", "long_context_gpt-oss-120b"),
@@ -80,7 +80,7 @@ def write_offline_run(root) -> None:
         for q in range(3):
             qid = f"locomo-c{u}-q{q}"
             for system, correct in (
-                ("memory", q != 2),
+                ("memory_mem0_style", q != 2),
                 ("long_context_gpt-5-mini", True),
                 ("long_context_gpt-oss-120b", q == 0),
             ):
@@ -197,8 +197,12 @@ def test_offline_run_gets_estimated_cost_tables(executed):
     assert lc["questions"] == 6 and lc["api_requests"] == 6
     assert lc["total_usd"] == pytest.approx(6 * (16_300 * 0.25 + 30 * 2.0) / 1e6)
     cpa = pd.read_csv(run.table.cost_per_correct_answer).set_index("system")
-    assert cpa.loc["memory", "accuracy"] == pytest.approx(4 / 6)
-    assert set(cpa.index) == {"memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b"}
+    assert cpa.loc["memory_mem0_style", "accuracy"] == pytest.approx(4 / 6)
+    assert set(cpa.index) == {
+        "memory_mem0_style",
+        "long_context_gpt-5-mini",
+        "long_context_gpt-oss-120b",
+    }
     measured = pd.read_csv(run.table.cost_model_measured)
     assert len(measured) == 4  # two datasets × two long-context systems
     assert metrics["estimate"] is True and metrics["paper_cells_matched"] == 26

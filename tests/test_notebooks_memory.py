@@ -127,7 +127,7 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
 
     m02 = read_json(ds.metrics / "02_answer_from_memory.json")["metrics"]
     questions = pd.read_parquet(ds.questions)
-    records = read_jsonl(ds.answers_file("memory"))
+    records = read_jsonl(ds.answers_file("memory_mem0_style"))
     assert m02["questions"] == len(records) == len(questions) == 33
     assert m02["errors"] == 0 and m02["cross_user_retrievals"] == 0
     assert m02["retrieved_facts_mean"] == 20.0 and m02["index_recall_vs_exact"] == 1.0
@@ -151,5 +151,12 @@ def test_notebooks_01_and_02_offline_on_locomo(memory_run):
     queries = [c for c in calls if c["stage"] == "embed" and c["question_id"]]
     # the smoke preset builds all five memory systems on LoCoMo: each embeds every question
     assert Counter(c["system"] for c in queries) == dict.fromkeys(
-        ["memory", "memory_rag", "memory_graph", "memory_hierarchical", "memory_observational"], 33
+        [
+            "memory_mem0_style",
+            "memory_rag",
+            "memory_graph",
+            "memory_hierarchical",
+            "memory_observational",
+        ],
+        33,
     )

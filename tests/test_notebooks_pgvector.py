@@ -53,7 +53,7 @@ def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
 
     facts = read_facts(ds)
     active = facts.loc[facts["status"] == "active"]
-    answers = read_jsonl(ds.answers / "answers_memory.jsonl")
+    answers = read_jsonl(ds.answers / "answers_memory_mem0_style.jsonl")
     questions = pd.read_parquet(ds.data / "questions.parquet")
     assert len(answers) == len(questions) and all(a["answer"] for a in answers)
     for a in answers:  # isolation: only the question's user's facts come back

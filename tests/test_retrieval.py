@@ -49,7 +49,7 @@ def answer(run, turns, questions, *, users=None, client=None, **options):
     ds, _, _ = build(run, turns, users=users, client=client)
     client = client or make_client(run, progress=False)
     report = answer_from_memory(client, ds, questions, turns, dataset="locomo", **options)
-    return ds, report, answers.load_answers(ds, "memory").set_index("question_id")
+    return ds, report, answers.load_answers(ds, "memory_mem0_style").set_index("question_id")
 
 
 def test_evidence_units_and_coverage_on_a_hand_made_case():
@@ -210,7 +210,7 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
         again = answer_from_memory(client, ds, questions, turns, dataset="locomo")
         assert again.answered == 0 and again.resumed == 2
 
-    record = read_jsonl(ds.answers_file("memory"))[0]
+    record = read_jsonl(ds.answers_file("memory_mem0_style"))[0]
     for name in (
         *REQUIRED_FIELDS,
         "retrieved_item_ids",
@@ -220,17 +220,17 @@ def test_reader_request_through_the_client(run_paths, tmp_path, monkeypatch):
         "evidence_recall",
     ):
         assert name in record
-    assert record["system"] == "memory" and record["backend"] == "openai"
+    assert record["system"] == "memory_mem0_style" and record["backend"] == "openai"
     assert record["prompt_version"] == "memory_read@v1" and record["reasoning_tokens"] == 64
     calls = read_calls(run_paths.calls)
     queries = [c for c in calls if c["stage"] == "embed" and c["question_id"]]
     assert sorted(c["question_id"] for c in queries) == ["q1", "q2"]
-    assert {c["system"] for c in queries} == {"memory"}
+    assert {c["system"] for c in queries} == {"memory_mem0_style"}
     fact_embeds = [c for c in calls if c["stage"] == "embed" and not c["question_id"]]
-    assert fact_embeds and all(c["system"] == "memory" for c in fact_embeds)
+    assert fact_embeds and all(c["system"] == "memory_mem0_style" for c in fact_embeds)
     reads = [c for c in calls if c["stage"] == "read"]
     assert sorted(c["question_id"] for c in reads) == ["q1", "q2"]
-    assert {c["system"] for c in reads} == {"memory"}
+    assert {c["system"] for c in reads} == {"memory_mem0_style"}
 
 
 def test_multiple_choice_reader_lists_options_in_the_judges_order():

@@ -351,9 +351,11 @@ def test_a_finished_run_ends_with_what_it_found_and_what_it_cost(smoke_run):
         "bill:",
     ]
     table = pd.read_csv(smoke_run.dataset("locomo").tables / "table3_accuracy.csv")
-    memory = table[(table["system"] == "memory") & (table["prompt_name"] == "judge")].iloc[0]
+    memory = table[
+        (table["system"] == "memory_mem0_style") & (table["prompt_name"] == "judge")
+    ].iloc[0]
     assert lines[0].startswith("locomo accuracy, the offline stand-ins (deterministic methods")
-    assert f"memory (offline): {100 * memory['accuracy']:.1f}%; " in lines[0]
+    assert f"memory mem0_style (offline): {100 * memory['accuracy']:.1f}%; " in lines[0]
     # no model answered offline: no model's name stands beside a score
     assert "long context (offline) 1: " in lines[0] and "gpt" not in lines[0]
     # notebook 05's Tables 4-5 against the paper's cells, and the break-even it found
@@ -507,7 +509,7 @@ def test_answers_written_after_they_were_judged_are_called_out_of_date(
     ds.data.mkdir(parents=True, exist_ok=True)
     pd.DataFrame({"question_id": ["q1"]}).to_parquet(ds.questions)
     ds.answers.mkdir(parents=True, exist_ok=True)
-    answers = ds.answers / "answers_memory.jsonl"
+    answers = ds.answers / "answers_memory_mem0_style.jsonl"
     answers.write_text('{"question_id": "q1"}\n')
     ds.judgments.write_text('{"question_id": "q1"}\n')
     os.utime(answers, ns=(1_000_000_000, 1_000_000_000))

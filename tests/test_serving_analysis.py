@@ -87,7 +87,7 @@ def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
                     {
                         "question_id": f"{conv}-{i}",
                         "conversation_id": conv,
-                        "system": "memory",
+                        "system": "memory_mem0_style",
                         "vote": vote,
                         "primary": True,
                         "label": label if vote == 0 else "CORRECT",
@@ -101,7 +101,11 @@ def test_accuracy_comes_from_judgments_or_is_missing(tmp_path):
     table = analysis.subset_accuracy(
         path, ["c1", "c2"], ["mem0", "hindsight", "observational"], ["m"], n_resamples=200
     )
-    assert table["judged_system"].tolist() == ["memory", "memory_hindsight", "memory_observational"]
+    assert table["judged_system"].tolist() == [
+        "memory_mem0_style",
+        "memory_hindsight",
+        "memory_observational",
+    ]
     assert table["accuracy"].iloc[1] == 0.0  # the main study's Hindsight answers
     assert pd.isna(table["accuracy"].iloc[2])
     assert table["status"].iloc[2] == "missing: memory_observational not judged on the subset"
@@ -209,7 +213,7 @@ def test_token_ratios_and_cost_per_accuracy():
         {
             "system": ["mem0", "observational"],
             "model": "m",
-            "judged_system": ["memory", None],
+            "judged_system": ["memory_mem0_style", None],
             "accuracy": [0.5, None],
             "accuracy_low": [0.4, None],
             "accuracy_high": [0.6, None],
@@ -244,8 +248,9 @@ def test_accuracy_is_the_studys_judges_where_it_judged_and_says_so_where_not(tmp
 
     def votes(judge, labels):
         return [
-            {"question_id": f"c1-{i}", "conversation_id": "c1", "system": "memory", "vote": 0,
-             "primary": True, "label": label, "judge_model": judge, "backend": "openrouter"}
+            {"question_id": f"c1-{i}", "conversation_id": "c1", "system": "memory_mem0_style",
+             "vote": 0, "primary": True, "label": label, "judge_model": judge,
+             "backend": "openrouter"}
             for i, label in enumerate(labels)
         ]  # fmt: skip
 

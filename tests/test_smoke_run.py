@@ -91,7 +91,7 @@ def test_every_system_answered_every_question(smoke, dataset):
     questions = set(pd.read_parquet(ds.questions)["question_id"])
     systems = answer_systems(ds)
     assert {
-        "memory",
+        "memory_mem0_style",
         "long_context_gpt-5-mini",
         "long_context_gpt-oss-120b",
         "rolling_window_gpt-5-mini",
@@ -105,7 +105,7 @@ def test_every_system_answered_every_question(smoke, dataset):
             continue  # no evidence sessions: not asked
         assert set(frame["question_id"]) == questions, system
     if dataset == "personamem":  # the preset asks it as multiple choice
-        assert set(load_answers(ds, "memory")["mode"]) == {"multiple_choice"}
+        assert set(load_answers(ds, "memory_mem0_style")["mode"]) == {"multiple_choice"}
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
@@ -199,7 +199,7 @@ def test_an_offline_system_above_the_oracle_is_explained_in_the_report(smoke):
     view = RunView.load(smoke)
     table = pd.DataFrame(
         {
-            "system": ["memory_rag", "memory", "oracle_gpt-5-mini"],
+            "system": ["memory_rag", "memory_mem0_style", "oracle_gpt-5-mini"],
             "accuracy": [0.9, 0.3, 0.4],
         }
     )
@@ -293,10 +293,10 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     every = pd.read_csv(smoke.tables / "paper_vs_run.csv", dtype=str)
     by_quantity = every.set_index("quantity")
     # Table 3 quoted at the paper's precision, this run's strict accuracy beside it alike
-    assert by_quantity.loc["LoCoMo memory accuracy %", "paper"] == "57.68"
+    assert by_quantity.loc["LoCoMo memory_mem0_style accuracy %", "paper"] == "57.68"
     assert by_quantity.loc["LoCoMo long_context_gpt-5-mini accuracy %", "paper"] == "92.85"
-    assert by_quantity.loc["LongMemEval memory accuracy %", "paper"] == "49.00"
-    assert by_quantity.loc["LoCoMo memory accuracy %", "comparable"] == "no"
+    assert by_quantity.loc["LongMemEval memory_mem0_style accuracy %", "paper"] == "49.00"
+    assert by_quantity.loc["LoCoMo memory_mem0_style accuracy %", "comparable"] == "no"
     # every number of the text: the gaps in points, §4.2's totals, Table 4's Result column
     assert by_quantity.loc["LoCoMo gap, long context GPT-5-mini − memory (points)", "paper"] == (
         "35.17"
@@ -306,7 +306,9 @@ def test_report_has_every_section_and_the_paper_side_by_side(smoke):
     assert by_quantity.loc["LC GPT-OSS-120B cost per request ($)", "paper"] == "$0.0115"
     saves = by_quantity.loc["N=20 memory cheaper than long context (%)"]
     assert (saves["paper"], saves["this run"], saves["comparable"]) == ("26", "26", "yes, matches")
-    assert len(by_quantity.loc["LoCoMo memory accuracy %", "this run"].split(".")[1]) == 2
+    assert (
+        len(by_quantity.loc["LoCoMo memory_mem0_style accuracy %", "this run"].split(".")[1]) == 2
+    )
     # CPA, McNemar, judge sensitivity and the executed notebooks, each with an HTML export
     for heading in (
         "### Cost per correct answer",

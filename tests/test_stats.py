@@ -110,7 +110,7 @@ HAND_VOTES = {
 def hand_judgments() -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"system": "memory", "question_id": q, "vote": v, "label": label}
+            {"system": "memory_mem0_style", "question_id": q, "vote": v, "label": label}
             for q, labels in HAND_VOTES.items()
             for v, label in enumerate(labels)
         ]
@@ -149,7 +149,7 @@ def test_usage_majority_counts_only_the_primary_prompt(tmp_path):
                 {
                     "question_id": "q1",
                     "conversation_id": "c",
-                    "system": "memory",
+                    "system": "memory_mem0_style",
                     "vote": vote,
                     "label": label,
                     "prompt_name": prompt,

@@ -130,7 +130,7 @@ def test_judge_verdicts_parse_and_follow_the_reference(locomo):
         "latency_s": 0.1,
         "error": None,
     }
-    with AnswerWriter(ds, "memory") as writer:
+    with AnswerWriter(ds, "memory_mem0_style") as writer:
         for i, row in enumerate(few.itertuples()):
             writer.write(
                 dict(
@@ -141,7 +141,7 @@ def test_judge_verdicts_parse_and_follow_the_reference(locomo):
                 )
             )
     plan = judge.plan_judging(ds, few, dataset="locomo")
-    requests = judge.judge_requests(plan.items["memory"], n_votes=1)
+    requests = judge.judge_requests(plan.items["memory_mem0_style"], n_votes=1)
     responder = stages.StageResponder(malformed_every=0)
     labels = []
     for request in requests:

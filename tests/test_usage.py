@@ -52,9 +52,11 @@ def hand_ledger() -> list[dict]:
         record("extract", NANO, 10_000, 2_000, reasoning_tokens=1_000),  # 0.0013
         record("update", NANO, 1_000, 500),  # 0.00025
         record("embed", EMBED, 5_000),  # 0.0001
-        record("embed", EMBED, 10, question_id="q1", system="memory"),  # 0.0000002
-        record("read", MINI, 2_000, 500, question_id="q1", system="memory"),  # 0.0015
-        record("read", MINI, 2_000, 500, question_id="q2", system="memory", attempts=3),  # 0.0015
+        record("embed", EMBED, 10, question_id="q1", system="memory_mem0_style"),  # 0.0000002
+        record("read", MINI, 2_000, 500, question_id="q1", system="memory_mem0_style"),  # 0.0015
+        record(
+            "read", MINI, 2_000, 500, question_id="q2", system="memory_mem0_style", attempts=3
+        ),  # 0.0015
         record(
             "long_context",
             MINI,
@@ -120,7 +122,9 @@ def test_stage_costs_and_summary(priced):
     assert stages.loc[("long_context", "long_context_gpt-5-mini"), "cost_usd"] == pytest.approx(
         0.029536
     )
-    assert stages.loc[("read", "memory"), "api_requests"] == 4  # one retry-free + three attempts
+    assert (
+        stages.loc[("read", "memory_mem0_style"), "api_requests"] == 4
+    )  # one retry-free + three attempts
     summary = costs.summary_table(priced).set_index("component")
     assert summary.loc["write: total", "total_usd"] == pytest.approx(0.00165)
     assert summary.loc["write: total", "usd_per_conversation"] == pytest.approx(0.00165)
@@ -147,7 +151,7 @@ def test_user_and_question_costs(priced):
     assert row["judge_usd"] == pytest.approx(0.00225)
     assert row["total_usd"] == pytest.approx(0.00165 + 0.0030002 + 0.029536 + 0.00225)
     questions = costs.question_costs(priced).set_index(["question_id", "system"])
-    assert questions.loc[("q1", "memory"), "cost_usd"] == pytest.approx(0.0015002)
+    assert questions.loc[("q1", "memory_mem0_style"), "cost_usd"] == pytest.approx(0.0015002)
     assert questions.loc[("q2", "long_context_gpt-5-mini"), "cost_usd"] == pytest.approx(0.003536)
 
 
@@ -155,7 +159,13 @@ def test_a_request_shared_by_two_items_is_work_for_both(tmp_path):
     # Two systems gave the same answer: the judge request is the same, the second served from
     # the local cache. Both are part of the workload; only the first was paid for.
     first = record(
-        "judge", MINI, 1_000, 1_000, question_id="q1", system="memory", request_hash="h-same"
+        "judge",
+        MINI,
+        1_000,
+        1_000,
+        question_id="q1",
+        system="memory_mem0_style",
+        request_hash="h-same",
     )
     second = dict(first, system="rolling_window_gpt-5-mini", cached=True)
     write_ledger(tmp_path / "run", [first, second])
@@ -235,7 +245,10 @@ def test_combining_runs_and_missing_ledger(tmp_path):
 def test_cost_per_correct_answer(priced, tmp_path):
     judgments = []
     for system, outcomes in (
-        ("memory", {"q1": ["CORRECT", "CORRECT", "WRONG"], "q2": ["WRONG", "WRONG", "CORRECT"]}),
+        (
+            "memory_mem0_style",
+            {"q1": ["CORRECT", "CORRECT", "WRONG"], "q2": ["WRONG", "WRONG", "CORRECT"]},
+        ),
         (
             "long_context_gpt-5-mini",
             {"q1": ["CORRECT"] * 3, "q2": ["CORRECT", "UNJUDGED", "WRONG"]},
@@ -262,13 +275,15 @@ def test_cost_per_correct_answer(priced, tmp_path):
     assert by.to_dict() == {
         ("long_context_gpt-5-mini", "q1"): True,
         ("long_context_gpt-5-mini", "q2"): False,  # 1 of 2 judged: no majority
-        ("memory", "q1"): True,
-        ("memory", "q2"): False,
+        ("memory_mem0_style", "q1"): True,
+        ("memory_mem0_style", "q2"): False,
     }
     cpa = costs.cost_per_correct(priced, votes).set_index("system")
-    assert cpa.loc["memory", "accuracy"] == 0.5
-    assert cpa.loc["memory", "cpa_usd"] == pytest.approx(0.0015001 / 0.5)
-    assert cpa.loc["memory", "cpa_with_write_usd"] == pytest.approx((0.0030002 + 0.00165) / 2 / 0.5)
+    assert cpa.loc["memory_mem0_style", "accuracy"] == 0.5
+    assert cpa.loc["memory_mem0_style", "cpa_usd"] == pytest.approx(0.0015001 / 0.5)
+    assert cpa.loc["memory_mem0_style", "cpa_with_write_usd"] == pytest.approx(
+        (0.0030002 + 0.00165) / 2 / 0.5
+    )
     assert cpa.loc["long_context_gpt-5-mini", "cpa_usd"] == pytest.approx(0.029536 / 2 / 0.5)
 
 
@@ -323,7 +338,7 @@ def test_the_token_break_even_also_in_the_cognee_notes_convention(priced):
     write = priced.loc[
         (priced["dataset"] == "longmemeval")
         & priced["stage"].isin(["extract", "update", "embed"])
-        & (priced["system"].fillna("memory") == "memory")
+        & (priced["system"].fillna("memory_mem0_style") == "memory_mem0_style")
     ]
     # the facts' embeddings (a question's embedding is read, not written)
     embedded = write.loc[(write["stage"] == "embed") & write["question_id"].isna(), "prompt_tokens"]

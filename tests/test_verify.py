@@ -71,7 +71,9 @@ def test_the_sizing_has_its_power_under_the_cluster_bootstrap():
     report's interval for the gap excludes zero at least as often as the plan promises."""
     sized = plan("locomo", lambda k, n: float(n))
     rng = np.random.default_rng(0)
-    p_lc, p_mem = (paper.TABLE3["locomo"][s] / 100 for s in ("long_context_gpt-5-mini", "memory"))
+    p_lc, p_mem = (
+        paper.TABLE3["locomo"][s] / 100 for s in ("long_context_gpt-5-mini", "memory_mem0_style")
+    )
     clusters = np.repeat(np.arange(sized.conversations), sized.per_conversation).astype(str)
     excluded = 0
     for seed in range(200):

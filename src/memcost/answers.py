@@ -23,6 +23,7 @@ import pandas as pd
 
 from memcost.catalog import slug
 from memcost.io import JsonlAppender, read_jsonl, write_csv, write_jsonl
+from memcost.paper import PAPER_MEMORY
 from memcost.paths import DatasetPaths, RunPaths
 from memcost.text import stable_hash, words
 
@@ -43,20 +44,18 @@ REQUIRED_FIELDS = (
     "error",
 )
 SYSTEM_KINDS = ("memory", "long_context", "rolling_window", "no_context", "oracle")
-# ``memory`` (the paper's), ``memory_<architecture>`` (memcost.memory, e.g.
-# ``memory_last_sessions``), ``<kind>_<model>``
-MEMORY_SYSTEM_RE = re.compile(r"^memory(_[a-z0-9]+)*$")
+# ``memory_<registered name>`` (``memory_mem0_style``, the paper's; ``memory_rag``, ...),
+# ``<kind>_<model>``
+MEMORY_SYSTEM_RE = re.compile(r"^memory(_[a-z0-9]+)+$")
 _SYSTEM_RE = re.compile(
     rf"{MEMORY_SYSTEM_RE.pattern}|^(long_context|rolling_window|no_context|oracle)_[a-z0-9.-]+$"
 )
 
 
 def system_name(kind: str, model: str | None = None) -> str:
-    """``memory`` or ``<kind>_<model slug>``, e.g. ``long_context_gpt-5-mini``."""
-    if kind not in SYSTEM_KINDS:
-        raise ValueError(f"unknown system kind {kind!r}; expected one of {SYSTEM_KINDS}")
-    if kind == "memory":
-        return "memory"
+    """``<kind>_<model slug>``, e.g. ``long_context_gpt-5-mini``."""
+    if kind not in SYSTEM_KINDS[1:]:
+        raise ValueError(f"unknown system kind {kind!r}; expected one of {SYSTEM_KINDS[1:]}")
     if not model:
         raise ValueError(f"system kind {kind!r} needs a model")
     return f"{kind}_{slug(model)}"
@@ -66,7 +65,26 @@ def system_kind(system: str) -> str:
     """The kind of a system name: ``long_context_gpt-5-mini`` → ``long_context``."""
     if not _SYSTEM_RE.match(system):
         raise ValueError(f"not a system name: {system!r}")
-    return next(k for k in SYSTEM_KINDS if system == k or system.startswith(k + "_"))
+    return next(k for k in SYSTEM_KINDS if system.startswith(k + "_"))
+
+
+def system_order(system: str) -> tuple[int, bool, str]:
+    """Sort key of system names: by kind (memory first), the paper's memory first of its kind."""
+    return SYSTEM_KINDS.index(system_kind(system)), system != PAPER_MEMORY, system
+
+
+def in_system_order(table: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.DataFrame:
+    """``table``'s rows sorted by the columns ``by``: names alphabetically, the paper's memory
+    first of the memory systems (a stable sort: the order within equal keys is kept)."""
+    if table.empty:
+        return table
+
+    def key(column: pd.Series) -> pd.Series:
+        if column.name not in ("system", "memory_system"):
+            return column
+        return column.where(column != PAPER_MEMORY, "memory")  # before memory_<name>
+
+    return table.sort_values(list(by), key=key, kind="stable").reset_index(drop=True)
 
 
 def system_label(system: str, *, offline: bool = False, number: int | None = None) -> str:
@@ -78,7 +96,7 @@ def system_label(system: str, *, offline: bool = False, number: int | None = Non
     kind were configured (see :func:`system_labels`)."""
     kind = next((k for k in SYSTEM_KINDS[1:] if system.startswith(k + "_")), None)
     if kind is None:  # a memory system: its reader, extractor and judge were offline too
-        words = system.replace("_", " ")
+        words = f"memory {system.removeprefix('memory_')}"  # the name it is registered by
         return f"{words} (offline)" if offline else words
     words = kind.replace("_", " ")
     if offline:
@@ -186,7 +204,7 @@ def answer_systems(ds: DatasetPaths) -> list[str]:
     """Systems with an answers file in this dataset folder, memory first."""
     names = [p.name[len("answers_") : -len(".jsonl")] for p in ds.answers.glob("answers_*.jsonl")]
     valid = [n for n in names if _SYSTEM_RE.match(n)]
-    return sorted(valid, key=lambda n: (SYSTEM_KINDS.index(system_kind(n)), n))
+    return sorted(valid, key=system_order)
 
 
 def load_answers(ds: DatasetPaths, system: str, *, writer_hint: str = "") -> pd.DataFrame:
@@ -197,7 +215,7 @@ def load_answers(ds: DatasetPaths, system: str, *, writer_hint: str = "") -> pd.
     path: Path = ds.answers_file(system)
     if not path.is_file():
         writer = writer_hint or (
-            "02_answer_from_memory" if system == "memory" else "03_answer_long_context"
+            "02_answer_from_memory" if system_kind(system) == "memory" else "03_answer_long_context"
         )
         raise FileNotFoundError(
             f"{path}: no answers for system {system!r}; run notebooks/{writer}.ipynb for dataset "

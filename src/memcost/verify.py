@@ -36,7 +36,7 @@ POWER = 0.80
 ICC = 0.2  # assumed correlation of two questions' differences within one conversation
 MIN_CONVERSATIONS = 5
 FALLBACK_MULTIPLE = 2.0
-LONG_CONTEXT, MEMORY = "long_context_gpt-5-mini", "memory"
+LONG_CONTEXT, MEMORY = "long_context_gpt-5-mini", paper.PAPER_MEMORY
 # The questions the paper judges: LoCoMo's category 5 (adversarial) is left out.
 JUDGED_SHARE = {"locomo": 1540 / 1986}
 

@@ -17,6 +17,7 @@ import pandas as pd
 from memcost.answers import answer_systems, load_answers, system_kind
 from memcost.calls import BASE_FIELDS, OFFLINE, STANDARD_TAGS, read_calls, record_call_key
 from memcost.catalog import list_usd, price_for, price_successor, slug
+from memcost.paper import PAPER_MEMORY
 from memcost.paths import RunPaths
 
 # The ledger schema is the client's: one definition, read here.
@@ -123,11 +124,12 @@ def as_successors(ledger: pd.DataFrame) -> pd.DataFrame:
 def answer_system(
     stage: str | None, system: str | None, model: str | None, phase: str
 ) -> str | None:
-    """The system whose answers a call produced (``memory``, ``long_context_<slug>``, …)."""
+    """The system whose answers a call produced (``memory_mem0_style``, ``long_context_<slug>``,
+    …)."""
     if system:
         return system
     if phase == "read":
-        return "memory"
+        return PAPER_MEMORY
     if stage == "long_context" and model:
         return f"long_context_{slug(model)}"
     return None
@@ -305,8 +307,8 @@ def ledger_from_records(records: Iterable[Mapping[str, Any]], run: str = "run") 
 # Mem0's paper (arXiv 2504.19413, LoCoMo): p95 seconds of search and of search + answer.
 MEM0_PUBLISHED = pd.DataFrame(
     [
-        {"system": "memory", "label": "Mem0", "stage": "search", "p95_s": 0.200},
-        {"system": "memory", "label": "Mem0", "stage": "total", "p95_s": 1.44},
+        {"system": PAPER_MEMORY, "label": "Mem0", "stage": "search", "p95_s": 0.200},
+        {"system": PAPER_MEMORY, "label": "Mem0", "stage": "total", "p95_s": 1.44},
         {"system": "memory_graph", "label": "Mem0^g", "stage": "search", "p95_s": 0.657},
         {"system": "memory_graph", "label": "Mem0^g", "stage": "total", "p95_s": 2.59},
         {"system": "long_context", "label": "full context", "stage": "total", "p95_s": 17.12},

@@ -12,7 +12,13 @@ import numpy as np
 import pandas as pd
 
 from memcost import stats
-from memcost.answers import JUDGMENT_FIELDS, primary, read_run_judgments, system_label
+from memcost.answers import (
+    JUDGMENT_FIELDS,
+    in_system_order,
+    primary,
+    read_run_judgments,
+    system_label,
+)
 from memcost.calls import SHARED_PREFIX_TAG
 from memcost.catalog import list_usd, price_for
 from memcost.costs.ledger import TOKEN_COLUMNS, basis_of, workload
@@ -23,6 +29,7 @@ from memcost.costs.model import (
     sustained_break_even,
     token_break_even,
 )
+from memcost.paper import PAPER_MEMORY
 from memcost.paths import RunPaths
 
 
@@ -75,15 +82,15 @@ def stage_costs(priced: pd.DataFrame) -> pd.DataFrame:
     work = workload(priced)
     out = _aggregate(work, ["dataset", "phase", "stage", "answer_system", "price_model"])
     out = out.rename(columns={"answer_system": "system", "price_model": "model"})
-    return out
+    return in_system_order(out, ["dataset", "phase", "stage", "system", "model"])
 
 
 def memory_system(work: pd.DataFrame) -> pd.Series:
-    """The memory system of each write or read record: its ``system`` tag, or ``memory`` (the
-    paper's writes carried none in stores written before they were tagged); ``None`` for long
-    context and the judge."""
+    """The memory system of each write or read record: its ``system`` tag, or the paper's (its
+    writes carried none in stores written before they were tagged); ``None`` for long context
+    and the judge."""
     memory = work["phase"].isin(["write", "read"])
-    return work["answer_system"].where(work["answer_system"].notna(), "memory").where(memory)
+    return work["answer_system"].where(work["answer_system"].notna(), PAPER_MEMORY).where(memory)
 
 
 def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
@@ -97,7 +104,7 @@ def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["dataset", "conversation_id", "questions", "total_usd"])
     label = work["phase"].where(work["phase"] != "long_context", work["answer_system"])
     label = label.fillna(work["phase"]).astype(str)
-    other = work["phase"].isin(["write", "read"]) & ~memory_system(work).eq("memory")
+    other = work["phase"].isin(["write", "read"]) & ~memory_system(work).eq(PAPER_MEMORY)
     label = label.where(~other, label + "_" + memory_system(work).astype(str)) + "_usd"
     table = (
         work.assign(component=label)
@@ -124,6 +131,7 @@ def question_costs(priced: pd.DataFrame) -> pd.DataFrame:
     work = work.loc[work["question_id"].notna() & work["phase"].isin(["read", "long_context"])]
     out = _aggregate(work, ["dataset", "conversation_id", "question_id", "answer_system"])
     out = out.rename(columns={"answer_system": "system"})
+    out = in_system_order(out, ["dataset", "conversation_id", "question_id", "system"])
     return out.drop(columns=["conversations", "questions"], errors="ignore")
 
 
@@ -153,7 +161,7 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
         conversations = everything["conversation_id"].nunique()
         mine = memory_system(everything)
         # the paper's components are its memory's; each other memory system gets its own two
-        frame = everything.loc[mine.isna() | mine.eq("memory")]
+        frame = everything.loc[mine.isna() | mine.eq(PAPER_MEMORY)]
         components: list[tuple[str, pd.DataFrame]] = [
             ("write: fact extraction", frame.loc[frame["stage"] == "extract"]),
             ("write: update phase", frame.loc[frame["stage"] == "update"]),
@@ -169,7 +177,7 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
             models = ", ".join(sorted(part["price_model"].dropna().unique()))
             components.append((f"answer: {system} ({models})", part))
         components.append(("judge", frame.loc[frame["phase"] == "judge"]))
-        for system in sorted(set(mine.dropna()) - {"memory"}):
+        for system in sorted(set(mine.dropna()) - {PAPER_MEMORY}):
             part = everything.loc[mine.eq(system)]
             components.append((f"write: {system}", part.loc[part["phase"] == "write"]))
             components.append((f"read: {system}", part.loc[part["phase"] == "read"]))
@@ -355,7 +363,7 @@ def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
         _cost_per_correct_row(work, dataset, system, part)
         for (dataset, system), part in votes.groupby(["dataset", "system"], sort=True)
     ]
-    return pd.DataFrame(rows)
+    return in_system_order(pd.DataFrame(rows), ["dataset", "system"])
 
 
 def _cost_per_correct_row(
@@ -375,7 +383,7 @@ def _cost_per_correct_row(
     per_question = answer_usd / answered if answered else np.nan
     cpa = per_question / accuracy if accuracy else np.nan
     with_write = np.nan
-    if system == "memory" and answered:
+    if system == PAPER_MEMORY and answered:
         write_usd = float(
             work.loc[(work["dataset"] == dataset) & (work["phase"] == "write"), "cost_usd"].sum()
         )
@@ -400,7 +408,7 @@ def measured_cost_model(
     lc_system: str,
     *,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
-    memory: str = "memory",
+    memory: str = PAPER_MEMORY,
     work: pd.DataFrame | None = None,
 ) -> tuple[CostModel, dict[str, Any]]:
     """The four constants of the cost model measured on one dataset of a run.
@@ -454,7 +462,7 @@ def _phases(
     priced: pd.DataFrame,
     dataset: str,
     lc_system: str,
-    memory: str = "memory",
+    memory: str = PAPER_MEMORY,
     work: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One dataset's workload in ledger order, and the write and read records of the memory
@@ -474,7 +482,7 @@ def _phases(
     # A memory that writes nothing until a gate (observational memory below observer_tokens)
     # makes no write call: built without one, it answered; its write costs nothing. The
     # paper's memory always extracts, so its missing writes are a ledger without them.
-    unwritten = write.empty and not read.empty and memory != "memory"
+    unwritten = write.empty and not read.empty and memory != PAPER_MEMORY
     missing = [
         name
         for name, part in (("write", write), ("read", read), (lc_system, lc))
@@ -617,7 +625,7 @@ def per_user_series(
     priced: pd.DataFrame,
     dataset: str,
     lc_system: str,
-    memory: str = "memory",
+    memory: str = PAPER_MEMORY,
     work: pd.DataFrame | None = None,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
@@ -677,7 +685,7 @@ def measured_break_even(
     work = workload(priced)
     lc_calls = work.loc[work["phase"] == "long_context"]
     systems = sorted(lc_calls["answer_system"].dropna().unique())
-    memories = sorted(set(memory_system(work).dropna()), key=lambda m: (m != "memory", m))
+    memories = sorted(set(memory_system(work).dropna()), key=lambda m: (m != PAPER_MEMORY, m))
     model_rows: list[dict[str, Any]] = []
     user_rows: list[dict[str, Any]] = []
     skipped: list[str] = []
@@ -762,20 +770,21 @@ def per_memory_system(table: pd.DataFrame, prices: str) -> pd.DataFrame:
         .add_prefix("break_even_vs_")
     )
     sizes = table.groupby(["dataset", "memory_system"])[["write_usd", "read_usd"]].first()
-    return sizes.join(be).reset_index().assign(prices=prices)
+    table = sizes.join(be).reset_index().assign(prices=prices)
+    return in_system_order(table, ["dataset", "memory_system"])
 
 
 def write_cost_lines(per_system: pd.DataFrame) -> list[str]:
     """What :func:`per_memory_system`'s table says of the write, in words: per dataset and
-    prices, each other system's write cost per user against the paper's memory (``memory``),
+    prices, each other system's write cost per user against the paper's memory,
     so the notebook's sentence is read from the table and cannot contradict it."""
     lines = []
     for (dataset, prices), part in per_system.groupby(["dataset", "prices"], sort=False):
-        paper_write = part.loc[part["memory_system"] == "memory", "write_usd"]
+        paper_write = part.loc[part["memory_system"] == PAPER_MEMORY, "write_usd"]
         if paper_write.empty or not float(paper_write.iloc[0]) > 0:
             continue
         base = float(paper_write.iloc[0])
-        for rec in part.loc[part["memory_system"] != "memory"].to_dict("records"):
+        for rec in part.loc[part["memory_system"] != PAPER_MEMORY].to_dict("records"):
             ratio = float(rec["write_usd"]) / base
             side = "more" if ratio > 1 else "less" if ratio < 1 else "as much"
             lines.append(

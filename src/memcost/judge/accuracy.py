@@ -17,13 +17,14 @@ import numpy as np
 import pandas as pd
 
 from memcost import paper, stats
-from memcost.answers import SYSTEM_KINDS, primary, system_kind
+from memcost.answers import in_system_order, primary, system_kind, system_order
 from memcost.calls import OFFLINE
 from memcost.io import json_safe
 from memcost.judge.questions import JudgePlan, as_list, as_text
 from memcost.judge.votes import JudgingRun, question_outcomes
 from memcost.memory.facts import load_facts
 from memcost.offline import LEXICAL, numerals
+from memcost.paper import PAPER_MEMORY
 from memcost.paths import DatasetPaths
 from memcost.text import containment, content_words, count_tokens_batch, words
 
@@ -106,9 +107,8 @@ def accuracy_table(
         rows.append(row)
     table = pd.DataFrame(rows)
     if not table.empty:
-        order = {s: (SYSTEM_KINDS.index(system_kind(s)), s) for s in table["system"]}
-        table = table.sort_values("system", key=lambda s: s.map(order)).reset_index(drop=True)
-    return table
+        table = table.sort_values("system", key=lambda s: s.map(system_order))
+    return table.reset_index(drop=True)
 
 
 def single_value(values: pd.Series) -> str:
@@ -120,7 +120,7 @@ def category_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
     """Accuracy per system and question category (majority of the primary prompt's votes)."""
     outcomes = question_outcomes(primary(judgments))
     rows = []
-    for (system, category), part in outcomes.groupby(["system", "category"], sort=True):
+    for (system, category), part in outcomes.groupby(["system", "category"], sort=False):
         judged = part.loc[part["judged"]]
         k, n = int(judged["correct"].sum()), len(judged)
         low, high = stats.wilson_interval(k, n)
@@ -138,7 +138,7 @@ def category_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
                 "strict_accuracy": k / len(part) if len(part) else math.nan,
             }
         )
-    return pd.DataFrame(rows)
+    return in_system_order(pd.DataFrame(rows), ("system", "category"))
 
 
 def comparability(
@@ -230,7 +230,7 @@ def step_metrics(
 
 
 def mcnemar_table(
-    judgments: pd.DataFrame, *, dataset: str, baseline: str = "memory"
+    judgments: pd.DataFrame, *, dataset: str, baseline: str = PAPER_MEMORY
 ) -> pd.DataFrame:
     """Exact McNemar between ``baseline`` and every other system, on the questions both had
     judged (the primary prompt's majority). The pairing is what makes it fair: both systems
@@ -322,7 +322,7 @@ def sensitivity_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
     the same prompt: if the gap moves with the prompt, part of it is the judge's."""
     outcomes = question_outcomes(judgments)
     rows = []
-    for (name, system), part in outcomes.groupby(["prompt_name", "system"], sort=True):
+    for (name, system), part in outcomes.groupby(["prompt_name", "system"], sort=False):
         judged = part.loc[part["judged"]]
         rows.append(
             {
@@ -338,7 +338,7 @@ def sensitivity_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    memory = table.loc[table["system"] == "memory"].set_index("prompt_name")["accuracy"]
+    memory = table.loc[table["system"] == PAPER_MEMORY].set_index("prompt_name")["accuracy"]
     table["gap_to_memory"] = table["accuracy"] - table["prompt_name"].map(memory)
     return table
 
@@ -523,7 +523,7 @@ def failure_analysis(
     questions: pd.DataFrame,
     facts: pd.DataFrame | None,
     *,
-    memory: str = "memory",
+    memory: str = PAPER_MEMORY,
     shown_facts: int = 5,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Questions a long-context system got right and memory got wrong, with the retrieved facts

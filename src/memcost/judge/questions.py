@@ -27,7 +27,7 @@ from memcost.answers import (
     system_name,
 )
 from memcost.data.benchmark import read_questions as load_questions
-from memcost.paper import LONG_CONTEXT_MODELS
+from memcost.paper import LONG_CONTEXT_MODELS, PAPER_MEMORY
 from memcost.paths import DATASETS, WITH_OPTIONS, DatasetPaths
 from memcost.prompts import INSTRUCTIONS, Instruction
 
@@ -291,7 +291,7 @@ def system_inventory(ds: DatasetPaths) -> pd.DataFrame:
     are this repository's extra baselines (notebook 03) and optional.
     """
     found = answer_systems(ds)
-    paper = [system_name("memory")] + [system_name("long_context", m) for m in LONG_CONTEXT_MODELS]
+    paper = [PAPER_MEMORY] + [system_name("long_context", m) for m in LONG_CONTEXT_MODELS]
     rows = []
     for system in paper:
         rows.append(
@@ -329,7 +329,8 @@ def system_inventory(ds: DatasetPaths) -> pd.DataFrame:
 
 
 def _writer(system: str) -> str:
-    return "02_answer_from_memory" if system == "memory" else "03_answer_long_context"
+    memory = system.partition("_")[0] == "memory"  # a system, or a bare kind
+    return "02_answer_from_memory" if memory else "03_answer_long_context"
 
 
 __all__ = [

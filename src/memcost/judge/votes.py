@@ -20,6 +20,7 @@ import pandas as pd
 from memcost import stats
 from memcost.answers import (
     MC_SALT,
+    in_system_order,
     judgment_appender,
     judgment_record,
     parse_choice,
@@ -488,4 +489,4 @@ def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     )
     out = votes.join(first, on=keys).join(causes.rename("cause"), on=keys)
     out.loc[out["judged"], "cause"] = None
-    return out
+    return in_system_order(out, keys)

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memcost.answers import system_name
 from memcost.llm import LLMClient
 from memcost.memory.base import embed_groups, rows_by_user
 from memcost.memory.facts import index_dir, read_done, read_facts, read_incomplete
@@ -38,11 +37,11 @@ from memcost.memory.vectors import (
     IndexMismatch,
     VectorStore,
 )
-from memcost.paper import EMBEDDING_MODEL
+from memcost.paper import EMBEDDING_MODEL, PAPER_MEMORY
 from memcost.paths import DatasetPaths, RunPaths
 
 TOP_K = 20  # §3.1: facts retrieved per question
-SYSTEM = system_name("memory")
+SYSTEM = PAPER_MEMORY
 
 
 @dataclass

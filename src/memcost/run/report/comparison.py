@@ -139,7 +139,7 @@ def paper_vs_run(view: RunView) -> list[Comparison]:
 
 def _gap_row(name: str, table: pd.DataFrame | None, comparable: bool, why: str) -> Comparison:
     """Table 3's headline gap, long context with GPT-5-mini over memory, in points."""
-    lc, memory = "long_context_gpt-5-mini", "memory"
+    lc, memory = "long_context_gpt-5-mini", paper.PAPER_MEMORY
     published = paper.TABLE3[name][lc] - paper.TABLE3[name][memory]
     ours = None
     if table is not None and {lc, memory} <= set(table["system"]):

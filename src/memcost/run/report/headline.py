@@ -41,7 +41,8 @@ PAPER_NAMES = {
 def _paper_answer() -> str:
     """The paper's Table 3 (memory vs long context, GPT-5-mini) and its Table 5 break-even."""
     rows = "; ".join(
-        f"{PAPER_NAMES.get(d, d)} memory {t['memory']:.2f}% vs long context {t[LONG_CONTEXT]:.2f}%"
+        f"{PAPER_NAMES.get(d, d)} memory {t[paper.PAPER_MEMORY]:.2f}% "
+        f"vs long context {t[LONG_CONTEXT]:.2f}%"
         for d, t in paper.TABLE3.items()
     )
     cells = ", ".join(
@@ -211,20 +212,20 @@ def _accuracy(view: RunView) -> list[str]:
     for name, table in accuracy_tables(view).items():
         bysys = table.set_index("system")
         lc = _long_context(bysys)
-        if "memory" not in bysys.index or lc is None:
+        if MEMORY not in bysys.index or lc is None:
             continue
         # offline systems carry no model name: no model answered
         lc_label = (
             "long context" if view.offline else f"long context ({lc[len('long_context_') :]})"
         )
         parts = []
-        for system, label in (("memory", "memory"), (lc, lc_label)):
+        for system, label in ((MEMORY, "memory"), (lc, lc_label)):
             r = bysys.loc[system]
             parts.append(
                 f"{label} {pct(r['accuracy'])}% (Wilson 95% {pct(r['wilson_low'])}–"
                 f"{pct(r['wilson_high'])}, n = {int(r['n'])})"
             )
-        few = interval_note(bysys.loc["memory"])
+        few = interval_note(bysys.loc[MEMORY])
         lines.append(f"- {DATASET_NAMES.get(name, name)}: " + " vs ".join(parts) + few)
     if not lines:
         return []

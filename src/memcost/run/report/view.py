@@ -18,7 +18,7 @@ from memcost.catalog import canonical_name
 from memcost.judge.votes import LETTER_MATCH
 from memcost.manifest import read_manifest
 from memcost.offline import LEXICAL
-from memcost.paper import PAPER_SETTINGS
+from memcost.paper import PAPER_MEMORY, PAPER_SETTINGS
 from memcost.paths import DISPLAY_NAMES, DatasetPaths, RunPaths
 
 DATASET_NAMES = DISPLAY_NAMES  # the report's titles are the datasets' display names
@@ -31,7 +31,7 @@ JUDGE_WORDS = {
 
 PAPER_ORDER = ("longmemeval", "locomo", "personamem")  # the order of the paper's tables
 # The three systems of the paper's Table 3, as this repository names them.
-PAPER_SYSTEMS = ("memory", "long_context_gpt-5-mini", "long_context_gpt-oss-120b")
+PAPER_SYSTEMS = (PAPER_MEMORY, "long_context_gpt-5-mini", "long_context_gpt-oss-120b")
 
 
 def same_setting(got: Any, expected: Any) -> bool:
