@@ -49,7 +49,7 @@ $(STAMP): pyproject.toml $(LOCK)
 
 # The cognee memory system's library lives in an environment of its own: cognee 1.6 requires
 # pandas < 3, which .venv does not hold, and brings 1.6 GB of its own. The notebooks run it as a
-# child process (memcost.memory.cognee_worker); nothing of memcost is installed there.
+# child process (memcost_systems.cognee_worker); nothing of memcost is installed there.
 COGNEE_VENV   := .venv-cognee
 COGNEE_STAMP  := $(COGNEE_VENV)/.installed
 COGNEE_PIN    := cognee==1.6.5
@@ -115,7 +115,7 @@ bytecode: setup
 
 # ARGS passes the runner's options, e.g. make reproduce PRESET=paper_locomo ARGS="-p backend=offline".
 reproduce: setup bytecode
-	$(PY) -m memcost run --params papermill_params/$(PRESET).yaml $(if $(RUN_NAME),--run-name $(RUN_NAME)) $(ARGS)
+	$(PY) -m memcost run --params $(PRESET) $(if $(RUN_NAME),--run-name $(RUN_NAME)) $(ARGS)
 
 test: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST)

@@ -28,12 +28,12 @@ import pandas as pd
 
 from memcost import paper as published
 from memcost.params import notebook_defaults
-from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import load_preset, run_preset
-from memcost.serving import analysis, systems
-from memcost.serving import replay as rp
-from memcost.serving import workload as wl
-from memcost.serving.systems import ServingConfig
+from memcost.run.runner import study_notebooks
+from memcost_serving import analysis, systems
+from memcost_serving import replay as rp
+from memcost_serving import workload as wl
+from memcost_serving.systems import ServingConfig
 
 
 def main() -> int:
@@ -131,7 +131,7 @@ def main() -> int:
 
 def _parameters(preset: str) -> dict:
     """Notebook 06's parameters as the runner gives them: its defaults, then the preset's."""
-    defaults = notebook_defaults(NOTEBOOKS_DIR / "06_serving_cost_study.ipynb")
+    defaults = notebook_defaults(study_notebooks()["06"])
     return {**defaults, **load_preset(preset).parameters}
 
 

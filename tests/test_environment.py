@@ -89,5 +89,5 @@ def test_make_reproduce_passes_args_to_the_runner():
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, env=env,
     )  # fmt: skip
     (run,) = [line for line in done.stdout.splitlines() if " memcost run " in line]
-    preset = "papermill_params/current_locomo.yaml"
+    preset = "current_locomo"  # found by name: papermill_params/'s or a plugin's
     assert run.split()[1:] == ["-m", "memcost", "run", "--params", preset, "-p", "backend=offline"]

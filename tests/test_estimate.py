@@ -10,9 +10,9 @@ from memcost.costs import estimate
 from memcost.costs.model import PAPER_CONSTANTS
 from memcost.memory import open_system
 from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM
-from memcost.memory.graph import GraphMemory
-from memcost.memory.observational import ObservationalMemory
 from memcost.run import PresetError, run_preset
+from memcost_systems.graph import GraphMemory
+from memcost_systems.observational import ObservationalMemory
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_observational_reflector_calls_are_estimated_where_the_observations_reac
     the paper's segments (§4.2: 41.6M completion tokens over 43,348 segments): the reflector
     fires after 42 calls (1.26M tokens of history), on a LongMemEval-M history (~1.5M) once,
     never on LongMemEval-S's ~101,600. The estimate left it out on every history."""
-    from memcost.memory.observational import CALL_COMPLETION_TOKENS
+    from memcost_systems.observational import CALL_COMPLETION_TOKENS
 
     segments = 500 * 101_601 * estimate.MEASURED_SHAPES["longmemeval"].segments_per_1k / 1000
     assert CALL_COMPLETION_TOKENS == round(
@@ -241,8 +241,8 @@ def test_the_libraries_are_estimated_by_their_chunks_of_each_session():
     session an item, retained in chunks of 3,000 characters, then consolidated) made 57 retain
     and 238 consolidation calls, and cognee (a session a chunk at its automatic size) a graph
     and a summary call per session, 76. A call a segment of the paper's memory was 95."""
-    from memcost.memory.cognee_library import CogneeLibrary
-    from memcost.memory.hindsight_library import HindsightLibrary
+    from memcost_systems.cognee_library import CogneeLibrary
+    from memcost_systems.hindsight_library import HindsightLibrary
 
     stats = pd.DataFrame({"n_sessions": [19, 19], "text_tokens": [12_555, 9_690]})
     calls, read = HindsightLibrary.write_calls({}, stats, 95)

@@ -308,7 +308,7 @@ def test_evidence_recall_names_every_category_and_labels_zero_bars():
 def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
     import pandas as pd
 
-    from memcost.plots.serving import plot_cumulative
+    from memcost_serving.plots import plot_cumulative
 
     panels = [("gpt-5-mini", "low"), ("gpt-5-mini", "high"), ("gpt-oss-20b", "")]
     curves = pd.DataFrame(
@@ -357,7 +357,7 @@ def test_serving_panels_wrap_instead_of_one_long_row(tmp_path):
 def test_tokens_per_turn_are_labelled_as_plain_counts():
     import pandas as pd
 
-    from memcost.plots.serving import plot_cost_per_turn
+    from memcost_serving.plots import plot_cost_per_turn
 
     turns = pd.DataFrame(
         {
@@ -606,7 +606,7 @@ def test_context_sizes_over_three_decades_label_ticks_that_do_not_overlap():
 def test_published_accuracy_labels_a_probe_read_back_from_csv_and_keeps_values_readable(tmp_path):
     import pandas as pd
 
-    from memcost.plots.published import plot_published_accuracy
+    from memcost_published.plots import plot_published_accuracy
 
     frame = pd.DataFrame(
         {

@@ -1,7 +1,10 @@
-"""The package's layers point one way, and the checker that says so can fail.
+"""The packages' layers point one way, and the checker that says so can fail.
 
-Every ``import`` of ``src/memcost`` is read with :mod:`ast`: module-level and inside functions,
-absolute and relative, ``importlib.import_module("memcost....")`` too. From that graph:
+Every ``import`` of ``src/`` is read with :mod:`ast` (the core, ``memcost``, and every plugin,
+``memcost_*``): module-level and inside functions, absolute and relative,
+``importlib.import_module("memcost....")`` too. From that graph:
+
+- the core imports no plugin (a plugin imports the core, and is found by its entry point);
 
 - there is no import cycle (a function-level import does not hide one), between modules or
   between the packages under ``memcost`` (``memory`` importing ``vectorstore`` while a
@@ -33,10 +36,11 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-PACKAGE = "memcost"
+PACKAGE = "memcost"  # the core
+PACKAGES = tuple(sorted(p.parent.name for p in SRC.glob("*/__init__.py")))  # and the plugins
 
-FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING = (
-    "foundation", "llm", "offline", "stage", "analysis", "top", "testing",
+FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING, PLUGIN = (
+    "foundation", "llm", "offline", "stage", "analysis", "top", "testing", "plugin",
 )  # fmt: skip
 # What each layer may import (besides the standard library and third-party packages).
 ALLOWED: dict[str, frozenset[str]] = {
@@ -47,11 +51,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     ANALYSIS: frozenset({FOUNDATION, OFFLINE, STAGE, ANALYSIS}),  # never llm
     TOP: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP}),
     TESTING: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, TESTING}),
+    PLUGIN: frozenset({FOUNDATION, LLM, OFFLINE, STAGE, ANALYSIS, TOP, PLUGIN}),  # nothing below
 }
 _FOUNDATIONS = (
-    "__init__ paths io text prompts catalog verify params calls answers stats paper manifest"
+    "__init__ paths io text prompts catalog verify params calls answers stats paper manifest "
+    "plugins"
 )
-_STAGES = "data memory longctx judge serving gateway published"
+_STAGES = "data memory longctx judge"
 LAYER_OF: dict[str, str] = {
     **{name: FOUNDATION for name in _FOUNDATIONS.split()},
     "llm": LLM,
@@ -142,10 +148,11 @@ def parsed(path: Path) -> tuple[str, ast.Module, tuple[ast.AST, ...]]:
     return _parsed(path, path.stat().st_mtime_ns)
 
 
-def build_graph(root: Path, package: str = PACKAGE) -> Graph:
+def build_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> Graph:
     graph = Graph()
-    for path in sorted((root / package).rglob("*.py")):
-        graph.modules[module_name(path, root)] = path
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            graph.modules[module_name(path, root)] = path
     for module, path in graph.modules.items():
         tree = parsed(path)[1]
         for target, line, is_module in _imports(tree, graph, module, path.name == "__init__.py"):
@@ -153,7 +160,7 @@ def build_graph(root: Path, package: str = PACKAGE) -> Graph:
                 continue  # a package naming its own modules (``from memcost.memory import rag``)
             if target in graph.modules:
                 graph.add_with_parents(module, target, line)
-            elif target.split(".")[0] != package:
+            elif target.split(".")[0] not in packages:
                 graph.external.setdefault(module, {}).setdefault(target.split(".")[0], line)
             elif is_module:
                 graph.add(module, target, line)  # names a module that does not exist: reported
@@ -184,12 +191,14 @@ def find_cycle(graph: Graph) -> list[str] | None:
 
 
 def package_of(module: str) -> str:
-    """``memcost.memory.build`` -> ``memcost.memory``; a top-level module is its own package."""
-    return ".".join(module.split(".")[:2])
+    """``memcost.memory.build`` -> ``memcost.memory``; a top-level module is its own package;
+    a plugin is one package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == PACKAGE else parts[0]
 
 
 def package_graph(graph: Graph) -> Graph:
-    """The same imports between the packages (and top-level modules) under ``memcost``."""
+    """The same imports between the packages (and top-level modules) under ``src``."""
     packages = Graph()
     for module in graph.modules:
         packages.modules.setdefault(package_of(module), graph.modules[module])
@@ -205,20 +214,24 @@ MAX_MODULE_LINES = 1_000
 MAX_FUNCTION_LINES = 100
 
 
-def mixins(root: Path, package: str = PACKAGE) -> list[str]:
+def _sources(root: Path) -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (root / package).rglob("*.py"))
+
+
+def mixins(root: Path) -> list[str]:
     """Classes whose name ends in ``Mixin``, as ``file:line name``."""
     found = []
-    for path in sorted((root / package).rglob("*.py")):
+    for path in _sources(root):
         for node in parsed(path)[2]:
             if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin"):
                 found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
     return found
 
 
-def oversized(root: Path, package: str = PACKAGE) -> list[str]:
+def oversized(root: Path) -> list[str]:
     """Modules over :data:`MAX_MODULE_LINES` lines and functions over :data:`MAX_FUNCTION_LINES`."""
     found = []
-    for path in sorted((root / package).rglob("*.py")):
+    for path in _sources(root):
         text, _, nodes = parsed(path)
         where = path.relative_to(root)
         if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
@@ -231,10 +244,10 @@ def oversized(root: Path, package: str = PACKAGE) -> list[str]:
     return found
 
 
-def duplicate_classes(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
-    """Class names defined more than once under ``root/package``: name -> ``file:line`` each."""
+def duplicate_classes(root: Path) -> dict[str, list[str]]:
+    """Class names defined more than once under ``root``: name -> ``file:line`` each."""
     seen: dict[str, list[str]] = {}
-    for path in sorted((root / package).rglob("*.py")):
+    for path in _sources(root):
         for node in parsed(path)[2]:
             if isinstance(node, ast.ClassDef):
                 where = f"{path.relative_to(root)}:{node.lineno}"
@@ -244,6 +257,8 @@ def duplicate_classes(root: Path, package: str = PACKAGE) -> dict[str, list[str]
 
 def layer_of(module: str, table: dict[str, str]) -> str | None:
     parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return PLUGIN
     return table.get(parts[1] if len(parts) > 1 else "__init__")
 
 
@@ -288,6 +303,25 @@ def test_the_package_is_layered(graph):
     assert violations(graph) == []
 
 
+def test_the_core_imports_no_plugin_and_every_plugin_imports_the_core(graph):
+    plugins = [p for p in PACKAGES if p != PACKAGE]
+    assert {"memcost_systems", "memcost_serving", "memcost_published"} <= set(plugins)
+    reached = {
+        (source, target)
+        for source, targets in graph.edges.items()
+        for target in targets
+        if source.split(".")[0] == PACKAGE and target.split(".")[0] != PACKAGE
+    }
+    assert reached == set()
+    # and no text of the core names one: an entry point finds it
+    core = [p for p in _sources(SRC) if p.is_relative_to(SRC / PACKAGE)]
+    named = [f"{p.relative_to(SRC)}" for p in core for x in plugins if x in parsed(p)[0]]
+    assert named == []
+    for plugin in plugins:
+        assert any(t.startswith(PACKAGE + ".") for s, ts in graph.edges.items()
+                   if s.startswith(plugin) for t in ts), plugin  # fmt: skip
+
+
 def test_no_two_classes_share_a_name():
     assert duplicate_classes(SRC) == {}
 
@@ -321,11 +355,14 @@ def test_the_client_does_not_write_the_manifest(graph):
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> Graph:
-    for name, text in files.items():
+    for name, text in {
+        **files,
+        "../memcost_plugin/systems.py": "from memcost import paths\n",
+    }.items():
         path = tmp_path / PACKAGE / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return build_graph(tmp_path)
+    return build_graph(tmp_path, (PACKAGE, "memcost_plugin"))
 
 
 BASE = {
@@ -370,6 +407,9 @@ def test_checker_passes_a_layered_package(tmp_path):
          "memcost.llm.cache:1 imports openai (only llm/providers may)"),
         # a module without a layer
         ("widgets.py", "", "memcost.widgets: no layer; add its top-level name to LAYER_OF"),
+        # the core reaching into a plugin
+        ("memory/extra.py", "from memcost_plugin import systems\n",
+         "memcost.memory.extra:1 (stage) imports memcost_plugin.systems (plugin)"),
         # a cycle hidden behind a function-level import
         ("llm/client.py",
          "from memcost import paths\nclass Client: ...\ndef f():\n    from memcost import llm\n",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memcost.paths import PARAMS_DIR
 from memcost.run import discover_notebooks, load_preset
-from memcost.run.presets import PresetError, validate_run
+from memcost.run.presets import PresetError, preset_files, validate_run
 
-PRESETS = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
+PRESETS = sorted(preset_files())  # papermill_params/'s and the plugins'
 
 
 def test_the_presets_are_the_documented_ones():
@@ -21,7 +20,7 @@ def test_a_shipped_preset_validates_without_creating_its_run(name, tmp_path, mon
     ``price_overrides``) and its parameters are valid, so ``make reproduce PRESET=<name>`` gets
     past validation (serving_smoke once failed here: notebook 06 prices its models itself).
     A library's own environment counts as set up (without it: test_serving_notebook.py)."""
-    from memcost.memory.libraries import LibrarySystem
+    from memcost_systems.libraries import LibrarySystem
 
     monkeypatch.setattr(LibrarySystem, "check_available", classmethod(lambda cls: None))
     run_dir = tmp_path / "run"
@@ -53,7 +52,7 @@ def test_presets_that_include_each_other_are_refused_in_one_line(tmp_path):
     with pytest.raises(PresetError, match=r"a.yaml: presets include each other in a circle"):
         load_preset(tmp_path / "a.yaml")
     (tmp_path / "c.yaml").write_text("include: nowhere\n", encoding="utf-8")
-    with pytest.raises(PresetError, match=r"^preset not found: nowhere \(available in "):
+    with pytest.raises(PresetError, match=r"^preset not found: nowhere \(the presets: current_lo"):
         load_preset(tmp_path / "c.yaml")
 
 

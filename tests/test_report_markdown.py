@@ -133,8 +133,8 @@ def test_the_serving_section_sets_the_studys_model_beside_the_studys_numbers(tmp
     import json
 
     from memcost.paths import RunPaths
-    from memcost.run.report.serving import section_serving
     from memcost.run.report.view import RunView
+    from memcost_serving.report import section_serving
 
     def row(model, cell, n_turns, mean_tokens, system, turn):
         return {"model": model, "cell": cell, "n_turns": n_turns, "mean_tokens": mean_tokens,

@@ -9,12 +9,13 @@ import papermill
 import pytest
 
 from memcost.params import notebook_parameters
-from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from memcost.paths import NOTEBOOKS_DIR
 from memcost.run import discover_notebooks, load_preset
-from memcost.run.presets import validate_preset
+from memcost.run.presets import preset_files, validate_preset
+from memcost.run.runner import study_notebooks
 
-NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
-PRESETS = sorted(PARAMS_DIR.glob("*.yaml"))
+NOTEBOOKS = sorted(study_notebooks().values())  # the plugins' too
+PRESETS = sorted(preset_files().values())
 
 
 def test_there_is_something_to_check():
@@ -159,7 +160,7 @@ def test_what_a_user_reads_cites_the_papers_sections_not_a_private_note():
 
     readable = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
     readable += [*(REPO_ROOT / "src").rglob("*.py"), *(REPO_ROOT / "src").rglob("*.j2")]
-    readable += [*NOTEBOOKS_DIR.glob("*.ipynb"), *PARAMS_DIR.glob("*.yaml")]
+    readable += [*NOTEBOOKS, *PRESETS]
     found = [
         f"{path.relative_to(REPO_ROOT)}:{number}"
         for path in readable

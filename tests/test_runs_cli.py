@@ -545,8 +545,8 @@ def test_a_published_run_that_paired_nothing_says_so_in_its_last_lines(tmp_path)
         "others (the bundled samples?)."
     )
     # the report says it on its first screen and in its section, in the same words
-    from memcost.run.report.published import section_published
     from memcost.run.report.view import RunView
+    from memcost_published.report import section_published
 
     section = section_published(RunView.load(run))
     assert section[2] == (

@@ -7,7 +7,7 @@ import subprocess
 
 from memcost.cli import main
 from memcost.paths import REPO_ROOT
-from memcost.run.runner import CANONICAL_NOTEBOOKS, execute_notebook
+from memcost.run.runner import CORE_NOTEBOOKS, execute_notebook, study_notebooks
 
 
 def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_path, capsys):
@@ -15,7 +15,8 @@ def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_pa
     subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
     target = clone / "runs" / "workshop"
     assert main(["workshop", "--dir", str(target)]) == 0
-    assert sorted(p.name for p in target.glob("*.ipynb")) == sorted(CANONICAL_NOTEBOOKS)
+    study = sorted(p.name for p in study_notebooks().values())
+    assert sorted(p.name for p in target.glob("*.ipynb")) == study  # the plugins' too
     # what JupyterLab's autosave writes after Run All: outputs and volatile metadata
     saved = target / "05_analyse_costs.ipynb"
     nb = json.loads(saved.read_text(encoding="utf-8"))
@@ -28,7 +29,7 @@ def test_a_saved_workshop_notebook_leaves_git_status_and_the_checks_clean(tmp_pa
         ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout
     assert status == ""  # runs/ is ignored: nothing a class does there shows
-    for name in CANONICAL_NOTEBOOKS:  # the committed notebooks, as the repository check reads
+    for name in CORE_NOTEBOOKS:  # the committed notebooks, as the repository check reads
         committed = json.loads((clone / "notebooks" / name).read_text(encoding="utf-8"))
         assert not any(c.get("outputs") for c in committed["cells"] if c["cell_type"] == "code")
     # a second `make lab` keeps the class's copy; --fresh starts over and keeps the old aside

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +44,13 @@ from memcost.data.sources import display_path, downloaded, sample_path
 from memcost.llm.batch import BatchJournal
 from memcost.manifest import ManifestDamaged, read_manifest, wall_time_s
 from memcost.params import merge_parameters
-from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths
+from memcost.paths import RUNS_DIR, RunPaths
+from memcost.plugins import plugins
 from memcost.run.checks import EXIT_FAILED_ITEMS, StageFailures, check_lifecycle, failed_stages
 from memcost.run.presets import (
-    OPT_IN_STEPS,
     Preset,
     PresetError,
+    default_steps,
     load_preset,
     resolve_preset,
     selected_steps,
@@ -61,10 +62,8 @@ from memcost.run.report.headline import (
     out_of_date,
     today_answer,
 )
-from memcost.run.report.published import published_brief
-from memcost.run.report.serving import serving_brief
+from memcost.run.report.section import briefs
 from memcost.run.runner import (
-    CANONICAL_NOTEBOOKS,
     LOCK_NAME,
     NotebookFailed,
     RunLocked,
@@ -72,6 +71,7 @@ from memcost.run.runner import (
     discover_notebooks,
     hold_run,
     run_preset,
+    study_notebooks,
 )
 from memcost.verify import SubsetPlan, plan
 
@@ -292,8 +292,8 @@ def _command_run(args: argparse.Namespace) -> int:
 
 def result_lines(paths: RunPaths) -> list[str]:
     """What the run found, in a few lines: each dataset's accuracy per system (Table 3's
-    primary judge prompt), the published runs' best scores where notebook 08 ran, today's
-    break-even where notebook 07 ran, the serving study's where notebook 06 ran, the bill."""
+    primary judge prompt), the plugins' lines (the published runs', the serving study's), today's
+    break-even where notebook 07 ran, the bill."""
     try:
         records = read_calls(paths.calls) if paths.calls.is_file() else []
     except StoreError:
@@ -319,15 +319,15 @@ def result_lines(paths: RunPaths) -> list[str]:
         lines.append(f"{folder.name} accuracy, {who}: {scores}")
     # the other notebooks' answers and the run's warnings, as the report's first screen words them
     view = RunView.load(paths)
-    briefs = (
-        published_brief(view),
+    found = (
+        *briefs(view, leading=False),
         out_of_date(view),
         ledger_replaced(view),
         break_even_brief(view),
         today_answer(view),
-        serving_brief(view),
+        *briefs(view, leading=True),
     )
-    lines += [brief.replace("**", "").replace("`", "") for brief in briefs if brief]
+    lines += [brief.replace("**", "").replace("`", "") for brief in found if brief]
     note = (
         " (offline: no model was called; the report prices the calls as an estimate)"
         if offline
@@ -343,17 +343,20 @@ def result_lines(paths: RunPaths) -> list[str]:
     return lines
 
 
+def plugin_hints(what: str, steps: Iterable[str]) -> list[str]:
+    """The plugins' ``hints[what]`` for the steps of theirs among ``steps``."""
+    return [
+        p.hints[what]
+        for p in plugins()
+        if what in p.hints and {n.name[:2] for n in p.notebooks} & set(steps)
+    ]
+
+
 def print_resume_hint(args: argparse.Namespace, exc: NotebookFailed) -> None:
     if exc.ename == "DataError" and "could not download" in exc.error:
-        if "08" in run_steps(exc.run_dir):
-            # The published runs' files have no bundled stand-in: download=false alone would
-            # only move the failure on to notebook 08.
-            print(
-                "No network? Notebook 08 reads the published runs' own files, which no bundled "
-                "sample stands in for: put copies of them in a folder and set published_dir, "
-                "and the real datasets' files with data_path (docs/published.md).",
-                file=sys.stderr,
-            )
+        hints = plugin_hints("download", run_steps(exc.run_dir))
+        if hints:  # files no bundled sample stands in for: download=false alone cannot help
+            print(*hints, sep="\n", file=sys.stderr)
             return
         # One line that works as given: the same run on the bundled samples.
         resume = resume_command(args, exc.run_dir, drop=("download",))
@@ -449,7 +452,7 @@ def run_status(manifest: dict[str, Any], root: Path) -> str:
     if not (root / "report.md").is_file():
         return "incomplete"
     stems = {key.rsplit("/", 1)[-1] for key in entries}
-    if not stems <= {name.removesuffix(".ipynb") for name in CANONICAL_NOTEBOOKS}:
+    if not stems <= {path.stem for path in study_notebooks().values()}:
         return "ok"  # another folder of notebooks (a test's, a fork's): all of them ran
     ran = {stem[:2] for stem in stems}
     missing = _planned(manifest.get("preset") or {}) - ran
@@ -464,7 +467,7 @@ def _planned(preset: dict[str, Any]) -> set[str]:
         steps = load_preset(preset["path"]).steps
     except (KeyError, OSError, ValueError):
         steps = list(preset.get("steps") or [])
-    return set(steps) or {s for s in discover_notebooks() if s not in OPT_IN_STEPS}
+    return set(steps) or set(default_steps(discover_notebooks()))
 
 
 def summarise(root: Path) -> dict[str, Any] | None:
@@ -731,15 +734,12 @@ def command_estimate(args: argparse.Namespace) -> int:
         print(
             f"{preset.name} runs {which}, which make{'s' * (len(steps) == 1)} none of the calls "
             "this estimate prices (notebooks 01-04's); a notebook that calls a model on its own "
-            "(06's serving study, 08's re-judging) is held to its max_cost_usd"
+            "(a plugin's) is held to its max_cost_usd"
         )
-        if "06" in steps and preset.parameters.get("backend", "offline") != "offline":
+        if preset.parameters.get("backend", "offline") != "offline":
             budget = preset.parameters.get("max_cost_usd")
-            print(
-                "notebook 06 prices its own calls: before any paid call it replays its grid "
-                "offline, prints the bill and stops if it exceeds max_cost_usd"
-                + (f" (${float(budget):,.2f})" if budget is not None else "")
-            )
+            limit = f" (${float(budget):,.2f})" if budget is not None else ""
+            print(*(f"{hint}{limit}" for hint in plugin_hints("estimate", steps)), sep="\n")
         return 0
     if offline_preset(preset):
         print(
@@ -898,24 +898,25 @@ def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], lis
     from papermill.parameterize import parameterize_notebook
 
     target.mkdir(parents=True, exist_ok=True)
+    notebooks = list(study_notebooks().values())
     if fresh:
-        old = [target / n for n in CANONICAL_NOTEBOOKS if (target / n).exists()]
+        old = [target / p.name for p in notebooks if (target / p.name).exists()]
         if old:
             aside = target / f"previous-{time.strftime('%Y%m%d-%H%M%S')}"
             aside.mkdir()
             for path in old:
                 path.rename(aside / path.name)
     copied, kept = [], []
-    for name in CANONICAL_NOTEBOOKS:
-        destination = target / name
+    for source in notebooks:
+        name, destination = source.name, target / source.name
         if destination.exists():
             kept.append(name)
             continue
         if name in LIVE_PARAMETERS:  # what a class in JupyterLab has and a batch run has not
-            notebook = load_notebook_node(str(NOTEBOOKS_DIR / name))
+            notebook = load_notebook_node(str(source))
             nbformat.write(parameterize_notebook(notebook, LIVE_PARAMETERS[name]), destination)
         else:
-            shutil.copyfile(NOTEBOOKS_DIR / name, destination)
+            shutil.copyfile(source, destination)
         copied.append(name)
     return copied, kept
 

@@ -42,7 +42,7 @@ from memcost import __version__
 from memcost.catalog import stands_in_for
 from memcost.io import write_json
 from memcost.params import current_values
-from memcost.paths import NOTEBOOKS_DIR, REPO_ROOT, RunPaths
+from memcost.paths import REPO_ROOT, RunPaths, notebook_path
 
 # Packages whose versions change results or costs; recorded in every manifest.
 TRACKED_PACKAGES = (
@@ -300,7 +300,7 @@ class Step:
 def notebook_parameters(namespace: dict[str, Any], notebook: str) -> dict[str, Any]:
     """The current values of the parameters ``notebook`` declares, read from ``namespace``
     (a notebook passes ``globals()``), so the record cannot drift from the parameters cell."""
-    return current_values(namespace, NOTEBOOKS_DIR / f"{notebook}.ipynb")
+    return current_values(namespace, notebook_path(notebook))
 
 
 # The keys of a preset file that papermill would hand a notebook as variables, were the file

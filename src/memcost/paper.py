@@ -1,12 +1,8 @@
-"""Every number the two papers publish, in one place, so tests, notebooks and the report compare
-against the same values. Nothing here is computed: these are the published cells, as printed.
-
-Pollertlam & Kornsuwannawit, "Beyond the Context Window: A Cost-Performance Analysis of
-Fact-Based Memory vs. Long-Context LLMs for Persistent Agents" (section and table numbers are the
-paper's), and its follow-up by the same authors, *Total Recall at What Cost? Benchmarking the
-Serving Cost of Agentic Memory Systems* (August 2026; notebook 06; ranges are over its backbones
-and reasoning efforts, as printed, and cited as "Total Recall §...").
-"""
+"""Every number the paper publishes, in one place, so tests, notebooks and the report compare
+against the same values. Nothing here is computed: these are the published cells, as printed
+(section and table numbers are the paper's: Pollertlam & Kornsuwannawit, "Beyond the Context
+Window: A Cost-Performance Analysis of Fact-Based Memory vs. Long-Context LLMs for Persistent
+Agents")."""
 
 from __future__ import annotations
 
@@ -128,38 +124,3 @@ MEASURED = {
 # §4.1: extraction compressed ~101,600-token LongMemEval histories to ~2,909 tokens of facts.
 FACT_TOKENS_PER_USER = 2_909
 COMPRESSION_RATIO = 35  # "~35:1"
-
-
-# Table 1, transparent baselines: fitted exponents, R² and leave-one-cell-out MAPE (%).
-EXPONENTS: dict[str, dict[str, tuple[float, float] | None]] = {
-    "full_history": {
-        "p": (0.95, 0.97),
-        "q": (0.94, 0.97),
-        "r2": (0.996, 0.999),
-        "loocv_mape": (2.9, 5.3),
-        "r2_total": None,
-    },
-    "rolling_window": {
-        "p": (0.85, 0.92),
-        "q": (0.10, 0.12),
-        "r2": (0.91, 0.95),
-        "loocv_mape": (6.1, 6.5),
-        "r2_total": (0.39, 0.40),
-    },
-}
-# Memory systems fit badly: held-out errors (LOOCV-MAPE, %), worst cell about 1.9x off.
-MEMORY_LOOCV_MAPE: dict[str, tuple[float, float]] = {
-    "mem0": (18.4, 22.2),
-    "hindsight": (46.1, 47.8),
-    "observational": (40.8, 68.5),
-}
-WORST_CELL_RATIO = 1.9
-# Break-even at N = 400, L = 200, gpt-oss-20b at low effort (turns; 0 = from the start).
-BREAK_EVEN_400_200 = {"observational": 0, "mem0": 82, "hindsight": 356}
-BREAK_EVEN_SETTING = {"cell": "400×200", "model": "gpt-oss-20b", "reasoning_effort": "low"}
-# The main grid (N turns, L mean tokens per turn) and the seeds per memory-system cell.
-GRID = ((15, 50), (15, 200), (100, 100), (400, 50), (400, 200))
-SEEDS_PER_CELL = 8
-# The LoCoMo accuracy subset: 4 whole conversations, 665 questions without category 5.
-SUBSET_CONVERSATIONS = 4
-SUBSET_QUESTIONS = 665

@@ -77,6 +77,17 @@ SAMPLE_DIR: Path = DATA_DIR / "sample"  # bundled samples, in each dataset's nat
 RAW_DIR: Path = DATA_DIR / "raw"  # downloads from the datasets' public homes, never modified
 FIGURES_DIR: Path = REPO_ROOT / "figures"  # figures of the paper presets, committed
 PARAMS_DIR: Path = REPO_ROOT / "papermill_params"
+
+
+def notebook_path(stem: str) -> Path:
+    """A study notebook by name: ``notebooks/``'s, else the plugin's that holds it."""
+    from memcost.plugins import contributed
+
+    path = NOTEBOOKS_DIR / f"{stem}.ipynb"
+    found = (p for p in contributed("notebooks") if p.stem == stem)
+    return path if path.is_file() else next(found, path)
+
+
 ASSETS_DIR: Path = Path(__file__).resolve().parent / "assets"
 RUNS_DIR: Path = Path(os.environ.get("MEMCOST_RUNS_DIR", REPO_ROOT / "runs"))
 CACHE_DIR: Path = Path(os.environ.get("MEMCOST_CACHE_DIR", REPO_ROOT / ".cache"))

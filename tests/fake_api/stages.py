@@ -45,6 +45,7 @@ from memcost import prompts
 from memcost.llm.offline import HashingEmbedder
 from memcost.prompts import JSON_REASK
 from memcost.text import content_words, split_sentences, words
+from memcost_systems import prompts as systems_prompts
 
 EXTRACT, UPDATE, READ, LONG_CONTEXT, JUDGE = "extract", "update", "read", "long_context", "judge"
 # The other memory systems' write calls (memcost.memory): graph memory's two, and the summary.
@@ -58,10 +59,10 @@ _SYSTEMS: dict[str, str] = {
     prompts.MEMORY_UPDATE.system.format(): UPDATE,
     prompts.MEMORY_READ.system.format(): READ,
     prompts.LONG_CONTEXT_ANSWER.system.format(): LONG_CONTEXT,
-    prompts.MEMORY_GRAPH_ENTITIES.system.format(): ENTITIES,
-    prompts.MEMORY_GRAPH_RELATIONS.system.format(): RELATIONS,
-    prompts.SERVING_OBSERVER.system.format(): OBSERVER,
-    prompts.SERVING_REFLECTOR.system.format(): REFLECTOR,
+    systems_prompts.MEMORY_GRAPH_ENTITIES.system.format(): ENTITIES,
+    systems_prompts.MEMORY_GRAPH_RELATIONS.system.format(): RELATIONS,
+    systems_prompts.SERVING_OBSERVER.system.format(): OBSERVER,
+    systems_prompts.SERVING_REFLECTOR.system.format(): REFLECTOR,
     **{prompts.get(name).system.format(): JUDGE for name in prompts.JUDGE_PROMPTS},
 }
 _REASK_OPENING = JSON_REASK.user.split("{", 1)[0]
@@ -84,7 +85,7 @@ def stage_of(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-_SUMMARY_OPENING = prompts.MEMORY_SUMMARY.system.split("{", 1)[0]
+_SUMMARY_OPENING = systems_prompts.MEMORY_SUMMARY.system.split("{", 1)[0]
 _SPOKEN = re.compile(r"^(?:\[[^\]]*\] )?([^:\[\]]{1,40}): (.+)$")
 _STORED = re.compile(r"^(r\d+): (.+?) \| (.+?) \| (.+)$")
 
@@ -403,9 +404,9 @@ def library_route(body: Mapping[str, Any]) -> Any:
     if not body.get("messages"):
         return None
     # only once a request may be a library's
-    from memcost.memory.cognee_library import route as cognee_route
-    from memcost.memory.hindsight_library import route as hindsight_route
-    from memcost.memory.mem0_library import route as mem0_route
+    from memcost_systems.cognee_library import route as cognee_route
+    from memcost_systems.hindsight_library import route as hindsight_route
+    from memcost_systems.mem0_library import route as mem0_route
 
     for route in (mem0_route, cognee_route, hindsight_route):
         try:

@@ -16,7 +16,6 @@ so a killed build redoes only unfinished users); a failed user is in ``failed.js
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +26,12 @@ import numpy as np
 import pandas as pd
 
 from memcost.answers import MEMORY_SYSTEM_RE
-from memcost.io import read_json, write_json
+from memcost.io import read_json
 from memcost.llm import EmbeddingRequest, LLMClient, LLMError
 from memcost.llm.offline import plan_batches
 from memcost.paper import EMBEDDING_MODEL, MEASURED, PAPER_SETTINGS
 from memcost.paths import DatasetPaths
+from memcost.plugins import contributed
 
 # paper §4.2: 1,046 retrieved tokens a question at top-k = 20, so 52.3 tokens a retrieved item;
 # the estimate sizes every system's items so unless it knows better
@@ -191,10 +191,10 @@ class MemorySystem(ABC):
     def state(self) -> pd.DataFrame:
         """One row per built user: ``conversation_id, items, tokens, calls``."""
 
+    @abstractmethod
     def items(self, user: str) -> pd.DataFrame:
         """What the system stores for ``user`` (at least ``kind``, ``text``, ``tokens``,
         ``valid``): the notebooks show it."""
-        return store_items(self, user)
 
     @property
     @abstractmethod
@@ -202,9 +202,15 @@ class MemorySystem(ABC):
         """The files a rebuilt memory changes (answers made from an older one are redone)."""
 
     def live(self, user: str) -> Any:
-        """``user``'s memory served turn by turn (:class:`memcost.memory.stored.LiveMemory`),
+        """``user``'s memory served turn by turn (:class:`memcost.memory.live.LiveMemory`),
         for the serving study; ``ValueError`` for a system that has no such mode."""
         raise ValueError(f"memory system {self.name} cannot be served turn by turn")
+
+    @classmethod
+    def uses_postgresql(cls, settings: Mapping[str, Any]) -> bool:
+        """Does it keep its memory in the run's private PostgreSQL server? (Whichever notebook
+        needs it first starts it: the runner then runs datasets one after another.)"""
+        return False
 
     @classmethod
     def check_available(cls) -> None:
@@ -237,17 +243,15 @@ def rows_by_user(users: Iterable[Any]) -> dict[str, list[int]]:
     return rows
 
 
-def store_items(system: MemorySystem, user: str) -> pd.DataFrame:
-    """A user's items from the system's own folder (:mod:`memcost.memory.base`)."""
-    return read_user(system_dir(system.ds, system.name), user)[0]
-
-
-# Filled as the system modules are imported (memcost.memory imports each of them).
+# Every system by name: the core's (memcost.memory imports mem0_style), each plugin's (on the
+# first look-up) and any a session registers itself
 _REGISTRY: dict[str, type[MemorySystem]] = {}
+_PLUGINS_LOADED = False
 
 
 def register(cls: type[MemorySystem]) -> type[MemorySystem]:
-    """Class decorator: make ``cls`` available by its ``name``."""
+    """Class decorator: make ``cls`` available by its ``name`` in this process (a plugin's
+    systems are registered for every process: :mod:`memcost.plugins`)."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"two memory systems named {cls.name!r}")
     answers_as = getattr(cls, "answers_as", None)
@@ -260,14 +264,23 @@ def register(cls: type[MemorySystem]) -> type[MemorySystem]:
     return cls
 
 
+def _registry() -> dict[str, type[MemorySystem]]:
+    global _PLUGINS_LOADED
+    if not _PLUGINS_LOADED:
+        _PLUGINS_LOADED = True
+        for cls in contributed("memory_systems"):
+            register(cls)
+    return _REGISTRY
+
+
 def system_names() -> tuple[str, ...]:
     """The registered systems, the paper's first."""
-    return tuple(sorted(_REGISTRY, key=lambda n: (n != "mem0_style", n)))
+    return tuple(sorted(_registry(), key=lambda n: (n != "mem0_style", n)))
 
 
 def system_class(name: str) -> type[MemorySystem]:
     """The system registered as ``name``; ``ValueError`` in one line listing the known ones."""
-    if name not in _REGISTRY:
+    if name not in _registry():
         raise ValueError(
             f"unknown memory system {name!r}; the memory systems are {', '.join(system_names())}"
         )
@@ -293,10 +306,11 @@ def open_systems(
     }
 
 
-def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
+def parse_systems(value: Any, *, runnable: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """``memory_systems`` as ``[(name, settings), ...]``: each entry a name (``rag``) or a
     one-key mapping of a name to its settings (``{hierarchical: {window_turns: 20}}``).
-    ``ValueError`` in one line for an unknown name or setting, or a name given twice."""
+    ``ValueError`` in one line for an unknown name or setting, a name given twice, or (with
+    ``runnable``) a system that cannot run here."""
     if not isinstance(value, list | tuple) or not value:
         raise ValueError(
             f"memory_systems={value!r}: expected a list of system names, e.g. "
@@ -313,7 +327,8 @@ def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
                 f"memory_systems entry {entry!r}: expected a name or {{name: {{setting: value}}}}"
             )
         cls = system_class(str(name))
-        cls.check_available()
+        if runnable:
+            cls.check_available()
         if not isinstance(settings, Mapping):
             raise ValueError(f"memory_systems {name}: settings must be a mapping, not {settings!r}")
         unknown = sorted(set(settings) - set(cls.defaults))
@@ -328,59 +343,11 @@ def parse_systems(value: Any) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-# What a stored item is, whatever the system (a chunk, a triple, a summary, an observation, ...).
-ITEM_SCHEMA = {
-    "item_id": "str",  # unique within the user
-    "kind": "str",  # chunk | triple | entity | summary | turn | archive | observation | fact
-    "text": "str",  # what the reader is shown
-    "session_datetime": "str | None",  # ISO date of the conversation it came from
-    "tokens": "int",  # o200k tokens of the text
-    "valid": "bool",  # false: superseded (graph relations are marked, never deleted)
-    "detail": "str",  # JSON of the system's own fields (a triple's source, relation, ...)
-    "positions": "list[int]",  # the turns it came from (evidence recall); [] for a summary
-}
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
+# A system that builds user by user records its status in its folder,
+# ``<ds>/memory/systems/<name>/``: ``done.json`` (``{user: {"fingerprint": ..., ...}}``) and
+# ``failed.json`` (``{user: reason}``, retried by the next build); the runner counts both.
 def system_dir(ds: DatasetPaths, name: str) -> Path:
     return ds.memory / "systems" / name
-
-
-def _user_file(folder: Path, user: str) -> Path:
-    return folder / f"{_SAFE.sub('_', user)}.parquet"
-
-
-def write_user(
-    folder: Path,
-    user: str,
-    items: pd.DataFrame,
-    vectors: np.ndarray | None,
-    *,
-    fingerprint: str,
-    calls: int,
-    info: dict[str, Any] | None = None,
-) -> None:
-    """One finished user: its items (with vectors), then its line in ``done.json`` (with
-    ``info``: what the system says about the build, e.g. which gates fired)."""
-    missing = [c for c in ITEM_SCHEMA if c not in items.columns]
-    if missing:
-        raise ValueError(f"items of {user} lack columns {missing}")
-    frame = items[list(ITEM_SCHEMA)].copy()
-    frame["conversation_id"] = user
-    if vectors is not None:
-        if len(vectors) != len(frame):
-            raise ValueError(f"{user}: {len(frame)} items but {len(vectors)} vectors")
-        frame["vector"] = [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = _user_file(folder, user)
-    frame.to_parquet(path.with_suffix(".tmp"), index=False)
-    path.with_suffix(".tmp").replace(path)
-    done = read_done(folder)
-    done[user] = {"fingerprint": fingerprint, "calls": int(calls), **(info or {})}
-    write_json(folder / "done.json", done)
-    failed = read_failed(folder)
-    if failed.pop(user, None) is not None:
-        write_json(folder / "failed.json", failed)
 
 
 def read_done(folder: Path) -> dict[str, dict[str, Any]]:
@@ -391,74 +358,6 @@ def read_done(folder: Path) -> dict[str, dict[str, Any]]:
 def read_failed(folder: Path) -> dict[str, str]:
     path = folder / "failed.json"
     return dict(read_json(path)) if path.is_file() else {}
-
-
-def record_failures(folder: Path, failures: dict[str, str]) -> None:
-    """Add this build's failed users (a user built later is taken off again)."""
-    if failures:
-        write_json(folder / "failed.json", {**read_failed(folder), **failures})
-
-
-def finished(folder: Path, users: list[str], fingerprint: str) -> set[str]:
-    """The users whose items were written by a build with ``fingerprint``."""
-    done = read_done(folder)
-    return {
-        u
-        for u in users
-        if done.get(u, {}).get("fingerprint") == fingerprint and _user_file(folder, u).is_file()
-    }
-
-
-def read_user(folder: Path, user: str) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """A finished user's items and their vectors (``None`` for a system that stores none)."""
-    path = _user_file(folder, user)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no memory for {user}; run notebook 01 first")
-    frame = pd.read_parquet(path)
-    vectors = None
-    if "vector" in frame.columns:
-        vectors = (
-            np.stack([np.asarray(v, dtype=np.float32) for v in frame["vector"]])
-            if len(frame)
-            else np.zeros((0, 0), dtype=np.float32)
-        )
-        frame = frame.drop(columns=["vector"])
-    return frame, vectors
-
-
-def state_table(folder: Path) -> pd.DataFrame:
-    """One row per finished user: items (valid ones), tokens held, model calls made."""
-    rows = []
-    for user, entry in read_done(folder).items():
-        path = _user_file(folder, user)
-        if not path.is_file():
-            continue
-        items = pd.read_parquet(path, columns=["tokens", "valid"])
-        held = items.loc[items["valid"]]
-        rows.append(
-            {
-                "conversation_id": user,
-                "items": len(held),
-                "tokens": int(held["tokens"].sum()),
-                "invalid_items": int((~items["valid"]).sum()),
-                "calls": int(entry.get("calls", 0)),
-                **{k: v for k, v in entry.items() if k not in ("fingerprint", "calls")},
-            }
-        )
-    return pd.DataFrame(rows).reindex(
-        columns=list(
-            dict.fromkeys(
-                [
-                    "conversation_id",
-                    "items",
-                    "tokens",
-                    "invalid_items",
-                    "calls",
-                    *[c for r in rows for c in r],
-                ]
-            )
-        )
-    )
 
 
 def embed_groups(

@@ -41,6 +41,7 @@ from memcost.memory.base import (
 )
 from memcost.memory.facts import index_dir, memory_users, user_stats
 from memcost.memory.faiss_store import FaissStore, recall_at_k
+from memcost.memory.live import Calls, HistoryLine, Ingest, IngestCall, LiveMemory, Shown, fact_line
 from memcost.memory.search import (
     SYSTEM,
     TOP_K,
@@ -63,15 +64,6 @@ from memcost.memory.segments import (
     segment_conversation,
     segment_row,
     split_rows,
-)
-from memcost.memory.stored import (
-    Calls,
-    HistoryLine,
-    Ingest,
-    IngestCall,
-    LiveMemory,
-    Shown,
-    fact_line,
 )
 from memcost.memory.update import (
     UPDATE_TOP_K,
@@ -119,6 +111,10 @@ class Mem0Style(MemorySystem):
     def in_turn(cls, settings):
         """The update phase compares each segment's facts with what the segment before left."""
         return ("update",) if settings.get("update_phase", True) else ()
+
+    @classmethod
+    def uses_postgresql(cls, settings):
+        return settings.get("vector_store") == "pgvector"
 
     @classmethod
     def read_context_tokens(cls, settings, history_tokens, turn_tokens):

@@ -48,8 +48,8 @@ from memcost.params import (
     notebook_defaults,
     notebook_parameters,
 )
-from memcost.paths import NOTEBOOKS_DIR, PARAMS_DIR, DatasetPaths, RunPaths
-from memcost.run.presets import Preset, PresetError, called_models, selected_steps
+from memcost.paths import NOTEBOOKS_DIR, DatasetPaths, RunPaths
+from memcost.run.presets import Preset, PresetError, called_models, preset_files, selected_steps
 
 
 def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
@@ -223,7 +223,7 @@ def check_lifecycle(
         statuses = [catalog.status(m, day, served) for m in hosted]
     gone = [s for s in statuses if s.shut_down]
     if gone:
-        available = [p.stem for p in PARAMS_DIR.glob("*.yaml")]
+        available = list(preset_files())
         successor = catalog.successor_preset(preset.name, available)
         raise PresetError(catalog.refusal(preset.name, gone, successor, day))
     for s in statuses:

@@ -65,8 +65,8 @@ from memcost.params import (
     validate_parameters,
 )
 from memcost.paths import DATASETS, NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT, DataError, RunPaths
+from memcost.plugins import contributed, plugins
 from memcost.prompts import JUDGE_PROMPTS
-from memcost.serving.systems import check_served
 
 RUNNER_KEYS = (
     "description",
@@ -88,14 +88,10 @@ class PresetError(ValueError):
     """A preset file that cannot be run as written."""
 
 
-# Notebooks that run only when a preset names them in ``steps`` (a preset without ``steps`` runs
-# the others): 06, the serving-cost study, is a study of its own on synthetic conversations.
-OPT_IN_STEPS = ("06", "08")
-
-
 def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
-    """The steps of a preset that names none: every notebook but the opt-in ones."""
-    return [s for s in notebooks if s not in OPT_IN_STEPS]
+    """The steps of a preset that names none: every notebook but the plugins' (opt-in)."""
+    theirs = {path.name for path in contributed("notebooks")}
+    return [s for s, path in notebooks.items() if path.name not in theirs]
 
 
 def selected_steps(preset: Preset, notebooks: Mapping[str, Path]) -> list[str]:
@@ -137,18 +133,25 @@ class Preset:
         }
 
 
+def preset_files() -> dict[str, Path]:
+    """Every preset by name: ``papermill_params/``'s and the plugins'."""
+    found = {path.stem: path for path in sorted(PARAMS_DIR.glob("*.yaml"))}
+    for path in contributed("presets"):
+        found.setdefault(path.stem, path)
+    return found
+
+
 def resolve_preset_path(params: str | os.PathLike[str]) -> Path:
     path = Path(params)
-    candidates = [path, REPO_ROOT / path, PARAMS_DIR / path, PARAMS_DIR / f"{path}.yaml"]
-    for candidate in candidates:
+    for candidate in (path, REPO_ROOT / path):
         if candidate.is_file():
             return candidate.resolve()
-    names = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
-    near = difflib.get_close_matches(Path(params).stem, names, n=1, cutoff=0.6)
+    named = preset_files()
+    if path.name.removesuffix(".yaml") in named:
+        return named[path.name.removesuffix(".yaml")].resolve()
+    near = difflib.get_close_matches(path.stem, list(named), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}?" if near else ""
-    raise PresetError(
-        f"preset not found: {params}{hint} (available in {PARAMS_DIR}: {', '.join(names)})"
-    )
+    raise PresetError(f"preset not found: {params}{hint} (the presets: {', '.join(sorted(named))})")
 
 
 def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -404,6 +407,13 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "pgvector_layout": LAYOUTS,
     "pgvector_iterative_scan": ITERATIVE_SCANS,
 }
+
+
+def all_choices() -> dict[str, tuple[Any, ...]]:
+    """:data:`CHOICES` and the plugins' parameters' valid values."""
+    return {**CHOICES, **{k: v for p in plugins() for k, v in p.choices.items()}}
+
+
 _DSN_URI = re.compile(r"^postgres(?:ql)?://[^\s]*$")
 _DSN_PAIRS = re.compile(r"^\s*(?:[A-Za-z_]+\s*=\s*(?:'[^']*'|\S+)\s*)+$")
 # Lowest (and highest) value of numeric parameters.
@@ -473,7 +483,7 @@ def check_block(values: dict[str, Any], model: type) -> None:
     # names only the preset's other steps declare were checked by validate_preset
     ours = {name: value for name, value in values.items() if name in model.model_fields}
     try:
-        values.update(validate_parameters(model, ours, CHOICES))
+        values.update(validate_parameters(model, ours, all_choices()))
     except ValueError as exc:
         raise PresetError(str(exc)) from None
     if isinstance(values.get("pgvector_dsn"), str):
@@ -688,7 +698,7 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
 def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
     """Everything a run needs, checked before anything is created or executed."""
     steps = selected_steps(preset, notebooks)
-    model = parameters_model(tuple(notebooks[s] for s in steps), CHOICES, RANGES)
+    model = parameters_model(tuple(notebooks[s] for s in steps), all_choices(), RANGES)
     for block in (preset.parameters, *preset.per_dataset.values()):
         check_secrets(block, preset.description)  # first: no later message may repeat a secret
     study = is_study(notebooks, steps)
@@ -703,11 +713,15 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
                 check_votes(int(block["n_votes"]))
             except ValueError as exc:
                 raise PresetError(f"parameter {exc}") from None
-    if "06" in steps and isinstance(preset.parameters.get("systems"), list):
-        try:  # the serving study's systems (notebook 04's "systems" are answer systems)
-            check_served(preset.parameters["systems"])
-        except ValueError as exc:
-            raise PresetError(f"parameter systems: {exc}") from None
+    for plugin in plugins():  # a plugin's checks, where the run has its notebooks (or it none)
+        if plugin.notebooks and not {p.name[:2] for p in plugin.notebooks} & set(steps):
+            continue
+        for check in plugin.parameter_checks:
+            for block in (preset.parameters, *preset.per_dataset.values()):
+                try:
+                    check(block)
+                except ValueError as exc:
+                    raise PresetError(f"parameter {exc}") from None
     if study:
         check_prices(preset, notebooks, steps)
         check_execution(preset, notebooks, steps)

@@ -44,9 +44,11 @@ from memcost import manifest as manifest_mod
 from memcost.calls import CallStore, StoreError, store_path
 from memcost.costs.estimate import STEP_STAGES
 from memcost.io import SIGN_OF_LIFE
+from memcost.memory import parse_systems, system_class
 from memcost.memory.pgvector import SERVER_DIR, stop_orphaned_server
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
+from memcost.plugins import PluginError, contributed
 from memcost.run.checks import (
     StageFailures,
     StageStatus,
@@ -63,19 +65,18 @@ from memcost.run.report.page import export_html_soon, wait_for_exports
 
 # --- Which notebooks run ---------------------------------------------------------------------
 
-# The study, in order. A notebook that is not in this list never runs: copies that gather in a
+# The core's notebooks, in order; a plugin adds its own (opt-in: each runs only where a preset's
+# `steps` names it). A notebook that is not one of these never runs: copies that gather in a
 # folder of notebooks (``x.nbconvert.ipynb``, ``x-Copy1.ipynb``, a student's ``x_v2.ipynb``)
 # start with the same number and would otherwise run instead of the real one.
-CANONICAL_NOTEBOOKS = (
+CORE_NOTEBOOKS = (
     "00_prepare_data.ipynb",
     "01_extract_facts.ipynb",
     "02_answer_from_memory.ipynb",
     "03_answer_long_context.ipynb",
     "04_judge_answers.ipynb",
     "05_analyse_costs.ipynb",
-    "06_serving_cost_study.ipynb",  # opt-in: runs only where a preset's `steps` names 06
     "07_costs_today.ipynb",
-    "08_published_runs.ipynb",  # opt-in: runs only where a preset's `steps` names 08
 )
 _NUMBERED = re.compile(r"^(\d\d)_.+\.ipynb$")
 _COPIES = (re.compile(r"\.nbconvert\.ipynb$"), re.compile(r"-Copy\d*\.ipynb$"))
@@ -92,16 +93,31 @@ def is_copy(name: str) -> bool:
     return any(p.search(name) for p in _COPIES)
 
 
+def study_notebooks() -> dict[str, Path]:
+    """The core's notebooks and every plugin's, by two-digit number."""
+    found = {name[:2]: NOTEBOOKS_DIR / name for name in CORE_NOTEBOOKS}
+    for path in contributed("notebooks"):
+        taken = found.get(path.name[:2])
+        if taken is not None and taken != path:
+            raise PluginError(f"two notebooks numbered {path.name[:2]}: {taken} and {path}")
+        found[path.name[:2]] = path
+    return dict(sorted(found.items()))
+
+
 def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
     """The notebooks to run, by two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``.
 
-    In a folder that holds the study's notebooks, exactly the files of
-    :data:`CANONICAL_NOTEBOOKS` that exist. A folder of other notebooks (a test's, a fork's)
-    has no list: every ``NN_*.ipynb`` that is not a copy, and two for one number is an error.
+    For the study's folder, :func:`study_notebooks` (the plugins' where they live); for a copy
+    of them (a class's), those of their names it holds. A folder of other notebooks (a test's,
+    a fork's) has no list: every ``NN_*.ipynb`` that is not a copy, and two for one number is
+    an error.
     """
-    canonical = [folder / name for name in CANONICAL_NOTEBOOKS if (folder / name).is_file()]
-    if canonical:
-        return {p.name[:2]: p for p in canonical}
+    study = study_notebooks()
+    if folder == NOTEBOOKS_DIR:
+        return {s: p for s, p in study.items() if p.is_file()}
+    copies = {s: folder / p.name for s, p in study.items() if (folder / p.name).is_file()}
+    if copies:
+        return copies
     found: dict[str, Path] = {}
     for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
         if is_copy(path.name):
@@ -610,14 +626,12 @@ def dataset_workers(preset: Preset, *, verbose: bool) -> int:
 def _uses_postgresql(params: Mapping[str, Any]) -> bool:
     """The run's private PostgreSQL server is started by whichever notebook needs it first:
     two datasets' processes would race to start it."""
-    if params.get("vector_store") == "pgvector":
-        return True
-    for entry in params.get("memory_systems") or []:
-        name, settings = next(iter(entry.items())) if isinstance(entry, Mapping) else (entry, {})
-        if name == "mem0" and (settings or {}).get("vector_store", "pgvector") == "pgvector":
-            return True  # the mem0 library keeps its memories in pgvector by default
-        if name == "hindsight":
-            return True  # the Hindsight server's database is the run's private PostgreSQL
+    for name, given in parse_systems(
+        params.get("memory_systems") or ["mem0_style"], runnable=False
+    ):
+        cls = system_class(name)
+        if cls.uses_postgresql(cls.settings_from(given, params)):
+            return True
     return False
 
 

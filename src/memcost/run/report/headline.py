@@ -22,9 +22,8 @@ from memcost.catalog import canonical_name
 from memcost.costs import today
 from memcost.costs.estimate import JUDGE_OUTPUT_TOKENS, LC_OUTPUT_TOKENS, chosen_total
 from memcost.run.report.markdown import FEW_CONVERSATIONS, pct, usd
-from memcost.run.report.published import published_brief
 from memcost.run.report.results import accuracy_tables
-from memcost.run.report.serving import serving_backend, serving_brief
+from memcost.run.report.section import briefs
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 from memcost.verify import JUDGED_SHARE, MEMORY, detectable_gap
 from memcost.verify import LONG_CONTEXT as HEADLINE_LONG_CONTEXT
@@ -103,7 +102,7 @@ def _what_ran(view: RunView) -> str:
     if not view.datasets:
         return f"**What ran:** {preset}, {count}: the cost model only, no dataset."
     names = ", ".join(ds.title for ds in view.datasets)
-    backend = ", ".join(view.backends) or serving_backend(view) or "no model calls"
+    backend = ", ".join(view.backends or view.run_backends) or "no model calls"
     note = " (deterministic classical methods, not LLMs)" if view.offline else ""
     return f"**What ran:** {preset}, {count} on {names}; backend {backend}{note}." + _subset_note(
         view, name or ""
@@ -397,12 +396,10 @@ def _stage_differences(
 
 def section_headline(view: RunView) -> list[str]:
     """The answer first, as a box (a block quote) above every other section."""
-    serving = serving_brief(view)  # a serving-study run leads with its own study
-    answers = [serving, _paper_answer()] if serving else [_paper_answer()]
-    real = published_brief(view)  # real systems' published answers, where notebook 08 ran
-    answers += [real] if real else []
     items = [
-        *answers,
+        *briefs(view, leading=True),  # a run of a study of its own leads with it
+        _paper_answer(),
+        *briefs(view, leading=False),
         today_answer(view),
         _what_ran(view),
         _served(view),

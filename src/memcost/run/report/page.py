@@ -23,32 +23,43 @@ import jinja2
 from memcost.io import atomic_path, write_text
 from memcost.manifest import notebook_entries, wall_time_s
 from memcost.paths import ASSETS_DIR, RunPaths
+from memcost.plugins import Section
 from memcost.run.checks import failed_stages
 from memcost.run.report.analyses import section_analyses
 from memcost.run.report.comparison import section_paper
 from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
 from memcost.run.report.headline import command_line_changes, section_headline
 from memcost.run.report.markdown import md_table
-from memcost.run.report.published import section_published
 from memcost.run.report.results import section_accuracy, section_tokens
-from memcost.run.report.serving import section_serving
-from memcost.run.report.systems import section_memory_systems
+from memcost.run.report.section import arranged, render
 from memcost.run.report.view import DATASET_NAMES, RunView
 
-# The sections computed from the run's tables, by the name the template places them with.
-BLOCKS = {
-    "headline": section_headline,
-    "serving": section_serving,
-    "published": section_published,
-    "tokens": section_tokens,
-    "accuracy": section_accuracy,
-    "memory_systems": section_memory_systems,
-    "costs": section_costs,
-    "cost_model": section_cost_model,
-    "figure1": section_figure1,
-    "analyses": section_analyses,
-    "paper": section_paper,
-}
+OFFLINE_NOTE = (
+    "> **Offline backend.** Facts, answers and judgments in this run come from deterministic "
+    "classical methods (sentence facts, lexical retrieval, extractive answers, a lexical "
+    "judge), not from LLMs. Its accuracy numbers measure those methods on this run's data and "
+    "are **not comparable** with the paper's; its dollar figures are **estimates** (offline "
+    "token counts priced as the configured models)."
+)
+
+
+def section_what_ran(view: RunView) -> list[str]:
+    note = [OFFLINE_NOTE, ""] if view.offline else []
+    return [*note, md_table(what_ran(view), ["what", "value"])]
+
+
+# The core's sections, in order; a plugin's are placed after the one it names.
+SECTIONS = [
+    Section("headline", lines=section_headline),
+    Section("what_ran", "What ran", lines=section_what_ran),
+    Section("tokens", lines=section_tokens),
+    Section("accuracy", lines=section_accuracy),
+    Section("costs", lines=section_costs),
+    Section("cost_model", lines=section_cost_model),
+    Section("figure1", lines=section_figure1),
+    Section("analyses", lines=section_analyses),
+    Section("paper", lines=section_paper),
+]
 
 
 @cache
@@ -68,7 +79,7 @@ def templates() -> jinja2.Environment:
 
 def render_markdown(run: RunPaths) -> str:
     view = RunView.load(run)
-    blocks = {name: _block(section(view)) for name, section in BLOCKS.items()}
+    sections = [_block(render(section, view)) for section in arranged(SECTIONS)]
     text = (
         templates()
         .get_template("report.md.j2")
@@ -76,10 +87,8 @@ def render_markdown(run: RunPaths) -> str:
             run_name=run.name,
             failures=failure_lines(view.manifest),
             stopped=bool(_stopped(view.manifest)),
-            blocks=blocks,
-            more_figures=figures_not_shown(run, "".join(blocks.values())),
-            offline=view.offline,
-            what_ran=what_ran(view),
+            sections=sections,
+            more_figures=figures_not_shown(run, "".join(sections)),
             notebooks=notebook_links(view),
             files=run_files(view),
         )

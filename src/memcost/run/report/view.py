@@ -175,6 +175,13 @@ class RunView:
         return found
 
     @property
+    def run_backends(self) -> list[str]:
+        """The backends of the run-wide notebooks that call models (a study of their own)."""
+        steps = (self.manifest.get("steps") or {}).items()
+        found = [(v or {}).get("parameters", {}).get("backend") for k, v in steps if "/" not in k]
+        return list(dict.fromkeys(str(b) for b in found if b))
+
+    @property
     def offline(self) -> bool:
         return "offline" in self.backends
 
