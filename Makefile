@@ -135,7 +135,7 @@ $(LOCAL_STAMP): $(STAMP)
 	@touch $(LOCAL_STAMP)
 
 local: setup bytecode $(LOCAL_STAMP)
-	$(PY) -m memcost.local $(if $(RUN_NAME),--run-name $(RUN_NAME))
+	$(PY) -m memcost_local $(if $(RUN_NAME),--run-name $(RUN_NAME))
 
 # A class works in its own copies (runs/workshop/, ignored by git): the committed notebooks stay
 # clean however long JupyterLab has them open.

@@ -34,7 +34,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vectorstore import Topics  # noqa: E402 - the same data as the repository's store
 
-from memcost.memory.pgvector import PgServer  # noqa: E402
+from memcost_pgvector.store import PgServer  # noqa: E402
 
 K = 20
 SETTINGS = {

@@ -53,8 +53,8 @@ import pandas as pd
 
 from memcost.memory import faiss_store as index
 from memcost.memory.faiss_store import FaissStore
-from memcost.memory.pgvector import PgServer, PgVectorStore
 from memcost.memory.vectors import SearchResult, VectorStore
+from memcost_pgvector.store import PgServer, PgVectorStore
 
 K = 20
 EF_VALUES = (10, 20, 40, 60, 80, 100, 200, 400, 1000)  # 1000: the most pgvector allows

@@ -171,7 +171,7 @@ def test_handles_of_dead_processes_are_dropped_so_the_last_live_one_stops_the_se
     # server is never stopped (a resume's exit sees another "user"): the dead are dropped first
     import json
 
-    from memcost.memory.pgvector import HANDLES_FILE, prune_dead_handles
+    from memcost_pgvector.store import HANDLES_FILE, prune_dead_handles
 
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
@@ -201,7 +201,7 @@ def stand_in_postmaster():
 def test_a_server_left_by_a_killed_kernel_is_stopped_by_the_runner(tmp_path):
     import json
 
-    from memcost.memory.pgvector import HANDLES_FILE, stop_orphaned_server
+    from memcost_pgvector.store import HANDLES_FILE, stop_orphaned_server
 
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
@@ -225,7 +225,7 @@ def test_a_watch_stops_only_its_own_server_never_the_next_one_on_the_same_data(t
     import subprocess
     import sys
 
-    from memcost.memory.pgvector import HANDLES_FILE, watch
+    from memcost_pgvector.store import HANDLES_FILE, watch
 
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
@@ -258,7 +258,7 @@ def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
     import time
     from pathlib import Path
 
-    from memcost.memory.pgvector import ServerUnavailable, alive, provider
+    from memcost_pgvector.store import ServerUnavailable, alive, provider
 
     try:
         provider()
@@ -270,7 +270,7 @@ def test_a_server_whose_only_user_is_killed_stops_within_seconds(tmp_path):
             sys.executable,
             "-c",
             (
-                "import sys, time\nfrom memcost.memory.pgvector import PgServer\n"
+                "import sys, time\nfrom memcost_pgvector.store import PgServer\n"
                 f"PgServer({str(folder)!r}).start()\nprint('up', flush=True)\ntime.sleep(120)"
             ),
         ],

@@ -96,15 +96,15 @@ def test_values_are_coerced_to_the_declared_type():
     [
         "",
         "postgresql://postgres:@127.0.0.1:5432/memcost",
-        "postgres://u:p@db/x",
+        "postgres://u@db/x",  # a password is refused: the environment holds it
         "host=localhost port=5432 dbname=x",
         "host=/tmp dbname='my db'",
     ],
 )
 def test_well_formed_dsns_pass(dsn):
-    from memcost.run.presets import check_dsn
+    from memcost_pgvector import check_dsn
 
-    check_dsn(dsn)
+    check_dsn({"pgvector_dsn": dsn})
 
 
 def test_an_unknown_name_typed_on_the_command_line_is_one_line_with_a_suggestion(tmp_path, capsys):

@@ -142,15 +142,13 @@ def test_the_pgvector_store_defaults_to_the_layout_that_returns_top_k_at_any_sca
     """A shared table filtered after its HNSW scan returns about 0.09 of 20 facts at the
     paper's scale (benchmarks/bench_vectorstore.py); a table per user returns 20. The default
     is the latter in every place a run opens the store; the trap stays one parameter away."""
-    import inspect
-
-    from memcost.memory.search import open_run_store, open_store
+    from memcost.memory.mem0_style import Mem0Style
     from memcost.params import notebook_defaults
+    from memcost_pgvector.store import DEFAULT_LAYOUT
 
     for stem in ("01_extract_facts", "02_answer_from_memory"):
         assert notebook_defaults(NOTEBOOKS_DIR / f"{stem}.ipynb")["pgvector_layout"] == "per_user"
-    for function in (open_run_store, open_store):
-        assert inspect.signature(function).parameters["layout"].default == "per_user"
+    assert Mem0Style.defaults["pgvector_layout"] == DEFAULT_LAYOUT == "per_user"
 
 
 def test_what_a_user_reads_cites_the_papers_sections_not_a_private_note():

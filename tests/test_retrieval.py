@@ -14,8 +14,7 @@ from memcost.answers import REQUIRED_FIELDS
 from memcost.calls import read_calls
 from memcost.io import read_jsonl
 from memcost.llm import make_client
-from memcost.memory.facts import index_dir
-from memcost.memory.faiss_store import FaissStore
+from memcost.memory.faiss_store import FaissStore, index_dir
 from memcost.memory.reader import (
     TurnEvidence,
     covered_positions,

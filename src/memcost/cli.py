@@ -564,15 +564,10 @@ def command_clean(args: argparse.Namespace) -> int:
         return 2
     try:
         with hold_run(target):  # held while it is deleted: no run can start in it meanwhile
-            server = running_server(target)
-            if server is not None:
-                pid, pgdata = server
-                print(
-                    f"error: {args.name} is in use: its PostgreSQL server (pid {pid}) is running "
-                    f"on {pgdata}; stop it first (pg_ctl -D {pgdata} stop), then clean again",
-                    file=sys.stderr,
-                )
-                return 2
+            for running in (p.running for p in plugins() if p.running):
+                if said := running(target):
+                    print(f"error: {args.name} is in use: {said}", file=sys.stderr)
+                    return 2
             shutil.rmtree(target)
     except RunLocked:
         holder = target / f"{LOCK_NAME}.holder"
@@ -594,23 +589,6 @@ def _paid_calls(run_dir: Path) -> float:
         return spent_usd(read_calls(store)) if store.is_file() else 0.0
     except StoreError:
         return 0.0
-
-
-def running_server(run_dir: Path) -> tuple[int, Path] | None:
-    """``(pid, pgdata)`` of a live PostgreSQL server on the run's private data directory
-    (``<run>/pgvector/pgdata/postmaster.pid`` names a process that exists), else ``None``."""
-    pgdata = run_dir / "pgvector" / "pgdata"
-    try:
-        pid = int((pgdata / "postmaster.pid").read_text(encoding="utf-8").split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    try:
-        os.kill(pid, 0)  # signal 0: is there such a process (ours or another user's)?
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return pid, pgdata
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:

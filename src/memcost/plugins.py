@@ -52,6 +52,8 @@ class Plugin:
 
     name: str
     memory_systems: tuple[type, ...] = ()  # memcost.memory.MemorySystem subclasses
+    # memcost.memory.vectors.VectorStore subclasses, by the name the vector_store parameter gives
+    vector_stores: Mapping[str, type] = field(default_factory=dict)
     # notebooks a preset runs only where its steps name them, and the presets that do
     notebooks: tuple[Path, ...] = ()
     presets: tuple[Path, ...] = ()
@@ -63,6 +65,10 @@ class Plugin:
     # what the command line says of its notebooks: "download" (one fails to download),
     # "estimate" (``memcost estimate`` of a paid run of one)
     hints: Mapping[str, str] = field(default_factory=dict)
+    # what it leaves running in a run directory: ``stop_orphans(root)`` stops what a killed
+    # kernel left (returns a line saying so), ``running(root)`` says what still runs there
+    stop_orphans: Callable[[Path], str | None] | None = None
+    running: Callable[[Path], str | None] | None = None
 
 
 class PluginError(RuntimeError):

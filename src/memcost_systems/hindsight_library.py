@@ -16,7 +16,7 @@ interpreter), since it needs sqlalchemy < 2.1. It runs as a child of this proces
 with:
 
 - its database: the run's private PostgreSQL with pgvector (the server
-  :mod:`memcost.memory.pgvector` starts; its own pg0 refuses to run as root), schema
+  :mod:`memcost_pgvector.store` starts; its own pg0 refuses to run as root), schema
   ``hindsight``;
 - its LLM and embeddings: OpenAI-compatible, at the gateway, so every call is cached, priced in
   the ledger (``memory_hindsight``; ``hindsight/retain``, ``hindsight/consolidate``,
@@ -75,9 +75,9 @@ from memcost.memory.live import (
     fact_line,
     user_lines,
 )
-from memcost.memory.pgvector import SERVER_DIR, PgServer, alive, stop_orphaned_server
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.text import content_words, count_tokens
+from memcost_pgvector.store import SERVER_DIR, PgServer, alive, stop_orphaned_server
 from memcost_systems.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost_systems.libraries import (
     LibraryEnvironment,
@@ -376,7 +376,7 @@ class HindsightLibrary(LibrarySystem):
         return int(chunks * (1 + CONSOLIDATIONS_PER_RETAIN)), 1.0
 
     @classmethod
-    def uses_postgresql(cls, settings: Mapping[str, Any]) -> bool:
+    def uses_run_server(cls, settings: Mapping[str, Any]) -> bool:
         return True  # the Hindsight server's database is the run's private PostgreSQL
 
     _pg: PgServer | None = None

@@ -14,7 +14,7 @@ before its submission in March 2026; 1.0.x keeps the paper's pipeline (extractio
 update step choosing ADD, UPDATE, DELETE or NONE against similar memories), and 2.0.0 changed
 extraction to ADD-only.
 Supported: 1.0.x. Its vector store is mem0's own: ``pgvector`` (the paper's; default) on the
-run's private PostgreSQL server (the one :mod:`memcost.memory.pgvector` starts), one
+run's private PostgreSQL server (the one :mod:`memcost_pgvector.store` starts), one
 collection for the dataset's users as mem0 creates it (HNSW, cosine; pgvector's defaults
 m = 16, ef_construction = 64, which are the study's), or ``faiss`` (mem0's FAISS provider in the
 dataset's folder; mem0 1.0.4 loses track of vectors after its update phase deletes and adds, so
@@ -34,10 +34,10 @@ import pandas as pd
 
 from memcost.llm import LLMClient
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild
-from memcost.memory.pgvector import SERVER_DIR, PgServer
 from memcost.memory.segments import BATCH_SIZE, MAX_SEGMENT_CHARS, segment_conversation
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.text import count_tokens
+from memcost_pgvector.store import SERVER_DIR, PgServer
 from memcost_systems.gateway import PLACEHOLDER_KEY, Gateway, Route
 from memcost_systems.libraries import LibrarySystem
 from memcost_systems.offline import NO_SESSION_DATE, offline_mem0_extract, offline_mem0_update
@@ -154,7 +154,7 @@ class Mem0Library(LibrarySystem):
         return Memory.from_config(config)
 
     @classmethod
-    def uses_postgresql(cls, settings: Mapping[str, Any]) -> bool:
+    def uses_run_server(cls, settings: Mapping[str, Any]) -> bool:
         return settings.get("vector_store") == "pgvector"
 
     def _vector_store(self) -> dict[str, Any]:

@@ -207,8 +207,8 @@ class MemorySystem(ABC):
         raise ValueError(f"memory system {self.name} cannot be served turn by turn")
 
     @classmethod
-    def uses_postgresql(cls, settings: Mapping[str, Any]) -> bool:
-        """Does it keep its memory in the run's private PostgreSQL server? (Whichever notebook
+    def uses_run_server(cls, settings: Mapping[str, Any]) -> bool:
+        """Does it keep its memory in the run's private database server? (Whichever notebook
         needs it first starts it: the runner then runs datasets one after another.)"""
         return False
 

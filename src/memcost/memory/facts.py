@@ -103,12 +103,6 @@ def user_dir(ds: DatasetPaths, user: str) -> Path:
     return ds.memory / "users" / user_stem(user)
 
 
-def index_dir(ds: DatasetPaths) -> Path:
-    """``<ds>/memory/index/``: the FAISS store's per-user index files
-    (:mod:`memcost.memory.faiss_store`)."""
-    return ds.memory / "index"
-
-
 # --- Writers -----------------------------------------------------------------------------------
 
 

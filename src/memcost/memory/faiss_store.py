@@ -36,6 +36,7 @@ from memcost.memory.vectors import (
     as_matrix,
     check_facts,
 )
+from memcost.paths import DatasetPaths
 from memcost.text import stable_hash
 
 SINGLE_THREAD_BELOW = 16  # queries per search call below which FAISS runs on one thread
@@ -272,6 +273,11 @@ class _UserIndex:
         self.position = {fact_key(f): i for i, f in enumerate(self.fact_ids)}
 
 
+def index_dir(ds: DatasetPaths) -> Path:
+    """``<ds>/memory/index/``: a dataset's per-user index files."""
+    return ds.memory / "index"
+
+
 class FaissStore(VectorStore):
     """Per-user FAISS HNSW indexes (inner product on unit vectors = cosine)."""
 
@@ -282,6 +288,11 @@ class FaissStore(VectorStore):
         super().__init__(dims, **settings)
         self.folder = Path(folder) if folder is not None else None
         self._users: dict[str, _UserIndex] = {}
+
+    @classmethod
+    def open(cls, dims, *, run, dataset, m, ef_construction, **options):
+        folder = index_dir(run.dataset(dataset))
+        return cls(dims, folder=folder, m=m, ef_construction=ef_construction)
 
     def _learn(self, dims: int) -> None:
         if not self.dims and dims:

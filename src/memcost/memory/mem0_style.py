@@ -14,7 +14,6 @@ one user. :class:`Mem0Live` serves the same pipeline turn by turn (notebook 06).
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import time
@@ -39,8 +38,8 @@ from memcost.memory.base import (
     register,
     rows_by_user,
 )
-from memcost.memory.facts import index_dir, memory_users, user_stats
-from memcost.memory.faiss_store import FaissStore, recall_at_k
+from memcost.memory.facts import memory_users, user_stats
+from memcost.memory.faiss_store import FaissStore, index_dir, recall_at_k
 from memcost.memory.live import Calls, HistoryLine, Ingest, IngestCall, LiveMemory, Shown, fact_line
 from memcost.memory.search import (
     SYSTEM,
@@ -48,7 +47,7 @@ from memcost.memory.search import (
     MemoryStore,
     embed_questions,
     open_store,
-    store_table,
+    store_class,
 )
 from memcost.memory.segments import (
     BATCH_SIZE,
@@ -79,7 +78,7 @@ from memcost.memory.update import (
 from memcost.memory.vectors import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, Change, VectorStore
 from memcost.offline import offline_extract, offline_update
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.paths import DatasetPaths
+from memcost.paths import DatasetPaths, RunPaths
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE
 from memcost.text import count_tokens
 
@@ -113,8 +112,8 @@ class Mem0Style(MemorySystem):
         return ("update",) if settings.get("update_phase", True) else ()
 
     @classmethod
-    def uses_postgresql(cls, settings):
-        return settings.get("vector_store") == "pgvector"
+    def uses_run_server(cls, settings):
+        return store_class(settings.get("vector_store", "faiss")).uses_run_server
 
     @classmethod
     def read_context_tokens(cls, settings, history_tokens, turn_tokens):
@@ -127,23 +126,23 @@ class Mem0Style(MemorySystem):
         self._memory: tuple[int | None, MemoryStore] | None = None  # (facts.parquet's mtime, it)
 
     def open_store(self, client: LLMClient) -> VectorStore:
-        """The run's vector store that ``vector_store`` names, opened once (a private pgvector
+        """The run's vector store that ``vector_store`` names, opened once (a private database
         server is started; :meth:`close` stops it, its data kept for a resume)."""
         if self._store is None:
             s = self.settings
             self._store = open_store(
                 s["vector_store"],
                 client.embed([""], model=s["embedding_model"]).shape[1],
-                faiss_dir=index_dir(self.ds),
-                run_dir=self.ds.root.parent,
-                pgvector_dsn=s["pgvector_dsn"],
-                layout=s["pgvector_layout"],
-                table=store_table(self.dataset, s["pgvector_layout"]),
-                iterative_scan=s["pgvector_iterative_scan"],
+                RunPaths(self.ds.root.parent),
+                self.dataset,
                 m=s["hnsw"]["m"],
                 ef_construction=s["hnsw"]["ef_construction"],
+                **{
+                    k.removeprefix("pgvector_"): v
+                    for k, v in s.items()
+                    if k.startswith("pgvector_")
+                },
             )
-            atexit.register(self._store.close)
         return self._store
 
     @property

@@ -9,7 +9,7 @@ joined with each user's active facts from ``facts.parquet``. :func:`search_quali
 many of the ``k`` facts asked for the store returns and its recall@k against exact search: on a
 shared pgvector table with ``hnsw.iterative_scan = off`` the user filter runs after the index
 scan, and a question can come back with fewer than ``k`` facts. :func:`open_store` opens the
-store a run's ``vector_store`` names; :func:`manifest_entry` is what the manifest records of it.
+store a run's ``vector_store`` names.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import atexit
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,19 +25,12 @@ import pandas as pd
 
 from memcost.llm import LLMClient
 from memcost.memory.base import embed_groups, rows_by_user
-from memcost.memory.facts import index_dir, read_done, read_facts, read_incomplete
+from memcost.memory.facts import read_done, read_facts, read_incomplete
 from memcost.memory.faiss_store import FaissStore, recall_at_k
-from memcost.memory.pgvector import SERVER_DIR, PgServer, PgVectorStore
-from memcost.memory.vectors import (
-    EF_CONSTRUCTION,
-    EF_SEARCH,
-    HNSW_M,
-    STORES,
-    IndexMismatch,
-    VectorStore,
-)
+from memcost.memory.vectors import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, IndexMismatch, VectorStore
 from memcost.paper import EMBEDDING_MODEL, PAPER_MEMORY
 from memcost.paths import DatasetPaths, RunPaths
+from memcost.plugins import plugins
 
 TOP_K = 20  # §3.1: facts retrieved per question
 SYSTEM = PAPER_MEMORY
@@ -271,82 +263,29 @@ def search_quality(
     return pd.DataFrame(rows)
 
 
-def open_run_store(
-    run: RunPaths,
-    dataset: str,
-    dims: int,
-    *,
-    vector_store: str = "faiss",
-    pgvector_dsn: str = "",
-    layout: str = "per_user",
-    iterative_scan: str = "off",
-    m: int = HNSW_M,
-    ef_construction: int = EF_CONSTRUCTION,
-) -> VectorStore:
-    """``dataset``'s memory store in ``run`` (``dims``: the embedding model's dimensions)."""
-    store = open_store(
-        vector_store,
-        dims,
-        faiss_dir=index_dir(run.dataset(dataset)),
-        run_dir=run.root,
-        pgvector_dsn=pgvector_dsn,
-        layout=layout,
-        table=store_table(dataset, layout),
-        iterative_scan=iterative_scan,
-        m=m,
-        ef_construction=ef_construction,
-    )
-    atexit.register(store.close)
-    return store
-
-
-def store_table(dataset: str, layout: str) -> str:
-    """The table (name prefix) of one dataset's facts: datasets and layouts never share one."""
-    return f"{dataset}_{layout}"
+def store_class(name: str) -> type[VectorStore]:
+    """The vector store ``vector_store`` names: FAISS, or a plugin's."""
+    stores = {"faiss": FaissStore, **{k: v for p in plugins() for k, v in p.vector_stores.items()}}
+    if name not in stores:
+        raise ValueError(f"vector_store must be one of {', '.join(stores)}, not {name!r}")
+    return stores[name]
 
 
 def open_store(
     vector_store: str,
     dims: int,
+    run: RunPaths,
+    dataset: str,
     *,
-    faiss_dir: str | Path | None = None,
-    run_dir: str | Path | None = None,
-    pgvector_dsn: str = "",
-    layout: str = "per_user",  # returns the k facts at any scale (docs: the filtered search)
-    table: str = "facts",
-    iterative_scan: str = "off",
-    **settings: int,
+    m: int = HNSW_M,
+    ef_construction: int = EF_CONSTRUCTION,
+    **options: Any,
 ) -> VectorStore:
-    """The store named by ``vector_store`` (close it, or use it as a context manager)."""
-    if vector_store not in STORES:
-        raise ValueError(f"vector_store must be one of {STORES}, not {vector_store!r}")
-    # the stores build on this module's interface: imported when one is opened
-
-    if vector_store == "faiss":
-        return FaissStore(dims, folder=faiss_dir, **settings)
-    if not pgvector_dsn and run_dir is None:
-        raise ValueError("vector_store pgvector needs a run directory or pgvector_dsn")
-    server = PgServer(Path(run_dir) / SERVER_DIR if run_dir is not None else None, dsn=pgvector_dsn)
-    server.start()
-    try:
-        return PgVectorStore(
-            server.dsn,
-            dims,
-            layout=layout,
-            table=table,
-            iterative_scan=iterative_scan,
-            server=server,
-            **settings,
-        )
-    except BaseException:
-        server.stop()
-        raise
-
-
-def manifest_entry(store: VectorStore) -> dict[str, Any]:
-    """Store, versions, settings and (for pgvector) which server: never a password."""
-    entry = store.versions()
-    server = getattr(store, "server", None)
-    if isinstance(server, PgServer):
-        entry["server"] = server.describe()
-    return entry
+    """``dataset``'s store of facts in ``run`` (``dims``: the embedding's; ``options``: the
+    run's ``pgvector_*`` parameters, without the prefix), closed when the process ends."""
+    cls = store_class(vector_store)
+    store = cls.open(
+        dims, run=run, dataset=dataset, m=m, ef_construction=ef_construction, **options
+    )
+    atexit.register(store.close)
+    return store

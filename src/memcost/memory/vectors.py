@@ -1,4 +1,5 @@
-"""The vector store interface of the paper's memory (paper §3.1): FAISS files or pgvector.
+"""The vector store interface of the paper's memory (paper §3.1): FAISS files here, a plugin's
+store (pgvector, the paper's own) by the name the run's ``vector_store`` gives.
 
 A store keeps, for each user, a set of facts (``fact_id`` -> unit vector) and answers a user's
 query with that user's most similar facts only. Scores are cosine similarities (inner products
@@ -31,8 +32,6 @@ import numpy as np
 HNSW_M = 16  # §3.1: pgvector m
 EF_CONSTRUCTION = 64  # §3.1: pgvector ef_construction
 EF_SEARCH = 40  # pgvector's default hnsw.ef_search
-STORES = ("faiss", "pgvector")  # values of the vector_store parameter
-LAYOUTS = ("shared", "per_user")  # pgvector: one table for all users, or one per user
 
 
 class IndexMismatch(ValueError):
@@ -98,6 +97,7 @@ class VectorStore(ABC):
     name: str = "store"
     replays_changes = False  # True: write_user replays the update phase as single writes
     learns_dims = False  # True: dims 0 means "from the first vectors built or read"
+    uses_run_server = False  # True: it keeps its data in the run's private database server
 
     def __init__(self, dims: int, *, m: int = HNSW_M, ef_construction: int = EF_CONSTRUCTION):
         if dims <= 0 and not (dims == 0 and self.learns_dims):
@@ -105,6 +105,15 @@ class VectorStore(ABC):
         self.dims = int(dims)
         self.m = int(m)
         self.ef_construction = int(ef_construction)
+
+    @classmethod
+    @abstractmethod
+    def open(
+        cls, dims: int, *, run: Any, dataset: str, m: int, ef_construction: int, **options: Any
+    ) -> VectorStore:
+        """The store of ``dataset``'s facts in the run directory ``run`` (RunPaths); ``options``
+        are the run's ``pgvector_*`` parameters, without the prefix (a store ignores those it
+        does not take)."""
 
     @abstractmethod
     def build_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:

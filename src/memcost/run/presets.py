@@ -47,8 +47,6 @@ from memcost.judge.votes import check_votes
 from memcost.llm.batch import batch_refusal
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems, system_class
-from memcost.memory.pgvector import ITERATIVE_SCANS
-from memcost.memory.vectors import LAYOUTS, STORES
 from memcost.params import (
     CLIENT_SETTINGS,
     MODEL_PARAMETERS,
@@ -403,19 +401,19 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "reader_reasoning_effort": EFFORTS,
     "reasoning_effort": EFFORTS,
     "judge_prompts": tuple(JUDGE_PROMPTS),  # each element
-    "vector_store": STORES,
-    "pgvector_layout": LAYOUTS,
-    "pgvector_iterative_scan": ITERATIVE_SCANS,
 }
 
 
 def all_choices() -> dict[str, tuple[Any, ...]]:
-    """:data:`CHOICES` and the plugins' parameters' valid values."""
-    return {**CHOICES, **{k: v for p in plugins() for k, v in p.choices.items()}}
+    """:data:`CHOICES`, the vector stores, and the plugins' parameters' valid values."""
+    stores = ("faiss", *(name for p in plugins() for name in p.vector_stores))
+    return {
+        **CHOICES,
+        "vector_store": stores,
+        **{k: v for p in plugins() for k, v in p.choices.items()},
+    }
 
 
-_DSN_URI = re.compile(r"^postgres(?:ql)?://[^\s]*$")
-_DSN_PAIRS = re.compile(r"^\s*(?:[A-Za-z_]+\s*=\s*(?:'[^']*'|\S+)\s*)+$")
 # Lowest (and highest) value of numeric parameters.
 RANGES: dict[str, tuple[float, float]] = {
     **dict.fromkeys(
@@ -464,30 +462,17 @@ def _problem(name: str, value: Any, expected: str, choices: Any = None) -> Prese
     return PresetError(text)
 
 
-def check_dsn(dsn: str) -> None:
-    """``pgvector_dsn``: empty, a ``postgresql://`` URI or ``key=value`` pairs. The message never
-    repeats the value (it may hold a password)."""
-    if dsn and not (_DSN_URI.match(dsn) or _DSN_PAIRS.match(dsn)):
-        raise PresetError(
-            "parameter pgvector_dsn: expected a PostgreSQL connection URI "
-            "(postgresql://user@host:5432/db) or key=value pairs (host=... dbname=...); "
-            "empty for the private server inside the run directory"
-        )
-
-
 def check_block(values: dict[str, Any], model: type) -> None:
     """Check and complete, in place, one block of parameters against ``model`` (the run's
     notebooks' declarations: :func:`memcost.params.parameters_model`): each value of its type,
     range and choices, a settings group completed from its default; then what a type cannot
-    say (a dsn's form, prices, the memory systems, the client's modes and limits)."""
+    say (prices, the memory systems, the client's modes and limits)."""
     # names only the preset's other steps declare were checked by validate_preset
     ours = {name: value for name, value in values.items() if name in model.model_fields}
     try:
         values.update(validate_parameters(model, ours, all_choices()))
     except ValueError as exc:
         raise PresetError(str(exc)) from None
-    if isinstance(values.get("pgvector_dsn"), str):
-        check_dsn(values["pgvector_dsn"])
     if "price_overrides" in values:
         try:
             values["price_overrides"] = normalise_price_overrides(values["price_overrides"])
@@ -695,12 +680,26 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
                     )
 
 
+def check_plugins(preset: Preset, steps: list[str]) -> None:
+    """Each plugin's checks of the parameters, where the run has its notebooks (or it has none)."""
+    for plugin in plugins():
+        if plugin.notebooks and not {p.name[:2] for p in plugin.notebooks} & set(steps):
+            continue
+        for check in plugin.parameter_checks:
+            for block in (preset.parameters, *preset.per_dataset.values()):
+                try:
+                    check(block)
+                except ValueError as exc:
+                    raise PresetError(f"parameter {exc}") from None
+
+
 def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
     """Everything a run needs, checked before anything is created or executed."""
     steps = selected_steps(preset, notebooks)
     model = parameters_model(tuple(notebooks[s] for s in steps), all_choices(), RANGES)
     for block in (preset.parameters, *preset.per_dataset.values()):
         check_secrets(block, preset.description)  # first: no later message may repeat a secret
+    check_plugins(preset, steps)
     study = is_study(notebooks, steps)
     if study:
         check_datasets(preset)
@@ -713,15 +712,6 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
                 check_votes(int(block["n_votes"]))
             except ValueError as exc:
                 raise PresetError(f"parameter {exc}") from None
-    for plugin in plugins():  # a plugin's checks, where the run has its notebooks (or it none)
-        if plugin.notebooks and not {p.name[:2] for p in plugin.notebooks} & set(steps):
-            continue
-        for check in plugin.parameter_checks:
-            for block in (preset.parameters, *preset.per_dataset.values()):
-                try:
-                    check(block)
-                except ValueError as exc:
-                    raise PresetError(f"parameter {exc}") from None
     if study:
         check_prices(preset, notebooks, steps)
         check_execution(preset, notebooks, steps)
@@ -806,24 +796,9 @@ def check_no_key(value: Any, where: str) -> None:
             )
 
 
-def check_dsn_password(dsn: str) -> None:
-    if not dsn:
-        return
-    pairs = dict(re.findall(r"(\w+)\s*=\s*('[^']*'|\S+)", dsn)) if "://" not in dsn else {}
-    if urlsplit(dsn).password if "://" in dsn else pairs.get("password"):
-        raise PresetError(
-            "parameter pgvector_dsn carries a password (not shown); refused, "
-            "nothing ran. Give the dsn without it and the password through the "
-            "environment, where PostgreSQL's client reads it: PGPASSWORD, or a "
-            "~/.pgpass file"
-        )
-
-
 def check_secrets(values: Mapping[str, Any], description: str = "") -> None:
     """Refuse a block of parameters that carries a credential (:class:`PresetError`)."""
     check_no_key(description, "description")
-    if isinstance(values.get("pgvector_dsn"), str):
-        check_dsn_password(values["pgvector_dsn"])
     settings = values.get("client") if isinstance(values.get("client"), Mapping) else {}
     if isinstance(settings.get("api_key_env"), str):
         check_api_key_env(settings["api_key_env"])

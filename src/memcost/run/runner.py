@@ -45,10 +45,9 @@ from memcost.calls import CallStore, StoreError, store_path
 from memcost.costs.estimate import STEP_STAGES
 from memcost.io import SIGN_OF_LIFE
 from memcost.memory import parse_systems, system_class
-from memcost.memory.pgvector import SERVER_DIR, stop_orphaned_server
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
-from memcost.plugins import PluginError, contributed
+from memcost.plugins import PluginError, contributed, plugins
 from memcost.run.checks import (
     StageFailures,
     StageStatus,
@@ -570,10 +569,10 @@ def run_notebook(
         status = "interrupted"
         raise
     finally:
-        # A kernel killed mid-notebook cannot stop the run's private PostgreSQL: the runner does.
-        stopped = stop_orphaned_server(run.root / SERVER_DIR / "pgdata")
-        if stopped is not None:
-            print(f"stopped the run's PostgreSQL server (pid {stopped}) left by {notebook.stem}")
+        # A kernel killed mid-notebook cannot stop the servers it started: the runner does.
+        for stop in (p.stop_orphans for p in plugins() if p.stop_orphans):
+            if said := stop(run.root):
+                print(f"{said} (left by {notebook.stem})")
         wall = round(time.perf_counter() - t0, 3)
         key = f"{dataset}/{notebook.stem}" if dataset else notebook.stem
         entry = {"notebook": str(output.relative_to(run.root)), "parameters": parameters,
@@ -618,19 +617,19 @@ def dataset_workers(preset: Preset, *, verbose: bool) -> int:
     wanted = os.environ.get(WORKERS, "").strip()
     limit = int(wanted) if wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
     params = [preset.parameters_for(d) for d in preset.datasets] or [preset.parameters]
-    if verbose or any(uses_paid_backend(p) or _uses_postgresql(p) for p in params):
+    if verbose or any(uses_paid_backend(p) or _uses_run_server(p) for p in params):
         return 1
     return max(1, min(limit, len(preset.datasets)))
 
 
-def _uses_postgresql(params: Mapping[str, Any]) -> bool:
-    """The run's private PostgreSQL server is started by whichever notebook needs it first:
+def _uses_run_server(params: Mapping[str, Any]) -> bool:
+    """The run's private database server is started by whichever notebook needs it first:
     two datasets' processes would race to start it."""
     for name, given in parse_systems(
         params.get("memory_systems") or ["mem0_style"], runnable=False
     ):
         cls = system_class(name)
-        if cls.uses_postgresql(cls.settings_from(given, params)):
+        if cls.uses_run_server(cls.settings_from(given, params)):
             return True
     return False
 

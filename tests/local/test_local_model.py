@@ -171,7 +171,7 @@ def _installed(module: str) -> bool:
 def test_make_local_runs_the_real_path_against_a_llama_cpp_server(tmp_path):
     run = tmp_path / "local"
     done = subprocess.run(
-        [sys.executable, "-m", "memcost.local", "--run-name", str(run)],
+        [sys.executable, "-m", "memcost_local", "--run-name", str(run)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -189,7 +189,7 @@ def test_make_local_runs_the_real_path_against_a_llama_cpp_server(tmp_path):
         assert "FAILED items, left out of these numbers" in done.stdout
         assert f"resume with a new server: make local RUN_NAME={run}" in done.stdout
     # no server left behind
-    left = subprocess.run(["pgrep", "-f", "memcost.local serve"], capture_output=True)
+    left = subprocess.run(["pgrep", "-f", "memcost_local serve"], capture_output=True)
     assert left.returncode == 1, left.stdout
 
 
@@ -234,7 +234,7 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
 
 
 def test_the_local_server_is_stopped_when_the_run_fails(tmp_path):
-    from memcost import local
+    from memcost_local import server as local
 
     port = local.free_port(0)
     command = [sys.executable, "-c", HEALTH_SERVER, str(port)]
@@ -256,7 +256,7 @@ def test_the_local_server_is_stopped_when_the_run_fails(tmp_path):
 
 
 def test_a_missing_local_model_is_one_line_saying_how_to_install_it(monkeypatch, capsys):
-    from memcost import local
+    from memcost_local import server as local
 
     monkeypatch.setattr(local, "MODEL_PACKAGE", "no_such_model_package")
     assert local.main(["--run-name", "never-made"]) == 2
@@ -273,7 +273,8 @@ def test_an_interrupted_local_run_is_resumed_with_a_new_server(monkeypatch, caps
     # stops it; the last line says how to resume with a new one.
     import contextlib
 
-    from memcost import cli, local
+    from memcost import cli
+    from memcost_local import server as local
 
     @contextlib.contextmanager
     def server(*args, **kwargs):
@@ -293,7 +294,8 @@ def test_the_runners_own_resume_line_names_make_local_not_the_gone_server(
     on the way out: it names ``make local RUN_NAME=...`` instead, as the last line does."""
     import contextlib
 
-    from memcost import cli, local
+    from memcost import cli
+    from memcost_local import server as local
 
     @contextlib.contextmanager
     def server(*args, **kwargs):
@@ -315,5 +317,5 @@ def test_the_runners_own_resume_line_names_make_local_not_the_gone_server(
     # started with other settings, the module's own command, with them
     args = local.argparse.Namespace(params="smoke", overrides=["top_k=5"], slots=local.SLOTS)
     assert local.resume_line(args, "x") == (
-        "python -m memcost.local run --params smoke --run-name x -p top_k=5"
+        "python -m memcost_local run --params smoke --run-name x -p top_k=5"
     )

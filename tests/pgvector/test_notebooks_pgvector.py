@@ -12,9 +12,8 @@ import pytest
 
 from memcost.io import read_json, read_jsonl
 from memcost.memory.facts import read_facts
-from memcost.memory.pgvector import PgServer, PgVectorStore, ServerUnavailable, provider
-from memcost.memory.search import store_table
 from memcost.run import run_preset
+from memcost_pgvector.store import PgServer, PgVectorStore, ServerUnavailable, provider
 
 pytestmark = pytest.mark.timeout(300)
 # The paper's memory alone: the smoke preset's other memory systems keep their items in files of
@@ -64,7 +63,7 @@ def test_notebooks_01_02_on_a_shared_pgvector_table(wheel, prepared_run):
 
     # The rows are in PostgreSQL, committed: one marker per user, the active facts and no others.
     with PgServer(run.root / "pgvector") as server:
-        store = PgVectorStore(server.dsn, entry["dims"], table=store_table("locomo", "shared"))
+        store = PgVectorStore(server.dsn, entry["dims"], table="locomo_shared")
         users = sorted(active["conversation_id"].unique())
         assert store.users() == users
         for user in users:
@@ -120,7 +119,7 @@ def test_a_resumed_run_reuses_the_servers_data_and_rebuilds_what_the_store_lacks
     run_preset("smoke", **again)  # the server starts again on the run's data
     resumed = read_json(metrics)["metrics"]
     assert resumed["users_built"] == 0 and resumed["users_resumed"] == built["users_built"]
-    table = store_table("locomo", "per_user")
+    table = "locomo_per_user"
     with PgServer(run.root / "pgvector") as server:  # a user whose committed build is gone
         store = PgVectorStore(server.dsn, 1536, layout="per_user", table=table)
         lost = store.users()[0]

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from memcost.memory.faiss_store import FaissStore
-from memcost.memory.pgvector import PgServer, PgVectorStore, ServerUnavailable, provider
+from memcost_pgvector.store import PgServer, PgVectorStore, ServerUnavailable, provider
 
 DIMS = 32
 _tables = itertools.count()
@@ -121,7 +121,7 @@ def test_failed_rebuild_keeps_the_previous_facts(pg_dsn, layout):
 
 KILLED_BUILD = """
 import sys, numpy as np
-from memcost.memory.pgvector import PgVectorStore
+from memcost_pgvector.store import PgVectorStore
 store = PgVectorStore(sys.argv[1], 32, layout=sys.argv[2], table=sys.argv[3])
 x = np.random.default_rng(0).normal(size=(40000, 32)).astype(np.float32)
 x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -238,19 +238,19 @@ def test_server_restart_finds_the_data_and_reports_versions(pg_dsn):
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_open_store_names_the_store_and_server(pg_dsn):
-    from memcost.memory.search import manifest_entry, open_store
+def test_open_store_names_the_store_and_server(pg_dsn, tmp_path):
+    from memcost.memory.search import open_store
+    from memcost.paths import RunPaths
 
-    with open_store("faiss", 8) as store:
-        assert manifest_entry(store)["vector_store"] == "faiss"
+    run = RunPaths(tmp_path / "run").ensure()
+    with open_store("faiss", 8, run, "locomo") as store:
+        assert store.versions()["vector_store"] == "faiss"
     secret_dsn = pg_dsn.replace("postgres:@", "postgres:hunter2@")
-    with open_store(
-        "pgvector", 8, pgvector_dsn=secret_dsn, table="opened", layout="per_user"
-    ) as store:
+    with open_store("pgvector", 8, run, "opened", dsn=secret_dsn, layout="per_user") as store:
         store.build_user("a", ids("a", 2), unit(2, seed=9, dims=8))
-        entry = manifest_entry(store)
+        entry = store.versions()
     assert entry["layout"] == "per_user" and entry["server"]["server"] == "external"
     assert "hunter2" not in str(entry) and entry["pgvector"]
-    with pytest.raises(ValueError, match="vector_store must be one of"):
-        with open_store("chroma", 8):
+    with pytest.raises(ValueError, match="vector_store must be one of faiss, pgvector, not"):
+        with open_store("chroma", 8, run, "locomo"):
             pass

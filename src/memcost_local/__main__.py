@@ -1,0 +1,7 @@
+"""``python -m memcost_local``: see :mod:`memcost_local.server`."""
+
+import sys
+
+from memcost_local.server import main
+
+sys.exit(main())
