@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from memcost.io import JsonlAppender, read_jsonl
-from memcost.llm import ChatRequest, RetryPolicy, make_client
+from memcost.llm import ChatRequest, make_client
 from memcost.paths import RunPaths
 
 
@@ -39,7 +39,7 @@ def main() -> None:
         execution={"read": "batch"},
         batch_poll_s=0.05,
         progress=True,
-        retry=RetryPolicy(max_attempts=3, base_delay_s=0.01),
+        max_retries=2,
         env_file=Path(args.run) / "absent.env",
     )
     with JsonlAppender(out_path) as out:

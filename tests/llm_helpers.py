@@ -1,21 +1,20 @@
 """Helpers for the model-call client's tests: a client pointed at the local server, with short
-timeouts and backoff so the suite stays fast."""
+timeouts and few retries so the suite stays fast."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from memcost.llm import ChatRequest, LLMClient, RetryPolicy, make_client
+from memcost.llm import ChatRequest, LLMClient, make_client
 from memcost.paths import RunPaths
 
-FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)
 TEST_KEY = "sk-test-memcost-0123456789abcdef"
 
 
 def api_client(run: RunPaths, url: str, tmp: Path, **options: Any) -> LLMClient:
     """A client for the local server as the ``openai`` backend (key from OPENAI_API_KEY)."""
-    options.setdefault("retry", FAST_RETRY)
+    options.setdefault("max_retries", 3)
     options.setdefault("progress", False)
     options.setdefault("env_file", tmp / "no.env")  # never the repository's real .env
     options.setdefault("request_timeout_s", 5.0)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from memcost.io import JsonlAppender, read_jsonl
-from memcost.llm import ChatRequest, FatalAPIError, RetryPolicy, make_client, parse_json_object
+from memcost.llm import ChatRequest, FatalAPIError, make_client, parse_json_object
 from memcost.manifest import Step
 from memcost.paths import RunPaths
 
@@ -48,7 +48,7 @@ def main() -> None:
         base_url=args.url,
         api_key_env=args.api_key_env,
         max_concurrency=args.concurrency,
-        retry=RetryPolicy(max_attempts=3, base_delay_s=0.01),
+        max_retries=2,
         env_file=Path(args.run) / "absent.env",
         progress=True,
     )

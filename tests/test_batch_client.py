@@ -339,9 +339,7 @@ def test_killed_between_upload_and_creation_the_batch_is_found_or_created_once(t
         requests = [question(i) for i in range(3)]
         endpoint = client.endpoint_for(requests[0].model)
         lines = [client.prefill.line(r.key(endpoint.identity), r) for r in requests]
-        transport = BatchTransport(
-            client.transport.client_for(endpoint), client.config.retry, threading.Event()
-        )
+        transport = BatchTransport(client.transport.client_for(endpoint))
         file_id = transport.upload(joined(lines))
         BatchJournal(client.run.root).uploaded(
             Entry(

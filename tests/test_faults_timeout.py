@@ -10,7 +10,6 @@ import re
 from fake_api.openai_server import Action, FakeOpenAIServer
 from llm_helpers import TEST_KEY, api_client, question
 
-from memcost.llm import RetryPolicy
 from memcost.llm.scheduler import Heartbeat
 from memcost.params import ClientSettings, notebook_parameters, shared_params
 from memcost.run import discover_notebooks
@@ -38,7 +37,7 @@ def test_a_silent_server_times_out_at_the_parameter_and_a_heartbeat_reports_it(
             run_paths,
             server.url,
             tmp_path,
-            retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02),
+            max_retries=1,
             **shared_params({"client": {"request_timeout_s": 0.5}}),
         )
         client.items.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": io.StringIO()}
@@ -198,7 +197,7 @@ def test_requests_waiting_out_a_429_are_not_called_in_flight(run_paths, tmp_path
             run_paths,
             server.url,
             tmp_path,
-            retry=RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=3.0),
+            max_retries=2,
             max_concurrency=6,
         )
         client.items.heartbeat = {"every_s": 0.2, "slow_s": 0.3, "out": out}

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 KEY = "sk-memcost-flex-0f3a9c1e5b7d2468ace"
 STEPS = ["00", "01", "02", "03", "04"]
 PARAMETERS = {"include_no_context": False, "include_oracle": False, "judge_prompts": ["judge"]}
-CLIENT = {"model_backends": {}, "request_timeout_s": 20.0, "max_backoff_s": 0.05}
+CLIENT = {"model_backends": {}, "request_timeout_s": 20.0, "max_retries": 2}
 
 
 def _run(tmp_path, url, name, **settings):

@@ -24,7 +24,6 @@ from memcost.llm import (
     ChatRequest,
     FatalAPIError,
     MissingCredentials,
-    RetryPolicy,
     make_client,
     parse_json_object,
 )
@@ -104,34 +103,32 @@ def test_request_bodies_follow_the_model_family(run_paths, server, tmp_path):
 
 
 def test_transient_failures_are_retried_and_every_attempt_counted(run_paths, server, tmp_path):
-    client = api_client(
-        run_paths,
-        server.url,
-        tmp_path,
-        request_timeout_s=0.5,
-        retry=RetryPolicy(max_attempts=7, base_delay_s=0.01),
-    )
+    client = api_client(run_paths, server.url, tmp_path, request_timeout_s=0.5, max_retries=6)
     server.script(
-        Action(status=500),
-        Action(status=429),
-        Action(malformed=True),
-        Action(drop=True),
-        Action(delay_s=1.0),
-        Action(status=503),
+        Action(drop=True),  # no reply: the SDK's backoff (0.5 s, then 1 s)
+        Action(delay_s=1.0),  # past the timeout
+        Action(status=500, retry_after_ms=1),
+        Action(status=429, retry_after_ms=1),
+        Action(status=409, retry_after_ms=1),
+        Action(status=503, retry_after_ms=1),
     )
     result = client.chat(question(1))
     assert result.ok and result.attempts == 7
-    assert server.count() == 7  # the SDK's own retries are off: every attempt is ours
+    assert server.count() == 7  # the SDK's retries, every attempt counted through its hooks
     (record,) = read_calls(run_paths.calls)
     assert record["attempts"] == 7 and record["error"] is None
     assert client.stats.retries == 6 and client.stats.attempts == 7
+    # a body that does not parse is the call's failure: recorded, and asked again by a rerun
+    server.script(Action(malformed=True))
+    broken = client.chat(question(2))
+    assert "malformed response" in broken.error and broken.attempts == 1
+    assert client.chat(question(2)).ok
 
 
 def test_exhausted_retries_record_the_error_and_the_stage_carries_on(run_paths, server, tmp_path):
-    client = api_client(
-        run_paths, server.url, tmp_path, retry=RetryPolicy(max_attempts=2, base_delay_s=0.01)
-    )
-    server.on(lambda path, body: "item 1?" in json.dumps(body), Action(status=500), times=None)
+    client = api_client(run_paths, server.url, tmp_path, max_retries=1)
+    failing = Action(status=500, retry_after_ms=1)
+    server.on(lambda path, body: "item 1?" in json.dumps(body), failing, times=None)
     results = client.chat_many([question(i) for i in range(3)])
     assert [r.error is None for r in results] == [True, False, True]
     assert "HTTP 500" in results[1].error and "gave up after 2 attempts" in results[1].error
@@ -476,9 +473,9 @@ def test_consecutive_failures_stop_the_stage(run_paths, server, tmp_path):
         tmp_path,
         max_concurrency=1,
         max_consecutive_failures=3,
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0.001),
+        max_retries=1,
     )
-    server.on(lambda p, b: True, Action(status=502), times=None)
+    server.on(lambda p, b: True, Action(status=502, retry_after_ms=1), times=None)
     with pytest.raises(FatalAPIError, match="3 calls in a row"):
         client.chat_many([question(i) for i in range(20)])
     assert server.count() == 6
@@ -556,20 +553,15 @@ def test_the_store_is_safe_across_processes_and_threads(tmp_path):
     assert len(store) == 1700
 
 
-def test_a_fatal_error_cuts_short_the_backoff_of_calls_in_flight(run_paths, server, tmp_path):
-    client = api_client(
-        run_paths,
-        server.url,
-        tmp_path,
-        max_concurrency=2,
-        retry=RetryPolicy(max_attempts=5, base_delay_s=30.0, max_delay_s=30.0),
-    )
-    server.on(lambda p, b: "item 0?" in json.dumps(b), Action(status=500), times=None)
+def test_a_fatal_error_stops_the_retries_of_calls_in_flight(run_paths, server, tmp_path):
+    client = api_client(run_paths, server.url, tmp_path, max_concurrency=2, max_retries=20)
+    waiting = Action(status=500, retry_after="2")
+    server.on(lambda p, b: "item 0?" in json.dumps(b), waiting, times=None)
     server.on(lambda p, b: "item 1?" in json.dumps(b), Action(status=401, delay_s=0.2), times=None)
     t0 = time.perf_counter()
     with pytest.raises(FatalAPIError, match="HTTP 401"):
         client.chat_many([question(0), question(1)])
-    assert time.perf_counter() - t0 < 5.0  # not the 15-30 s backoff of item 0
+    assert time.perf_counter() - t0 < 5.0  # its wait, then no further attempt: not 20 of them
     errors = {r["question_id"]: r["error"] for r in read_calls(run_paths.calls)}
     assert "the stage stopped" in errors["q0"] and "HTTP 401" in errors["q1"]
 

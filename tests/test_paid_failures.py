@@ -11,7 +11,6 @@ from fake_api.openai_server import CHAT_PATH, Action, FakeOpenAIServer
 from memcost.calls import list_cost, read_calls, record_cost, spent_usd
 from memcost.llm.providers import EndpointClient, resolve_endpoint
 from memcost.llm.requests import QuotaExhausted
-from memcost.llm.transport import RetryPolicy
 from tests.llm_helpers import TEST_KEY, api_client, question
 
 
@@ -122,15 +121,14 @@ def test_a_parameter_the_model_rejects_still_stops_the_stage(run_paths, server, 
 
 
 def test_429_without_retry_after_waits_for_the_ratelimit_reset(run_paths, server, tmp_path):
-    slow_backoff = RetryPolicy(max_attempts=3, base_delay_s=5.0, max_delay_s=5.0)
-    client = api_client(run_paths, server.url, tmp_path, retry=slow_backoff)
+    client = api_client(run_paths, server.url, tmp_path)
     server.script(Action(status=429, headers={"x-ratelimit-reset-requests": "40ms",
                                               "x-ratelimit-reset-tokens": "0.4s"}))  # fmt: skip
     t0 = time.perf_counter()
     result = client.chat(question(4))
     waited = time.perf_counter() - t0
     assert result.ok and result.attempts == 2
-    assert 0.4 <= waited < 2.0  # the longer reset, not the 2.5-5 s backoff
+    assert 0.4 <= waited < 2.0  # the longer reset (the SDK's own backoff may be shorter)
     assert client.stats.rate_limited == 1
 
 
@@ -206,19 +204,19 @@ def test_prompt_cache_key_is_the_conversation_on_openai(run_paths, server, tmp_p
     assert "prompt_cache_key" not in _bodies(server)[1]  # only OpenAI routes by it
 
 
-def test_backoff_cap_is_a_parameter_and_minutes_long_by_default(run_paths, server, tmp_path):
-    import random
+def test_retries_are_the_sdks_and_their_number_a_client_setting(run_paths, server, tmp_path):
+    from memcost.llm.config import ClientConfig
+    from memcost.params import ClientSettings
 
-    default = RetryPolicy()
-    assert default.max_delay_s == 300.0
-    total = sum(default.delay(n, None, random.Random(0)) for n in range(1, default.max_attempts))
-    assert total > 120  # minutes of patience before an item gives up, not ~31 s
-    client = api_client(run_paths, server.url, tmp_path, retry=None, max_backoff_s=2.0)
-    assert client.config.retry.max_delay_s == 2.0
+    assert ClientConfig().max_retries == ClientSettings().max_retries == 8
+    client = api_client(run_paths, server.url, tmp_path, max_retries=0)
+    server.script(Action(status=500, retry_after_ms=1))
+    result = client.chat(question(1))
+    assert not result.ok and result.attempts == 1 and "gave up after 1 attempts" in result.error
 
 
 def test_a_long_run_of_429s_says_rate_limited_not_unavailable(run_paths, server, tmp_path):
-    from memcost.llm import FatalAPIError, RetryPolicy
+    from memcost.llm import FatalAPIError
 
     server.on(lambda path, body: True, Action(status=429, retry_after_ms=1), times=None)
     client = api_client(
@@ -226,7 +224,7 @@ def test_a_long_run_of_429s_says_rate_limited_not_unavailable(run_paths, server,
         server.url,
         tmp_path,
         max_consecutive_failures=3,
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0.001, max_delay_s=0.002),
+        max_retries=1,
     )
     with pytest.raises(FatalAPIError) as stop:
         client.chat_many([question(i) for i in range(6)])

@@ -97,7 +97,7 @@ class ClientSettings(BaseModel):
     rate_limits: dict[str, Any] = Field(
         {}, description="the account's limits per model, e.g. {gpt-5-mini: {rpm: 500, tpm: 500000}}"
     )
-    max_backoff_s: float = Field(300.0, ge=0, description="the longest wait between retries")
+    max_retries: int = Field(8, ge=0, description="retries of a failed attempt (the openai SDK's)")
     prefix_requests_per_minute: int = Field(15, ge=1, description="per conversation prefix")
     execution: dict[str, Any] = Field(
         {}, description="per stage: interactive | batch | flex, e.g. {judge: batch}"

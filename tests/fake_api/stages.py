@@ -431,11 +431,11 @@ def lexical_embedding(text: str, dims: int) -> np.ndarray:
 
 def arm_transient_faults(server: FakeOpenAIServer) -> None:
     """One 429 on the first extraction request and one 500 on the first long-context request
-    (each with ``Retry-After: 0``, so the client retries at once): the retry path runs inside
+    (each with ``retry-after-ms: 1``, so the SDK retries at once): the retry path runs inside
     the notebooks without slowing them down."""
-    server.on(lambda path, body: stage_of(body) == EXTRACT, Action(status=429, retry_after="0"))
+    server.on(lambda path, body: stage_of(body) == EXTRACT, Action(status=429, retry_after_ms=1))
     server.on(
-        lambda path, body: stage_of(body) == LONG_CONTEXT, Action(status=500, retry_after="0")
+        lambda path, body: stage_of(body) == LONG_CONTEXT, Action(status=500, retry_after_ms=1)
     )
 
 

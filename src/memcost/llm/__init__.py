@@ -26,4 +26,3 @@ from memcost.llm.requests import (
     parse_json,
     parse_json_object,
 )
-from memcost.llm.transport import RetryPolicy

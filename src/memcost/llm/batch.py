@@ -13,16 +13,14 @@ The order that makes a kill harmless: upload the file, journal it (``batches.jso
 directory, :class:`BatchJournal`), create the batch, journal its id, then wait. A rerun
 re-attaches to every open batch whose requests it needs, so a batch is never created twice for
 the same requests. The Batch API's calls (upload, create, retrieve, find, download) are retried
-like interactive requests (tenacity) and go through :meth:`EndpointClient.sdk_call`, which turns
+by the SDK like interactive requests and go through :meth:`EndpointClient.sdk_call`, which turns
 the SDK's errors into ours. See docs/architecture.md, "Batch API".
 """
 
 from __future__ import annotations
 
 import json
-import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tenacity
 
 from memcost.catalog import DISCOUNT_BACKEND, price_for
 from memcost.io import (
@@ -56,11 +53,9 @@ from memcost.llm.requests import (
     EmbeddingRequest,
     FatalAPIError,
     LLMError,
-    TransientError,
     request_from_record,
     request_record,
 )
-from memcost.llm.transport import RetryPolicy
 from memcost.paths import RUNS_DIR
 from memcost.text import count_tokens
 
@@ -422,46 +417,14 @@ def _state(batch: Any) -> BatchState:
     )
 
 
-class _BatchStopped(TransientError):
-    """Internal: the run stopped while a Batch API call waited to be retried."""
-
-    def __init__(self) -> None:
-        super().__init__("not retried: the run stopped")
-
-
 class BatchTransport:
-    """The Batch API of one endpoint."""
+    """The Batch API of one endpoint (its calls retried by the SDK, as every request is)."""
 
-    def __init__(self, client: EndpointClient, retry: RetryPolicy, stop: threading.Event):
+    def __init__(self, client: EndpointClient):
         self.client = client
-        self.retry = retry
-        self.stop = stop
-        self._rng = random.Random()
 
     def _call(self, what: str, call: Callable[[Any], Any]) -> Any:
-        def wait(state: tenacity.RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            retry_after = getattr(exc, "retry_after", None)
-            return self.retry.delay(state.attempt_number, retry_after, self._rng)
-
-        def sleep(seconds: float) -> None:
-            if self.stop.wait(seconds):
-                raise _BatchStopped
-
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.retry.max_attempts),
-            wait=wait,
-            sleep=sleep,
-            retry=tenacity.retry_if_exception_type(TransientError),
-            reraise=True,
-        )
-        try:
-            return retrying(self.client.sdk_call, what, call)
-        except TransientError as exc:
-            attempts = retrying.statistics.get("attempt_number", 1)
-            raise TransientError(
-                f"{exc} ({what}: gave up after {attempts} attempts)", status=exc.status
-            ) from None
+        return self.client.sdk_call(what, call)
 
     def upload(self, data: bytes) -> str:
         """Upload an input file; its id."""
@@ -922,9 +885,7 @@ class BatchPrefill:
 
     def _session(self, endpoint: Endpoint, todo: dict[str, Request]) -> None:
         lines = {key: self.line(key, request) for key, request in todo.items()}
-        transport = BatchTransport(
-            self.calls.transport.client_for(endpoint), self.config.retry, threading.Event()
-        )
+        transport = BatchTransport(self.calls.transport.client_for(endpoint))
         try:
             BatchSession(self, endpoint, todo, lines, transport).run()
         except BudgetStop as stop:

@@ -26,7 +26,6 @@ on, and a rerun asks again. ``insufficient_quota`` stops the run at once.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -66,7 +65,6 @@ from memcost.llm.requests import (
     ChatResult,
     EmbeddingRequest,
     EmbeddingResult,
-    FatalAPIError,
     ItemRejected,
     LLMError,
     Outcome,
@@ -301,38 +299,25 @@ class CallPath:
             self.store.unsent(flight)  # nothing once its record is written (with its answer)
 
     def _send(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
-        reserved = self.budget.reserve(request, self._price_multiplier(request))  # BudgetStop:
-        # nothing is sent
-        attempts = [0, time.perf_counter()]  # attempts made, start of the last one
-        rejected = False
+        # BudgetStop: nothing is sent
+        reserved = self.budget.reserve(request, self._price_multiplier(request))
         try:
-            response, latency, error = self.transport.send(request, endpoint, attempts)
-        except ItemRejected as exc:  # this item only: it fails, the stage goes on
-            response, latency, error = None, time.perf_counter() - attempts[1], str(exc)
-            rejected = True
-        except FatalAPIError as exc:
-            self.budget.settle(reserved, request.model, None)
-            outcome = Outcome(
-                key, endpoint.backend, endpoint.host, Usage(), False,
-                time.perf_counter() - attempts[1], attempts[0], error=str(exc),
-            )  # fmt: skip
-            self.accounting.add(request, outcome, sent=True)
-            self.record(request, outcome)
-            raise
+            sent = self.transport.send(request, endpoint)
         except BaseException:
             self.budget.settle(reserved, request.model, None)
             raise
+        rejected = isinstance(sent.fatal, ItemRejected)  # this item only: the stage goes on
         outcome, usage_estimated = outcome_of(
-            request, endpoint, key, response, latency, attempts[0]
+            request, endpoint, key, sent.response, sent.latency_s, sent.attempts
         )
         outcome.execution = self._flex_or_interactive(request)
         failure = (
-            reply_failure({**response, "usage": outcome.usage.as_dict()})
-            if (response is not None and isinstance(request, ChatRequest))
+            reply_failure({**sent.response, "usage": outcome.usage.as_dict()})
+            if (sent.response is not None and isinstance(request, ChatRequest))
             else None
         )
-        if response is None:
-            outcome.error = error
+        if sent.response is None:
+            outcome.error = sent.error
             outcome.failure_kind = "rejected" if rejected else None
             self.budget.settle(reserved, request.model, None)
         else:
@@ -342,19 +327,23 @@ class CallPath:
             if failure is not None:
                 outcome.failure_kind, outcome.error = failure
         self.accounting.add(
-            request, outcome, sent=True, paid=response is not None, usage_estimated=usage_estimated
+            request,
+            outcome,
+            sent=True,
+            paid=sent.response is not None,
+            usage_estimated=usage_estimated,
         )
         # the record and the answer in one row: a kill can never keep one without the other
-        answered = response is not None and failure is None
+        answered = sent.response is not None and failure is None
         stored = answer_of(request, outcome, usage_estimated) if answered else None
-        if attempts[0]:  # a request never sent (the stage stopped first) is not a call
+        if sent.attempts:  # a request never sent (the stage stopped first) is not a call
             self.record(request, outcome, answer=stored)
+        if sent.fatal is not None and not rejected:
+            raise sent.fatal
         # The endpoint-down stops count calls that got no answer; an item the endpoint refused
         # (a 4xx for this item, a cut-off or filtered reply) says the endpoint is up.
         self.transport.note(
-            response is None and not rejected,
-            request,
-            rate_limited=bool(error and "rate limited: HTTP 429" in error),
+            sent.response is None and not rejected, request, rate_limited=sent.rate_limited
         )
         return outcome
 
@@ -899,7 +888,7 @@ def make_client(run: RunPaths, **options: Any) -> LLMClient:
     runs (tests shorten them). Paid-path options: ``model_capabilities`` declares models the
     registry does not know (``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat
     model); ``provider_routing`` pins OpenRouter hosts per model; ``rate_limits`` paces to an
-    account's limits; ``max_backoff_s`` caps the backoff between retries;
+    account's limits; ``max_retries`` is the SDK's retries of a failed attempt;
     ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
     ``execution`` maps stages to ``interactive``, ``batch`` or ``flex``; for ``batch``,
     ``batch_retry``, ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens``

@@ -9,13 +9,10 @@ before a store is opened or a call made.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tenacity
 
 from memcost.catalog import (
     MAX_REQUESTS_PER_PREFIX_PER_MINUTE,
@@ -27,35 +24,6 @@ from memcost.catalog import (
 from memcost.llm.offline import DEFAULT_DIMS
 from memcost.llm.providers import BACKENDS
 from memcost.params import BATCH_RETRY_MODES, CACHE_MODES, normalise_execution
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry transient failures.
-
-    ``max_attempts`` counts the first try. Backoff is ``base * 2**(n-1)`` capped at
-    ``max_delay_s``, scaled by a random factor in [0.5, 1] so that parallel workers that failed
-    together do not retry together. A server's Retry-After wins over the backoff (capped at
-    ``max_retry_after_s``).
-    """
-
-    max_attempts: int = 10  # with the defaults: about 8 minutes of backoff before giving up
-    base_delay_s: float = 1.0
-    max_delay_s: float = 300.0
-    max_retry_after_s: float = 600.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-
-    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
-            return min(retry_after, self.max_retry_after_s)
-        state = tenacity.RetryCallState(None, None, (), {})
-        state.attempt_number = attempt
-        backoff = tenacity.wait_exponential(multiplier=self.base_delay_s, max=self.max_delay_s)
-        return backoff(state) * (0.5 + 0.5 * rng.random())
 
 
 @dataclass(frozen=True)
@@ -160,7 +128,7 @@ class ClientConfig:
     max_concurrency: int = 32  # a ceiling: pacing decides how many below it
     max_cost_usd: float | None = None  # None: no limit; 0: cache hits and offline calls only
     price_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_retries: int = 8  # the SDK's, after a failed attempt (its backoff: 0.5 s doubling to 8 s)
     request_timeout_s: float = 0.0  # 0: sized to each request (memcost.catalog.request_timeout)
     max_reasks: int = 2
     max_consecutive_failures: int = 20
@@ -185,8 +153,6 @@ class ClientConfig:
         max_concurrency: int = 32,
         max_cost_usd: float | None = None,
         price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
-        retry: RetryPolicy | None = None,
-        max_backoff_s: float | None = None,
         env_file: str | Path | None = None,
         model_capabilities: Mapping[str, Mapping[str, Any]] | None = None,
         provider_routing: Mapping[str, Mapping[str, Any]] | None = None,
@@ -202,8 +168,6 @@ class ClientConfig:
         """The checked configuration (``scalars``: the plain fields, e.g. ``base_url``)."""
         routes = dict(model_backends or {})
         _check_routes(backend, routes, cache_mode, int(max_concurrency))
-        if max_backoff_s is not None and retry is None:
-            retry = RetryPolicy(max_delay_s=float(max_backoff_s))
         if max_cost_usd is not None and math.isinf(max_cost_usd):
             max_cost_usd = None
         return cls(
@@ -214,7 +178,6 @@ class ClientConfig:
             max_concurrency=int(max_concurrency),
             max_cost_usd=max_cost_usd,
             price_overrides={k: dict(v) for k, v in (price_overrides or {}).items()},
-            retry=retry or RetryPolicy(),
             env_file=Path(env_file) if env_file is not None else None,
             # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
             model_capabilities={

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from memcost.catalog import (
@@ -85,11 +85,6 @@ def flex_timeout(timeout_s: float) -> float:
     return float(timeout_s) * FLEX_TIMEOUT_FACTOR
 
 
-def is_flex_unavailable(exc: TransientError) -> bool:
-    """Is this OpenAI's Flex 429 ``resource_unavailable`` (no capacity; nothing billed)?"""
-    return exc.status == 429 and getattr(exc, "code", None) == FLEX_UNAVAILABLE_CODE
-
-
 def outage_hint(stage: str, mode: str) -> str:
     """What to add to the consecutive-failure stop when the failing stage runs on Flex."""
     if mode != FLEX:
@@ -101,7 +96,7 @@ def outage_hint(stage: str, mode: str) -> str:
     )
 
 
-# --- Wait hints and rate-limit headers ------------------------------------------------------
+# --- Rate-limit headers ------------------------------------------------------------------
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -120,44 +115,24 @@ def parse_duration(value: str) -> float | None:
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds the server asks us to wait: ``retry-after-ms``, then ``Retry-After`` as seconds
-    or as an HTTP date, then the longer of ``x-ratelimit-reset-requests`` and
-    ``x-ratelimit-reset-tokens``; ``None`` when absent or unreadable."""
-    if not headers:
-        return None
-    hinted = explicit_retry_after(headers)
-    if hinted is not None:
-        return hinted
-    resets = [
-        parse_duration(headers[name])
-        for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
-        if headers.get(name) is not None
-    ]
-    resets = [r for r in resets if r is not None and math.isfinite(r)]
-    return max(resets) if resets else None
-
-
-def explicit_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """``retry-after-ms``, else ``Retry-After`` (seconds or an HTTP date): what the server asks
-    for in so many words (not the time until a limit is full again)."""
-    if not headers:
-        return None
+def hold_s(headers: Mapping[str, str], *, resets: bool) -> float | None:
+    """How long a 429 holds its model: ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP
+    date), else (``resets``: no other rate-limit header to learn from) the longer of OpenAI's
+    ``x-ratelimit-reset-requests`` and ``-tokens``; ``None`` when none says."""
     for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
-        try:
-            seconds = float(value) / divisor
-        except ValueError:
-            if name == "retry-after":
-                parsed = email.utils.parsedate_tz(value)
-                if parsed is not None:
-                    return max(0.0, email.utils.mktime_tz(parsed) - time.time())
-            continue
-        if math.isfinite(seconds):
-            return max(0.0, seconds)
-    return None
+        seconds = parse_duration(value)
+        if seconds is None and name == "retry-after":
+            when = email.utils.parsedate_tz(value)
+            seconds = None if when is None else email.utils.mktime_tz(when) - time.time()
+        if seconds is not None and math.isfinite(seconds):
+            return max(0.0, seconds / divisor)
+    names = ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+    found = [parse_duration(headers[n]) for n in names if resets and n in headers]
+    found = [f for f in found if f is not None and math.isfinite(f)]
+    return max(found) if found else None
 
 
 @dataclass(frozen=True)
@@ -520,19 +495,31 @@ def embedding_body(request: EmbeddingRequest) -> dict[str, Any]:
     return body
 
 
-# ---------------------------------------------------------------- one attempt
+# ---------------------------------------------------------------- one request
+
+
+class Hooks(Protocol):
+    """What a transport adds to every attempt the SDK makes (its HTTP client's event hooks)."""
+
+    def on_request(self, request: Any) -> None: ...
+
+    def on_response(self, response: Any) -> None: ...
 
 
 class EndpointClient:
     """One SDK client per endpoint, shared by the worker threads (the SDK's HTTP client is
-    thread-safe). Each method makes exactly one HTTP attempt and either returns the parsed
-    response or raises :class:`TransientError` / :class:`FatalAPIError`."""
+    thread-safe). A request is the SDK's, with its own retries (``max_retries``: 408, 409, 429,
+    5xx, timeouts and lost connections, after Retry-After or its backoff); each attempt passes
+    ``hooks``. It returns the parsed answer or raises :class:`TransientError` (still failing
+    after the retries, or a body that does not parse) / :class:`FatalAPIError`."""
 
     def __init__(
         self,
         endpoint: Endpoint,
         *,
         timeout_s: float,
+        max_retries: int = 2,
+        hooks: Hooks | None = None,
         connect_timeout_s: float = 10.0,
         env_file: Path | None = None,
     ):
@@ -545,24 +532,26 @@ class EndpointClient:
         self._secrets = tuple(s for s in (key,) if s)
         self._openai = openai
         self._connect_s = connect_timeout_s
+        events = {"request": [hooks.on_request], "response": [hooks.on_response]} if hooks else {}
         self._sdk = openai.OpenAI(
             # Local servers that need no key still get a placeholder: the SDK insists on one.
             api_key=key or "no-key-needed",
             base_url=endpoint.base_url,
-            max_retries=0,  # our retry loop is the only one, so every attempt is counted
+            max_retries=max_retries,
             timeout=openai.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
-        )
-        # Flex requests: the same connection pool, a longer read timeout (memcost.llm.providers)
-        self._flex_sdk = self._sdk.with_options(
-            timeout=openai.Timeout(
-                flex_timeout(timeout_s), connect=min(connect_timeout_s, timeout_s)
-            )
+            http_client=openai.DefaultHttpxClient(event_hooks=events),
         )
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, "[redacted]")
         return text
+
+    def _timeout(self, timeout_s: float | None) -> dict[str, Any]:
+        """The SDK's per-request ``timeout`` (none given: the client's)."""
+        if not timeout_s:
+            return {}
+        return {"timeout": self._openai.Timeout(timeout_s, connect=min(self._connect_s, timeout_s))}
 
     def chat(
         self,
@@ -572,84 +561,57 @@ class EndpointClient:
         timeout_s: float | None = None,
         service_tier: str | None = None,
     ) -> dict[str, Any]:
-        """One chat attempt; ``service_tier="flex"`` asks for Flex processing, with the longer
-        Flex timeout (memcost.llm.providers)."""
+        """One chat request; ``service_tier="flex"`` asks for Flex processing, with the longer
+        Flex timeout."""
         openai = self._openai
         body = chat_body(
             request, info, backend=self.endpoint.backend, routing=routing, service_tier=service_tier
         )
-        sdk = self._flex_sdk if service_tier == FLEX else self._sdk
         if service_tier == FLEX and timeout_s:
             timeout_s = flex_timeout(timeout_s)  # Flex answers are slower
         try:
-            raw = sdk.chat.completions.with_raw_response.create(
+            completion = self._sdk.chat.completions.create(
                 **sdk_arguments(body), **self._timeout(timeout_s)
             )
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
+        except ValueError as exc:  # a body that is not JSON
+            raise self._malformed(exc) from None
         try:
-            completion = raw.parse()
-            if (
-                not isinstance(completion, openai.types.chat.ChatCompletion)
-                or not completion.choices
-            ):
+            if not completion.choices:
                 raise ValueError("no choices in the response")
             choice = completion.choices[0]
-            text = choice.message.content or ""
-            refusal = getattr(choice.message, "refusal", None)
             usage = _chat_usage(completion.usage)
             if usage is not None and info is not None and info.source == "model_capabilities":
                 # a model declared by the run lives on a server of your own, which reuses its
                 # prompt cache for speed and bills nothing for it: its "cached" tokens are not
                 # a provider's discounted cache reads
                 usage = replace(usage, cached_prompt_tokens=0)
-            billed = _billed_usd(completion.usage)
         except Exception as exc:  # noqa: BLE001 - any unreadable body is the server's glitch
-            raise TransientError(
-                f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
-            ) from None
+            raise self._malformed(exc) from None
         return {
-            "text": text,
+            "text": choice.message.content or "",
             "usage": usage.as_dict() if usage else None,
             "served_model": completion.model,
             "finish_reason": choice.finish_reason,
-            "refusal": refusal,
-            "billed_usd": billed,
+            "refusal": getattr(choice.message, "refusal", None),
+            "billed_usd": _billed_usd(completion.usage),
             "served_by": getattr(completion, "provider", None),  # OpenRouter's upstream
-            "rate_limit": Reading.from_headers(raw.headers),  # for the pacer (llm/pacing.py)
         }
-
-    def list_models(self) -> dict[str, str | None]:
-        """``GET /models``: ``{model id: shutdown_date or None}`` (the field is optional)."""
-        openai = self._openai
-        try:
-            page = self._sdk.models.list()
-        except openai.APIError as exc:
-            raise self._classify(exc, None) from None
-        found: dict[str, str | None] = {}
-        for item in page.data:
-            extra = getattr(item, "model_extra", None) or {}
-            found[str(item.id)] = getattr(item, "shutdown_date", None) or extra.get("shutdown_date")
-        return found
-
-    def _timeout(self, timeout_s: float | None) -> dict[str, Any]:
-        """The SDK's per-request ``timeout`` (none given: the client's)."""
-        if not timeout_s:
-            return {}
-        return {"timeout": self._openai.Timeout(timeout_s, connect=min(self._connect_s, timeout_s))}
 
     def embed(self, request: EmbeddingRequest, timeout_s: float | None = None) -> dict[str, Any]:
         import numpy as np
 
         openai = self._openai
         try:
-            raw = self._sdk.embeddings.with_raw_response.create(
+            response = self._sdk.embeddings.create(
                 **embedding_body(request), **self._timeout(timeout_s)
             )
         except openai.APIError as exc:
             raise self._classify(exc, request) from None
+        except ValueError as exc:
+            raise self._malformed(exc) from None
         try:
-            response = raw.parse()
             data = sorted(response.data, key=lambda d: d.index)
             if len(data) != len(request.inputs):
                 raise ValueError(f"{len(data)} vectors for {len(request.inputs)} inputs")
@@ -658,15 +620,16 @@ class EndpointClient:
                 raise ValueError("ragged vectors")
             prompt_tokens = int(response.usage.prompt_tokens) if response.usage else None
         except Exception as exc:  # noqa: BLE001
-            raise TransientError(
-                f"malformed response from {self.endpoint.host}: {type(exc).__name__}"
-            ) from None
-        return {
-            "vectors": vectors,
-            "prompt_tokens": prompt_tokens,
-            "served_model": response.model,
-            "rate_limit": Reading.from_headers(raw.headers),
-        }
+            raise self._malformed(exc) from None
+        return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model}
+
+    def list_models(self) -> dict[str, str | None]:
+        """``GET /models``: ``{model id: shutdown_date or None}`` (the field is optional)."""
+        found: dict[str, str | None] = {}
+        for item in self.sdk_call("model listing", lambda sdk: sdk.models.list()).data:
+            extra = getattr(item, "model_extra", None) or {}
+            found[str(item.id)] = getattr(item, "shutdown_date", None) or extra.get("shutdown_date")
+        return found
 
     def sdk_call(self, what: str, call: Callable[[Any], Any]) -> Any:
         """One SDK call beyond chat and embeddings (the Batch API's files and batches, named by
@@ -675,6 +638,9 @@ class EndpointClient:
             return call(self._sdk)
         except self._openai.APIError as exc:
             raise self._classify(exc, None, what=what) from None
+
+    def _malformed(self, exc: Exception) -> TransientError:
+        return TransientError(f"malformed response from {self.endpoint.host}: {type(exc).__name__}")
 
     def _classify(
         self,
@@ -697,28 +663,12 @@ class EndpointClient:
             return TransientError(
                 f"Flex capacity unavailable at {host} (HTTP 429 {code}, nothing billed): {said}",
                 status=429,
-                retry_after=parse_retry_after(exc.response.headers),
                 code=code,
             )
         if status == 429 and code != "insufficient_quota":
-            # With the x-ratelimit-* headers, the pacer knows when a request fits again better
-            # than the resets do (they give the time until a limit is full, often minutes).
-            reading = Reading.from_headers(exc.response.headers)
-            error = TransientError(
-                f"rate limited by {host} (HTTP 429): {said}",
-                status=429,
-                retry_after=(parse_retry_after if reading is None else explicit_retry_after)(
-                    exc.response.headers
-                ),
-            )
-            error.reading = reading
-            return error
+            return TransientError(f"rate limited by {host} (HTTP 429): {said}", status=429)
         if status in (408, 409) or status >= 500:
-            return TransientError(
-                f"HTTP {status} from {host}: {said}",
-                status=status,
-                retry_after=parse_retry_after(exc.response.headers),
-            )
+            return TransientError(f"HTTP {status} from {host}: {said}", status=status)
         what = f"{request.stage} call to {request.model}" if request else what
         key_env = self.endpoint.key_env or "the key variable (api_key_env)"
         return _client_error(status, code, host, what, said, key_env, item=request is not None)

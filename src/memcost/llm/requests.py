@@ -407,21 +407,13 @@ class BudgetExceeded(LLMError):
 
 
 class TransientError(Exception):
-    """One failed attempt that may succeed if repeated (internal: the retry loop consumes it)."""
+    """A request still failing after the SDK's retries (a status it retries, a timeout, a lost
+    connection) or a reply that does not parse: the item fails, a rerun asks again."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        status: int | None = None,
-        code: str | None = None,
-    ):
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
         super().__init__(message)
-        self.retry_after = retry_after
         self.status = status
         self.code = code  # the API's error code (e.g. Flex's "resource_unavailable")
-        self.reading: Any = None  # a 429's x-ratelimit-* headers (memcost.llm.providers.Reading)
 
 
 class ModelCapabilityError(LLMError, ValueError):

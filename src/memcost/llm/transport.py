@@ -1,28 +1,27 @@
-"""Where a request goes and how it is sent: endpoints, timeouts, retries, pacing, outages.
+"""Where a request goes and how it is sent: endpoints, timeouts, pacing, outages.
 
-:class:`Transport` is the client's part that talks to the network. It resolves each model to
-an endpoint (``None``: the offline backend), keeps one HTTP client per endpoint, sends a request
-with bounded retries and backoff (tenacity; the SDK's own retries are off, so that every HTTP
-attempt is counted in the call's record: the paper's long-context runs sent 504 and 664
-requests for 500 questions because of retries, and a reproduction should be able to show the
-same), paces each model to the account's rate limits (a 429 slows that model's requests and
-spaces their retries; a Flex capacity answer delays only its own request), and stops the stage
-when the endpoint looks down. It never touches the store of calls or the budget.
+The SDK sends each request and retries it (``max_retries``: HTTP 408, 409, 429, 5xx, timeouts
+and lost connections, after the server's Retry-After or its own backoff). :class:`Transport`
+adds what the SDK lacks, on every attempt through its HTTP client's event hooks: pacing to the
+account's rate limits, every attempt counted in the call's record, no new attempt once the stage
+stops, and a stage stopped when its endpoint looks down. It never touches the store of calls or
+the budget.
 
 Pacing (:class:`Pacer`): a provider counts requests and tokens per minute for each model, as
 buckets that refill continuously, and answers 429 when one is empty. The pacer keeps a copy of
-each bucket on this side: a request waits until its model's buckets hold one request and its
+each bucket on this side: an attempt waits until its model's buckets hold one request and its
 tokens (its prompt, counted before it is sent, plus its output limit), takes them, and is
 settled on the reply: its headers say what the provider counted, and without them the reserved
 output tokens it did not use go back. The limits come from ``rate_limits`` (stated up front,
 such as a usage tier's) and are corrected by the ``x-ratelimit-*`` headers of every reply.
 Concurrency is adaptive within ``max_concurrency``: it grows by one after each reply that shows
-headroom and halves on a 429, whose retries then leave at the bucket's refill rate, one by one
-with jitter, instead of all together when the wait ends (the thundering herd).
+headroom and halves on a 429, whose model then holds every attempt for the server's hint and
+lets them leave one by one, jittered, instead of all together (the thundering herd).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
@@ -32,9 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import tenacity
-
 from memcost.catalog import (
+    FLEX_UNAVAILABLE_CODE,
     TIMEOUT_MAX_S,
     ModelInfo,
     declare_model,
@@ -43,17 +41,23 @@ from memcost.catalog import (
     request_timeout,
 )
 from memcost.io import sign_of_life
-from memcost.llm.config import Limits, RetryPolicy, parse_rate_limits  # noqa: F401
+from memcost.llm.config import Limits, parse_rate_limits  # noqa: F401
 from memcost.llm.providers import (
     FLEX,
     Endpoint,
     EndpointClient,
     Reading,
-    is_flex_unavailable,
+    hold_s,
     outage_hint,
     resolve_endpoint,
 )
-from memcost.llm.requests import ChatRequest, EmbeddingRequest, FatalAPIError, TransientError
+from memcost.llm.requests import (
+    ChatRequest,
+    EmbeddingRequest,
+    FatalAPIError,
+    ItemRejected,
+    TransientError,
+)
 from memcost.text import count_tokens
 
 if TYPE_CHECKING:
@@ -244,13 +248,6 @@ class ModelPacer:
         self._next_release = max(self._next_release, start + self._spacing())
         self._drain_serial = self.serial
 
-    def retry_delay_s(self, hinted: float | None) -> float:
-        """How long a refused request waits before it queues again: the server's hint when it
-        gave one, else the time its bucket needs to hold one request, jittered."""
-        with self._cond:
-            base = hinted if hinted is not None else max(self._wait_s(0.0), self._spacing())
-        return base * (1.0 + 0.5 * self.rng.random())
-
     def state(self) -> dict[str, Any]:
         """The limits in force, the window and the counts (for the run's records)."""
         with self._cond:
@@ -302,34 +299,67 @@ WAIT_RETRY = "waiting to be retried"
 WAIT_PACED = "held by the model's rate limit"
 
 
+class StageStopped(Exception):
+    """Internal: the stage stopped while a request waited for its next attempt."""
+
+
+@dataclass
+class Sent:
+    """What sending one request came to: the reply, or why there is none."""
+
+    response: dict[str, Any] | None = None
+    error: str | None = None
+    attempts: int = 0
+    latency_s: float = 0.0  # of the last attempt
+    rate_limited: bool = False  # the last answer was a 429
+    fatal: FatalAPIError | None = None  # a 4xx that retrying cannot fix (ItemRejected: one item)
+
+
+@dataclass
+class _Flight:
+    """The request this thread is sending: its model's pacer, what it reserves, its attempts."""
+
+    pacer: ModelPacer
+    tokens: float
+    attempts: int = 0
+    ticket: Ticket | None = None
+    sent: float = 0.0
+    latency_s: float = 0.0
+    answered: tuple[Ticket, Reading | None] | None = None  # settled with the tokens used
+
+
 class Transport:
     """Endpoints and HTTP attempts for one client (see the module's docstring)."""
 
     def __init__(self, config: ClientConfig, accounting: Accounting):
         self.config = config
         self.accounting = accounting
-        self.stop = threading.Event()  # set when a stage stops: workers give up retrying
+        self.stop = threading.Event()  # set when a stage stops: no new attempt starts
         self.pacer = Pacer(config.rate_limits, config.max_concurrency)
-        self.rng = random.Random()
         self._routes: dict[str, Endpoint | None] = {}
         self._clients: dict[str, EndpointClient] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._consecutive_failures = 0
         self._consecutive_rate_limited = 0  # of those, calls whose last answer was a 429
         self._stage_probe: dict[str, tuple[int, int]] = {}
         self._last_said = -SAY_EVERY_S
         self._waits: dict[int, str] = {}  # thread -> why its request is not being sent now
 
+    def _wait(self, why: str | None) -> None:
+        with self._lock:
+            if why is None:
+                self._waits.pop(threading.get_ident(), None)
+            else:
+                self._waits[threading.get_ident()] = why
+
     @contextmanager
     def _waiting(self, why: str) -> Iterator[None]:
-        thread = threading.get_ident()
-        with self._lock:
-            self._waits[thread] = why
+        self._wait(why)
         try:
             yield
         finally:
-            with self._lock:
-                self._waits.pop(thread, None)
+            self._wait(None)
 
     def waiting(self) -> list[str]:
         """Why each request that is not being sent right now waits (the heartbeat's line):
@@ -363,13 +393,15 @@ class Transport:
         return model_info(model, self.config.model_capabilities)
 
     def client_for(self, endpoint: Endpoint) -> EndpointClient:
-        """The HTTP client of ``endpoint`` (one per endpoint; each request passes its timeout)."""
+        """The SDK client of ``endpoint`` (one per endpoint; each request passes its timeout)."""
         with self._lock:
             client = self._clients.get(endpoint.identity)
             if client is None:
                 client = EndpointClient(
                     endpoint,
                     timeout_s=self.config.request_timeout_s or TIMEOUT_MAX_S,
+                    max_retries=self.config.max_retries,
+                    hooks=self,
                     env_file=self.config.env_file,
                 )
                 self._clients[endpoint.identity] = client
@@ -391,110 +423,101 @@ class Transport:
 
     # ------------------------------------------------------------------ how
 
-    def send(
-        self, request: Request, endpoint: Endpoint, attempts: list[Any]
-    ) -> tuple[dict[str, Any] | None, float, str | None]:
-        """HTTP attempts with backoff: ``(response or None, latency of the last attempt, error)``.
-
-        ``attempts`` is ``[attempts made, start of the last one]``, kept up to date also when a
-        fatal error propagates.
-        """
+    def send(self, request: Request, endpoint: Endpoint) -> Sent:
+        """The request through the SDK (its retries), each attempt paced and counted."""
         client, timeout = self.client_for(endpoint), self.timeout_for(request)
-        if isinstance(request, EmbeddingRequest):
-
-            def send(r: EmbeddingRequest) -> dict[str, Any]:
-                return client.embed(r, timeout)
-        else:
-            info, routing = self.capabilities(request.model), self.config.routing_for(request.model)
-            tier = FLEX if self.config.execution_for(request.stage) == FLEX else None
-
-            def send(r: ChatRequest) -> dict[str, Any]:
-                return client.chat(r, info, routing, timeout_s=timeout, service_tier=tier)
-
-        pacer = self.pacer.model(request.model)
-        last: dict[str, Any] = {"latency": 0.0, "error": None}
-
-        def attempt() -> dict[str, Any]:
-            with self._waiting(WAIT_PACED):
-                ticket = pacer.acquire(self._token_estimate(request), self.stop)
-            if ticket is None:
-                raise _Stopped("not sent: the stage stopped")
-            attempts[0] += 1
-            attempts[1] = t0 = time.perf_counter()
-            try:
-                response = send(request)
-            except TransientError as exc:
-                last["latency"], last["error"] = time.perf_counter() - t0, exc
-                limited = _rate_limited(exc)
-                pacer.settle(
-                    ticket,
-                    reading=exc.reading,
-                    rate_limited=limited,
-                    hold_s=exc.retry_after if limited else None,
-                )
-                raise
-            except BaseException:
-                pacer.settle(ticket)
-                raise
-            pacer.settle(
-                ticket, used_tokens=_used_tokens(response), reading=response.pop("rate_limit", None)
-            )
-            last["latency"] = time.perf_counter() - t0
-            return response
-
-        def wait(state: tenacity.RetryCallState) -> float:
-            return self._backoff(request, pacer, state)
-
-        def sleep(seconds: float) -> None:
-            limited = last["error"] is not None and _rate_limited(last["error"])
-            with self._waiting(WAIT_429 if limited else WAIT_RETRY):
-                stopping = self.stop.wait(seconds)
-            if stopping:  # the stage is stopping: do not retry
-                raise _Stopped("not retried: the stage stopped")
-
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.config.retry.max_attempts),
-            wait=wait,
-            sleep=sleep,
-            retry=tenacity.retry_if_exception_type(TransientError),
-            reraise=True,
-        )
+        flight = _Flight(self.pacer.model(request.model), self._token_estimate(request))
+        self._local.flight = flight
+        sent = Sent()
         try:
-            return retrying(attempt), last["latency"], None
+            if isinstance(request, EmbeddingRequest):
+                sent.response = client.embed(request, timeout)
+            else:
+                info, routing = (
+                    self.capabilities(request.model),
+                    self.config.routing_for(request.model),
+                )
+                tier = FLEX if self.config.execution_for(request.stage) == FLEX else None
+                sent.response = client.chat(
+                    request, info, routing, timeout_s=timeout, service_tier=tier
+                )
+        except StageStopped as exc:
+            sent.error = str(exc)
         except TransientError as exc:
-            said = " (rate limited: HTTP 429)" if _rate_limited(exc) else ""
-            return None, last["latency"], f"{exc}{said} (gave up after {attempts[0]} attempts)"
-        except _Stopped as exc:
-            error = last["error"]
-            return None, last["latency"], f"{error} ({exc})" if error is not None else str(exc)
+            sent.rate_limited = exc.status == 429 and exc.code != FLEX_UNAVAILABLE_CODE
+            said = " (rate limited: HTTP 429)" if sent.rate_limited else ""
+            sent.error = f"{exc}{said} (gave up after {flight.attempts} attempts)"
+        except ItemRejected as exc:  # this item only: it fails, the stage goes on
+            sent.error, sent.fatal = str(exc), exc
+        except FatalAPIError as exc:
+            sent.error, sent.fatal = str(exc), exc
+        finally:
+            self._local.flight = None
+            self._wait(None)
+            if flight.ticket is not None:  # an attempt that got no answer (a timeout)
+                flight.pacer.settle(flight.ticket)
+        if flight.answered is not None:
+            ticket, reading = flight.answered
+            flight.pacer.settle(ticket, used_tokens=_used_tokens(sent.response), reading=reading)
+        sent.attempts, sent.latency_s = flight.attempts, flight.latency_s
+        return sent
 
-    def _backoff(
-        self, request: Request, pacer: ModelPacer, state: tenacity.RetryCallState
-    ) -> float:
-        """How long a request waits before its next attempt, and the line that says so."""
-        exc = state.outcome.exception() if state.outcome else None
-        assert isinstance(exc, TransientError)
-        delay = self.config.retry.delay(state.attempt_number, exc.retry_after, self.rng)
-        if is_flex_unavailable(exc):  # Flex capacity, not our limit: this request waits
-            self.accounting.count("flex_unavailable")
+    def on_request(self, http_request: Any) -> None:
+        """Before every attempt of a request :meth:`send` makes (the SDK's event hook): wait for
+        its model's buckets, unless the stage has stopped."""
+        flight: _Flight | None = getattr(self._local, "flight", None)
+        if flight is None:  # an SDK call of its own (the Batch API's, the model listing)
+            return
+        if flight.ticket is not None:  # the attempt before got no answer (a timeout)
+            flight.pacer.settle(flight.ticket)
+        with self._waiting(WAIT_PACED):
+            flight.ticket = flight.pacer.acquire(flight.tokens, self.stop)
+        if flight.ticket is None:
+            raise StageStopped("not sent: the stage stopped")
+        flight.attempts += 1
+        flight.sent = time.perf_counter()
+
+    def on_response(self, response: Any) -> None:
+        """After every attempt's answer (the SDK's event hook): settle its reservation and learn
+        from its headers; a 429 slows its model (a Flex 429 waits for capacity alone)."""
+        flight: _Flight | None = getattr(self._local, "flight", None)
+        if flight is None or flight.ticket is None:
+            return
+        ticket, flight.ticket = flight.ticket, None
+        flight.latency_s = time.perf_counter() - flight.sent
+        headers, status = response.headers, response.status_code
+        reading = Reading.from_headers(headers)
+        if status < 400:
+            flight.answered = (ticket, reading)
+            return
+        code = _error_code(response) if status == 429 else None
+        if code == "insufficient_quota":  # no credit: retrying cannot help, the run stops
+            response.headers["x-should-retry"] = "false"  # the header the SDK obeys
+            flight.pacer.settle(ticket, reading=reading)
+        elif code == FLEX_UNAVAILABLE_CODE:
+            flight.pacer.settle(ticket, reading=reading)
             self._say_waiting(
-                f"Flex has no capacity now (HTTP 429): this request waits {delay:.2g} s",
-                "flex_unavailable",
+                "Flex has no capacity now (HTTP 429): this request waits", "flex_unavailable"
             )
-        elif _rate_limited(exc):  # the pacer spaces the retries out (no thundering herd)
-            delay = pacer.retry_delay_s(exc.retry_after)
-            self.accounting.count("rate_limited")
-            wait = exc.retry_after if exc.retry_after is not None else delay
+            self._wait(WAIT_RETRY)
+        elif status == 429:
+            hold = hold_s(headers, resets=reading is None)
+            flight.pacer.settle(ticket, reading=reading, rate_limited=True, hold_s=hold)
+            waits = f" {hold:.2g} s, then" if hold is not None else ""
             self._say_waiting(
-                f"rate limited (HTTP 429) on {request.model}: its requests "
-                f"wait {wait:.2g} s, then leave one by one",
+                f"rate limited (HTTP 429) on {flight.pacer.model}: its requests wait{waits} "
+                "leave one by one",
                 "rate_limited",
             )
-        return delay
+            self._wait(WAIT_429)
+        else:
+            flight.pacer.settle(ticket, reading=reading)
+            self._wait(WAIT_RETRY)
 
     def _say_waiting(self, what: str, counter: str) -> None:
-        """A sign of life while requests wait, at most one every 30 s (so a long run of 429s
-        shows on the terminal without flooding it)."""
+        """Count it, and say so at most once every 30 s (a long run of 429s shows on the
+        terminal without flooding it)."""
+        self.accounting.count(counter)
         now = time.monotonic()
         with self._lock:
             if now - self._last_said < SAY_EVERY_S:
@@ -554,19 +577,20 @@ class Transport:
             )
 
 
-class _Stopped(Exception):
-    """Internal: the stage stopped while a request waited to be sent or retried."""
+def _error_code(response: Any) -> str | None:
+    """The ``error.code`` of an error reply's JSON body (read in the hook: it is small)."""
+    try:
+        response.read()
+        return (json.loads(response.content).get("error") or {}).get("code")
+    except (ValueError, AttributeError, TypeError):
+        return None
 
 
-def _rate_limited(exc: TransientError) -> bool:
-    return exc.status == 429 and not is_flex_unavailable(exc)
-
-
-def _used_tokens(response: dict[str, Any]) -> float | None:
+def _used_tokens(response: dict[str, Any] | None) -> float | None:
     """Tokens a reply says it used (prompt and completion), for settling its reservation."""
-    usage = response.get("usage")
+    usage = (response or {}).get("usage")
     if isinstance(usage, dict):
         return float((usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
-    if response.get("prompt_tokens") is not None:  # an embedding reply
+    if (response or {}).get("prompt_tokens") is not None:  # an embedding reply
         return float(response["prompt_tokens"])
     return None
