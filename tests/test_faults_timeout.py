@@ -135,31 +135,6 @@ def test_the_default_timeout_is_sized_to_the_model_and_the_prompt(run_paths, tmp
         fixed.close()
 
 
-def test_signs_of_life_reach_the_terminal_without_verbose(tmp_path):
-    import contextlib
-    import sys
-
-    from memcost.io import SIGN_OF_LIFE
-    from memcost.run.runner import Progress
-
-    terminal = io.StringIO()
-    progress = Progress(tmp_path, 1, terminal=terminal)
-    sink = progress.sink()  # what papermill writes a notebook's cell output to
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        print("a table the notebook printed")
-        print(f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for 95 s", file=sys.stderr)
-        sys.stderr.write("\rbatch judge:  30%|###   | 12/40")  # a progress bar, then
-        sys.stderr.write(f"{SIGN_OF_LIFE}batch judge: 12 of 40 ")  # a line written in parts
-        sys.stderr.write("answered\n")
-    assert terminal.getvalue() == (
-        f"{SIGN_OF_LIFE}judge: 8 requests in flight, the oldest for "
-        f"95 s\n{SIGN_OF_LIFE}batch judge: 12 of 40 answered\n"
-    )
-    progress.log.close()
-    log = (tmp_path / progress.log_path.name).read_text(encoding="utf-8")
-    assert "a table the notebook printed" in log and "12 of 40 answered" in log
-
-
 def test_a_rate_limited_wait_says_so_while_it_waits(run_paths, tmp_path, monkeypatch, capsys):
     from memcost.io import SIGN_OF_LIFE
 
@@ -217,33 +192,32 @@ def test_requests_waiting_out_a_429_are_not_called_in_flight(run_paths, tmp_path
         assert sum(counts) <= 6, line
 
 
-def test_a_long_stage_shows_its_progress_bar_on_the_terminal_once_a_minute():
-    """Without --verbose a notebook's output goes to the log only: a stage of hours would leave
-    the terminal silent. The bar's latest state reaches it, at most once every minute."""
-    from tqdm import tqdm
+def test_a_long_stage_tells_the_runner_its_progress_bar_once_a_minute(tmp_path, monkeypatch):
+    """Without --verbose a notebook's output goes to its log only: a stage of hours would leave
+    the terminal silent. The bar's state reaches the runner, at most once every minute."""
+    from memcost.io import PROGRESS_FILE, PROGRESS_LABEL, Bar
 
-    from memcost.io import SIGN_OF_LIFE
-    from memcost.run.runner import SignsOfLife
-
-    now = [0.0]
-    terminal = io.StringIO()
-    sink = SignsOfLife(terminal, "[locomo] ", clock=lambda: now[0])
-    bar = tqdm(total=400, desc="judge gpt-5-mini", unit="req", file=sink, mininterval=0, ascii=True)
+    told = tmp_path / "progress.log"
+    monkeypatch.setenv(PROGRESS_FILE, str(told))
+    monkeypatch.setenv(PROGRESS_LABEL, "[locomo] ")
+    bar = Bar(total=400, desc="judge gpt-5-mini", unit="req", file=io.StringIO(), mininterval=0)
+    start = bar.start_t
+    now = [start]
+    bar._time = lambda: now[0]
     for done in range(1, 301):
-        now[0] = done * 0.5  # two votes a second: 150 s for 300 votes
+        now[0] = start + done * 0.5  # two votes a second: 150 s for 300 votes
         bar.update(1)
     # tqdm's own line but for its bar, drawn to the width of a terminal the line would overrun
-    # (its times are tqdm's clock, not this test's)
-    shown = [line.split(" [", 2)[:2] for line in terminal.getvalue().splitlines()]
-    assert shown == [
-        [SIGN_OF_LIFE.strip(), "locomo] judge gpt-5-mini:  30% 120/400"],
-        [SIGN_OF_LIFE.strip(), "locomo] judge gpt-5-mini:  60% 240/400"],
+    assert told.read_text().splitlines() == [
+        "[locomo] judge gpt-5-mini:  30% 120/400 [01:00<02:20,  2.00req/s]",
+        "[locomo] judge gpt-5-mini:  60% 240/400 [02:00<01:20,  2.00req/s]",
     ]
-    bar.update(100)
     bar.close()
-    now[0] += 3600  # a finished bar is not shown later as if it were still going
-    sink.write("a table the notebook printed\n")
-    assert len(terminal.getvalue().splitlines()) == 2
+    monkeypatch.delenv(PROGRESS_FILE)  # not under a runner: nothing told
+    with Bar(total=2, file=io.StringIO(), mininterval=0) as quiet:
+        quiet.every_s = 0
+        quiet.update(2)
+    assert len(told.read_text().splitlines()) == 2
 
 
 def test_a_progress_bar_draws_on_a_terminal_that_reports_no_width():

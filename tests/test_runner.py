@@ -402,25 +402,28 @@ def test_a_killed_kernel_is_a_failed_notebook_with_a_resume_hint(tmp_path, caplo
     assert "Kernel died" not in caplog.text
 
 
-def test_the_log_keeps_whole_lines_and_a_progress_bars_last_state():
-    import io
-
-    from memcost.run.runner import LogLines, Tee
-
-    log = io.StringIO()
-    out = Tee(None, LogLines(log, "[locomo] "))
-    err = out.twin()  # stderr: a line of its own, even while stdout writes between its parts
-    err.write("\rjudge:   0%| 0/9")
-    err.write("\rjudge:  50%| 4/9")
-    out.write("backend: offline\n")
-    err.write("\rjudge: 100%| 9/9\n")
-    out.write("a\r\nb\n")
-    assert log.getvalue().splitlines() == [
-        "[locomo] backend: offline",
-        "[locomo] judge: 100%| 9/9",
-        "[locomo] a",
-        "[locomo] b",
-    ]
+def test_what_a_kernel_tells_the_runner_shows_and_its_cell_output_has_a_log(
+    tmp_path, notebooks, capsys
+):
+    _notebook(
+        notebooks / "00_prepare.ipynb",
+        'run_dir: str = ""  # where\ndataset: str = "a"  # which',
+        "import io\nfrom memcost.io import Bar, sign_of_life\n"
+        "print('a table the notebook printed')\n"
+        "sign_of_life('judge: 8 requests in flight, the oldest for 95 s')\n"
+        "with Bar(total=4, desc='judge', file=io.StringIO(), mininterval=0) as bar:\n"
+        "    bar.every_s = 0\n    bar.update(2)",
+    )
+    preset = _preset(tmp_path, {"datasets": ["a"], "steps": ["00"]})
+    run = run_preset(preset, run_name=str(tmp_path / "run"), notebooks_dir=notebooks)
+    out = capsys.readouterr().out.splitlines()
+    assert "[memcost] [a] judge: 8 requests in flight, the oldest for 95 s" in out
+    assert any(line.startswith("[memcost] [a] judge:  50% 2/4 [") for line in out), out
+    assert not any("a table the notebook printed" in line for line in out)
+    cells = (run.logs / "a-00_prepare.log").read_text()
+    assert "a table the notebook printed" in cells
+    log = next(run.logs.glob("run-*.log")).read_text()
+    assert "[memcost] [a] judge: 8 requests in flight" in log
 
 
 def _sleeping_datasets(tmp_path: Path, notebooks: Path) -> Path:

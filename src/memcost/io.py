@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from tqdm import tqdm
+
 
 def _file_mode() -> int:
     """The mode ``open()`` would give a new file under the current umask (temporary files start
@@ -142,21 +144,47 @@ def write_csv(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
         frame.to_csv(tmp, **kwargs)
 
 
-# The prefix of a line that says a long wait is still alive (requests in flight, a rate limit,
-# a batch being processed): the runner shows such lines on the terminal even without
-# --verbose, while the rest of a notebook's output goes to the log only.
+# A line that says a long wait is still alive (requests in flight, a rate limit, a batch being
+# processed) starts with this on stderr; under the runner it also goes to the file the runner
+# follows (PROGRESS_FILE), which shows it on the terminal even without --verbose.
 SIGN_OF_LIFE = "[memcost] "
-# The size of every progress bar (tqdm's ``ncols`` and ``nrows``, its fallback height). Measured,
-# it is the size of the terminal the kernel's process inherited (the runner's, or jupyter's), and
-# a terminal that reports none (a pseudo-terminal of 0 rows and columns, as in some containers
-# and CI jobs) makes tqdm draw nothing at all: no bar in the notebook, the log or the runner's
-# progress lines.
+PROGRESS_FILE = "MEMCOST_PROGRESS_FILE"
+PROGRESS_LABEL = "MEMCOST_PROGRESS_LABEL"  # the dataset, when datasets run side by side
+# The size of every progress bar: measured, it is the size of the terminal the kernel inherited,
+# and a terminal that reports none (a pseudo-terminal of 0 columns, in some containers and CI
+# jobs) makes tqdm draw nothing at all.
 BAR_SIZE = {"ncols": 100, "nrows": 20}
 
 
+def tell_runner(line: str) -> None:
+    """Append ``line`` to the runner's progress file, when a runner follows this process."""
+    if path := os.environ.get(PROGRESS_FILE):
+        with open(path, "a", encoding="utf-8") as handle:  # one write: processes append too
+            handle.write(f"{os.environ.get(PROGRESS_LABEL, '')}{line}\n")
+
+
 def sign_of_life(line: str, stream: Any = None) -> None:
-    """Print ``line`` as a sign of life (on stderr unless ``stream`` is given)."""
     print(SIGN_OF_LIFE + line, file=stream or sys.stderr, flush=True)
+    tell_runner(line)
+
+
+class Bar(tqdm):
+    """tqdm at :data:`BAR_SIZE`, on stderr; under the runner its state (tqdm's line without the
+    bar) is told to it at most once every ``every_s``, so a stage of hours shows how far it is."""
+
+    every_s = 60.0
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._told = time.time()
+        super().__init__(*args, **{"file": sys.stderr, **BAR_SIZE, **kwargs})
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> Any:
+        drawn = super().display(msg, pos)
+        now = self._time()
+        if os.environ.get(PROGRESS_FILE) and now - self._told >= self.every_s:
+            self._told = now
+            tell_runner(self.format_meter(**{**self.format_dict, "ncols": 0}))
+        return drawn
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

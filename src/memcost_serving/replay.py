@@ -10,17 +10,15 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
 
 import memcost_serving.workload as wl
-from memcost.io import BAR_SIZE, write_parquet
+from memcost.io import Bar, write_parquet
 from memcost.llm import ChatRequest, LLMClient
 from memcost.paths import RunPaths
 from memcost_serving.prompts import SERVING_GENERATE
@@ -212,10 +210,7 @@ def replay_synthetic(
     rows: list[dict[str, Any]] = []
     label = f"serving replay {model} {reasoning_effort}".strip()
     turns = sum(n for _, n, _, _ in runs)
-    # plain tqdm on stderr, as the client's bars: it shows in the notebook and in the run's log
-    with tqdm(
-        total=turns, desc=label, unit="turn", file=sys.stderr, mininterval=1.0, **BAR_SIZE
-    ) as bar:
+    with Bar(total=turns, desc=label, unit="turn", mininterval=1.0) as bar:
         for system, n, size, seed in runs:
             bar.set_postfix_str(f"{system} {cell_label(n, size)} seed {seed}", refresh=False)
             labels = run_labels(

@@ -44,10 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
 
 import memcost_systems.stored as store
-from memcost.io import BAR_SIZE
+from memcost.io import Bar
 from memcost.llm import LLMClient
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, read_done
 from memcost.memory.live import user_lines
@@ -399,9 +398,7 @@ class CogneeLibrary(LibrarySystem):
         built = set(read_done(self.folder))
         chunks: dict[str, pd.DataFrame] = {}
         with self._gateway(client) as gateway, self._library(gateway) as worker:
-            for q in tqdm(
-                questions.to_dict("records"), desc="cognee recall", unit="question", **BAR_SIZE
-            ):
+            for q in Bar(questions.to_dict("records"), desc="cognee recall", unit="question"):
                 user, qid = str(q["conversation_id"]), str(q["question_id"])
                 if user not in built:  # its build failed: nothing to recall
                     out[qid] = Recall(pd.DataFrame(columns=list(ITEM_COLUMNS)), 0.0)

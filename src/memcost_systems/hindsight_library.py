@@ -59,10 +59,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
 
 import memcost_systems.stored as store
-from memcost.io import BAR_SIZE
+from memcost.io import Bar
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, read_done
 from memcost.memory.live import (
@@ -452,7 +451,7 @@ class HindsightLibrary(LibrarySystem):
         positions: dict[str, dict[str, list[int]]] = {}
         try:
             with self._gateway(client) as gateway, self._library(gateway) as server:
-                for q in tqdm(todo, desc="hindsight recall", unit="question", **BAR_SIZE):
+                for q in Bar(todo, desc="hindsight recall", unit="question"):
                     user, qid = str(q["conversation_id"]), str(q["question_id"])
                     if user not in positions:
                         stored = store.read_user(self.folder, user)[0]

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
-from tqdm import tqdm
 
 import memcost_systems.stored as store
-from memcost.io import BAR_SIZE
+from memcost.io import Bar
 from memcost.llm import LLMClient
 from memcost.manifest import fingerprint
 from memcost.memory.base import MemorySystem, SystemBuild, system_dir
@@ -145,7 +144,7 @@ class LibrarySystem(MemorySystem):
         try:
             if todo:
                 with self._gateway(client) as gateway, self._library(gateway) as library:
-                    for user in tqdm(todo, desc=f"{self.name} build", unit="user", **BAR_SIZE):
+                    for user in Bar(todo, desc=f"{self.name} build", unit="user"):
                         self._build_user(library, gateway, user, groups[user], fingerprint, report)
         finally:
             store.record_failures(self.folder, report.failed)

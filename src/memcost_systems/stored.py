@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -27,9 +26,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
-from memcost.io import BAR_SIZE, write_json
+from memcost.io import Bar, write_json
 from memcost.llm import ChatRequest, ChatResult, LLMClient
 from memcost.memory.base import (
     ITEM_COLUMNS,
@@ -211,17 +209,10 @@ class UserIngest:
 USERS_PER_BLOCK = 50  # users embedded and written together by a build
 
 
-def users_bar(client: LLMClient, total: int, desc: str) -> tqdm:
+def users_bar(client: LLMClient, total: int, desc: str) -> Bar:
     """A bar over a build's users (stderr: notebooks and the run's log show it), off when the
     client's progress is."""
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="user",
-        disable=not total or not client.config.progress,
-        file=sys.stderr,
-        **BAR_SIZE,
-    )
+    return Bar(total=total, desc=desc, unit="user", disable=not total or not client.config.progress)
 
 
 def run_waves(

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from memcost import paper
 from memcost.data.benchmark import (
@@ -37,7 +36,7 @@ from memcost.data.personamem import (
     personamem_v2_excerpt,
 )
 from memcost.data.sources import DataSource, display_path
-from memcost.io import BAR_SIZE, json_safe, write_csv, write_text
+from memcost.io import Bar, json_safe, write_csv, write_text
 from memcost.paths import DISPLAY_NAMES, DataError, DatasetPaths, check_dataset
 from memcost.text import count_tokens_batch, tokenizer_info
 
@@ -66,7 +65,7 @@ def count_tokens(texts: list[str], desc: str) -> list[int]:
         return count_tokens_batch(texts)
     counts: list[int] = []
     batch = 16
-    with tqdm(total=len(texts), desc=desc, unit="text", **BAR_SIZE) as bar:
+    with Bar(total=len(texts), desc=desc, unit="text") as bar:
         for start in range(0, len(texts), batch):
             chunk = texts[start : start + batch]
             counts.extend(count_tokens_batch(chunk))

@@ -32,7 +32,7 @@ import numpy as np
 
 from memcost.catalog import DISCOUNT_BACKEND, price_for
 from memcost.io import (
-    BAR_SIZE,
+    Bar,
     JsonlAppender,
     atomic_open,
     jsonl_line,
@@ -750,18 +750,9 @@ class BatchSession:
     def _bar(self) -> Any:
         if not self.client.progress:
             return None
-        from tqdm import tqdm
-
         total = sum(len(t.entry.keys) for t in self.tracked) + sum(len(p) for p in self.queue)
         stage = next(iter(self.todo.values())).stage
-        return tqdm(
-            total=total,
-            desc=f"batch {stage}",
-            unit="req",
-            file=sys.stderr,
-            mininterval=1.0,
-            **BAR_SIZE,
-        )
+        return Bar(total=total, desc=f"batch {stage}", unit="req", mininterval=1.0)
 
     def _show(self, bar: Any) -> None:
         states = [t.state for t in self.tracked if t.state is not None]

@@ -24,7 +24,6 @@ silent until the request timeout and every retry had run out)::
 from __future__ import annotations
 
 import heapq
-import sys
 import threading
 import time
 from collections import Counter, defaultdict, deque
@@ -32,7 +31,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO, TypeVar
 
-from memcost.io import BAR_SIZE, sign_of_life
+from memcost.io import Bar, sign_of_life
 
 T = TypeVar("T")
 EVERY_S = 30.0  # seconds between two heartbeat lines
@@ -44,12 +43,8 @@ class ProgressBar:
     cache hits and dollars so far."""
 
     def __init__(self, total: int, desc: str, postfix: Callable[[], str], unit: str = "req"):
-        from tqdm import tqdm
-
         self._postfix = postfix
-        self._bar = tqdm(
-            total=total, desc=desc, unit=unit, file=sys.stderr, mininterval=0.5, **BAR_SIZE
-        )
+        self._bar = Bar(total=total, desc=desc, unit=unit, mininterval=0.5)
         self._last = 0.0
 
     def update(self, n: int = 1) -> None:

@@ -10,8 +10,9 @@ parameters, wall time and status in the manifest, checks the estimated bill afte
 holds the run directory's lock throughout, and writes the report at the end.
 
 The terminal shows one line per notebook (what it is, how it ended, its time, the run's elapsed
-time and an ETA); every cell's output goes to ``runs/<name>/logs/``, and to the terminal only
-with ``--verbose`` (without it, the lines a long wait prints as signs of life still show).
+time and an ETA) and the lines its kernels tell it (a long wait's signs of life, a long bar's
+state); each notebook's cell output goes to ``runs/<name>/logs/``, or with ``--verbose`` to the
+terminal.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from filelock import FileLock, Timeout
 from memcost import manifest as manifest_mod
 from memcost.calls import CallStore, StoreError, store_path
 from memcost.costs.estimate import STEP_STAGES
-from memcost.io import SIGN_OF_LIFE
+from memcost.io import PROGRESS_FILE, PROGRESS_LABEL, SIGN_OF_LIFE
 from memcost.memory import parse_systems, system_class
 from memcost.params import notebook_parameters
 from memcost.paths import NOTEBOOKS_DIR, RUNS_DIR, RunPaths, resolve_run_dir
@@ -193,90 +194,11 @@ class NotebookFailed(RuntimeError):
         return (type(self), (*args, self.cell_source, self.ename))
 
 
-# tqdm's text of a bar with a known total: "judge gpt-5-mini:  37%|███▋  | 2929/7939 [04:03<..."
-_BAR = re.compile(r"\d+/\d+ \[\d")
-_DRAWN = re.compile(r"\|[^|]*\| ")  # its bar, drawn to the terminal's width: left out
-PROGRESS_EVERY_S = 60.0  # seconds between two lines of a progress bar on the terminal
-
-
-class SignsOfLife:
-    """A text stream that passes on only the whole lines marked as signs of life
-    (:data:`memcost.io.SIGN_OF_LIFE`: a long wait's heartbeat), so the terminal shows them
-    without a notebook's tables and prints; and, at most once every ``every_s``, the state of
-    the progress bar drawn last (tqdm's own line without its bar), so that a stage of hours
-    shows how far it has come. ``prefix`` names the dataset when datasets run side by side."""
-
-    def __init__(
-        self,
-        stream: IO[str],
-        prefix: str = "",
-        *,
-        every_s: float = PROGRESS_EVERY_S,
-        clock: Any = time.monotonic,
-    ):
-        self.stream, self.prefix, self.every_s, self.clock = stream, prefix, every_s, clock
-        self._partial = ""
-        self._bar = ""  # the bar's state not shown yet; "" once a bar has ended
-        self._shown = clock()
-
-    def write(self, text: str) -> int:
-        # A progress bar redraws itself after a carriage return: that ends a line too.
-        parts = re.split(r"(\r|\n)", self._partial + text)
-        self._partial = parts.pop()
-        for line, end in zip(parts[::2], parts[1::2], strict=True):
-            start = line.find(SIGN_OF_LIFE)  # a bar may be drawn before it on the same line
-            if start >= 0:
-                self._say(line[start + len(SIGN_OF_LIFE) :])
-            elif _BAR.search(line):
-                self._bar = line if end == "\r" else ""  # a bar's last state ends its line
-        if SIGN_OF_LIFE not in self._partial and _BAR.search(self._partial):
-            self._bar = self._partial
-        if self._bar and self.clock() - self._shown >= self.every_s:
-            self._say(_DRAWN.sub(" ", self._bar.strip(), count=1))
-            self._bar = ""
-        return len(text)
-
-    def _say(self, line: str) -> None:
-        self.stream.write(f"{SIGN_OF_LIFE}{self.prefix}{line}\n")
-        self._shown = self.clock()
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-class LogLines:
-    """A notebook's output as the run's log keeps it: whole lines, a progress bar's redraws
-    (``\r``) reduced to its last state (a bar of hours redraws every half second), and, with
-    datasets side by side writing one log, each line led by its dataset's name."""
-
-    def __init__(self, log: IO[str], prefix: str = ""):
-        self.log, self.prefix, self.pending = log, prefix, ""
-
-    def write(self, text: str) -> int:
-        for part in re.split(r"(\r\n|\r|\n)", text):
-            if part in ("\n", "\r\n"):
-                self.log.write(f"{self.prefix}{self.pending}\n")
-                self.log.flush()  # one whole line at a time: another process appends too
-                self.pending = ""
-            elif part == "\r":
-                self.pending = ""  # redrawn: only the bar's last state is kept
-            else:
-                self.pending += part
-        return len(text)
-
-    def flush(self) -> None:
-        self.log.flush()
-
-    def twin(self) -> LogLines:
-        """The same log for another stream (stderr beside stdout): a line of its own."""
-        return LogLines(self.log, self.prefix)
-
-
 class Tee:
-    """A text stream that writes to several streams (any of them may be ``None``)."""
+    """A text stream that writes to several streams."""
 
-    def __init__(self, *streams: IO[str] | SignsOfLife | LogLines | None):
-        self.streams = [s for s in streams if s is not None]
+    def __init__(self, *streams: IO[str]):
+        self.streams = streams
 
     def write(self, text: str) -> int:
         for stream in self.streams:
@@ -286,10 +208,6 @@ class Tee:
     def flush(self) -> None:
         for stream in self.streams:
             stream.flush()
-
-    def twin(self) -> Tee:
-        """This tee for a second stream: its log lines are kept apart from the first's."""
-        return Tee(*(s.twin() if isinstance(s, LogLines) else s for s in self.streams))
 
 
 def _not_a_dead_kernel_notice(record: logging.LogRecord) -> bool:
@@ -304,7 +222,7 @@ def execute_notebook(
     output: Path,
     parameters: dict[str, Any],
     *,
-    sink: IO[str] | Tee | None = None,
+    sink: IO[str] | None = None,
     progress_bar: bool = False,
 ) -> None:
     """Execute ``notebook`` into ``output`` with ``parameters`` (papermill, one kernel). The
@@ -328,7 +246,7 @@ def execute_notebook(
                 progress_bar=progress_bar,
                 request_save_on_cell_execute=True,  # the partial notebook is saved after each cell
                 stdout_file=sink,
-                stderr_file=sink.twin() if isinstance(sink, Tee) else sink,
+                stderr_file=sink,
                 # Unix sockets, not TCP ports: kernels that start at once in several processes
                 # (datasets side by side, a test session) would race for the same free port
                 config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/k"}}),
@@ -388,12 +306,16 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-class Progress:
-    """One line per notebook on the terminal, everything in ``runs/<name>/logs/run-<time>.log``.
+def notebook_log(logs: Path, notebook: Path, dataset: str | None) -> Path:
+    return logs / f"{dataset + '-' if dataset else ''}{notebook.stem}.log"
 
-    ``verbose`` streams cell output to the terminal too; ``quiet`` prints nothing per notebook.
-    The ETA is a rough guide: the estimated time of the paid notebooks left (:meth:`plan`; a
-    batch's is unknown), and for the others the mean time of those done."""
+
+class Progress:
+    """One line per notebook on the terminal and in ``logs/run-<time>.log``, with the lines the
+    kernels tell the runner (:func:`memcost.io.tell_runner`); each notebook's cell output in
+    ``logs/<notebook>.log``, or on the terminal with ``verbose``. ``quiet`` prints nothing per
+    notebook. The ETA: the estimated time of the paid notebooks left (:meth:`plan`; a batch's
+    is unknown), and for the others the mean time of those done."""
 
     def __init__(
         self,
@@ -407,6 +329,8 @@ class Progress:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
         self.log: IO[str] = self.log_path.open("a", encoding="utf-8")
+        self.told_path = log_dir / "progress.log"  # what kernels tell the runner, appended
+        self._lock = threading.Lock()  # the log: the runner's lines and the kernels' told ones
         self.total, self.verbose, self.quiet = total, verbose, quiet
         self.terminal = terminal or sys.stdout
         self.done = 0
@@ -416,14 +340,21 @@ class Progress:
 
     def say(self, line: str, *, always: bool = False) -> None:
         """A line for the terminal (unless quiet) and the log."""
-        self.log.write(line + "\n")
-        self.log.flush()
+        self.write(line + "\n")
         if always or not self.quiet:
             print(line, file=self.terminal, flush=True)
 
-    def start(self, label: str) -> None:
-        self.log.write(f"\n=== started: {label}\n")
+    def write(self, text: str) -> int:
+        with self._lock:
+            self.log.write(text)
+            self.log.flush()
+        return len(text)
+
+    def flush(self) -> None:
         self.log.flush()
+
+    def start(self, label: str) -> None:
+        self.write(f"\n=== started: {label}\n")
         if self.verbose and not self.quiet:
             print(f"\n=== {label}", file=self.terminal, flush=True)
 
@@ -448,22 +379,49 @@ class Progress:
         )
         self.say(line)
 
-    def sink(self) -> Tee:
-        """Where a notebook's cell output goes: the log, and the terminal (all of it with
-        ``verbose``, else its signs of life only)."""
-        shown = (
-            None if self.quiet else (self.terminal if self.verbose else SignsOfLife(self.terminal))
-        )
-        return Tee(shown, LogLines(self.log))
+    def cell_output(self, notebook: Path, dataset: str | None) -> Path | None:
+        """Where a notebook's cell output goes: its log, or the terminal (``None``) when
+        ``verbose``."""
+        return None if self.verbose else notebook_log(self.log_path.parent, notebook, dataset)
+
+    def _follow(self, stop: threading.Event) -> None:
+        """Pass on each whole line the kernels append to :attr:`told_path`: to the log, and to
+        the terminal unless ``quiet`` or ``verbose`` (then the cell output shows it)."""
+        with self.told_path.open("a+", encoding="utf-8") as told:
+            told.seek(0, os.SEEK_END)  # a resumed run's earlier lines are in its earlier log
+            while True:
+                at = told.tell()
+                line = told.readline()
+                if line.endswith("\n"):
+                    self.write(SIGN_OF_LIFE + line)
+                    if not (self.quiet or self.verbose):
+                        print(SIGN_OF_LIFE + line, end="", file=self.terminal, flush=True)
+                    continue
+                told.seek(at)  # a line half written: read again once it is whole
+                if stop.is_set():
+                    return
+                stop.wait(0.2)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Progress]:
-        """The whole run: whatever the runner prints also lands in the log; closes the log."""
-        out, err = Tee(sys.stdout, self.log), Tee(sys.stderr, self.log)
+        """The whole run: whatever the runner prints also lands in the log, and the kernels'
+        told lines are followed; closes the log."""
+        out, err = Tee(sys.stdout, self), Tee(sys.stderr, self)
+        stop = threading.Event()
+        follower = threading.Thread(target=self._follow, args=(stop,), daemon=True)
+        before = os.environ.get(PROGRESS_FILE)
+        os.environ[PROGRESS_FILE] = str(self.told_path)  # the kernels inherit it
+        self.told_path.touch()
+        follower.start()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):  # type: ignore[type-var]
                 yield self
         finally:
+            stop.set()
+            follower.join(timeout=5)
+            os.environ.pop(PROGRESS_FILE)
+            if before is not None:
+                os.environ[PROGRESS_FILE] = before
             self.log.close()
 
 
@@ -546,19 +504,21 @@ def run_notebook(
     notebook: Path,
     parameters: dict[str, Any],
     dataset: str | None,
-    sink: IO[str] | Tee | None,
-    *,
-    progress_bar: bool = False,
+    cell_output: Path | None,
 ) -> tuple[str, float]:
-    """Execute one notebook into the run, record its status and wall time in the manifest and
-    export it to HTML for the report. Returns ``(status, wall seconds)``; raises what
+    """Execute one notebook into the run (its cell output appended to ``cell_output``, or
+    shown on the terminal), record its status and wall time in the manifest and export it to
+    HTML for the report. Returns ``(status, wall seconds)``; raises what
     :func:`execute_notebook` raises."""
     out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
     output = out_dir / notebook.name
     t0 = time.perf_counter()
     status, error, ename = "ok", None, ""
+    os.environ[PROGRESS_LABEL] = f"[{dataset}] " if dataset else ""  # its kernel inherits it
     try:
-        execute_notebook(notebook, output, parameters, sink=sink, progress_bar=progress_bar)
+        shown = contextlib.nullcontext(sys.stdout)
+        with open(cell_output, "a", encoding="utf-8") if cell_output else shown as sink:
+            execute_notebook(notebook, output, parameters, sink=sink)
         export_html_soon(output)
     except NotebookFailed as exc:
         status, ename = "failed", exc.ename  # the exception's class: a budget stop is no fault
@@ -726,7 +686,7 @@ def execute_steps(
                 progress.plan(planned_seconds(estimate, notebooks))
     for step in (s for s in selected if not per_dataset[s]):
         check_store(run)
-        _run_step(run, preset, notebooks[step], None, progress.sink(), progress)
+        _run_step(run, preset, notebooks[step], None, progress)
     check_store(run)
 
 
@@ -735,24 +695,23 @@ def _run_step(
     preset: Preset,
     notebook: Path,
     dataset: str | None,
-    sink: IO[str] | Tee | None,
-    progress: Progress | None,
+    progress: Progress,
 ) -> StageStatus | None:
     """One notebook for one dataset (or for the run), its stage's failed items counted."""
     inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
     label = label_of(notebook, dataset)
-    if progress is not None:
-        progress.start(label)
+    progress.start(label)
     status, wall = "failed", 0.0
     t0 = time.perf_counter()
     try:
-        status, wall = run_notebook(run, notebook, inputs, dataset, sink)
+        status, wall = run_notebook(
+            run, notebook, inputs, dataset, progress.cell_output(notebook, dataset)
+        )
     except KeyboardInterrupt:
         status = "interrupted"  # as the manifest records it
         raise
     finally:
-        if progress is not None:
-            progress.finish(label, status, wall or time.perf_counter() - t0)
+        progress.finish(label, status, wall or time.perf_counter() - t0)
     return record_status(run, notebook.stem, dataset)
 
 
@@ -773,7 +732,7 @@ def _run_datasets(
         for step in steps:
             for dataset in preset.datasets:
                 check_store(run)
-                status = _run_step(run, preset, notebooks[step], dataset, progress.sink(), progress)
+                status = _run_step(run, preset, notebooks[step], dataset, progress)
                 if status is not None:
                     statuses.append(status)
             check_failures([s for s in statuses if s.step[:2] == step], preset.allow_failures)
@@ -790,8 +749,7 @@ def _run_datasets(
             "run": str(run.root),
             "preset": preset,
             "notebooks": {s: notebooks[s] for s in steps},
-            "log": str(progress.log_path),
-            "quiet": progress.quiet,
+            "logs": str(progress.log_path.parent),
         }
         with ProcessPoolExecutor(
             workers, mp_context=context, initializer=_end_with, initargs=(os.getpid(), True)
@@ -850,30 +808,26 @@ def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) ->
     """A dataset's notebooks in order, in a process of their own (see :func:`_run_datasets`)."""
     run, preset = RunPaths(Path(job["run"])), job["preset"]
     statuses: list[StageStatus] = []
-    with open(job["log"], "a", encoding="utf-8") as log:
-        sink = Tee(
-            None if job["quiet"] else SignsOfLife(sys.stdout, f"[{dataset}] "),
-            LogLines(log, f"[{dataset}] "),
-        )
-        for notebook in job["notebooks"].values():
-            if stop.is_set():
-                break
-            label = label_of(notebook, dataset)
-            events.put(("start", label))
-            inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
-            t0 = time.perf_counter()
-            try:
-                state, wall = run_notebook(run, notebook, inputs, dataset, sink)
-            except BaseException as exc:
-                ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                events.put(("finish", label, ended, time.perf_counter() - t0))
-                stop.set()
-                raise
-            events.put(("finish", label, state, wall))
-            status = record_status(run, notebook.stem, dataset)
-            if status is not None:
-                statuses.append(status)
-                if status.failed and status.fraction > preset.allow_failures:
-                    break  # as one after another: this dataset goes no further than the step
+    for notebook in job["notebooks"].values():
+        if stop.is_set():
+            break
+        label = label_of(notebook, dataset)
+        events.put(("start", label))
+        inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
+        cell_output = notebook_log(Path(job["logs"]), notebook, dataset)
+        t0 = time.perf_counter()
+        try:
+            state, wall = run_notebook(run, notebook, inputs, dataset, cell_output)
+        except BaseException as exc:
+            ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            events.put(("finish", label, ended, time.perf_counter() - t0))
+            stop.set()
+            raise
+        events.put(("finish", label, state, wall))
+        status = record_status(run, notebook.stem, dataset)
+        if status is not None:
+            statuses.append(status)
+            if status.failed and status.fraction > preset.allow_failures:
+                break  # as one after another: this dataset goes no further than the step
     wait_for_exports()
     return statuses
