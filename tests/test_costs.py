@@ -12,7 +12,6 @@ from memcost.costs.model import (
     PAPER_CONSTANTS,
     STATED_CONSTANTS,
     CostModel,
-    break_even_brute_force,
     ingestion_multiplier,
     token_break_even,
 )
@@ -92,6 +91,13 @@ def random_models(count: int, seed: int = 7) -> list[CostModel]:
         CostModel(0.0, 0.0, 0.0, 0.0),  # equal everywhere: never strictly cheaper
     ]
     return models
+
+
+def break_even_brute_force(model: CostModel, max_turns: int) -> int | None:
+    """The definition, literally: try N = 1, 2, ..."""
+    return next(
+        (n for n in range(1, max_turns + 1) if model.memory(n) < model.long_context(n)), None
+    )
 
 
 def test_break_even_equals_brute_force():

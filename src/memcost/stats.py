@@ -221,19 +221,3 @@ def mean_std_over_votes(
         vote_std=lambda s: float(np.std(s.dropna().to_numpy())) if s.notna().any() else np.nan,
     )
     return out.reset_index()
-
-
-def stays_below_from(lower: Sequence[float], upper: Sequence[float]) -> int | None:
-    """The sustained crossing of two cumulative cost curves: the first index (0-based) from
-    which ``lower`` stays below ``upper`` to the end, or ``None`` when it is not below at the
-    end (also when it was below for a while and crossed back). The one rule behind both
-    studies' sustained break-even; each numbers its questions or turns its own way."""
-    low = np.asarray(lower, dtype=float)
-    up = np.asarray(upper, dtype=float)
-    if low.shape != up.shape:
-        raise ValueError(f"series lengths differ: {low.shape} and {up.shape}")
-    below = low < up
-    if below.size == 0 or not below[-1]:
-        return None
-    not_below = np.flatnonzero(~below)
-    return 0 if not_below.size == 0 else int(not_below[-1]) + 1

@@ -17,9 +17,10 @@ import pandas as pd
 
 import memcost_serving.study as study
 from memcost.catalog import canonical_name, slug
+from memcost.costs.break_even import stays_below_from
 from memcost.io import read_jsonl
 from memcost.memory.base import system_class
-from memcost.stats import cluster_bootstrap_interval, stays_below_from
+from memcost.stats import cluster_bootstrap_interval
 from memcost_serving.replay import TURN_COLUMNS
 from memcost_serving.systems import SERVED
 
@@ -243,18 +244,6 @@ REFERENCE = "full_history"
 NEVER = "never"
 
 
-def sustained_break_even(
-    memory_cumulative: Sequence[float], full_cumulative: Sequence[float]
-) -> int | None:
-    """The first turn (0-based, the study's numbering) from which memory's cumulative cost
-    stays below full history's, or ``None`` when it is not below at the last turn: the rule of
-    :func:`memcost.stats.stays_below_from`, which the main study's break-even uses too."""
-    mem = np.asarray(memory_cumulative, dtype=float)
-    if mem.size == 0:
-        raise ValueError("two curves of the same non-zero length needed, got empty ones")
-    return stays_below_from(mem, full_cumulative)
-
-
 def label(t_be: int | None) -> str:
     return NEVER if t_be is None else str(t_be)
 
@@ -269,7 +258,7 @@ def cumulative_curves(turns: pd.DataFrame, value: str = "usd") -> pd.DataFrame:
     return frame.groupby([*CURVE_KEYS, "turn"], sort=True)["cumulative"].mean().reset_index()
 
 
-def break_even_table(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
+def break_even_by_cell(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
     """Per cell, model and memory system: ``t_be`` (the turn, or null) and its ``label``
     (``0``, ``never``, or the turn), and both cumulative costs at the last turn."""
     rows = []
@@ -281,7 +270,7 @@ def break_even_table(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.Dat
         for system, mine in part[part["system"] != reference].groupby("system"):
             mine = mine.set_index("turn")["cumulative"]
             turns = full.index.intersection(mine.index)
-            t_be = sustained_break_even(mine.loc[turns].to_numpy(), full.loc[turns].to_numpy())
+            t_be = stays_below_from(mine.loc[turns].to_numpy(), full.loc[turns].to_numpy())
             rows.append(
                 {
                     **dict(zip(keys, key, strict=True)),
@@ -417,7 +406,7 @@ def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
     return (num / den.where(den > 0)).astype(float)
 
 
-def token_ratios(rows: pd.DataFrame) -> pd.DataFrame:
+def gamma_zeta(rows: pd.DataFrame) -> pd.DataFrame:
     """The study's Table 7: γ = output / input tokens, ζ = reasoning / visible output tokens,
     for answering (``_ans``) and ingest (``_ing``: extraction, update, observer, reflector)."""
     out = []

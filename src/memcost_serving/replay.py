@@ -33,7 +33,7 @@ from memcost_serving.systems import (
     RollingWindow,
     ServedSystem,
     ServingConfig,
-    memory_system,
+    served_memory,
 )
 from memcost_serving.workload import Turn
 
@@ -81,7 +81,7 @@ def make_system(name: str, config: ServingConfig, engine: Engine | None = None) 
     if name in BASELINES:
         return BASELINES[name](config)
     if name in SERVED:
-        return memory_system(name, config, engine)
+        return served_memory(name, config, engine)
     raise ValueError(f"unknown served system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 

@@ -534,7 +534,7 @@ class ServedMemory(ServedSystem):
         return rows
 
 
-def memory_system(name: str, config: ServingConfig, engine: Any) -> ServedMemory:
+def served_memory(name: str, config: ServingConfig, engine: Any) -> ServedMemory:
     """``name``'s served memory, its calls made as ``engine``'s model (offline: any)."""
     model, effort = getattr(engine, "model", ""), getattr(engine, "effort", "") or ""
     return ServedMemory(name, config, model=model, effort=effort)

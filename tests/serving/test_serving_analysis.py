@@ -183,7 +183,7 @@ def test_a_call_above_a_long_context_tier_costs_the_same_in_the_serving_table_an
     assert ledger["cost_usd"].tolist() == pytest.approx(expected)
 
 
-def test_token_ratios_and_cost_per_accuracy():
+def test_gamma_zeta_and_cost_per_accuracy():
     rows = pd.DataFrame(
         {
             "system": "mem0",
@@ -195,7 +195,7 @@ def test_token_ratios_and_cost_per_accuracy():
             "reasoning_tokens": [20, 100, 0],
         }
     )
-    ratios = analysis.token_ratios(rows).iloc[0]
+    ratios = analysis.gamma_zeta(rows).iloc[0]
     assert ratios["gamma_ans"] == pytest.approx(0.3) and ratios["zeta_ans"] == pytest.approx(2)
     assert ratios["gamma_ing"] == pytest.approx(0.3) and ratios["zeta_ing"] == pytest.approx(0.5)
     costs = pd.DataFrame(

@@ -4,6 +4,7 @@ today (``today``, ``timeline``: today's prices and a prompt cache that expires).
 """
 
 # ruff: noqa: F401 - the names the notebooks use
+from memcost.costs.break_even import first_break_even, sustained_break_even
 from memcost.costs.calibration import (
     calibration_table,
     constraint_slack,
@@ -47,12 +48,10 @@ from memcost.costs.model import (
     compare_with_paper,
     cost_difference_grid,
     cumulative_table,
-    first_break_even,
     growing_conversation_series,
     round_table,
     sensitivity_batch,
     sensitivity_cache_discount,
     sensitivity_output_tokens,
-    sustained_break_even,
     token_vs_dollar_table,
 )

@@ -21,14 +21,9 @@ from memcost.answers import (
 )
 from memcost.calls import SHARED_PREFIX_TAG
 from memcost.catalog import list_usd, price_for
+from memcost.costs.break_even import first_break_even, sustained_break_even
 from memcost.costs.ledger import TOKEN_COLUMNS, basis_of, workload
-from memcost.costs.model import (
-    CostConstants,
-    CostModel,
-    first_break_even,
-    sustained_break_even,
-    token_break_even,
-)
+from memcost.costs.model import CostConstants, CostModel, token_break_even
 from memcost.paper import PAPER_MEMORY
 from memcost.paths import RunPaths
 

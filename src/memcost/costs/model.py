@@ -18,7 +18,7 @@ import pandas as pd
 
 from memcost import paper
 from memcost.catalog import Price
-from memcost.stats import stays_below_from
+from memcost.costs.break_even import break_even
 
 TOKENS_PER_MILLION = 1_000_000
 ROUNDING_HALF_WIDTH = 0.00005  # a cell printed to 4 decimals lies within ±0.00005 of the truth
@@ -51,7 +51,8 @@ class CostModel:
     def break_even(self, max_turns: int | None = None) -> int | None:
         """First ``N`` with ``C_Mem(N) < C_LC(N)``; ``None`` if memory never becomes cheaper
         (or not within ``max_turns``)."""
-        return break_even(self, max_turns=max_turns)
+        costs = (self.write_usd, self.read_usd, self.lc_first_usd, self.lc_cached_usd)
+        return break_even(*costs, max_turns=max_turns)
 
     def rounded(self, decimals: int = 4) -> CostModel:
         """The same model with every cost rounded as a published table prints it."""
@@ -75,43 +76,6 @@ class CostModel:
             lc_first_usd=self.lc_first_usd * long_context,
             lc_cached_usd=self.lc_cached_usd * long_context,
         )
-
-
-def break_even(model: CostModel, max_turns: int | None = None) -> int | None:
-    """First ``N >= 1`` with ``C_Mem(N) < C_LC(N)``, in closed form.
-
-    ``C_Mem(N) < C_LC(N)`` ⇔ ``N·(C_cached − C_read) > C_write − C_first + C_cached``. The
-    closed form is then checked against the direct comparison of the two sums at the answer and
-    the turn before it, so that it agrees with a brute-force search even at floating-point ties.
-    """
-
-    def cheaper(n: int) -> bool:
-        return model.memory(n) < model.long_context(n)
-
-    if cheaper(1):
-        n: int | None = 1
-    else:
-        slope = model.lc_cached_usd - model.read_usd  # what each extra question saves with memory
-        if slope <= 0:
-            n = None  # the gap never shrinks: memory is never cheaper
-        else:
-            gap = model.write_usd - model.lc_first_usd + model.lc_cached_usd
-            n = max(1, math.floor(gap / slope) + 1)
-            while n > 1 and cheaper(n - 1):
-                n -= 1
-            while not cheaper(n):
-                n += 1
-    if n is not None and max_turns is not None and n > max_turns:
-        return None
-    return n
-
-
-def break_even_brute_force(model: CostModel, max_turns: int = 10_000) -> int | None:
-    """The definition, literally: try N = 1, 2, … (kept for tests and teaching)."""
-    for n in range(1, max_turns + 1):
-        if model.memory(n) < model.long_context(n):
-            return n
-    return None
 
 
 @dataclass(frozen=True)
@@ -346,32 +310,6 @@ def sensitivity_batch(
                 {"scenario": name, "context_tokens": int(L), "break_even_n": model.break_even()}
             )
     return pd.DataFrame(rows)
-
-
-def sustained_break_even(
-    memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]
-) -> int | None:
-    """First turn after which cumulative memory cost stays below long context for every later
-    turn of the series (1-based); ``None`` if memory is not cheaper at the last turn.
-
-    With the paper's constant per-turn costs this equals :func:`break_even`; with real per-turn
-    series (ingestion spikes, growing histories) memory can get ahead and fall back, so the first
-    crossing overstates how early memory pays off.
-    """
-    memory = np.cumsum(np.asarray(memory_per_turn, dtype=float))
-    lc = np.cumsum(np.asarray(lc_per_turn, dtype=float))
-    if memory.shape != lc.shape:
-        raise ValueError(f"series lengths differ: memory {memory.shape}, long context {lc.shape}")
-    start = stays_below_from(memory, lc)
-    return None if start is None else start + 1  # questions are numbered from 1
-
-
-def first_break_even(memory_per_turn: Sequence[float], lc_per_turn: Sequence[float]) -> int | None:
-    """First turn (1-based) at which cumulative memory cost is below long context."""
-    memory = np.cumsum(np.asarray(memory_per_turn, dtype=float))
-    lc = np.cumsum(np.asarray(lc_per_turn, dtype=float))
-    hits = np.flatnonzero(memory < lc)
-    return int(hits[0]) + 1 if hits.size else None
 
 
 def token_break_even(

@@ -18,6 +18,7 @@ import pandas as pd
 
 from memcost.catalog import Price
 from memcost.catalog import cacheable as _provider_cacheable
+from memcost.costs.break_even import first_break_even
 
 MINUTE = 60.0
 HOUR = 3_600.0
@@ -282,17 +283,8 @@ def timeline(
 
 
 def break_even_of(frame: pd.DataFrame) -> int | None:
-    """First question after which memory's cumulative cost is below long context's."""
-    hits = np.flatnonzero(
-        frame["memory_cumulative_usd"].to_numpy() < frame["long_context_cumulative_usd"].to_numpy()
-    )
-    return int(frame["question"].iloc[hits[0]]) if hits.size else None
-
-
-def _first_crossing(long_context_usd: np.ndarray, memory_usd: np.ndarray) -> int | None:
-    """:func:`break_even_of` on the per-question costs of questions 1, 2, ... (no frame)."""
-    hits = np.flatnonzero(np.cumsum(memory_usd) < np.cumsum(long_context_usd))
-    return int(hits[0]) + 1 if hits.size else None
+    """The first break-even of a :func:`timeline`'s questions."""
+    return first_break_even(frame["memory_usd"], frame["long_context_usd"])
 
 
 def timeline_break_even(
@@ -312,7 +304,7 @@ def timeline_break_even(
     while True:
         length = min(length, len(times))
         columns = _long_context_columns(setup, times[:length], history[:length])
-        found = _first_crossing(columns["usd"], memory_requests(memory, history[:length]))
+        found = first_break_even(memory_requests(memory, history[:length]), columns["usd"])
         if found is not None or length == len(times):
             return found
         length *= 4
