@@ -16,7 +16,6 @@ from memcost import offline
 from memcost.calls import read_calls
 from memcost.llm import ChatRequest, ChatResult, Usage, make_client
 from memcost.memory import open_system
-from memcost.memory.base import embed_groups
 from memcost.memory.facts import FACT_SCHEMA, load_facts, load_updates, read_facts, user_stats
 from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
 from memcost.memory.reader import answer_with_system
@@ -594,8 +593,8 @@ def test_read_facts_names_notebook_01_or_returns_none_when_asked(run_paths):
 def test_embed_groups_counts_truncated_inputs_like_the_client(run_paths):
     client = offline_client(run_paths)
     too_long = "garden " * 9_000  # over the API's 8,192 tokens per input
-    vectors = embed_groups(
-        client, [(["short fact", too_long], {"dataset": "t"}), ([""], {"dataset": "t"})]
+    vectors = client.embed_groups(
+        [(["short fact", too_long], {"dataset": "t"}), ([""], {"dataset": "t"})]
     )
     assert [v.shape[0] for v in vectors] == [2, 1] and not vectors[1].any()
     assert client.stats.truncated_inputs == 1

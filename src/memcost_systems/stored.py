@@ -34,7 +34,6 @@ from memcost.memory.base import (
     MemorySystem,
     Recall,
     SystemBuild,
-    embed_groups,
     read_done,
     read_failed,
     rows_by_user,
@@ -343,8 +342,7 @@ class StoredSystem(MemorySystem):
             (items[u].loc[items[u]["kind"].isin(self.embed_kinds), "text"].tolist(), self.tags(u))
             for u in users
         ]
-        arrays = embed_groups(
-            client,
+        arrays = client.embed_groups(
             groups,
             model=self.settings.get("embedding_model", EMBEDDING_MODEL),
             progress=False,  # the build's bar counts the users embedded and written

@@ -776,36 +776,52 @@ class LLMClient:
         desc: str | None = None,
         progress: bool | None = None,
     ) -> np.ndarray:
-        """``(len(texts), d)`` float32 with L2-normalised rows, batched within the API limits.
+        """``(len(texts), d)`` float32 with L2-normalised rows: :meth:`embed_groups` of one."""
+        group = [(texts, tags or {})]
+        return self.embed_groups(
+            group, model=model, dimensions=dimensions, desc=desc, progress=progress
+        )[0]
+
+    def embed_groups(
+        self,
+        groups: Sequence[tuple[Sequence[str], Mapping[str, Any]]],
+        *,
+        model: str = EMBEDDING_MODEL,
+        dimensions: int | None = None,
+        desc: str | None = None,
+        progress: bool | None = None,
+    ) -> list[np.ndarray]:
+        """One ``(len(texts), d)`` array per group of texts (each with its ledger tags), rows
+        L2-normalised, batched within the API's limits; all groups' batches go out at once.
 
         Texts without content get a zero row (the API rejects empty input). Raises
         :class:`LLMError` if a batch still fails after its retries (the batches that completed
         are stored, so a rerun only sends the rest).
         """
-        texts = [str(t) for t in texts]
-        keep = [i for i, t in enumerate(texts) if t.strip()]
-        dims = dimensions or self.items.embedding_dims(model)
-        if not keep:
-            return np.zeros((len(texts), dims), dtype=np.float32)
-        batches, fitted, truncated = plan_batches([texts[i] for i in keep])
-        self.accounting.count("truncated_inputs", truncated)
-        requests = [
-            EmbeddingRequest(
-                model, tuple(fitted[j] for j in batch), dimensions=dimensions, tags=dict(tags or {})
-            )
-            for batch in batches
-        ]
-        results = self.embed_many(requests, desc=desc, progress=progress)
+        requests: list[EmbeddingRequest] = []
+        owners: list[tuple[int, list[int]]] = []
+        for g, (texts, tags) in enumerate(groups):
+            keep = [i for i, t in enumerate(texts) if str(t).strip()]
+            if not keep:
+                continue
+            batches, fitted, truncated = plan_batches([str(texts[i]) for i in keep])
+            self.accounting.count("truncated_inputs", truncated)
+            for batch in batches:
+                inputs = tuple(fitted[j] for j in batch)
+                requests.append(EmbeddingRequest(model, inputs, dimensions, tags=dict(tags)))
+                owners.append((g, [keep[j] for j in batch]))
+        results = self.embed_many(requests, desc=desc, progress=progress) if requests else []
         failed = [r for r in results if r.error]
         if failed:
             raise LLMError(
                 f"{len(failed)} of {len(results)} embedding batches failed ({failed[0].error}); "
                 "rerun to retry them (completed batches are stored and not sent again)"
             )
-        width = results[0].vectors.shape[1]
-        out = np.zeros((len(texts), width), dtype=np.float32)
-        rows = np.concatenate([r.vectors for r in results], axis=0)
-        out[keep] = rows
+        dims = results[0].vectors.shape[1] if results else None
+        dims = dims or dimensions or self.items.embedding_dims(model)
+        out = [np.zeros((len(texts), dims), dtype=np.float32) for texts, _ in groups]
+        for (g, rows), result in zip(owners, results, strict=True):
+            out[g][rows] = result.vectors
         return out
 
     def embed_many(

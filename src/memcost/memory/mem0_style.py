@@ -9,7 +9,7 @@ at once, each user's new facts embedded, the update phase segment by segment (us
 parallel, one wave per segment number), then the user's files, its facts in the vector store
 and ``done.json`` last. A rerun after a crash skips finished users (and the run's store of calls
 makes redone model calls free and recorded once). Notebook 01 walks through the same steps for
-one user. :class:`Mem0Live` serves the same pipeline turn by turn (notebook 06).
+one user; :class:`Mem0Live` takes them at each ingest of the serving study (notebook 06).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from memcost.memory.base import (
     MemorySystem,
     Recall,
     SystemBuild,
-    embed_groups,
     register,
     rows_by_user,
 )
@@ -156,21 +155,7 @@ class Mem0Style(MemorySystem):
             self._store.close()
 
     def config(self) -> MemoryConfig:
-        keys = (
-            "extraction_model",
-            "extraction_reasoning_effort",
-            "embedding_model",
-            "batch_size",
-            "max_segment_chars",
-            "update_phase",
-            "update_top_k",
-        )
-        return MemoryConfig(
-            dataset=self.dataset,
-            hnsw_m=self.settings["hnsw"]["m"],
-            ef_construction=self.settings["hnsw"]["ef_construction"],
-            **{k: self.settings[k] for k in keys},
-        )
+        return MemoryConfig.of(self.settings, self.dataset)
 
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
         t0 = time.perf_counter()
@@ -267,6 +252,17 @@ class Mem0Style(MemorySystem):
         )  # extraction calls (+ updates)
 
 
+BUILT_BY = (  # the system's settings that change what is built, beside the HNSW's
+    "extraction_model",
+    "extraction_reasoning_effort",
+    "embedding_model",
+    "batch_size",
+    "max_segment_chars",
+    "update_phase",
+    "update_top_k",
+)
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
     """The settings of notebook 01 that change what is built (a finished user built with other
@@ -282,6 +278,12 @@ class MemoryConfig:
     update_top_k: int = UPDATE_TOP_K
     hnsw_m: int = HNSW_M
     ef_construction: int = EF_CONSTRUCTION
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any], dataset: str) -> MemoryConfig:
+        hnsw = settings["hnsw"]
+        built = {k: settings[k] for k in BUILT_BY if k in settings}
+        return cls(dataset, hnsw_m=hnsw["m"], ef_construction=hnsw["ef_construction"], **built)
 
     def fingerprint(self, client: LLMClient) -> str:
         material = {
@@ -367,11 +369,7 @@ def embed_candidates(
     returns the dimensions (``None`` when there was nothing to embed)."""
     users = list(candidates)
     groups = [([c.text for c in candidates[u]], _tags(config, u)) for u in users]
-    vectors = (
-        embed_groups(client, groups, model=config.embedding_model, desc="embed facts")
-        if groups
-        else []
-    )
+    vectors = client.embed_groups(groups, model=config.embedding_model, desc="embed facts")
     dims = None
     for u, matrix in zip(users, vectors, strict=True):
         dims = matrix.shape[1]
@@ -394,12 +392,8 @@ def apply_planned(
         if idx:
             groups.append(([decisions[i].text for i in idx], _tags(config, u)))
             where.append((u, idx))
-    merged = (
-        embed_groups(
-            client, groups, model=config.embedding_model, desc="embed merged facts", progress=False
-        )
-        if groups
-        else []
+    merged = client.embed_groups(
+        groups, model=config.embedding_model, desc="embed merged facts", progress=False
     )
     vectors_of: dict[str, dict[int, np.ndarray]] = {}
     for (u, idx), matrix in zip(where, merged, strict=True):
@@ -419,6 +413,101 @@ def fail_segment(state: UserState, index: int, error: str) -> None:
             row.update(status="failed", candidates=0, error=error)
             return
     raise KeyError(f"user {state.plan.user!r} has no segment {index}")
+
+
+def extract(
+    client: LLMClient, config: MemoryConfig, states: Mapping[str, UserState], report: BuildReport
+) -> None:
+    """Extraction for every segment of every pending user, at once; each state gets its
+    candidates per segment and its segment rows (ok, failed, no_person_messages)."""
+    jobs = [(u, s) for u, st in states.items() for s in st.plan.segments if s.person_messages]
+    results = extract_segments(client, config, [s for _, s in jobs], desc="extract facts")
+    report.extraction_calls = len(jobs)
+    outcome = {(u, s.index): r for (u, s), r in zip(jobs, results, strict=True)}
+    for u, state in states.items():
+        for seg in state.plan.segments:
+            result = outcome.get((u, seg.index))
+            if result is None:
+                row = segment_row(seg, status="no_person_messages", candidates=0, error=None)
+            elif not result.ok:
+                report.failed_segments += 1
+                row = segment_row(
+                    seg, status="failed", candidates=0, error=result.error or result.parse_error
+                )
+            else:
+                cands = candidates_from(
+                    seg,
+                    result.parsed,
+                    backend=result.backend,
+                    prompt_version=result.request.prompt_version,
+                )
+                state.candidates[seg.index] = cands
+                report.candidates += len(cands)
+                row = segment_row(seg, status="ok", candidates=len(cands), error=None)
+            state.segment_rows.append(row)
+
+
+def update_wave(
+    client: LLMClient,
+    config: MemoryConfig,
+    states: Mapping[str, UserState],
+    w: int,
+    report: BuildReport,
+    desc: str = "update phase",
+) -> None:
+    """The update phase for segment ``w`` of every user that has one with new facts.
+
+    A call that failed after its retries makes segment ``w`` a failed segment of its user:
+    none of its facts reach the memory (adding them all would silently change what the
+    update phase decides), the user is written as incomplete, and a resume builds it again.
+    """
+    cfg = config
+    calls, direct = [], []
+    for u, state in states.items():
+        cands = state.candidates.get(w)
+        if not cands:
+            continue
+        compared = [
+            [fid for fid, _ in row] for row in similar_facts(state.memory, cands, cfg.update_top_k)
+        ]
+        step = plan_update(
+            state.memory,
+            cands,
+            compared,
+            dataset=cfg.dataset,
+            model=cfg.extraction_model,
+            reasoning_effort=cfg.extraction_reasoning_effort,
+            update_phase=cfg.update_phase,
+        )
+        (calls if step.needs_call else direct).append((u, cands, compared, step))
+    results = (
+        client.chat_many(
+            [c[3].request for c in calls],
+            offline=offline_update,
+            parse=parse_update,
+            desc=desc,
+            progress=False,
+        )
+        if calls
+        else []
+    )
+    report.update_calls += len(calls)
+    planned = []
+    for (u, cands, compared, step), result in zip(calls, results, strict=True):
+        if result.ok:
+            planned.append(
+                (u, resolve_decisions(cands, compared, result, step.request.payload["ids"]))
+            )
+        else:
+            fail_segment(states[u], w, f"update phase: {result.error or result.parse_error}")
+            report.failed_segments += 1
+    planned += [
+        (u, resolve_decisions(cands, compared, None, {}, note=step.note))
+        for u, cands, compared, step in direct
+    ]
+    memories = {u: states[u].memory for u, _ in planned}
+    for u, records in apply_planned(client, cfg, memories, planned).items():
+        states[u].updates.extend(records)
 
 
 class MemoryBuilder:
@@ -485,7 +574,7 @@ class MemoryBuilder:
         report.resumed = [u for u in plans if self.is_done(u)]
         pending = [u for u in plans if u not in set(report.resumed)]
         states = {u: UserState(plans[u], UserMemory(u)) for u in pending}
-        self.extract(states, report)
+        extract(self.client, self.config, states, report)
         dims = embed_candidates(
             self.client,
             self.config,
@@ -512,7 +601,8 @@ class MemoryBuilder:
             else None
         )
         for w in range(waves):
-            self.update_wave(states, w, waves, report)
+            desc = f"update phase, segment {w + 1}/{waves}"
+            update_wave(self.client, self.config, states, w, report, desc)
             for u in pending:
                 if len(plans[u].segments) == w + 1:
                     self.finish(states[u], dims, on_user)
@@ -525,95 +615,6 @@ class MemoryBuilder:
         report.incomplete = [u for u in report.built if files.read_incomplete(self.ds, u)]
         report.wall_s = time.perf_counter() - t0
         return report
-
-    def extract(self, states: Mapping[str, UserState], report: BuildReport) -> None:
-        """Extraction for every segment of every pending user, at once; each state gets its
-        candidates per segment and its segment rows (ok, failed, no_person_messages)."""
-        jobs = [(u, s) for u, st in states.items() for s in st.plan.segments if s.person_messages]
-        results = extract_segments(
-            self.client, self.config, [s for _, s in jobs], desc="extract facts"
-        )
-        report.extraction_calls = len(jobs)
-        outcome = {(u, s.index): r for (u, s), r in zip(jobs, results, strict=True)}
-        for u, state in states.items():
-            for seg in state.plan.segments:
-                result = outcome.get((u, seg.index))
-                if result is None:
-                    row = segment_row(seg, status="no_person_messages", candidates=0, error=None)
-                elif not result.ok:
-                    report.failed_segments += 1
-                    row = segment_row(
-                        seg, status="failed", candidates=0, error=result.error or result.parse_error
-                    )
-                else:
-                    cands = candidates_from(
-                        seg,
-                        result.parsed,
-                        backend=result.backend,
-                        prompt_version=result.request.prompt_version,
-                    )
-                    state.candidates[seg.index] = cands
-                    report.candidates += len(cands)
-                    row = segment_row(seg, status="ok", candidates=len(cands), error=None)
-                state.segment_rows.append(row)
-
-    def update_wave(
-        self, states: Mapping[str, UserState], w: int, waves: int, report: BuildReport
-    ) -> None:
-        """The update phase for segment ``w`` of every user that has one with new facts.
-
-        A call that failed after its retries makes segment ``w`` a failed segment of its user:
-        none of its facts reach the memory (adding them all would silently change what the
-        update phase decides), the user is written as incomplete, and a resume builds it again.
-        """
-        cfg = self.config
-        calls, direct = [], []
-        for u, state in states.items():
-            cands = state.candidates.get(w) if w < len(state.plan.segments) else None
-            if not cands:
-                continue
-            compared = [
-                [fid for fid, _ in row]
-                for row in similar_facts(state.memory, cands, cfg.update_top_k)
-            ]
-            step = plan_update(
-                state.memory,
-                cands,
-                compared,
-                dataset=cfg.dataset,
-                model=cfg.extraction_model,
-                reasoning_effort=cfg.extraction_reasoning_effort,
-                update_phase=cfg.update_phase,
-            )
-            (calls if step.needs_call else direct).append((u, cands, compared, step))
-        results = (
-            self.client.chat_many(
-                [c[3].request for c in calls],
-                offline=offline_update,
-                parse=parse_update,
-                desc=f"update phase, segment {w + 1}/{waves}",
-                progress=False,
-            )
-            if calls
-            else []
-        )
-        report.update_calls += len(calls)
-        planned = []
-        for (u, cands, compared, step), result in zip(calls, results, strict=True):
-            if result.ok:
-                planned.append(
-                    (u, resolve_decisions(cands, compared, result, step.request.payload["ids"]))
-                )
-            else:
-                fail_segment(states[u], w, f"update phase: {result.error or result.parse_error}")
-                report.failed_segments += 1
-        planned += [
-            (u, resolve_decisions(cands, compared, None, {}, note=step.note))
-            for u, cands, compared, step in direct
-        ]
-        memories = {u: states[u].memory for u, _ in planned}
-        for u, records in apply_planned(self.client, cfg, memories, planned).items():
-            states[u].updates.extend(records)
 
     def finish(
         self, state: UserState, dims: int, on_user: Callable[[str], None] | None = None
@@ -652,16 +653,14 @@ class MemoryBuilder:
         if on_user is not None:
             on_user(user)
 
-    def write_dataset_files(self, users: Sequence[str], plans: Mapping[str, UserPlan]) -> None:
-        """The dataset-wide files (see :func:`memcost.memory.facts.write_dataset_files`)."""
-        files.write_dataset_files(self.ds, users, split_rows(plans))
-
 
 class Mem0Live(LiveMemory):
-    """One user's ``mem0_style`` memory, fed one message at a time."""
+    """One user's ``mem0_style`` memory, fed one message at a time: every ``batch_size``
+    messages, the builder's steps on the segments they make."""
 
     def __init__(self, user: str, settings: Mapping[str, Any], *, dataset: str):
         self.user, self.settings, self.dataset = user, settings, dataset
+        self.config = MemoryConfig.of(settings, dataset)
         self.memory = UserMemory(user)
         self.pending: list[HistoryLine] = []
         self.segments = 0  # segments ingested so far: the next one's index
@@ -692,12 +691,21 @@ class Mem0Live(LiveMemory):
         if len(self.pending) < interval:
             return Ingest()
         done = Ingest([f"{len(self.pending)} turns since the last ingest (interval {interval})"])
-        for segment in self._segments():
-            self._ingest_segment(calls, segment, done)
+        one = {self.user: UserState(UserPlan(self.user, self._segments(), []), self.memory)}
+        steps: Any = TurnSteps(calls, done, self.tags())
+        report = BuildReport()
+        extract(steps, self.config, one, report)
+        new = [c for found in one[self.user].candidates.values() for c in found]
+        embed_candidates(steps, self.config, {self.user: new})
+        for segment in one[self.user].plan.segments:
+            update_wave(steps, self.config, one, segment.index, report)
         self.pending = []
+        for fact_id in self.memory.active_ids():
+            if fact_id not in self.tokens:
+                self.tokens[fact_id] = count_tokens(fact_line(self.memory.get(fact_id)["text"]))
         return done
 
-    def _segments(self) -> list:
+    def _segments(self) -> list[Segment]:
         """The waiting messages as the memory stage segments them, numbered on from the last."""
         frame = pd.DataFrame(
             {
@@ -720,66 +728,30 @@ class Mem0Live(LiveMemory):
         self.segments += len(segments)
         return segments
 
-    def _ingest_segment(self, calls: Calls, segment: Any, done: Ingest) -> None:
-        s = self.settings
-        model, effort = s["extraction_model"], s["extraction_reasoning_effort"]
-        request = extraction_request(
-            segment, dataset=self.dataset, model=model, reasoning_effort=effort
-        )
-        extracted = calls.chat(request, offline_extract, parse_extraction, stage="ingest_extract")
-        done.calls.append(IngestCall("ingest_extract", extracted))
-        if not extracted.ok:
-            return
-        candidates = candidates_from(
-            segment,
-            extracted.parsed,
-            backend=extracted.backend,
-            prompt_version=request.prompt_version,
-        )
-        if not candidates:
-            return
-        self._embed(calls, [c.text for c in candidates], done, candidates)
-        compared = [
-            [fid for fid, _ in row]
-            for row in similar_facts(self.memory, candidates, int(s["update_top_k"]))
-        ]
-        plan = plan_update(
-            self.memory,
-            candidates,
-            compared,
-            dataset=self.dataset,
-            model=model,
-            reasoning_effort=effort,
-            update_phase=bool(s["update_phase"]),
-        )
-        if plan.needs_call:
-            decided = calls.chat(plan.request, offline_update, parse_update, stage="ingest_update")
-            done.calls.append(IngestCall("ingest_update", decided))
-            if not decided.ok:  # the segment is a failed item: none of its facts are kept
-                return
-            decisions = resolve_decisions(
-                candidates, compared, decided, plan.request.payload["ids"]
-            )
-        else:
-            decisions = resolve_decisions(candidates, compared, None, {}, note=plan.note)
-        merged = merged_rows(decisions)
-        vectors = self._embed(calls, [decisions[i].text for i in merged], done)
-        apply_decisions(self.memory, decisions, dict(zip(merged, vectors, strict=True)))
-        for fact_id in self.memory.active_ids():
-            if fact_id not in self.tokens:
-                self.tokens[fact_id] = count_tokens(fact_line(self.memory.get(fact_id)["text"]))
 
-    def _embed(
-        self,
-        calls: Calls,
-        texts: Sequence[str],
-        done: Ingest,
-        candidates: Sequence[Candidate] = (),
-    ) -> list:
-        if not texts:
-            return []
-        vectors = calls.embed(list(texts), model=self.settings["embedding_model"], tags=self.tags())
-        done.embedded_tokens += sum(count_tokens(t) for t in texts)
-        for candidate, vector in zip(candidates, vectors, strict=False):
-            candidate.vector = vector
-        return list(vectors)
+class TurnSteps:
+    """The builder's calls (:meth:`LLMClient.chat_many`, :meth:`LLMClient.embed_groups`) made
+    one at a time at a turn of the serving study, each recorded in the turn's :class:`Ingest`."""
+
+    def __init__(self, calls: Calls, done: Ingest, tags: Mapping[str, Any]):
+        self.calls, self.done, self.tags = calls, done, tags
+
+    def chat_many(self, requests: Sequence[Any], *, offline, parse, **_: Any) -> list[ChatResult]:
+        results = []
+        for request in requests:
+            stage = f"ingest_{request.stage}"  # ingest_extract, ingest_update
+            results.append(self.calls.chat(request, offline, parse, stage=stage))
+            self.done.calls.append(IngestCall(stage, results[-1]))
+        return results
+
+    def embed_groups(
+        self, groups: Sequence[tuple[Sequence[str], Any]], *, model: str, **_: Any
+    ) -> list[np.ndarray]:
+        out = []
+        for texts, _tags in groups:
+            if not texts:
+                out.append(np.zeros((0, 0), np.float32))
+                continue
+            out.append(self.calls.embed(list(texts), model=model, tags=self.tags))
+            self.done.embedded_tokens += sum(count_tokens(t) for t in texts)
+        return out

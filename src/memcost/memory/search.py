@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.llm import LLMClient
-from memcost.memory.base import embed_groups, rows_by_user
+from memcost.memory.base import rows_by_user
 from memcost.memory.facts import read_done, read_facts, read_incomplete
 from memcost.memory.faiss_store import FaissStore, recall_at_k
 from memcost.memory.vectors import EF_CONSTRUCTION, EF_SEARCH, HNSW_M, IndexMismatch, VectorStore
@@ -196,7 +196,7 @@ def embed_questions(
     ]
     if not groups:
         return np.zeros((0, 0), np.float32)
-    return np.vstack(embed_groups(client, groups, model=model, desc="embed questions"))
+    return np.vstack(client.embed_groups(groups, model=model, desc="embed questions"))
 
 
 def retrieve(
