@@ -14,7 +14,7 @@ from llm_helpers import TEST_KEY, api_client
 
 from memcost import offline
 from memcost.calls import read_calls
-from memcost.llm import ChatRequest, ChatResult, Usage, make_client
+from memcost.llm import CallResult, ChatRequest, Usage, make_client
 from memcost.memory import open_system
 from memcost.memory.facts import FACT_SCHEMA, load_facts, load_updates, read_facts, user_stats
 from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
@@ -381,18 +381,9 @@ def test_model_decisions_are_checked_before_they_are_applied():
         "memory_update@v1",
         reasoning_effort="low",
     )
-    result = ChatResult(
-        request,
-        json.dumps(reply),
-        Usage(),
-        "h",
-        "openai",
-        "host",
-        False,
-        0.1,
-        1,
-        parsed=parse_update(json.dumps(reply)),
-    )
+    text = json.dumps(reply)
+    result = CallResult(request, "h", "openai", "host", Usage(), False, 0.1, 1, text=text)
+    result.parsed = parse_update(text)
     ids = {"m1": "u:f0", "m2": "u:f1"}
     decisions = resolve_decisions(candidates, [["u:f0", "u:f1"]] * 5, result, ids)
     records = apply_decisions(store, decisions, {0: np.ones(8, np.float32) / 2})

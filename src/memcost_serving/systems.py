@@ -23,7 +23,7 @@ from memcost.catalog import (
     price_for,
     rejects_temperature,
 )
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.memory.base import open_system, system_class
 from memcost.memory.live import HistoryLine
@@ -95,7 +95,7 @@ def embed_locally(texts: list[str], *, model: str = "", tags: Any = None) -> np.
     return _EMBEDDER.embed(texts)
 
 
-def reply_of(result: ChatResult) -> Reply:
+def reply_of(result: CallResult) -> Reply:
     """A client result as a serving row reads it (visible output, reasoning apart)."""
     usage = result.usage
     visible = max(usage.completion_tokens - usage.reasoning_tokens, 0)
@@ -129,7 +129,7 @@ class OfflineEngine:
         parse: Callable[[str], Any] | None = None,
         *,
         stage: str = "",
-    ) -> ChatResult:
+    ) -> CallResult:
         """A memory system's request answered by its own stand-in, as the client would offline
         (a reply its parser refuses is a failed call)."""
         text, usage, latency = run_chat(offline, request)
@@ -139,19 +139,10 @@ class OfflineEngine:
                 parsed = parse(text)
             except ValueError as exc:
                 parse_error = f"unusable reply: {exc}"
-        return ChatResult(
-            request,
-            text,
-            usage,
-            "",
-            OFFLINE,
-            OFFLINE,
-            False,
-            latency,
-            1,
-            parsed=parsed,
+        return CallResult(
+            request, "", OFFLINE, OFFLINE, usage, False, latency, 1, text=text, parsed=parsed,
             parse_error=parse_error,
-        )
+        )  # fmt: skip
 
 
 GENERATION_KEYS = ("temperature", "max_output_tokens")
@@ -192,7 +183,7 @@ class ClientEngine:
         parse: Callable[[str], Any] | None = None,
         *,
         stage: str = "",
-    ) -> ChatResult:
+    ) -> CallResult:
         """A memory system's request (made for this engine's model) through the client, at the
         replay's generation settings and, where the system sets none (Hindsight), the served
         reasoning effort."""
@@ -239,7 +230,7 @@ class TurnCalls:
         parse: Callable[[str], Any] | None = None,
         *,
         stage: str,
-    ) -> ChatResult:
+    ) -> CallResult:
         tags = {**request.tags, "system": self.system, "serving_stage": stage, "turn": self.turn}
         return self.engine.chat(replace(request, tags=tags), offline, parse, stage=stage)
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.catalog import generation_params
-from memcost.llm import ChatRequest, ChatResult
+from memcost.llm import CallResult, ChatRequest
 from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM
 from memcost.memory.segments import BATCH_SIZE, MAX_SEGMENT_CHARS, Segment, segment_conversation
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
@@ -147,7 +147,7 @@ class _GraphIngest(UserIngest):
         stored = self.graph.valid_about(self.segment_entities)[-STORED_SHOWN:]
         return [self.system.relations_request(self.user, segment, self.segment_entities, stored)]
 
-    def take(self, results: list[ChatResult]) -> None:
+    def take(self, results: list[CallResult]) -> None:
         parsed = results[0].parsed or {}
         if self.step == "entities":
             self.segment_entities = self.graph.add_entities(list(parsed.get("entities") or []))

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.catalog import generation_params
-from memcost.llm import ChatRequest, ChatResult
+from memcost.llm import CallResult, ChatRequest
 from memcost.memory.live import HistoryLine, user_lines
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost_systems.offline import standin_summarise
@@ -76,7 +76,7 @@ class _Layering(UserIngest):
             self.system.summary_request(self.user, self.summary, self.lines[self.summarised : upto])
         ]
 
-    def take(self, results: list[ChatResult]) -> None:
+    def take(self, results: list[CallResult]) -> None:
         self.summary = results[0].text.strip()
         self.summarised = min(len(self.lines), self.summarised + self.every)
 

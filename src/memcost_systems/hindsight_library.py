@@ -62,7 +62,7 @@ import pandas as pd
 
 import memcost_systems.stored as store
 from memcost.io import Bar
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, read_done
 from memcost.memory.live import (
     Calls,
@@ -517,7 +517,7 @@ class TurnRelay:
         finally:
             self.calls, self.done = None, None
 
-    def chat(self, request: ChatRequest, offline: Callable[[ChatRequest], str]) -> ChatResult:
+    def chat(self, request: ChatRequest, offline: Callable[[ChatRequest], str]) -> CallResult:
         if self.calls is None:
             raise RuntimeError("a Hindsight call outside a served turn")
         stage = self.STAGES.get(request.stage, request.stage)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.catalog import generation_params
-from memcost.llm import ChatRequest, ChatResult
+from memcost.llm import CallResult, ChatRequest
 from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM
 from memcost.memory.live import (
     Calls,
@@ -113,7 +113,7 @@ class _Observing(UserIngest):
                 return [self.system.observer_request(self.user, self.buffer)]
         return []
 
-    def take(self, results: list[ChatResult]) -> None:
+    def take(self, results: list[CallResult]) -> None:
         text = results[0].text
         if self.reflect_due:  # what the reflector kept came from any of the observed turns
             when = self.observations[-1][1] if self.observations else None

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from memcost.io import Bar, write_json
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.memory.base import (
     ITEM_COLUMNS,
     MemorySystem,
@@ -194,7 +194,7 @@ class UserIngest:
         """The next wave's requests; none (the default): the items need no model call."""
         return []
 
-    def take(self, results: list[ChatResult]) -> None:
+    def take(self, results: list[CallResult]) -> None:
         raise NotImplementedError(f"{type(self).__name__} asked for requests it cannot take")
 
     @abstractmethod

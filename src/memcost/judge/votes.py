@@ -30,7 +30,7 @@ from memcost.answers import (
 from memcost.calls import OFFLINE
 from memcost.io import read_jsonl
 from memcost.judge.questions import JudgeItem, JudgePlan
-from memcost.llm import ChatRequest, ChatResult, parse_json_object
+from memcost.llm import CallResult, ChatRequest, parse_json_object
 from memcost.offline import LEXICAL, lexical_judge
 from memcost.paper import JUDGE_MODEL
 from memcost.prompts import JUDGE_PROMPTS, Instruction, Prompt
@@ -281,7 +281,7 @@ def _all_requests(
 
 
 def _vote(
-    result: ChatResult,
+    result: CallResult,
     *,
     identity: str,
     judge_label: str,
@@ -450,7 +450,7 @@ def judge_one(
     if pending:
         with judgment_appender(path) as appender:
 
-            def write(result: ChatResult) -> None:
+            def write(result: CallResult) -> None:
                 record = _vote(
                     result,
                     identity=identity,

@@ -12,10 +12,9 @@ from memcost.llm.providers import BACKENDS, check_credentials
 from memcost.llm.requests import (
     BudgetExceeded,
     CacheMiss,
+    CallResult,
     ChatRequest,
-    ChatResult,
     EmbeddingRequest,
-    EmbeddingResult,
     FatalAPIError,
     ItemRejected,
     LLMError,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from memcost.catalog import UnknownPriceError, price_for
 from memcost.llm.providers import resolve_endpoint
-from memcost.llm.requests import ChatRequest, EmbeddingRequest, Outcome, Usage
+from memcost.llm.requests import CallResult, ChatRequest, EmbeddingRequest, Usage
 from memcost.text import count_tokens
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class Accounting:
     def add(
         self,
         request: ChatRequest | EmbeddingRequest,
-        outcome: Outcome,
+        outcome: CallResult,
         *,
         sent: bool = False,
         cache_hit: bool = False,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -61,13 +62,11 @@ from memcost.llm.providers import (
 from memcost.llm.requests import (
     BudgetExceeded,
     CacheMiss,
+    CallResult,
     ChatRequest,
-    ChatResult,
     EmbeddingRequest,
-    EmbeddingResult,
     ItemRejected,
     LLMError,
-    Outcome,
     Usage,
     reask_request,
 )
@@ -87,7 +86,7 @@ ParseFn = Callable[[str], Any]
 PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError)
 
 
-def make_record(request: Request, outcome: Outcome, *, cached: bool | None = None) -> dict:
+def make_record(request: Request, outcome: CallResult, *, cached: bool | None = None) -> dict:
     """The call's record, as the store keeps it (:data:`memcost.calls.BASE_FIELDS`, then the
     optional fields that apply, then the request's tags)."""
     usage = outcome.usage
@@ -97,7 +96,7 @@ def make_record(request: Request, outcome: Outcome, *, cached: bool | None = Non
         "provider": outcome.provider,
         "model": request.model,
         "backend": outcome.backend,
-        "request_hash": outcome.key,
+        "request_hash": outcome.request_hash,
         "prompt_version": request.prompt_version,
         "cached": outcome.cached if cached is None else cached,
         "prompt_tokens": usage.prompt_tokens,
@@ -125,16 +124,13 @@ def _in_flight_record(
     request: Request, endpoint: Endpoint, key: str, execution: str
 ) -> dict[str, Any]:
     """The record a call leaves on the ledger if its process is killed while it is sent."""
-    outcome = Outcome(
-        key, endpoint.backend, endpoint.host, Usage(prompt_tokens=prompt_tokens(request)),
-        False, 0.0, 1,
-        error=IN_FLIGHT_AT_KILL,
-    )  # fmt: skip
-    outcome.execution = execution
+    usage = Usage(prompt_tokens=prompt_tokens(request))
+    outcome = CallResult(request, key, endpoint.backend, endpoint.host, usage, False, 0.0, 1,
+                         error=IN_FLIGHT_AT_KILL, execution=execution)  # fmt: skip
     return make_record(request, outcome)
 
 
-def answer_of(request: Request, outcome: Outcome, usage_estimated: bool) -> dict[str, Any]:
+def answer_of(request: Request, outcome: CallResult, usage_estimated: bool) -> dict[str, Any]:
     """An API reply as the store keeps it: what a later call is served."""
     stored: dict[str, Any] = {
         "usage": outcome.usage.as_dict(),
@@ -161,13 +157,14 @@ def outcome_of(
     response: dict[str, Any] | None,
     latency: float,
     attempts: int,
-) -> tuple[Outcome, bool]:
+) -> tuple[CallResult, bool]:
     """The outcome of an API reply (``None``: no reply) and whether its usage was estimated
     (a server that reports no usage is counted with o200k)."""
-    base = dict(key=key, backend=endpoint.backend, provider=endpoint.host, cached=False,
-                latency_s=latency, attempts=attempts)  # fmt: skip
+    base = dict(request=request, request_hash=key, backend=endpoint.backend,
+                provider=endpoint.host, cached=False, latency_s=latency,
+                attempts=attempts)  # fmt: skip
     if response is None:
-        return Outcome(usage=Usage(), **base), False
+        return CallResult(usage=Usage(), **base), False
     if isinstance(request, ChatRequest):
         usage = Usage.from_dict(response["usage"]) if response["usage"] else None
         estimated = usage is None
@@ -176,7 +173,7 @@ def outcome_of(
                 prompt_tokens=prompt_tokens(request),
                 completion_tokens=count_tokens(response["text"]),
             )
-        outcome = Outcome(
+        outcome = CallResult(
             usage=usage, text=response["text"], served_model=response["served_model"],
             finish_reason=response["finish_reason"], billed_usd=response.get("billed_usd"),
             served_by=response.get("served_by"), **base,
@@ -186,7 +183,7 @@ def outcome_of(
     estimated = prompt is None
     if prompt is None:
         prompt = prompt_tokens(request)
-    outcome = Outcome(
+    outcome = CallResult(
         usage=Usage(prompt_tokens=int(prompt)), vectors=l2_normalise(response["vectors"]),
         served_model=response["served_model"], **base,
     )  # fmt: skip
@@ -214,7 +211,7 @@ class CallPath:
         self._inflight: dict[str, threading.Event] = {}
         self._inflight_lock = threading.Lock()
 
-    def call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+    def call(self, request: Request, offline: OfflineMethod | None) -> CallResult:
         """Serve ``request``: the offline stand-in, the store, or the API; every call ends with
         its record in the store."""
         endpoint = self.transport.endpoint_for(request.model)
@@ -243,7 +240,7 @@ class CallPath:
         finally:
             self._release(key)
 
-    def _offline_call(self, request: Request, offline: OfflineMethod | None) -> Outcome:
+    def _offline_call(self, request: Request, offline: OfflineMethod | None) -> CallResult:
         if isinstance(request, EmbeddingRequest):
             if request.dimensions is not None and request.dimensions != self.embedder.dims:
                 embedder = HashingEmbedder(request.dimensions)
@@ -255,8 +252,8 @@ class CallPath:
             text, usage, latency = run_chat(offline, request)
             vectors = None
         key = request.key(OFFLINE)
-        outcome = Outcome(
-            key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors
+        outcome = CallResult(
+            request, key, OFFLINE, OFFLINE, usage, False, latency, 1, text=text, vectors=vectors
         )
         self.accounting.add(request, outcome, offline=True)
         self.record(request, outcome, once=True, offline=True)
@@ -264,11 +261,12 @@ class CallPath:
 
     def _stored_call(
         self, request: Request, endpoint: Endpoint, key: str, stored: dict[str, Any]
-    ) -> Outcome:
+    ) -> CallResult:
         """An answer from the store: recorded as cached (unless this item's call is recorded
         already); an answer from another run is copied into this run's store."""
-        outcome = Outcome(
-            key=key,
+        outcome = CallResult(
+            request=request,
+            request_hash=key,
             backend=endpoint.backend,
             provider=endpoint.host,
             usage=Usage.from_dict(stored.get("usage") or {}),
@@ -288,7 +286,7 @@ class CallPath:
         self.record(request, outcome, once=True, answer=copy)
         return outcome
 
-    def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+    def _api_call(self, request: Request, endpoint: Endpoint, key: str) -> CallResult:
         self.store.check_room()  # StoreError: no room to keep the answer, nothing is sent
         flight = call_key(key, request.tags)
         execution = self._flex_or_interactive(request)
@@ -298,7 +296,7 @@ class CallPath:
         finally:
             self.store.unsent(flight)  # nothing once its record is written (with its answer)
 
-    def _send(self, request: Request, endpoint: Endpoint, key: str) -> Outcome:
+    def _send(self, request: Request, endpoint: Endpoint, key: str) -> CallResult:
         # BudgetStop: nothing is sent
         reserved = self.budget.reserve(request, self._price_multiplier(request))
         try:
@@ -379,7 +377,7 @@ class CallPath:
     def record(
         self,
         request: Request,
-        outcome: Outcome,
+        outcome: CallResult,
         *,
         once: bool = False,
         answer: Mapping[str, Any] | None = None,
@@ -387,7 +385,7 @@ class CallPath:
     ) -> bool:
         """Write the call's record (with its answer, when it brought one); with ``once``, skip
         it when this item's call is recorded already (a rerun of a notebook)."""
-        key = call_key(outcome.key, request.tags)
+        key = call_key(outcome.request_hash, request.tags)
         if once and self.store.recorded(key):
             self.accounting.count("replayed")
             return False
@@ -497,7 +495,7 @@ class ItemRunner:
 
     def chat_item(
         self, request: ChatRequest, offline: OfflineMethod | None, parse: ParseFn | None
-    ) -> ChatResult:
+    ) -> CallResult:
         outcome = self.calls.call(request, offline)
         totals = {"usage": outcome.usage, "attempts": outcome.attempts, "calls": 1}
         retried_limit = None
@@ -509,35 +507,24 @@ class ItemRunner:
                 request, outcome, offline, parse, totals
             )
         self.accounting.count("items")
-        return ChatResult(
+        return replace(
+            outcome,
             request=request,
-            text=outcome.text,
             usage=totals["usage"],
-            request_hash=outcome.key,
-            backend=outcome.backend,
-            provider=outcome.provider,
-            cached=outcome.cached,
-            latency_s=outcome.latency_s,
             attempts=totals["attempts"],
             calls=totals["calls"],
-            error=outcome.error,
-            served_model=outcome.served_model,
-            finish_reason=outcome.finish_reason,
             parsed=parsed,
             parse_error=parse_error,
-            failure_kind=outcome.failure_kind,
             retried_output_limit=retried_limit,
-            billed_usd=outcome.billed_usd,
-            served_by=outcome.served_by,
         )
 
     def _retry_longer(
         self,
         request: ChatRequest,
-        outcome: Outcome,
+        outcome: CallResult,
         offline: OfflineMethod | None,
         totals: dict[str, Any],
-    ) -> tuple[Outcome, int | None]:
+    ) -> tuple[CallResult, int | None]:
         """Once: the same request with a larger output limit, after a reply cut off before any
         answer (a reasoning model that spent its limit thinking). The retry is its own record,
         tagged with the limit it used; without room to grow, the item fails."""
@@ -559,11 +546,11 @@ class ItemRunner:
     def _parse_with_reasks(
         self,
         request: ChatRequest,
-        outcome: Outcome,
+        outcome: CallResult,
         offline: OfflineMethod | None,
         parse: ParseFn,
         totals: dict[str, Any],
-    ) -> tuple[Outcome, Any, str | None]:
+    ) -> tuple[CallResult, Any, str | None]:
         """Parse the reply; re-ask up to ``max_reasks`` times while it does not parse.
 
         Returns the last outcome, the parsed value and the parse error (``None`` once parsed,
@@ -615,26 +602,13 @@ class ItemRunner:
             declared = None
         return declared or self._measured_dims.get(model)
 
-    def embed_item(self, request: EmbeddingRequest) -> EmbeddingResult:
+    def embed_item(self, request: EmbeddingRequest) -> CallResult:
         outcome = self.calls.call(request, None)
         self.accounting.count("items")
-        vectors = outcome.vectors
-        if vectors is None:  # a failed call: no row may pass for a vector (width as known)
+        if outcome.vectors is None:  # a failed call: no row may pass for a vector (width as known)
             width = self._known_dims(request.model) or DEFAULT_DIMS
-            vectors = np.full((len(request.inputs), width), np.nan, np.float32)
-        return EmbeddingResult(
-            request=request,
-            vectors=vectors,
-            usage=outcome.usage,
-            request_hash=outcome.key,
-            backend=outcome.backend,
-            provider=outcome.provider,
-            cached=outcome.cached,
-            latency_s=outcome.latency_s,
-            attempts=outcome.attempts,
-            error=outcome.error,
-            served_model=outcome.served_model,
-        )
+            outcome.vectors = np.full((len(request.inputs), width), np.nan, np.float32)
+        return outcome
 
 
 class LLMClient:
@@ -680,7 +654,7 @@ class LLMClient:
         *,
         offline: OfflineMethod | None = None,
         parse: ParseFn | None = None,
-    ) -> ChatResult:
+    ) -> CallResult:
         """One request (see :meth:`chat_many`)."""
         return self.chat_many([request], offline=offline, parse=parse, progress=False)[0]
 
@@ -691,9 +665,9 @@ class LLMClient:
         offline: OfflineMethod | None = None,
         parse: ParseFn | None = None,
         desc: str | None = None,
-        on_result: Callable[[ChatResult], None] | None = None,
+        on_result: Callable[[CallResult], None] | None = None,
         progress: bool | None = None,
-    ) -> list[ChatResult]:
+    ) -> list[CallResult]:
         """Serve many requests with at most ``max_concurrency`` in flight; results in input order.
 
         ``offline`` is the stage's method for the offline backend; ``parse`` turns a reply into
@@ -721,9 +695,9 @@ class LLMClient:
         offline: OfflineMethod | None = None,
         parse: ParseFn | None = None,
         desc: str | None = None,
-        on_result: Callable[[ChatResult], None] | None = None,
+        on_result: Callable[[CallResult], None] | None = None,
         progress: bool | None = None,
-    ) -> list[list[ChatResult]]:
+    ) -> list[list[CallResult]]:
         """Like :meth:`chat_many` for ordered groups (e.g. the questions of one conversation).
 
         With ``first_alone`` the first request of each group is sent on its own and the rest
@@ -755,7 +729,7 @@ class LLMClient:
             progress=progress,
             prefixes=prefixes,
         )
-        out: list[list[ChatResult]] = []
+        out: list[list[CallResult]] = []
         start = 0
         for size in shape:
             out.append(results[start : start + size])
@@ -830,7 +804,7 @@ class LLMClient:
         *,
         desc: str | None = None,
         progress: bool | None = None,
-    ) -> list[EmbeddingResult]:
+    ) -> list[CallResult]:
         requests = list(requests)
         self.prefill.fill(requests)
         return self.items.run(

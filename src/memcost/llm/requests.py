@@ -272,33 +272,34 @@ class Usage:
         return cls(**{f.name: int(data.get(f.name) or 0) for f in dataclasses.fields(cls)})
 
 
-@dataclass(frozen=True)
-class ChatResult:
-    """What a stage gets back for one request (after any JSON re-asks).
+@dataclass
+class CallResult:
+    """One call's result, as the client serves it (offline, from the store or sent) and as every
+    stage gets it. For a chat item ``usage``, ``attempts`` and ``calls`` add up every request
+    made for it (a retry with a larger output limit, the JSON re-asks), ``latency_s`` is the
+    last call's, and on an error ``text`` is ``""``."""
 
-    ``usage``, ``attempts`` and ``calls`` add up every request made for this item (the original
-    and its re-asks); ``latency_s`` is the last call's. On an error ``text`` is ``""``.
-    """
-
-    request: ChatRequest
-    text: str
-    usage: Usage
+    request: ChatRequest | EmbeddingRequest
     request_hash: str
     backend: str  # offline | openai | openrouter | custom
     provider: str  # endpoint host, or "offline"
-    cached: bool  # served from the disk cache (no request sent)
+    usage: Usage
+    cached: bool  # served from the store of calls (no request sent)
     latency_s: float
     attempts: int
     calls: int = 1
+    text: str = ""
+    vectors: np.ndarray | None = None  # an embedding's (len(inputs), d), L2-normalised rows
     error: str | None = None
     served_model: str | None = None  # the snapshot the API reports
     finish_reason: str | None = None
+    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
+    billed_usd: float | None = None  # the provider's own charge (OpenRouter's usage.cost)
+    served_by: str | None = None  # the upstream that served it (OpenRouter's provider)
+    execution: str = "interactive"  # interactive | batch | flex: how it was sent (its price)
     parsed: Any = None
     parse_error: str | None = None
-    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
     retried_output_limit: int | None = None  # the larger limit of the one retry after "length"
-    billed_usd: float | None = None  # the provider's charge for the last call, when reported
-    served_by: str | None = None  # the upstream host that served it (OpenRouter)
 
     @property
     def ok(self) -> bool:
@@ -316,21 +317,6 @@ class ChatResult:
         }
 
 
-@dataclass(frozen=True)
-class EmbeddingResult:
-    request: EmbeddingRequest
-    vectors: np.ndarray  # (len(inputs), d) float32, L2-normalised rows
-    usage: Usage
-    request_hash: str
-    backend: str
-    provider: str
-    cached: bool
-    latency_s: float
-    attempts: int
-    error: str | None = None
-    served_model: str | None = None
-
-
 def as_messages(
     messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]],
 ) -> tuple[tuple[str, str], ...]:
@@ -343,28 +329,6 @@ def as_messages(
             role, content = m
             out.append((str(role), str(content)))
     return tuple(out)
-
-
-@dataclass
-class Outcome:
-    """One call's outcome (offline, cached or sent), before the stage's parsing."""
-
-    key: str
-    backend: str
-    provider: str
-    usage: Usage
-    cached: bool
-    latency_s: float
-    attempts: int
-    text: str = ""
-    vectors: np.ndarray | None = None
-    error: str | None = None
-    served_model: str | None = None
-    finish_reason: str | None = None
-    failure_kind: str | None = None  # length | content_filter | refusal | rejected (HTTP 4xx)
-    billed_usd: float | None = None  # the provider's own charge (OpenRouter's usage.cost)
-    served_by: str | None = None  # the upstream that served it (OpenRouter's provider)
-    execution: str = "interactive"  # interactive | batch | flex: how it was sent (its price)
 
 
 # --- Errors ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pandas as pd
 from memcost import answers
 from memcost.answers import AnswerWriter, system_name
 from memcost.catalog import Declared, slug
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.longctx.history import (
     FORMAT_OVERHEAD_TOKENS,
     HEAD,
@@ -460,7 +460,7 @@ def group_plans(plans: Iterable[Plan]) -> list[list[Plan]]:
     return list(groups.values())
 
 
-def answer_record(result: ChatResult, plan: Plan) -> dict[str, Any]:
+def answer_record(result: CallResult, plan: Plan) -> dict[str, Any]:
     """One line of ``answers_<system>.jsonl`` (docs/architecture.md)."""
     failed = result.error is not None
     return {
@@ -516,7 +516,7 @@ def answer_questions(
     by_key = {(p.system, p.question_id): p for p in planned.plans}
     answerer = ExtractiveAnswerer()
 
-    def on_result(result: ChatResult) -> None:
+    def on_result(result: CallResult) -> None:
         tags = result.request.tags
         plan = by_key[(tags["system"], tags["question_id"])]
         writers[plan.system].write(answer_record(result, plan))

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import pandas as pd
 
-from memcost.llm import ChatRequest, ChatResult
+from memcost.llm import CallResult, ChatRequest
 from memcost.memory.segments import segment_conversation
 from memcost.text import day_text
 
@@ -53,7 +53,7 @@ class Calls(Protocol):
         parse: Callable[[str], Any] | None = None,
         *,
         stage: str,
-    ) -> ChatResult:
+    ) -> CallResult:
         """``request`` answered (``offline`` without a key); ``stage``: the serving stage the
         call is (ingest_extract, ingest_update, observer, reflector), its ledger tag."""
 
@@ -79,7 +79,7 @@ class IngestCall:
     """One model call of an ingest: its serving stage and what came back."""
 
     stage: str  # ingest_extract | ingest_update | observer | reflector
-    result: ChatResult
+    result: CallResult
 
 
 @dataclass

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 import memcost.memory.facts as files
-from memcost.llm import ChatResult, LLMClient
+from memcost.llm import CallResult, LLMClient
 from memcost.llm.scheduler import ProgressBar
 from memcost.memory.base import (
     ITEM_COLUMNS,
@@ -340,7 +340,7 @@ class BuildReport:
 
 def extract_segments(
     client: LLMClient, config: MemoryConfig, segments: Sequence[Segment], *, desc: str
-) -> list[ChatResult]:
+) -> list[CallResult]:
     """One extraction call per segment (segments without a person's message get none)."""
     requests = [
         extraction_request(
@@ -736,7 +736,7 @@ class TurnSteps:
     def __init__(self, calls: Calls, done: Ingest, tags: Mapping[str, Any]):
         self.calls, self.done, self.tags = calls, done, tags
 
-    def chat_many(self, requests: Sequence[Any], *, offline, parse, **_: Any) -> list[ChatResult]:
+    def chat_many(self, requests: Sequence[Any], *, offline, parse, **_: Any) -> list[CallResult]:
         results = []
         for request in requests:
             stage = f"ingest_{request.stage}"  # ingest_extract, ingest_update

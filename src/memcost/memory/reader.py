@@ -27,7 +27,7 @@ from memcost import answers
 from memcost.answers import AnswerWriter
 from memcost.calls import SHARED_PREFIX_TAG
 from memcost.catalog import cacheable, generation_params
-from memcost.llm import ChatRequest, ChatResult, LLMClient
+from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.manifest import fingerprint
 from memcost.memory.base import MemorySystem, Recall, rows_by_user
 from memcost.memory.search import SYSTEM
@@ -180,7 +180,7 @@ def answer_with_system(
                 context[qid]["mode"] = "multiple_choice"
             requests.append(request)
 
-        def write(result: ChatResult) -> None:
+        def write(result: CallResult) -> None:
             qid = str(result.request.tags["question_id"])
             extra = context[qid]
             writer.write(

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from memcost.catalog import generation_params
-from memcost.llm import ChatRequest, ChatResult
+from memcost.llm import CallResult, ChatRequest
 from memcost.llm.requests import parse_json_object
 from memcost.memory.facts import DECISIONS, FACT_SCHEMA
 from memcost.memory.search import SYSTEM
@@ -315,7 +315,7 @@ class Decision:
 def resolve_decisions(
     candidates: Sequence[Candidate],
     compared: Sequence[Sequence[str]],
-    result: ChatResult | None,
+    result: CallResult | None,
     ids: Mapping[str, str],
     *,
     note: str | None = None,
