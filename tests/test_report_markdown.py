@@ -103,7 +103,7 @@ def test_the_bill_compares_the_ledger_with_the_estimate_in_the_modes_chosen(tmp_
 
 
 def test_the_bill_says_when_a_stages_gap_is_the_prompt_cache_not_the_tokens():
-    # An estimate_* run: offline, long context's prompts have no cache hits in the ledger,
+    # An offline run of the real data: long context's prompts have no cache hits in the ledger,
     # while the estimate prices the cached share the prefix-cache rule predicts.
     import pandas as pd
 

@@ -701,7 +701,7 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
             "  † priced from the paper's measured memory costs (paper §4.2: written, its "
             "prompts per history token and its completions per segment of 10 messages; read, "
             "per question), scaled to the model's prices; tokens are not counted before the "
-            "run (an estimate_* preset counts them offline)"
+            "run (the same run offline counts them: -p backend=offline)"
         )
     if (estimate["ledger_stage"].eq("read") & estimate["input_tokens"].gt(0)).any():
         lines.append(
