@@ -19,12 +19,15 @@ GROUP = "memcost.plugins"
 class Table:
     """One of the run's tables in a report section: ``file`` relative to the run directory
     (``{dataset}/...``: every dataset's, one after another), shown as ``columns`` (column →
-    header) in their order."""
+    header) in their order (a column it lacks shows "—"); datasets and systems (``system``,
+    ``system_*``, ``*_system``) by their names in the report."""
 
     file: str
     columns: Mapping[str, str]
-    caption: str = ""  # the sentence above it
+    caption: str | Callable[[Any], str] = ""  # the sentence above it, or caption(view)
     formats: Mapping[str, Callable[[Any], str]] = field(default_factory=dict)  # column → text
+    title: str = ""  # its heading, under the section's
+    min_rows: int = 1  # fewer rows: the table is not shown
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class Section:
 
     name: str
     title: str = ""
-    text: str = ""
+    text: str | Callable[[Any], str] = ""  # or text(view), "" for none
     tables: tuple[Table, ...] = ()
     figures: tuple[tuple[str, str], ...] = ()
     lines: Callable[[Any], list[str]] | None = None

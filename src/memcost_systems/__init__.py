@@ -2,7 +2,7 @@
 hierarchical and observational memory, and the mem0, cognee and Hindsight libraries reached
 through the run's gateway (docs/memory-systems.md)."""
 
-from memcost.plugins import Plugin, Section
+from memcost.plugins import Plugin
 from memcost_systems.cognee_library import CogneeLibrary
 from memcost_systems.graph import GraphMemory
 from memcost_systems.hierarchical import HierarchicalMemory
@@ -10,7 +10,7 @@ from memcost_systems.hindsight_library import HindsightLibrary
 from memcost_systems.mem0_library import Mem0Library
 from memcost_systems.observational import ObservationalMemory
 from memcost_systems.rag import Rag
-from memcost_systems.report import section_memory_systems
+from memcost_systems.report import MEMORY_SYSTEMS
 
 PLUGIN = Plugin(
     name="systems",
@@ -23,5 +23,5 @@ PLUGIN = Plugin(
         CogneeLibrary,
         HindsightLibrary,
     ),
-    report_sections=(Section("memory_systems", lines=section_memory_systems, after="accuracy"),),
+    report_sections=(MEMORY_SYSTEMS,),
 )

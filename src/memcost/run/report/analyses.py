@@ -1,14 +1,12 @@
-"""The report's analyses beyond Table 3: cost per correct answer, McNemar tests, judge sensitivity
-and the simulated prompt cache.
-
-Each is a table a notebook wrote (05 the first, 04 the others); the report shows them, it does
-not recompute them.
-"""
+"""The report's analyses beyond Table 3, each a table a notebook wrote: cost per correct answer,
+McNemar tests, judge sensitivity and the simulated prompt cache."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from memcost.paths import DATASET_TABLES, RUN_TABLES
+from memcost.plugins import Section, Table
 from memcost.run.report.markdown import md_table, pct, usd
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
@@ -18,85 +16,38 @@ def _frames(view: RunView, table: str) -> list[pd.DataFrame]:
     return [t for t in frames if t is not None]
 
 
-def _cost_per_correct(view: RunView) -> list[str]:
+def _cpa_caption(view: RunView) -> str:
     table = read_csv(view.run.table.cost_per_correct_answer)
-    if table is None or table.empty:
-        return []
-    rows = [
-        [
-            DATASET_NAMES.get(r.dataset, r.dataset),
-            view.label(str(r.system)),
-            int(r.correct),
-            int(r.questions),
-            usd(r.cpa_usd),
-            usd(r.cpa_with_write_usd),
-        ]
-        for r in table.itertuples(index=False)
-    ]
-    basis = "; ".join(sorted(set(table["basis"].astype(str)))) if "basis" in table else ""
-    return [
-        "### Cost per correct answer",
-        "",
+    basis = "; ".join(sorted(set(table["basis"].astype(str)))) if table is not None else ""
+    return (
         f"Answering dollars divided by correct answers (notebook 05; basis: {basis}). "
         "Memory's second column adds its share of writing the memory. A system with no "
-        "correct answer has no cost per correct answer (—).",
-        "",
-        md_table(
-            rows,
-            [
-                "dataset",
-                "system",
-                "correct",
-                "questions",
-                "$ per correct",
-                "$ per correct, with writing",
-            ],
-        ),
-        "",
-    ]
+        "correct answer has no cost per correct answer (—)."
+    )
 
 
-def _mcnemar(view: RunView) -> list[str]:
-    frames = _frames(view, "mcnemar")
-    if not frames:
-        return []
-    rows = []
-    for r in pd.concat(frames, ignore_index=True).itertuples(index=False):
-        rows.append(
-            [
-                DATASET_NAMES.get(r.dataset, r.dataset),
-                f"{view.label(str(r.system_a))} vs {view.label(str(r.system_b))}",
-                int(r.n_paired),
-                int(r.a_only_correct),
-                int(r.b_only_correct),
-                f"{100 * float(r.difference_b_minus_a):+.1f}",
-                f"{float(r.p_value):.3g}",
-                "yes" if bool(r.significant_5pct) else "no",
-            ]
-        )
-    return [
-        "### Paired tests (exact McNemar)",
-        "",
-        "Both systems answered the same questions, so they are compared on the questions "
-        "where exactly one was right (notebook 04). Few discordant pairs cannot show a "
-        "difference, whatever the accuracies say. The difference is the second system's "
-        "accuracy minus the first's: positive when the second is more accurate.",
-        "",
-        md_table(
-            rows,
-            [
-                "dataset",
-                "pair",
-                "questions",
-                "only first right",
-                "only second right",
-                "difference (points)",
-                "p",
-                "p < 0.05",
-            ],
-        ),
-        "",
-    ]
+COST_PER_CORRECT = Table(
+    f"tables/{RUN_TABLES['cost_per_correct_answer']}.csv",
+    {"dataset": "dataset", "system": "system", "correct": "correct", "questions": "questions",
+     "cpa_usd": "$ per correct", "cpa_with_write_usd": "$ per correct, with writing"},
+    title="Cost per correct answer",
+    caption=_cpa_caption,
+    formats={"cpa_usd": usd, "cpa_with_write_usd": usd},
+)  # fmt: skip
+MCNEMAR = Table(
+    "{dataset}/tables/" + f"{DATASET_TABLES['mcnemar']}.csv",
+    {"dataset": "dataset", "system_a": "first", "system_b": "second", "n_paired": "questions",
+     "a_only_correct": "only first right", "b_only_correct": "only second right",
+     "difference_b_minus_a": "difference (points)", "p_value": "p",
+     "significant_5pct": "p < 0.05"},
+    title="Paired tests (exact McNemar)",
+    caption="Both systems answered the same questions, so they are compared on the questions "
+    "where exactly one was right (notebook 04). Few discordant pairs cannot show a "
+    "difference, whatever the accuracies say. The difference is the second system's "
+    "accuracy minus the first's: positive when the second is more accurate.",
+    formats={"difference_b_minus_a": lambda d: f"{100 * float(d):+.1f}",
+             "p_value": lambda p: f"{float(p):.3g}"},
+)  # fmt: skip
 
 
 def _judge_sensitivity(view: RunView) -> list[str]:
@@ -203,14 +154,13 @@ def _simulated_cache(view: RunView) -> list[str]:
     return lines
 
 
-def section_analyses(view: RunView) -> list[str]:
-    body = (
-        _cost_per_correct(view) + _mcnemar(view) + _judge_sensitivity(view) + _simulated_cache(view)
-    )
-    if not body:
-        return []
-    return [
-        "## Cost per correct answer, paired tests, judge sensitivity, simulated cache",
-        "",
-        *body,
-    ]
+def analyses_lines(view: RunView) -> list[str]:
+    return _judge_sensitivity(view) + _simulated_cache(view)
+
+
+ANALYSES = Section(
+    "analyses",
+    "Cost per correct answer, paired tests, judge sensitivity, simulated cache",
+    tables=(COST_PER_CORRECT, MCNEMAR),
+    lines=analyses_lines,
+)

@@ -3,7 +3,6 @@ break-even today (dated prices, cache expiry, the long-context tier, Batch write
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -12,6 +11,8 @@ from memcost import paper
 from memcost.costs import today
 from memcost.costs.estimate import bill, call_time, chosen_total
 from memcost.costs.measured import component_label
+from memcost.paths import RUN_TABLES
+from memcost.plugins import Section, Table
 from memcost.run.report.markdown import figure, md_table, merge_rows, png, usd
 from memcost.run.report.view import DATASET_NAMES, PAPER_ORDER, RunView, read_csv
 
@@ -75,20 +76,7 @@ def section_costs(view: RunView) -> list[str]:
     return lines
 
 
-def rounded_cells(table: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
-    """Dollar cells as the paper prints them: four decimals, trailing zeros kept ($0.0700)."""
-    table = table.copy()
-    for column in columns:
-        table[column] = table[column].map(lambda v: f"${float(v):.4f}")
-    return table
-
-
-def section_cost_model(view: RunView) -> list[str]:
-    lines = ["## Tables 4-5: the cost model", ""]
-    table4 = read_csv(view.run.table.table4)
-    table5 = read_csv(view.run.table.table5)
-    if table4 is None or table5 is None:
-        return []  # notebook 05 did not run: no section
+def _constants_sentence(view: RunView) -> str:
     model = view.cost_parameters.get("cost_model", "paper")
     cells = read_csv(view.run.table.table45_vs_paper)
     matched = (
@@ -99,29 +87,15 @@ def section_cost_model(view: RunView) -> list[str]:
             "(rounded to 4 decimals)."
         )
     )
-    lines += [
+    return (
         f"Cost model constants: **{model}** (paper §3.5: `C_LC(N) = C_first + (N−1)·C_cached`, "
-        f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}",
-        "",
-    ]
-    t4 = rounded_cells(table4, ("memory_usd", "long_context_usd"))
-    lines += [
-        "**Table 4 — cumulative cost per user at L = 101,601 tokens**",
-        "",
-        md_table(t4.values.tolist(), ["N", "memory", "long context GPT-5-mini"]),
-        "",
-    ]
-    t5 = rounded_cells(table5, ("write_usd", "lc_turn1_usd", "lc_turn_n_usd"))
-    lines += [
-        "**Table 5 — break-even by context length**",
-        "",
-        md_table(
-            t5.values.tolist(),
-            ["L (tokens)", "write", "LC turn 1", "LC turn N>1", "break-even N"],
-        ),
-        "",
-    ]
-    return lines + _calibration(view)
+        f"`C_Mem(N) = C_write + N·C_read`, break-even from unrounded costs).{matched}"
+    )
+
+
+def _printed(value: Any) -> str:
+    """A dollar cell as the paper prints it: four decimals, trailing zeros kept ($0.0700)."""
+    return f"${float(value):.4f}"
 
 
 def _calibration(view: RunView) -> list[str]:
@@ -163,6 +137,34 @@ def _calibration(view: RunView) -> list[str]:
         "from the published cells.",
         "",
     ]
+
+
+COST_MODEL = Section(
+    "cost_model",
+    "Tables 4-5: the cost model",
+    text=_constants_sentence,
+    tables=(
+        Table(
+            f"tables/{RUN_TABLES['table4']}.csv",
+            {"n_turns": "N", "memory_usd": "memory", "long_context_usd": "long context GPT-5-mini"},
+            title="Table 4 — cumulative cost per user at L = 101,601 tokens",
+            formats={"memory_usd": _printed, "long_context_usd": _printed},
+        ),
+        Table(
+            f"tables/{RUN_TABLES['table5']}.csv",
+            {
+                "context_tokens": "L (tokens)",
+                "write_usd": "write",
+                "lc_turn1_usd": "LC turn 1",
+                "lc_turn_n_usd": "LC turn N>1",
+                "break_even_n": "break-even N",
+            },
+            title="Table 5 — break-even by context length",
+            formats={c: _printed for c in ("write_usd", "lc_turn1_usd", "lc_turn_n_usd")},
+        ),  # fmt: skip
+    ),
+    lines=_calibration,
+)
 
 
 def section_figure1(view: RunView) -> list[str]:

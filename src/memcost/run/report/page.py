@@ -25,9 +25,9 @@ from memcost.manifest import notebook_entries, wall_time_s
 from memcost.paths import ASSETS_DIR, RunPaths
 from memcost.plugins import Section
 from memcost.run.checks import failed_stages
-from memcost.run.report.analyses import section_analyses
+from memcost.run.report.analyses import ANALYSES
 from memcost.run.report.comparison import section_paper
-from memcost.run.report.costs import section_cost_model, section_costs, section_figure1
+from memcost.run.report.costs import COST_MODEL, section_costs, section_figure1
 from memcost.run.report.headline import command_line_changes, section_headline
 from memcost.run.report.markdown import md_table
 from memcost.run.report.results import section_accuracy, section_tokens
@@ -55,9 +55,9 @@ SECTIONS = [
     Section("tokens", lines=section_tokens),
     Section("accuracy", lines=section_accuracy),
     Section("costs", lines=section_costs),
-    Section("cost_model", lines=section_cost_model),
+    COST_MODEL,
     Section("figure1", lines=section_figure1),
-    Section("analyses", lines=section_analyses),
+    ANALYSES,
     Section("paper", lines=section_paper),
 ]
 

@@ -20,18 +20,24 @@ def table_frame(table: Table, view: RunView) -> pd.DataFrame | None:
 
 def table_lines(table: Table, view: RunView) -> list[str]:
     frame = table_frame(table, view)
-    if frame is None or frame.empty:
+    if frame is None or len(frame) < max(table.min_rows, 1):
         return []
-    shown = {"dataset": lambda d: DATASET_NAMES.get(d, d), "system": view.label}
+    frame = frame.reindex(columns=list(table.columns))
+    systems = [c for c in table.columns if "system" in (c, c[:6], c[-6:])]
+    named = {c: view.label for c in systems}
+    shown = {"dataset": lambda d: DATASET_NAMES.get(d, d), **named, **table.formats}
     rows = [
-        [
-            (table.formats.get(c) or shown.get(c) or fmt)(value)
-            for c, value in zip(table.columns, row, strict=True)
-        ]
+        [shown.get(c, fmt)(value) for c, value in zip(table.columns, row, strict=True)]
         for row in frame[list(table.columns)].itertuples(index=False)
     ]
-    caption = [table.caption, ""] if table.caption else []
-    return [*caption, md_table(rows, list(table.columns.values())), ""]
+    head = [f"### {table.title}", ""] if table.title else []
+    caption = table.caption(view) if callable(table.caption) else table.caption
+    return [
+        *head,
+        *([caption, ""] if caption else []),
+        md_table(rows, list(table.columns.values())),
+        "",
+    ]
 
 
 def render(section: Section, view: RunView) -> list[str]:
@@ -43,7 +49,8 @@ def render(section: Section, view: RunView) -> list[str]:
     if not body:
         return []
     head = [f"## {section.title}", ""] if section.title else []
-    return [*head, *([section.text, ""] if section.text else []), *body]
+    text = section.text(view) if callable(section.text) else section.text
+    return [*head, *([text, ""] if text else []), *body]
 
 
 def arranged(core: list[Section]) -> list[Section]:
