@@ -38,7 +38,7 @@ from fake_api.stages import stage_of, stage_server
 
 from memcost import costs
 from memcost.calls import read_calls, record_call_key, store_path
-from memcost.catalog import is_gpt5_family
+from memcost.catalog import model_info
 from memcost.cli import run_status
 from memcost.costs.ledger import MEASURED
 from memcost.io import read_json, read_jsonl
@@ -256,7 +256,7 @@ def test_every_stage_reached_the_server_and_misbehaviour_was_survived(world):
     # GPT-5 bodies carry the family's parameters only (the server would answer 400)
     assert not [r for r in world.first.requests if r.status == 400]
     for r in world.first.requests:
-        if r.path == CHAT_PATH and is_gpt5_family(r.body["model"]):
+        if r.path == CHAT_PATH and model_info(r.body["model"]).family == "gpt-5":
             assert "temperature" not in r.body and "max_tokens" not in r.body
             assert r.body["reasoning_effort"] in ("low", "medium", "high")
         elif r.path == CHAT_PATH:

@@ -22,7 +22,7 @@ from memcost import catalog, prompts, text
 def test_model_names(model, canonical, slug, gpt5):
     assert catalog.canonical_name(model) == canonical
     assert catalog.slug(model) == slug
-    assert catalog.is_gpt5_family(model) is gpt5
+    assert (catalog.is_known(model) and catalog.model_info(model).family == "gpt-5") is gpt5
 
 
 def test_context_limits_and_unknown_model():

@@ -1,14 +1,5 @@
-"""The answers and judge votes handed between notebooks: each file's schema, writers and readers.
-
-- ``<dataset>/answers/answers_<system>.jsonl``: one record per answer, from the answering
-  notebooks (02, 03) to the judge (04);
-- ``<dataset>/judgments.jsonl``: one record per judge vote; notebook 04 rewrites the votes that
-  still apply and appends new ones as they arrive, notebook 05 and the report read them back;
-- PersonaMem multiple choice, one contract for both sides: ``questions.parquet`` lists a
-  question's options with the correct answer first; the answering notebooks show them in an
-  order fixed by the question id and ask for a letter, and the judge parses the letter back
-  (:func:`multiple_choice`), so they always agree on which letter is correct.
-"""
+"""The answers and judge votes handed between notebooks: each file's schema, writers and readers
+(docs/architecture.md, "File schemas")."""
 
 from __future__ import annotations
 
@@ -53,7 +44,6 @@ _SYSTEM_RE = re.compile(
 
 
 def system_name(kind: str, model: str | None = None) -> str:
-    """``<kind>_<model slug>``, e.g. ``long_context_gpt-5-mini``."""
     if kind not in SYSTEM_KINDS[1:]:
         raise ValueError(f"unknown system kind {kind!r}; expected one of {SYSTEM_KINDS[1:]}")
     if not model:
@@ -62,20 +52,18 @@ def system_name(kind: str, model: str | None = None) -> str:
 
 
 def system_kind(system: str) -> str:
-    """The kind of a system name: ``long_context_gpt-5-mini`` → ``long_context``."""
     if not _SYSTEM_RE.match(system):
         raise ValueError(f"not a system name: {system!r}")
     return next(k for k in SYSTEM_KINDS if system.startswith(k + "_"))
 
 
 def system_order(system: str) -> tuple[int, bool, str]:
-    """Sort key of system names: by kind (memory first), the paper's memory first of its kind."""
+    """Sort key of system names: by kind, the paper's memory first of its kind."""
     return SYSTEM_KINDS.index(system_kind(system)), system != PAPER_MEMORY, system
 
 
 def in_system_order(table: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.DataFrame:
-    """``table``'s rows sorted by the columns ``by``: names alphabetically, the paper's memory
-    first of the memory systems (a stable sort: the order within equal keys is kept)."""
+    """``table`` stably sorted by the system columns ``by`` (:func:`system_order`)."""
     if table.empty:
         return table
 
@@ -88,12 +76,8 @@ def in_system_order(table: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.
 
 
 def system_label(system: str, *, offline: bool = False, number: int | None = None) -> str:
-    """How a system is named to a reader: ``long_context_gpt-5-mini`` → ``long context,
-    gpt-5-mini``; ``memory_graph`` → ``memory graph``.
-
-    Offline no model answered, so an offline system carries no model's name and says so:
-    ``long context (offline)``, ``memory rag (offline)``, numbered when several models of one
-    kind were configured (see :func:`system_labels`)."""
+    """A system as a reader names it: ``long context, gpt-5-mini``; offline without a model's name,
+    ``long context (offline)``, numbered where several (:func:`system_labels`)."""
     kind = next((k for k in SYSTEM_KINDS[1:] if system.startswith(k + "_")), None)
     if kind is None:  # a memory system: its reader, extractor and judge were offline too
         words = f"memory {system.removeprefix('memory_')}"  # the name it is registered by
@@ -105,17 +89,13 @@ def system_label(system: str, *, offline: bool = False, number: int | None = Non
 
 
 def in_words(name: str) -> str:
-    """A name as prose writes it: ``long_context`` → ``long context``, a LongMemEval category
-    ``single-session-user`` → ``single session user``, a served system ``full_history`` →
-    ``full history``. (The main study's systems are named by :func:`system_label`.)"""
+    """``single-session-user`` → ``single session user``."""
     return str(name).replace("_", " ").replace("-", " ")
 
 
 def system_labels(systems: Iterable[str], *, offline: bool = False) -> dict[str, str]:
-    """Readable, unique labels for a set of systems. Offline, the systems of one kind (two
-    long-context models) are numbered 1, 2, … in the order of their names, so the same set gets
-    the same numbers in every table and figure; :func:`offline_places` says which configured
-    model each number stands in for."""
+    """Unique labels; offline, the systems of one kind are numbered in the order of their names, the
+    same in every table (:func:`offline_places`)."""
     names = sorted(set(systems))
     places = offline_places(names) if offline else {}
     return {
@@ -149,15 +129,9 @@ def validate_record(record: dict[str, Any]) -> None:
 
 
 class AnswerWriter:
-    """Append answer records for one system, skipping questions answered by an earlier attempt.
-
-    Use ``pending(question_ids)`` to get what is left to do, then ``write(record)`` per answer.
-    A question whose latest record carries an ``error`` is not done: a rerun asks it again and
-    appends the new record (readers keep the last record per question). With a
-    ``fingerprint`` (:mod:`memcost.manifest`), answers are keyed by question *and*
-    fingerprint: an answer made with other settings (another backend, model, prompt or memory)
-    is not done either, so it is answered again rather than mixed in.
-    """
+    """Append one system's answers, skipping questions answered already: ``pending(ids)``, then
+    ``write(record)``. A latest record with an ``error``, or (with a ``fingerprint``) made with
+    other settings, is not done: a rerun asks again."""
 
     def __init__(self, ds: DatasetPaths, system: str, fingerprint: str | None = None):
         system_kind(system)
@@ -201,17 +175,13 @@ class AnswerWriter:
 
 
 def answer_systems(ds: DatasetPaths) -> list[str]:
-    """Systems with an answers file in this dataset folder, memory first."""
     names = [p.name[len("answers_") : -len(".jsonl")] for p in ds.answers.glob("answers_*.jsonl")]
     valid = [n for n in names if _SYSTEM_RE.match(n)]
     return sorted(valid, key=system_order)
 
 
 def load_answers(ds: DatasetPaths, system: str, *, writer_hint: str = "") -> pd.DataFrame:
-    """The answers of one system as a DataFrame (one row per question).
-
-    A missing file is an error naming the notebook that writes it.
-    """
+    """One system's answers (a missing file is an error naming the notebook that writes it)."""
     path: Path = ds.answers_file(system)
     if not path.is_file():
         writer = writer_hint or (
@@ -237,10 +207,8 @@ def not_asked_path(ds: DatasetPaths) -> Path:
 
 
 def write_not_asked(ds: DatasetPaths, skipped: pd.DataFrame, systems: Iterable[str]) -> None:
-    """The questions a system cannot be asked, and why (notebook 03: the oracle where the
-    history holds no evidence session): not failures, so the judge leaves them out. The rows
-    of ``systems`` (this plan's) are replaced; another system's, from an earlier plan whose
-    answers are still there, are kept."""
+    """The questions a system cannot be asked, and why (the oracle without an evidence session): not
+    failures. ``systems``' rows are replaced, others kept."""
     path = not_asked_path(ds)
     kept = pd.read_csv(path, dtype=str) if path.is_file() else pd.DataFrame()
     if not kept.empty:
@@ -250,7 +218,6 @@ def write_not_asked(ds: DatasetPaths, skipped: pd.DataFrame, systems: Iterable[s
 
 
 def read_not_asked(ds: DatasetPaths) -> dict[str, dict[str, str]]:
-    """``system -> {question_id: reason}`` of :func:`write_not_asked` (empty without a file)."""
     path = not_asked_path(ds)
     if not path.is_file():
         return {}
@@ -261,10 +228,8 @@ def read_not_asked(ds: DatasetPaths) -> dict[str, dict[str, str]]:
 
 
 def context_sizes(ds: DatasetPaths, systems: Iterable[str]) -> pd.DataFrame:
-    """Per answered question and system: the tokens of context in front of the model, as its
-    record says: a memory's retrieved items (``retrieved_tokens``, notebook 02) or the history
-    part of a long-context prompt (``context_tokens``, notebook 03). Columns ``system, kind,
-    question_id, context_tokens``; a system without an answers file is left out."""
+    """Per answered question and system, the tokens of context in front of the model (a memory's
+    retrieved items, a long-context prompt's history)."""
     frames = []
     for system in systems:
         if not ds.answers_file(system).is_file():
@@ -289,8 +254,7 @@ def context_sizes(ds: DatasetPaths, systems: Iterable[str]) -> pd.DataFrame:
 
 
 def median_ratios(sizes: pd.DataFrame, of: str = "long_context") -> pd.DataFrame:
-    """Per system: its median context tokens per question, and how many times larger the
-    median of kind ``of`` (the full history) is."""
+    """Per system, its median context tokens and how many times larger kind ``of``'s median is."""
     medians = sizes.groupby("system", sort=False).agg(
         kind=("kind", "first"), median_context_tokens=("context_tokens", "median")
     )
@@ -314,12 +278,7 @@ MC_ANSWER_INSTRUCTION = (
 
 @dataclass(frozen=True)
 class MultipleChoice:
-    """A question's options in the order they are shown, with their letters.
-
-    Built by :func:`multiple_choice` from ``questions.parquet``'s ``options`` (correct answer
-    first); the answering notebooks render it into their prompts and the judge parses the
-    letter back, so both sides agree on which letter is correct.
-    """
+    """A question's options in the order shown, with their letters (:func:`multiple_choice`)."""
 
     question_id: str
     options: tuple[str, ...]  # in display order
@@ -330,7 +289,6 @@ class MultipleChoice:
         return tuple(MC_LETTERS[: len(self.options)])
 
     def render(self) -> str:
-        """``A. ...`` one option per line, for the answer prompt."""
         return "\n".join(
             f"{letter}. {text}" for letter, text in zip(self.letters, self.options, strict=True)
         )
@@ -340,13 +298,7 @@ class MultipleChoice:
 
 
 def multiple_choice(question_id: str, options: Sequence[str]) -> MultipleChoice:
-    """Shuffle ``options`` (``[correct, *wrong]``) in an order fixed by the question id.
-
-    The order sorts the options by a stable hash of (salt, question id, original position), so
-    it is the same in every process, on every machine and in every Python version, and the
-    correct answer lands on each letter about equally often (an unshuffled list would always
-    put it first).
-    """
+    """``options`` (``[correct, *wrong]``) in an order fixed by a stable hash of the question id."""
     options = [str(o) for o in options]
     if len(options) < 2:
         raise ValueError(f"question {question_id!r}: a multiple-choice question needs 2+ options")
@@ -367,11 +319,8 @@ _LETTER_LEAD = re.compile(r"^[\s*_(\[]*([A-H])[).:\]]")
 
 
 def parse_choice(text: str, choice: MultipleChoice) -> str | None:
-    """The option letter an answer picked, or ``None`` when it names no single option.
-
-    Accepts a bare letter (``B``, ``(B)``, ``**B.**``), a named one (``Answer: B``, ``I'd pick
-    option C``), a leading ``B)``/``B.``, or the full text of exactly one option.
-    """
+    """The option letter an answer picked (``B``, ``(B)``, ``Answer: B``, one option's full text),
+    or ``None``."""
     stripped = text.strip()
     letters = set(choice.letters)
     for pattern in (_LETTER_ALONE, _LETTER_LEAD):
@@ -391,25 +340,19 @@ def parse_choice(text: str, choice: MultipleChoice) -> str | None:
 
 
 def format_choice(shown: Sequence[str], index: int) -> str:
-    """How an offline answerer writes its pick among options in display order: ``(B) option
-    text`` (what :func:`parse_choice` reads back)."""
+    """An offline answerer's pick: ``(B) option text``."""
     return f"({MC_LETTERS[index]}) {shown[index]}"
 
 
 def longest_option(shown: Sequence[str]) -> int:
-    """Index of the longest option: the no-context guess that exposes PersonaMem's bias (the
-    correct option is the longest far more often than one time in four)."""
+    """The no-context guess that exposes PersonaMem's bias (the correct option is most often the
+    longest)."""
     return max(range(len(shown)), key=lambda i: (len(shown[i]), -i))
 
 
 def best_supported_option(shown: Sequence[str], documents: Sequence[str]) -> int | None:
-    """Index of the option whose words ``documents`` support best, or ``None`` when no option
-    shares a content word with them.
-
-    Each option is scored by its best BM25 match among the documents, divided by its number of
-    distinct content words, so a long option gains nothing from length alone. The offline
-    answerers use it over retrieved facts (memory) or history turns (long context).
-    """
+    """The option whose words ``documents`` support best (its best BM25 match over its distinct
+    content words), or ``None``: the offline answerers' pick."""
     from memcost.text import BM25, content_words
 
     if not documents:
@@ -445,7 +388,6 @@ JUDGMENT_FIELDS = (
 
 
 def judgment_record(**values: Any) -> dict[str, Any]:
-    """One vote as a record with every schema field, in order (a field not given is null)."""
     unknown = sorted(set(values) - set(JUDGMENT_FIELDS))
     if unknown:
         raise ValueError(f"not judgments.jsonl fields: {unknown}; known: {list(JUDGMENT_FIELDS)}")
@@ -453,19 +395,16 @@ def judgment_record(**values: Any) -> dict[str, Any]:
 
 
 def rewrite_judgments(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> None:
-    """Replace the file with ``records`` (the votes that still apply), atomically, in the line
-    format :func:`judgment_appender` appends, so a rerun with nothing new rewrites it byte for
-    byte."""
+    """Replace the file with the votes that still apply, in the appender's line format (a rerun with
+    nothing new rewrites it byte for byte)."""
     write_jsonl(path, records)
 
 
 def judgment_appender(path: str | os.PathLike[str]) -> JsonlAppender:
-    """Append votes one line at a time as they arrive (flushed, not synced per vote)."""
     return JsonlAppender(path, fsync=False)
 
 
 def read_judgments(source: DatasetPaths | str | os.PathLike[str]) -> pd.DataFrame:
-    """One dataset's votes with every schema column (a missing or empty file: no rows)."""
     path = source.judgments if isinstance(source, DatasetPaths) else Path(source)
     frame = pd.DataFrame.from_records(read_jsonl(path, missing_ok=True))
     for column in JUDGMENT_FIELDS:
@@ -478,7 +417,6 @@ def read_judgments(source: DatasetPaths | str | os.PathLike[str]) -> pd.DataFram
 
 
 def read_run_judgments(run: RunPaths) -> pd.DataFrame:
-    """Every dataset's votes in a run, with a ``dataset`` column first."""
     frames = []
     for ds in run.datasets():
         frame = read_judgments(ds)
@@ -491,5 +429,5 @@ def read_run_judgments(run: RunPaths) -> pd.DataFrame:
 
 
 def primary(judgments: pd.DataFrame) -> pd.DataFrame:
-    """The votes of the primary prompt (what Table 3 reports)."""
+    """The votes of the primary prompt (Table 3's)."""
     return judgments.loc[judgments["primary"].astype(bool)].reset_index(drop=True)

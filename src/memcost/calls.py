@@ -1,24 +1,5 @@
-"""The run's one store of model calls: ``runs/<run>/calls.sqlite``, the ledger and the cache.
-
-Every model call of every notebook is one row: its ledger record (stage, model, tokens, latency,
-attempts, error, the cost facts and the item's tags) and, when it brought an answer from an API,
-that answer (text or vectors). The client writes a call in one statement, record and answer
-together, so a killed run can never hold a paid answer it has no record of, or a record whose
-answer it lost; there is nothing to repair. The same rows serve three purposes:
-
-- the **ledger**: cost tables, the budget and the report read the records
-  (:func:`read_calls`), priced with :mod:`memcost.catalog`, never typed in;
-- the **cache**: an API request whose answer is in the store (same request hash: model,
-  messages, parameters, sample index and endpoint) is not sent again; ``client: {reuse_runs:
-  [...]}`` also reads the stores of other runs, read-only (a class replays an instructor's run);
-- the **checkpoint**: a call already recorded for the same item (request hash and tags) is not
-  recorded again, so rerunning a notebook leaves every call recorded once.
-
-Offline calls have a record and no answer (they are computed again, deterministically), written
-in batches within a stage. SQLite in WAL mode lets the notebooks of two datasets and the threads
-of one client write at once; a paid call is its own transaction, and is noted as in flight
-before it is sent, so a SIGKILL never takes a possibly billed call off the ledger.
-"""
+"""The run's one store of model calls, ``calls.sqlite``: the ledger, the cache and the checkpoint
+(docs/architecture.md, "The store of calls")."""
 
 from __future__ import annotations
 
@@ -90,7 +71,6 @@ _ROW = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def canonical_json(obj: Any) -> str:
-    """One text per value: sorted keys, no whitespace, UTF-8 kept as is, no NaN."""
     return _CANONICAL.encode(obj)
 
 
@@ -99,7 +79,6 @@ def sha256_hex(text: str) -> str:
 
 
 def normalise_tags(tags: Mapping[str, Any]) -> dict[str, Any]:
-    """Tags as they read back from a record (standard tags first, JSON types)."""
     merged = {name: None for name in STANDARD_TAGS}
     merged.update(tags)
     if all(type(k) is str and type(v) in _JSON_SCALARS for k, v in merged.items()):
@@ -111,8 +90,8 @@ _JSON_SCALARS = (str, int, bool, type(None))  # floats left out: JSON has no NaN
 
 
 def call_key(request_hash: str, tags: Mapping[str, Any]) -> str:
-    """Identity of one logical call in a run: the same request asked for two different items
-    (two systems giving the same answer to the judge) is two calls."""
+    """One logical call of a run: the same request for two items (two systems' same answer judged)
+    is two calls."""
     return sha256_hex(request_hash + "\n" + canonical_json(normalise_tags(tags)))
 
 
@@ -127,8 +106,7 @@ def record_call_key(record: Mapping[str, Any]) -> str:
 def record_cost(
     record: Mapping[str, Any], price_overrides: Mapping[str, Mapping[str, Any]] | None = None
 ) -> float | None:
-    """Dollars of one record: what the provider billed where it reported it (``billed_usd``),
-    else the list price of its usage (``None`` when the model has no price)."""
+    """What the provider billed (``billed_usd``), else the list price (``None``: no price)."""
     billed = record.get("billed_usd")
     if billed is not None:
         return float(billed)
@@ -138,7 +116,6 @@ def record_cost(
 def list_cost(
     record: Mapping[str, Any], price_overrides: Mapping[str, Mapping[str, Any]] | None = None
 ) -> float | None:
-    """List-price dollars of one record's usage (``None`` when the model has no price)."""
     try:
         price = price_for(str(record["model"]), price_overrides)
     except UnknownPriceError:
@@ -154,10 +131,8 @@ def list_cost(
 
 
 def is_paid(record: Mapping[str, Any]) -> bool:
-    """Did this call cost money in this run (sent to a real API, not served from a store)?
-
-    A failed call is paid when tokens were billed for it: a reply cut off by its output limit,
-    withheld by a filter or refused still used (and charged) its prompt and output."""
+    """Did this call cost money in this run? A failed call did when its tokens were billed (cut off,
+    filtered, refused)."""
     if record.get("backend") == OFFLINE or record.get("cached"):
         return False
     if not record.get("error"):
@@ -169,7 +144,6 @@ def spent_usd(
     records: Iterable[Mapping[str, Any]],
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> float:
-    """Dollars the records' run paid (cached and offline calls cost nothing)."""
     return sum(record_cost(r, price_overrides) or 0.0 for r in records if is_paid(r))
 
 
@@ -224,13 +198,10 @@ def _is_full(exc: BaseException) -> bool:
     return "database or disk is full" in str(exc).lower()
 
 
-class _Damaged(sqlite3.DatabaseError):
-    """SQLite's integrity check found the store damaged."""
+class _Damaged(sqlite3.DatabaseError): ...
 
 
 class StoreError(RuntimeError):
-    """The store of calls cannot be read or written; the message says why and what to do."""
-
     damaged = False  # unreadable as a database (not merely unwritable, full or busy)
 
 
@@ -239,9 +210,8 @@ def store_path(run_root: str | os.PathLike[str]) -> Path:
 
 
 class CallStore:
-    """One run's calls (see the module's docstring). Thread-safe and process-safe.
-
-    ``reuse`` are other runs' folders whose answers this run may be served (read-only)."""
+    """One run's calls, thread- and process-safe; ``reuse``: other runs whose answers it may serve
+    (read-only)."""
 
     def __init__(
         self,
@@ -324,7 +294,8 @@ class CallStore:
             raise self._error(exc) from None
 
     def _settle_the_killed(self, conn: sqlite3.Connection) -> None:
-        """Calls a killed process had on the wire become ledger records (may have been billed)."""
+        """Calls a killed process had on the wire become ledger records (they may have been
+        billed)."""
         rows = conn.execute("SELECT call_key, pid, record FROM inflight").fetchall()
         dead = [(key, record) for key, pid, record in rows if not _alive(int(pid))]
         if not dead:
@@ -346,8 +317,8 @@ class CallStore:
         )
 
     def sending(self, key: str, record: Mapping[str, Any]) -> None:
-        """A paid call is about to be sent: should this process die before its answer, the
-        next process that opens the store puts ``record`` on the ledger."""
+        """A paid call is about to be sent: should this process die, the next one puts ``record`` on
+        the ledger."""
         text = _ROW.encode(record)
 
         def write() -> None:
@@ -365,7 +336,6 @@ class CallStore:
         self._sending.add(key)
 
     def unsent(self, key: str) -> None:
-        """The call ``key`` ended without a record (never sent): forget it was in flight."""
         if key in self._sending:
             self._sending.discard(key)
             self._connect().execute(
@@ -373,7 +343,6 @@ class CallStore:
             )
 
     def check_room(self) -> None:
-        """Before a paid call: is there room to keep its answer? (:data:`MIN_FREE_BYTES`)"""
         free = shutil.disk_usage(self.path.parent).free
         if free < MIN_FREE_BYTES:
             raise StoreError(
@@ -406,8 +375,7 @@ class CallStore:
         return error
 
     def _set_aside(self) -> None:
-        """Rename a damaged store (and its WAL files) beside it and say where, so that the run
-        goes on with a new one instead of stopping on it at every rerun."""
+        """Rename a damaged store beside it and say where, so the run goes on with a new one."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
         target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
         for suffix in ("", "-wal", "-shm"):
@@ -426,9 +394,8 @@ class CallStore:
     # -- reading
 
     def answer(self, request_hash: str) -> dict[str, Any] | None:
-        """The answer stored for a request (this run's first, else a reused run's), with
-        ``reused`` true when it came from another run; ``None`` when there is none. A damaged
-        answer (unreadable JSON) is passed over with one line: the call is made again."""
+        """The answer stored for a request (this run's first, else a reused run's: ``reused``); a
+        damaged one is passed over with one line."""
         conn = self._connect()
         sources = ["main", *(f"reuse{i}" for i in range(len(self._reuse)))]
         for source in sources:
@@ -452,12 +419,8 @@ class CallStore:
         return False
 
     def recorded(self, key: str) -> bool:
-        """A call of this item is recorded without an error (a failed call is asked again).
-
-        Within :meth:`deferring` the keys read when the batch began and those written since
-        answer, without a query: no other process records the same item's call meanwhile (the
-        run lock keeps a second runner out; datasets run side by side tag their calls with
-        their own name)."""
+        """A call of this item is recorded without an error; within :meth:`deferring`, from the keys
+        known (no other process records the same item meanwhile)."""
         with self._lock:
             if key in self._known:
                 return True
@@ -468,15 +431,14 @@ class CallStore:
         return any(r is not None and not r.get("error") for r in records)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every readable record, in the order written (a damaged one is left out, said so)."""
         self.flush()
         rows = self._connect().execute("SELECT record FROM calls ORDER BY seq")
         found = [self._readable(r[0], "a call record", "its cost is missing") for r in rows]
         return [r for r in found if r is not None]
 
     def _readable(self, text: Any, what: str, consequence: str) -> dict[str, Any] | None:
-        """A row's JSON, or ``None`` with one line on standard error when it is damaged (a
-        torn write, an edit): one bad row never stops a run or hides the others."""
+        """A row's JSON, or ``None`` with one line when it is damaged: one bad row never stops a
+        run."""
         try:
             value = json.loads(text)
         except (TypeError, ValueError):
@@ -511,11 +473,9 @@ class CallStore:
         key: str | None = None,
         offline: bool = False,
     ) -> None:
-        """One call: its record and, when it brought one, its answer, in one statement.
-
-        Inside :meth:`deferring`, an ``offline`` record (nothing paid, no answer: computed
-        again on a rerun) waits and is written with others in one transaction: one
-        statement per call cost the offline study more time than its methods did."""
+        """One call, its record and answer in one statement; within :meth:`deferring` an offline
+        record waits to be written with others (one statement per call cost more than the offline
+        methods)."""
         ok = not record.get("error")  # the call need not be made again
         row = (
             key or record_call_key(record),
@@ -560,8 +520,8 @@ class CallStore:
         self._sending.discard(row[0])
 
     def _hold_until_room(self, write: Callable[[], None], what: str, lost: str) -> None:
-        """``write`` met a full disk: try again until there is room (or :data:`FULL_DISK_WAIT_S`
-        has passed), rather than lose ``what`` (a paid answer) or stop the stage."""
+        """A full disk: retry ``write`` until there is room (at most :data:`FULL_DISK_WAIT_S`)
+        rather than lose a paid answer."""
         print(
             f"memcost: the disk holding {self.path} is full: {what} waits for up to "
             f"{FULL_DISK_WAIT_S:.0f} s while you free space (the run goes on then)",
@@ -588,8 +548,6 @@ class CallStore:
 
     @contextmanager
     def deferring(self) -> Iterator[None]:
-        """Offline records written in batches while inside (see :meth:`add`), all by the end;
-        whether a call is recorded is answered from the keys known (see :meth:`recorded`)."""
         with self._lock:
             self._deferring += 1
             first = self._deferring == 1
@@ -603,8 +561,6 @@ class CallStore:
             self.flush()
 
     def _learn_recorded(self) -> None:
-        """Add the keys of the calls recorded without an error since last read to those known
-        (a damaged record counts as not recorded: its call is made again, as one line says)."""
         conn = self._connect()
         rows = conn.execute(self._RECORDED_SINCE, (self._known_seq,)).fetchall()
         for _, _, ok in rows:
@@ -615,7 +571,6 @@ class CallStore:
             self._known_seq = max((seq for seq, _, _ in rows), default=self._known_seq)
 
     def flush(self) -> None:
-        """Write the offline records waiting, in one transaction."""
         with self._lock:
             rows, self._pending = self._pending, []
         if not rows:
@@ -650,9 +605,8 @@ class CallStore:
 
 
 def read_calls(run: Any) -> list[dict[str, Any]]:
-    """The records of a run's calls, in the order they were made (``[]`` when the run made
-    none): what cost tables, the budget and the report read. ``run`` is the run's folder (or
-    its :class:`~memcost.paths.RunPaths`, or its ``calls.sqlite``)."""
+    """The records of a run's calls in the order made (``run``: its folder, :class:`RunPaths` or
+    ``calls.sqlite``)."""
     root = run.root if hasattr(run, "dataset") else Path(run)  # a RunPaths, or a folder
     if root.name == STORE_NAME:
         root = root.parent

@@ -1,31 +1,5 @@
-"""The catalog of models and prices: what the code knows about each model, what it costs on a
-given date, when it is shut down, and how providers bill and serve it.
-
-The facts are data, each with its source: ``assets/models.yaml`` (capabilities, shutdown dates,
-successors, usage-tier limits) and ``assets/prices.csv`` (dated price rows: input, cached read
-and output, the cache-write price per retention sold, the long-context tier, the Batch and Flex
-multipliers). This module reads them and answers questions about them; nothing is guessed from
-a model's name, and a model or price missing from the files is an error that names what to add
-(``model_capabilities`` and ``price_overrides`` declare a model of your own).
-
-- **Models**: :func:`model_info` (a caller's declaration first), :func:`request_timeout`.
-- **Prices**: :func:`price_for` picks the row in force on a date; :data:`PRICES` is the paper's
-  table (the rows in force on :data:`PRICE_TABLE_DATE`). Cost tables are computed from the
-  store of calls and these rows, never typed in.
-- **Lifecycle**: is each model a run will call still served today (``MEMCOST_TODAY`` injects a
-  date), and what replaces it. A ``paper_<dataset>`` preset keeps the paper's exact snapshots;
-  after their shutdown it refuses to start and names ``current_<dataset>``.
-- **Execution modes**: Batch and Flex are OpenAI's own (half the list price); a stage whose mode
-  cannot be served is refused before any call, in one line (:func:`execution_problem`).
-- **Rate limits** of a usage tier, for the estimate of how long calls take (the client paces to
-  what a run states and each reply's headers say, never to these).
-- **The prompt-cache rule**: a prefix is cached once it is at least 1,024 tokens long, hits
-  count in 128-token steps, a cached prefix lives 5-10 minutes after its last use, requests are
-  routed by their first 256 tokens and ``prompt_cache_key``, and above about 15 requests a
-  minute for one prefix the overflow misses (OpenAI's prompt-caching guide, read 2026-11-30).
-  :class:`PrefixCache` applies it to a stream of requests (the local test server, the dispatch
-  benchmark, the offline simulation); nobody else restates these numbers.
-"""
+"""The catalog of models and prices (``assets/models.yaml``, ``assets/prices.csv``): what each model
+can do, what it costs on a date, when it is shut down, and the prompt-cache rule."""
 
 from __future__ import annotations
 
@@ -78,17 +52,9 @@ class UnknownModelError(KeyError):
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """Static facts about one model (not prices), by capability.
-
-    ``context_window`` is the total tokens of prompt plus output the model accepts;
-    ``max_output_tokens`` the most it can produce; ``max_input_tokens`` what is left for the
-    prompt when the maximum output is reserved (how OpenAI documents GPT-5's 272k input limit).
-    ``temperature``: the model accepts ``temperature`` (reasoning models of OpenAI reject it with
-    HTTP 400). ``reasoning_efforts``: the ``reasoning_effort`` values it accepts (empty: none).
-    ``output_limit_param``: the body field that carries the output limit. ``prompt_cache_key``:
-    the provider routes by the ``prompt_cache_key`` field. ``shutdown_date`` (YYYY-MM-DD) and
-    ``successor`` come from the provider's deprecations page.
-    """
+    """Static facts about one model (not prices). ``max_input_tokens``: what is left for the prompt
+    when the maximum output is reserved (how OpenAI documents GPT-5's 272k input limit);
+    ``shutdown_date`` and ``successor``: the provider's deprecations page."""
 
     name: str  # canonical name without provider prefix or snapshot date
     family: str  # "gpt-5" | "gpt-6" | "gpt-oss" | "embedding" | "other" | "declared"
@@ -135,10 +101,8 @@ REASONING_TIMEOUT_FACTOR = 3.0  # a reasoning model's hidden tokens come before 
 
 
 def request_timeout(info: ModelInfo, prompt_tokens: int, max_output_tokens: int | None) -> float:
-    """Seconds one attempt of a request may take: a base, plus the prompt at the model's input
-    throughput, plus the output limit (or :data:`UNSET_OUTPUT_TOKENS`, at most the model's
-    maximum) at its output throughput; the reading and writing times three for a reasoning
-    model; at most :data:`TIMEOUT_MAX_S`. An embedding request has no output."""
+    """Seconds one attempt may take: a base, plus the prompt and the output limit at the model's
+    throughput floors (three times for a reasoning model), at most :data:`TIMEOUT_MAX_S`."""
     output = max_output_tokens or min(UNSET_OUTPUT_TOKENS, info.max_output_tokens)
     work = prompt_tokens / info.input_tokens_per_s + output / info.output_tokens_per_s
     if info.reasoning:
@@ -147,7 +111,6 @@ def request_timeout(info: ModelInfo, prompt_tokens: int, max_output_tokens: int 
 
 
 def _load_models() -> dict[str, ModelInfo]:
-    """The registry from ``assets/models.yaml`` (tier limits kept apart, in :data:`TIER_LIMITS`)."""
     raw = yaml.safe_load((ASSETS_DIR / "models.yaml").read_text(encoding="utf-8"))
     out = {}
     for name, facts in raw.items():
@@ -178,12 +141,8 @@ _DECLARABLE = {f.name for f in fields(ModelInfo)} - {"name"}
 
 
 def declare_model(model: str, facts: Mapping[str, Any] | None = None) -> ModelInfo:
-    """A model served by your own server (Ollama, vLLM, llama.cpp), declared by the caller.
-
-    Without further facts it is a plain chat model: ``temperature`` and ``max_tokens``, no
-    reasoning effort, no prompt cache key. ``facts`` may set any :class:`ModelInfo` field, e.g.
-    ``{"context_window": 131072, "reasoning_efforts": ["low", "medium", "high"]}``.
-    """
+    """A model served by your own server, declared by the caller: a plain chat model unless
+    ``facts`` set :class:`ModelInfo` fields (``{"context_window": 131072}``)."""
     facts = dict(facts or {})
     unknown = sorted(set(facts) - _DECLARABLE)
     if unknown:
@@ -203,8 +162,7 @@ def declare_model(model: str, facts: Mapping[str, Any] | None = None) -> ModelIn
 
 
 def per_model(settings: Mapping[str, Any] | None, model: str, default: Any = None) -> Any:
-    """``model``'s entry in a per-model mapping (``model_backends``, ``rate_limits``, ...): by
-    exact name, else by canonical name (snapshot date and provider prefix ignored)."""
+    """``model``'s entry in a per-model mapping, by exact name, else by canonical name."""
     settings = settings or {}
     if model in settings:
         return settings[model]
@@ -220,8 +178,8 @@ def _declared(model: str, declared: Declared | None) -> ModelInfo | None:
 
 
 def model_info(model: str, declared: Declared | None = None) -> ModelInfo:
-    """Facts about ``model`` (a caller's declaration first); unknown is an error naming what to
-    add, never a guess from the name."""
+    """Facts about ``model`` (a caller's declaration first); unknown is an error naming what
+    to add."""
     info = _declared(model, declared)
     if info is not None:
         return info
@@ -248,9 +206,8 @@ def is_known(model: str, declared: Declared | None = None) -> bool:
 def generation_params(
     model: str, reasoning_effort: str, declared: Declared | None = None
 ) -> dict[str, Any]:
-    """The generation settings a stage asks for: the reasoning effort when one is given, and
-    temperature 0 where the model accepts a temperature (an undeclared model gets temperature 0:
-    the client checks it against the model's declaration before sending)."""
+    """The reasoning effort when one is given, and temperature 0 where the model accepts a
+    temperature (an undeclared model's is checked by the client before sending)."""
     params: dict[str, Any] = {}
     if reasoning_effort:
         params["reasoning_effort"] = reasoning_effort
@@ -261,19 +218,11 @@ def generation_params(
 
 
 def rejects_temperature(model: str) -> bool:
-    """A registered model that answers ``temperature`` with HTTP 400 (unknown: ``False``)."""
     return is_known(model) and not model_info(model).temperature
 
 
-def is_gpt5_family(model: str) -> bool:
-    """Former name-based test, kept for callers: a registered GPT-5 model (by the registry's
-    family, not by the name's prefix). Request bodies use the capabilities instead."""
-    return is_known(model) and model_info(model).family == "gpt-5"
-
-
 def encoding_name(model: str) -> str:
-    """The tiktoken encoding of ``model``: the registry's, else tiktoken's, else o200k_base
-    (``tiktoken.encoding_for_model`` raises ``KeyError`` for names newer than the library)."""
+    """The tiktoken encoding of ``model``: the registry's, else tiktoken's, else o200k_base."""
     if is_known(model):
         return model_info(model).tokenizer
     from tiktoken.model import encoding_name_for_model  # the name only: no download
@@ -285,8 +234,7 @@ def encoding_name(model: str) -> str:
 
 
 def slug(model: str) -> str:
-    """A file-name-safe label: ``openai/gpt-oss-120b`` → ``gpt-oss-120b``,
-    ``gpt-5-mini-2025-08-07`` → ``gpt-5-mini``. Used in answer-file and system names."""
+    """A file-name-safe label: ``openai/gpt-oss-120b`` → ``gpt-oss-120b``."""
     return re.sub(r"[^a-z0-9.]+", "-", canonical_name(model)).strip("-")
 
 
@@ -308,14 +256,8 @@ RETENTION_FIELDS = {"30m": "cache_write_30m", "12h": "cache_write_12h", "24h": "
 
 @dataclass(frozen=True)
 class Price:
-    """Per-1M-token prices of one model.
-
-    ``cached_input`` applies to prompt tokens the provider reports as served from its prompt
-    cache (``None``: the provider has no cache discount, cached tokens cost ``input``);
-    reasoning tokens are billed as ``output``. Embedding models have only ``input``.
-    ``batch_multiplier`` is what the provider's batch interface charges relative to these
-    prices (``None``: no batch interface).
-    """
+    """Per-1M-token prices of one model. ``cached_input`` ``None``: no cache discount; reasoning
+    tokens are billed as ``output``; ``batch_multiplier`` ``None``: no batch interface."""
 
     model: str
     input: float
@@ -343,12 +285,10 @@ class Price:
 
     @property
     def cached_rate(self) -> float:
-        """USD per 1M cached prompt tokens (the input price when there is no discount)."""
         return self.input if self.cached_input is None else self.cached_input
 
     @property
     def cache_discount(self) -> float:
-        """Fraction of the input price saved on a cached token (0.9 for the GPT-5 family)."""
         return 0.0 if not self.input else 1.0 - self.cached_rate / self.input
 
     def cost(
@@ -362,15 +302,10 @@ class Price:
         retention: str = "",
         flex: bool = False,
     ) -> float:
-        """Dollar cost of one call; ``completion_tokens`` includes reasoning tokens (as the API
-        reports them).
-
-        ``cache_write_tokens`` of the uncached prompt tokens are written to the cache with
-        ``retention`` (``"30m"``, ``"12h"``, ``"24h"``) and billed at that write price. A prompt
-        above :attr:`long_context_threshold` tokens bills the whole request at the tier's prices.
-        Batch and Flex multiply the total; the provider sells no cache write on them, so written
-        tokens are billed as plain input there.
-        """
+        """Dollar cost of one call (``completion_tokens`` include reasoning). ``cache_write_tokens``
+        are billed at ``retention``'s write price; a prompt above :attr:`long_context_threshold`
+        bills the whole request at the tier's prices; Batch and Flex multiply the total (they
+        sell no cache write)."""
         if cached_prompt_tokens > prompt_tokens:
             raise ValueError(
                 f"cached_prompt_tokens ({cached_prompt_tokens}) exceeds "
@@ -393,8 +328,8 @@ class Price:
         return dollars * self.execution_rate("batch" if batch else "flex" if flex else "")
 
     def write_rate(self, retention: str = "") -> float:
-        """USD per 1M tokens written to the cache with ``retention`` (the input price when no
-        write is charged; ``""``: no cache write)."""
+        """USD per 1M tokens written to the cache with ``retention`` (the input price when no write
+        is charged)."""
         if not retention:
             return self.input
         if retention not in RETENTION_FIELDS:
@@ -403,14 +338,11 @@ class Price:
         return self.input if rate is None else rate
 
     def tier_multipliers(self, prompt_tokens: float) -> tuple[float, float]:
-        """(input, output) multipliers for a request of ``prompt_tokens`` prompt tokens."""
         if self.long_context_threshold is not None and prompt_tokens > self.long_context_threshold:
             return self.long_context_input_multiplier, self.long_context_output_multiplier
         return 1.0, 1.0
 
     def execution_rate(self, execution: str) -> float:
-        """The multiple of the list price a call sent in ``execution`` mode pays: the batch or
-        Flex multiplier (an error where the table sells neither), else 1."""
         if execution == "batch":
             return self.batch_rate()
         if execution == "flex":
@@ -425,7 +357,6 @@ class Price:
         return self.flex_multiplier
 
     def batch_rate(self) -> float:
-        """The batch multiplier; asking for batch prices where there are none is an error."""
         if self.batch_multiplier is None:
             raise ValueError(
                 f"{self.model}: no batch interface in {PRICE_TABLE_NAME} ({self.source})"
@@ -434,7 +365,6 @@ class Price:
 
 
 def _load_prices() -> dict[str, tuple[Price, ...]]:
-    """Every dated row of ``assets/prices.csv``, per model, oldest first."""
     kinds = {f.name: f.type for f in fields(Price)}
     schedules: dict[str, list[Price]] = {}
     with (ASSETS_DIR / "prices.csv").open(newline="", encoding="utf-8") as handle:
@@ -460,8 +390,7 @@ PRICE_SCHEDULES: dict[str, tuple[Price, ...]] = _load_prices()
 
 
 def price_successor(model: str) -> str:
-    """The successor whose price ``cost_model: current`` uses (the model itself if none): the
-    one the model registry names from the provider's deprecations page."""
+    """The successor whose price ``cost_model: current`` uses (the model itself if none)."""
     name = canonical_name(model)
     if not is_known(model):
         return name
@@ -495,14 +424,9 @@ class UnknownPriceError(KeyError):
 def price_for(
     model: str, overrides: Mapping[str, Mapping[str, Any]] | None = None, on: str | None = None
 ) -> Price:
-    """The price of ``model`` (provider prefix and snapshot date ignored), with any override.
-
-    ``on`` (``YYYY-MM-DD``) picks the row in force that day; ``None`` the paper's table
-    (:data:`PRICES`). The row's ``date`` says which prices were used.
-
-    An override of a model that is not in the table must give at least ``input`` and
-    ``output``: a field left out would otherwise become a silent zero.
-    """
+    """The price of ``model`` (prefix and snapshot ignored) in force on ``on`` (``None``: the
+    paper's table), with any override; an override of a model not in the table must give
+    ``input`` and ``output``."""
     name = canonical_name(model)
     if overrides:
         for key, values in overrides.items():
@@ -556,10 +480,7 @@ def list_usd(
     completion_tokens: Sequence[float],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Many calls' dollars at list price, as ``(uncached input, cached input, output)``:
-    :meth:`Price.cost` for a table of calls (``prices[model]``; completion tokens include
-    reasoning). A prompt above a long-context threshold is billed whole at the tier's prices;
-    cached tokens never count for more than the prompt; uncached prompt tokens are priced as
-    plain input (a table of calls holds no cache-write count)."""
+    :meth:`Price.cost` for a table of calls (no cache writes)."""
     rows = [prices[m] for m in models]
     prompt = np.asarray(prompt_tokens, dtype=float)
     cached = np.minimum(np.asarray(cached_tokens, dtype=float), prompt)
@@ -577,8 +498,7 @@ def list_usd(
 def price_table(
     overrides: Mapping[str, Mapping[str, Any]] | None = None, on: str | None = None
 ) -> list[dict[str, Any]]:
-    """The table as records (overrides applied and listed too), for notebooks and the report;
-    ``on``: the rows in force that day (models without one are left out)."""
+    """The table as records, overrides applied and listed; ``on``: the rows in force that day."""
     names = [n for n in PRICES if on is None or _row_on(n, on) is not None]
     for key in overrides or {}:
         if canonical_name(key) not in names:
@@ -591,7 +511,6 @@ def price_table(
 
 
 def price_schedule_table() -> list[dict[str, Any]]:
-    """Every dated row of every model, oldest first per model (the notebook's price table)."""
     return [
         {**asdict(row), "cache_discount": round(row.cache_discount, 4)}
         for rows in PRICE_SCHEDULES.values()
@@ -616,8 +535,7 @@ _NAMES = {"batch": "the Batch API", "flex": "Flex processing"}
 def discount_multiplier(
     model: str, mode: str, price_overrides: Mapping[str, Mapping[str, Any]] | None = None
 ) -> float | None:
-    """What ``mode`` charges for ``model`` relative to its list price (1.0 for interactive;
-    ``None``: the price table sells no such mode for it)."""
+    """What ``mode`` charges for ``model`` relative to its list price (``None``: not sold)."""
     if mode == "interactive":
         return 1.0
     try:
@@ -634,8 +552,8 @@ def execution_problem(
     backend: str,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str | None:
-    """One line saying why ``mode`` cannot serve ``stage``'s calls to ``model`` on ``backend``,
-    or ``None`` when it can (interactive always can; the offline backend sends nothing)."""
+    """Why ``mode`` cannot serve ``stage``'s calls to ``model`` on ``backend``, in one line, or
+    ``None``."""
     if mode == "interactive" or backend == "offline":
         return None
     what = _NAMES.get(mode, mode)
@@ -668,7 +586,6 @@ BASELINE_SWITCHES = ("include_rolling_window", "include_no_context", "include_or
 
 
 def today(value: str | date | None = None) -> date:
-    """``value``, else ``$MEMCOST_TODAY``, else the system date."""
     value = value if value is not None else os.environ.get(TODAY_ENV) or None
     if value is None:
         return date.today()
@@ -699,8 +616,8 @@ class ModelStatus:
 
 
 def status(model: str, on: date, served: Mapping[str, str | None] | None = None) -> ModelStatus:
-    """``model``'s lifecycle on day ``on``. ``served`` is ``GET /v1/models``' answer
-    (``{id: shutdown_date}``), which wins over the registry when it names a date."""
+    """``model``'s lifecycle on ``on``; ``served`` (``GET /v1/models``: ``{id: shutdown_date}``)
+    wins over the registry."""
     info = model_info(model) if is_known(model) else None
     reported = _served_date(model, served)
     registered = info.shutdown_date if info else None
@@ -720,9 +637,8 @@ def _served_date(model: str, served: Mapping[str, str | None] | None) -> str | N
 
 
 def run_models(params: Mapping[str, Any]) -> list[str]:
-    """The models a notebook's parameters call (baseline models only when a baseline runs;
-    a memory system's own, where its ``memory_systems`` entry names one: the others write and
-    embed with the run's models)."""
+    """The models a notebook's parameters call (baselines' only when they run; a memory system's own
+    where its entry names one)."""
     keys = list(RUN_MODEL_PARAMETERS)
     if any(params.get(switch) for switch in BASELINE_SWITCHES):
         keys.append("baseline_models")
@@ -740,8 +656,7 @@ def run_models(params: Mapping[str, Any]) -> list[str]:
 
 
 def successor_preset(preset_name: str, available: Iterable[str]) -> str | None:
-    """``paper_locomo`` → ``current_locomo``, ``verify_locomo`` → ``verify_current_locomo``,
-    when that preset exists."""
+    """``paper_locomo`` → ``current_locomo``, when that preset exists."""
     if preset_name.startswith("paper_"):
         candidate = "current_" + preset_name.removeprefix("paper_")
     elif preset_name.startswith("verify_") and not preset_name.startswith("verify_current_"):
@@ -752,7 +667,6 @@ def successor_preset(preset_name: str, available: Iterable[str]) -> str | None:
 
 
 def refusal(preset_name: str, gone: list[ModelStatus], successor: str | None, on: date) -> str:
-    """The message a preset stops with when a model it calls is shut down."""
     lines = [f"preset {preset_name}: {len(gone)} model(s) it calls are no longer served "
              f"(today is {on}; set {TODAY_ENV}=YYYY-MM-DD to check another day). Nothing has "
              "been sent or spent."]  # fmt: skip
@@ -766,7 +680,6 @@ def refusal(preset_name: str, gone: list[ModelStatus], successor: str | None, on
 
 
 def paper_models() -> set[str]:
-    """Every model the paper's settings name (snapshot names as the paper wrote them)."""
     found: set[str] = set()
     for settings in PAPER_SETTINGS.values():
         found.update(run_models(settings))
@@ -774,7 +687,7 @@ def paper_models() -> set[str]:
 
 
 def stands_in_for(model: str) -> str | None:
-    """The paper model whose registered successor ``model`` is (``None`` if none)."""
+    """The paper model whose registered successor ``model`` is."""
     for paper_model in sorted(paper_models()):
         if is_known(paper_model) and model_info(paper_model).successor:
             if canonical_name(model_info(paper_model).successor) == canonical_name(model):
@@ -783,7 +696,6 @@ def stands_in_for(model: str) -> str | None:
 
 
 def stand_ins(parameters_by_step: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """``{paper model: the successor this run used instead}`` over every step's parameters."""
     found: dict[str, str] = {}
     for params in parameters_by_step.values():
         for model in run_models(params or {}):
@@ -799,8 +711,7 @@ def stand_ins(parameters_by_step: Mapping[str, Mapping[str, Any]]) -> dict[str, 
 def tier_limits(
     model: str, stated: Mapping[str, Mapping[str, float]] | None = None, tier: str = DEFAULT_TIER
 ) -> tuple[float | None, float | None, str]:
-    """``(rpm, tpm, where from)`` for ``model``: the run's stated limits, else the tier's
-    (``None``: not known)."""
+    """``(rpm, tpm, where from)`` for ``model``: the run's stated limits, else the tier's."""
     limits = per_model(stated, model)
     if limits is not None:
         return limits.get("rpm"), limits.get("tpm"), "stated"
@@ -822,19 +733,14 @@ OVERFLOW_WINDOW_S = 60.0
 
 
 def cacheable(shared_tokens: int) -> int:
-    """Tokens billed as cached when ``shared_tokens`` of the prompt match a cached prefix."""
     if shared_tokens < CACHED_INPUT_MIN_TOKENS:
         return 0
     return shared_tokens // CACHED_INPUT_STEP_TOKENS * CACHED_INPUT_STEP_TOKENS
 
 
 def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens ``a`` and ``b`` have in common.
-
-    Compared a block at a time (a slice comparison runs in C), halving the block where the two
-    differ: prompts of 100k tokens that share all but their last lines are compared thousands of
-    times by a simulation, and a loop over their tokens in Python took most of its time. Token
-    arrays (numpy) are compared in one vectorised step."""
+    """How many leading tokens ``a`` and ``b`` share, compared a block at a time (a Python loop over
+    100k-token prompts took most of a simulation's time)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         x, y = np.asarray(a), np.asarray(b)
         n = min(len(x), len(y))
@@ -862,13 +768,9 @@ class _Entry:
 
 @dataclass
 class PrefixCache:
-    """A provider's prefix cache for one model, driven by request arrival times (seconds).
-
-    A request is routed by its first :data:`ROUTING_TOKENS` tokens and its ``key`` (the
-    ``prompt_cache_key``, if any). When its key has already seen
-    ``max_per_minute`` requests in the last minute it overflows to another machine: no hit, and
-    nothing is remembered there.
-    """
+    """A provider's prefix cache for one model, driven by arrival times: routed by the first
+    :data:`ROUTING_TOKENS` tokens and ``key``; past ``max_per_minute`` a key overflows (no hit,
+    nothing remembered)."""
 
     retention_s: float = RETENTION_S
     max_per_minute: int = MAX_REQUESTS_PER_PREFIX_PER_MINUTE
@@ -880,7 +782,6 @@ class PrefixCache:
         return f"{key or ''}|" + ",".join(map(str, tokens[:ROUTING_TOKENS]))
 
     def overflowed(self, route: str, now: float) -> bool:
-        """Record an arrival on ``route``; ``True`` when it is past the per-minute limit."""
         arrivals = self._arrivals.setdefault(route, deque())
         while arrivals and now - arrivals[0] >= OVERFLOW_WINDOW_S:
             arrivals.popleft()
@@ -888,7 +789,7 @@ class PrefixCache:
         return len(arrivals) > self.max_per_minute
 
     def lookup(self, tokens: Sequence[int], now: float, key: str | None = None) -> int:
-        """Cached prompt tokens for this request; remembers the prompt for later ones."""
+        """Cached prompt tokens for this request; remembers the prompt."""
         route = self.route_key(tokens, key)
         if self.overflowed(route, now):
             return 0
@@ -908,7 +809,7 @@ class PrefixCache:
 
 
 def max_requests_per_minute(arrivals: Sequence[float]) -> int:
-    """The most arrivals in any 60-second window (a prefix's peak rate)."""
+    """The most arrivals in any 60-second window."""
     times = sorted(arrivals)
     best, start = 0, 0
     for end, t in enumerate(times):

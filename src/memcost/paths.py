@@ -1,9 +1,5 @@
-"""Where everything lives, and what the study reads: the benchmarks by name, the repository
-root and the layout of a run directory.
-
-Every path in the package and the notebooks comes from here, so that a notebook opened in
-JupyterLab, a papermill run and a test all agree on where files are.
-"""
+"""Where everything lives: the benchmarks by name, the repository root and the layout of a run
+directory; every path of the package and the notebooks comes from here."""
 
 from __future__ import annotations
 
@@ -33,30 +29,23 @@ PERSONAMEM_NAME_NOTE = (
 
 
 class DataError(ValueError):
-    """Input that cannot be read as the benchmark it claims to be.
-
-    The message names the file, the record (sample, question or CSV row) and what is wrong.
-    """
+    """Input that cannot be read as the benchmark it claims to be (the message names the file, the
+    record and what is wrong)."""
 
 
 def check_dataset(name: str) -> str:
-    """``name`` if it is a known dataset; otherwise an error listing the valid ones."""
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(DATASETS)}")
     return name
 
 
 def display_name(name: str) -> str:
-    """``LoCoMo`` for ``locomo``; an unknown name is shown as it is."""
     return DISPLAY_NAMES.get(name, name)
 
 
 def _find_repo_root() -> Path:
-    """The directory holding this repository's ``pyproject.toml``.
-
-    ``MEMCOST_ROOT`` wins when set; otherwise walk up from this file (editable install), then from
-    the working directory (a notebook started inside the repository).
-    """
+    """``MEMCOST_ROOT``, else the folder with this repository's ``pyproject.toml`` above this file
+    or the working directory."""
     if env := os.environ.get("MEMCOST_ROOT"):
         return Path(env).resolve()
     for start in (Path(__file__).resolve(), Path.cwd().resolve()):
@@ -97,11 +86,8 @@ _RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def resolve_run_dir(run_dir: str | os.PathLike[str] = "") -> Path:
-    """The run directory a notebook parameter points to.
-
-    ``""`` means ``runs/interactive`` (a notebook opened by hand); a bare name means
-    ``runs/<name>``; anything with a path separator is used as given.
-    """
+    """The run directory a notebook parameter names: ``""`` is ``runs/interactive``, a bare name
+    ``runs/<name>``, a path as given."""
     text = os.fspath(run_dir)
     if not text:
         return RUNS_DIR / DEFAULT_RUN_NAME
@@ -223,10 +209,8 @@ RUN_FIGURES: dict[str, str] = {
 
 
 class FileSet:
-    """Named files of one kind in one folder: ``files.table3`` is ``folder/table3_accuracy.csv``.
-
-    An unknown name is an error that lists the known ones, so a typo never writes a stray file.
-    """
+    """Named files of one kind in one folder: ``files.table3`` is ``folder/table3_accuracy.csv``; an
+    unknown name is an error listing the known ones."""
 
     def __init__(self, folder: Path, stems: dict[str, str], suffix: str):
         self._folder, self._stems, self._suffix = folder, stems, suffix
@@ -240,7 +224,6 @@ class FileSet:
             ) from None
 
     def stem(self, name: str) -> str:
-        """The bare file stem (figures are saved under it in several formats)."""
         getattr(self, name)
         return self._stems[name]
 
@@ -250,11 +233,7 @@ class FileSet:
 
 @dataclass(frozen=True)
 class DatasetPaths:
-    """Layout of one dataset inside a run: ``runs/<run>/<dataset>/``.
-
-    Notebooks 00-04 read and write only here (and the run's ``calls.sqlite``); each file is the
-    hand-over between two notebooks, with its schema documented in ``docs/architecture.md``.
-    """
+    """One dataset inside a run, ``runs/<run>/<dataset>/``: notebooks 00-04's hand-over files."""
 
     root: Path
 
@@ -287,9 +266,8 @@ class DatasetPaths:
         return self.root / "judgments.jsonl"
 
     def judged_before_answers(self) -> bool:
-        """Notebook 02 or 03 wrote answers after notebook 04 judged (a rerun of those steps
-        alone, with other parameters): Table 3 and the costs read from it are the earlier
-        answers'. A resumed step that answers nothing new leaves its file untouched."""
+        """Notebook 02 or 03 wrote answers after notebook 04 judged: Table 3 and its costs are the
+        earlier answers'."""
         if not self.judgments.is_file():
             return False
         written = [p.stat().st_mtime_ns for p in self.answers.glob("answers_*.jsonl")]
@@ -313,12 +291,10 @@ class DatasetPaths:
 
     @property
     def table(self) -> FileSet:
-        """This dataset's tables by name (:data:`DATASET_TABLES`), as ``.csv``."""
         return FileSet(self.tables, DATASET_TABLES, ".csv")
 
     @property
     def figure(self) -> FileSet:
-        """This dataset's figures by name (:data:`DATASET_FIGURES`), without a suffix."""
         return FileSet(self.figures, DATASET_FIGURES, "")
 
     def answers_file(self, system: str) -> Path:
@@ -339,12 +315,7 @@ class DatasetPaths:
 
 @dataclass(frozen=True)
 class RunPaths:
-    """Layout of a run directory ``runs/<run_name>/``.
-
-    ``manifest.json`` and ``calls.sqlite`` (one record per model call, every notebook) sit at the
-    top; one subfolder per dataset holds notebooks 00-04's files; ``tables/`` and ``figures/`` at
-    the top hold what looks across datasets (notebook 05, the report).
-    """
+    """A run directory ``runs/<run_name>/`` (docs/architecture.md, "Run directory")."""
 
     root: Path
 
@@ -362,7 +333,6 @@ class RunPaths:
 
     @property
     def calls(self) -> Path:
-        """The run's store of model calls (:mod:`memcost.calls`): the ledger and the cache."""
         return self.root / "calls.sqlite"
 
     @property
@@ -375,7 +345,6 @@ class RunPaths:
 
     @property
     def metrics(self) -> Path:
-        """The run-wide notebooks' metrics (05-08; a dataset's own are in its folder)."""
         return self.root / "metrics"
 
     @property
@@ -396,12 +365,10 @@ class RunPaths:
 
     @property
     def table(self) -> FileSet:
-        """Run-wide tables by name (:data:`RUN_TABLES`), as ``.csv``."""
         return FileSet(self.tables, RUN_TABLES, ".csv")
 
     @property
     def figure(self) -> FileSet:
-        """Run-wide figures by name (:data:`RUN_FIGURES`), without a suffix."""
         return FileSet(self.figures, RUN_FIGURES, "")
 
     @property
@@ -409,12 +376,8 @@ class RunPaths:
         return self.root / "run_id"
 
     def run_id(self) -> str:
-        """This run directory's unique id, made on first use and kept in ``run_id``.
-
-        The Batch API's batches carry it in their metadata. The file is created whole or not at
-        all (hard link of a finished temporary file), so two notebooks starting together agree
-        on one id; a deleted and recreated run gets a new one.
-        """
+        """This run directory's id (the Batch API's batches carry it), made once and whole (a hard
+        link), so two notebooks starting together agree on it."""
         path = self.run_id_file
         if not path.is_file():
             self.root.mkdir(parents=True, exist_ok=True)
@@ -432,7 +395,7 @@ class RunPaths:
         return DatasetPaths(self.root / name)
 
     def datasets(self) -> list[DatasetPaths]:
-        """Dataset folders present in this run (those that notebook 00 has written)."""
+        """The dataset folders notebook 00 has written."""
         if not self.root.is_dir():
             return []
         return [

@@ -1,11 +1,5 @@
-"""What a run will cost and how long it will take, before any paid call is made.
-
-After notebook 00 (free), the prepared data's counts and the preset's parameters give every
-stage's requests and tokens, priced at the catalog's list prices in the chosen execution modes
-(interactive, batch, flex) and timed at the account's rate limits. A whole benchmark's counts
-come from the paper's Tables 1-2 (:func:`benchmark_profile`), so a bill can be printed before
-anything is downloaded (``python -m memcost estimate``).
-"""
+"""The bill before any paid call: every stage's planned requests and tokens, priced at list prices
+in the chosen execution modes and timed at the account's rate limits."""
 
 from __future__ import annotations
 
@@ -121,7 +115,6 @@ def _notebook_defaults(stem: str) -> dict[str, Any]:
 
 
 def effective_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The notebooks' defaults for 01-04, overridden by the preset's values for one dataset."""
     merged: dict[str, Any] = {}
     for stem in (
         "01_extract_facts",
@@ -136,9 +129,9 @@ def effective_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_unit_usd(history_tokens: float, segments: float, price: Any) -> float:
-    """The paper's memory writing ``history_tokens`` in ``segments`` (one extraction pass and
-    its update phase) with a model of ``price``: the paper's prompt cost per history token at
-    that model's input price, its completion cost per segment at its output price."""
+    """The paper's memory writing ``history_tokens`` in ``segments`` with a model of ``price``: the
+    paper's prompt cost per history token and completion cost per segment (§4.2), at that model's
+    prices."""
     per_token = INGEST_USD_PER_TOKEN_NANO * PROMPT_SHARE_OF_WRITE * price.input / _NANO.input
     tokens_per_segment = 1000 / MEASURED_SHAPES["longmemeval"].segments_per_1k
     per_segment = (
@@ -157,8 +150,6 @@ def _price_ratio(model: str, reference: str, overrides: Any = None) -> float:
 
 
 class _Rows:
-    """The estimate's rows for one dataset, each priced from the price table unless given."""
-
     def __init__(self, dataset: str, params: Mapping[str, Any]):
         # a bare number (``{model: 0}``) is every price of the model, cached input included
         overrides = normalise_price_overrides(params.get("price_overrides"))
@@ -181,13 +172,10 @@ class _Rows:
         per_prefix: int = 0,
         concurrency: int | None = None,
     ) -> None:
-        """One row; ``ledger_stage`` (memcost.calls.STAGES) picks its execution mode, and
-        ``usd_execution`` is its bill in that mode (NaN: the model has no price for it);
-        ``minutes`` is the time its calls take at the rate limits in force (NaN: a batch,
-        whose results come within 24 hours); ``per_prefix``: the most of its requests that
-        share one cached prefix (a user's questions), which the client sends at most
-        ``prefix_requests_per_minute`` a minute to OpenAI; ``concurrency``: the most of its
-        requests in flight at once where that is not the client's ``max_concurrency``."""
+        """One row; ``ledger_stage`` picks its execution mode (``usd_execution``: its bill there,
+        NaN: no price), ``minutes`` its time at the rate limits (NaN: a batch); ``per_prefix``:
+        the most requests sharing one cached prefix; ``concurrency``: the most in flight where
+        not ``max_concurrency``."""
         overrides = self.params.get("price_overrides")
         price = price_for(model, overrides)
         if usd is None:  # priced per (mean) request: a long-context tier applies per request
@@ -233,9 +221,8 @@ class _Rows:
         per_prefix: int = 0,
         concurrency: int | None = None,
     ) -> tuple[float, str, str]:
-        """Minutes of calls of ``seconds`` each, what binds them (the request limit, the token
-        limit, latency over ``max_concurrency``, or the pace of one prefix's requests on
-        OpenAI, whose cache overflows above it), and where the limits came from."""
+        """Minutes of calls of ``seconds`` each, what binds them (requests, tokens, latency over
+        ``max_concurrency``, one prefix's pace on OpenAI), and where the limits came from."""
         most = int(client_option(self.params, "max_concurrency") or 1)
         concurrency = max(1, min(most, concurrency or most))
         stated = client_option(self.params, "rate_limits")
@@ -256,9 +243,8 @@ class _Rows:
         return bounds[bound], bound, source
 
     def _paced_by_prefix(self, model: str) -> bool:
-        """The client paces a prefix's requests to OpenAI's API alone: an OpenAI model sent
-        there (or offline, timed as it would be there), not one on another provider or a
-        server of your own."""
+        """The client paces a prefix's requests to OpenAI's API alone (offline is timed as
+        there)."""
         if backend_of(model, self.params) not in ("openai", OFFLINE):
             return False
         return is_known(model) and "openai" in model_info(model).providers
@@ -275,12 +261,9 @@ def extraction_segments(
     conversations: pd.DataFrame | None = None,
     max_chars: int | None = None,
 ) -> int:
-    """Extraction calls. With ``conversations`` (a real file's turns, in notebook 00's rows): the
-    segments notebook 01 will cut, counted by its own cutter (paper §3.1: ``batch_size``
-    messages, never two sessions, at most ``max_chars`` characters, 8,000 unless given; the
-    real LoCoMo: 699). Without (counts at the paper's scale, :func:`paper_scale_counts`): their
-    ``n_segments``, measured at the paper's cut; at another, ``batch_size`` messages a call and
-    at least one a session."""
+    """Extraction calls: with ``conversations``, the segments notebook 01's own cutter makes (paper
+    §3.1); without (paper-scale counts), their ``n_segments``, or ``batch_size`` messages a call
+    and one a session at least."""
     if conversations is None:
         paper_cut = batch_size == MESSAGES_PER_SEGMENT and max_chars in (None, SEGMENT_CHARS)
         if "n_segments" in stats and paper_cut:
@@ -303,10 +286,8 @@ def extraction_segments(
 def _memory_rows(
     out: _Rows, stats: pd.DataFrame, n_questions: int, conversations: pd.DataFrame | None
 ) -> None:
-    """Each memory system of ``memory_systems``: writing it (:func:`write_unit_usd`, the
-    paper's measured write cost of one model pass and its update phase, paper §4.2, times the
-    model passes it makes, ``MemorySystem.write_passes``) and reading it (the reader per question,
-    the question's embedding)."""
+    """Writing each memory system (the paper's measured write cost, paper §4.2, times its model
+    passes) and reading it (the reader and the question's embedding per question)."""
     from memcost.memory import parse_systems, system_class  # the registry: only when asked
 
     p = out.params
@@ -405,11 +386,9 @@ def _memory_rows(
 def _read_tokens(
     cls: Any, settings: Mapping[str, Any], stats: pd.DataFrame
 ) -> tuple[float, float, int] | None:
-    """The memory a system's reader sees over all questions, sized per conversation from the
-    system's settings; the part of it a provider's prompt cache serves: what every question of
-    a user sees first (``MemorySystem.read_shared_tokens``), from the user's second question on,
-    in the cache's steps; and the most questions of one user that share such a prefix (the
-    reader sends them as long context's are). ``None``: the system cannot say before the run."""
+    """The memory a system's reader sees over all questions, the part a prompt cache serves (what
+    each question of a user sees first, from the second on) and the most questions sharing such a
+    prefix; ``None``: not known before the run."""
     total = cached = 0.0
     sharing = 0
     for r in stats.itertuples():
@@ -425,7 +404,6 @@ def _read_tokens(
 
 
 def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> None:
-    """Each long-context model: the whole history per question, cached from the second on."""
     per_conversation = stats[["history_tokens", "n_questions", "n_sessions", "n_turns"]]
     for model in out.params.get("models") or []:
         first = later = 0.0
@@ -452,8 +430,8 @@ def _long_context_rows(out: _Rows, stats: pd.DataFrame, n_questions: int) -> Non
 
 
 def _answer_effort(params: Mapping[str, Any], model: str) -> str:
-    """The reasoning effort notebook 03 answers with: the paper's for the model's family (§3.2:
-    GPT-5-mini's low), or the ``generation`` parameter's."""
+    """The reasoning effort notebook 03 answers with (paper §3.2, or the ``generation``
+    parameter's)."""
     settings = generation_settings(
         model, params.get("generation") or {}, client_option(params, "model_capabilities") or None
     )
@@ -461,8 +439,6 @@ def _answer_effort(params: Mapping[str, Any], model: str) -> str:
 
 
 def _oracle_asks(questions: pd.DataFrame, conversations: pd.DataFrame | None) -> pd.Series:
-    """Which questions the oracle can ask, by notebook 03's rule (counts at the paper's scale,
-    without turns, assume all)."""
     if conversations is None or "evidence" not in questions:
         return pd.Series(True, index=questions.index)
     return oracle_asks(conversations, questions)
@@ -471,8 +447,6 @@ def _oracle_asks(questions: pd.DataFrame, conversations: pd.DataFrame | None) ->
 def _baseline_rows(
     out: _Rows, stats: pd.DataFrame, questions: pd.DataFrame, asked: pd.Series
 ) -> None:
-    """Rolling window, no-context and oracle baselines, per baseline model (``asked``: the
-    questions the oracle can ask)."""
     p = out.params
     n_questions = len(questions)
     asks = questions.loc[asked, "conversation_id"].value_counts()
@@ -510,7 +484,6 @@ def _baseline_rows(
 
 
 def _judge_rows(out: _Rows, questions: pd.DataFrame, asked: pd.Series) -> None:
-    """Every answering system's answers judged ``n_votes`` times per judge prompt."""
     p = out.params
     judged = questions
     if out.dataset == "locomo" and not p.get("include_adversarial"):
@@ -543,10 +516,8 @@ def _judge_rows(out: _Rows, questions: pd.DataFrame, asked: pd.Series) -> None:
 def estimate_dataset(
     ds: DatasetPaths, params: Mapping[str, Any], *, steps: Collection[str] | None = None
 ) -> pd.DataFrame:
-    """Rows ``dataset, stage, system, model, requests, input_tokens, cached_input_tokens,
-    output_tokens, usd, minutes, ledger_stage, execution, usd_execution`` for one prepared
-    dataset (notebook 00's files). ``usd`` is the all-interactive bill, ``usd_execution`` the
-    bill with the ``execution`` parameter's modes."""
+    """The estimate of one prepared dataset: a row per stage, system and model (``usd``: all
+    interactive; ``usd_execution``: in the ``execution`` parameter's modes)."""
     stats = pd.read_parquet(ds.data / "conversation_stats.parquet")
     return estimate_counts(
         ds.name,
@@ -567,11 +538,9 @@ def estimate_counts(
     steps: Collection[str] | None = None,
     conversations: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """:func:`estimate_dataset` from the counts themselves: ``stats`` in the shape of
-    ``conversation_stats.parquet``, ``questions`` with ``conversation_id`` and ``category_id``.
-    ``steps`` (``{"01", "02"}``): only the stages of those notebooks; ``None``: every stage.
-    ``conversations``: the turns themselves, when a real file's (extraction calls are then its
-    segments, as notebook 01 cuts them); ``None`` for :func:`paper_scale_counts`."""
+    """:func:`estimate_dataset` from counts: ``stats`` shaped as ``conversation_stats.parquet``,
+    ``questions`` with ``conversation_id`` and ``category_id``; ``steps``: only those notebooks'
+    stages; ``conversations``: a real file's turns (``None`` at the paper's scale)."""
     out = _Rows(dataset, effective_parameters(params))
     _memory_rows(out, stats, len(questions), conversations)
     _long_context_rows(out, stats, len(questions))
@@ -591,14 +560,12 @@ def estimate_run(
     *,
     steps: Collection[str] | None = None,
 ) -> pd.DataFrame:
-    """The estimate for every dataset of a run: ``{name: (paths, preset parameters)}``."""
     frames = [estimate_dataset(ds, params, steps=steps) for ds, params in prepared.values()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def chosen_total(estimate: pd.DataFrame) -> float | None:
-    """The bill with the chosen execution modes (``None``: a row's model has no price in its
-    mode, so the total is not known)."""
+    """The bill in the chosen execution modes (``None``: a model has no price in its mode)."""
     if estimate.empty:
         return 0.0
     values = estimate["usd_execution"]
@@ -606,7 +573,6 @@ def chosen_total(estimate: pd.DataFrame) -> float | None:
 
 
 def _modes(estimate: pd.DataFrame) -> str:
-    """``{extract: batch, judge: batch}``: the stages not run interactively."""
     chosen = estimate.loc[estimate["execution"] != "interactive", ["ledger_stage", "execution"]]
     pairs = dict(chosen.drop_duplicates().itertuples(index=False, name=None))
     return "{" + ", ".join(f"{k}: {v}" for k, v in pairs.items()) + "}"
@@ -625,14 +591,12 @@ def _time(row: Any) -> str:
 
 
 def call_hours(estimate: pd.DataFrame) -> float:
-    """Hours of interactive and Flex calls, stage after stage (batches are not counted: their
-    results come within 24 hours, whatever their size)."""
+    """Hours of interactive and Flex calls (a batch's results come within 24 hours)."""
     return float(estimate["minutes"].sum(min_count=1) or 0.0) / 60
 
 
 def call_time(estimate: pd.DataFrame) -> str:
-    """:func:`call_hours` in words: ``under a minute``, ``about 24 minutes``, ``about 4.2
-    hours`` (a sample's few calls read as no time at all in tenths of an hour)."""
+    """:func:`call_hours` in words."""
     hours = call_hours(estimate)
     if hours < 1 / 60:
         return "under a minute"
@@ -642,7 +606,6 @@ def call_time(estimate: pd.DataFrame) -> str:
 
 
 def limits_note(estimate: pd.DataFrame) -> str:
-    """Where the rate limits behind the times came from, in one line."""
     sources = sorted(
         {
             f"{r.model}: {r.rate_limits}"
@@ -660,15 +623,13 @@ def limits_note(estimate: pd.DataFrame) -> str:
 
 
 def _system(system: str) -> str:
-    """Which system a line is for, its model aside (the line names it): ``rolling_window_gpt-5-
-    mini`` → ``rolling window``, ``memory_graph`` → ``memory graph``."""
+    """``rolling_window_gpt-5-mini`` → ``rolling window``."""
     return system_label(system).split(", ", 1)[0]
 
 
 def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
-    """A few lines for the terminal: one per dataset, stage and model (its reasoning effort,
-    execution mode, requests, tokens, bill interactive and as chosen, time and what binds it),
-    then the totals against the budget."""
+    """The terminal's lines: one per dataset, stage and model, then the totals against the
+    budget."""
     if estimate.empty:
         return "nothing to estimate"
     lines = [
@@ -743,8 +704,8 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
 
 
 def bill(estimate: pd.DataFrame) -> float:
-    """What the run is expected to cost: the bill in the chosen modes where every stage has a
-    price in its mode, else the all-interactive one."""
+    """The bill in the chosen modes where every stage has a price there, else the
+    interactive one."""
     chosen = chosen_total(estimate)
     return float(estimate["usd"].sum()) if chosen is None else chosen
 
@@ -764,10 +725,8 @@ FIT_CHANGES: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def fitting_change(recompute: Any, params: Mapping[str, Any], budget: float) -> str:
-    """The first change of :data:`FIT_CHANGES` (then a cheaper judge: the run's extraction
-    model) whose estimate fits ``budget``, as the words to type; else the cheapest of them with
-    the budget it needs. ``recompute(overrides)`` is the estimate with ``overrides`` merged into
-    every dataset's parameters."""
+    """The first change of :data:`FIT_CHANGES` (then a cheaper judge) whose estimate fits
+    ``budget``, as the words to type; else the cheapest with the budget it needs."""
     chosen = dict(normalise_execution(client_option(params, "execution")))
     cheaper = str(params.get("extraction_model") or EXTRACTION_MODEL)
     changes = [
@@ -792,8 +751,6 @@ def fitting_change(recompute: Any, params: Mapping[str, Any], budget: float) -> 
 
 
 def over_budget_line(where: Any, total: float, budget: float, change: str) -> str:
-    """The one line that refuses a run over its budget: the estimate, the budget, and the
-    least change that fits."""
     return (
         f"{where}: the estimated bill ${total:,.2f} exceeds max_cost_usd ${budget:,.2f}; "
         f"nothing has been spent. Cheapest change that fits: {change}"
@@ -807,10 +764,9 @@ LOCOMO_ADVERSARIAL = 446
 
 @dataclass(frozen=True)
 class Shape:
-    """What the paper's Tables 1-2 do not say of a benchmark's histories, for counts at its
-    scale: how long its turns and sessions are, how many segments notebook 01 cuts (paper
-    §3.1: ten messages, one session, 8,000 characters) and how much longer the long-context
-    rendering is than Table 1's tokens."""
+    """What the paper's Tables 1-2 do not say of a benchmark's histories, for counts at its scale:
+    turn and session lengths, notebook 01's segments, and the long-context rendering's length
+    against Table 1's tokens."""
 
     rendered: float  # long-context rendering tokens per Table-1 token
     tokens_per_turn: float  # Table-1 tokens
@@ -850,8 +806,7 @@ MEASURED_SHAPES = {
 
 
 def measured_shape(conversations: pd.DataFrame, questions: pd.DataFrame, source: str) -> Shape:
-    """The :class:`Shape` of a loaded benchmark (``load(resolve_source(dataset, path))``'s
-    ``conversations`` and ``questions``), as :data:`MEASURED_SHAPES` was measured."""
+    """The :class:`Shape` of a loaded benchmark, as :data:`MEASURED_SHAPES` was measured."""
     stats = conversation_stats(conversations, questions)
     text, turns = float(stats["text_tokens"].sum()), float(stats["n_turns"].sum())
     segments = extraction_segments(stats, MESSAGES_PER_SEGMENT, conversations=conversations)
@@ -865,7 +820,6 @@ def measured_shape(conversations: pd.DataFrame, questions: pd.DataFrame, source:
 
 
 def _spread(total: int, parts: int) -> list[int]:
-    """``total`` split into ``parts`` integers that differ by at most one."""
     base, extra = divmod(total, parts)
     return [base + (i < extra) for i in range(parts)]
 
@@ -873,11 +827,8 @@ def _spread(total: int, parts: int) -> list[int]:
 def paper_scale_counts(
     dataset: str, conversations: int = 0, questions: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(stats, questions)`` for :func:`memcost.costs.estimate.estimate_counts` at the paper's
-    scale: ``stats`` in the shape of ``conversation_stats.parquet``, ``questions`` with
-    ``conversation_id`` and ``category_id``. ``conversations`` / ``questions`` (0: all) keep
-    that many, as a run's sample would (questions spread evenly, LoCoMo's adversarial share
-    kept)."""
+    """``(stats, questions)`` at the paper's scale; ``conversations`` / ``questions`` (0: all) keep
+    that many, as a sample would (LoCoMo's adversarial share kept)."""
     n, _low, _high, _median, mean = TABLE1[dataset]
     n_questions = TABLE2[dataset][0]
     adversarial = LOCOMO_ADVERSARIAL
@@ -913,9 +864,7 @@ def paper_scale_counts(
 def file_counts(
     dataset: str, params: Mapping[str, Any]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``(stats, questions, conversations)`` of the file notebook 00 will read (``data_path``,
-    else the bundled sample), of the part its selection parameters keep: what a run on that file
-    will send, not the paper's scale."""
+    """``(stats, questions, conversations)`` of what notebook 00 will keep of the file it reads."""
     source = resolve_source(
         dataset,
         params.get("data_path") or "",
@@ -935,17 +884,16 @@ def file_counts(
 def _file_counts(
     source: Any, _changed: tuple[int, int], selection: tuple, seed: int, stratify: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """:func:`file_counts` once per file, version and selection: the search for a change that
-    fits the budget estimates a large file (LongMemEval-S, 57M tokens) again and again."""
+    """Cached per file, version and selection: the search for a change that fits the budget
+    estimates a file again and again."""
     kept = select(load(source), **dict(selection), seed=seed, stratify=stratify)
     stats = conversation_stats(kept.conversations, kept.questions)
     return stats, kept.questions, kept.conversations
 
 
 def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`paper_scale_counts` of the part a run's notebook-00 parameters keep
-    (``sample_*`` or ``limit_*``). The paper's Tables 1-2 count LongMemEval-S: another
-    LongMemEval file (M's histories are some 15 times longer) is refused, not priced as S."""
+    """:func:`paper_scale_counts` of what a run's notebook-00 parameters keep; another LongMemEval
+    file than S is refused, not priced as S."""
     chosen = str(params.get("longmemeval_file") or "s")
     if dataset == "longmemeval" and chosen != "s":
         raise ValueError(
@@ -962,7 +910,6 @@ def selected_counts(dataset: str, params: Mapping[str, Any]) -> tuple[pd.DataFra
 
 
 def profile_note(dataset: str) -> str:
-    """Where the paper-scale counts of ``dataset`` come from, in one line."""
     shape = MEASURED_SHAPES[dataset]
     n, mean, questions = TABLE1[dataset][0], TABLE1[dataset][4], TABLE2[dataset][0]
     segments = (

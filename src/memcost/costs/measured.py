@@ -1,6 +1,5 @@
-"""What a run cost, cut the way the paper reports it (paper §4.2), and the cost model's
-constants measured on that run (notebook 05, sections 2 and 6.3-6.6).
-"""
+"""What a run cost, cut as the paper reports it (paper §4.2), and the cost model's constants
+measured on it (notebook 05)."""
 
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ from memcost.paths import RunPaths
 # Tables
 # ---------------------------------------------------------------------------------------------
 def _aggregate(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Sums, counts and latency percentiles per group (groups with null keys kept)."""
+    """Sums, counts and latency percentiles per group (null keys kept)."""
     if frame.empty:
         return pd.DataFrame(
             columns=[
@@ -73,7 +72,6 @@ def _aggregate(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def stage_costs(priced: pd.DataFrame) -> pd.DataFrame:
-    """Cost per dataset, stage, system and model (long context per model and per system)."""
     work = workload(priced)
     out = _aggregate(work, ["dataset", "phase", "stage", "answer_system", "price_model"])
     out = out.rename(columns={"answer_system": "system", "price_model": "model"})
@@ -81,19 +79,15 @@ def stage_costs(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def memory_system(work: pd.DataFrame) -> pd.Series:
-    """The memory system of each write or read record: its ``system`` tag, or the paper's (its
-    writes carried none in stores written before they were tagged); ``None`` for long context
-    and the judge."""
+    """The memory system of each write or read record (untagged: the paper's); ``None`` for the
+    others."""
     memory = work["phase"].isin(["write", "read"])
     return work["answer_system"].where(work["answer_system"].notna(), PAPER_MEMORY).where(memory)
 
 
 def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
-    """Cost per dataset and conversation (the paper's "per user"): one column per phase/system.
-
-    Columns: ``write_usd``, ``read_usd`` (memory), ``<system>_usd`` per long-context variant,
-    ``judge_usd``, ``total_usd``, ``questions``.
-    """
+    """Cost per dataset and conversation (the paper's "per user"): ``write_usd``, ``read_usd``,
+    ``<system>_usd`` per long-context system, ``judge_usd``, ``total_usd``, ``questions``."""
     work = workload(priced).loc[lambda f: f["conversation_id"].notna()]
     if work.empty:
         return pd.DataFrame(columns=["dataset", "conversation_id", "questions", "total_usd"])
@@ -121,7 +115,6 @@ def user_costs(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def question_costs(priced: pd.DataFrame) -> pd.DataFrame:
-    """Cost of answering each question, per system (judge calls excluded)."""
     work = workload(priced)
     work = work.loc[work["question_id"].notna() & work["phase"].isin(["read", "long_context"])]
     out = _aggregate(work, ["dataset", "conversation_id", "question_id", "answer_system"])
@@ -131,10 +124,8 @@ def question_costs(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def component_label(component: str, *, offline: bool = False) -> str:
-    """A :func:`summary_table` component as a reader sees it: ``answer:
-    long_context_gpt-5-mini (gpt-5-mini)`` → ``answer: long context, gpt-5-mini``, ``write:
-    memory_graph`` → ``write: memory graph``; offline no model answered: ``answer: long context
-    (offline), priced as gpt-5-mini``, ``write: memory graph (offline)``."""
+    """A :func:`summary_table` component as a reader sees it: ``answer: long context, gpt-5-mini``;
+    offline, ``answer: long context (offline), priced as gpt-5-mini``."""
     stage, _, rest = component.partition(": ")
     if stage in ("write", "read") and rest.startswith("memory_"):
         return f"{stage}: {system_label(rest, offline=offline)}"
@@ -148,8 +139,7 @@ def component_label(component: str, *, offline: bool = False) -> str:
 
 def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
     """The paper's §4.2 in one table per dataset: each component's total, per conversation, per
-    query and per request, tokens, and requests against questions (retries and errors make
-    requests exceed questions)."""
+    query and per request, tokens, and requests against questions."""
     work = workload(priced)
     rows = []
     for dataset, everything in work.groupby("dataset", dropna=False, sort=True):
@@ -210,16 +200,13 @@ def summary_table(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
-    """Ledger order: by run, then timestamp, then line (a stable order for "first question")."""
     return frame.sort_values(["run", "timestamp", "line"], na_position="last", kind="stable")
 
 
 def lc_cached_share(priced: pd.DataFrame) -> pd.DataFrame:
-    """Measured share of long-context input billed as cached, per dataset, system and model.
-
-    ``share_after_first`` looks only at the second and later questions of each conversation,
-    where the cost model assumes the whole context is cached (100%).
-    """
+    """Measured share of long-context input billed as cached, per dataset, system and model;
+    ``share_after_first``: the later questions of each conversation, which the cost model assumes
+    wholly cached."""
     lc = ordered(workload(priced).loc[lambda f: f["phase"] == "long_context"])
     if lc.empty:
         return pd.DataFrame(
@@ -271,11 +258,8 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def token_ratios(priced: pd.DataFrame) -> pd.DataFrame:
-    """γ = output / input tokens and ζ = reasoning / visible output tokens, per stage and model.
-
-    Completion tokens include reasoning tokens (as the API reports them), so visible output is
-    ``completion − reasoning``.
-    """
+    """γ = output / input tokens and ζ = reasoning / visible output tokens (completion minus
+    reasoning), per stage and model."""
     work = workload(priced)
     if work.empty:
         return pd.DataFrame(
@@ -307,7 +291,6 @@ def token_ratios(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_judgments(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.DataFrame:
-    """Every dataset's votes in the given runs (read by :mod:`memcost.answers`), concatenated."""
     frames = []
     for run_dir in run_dirs:
         run = run_dir if isinstance(run_dir, RunPaths) else RunPaths.from_param(run_dir)
@@ -320,24 +303,16 @@ def run_judgments(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.D
 
 
 def majority_votes(judgments: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, system, question): correct when most judged votes say CORRECT.
-
-    ``UNJUDGED`` votes (a judge call that failed) count for neither side; a question with no
-    judged vote is not correct. When ``judgments.jsonl`` also holds the votes of the judge-
-    sensitivity prompts, only the primary prompt's votes (``primary = true``, the ones Table 3
-    reports) count. The vote counting itself is :func:`memcost.stats.majority_votes`.
-    """
+    """One row per dataset, system and question, correct when most judged votes of the primary judge
+    prompt say so (``UNJUDGED`` counts for neither side)."""
     if "primary" in judgments.columns and not judgments.empty:
         judgments = primary(judgments.assign(primary=judgments["primary"].fillna(True)))
     return stats.majority_votes(judgments, ["dataset", "system", "question_id"])
 
 
 def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
-    """Cost per correct answer (CPA = mean cost per question ÷ accuracy) per dataset and system.
-
-    ``cpa_usd`` counts only answering (memory reads, long-context calls); for memory,
-    ``cpa_with_write_usd`` also spreads the write cost over the dataset's questions.
-    """
+    """Cost per correct answer (mean cost per question ÷ accuracy) per dataset and system; for
+    memory, ``cpa_with_write_usd`` also spreads the write over the questions."""
     if votes.empty:
         return pd.DataFrame(
             columns=[
@@ -364,7 +339,6 @@ def cost_per_correct(priced: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
 def _cost_per_correct_row(
     work: pd.DataFrame, dataset: str, system: str, part: pd.DataFrame
 ) -> dict[str, Any]:
-    """One system's accuracy on one dataset (``part``: its majority votes) against its cost."""
     mine = work.loc[
         (work["dataset"] == dataset)
         & (work["answer_system"] == system)
@@ -406,15 +380,10 @@ def measured_cost_model(
     memory: str = PAPER_MEMORY,
     work: pd.DataFrame | None = None,
 ) -> tuple[CostModel, dict[str, Any]]:
-    """The four constants of the cost model measured on one dataset of a run.
-
-    ``C_write`` = write-phase cost per conversation; ``C_read`` = read-phase cost per question;
-    ``C_first`` = mean cost of each conversation's first long-context call of ``lc_system``;
-    ``C_cached`` = mean cost of the later calls. When every conversation has a single question
-    (LongMemEval) there are no later calls: ``C_cached`` is then the first calls' tokens with the
-    whole prompt priced as cached — the paper's own assumption, stated in the details.
-    ``work`` is the dataset's :func:`dataset_workload` when the caller has it already.
-    """
+    """The four constants of the cost model measured on one dataset: ``C_write`` per conversation,
+    ``C_read`` per question, ``C_first`` and ``C_cached`` the mean first and later calls of
+    ``lc_system``. Without later calls (LongMemEval), ``C_cached`` is the first calls with the
+    whole prompt cached: the paper's assumption, stated in the details."""
     work, write, read, lc = _phases(priced, dataset, lc_system, memory, work)
     read = served_reads(read, price_overrides)
     conversations = (read if write.empty else write)["conversation_id"].nunique()
@@ -449,7 +418,6 @@ def measured_cost_model(
 
 
 def dataset_workload(priced: pd.DataFrame, dataset: str) -> pd.DataFrame:
-    """One dataset's workload records in ledger order."""
     return ordered(workload(priced).loc[lambda f: f["dataset"] == dataset])
 
 
@@ -460,8 +428,8 @@ def _phases(
     memory: str = PAPER_MEMORY,
     work: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One dataset's workload in ledger order, and the write and read records of the memory
-    system ``memory`` and the ``lc_system`` records."""
+    """A dataset's workload in ledger order, and the write and read records of ``memory`` and the
+    records of ``lc_system``."""
     if priced.empty:
         raise ValueError(
             "measuring the cost model needs a calls.sqlite with records (none found in these "
@@ -492,21 +460,17 @@ def _phases(
 
 
 def _offline_uncached(lc: pd.DataFrame) -> bool:
-    """The offline backend has no provider prompt cache: its later calls report no cached
-    tokens, which says nothing about a real provider, so they are priced with the paper's
-    assumption instead (the whole prompt cached from the second question on)."""
+    """The offline backend reports no cached tokens, which says nothing of a provider: its later
+    calls are priced with the paper's assumption instead."""
     return bool(lc["is_estimate"].all()) and int(lc["cached_prompt_tokens"].sum()) == 0
 
 
 def served_reads(
     read: pd.DataFrame, price_overrides: Mapping[str, Mapping[str, Any]] | None
 ) -> pd.DataFrame:
-    """Memory reads under the cost model's rule for a run with no provider cache (offline): a
-    reader call whose prompt starts with what the user's earlier call sent (its
-    ``shared_prefix_tokens`` tag: observational memory's raw messages, hierarchical memory's
-    summary and last messages) is priced with those tokens cached, as a provider's cache serves
-    them, just as long context's later questions are priced cached. An API's records keep
-    the cached tokens the provider reported."""
+    """Memory reads priced as a provider's cache would serve them where the run had none (offline):
+    the prefix a reader call shares with the user's earlier one (``shared_prefix_tokens``) as
+    cached."""
     if SHARED_PREFIX_TAG not in read.columns or read.empty:
         return read
     shared = pd.to_numeric(read[SHARED_PREFIX_TAG], errors="coerce").fillna(0).astype("int64")
@@ -520,9 +484,7 @@ def served_reads(
 def cost_with_cached(
     calls: pd.DataFrame, cached: Any, price_overrides: Mapping[str, Mapping[str, Any]] | None
 ) -> np.ndarray:
-    """Each call's list price with ``cached`` of its prompt tokens (at most all of them) priced
-    as a cache hit: how the cost model prices the offline backend's calls, which have no
-    provider cache to report."""
+    """Each call's list price with ``cached`` of its prompt tokens priced as a cache hit."""
     prices = {m: price_for(str(m), price_overrides) for m in calls["model"].unique()}
     uncached, hits, output = list_usd(
         prices, calls["model"], calls["prompt_tokens"], cached, calls["completion_tokens"]
@@ -551,8 +513,8 @@ def _later_turn_cost(
 def _token_details(
     write: pd.DataFrame, read: pd.DataFrame, lc: pd.DataFrame, conversations: int
 ) -> dict[str, float]:
-    """Tokens ingested per conversation, read per question and sent per long-context call, and
-    the token-level break-even they imply."""
+    """Tokens ingested per conversation, read per question and sent per long-context call, and the
+    token-level break-even they imply."""
     details = {
         "ingestion_tokens_per_conversation": float(
             (write["prompt_tokens"].sum() + write["completion_tokens"].sum()) / conversations
@@ -587,13 +549,9 @@ def measured_constants(
     *,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[CostConstants, dict[str, Any]]:
-    """The cost model's constants as functions of ``L``, measured on one dataset of a run.
-
-    Write cost per history token (write cost per conversation ÷ mean first-turn context),
-    read cost per question, mean long-context output tokens, the measured cached share from the
-    second question on (1.0, the paper's assumption, when there is no second question), and the
-    long-context model's prices from the price table.
-    """
+    """The cost model's constants as functions of ``L``, measured on one dataset: write cost per
+    history token, read cost per question, long-context output tokens, the cached share from the
+    second question (1.0 without one), the model's prices."""
     model, details = measured_cost_model(
         priced, dataset, lc_system, price_overrides=price_overrides
     )
@@ -624,17 +582,9 @@ def per_user_series(
     work: pd.DataFrame | None = None,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """Per conversation, the question-by-question cost of the memory system ``memory`` and of
-    one long-context system.
-
-    Memory pays the conversation's whole write cost with its first question, then one read per
-    question (:func:`served_reads`); long context pays each call as it came, under the cost
-    model's own rule for a run with no provider cache to measure (offline): from a
-    conversation's second question on, the whole prompt is priced as cached, as
-    :func:`measured_cost_model`'s ``C_cached`` is, so the per-user break-even and the model's
-    agree. Questions are in ledger order. ``work`` is
-    the dataset's :func:`dataset_workload` when the caller has it already.
-    """
+    """Per conversation, the question-by-question cost of ``memory`` (its whole write with the first
+    question, then its reads) and of one long-context system (offline: the whole prompt cached
+    from the second question, as ``C_cached`` is), in ledger order."""
     work = dataset_workload(priced, dataset) if work is None else work
     mine = memory_system(work) == memory
     write = work.loc[(work["phase"] == "write") & mine].groupby("conversation_id")["cost_usd"].sum()
@@ -670,13 +620,9 @@ def per_user_series(
 def measured_break_even(
     priced: pd.DataFrame, price_overrides: Mapping[str, Mapping[str, Any]] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """The cost model measured for every dataset and long-context system of the ledger, and each
-    user's first and sustained break-even on the question-by-question costs.
-
-    Returns ``(models, users, skipped)``: one row per dataset × long-context system (the measured
-    constants and the break-even they imply), one row per user × system, and a message for each
-    pair that could not be measured (e.g. no memory reads in that dataset).
-    """
+    """The cost model measured for every dataset, memory and long-context system of the ledger, and
+    each user's first and sustained break-even: ``(models, users, skipped)``, the last a message
+    per pair that could not be measured."""
     work = workload(priced)
     lc_calls = work.loc[work["phase"] == "long_context"]
     systems = sorted(lc_calls["answer_system"].dropna().unique())
@@ -737,7 +683,6 @@ def measured_break_even(
 
 
 def break_even_by_user_summary(users: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset × system: how many users, and their median first and sustained break-even."""
     if users.empty:
         return users
     differs = users["first_break_even"].ne(users["sustained_break_even"])
@@ -756,9 +701,8 @@ def break_even_by_user_summary(users: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_memory_system(table: pd.DataFrame, prices: str) -> pd.DataFrame:
-    """One row per dataset and memory system of :func:`measured_break_even`'s table: write and
-    read cost and the break-even against each long-context system (``None``: never within the
-    measured questions), labelled with the ``prices`` they are at."""
+    """One row per dataset and memory system: write and read cost and the break-even against each
+    long-context system (``None``: never within the questions), at ``prices``."""
     be = (
         table.set_index(["dataset", "memory_system", "lc_system"])["break_even_n"]
         .unstack("lc_system")
@@ -770,9 +714,8 @@ def per_memory_system(table: pd.DataFrame, prices: str) -> pd.DataFrame:
 
 
 def write_cost_lines(per_system: pd.DataFrame) -> list[str]:
-    """What :func:`per_memory_system`'s table says of the write, in words: per dataset and
-    prices, each other system's write cost per user against the paper's memory,
-    so the notebook's sentence is read from the table and cannot contradict it."""
+    """Each other system's write cost per user against the paper's memory, in words read from the
+    table."""
     lines = []
     for (dataset, prices), part in per_system.groupby(["dataset", "prices"], sort=False):
         paper_write = part.loc[part["memory_system"] == PAPER_MEMORY, "write_usd"]

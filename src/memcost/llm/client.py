@@ -1,27 +1,5 @@
-"""The one client every model call goes through: store, retries, concurrency, budget.
-
-Stage modules build frozen requests and pass their offline method; the client decides how each
-request is served (the stage's offline method, the run's store of calls, or an
-OpenAI-compatible API), retries what can be retried, writes one record per call to the run's
-store (:mod:`memcost.calls`), and keeps counts a notebook can print and hand to the manifest
-(``step.record_llm(client.summary())``).
-
-The client is made of explicit parts, each handed to it by :func:`make_client`: a frozen
-:class:`~memcost.llm.config.ClientConfig`; the :class:`~memcost.llm.transport.Transport`
-(endpoints, HTTP attempts, pacing); the run's :class:`~memcost.calls.CallStore`; the
-:class:`~memcost.llm.accounting.Budget` and :class:`~memcost.llm.accounting.Accounting`; the
-:class:`CallPath` that serves one call; the :class:`ItemRunner` that schedules items and
-re-asks; and the :class:`~memcost.llm.batch.BatchPrefill` that answers batch stages through the
-Batch API first.
-
-Life of one API request (:meth:`CallPath.call`): claim its hash (duplicates in flight wait
-instead of paying twice) → the store (its answer, when any run it may read holds one) → budget
-reservation → HTTP attempts with backoff → one row in the store, the record and the answer
-together → release. Only answers are stored: a reply without a usable answer (``length`` with
-no content, ``content_filter``, a ``refusal``) is recorded as a failed, paid call, and a
-non-retryable 4xx for one item as a failed call; the item fails with its reason, the stage goes
-on, and a rerun asks again. ``insufficient_quota`` stops the run at once.
-"""
+"""The one client every model call goes through: the offline stand-ins, the store of calls, the API;
+budget, pacing, re-asks (docs/architecture.md, "Model calls")."""
 
 from __future__ import annotations
 
@@ -87,8 +65,8 @@ PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError)
 
 
 def make_record(request: Request, outcome: CallResult, *, cached: bool | None = None) -> dict:
-    """The call's record, as the store keeps it (:data:`memcost.calls.BASE_FIELDS`, then the
-    optional fields that apply, then the request's tags)."""
+    """The call's record as the store keeps it (:data:`memcost.calls.BASE_FIELDS`, the optional
+    fields, the tags)."""
     usage = outcome.usage
     record: dict[str, Any] = {
         "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
@@ -123,7 +101,6 @@ def make_record(request: Request, outcome: CallResult, *, cached: bool | None = 
 def _in_flight_record(
     request: Request, endpoint: Endpoint, key: str, execution: str
 ) -> dict[str, Any]:
-    """The record a call leaves on the ledger if its process is killed while it is sent."""
     usage = Usage(prompt_tokens=prompt_tokens(request))
     outcome = CallResult(request, key, endpoint.backend, endpoint.host, usage, False, 0.0, 1,
                          error=IN_FLIGHT_AT_KILL, execution=execution)  # fmt: skip
@@ -158,8 +135,8 @@ def outcome_of(
     latency: float,
     attempts: int,
 ) -> tuple[CallResult, bool]:
-    """The outcome of an API reply (``None``: no reply) and whether its usage was estimated
-    (a server that reports no usage is counted with o200k)."""
+    """The result of an API reply (``None``: none) and whether its usage was estimated (a server
+    that reports none is counted with o200k)."""
     base = dict(request=request, request_hash=key, backend=endpoint.backend,
                 provider=endpoint.host, cached=False, latency_s=latency,
                 attempts=attempts)  # fmt: skip
@@ -191,7 +168,7 @@ def outcome_of(
 
 
 class CallPath:
-    """One call, end to end, for one client (see the module's docstring)."""
+    """One call, end to end: offline, stored or sent, always recorded."""
 
     def __init__(
         self,
@@ -212,8 +189,6 @@ class CallPath:
         self._inflight_lock = threading.Lock()
 
     def call(self, request: Request, offline: OfflineMethod | None) -> CallResult:
-        """Serve ``request``: the offline stand-in, the store, or the API; every call ends with
-        its record in the store."""
         endpoint = self.transport.endpoint_for(request.model)
         if endpoint is None:
             return self._offline_call(request, offline)
@@ -262,8 +237,8 @@ class CallPath:
     def _stored_call(
         self, request: Request, endpoint: Endpoint, key: str, stored: dict[str, Any]
     ) -> CallResult:
-        """An answer from the store: recorded as cached (unless this item's call is recorded
-        already); an answer from another run is copied into this run's store."""
+        """Recorded as cached unless this item's call is recorded already; another run's answer is
+        copied into this run's store."""
         outcome = CallResult(
             request=request,
             request_hash=key,
@@ -354,8 +329,8 @@ class CallPath:
         turnaround_s: float,
         attempts: int,
     ) -> float:
-        """One answer of the Batch API, recorded with its answer at the batch price (a reply
-        without a usable answer is recorded as a failed, paid call); returns its cost."""
+        """One answer of the Batch API, recorded at the batch price (without a usable answer, as a
+        failed, paid call); returns its cost."""
         outcome, estimated = outcome_of(request, endpoint, key, reply, turnaround_s, attempts)
         outcome.execution = "batch"
         failure = (
@@ -383,8 +358,8 @@ class CallPath:
         answer: Mapping[str, Any] | None = None,
         offline: bool = False,
     ) -> bool:
-        """Write the call's record (with its answer, when it brought one); with ``once``, skip
-        it when this item's call is recorded already (a rerun of a notebook)."""
+        """Write the call's record (and answer); ``once``: not when this item's call is recorded
+        already (a rerun)."""
         key = call_key(outcome.request_hash, request.tags)
         if once and self.store.recorded(key):
             self.accounting.count("replayed")
@@ -394,11 +369,9 @@ class CallPath:
         return True
 
     def _flex_or_interactive(self, request: Request) -> str:
-        """``flex`` for a call of a stage run on Flex processing, else ``interactive``."""
         return FLEX if self.config.execution_for(request.stage) == FLEX else "interactive"
 
     def _price_multiplier(self, request: Request) -> float:
-        """What a request is billed relative to its list price: Flex's discount, else 1."""
         if self._flex_or_interactive(request) != FLEX:
             return 1.0
         return discount_multiplier(request.model, FLEX, self.config.price_overrides) or 1.0
@@ -419,10 +392,8 @@ class CallPath:
 
 
 class ItemRunner:
-    """Items of one client: scheduled (at most ``max_concurrency`` in flight), each a call plus
-    its bounded re-asks. When a stage's ``parse`` rejects a reply, the client re-asks (a new
-    request with the bad reply and a correction appended) up to ``max_reasks`` times; the
-    item's result sums the usage and attempts of all its calls."""
+    """Items of one client, scheduled, each a call plus its bounded re-asks (its result sums their
+    usage and attempts)."""
 
     def __init__(self, config: ClientConfig, calls: CallPath):
         self.config = config
@@ -485,7 +456,7 @@ class ItemRunner:
         return results
 
     def _inline(self, request: Request) -> bool:
-        """Served without waiting on the network (offline, or stored): run it in this thread."""
+        """Served without the network (offline, or stored): run in this thread."""
         endpoint = self.transport.endpoint_for(request.model)
         if endpoint is None:
             return True
@@ -525,9 +496,8 @@ class ItemRunner:
         offline: OfflineMethod | None,
         totals: dict[str, Any],
     ) -> tuple[CallResult, int | None]:
-        """Once: the same request with a larger output limit, after a reply cut off before any
-        answer (a reasoning model that spent its limit thinking). The retry is its own record,
-        tagged with the limit it used; without room to grow, the item fails."""
+        """Once, after a reply cut off before any answer (a reasoning model that spent its limit
+        thinking): the request with a larger output limit, its own record."""
         larger = larger_output_limit(request, self.transport.capabilities(request.model))
         if larger is None or self.transport.stop.is_set():
             return outcome, None
@@ -551,11 +521,8 @@ class ItemRunner:
         parse: ParseFn,
         totals: dict[str, Any],
     ) -> tuple[CallResult, Any, str | None]:
-        """Parse the reply; re-ask up to ``max_reasks`` times while it does not parse.
-
-        Returns the last outcome, the parsed value and the parse error (``None`` once parsed,
-        or when a re-ask failed as a call: that error is the item's error then).
-        """
+        """Parse the reply, re-asking up to ``max_reasks`` times; returns the last result, the
+        parsed value and the parse error (``None`` when a re-ask failed as a call)."""
         current, parsed, parse_error = request, None, None
         max_reasks = self.config.max_reasks
         for number in range(1, max_reasks + 2):
@@ -580,9 +547,8 @@ class ItemRunner:
         return outcome, parsed, parse_error
 
     def embedding_dims(self, model: str) -> int:
-        """The dimensions ``model``'s vectors have: the offline embedder's when it is offline,
-        the catalog's or the run's declaration (``model_capabilities``), else measured on one
-        real embedding (stored like any call, so a resume measures nothing again)."""
+        """The width of ``model``'s vectors: the offline embedder's, the catalog's or the run's
+        declaration, else measured on one stored embedding."""
         if self.transport.endpoint_for(model) is None:
             return self.calls.embedder.dims
         if declared := self._known_dims(model):
@@ -595,7 +561,6 @@ class ItemRunner:
         return self._measured_dims[model]
 
     def _known_dims(self, model: str) -> int | None:
-        """The width the catalog or the run's declaration gives ``model``, or one measured."""
         try:
             declared = self.transport.capabilities(model).embedding_dims
         except KeyError:
@@ -655,7 +620,6 @@ class LLMClient:
         offline: OfflineMethod | None = None,
         parse: ParseFn | None = None,
     ) -> CallResult:
-        """One request (see :meth:`chat_many`)."""
         return self.chat_many([request], offline=offline, parse=parse, progress=False)[0]
 
     def chat_many(
@@ -668,14 +632,11 @@ class LLMClient:
         on_result: Callable[[CallResult], None] | None = None,
         progress: bool | None = None,
     ) -> list[CallResult]:
-        """Serve many requests with at most ``max_concurrency`` in flight; results in input order.
-
-        ``offline`` is the stage's method for the offline backend; ``parse`` turns a reply into
-        the stage's value (raising ``ValueError`` & co. when it cannot), with bounded re-asks;
-        ``on_result`` is called in this thread as each item completes, so a stage can append its
-        output file item by item. Raises :class:`FatalAPIError` (401, 400, ...),
-        :class:`CacheMiss` or :class:`BudgetExceeded` after the calls in flight have finished.
-        """
+        """Serve ``requests`` with at most ``max_concurrency`` in flight; results in input order.
+        ``offline``: the stage's stand-in; ``parse``: the reply to the stage's value
+        (``ValueError`` & co.: re-ask); ``on_result``: called in this thread per item. Raises
+        :class:`FatalAPIError`, :class:`CacheMiss` or :class:`BudgetExceeded` once the calls in
+        flight have finished."""
         requests = list(requests)
         self.prefill.fill(requests)
         return self.items.run(
@@ -698,15 +659,9 @@ class LLMClient:
         on_result: Callable[[CallResult], None] | None = None,
         progress: bool | None = None,
     ) -> list[list[CallResult]]:
-        """Like :meth:`chat_many` for ordered groups (e.g. the questions of one conversation).
-
-        With ``first_alone`` the first request of each group is sent on its own and the rest
-        only after it has returned, while different groups proceed in parallel: the provider's
-        prompt cache then holds the shared prefix (the conversation) when the others arrive.
-        Groups interleave: among ready requests, the group (prefix) with the fewest requests in
-        the last minute goes next, and a group waits once it has sent
-        ``prefix_requests_per_minute`` in a minute (above it the provider's cache overflows).
-        """
+        """:meth:`chat_many` for ordered groups (a conversation's questions): with ``first_alone``
+        each group's first request goes alone and the rest after it, so the provider's prompt
+        cache holds the prefix; groups interleave, each at most ``prefix_requests_per_minute``."""
         flat: list[ChatRequest] = []
         after: list[int | None] = []
         prefixes: list[int | None] = []
@@ -737,7 +692,6 @@ class LLMClient:
         return out
 
     def embedding_dims(self, model: str) -> int:
-        """The width of ``model``'s vectors (declared, or measured on the server once)."""
         return self.items.embedding_dims(model)
 
     def embed(
@@ -750,7 +704,7 @@ class LLMClient:
         desc: str | None = None,
         progress: bool | None = None,
     ) -> np.ndarray:
-        """``(len(texts), d)`` float32 with L2-normalised rows: :meth:`embed_groups` of one."""
+        """:meth:`embed_groups` of one group."""
         group = [(texts, tags or {})]
         return self.embed_groups(
             group, model=model, dimensions=dimensions, desc=desc, progress=progress
@@ -765,13 +719,9 @@ class LLMClient:
         desc: str | None = None,
         progress: bool | None = None,
     ) -> list[np.ndarray]:
-        """One ``(len(texts), d)`` array per group of texts (each with its ledger tags), rows
-        L2-normalised, batched within the API's limits; all groups' batches go out at once.
-
-        Texts without content get a zero row (the API rejects empty input). Raises
-        :class:`LLMError` if a batch still fails after its retries (the batches that completed
-        are stored, so a rerun only sends the rest).
-        """
+        """One ``(len(texts), d)`` array of L2-normalised rows per group of texts (each with its
+        ledger tags), all groups' batches at once; empty texts get zero rows. :class:`LLMError`
+        if a batch still fails (a rerun sends only the rest)."""
         requests: list[EmbeddingRequest] = []
         owners: list[tuple[int, list[int]]] = []
         for g, (texts, tags) in enumerate(groups):
@@ -817,26 +767,19 @@ class LLMClient:
         )
 
     def execution_for(self, stage: str) -> str:
-        """How calls of stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
         return self.config.execution_for(stage)
 
     def backend_for(self, model: str) -> str:
-        """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
-        canonical name)."""
         return self.config.backend_for(model)
 
     def endpoint_for(self, model: str) -> Endpoint | None:
-        """Where ``model``'s calls go (``None``: the offline backend)."""
         return self.transport.endpoint_for(model)
 
     def capabilities(self, model: str) -> ModelInfo:
-        """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
-        raises :class:`memcost.catalog.UnknownModelError` naming what to add."""
         return self.transport.capabilities(model)
 
     def _overflow_rule_applies(self, request: ChatRequest) -> bool:
-        """OpenAI's per-prefix overflow (about 15 requests a minute) applies to its own API;
-        a server of your own or another provider has its own rules."""
+        """OpenAI's per-prefix overflow applies to its own API only."""
         endpoint = self.endpoint_for(request.model)
         return endpoint is not None and endpoint.backend == "openai"
 
@@ -845,7 +788,6 @@ class LLMClient:
         return {**self.accounting.summary(), "store": str(self.store.path)}
 
     def summary_table(self):
-        """Per stage and model: calls, stored answers used, errors, tokens, dollars."""
         import pandas as pd
 
         return pd.DataFrame(self.summary()["by_stage_model"])
@@ -868,22 +810,8 @@ def _desc(requests: Sequence[ChatRequest]) -> str:
 
 
 def make_client(run: RunPaths, **options: Any) -> LLMClient:
-    """The client for a notebook, from its client parameters (docs/architecture.md).
-
-    ``options`` are those of :meth:`ClientConfig.make`: ``backend``, ``base_url``,
-    ``api_key_env``, ``model_backends``, ``cache_mode``, ``reuse_runs``, ``max_concurrency``,
-    ``max_cost_usd`` (``None`` or ``inf``: no limit; ``0``: stored answers and offline calls
-    only), ``price_overrides``; ``retry``, ``request_timeout_s``, ``max_reasks``, ``progress``,
-    ``env_file``, ``embedding_dims``, ``max_consecutive_failures`` have defaults that suit real
-    runs (tests shorten them). Paid-path options: ``model_capabilities`` declares models the
-    registry does not know (``{"llama3.1:8b": {"context_window": 131072}}`` is a plain chat
-    model); ``provider_routing`` pins OpenRouter hosts per model; ``rate_limits`` paces to an
-    account's limits; ``max_retries`` is the SDK's retries of a failed attempt;
-    ``prefix_requests_per_minute`` caps requests a minute per conversation prefix (15);
-    ``execution`` maps stages to ``interactive``, ``batch`` or ``flex``; for ``batch``,
-    ``batch_retry``, ``max_wait_hours``, ``batch_poll_s`` and ``batch_queue_tokens``
-    (:mod:`memcost.llm.batch`).
-    """
+    """The client for a notebook, from its client parameters (:meth:`ClientConfig.make`;
+    docs/architecture.md, "The client mapping")."""
     config = ClientConfig.make(**options)
     if config.uses_api:
         # Before anything is spent: a missing key is an error naming the variable.

@@ -1,30 +1,6 @@
-"""Endpoints that speak the OpenAI API, reached through the ``openai`` SDK.
-
-Three kinds: ``openai`` (default), ``openrouter`` and ``custom`` (any ``base_url``: vLLM, Ollama,
-a llama.cpp server). A model can be routed to another kind (``model_backends``). Keys come only
-from the environment or the repository's ``.env`` (or the variable a preset names in
-``api_key_env``); they are handed to the SDK and nowhere else, and scrubbed from any error text
-we keep.
-
-A request body carries only what the model accepts (:class:`memcost.catalog.ModelInfo`): the
-output limit under the model's own field name, ``temperature`` where accepted,
-``reasoning_effort`` among the model's values, ``response_format`` of a kind it supports. A
-parameter the model would reject is an error before anything is sent. ``prompt_cache_key`` (the
-conversation) goes to OpenAI models that route by it; OpenRouter gets the preset's provider
-routing and is asked for its usage accounting (``usage.cost``, the billed dollars). A reply that
-finished by ``length`` without content, by ``content_filter``, or with a ``refusal`` is a
-failure (:func:`reply_failure`), never an answer.
-
-Flex processing: a stage whose ``execution`` is ``flex`` sends ``service_tier: "flex"``, waits
-:data:`memcost.catalog.FLEX_TIMEOUT_FACTOR` times the request timeout (Flex answers are slower)
-and is priced at the model's ``flex_multiplier``. OpenAI answers a Flex request it has no
-capacity for with HTTP 429 ``resource_unavailable`` and bills nothing: it is retried with the
-backoff, without pausing the model's other requests as a rate limit does.
-
-The wait hints of a reply, in order: ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP
-date), then OpenAI's ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (durations
-such as ``6m0s``; the longer of the two).
-"""
+"""Endpoints that speak the OpenAI API, through the ``openai`` SDK: request bodies from each model's
+capabilities, keys, replies, errors (docs/architecture.md, "Model calls"). The only importer of
+``openai``."""
 
 from __future__ import annotations
 
@@ -66,27 +42,22 @@ from memcost.paths import REPO_ROOT
 FLEX = "flex"
 
 
-class ExecutionUnsupported(LLMError, ValueError):
-    """A stage's execution mode cannot serve its model on its backend (found before any call)."""
+class ExecutionUnsupported(LLMError, ValueError): ...
 
 
 def check_flex(
     stage: str, model: str, backend: str, overrides: Mapping[str, Mapping[str, Any]] | None
 ) -> None:
-    """Raise :class:`ExecutionUnsupported` (one line: stage, model, what to do) when Flex
-    processing cannot serve ``stage``'s calls to ``model`` on ``backend``."""
     problem = execution_problem(stage, FLEX, model, backend, overrides)
     if problem is not None:
         raise ExecutionUnsupported(problem)
 
 
 def flex_timeout(timeout_s: float) -> float:
-    """Seconds a Flex request may take (the interactive timeout times the Flex factor)."""
     return float(timeout_s) * FLEX_TIMEOUT_FACTOR
 
 
 def outage_hint(stage: str, mode: str) -> str:
-    """What to add to the consecutive-failure stop when the failing stage runs on Flex."""
     if mode != FLEX:
         return ""
     return (
@@ -103,7 +74,7 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(value: str) -> float | None:
-    """``"6m0s"`` → 360.0, ``"20ms"`` → 0.02, ``"1.5s"`` → 1.5, ``"2"`` → 2.0; else ``None``."""
+    """``"6m0s"`` → 360.0, ``"20ms"`` → 0.02, ``"2"`` → 2.0; else ``None``."""
     value = str(value).strip().lower()
     try:
         return max(0.0, float(value))
@@ -116,9 +87,8 @@ def parse_duration(value: str) -> float | None:
 
 
 def hold_s(headers: Mapping[str, str], *, resets: bool) -> float | None:
-    """How long a 429 holds its model: ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP
-    date), else (``resets``: no other rate-limit header to learn from) the longer of OpenAI's
-    ``x-ratelimit-reset-requests`` and ``-tokens``; ``None`` when none says."""
+    """How long a 429 holds its model: ``retry-after-ms``, ``Retry-After``, else (``resets``) the
+    longer of OpenAI's ``x-ratelimit-reset-*``; ``None`` when none says."""
     for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
@@ -191,8 +161,6 @@ def _build_body(
     routing: Mapping[str, Any] | None = None,
     service_tier: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body for ``/chat/completions``, from ``info``'s capabilities; ``service_tier``
-    ``"flex"`` asks for Flex processing (memcost.llm.providers)."""
     body: dict[str, Any] = {
         "model": request.model,
         "messages": [{"role": role, "content": content} for role, content in request.messages],
@@ -250,12 +218,12 @@ def _build_body(
 
 
 def _constrains(info: ModelInfo) -> bool:
-    """A declared model (``model_capabilities``) whose server takes a JSON schema."""
+    """A declared model whose server takes a JSON schema."""
     return info.source == "model_capabilities" and "json_schema" in info.response_formats
 
 
 def sdk_arguments(body: Mapping[str, Any]) -> dict[str, Any]:
-    """``body`` as keyword arguments of the SDK (provider-specific fields in ``extra_body``)."""
+    """``body`` as the SDK's keyword arguments (provider fields in ``extra_body``)."""
     known = {k: v for k, v in body.items() if k in SDK_FIELDS}
     extra = {k: v for k, v in body.items() if k not in SDK_FIELDS}
     if extra:
@@ -283,7 +251,7 @@ def reply_failure(reply: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def larger_output_limit(request: ChatRequest, info: ModelInfo) -> int | None:
-    """The one retry's output limit after a ``length`` failure (``None``: none is possible)."""
+    """The one retry's output limit after a ``length`` failure (``None``: none)."""
     current = request.max_output_tokens
     if current is None:
         return None
@@ -328,8 +296,8 @@ PROVIDERS: dict[str, ProviderSpec] = {
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where one model's calls go. ``identity`` is part of every cache key, so answers from
-    different hosts are never mixed up; it holds no credentials."""
+    """Where one model's calls go; ``identity`` (no credentials) is part of every cache key, so
+    answers from different hosts never mix."""
 
     backend: str  # openai | openrouter | custom
     base_url: str
@@ -337,7 +305,7 @@ class Endpoint:
 
     @property
     def identity(self) -> str:
-        return f"{self.backend}|{_public_url(self.base_url)}"
+        return f"{self.backend}|{public_url(self.base_url)}"
 
     @property
     def host(self) -> str:
@@ -349,7 +317,7 @@ class Endpoint:
         )
 
 
-def _public_url(url: str) -> str:
+def public_url(url: str) -> str:
     """The URL without user info, query or fragment (which could carry a secret)."""
     parts = urlsplit(url.rstrip("/"))
     if not parts.hostname:
@@ -366,10 +334,8 @@ def resolve_endpoint(
     primary: bool = True,
     custom_routed: bool = False,
 ) -> Endpoint:
-    """The endpoint of a backend. ``base_url`` and ``api_key_env`` apply to the primary backend
-    (and ``base_url`` to any ``custom`` one): a non-empty ``base_url`` also redirects a primary
-    ``openai`` or ``openrouter`` backend (a proxy, or a local test server) unless some model is
-    routed to ``custom`` (``custom_routed``), whose server the ``base_url`` then names."""
+    """A backend's endpoint; a non-empty ``base_url`` redirects the primary backend (a proxy, a test
+    server), or names the ``custom`` server when a model is routed there."""
     if backend not in PROVIDERS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     spec = PROVIDERS[backend]
@@ -381,7 +347,7 @@ def resolve_endpoint(
             "http://localhost:11434/v1 for Ollama)"
         )
     if not urlsplit(url).scheme.startswith("http"):
-        raise ValueError(f"base_url must start with http:// or https://, got {_public_url(url)!r}")
+        raise ValueError(f"base_url must start with http:// or https://, got {public_url(url)!r}")
     key_env = api_key_env if (api_key_env and primary) else spec.key_env
     if key_env and not _ENV_NAME.match(key_env):
         # Most likely the key itself pasted where its variable's name goes: never echo it.
@@ -407,7 +373,6 @@ def _env_file_values(env_file: Path | None) -> dict[str, str]:
 
 
 def lookup_key(var: str, env_file: Path | None = None) -> str | None:
-    """The key in ``var``: the environment first, then the ``.env`` file."""
     if not var:
         return None
     return os.environ.get(var) or _env_file_values(env_file).get(var) or None
@@ -432,11 +397,8 @@ def check_credentials(
     model_backends: Mapping[str, str] | None = None,
     env_file: Path | None = None,
 ) -> dict[str, str]:
-    """Fail before any money is spent if a backend the run will use has no key.
-
-    Returns ``{backend: variable}`` for the keys found (never the keys). Raises
-    :class:`MissingCredentials` naming every missing variable and the offline alternative.
-    """
+    """Fail before anything is spent if a backend the run uses has no key:
+    :class:`MissingCredentials` names every missing variable; returns ``{backend: variable}``."""
     needed: dict[Endpoint, list[str]] = {}
     custom_routed = "custom" in (model_backends or {}).values()
     if backend != "offline":
@@ -482,8 +444,8 @@ def chat_body(
     routing: Mapping[str, Any] | None = None,
     service_tier: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body for ``/chat/completions`` from the model's capabilities (the registry's
-    entry unless ``info`` is given: a caller's declaration)."""
+    """The JSON body for ``/chat/completions`` from the model's capabilities (``info``: a caller's
+    declaration); ``service_tier="flex"``: Flex processing."""
     info = info if info is not None else model_info(request.model)
     return _build_body(request, info, backend=backend, routing=routing, service_tier=service_tier)
 
@@ -499,7 +461,7 @@ def embedding_body(request: EmbeddingRequest) -> dict[str, Any]:
 
 
 class Hooks(Protocol):
-    """What a transport adds to every attempt the SDK makes (its HTTP client's event hooks)."""
+    """What a transport adds to every attempt the SDK makes."""
 
     def on_request(self, request: Any) -> None: ...
 
@@ -507,11 +469,9 @@ class Hooks(Protocol):
 
 
 class EndpointClient:
-    """One SDK client per endpoint, shared by the worker threads (the SDK's HTTP client is
-    thread-safe). A request is the SDK's, with its own retries (``max_retries``: 408, 409, 429,
-    5xx, timeouts and lost connections, after Retry-After or its backoff); each attempt passes
-    ``hooks``. It returns the parsed answer or raises :class:`TransientError` (still failing
-    after the retries, or a body that does not parse) / :class:`FatalAPIError`."""
+    """One SDK client per endpoint, shared by the worker threads, with the SDK's own retries
+    (``max_retries``); each attempt passes ``hooks``. Raises :class:`TransientError` (still
+    failing, or a body that does not parse) or :class:`FatalAPIError`."""
 
     def __init__(
         self,
@@ -548,7 +508,6 @@ class EndpointClient:
         return text
 
     def _timeout(self, timeout_s: float | None) -> dict[str, Any]:
-        """The SDK's per-request ``timeout`` (none given: the client's)."""
         if not timeout_s:
             return {}
         return {"timeout": self._openai.Timeout(timeout_s, connect=min(self._connect_s, timeout_s))}
@@ -561,8 +520,7 @@ class EndpointClient:
         timeout_s: float | None = None,
         service_tier: str | None = None,
     ) -> dict[str, Any]:
-        """One chat request; ``service_tier="flex"`` asks for Flex processing, with the longer
-        Flex timeout."""
+        """One chat request (Flex: the longer Flex timeout)."""
         openai = self._openai
         body = chat_body(
             request, info, backend=self.endpoint.backend, routing=routing, service_tier=service_tier
@@ -624,7 +582,7 @@ class EndpointClient:
         return {"vectors": vectors, "prompt_tokens": prompt_tokens, "served_model": response.model}
 
     def list_models(self) -> dict[str, str | None]:
-        """``GET /models``: ``{model id: shutdown_date or None}`` (the field is optional)."""
+        """``GET /models``: ``{model id: shutdown_date or None}``."""
         found: dict[str, str | None] = {}
         for item in self.sdk_call("model listing", lambda sdk: sdk.models.list()).data:
             extra = getattr(item, "model_extra", None) or {}
@@ -632,8 +590,7 @@ class EndpointClient:
         return found
 
     def sdk_call(self, what: str, call: Callable[[Any], Any]) -> Any:
-        """One SDK call beyond chat and embeddings (the Batch API's files and batches, named by
-        ``what`` in errors): ``call(sdk)``, or :class:`TransientError` / :class:`FatalAPIError`."""
+        """``call(sdk)`` for the Batch API's files and batches (``what`` names it in errors)."""
         try:
             return call(self._sdk)
         except self._openai.APIError as exc:
@@ -677,7 +634,7 @@ class EndpointClient:
 def _client_error(
     status: int, code: str | None, host: str, what: str, said: str, key_env: str, *, item: bool
 ) -> FatalAPIError:
-    """The error for a 4xx that retrying cannot fix, with what to do about it."""
+    """The error for a 4xx that retrying cannot fix, with what to do."""
     if status == 401:
         msg = (
             f"{host} rejected the API key (HTTP 401) on a {what}: set {key_env} "
@@ -726,7 +683,7 @@ RUN_LEVEL_CODES = frozenset({
 
 
 def _billed_usd(usage: Any) -> float | None:
-    """OpenRouter's ``usage.cost`` (the dollars charged), when the provider reports it."""
+    """OpenRouter's ``usage.cost``, when reported."""
     cost = getattr(usage, "cost", None) if usage is not None else None
     if cost is None and usage is not None:
         cost = (getattr(usage, "model_extra", None) or {}).get("cost")
@@ -747,7 +704,7 @@ def _server_message(exc: Any) -> str:
 
 
 def _chat_usage(usage: Any) -> Usage | None:
-    """Usage from the API object; ``None`` when the server sent none (some local servers)."""
+    """``None`` when the server sent no usage (some local servers)."""
     if usage is None:
         return None
     prompt_details = getattr(usage, "prompt_tokens_details", None)

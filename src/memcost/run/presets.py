@@ -1,22 +1,5 @@
-"""Presets: ``papermill_params/<name>.yaml`` read, checked against the notebooks, resolved.
-
-A preset has runner keys and notebook parameters::
-
-    description: what this preset is for              # shown in the manifest and the report
-    include: paper_locomo                             # optional: another preset, under this one
-    datasets: [locomo, longmemeval, personamem]       # per-dataset notebooks run once for each
-    steps: ["00", "01", "02", "03", "04", "05"]       # optional: which notebooks, by number
-    parameters: {backend: offline, ...}               # given to every notebook that declares them
-                                                      # (the client's settings: client: {...})
-    per_dataset: {personamem: {mode: multiple_choice}}  # overrides for one dataset
-    allow_failures: 0.0                               # fraction of a stage's items that may fail
-
-Every value is checked before the first notebook runs and before the run directory exists
-(:func:`validate_run`): its type against the notebook's parameters cell, its range and choices,
-the dataset names, the models' prices, the steps' prerequisites, and that no parameter carries a
-credential (keys stay in the environment). A problem is one line naming the parameter, the
-value and what is expected (:class:`PresetError`).
-"""
+"""Presets, ``papermill_params/<name>.yaml`` and the plugins': read, checked against the notebooks
+before anything runs, resolved (docs/architecture.md, "Presets and parameters")."""
 
 from __future__ import annotations
 
@@ -29,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
@@ -45,6 +28,7 @@ from memcost.data.sources import resolve_source
 from memcost.io import yaml_problem
 from memcost.judge.votes import check_votes
 from memcost.llm.batch import batch_refusal
+from memcost.llm.providers import public_url
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems, system_class
 from memcost.params import (
@@ -82,18 +66,16 @@ RUNNER_FILLED = ("run_dir", "dataset")
 PATH_PARAMETERS = ("data_path",)
 
 
-class PresetError(ValueError):
-    """A preset file that cannot be run as written."""
+class PresetError(ValueError): ...
 
 
 def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
-    """The steps of a preset that names none: every notebook but the plugins' (opt-in)."""
+    """Every notebook but the plugins' (opt-in)."""
     theirs = {path.name for path in contributed("notebooks")}
     return [s for s, path in notebooks.items() if path.name not in theirs]
 
 
 def selected_steps(preset: Preset, notebooks: Mapping[str, Path]) -> list[str]:
-    """The steps a preset runs: the ones it names, else :func:`default_steps`."""
     return preset.steps or default_steps(notebooks)
 
 
@@ -132,7 +114,6 @@ class Preset:
 
 
 def preset_files() -> dict[str, Path]:
-    """Every preset by name: ``papermill_params/``'s and the plugins'."""
     found = {path.stem: path for path in sorted(PARAMS_DIR.glob("*.yaml"))}
     for path in contributed("presets"):
         found.setdefault(path.stem, path)
@@ -153,8 +134,8 @@ def resolve_preset_path(params: str | os.PathLike[str]) -> Path:
 
 
 def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The keys of the preset file at ``path``, over those of the preset it ``include:``s (its
-    parameters and per-dataset blocks merged setting by setting, the other keys replaced)."""
+    """The preset's keys over those of the one it ``include:``s (parameters and per-dataset blocks
+    merged setting by setting)."""
     if path in including:
         chain = " -> ".join(p.stem for p in (*including, path))
         raise PresetError(f"{path}: presets include each other in a circle ({chain})")
@@ -210,7 +191,7 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
 
 
 def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
-    """Every parameter key must be declared by at least one notebook the preset runs."""
+    """Every parameter key is declared by a notebook the preset runs."""
     steps = selected_steps(preset, notebooks)
     missing = [s for s in steps if s not in notebooks]
     if missing:
@@ -243,8 +224,7 @@ def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
 
 
 def suggestion(key: str, valid: set[str]) -> str:
-    """``"; did you mean top_k? (...)"``: the nearest declared name, or the ``client`` mapping
-    for one of the client's settings, and where names are listed."""
+    """``"; did you mean top_k? (...)"``: the nearest declared name, or the ``client`` mapping."""
     if key in CLIENT_SETTINGS:
         return f"; it is one of the client's settings: client: {{{key}: ...}}"
     near = difflib.get_close_matches(key, sorted(valid - set(RUNNER_FILLED)), n=1, cutoff=0.6)
@@ -255,7 +235,7 @@ def suggestion(key: str, valid: set[str]) -> str:
 def check_overrides(
     preset: Preset, overrides: Mapping[str, Any], notebooks: Mapping[str, Path]
 ) -> None:
-    """Names typed with ``-p``: refused in one line that names ``-p``, not the preset file."""
+    """Names typed with ``-p``: refused in one line that names ``-p``."""
     valid = set().union(
         *(
             notebook_parameters(notebooks[s])
@@ -272,7 +252,6 @@ def check_overrides(
 
 
 def check_fraction(value: Any, where: str) -> float:
-    """``allow_failures``: a number from 0 to 1 (the fraction of a stage's items)."""
     try:
         fraction = float(value)
     except (TypeError, ValueError):
@@ -283,7 +262,6 @@ def check_fraction(value: Any, where: str) -> float:
 
 
 def normalise_step(step: str) -> str:
-    """``"1"`` → ``"01"``: steps are named by their notebook's two-digit number."""
     return f"{int(step):02d}" if str(step).isdigit() else str(step)
 
 
@@ -295,8 +273,8 @@ def resolve_preset(
     datasets: list[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Preset:
-    """The preset as this run will execute it: the command line's datasets, overrides and steps
-    applied, every key checked against the notebooks. Raises :class:`PresetError`."""
+    """The preset as this run executes it: the command line's datasets, overrides and steps applied,
+    every key checked."""
     preset = load_preset(params)
     if datasets:
         preset.datasets = list(datasets)
@@ -333,8 +311,7 @@ def resolve_preset(
 
 
 def called_models(preset: Preset, notebooks: Mapping[str, Path]) -> dict[str, dict[str, Any]]:
-    """``{model: the parameters it runs under}`` for every model the preset's steps call (each
-    notebook's parameters cell under the preset's values), offline ones too."""
+    """``{model: the parameters it runs under}`` for every model the preset's steps call."""
     found: dict[str, dict[str, Any]] = {}
     for step in selected_steps(preset, notebooks):
         defaults = notebook_defaults(notebooks[step])
@@ -347,9 +324,8 @@ def called_models(preset: Preset, notebooks: Mapping[str, Path]) -> dict[str, di
 
 
 def unused_routes(preset: Preset, notebooks: Mapping[str, Path]) -> str | None:
-    """A ``model_backends`` route for a model no step of the run calls is dropped, so that a
-    run that leaves a model out (``-p models=[gpt-5-mini-2025-08-07]`` on a paper preset) is
-    not refused for the key of a provider it never reaches. Returns the line that says so."""
+    """Drop ``model_backends`` routes of models no step calls (a run that leaves a model out needs
+    no key for its provider); returns the line that says so."""
     called = dict.fromkeys(called_models(preset, notebooks), True)
     dropped = drop_routes(preset, lambda model, _params: not per_model(called, model))
     if not dropped:
@@ -359,9 +335,8 @@ def unused_routes(preset: Preset, notebooks: Mapping[str, Path]) -> str | None:
 
 
 def offline_means_offline(preset: Preset) -> str | None:
-    """``backend: offline`` runs every model offline: the preset's ``model_backends`` (a paid
-    preset routes gpt-oss to OpenRouter) is dropped, so ``-p backend=offline`` alone tries any
-    preset without a key. Returns the line that says so (``None``: nothing was dropped)."""
+    """``backend: offline`` drops the preset's routes, so ``-p backend=offline`` tries any preset
+    without a key; returns the line that says so."""
     dropped = drop_routes(preset, lambda _model, params: params.get("backend") == "offline")
     if not dropped:
         return None
@@ -370,8 +345,8 @@ def offline_means_offline(preset: Preset) -> str | None:
 
 
 def drop_routes(preset: Preset, drop: Callable[[str, Mapping[str, Any]], bool]) -> dict[str, Any]:
-    """Remove the ``model_backends`` routes that ``drop(model, the parameters it runs under)``
-    names, the run's and each dataset's; returns them."""
+    """Remove the routes ``drop(model, parameters)`` names, the run's and each dataset's; returns
+    them."""
     dropped: dict[str, Any] = {}
     for dataset in [None, *preset.datasets]:
         params = preset.parameters_for(dataset)
@@ -405,7 +380,6 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 
 
 def all_choices() -> dict[str, tuple[Any, ...]]:
-    """:data:`CHOICES`, the vector stores, and the plugins' parameters' valid values."""
     stores = ("faiss", *(name for p in plugins() for name in p.vector_stores))
     return {
         **CHOICES,
@@ -463,10 +437,8 @@ def _problem(name: str, value: Any, expected: str, choices: Any = None) -> Prese
 
 
 def check_block(values: dict[str, Any], model: type) -> None:
-    """Check and complete, in place, one block of parameters against ``model`` (the run's
-    notebooks' declarations: :func:`memcost.params.parameters_model`): each value of its type,
-    range and choices, a settings group completed from its default; then what a type cannot
-    say (prices, the memory systems, the client's modes and limits)."""
+    """Check and complete one block of parameters in place against the notebooks' declarations
+    (type, range, choices, settings groups), then what a type cannot say."""
     # names only the preset's other steps declare were checked by validate_preset
     ours = {name: value for name, value in values.items() if name in model.model_fields}
     try:
@@ -494,8 +466,7 @@ def check_block(values: dict[str, Any], model: type) -> None:
 
 
 def check_client(settings: Mapping[str, Any], backend: str) -> None:
-    """What the ``client`` mapping's types do not say: an execution mode the backend sells, and
-    rate limits for known models."""
+    """An execution mode the backend sells, rate limits for known models."""
     if "execution" in settings:
         try:
             modes = normalise_execution(settings["execution"])
@@ -513,7 +484,6 @@ def check_client(settings: Mapping[str, Any], backend: str) -> None:
 
 
 def unknown_price_line(model: str, parameter: str) -> str:
-    """One line that says how to declare a price (and works when followed)."""
     return (
         f"no price for model {model!r} ({parameter}) in the price table; declare it: "
         f"-p 'price_overrides={{\"{model}\": 0}}' for a free model (a local server), or "
@@ -523,8 +493,6 @@ def unknown_price_line(model: str, parameter: str) -> str:
 
 
 def unknown_model_line(model: str, parameter: str) -> str:
-    """One line that says how to declare a model the registry does not know (and works when
-    followed): a plain chat model on the user's own server."""
     return (
         f"unknown model {model!r} ({parameter}): memcost.catalog has no capabilities for it; "
         f"for a model on your own server (Ollama, vLLM, llama.cpp) declare it: "
@@ -534,7 +502,6 @@ def unknown_model_line(model: str, parameter: str) -> str:
 
 
 def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]):
-    """``(model, parameter, parameters)`` for every model a model-calling step names."""
     for dataset in preset.datasets or [None]:
         params = preset.parameters_for(dataset)
         for step in steps:
@@ -558,8 +525,7 @@ def _named_models(preset: Preset, notebooks: Mapping[str, Path], steps: list[str
 
 
 def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
-    """Every model a paid step names has a price (the table's, or ``price_overrides``) and is
-    known to the model registry (or declared in ``model_capabilities``)."""
+    """Every model a paid step names has a price and is known (or declared)."""
     for model, name, params in _named_models(preset, notebooks, steps):
         try:
             price_for(model, params.get("price_overrides"))
@@ -574,9 +540,8 @@ def check_prices(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]
 
 
 def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[str]) -> None:
-    """Every stage run in batch or flex has a model and provider that sell it (OpenAI's own
-    API, a price with that mode's multiplier): else one line naming the stage, the model and
-    what to change, before anything runs (memcost.catalog)."""
+    """Every stage sent in batch or flex has a model and provider that sell it, else one line saying
+    what to change."""
     defaults: dict[str, Any] = {}
     for step in steps:
         defaults.update(notebook_defaults(notebooks[step]))
@@ -600,10 +565,8 @@ def check_execution(preset: Preset, notebooks: Mapping[str, Path], steps: list[s
 
 
 def batched_in_turn(modes: Mapping[str, str], params: Mapping[str, Any]) -> str | None:
-    """A stage set to ``batch`` whose calls a memory system makes one after another: each wave
-    would be a batch of its own, each up to 24 hours (the paper's update phase on LoCoMo, some
-    70 batches a run). Returns the line that says so and what to set instead (``None``: no
-    such stage, or the offline backend, which ignores batch)."""
+    """A batch stage whose calls come one after another (each wave a batch of up to 24 hours: some
+    70 for the paper's update phase on LoCoMo): the line saying what to set instead."""
     batched = {stage for stage, mode in modes.items() if mode == "batch"}
     if not batched:
         return None
@@ -628,8 +591,7 @@ def batched_in_turn(modes: Mapping[str, str], params: Mapping[str, Any]) -> str 
 
 
 def is_study(notebooks: Mapping[str, Path], steps: list[str]) -> bool:
-    """Are these the study's notebooks (their ``dataset`` parameter defaults to one of its
-    datasets)? Dataset names and prerequisites are checked only then."""
+    """The study's notebooks (dataset names and prerequisites are checked only then)."""
     defaults = {
         str(notebook_parameters(notebooks[s]).get("dataset", {}).get("default")).strip("\"'")
         for s in steps
@@ -644,8 +606,7 @@ def check_datasets(preset: Preset) -> None:
 
 
 def check_data_paths(preset: Preset, steps: list[str]) -> None:
-    """A ``data_path`` notebook 00 would read: the file (or a folder holding it) exists, so a
-    typo stops in seconds, before the run directory exists, not inside the first notebook."""
+    """A ``data_path`` notebook 00 would read exists: a typo stops in seconds."""
     if "00" not in steps:
         return
     for dataset in preset.datasets:
@@ -664,8 +625,8 @@ def check_data_paths(preset: Preset, steps: list[str]) -> None:
 
 
 def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None:
-    """Each selected step's inputs are either written by an earlier selected step or already in
-    the run directory (a resumed run)."""
+    """Each selected step's inputs come from an earlier selected step or are in the run
+    directory."""
     run = RunPaths(run_dir)
     for step in steps:
         for dataset in preset.datasets:
@@ -681,7 +642,6 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
 
 
 def check_plugins(preset: Preset, steps: list[str]) -> None:
-    """Each plugin's checks of the parameters, where the run has its notebooks (or it has none)."""
     for plugin in plugins():
         if plugin.notebooks and not {p.name[:2] for p in plugin.notebooks} & set(steps):
             continue
@@ -694,7 +654,7 @@ def check_plugins(preset: Preset, steps: list[str]) -> None:
 
 
 def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -> None:
-    """Everything a run needs, checked before anything is created or executed."""
+    """Everything a run needs, checked before anything is created."""
     steps = selected_steps(preset, notebooks)
     model = parameters_model(tuple(notebooks[s] for s in steps), all_choices(), RANGES)
     for block in (preset.parameters, *preset.per_dataset.values()):
@@ -732,20 +692,11 @@ HOW = (
 
 
 def looks_like_key(value: str) -> bool:
-    """A key rather than a variable name: not a valid name, a key prefix, or a long mix of
-    lower-case letters and digits."""
+    """A key rather than a variable name: invalid as a name, a key prefix, or a long mix of letters
+    and digits."""
     if not _ENV_NAME.match(value) or _KEY_PREFIX.match(value):
         return True
     return len(value) >= 24 and bool(re.search(r"[a-z]", value)) and bool(re.search(r"\d", value))
-
-
-def public_url(url: str) -> str:
-    """``url`` without user info and without its query (what may be shown and recorded)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def check_base_url(url: str) -> None:
@@ -777,7 +728,6 @@ def check_api_key_env(value: str) -> None:
 
 
 def texts(value: Any, where: str) -> list[tuple[str, str]]:
-    """Every string in ``value`` (mapping keys included), with the parameter it sits in."""
     if isinstance(value, str):
         return [(where, value)]
     if isinstance(value, Mapping):
@@ -788,7 +738,7 @@ def texts(value: Any, where: str) -> list[tuple[str, str]]:
 
 
 def check_no_key(value: Any, where: str) -> None:
-    """A key-shaped token anywhere in ``value`` is refused, naming where it is (never it)."""
+    """A key-shaped token anywhere in ``value`` is refused, naming where (never it)."""
     for place, text in texts(value, where):
         if _KEY_TOKEN.search(text):
             raise PresetError(
@@ -797,7 +747,6 @@ def check_no_key(value: Any, where: str) -> None:
 
 
 def check_secrets(values: Mapping[str, Any], description: str = "") -> None:
-    """Refuse a block of parameters that carries a credential (:class:`PresetError`)."""
     check_no_key(description, "description")
     settings = values.get("client") if isinstance(values.get("client"), Mapping) else {}
     if isinstance(settings.get("api_key_env"), str):

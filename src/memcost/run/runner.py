@@ -1,19 +1,5 @@
-"""Run the notebooks of a preset with papermill into a run directory.
-
-Each notebook runs in its own kernel, as ``papermill.execute_notebook`` runs it. A notebook that
-declares a ``dataset`` parameter runs once per dataset; the others run once for the whole run,
-after the datasets' notebooks. An offline run executes each dataset's notebooks in a process of
-its own, one dataset per core, because they share no file; a paid run (one budget, one account's
-rate limits), a run that keeps vectors in the run's PostgreSQL server, and a run that streams
-cell output (``--verbose``) run one notebook at a time. The runner records each notebook's
-parameters, wall time and status in the manifest, checks the estimated bill after notebook 00,
-holds the run directory's lock throughout, and writes the report at the end.
-
-The terminal shows one line per notebook (what it is, how it ended, its time, the run's elapsed
-time and an ETA) and the lines its kernels tell it (a long wait's signs of life, a long bar's
-state); each notebook's cell output goes to ``runs/<name>/logs/``, or with ``--verbose`` to the
-terminal.
-"""
+"""Run the notebooks of a preset with papermill into a run directory (docs/architecture.md, "The
+runner")."""
 
 from __future__ import annotations
 
@@ -105,13 +91,9 @@ def study_notebooks() -> dict[str, Path]:
 
 
 def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> dict[str, Path]:
-    """The notebooks to run, by two-digit number: ``{"00": .../00_prepare_data.ipynb, ...}``.
-
-    For the study's folder, :func:`study_notebooks` (the plugins' where they live); for a copy
-    of them (a class's), those of their names it holds. A folder of other notebooks (a test's,
-    a fork's) has no list: every ``NN_*.ipynb`` that is not a copy, and two for one number is
-    an error.
-    """
+    """The notebooks to run, by two-digit number: the study's (:func:`study_notebooks`), those of
+    them a copy holds (a class's), or every ``NN_*.ipynb`` of another folder (two for one number:
+    an error)."""
     study = study_notebooks()
     if folder == NOTEBOOKS_DIR:
         return {s: p for s, p in study.items() if p.is_file()}
@@ -143,7 +125,6 @@ def stray_notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
 
 
 def stray_warnings(folder: Path = NOTEBOOKS_DIR) -> list[str]:
-    """One line per stray notebook, saying it is not run and which notebook is."""
     chosen = discover_notebooks(folder)
     lines = []
     for path in stray_notebooks(folder):
@@ -157,7 +138,6 @@ def stray_warnings(folder: Path = NOTEBOOKS_DIR) -> list[str]:
 
 
 def notebook_sha256(path: Path) -> str:
-    """The sha256 of the notebook file as it was executed (recorded in the manifest)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -195,8 +175,6 @@ class NotebookFailed(RuntimeError):
 
 
 class Tee:
-    """A text stream that writes to several streams."""
-
     def __init__(self, *streams: IO[str]):
         self.streams = streams
 
@@ -211,9 +189,8 @@ class Tee:
 
 
 def _not_a_dead_kernel_notice(record: logging.LogRecord) -> bool:
-    """nbclient's own line for a kernel gone mid-cell: :class:`NotebookFailed` says it in the
-    run's words, and after Ctrl-C or SIGTERM, when the kernel is stopped on purpose, the line
-    was a false alarm printed above "interrupted"."""
+    """nbclient's line for a kernel gone mid-cell: :class:`NotebookFailed` says it, and after Ctrl-C
+    it was a false alarm."""
     return not record.getMessage().startswith("Kernel died while waiting")
 
 
@@ -225,9 +202,8 @@ def execute_notebook(
     sink: IO[str] | None = None,
     progress_bar: bool = False,
 ) -> None:
-    """Execute ``notebook`` into ``output`` with ``parameters`` (papermill, one kernel). The
-    cells' printed output goes to ``sink``; a failure is :class:`NotebookFailed` naming the
-    cell, and the partially executed notebook stays at ``output``."""
+    """Execute ``notebook`` into ``output`` (papermill, one kernel), its cells' output to ``sink``;
+    a failure is :class:`NotebookFailed`, the partial notebook kept."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -277,8 +253,8 @@ def execute_notebook(
 
 
 def last_started_cell(output: Path) -> tuple[int | None, str]:
-    """The cell a killed kernel was running: the last code cell of the saved notebook that
-    papermill started (its index there, and its first line); ``(None, "")`` when unknown."""
+    """The cell a killed kernel was running (its index and first line), ``(None, "")`` when
+    unknown."""
     try:
         cells = json.loads(output.read_text(encoding="utf-8"))["cells"]
     except (OSError, ValueError, KeyError):
@@ -311,11 +287,8 @@ def notebook_log(logs: Path, notebook: Path, dataset: str | None) -> Path:
 
 
 class Progress:
-    """One line per notebook on the terminal and in ``logs/run-<time>.log``, with the lines the
-    kernels tell the runner (:func:`memcost.io.tell_runner`); each notebook's cell output in
-    ``logs/<notebook>.log``, or on the terminal with ``verbose``. ``quiet`` prints nothing per
-    notebook. The ETA: the estimated time of the paid notebooks left (:meth:`plan`; a batch's
-    is unknown), and for the others the mean time of those done."""
+    """The run's lines on the terminal and in ``logs/run-<time>.log``; the ETA counts the paid
+    notebooks left at the estimate's time (:meth:`plan`) and the others at the mean."""
 
     def __init__(
         self,
@@ -339,7 +312,6 @@ class Progress:
         self.t0 = time.perf_counter()
 
     def say(self, line: str, *, always: bool = False) -> None:
-        """A line for the terminal (unless quiet) and the log."""
         self.write(line + "\n")
         if always or not self.quiet:
             print(line, file=self.terminal, flush=True)
@@ -359,8 +331,7 @@ class Progress:
             print(f"\n=== {label}", file=self.terminal, flush=True)
 
     def plan(self, seconds: Mapping[str, float]) -> None:
-        """The estimated time of the paid notebooks to come, by label (NaN: a batch's): after
-        notebook 00's few seconds, the mean alone would promise hours of calls in a minute."""
+        """The estimated time of the paid notebooks to come (NaN: a batch's)."""
         self.planned = dict(seconds)
 
     def finish(self, label: str, status: str, wall: float) -> None:
@@ -380,13 +351,11 @@ class Progress:
         self.say(line)
 
     def cell_output(self, notebook: Path, dataset: str | None) -> Path | None:
-        """Where a notebook's cell output goes: its log, or the terminal (``None``) when
-        ``verbose``."""
+        """A notebook's log, or ``None`` (the terminal) when ``verbose``."""
         return None if self.verbose else notebook_log(self.log_path.parent, notebook, dataset)
 
     def _follow(self, stop: threading.Event) -> None:
-        """Pass on each whole line the kernels append to :attr:`told_path`: to the log, and to
-        the terminal unless ``quiet`` or ``verbose`` (then the cell output shows it)."""
+        """Pass on each whole line the kernels append to :attr:`told_path`."""
         with self.told_path.open("a+", encoding="utf-8") as told:
             told.seek(0, os.SEEK_END)  # a resumed run's earlier lines are in its earlier log
             while True:
@@ -404,8 +373,8 @@ class Progress:
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Progress]:
-        """The whole run: whatever the runner prints also lands in the log, and the kernels'
-        told lines are followed; closes the log."""
+        """The whole run: the runner's prints also go to the log, the kernels' told lines are
+        followed."""
         out, err = Tee(sys.stdout, self), Tee(sys.stderr, self)
         stop = threading.Event()
         follower = threading.Thread(target=self._follow, args=(stop,), daemon=True)
@@ -434,10 +403,8 @@ LOCK_NAME = ".lock"
 
 @contextlib.contextmanager
 def hold_run(root: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold the run directory's lock while the body runs; :class:`RunLocked` naming the holder
-    when another process has it. Two processes writing one run would both pay for every uncached
-    call, each under its own budget. The operating system releases the lock with a killed
-    process: there is no stale file to clean up."""
+    """Hold the run directory's lock (the system releases it with a killed process);
+    :class:`RunLocked` names the holder."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(root / LOCK_NAME)
@@ -463,8 +430,7 @@ def hold_run(root: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def check_store(run: RunPaths) -> None:
-    """Before each notebook: the run's store of calls is readable (a damaged one stops the run
-    with what to do, before a notebook fails on it)."""
+    """Before each notebook: a damaged store of calls stops the run with what to do."""
     if not store_path(run.root).is_file():
         return
     # a damaged one is set aside (one line says where); StoreError: what to do, then resume
@@ -476,7 +442,6 @@ def default_run_name(preset: Preset) -> str:
 
 
 def record_start(run: RunPaths, preset: Preset, steps: list[str]) -> None:
-    """Note in the manifest that the preset started (a resumed run appends another entry)."""
 
     def mutate(m: dict[str, Any]) -> None:
         m.setdefault("runs", []).append(
@@ -490,8 +455,7 @@ def record_start(run: RunPaths, preset: Preset, steps: list[str]) -> None:
 def notebook_inputs(
     preset: Preset, run: RunPaths, declared: Mapping[str, Any], dataset: str | None
 ) -> dict[str, Any]:
-    """The parameters one execution gets: the preset's that the notebook declares, plus the
-    run directory and dataset the runner fills in."""
+    """The preset's parameters that the notebook declares, and the run directory and dataset."""
     chosen = {k: v for k, v in preset.parameters_for(dataset).items() if k in declared}
     chosen["run_dir"] = str(run.root)
     if dataset is not None:
@@ -506,10 +470,8 @@ def run_notebook(
     dataset: str | None,
     cell_output: Path | None,
 ) -> tuple[str, float]:
-    """Execute one notebook into the run (its cell output appended to ``cell_output``, or
-    shown on the terminal), record its status and wall time in the manifest and export it to
-    HTML for the report. Returns ``(status, wall seconds)``; raises what
-    :func:`execute_notebook` raises."""
+    """Execute one notebook into the run, record its status and wall time in the manifest, export it
+    to HTML; returns ``(status, wall seconds)``."""
     out_dir = run.dataset(dataset).notebooks if dataset else run.notebooks
     output = out_dir / notebook.name
     t0 = time.perf_counter()
@@ -558,8 +520,7 @@ def label_of(step_path: Path, dataset: str | None) -> str:
 
 
 def planned_seconds(estimate: pd.DataFrame, notebooks: Mapping[str, Path]) -> dict[str, float]:
-    """The estimated time of each paid notebook, by its label: its stages' calls at the rate
-    limits in force (NaN: some of them wait for a batch, whose time nobody can say)."""
+    """The estimated time of each paid notebook, by label (NaN: it waits for a batch)."""
     planned: dict[str, float] = {}
     for step, stages in STEP_STAGES.items():
         if step not in notebooks:
@@ -572,8 +533,8 @@ def planned_seconds(estimate: pd.DataFrame, notebooks: Mapping[str, Path]) -> di
 
 
 def dataset_workers(preset: Preset, *, verbose: bool) -> int:
-    """How many datasets run at once: one per core for an offline run that keeps no vectors
-    in PostgreSQL and streams no cell output, else 1 (``MEMCOST_DATASET_WORKERS`` caps it)."""
+    """How many datasets run at once: one per core offline, else 1 (``MEMCOST_DATASET_WORKERS`` caps
+    it)."""
     wanted = os.environ.get(WORKERS, "").strip()
     limit = int(wanted) if wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
     params = [preset.parameters_for(d) for d in preset.datasets] or [preset.parameters]
@@ -583,8 +544,7 @@ def dataset_workers(preset: Preset, *, verbose: bool) -> int:
 
 
 def _uses_run_server(params: Mapping[str, Any]) -> bool:
-    """The run's private database server is started by whichever notebook needs it first:
-    two datasets' processes would race to start it."""
+    """Two datasets' processes would race to start the run's database server."""
     for name, given in parse_systems(
         params.get("memory_systems") or ["mem0_style"], runnable=False
     ):
@@ -606,15 +566,9 @@ def run_preset(
     notebooks_dir: Path = NOTEBOOKS_DIR,
     allow_failures: float | None = None,
 ) -> RunPaths:
-    """Execute a preset's notebooks in order; stop at the first failure.
-
-    ``stream`` shows cell output in the terminal (``--verbose``), ``quiet`` hides the line per
-    notebook; the run's ``logs/`` keeps everything either way. Returns the run's paths. Raises
-    :class:`PresetError` before running anything if the preset is invalid, :class:`RunLocked`
-    when another process writes the same run directory, :class:`NotebookFailed` when a notebook
-    fails and :class:`StageFailures` when a stage left more failed items than ``allow_failures``
-    (a fraction; the preset's when not given) allows.
-    """
+    """Execute a preset's notebooks in order, stopping at the first failure; returns the run's
+    paths. Raises :class:`PresetError` (before anything runs), :class:`RunLocked`,
+    :class:`NotebookFailed`, or :class:`StageFailures` past ``allow_failures``."""
     notebooks = discover_notebooks(notebooks_dir)
     preset = resolve_preset(params, notebooks, steps=steps, datasets=datasets, overrides=overrides)
     if allow_failures is not None:
@@ -667,8 +621,8 @@ def execute_steps(
     per_dataset: Mapping[str, bool],
     progress: Progress,
 ) -> None:
-    """The selected notebooks in order: notebook 00 of every dataset, the checks before
-    anything is paid for, the other per-dataset notebooks, then the run-wide ones."""
+    """Notebook 00 of every dataset, the checks before anything is paid, the other per-dataset
+    notebooks, then the run-wide ones."""
     record_start(run, preset, selected)
     workers = dataset_workers(preset, verbose=progress.verbose)
     prepare = [s for s in selected if s == "00" and per_dataset[s]]
@@ -697,7 +651,6 @@ def _run_step(
     dataset: str | None,
     progress: Progress,
 ) -> StageStatus | None:
-    """One notebook for one dataset (or for the run), its stage's failed items counted."""
     inputs = notebook_inputs(preset, run, notebook_parameters(notebook), dataset)
     label = label_of(notebook, dataset)
     progress.start(label)
@@ -723,10 +676,8 @@ def _run_datasets(
     progress: Progress,
     workers: int,
 ) -> list[StageStatus]:
-    """``steps`` for every dataset: one dataset after another, or ``workers`` datasets at once,
-    each in a process of its own (papermill's kernels are processes anyway; a process per
-    dataset keeps their clients, caches and figures apart). A failure lets the notebooks
-    running beside it finish, starts no other, and is raised here once they have."""
+    """``steps`` for every dataset, one after another or ``workers`` at once, each in a process of
+    its own; a failure lets those beside it finish, starts no other, and is raised then."""
     statuses: list[StageStatus] = []
     if workers <= 1:
         for step in steps:
@@ -777,10 +728,8 @@ def _run_datasets(
 
 
 def _end_with(parent: int, interruptible: bool = False) -> None:
-    """In a helper process: exit as soon as ``parent`` (the runner) is gone. A kernel this
-    process started then ends too (ipykernel polls its own parent). An ``interruptible`` one
-    (a dataset's) takes SIGINT as Ctrl-C even when the runner was started with it ignored (in
-    the background): the runner passes SIGTERM on to it that way (memcost.cli)."""
+    """In a helper process: exit once ``parent`` is gone (its kernels then end too); an
+    ``interruptible`` one takes SIGINT as Ctrl-C even when started with it ignored."""
     if interruptible:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -805,7 +754,6 @@ def _show(events: Any, progress: Progress) -> None:
 
 
 def _dataset_chain(job: dict[str, Any], dataset: str, events: Any, stop: Any) -> list[StageStatus]:
-    """A dataset's notebooks in order, in a process of their own (see :func:`_run_datasets`)."""
     run, preset = RunPaths(Path(job["run"])), job["preset"]
     statuses: list[StageStatus] = []
     for notebook in job["notebooks"].values():
