@@ -1,12 +1,5 @@
-"""The offline backend's classical stand-ins: what an LLM does in the study, and what replaces
-it when no key is given.
-
-Each function answers one stage's requests instead of a model: sentence facts for extraction, a
-lexical rule for the update phase, extractive answers for the readers and the long-context
-answerer, a lexical judge, and the stand-ins of the other memory systems and libraries. They read
-the request's ``payload``, never the network, and every record they produce is labelled
-``offline``: their accuracies are those of word overlap, not of a language model.
-"""
+"""The offline backend's classical stand-ins, one per stage a model serves (docs/architecture.md,
+"The offline backend"); every record they produce is labelled ``offline``."""
 
 from __future__ import annotations
 
@@ -50,8 +43,7 @@ _DIGIT = re.compile(r"\d")
 
 
 def person_name(speaker: str) -> str:
-    """How facts name a speaker: LoCoMo's names as they are, a role as "the user" (the
-    extraction prompt and this extractor name people the same way)."""
+    """LoCoMo's names as they are, a role as "the user" (as the extraction prompt names people)."""
     return "the user" if speaker.strip().lower() in ("user", "the user") else speaker
 
 
@@ -60,13 +52,9 @@ def capitalise(text: str) -> str:
 
 
 def informative_sentence(sentence: str) -> bool:
-    """The offline extractor's test: does this sentence say something about its speaker?
-
-    Dropped: very short sentences (fewer than three content words), questions unless they
-    mention something of the speaker's ("my", "our": "a vet for my beagle?"), and greetings or
-    reactions that do not mention the speaker. Kept: what remains if it mentions the
-    speaker ("I", "my", "we"), a number, a name, or is long enough to carry a fact on its own.
-    """
+    """Does this sentence say something about its speaker? Not: fewer than three content words, a
+    question not about the speaker's own, a greeting; yes: it mentions the speaker, a number or a
+    name, or is long enough to carry a fact."""
     content = content_words(sentence)
     if len(content) < 3:
         return False
@@ -84,7 +72,6 @@ def informative_sentence(sentence: str) -> bool:
 
 
 def offline_fact_text(sentence: str, speaker: str, when: str | None, verb: str = "said") -> str:
-    """``On 8 May 2023, Maya said: <sentence>`` (no date: ``Maya said: ...``)."""
     name = person_name(speaker)
     day = day_text(when)
     if day:
@@ -93,8 +80,8 @@ def offline_fact_text(sentence: str, speaker: str, when: str | None, verb: str =
 
 
 def offline_extract(request: ChatRequest) -> str:
-    """Offline extraction: the person's informative sentences, prefixed with speaker and
-    session date, as the JSON the extraction prompt asks for."""
+    """The person's informative sentences, prefixed with speaker and date, as the extraction
+    prompt's JSON."""
     segment = request.payload
     facts = []
     for m in segment.person_messages:
@@ -170,7 +157,6 @@ SUBJECT_OVERLAP = 0.5
 
 
 def _body(text: str) -> str:
-    """A fact without the offline extractor's "On <date>, <name> said:" prefix."""
     return _OFFLINE_PREFIX.sub("", text, count=1)
 
 
@@ -183,8 +169,7 @@ def _content_set(body: str) -> frozenset[str]:
 
 @lru_cache(maxsize=1 << 16)
 def _value_kinds(text: str) -> dict[str, frozenset[str]]:  # read only by its callers
-    """A fact's values by kind: frequency phrases ("three times a week"), counts (numbers
-    outside those phrases), and whether it says something stopped."""
+    """A fact's frequency phrases, counts, and whether it says something stopped."""
     frequencies = [" ".join(words(m.group(0))) for m in _FREQUENCY.finditer(text)]
     rest = _FREQUENCY.sub(" ", text)
     kinds = {
@@ -213,15 +198,10 @@ def _subject(text: str, names: frozenset[str]) -> frozenset[str]:
 
 
 def lexical_decision(candidate: str, memory: str, *, names: Iterable[str] = ()) -> str | None:
-    """The offline update rule for one candidate against one stored fact (same speaker).
-
-    ``NOOP`` when the candidate is a near-duplicate (its content words are contained in the
-    fact's, or their Jaccard similarity is at least 0.7). ``UPDATE`` when both share a subject
-    word (after dropping names, numbers, time words and common verbs) and a value changed:
-    both state a frequency ("twice a week") and they differ; or, when at least half of the
-    smaller set of subject words is shared, both state a count and they differ, or the
-    candidate says something stopped. Otherwise ``None``.
-    """
+    """The offline update rule for one candidate against one stored fact: ``NOOP`` for a
+    near-duplicate (contained, or Jaccard ≥ 0.7); ``UPDATE`` when they share a subject word and a
+    frequency changed, or (half the subject words shared) a count changed or the candidate says
+    it stopped; else ``None``."""
     names = frozenset(names)
     cand_body, mem_body = _body(candidate), _body(memory)
     cand_words, mem_words = _content_set(cand_body), _content_set(mem_body)
@@ -249,8 +229,8 @@ def _differs(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], k
 
 
 def offline_update(request: ChatRequest) -> str:
-    """Offline update phase: :func:`lexical_decision` against each candidate's compared facts
-    of the same speaker, most similar first; NOOP wins over UPDATE, else ADD."""
+    """:func:`lexical_decision` against each candidate's compared facts, most similar first; NOOP
+    over UPDATE, else ADD."""
     payload = request.payload
     memories = payload["memories"]
     names = {c["speaker"] for c in payload["candidates"]} | {
@@ -280,14 +260,8 @@ NO_INFORMATION = "I don't have that information."
 
 
 def offline_reader(request: ChatRequest) -> str:
-    """Offline reader: the retrieved line with the highest lexical overlap with the question
-    (BM25 over content words), or :data:`NO_INFORMATION` when none shares a word with it. A
-    line, not a whole item: a fact is one line, but a memory that shows raw chunks or summaries
-    shows many lines in one item, and answering with all of them would quote the conversation
-    back and pass the lexical judge by sheer length.
-
-    With options, the option the retrieved items support best (:data:`NO_INFORMATION` when they
-    support none)."""
+    """The retrieved line (not item: a chunk or summary holds many) that best matches the question
+    (BM25), or :data:`NO_INFORMATION`; with options, the option the items support best."""
     facts = request.payload["facts"]
     options = request.payload.get("options")
     if options:
@@ -305,8 +279,6 @@ UNDECIDED = "I don't know."
 
 
 class HistoryTurn(NamedTuple):
-    """One turn of a shown history, as the extractive method quotes it."""
-
     session: int  # session number as rendered (session_index + 1)
     when: str | None  # the session's ISO date
     speaker: str
@@ -314,7 +286,7 @@ class HistoryTurn(NamedTuple):
 
 
 class ShownHistory(Protocol):
-    """What a prompt carries between ``<history>`` and ``</history>`` (a long-context Context)."""
+    """What a prompt carries between ``<history>`` and ``</history>``."""
 
     @property
     def key(self) -> Hashable: ...
@@ -327,8 +299,6 @@ class ShownHistory(Protocol):
 
 @dataclass(frozen=True)
 class OfflineJob:
-    """What the offline method needs (the request's ``payload``; never sent)."""
-
     kind: str
     question: str
     options: tuple[str, ...] | None
@@ -336,8 +306,8 @@ class OfflineJob:
 
 
 class ExtractiveAnswerer:
-    """The offline method of the long-context stage: lexical overlap (BM25) between the question
-    and the turns shown. One index per distinct history text, built on first use."""
+    """The long-context stand-in: the shown turn that best matches the question (BM25), one index
+    per distinct history."""
 
     def __init__(self) -> None:
         self._indexes: dict[Hashable, tuple[list[HistoryTurn], BM25]] = {}
@@ -368,7 +338,6 @@ class ExtractiveAnswerer:
 
 
 def quote(turn: HistoryTurn) -> str:
-    """``Speaker (Monday 8 May 2023, 13:56): text`` (the session number without a date)."""
     when = spoken_datetime(turn.when, missing=f"session {turn.session}")
     return f"{turn.speaker} ({when}): {turn.text}"
 
@@ -377,15 +346,11 @@ LEXICAL = "lexical"  # judge_model of every offline vote: a word-overlap rule, n
 
 
 class Instructed(Protocol):
-    """The grading instruction an item carries (only its key matters here)."""
-
     @property
     def key(self) -> str: ...
 
 
 class Judged(Protocol):
-    """One answer to judge, as the judge stage describes it (a ``JudgeItem``)."""
-
     @property
     def response(self) -> str: ...
     @property
@@ -400,14 +365,10 @@ class Judged(Protocol):
 
 @dataclass(frozen=True)
 class LexicalRule:
-    """Thresholds of the offline judge for one prompt variant.
-
-    A response is CORRECT when ``containment`` (share of the reference's content words found in
-    the response) or ``f1`` (SQuAD token F1) reaches its threshold (``need_both``: both must).
-    Rubrics (LongMemEval preference) are long, so only ``rubric`` of their content words need to
-    appear. PersonaMem replies: the response must be closer (token F1) to the reference reply
-    than to every wrong option, and at least ``option_f1`` close to it.
-    """
+    """The offline judge's thresholds for one prompt: CORRECT when ``containment`` (the reference's
+    content words in the response) or ``f1`` reaches its threshold (``need_both``: both); a
+    rubric needs ``rubric`` of its words; a PersonaMem reply must be closest to the reference and
+    at least ``option_f1``."""
 
     containment: float
     f1: float
@@ -449,13 +410,12 @@ _COUNT = re.compile(r"\b(\d+)\s+(day|week|month|year)s?\b")
 
 @lru_cache(maxsize=16_384)  # a reference is compared with every system's answer
 def numerals(text: str) -> str:
-    """Number words as digits and ordinals without suffix, so "three" meets "3" and "9th" "9"."""
+    """Number words as digits, ordinals without suffix: "three" meets "3", "9th" "9"."""
     text = _ORDINAL.sub(r"\1", text)
     return _NUMBER_WORD.sub(lambda m: _NUMBER_VALUES.get(m.group(0).lower(), m.group(0)), text)
 
 
 def abstains(text: str) -> bool:
-    """Does the response say the information is not there?"""
     return bool(_ABSTAIN.search(text))
 
 
@@ -505,12 +465,9 @@ def _overlap(response: str, reference: str, rule: LexicalRule) -> tuple[str, str
 
 
 def lexical_verdict(item: Judged, prompt_name: str = "judge") -> tuple[str, str]:
-    """``(label, reason)`` of the offline judge: word overlap, with the benchmark's special cases.
-
-    Abstention questions (LongMemEval ``_abs``, LoCoMo category 5) are CORRECT exactly when the
-    response abstains; LongMemEval temporal counts accept off-by-one; preference rubrics and
-    PersonaMem replies use the looser rules of :class:`LexicalRule`.
-    """
+    """``(label, reason)`` of the offline judge: word overlap, abstention questions CORRECT exactly
+    when the response abstains, LongMemEval counts off by one accepted, rubrics and replies by
+    :class:`LexicalRule`."""
     rule = LEXICAL_RULES[prompt_name]
     response, reference = numerals(item.response), numerals(item.reference)
     if not response.strip():
@@ -536,9 +493,7 @@ def lexical_verdict(item: Judged, prompt_name: str = "judge") -> tuple[str, str]
 
 
 def lexical_judge(request: Any) -> str:
-    """The offline method of the judge stage: the lexical verdict as the JSON an LLM would give.
-    The request's payload carries the item (``.item``) and the judge prompt's name
-    (``.prompt_name``)."""
+    """The judge's stand-in: the lexical verdict as an LLM's JSON."""
     return _verdict_json(request.payload.item, request.payload.prompt_name)
 
 

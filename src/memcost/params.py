@@ -1,17 +1,5 @@
-"""Notebook parameters as data: what each notebook declares, one model of a run's values.
-
-A notebook's ``parameters`` cell is the single declaration of its parameters (papermill injects
-overrides after it). This module reads that cell with ``ast`` (a notebook lists its parameters in
-milliseconds, without papermill) and turns the declarations of a run's notebooks into one
-pydantic model (:func:`parameters_model`): each parameter of its declared type and default, with
-its range and choices, a settings group (a mapping whose default names its settings, such as
-``figure1_grid``) as a nested model completed from its default, and the ``client`` mapping as
-:class:`ClientSettings`. A value is validated once, before anything runs; a problem is one line
-naming the parameter, the value and what is expected, and an unknown name one line listing the
-valid ones (:func:`one_line`).
-
-A notebook builds its client with ``make_client(run, **shared_params(globals()))``.
-"""
+"""Notebook parameters as data: what each notebook's parameters cell declares, checked as one
+pydantic model (docs/architecture.md, "Presets and parameters")."""
 
 from __future__ import annotations
 
@@ -53,13 +41,11 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 def _number_as_text(value: Any) -> Any:
-    """A model name or path typed as a number (``-p model=4``) is text."""
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     return str(value) if is_number else value
 
 
 def _int_as_float(value: Any) -> Any:
-    """An integer is a number too (``-p max_cost_usd=10``); true or false is not."""
     is_int = isinstance(value, int) and not isinstance(value, bool)
     return float(value) if is_int else value
 
@@ -69,9 +55,7 @@ Number = Annotated[float, Strict(), BeforeValidator(_int_as_float)]
 
 
 class ClientSettings(BaseModel):
-    """The client's settings besides the shared ones, given together in one ``client`` mapping
-    (a notebook declares ``client: dict = {}``; a preset writes ``client: {max_concurrency:
-    16}``; the command line ``-p 'client={execution: {judge: batch}}'``)."""
+    """The client's settings besides the shared ones, in one ``client`` mapping."""
 
     model_config = _STRICT
 
@@ -112,16 +96,13 @@ CLIENT_SETTINGS: tuple[str, ...] = tuple(ClientSettings.model_fields)
 
 
 def client_option(params: Mapping[str, Any], name: str) -> Any:
-    """One client setting of a run's or a notebook's parameters: the ``client`` mapping's
-    value, else its default."""
+    """A client setting of the parameters, else its default."""
     return (params.get("client") or {}).get(name, ClientSettings.model_fields[name].default)
 
 
 def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``extra`` over ``base``, with mappings merged key by key: a per-dataset block or
-    ``-p 'client={...}'`` (or a settings group, ``-p 'explorer={questions: 30}'``) changes the
-    settings it names and keeps the others. ``price_overrides`` is replaced whole: a price is
-    one decision, not a merge of two."""
+    """``extra`` over ``base``, mappings merged key by key (a per-dataset block, ``-p
+    'client={...}'``, a settings group), ``price_overrides`` replaced whole."""
     merged = {**base, **extra}
     for name, value in extra.items():
         if (
@@ -161,7 +142,6 @@ def _field(
     choices: Mapping[str, tuple[Any, ...]],
     ranges: Mapping[str, tuple[float, float]],
 ) -> tuple[Any, Any]:
-    """``(type, default)`` of one declared parameter for :func:`create_model`."""
     kind = _TYPES.get(annotation.split("[", 1)[0].strip(), Any)
     constraints: dict[str, Any] = {}
     if name in choices:
@@ -178,7 +158,6 @@ def _field(
 
 
 def group_model(name: str, default: Mapping[str, Any]) -> type[BaseModel]:
-    """A settings group as a model: its settings of their defaults' types, completed from them."""
     fields = {
         key: (_TYPES.get(type(value).__name__, Any) if value is not None else Any, value)
         for key, value in default.items()
@@ -191,8 +170,8 @@ def parameters_model(
     choices: Mapping[str, tuple[Any, ...]] | None = None,
     ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> type[BaseModel]:
-    """The parameters the notebooks at ``paths`` declare, as one model (the first declaration of
-    a name wins), with ``choices`` and ``ranges`` where the study has them."""
+    """The parameters the notebooks at ``paths`` declare as one model (the first declaration wins),
+    with the study's ``choices`` and ``ranges``."""
     fields: dict[str, tuple[Any, Any]] = {}
     for path in paths:
         defaults = notebook_defaults(path)
@@ -207,8 +186,8 @@ def parameters_model(
 def validate_parameters(
     model: type[BaseModel], values: Mapping[str, Any], choices: Mapping[str, tuple] | None = None
 ) -> dict[str, Any]:
-    """``values`` checked by ``model``: the names given, each of its type (a settings group
-    completed from its default); :class:`ValueError` in one line (:func:`one_line`)."""
+    """``values`` checked by ``model``, settings groups completed; :class:`ValueError` in
+    one line."""
     try:
         checked = model.model_validate(dict(values))
     except ValidationError as exc:
@@ -230,8 +209,7 @@ def one_line(
     choices: Mapping[str, tuple],
     values: Mapping[str, Any] | None = None,
 ) -> str:
-    """The first problem pydantic found, as the one line a user reads: the parameter, the value
-    (``values``: the whole list where one element is wrong), what is expected, and the valid
+    """pydantic's first problem as one line: the parameter, the value, what is expected, the valid
     choices or names."""
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"] if not isinstance(part, int)]
@@ -280,9 +258,8 @@ def one_line(
 
 
 def settings_groups(path: Path) -> dict[str, dict[str, Any]]:
-    """The parameters of ``path`` that are settings groups: a ``dict`` whose default names its
-    keys (``figure1_grid: dict = {"min_tokens": 10000, ...}``), as opposed to an open mapping
-    such as ``client`` or ``price_overrides`` whose default is empty."""
+    """The parameters of ``path`` that are settings groups (a ``dict`` whose default names its keys,
+    not an open mapping such as ``client``)."""
     declared = notebook_parameters(path)
     return {
         name: value
@@ -292,12 +269,8 @@ def settings_groups(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def current_values(namespace: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The current values of the parameters ``path`` declares, read from ``namespace`` (a
-    notebook passes ``globals()``), so a record cannot drift from the parameters cell.
-
-    A settings group given in part (papermill injects ``-p 'explorer={questions: 30}'`` as
-    given) is completed from the cell's default, in ``namespace`` too, so the notebook reads
-    every key."""
+    """The values of the parameters ``path`` declares, read from ``namespace`` (``globals()``),
+    settings groups given in part completed there too."""
     for name, default in settings_groups(path).items():
         if name in namespace:
             namespace[name] = validate_parameters(
@@ -310,9 +283,8 @@ def current_values(namespace: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """The client parameters a notebook holds (``make_client(run, **shared_params(globals()))``):
-    the shared ones and its ``client`` mapping (checked: an unknown setting is one line naming
-    the known ones), ``price_overrides`` and ``execution`` in their full form."""
+    """The client parameters a notebook holds, its ``client`` mapping checked, ``price_overrides``
+    and ``execution`` in full."""
     shared = {name: namespace[name] for name in SHARED_PARAMETERS if name in namespace}
     model = create_model("Client", __config__=_STRICT, client=(ClientSettings, ...))
     shared.update(
@@ -325,8 +297,7 @@ def shared_params(namespace: Mapping[str, Any]) -> dict[str, Any]:
     return shared
 
 
-class NotebookError(ValueError):
-    """A notebook file that cannot be read as a pipeline notebook."""
+class NotebookError(ValueError): ...
 
 
 @cache
@@ -365,16 +336,11 @@ def _declared(path: Path, mtime: float) -> dict[str, dict[str, Any]]:
 
 
 def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
-    """The parameters a notebook declares in its ``parameters`` cell (name → type, default, help).
-
-    Read with ``ast`` rather than papermill so that a notebook can list its own parameters
-    without importing papermill (seconds per notebook); a test checks both agree.
-    """
+    """The parameters a notebook declares (name → type, default, help), read with ``ast``."""
     return _declared(path, path.stat().st_mtime)
 
 
 def notebook_defaults(path: Path) -> dict[str, Any]:
-    """The default value of each parameter ``path`` declares (literals, evaluated safely)."""
     out: dict[str, Any] = {}
     for name, info in notebook_parameters(path).items():
         try:
@@ -385,10 +351,8 @@ def notebook_defaults(path: Path) -> dict[str, Any]:
 
 
 def normalise_execution(value: Any) -> dict[str, str]:
-    """``execution`` as a mapping of ledger stage to mode, every stage named.
-
-    Stages left out are ``interactive``; ``{"*": "batch"}`` sets every stage at once (stages
-    named beside it win). Raises ``ValueError`` naming the entry and the valid choices."""
+    """``execution`` as ledger stage → mode for every stage (``{"*": "batch"}`` sets all; named
+    stages win); ``ValueError`` naming the entry."""
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
@@ -415,11 +379,8 @@ def normalise_execution(value: Any) -> dict[str, str]:
 
 
 def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
-    """``price_overrides`` with each model's price as a mapping of fields (USD per 1M tokens).
-
-    A bare number is the shorthand for a model billed that much per token in and out, cached
-    input included, so ``{"llama3.1:8b": 0}`` declares a free local model. Raises
-    ``ValueError`` naming the entry."""
+    """``price_overrides`` as mappings of fields; a bare number prices input, cached input and
+    output alike (``{"llama3.1:8b": 0}``: free)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -460,7 +421,6 @@ MODEL_PARAMETERS: tuple[str, ...] = tuple(
 
 
 def stage_models(stage: str, params: Mapping[str, Any]) -> Iterator[str]:
-    """The models ``stage``'s calls go to under ``params`` (the notebooks' defaults filled in)."""
     for name, default in STAGE_MODEL_PARAMETERS.get(stage, ()):
         value = params.get(name, default)
         for model in value if isinstance(value, (list, tuple)) else [value]:
@@ -469,7 +429,6 @@ def stage_models(stage: str, params: Mapping[str, Any]) -> Iterator[str]:
 
 
 def backend_of(model: str, params: Mapping[str, Any]) -> str:
-    """The backend ``params`` route ``model`` to (``model_backends`` first, then ``backend``)."""
     return str(
         per_model(client_option(params, "model_backends"), model, params.get("backend", "offline"))
     )

@@ -1,17 +1,5 @@
-"""Text: token counting with tiktoken's ``o200k_base``, and the lexical pieces of the offline
-methods (words, dates and photos as prompts show them).
-
-The ranks file ships inside the package (``assets/o200k_base.tiktoken``) and is checked against
-the sha256 that tiktoken itself expects. tiktoken's own download is never needed: we hand the
-shipped file to tiktoken through its cache directory, so tiktoken builds the encoding exactly as
-it would after a download (same pattern, same special tokens) and checks the hash a second time.
-All counts in the study (Tables 1-2, long-context prompt sizes, offline usage records) go
-through :func:`count_tokens` / :func:`count_tokens_batch`.
-
-Everything here is deterministic across processes and machines: no salted ``hash()``, no
-randomness. The offline backend is built from these classical pieces so that it is obvious what
-it is (word overlap), and never mistaken for an LLM.
-"""
+"""Token counting with the shipped o200k_base (no network), and the deterministic lexical pieces of
+the offline methods."""
 
 from __future__ import annotations
 
@@ -61,7 +49,6 @@ _encoding: tiktoken.Encoding | None = None
 
 
 def get_encoding() -> tiktoken.Encoding:
-    """The ``o200k_base`` encoding, built from the shipped ranks file (no network)."""
     global _encoding
     # Worker threads often ask for it at the same moment; build it once, under a lock, so they
     # do not race on the cache file below.
@@ -97,7 +84,7 @@ def _build_encoding() -> tiktoken.Encoding:
 
 
 def encode(text: str) -> list[int]:
-    """Token ids of ``text``; special-token strings in the text count as ordinary text."""
+    """Token ids; special-token strings count as ordinary text."""
     return get_encoding().encode_ordinary(text)
 
 
@@ -120,13 +107,11 @@ _counts_lock = threading.Lock()
 
 
 def _key(text: str) -> tuple[int, int]:
-    """A long text's key in this process's table: its hash and length (64 + 64 bits, never
-    stored or compared across processes; a digest cost more than the lookup it served)."""
+    """A long text's key in this process's table (a digest cost more than the lookup it served)."""
     return hash(text), len(text)
 
 
 def count_tokens(text: str) -> int:
-    """Number of ``o200k_base`` tokens in ``text``."""
     if len(text) < _LONG_TEXT:
         n = _short.get(text)
         if n is None:
@@ -151,12 +136,9 @@ def _tokenise(text: str) -> int:
 
 
 def split_where_o200k_splits(text: str, min_chars: int) -> list[str]:
-    """``text`` in pieces of at least ``min_chars`` characters (the last may be shorter), cut
-    only where o200k's pre-tokenizer always ends a chunk, so that the pieces' counts add up to
-    the count of the whole: after a newline, before a character that is neither white space
-    nor ``/``. No chunk pattern of o200k runs across such a point: only white-space runs and a
-    punctuation run's tail (``[\\r\\n/]*``, which is why ``".\\n/"`` stays whole) hold a newline.
-    """
+    """``text`` in pieces of at least ``min_chars`` cut only where o200k's pre-tokenizer always ends
+    a chunk (after a newline, before a character neither white space nor ``/``), so the pieces'
+    counts add up to the whole's."""
     pieces: list[str] = []
     start, end = 0, len(text)
     while end - start >= 2 * min_chars:
@@ -175,13 +157,8 @@ _BATCH_FROM = 32  # texts from which the threaded batch encoder pays
 
 
 def count_tokens_batch(texts: Sequence[str], *, num_threads: int = 2) -> list[int]:
-    """Token counts of many texts, with tiktoken's threaded batch encoder.
-
-    Identical texts are counted once; long texts already counted in this process are not
-    counted again. ``num_threads`` defaults to this project's 2-core target machine. A few
-    texts are counted here (tiktoken starts a thread pool per batch: for one question's
-    embedding that cost more than the counting).
-    """
+    """Token counts of many texts with tiktoken's threaded encoder; identical and already counted
+    long texts once, a few texts here (a thread pool per batch costs more)."""
     if len(texts) < _BATCH_FROM:
         return [count_tokens(text) for text in texts]
     unique: dict[str, int | None] = dict.fromkeys(texts)
@@ -205,7 +182,6 @@ def count_tokens_batch(texts: Sequence[str], *, num_threads: int = 2) -> list[in
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
-    """The longest prefix of ``text`` that fits in ``max_tokens`` tokens."""
     ids = encode(text)
     return text if len(ids) <= max_tokens else decode(ids[:max_tokens])
 
@@ -216,7 +192,6 @@ def clear_count_cache() -> None:
 
 
 def tokenizer_info() -> dict[str, str]:
-    """What to write into a manifest about the tokenizer."""
     return {
         "encoding": ENCODING_NAME,
         "ranks_sha256": RANKS_SHA256,
@@ -244,12 +219,11 @@ STOPWORDS = frozenset(
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens (letters and digits; a trailing 's, 't, ... kept on its word)."""
+    """Lower-cased word tokens (a trailing 's, 't kept on its word)."""
     return _WORD.findall(text.lower())
 
 
 def content_words(text: str) -> list[str]:
-    """Word tokens without stop words."""
     return [w for w in words(text) if w not in STOPWORDS]
 
 
@@ -264,14 +238,12 @@ def normalize_answer(text: str) -> str:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split on sentence-ending punctuation followed by a capital or digit; keeps short texts
-    whole. Good enough for chat turns, which are the only input here."""
+    """Split at sentence ends followed by a capital or digit (chat turns only)."""
     parts = [p.strip() for p in _SENTENCE_END.split(text.strip())]
     return [p for p in parts if p]
 
 
 def token_f1(prediction: str, gold: str) -> float:
-    """Token-level F1 between normalised answers (the SQuAD / LoCoMo F1)."""
     pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
     if not pred or not ref:
         return float(pred == ref)
@@ -284,7 +256,6 @@ def token_f1(prediction: str, gold: str) -> float:
 
 
 def containment(gold: str, prediction: str) -> float:
-    """Share of the gold answer's content words that appear in the prediction."""
     ref = set(content_words(gold)) or set(words(gold))
     if not ref:
         return 0.0
@@ -298,17 +269,14 @@ def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
 
 
 def stable_hash(text: str, *, bits: int = 64) -> int:
-    """A hash that is the same in every process and on every machine (unlike ``hash()``)."""
+    """The same in every process and on every machine (unlike ``hash()``)."""
     digest = hashlib.blake2b(text.encode("utf-8"), digest_size=bits // 8).digest()
     return int.from_bytes(digest, "big")
 
 
 class BM25:
-    """Okapi BM25 over a small in-memory corpus of texts (content words only).
-
-    The offline stand-in for "which text best matches this question": used by the offline
-    reader and the extractive long-context answerer.
-    """
+    """Okapi BM25 over a small corpus (content words): the offline "which text best matches this
+    question"."""
 
     def __init__(self, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75):
         self.k1, self.b = k1, b
@@ -341,8 +309,8 @@ class BM25:
         return out
 
     def best(self, query: str) -> tuple[int, float] | None:
-        """Index and score of the best-matching document (ties: the earliest), or ``None`` when
-        no document shares a content word with the query."""
+        """Index and score of the best match (ties: the earliest), ``None`` when none shares
+        a word."""
         scores = self.scores(query)
         if not scores:
             return None
@@ -354,9 +322,8 @@ class BM25:
 
 
 def spoken_datetime(iso: str | None, *, missing: str = "") -> str:
-    """``2023-05-08T13:56:00`` → ``Monday 8 May 2023, 13:56``: weekday and a written-out date,
-    because the gold answers of temporal questions are phrased that way. ``missing`` is returned
-    for a conversation without dates."""
+    """``Monday 8 May 2023, 13:56``, as temporal gold answers phrase dates; ``missing``
+    without one."""
     if not iso:
         return missing
     moment = datetime.fromisoformat(iso)
@@ -364,7 +331,7 @@ def spoken_datetime(iso: str | None, *, missing: str = "") -> str:
 
 
 def day_text(iso: str | None) -> str:
-    """``8 May 2023``: the form the benchmarks' gold answers use (empty without a date)."""
+    """``8 May 2023`` (empty without a date)."""
     if not iso:
         return ""
     moment = datetime.fromisoformat(iso)
@@ -372,7 +339,7 @@ def day_text(iso: str | None) -> str:
 
 
 def with_caption(text: str, caption: object) -> str:
-    """A message with the photo it shares described after it, as LoCoMo's BLIP captions are."""
+    """A message with the photo it shares described after it (LoCoMo's BLIP captions)."""
     if isinstance(caption, str) and caption:
         return f"{text} [shares a photo: {caption}]"
     return text

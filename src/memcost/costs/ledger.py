@@ -1,9 +1,5 @@
-"""The run's store of calls (``calls.sqlite``) loaded and priced, and the latency per system.
-
-Every model call of a run, or of several runs, with its tokens, its dollars at list price, what
-was paid, and its stage and system: section 2 of notebook 05 starts here. The latency tables
-say how long a question takes to search and to answer, per system and stage.
-"""
+"""The store of calls loaded and priced (notebook 05, section 2), and the latency per system and
+stage."""
 
 from __future__ import annotations
 
@@ -40,12 +36,8 @@ def _empty_ledger() -> pd.DataFrame:
 
 
 def load_ledger(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.DataFrame:
-    """The ledgers of the given runs, concatenated, with ``run`` and ``line`` columns added.
-
-    A run without ``calls.sqlite`` contributes nothing (the caller reports which runs had none,
-    see :func:`ledger_paths`). Missing fields become nulls / zeros, never errors: the ledger may
-    come from an older client version.
-    """
+    """The ledgers of the given runs with ``run`` and ``line`` columns (a run without
+    ``calls.sqlite`` adds nothing; missing fields are nulls)."""
     frames = []
     for run_dir in run_dirs:
         run = run_dir if isinstance(run_dir, RunPaths) else RunPaths.from_param(run_dir)
@@ -63,7 +55,6 @@ def load_ledger(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> pd.Dat
 
 
 def ledger_paths(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> dict[str, bool]:
-    """``{calls.sqlite path: exists}`` for each run, for the notebook's notes."""
     out = {}
     for run_dir in run_dirs:
         run = run_dir if isinstance(run_dir, RunPaths) else RunPaths.from_param(run_dir)
@@ -72,7 +63,6 @@ def ledger_paths(run_dirs: Iterable[str | os.PathLike[str] | RunPaths]) -> dict[
 
 
 def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every schema column present, tokens as integers, flags as booleans, tags as strings."""
     frame = frame.copy()
     for column in (*LEDGER_COLUMNS, "run", "line", "call_key"):
         if column not in frame.columns:
@@ -99,11 +89,8 @@ def normalise_ledger(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def phase_of(stage: str | None, question_id: str | None) -> str:
-    """Which side of the cost model a call belongs to: write, read, long_context, judge.
-
-    Fact embeddings (no question) are part of writing memory; query embeddings (tagged with a
-    question) are part of reading it.
-    """
+    """write, read, long_context or judge: an embedding with a question reads memory, one without
+    writes it."""
     if stage in WRITE_STAGES:
         return "write"
     if stage == "embed":
@@ -114,9 +101,8 @@ def phase_of(stage: str | None, question_id: str | None) -> str:
 
 
 def as_successors(ledger: pd.DataFrame) -> pd.DataFrame:
-    """The ledger with each retired model replaced by its successor
-    (:func:`memcost.catalog.price_successor`): the same tokens, billed as today's models would
-    bill them (a model's tokens would differ; the token counts are the run's)."""
+    """Each retired model replaced by its successor: the same tokens billed as today's
+    models would."""
     successors = {model: price_successor(model) for model in ledger["model"].unique()}
     return ledger.assign(model=ledger["model"].map(successors))
 
@@ -124,8 +110,6 @@ def as_successors(ledger: pd.DataFrame) -> pd.DataFrame:
 def answer_system(
     stage: str | None, system: str | None, model: str | None, phase: str
 ) -> str | None:
-    """The system whose answers a call produced (``memory_mem0_style``, ``long_context_<slug>``,
-    …)."""
     if system:
         return system
     if phase == "read":
@@ -141,19 +125,11 @@ def price_calls(
     *,
     on: str | None = None,
 ) -> pd.DataFrame:
-    """Add what each record costs at the price table's prices (``on``: the rows in force that
-    day, ``YYYY-MM-DD``; default the paper's table).
-
-    Columns added: ``price_model``, ``price_date`` (the dated price row used), ``input_usd``,
-    ``cached_input_usd``, ``output_usd``,
-    ``cost_usd`` (the record's tokens at list price, times the batch or Flex multiplier of a
-    record sent that way: its ``execution``), ``spent_usd`` (what was paid: the provider's
-    ``billed_usd`` where it reported one, else ``cost_usd``; zero for local cache hits,
-    offline calls and calls that failed before anything was billed),
-    ``workload`` (false for replays of a request already recorded earlier in the same run),
-    ``phase``, ``answer_system``, ``is_estimate``. A model without a price raises
-    :class:`memcost.catalog.UnknownPriceError` naming the model and the table.
-    """
+    """Each record priced from the price table (``on``: the rows in force that day):
+    ``price_model``, ``price_date``, ``input_usd``, ``cached_input_usd``, ``output_usd``,
+    ``cost_usd`` (list price times its execution's multiplier), ``spent_usd`` (what was paid),
+    ``workload``, ``phase``, ``answer_system``, ``is_estimate``; an unpriced model raises
+    :class:`memcost.catalog.UnknownPriceError`."""
     priced = normalise_ledger(calls) if "has_error" not in calls.columns else calls.copy()
     if priced.empty:
         return _with_empty_price_columns(priced)
@@ -170,7 +146,6 @@ def price_calls(
 
 
 def _with_empty_price_columns(priced: pd.DataFrame) -> pd.DataFrame:
-    """An empty ledger, with the price columns typed as a priced one's."""
     for column in ("input_usd", "cached_input_usd", "output_usd", "cost_usd", "spent_usd"):
         priced[column] = pd.Series(dtype="float64")
     for column in ("workload", "is_estimate"):
@@ -181,7 +156,6 @@ def _with_empty_price_columns(priced: pd.DataFrame) -> pd.DataFrame:
 
 
 def _add_list_prices(priced: pd.DataFrame, prices: Mapping[str, Any]) -> None:
-    """Add the price row used and each record's tokens at list price, in place."""
     priced["price_model"] = priced["model"].map(lambda m: prices[m].model).astype("string")
     priced["price_date"] = priced["model"].map(lambda m: prices[m].date).astype("string")
     usd = list_usd(
@@ -209,13 +183,8 @@ def _add_list_prices(priced: pd.DataFrame, prices: Mapping[str, Any]) -> None:
 
 
 def _spent_usd(priced: pd.DataFrame) -> pd.Series:
-    """What this run paid for each record.
-
-    The rule of the client's budget (memcost.calls.is_paid): a cache hit, an offline call or a
-    call that failed before anything was billed costs nothing; a failed reply that was billed
-    (cut off, filtered) costs its tokens. Where the provider reported its charge
-    (``billed_usd``, OpenRouter's usage.cost), that is what was paid.
-    """
+    """What was paid for each record, by the budget's rule (:func:`memcost.calls.is_paid`), or the
+    provider's ``billed_usd``."""
     billed_tokens = (priced["prompt_tokens"] + priced["completion_tokens"]) > 0
     paid = (
         (
@@ -235,7 +204,6 @@ def _spent_usd(priced: pd.DataFrame) -> pd.Series:
 
 
 def _label_phases(priced: pd.DataFrame) -> None:
-    """Add ``phase`` (write, read, long_context, judge) and ``answer_system`` to each record."""
     stages, questions = _values(priced["stage"]), _values(priced["question_id"])
     phases = [phase_of(st, q) for st, q in zip(stages, questions, strict=True)]
     priced["phase"] = pd.Series(phases, index=priced.index, dtype="string")
@@ -252,18 +220,12 @@ def _label_phases(priced: pd.DataFrame) -> None:
 
 
 def _values(series: pd.Series) -> list[Any]:
-    """Plain Python values with ``None`` for missing ones (pandas' NA is not a boolean)."""
     return series.astype(object).where(series.notna(), None).tolist()
 
 
 def _replays(priced: pd.DataFrame) -> pd.Series:
-    """Cache hits of a call that already has a record earlier in the same run.
-
-    A call is what the ledger's checkpoint counts once: the request hash with the record's tags
-    (:func:`memcost.calls.record_call_key`). By the request hash alone, a request that two
-    items share (the judge asked about the same answer of two systems) would lose its second
-    item from the workload whenever the cache served it.
-    """
+    """Cache hits of a call already recorded earlier in the same run, by request hash and tags (by
+    hash alone, two items that share a request would lose the second)."""
     identity = priced["call_key"].fillna(priced["request_hash"])
     keyed = priced.assign(identity=identity)
     ordered = keyed.sort_values(["run", "line"])
@@ -274,7 +236,6 @@ def _replays(priced: pd.DataFrame) -> pd.Series:
 
 
 def workload(priced: pd.DataFrame) -> pd.DataFrame:
-    """The records that make up the runs' work (replays of a resumed run left out)."""
     return priced.loc[priced["workload"]]
 
 
@@ -290,12 +251,10 @@ def basis_of(is_estimate: pd.Series) -> str:
 
 
 def is_estimate(priced: pd.DataFrame) -> bool:
-    """True when any record comes from the offline backend."""
     return bool(len(priced)) and bool(priced["is_estimate"].any())
 
 
 def ledger_from_records(records: Iterable[Mapping[str, Any]], run: str = "run") -> pd.DataFrame:
-    """A normalised ledger from in-memory records (for examples and tests)."""
     records = list(records)
     frame = pd.DataFrame.from_records(records)
     frame["run"] = run
@@ -319,7 +278,6 @@ OFFLINE_BASIS = "offline (classical stand-ins and a local search, not a provider
 
 
 def _embedding_latency(ledger: pd.DataFrame) -> pd.Series:
-    """Seconds of each question's embedding call, by (system, question_id)."""
     if ledger.empty:
         return pd.Series(dtype="float64")
     embeds = ledger.loc[(ledger["stage"] == "embed") & ledger["question_id"].notna()]
@@ -375,7 +333,6 @@ def question_latencies(run_dirs: Sequence[RunPaths], ledger: pd.DataFrame) -> pd
 
 
 def latency_table(questions: pd.DataFrame) -> pd.DataFrame:
-    """``system, stage, n, p50_s, p95_s, basis`` (stage: search, answer, total)."""
     rows = []
     for system, group in questions.groupby("system", sort=False):
         basis = OFFLINE_BASIS if (group["backend"] == "offline").all() else "measured"
@@ -397,7 +354,7 @@ def latency_table(questions: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_published(table: pd.DataFrame) -> pd.DataFrame:
-    """The run's p95 next to Mem0's paper's, for the systems and stages it reports."""
+    """The run's p95 beside Mem0's paper's, where it reports one."""
     mine = table.assign(kind=[system_kind(s) for s in table["system"]])
     published = MEM0_PUBLISHED.rename(columns={"p95_s": "published_p95_s"})
     exact = mine.merge(

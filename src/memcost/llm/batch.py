@@ -1,21 +1,5 @@
-"""The OpenAI Batch API for stages that can wait: half the price, results within 24 hours.
-
-The Batch API is a pre-fill of the run's store of calls, not a way of making them: before
-:meth:`LLMClient.chat_many` (``chat_groups``, ``embed_many``) serves its requests, it hands them
-to :meth:`BatchPrefill.fill`, and the requests of stages whose ``execution`` is ``batch`` that
-the store cannot answer go through the Batch API (:class:`BatchSession`). Each result goes into
-the store (record and answer, paid, ``execution: batch``, at the batch price), as an interactive
-call would; then the stage's requests run as usual and find their answers there. A stage has
-one code path; what the Batch API did not answer is asked interactively, as are re-asks and
-output-limit retries (they depend on a reply).
-
-The order that makes a kill harmless: upload the file, journal it (``batches.jsonl`` in the run
-directory, :class:`BatchJournal`), create the batch, journal its id, then wait. A rerun
-re-attaches to every open batch whose requests it needs, so a batch is never created twice for
-the same requests. The Batch API's calls (upload, create, retrieve, find, download) are retried
-by the SDK like interactive requests and go through :meth:`EndpointClient.sdk_call`, which turns
-the SDK's errors into ours. See docs/architecture.md, "Batch API".
-"""
+"""The OpenAI Batch API for stages that can wait, as a pre-fill of the run's store of calls
+(docs/architecture.md, "Batch API")."""
 
 from __future__ import annotations
 
@@ -94,9 +78,8 @@ def split_lines(
     max_bytes: int = MAX_BYTES,
     max_tokens: int | None = None,
 ) -> list[list[Line]]:
-    """``lines`` (of one model and URL) cut, in order, into files within the limits.
-
-    A single line above ``max_tokens`` gets a file of its own (the API judges it, not us)."""
+    """``lines`` of one model and URL cut, in order, into files within the limits (a line above
+    ``max_tokens`` alone)."""
     parts: list[list[Line]] = []
     current: list[Line] = []
     size = tokens = 0
@@ -132,12 +115,12 @@ class Answer:
 
     @property
     def retryable(self) -> bool:
-        """Asking again may help: it expired, was cancelled, or the server failed on it."""
+        """Expired, cancelled, or failed on the server: asking again may help."""
         return self.status is None or self.status in RETRYABLE_STATUSES
 
 
 def read_answers(text: str) -> list[Answer]:
-    """The lines of an output or error file (blank or torn lines are skipped)."""
+    """The lines of an output or error file (blank or torn lines skipped)."""
     out = []
     for raw in text.splitlines():
         try:
@@ -162,7 +145,7 @@ def read_answers(text: str) -> list[Answer]:
 
 
 def chat_reply(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat completion body as the client's reply dict (what an interactive call returns)."""
+    """A chat completion body as an interactive call's reply."""
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     usage = body.get("usage")
@@ -188,7 +171,7 @@ def chat_reply(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def embedding_reply(body: Mapping[str, Any], inputs: int) -> dict[str, Any]:
-    """An embeddings body as the client's reply dict; ``ValueError`` when it is not whole."""
+    """An embeddings body as an interactive call's reply; ``ValueError`` when not whole."""
     data = sorted(body.get("data") or [], key=lambda d: d.get("index", 0))
     if len(data) != inputs:
         raise ValueError(f"{len(data)} vectors for {inputs} inputs")
@@ -243,7 +226,7 @@ def _now() -> str:
 
 
 class BatchJournal:
-    """Reads and appends ``batches.jsonl`` of one run."""
+    """``batches.jsonl`` of one run: what was uploaded and created, so a rerun re-attaches."""
 
     def __init__(self, run_root: str | Path):
         self.path = journal_path(run_root)
@@ -253,19 +236,17 @@ class BatchJournal:
         return self.requests_folder / f"{input_file_id}.requests.jsonl"
 
     def save_requests(self, input_file_id: str, requests: dict[str, Any]) -> None:
-        """The requests of one batch (cache key → request), before its ``uploaded`` event."""
         self.requests_folder.mkdir(parents=True, exist_ok=True)
         with atomic_open(self._requests_path(input_file_id)) as out:
             for key, request in requests.items():
                 out.write(jsonl_line({"key": key, **request_record(request)}) + "\n")
 
     def load_requests(self, entry: Entry) -> dict[str, Any]:
-        """The requests saved with ``entry`` (none for a batch journaled without them)."""
         records = read_jsonl(self._requests_path(entry.input_file_id), missing_ok=True)
         return {str(r.pop("key")): request_from_record(r) for r in records}
 
     def entries(self) -> list[Entry]:
-        """Every batch in the file, in submission order, with its latest state."""
+        """Every batch in submission order, with its latest state."""
         by_file: dict[str, Entry] = {}
         for event in read_jsonl(self.path, missing_ok=True):
             kind, file_id = event.get("event"), str(event.get("input_file_id", ""))
@@ -298,7 +279,6 @@ class BatchJournal:
         return list(by_file.values())
 
     def open_entries(self, endpoint: str) -> list[Entry]:
-        """The batches of ``endpoint`` not finished yet (a rerun re-attaches to them)."""
         return [e for e in self.entries() if not e.finished and e.endpoint == endpoint]
 
     def _append(self, record: dict[str, Any]) -> None:
@@ -328,8 +308,8 @@ class BatchJournal:
         entry.batch_id = batch_id
 
     def forget(self, batch_id: str) -> Entry:
-        """Give up an open batch (the provider lost it): it is finished as ``forgotten``, so
-        a rerun sends its requests again. ``KeyError`` naming the open batches otherwise."""
+        """Give up an open batch the provider lost: finished as ``forgotten``, so a rerun sends its
+        requests again."""
         open_ones = [e for e in self.entries() if not e.finished]
         entry = next((e for e in open_ones if e.batch_id == batch_id), None)
         if entry is None:
@@ -383,8 +363,6 @@ TERMINAL = ("completed", "failed", "expired", "cancelled")
 
 @dataclass(frozen=True)
 class BatchState:
-    """What the provider says about one batch."""
-
     id: str
     status: str
     input_file_id: str
@@ -418,8 +396,6 @@ def _state(batch: Any) -> BatchState:
 
 
 class BatchTransport:
-    """The Batch API of one endpoint (its calls retried by the SDK, as every request is)."""
-
     def __init__(self, client: EndpointClient):
         self.client = client
 
@@ -427,7 +403,6 @@ class BatchTransport:
         return self.client.sdk_call(what, call)
 
     def upload(self, data: bytes) -> str:
-        """Upload an input file; its id."""
         made = self._call(
             "batch file upload",
             lambda sdk: sdk.files.create(file=("requests.jsonl", data), purpose="batch"),
@@ -451,7 +426,7 @@ class BatchTransport:
         return _state(self._call("batch status", lambda sdk: sdk.batches.retrieve(batch_id)))
 
     def find(self, file_id: str) -> BatchState | None:
-        """The batch made from input file ``file_id``, if one was created (the newest first)."""
+        """The batch made from input file ``file_id``, if one was created."""
 
         def look(sdk: Any) -> Any:
             for batch in sdk.batches.list(limit=100):  # newest first; the SDK pages on
@@ -463,7 +438,6 @@ class BatchTransport:
         return None if found is None else _state(found)
 
     def content(self, file_id: str) -> str:
-        """An output or error file's text."""
         response = self._call("batch file download", lambda sdk: sdk.files.content(file_id))
         return response.text
 
@@ -483,8 +457,6 @@ class BatchLost(LLMError):
 
 @dataclass
 class Tracked:
-    """A batch this process waits for."""
-
     entry: Entry
     reserved: float | None
     state: BatchState | None = None
@@ -495,9 +467,8 @@ SAY_EVERY_S = 60.0  # the least time between two lines about a batch still being
 
 
 class BatchSession:
-    """Send ``todo`` (cache key → request, none answered by the cache) through one endpoint's
-    Batch API; ``client`` is the :class:`memcost.llm.batch.BatchPrefill` that puts
-    results in its cache and ledger (:meth:`memcost.llm.batch.BatchPrefill.result`)."""
+    """Send ``todo`` (key → request) through one endpoint's Batch API; ``client`` puts each result
+    in the store."""
 
     def __init__(
         self,
@@ -551,8 +522,8 @@ class BatchSession:
                 bar.close()
 
     def _next_round(self) -> bool:
-        """Re-batch what expired, was cancelled or failed on the server's side, or leave it to
-        the stage's interactive calls (``batch_retry``); ``False`` when nothing is left."""
+        """Re-batch what expired, was cancelled or failed on the server, or leave it to the
+        interactive calls (``batch_retry``); ``False`` when nothing is left."""
         again = sorted(k for k in self.retry if not self.client.store.has_answer(k))
         self.retry = set()
         if not again:
@@ -574,8 +545,7 @@ class BatchSession:
     # -------------------------------------------------------------------------- submitting
 
     def _retrieve(self, entry: Entry) -> BatchState:
-        """The batch's state; :class:`BatchLost` with the way out when the provider has
-        forgotten it (every rerun would otherwise stop on the same 404)."""
+        """The batch's state; :class:`BatchLost`, with the way out, when the provider forgot it."""
         try:
             return self.transport.retrieve(str(entry.batch_id))
         except FatalAPIError as exc:
@@ -615,7 +585,6 @@ class BatchSession:
         return covered
 
     def _plan(self, keys: list[str]) -> None:
-        """Files within the API's limits: one model and URL each, in request order."""
         by_model: dict[tuple[str, str], list[Line]] = {}
         for key in keys:
             line = self.lines[key]
@@ -625,7 +594,7 @@ class BatchSession:
             self.queue.extend(split_lines(lines, max_tokens=limits.get(model)))
 
     def _submit_ready(self) -> None:
-        """Submit the files the enqueued-token limit lets in now (one per model at least)."""
+        """Submit the files the enqueued-token limit lets in (one per model at least)."""
         limits = self.client.batch_options["queue_tokens"]
         waiting: list[list[Line]] = []
         for part in self.queue:
@@ -672,8 +641,7 @@ class BatchSession:
     # -------------------------------------------------------------------------- results
 
     def _ingest(self, tracked: Tracked) -> None:
-        """Every result of a batch that ended into the cache and ledger; what did not run (or
-        failed on the server's side) waits for the next round."""
+        """A finished batch's results into the store; what did not run waits for the next round."""
         state, entry = tracked.state, tracked.entry
         assert state is not None
         answers = {}
@@ -802,7 +770,6 @@ BATCH_BACKENDS = (DISCOUNT_BACKEND,)  # who has a Batch API (memcost.catalog, th
 
 
 def batch_refusal(backend: str, where: str = "") -> str | None:
-    """Why stages set to ``batch`` cannot run on ``backend`` (``None``: they can)."""
     if backend in BATCH_BACKENDS or backend == "offline":
         return None
     return (
@@ -813,8 +780,8 @@ def batch_refusal(backend: str, where: str = "") -> str | None:
 
 
 def check_batch(config: Any) -> None:
-    """Refuse ``batch`` where there is no Batch API, before any call; on the offline backend it
-    means nothing (nothing is paid): say so and go on. ``config``: a ClientConfig."""
+    """Refuse ``batch`` where there is no Batch API, before any call (offline: say it means
+    nothing)."""
     if "batch" not in config.execution.values():
         return
     refused = batch_refusal(config.backend)
@@ -852,8 +819,8 @@ class BatchPrefill:
         self.calls.accounting.count(name, n)
 
     def fill(self, requests: Sequence[Request]) -> None:
-        """Send the batch stages' requests the cache cannot answer through the Batch API and
-        wait for them (see the module's docstring)."""
+        """Send the batch stages' requests the store cannot answer through the Batch API,
+        and wait."""
         if self.config.cache_mode == "replay_only" or "batch" not in self.config.execution.values():
             return
         wanted: dict[str, tuple[Endpoint, dict[str, Request]]] = {}
@@ -914,8 +881,8 @@ class BatchPrefill:
         turnaround_s: float,
         attempts: int,
     ) -> float:
-        """One answer of a batch into the run's store (record and answer); its batch-priced
-        cost. ``ValueError`` when the body cannot be read."""
+        """One answer of a batch into the store; its batch-priced cost (``ValueError``:
+        unreadable)."""
         if isinstance(request, EmbeddingRequest):
             reply = embedding_reply(body, len(request.inputs))
         else:

@@ -1,16 +1,5 @@
-"""Requests, answers and errors of the model-call client, as values.
-
-A request is frozen: everything that can change the model's answer (model snapshot, messages,
-generation parameters, ``sample_index``) is a field, and its cache key is the sha256 of its
-canonical JSON together with the identity of the endpoint that serves it. Two fields ride along
-without being part of the key and are never sent: ``payload`` (structured inputs for the
-stage's offline method) and ``tags`` (copied into the call's record: dataset, question id, ...).
-
-Here too: the errors that stop a stage, each with a message that says what to do next, and the
-forgiving JSON parser with the re-ask sent when a model's reply does not parse (a re-ask is a
-new request, the bad reply and a short correction appended, so its key differs from the
-original's and the store can never hand back the same bad answer).
-"""
+"""Requests, results and errors of the model-call client, as values; the forgiving JSON parser and
+the re-ask."""
 
 from __future__ import annotations
 
@@ -42,10 +31,9 @@ def _escaped_chunk(chunk: str) -> str:
 
 
 def json_text(text: str) -> str:
-    """``canonical_json(text)``. JSON escapes each character on its own, so a long text is
-    escaped in fixed chunks, each remembered: the questions about one conversation share their
-    prompt's long start, which is then escaped once instead of once per question (escaping
-    whole prompts for their keys took a fifth of the offline long-context stage)."""
+    """``canonical_json(text)``, escaped in remembered chunks: a conversation's questions share
+    their prompt's long start, escaped once (whole prompts took a fifth of the offline
+    long-context stage)."""
     if len(text) <= _CHUNK_CHARS:
         return canonical_json(text)
     chunks = (text[i : i + _CHUNK_CHARS] for i in range(0, len(text), _CHUNK_CHARS))
@@ -72,14 +60,9 @@ def _check_common(
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat completion, as a value.
-
-    ``max_output_tokens`` is the output limit whatever the model calls it (the registry's
-    ``output_limit_param``: ``max_completion_tokens`` for OpenAI's reasoning models, which also
-    bounds reasoning tokens, else ``max_tokens``). A registered model that rejects
-    ``temperature`` is an error here rather than an HTTP 400 later; the body is checked against
-    the model's capabilities before it is sent (:func:`memcost.llm.providers.chat_body`).
-    """
+    """One chat completion, as a value; ``max_output_tokens`` is the output limit whatever the model
+    calls it, and a registered model that rejects ``temperature`` is an error here, not an HTTP
+    400."""
 
     model: str  # as sent, with snapshot date where there is one ("gpt-5-mini-2025-08-07")
     messages: tuple[tuple[str, str], ...]  # ((role, content), ...), in the order sent
@@ -122,7 +105,6 @@ class ChatRequest:
             raise ValueError("max_output_tokens must be positive")
 
     def params(self) -> dict[str, Any]:
-        """Generation parameters that are set (family-neutral names)."""
         out: dict[str, Any] = {}
         if self.reasoning_effort is not None:
             out["reasoning_effort"] = self.reasoning_effort
@@ -138,9 +120,8 @@ class ChatRequest:
 
     @cached_property
     def _material(self) -> str:
-        """``canonical_json({"messages": [[role, content], ...], "model": ..., "params": ...,
-        "sample_index": ...})``, written out in that (sorted) order so that long contents are
-        escaped a chunk at a time (:func:`json_text`)."""
+        """The key's canonical JSON, written out in sorted order so that long contents are escaped a
+        chunk at a time."""
         messages = ",".join(
             f"[{json_text(role)},{json_text(text)}]" for role, text in self.messages
         )
@@ -161,7 +142,6 @@ class ChatRequest:
         return {}
 
     def excerpt(self, chars: int = 120) -> str:
-        """The start of the last user message, for error messages."""
         text = next((c for r, c in reversed(self.messages) if r == "user"), self.messages[-1][1])
         text = " ".join(text.split())
         return text if len(text) <= chars else text[: chars - 3] + "..."
@@ -172,7 +152,7 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class EmbeddingRequest:
-    """One embeddings API call: a batch of texts (the client forms batches within API limits)."""
+    """One embeddings call: a batch of texts within the API's limits."""
 
     model: str
     inputs: tuple[str, ...]
@@ -211,8 +191,7 @@ class EmbeddingRequest:
 
 
 def request_record(request: ChatRequest | EmbeddingRequest) -> dict[str, Any]:
-    """A request as JSON (without ``payload``, which only the offline backend reads), for a
-    file that must give the same request back: :func:`request_from_record`."""
+    """A request as JSON (no ``payload``) that :func:`request_from_record` gives back."""
     if isinstance(request, EmbeddingRequest):
         return {
             "kind": "embedding",
@@ -249,7 +228,7 @@ def request_from_record(record: Mapping[str, Any]) -> ChatRequest | EmbeddingReq
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage of one call as the API bills it (reasoning tokens are part of completion)."""
+    """Token usage of one call as billed (reasoning tokens are part of completion)."""
 
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
@@ -306,7 +285,7 @@ class CallResult:
         return self.error is None and self.parse_error is None
 
     def record_fields(self) -> dict[str, Any]:
-        """The per-answer fields every output record carries (docs/architecture.md)."""
+        """The per-answer fields every output record carries."""
         return {
             "model": self.request.model,
             "backend": self.backend,
@@ -320,7 +299,6 @@ class CallResult:
 def as_messages(
     messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]],
 ) -> tuple[tuple[str, str], ...]:
-    """Accept ``[{"role": ..., "content": ...}]`` as well as ``[(role, content)]``."""
     out = []
     for m in messages:
         if isinstance(m, Mapping):
@@ -334,32 +312,26 @@ def as_messages(
 # --- Errors ---------------------------------------------------------------------------------
 
 
-class LLMError(RuntimeError):
-    """Base class of every error the model-call client raises on purpose."""
+class LLMError(RuntimeError): ...
 
 
-class MissingCredentials(LLMError):
-    """No API key where the chosen backend needs one (raised before anything is sent)."""
+class MissingCredentials(LLMError): ...
 
 
 class FatalAPIError(LLMError):
-    """An error that retrying cannot fix (HTTP 400, 401, 403, 404, ...): the stage stops."""
+    """An error retrying cannot fix (HTTP 400, 401, 403, 404, ...): the stage stops."""
 
     def __init__(self, message: str, *, status: int | None = None):
         super().__init__(message)
         self.status = status
 
 
-class CacheMiss(LLMError):
-    """``cache_mode="replay_only"`` and the response is not in the cache."""
+class CacheMiss(LLMError): ...
 
 
 class BudgetExceeded(LLMError):
-    """The next call would take the run's spend past ``max_cost_usd``.
-
-    Raised after the calls already in flight have finished and been recorded; ``results`` holds
-    what completed (``None`` where an item was not run), in input order.
-    """
+    """The next call would take the spend past ``max_cost_usd``; raised once the calls in flight are
+    recorded, ``results`` holding what completed."""
 
     def __init__(
         self, message: str, *, spent_usd: float, limit_usd: float, results: list[Any] | None = None
@@ -371,8 +343,8 @@ class BudgetExceeded(LLMError):
 
 
 class TransientError(Exception):
-    """A request still failing after the SDK's retries (a status it retries, a timeout, a lost
-    connection) or a reply that does not parse: the item fails, a rerun asks again."""
+    """Still failing after the SDK's retries, or a reply that does not parse: the item fails, a
+    rerun asks again."""
 
     def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
         super().__init__(message)
@@ -380,17 +352,16 @@ class TransientError(Exception):
         self.code = code  # the API's error code (e.g. Flex's "resource_unavailable")
 
 
-class ModelCapabilityError(LLMError, ValueError):
-    """A request carries a parameter its model does not accept (found before it is sent)."""
+class ModelCapabilityError(LLMError, ValueError): ...
 
 
 class QuotaExhausted(FatalAPIError):
-    """HTTP 429 ``insufficient_quota``: the account has no credit; the run stops at once."""
+    """HTTP 429 ``insufficient_quota``: no credit; the run stops at once."""
 
 
 class ItemRejected(FatalAPIError):
-    """A non-retryable 4xx for one item (``invalid_prompt``, ``context_length_exceeded``, ...):
-    that item fails with the error and the stage goes on."""
+    """A non-retryable 4xx for one item (``context_length_exceeded``, ...): it fails, the stage goes
+    on."""
 
     def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
         super().__init__(message, status=status)
@@ -403,8 +374,8 @@ _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
 def parse_json(text: str) -> Any:
-    """JSON from a model reply: accepts a bare value, a fenced block, or the outermost
-    ``{...}``/``[...]`` inside prose. Raises ``ValueError`` when there is none."""
+    """JSON from a reply: a bare value, a fenced block, or the outermost ``{...}``/``[...]`` in
+    prose; ``ValueError`` when none."""
     stripped = text.strip()
     fenced = _FENCE.match(stripped)
     if fenced:
@@ -432,7 +403,6 @@ def parse_json(text: str) -> Any:
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
-    """Like :func:`parse_json`, but the value must be an object."""
     value = parse_json(text)
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
@@ -440,9 +410,8 @@ def parse_json_object(text: str) -> dict[str, Any]:
 
 
 def reask_request(previous: ChatRequest, bad_reply: str, error: str, number: int) -> ChatRequest:
-    """The ``number``-th re-ask (1-based): ``previous`` (the request that got ``bad_reply``) with
-    the reply and a correction appended. Each re-ask extends the last one, so even a model that
-    repeats itself word for word never produces the same request twice."""
+    """The ``number``-th re-ask: ``previous`` with the bad reply and a correction appended (each
+    extends the last, so no two are the same request)."""
     correction = JSON_REASK.messages(error=error[:300])
     suffix = f"+{JSON_REASK.id}"
     version = previous.prompt_version

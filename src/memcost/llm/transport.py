@@ -1,23 +1,5 @@
-"""Where a request goes and how it is sent: endpoints, timeouts, pacing, outages.
-
-The SDK sends each request and retries it (``max_retries``: HTTP 408, 409, 429, 5xx, timeouts
-and lost connections, after the server's Retry-After or its own backoff). :class:`Transport`
-adds what the SDK lacks, on every attempt through its HTTP client's event hooks: pacing to the
-account's rate limits, every attempt counted in the call's record, no new attempt once the stage
-stops, and a stage stopped when its endpoint looks down. It never touches the store of calls or
-the budget.
-
-Pacing (:class:`Pacer`): a provider counts requests and tokens per minute for each model, as
-buckets that refill continuously, and answers 429 when one is empty. The pacer keeps a copy of
-each bucket on this side: an attempt waits until its model's buckets hold one request and its
-tokens (its prompt, counted before it is sent, plus its output limit), takes them, and is
-settled on the reply: its headers say what the provider counted, and without them the reserved
-output tokens it did not use go back. The limits come from ``rate_limits`` (stated up front,
-such as a usage tier's) and are corrected by the ``x-ratelimit-*`` headers of every reply.
-Concurrency is adaptive within ``max_concurrency``: it grows by one after each reply that shows
-headroom and halves on a 429, whose model then holds every attempt for the server's hint and
-lets them leave one by one, jittered, instead of all together (the thundering herd).
-"""
+"""Where a request goes and how each of the SDK's attempts is paced, counted and stopped
+(docs/architecture.md, "Model calls")."""
 
 from __future__ import annotations
 
@@ -91,14 +73,13 @@ class _Bucket:
         self.level = min(self.capacity, self.level + elapsed * self.rate)
 
     def wait_s(self, amount: float) -> float:
-        """Seconds until ``amount`` fits (a request larger than the bucket waits for a full
-        one, then goes: the provider accepts it, or says why in its 400)."""
+        """Seconds until ``amount`` fits (more than the bucket holds: until it is full)."""
         amount = min(amount, self.capacity)
         return 0.0 if self.level >= amount else (amount - self.level) / self.rate
 
     def learn(self, limit: float | None, remaining: float | None, outstanding: float) -> bool:
-        """A reply's headers: the provider's limit replaces ours, and its remaining count (less
-        what is in flight since) caps our level. Returns whether it showed headroom."""
+        """A reply's headers: the provider's limit replaces ours, its remaining count (less what is
+        in flight since) caps our level; whether it showed headroom."""
         if limit is not None and limit > 0:
             self.limit = limit
             self.level = min(self.level, self.capacity)
@@ -110,8 +91,6 @@ class _Bucket:
 
 @dataclass
 class Ticket:
-    """One request let through: what it reserved, and when."""
-
     model: str
     tokens: float
     sent: float
@@ -119,7 +98,7 @@ class Ticket:
 
 
 class ModelPacer:
-    """The buckets and the concurrency window of one model (see the module's docstring)."""
+    """The buckets and the concurrency window of one model."""
 
     def __init__(self, model: str, stated: Limits | None, ceiling: int, rng: random.Random):
         stated = stated or Limits()
@@ -177,8 +156,7 @@ class ModelPacer:
         return max(waits)
 
     def _spacing(self) -> float:
-        """The gap between two releases while draining: the request bucket's refill interval
-        (or a tenth of a second without one), jittered so that retries never line up."""
+        """The jittered gap between two releases while draining."""
         base = 1.0 / self.requests.rate if self.requests is not None else 0.1
         return base * (0.5 + self.rng.random())
 
@@ -193,9 +171,8 @@ class ModelPacer:
         rate_limited: bool = False,
         hold_s: float | None = None,
     ) -> None:
-        """A reply to ``ticket``'s request: give back unused tokens, learn from the headers,
-        and grow (headroom) or halve (a 429) the window. ``hold_s``: a 429's Retry-After, which
-        holds every request of the model, not only the refused one."""
+        """A reply: give back unused tokens, learn from the headers, grow or halve the window;
+        ``hold_s``, a 429's hint, holds every request of the model."""
         if ticket is None:
             return
         with self._cond:
@@ -239,8 +216,7 @@ class ModelPacer:
         return headroom
 
     def _drain(self, hold_s: float | None) -> None:
-        """After a 429: the buckets are empty as far as anyone knows, nothing goes before the
-        server's Retry-After, and requests leave one by one from then on."""
+        """After a 429 nothing goes before the hint, then requests leave one by one."""
         for bucket in (self.requests, self.tokens):
             if bucket is not None:
                 bucket.level = min(bucket.level, 0.0)
@@ -249,7 +225,6 @@ class ModelPacer:
         self._drain_serial = self.serial
 
     def state(self) -> dict[str, Any]:
-        """The limits in force, the window and the counts (for the run's records)."""
         with self._cond:
             return {
                 "model": self.model,
@@ -262,8 +237,6 @@ class ModelPacer:
 
 
 class Pacer:
-    """Every model's :class:`ModelPacer`, made on first use."""
-
     def __init__(self, stated: Mapping[str, Limits] | None, ceiling: int):
         self.stated = dict(stated or {})
         self.ceiling = ceiling
@@ -299,14 +272,11 @@ WAIT_RETRY = "waiting to be retried"
 WAIT_PACED = "held by the model's rate limit"
 
 
-class StageStopped(Exception):
-    """Internal: the stage stopped while a request waited for its next attempt."""
+class StageStopped(Exception): ...
 
 
 @dataclass
 class Sent:
-    """What sending one request came to: the reply, or why there is none."""
-
     response: dict[str, Any] | None = None
     error: str | None = None
     attempts: int = 0
@@ -317,7 +287,7 @@ class Sent:
 
 @dataclass
 class _Flight:
-    """The request this thread is sending: its model's pacer, what it reserves, its attempts."""
+    """The request this thread is sending: its model's pacer, its reservation, its attempts."""
 
     pacer: ModelPacer
     tokens: float
@@ -329,7 +299,7 @@ class _Flight:
 
 
 class Transport:
-    """Endpoints and HTTP attempts for one client (see the module's docstring)."""
+    """Endpoints and the SDK's attempts for one client."""
 
     def __init__(self, config: ClientConfig, accounting: Accounting):
         self.config = config
@@ -362,15 +332,14 @@ class Transport:
             self._wait(None)
 
     def waiting(self) -> list[str]:
-        """Why each request that is not being sent right now waits (the heartbeat's line):
-        :data:`WAIT_429`, :data:`WAIT_RETRY` or :data:`WAIT_PACED`."""
+        """Why each request not on the wire waits (the heartbeat's line)."""
         with self._lock:
             return list(self._waits.values())
 
     # ------------------------------------------------------------------ where
 
     def endpoint_for(self, model: str) -> Endpoint | None:
-        """Where ``model``'s calls go (``None``: the offline backend)."""
+        """Where ``model``'s calls go (``None``: offline)."""
         if model not in self._routes:
             c = self.config
             backend = c.backend_for(model)
@@ -388,12 +357,9 @@ class Transport:
         return self._routes[model]
 
     def capabilities(self, model: str) -> ModelInfo:
-        """What ``model`` accepts: the caller's declaration, else the registry; an unknown model
-        raises :class:`memcost.catalog.UnknownModelError` naming what to add."""
         return model_info(model, self.config.model_capabilities)
 
     def client_for(self, endpoint: Endpoint) -> EndpointClient:
-        """The SDK client of ``endpoint`` (one per endpoint; each request passes its timeout)."""
         with self._lock:
             client = self._clients.get(endpoint.identity)
             if client is None:
@@ -408,8 +374,7 @@ class Transport:
             return client
 
     def timeout_for(self, request: Request) -> float:
-        """Seconds one attempt may take: ``request_timeout_s``, or when it is 0 sized to the
-        model and the prompt (:func:`memcost.catalog.request_timeout`)."""
+        """``request_timeout_s``, or (0) sized to the model and the prompt."""
         if self.config.request_timeout_s > 0:
             return self.config.request_timeout_s
         try:
@@ -424,7 +389,7 @@ class Transport:
     # ------------------------------------------------------------------ how
 
     def send(self, request: Request, endpoint: Endpoint) -> Sent:
-        """The request through the SDK (its retries), each attempt paced and counted."""
+        """The request through the SDK and its retries."""
         client, timeout = self.client_for(endpoint), self.timeout_for(request)
         flight = _Flight(self.pacer.model(request.model), self._token_estimate(request))
         self._local.flight = flight
@@ -463,8 +428,8 @@ class Transport:
         return sent
 
     def on_request(self, http_request: Any) -> None:
-        """Before every attempt of a request :meth:`send` makes (the SDK's event hook): wait for
-        its model's buckets, unless the stage has stopped."""
+        """Before every attempt (the SDK's event hook): wait for its model's buckets, unless the
+        stage stopped."""
         flight: _Flight | None = getattr(self._local, "flight", None)
         if flight is None:  # an SDK call of its own (the Batch API's, the model listing)
             return
@@ -478,8 +443,8 @@ class Transport:
         flight.sent = time.perf_counter()
 
     def on_response(self, response: Any) -> None:
-        """After every attempt's answer (the SDK's event hook): settle its reservation and learn
-        from its headers; a 429 slows its model (a Flex 429 waits for capacity alone)."""
+        """After every attempt: settle its reservation, learn from its headers; a 429 holds its
+        model (a Flex 429 only its request)."""
         flight: _Flight | None = getattr(self._local, "flight", None)
         if flight is None or flight.ticket is None:
             return
@@ -515,8 +480,7 @@ class Transport:
             self._wait(WAIT_RETRY)
 
     def _say_waiting(self, what: str, counter: str) -> None:
-        """Count it, and say so at most once every 30 s (a long run of 429s shows on the
-        terminal without flooding it)."""
+        """Count it; say so at most every 30 s."""
         self.accounting.count(counter)
         now = time.monotonic()
         with self._lock:
@@ -527,18 +491,15 @@ class Transport:
 
     @staticmethod
     def _token_estimate(request: Request) -> int:
-        """Tokens a request may use (its prompt and its output limit), for its model's
-        tokens-per-minute bucket (counted even before one is known: the first reply's headers
-        may create it, and what is in flight then must count against it)."""
+        """A request's prompt and output limit, for its model's token bucket."""
         if isinstance(request, EmbeddingRequest):
             return sum(count_tokens(t) for t in request.inputs)
         prompt = sum(count_tokens(c) for _, c in request.messages)
         return prompt + (request.max_output_tokens or 0)
 
     def note(self, failed: bool, request: Request, *, rate_limited: bool = False) -> None:
-        """Stop when the endpoint looks down: many calls in a row failing after all retries, or
-        all of a stage's first calls. When every one of them was refused with a 429, the
-        account's limits are the cause, and the message says so."""
+        """Stop when the endpoint looks down: many calls in a row failed after their retries, or all
+        of a stage's first calls (all 429s: the account's limits, and the message says so)."""
         limit = self.config.max_consecutive_failures
         probe_size = min(STAGE_PROBE_CALLS, limit)
         with self._lock:
@@ -578,7 +539,6 @@ class Transport:
 
 
 def _error_code(response: Any) -> str | None:
-    """The ``error.code`` of an error reply's JSON body (read in the hook: it is small)."""
     try:
         response.read()
         return (json.loads(response.content).get("error") or {}).get("code")
@@ -587,7 +547,6 @@ def _error_code(response: Any) -> str | None:
 
 
 def _used_tokens(response: dict[str, Any] | None) -> float | None:
-    """Tokens a reply says it used (prompt and completion), for settling its reservation."""
     usage = (response or {}).get("usage")
     if isinstance(usage, dict):
         return float((usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))

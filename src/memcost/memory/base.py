@@ -1,18 +1,5 @@
-"""The memory-system interface: what every memory the study compares does, found by name.
-
-A memory system ingests each user's conversation once (every model call through the one client,
-tagged with the system's answer name and its step) and then, per question, says what it knows
-that bears on it: a few items with their text, date, score and token count (:class:`Recall`).
-It reports its state per user (items stored, tokens held, model calls made). Systems register
-themselves by name (:func:`register`); adding one is one module of this package. The paper's is
-``mem0_style``; the others are the architectures the field compares it with.
-
-The systems that keep their own items (all but ``mem0_style``, whose facts live in the run's
-vector store) write them here: ``<ds>/memory/systems/<name>/<user>.parquet`` (schema
-:data:`ITEM_SCHEMA`, vectors as ``float32`` lists, invalidated items kept with ``valid`` false)
-and ``done.json`` (``{user: {"fingerprint": ..., "calls": n}}``, written after the user's items,
-so a killed build redoes only unfinished users); a failed user is in ``failed.json`` and retried.
-"""
+"""The memory-system interface: what every memory the study compares does, found by name
+(docs/adding-a-memory-system.md)."""
 
 from __future__ import annotations
 
@@ -59,15 +46,11 @@ class Recall:
 
     @property
     def facts(self) -> pd.DataFrame:
-        """The items as the reader and evidence recall read them (as the walk-through's
-        :class:`memcost.memory.search.Retrieved` has them: ``text``, ``session_datetime``)."""
         return self.items
 
 
 @dataclass
 class SystemBuild:
-    """What one system's build did for a dataset (the notebook prints it)."""
-
     system: str
     users: int = 0
     built: int = 0  # by this run
@@ -124,11 +107,9 @@ class MemorySystem(ABC):
     def settings_from(
         cls, given: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Its settings: the ``memory_systems`` entry's (``given``) over the notebook
-        ``parameters`` it reads (:attr:`parameters`), over the run's models, over its defaults.
-        Every system writes with the run's ``extraction_model`` and embeds with its
-        ``embedding_model`` unless its entry names others: a run on other models (a local
-        server) never sends one system's calls to the paper's."""
+        """The ``memory_systems`` entry's settings (``given``) over the notebook ``parameters`` it
+        reads, over the run's models, over its defaults: a run on other models never sends a
+        system's calls to the paper's."""
         parameters = parameters or {}
         run_models = {
             cls.write_model_setting: "extraction_model",
@@ -144,46 +125,39 @@ class MemorySystem(ABC):
 
     @classmethod
     def in_turn(cls, settings: Mapping[str, Any]) -> tuple[str, ...]:
-        """:attr:`stages_in_turn` with these settings."""
         return cls.stages_in_turn
 
     @classmethod
     def read_context_tokens(
         cls, settings: Mapping[str, Any], history_tokens: float, turn_tokens: float
     ) -> float | None:
-        """The memory the reader sees per question, in tokens, as the pre-run estimate sizes
-        it from the settings, for a history of ``history_tokens`` in turns of ``turn_tokens``
-        (``None``: not known before the run; the estimate prices the paper's memory read)."""
+        """The memory the reader sees per question, as the pre-run estimate sizes it (``None``: not
+        known before the run)."""
         return None
 
     @classmethod
     def read_shared_tokens(
         cls, settings: Mapping[str, Any], history_tokens: float, turn_tokens: float
     ) -> float:
-        """The part of :meth:`read_context_tokens` that every question of a user sees first, the
-        same each time (raw messages shown to every question): what a provider's prompt cache
-        serves from the user's second question on. None by default: what a search retrieves
-        changes with the question."""
+        """The part of it every question of a user sees first (served by a prompt cache from the
+        second question on)."""
         return 0.0
 
     @classmethod
     def write_calls(
         cls, settings: Mapping[str, Any], stats: pd.DataFrame, segments: int
     ) -> tuple[int, float]:
-        """The calls writing the memory makes (model calls; embedding requests for a system
-        without a model pass) and the share of the history they read, as the pre-run estimate
-        counts them from the settings, for the conversations of ``stats``
-        (``conversation_stats.parquet``'s rows) cut into ``segments`` (the estimate prices what
-        they read at ``write_passes``). By default a call reads each segment."""
+        """The calls writing the memory makes and the share of the history they read, as the pre-run
+        estimate counts them (by default one per segment)."""
         return segments, 1.0
 
     @abstractmethod
     def build(self, client: LLMClient, conversations: pd.DataFrame) -> SystemBuild:
-        """Ingest every user's conversation not built yet with these settings (resumable)."""
+        """Ingest every user not built yet with these settings (resumable)."""
 
     @abstractmethod
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        """Each question's recall, by question id, in the order the questions were asked."""
+        """Each question's recall by question id, in the order asked."""
 
     @abstractmethod
     def state(self) -> pd.DataFrame:
@@ -192,7 +166,7 @@ class MemorySystem(ABC):
     @abstractmethod
     def items(self, user: str) -> pd.DataFrame:
         """What the system stores for ``user`` (at least ``kind``, ``text``, ``tokens``,
-        ``valid``): the notebooks show it."""
+        ``valid``)."""
 
     @property
     @abstractmethod
@@ -200,29 +174,23 @@ class MemorySystem(ABC):
         """The files a rebuilt memory changes (answers made from an older one are redone)."""
 
     def live(self, user: str) -> Any:
-        """``user``'s memory served turn by turn (:class:`memcost.memory.live.LiveMemory`),
-        for the serving study; ``ValueError`` for a system that has no such mode."""
+        """``user``'s memory served turn by turn (:class:`memcost.memory.live.LiveMemory`)."""
         raise ValueError(f"memory system {self.name} cannot be served turn by turn")
 
     @classmethod
     def uses_run_server(cls, settings: Mapping[str, Any]) -> bool:
-        """Does it keep its memory in the run's private database server? (Whichever notebook
-        needs it first starts it: the runner then runs datasets one after another.)"""
+        """Does it keep its memory in the run's private database server?"""
         return False
 
     @classmethod
     def check_available(cls) -> None:
-        """Raise ``ValueError`` in one line when the system cannot run here (a library that is
-        missing or of an unsupported version); checked before a run starts."""
+        """``ValueError`` in one line when the system cannot run here (checked before a run)."""
         return None  # the systems of this repository need nothing beyond its own packages
 
     def close(self) -> None:
-        """Let go of what the system holds open (a private database server stops, its data
-        kept for a resume)."""
         return None
 
     def tags(self, user: str, **extra: Any) -> dict[str, Any]:
-        """The ledger tags of one of this system's calls."""
         return {
             "dataset": self.dataset,
             "conversation_id": user,
@@ -233,8 +201,7 @@ class MemorySystem(ABC):
 
 
 def rows_by_user(users: Iterable[Any]) -> dict[str, list[int]]:
-    """The positions of each user in ``users`` (one per question or call), users in the order
-    they first appear: a user's questions are searched and answered together, in order."""
+    """The positions of each user in ``users``, users in the order they first appear."""
     rows: dict[str, list[int]] = {}
     for i, user in enumerate(users):
         rows.setdefault(str(user), []).append(i)
@@ -248,8 +215,8 @@ _PLUGINS_LOADED = False
 
 
 def register(cls: type[MemorySystem]) -> type[MemorySystem]:
-    """Class decorator: make ``cls`` available by its ``name`` in this process (a plugin's
-    systems are registered for every process: :mod:`memcost.plugins`)."""
+    """Class decorator: ``cls`` by its ``name`` in this process (a plugin's are registered in every
+    process)."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"two memory systems named {cls.name!r}")
     answers_as = getattr(cls, "answers_as", None)
@@ -272,12 +239,10 @@ def _registry() -> dict[str, type[MemorySystem]]:
 
 
 def system_names() -> tuple[str, ...]:
-    """The registered systems, the paper's first."""
     return tuple(sorted(_registry(), key=lambda n: (n != "mem0_style", n)))
 
 
 def system_class(name: str) -> type[MemorySystem]:
-    """The system registered as ``name``; ``ValueError`` in one line listing the known ones."""
     if name not in _registry():
         raise ValueError(
             f"unknown memory system {name!r}; the memory systems are {', '.join(system_names())}"
@@ -294,8 +259,6 @@ def open_system(
 def open_systems(
     value: Any, ds: DatasetPaths, *, dataset: str, parameters: Mapping[str, Any] | None = None
 ) -> dict[str, MemorySystem]:
-    """``memory_systems`` opened, by name, in the order listed (``parameters``: the notebook's,
-    for the systems that read them)."""
     return {
         name: system_class(name)(
             ds, system_class(name).settings_from(settings, parameters), dataset=dataset
@@ -305,10 +268,9 @@ def open_systems(
 
 
 def parse_systems(value: Any, *, runnable: bool = True) -> list[tuple[str, dict[str, Any]]]:
-    """``memory_systems`` as ``[(name, settings), ...]``: each entry a name (``rag``) or a
-    one-key mapping of a name to its settings (``{hierarchical: {window_turns: 20}}``).
-    ``ValueError`` in one line for an unknown name or setting, a name given twice, or (with
-    ``runnable``) a system that cannot run here."""
+    """``memory_systems`` as ``[(name, settings)]``: names (``rag``) or one-key mappings
+    (``{hierarchical: {window_turns: 20}}``); ``ValueError`` in one line for an unknown name or
+    setting, a repeated name, or (``runnable``) a system that cannot run here."""
     if not isinstance(value, list | tuple) or not value:
         raise ValueError(
             f"memory_systems={value!r}: expected a list of system names, e.g. "

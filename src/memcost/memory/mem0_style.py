@@ -1,16 +1,5 @@
-"""``mem0_style``: the paper's memory (paper §3.1) as a memory system, built and served.
-
-Segments of 10 messages and at most 8,000 characters, one extraction call each, the update
-phase (ADD / UPDATE / DELETE / NOOP against the 10 most similar stored facts), the facts in the
-run's vector store (FAISS HNSW per user by default, or pgvector), top-20 retrieval.
-
-:class:`MemoryBuilder` builds every user resumably, in named steps: every segment's extraction
-at once, each user's new facts embedded, the update phase segment by segment (users in
-parallel, one wave per segment number), then the user's files, its facts in the vector store
-and ``done.json`` last. A rerun after a crash skips finished users (and the run's store of calls
-makes redone model calls free and recorded once). Notebook 01 walks through the same steps for
-one user; :class:`Mem0Live` takes them at each ingest of the serving study (notebook 06).
-"""
+"""``mem0_style``, the paper's memory (paper §3.1), built resumably in named steps and served turn
+by turn (docs/architecture.md, "The paper's memory")."""
 
 from __future__ import annotations
 
@@ -107,7 +96,6 @@ class Mem0Style(MemorySystem):
 
     @classmethod
     def in_turn(cls, settings):
-        """The update phase compares each segment's facts with what the segment before left."""
         return ("update",) if settings.get("update_phase", True) else ()
 
     @classmethod
@@ -116,7 +104,7 @@ class Mem0Style(MemorySystem):
 
     @classmethod
     def read_context_tokens(cls, settings, history_tokens, turn_tokens):
-        """``top_k`` facts of the paper's measured size (1,046 tokens at top-k 20)."""
+        """``top_k`` facts of the paper's measured size."""
         return int(settings["top_k"]) * TOKENS_PER_RETRIEVED_ITEM
 
     def __init__(self, ds, settings=None, *, dataset: str):
@@ -125,8 +113,7 @@ class Mem0Style(MemorySystem):
         self._memory: tuple[int | None, MemoryStore] | None = None  # (facts.parquet's mtime, it)
 
     def open_store(self, client: LLMClient) -> VectorStore:
-        """The run's vector store that ``vector_store`` names, opened once (a private database
-        server is started; :meth:`close` stops it, its data kept for a resume)."""
+        """The run's vector store, opened once (:meth:`close` stops a server it started)."""
         if self._store is None:
             s = self.settings
             self._store = open_store(
@@ -226,9 +213,8 @@ class Mem0Style(MemorySystem):
         )
 
     def _memories(self) -> MemoryStore:
-        """The users' memories, kept while facts.parquet is unchanged: the store groups every
-        user's facts in one read of the file, which a store made anew for each user repeated
-        (notebook 02 asks for each of LongMemEval's 500 users: 47 s of its 53)."""
+        """The users' memories while facts.parquet is unchanged, read in one pass (a store per user
+        was 47 s of notebook 02's 53 on LongMemEval)."""
         path = self.ds.memory / "facts.parquet"
         stamp = path.stat().st_mtime_ns if path.is_file() else None
         if self._memory is None or self._memory[0] != stamp:
@@ -265,8 +251,7 @@ BUILT_BY = (  # the system's settings that change what is built, beside the HNSW
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """The settings of notebook 01 that change what is built (a finished user built with other
-    settings is built again)."""
+    """The settings of notebook 01 that change what is built."""
 
     dataset: str
     extraction_model: str = EXTRACTION_MODEL
@@ -298,8 +283,7 @@ class MemoryConfig:
 
 
 def conversation_hashes(conversations: pd.DataFrame) -> dict[str, str]:
-    """Each user's turns as one hash (every column of ``conversations.parquet``, in order): a
-    changed turn changes that user's memory fingerprint only."""
+    """Each user's turns as one hash: a changed turn changes that user's fingerprint only."""
     out = {}
     for user, rows in conversations.groupby("conversation_id", sort=False):
         text = rows.to_json(orient="records", date_format="iso", default_handler=str)
@@ -308,14 +292,11 @@ def conversation_hashes(conversations: pd.DataFrame) -> dict[str, str]:
 
 
 def user_fingerprint(settings: str, conversation: str | None) -> str:
-    """A user's memory fingerprint: the settings' and the user's own conversation's."""
     return hashlib.sha256(f"{settings}:{conversation}".encode()).hexdigest()[:16]
 
 
 @dataclass
 class UserState:
-    """One user's memory while it is built: candidates per segment, rows, update records."""
-
     plan: UserPlan
     memory: UserMemory
     candidates: dict[int, list[Candidate]] = field(default_factory=dict)
@@ -325,7 +306,7 @@ class UserState:
 
 @dataclass
 class BuildReport:
-    """What :meth:`MemoryBuilder.run` did (the notebook prints it; metrics come from files)."""
+    """What :meth:`MemoryBuilder.run` did."""
 
     users: int = 0
     built: list[str] = field(default_factory=list)
@@ -341,7 +322,7 @@ class BuildReport:
 def extract_segments(
     client: LLMClient, config: MemoryConfig, segments: Sequence[Segment], *, desc: str
 ) -> list[CallResult]:
-    """One extraction call per segment (segments without a person's message get none)."""
+    """One extraction call per segment with a person's message."""
     requests = [
         extraction_request(
             s,
@@ -357,16 +338,14 @@ def extract_segments(
 
 
 def _tags(config: MemoryConfig, user: str) -> dict[str, Any]:
-    """The ledger tags of a user's fact embeddings (the extraction and update calls carry the
-    same: memcost.memory.segments, memcost.memory.update)."""
     return {"dataset": config.dataset, "conversation_id": user, "system": Mem0Style.answers_as}
 
 
 def embed_candidates(
     client: LLMClient, config: MemoryConfig, candidates: Mapping[str, Sequence[Candidate]]
 ) -> int | None:
-    """Embed each user's new facts (one group, tagged with the user) and set their ``vector``;
-    returns the dimensions (``None`` when there was nothing to embed)."""
+    """Embed each user's new facts (one group each) into their ``vector``; the dimensions, ``None``
+    when none."""
     users = list(candidates)
     groups = [([c.text for c in candidates[u]], _tags(config, u)) for u in users]
     vectors = client.embed_groups(groups, model=config.embedding_model, desc="embed facts")
@@ -384,8 +363,8 @@ def apply_planned(
     memories: Mapping[str, UserMemory],
     planned: Sequence[tuple[str, list[Decision]]],
 ) -> dict[str, list[dict[str, Any]]]:
-    """Embed the merged texts of these UPDATEs (one group per user), then apply each user's
-    decisions to their memory; returns each user's ``updates.jsonl`` records."""
+    """Embed the UPDATEs' merged texts, then apply each user's decisions; each user's
+    ``updates.jsonl`` records."""
     groups, where = [], []
     for u, decisions in planned:
         idx = merged_rows(decisions)
@@ -407,7 +386,6 @@ def apply_planned(
 
 
 def fail_segment(state: UserState, index: int, error: str) -> None:
-    """Mark segment ``index`` of the user as failed (its extraction had succeeded)."""
     for row in state.segment_rows:
         if row["segment_index"] == index:
             row.update(status="failed", candidates=0, error=error)
@@ -418,8 +396,7 @@ def fail_segment(state: UserState, index: int, error: str) -> None:
 def extract(
     client: LLMClient, config: MemoryConfig, states: Mapping[str, UserState], report: BuildReport
 ) -> None:
-    """Extraction for every segment of every pending user, at once; each state gets its
-    candidates per segment and its segment rows (ok, failed, no_person_messages)."""
+    """Every pending user's segments extracted at once, into candidates and segment rows."""
     jobs = [(u, s) for u, st in states.items() for s in st.plan.segments if s.person_messages]
     results = extract_segments(client, config, [s for _, s in jobs], desc="extract facts")
     report.extraction_calls = len(jobs)
@@ -455,12 +432,9 @@ def update_wave(
     report: BuildReport,
     desc: str = "update phase",
 ) -> None:
-    """The update phase for segment ``w`` of every user that has one with new facts.
-
-    A call that failed after its retries makes segment ``w`` a failed segment of its user:
-    none of its facts reach the memory (adding them all would silently change what the
-    update phase decides), the user is written as incomplete, and a resume builds it again.
-    """
+    """The update phase for segment ``w`` of every user; a call that failed makes the segment failed
+    (none of its facts kept: adding them all would change what the phase decides), the user
+    incomplete and rebuilt by a resume."""
     cfg = config
     calls, direct = [], []
     for u, state in states.items():
@@ -511,8 +485,7 @@ def update_wave(
 
 
 class MemoryBuilder:
-    """Builds every user's memory for one dataset into ``<ds>/memory/`` and ``store`` (by
-    default the FAISS files of ``<ds>/memory/index/``)."""
+    """Builds every user's memory for one dataset into ``<ds>/memory/`` and ``store``."""
 
     def __init__(
         self,
@@ -534,13 +507,10 @@ class MemoryBuilder:
         return files.user_dir(self.ds, user)
 
     def user_fingerprint(self, user: str) -> str:
-        """The settings and this user's conversation: a changed turn rebuilds the user."""
         return user_fingerprint(self.fingerprint, self.inputs.get(user))
 
     def is_done(self, user: str) -> bool:
-        """Finished by an earlier run with the same settings and the same conversation (marker
-        written last) and no failed segment (a failed item is never a finished one: a resume
-        retries it)."""
+        """Finished with the same settings and conversation, and no failed segment."""
         done = files.read_done(self.ds, user)
         if done is None or done.get("failed_segments"):
             return False
@@ -565,8 +535,8 @@ class MemoryBuilder:
         *,
         on_user: Callable[[str], None] | None = None,
     ) -> BuildReport:
-        """Build the memory of every user in ``users`` not finished yet, then write the
-        dataset-wide files. ``on_user`` is called as each user is written."""
+        """Build every user not finished yet, then the dataset-wide files (``on_user`` as each is
+        written)."""
         t0 = time.perf_counter()
         plans = self.plan(conversations, users)
         self.inputs = conversation_hashes(conversations)
@@ -619,9 +589,8 @@ class MemoryBuilder:
     def finish(
         self, state: UserState, dims: int, on_user: Callable[[str], None] | None = None
     ) -> None:
-        """Write one user's files atomically; ``done.json`` last, so a kill leaves the user
-        unfinished (and redone) rather than half written. A user with failed segments gets
-        ``incomplete.json`` instead: a resume builds it again."""
+        """Write one user's files atomically, ``done.json`` last (``incomplete.json`` with failed
+        segments)."""
         user = state.plan.user
         arrow = state.memory.arrow()
         files.write_user_files(self.ds, user, arrow, state.segment_rows, state.updates)
@@ -655,8 +624,8 @@ class MemoryBuilder:
 
 
 class Mem0Live(LiveMemory):
-    """One user's ``mem0_style`` memory, fed one message at a time: every ``batch_size``
-    messages, the builder's steps on the segments they make."""
+    """One user's memory fed one message at a time: every ``batch_size`` messages, the builder's
+    steps on their segments."""
 
     def __init__(self, user: str, settings: Mapping[str, Any], *, dataset: str):
         self.user, self.settings, self.dataset = user, settings, dataset
@@ -706,7 +675,6 @@ class Mem0Live(LiveMemory):
         return done
 
     def _segments(self) -> list[Segment]:
-        """The waiting messages as the memory stage segments them, numbered on from the last."""
         frame = pd.DataFrame(
             {
                 "conversation_id": self.user,
@@ -730,8 +698,8 @@ class Mem0Live(LiveMemory):
 
 
 class TurnSteps:
-    """The builder's calls (:meth:`LLMClient.chat_many`, :meth:`LLMClient.embed_groups`) made
-    one at a time at a turn of the serving study, each recorded in the turn's :class:`Ingest`."""
+    """The builder's calls made one at a time at a turn of the serving study, each recorded in the
+    turn's :class:`Ingest`."""
 
     def __init__(self, calls: Calls, done: Ingest, tags: Mapping[str, Any]):
         self.calls, self.done, self.tags = calls, done, tags

@@ -1,16 +1,5 @@
-"""Every memory system's answers through the same reader (notebook 02; paper §3.1).
-
-For one system: recall every question (in the order asked, so a memory that moves with the
-questions sees them as a user would ask them), then ask the reader the questions not answered
-yet. The reader gets the retrieved items in the system's order (best first; what a system shows
-every question, first of all), each with the date of the conversation it came from, plus the
-question and the date it is asked. Records go to
-``answers/answers_<system>.jsonl`` one at a time, with what was retrieved, its tokens, the
-search's time and whether it covers the question's evidence: LoCoMo's ``evidence`` dia_ids,
-LongMemEval's evidence sessions. That separates "the memory lost it" (``evidence_in_memory``)
-from "retrieval missed it" (``evidence_recall``) from "the reader failed". Lexical signals
-(for the offline backend) and notebook 02's metrics are here too; accuracy is the judge's.
-"""
+"""Every memory system's answers through the same reader (notebook 02, paper §3.1), with what each
+retrieval covered of the question's evidence (docs/architecture.md, "The reader")."""
 
 from __future__ import annotations
 
@@ -56,18 +45,15 @@ class SystemAnswers:
 
 
 def short_of_top_k(retrieved: pd.Series, users: pd.Series, top_k: int, stored: pd.Series) -> int:
-    """Questions whose search returned fewer items than it asked for, although the user's
-    memory holds at least that many (``stored``: items per user): the filtered-search trap of a
-    shared vector index, counted per store."""
+    """Questions whose search returned fewer items than asked although the user's memory holds that
+    many: the filtered-search trap of a shared index."""
     asked = users.map(stored).fillna(0).clip(upper=top_k)
     got = retrieved.map(lambda ids: len(ids) if isinstance(ids, list | tuple) else 0)
     return int((got < asked).sum())
 
 
 def retrieval_summary(system: MemorySystem, answers: pd.DataFrame) -> dict[str, Any]:
-    """One row of notebook 02's comparison of the memory systems: answers, questions short of
-    their ``top_k`` (a system without one does not search for a number of items), retrieved
-    tokens, evidence recall, search p50/p95."""
+    """One row of notebook 02's comparison of the memory systems."""
     search = pd.to_numeric(answers["search_latency_s"], errors="coerce")
     top_k = system.settings.get("top_k")
     stored = system.state().set_index("conversation_id")["items"]
@@ -86,8 +72,8 @@ def retrieval_summary(system: MemorySystem, answers: pd.DataFrame) -> dict[str, 
 def recall_record(
     recall: Recall, units: list[frozenset[int]], in_memory: set[int] | None
 ) -> dict[str, Any]:
-    """What an answer record says about its retrieval (``in_memory``: the turns the user's
-    whole memory covers, ``None`` for a system whose items do not say)."""
+    """What an answer record says of its retrieval (``in_memory``: the turns the user's whole memory
+    covers, ``None``: not known)."""
     return {
         "retrieved_item_ids": recall.items["item_id"].tolist(),
         "retrieved_kinds": recall.items["kind"].tolist(),
@@ -104,8 +90,7 @@ def recall_record(
 
 
 def covered_by(system: MemorySystem, user: str) -> set[int] | None:
-    """The turns that the valid items of ``user``'s memory came from (``None`` when the
-    system's items do not record their turns)."""
+    """The turns the valid items of ``user``'s memory came from (``None``: not recorded)."""
     try:
         items = system.items(user)
     except FileNotFoundError:  # a user without turns has no memory
@@ -126,7 +111,7 @@ def answer_with_system(
     reasoning_effort: str = "medium",
     mode: str = "open_ended",
 ) -> SystemAnswers:
-    """Answer every question not yet in the system's answers file and append its record."""
+    """Answer every question not yet in the system's answers file, appending each record."""
     t0 = time.perf_counter()
     report = SystemAnswers(system.answers_as, questions=len(questions))
     turns = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
@@ -206,9 +191,8 @@ def answer_with_system(
 
 
 class Memories(Protocol):
-    """What the reader reads of a search: the items (``text``, ``session_datetime``) in the
-    order shown, and their texts (a :class:`~memcost.memory.search.Retrieved`, or any memory
-    system's recall)."""
+    """What the reader reads of a search: the items (``text``, ``session_datetime``) in order, and
+    their texts."""
 
     @property
     def facts(self) -> pd.DataFrame: ...
@@ -218,9 +202,8 @@ class Memories(Protocol):
 
 
 def render_memories(facts: pd.DataFrame) -> str:
-    """The reader's memory block: one line per fact, ``- [8 May 2023] <fact>``; a fact that
-    already states its conversation's date (as the offline extractor writes them) is not
-    marked twice."""
+    """One line per fact, ``- [8 May 2023] <fact>`` (a fact that states its date is not marked
+    twice)."""
     if facts.empty:
         return "(no memories stored)"
     lines = []
@@ -231,10 +214,8 @@ def render_memories(facts: pd.DataFrame) -> str:
 
 
 def shared_prefix_tokens(requests: Sequence[ChatRequest]) -> int:
-    """The prompt tokens a provider's prompt cache can serve to each of one user's reader calls
-    after the first: the instructions and the memory lines that every call starts with (the raw
-    messages observational memory shows every question), in the cache's steps (1,024 tokens at
-    the least, then 128 at a time); 0 for a single call or a prefix under 1,024 tokens."""
+    """The prompt tokens a provider's cache can serve to each of one user's reader calls after the
+    first, in the cache's steps."""
     if len(requests) < 2:
         return 0
     *instructions, (_, first) = requests[0].messages
@@ -245,11 +226,9 @@ def shared_prefix_tokens(requests: Sequence[ChatRequest]) -> int:
 
 
 def with_shared_prefixes(requests: Sequence[ChatRequest]) -> list[ChatRequest]:
-    """``requests`` with ``shared_prefix_tokens`` in the tags of each user's calls after the
-    first (in the order asked), where a provider's cache would serve part of the prompt. An API
-    reports the tokens it served from its cache; the offline backend has no cache, and the cost
-    model prices its records with this (:func:`memcost.costs.measured.served_reads`), as it
-    prices long context's with the whole prompt cached from a user's second question on."""
+    """``requests`` with ``shared_prefix_tokens`` tagged on each user's later calls: offline records
+    have no cache, and the cost model prices them with it
+    (:func:`memcost.costs.measured.served_reads`)."""
     out = list(requests)
     for rows in rows_by_user(r.tags.get("conversation_id") for r in requests).values():
         shared = shared_prefix_tokens([requests[i] for i in rows])
@@ -259,10 +238,8 @@ def with_shared_prefixes(requests: Sequence[ChatRequest]) -> list[ChatRequest]:
 
 
 def by_shared_prefix(requests: Sequence[ChatRequest]) -> list[list[ChatRequest]]:
-    """The reader calls as :meth:`~memcost.llm.LLMClient.chat_groups` sends them: a user's calls
-    that share a cacheable prefix in one group, whose first goes alone so that the provider's
-    cache holds the prefix when the others arrive (as long context's questions are sent); every
-    other call in a group of its own, sent at once."""
+    """The reader calls grouped as :meth:`LLMClient.chat_groups` sends them: a user's calls that
+    share a cacheable prefix together, the first alone."""
     groups: list[list[ChatRequest]] = []
     for rows in rows_by_user(r.tags.get("conversation_id") for r in requests).values():
         calls = [requests[i] for i in rows]
@@ -274,7 +251,6 @@ def by_shared_prefix(requests: Sequence[ChatRequest]) -> list[list[ChatRequest]]
 
 
 def shown_options(question: Mapping[str, Any], mode: str) -> answers.MultipleChoice | None:
-    """The options the reader is shown (multiple-choice mode and a question that has them)."""
     if mode not in answers.MODES:
         raise ValueError(f"mode must be one of {answers.MODES}, got {mode!r}")
     options = question.get("options")
@@ -293,12 +269,8 @@ def reader_request(
     mode: str = "open_ended",
     system: str = SYSTEM,
 ) -> ChatRequest:
-    """The reader call for one question (``payload`` feeds the offline reader); ``system`` is
-    the memory system whose items it reads (:mod:`memcost.memory`; the paper's: ``memory``).
-
-    In ``multiple_choice`` mode a question with options (PersonaMem) lists them in the order
-    :func:`memcost.answers.multiple_choice` fixes and asks for a letter, as the judge expects.
-    """
+    """The reader call for one question (``payload`` feeds the offline reader); in
+    ``multiple_choice`` mode, the options in :func:`memcost.answers.multiple_choice`'s order."""
     asked = question.get("question_date")
     date_line = (
         f"Question date: {spoken_datetime(asked)}\n" if isinstance(asked, str) and asked else ""
@@ -332,8 +304,7 @@ def reader_request(
 
 
 class TurnEvidence:
-    """One user's turns as evidence look-ups, made once for all of the user's questions (a
-    question's look-up used to index every turn of its user again)."""
+    """One user's turns as evidence look-ups, made once for all of the user's questions."""
 
     def __init__(self, turns: pd.DataFrame):
         self.turns = turns
@@ -355,13 +326,8 @@ class TurnEvidence:
         return self._sessions[session_id]
 
     def units(self, evidence: Sequence[str]) -> list[frozenset[int]]:
-        """The question's evidence as sets of turn positions, one set per evidence item.
-
-        An item that is a ``dia_id`` (LoCoMo ``D3:1``) is that turn; an item that is a session
-        id (LongMemEval ``answer_session_ids``) is that session's ``has_answer`` turns, or all
-        its turns when none is flagged. Items found in neither are left out (LoCoMo has a few
-        ids that point nowhere).
-        """
+        """The question's evidence as sets of turn positions: a ``dia_id`` is its turn, a session id
+        its ``has_answer`` turns (else all); ids found nowhere are left out."""
         units: list[frozenset[int]] = []
         if not len(evidence) or self.turns.empty:
             return units
@@ -374,13 +340,11 @@ class TurnEvidence:
 
 
 def evidence_units(evidence: Sequence[str], turns: pd.DataFrame) -> list[frozenset[int]]:
-    """:meth:`TurnEvidence.units` for one question."""
     return TurnEvidence(turns).units(evidence)
 
 
 def covered_positions(facts: pd.DataFrame) -> set[int]:
-    """The turn positions that at least one of ``facts`` was extracted from (a fact table's
-    ``source_positions`` or a recall's ``positions``)."""
+    """The turn positions some of ``facts`` were extracted from."""
     covered: set[int] = set()
     for positions in facts["positions" if "positions" in facts else "source_positions"]:
         covered.update(int(p) for p in positions)
@@ -390,9 +354,8 @@ def covered_positions(facts: pd.DataFrame) -> set[int]:
 def evidence_coverage(
     units: Sequence[frozenset[int]], facts: pd.DataFrame | set[int]
 ) -> float | None:
-    """Share of evidence items that at least one of ``facts`` was extracted from (``None``
-    when the question has no evidence to cover); ``facts`` may be their
-    :func:`covered_positions`, kept for a user's many questions."""
+    """Share of evidence items some of ``facts`` (or their positions) came from (``None``: no
+    evidence)."""
     if not units:
         return None
     covered = facts if isinstance(facts, set) else covered_positions(facts)
@@ -400,8 +363,8 @@ def evidence_coverage(
 
 
 def recall_by_category(scored: pd.DataFrame) -> pd.DataFrame:
-    """Per category: questions, evidence recall@k of the retrieved facts and of the whole
-    memory, retrieved tokens, no-information answers, lexical matches."""
+    """Per category: questions, evidence recall of the retrieved items and of the whole memory,
+    tokens, no-information answers, lexical matches."""
     work = scored.assign(
         evidence_recall=pd.to_numeric(scored["evidence_recall"], errors="coerce"),
         evidence_in_memory=pd.to_numeric(scored["evidence_in_memory"], errors="coerce"),
@@ -419,16 +382,14 @@ def recall_by_category(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def lexical_match(answer: str, gold: str, *, abstention: bool) -> bool:
-    """A rough, judge-free signal: an abstention question is matched by a no-information
-    answer; any other by an answer containing at least half of the gold answer's content words.
-    Only for the offline backend's sanity; accuracy is the judge's (notebook 04)."""
+    """A judge-free signal for the offline backend: an abstention matched by a no-information
+    answer, any other by half of the gold's content words."""
     if abstention:
         return answer.strip() == NO_INFORMATION or "don't have that information" in answer.lower()
     return containment(gold, answer) >= 0.5
 
 
 def scored_answers(answers: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
-    """Answers joined with their questions (category, gold) and the lexical signals."""
     keep = ["question_id", "question", "answer", "category", "is_abstention"]
     gold = questions[keep].rename(columns={"answer": "gold"})
     merged = answers.merge(gold, on="question_id", how="left")
@@ -449,7 +410,6 @@ def _percentile(values: pd.Series, q: float) -> float | None:
 
 
 def read_metrics(scored: pd.DataFrame, *, top_k: int, ef_search: int) -> dict[str, Any]:
-    """The numbers notebook 02 records (and a test or the report checks)."""
     recall = pd.to_numeric(scored["evidence_recall"], errors="coerce")
     in_memory = pd.to_numeric(scored["evidence_in_memory"], errors="coerce")
     latency = scored["search_latency_s"]

@@ -1,7 +1,4 @@
-"""Figures of the cost analysis (notebook 05): Figure 1, the cumulative costs, the calibration
-intervals, the measured bill, the latency per system, and how robust the break-even is (cache
-discount, answer length, Batch prices, token against dollar break-even, first against sustained).
-"""
+"""Figures of the cost analysis (notebook 05)."""
 
 from __future__ import annotations
 
@@ -40,7 +37,6 @@ def usd_label(value: float, _pos: object = None) -> str:
 
 
 def _log_edges(centres: np.ndarray) -> np.ndarray:
-    """Cell edges for log-spaced centres (geometric midpoints), for pcolormesh."""
     logs = np.log(centres)
     mids = (logs[1:] + logs[:-1]) / 2
     first, last = 2 * logs[0] - mids[0], 2 * logs[-1] - mids[-1]
@@ -61,19 +57,10 @@ def plot_break_even_heatmap(
     zero_contour: bool = False,
     tier_threshold: float | None = None,
 ) -> plt.Figure:
-    """Figure 1: ``C_LC − C_Mem`` over context length (x, log) and turns (y).
-
-    ``tier_threshold`` marks where the long-context model's prompts enter its long-context tier
-    (the whole request billed higher): the colours jump there, and the line says why.
-
-    ``region_labels`` names the two regions where they lie in the paper's figure (long context
-    below the boundary, memory above); ``zero_contour`` draws where the two costs are equal,
-    for cost surfaces where memory can get ahead and fall behind again.
-
-    Red cells: long context is cheaper; blue: memory is. The black staircase is the break-even
-    boundary (first N where memory is cheaper). Colours use a symmetric-log scale so that the
-    small differences at short contexts stay visible next to the large ones at 1M tokens.
-    """
+    """Figure 1: ``C_LC − C_Mem`` over context length (x, log) and turns (y) on a symmetric-log
+    colour scale (red: long context cheaper; blue: memory), the break-even boundary as a
+    staircase. ``tier_threshold``: where prompts enter the long-context tier; ``region_labels``:
+    the regions named as in the paper; ``zero_contour``: where the costs are equal."""
     from matplotlib.colors import SymLogNorm
     from matplotlib.ticker import FuncFormatter
 
@@ -120,7 +107,6 @@ def plot_break_even_heatmap(
 def _mark_first_question(
     ax: plt.Axes, edges: np.ndarray, first: np.ndarray, row: float, *, alone: bool
 ) -> None:
-    """A black bar, outlined in white, along the N = 1 row where memory is cheaper at once."""
     from matplotlib import patheffects
 
     outline = [patheffects.withStroke(linewidth=5.5, foreground="white")]
@@ -139,7 +125,6 @@ def _mark_first_question(
 
 
 def _mark_tier(ax: plt.Axes, tier_threshold: float, turns: np.ndarray) -> None:
-    """A dotted line where the long-context tier starts, and why the colours jump there."""
     ax.axvline(tier_threshold, color="#333333", linestyle=(0, (1, 2)), linewidth=1.2)
     ax.text(
         tier_threshold * 1.05,
@@ -154,7 +139,6 @@ def _mark_tier(ax: plt.Axes, tier_threshold: float, turns: np.ndarray) -> None:
 
 
 def _mark_reference(ax: plt.Axes, context: float, label: str, turns: np.ndarray) -> None:
-    """A dashed line at a reference context length (e.g. a dataset's mean), labelled."""
     ax.axvline(context, color="#333333", linestyle="--", linewidth=1)
     # above the middle: the legend and a region's name hold the top, the published break-evens
     # and the other region's name the bottom, the tier's note the middle
@@ -172,7 +156,6 @@ def _mark_reference(ax: plt.Axes, context: float, label: str, turns: np.ndarray)
 def _draw_zero_contour(
     ax: plt.Axes, contexts: np.ndarray, turns: np.ndarray, difference: np.ndarray
 ) -> None:
-    """Where the two costs are equal, dotted, with its legend entry."""
     ax.contour(
         np.asarray(contexts, float),
         np.asarray(turns, float),
@@ -217,7 +200,6 @@ def _label_heatmap(
     subtitle: str,
     region_labels: bool = True,
 ) -> None:
-    """The two regions' names, the limits, axis labels and titles of Figure 1."""
     regions = ((0.04, "long context cheaper", "bottom"), (0.96, "memory cheaper", "top"))
     if not region_labels:
         subtitle = f"{subtitle}\nred: long context cheaper; blue: memory cheaper".strip()
@@ -252,7 +234,7 @@ def _label_heatmap(
 def _heatmap_colorbar(
     fig: plt.Figure, ax: plt.Axes, mesh: Any, limit: float, linthresh: float
 ) -> None:
-    """A colour bar in dollars, with ticks at powers of ten on both sides of zero."""
+    """A colour bar in dollars, ticks at powers of ten on both sides of zero."""
     from matplotlib.ticker import FuncFormatter
 
     bar = fig.colorbar(mesh, ax=ax, pad=0.02)
@@ -277,7 +259,7 @@ def plot_cumulative_costs(
     subtitle: str = "",
     title: str = "Cumulative cost per user",
 ) -> plt.Figure:
-    """Memory vs long context as questions accumulate; the crossing marked, the gap shaded."""
+    """Memory against long context as questions accumulate; the crossing marked, the gap shaded."""
 
     fig, ax = plt.subplots(figsize=(8.0, 4.8))
     ax.plot(
@@ -323,7 +305,7 @@ def plot_cumulative_costs(
 
 
 def _mark_published(ax: plt.Axes, published: Any) -> None:
-    """The paper's Table 4 values as hollow circles on both curves."""
+    """The paper's Table 4 values as hollow circles."""
     for column, system, label in (
         ("memory_usd", "memory", "paper, Table 4"),
         ("long_context_usd", "long_context", None),
@@ -343,7 +325,6 @@ def _mark_published(ax: plt.Axes, published: Any) -> None:
 def _mark_crossing(
     ax: plt.Axes, turns: np.ndarray, memory: np.ndarray, long_context: np.ndarray, break_even: int
 ) -> None:
-    """The break-even turn, and what memory saves by the last turn shown."""
     i = int(np.flatnonzero(turns == break_even)[0])
     ax.axvline(break_even, color="#333333", linestyle=":", linewidth=1.2)
     ax.plot(break_even, memory[i], "o", color="black", markersize=6, zorder=5)
@@ -384,11 +365,8 @@ def plot_calibration_intervals(
     display: dict[str, tuple[float, str]] | None = None,
     subtitle: str = "",
 ) -> plt.Figure:
-    """Feasible interval of each implied constant, with the chosen and the stated values.
-
-    ``display`` rescales a constant for reading (e.g. write cost per token × 101,601 = the
-    write cost of one LongMemEval history), with its new axis label.
-    """
+    """Each implied constant's feasible interval with the chosen and stated values; ``display``
+    rescales one for reading, with its axis label."""
 
     display = display or {}
     fig, axes = panel_grid(len(intervals), panel_size=(4.7, 2.3))
@@ -409,7 +387,6 @@ def plot_calibration_intervals(
 
 
 def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
-    """One constant: its feasible interval as a bar, the chosen value, the stated one (if other)."""
     from matplotlib.ticker import MaxNLocator
 
     low, high = row.low * factor, row.high * factor
@@ -463,8 +440,7 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
 
 
 def dollars_2sf(value: float) -> str:
-    """Dollars to two significant digits, never in scientific notation: $0.22, $0.0017,
-    $0.000035 (one rule for every bar of the figure)."""
+    """Dollars to two significant digits, never scientific: $0.22, $0.0017, $0.000035."""
     if not np.isfinite(value) or value <= 0:
         return "$0"
     decimals = max(2, 1 - int(np.floor(np.log10(value))))
@@ -472,10 +448,8 @@ def dollars_2sf(value: float) -> str:
 
 
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
-    """Total cost of each component, one panel per dataset (from the priced ledger).
-
-    Every panel shares one logarithmic dollar axis: the judge costs a hundred times a write,
-    and on linear axes of their own the panels looked alike while differing tenfold."""
+    """Each component's total, a panel per dataset, on one log dollar axis (the judge costs a
+    hundred times a write)."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     data = summary.loc[summary["component"] != "write: total"]
@@ -528,8 +502,7 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
 
 
 def _context_palette(contexts: Any) -> dict[float, Any]:
-    """One viridis colour per context length (seaborn's palette, one colour spare so that the
-    last is not the palette's pale end)."""
+    """One viridis colour per context length (the palette's pale end left out)."""
     colors = sns.color_palette("viridis", n_colors=len(contexts) + 1)
     return {L: tuple(colors[i]) for i, L in enumerate(contexts)}
 
@@ -543,7 +516,7 @@ def plot_sensitivity(
     paper_output_tokens: float = 527,
     subtitle: str = "",
 ) -> plt.Figure:
-    """Small multiples: break-even vs cache discount, vs output tokens, vs Batch-API use."""
+    """Small multiples: break-even against cache discount, output tokens, Batch-API use."""
     contexts = sorted(discount["context_tokens"].unique())
     palette = _context_palette(contexts)
     # (a) and (b) side by side, (c) under them across the width: ~1,500 px wide, not a
@@ -596,7 +569,6 @@ def plot_sensitivity(
 def _draw_batch_panel(
     ax: plt.Axes, top: float, batch: Any, contexts: list[Any], palette: dict[Any, Any]
 ) -> None:
-    """Panel (c): the break-even of each Batch-API scenario, one dot per context length."""
     scenarios = list(dict.fromkeys(batch["scenario"]))
     for i, L in enumerate(contexts):
         part = batch.loc[batch["context_tokens"] == L]
@@ -632,8 +604,7 @@ def _draw_batch_panel(
 
 
 def _draw_break_even(ax: plt.Axes, top: float, x: Any, y: Any, color: Any, **kwargs: Any) -> None:
-    """One context length's break-even curve; where memory never wins, a hollow triangle on the
-    top edge."""
+    """One context length's curve; where memory never wins, a hollow triangle on the top edge."""
     y = np.asarray(y, dtype=float)
     ax.plot(x, y, color=color, **kwargs)
     never = ~np.isfinite(y)
@@ -651,7 +622,6 @@ def _draw_break_even(ax: plt.Axes, top: float, x: Any, y: Any, color: Any, **kwa
 
 
 def _mark_paper(ax: plt.Axes, x: float, ha: str) -> None:
-    """A dashed line at the paper's value, labelled ``paper``."""
     ax.axvline(x, color="#777777", linestyle="--", linewidth=1)
     ax.text(
         x,
@@ -666,7 +636,6 @@ def _mark_paper(ax: plt.Axes, x: float, ha: str) -> None:
 
 
 def _label_sensitivity(fig: plt.Figure, axes: Any, top: float, subtitle: str) -> None:
-    """Axis labels, panel letters, legend and title of the sensitivity figure."""
     axes[0].set_xlabel("cached-input discount (% off the input price)")
     axes[1].set_xlabel("output tokens per long-context answer")
     axes[2].set_xlabel(
@@ -691,7 +660,7 @@ def _label_sensitivity(fig: plt.Figure, axes: Any, top: float, subtitle: str) ->
 
 
 def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Figure:
-    """Token-level break-even (no caching, no prices) next to the dollar break-evens."""
+    """Token-level break-even (no caching, no prices) beside the dollar ones."""
     from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8.0, 4.4))
@@ -741,8 +710,7 @@ def plot_token_vs_dollar_break_even(frame: Any, *, subtitle: str = "") -> plt.Fi
 
 
 def _mark_never(ax: plt.Axes, frame: Any, columns: list[str], top: float = 100.0) -> None:
-    """Where a break-even is missing (memory is never cheaper) or above the axis, a hollow
-    triangle on the top edge, so that no context length silently drops out of a line."""
+    """A hollow triangle on the top edge where a break-even is missing or above the axis."""
     ax.set_ylim(top=top)
     never_any = False
     for column in columns:
@@ -776,7 +744,7 @@ def _mark_never(ax: plt.Axes, frame: Any, columns: list[str], top: float = 100.0
 def plot_sustained_break_even(
     series: Any, first: int | None, sustained: int | None, *, subtitle: str = ""
 ) -> plt.Figure:
-    """Cumulative cost difference turn by turn, with the first and the sustained break-even."""
+    """The cumulative cost difference turn by turn, with the first and sustained break-even."""
     from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8.0, 4.2))
@@ -837,9 +805,8 @@ STAGES = ("search", "total")
 
 
 def plot_latency(table: pd.DataFrame, *, backend: str = "") -> plt.Figure:
-    """Per stage (search; search + answer), a bar from p50 to p95 per system on a log axis, a
-    dot at p50, a bar end at p95, and Mem0's paper's p95 as a hollow diamond where it reports
-    one (``published_p95_s``)."""
+    """Per stage, a bar from p50 to p95 per system on a log axis, and Mem0's published p95 as a
+    hollow diamond."""
     stages = [s for s in STAGES if (table["stage"] == s).any()]
     systems = list(dict.fromkeys(table["system"]))
     fig, axes = plt.subplots(
