@@ -18,10 +18,10 @@ from memcost import answers, data, longctx, prompts
 from memcost import text as tokens
 from memcost.answers import AnswerWriter, load_answers, median_ratios
 from memcost.calls import read_calls
+from memcost.catalog import cacheable as cacheable_tokens
 from memcost.data.benchmark import SESSION_SEPARATOR, BenchmarkData
 from memcost.llm import make_client
 from memcost.llm.offline import prompt_tokens
-from memcost.longctx.cache import cacheable_tokens
 from memcost.longctx.history import KINDS, generation_settings, shown_options
 from memcost.longctx.plan import Planned, build_request
 from memcost.offline import NO_HISTORY_ANSWER, NOT_MENTIONED

@@ -16,7 +16,7 @@ from memcost import offline
 from memcost.calls import read_calls
 from memcost.llm import CallResult, ChatRequest, Usage, make_client
 from memcost.memory import open_system
-from memcost.memory.facts import FACT_SCHEMA, load_facts, load_updates, read_facts, user_stats
+from memcost.memory.facts import FACT_SCHEMA, read_facts, read_updates, user_stats
 from memcost.memory.mem0_style import MemoryBuilder, MemoryConfig
 from memcost.memory.reader import answer_with_system
 from memcost.memory.segments import (
@@ -272,14 +272,14 @@ def test_offline_extraction_uses_only_the_user_and_skips_the_persona_message():
 
 def test_update_phase_turns_twice_then_three_times_a_week_into_one_current_fact(run_paths):
     ds, _, report = build(run_paths, yoga_conversation())
-    facts = load_facts(ds)
+    facts = read_facts(ds)
     yoga = facts.loc[facts["text"].str.contains("yoga")]
     assert yoga["status"].tolist() == ["superseded", "active"]
     old, new = yoga.iloc[0], yoga.iloc[1]
     assert "three times a week" in new["text"] and "twice a week" in old["text"]
     assert old["superseded_by"] == new["fact_id"] and new["replaces"] == old["fact_id"]
     assert new["created_by"] == "UPDATE" and list(new["source_dia_ids"]) == ["D2:1"]
-    updates = load_updates(ds)
+    updates = read_updates(ds)
     update = updates.loc[updates["decision"] == "UPDATE"].iloc[0]
     assert update["target_fact_id"] == old["fact_id"] and update["fact_id"] == new["fact_id"]
     assert old["fact_id"] in update["compared_fact_ids"]
@@ -292,9 +292,9 @@ def test_update_phase_turns_twice_then_three_times_a_week_into_one_current_fact(
 
 def test_update_phase_off_keeps_the_stale_fact(run_paths):
     ds, _, _ = build(run_paths, yoga_conversation(), update_phase=False)
-    facts = load_facts(ds)
+    facts = read_facts(ds)
     assert facts.loc[facts["text"].str.contains("yoga"), "status"].tolist() == ["active", "active"]
-    assert set(load_updates(ds)["decision"]) == {"ADD"}
+    assert set(read_updates(ds)["decision"]) == {"ADD"}
 
 
 @pytest.mark.parametrize(
@@ -414,7 +414,7 @@ def test_a_rerun_skips_finished_users_and_records_no_call_twice(run_paths):
     turns = pd.concat([yoga_conversation("pair-1"), yoga_conversation("pair-2")])
     ds, builder, first = build(run_paths, turns)
     calls = run_paths.calls.read_text().splitlines()
-    facts = load_facts(ds)
+    facts = read_facts(ds)
     assert first.built == ["pair-1", "pair-2"] and first.resumed == []
 
     again = builder.run(turns, ["pair-1", "pair-2"])
@@ -429,7 +429,7 @@ def test_a_rerun_skips_finished_users_and_records_no_call_twice(run_paths):
     )
     assert redo.built == ["pair-2"] and redo.resumed == ["pair-1"]
     assert len(run_paths.calls.read_text().splitlines()) == len(calls)
-    pd.testing.assert_frame_equal(load_facts(ds), facts)
+    pd.testing.assert_frame_equal(read_facts(ds), facts)
 
     # Other settings: the finished users are built again.
     changed = MemoryBuilder(
@@ -545,7 +545,7 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     assert {r["stage"] for r in records} == {"extract", "update", "embed"}
     assert all(r["dataset"] == "locomo" and r["conversation_id"] == "pair-1" for r in records)
 
-    facts = load_facts(ds)
+    facts = read_facts(ds)
     assert facts[["text", "status", "created_by"]].values.tolist() == [
         ["Ana goes to yoga twice a week.", "superseded", "ADD"],
         ["Ben has a beagle named Pretzel.", "active", "ADD"],
@@ -564,7 +564,7 @@ def test_json_extraction_reasks_then_records_a_failed_segment(run_paths, server,
     ]
     assert facts["backend"].tolist() == ["openai"] * 3
     assert facts["prompt_version"].tolist()[-1] == "memory_update@v1"
-    update = load_updates(ds)
+    update = read_updates(ds)
     assert update.loc[update["decision"] == "UPDATE", "backend"].tolist() == ["openai"]
 
 

@@ -1,10 +1,5 @@
-"""Command line: ``python -m memcost run --params smoke`` runs a preset's notebooks into a run
-directory; ``report`` writes its report again; ``estimate`` prints a preset's bill before anything
-runs; ``runs`` lists the run directories and ``clean`` deletes one; ``workshop`` gives a class its
-own copy of the notebooks; ``forget-batch`` gives up a batch the provider no longer knows.
-
-A stopped run prints the one command that resumes it (finished work and model calls are kept).
-"""
+"""``python -m memcost run|report|estimate|runs|clean|workshop|forget-batch``; a stopped run prints
+the one command that resumes it."""
 
 from __future__ import annotations
 
@@ -174,8 +169,7 @@ def command_report(args: argparse.Namespace) -> int:
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (a job scheduler's time limit, ``kill``, a closed terminal), taken
-    as Ctrl-C is: what finished is kept, the manifest marks the rest interrupted."""
+    """SIGTERM or SIGHUP taken as Ctrl-C: what finished is kept, the rest marked interrupted."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -291,9 +285,8 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 def result_lines(paths: RunPaths) -> list[str]:
-    """What the run found, in a few lines: each dataset's accuracy per system (Table 3's
-    primary judge prompt), the plugins' lines (the published runs', the serving study's), today's
-    break-even where notebook 07 ran, the bill."""
+    """What the run found, in a few lines: accuracy per system, the plugins' lines, today's
+    break-even, the bill."""
     try:
         records = read_calls(paths.calls) if paths.calls.is_file() else []
     except StoreError:
@@ -344,7 +337,6 @@ def result_lines(paths: RunPaths) -> list[str]:
 
 
 def plugin_hints(what: str, steps: Iterable[str]) -> list[str]:
-    """The plugins' ``hints[what]`` for the steps of theirs among ``steps``."""
     return [
         p.hints[what]
         for p in plugins()
@@ -431,12 +423,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def run_status(manifest: dict[str, Any], root: Path) -> str:
-    """What actually ran: ``failed`` / ``interrupted`` if a notebook ended so (``stopped at its
-    budget`` where ``max_cost_usd`` stopped it); ``ok`` when every
-    notebook the preset names ran (and the report was written); ``partial (steps ...)`` when the
-    runner ran only some of them; either with ``, N items failed`` when ``allow_failures`` let
-    failed items through; ``incomplete`` when one started and did not finish. A run of
-    notebooks opened by hand (no runner) is judged by the notebooks' own records."""
+    """``failed`` / ``interrupted`` (``stopped at its budget``), ``ok``, ``partial (steps ...)``,
+    ``incomplete``, with ``, N items failed`` where allowed; a run by hand judged by the
+    notebooks' own records."""
     entries = manifest.get("notebooks") or {}
     if not entries:  # by hand: each notebook records its own start and finish
         steps = (manifest.get("steps") or {}).values()
@@ -462,7 +451,6 @@ def run_status(manifest: dict[str, Any], root: Path) -> str:
 
 
 def _planned(preset: dict[str, Any]) -> set[str]:
-    """The steps the preset itself runs (the manifest records those a --steps run chose)."""
     try:
         steps = load_preset(preset["path"]).steps
     except (KeyError, OSError, ValueError):
@@ -583,7 +571,6 @@ def command_clean(args: argparse.Namespace) -> int:
 
 
 def _paid_calls(run_dir: Path) -> float:
-    """Dollars the run's store of calls paid for (0 offline, or when it cannot be read)."""
     store = RunPaths(run_dir).calls
     try:
         return spent_usd(read_calls(store)) if store.is_file() else 0.0
@@ -592,7 +579,6 @@ def _paid_calls(run_dir: Path) -> float:
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
-    """``-p KEY=VALUE`` (repeatable): a notebook parameter, as a YAML value."""
     parser.add_argument(
         "-p",
         "--set",
@@ -628,10 +614,9 @@ def preset_estimate(
     *,
     paper_scale: bool = False,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The estimate of every dataset of ``preset`` (with ``overrides`` merged in): the calls of
-    the notebooks it runs, as the runner prints it after notebook 00; and one line per dataset
-    saying what was counted. A download already in ``data/raw/`` is counted as the file it is,
-    unless ``paper_scale`` (a plan that must not depend on what this machine holds)."""
+    """The estimate of every dataset of ``preset`` as the runner prints it after notebook 00, and a
+    line per dataset on what was counted (a download in ``data/raw/`` as the file it is, unless
+    ``paper_scale``)."""
     steps = selected_steps(preset, discover_notebooks())
     if not set(steps) & set(STEP_STAGES):  # none of the notebooks whose calls it prices
         return pd.DataFrame(), []
@@ -682,8 +667,8 @@ def preset_estimate(
 
 
 def verify_plan(preset: Preset) -> SubsetPlan:
-    """The subset :func:`memcost.verify.plan` sizes for a one-dataset preset, priced by this
-    preset's own estimate (with its models, modes and settings)."""
+    """The subset :func:`memcost.verify.plan` sizes for a one-dataset preset, priced by its own
+    estimate."""
     (dataset,) = preset.datasets
 
     def cost(conversations: int, questions: int) -> float:
@@ -751,7 +736,6 @@ def command_estimate(args: argparse.Namespace) -> int:
 
 
 def offline_preset(preset: Any) -> bool:
-    """Every dataset of the preset runs on the offline backend, every model with it."""
     for name in preset.datasets:
         params = preset.parameters_for(name)
         routes = (params.get("client") or {}).get("model_backends") or {}
@@ -786,7 +770,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def _colon_slip(value: Any) -> str | None:
-    """A mapping key like ``extract:batch`` with no value: YAML's reading of a missing space."""
+    """A key like ``extract:batch`` without a value: YAML's reading of a missing space."""
     if isinstance(value, dict):
         for k, v in value.items():
             if v is None and isinstance(k, str) and ":" in k and not k.startswith("http"):
@@ -798,8 +782,7 @@ def _colon_slip(value: Any) -> str | None:
 
 
 def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """The ``-p`` overrides as one mapping, later ones winning; several ``-p 'client={...}'``
-    add up (``-p 'client={cache_mode: off}' -p 'client={max_concurrency: 4}'`` sets both)."""
+    """The ``-p`` overrides, later ones winning; several ``-p 'client={...}'`` add up."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key == "client" and isinstance(out.get(key), dict) and isinstance(value, dict):
@@ -809,17 +792,14 @@ def collect_overrides(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def split_list(text: str | None) -> list[str] | None:
-    """``"00,01"`` → ``["00", "01"]``; nothing → ``None``."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def stopped_run(exc: BaseException, args: argparse.Namespace) -> str:
-    """The run a stopped ``memcost run`` resumes: the runner names it on the exception."""
     return getattr(exc, "run_dir", None) or args.run_name or "<run>"
 
 
 def run_steps(run_dir: str) -> list[str]:
-    """The steps the run's last start asked for (``[]`` when its manifest cannot be read)."""
     try:
         starts = read_manifest(RunPaths.from_param(run_dir)).get("runs") or [{}]
     except (OSError, ManifestDamaged):
@@ -828,8 +808,8 @@ def run_steps(run_dir: str) -> list[str]:
 
 
 def resume_command(args: argparse.Namespace, run_dir: str, *, drop: tuple[str, ...] = ()) -> str:
-    """The command that continues this run as it was started: with its steps, datasets and
-    overrides (without ``-p backend=...`` a resumed API run would go on offline), less ``drop``."""
+    """The command that continues this run as it was started (its steps, datasets, overrides), less
+    ``drop``."""
     if getattr(args, "resume_with", None) and not drop:
         return str(args.resume_with)
     parts = ["python", "-m", "memcost", "run", "--params", str(args.params), "--run-name", run_dir]
@@ -870,7 +850,7 @@ LIVE_PARAMETERS = {"07_costs_today.ipynb": {"interactive_explorer": True}}
 
 
 def copy_notebooks(target: Path, *, fresh: bool = False) -> tuple[list[str], list[str]]:
-    """Copy the study notebooks into ``target``: ``(copied, kept)`` file names."""
+    """Copy the study notebooks into ``target``: ``(copied, kept)``."""
     import nbformat
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook

@@ -1,9 +1,5 @@
-"""Small file helpers shared by every stage: atomic writes and append-only JSONL.
-
-A run killed at any moment must leave either the previous file or the new one, never half of
-one; per-item outputs are appended and flushed one line at a time, so a crash loses at most the
-item in flight.
-"""
+"""File helpers every stage shares: atomic writes (a killed run leaves the old file or the new one)
+and append-only JSONL (a crash loses at most the item in flight)."""
 
 from __future__ import annotations
 
@@ -23,9 +19,7 @@ from tqdm import tqdm
 
 
 def _file_mode() -> int:
-    """The mode ``open()`` would give a new file under the current umask (temporary files start
-    at 0600). Linux reports the umask in /proc without changing it; elsewhere it is read by
-    setting and restoring it."""
+    """The mode ``open()`` would give a new file under the umask (temporary files start at 0600)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -39,7 +33,7 @@ def _file_mode() -> int:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; move it into place only if the block succeeds."""
+    """A temporary path beside ``path``, moved into place only if the block succeeds."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -56,7 +50,6 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
-    """``open`` for writing that replaces ``path`` only when the block finishes without error."""
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
     with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as handle:
@@ -66,8 +59,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) ->
 
 
 def json_safe(value: Any) -> Any:
-    """Plain JSON values: numpy scalars and arrays unwrapped, NaN and infinities as null, paths
-    and other objects as their text. Metrics, manifests and JSONL records all pass through here."""
+    """Plain JSON values: numpy unwrapped, NaN and infinities null, other objects as text."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most values: as they are
         return value
@@ -98,20 +90,18 @@ _JSONL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # made onc
 
 
 def jsonl_line(record: Mapping[str, Any]) -> str:
-    """One JSONL line (no newline): compact, UTF-8 kept, values made JSON-safe."""
     return _JSONL.encode(json_safe(record))
 
 
 def write_jsonl(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> None:
-    """Replace ``path`` with ``records``, atomically (for files rewritten whole; per-item
-    outputs are appended with :class:`JsonlAppender` instead)."""
+    """Replace ``path`` with ``records`` atomically."""
     with atomic_open(path) as handle:
         for record in records:
             handle.write(jsonl_line(record) + "\n")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file; a corrupt file is an error that names the file and the position."""
+    """A corrupt file is an error naming the file and the position."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     try:
@@ -124,16 +114,14 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def yaml_problem(exc: Exception) -> str:
-    """A YAML parse error in one line, ``line 4, column 1: expected ',' or ']'...`` (PyYAML's
-    own message spans several lines, with the offending text drawn under a caret)."""
+    """A YAML parse error in one line: ``line 4, column 1: expected ',' or ']'``."""
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
     return where + (getattr(exc, "problem", None) or str(exc).splitlines()[0])
 
 
 def write_parquet(path: str | os.PathLike[str], frame: Any, **kwargs: Any) -> None:
-    """Write a DataFrame to parquet atomically; ``kwargs`` go to ``to_parquet`` (e.g. a pyarrow
-    ``schema``, so that an all-null column keeps its declared type)."""
+    """Atomically; ``kwargs`` to ``to_parquet`` (a ``schema`` keeps an all-null column's type)."""
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False, **kwargs)
 
@@ -157,7 +145,6 @@ BAR_SIZE = {"ncols": 100, "nrows": 20}
 
 
 def tell_runner(line: str) -> None:
-    """Append ``line`` to the runner's progress file, when a runner follows this process."""
     if path := os.environ.get(PROGRESS_FILE):
         with open(path, "a", encoding="utf-8") as handle:  # one write: processes append too
             handle.write(f"{os.environ.get(PROGRESS_LABEL, '')}{line}\n")
@@ -193,16 +180,9 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 class JsonlAppender:
-    """Append-only JSONL writer, safe across threads; each record is flushed as it is written.
-
-    A process killed mid-write can leave a torn last line; :func:`read_jsonl` skips it (and only
-    it), and opening the file to append again cuts it off, so a torn line never ends up in the
-    middle of a file, where a bad line is damage, not a crash. A flushed record survives the
-    process being killed (it is in the OS page cache); ``fsync=True`` (default) also makes it
-    survive a power cut, at a cost per record that high-rate writers (the usage ledger replaying
-    thousands of cached calls) can avoid with ``fsync=False`` and a :meth:`sync` now and then,
-    or bound with ``sync_every_s`` (a power cut then loses at most that many seconds' records).
-    """
+    """Append-only JSONL, safe across threads, each record flushed (``fsync``: synced too, at most
+    every ``sync_every_s``). A torn last line is skipped by :func:`read_jsonl` and cut off when
+    the file is opened again."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, fsync: bool = True, sync_every_s: float = 0.0
@@ -220,8 +200,6 @@ class JsonlAppender:
         self._handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def _repair_torn_tail(self) -> None:
-        """Cut a torn last line (a record a kill left half written: it holds nothing a reader
-        could use) so the next record starts on a line of its own."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
         with open(self.path, "rb+") as handle:
@@ -245,12 +223,6 @@ class JsonlAppender:
                 os.fsync(self._handle.fileno())
                 self._synced_at = time.monotonic()
 
-    def sync(self) -> None:
-        """Force written records to disk (for writers opened with ``fsync=False``)."""
-        with self._lock:
-            if not self._handle.closed:
-                os.fsync(self._handle.fileno())
-
     def close(self) -> None:
         with self._lock:
             if not self._handle.closed:
@@ -265,11 +237,8 @@ class JsonlAppender:
 
 
 def read_jsonl(path: str | os.PathLike[str], *, missing_ok: bool = False) -> list[dict[str, Any]]:
-    """Read a JSONL file written by :class:`JsonlAppender`.
-
-    A torn last line (a crash mid-write) is skipped; any other bad line, and a torn line with
-    records after it, is an error naming the file and line number (a ``ValueError``).
-    """
+    """Read a file :class:`JsonlAppender` wrote: a torn last line is skipped, any other bad line an
+    error naming the file and line."""
     path = Path(path)
     if not path.exists():
         if missing_ok:

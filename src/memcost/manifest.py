@@ -1,21 +1,5 @@
-"""The run manifest (what ran, with what, from which commit, how long it took), and the
-fingerprint of the settings that made each output.
-
-``runs/<run>/manifest.json`` is updated by the runner (parameters, timings per notebook) and by
-each notebook (its step, metrics, data provenance, models). Updates are read-modify-write under
-a file lock and written atomically, so concurrent notebooks or a killed run never corrupt it.
-
-Every item a stage hands over (a user's memory, an answer, a judge vote) records the
-fingerprint of the settings that made it: the backend and endpoint of each model, the models,
-the prompts (with their versions), the stage's parameters and hashes of its input files'
-content. A resume keeps an item only when its fingerprint equals the one the stage computes
-now; any other item is **redone** (never mixed in, never refused): switching a run from
-``offline`` to an API backend, changing a model, a prompt or ``top_k``, or rebuilding the memory
-answers the questions again. Readers keep the last record per item, so the newest settings win.
-An input file counts by what it holds, not by its bytes: a Parquet file's bytes carry the
-versions of pandas and pyarrow that wrote it, and a fingerprint of bytes would redo every answer
-after a package upgrade that changed no value.
-"""
+"""The run manifest (what ran, with what, from which commit, how long), and the fingerprint of the
+settings that made each output (docs/architecture.md, "Fingerprints and stage status")."""
 
 from __future__ import annotations
 
@@ -69,7 +53,6 @@ def now_iso(timespec: str = "seconds") -> str:
 
 
 def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
-    """Commit and dirty flag of the repository (``None`` when not a git checkout)."""
 
     def git(*args: str) -> str | None:
         try:
@@ -107,10 +90,8 @@ def _canonical(name: str) -> str:
 
 
 def lock_status(lock: Path = LOCK) -> dict[str, Any] | None:
-    """How the installed packages compare with the lock: ``matches`` when every installed
-    package has its pinned version, else ``differs`` (``{package: {locked, installed}}``) and
-    ``not_locked`` (installed packages the lock does not name). With the tracked versions this
-    records every version that ran. ``None`` outside a checkout (no lock to compare with)."""
+    """The installed packages against the lock: ``matches``, else ``differs`` and ``not_locked``;
+    ``None`` outside a checkout."""
     if not lock.is_file():
         return None
     locked: dict[str, str] = {}
@@ -148,23 +129,19 @@ def tool_versions() -> dict[str, str]:
 
 
 def _locked(path: Path) -> FileLock:
-    """The lock every read-modify-write of ``path`` holds (notebooks of two datasets, and the
-    runner, update one manifest)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(path.with_name(path.name + ".lock"))
 
 
 class ManifestDamaged(ValueError):
-    """A ``manifest.json`` that is not a JSON object (torn by a crash, or edited by hand)."""
-
     def __init__(self, message: str, path: Path):
         super().__init__(message)
         self.path = path  # the file to move aside
 
 
 def read_manifest(run: RunPaths) -> dict[str, Any]:
-    """The run's manifest (``{}`` before the first write); :class:`ManifestDamaged` naming the
-    file when it is not a JSON object. Every reader of a manifest goes through here."""
+    """The run's manifest (``{}`` before the first write); :class:`ManifestDamaged` naming the file
+    when it is not a JSON object."""
     if not run.manifest.is_file():
         return {}
     try:
@@ -185,7 +162,7 @@ def read_manifest(run: RunPaths) -> dict[str, Any]:
 
 
 def update_manifest(run: RunPaths, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Apply ``mutate`` to the manifest under a lock and write it back atomically."""
+    """Apply ``mutate`` under a lock and write the manifest back atomically."""
     with _locked(run.manifest):
         manifest = read_manifest(run)
         if not manifest:
@@ -204,7 +181,6 @@ def update_manifest(run: RunPaths, mutate: Callable[[dict[str, Any]], None]) -> 
 
 
 def set_entry(run: RunPaths, section: str, key: str, value: Any) -> None:
-    """``manifest[section][key] = value`` (e.g. provenance of a raw file, a model snapshot)."""
 
     def mutate(manifest: dict[str, Any]) -> None:
         manifest.setdefault(section, {})[key] = value
@@ -213,14 +189,12 @@ def set_entry(run: RunPaths, section: str, key: str, value: Any) -> None:
 
 
 def notebook_entries(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The run's notebook executions; a run by hand records its steps but no runner entry."""
     return dict(manifest.get("notebooks") or manifest.get("steps") or {})
 
 
 def wall_time_s(manifest: Mapping[str, Any]) -> float:
-    """Seconds the run's notebooks were running: the union of their [start, end] spans, so
-    datasets that ran side by side count once and the pause before a resume not at all. Ends
-    are recorded to the millisecond: to the second, each span overlapped the next."""
+    """The union of the notebooks' spans: datasets side by side count once, a pause before a resume
+    not at all."""
     spans = []
     for entry in notebook_entries(manifest).values():
         seconds = float(entry.get("wall_time_s") or 0)
@@ -239,11 +213,8 @@ def wall_time_s(manifest: Mapping[str, Any]) -> float:
 
 @dataclass
 class Step:
-    """One notebook's record in the manifest, opened at its top and closed by its last cell.
-
-    ``finish`` writes the step's metrics to ``<dataset>/metrics/<step>.json`` (or the run's
-    ``metrics/`` for run-wide steps) and into the manifest with the wall time.
-    """
+    """One notebook's record, opened at its top and closed (:meth:`finish`: its metrics file and
+    wall time) by its last cell."""
 
     run: RunPaths
     name: str
@@ -261,11 +232,8 @@ class Step:
         return base / f"{self.name}.json"
 
     def record_llm(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """Store the model client's summary (``client.summary()``) under ``manifest["llm"]`` and
-        the model snapshots it was served under ``manifest["models"]``; returns the summary.
-
-        The client itself never writes the manifest: the notebook hands its summary over here.
-        """
+        """The client's summary under ``llm`` and the model snapshots it was served under ``models``
+        (the client never writes the manifest)."""
         routes = summary.get("routes", {})
 
         def mutate(m: dict[str, Any]) -> None:
@@ -298,8 +266,6 @@ class Step:
 
 
 def notebook_parameters(namespace: dict[str, Any], notebook: str) -> dict[str, Any]:
-    """The current values of the parameters ``notebook`` declares, read from ``namespace``
-    (a notebook passes ``globals()``), so the record cannot drift from the parameters cell."""
     return current_values(namespace, notebook_path(notebook))
 
 
@@ -309,8 +275,8 @@ _PRESET_KEYS = ("description", "include", "datasets", "steps", "per_dataset", "a
 
 
 def _refuse_a_preset(namespace: dict[str, Any]) -> None:
-    """A preset passed to ``papermill -f`` arrives as variables the notebook never reads, and the
-    notebook would run on its own defaults: refuse it in one line that says what to do."""
+    """A preset passed to ``papermill -f`` would leave the notebook on its defaults: refuse it in
+    one line."""
     if isinstance(namespace.get("parameters"), dict) and any(k in namespace for k in _PRESET_KEYS):
         raise ValueError(
             "this notebook was given a preset file (papermill -f papermill_params/<name>.yaml): "
@@ -329,10 +295,8 @@ def start_step(
     parameters: dict[str, Any] | None = None,
     namespace: dict[str, Any] | None = None,
 ) -> Step:
-    """Open a notebook's manifest record (call it right after the parameters cell).
-
-    Pass ``namespace=globals()`` to record the notebook's declared parameters as they are.
-    """
+    """Open a notebook's record right after its parameters cell (``namespace=globals()``: its
+    declared parameters)."""
     _refuse_a_preset(namespace or {})
     if parameters is None:
         parameters = notebook_parameters(namespace or {}, name)
@@ -360,9 +324,8 @@ _CHUNK = 1 << 20
 
 
 def content_hash(path: str | os.PathLike[str]) -> str | None:
-    """The sha256 of what a file holds (``None`` when the file does not exist): a Parquet
-    file's column names and rows as JSON, whichever library version wrote it; any other
-    file's bytes."""
+    """The sha256 of what a file holds (``None``: no file): a Parquet file's columns and rows,
+    whatever wrote them; another file's bytes."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -372,7 +335,6 @@ def content_hash(path: str | os.PathLike[str]) -> str | None:
 
 @lru_cache(maxsize=256)
 def _content_hash(path: str, size: int, mtime_ns: int) -> str:
-    """:func:`content_hash` of one version of a file (its size and time in the key)."""
     digest = hashlib.sha256()
     if path.endswith(".parquet"):
         table = pq.ParquetFile(path)
@@ -389,9 +351,7 @@ def _content_hash(path: str, size: int, mtime_ns: int) -> str:
 
 
 def backends_of(client: Any, models: Iterable[str]) -> dict[str, str]:
-    """Each model's backend and endpoint as the client routes it (``offline`` without one).
-
-    ``client`` is a :class:`memcost.llm.LLMClient` (duck-typed: this module is a foundation)."""
+    """Each model's backend and endpoint as ``client`` routes it."""
     out = {}
     for model in models:
         endpoint = client.endpoint_for(model)

@@ -1,12 +1,5 @@
-"""Every prompt the study sends, as named, versioned constants.
-
-A prompt's ``version`` changes whenever its text changes, and every ledger record and output row
-carries it, so results produced with different wordings are never mixed up. Prompts are written
-for this repository, following the paper's description of each stage (paper §3.1-§3.4).
-
-Templates use ``str.format`` fields; :meth:`Prompt.messages` fills them and returns the chat
-messages in the order the API receives them.
-"""
+"""Every prompt the study sends, as named, versioned constants (a changed text changes its version,
+which every record carries)."""
 
 from __future__ import annotations
 
@@ -17,10 +10,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Prompt:
-    """A named, versioned chat prompt: an optional system message and a user template, and for
-    a JSON reply its shape (``reply_schema``, a JSON schema). The schema is sent only to a
-    server of your own that constrains output to it (memcost.llm.providers): the paper's models
-    get the prompt alone, as they did."""
+    """A named, versioned chat prompt: an optional system message, a user template, and for a JSON
+    reply its ``reply_schema``."""
 
     name: str
     version: str
@@ -142,7 +133,6 @@ JUDGE_STRICT_RULES = (
 
 
 def _schema(properties: dict, required: list[str]) -> str:
-    """A closed object schema, as JSON text."""
     shape = {"type": "object", "properties": properties, "required": required}
     return json.dumps({**shape, "additionalProperties": False})  # in order: the reason first
 
@@ -367,11 +357,8 @@ MEMORY_READ = register(
 
 @dataclass(frozen=True)
 class Instruction:
-    """The dataset- and question-type-specific block of the judge prompt.
-
-    ``text`` may use ``{adversarial_answer}`` and ``{wrong_options}``; ``reference_label`` says
-    what the reference is, so the judge does not read a rubric as an exact answer.
-    """
+    """The dataset- and question-type-specific block of the judge prompt (``reference_label``: what
+    the reference is, so a rubric is not read as an exact answer)."""
 
     key: str
     version: str

@@ -1,11 +1,5 @@
-"""Honest accuracy statistics: intervals, paired tests, and what three judge votes mean.
-
-A benchmark accuracy is a proportion over a few hundred questions, so it needs an interval; the
-questions are not independent (many share one conversation, and a memory that lost a fact fails
-every question about it), so the interval must resample conversations, not questions; and two
-systems answered the *same* questions, so they are compared with a paired test. Everything here
-is deterministic: the bootstrap takes an explicit seed.
-"""
+"""Accuracy statistics: Wilson and dialogue-cluster bootstrap intervals, exact McNemar, the majority
+of the judge's votes (docs/architecture.md, "Statistics")."""
 
 from __future__ import annotations
 
@@ -25,12 +19,8 @@ LABELS = (CORRECT, WRONG, UNJUDGED)
 # Intervals
 # ---------------------------------------------------------------------------------------------
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for ``successes`` out of ``n`` (no continuity correction).
-
-    Unlike the textbook ``p ± z·sqrt(p(1-p)/n)`` it stays inside [0, 1] and does not collapse to
-    a point at 0 % or 100 %, which small per-category counts hit all the time. ``n = 0`` gives
-    ``(nan, nan)``: there is nothing to estimate.
-    """
+    """Wilson score interval (no continuity correction): inside [0, 1], not a point at 0 % or 100 %;
+    ``n = 0`` gives NaNs."""
     if n < 0 or successes < 0 or successes > n:
         raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
     if n == 0:
@@ -50,14 +40,8 @@ def cluster_bootstrap_interval(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """Percentile interval of the accuracy when whole clusters (conversations) are resampled.
-
-    Each resample draws as many conversations as there are, with replacement, and takes the
-    pooled accuracy of all their questions (``Σ correct / Σ questions``). Questions about the
-    same conversation tend to succeed or fail together; resampling questions one by one would
-    pretend they are independent and give an interval that is too narrow. With one question per
-    conversation (LongMemEval) this is the ordinary bootstrap. Same seed, same interval.
-    """
+    """Percentile interval of the pooled accuracy when whole conversations are resampled (one
+    question each: the ordinary bootstrap)."""
     values = np.asarray(correct, dtype=float)
     labels = np.asarray(clusters, dtype=object)
     if values.shape != labels.shape:
@@ -82,13 +66,6 @@ def cluster_bootstrap_interval(
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class McNemarResult:
-    """Exact McNemar test on two systems' outcomes for the same questions.
-
-    Only the discordant questions carry information: ``a_only`` (A right, B wrong) and
-    ``b_only``. Under "the systems are equally good" each discordant question is a fair coin, so
-    the two-sided p-value is a binomial tail with p = 1/2.
-    """
-
     n: int  # questions both systems were judged on
     both_correct: int
     a_only: int
@@ -102,13 +79,11 @@ class McNemarResult:
 
 
 def mann_whitney_u(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """The Mann-Whitney U of ``x`` against ``y``: pairs with the ``x`` value larger, ties counting
-    a half."""
     return float(scipy_stats.mannwhitneyu(x, y).statistic)
 
 
 def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> McNemarResult:
-    """Exact (binomial) McNemar test; the outcomes must be aligned question by question."""
+    """Exact McNemar test on outcomes aligned question by question."""
     a = np.asarray(a_correct, dtype=bool)
     b = np.asarray(b_correct, dtype=bool)
     if a.shape != b.shape:
@@ -132,15 +107,9 @@ def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> McNem
 # Votes: majority per question, and the mean ± std of the runs' accuracies
 # ---------------------------------------------------------------------------------------------
 def majority_votes(judgments: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """One row per ``keys`` group (a question of a system): the majority of its judged votes.
-
-    ``UNJUDGED`` votes (the judge never gave a usable verdict) count for neither side. A
-    question is ``CORRECT`` when more judged votes say CORRECT than WRONG, ``WRONG`` otherwise
-    (a tie, possible only when a vote is missing, is not a majority), and ``UNJUDGED`` when no
-    vote was judged — so a judge failure is never silently a wrong answer.
-    Columns: ``keys``, ``votes`` (judged votes), ``correct_votes``, ``wrong_votes``,
-    ``unjudged_votes``, ``label``, ``correct`` (bool), ``judged`` (bool).
-    """
+    """One row per ``keys`` group: ``votes``, ``correct_votes``, ``wrong_votes``,
+    ``unjudged_votes``, ``label`` (a tie is WRONG, no judged vote UNJUDGED), ``correct``,
+    ``judged``."""
     keys = list(keys)
     columns = [
         *keys,
@@ -177,12 +146,8 @@ def majority_votes(judgments: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame
 def vote_accuracies(
     judgments: pd.DataFrame, keys: Sequence[str], *, vote_column: str = "vote"
 ) -> pd.DataFrame:
-    """Accuracy of each vote taken on its own, as if each were a separate judging run.
-
-    One row per ``keys`` group and vote: ``judged`` (votes that gave a verdict), ``correct``,
-    ``accuracy`` (correct / judged). Averaging these over the votes gives the EverMemOS-style
-    "mean ± std of three runs".
-    """
+    """Each vote's accuracy on its own (``judged``, ``correct``, ``accuracy``), as if a separate
+    run."""
     keys = list(keys)
     if judgments.empty:
         return pd.DataFrame(columns=[*keys, vote_column, "judged", "correct", "accuracy"])
@@ -205,11 +170,7 @@ def vote_accuracies(
 def mean_std_over_votes(
     judgments: pd.DataFrame, keys: Sequence[str], *, vote_column: str = "vote"
 ) -> pd.DataFrame:
-    """``vote_mean`` and ``vote_std`` of the per-vote accuracies, per ``keys`` group.
-
-    The standard deviation is the population one (``ddof = 0``, numpy's default), describing
-    the spread of the runs that were made; with a single vote it is 0.
-    """
+    """``vote_mean`` and ``vote_std`` (population) of the per-vote accuracies."""
     keys = list(keys)
     per_vote = vote_accuracies(judgments, keys, vote_column=vote_column)
     if per_vote.empty:

@@ -1,26 +1,5 @@
-"""How few questions tell the paper's headline gap from zero: the sizing of the verify_* presets.
-
-The headline is one paired comparison per dataset: long context with GPT-5-mini against the
-paper's memory, on the same questions (Table 3). Each question gives a difference d = (long
-context right) - (memory right), in {-1, 0, 1}; the report's interval for the mean difference
-resamples whole conversations (the dialogue-cluster bootstrap, :mod:`memcost.stats`), so the
-sizing counts questions the way that interval does:
-
-- the variance of one difference, from the paper's two accuracies with the systems' errors
-  taken as independent (the largest variance those accuracies allow short of systems that fail
-  on opposite questions): ``p_a (1 - p_b) + p_b (1 - p_a) - (p_a - p_b)^2``;
-- a design effect ``1 + (m - 1) ICC`` for ``m`` questions per conversation, with an assumed
-  intra-conversation correlation :data:`ICC` (the paper gives none);
-- ``n = (z_{1-alpha/2} + z_{power})^2 variance x design effect / gap^2`` questions, so that an
-  interval at 95% excludes zero with 80% power when the gap is the paper's.
-
-Of the subsets that satisfy it (``k`` conversations, ``m`` questions each, at least
-:data:`MIN_CONVERSATIONS` conversations so that the cluster bootstrap has something to
-resample), :func:`plan` takes the cheapest under a cost function the caller gives (the run's
-estimate). Where no subset of the benchmark is large enough (PersonaMem's 7-point gap), the plan
-says so and is sized for :data:`FALLBACK_MULTIPLE` times the paper's gap instead: it can tell a
-gap that large from zero, and cannot confirm the paper's.
-"""
+"""How few questions tell the paper's headline gap from zero: the sizing of the verify_* presets
+(docs/architecture.md, "The verify presets")."""
 
 from __future__ import annotations
 
@@ -42,7 +21,6 @@ JUDGED_SHARE = {"locomo": 1540 / 1986}
 
 
 def paired_variance(p_a: float, p_b: float) -> float:
-    """Variance of one question's difference, the two systems' errors independent."""
     return p_a * (1 - p_b) + p_b * (1 - p_a) - (p_a - p_b) ** 2
 
 
@@ -56,8 +34,8 @@ def _z() -> float:
 
 
 def detectable_gap(questions: int, per_conversation: float, dataset: str) -> float:
-    """The smallest gap (accuracy points / 100) that ``questions`` judged questions, ``m`` per
-    conversation, tell from zero at 95% with 80% power (the paper's variance)."""
+    """The smallest gap ``questions`` judged questions (``m`` per conversation) tell from zero at
+    95% with 80% power."""
     p_a, p_b = _accuracies(dataset)
     return _z() * math.sqrt(paired_variance(p_a, p_b) * design_effect(per_conversation) / questions)
 
@@ -69,8 +47,8 @@ def _accuracies(dataset: str) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class SubsetPlan:
-    """A subset: ``conversations`` x ``per_conversation`` judged questions; ``sampled`` is the
-    questions to draw (more than judged where the judge leaves a category out)."""
+    """``conversations`` × ``per_conversation`` judged questions; ``sampled``: the questions to
+    draw."""
 
     dataset: str
     conversations: int
@@ -89,7 +67,6 @@ class SubsetPlan:
         return self.detectable <= self.paper_gap + 1e-12
 
     def describe(self) -> str:
-        """What the subset can and cannot show, in one sentence."""
         can = (
             f"tells the paper's gap of {100 * self.paper_gap:.1f} points from zero"
             if self.shows_paper_gap
@@ -111,8 +88,8 @@ class SubsetPlan:
 
 
 def plan(dataset: str, cost: Callable[[int, int], float]) -> SubsetPlan:
-    """The cheapest subset of ``dataset`` (``cost(conversations, sampled questions)`` in
-    dollars) that detects the paper's gap, else :data:`FALLBACK_MULTIPLE` times it."""
+    """The cheapest subset (``cost(conversations, questions)``) that detects the paper's gap, else
+    :data:`FALLBACK_MULTIPLE` times it."""
     n_conversations, n_questions = paper.TABLE1[dataset][0], paper.TABLE2[dataset][0]
     share = JUDGED_SHARE.get(dataset, 1.0)
     p_a, p_b = _accuracies(dataset)

@@ -1,7 +1,5 @@
-"""Costs: the paper's cost model and its break-even (``model``, ``calibration``), what a run
-cost (``ledger``, ``measured``), what a run will cost (``estimate``), and is memory worth it
-today (``today``, ``timeline``: today's prices and a prompt cache that expires).
-"""
+"""Costs (notebooks 05, 07): the cost model and its break-even, what a run cost, what it will cost,
+and today's prices."""
 
 # ruff: noqa: F401 - the names the notebooks use
 from memcost.costs.break_even import first_break_even, sustained_break_even

@@ -1,10 +1,5 @@
-"""What the published tables imply: every cell as a constraint, and the constants they allow.
-
-Notebook 05's section 4. Each cell of Tables 4-5 is printed to four decimals, so it bounds the
-true cost to ±0.00005; with the list prices fixed every cost is linear in four unknowns (write
-cost per history token, read cost, output tokens per long-context turn, cached share), and a
-linear programme per bound gives the interval each unknown must lie in.
-"""
+"""What the published Tables 4-5 imply: every cell a linear constraint, and the interval each
+constant must lie in (notebook 05, section 4)."""
 
 from __future__ import annotations
 
@@ -37,8 +32,6 @@ SOLVER_VARIABLES: dict[str, tuple[str, float]] = {
 
 @dataclass(frozen=True)
 class CellConstraint:
-    """``lower <= coefficients · x <= upper`` for one published cell (x in natural units)."""
-
     label: str
     coefficients: tuple[float, float, float, float]  # on SOLVER_VARIABLES, in order
     constant: float  # the part of the cell that does not depend on the unknowns
@@ -51,7 +44,7 @@ Term = tuple[tuple[float, float, float, float], float]  # (coefficients, constan
 
 @dataclass(frozen=True)
 class _CellTerms:
-    """Each published cost as a linear term in the unknowns, at fixed list prices (USD/token)."""
+    """Each published cost as a linear term in the unknowns at fixed list prices."""
 
     p_in: float
     p_c: float
@@ -78,7 +71,7 @@ def _band(label: str, term: Term, value: float, half_width: float) -> CellConstr
 
 
 def _break_even_constraints(terms: _CellTerms, L: float, n_be: int) -> list[CellConstraint]:
-    """Memory cheaper at ``N_BE`` (difference < 0) and not cheaper at ``N_BE − 1`` (>= 0)."""
+    """Memory cheaper at ``N_BE``, not at ``N_BE − 1``."""
     coefficients, constant = terms.memory_minus_lc(L, n_be)
     out = [
         CellConstraint(
@@ -114,12 +107,8 @@ def published_constraints(
     half_width: float = ROUNDING_HALF_WIDTH,
     include_break_even: bool = True,
 ) -> list[CellConstraint]:
-    """Every published cell as a linear constraint on (write/token, read, output tokens, share).
-
-    Each printed cost ``c`` says the true cost lies in ``[c − 0.00005, c + 0.00005]``; each cost
-    is linear in the unknowns once the list prices are fixed, and so is each break-even (the
-    memory sum is above at ``N_BE − 1`` and below at ``N_BE``).
-    """
+    """Every published cell (± half its last digit) and break-even as a linear constraint on (write
+    per token, read, output tokens, cached share)."""
     terms = _CellTerms(
         *(
             x / TOKENS_PER_MILLION
@@ -160,7 +149,6 @@ def published_constraints(
 
 
 def _scaled_system(constraints: Sequence[CellConstraint]) -> tuple[np.ndarray, np.ndarray]:
-    """``A_ub x' <= b_ub`` in scaled variables x' (x = x'·scale), rows scaled to ~1."""
     scales = np.array([s for _, s in SOLVER_VARIABLES.values()])
     rows, bounds = [], []
     for c in constraints:
@@ -175,7 +163,6 @@ def _scaled_system(constraints: Sequence[CellConstraint]) -> tuple[np.ndarray, n
 
 
 def _variable_bounds(fixed: Mapping[str, float] | None) -> list[tuple[float, float | None]]:
-    """Each unknown's bounds in scaled units: non-negative, a share at most 1, or pinned."""
     natural_bounds = {"cached_share": (0.0, 1.0)}
     bounds: list[tuple[float, float | None]] = []
     for name, (_unit, scale) in SOLVER_VARIABLES.items():
@@ -190,7 +177,6 @@ def _variable_bounds(fixed: Mapping[str, float] | None) -> list[tuple[float, flo
 def _extreme(
     A: np.ndarray, b: np.ndarray, bounds: list[tuple[float, float | None]], i: int, sign: float
 ) -> float:
-    """The smallest (``sign = 1``) or largest (``-1``) feasible value of unknown ``i``."""
     from scipy.optimize import linprog
 
     c = np.zeros(len(SOLVER_VARIABLES))
@@ -212,13 +198,8 @@ def solve_implied_constants(
     chosen: CostConstants = PAPER_CONSTANTS,
     stated: CostConstants = STATED_CONSTANTS,
 ) -> pd.DataFrame:
-    """The feasible interval of every unknown constant, given the published cells.
-
-    A linear programme per bound: minimise and maximise each unknown subject to all cells'
-    rounding bands (and the break-even column). ``fixed`` pins unknowns (e.g.
-    ``{"cached_share": 1.0}``). Returns one row per unknown with ``low``, ``high``, the chosen
-    and the stated value, and whether each lies inside the interval.
-    """
+    """Each unknown's feasible interval (a linear programme per bound; ``fixed`` pins some), beside
+    the chosen and stated values."""
     constraints = list(constraints) if constraints is not None else published_constraints()
     A, b = _scaled_system(constraints)
     bounds = _variable_bounds(fixed)
@@ -249,7 +230,7 @@ def solve_implied_constants(
 def constraint_slack(
     constraints: Sequence[CellConstraint], constants: CostConstants
 ) -> pd.DataFrame:
-    """How each published cell sits for a given set of constants (negative slack = violated)."""
+    """How each published cell sits for ``constants`` (negative: violated)."""
     x = np.array([getattr(constants, name) for name in SOLVER_VARIABLES])
     rows = []
     for c in constraints:

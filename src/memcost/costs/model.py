@@ -1,10 +1,5 @@
-"""The paper's cost model (paper §3.5, Eq. 1-2), its break-even, its sensitivity and growth.
-
-Memory pays a write per user and a small read per question; long context pays the whole history
-per question, cached from the second on. The break-even is the number of questions after which
-memory is cheaper (Table 5); notebook 05 also asks how robust it is (cache discount, answer
-length, Batch prices) and how it moves when the conversation keeps growing.
-"""
+"""The paper's cost model (paper §3.5, Eq. 1-2), its Tables 4-5, Figure 1's grid, its sensitivity
+and a growing conversation."""
 
 from __future__ import annotations
 
@@ -41,21 +36,19 @@ class CostModel:
     source: str = ""
 
     def memory(self, n: Any) -> Any:
-        """Cumulative memory cost after ``n`` questions (scalar or array)."""
         return self.write_usd + _turns(n) * self.read_usd
 
     def long_context(self, n: Any) -> Any:
-        """Cumulative long-context cost after ``n`` questions (scalar or array)."""
         return self.lc_first_usd + (_turns(n) - 1) * self.lc_cached_usd
 
     def break_even(self, max_turns: int | None = None) -> int | None:
-        """First ``N`` with ``C_Mem(N) < C_LC(N)``; ``None`` if memory never becomes cheaper
-        (or not within ``max_turns``)."""
+        """First ``N`` with ``C_Mem(N) < C_LC(N)`` (``None``: never, or not within
+        ``max_turns``)."""
         costs = (self.write_usd, self.read_usd, self.lc_first_usd, self.lc_cached_usd)
         return break_even(*costs, max_turns=max_turns)
 
     def rounded(self, decimals: int = 4) -> CostModel:
-        """The same model with every cost rounded as a published table prints it."""
+        """Every cost rounded as a published table prints it."""
         return replace(
             self,
             write_usd=round(self.write_usd, decimals),
@@ -68,7 +61,6 @@ class CostModel:
     def scaled(
         self, *, write: float = 1.0, read: float = 1.0, long_context: float = 1.0
     ) -> CostModel:
-        """Each component multiplied (e.g. by the Batch-API multiplier)."""
         return replace(
             self,
             write_usd=self.write_usd * write,
@@ -98,7 +90,6 @@ class CostConstants:
 
     @classmethod
     def for_price(cls, price: Price, **values: Any) -> CostConstants:
-        """Constants with the long-context prices taken from a price-table entry."""
         return cls(
             input_usd_per_mtok=price.input,
             cached_input_usd_per_mtok=price.cached_rate,
@@ -107,7 +98,6 @@ class CostConstants:
         )
 
     def at(self, context_tokens: float) -> CostModel:
-        """The cost model for a history of ``context_tokens`` tokens."""
         L = float(context_tokens)
         out = self.output_tokens * self.output_usd_per_mtok / TOKENS_PER_MILLION
         cached_rate = (
@@ -124,7 +114,6 @@ class CostConstants:
         )
 
     def with_cache_discount(self, discount: float) -> CostConstants:
-        """Cached input priced at ``(1 − discount)`` of the input price (0.9 for GPT-5)."""
         return replace(self, cached_input_usd_per_mtok=self.input_usd_per_mtok * (1.0 - discount))
 
     def replace(self, **values: Any) -> CostConstants:
@@ -178,7 +167,6 @@ def break_even_table(constants: CostConstants, contexts: Iterable[float]) -> pd.
 
 
 def round_table(frame: pd.DataFrame, decimals: int = 4) -> pd.DataFrame:
-    """Round the dollar columns (``*_usd``) as the paper prints them."""
     out = frame.copy()
     for column in out.columns:
         if column.endswith("_usd"):
@@ -187,7 +175,7 @@ def round_table(frame: pd.DataFrame, decimals: int = 4) -> pd.DataFrame:
 
 
 def compare_with_paper(table4: pd.DataFrame, table5: pd.DataFrame) -> pd.DataFrame:
-    """One row per published cell (26): paper value, reproduced value (rounded), match."""
+    """One row per published cell (26): the paper's value, the reproduced one rounded, match."""
     rows = []
     ours4 = round_table(table4).set_index("n_turns")
     for _, row in paper.TABLE4.iterrows():
@@ -210,7 +198,7 @@ def compare_with_paper(table4: pd.DataFrame, table5: pd.DataFrame) -> pd.DataFra
 def break_even_from_rounded_rows(
     constants: CostConstants, contexts: Iterable[float]
 ) -> pd.DataFrame:
-    """Break-even from costs rounded to 4 decimals first (the wrong way), next to the right one."""
+    """Break-even from costs rounded to 4 decimals first (the wrong way), beside the right one."""
     rows = []
     for L in contexts:
         model = constants.at(L)
@@ -228,7 +216,7 @@ def break_even_from_rounded_rows(
 def cost_difference_grid(
     constants: CostConstants, contexts: Sequence[float], turns: Sequence[int]
 ) -> np.ndarray:
-    """``C_LC − C_Mem`` (USD) with rows = turns, columns = context lengths (Figure 1's data)."""
+    """``C_LC − C_Mem`` with rows = turns, columns = context lengths (Figure 1's data)."""
     n = np.asarray(turns, dtype=float)
     columns = []
     for L in contexts:  # same arithmetic as CostModel, so the grid agrees with break_even()
@@ -240,7 +228,6 @@ def cost_difference_grid(
 def break_even_curve(
     constants: CostConstants, contexts: Sequence[float], max_turns: int | None = None
 ) -> np.ndarray:
-    """Break-even N per context length (NaN where memory never wins within ``max_turns``)."""
     values = [constants.at(L).break_even(max_turns=max_turns) for L in contexts]
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
@@ -248,7 +235,6 @@ def break_even_curve(
 def sensitivity_cache_discount(
     constants: CostConstants, discounts: Sequence[float], contexts: Sequence[float]
 ) -> pd.DataFrame:
-    """Break-even as the provider's cached-input discount varies (paper: 90%)."""
     rows = [
         {
             "cache_discount": d,
@@ -264,7 +250,6 @@ def sensitivity_cache_discount(
 def sensitivity_output_tokens(
     constants: CostConstants, output_tokens: Sequence[float], contexts: Sequence[float]
 ) -> pd.DataFrame:
-    """Break-even as the long-context answer length (incl. reasoning) varies (paper: ~527)."""
     rows = [
         {
             "output_tokens": o,
@@ -293,11 +278,8 @@ def sensitivity_batch(
     multiplier: float,
     scenarios: Mapping[str, tuple[bool, bool, bool]] = BATCH_SCENARIOS,
 ) -> pd.DataFrame:
-    """Break-even when some components go through the Batch API (half price, 24 h window).
-
-    Memory construction is offline work and suits batch pricing; interactive reads and
-    long-context answers usually do not, which is why the scenarios are listed separately.
-    """
+    """Break-even with some components at Batch prices (writing memory suits batch; reads and
+    answers usually do not)."""
     rows = []
     for name, (write, read, lc) in scenarios.items():
         for L in contexts:
@@ -318,11 +300,8 @@ def token_break_even(
     retrieved_tokens: float,
     query_overhead_tokens: float = 0.0,
 ) -> float:
-    """Queries after which memory has processed fewer tokens than re-sending the corpus.
-
-    ``ingestion / (corpus + overhead − retrieved)``: each query saves the corpus it does not
-    resend, minus the facts it retrieves instead. No caching and no prices: a pure token count.
-    """
+    """Queries after which memory has processed fewer tokens than resending the corpus: ``ingestion
+    / (corpus + overhead − retrieved)``, no caching, no prices."""
     saved = corpus_tokens + query_overhead_tokens - retrieved_tokens
     if saved <= 0:
         return math.inf
@@ -330,7 +309,6 @@ def token_break_even(
 
 
 def ingestion_multiplier(ingestion_tokens: float, corpus_tokens: float) -> float:
-    """Tokens processed to build memory per token of history (close to the token break-even)."""
     return ingestion_tokens / corpus_tokens
 
 
@@ -341,14 +319,9 @@ def growing_conversation_series(
     message_tokens: float,
     ingest_every: int = 10,
 ) -> pd.DataFrame:
-    """Per-turn costs when the history grows during the conversation (the serving-cost view).
-
-    Each turn adds ``message_tokens`` to the history. Long context resends the whole history;
-    everything but the newest message is a cached prefix. Memory ingests the last
-    ``ingest_every`` turns' messages every ``ingest_every`` turns (a cost spike) and pays one
-    read per turn. Cumulative memory can then get ahead of long context and fall back after a
-    spike: the first crossing and the sustained break-even differ.
-    """
+    """Per-turn costs when the history grows by ``message_tokens`` a turn: long context resends it
+    (all but the newest message cached), memory ingests every ``ingest_every`` turns (a spike)
+    and reads each turn, so the first and sustained break-even differ."""
     t = np.arange(1, turns + 1, dtype=float)
     p_in = constants.input_usd_per_mtok / TOKENS_PER_MILLION
     share = constants.cached_share
@@ -391,12 +364,8 @@ def token_vs_dollar_table(
     retrieved_tokens: float = paper.MEASURED["read_retrieved_tokens_per_question"],
     query_overhead_tokens: float = 0.0,
 ) -> pd.DataFrame:
-    """Per context length: the token-level break-even (no caching), the ingestion multiplier,
-    and the dollar break-even without and with prompt caching.
-
-    Ingestion grows with the history (a fixed multiplier per history token); each memory query
-    reads ``retrieved_tokens`` of facts instead of the history.
-    """
+    """Per context length: the token-level break-even, the ingestion multiplier, and the dollar
+    break-even without and with prompt caching."""
     rows = []
     for L in contexts:
         ingestion = ingestion_per_history_token * L

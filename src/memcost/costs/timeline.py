@@ -1,10 +1,5 @@
-"""The cost model with time in it: Eq. 1-2 generalised to questions arriving at given times.
-
-A user's questions arrive by an arrival process (back to back, one a day, Poisson, bursts); the
-prompt cache's retention rule says whether a cached prefix is still alive when the next question
-comes and how many of its tokens are served from the cache; the timeline prices each question
-with what is cached then.
-"""
+"""The cost model with time in it (notebook 07): questions arriving at given times, a prompt cache
+that expires."""
 
 from __future__ import annotations
 
@@ -37,8 +32,6 @@ RETENTION_LABELS = {
 
 @dataclass(frozen=True)
 class Retention:
-    """One retention policy on one price row."""
-
     policy: str  # one of RETENTION_POLICIES
     window_seconds: float  # an idle prefix lives this long (inf: forever; 0: never cached)
     sold_as: str  # the cache-write price that applies: "30m" | "12h" | "24h" | "" (plain input)
@@ -49,7 +42,7 @@ class Retention:
 
 
 def retention_for(price: Price, policy: str) -> Retention:
-    """The retention ``policy`` on ``price``'s row: its window and its cache-write price."""
+    """The retention ``policy`` on ``price``'s row: its window and cache-write price."""
     if policy == "always":
         return Retention(policy, math.inf, "")
     if policy == "none":
@@ -72,19 +65,16 @@ def retention_for(price: Price, policy: str) -> Retention:
 
 
 def is_alive(last_request_time: float | None, now: float, retention: Retention) -> bool:
-    """Whether a prefix last used at ``last_request_time`` (seconds; ``None``: never sent) is
-    still cached at ``now``. A gap exactly as long as the window still hits."""
+    """Whether a prefix last used at ``last_request_time`` is still cached at ``now`` (a gap as long
+    as the window still hits)."""
     if last_request_time is None or not retention.caches:
         return False
     return now - last_request_time <= retention.window_seconds
 
 
 def cacheable_tokens(shared_tokens: float, *, exact: bool = False) -> float:
-    """Tokens of a ``shared_tokens``-long prefix the cache can serve.
-
-    ``exact=False``: the provider's grid (at least 1,024 tokens, then 128-token steps);
-    ``exact=True``: every shared token, as the paper's cost model bills it (§3.5).
-    """
+    """Tokens of a shared prefix the cache serves: the provider's grid, or (``exact``) every one, as
+    the paper's model bills them."""
     if exact:
         return float(shared_tokens)
     return float(_provider_cacheable(int(shared_tokens)))
@@ -94,17 +84,15 @@ ARRIVAL_PROCESSES = ("back_to_back", "fixed_gap", "poisson", "sessions", "datase
 
 
 def back_to_back(n: int) -> np.ndarray:
-    """All questions at once (the paper's case, §3.5): no time for a cache to expire."""
+    """All questions at once (the paper's case)."""
     return np.zeros(int(n))
 
 
 def fixed_gaps(n: int, gap_seconds: float) -> np.ndarray:
-    """One question every ``gap_seconds``."""
     return np.arange(int(n), dtype=float) * float(gap_seconds)
 
 
 def poisson(n: int, rate_per_day: float, seed: int = 0) -> np.ndarray:
-    """A Poisson process with ``rate_per_day`` questions a day (exponential gaps)."""
     if rate_per_day <= 0:
         raise ValueError(f"rate_per_day must be positive, not {rate_per_day}")
     rng = np.random.default_rng(seed)
@@ -115,8 +103,8 @@ def poisson(n: int, rate_per_day: float, seed: int = 0) -> np.ndarray:
 def sessions(
     n: int, per_session: int, gap_seconds: float, within_seconds: float = MINUTE
 ) -> np.ndarray:
-    """Sessions of ``per_session`` questions ``within_seconds`` apart, sessions
-    ``gap_seconds`` apart (from the end of one session to the start of the next)."""
+    """Sessions of ``per_session`` questions ``within_seconds`` apart, ``gap_seconds`` between
+    sessions."""
     if per_session < 1:
         raise ValueError(f"per_session must be at least 1, not {per_session}")
     gaps = [within_seconds if i % per_session else gap_seconds for i in range(1, int(n))]
@@ -124,7 +112,7 @@ def sessions(
 
 
 def from_gaps(n: int, gaps_seconds: Sequence[float]) -> np.ndarray:
-    """``n`` arrivals whose gaps repeat ``gaps_seconds`` in order (a user's own rhythm)."""
+    """``n`` arrivals whose gaps repeat ``gaps_seconds`` (a user's own rhythm)."""
     gaps = np.asarray(gaps_seconds, dtype=float)
     if gaps.size == 0:
         raise ValueError("no gaps to repeat: a user with a single dated session has none")
@@ -138,10 +126,8 @@ def _seconds(values: pd.Series) -> np.ndarray:
 
 
 def dataset_gaps(conversations: pd.DataFrame, questions: pd.DataFrame | None = None) -> dict:
-    """Per user (conversation): the gaps in seconds between the dated sessions of its history,
-    then to its question date where the benchmark gives one (LongMemEval). LoCoMo dates its
-    sessions; its questions carry no date. Reads the prepared files' columns
-    (``session_datetime``, ``question_date``)."""
+    """Per user, the gaps in seconds between its dated sessions, then to its question date where
+    given (LongMemEval)."""
     sessions_ = (
         conversations.dropna(subset=["session_datetime"])
         .groupby(["conversation_id", "session_index"], sort=False)["session_datetime"]
@@ -172,8 +158,6 @@ BREAK_EVEN_FIRST_PREFIX = 32  # questions priced before the first look for a bre
 
 @dataclass(frozen=True)
 class LongContext:
-    """How one long-context question is billed."""
-
     price: Price  # the long-context model's dated price row
     retention: Retention  # the cache policy (window and write price)
     output_tokens: float = PAPER_OUTPUT_TOKENS  # per answer, reasoning included (§3.5)
@@ -188,8 +172,6 @@ class LongContext:
 
 @dataclass(frozen=True)
 class Memory:
-    """What memory costs: a write per history token ingested and a read per question."""
-
     write_usd_per_token: float = PAPER_WRITE_USD_PER_TOKEN  # extraction + update + embeddings
     read_usd: float = PAPER_READ_USD  # retrieval + reader call, per question
     source: str = "paper constants implied by Tables 4-5 (§3.5)"
@@ -199,7 +181,6 @@ class Memory:
 def long_context_requests(
     setup: LongContext, times: Sequence[float], history_tokens: Sequence[float]
 ) -> pd.DataFrame:
-    """One row per question: its prompt, cached, written and plain tokens, tier and dollars."""
     return pd.DataFrame(_long_context_columns(setup, times, history_tokens))
 
 
@@ -283,7 +264,6 @@ def timeline(
 
 
 def break_even_of(frame: pd.DataFrame) -> int | None:
-    """The first break-even of a :func:`timeline`'s questions."""
     return first_break_even(frame["memory_usd"], frame["long_context_usd"])
 
 
@@ -293,11 +273,8 @@ def timeline_break_even(
     times: Sequence[float],
     history_tokens: float | Sequence[float],
 ) -> int | None:
-    """Break-even N of questions arriving at ``times`` (``None``: not within them).
-
-    A question's costs depend on the questions before it only, so the timeline is computed on
-    growing prefixes and stops at the first that holds the crossing: the same N as the whole
-    timeline's, without pricing the hundreds of questions after a break-even near 10."""
+    """Break-even N of questions at ``times``, computed on growing prefixes of the timeline (a
+    question's costs depend only on those before it)."""
     times = np.asarray(times, dtype=float)
     history = np.broadcast_to(np.asarray(history_tokens, dtype=float), times.shape)
     length = BREAK_EVEN_FIRST_PREFIX

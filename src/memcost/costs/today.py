@@ -1,10 +1,5 @@
-"""Is memory worth it today? The break-even at today's prices (notebook 07).
-
-Price scenarios name the models and the dated price rows a result uses; the break-even is
-computed at today's prices, with a prompt cache that expires between questions, under each
-dataset's own time structure (the gaps between its dated sessions), across the long-context
-tier, and with Batch prices for the write. Every table names its scenario and its dates.
-"""
+"""Is memory worth it today? The break-even at dated prices with a prompt cache that expires, under
+each dataset's own time, across the long-context tier and with a Batch write (notebook 07)."""
 
 from __future__ import annotations
 
@@ -48,7 +43,7 @@ _PER_HISTORY_TOKEN = paper.MEASURED["conversations"] * paper.TABLE4_CONTEXT_TOKE
 
 @dataclass(frozen=True)
 class Assumptions:
-    """What the cost model assumes beyond prices; defaults are the paper's (section named)."""
+    """What the cost model assumes beyond prices; defaults are the paper's."""
 
     output_tokens: float = PAPER_OUTPUT_TOKENS  # paper §3.5: per long-context answer (Tables 4-5)
     question_tokens: float = PAPER_QUESTION_TOKENS  # paper §3.5: whole prompt cached from turn 2
@@ -77,7 +72,6 @@ class Assumptions:
 
     @property
     def embedding_per_token(self) -> float:
-        """Embedding tokens per history token: facts per history token × tokens per fact."""
         return self.facts_per_user / paper.TABLE4_CONTEXT_TOKENS * self.embedding_tokens_per_fact
 
 
@@ -86,8 +80,6 @@ PAPER_ASSUMPTIONS = Assumptions()  # the paper's values throughout
 
 @dataclass(frozen=True)
 class PriceScenario:
-    """Models and price date of one result."""
-
     name: str
     date: str  # YYYY-MM-DD: the price rows in force that day
     lc_model: str
@@ -130,8 +122,7 @@ def _per_million(usd: float) -> str:
 
 
 def what_moved(paper_prices: PriceScenario = PAPER, now: PriceScenario = CURRENT) -> str:
-    """The price facts behind a change of the break-even since the paper, read from the dated
-    rows: long context's input price and its first turn's cache write, then extraction's."""
+    """The price facts behind the break-even's change since the paper, read from the dated rows."""
     old_lc, new_lc = paper_prices.price(paper_prices.lc_model), now.price(now.lc_model)
     old_ex, new_ex = (s.price(s.extraction_model) for s in (paper_prices, now))
     text = (
@@ -162,7 +153,8 @@ def scenario(name: str) -> PriceScenario:
 
 
 def _write_mix(s: PriceScenario, a: Assumptions, batch: bool) -> float:
-    """USD per history token of extraction + embedding at ``s``'s prices (token mix of §4.2)."""
+    """USD per history token of extraction and embedding at ``s``'s prices (the token mix
+    of §4.2)."""
     extract, embed = s.price(s.extraction_model), s.price(s.embedding_model)
     usd = (
         a.extraction_prompt_per_token * extract.input
@@ -173,13 +165,13 @@ def _write_mix(s: PriceScenario, a: Assumptions, batch: bool) -> float:
 
 
 def reader_output_tokens(a: Assumptions) -> float:
-    """Reader output tokens that make the paper's read cost at the paper's reader prices."""
+    """Reader output tokens that make the paper's read cost at its reader's prices."""
     p = PAPER.price(PAPER.reader_model)
     return (a.read_usd * 1e6 - a.reader_prompt_tokens * p.input) / p.output
 
 
 def memory_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> Memory:
-    """Memory's costs in scenario ``s``: the paper's calibrated costs, re-priced."""
+    """Memory's costs in ``s``: the paper's calibrated costs, re-priced."""
     write = a.write_usd_per_token * _write_mix(s, a, a.batch_write) / _write_mix(PAPER, a, False)
     if s.paper_calibrated:
         read = a.read_usd
@@ -199,7 +191,6 @@ def memory_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> Memory:
 def long_context_for(
     s: PriceScenario, policy: str, a: Assumptions = PAPER_ASSUMPTIONS
 ) -> LongContext:
-    """The long-context model of ``s`` under cache ``policy``."""
     return LongContext.on(
         s.price(s.lc_model),
         policy,
@@ -211,15 +202,13 @@ def long_context_for(
 
 
 def default_policy(s: PriceScenario) -> str:
-    """The paper assumes the history is always cached; today's default is in-memory retention."""
+    """The paper assumes the history always cached; today's default is in-memory retention."""
     return "always" if s.paper_calibrated else "in_memory"
 
 
 def constants_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> CostConstants:
-    """Eq. 1-2's constants for scenario ``s``, back to back under its default policy: the first
-    turn pays the history at the cache-write price of that policy, later turns the cached
-    price. Equal to the timeline below the long-context tier threshold (above it, use
-    :mod:`memcost.costs.today`, which bills the tier)."""
+    """Eq. 1-2's constants for ``s``, back to back under its default policy (the first turn at that
+    policy's cache-write price); the timeline's below the long-context tier."""
     lc = long_context_for(s, default_policy(s), a)
     memory = memory_for(s, a)
     return CostConstants(
@@ -235,9 +224,8 @@ def constants_for(s: PriceScenario, a: Assumptions = PAPER_ASSUMPTIONS) -> CostC
 
 
 def run_dataset_time(run: RunPaths) -> tuple[dict[str, dict], dict[str, float], list[str]]:
-    """``(gaps per dataset and user, median history tokens per dataset, notes)`` for every
-    dataset of ``run`` that notebook 00 prepared; a dataset without dated sessions is noted
-    and left out."""
+    """``(gaps per dataset and user, median history tokens per dataset, notes)`` for the datasets
+    notebook 00 prepared (one without dated sessions is noted and left out)."""
     gaps, contexts, notes = {}, {}, []
     for ds in run.datasets():
         if not ds.conversations.is_file():
@@ -271,8 +259,8 @@ def scenario_timeline(
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
     growth_tokens: float = 0.0,
 ) -> pd.DataFrame:
-    """Per-question costs of scenario ``s`` for questions at ``times`` (history grows by
-    ``growth_tokens`` between questions)."""
+    """Per-question costs of ``s`` for questions at ``times`` (the history growing by
+    ``growth_tokens``)."""
     history = context_tokens + growth_tokens * np.arange(len(times))
     return timeline(*_billing(s, policy, assumptions), times, history)
 
@@ -285,16 +273,13 @@ def scenario_break_even_at(
     policy: str | None = None,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> int | None:
-    """Break-even N of scenario ``s`` for questions at ``times`` on a fixed history (``None``:
-    not within them); what :func:`scenario_timeline` would give, without the questions after."""
+    """Break-even N of ``s`` for questions at ``times`` on a fixed history."""
     return timeline_break_even(*_billing(s, policy, assumptions), times, context_tokens)
 
 
 def _billing(
     s: PriceScenario, policy: str | None, assumptions: Assumptions
 ) -> tuple[LongContext, Memory]:
-    """How scenario ``s`` bills a long-context question (under ``policy``, else the scenario's
-    own) and memory."""
     return long_context_for(s, policy or default_policy(s), assumptions), memory_for(s, assumptions)
 
 
@@ -307,7 +292,6 @@ def scenario_break_even(
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
     max_questions: int = MAX_QUESTIONS,
 ) -> int | None:
-    """Break-even N of one user whose questions come ``gap_seconds`` apart."""
     times = fixed_gaps(max_questions, gap_seconds)
     return scenario_break_even_at(s, context_tokens, times, policy=policy, assumptions=assumptions)
 
@@ -319,7 +303,7 @@ def break_even_table_for(
     policy: str | None = None,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Table 5's layout for scenario ``s`` (back-to-back questions), with its price date."""
+    """Table 5's layout for ``s`` (back to back), with its price date."""
     rows = []
     policy = policy or default_policy(s)
     for L in contexts:
@@ -351,7 +335,7 @@ def cumulative_table_for(
     policy: str | None = None,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Table 4's layout for scenario ``s`` (back-to-back questions)."""
+    """Table 4's layout for ``s`` (back to back)."""
     turns = np.asarray(list(turns), dtype=int)
     frame = scenario_timeline(
         s, context_tokens, back_to_back(int(turns.max())), policy=policy, assumptions=assumptions
@@ -376,8 +360,8 @@ def cost_difference_grid_for(
     policy: str | None = None,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Figure 1's data for scenario ``s``: ``C_LC − C_Mem`` (rows = turns, columns = L) and the
-    break-even per L (NaN beyond the last turn)."""
+    """Figure 1's data for ``s``: ``C_LC − C_Mem`` and the break-even per L (NaN beyond the last
+    turn)."""
     n = int(max(turns))
     columns, boundary = [], []
     for L in contexts:
@@ -397,8 +381,8 @@ def gap_break_even_table(
     *,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Break-even N against the gap between questions, per scenario and cache policy (a policy
-    a model's price row does not sell gives no row)."""
+    """Break-even N against the gap between questions, per scenario and cache policy (a policy not
+    sold gives no row)."""
     rows = []
     for s in scenarios:
         for policy in policies:
@@ -433,8 +417,8 @@ def dataset_break_even_table(
     max_questions: int = 200,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Per dataset, scenario and policy: the median over users of each user's break-even when
-    questions come with the gaps of that user's own dated sessions (repeated in order)."""
+    """Per dataset, scenario and policy: the median user's break-even when questions come with the
+    gaps of the user's own dated sessions."""
     rows = []
     for dataset, users in gaps_by_dataset.items():
         usable = {u: g for u, g in users.items() if len(g)}
@@ -483,8 +467,8 @@ def tier_table(
     policy: str | None = None,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Per L: the first long-context turn, a later turn and the break-even, with the price
-    row's long-context tier and without it (what the tier costs)."""
+    """Per L: the first and a later turn and the break-even, with the long-context tier and without
+    it."""
     rows = []
     price = s.price(s.lc_model)
     flat = replace(s, name=f"{s.name} without tier")
@@ -522,8 +506,7 @@ def _without_tier(
 
 
 def tier_crossing(context_tokens: float, growth_tokens: float, threshold: int) -> int | None:
-    """The first question whose history exceeds ``threshold`` when it starts at
-    ``context_tokens`` and grows by ``growth_tokens`` per question."""
+    """The first question whose history exceeds ``threshold``."""
     if context_tokens > threshold:
         return 1
     if growth_tokens <= 0:
@@ -536,8 +519,8 @@ def batch_table(
     contexts: Sequence[float],
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Break-even with list prices and with the write (extraction + embeddings) through the
-    Batch API; answering stays interactive. (Judging is evaluation, not a per-user cost.)"""
+    """Break-even at list prices and with the write through the Batch API (answering
+    interactive)."""
     rows = []
     for s in scenarios:
         for label, variant in (
@@ -562,10 +545,8 @@ def batch_table(
 def headline_table(
     context_tokens: float = 100_000, assumptions: Assumptions = PAPER_ASSUMPTIONS
 ) -> pd.DataFrame:
-    """The four break-evens side by side, each computed: the paper's; today's back to back;
-    today's with one question a day (in-memory retention); the same under extended retention.
-    The same three cases follow with everything on the low-cost successor (a retention the
-    model does not sell gives no number and says so)."""
+    """The break-evens side by side, each computed: the paper's; today's back to back, one question
+    a day, under extended retention; the same on the low-cost successor."""
     low = f"today on {CURRENT_LOW_COST.lc_model}"
     cases = [
         ("paper's break-even", PAPER, "always", 0.0),
@@ -604,8 +585,8 @@ def headline_table(
 
 
 def arrival_processes(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """The arrival processes compared in the notebook, all at about one question a day except
-    the paper's back-to-back case (a Poisson draw is one seeded user)."""
+    """The arrival processes compared, about one question a day but the paper's back to back (a
+    Poisson draw is one seeded user)."""
     return {
         "back to back (the paper)": back_to_back(n),
         "a question every hour": fixed_gaps(n, HOUR),
@@ -625,8 +606,7 @@ def arrival_table(
     max_questions: int = 300,
     assumptions: Assumptions = PAPER_ASSUMPTIONS,
 ) -> pd.DataFrame:
-    """Break-even per arrival process, scenario and policy: the median over ``seeds`` users
-    (only the Poisson processes differ between seeds)."""
+    """Break-even per arrival process, scenario and policy: the median over ``seeds`` users."""
     rows = []
     for s in scenarios:
         for policy in policies:

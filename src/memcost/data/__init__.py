@@ -1,8 +1,5 @@
-"""The three benchmarks (notebook 00, paper §3.3), read from their native files into one
-normalised form: ``sources`` (the bundled sample, a local copy or a pinned download), one reader
-per benchmark (``locomo``, ``longmemeval``, ``personamem``), ``benchmark`` (the normalised form
-and the hand-over files), ``prepare`` (select, count, write; Tables 1-2).
-"""
+"""The three benchmarks (notebook 00, paper §3.3), from their native files into one
+normalised form."""
 
 # ruff: noqa: F401 - the names the notebooks use
 from memcost.data.benchmark import (

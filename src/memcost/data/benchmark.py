@@ -1,11 +1,5 @@
-"""A benchmark in memory, notebook 00's hand-over files, and the long-context rendering.
-
-:class:`Benchmark` is what every reader of a native file returns (the conversations' turns and
-the questions, in one normalised form) with the checks they share; the hand-over files of
-notebook 00 (``data/conversations.parquet``, ``questions.parquet``, ``conversation_stats``) are
-written and read only here; :func:`render_history` is one user's history as the long-context
-baseline sends it (dated sessions, speakers, shared photos' captions).
-"""
+"""A benchmark in memory, notebook 00's hand-over files and their schemas, and the long-context
+rendering of a history."""
 
 from __future__ import annotations
 
@@ -31,13 +25,12 @@ from memcost.text import spoken_datetime, with_caption
 ROLES = frozenset({"user", "assistant", "system"})
 
 
-class DataWarning(UserWarning):
-    """Input that loads but deserves attention (e.g. LoCoMo category counts that differ)."""
+class DataWarning(UserWarning): ...
 
 
 @dataclass
 class BenchmarkData:
-    """A benchmark in normalised form, with the provenance of the files it came from."""
+    """A benchmark in normalised form, with the provenance of its files."""
 
     dataset: str
     conversations: pd.DataFrame
@@ -59,14 +52,12 @@ class BenchmarkData:
         )
 
     def conversation(self, conversation_id: str | None = None) -> pd.DataFrame:
-        """The turns of one conversation (the first one by default)."""
         if conversation_id is None:
             conversation_id = self.conversations["conversation_id"].iloc[0]
         return self.conversations[self.conversations["conversation_id"] == conversation_id]
 
 
 def as_source(source: DataSource | Path | str, dataset: str) -> DataSource:
-    """A loader's argument as a :class:`DataSource` (a bare path is a local file)."""
     if isinstance(source, DataSource):
         if source.dataset != dataset:
             raise DataError(f"{source.path}: source is for {source.dataset}, not {dataset}")
@@ -77,8 +68,8 @@ def as_source(source: DataSource | Path | str, dataset: str) -> DataSource:
 
 
 def provenance(data: BenchmarkData) -> dict[str, Any]:
-    """What the manifest records about the data: source, revision, every raw file's sha256,
-    the selection and the checks."""
+    """What the manifest records of the data: source, revision, every raw file's sha256, the
+    selection, the checks."""
     return {
         **data.source.describe(),
         "files": [vars(f) for f in data.files],
@@ -88,7 +79,6 @@ def provenance(data: BenchmarkData) -> dict[str, Any]:
 
 
 def record_provenance(run: RunPaths, data: BenchmarkData) -> None:
-    """``manifest["provenance"][<dataset>]``, so a run names the exact bytes it used."""
     set_entry(run, "provenance", data.dataset, provenance(data))
 
 
@@ -98,7 +88,7 @@ def record_provenance(run: RunPaths, data: BenchmarkData) -> None:
 def iso_datetime(
     year: int, month: int, day: int, hour: int, minute: int, second: int, text: str
 ) -> str:
-    """The ISO 8601 form of a parsed date; an impossible date names the text it came from."""
+    """ISO 8601; an impossible date names the text it came from."""
     try:
         return datetime(year, month, day, hour, minute, second).isoformat(timespec="seconds")
     except ValueError as exc:
@@ -129,7 +119,6 @@ def parse_json(data: bytes, path: Path, dataset: str | None = None) -> Any:
 
 
 def guess_json_dataset(obj: Any) -> str | None:
-    """Which benchmark a parsed JSON document looks like, from its field names."""
     first = obj[0] if isinstance(obj, list) and obj else obj
     if not isinstance(first, dict):
         return None
@@ -143,7 +132,7 @@ def guess_json_dataset(obj: Any) -> str | None:
 
 
 def expect_dataset(obj: Any, dataset: str, path: Path) -> None:
-    """Stop when a parsed file looks like another benchmark's, and say which one to pass."""
+    """Stop when a file looks like another benchmark's, saying which to pass."""
     guess = guess_json_dataset(obj)
     if guess is not None and guess != dataset:
         what = (
@@ -175,7 +164,7 @@ def _type_name(types: type | tuple[type, ...]) -> str:
 def required(
     obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], path: Path, where: str
 ) -> Any:
-    """``obj[key]``, required and of ``types``; otherwise an error naming file and record."""
+    """``obj[key]`` of ``types``, else an error naming file and record."""
     if key not in obj:
         raise DataError(f"{path}: {where}: missing field '{key}'")
     value = obj[key]
@@ -191,8 +180,7 @@ def required(
 def records(
     obj: Any, path: Path, what: str, noun: str, id_key: str, label: str = ""
 ) -> Iterator[tuple[dict[str, Any], str, str]]:
-    """A file's list of ``what``, each an object with its own ``id_key``: (record, id, where),
-    ``where`` naming it in errors as ``<label or id_key> '<id>' (index <i>)``."""
+    """A file's list of ``what``, each with its ``id_key``: ``(record, id, where)`` for errors."""
     if not isinstance(obj, list):
         raise DataError(f"{path}: expected a JSON list of {what}, got {type(obj).__name__}")
     seen: set[str] = set()
@@ -210,20 +198,19 @@ def records(
 
 
 def short(value: Any, limit: int = 60) -> str:
-    """A value as an error message quotes it: its repr, cut to ``limit`` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def answer_text(value: Any) -> str:
-    """Gold answers are strings everywhere downstream (LoCoMo has some integers)."""
+    """Gold answers as strings (LoCoMo has some integers)."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 
 
 def read_text(path: Path, files: list[RawFile]) -> str:
-    """A raw text file (its bytes recorded in ``files``), UTF-8 with or without a BOM."""
+    """A raw text file, UTF-8 with or without a BOM, its bytes recorded in ``files``."""
     try:
         return read_raw(path, files).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -231,7 +218,6 @@ def read_text(path: Path, files: list[RawFile]) -> str:
 
 
 def parse_csv(text: str, path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """A CSV's header and rows (any line endings, quoted newlines kept)."""
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
         return list(reader.fieldnames or []), list(reader)
@@ -310,7 +296,7 @@ def frame(columns: Mapping[str, list[Any]], schema: pa.Schema) -> pd.DataFrame:
 
 
 class Rows:
-    """Column-wise accumulator: appending to lists is the cheap way to build 250k-row tables."""
+    """Column-wise accumulator (lists are the cheap way to build 250k-row tables)."""
 
     def __init__(self, names: Iterable[str]):
         self.columns: dict[str, list[Any]] = {name: [] for name in names}
@@ -321,14 +307,12 @@ class Rows:
 
 
 def conversation_stats_path(ds: DatasetPaths) -> Path:
-    """``data/conversation_stats.parquet``: per conversation, sessions, turns and tokens."""
     return ds.data / "conversation_stats.parquet"
 
 
 def write_data_files(
     ds: DatasetPaths, conversations: pd.DataFrame, questions: pd.DataFrame, stats: pd.DataFrame
 ) -> dict[str, Path]:
-    """Write the three parquet files (each atomically, each with its schema)."""
     written = {
         "conversations": ds.conversations,
         "questions": ds.questions,
@@ -350,23 +334,19 @@ def _read(ds: DatasetPaths, path: Path) -> pd.DataFrame:
 
 
 def read_conversations(ds: DatasetPaths) -> pd.DataFrame:
-    """``data/conversations.parquet`` (schema :data:`CONVERSATION_SCHEMA`), one row per turn."""
     return _read(ds, ds.conversations)
 
 
 def read_questions(ds: DatasetPaths) -> pd.DataFrame:
-    """``data/questions.parquet`` (schema :data:`QUESTION_SCHEMA`), one row per question."""
     return _read(ds, ds.questions)
 
 
 def read_prepared(ds: DatasetPaths) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(conversations, questions)`` as notebook 00 wrote them."""
     return read_conversations(ds), read_questions(ds)
 
 
 def read_conversation_stats(ds: DatasetPaths) -> pd.DataFrame:
-    """``data/conversation_stats.parquet`` (schema :data:`STATS_SCHEMA`), one row per
-    conversation: ``text_tokens`` (Table 1) and ``history_tokens`` (what is billed)."""
+    """``text_tokens`` (Table 1) and ``history_tokens`` (what is billed) per conversation."""
     return _read(ds, conversation_stats_path(ds))
 
 
@@ -375,7 +355,6 @@ SESSION_SEPARATOR = "\n\n"
 
 
 def in_order(conversation: pd.DataFrame) -> pd.DataFrame:
-    """The turns in conversation order (``position``), sorted only when they are not."""
     positions = conversation["position"]
     return (
         conversation
@@ -392,23 +371,16 @@ def session_header(number: int, when: str | None) -> str:
 
 
 def render_history(conversation: pd.DataFrame, *, captions: bool = True) -> str:
-    """One user's history as the long-context baseline sends it (paper §3.2): sessions in
-    order, each headed by its date and time, each turn ``Speaker: text``; a shared image is
-    described as ``[shares a photo: <caption>]`` after the text.
-
-    Sessions keep their own numbers (``session_index + 1``), so a window over the last turns
-    still says which session they come from.
-    """
+    """One user's history as long context sends it (paper §3.2): sessions in order headed by their
+    date, turns ``Speaker: text``, a shared image ``[shares a photo: <caption>]``; sessions keep
+    their own numbers."""
     return SESSION_SEPARATOR.join(
         text for _, text in render_sessions(conversation, captions=captions)
     )
 
 
 def render_sessions(conversation: pd.DataFrame, *, captions: bool = True) -> list[tuple[int, str]]:
-    """:func:`render_history` one session at a time: ``[(session_index, text), ...]`` in order,
-    joined by :data:`SESSION_SEPARATOR` they are the history. Long-context prompts that keep only
-    some sessions (the newest ones, or the evidence) are built from these pieces, so each session
-    is rendered and counted once."""
+    """:func:`render_history` a session at a time, so each is rendered and counted once."""
     ordered = in_order(conversation)
     out: list[tuple[int, str]] = []
     lines: list[str] = []

@@ -1,9 +1,5 @@
-"""LoCoMo (``locomo10.json``): one conversation per sample, its dated sessions and questions.
-
-A sample holds ``session_<n>`` lists of turns with ``session_<n>_date_time`` dates written like
-``1:56 pm on 8 May, 2023``, and a ``qa`` list whose ``category`` numbers follow LoCoMo's own
-evaluation code. Sessions are read in numeric order and dates become ISO 8601.
-"""
+"""LoCoMo (``locomo10.json``): one conversation per sample, its dated sessions (numeric order, ISO
+8601) and its questions (LoCoMo's own category numbers)."""
 
 from __future__ import annotations
 
@@ -71,7 +67,7 @@ _LOCOMO_DATETIME = re.compile(
 
 
 def parse_locomo_datetime(text: str) -> str:
-    """LoCoMo's ``"1:56 pm on 8 May, 2023"`` → ``"2023-05-08T13:56:00"`` (ISO 8601)."""
+    """``"1:56 pm on 8 May, 2023"`` → ``"2023-05-08T13:56:00"``."""
     match = _LOCOMO_DATETIME.match(text) if isinstance(text, str) else None
     if not match:
         raise DataError(
@@ -108,8 +104,8 @@ def _locomo_category(item: Mapping[str, Any], path: Path, where: str) -> int:
 
 
 def _locomo_evidence(value: Any, path: Path, where: str) -> list[str]:
-    """Dialogue ids cited as evidence. The public file has lists of ids, ids joined by ';' in
-    one string, and (adversarial items) a list printed as a string: take every ``D<n>:<m>``."""
+    """Every ``D<n>:<m>`` cited as evidence (the file has lists, ';'-joined strings, and printed
+    lists)."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -122,7 +118,6 @@ def _locomo_evidence(value: Any, path: Path, where: str) -> list[str]:
 
 
 def load_locomo(source: DataSource | Path) -> BenchmarkData:
-    """Read ``locomo10.json``: one conversation per sample, sessions in numeric order."""
     source = as_source(source, "locomo")
     path, files = source.path, []
     obj = parse_json(read_raw(path, files), path, "locomo")
@@ -151,7 +146,6 @@ def load_locomo(source: DataSource | Path) -> BenchmarkData:
 def _locomo_turns(
     conversation: Mapping[str, Any], sample_id: str, path: Path, where: str, rows: Rows
 ) -> int:
-    """Append one sample's turns; returns how many."""
     # Numeric order: session_10 comes after session_9, not after session_1.
     numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key)))
     position = session_index = 0
@@ -246,8 +240,8 @@ def _locomo_question(item: Any, k: int, sample_id: str, path: Path, where: str, 
 def _check_locomo_counts(
     questions: pd.DataFrame, n_samples: int, data: BenchmarkData
 ) -> dict[str, Any]:
-    """On the full file, the category counts must be the published ones (label
-    mix-ups are the most common error in published LoCoMo numbers)."""
+    """On the full file, the published category counts (label mix-ups are the commonest error in
+    published LoCoMo numbers)."""
     found = {int(k): int(v) for k, v in Counter(questions["category_id"].tolist()).items()}
     result: dict[str, Any] = {
         "checked": n_samples == LOCOMO_FULL_SAMPLES,
@@ -278,9 +272,7 @@ def _check_locomo_counts(
 
 
 def locomo_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str, Any]:
-    """A few fields of one sample exactly as ``locomo10.json`` holds them: its speakers, its
-    first session's date and turns, its first question (notebook 00 shows them beside the
-    normalised rows)."""
+    """A sample's speakers, first session and first question as the file holds them."""
     samples = json.loads(Path(path).read_bytes())
     sample = next(s for s in samples if s.get("sample_id") == conversation_id)
     conversation = sample["conversation"]

@@ -1,9 +1,5 @@
-"""LongMemEval (``longmemeval_{s,m}_cleaned.json``, ``longmemeval_oracle.json``): each question
-is its own user, and its haystack of dated user-assistant sessions is that user's history.
-
-Dates are written like ``2023/05/20 (Sat) 02:21`` and become ISO 8601; sessions are put in date
-order (the oracle file is not sorted).
-"""
+"""LongMemEval (S, M, oracle): each question its own user, its haystack of dated sessions (in date
+order, ISO 8601) the history."""
 
 from __future__ import annotations
 
@@ -50,10 +46,7 @@ _LONGMEMEVAL_DATETIME = re.compile(
 
 
 def parse_longmemeval_datetime(text: str) -> str:
-    """LongMemEval's ``"2023/05/20 (Sat) 02:21"`` → ``"2023-05-20T02:21:00"`` (ISO 8601).
-
-    The weekday in brackets is redundant with the date and is not checked.
-    """
+    """``"2023/05/20 (Sat) 02:21"`` → ``"2023-05-20T02:21:00"`` (the weekday is not checked)."""
     match = _LONGMEMEVAL_DATETIME.match(text) if isinstance(text, str) else None
     if not match:
         raise DataError(
@@ -66,12 +59,7 @@ def parse_longmemeval_datetime(text: str) -> str:
 
 
 def load_longmemeval(source: DataSource | Path) -> BenchmarkData:
-    """Read a LongMemEval file (S, M or oracle): each question is its own user, its haystack the
-    history. Sessions are put in chronological order (the oracle file is not sorted).
-
-    The file is parsed whole: fine for S (~280 MB, ~1.3 GB resident), but M (~2.7 GB) needs a
-    machine with well over 10 GB of memory.
-    """
+    """A LongMemEval file, parsed whole: S takes ~1.3 GB, M well over 10 GB."""
     source = as_source(source, "longmemeval")
     path, files = source.path, []
     obj = parse_json(read_raw(path, files), path, "longmemeval")
@@ -108,7 +96,6 @@ _KNOWN_FIELDS = frozenset(
 def _longmemeval_item(
     item: dict[str, Any], qid: str, path: Path, where: str, turns: Rows, questions: Rows
 ) -> None:
-    """Append one question and the turns of its haystack."""
     qtype = required(item, "question_type", str, path, where)
     question = required(item, "question", str, path, where)
     answer = answer_text(required(item, "answer", (str, int, float), path, where))
@@ -226,9 +213,7 @@ def _longmemeval_turns(
 
 
 def longmemeval_excerpt(path: Path, conversation_id: str, turns: int = 3) -> dict[str, Any]:
-    """A few fields of one question exactly as the LongMemEval file holds them: the question,
-    its date, the first dates and ids of its haystack and the first turns of its first session
-    (notebook 00 shows them beside the normalised rows)."""
+    """A question, its date and its haystack's first sessions as the file holds them."""
     items = json.loads(Path(path).read_bytes())
     item = next(i for i in items if i.get("question_id") == conversation_id)
     sessions = item.get("haystack_sessions") or [[]]

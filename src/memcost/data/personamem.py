@@ -1,11 +1,5 @@
-"""PersonaMem: the 32k split the paper used, and the PersonaMem-v2 release (an extension).
-
-The paper's "PersonaMem v2" rows are PersonaMem's 32k split (``questions_32k.csv`` +
-``shared_contexts_32k.jsonl``): a shared context per persona, questions asked at end indexes
-into it, four options each. The PersonaMem-v2 release (``benchmark/text/benchmark.csv`` plus one
-chat-history JSON per user) is read too, as ``personamem_v2``; its counts do not match the
-paper's rows.
-"""
+"""PersonaMem: the 32k split the paper used, and the PersonaMem-v2 release as ``personamem_v2`` (an
+extension; docs/architecture.md, "PersonaMem")."""
 
 from __future__ import annotations
 
@@ -80,7 +74,7 @@ _LETTER = re.compile(r"^\(([a-d])\)$")
 
 
 def load_personamem(source: DataSource | Path) -> BenchmarkData:
-    """Read the 32k split's questions CSV and the shared contexts beside it (module docstring)."""
+    """The 32k split's questions CSV and the shared contexts beside it."""
     source = as_source(source, "personamem")
     files: list[RawFile] = []
     rows = _read_questions(source.path, files)
@@ -140,8 +134,8 @@ def load_personamem(source: DataSource | Path) -> BenchmarkData:
 
 
 def _hash_notes(source: DataSource, files: list[RawFile]) -> list[str]:
-    """One line when the questions file is not the pinned one: public copies differ byte for
-    byte, so it loads, and the manifest and the report record the hash it had."""
+    """One line when the questions file is not the pinned one (public copies differ byte
+    for byte)."""
     read = next((f.sha256 for f in files if f.path.endswith(PERSONAMEM_QUESTIONS)), None)
     if source.origin == "sample" or read in (None, PERSONAMEM_QUESTIONS_SHA256):
         return []
@@ -225,7 +219,7 @@ def _end_index(row: dict[str, str], length: int, where: str) -> int:
 
 
 def _options(row: dict[str, str], where: str) -> tuple[list[str], str, str]:
-    """``(options with the correct one first, the correct option's text, its letter)``."""
+    """``(options with the correct one first, its text, its letter)``."""
     # The published file writes the list as JSON in some rows and as a Python literal (single
     # quotes) in others: both are the same four options.
     listed = _parse_literal(row["all_options"])
@@ -260,10 +254,7 @@ def _category_id(row: dict[str, str], where: str) -> int:
 
 
 def _add_turns(turns: Rows, conversation_id: str, messages: list[dict[str, Any]]) -> None:
-    """The conversation's dialogue: its user and assistant messages. The system messages are
-    not dialogue: the opening persona, and the "Current user persona: ..." messages a shared
-    context repeats where its persona changes (counted, they put Table 1 3-4% above the
-    paper's; without them it is within 0.7%)."""
+    """The user and assistant messages (the system messages are the persona, not dialogue)."""
     dialogue = [m for m in messages if m["role"] != "system"]
     for position, message in enumerate(dialogue):
         turns.add(
@@ -283,8 +274,7 @@ def _add_turns(turns: Rows, conversation_id: str, messages: list[dict[str, Any]]
 
 
 def personamem_excerpt(source: DataSource, conversation_id: str, turns: int = 3) -> dict[str, Any]:
-    """The first question row of one conversation and its context's first messages, exactly as
-    the two files hold them (notebook 00 shows them beside the normalised rows)."""
+    """A conversation's first question row and context messages as the files hold them."""
     context_id, _, end = conversation_id.rpartition("@")
     _, rows = parse_csv(Path(source.path).read_bytes().decode("utf-8-sig"), source.path)
     row = next(
@@ -316,7 +306,7 @@ PERSONAMEM_V2_REQUIRED_COLUMNS: tuple[str, ...] = (
 
 
 def _parse_literal(text: str) -> Any:
-    """The CSV holds JSON or Python literals (``{'role': 'user', ...}``); accept both."""
+    """JSON or Python literals (``{'role': 'user', ...}``)."""
     try:
         return json.loads(text)
     except (json.JSONDecodeError, TypeError):
@@ -328,8 +318,8 @@ def _parse_literal(text: str) -> Any:
 
 
 def _resolve_link(root: Path, link: str) -> Path | None:
-    """A chat-history link relative to the dataset root; a link that carries a machine-specific
-    prefix before ``data/`` is re-rooted at that ``data/``."""
+    """A chat-history link under the dataset root (a machine-specific prefix before ``data/``
+    re-rooted)."""
     relative = Path(link.replace("\\", "/"))
     candidates = [relative if relative.is_absolute() else root / relative]
     if "data" in relative.parts:
@@ -338,11 +328,7 @@ def _resolve_link(root: Path, link: str) -> Path | None:
 
 
 def load_personamem_v2(source: DataSource | Path) -> BenchmarkData:
-    """Read PersonaMem v2's benchmark CSV and the 32k chat histories its rows link to.
-
-    One conversation per history file (its stem is the conversation id), one session holding
-    the whole flat history (it has no sessions and no timestamps); one question per CSV row.
-    """
+    """PersonaMem v2's benchmark CSV and the 32k chat histories its rows link to."""
     source = as_source(source, "personamem_v2")
     files: list[RawFile] = []
     header, rows = _read_benchmark_csv(source.path, files)
@@ -390,7 +376,6 @@ def load_personamem_v2(source: DataSource | Path) -> BenchmarkData:
 
 
 def _read_benchmark_csv(path: Path, files: list[RawFile]) -> tuple[list[str], list[dict]]:
-    """The CSV's header and rows; a JSON file or a CSV without the needed columns stops here."""
     text = read_text(path, files)
     if text.lstrip().startswith(("[", "{")):
         guess = guess_json_dataset(_parse_literal(text) if len(text) < 50_000_000 else None)
@@ -410,13 +395,11 @@ def _read_benchmark_csv(path: Path, files: list[RawFile]) -> tuple[list[str], li
 
 
 def _row_place(row_index: int, qid: str, row: dict) -> str:
-    """How an error names a row: index, question id, line in the file, persona."""
     where = f"row {row_index} ({qid}, line {row_index + 2}"
     return where + (f", persona_id {row.get('persona_id')!r})" if row.get("persona_id") else ")")
 
 
 def _check_row(row: dict, header: list[str], path: Path, where: str) -> None:
-    """As many fields as the header, and no required column left empty."""
     if None in row or any(v is None for v in row.values()):
         raise DataError(
             f"{path}: {where}: the row has {'more' if None in row else 'fewer'} "
@@ -428,7 +411,7 @@ def _check_row(row: dict, header: list[str], path: Path, where: str) -> None:
 
 
 def _question_text(row: dict, path: Path, where: str) -> str:
-    """The query's text: ``user_query`` is a ``{role, content}`` literal (or plain text)."""
+    """``user_query``: a ``{role, content}`` literal, or plain text."""
     query = _parse_literal(row["user_query"])
     if isinstance(query, dict):
         content = query.get("content")
@@ -447,7 +430,6 @@ def _question_text(row: dict, path: Path, where: str) -> str:
 
 
 def _v2_options(row: dict, path: Path, where: str) -> list[str]:
-    """The answer options, the correct one first."""
     incorrect = _parse_literal(row["incorrect_answers"])
     if not isinstance(incorrect, list) or not all(isinstance(a, str) for a in incorrect):
         raise DataError(
@@ -458,8 +440,7 @@ def _v2_options(row: dict, path: Path, where: str) -> list[str]:
 
 
 class _Histories:
-    """Chat histories, each read once however many rows link to it; every message becomes one
-    turn of a single session (PersonaMem v2 has no sessions and no timestamps)."""
+    """Chat histories, each read once, every message one turn of a single session."""
 
     def __init__(self, root: Path, csv_path: Path, turns: Rows, files: list[RawFile]):
         self.root, self.csv_path, self.turns, self.files = root, csv_path, turns, files
@@ -467,13 +448,11 @@ class _Histories:
         self.owners: dict[str, str] = {}  # conversation id -> the link that claimed it
 
     def conversation_id(self, link: str, where: str) -> str:
-        """The id of the history ``link`` points to, reading it the first time."""
         if link not in self.by_link:
             self.by_link[link] = self._read(link, where)
         return self.by_link[link]
 
     def _read(self, link: str, where: str) -> str:
-        """Append one history's messages as turns; the id is the history file's stem."""
         history_path = _resolve_link(self.root, link)
         if history_path is None:
             raise DataError(
@@ -536,9 +515,7 @@ class _Histories:
 def personamem_v2_excerpt(
     source: DataSource, conversation_id: str, turns: int = 3
 ) -> dict[str, Any]:
-    """The first CSV row that links to one chat history, and that history's first messages,
-    exactly as PersonaMem v2's files hold them (notebook 00 shows them beside the normalised
-    rows)."""
+    """The first CSV row linking to a history, and its first messages, as the files hold them."""
     text = Path(source.path).read_bytes().decode("utf-8-sig")
     rows = csv.DictReader(io.StringIO(text, newline=""))
     row = next(

@@ -1,8 +1,5 @@
-"""From a loaded benchmark to notebook 00's files, and Tables 1-2 (paper §3.3).
-
-Select (a subset of conversations and questions, seeded), count (o200k tokens with the paper's
-conventions: per conversation, Table 1; per question, Table 2), write, and the step's metrics.
-"""
+"""From a loaded benchmark to notebook 00's files, and Tables 1-2 with the paper's counting
+conventions (paper §3.3)."""
 
 from __future__ import annotations
 
@@ -52,14 +49,13 @@ TABLE2_NOTE = (
 
 
 def table_text(conversation: pd.DataFrame) -> str:
-    """The text Table 1 counts (paper §3.3): utterance texts joined by newlines, in order; no
-    speakers, no dates."""
+    """The text Table 1 counts (paper §3.3): utterance texts joined by newlines, no speakers, no
+    dates."""
     ordered = in_order(conversation)
     return "\n".join(ordered["text"].tolist())
 
 
 def count_tokens(texts: list[str], desc: str) -> list[int]:
-    """Token counts in batches (tiktoken's threads), with a progress bar for large inputs."""
     total_chars = sum(len(t) for t in texts)
     if total_chars < 5_000_000:
         return count_tokens_batch(texts)
@@ -74,8 +70,8 @@ def count_tokens(texts: list[str], desc: str) -> list[int]:
 
 
 def conversation_stats(conversations: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
-    """Per conversation: sessions, turns, questions, Table-1 tokens (``text_tokens``) and the
-    tokens of the long-context rendering (``history_tokens``, what is billed)."""
+    """Per conversation: sessions, turns, questions, ``text_tokens`` (Table 1) and
+    ``history_tokens`` (the long-context rendering, what is billed)."""
     ids: list[str] = []
     texts: list[str] = []
     rendered: list[str] = []
@@ -107,13 +103,11 @@ def conversation_stats(conversations: pd.DataFrame, questions: pd.DataFrame) -> 
 
 
 def question_tokens(questions: pd.DataFrame) -> list[int]:
-    """Tokens of each bare question text (Table 2)."""
     return count_tokens(questions["question"].tolist(), "tokens (questions)")
 
 
 def round_half_up(value: Fraction | float | int, decimals: int = 0) -> int | float:
-    """Round halves away from zero (the usual convention), exactly for fractions; Python's
-    ``round`` rounds halves to even."""
+    """Halves away from zero, exactly for fractions (``round`` rounds them to even)."""
     scaled = Fraction(value) * 10**decimals
     rounded = (
         math.floor(scaled + Fraction(1, 2))
@@ -124,8 +118,8 @@ def round_half_up(value: Fraction | float | int, decimals: int = 0) -> int | flo
 
 
 def summarize_counts(values: Sequence[int], *, mean_decimals: int) -> dict[str, int | float]:
-    """``n, min, max, median, mean`` with the paper's conventions: the median is the upper
-    median (``sorted[n // 2]``) and the mean is rounded half up to ``mean_decimals``."""
+    """``n, min, max, median, mean``: the upper median and the mean rounded half up, as the paper
+    counts."""
     ordered = sorted(int(v) for v in values)
     if not ordered:
         raise ValueError("no values to summarise")
@@ -140,7 +134,6 @@ def summarize_counts(values: Sequence[int], *, mean_decimals: int) -> dict[str, 
 
 
 def token_table(dataset: str, values: Sequence[int], *, mean_decimals: int) -> pd.DataFrame:
-    """One row ``dataset,n,min,max,median,mean`` (the dataset as the paper names it)."""
     row = {
         "dataset": DISPLAY_NAMES.get(dataset, dataset),
         **summarize_counts(values, mean_decimals=mean_decimals),
@@ -149,17 +142,14 @@ def token_table(dataset: str, values: Sequence[int], *, mean_decimals: int) -> p
 
 
 def table1(dataset: str, stats: pd.DataFrame) -> pd.DataFrame:
-    """Table 1: tokens per conversation; the mean rounded to an integer."""
     return token_table(dataset, stats["text_tokens"].tolist(), mean_decimals=0)
 
 
 def table2(dataset: str, counts: Sequence[int]) -> pd.DataFrame:
-    """Table 2: tokens per question; the mean rounded to one decimal."""
     return token_table(dataset, counts, mean_decimals=1)
 
 
 def table_markdown(table: pd.DataFrame, *, title: str = "", note: str = "") -> str:
-    """A small Markdown table (numbers with thousands separators, as in the paper)."""
 
     def cell(value: Any) -> str:
         if isinstance(value, bool) or value is None:
@@ -182,7 +172,7 @@ def table_markdown(table: pd.DataFrame, *, title: str = "", note: str = "") -> s
 
 
 def questions_per_category(questions: pd.DataFrame) -> pd.DataFrame:
-    """Questions (and abstention questions) per category, LoCoMo in category-number order."""
+    """Questions and abstention questions per category."""
     grouped = (
         questions.groupby(["category"], sort=False)
         .agg(
@@ -203,9 +193,8 @@ def questions_per_category(questions: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_with_paper(dataset: str, table1: pd.DataFrame, table2: pd.DataFrame) -> pd.DataFrame:
-    """Our Tables 1 and 2 next to the paper's rows, with a column saying whether they match
-    (a dataset the paper did not use, the PersonaMem-v2 release, has no paper row; PersonaMem's
-    row is labelled with the name the paper gives it)."""
+    """Our Tables 1-2 beside the paper's rows, matched or not (no row for a dataset the paper did
+    not use)."""
     rows = []
     for name, ours, published in (
         ("Table 1 (conversation)", table1, paper.TABLE1),
@@ -238,13 +227,11 @@ _LOADERS = {
 
 
 def load(source: DataSource) -> BenchmarkData:
-    """Read and check a dataset's raw files (see :func:`resolve_source` for which)."""
     return _LOADERS[check_dataset(source.dataset)](source)
 
 
 def native_excerpt(source: DataSource, conversation_id: str, turns: int = 3) -> dict[str, Any]:
-    """A few fields of one conversation's record exactly as the raw file holds them, to set
-    beside its normalised rows. Reads the file again: a walk-through aid, not part of loading."""
+    """A few fields of one conversation exactly as the raw file holds them (a walk-through aid)."""
     if check_dataset(source.dataset) == "locomo":
         return locomo_excerpt(source.path, conversation_id, turns)
     if source.dataset == "longmemeval":
@@ -264,17 +251,10 @@ def select(
     seed: int = 0,
     stratify: bool = False,
 ) -> BenchmarkData:
-    """Keep part of a dataset; 0 everywhere keeps all of it.
-
-    Order of operations: a seeded sample of ``sample_conversations`` conversations, then the
-    first ``limit_conversations`` of those; among their questions a seeded sample of
-    ``sample_questions`` (which keeps at least one question per conversation when there are
-    enough), then the first ``limit_questions``. Conversations left without a question are
-    dropped (nothing would be asked about them). Everything keeps the source order, so the same
-    parameters always select the same rows. With ``stratify`` the question sample keeps each
-    category's share (largest remainders) and spreads each category over the conversations in
-    turn.
-    """
+    """Keep part of a dataset (0 everywhere: all): a seeded sample of conversations, the first
+    ``limit_conversations``; among their questions a seeded sample (one per conversation at least
+    when possible; ``stratify``: each category's share, spread over the conversations), the first
+    ``limit_questions``; conversations without a question dropped, source order kept."""
     params = {
         "limit_conversations": limit_conversations,
         "limit_questions": limit_questions,
@@ -329,7 +309,7 @@ def select(
 
 
 def _sample_covering(groups: Sequence[str], n: int, rng: random.Random) -> list[int]:
-    """``n`` indices drawn at random, at least one from every group when ``n`` allows it."""
+    """``n`` indices at random, one from every group when ``n`` allows."""
     members: dict[str, list[int]] = defaultdict(list)
     for index, group in enumerate(groups):
         members[group].append(index)
@@ -344,9 +324,8 @@ def _sample_covering(groups: Sequence[str], n: int, rng: random.Random) -> list[
 def _sample_stratified(
     groups: Sequence[str], categories: Sequence[Any], n: int, rng: random.Random
 ) -> list[int]:
-    """``n`` indices with each category's share of them (largest remainders), each category's
-    taken from the conversations in turn (one shuffled order shared by all categories), so
-    that every conversation gets questions when ``n`` allows it."""
+    """``n`` indices with each category's share (largest remainders), each taken from the
+    conversations in turn."""
     pools: dict[Any, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for index, (group, category) in enumerate(zip(groups, categories, strict=True)):
         pools[category][group].append(index)
@@ -370,8 +349,6 @@ def _sample_stratified(
 
 @dataclass
 class Prepared:
-    """Everything notebook 00 writes, computed before anything is written."""
-
     data: BenchmarkData
     stats: pd.DataFrame
     question_tokens: list[int]
@@ -381,7 +358,6 @@ class Prepared:
 
 
 def prepare(data: BenchmarkData) -> Prepared:
-    """Count tokens and build Tables 1 and 2 for a (selected) dataset."""
     stats = conversation_stats(data.conversations, data.questions)
     counts = question_tokens(data.questions)
     return Prepared(
@@ -395,12 +371,10 @@ def prepare(data: BenchmarkData) -> Prepared:
 
 
 def paper_comparison(prepared: Prepared) -> pd.DataFrame:
-    """Our Tables 1 and 2 next to the paper's rows, with a column saying whether they match."""
     return compare_with_paper(prepared.data.dataset, prepared.table1, prepared.table2)
 
 
 def write_prepared(ds: DatasetPaths, prepared: Prepared) -> dict[str, Path]:
-    """Write the data files and tables of one dataset (each file atomically)."""
     ds.ensure()
     name = prepared.data.display_name
     written = write_data_files(
@@ -436,7 +410,6 @@ def write_prepared(ds: DatasetPaths, prepared: Prepared) -> dict[str, Path]:
 def prepare_metrics(
     prepared: Prepared, written: Mapping[str, Path] | None = None
 ) -> dict[str, Any]:
-    """The step's metrics (``metrics/00_prepare_data.json``), read by the report and tests."""
     data = prepared.data
     stats = prepared.stats
     return {

@@ -1,9 +1,5 @@
-"""Where a dataset's raw files come from: the bundled sample, a local copy, or a download.
-
-Each benchmark's file names and public home (repository and pinned revision) are here, with the
-choice between the three origins (:func:`resolve_source`), the downloads, and the record of
-which bytes were read (every raw file's sha256), so that a run names the exact data it used.
-"""
+"""Where a dataset's raw files come from (the bundled sample, a local copy, a pinned download) and
+which bytes were read."""
 
 from __future__ import annotations
 
@@ -68,12 +64,8 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 @dataclass(frozen=True)
 class DataSource:
-    """Where a dataset's raw files are and where they came from (for the manifest).
-
-    ``path`` is the file the loader opens (for PersonaMem the questions CSV, for the v2 release
-    the benchmark CSV); ``root`` is the folder holding PersonaMem's contexts file, or the one
-    the v2 release's chat-history links are relative to.
-    """
+    """Where a dataset's raw files are and came from; ``path``: the file the loader opens, ``root``:
+    the folder PersonaMem's links are relative to."""
 
     dataset: str
     path: Path
@@ -97,7 +89,7 @@ class DataSource:
 
 
 def display_path(path: Path) -> str:
-    """Paths inside the repository are recorded relative to it, so manifests travel."""
+    """Inside the repository, relative to it (manifests travel)."""
     path = Path(path).resolve()
     try:
         return str(path.relative_to(REPO_ROOT))
@@ -108,7 +100,6 @@ def display_path(path: Path) -> str:
 def sample_path(
     dataset: str, *, longmemeval_file: str = "s", sample_dir: Path = SAMPLE_DIR
 ) -> Path:
-    """The bundled sample's file for ``dataset`` (written by ``scripts/make_samples.py``)."""
     check_dataset(dataset)
     if dataset == "locomo":
         return sample_dir / "locomo" / LOCOMO_FILE
@@ -129,7 +120,6 @@ def _longmemeval_filename(variant: str) -> str:
 
 
 def personamem_root(csv_path: Path) -> Path:
-    """The dataset root of a benchmark CSV: links in the CSV are relative to it."""
     csv_path = csv_path.resolve()
     if csv_path.parent.name == "text" and csv_path.parent.parent.name == "benchmark":
         return csv_path.parent.parent.parent
@@ -146,11 +136,8 @@ def resolve_source(
     raw_dir: Path = RAW_DIR,
     endpoint: str | None = None,
 ) -> DataSource:
-    """Decide which raw file to read: ``data_path`` if given, else a download (``download``),
-    else the bundled sample. A folder is accepted where the dataset's file has a fixed name.
-
-    A ``data_path`` wins over ``download``: it is what a failed download tells a user to give,
-    on top of a preset that downloads."""
+    """``data_path`` if given (a folder where the file name is fixed), else a download, else the
+    bundled sample."""
     check_dataset(dataset)
     if download and not data_path:
         return download_dataset(
@@ -213,11 +200,7 @@ def download_dataset(
     endpoint: str | None = None,
     timeout: float = 60.0,
 ) -> DataSource:
-    """Fetch a dataset from its public home into ``raw_dir/<dataset>/<revision>/`` (once).
-
-    A file already there is reused without touching the network; downloaded files are never
-    modified. ``endpoint`` replaces the host (a GitHub-raw or Hugging Face mirror).
-    """
+    """Fetch into ``raw_dir/<dataset>/<revision>/`` once (``endpoint``: a mirror's host)."""
     check_dataset(dataset)
     revision = revision or PINNED_REVISIONS[dataset]
     if dataset == "locomo":
@@ -233,9 +216,8 @@ def download_dataset(
 def downloaded(
     dataset: str, *, revision: str = "", longmemeval_file: str = "s", raw_dir: Path | None = None
 ) -> Path | None:
-    """The file :func:`download_dataset` returns if every file of the download is already in
-    ``raw_dir`` (``data/raw/``; it then reuses them without the network), else ``None``;
-    nothing is fetched."""
+    """The file :func:`download_dataset` would return when all of it is in ``raw_dir``, else
+    ``None``."""
     check_dataset(dataset)
     folder = (raw_dir or RAW_DIR) / dataset / (revision or PINNED_REVISIONS[dataset])
     names = {
@@ -248,8 +230,8 @@ def downloaded(
 
 
 def download_bytes(url: str, *, what: str, timeout: float, hint: str) -> bytes:
-    """The body at ``url`` (a file of a public repository); a failure is one ``DataError``
-    naming ``what`` and the address, then ``hint`` (what to do without network)."""
+    """The body at ``url``; a failure is one ``DataError`` naming ``what``, the address and
+    ``hint``."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
             return response.read()
@@ -280,7 +262,6 @@ def _download_locomo(revision: str, raw_dir: Path, base: str, timeout: float) ->
 
 
 def _hf_resolved_revision(repo: str, revision: str, endpoint: str | None) -> str | None:
-    """The commit a branch or tag points to (None when it cannot be asked)."""
     if _HEX40.match(revision):
         return revision
     try:
@@ -294,8 +275,8 @@ def _hf_resolved_revision(repo: str, revision: str, endpoint: str | None) -> str
 def _hub_file(
     repo: str, filename: str, revision: str, folder: Path, endpoint: str | None, hint: str
 ) -> str:
-    """One file of a Hub dataset into ``folder`` unless it is there; its URL. A failure (network,
-    auth, missing file: the same advice) says how to go on without network."""
+    """One file of a Hub dataset into ``folder`` unless there; a failure says how to go on without
+    network."""
     url = f"{endpoint or 'https://huggingface.co'}/datasets/{repo}/resolve/{revision}/{filename}"
     if not (folder / filename).is_file():
         try:
@@ -395,8 +376,6 @@ def _download_personamem_v2(revision: str, raw_dir: Path, endpoint: str | None) 
 
 @dataclass
 class RawFile:
-    """One raw file as read: enough to prove later which bytes a run used."""
-
     path: str
     sha256: str
     bytes: int

@@ -1,9 +1,5 @@
-"""The judge (notebook 04, paper §3.4): three votes per answer, dataset-aware grading, honest
-accuracy tables. ``questions``: what is judged and with which grading instruction; ``votes``:
-the judge's requests, its votes and the majority; ``accuracy``: Table 3, categories, the paired
-test, answer length, the judge's wording, and what memory gets wrong (Table 6). Offline, the
-lexical rule of :mod:`memcost.offline` stands in, named ``lexical`` in every output.
-"""
+"""The judge (notebook 04, paper §3.4): three votes per answer, dataset-aware grading, the accuracy
+tables."""
 
 # ruff: noqa: F401 - the names the notebooks use
 from memcost.judge.accuracy import (

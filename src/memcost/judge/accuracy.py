@@ -1,10 +1,5 @@
-"""Table 3 and what stands beside it (notebook 04, sections 3-10).
-
-Accuracy per system and per category with Wilson and dialogue-cluster bootstrap intervals,
-whether the run can be compared with the paper and the paper's numbers beside; the paired
-McNemar test between memory and every other system, answer length against correctness, how
-much the judge's wording moves each gap; and what memory gets wrong (the paper's Table 6).
-"""
+"""Table 3 and what stands beside it (notebook 04): intervals, comparability with the paper,
+McNemar, answer length, judge sensitivity, memory's failures (the paper's Table 6)."""
 
 from __future__ import annotations
 
@@ -22,7 +17,7 @@ from memcost.calls import OFFLINE
 from memcost.io import json_safe
 from memcost.judge.questions import JudgePlan, as_list, as_text
 from memcost.judge.votes import JudgingRun, question_outcomes
-from memcost.memory.facts import load_facts
+from memcost.memory.facts import read_facts
 from memcost.offline import LEXICAL, numerals
 from memcost.paper import PAPER_MEMORY
 from memcost.paths import DatasetPaths
@@ -53,14 +48,9 @@ def accuracy_table(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Table 3 for one dataset: one row per system, from the primary prompt's votes.
-
-    ``accuracy`` is the majority accuracy over judged questions, with its Wilson and
-    dialogue-cluster bootstrap 95% intervals; ``strict_accuracy`` counts answer errors,
-    unjudged questions and questions the system left unanswered (``missing_answers``) as wrong:
-    correct / all questions, the paper's measure; ``vote_mean ± vote_std`` is the
-    EverMemOS-style spread of the votes' own accuracies.
-    """
+    """Table 3 for one dataset from the primary prompt's votes: the majority accuracy over judged
+    questions with Wilson and cluster-bootstrap intervals; ``strict_accuracy`` (failed, unjudged
+    and ``missing_answers`` wrong: the paper's correct ÷ all); ``vote_mean ± vote_std``."""
     main = primary(judgments)
     outcomes = question_outcomes(main)
     spread = stats.mean_std_over_votes(main, ["system"]).set_index("system")
@@ -117,7 +107,6 @@ def single_value(values: pd.Series) -> str:
 
 
 def category_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
-    """Accuracy per system and question category (majority of the primary prompt's votes)."""
     outcomes = question_outcomes(primary(judgments))
     rows = []
     for (system, category), part in outcomes.groupby(["system", "category"], sort=False):
@@ -161,11 +150,8 @@ def comparability(
 
 
 def paper_comparison(table3: pd.DataFrame, *, dataset: str, comparable: bool) -> pd.DataFrame:
-    """The paper's Table 3 row for ``dataset`` next to this run's strict accuracy (both in %).
-
-    The paper divides by all questions of the dataset, so the strict accuracy is the matching
-    number; the majority over judged questions is shown too.
-    """
+    """The paper's Table 3 row beside this run's strict accuracy (its measure) and majority
+    accuracy, in %."""
     published = paper.TABLE3.get(dataset, {})
     mine = table3.set_index("system") if not table3.empty else pd.DataFrame()
     rows = []
@@ -212,7 +198,6 @@ def _system_metrics(row: Any) -> dict[str, Any]:
 def step_metrics(
     table3: pd.DataFrame, plan: JudgePlan, run: JudgingRun, **extra: Any
 ) -> dict[str, Any]:
-    """What notebook 04 records: the accuracy numbers per system and the counts behind them."""
     out = {
         "judge_model": run.judge_label,
         "mode": plan.mode,
@@ -232,10 +217,8 @@ def step_metrics(
 def mcnemar_table(
     judgments: pd.DataFrame, *, dataset: str, baseline: str = PAPER_MEMORY
 ) -> pd.DataFrame:
-    """Exact McNemar between ``baseline`` and every other system, on the questions both had
-    judged (the primary prompt's majority). The pairing is what makes it fair: both systems
-    answered the same questions, so only the questions where they disagree say which is better.
-    """
+    """Exact McNemar between ``baseline`` and every other system on the questions both had
+    judged."""
     outcomes = question_outcomes(primary(judgments))
     judged = outcomes.loc[outcomes["judged"]]
     wide = judged.pivot(index="question_id", columns="system", values="correct")
@@ -272,13 +255,8 @@ def mcnemar_table(
 def answer_length_table(
     judgments: pd.DataFrame, answers: Mapping[str, pd.DataFrame], *, dataset: str
 ) -> pd.DataFrame:
-    """Answer length (o200k tokens) against judged correctness, per system.
-
-    ``auc_longer_correct`` is the probability that a randomly chosen correct answer is longer
-    than a randomly chosen wrong one (0.5: length says nothing). Lenient judges reward verbose
-    answers (as the benchmarks' users report), so a system that wins mostly by writing more
-    shows up here.
-    """
+    """Answer length against correctness per system; ``auc_longer_correct``: the chance a correct
+    answer is longer than a wrong one (lenient judges reward verbose answers)."""
     outcomes = question_outcomes(primary(judgments))
     rows = []
     for system, part in outcomes.loc[outcomes["judged"]].groupby("system", sort=False):
@@ -299,7 +277,6 @@ def answer_length_table(
 
 
 def _length_row(lengths: np.ndarray, ok: np.ndarray) -> dict[str, float | int]:
-    """Length statistics of correct and wrong answers, and the chance a correct one is longer."""
     good, bad = lengths[ok], lengths[~ok]
     auc = math.nan
     if good.size and bad.size:
@@ -318,8 +295,8 @@ def _length_row(lengths: np.ndarray, ok: np.ndarray) -> dict[str, float | int]:
 
 
 def sensitivity_table(judgments: pd.DataFrame, *, dataset: str) -> pd.DataFrame:
-    """Accuracy of every system under every judge prompt, and each system's gap to memory under
-    the same prompt: if the gap moves with the prompt, part of it is the judge's."""
+    """Every system's accuracy under every judge prompt, and its gap to memory: a gap that moves
+    with the prompt is partly the judge's."""
     outcomes = question_outcomes(judgments)
     rows = []
     for (name, system), part in outcomes.groupby(["prompt_name", "system"], sort=False):
@@ -377,7 +354,7 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+)\b")
 
 
 def _names(*texts: str) -> set[str]:
-    """Capitalised words that are not the first word: the people and places a question names."""
+    """Capitalised words but the first: the people and places a question names."""
     found: set[str] = set()
     for text in texts:
         for match in _NAME.finditer(text):
@@ -394,18 +371,9 @@ def tag_failure(
     memory_answer: str,
     facts: Sequence[Mapping[str, Any]] | None,
 ) -> list[str]:
-    """Heuristic tags for a question memory got wrong (``facts``: the retrieved facts, each
-    with ``text`` and, when known, ``status``). ``None`` facts: nothing can be checked.
-
-    - *temporal marker lost*: a when/how-long question, and no retrieved fact that shares a word
-      with the question carries an absolute date (month, weekday, year, numeric date);
-    - *update not propagated*: a question about the current state, and a retrieved fact is
-      superseded/deleted, or the memory answer repeats a retrieved fact that lacks the reference;
-    - *coreference*: the question names someone, the facts that match its other words never do,
-      and one of them says "he", "she", "the user", ...;
-    - *answer not in retrieved facts*: fewer than half the reference's content words appear in
-      any retrieved fact (retrieval or extraction lost it).
-    """
+    """Heuristic tags for a question memory got wrong (``facts``: the retrieved ones; ``None``:
+    nothing to check): *temporal marker lost*, *update not propagated*, *coreference*, *answer
+    not in retrieved facts*."""
     if facts is None:
         return []
     tags: list[str] = []
@@ -438,10 +406,9 @@ def tag_failure(
 
 
 def facts_if_built(ds: DatasetPaths) -> pd.DataFrame | None:
-    """Notebook 01's fact table, or ``None`` when this run has no memory for the dataset (the
-    failure rows are then listed with fact ids only)."""
+    """Notebook 01's fact table, or ``None`` without memory for the dataset."""
     try:
-        return load_facts(ds)
+        return read_facts(ds)
     except FileNotFoundError:
         return None
 
@@ -526,12 +493,8 @@ def failure_analysis(
     memory: str = PAPER_MEMORY,
     shown_facts: int = 5,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Questions a long-context system got right and memory got wrong, with the retrieved facts
-    and heuristic tags (Table 6 style), and the count per tag.
-
-    Without ``facts`` (notebook 01 not run, or its file gone) the rows are still listed, with
-    the retrieved fact ids only and no tags.
-    """
+    """Questions long context got right and memory wrong, with the retrieved facts and tags (Table 6
+    style), and the count per tag (without ``facts``: fact ids, no tags)."""
     outcomes = question_outcomes(primary(judgments))
     judged = outcomes.loc[outcomes["judged"]]
     wide = judged.pivot(index="question_id", columns="system", values="correct")

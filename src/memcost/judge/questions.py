@@ -1,10 +1,5 @@
-"""What is judged (notebook 04, section 1): the scored questions, and every system's answer to
-each paired with what the judge needs.
-
-Every answer must belong to a question of this dataset; answers to ids the dataset does not have
-are an error. LoCoMo's adversarial category 5 is left out of scoring by default (Mem0,
-EverMemOS). An answer whose answering call failed is kept, marked, and never sent to the judge.
-"""
+"""What is judged (notebook 04, section 1): the scored questions, and each system's answers paired
+with what the judge needs."""
 
 from __future__ import annotations
 
@@ -66,8 +61,6 @@ def choose_instruction(
 
 @dataclass(frozen=True)
 class JudgeItem:
-    """One system's answer to one question, with everything the judge needs."""
-
     dataset: str
     system: str
     question_id: str
@@ -98,8 +91,6 @@ class JudgeItem:
 
 @dataclass
 class JudgePlan:
-    """Which questions are scored and which answers are judged, with the counts to print."""
-
     dataset: str
     mode: str
     questions: pd.DataFrame  # the scored questions
@@ -141,11 +132,8 @@ class JudgePlan:
 def scored_questions(
     questions: pd.DataFrame, dataset: str, *, include_adversarial: bool = False
 ) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The questions that count for accuracy, and how many were left out and why.
-
-    LoCoMo's adversarial category (5) is left out unless ``include_adversarial``: Mem0's and
-    EverMemOS's evaluations score the other 1,540 questions, and category 5 has no gold answer.
-    """
+    """The questions that count, and how many were left out and why: LoCoMo's adversarial category 5
+    (no gold answer) unless ``include_adversarial``, as Mem0 and EverMemOS score."""
     excluded: dict[str, int] = {}
     keep = pd.Series(True, index=questions.index)
     if dataset == "locomo" and not include_adversarial:
@@ -181,7 +169,7 @@ def _judged_mode(dataset: str, mode: str, notes: list[str]) -> str:
 
 
 def _system_answers(ds: DatasetPaths, system: str, dataset: str, known: set[str]) -> pd.DataFrame:
-    """One system's answers file, checked against the dataset's question ids."""
+    """One system's answers, checked against the dataset's question ids."""
     system_kind(system)
     frame = load_answers(ds, system)
     stray = sorted(set(frame["question_id"].astype(str)) - known)
@@ -203,12 +191,8 @@ def plan_judging(
     include_adversarial: bool = False,
     mode: str = "open_ended",
 ) -> JudgePlan:
-    """Read the answer files and pair every answer with its question.
-
-    ``systems`` empty: every answers file in the dataset folder. A named system without a file
-    is an error naming the notebook that writes it; answers to question ids the dataset does not
-    have are an error (they belong to another dataset or another selection of it).
-    """
+    """Pair every answer (``systems`` empty: every answers file) with its question; a named system
+    without a file, or an answer to an unknown question id, is an error."""
     notes: list[str] = []
     mode = _judged_mode(dataset, mode, notes)
     chosen = list(systems) or answer_systems(ds)
@@ -285,11 +269,7 @@ def judge_item(
 
 
 def system_inventory(ds: DatasetPaths) -> pd.DataFrame:
-    """The paper's three systems, whether their answers exist, and the optional variants found.
-
-    Memory and long context with each model are Table 3; rolling window, no context and oracle
-    are this repository's extra baselines (notebook 03) and optional.
-    """
+    """The paper's three systems, whether their answers exist, and the optional baselines found."""
     found = answer_systems(ds)
     paper = [PAPER_MEMORY] + [system_name("long_context", m) for m in LONG_CONTEXT_MODELS]
     rows = []

@@ -1,12 +1,5 @@
-"""The judge's votes (notebook 04, paper §3.4): what it is told, what it answers, the majority.
-
-An LLM reads the question, the benchmark's reference and a system's response, and says CORRECT
-or WRONG as JSON with a one-sentence reason; the grading instruction is the benchmark's own
-(one per benchmark and question type, as in each benchmark's evaluation; wording in
-:mod:`memcost.prompts`). Each answer is judged ``n_votes`` times; the paper reports the
-majority. Multiple choice is scored by letter, without a model. Offline, the lexical rule of
-:mod:`memcost.offline` stands in and every output names it ``lexical``.
-"""
+"""The judge's votes (notebook 04, paper §3.4): what it is told, what it answers, which votes a
+resume keeps (docs/architecture.md, "The judge")."""
 
 from __future__ import annotations
 
@@ -44,8 +37,6 @@ RULE = "rule"  # backend of multiple-choice votes and of answers that could not 
 
 @dataclass(frozen=True)
 class JudgePayload:
-    """What the offline method needs (rides on the request, never sent)."""
-
     item: JudgeItem
     prompt_name: str
 
@@ -57,13 +48,11 @@ def judge_prompt(name: str) -> Prompt:
 
 
 def prompt_version(prompt: Prompt, instruction: Instruction) -> str:
-    """``judge@v1+lme_temporal@v1``: the prompt and the instruction block it carried."""
     return f"{prompt.id}+{instruction.id}"
 
 
 def check_votes(n_votes: int) -> None:
-    """The judge's votes per answer must have a majority: at least one, and an odd number (two
-    or four can tie, and a tie is not a majority: the answer would count as wrong)."""
+    """At least one vote, an odd number (a tie is not a majority)."""
     if n_votes < 1 or n_votes % 2 == 0:
         raise ValueError(
             f"n_votes={n_votes}: the judge's votes need a majority; use an odd number, at least "
@@ -80,11 +69,8 @@ def judge_requests(
     reasoning_effort: str | None = "high",
     max_output_tokens: int | None = None,
 ) -> list[ChatRequest]:
-    """``n_votes`` requests per judgeable item, votes told apart by ``sample_index``.
-
-    Items whose answer is an error, and multiple-choice items, are not sent (see
-    :func:`rule_records`).
-    """
+    """``n_votes`` requests per judgeable item, told apart by ``sample_index`` (failed answers and
+    multiple choice: :func:`rule_records`)."""
     check_votes(n_votes)
     prompt = judge_prompt(prompt_name)
     out = []
@@ -121,12 +107,8 @@ _LABEL_WORDS = {"CORRECT": CORRECT, "WRONG": WRONG, "INCORRECT": WRONG}
 
 
 def parse_verdict(text: str) -> dict[str, str]:
-    """``{"label": CORRECT|WRONG, "reason": ...}`` from a judge reply; ``ValueError`` if none.
-
-    Takes a JSON object (``label``, or ``verdict``/``judgment``), or a reply that is nothing but
-    the label word. Anything else is unparseable: the client re-asks, and a reply that never
-    parses becomes ``UNJUDGED``.
-    """
+    """``{"label", "reason"}`` from a JSON object (``label``, ``verdict`` or ``judgment``) or a bare
+    label word; ``ValueError`` otherwise (the client re-asks)."""
     bare = text.strip().strip(".!*_`\"' ").upper()
     if bare in _LABEL_WORDS:
         return {"label": _LABEL_WORDS[bare], "reason": ""}
@@ -174,7 +156,6 @@ def _record(
 
 
 def _letter_vote(item: JudgeItem, mode: str) -> dict[str, Any]:
-    """A multiple-choice answer: one exact-match vote on its letter."""
     assert item.choice is not None
     common = dict(
         vote=0,
@@ -214,12 +195,8 @@ def rule_records(
     n_votes: int,
     judge_label: str = LEXICAL,
 ) -> list[dict[str, Any]]:
-    """Votes that need no judge call.
-
-    An answer whose answering call failed is ``UNJUDGED`` (cause ``answer``) under every prompt
-    and vote: it is counted apart, and as wrong only in the strict accuracy. A multiple-choice
-    answer is one exact-match vote on its letter (a rule has no sampling noise to vote away).
-    """
+    """The votes that need no call: a failed answer UNJUDGED (cause ``answer``) under every prompt
+    and vote; a multiple-choice answer one exact-match vote on its letter."""
     out = []
     for item in items:
         if item.choice is not None:
@@ -257,8 +234,6 @@ def _vote_key(request_hash: Any, system: Any, question_id: Any, vote: Any) -> tu
 
 @dataclass
 class JudgingRun:
-    """What :func:`run_judging` did: all votes, and the counts to print."""
-
     judgments: pd.DataFrame
     sent: int  # votes asked of the judge this time
     reused: int  # votes kept from an earlier run of this notebook (same request, same answer)
@@ -270,7 +245,6 @@ class JudgingRun:
 def _all_requests(
     items: Sequence[JudgeItem], plan: JudgePlan, prompt_names: Sequence[str], **settings: Any
 ) -> tuple[list[ChatRequest], dict[str, bool]]:
-    """Every vote to ask, under every prompt; and which prompt is the primary one."""
     requests: list[ChatRequest] = []
     primary_of: dict[str, bool] = {}
     if plan.mode != "multiple_choice":
@@ -288,7 +262,7 @@ def _vote(
     mode: str,
     primary_of: Mapping[str, bool],
 ) -> dict[str, Any]:
-    """The record of one judge call's vote (``UNJUDGED`` when it failed or never parsed)."""
+    """One call's vote (``UNJUDGED`` when it failed or never parsed)."""
     payload: JudgePayload = result.request.payload
     request = result.request
     common = dict(
@@ -321,9 +295,8 @@ def _still_to_ask(
     earlier: list[dict[str, Any]],
     primary_of: Mapping[str, bool],
 ) -> tuple[list[dict[str, Any]], list[ChatRequest]]:
-    """The votes of ``earlier`` that answer one of ``requests`` exactly (same request, system,
-    question and vote; rule and ``UNJUDGED`` votes are redone), and the requests that no such
-    vote answers yet."""
+    """The earlier votes that answer one of ``requests`` exactly (rule and UNJUDGED votes are
+    redone), and the requests none answers."""
     keyed = {
         _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
         for r in requests
@@ -356,14 +329,8 @@ def run_judging(
     reasoning_effort: str | None = "high",
     max_output_tokens: int | None = None,
 ) -> JudgingRun:
-    """Judge every answer of the plan, appending each vote to ``judgments.jsonl`` as it arrives.
-
-    Votes already in the file for the very same request (same prompt, instruction, answer, judge
-    model and vote) are kept, so an interrupted notebook resumes where it stopped; votes that
-    no longer apply, and ``UNJUDGED`` votes from a failed judge call, are dropped and asked again.
-    The first prompt of ``prompt_names`` is the primary one (Table 3); the others feed the
-    judge-sensitivity table.
-    """
+    """Judge every answer of the plan, appending each vote to ``judgments.jsonl``; votes for the
+    very same requests are kept, the rest asked again; the first prompt is the primary (Table 3)."""
     prompt_names = list(prompt_names)
     if not prompt_names:
         raise ValueError("judge_prompts must name at least one prompt")
@@ -431,10 +398,8 @@ def judge_one(
     reasoning_effort: str | None = "high",
     max_output_tokens: int | None = None,
 ) -> pd.DataFrame:
-    """One answer's ``n_votes`` votes under the primary prompt, one step at a time: the votes
-    an earlier run left in ``judgments.jsonl`` for the very same requests are read back, the
-    others are asked now and appended there, so :func:`run_judging` keeps them instead of
-    asking again (the batch pays for no vote twice)."""
+    """One answer's votes under the primary prompt, one step at a time, stored as
+    :func:`run_judging` stores them (no vote is paid twice)."""
     identity = _request_identity(client, judge_model)
     judge_label = LEXICAL if identity == OFFLINE else judge_model
     requests = judge_requests(
@@ -472,11 +437,8 @@ def judge_one(
 
 
 def question_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
-    """One row per prompt, system and question: the majority label and why it may be missing.
-
-    Adds ``conversation_id``, ``category`` and ``cause`` (``answer`` when answering failed,
-    ``judge`` when the judge never gave a verdict, else null).
-    """
+    """One row per prompt, system and question: the majority label, ``conversation_id``,
+    ``category`` and ``cause`` (``answer``, ``judge`` or null)."""
     keys = ["prompt_name", "system", "question_id"]
     votes = stats.majority_votes(judgments, keys)
     if votes.empty:

@@ -1,9 +1,5 @@
-"""Every model call of the study: one client, OpenAI-compatible, stored, metered, resilient.
-
-Stage modules build :class:`ChatRequest` / :class:`EmbeddingRequest` values, pass their offline
-method, and call :meth:`LLMClient.chat_many` (or ``chat_groups``, ``embed``) on the client a
-notebook made with :func:`make_client`. See docs/architecture.md, "Model calls".
-"""
+"""Every model call of the study: one client, OpenAI-compatible, stored, metered, resilient
+(docs/architecture.md, "Model calls")."""
 
 # ruff: noqa: F401 - the public names
 from memcost.llm.client import LLMClient, make_client

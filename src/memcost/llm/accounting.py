@@ -1,17 +1,4 @@
-"""What the client's calls cost and count: the budget guard, and the counts a notebook prints.
-
-The budget guard stops before the run's spend passes ``max_cost_usd``. Spend is what the run's
-store of calls says it paid (every notebook) plus this client's calls, priced with the dated
-price table. Before each request is sent, its cost is estimated and reserved; a request whose
-reservation would pass the limit is not sent. Reservations are conservative (the prompt counted
-with o200k, and as many output tokens as the most this model has produced in this run, or its
-output limit), so the calls in flight cannot overshoot the limit unless a model suddenly writes
-far more than before.
-
-:class:`ClientStats` holds the counts since the client was made; :class:`Accounting` adds one
-call to them and reports them (:meth:`Accounting.summary`): what a notebook prints, stores in
-the manifest and shows in a progress bar.
-"""
+"""The budget guard and the counts of a client's calls (docs/architecture.md, "Model calls")."""
 
 from __future__ import annotations
 
@@ -36,8 +23,8 @@ DEFAULT_OUTPUT_GUESS = 4_000
 
 
 class BudgetStop(Exception):
-    """Internal: this request would exceed the budget (the scheduler turns it into
-    :class:`memcost.llm.requests.BudgetExceeded` once in-flight calls are done)."""
+    """Internal: the scheduler turns it into :class:`BudgetExceeded` once in-flight calls
+    are done."""
 
 
 class Budget:
@@ -68,8 +55,6 @@ class Budget:
         return math.isfinite(self.limit)
 
     def cost(self, model: str, usage: Usage, execution: str = "interactive") -> float | None:
-        """What ``usage`` costs at ``model``'s price, sent in ``execution`` mode (``None``: no
-        price)."""
         try:
             price = price_for(model, self.price_overrides)
         except UnknownPriceError:
@@ -101,13 +86,9 @@ class Budget:
     def reserve(
         self, request: ChatRequest | EmbeddingRequest, multiplier: float = 1.0
     ) -> float | None:
-        """Reserve the estimate (times ``multiplier``: a Flex request's discount) or raise
-        :class:`BudgetStop`. Returns the amount reserved (``None`` without a limit), to be handed
-        back to :meth:`settle`.
-
-        When only the reservations of calls in flight stand in the way, wait for them to settle
-        (their real cost is usually below the estimate) before deciding.
-        """
+        """Reserve the estimate (``multiplier``: Flex's discount) or raise :class:`BudgetStop`,
+        waiting first for calls in flight when only their reservations stand in the way; returns
+        the amount for :meth:`settle`."""
         if not self.limited:
             return None
         with self._lock:
@@ -134,11 +115,8 @@ class Budget:
         billed_usd: float | None = None,
         execution: str = "interactive",
     ) -> float:
-        """Replace a reservation by what the call cost; returns the cost (0 if unpriced).
-
-        ``billed_usd`` (the provider's own charge, e.g. OpenRouter's ``usage.cost``) wins over
-        the list price when it is known: an open-weight model's host may charge several times
-        the cheapest listing."""
+        """Replace a reservation by the call's cost (``billed_usd``, the provider's charge, over the
+        list price)."""
         listed = self.cost(model, usage, execution) if usage is not None else None
         if usage is None:
             cost = 0.0
@@ -163,9 +141,8 @@ class Budget:
     def reserve_batch(
         self, amount: float, *, what: str = "a batch", force: bool = False
     ) -> float | None:
-        """Reserve a whole batch's estimated cost when it is submitted (it is spent however long
-        it takes), or raise :class:`BudgetStop`. ``force``: a batch already submitted (re-attached
-        by a rerun) is reserved whatever the limit. Hand the amount back to :meth:`settle_batch`."""
+        """Reserve a whole batch when it is submitted (``force``: one already submitted) or raise
+        :class:`BudgetStop`."""
         if not self.limited:
             return None
         with self._lock:
@@ -179,7 +156,6 @@ class Budget:
         return amount
 
     def settle_batch(self, reserved: float | None, cost: float) -> None:
-        """Replace a batch's reservation by what its answers cost."""
         with self._lock:
             if reserved is not None:
                 self.reserved -= reserved
@@ -192,8 +168,6 @@ TOKEN_FIELDS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "r
 
 @dataclass
 class StageModelStats:
-    """Counts of one (stage, model) pair."""
-
     calls: int = 0
     api_calls: int = 0
     cache_hits: int = 0
@@ -249,8 +223,6 @@ def _rounded(values: dict[str, Any]) -> dict[str, Any]:
 
 
 class Accounting:
-    """The counts of one client's calls, kept under one lock, and its reports."""
-
     def __init__(self, config: ClientConfig, budget: Budget):
         self.config = config
         self.budget = budget
@@ -268,7 +240,6 @@ class Accounting:
         paid: bool = False,
         usage_estimated: bool = False,
     ) -> None:
-        """Add one call to the counts (and to its stage and model's)."""
         cost = self.budget.cost(request.model, outcome.usage, outcome.execution) or 0.0
         with self.lock:
             s = self.stats
@@ -300,14 +271,13 @@ class Accounting:
             setattr(self.stats, name, getattr(self.stats, name) + n)
 
     def add_paid(self, stage: str, model: str, cost: float) -> None:
-        """A paid call whose outcome was not counted by :meth:`add` (a Batch API answer)."""
+        """A paid call :meth:`add` did not count (a Batch API answer)."""
         with self.lock:
             self.stats.batch_calls += 1
             self.stats.paid_usd += cost
             self.stats.by_stage_model[(stage, model)].paid_usd += cost
 
     def endpoints_summary(self) -> dict[str, dict[str, str]]:
-        """Where each API backend in use sends its calls, and which variable holds its key."""
         c = self.config
         endpoints = {}
         for backend in {c.backend, *c.model_backends.values()} - {"offline"}:
@@ -348,7 +318,6 @@ class Accounting:
 
     @property
     def all_offline(self) -> bool:
-        """Every call of this client is the offline backend's: no model answers."""
         return self.config.backend == "offline" and not self.config.model_backends
 
     def progress_postfix(self) -> str:

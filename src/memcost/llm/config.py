@@ -1,10 +1,4 @@
-"""What a client is configured with: one frozen value, checked once when it is made.
-
-:class:`ClientConfig` holds every option of :func:`memcost.llm.client.make_client` (the
-notebooks' client parameters): where calls go, the cache, the budget, retries, pacing and the
-execution modes. The client's parts read it and never change it; a wrong value is an error here,
-before a store is opened or a call made.
-"""
+"""What a client is configured with: one frozen value, checked once when it is made."""
 
 from __future__ import annotations
 
@@ -28,17 +22,13 @@ from memcost.params import BATCH_RETRY_MODES, CACHE_MODES, normalise_execution
 
 @dataclass(frozen=True)
 class Limits:
-    """A model's stated limits: requests and tokens per minute (``None``: not stated)."""
-
     rpm: float | None = None
     tpm: float | None = None
 
 
 def parse_rate_limits(value: Any, known: Any = None) -> dict[str, Limits]:
-    """``rate_limits`` as ``{model: Limits}``: ``{gpt-5-mini: {rpm: 500, tpm: 500000}}``.
-
-    ``known(model)`` says whether a model name is known (a name that is not would never be
-    paced, so it is an error rather than a silent no-op). Raises ``ValueError`` in one line."""
+    """``rate_limits`` as ``{model: Limits}``; an unknown model (``known``) is an error, not a
+    silent no-op."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -79,9 +69,8 @@ def batch_options(
     poll_s: float = 60.0,
     queue_tokens: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The Batch API settings, checked: what to do with requests a batch did not answer
-    (``batch`` them again, or send them ``interactive``), how long to wait in all, how often to
-    ask, and each model's enqueued-token limit (a file never holds more)."""
+    """The Batch API settings, checked: ``retry`` (``batch`` again or ``interactive``), the wait,
+    the poll, each model's enqueued-token limit."""
     if retry not in BATCH_RETRY_MODES:
         raise ValueError(f"batch_retry={retry!r}: choose one of {', '.join(BATCH_RETRY_MODES)}")
     if not max_wait_hours > 0 or not poll_s > 0:
@@ -117,7 +106,7 @@ def _check_routes(
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """A client's options (docs/architecture.md, "The client"); build it with :meth:`make`."""
+    """A client's options; build it with :meth:`make`."""
 
     backend: str = "offline"
     base_url: str = ""
@@ -165,7 +154,6 @@ class ClientConfig:
         rate_limits: Mapping[str, Mapping[str, float]] | None = None,
         **scalars: Any,
     ) -> ClientConfig:
-        """The checked configuration (``scalars``: the plain fields, e.g. ``base_url``)."""
         routes = dict(model_backends or {})
         _check_routes(backend, routes, cache_mode, int(max_concurrency))
         if max_cost_usd is not None and math.isinf(max_cost_usd):
@@ -197,21 +185,17 @@ class ClientConfig:
 
     @property
     def uses_api(self) -> bool:
-        """Some model is served by an API (not every call is offline)."""
         return self.backend != "offline" or any(
             b != "offline" for b in self.model_backends.values()
         )
 
     def backend_for(self, model: str) -> str:
-        """The backend that serves ``model`` (``model_backends`` first, by exact name, then by
-        canonical name)."""
+        """``model_backends`` by exact, then canonical name, else ``backend``."""
         return per_model(self.model_backends, model, self.backend)
 
     def execution_for(self, stage: str) -> str:
-        """How calls of ledger stage ``stage`` are sent: ``interactive``, ``batch`` or ``flex``."""
         return self.execution.get(stage, "interactive")
 
     def routing_for(self, model: str) -> dict[str, Any] | None:
-        """OpenRouter provider routing for ``model`` (by exact, then canonical name)."""
         routing = per_model(self.provider_routing, model)
         return None if routing is None else dict(routing)

@@ -1,27 +1,5 @@
-"""The offline backend's plumbing and embedders: a stage's classical method in place of a model.
-
-The stage module supplies the method (``Callable[[ChatRequest], str]``, reading
-``request.payload``); :func:`run_chat` times it and reports usage as the o200k token counts of
-the prompt it was given and of the text it returned, so an offline run's calls can be priced as
-if the configured models had answered. Nothing here touches the network or the store of calls,
-and nothing depends on the process (no salted ``hash()``, no clock in the outputs).
-
-Embedders: batching for the OpenAI-compatible API, and the offline hashing embedder.
-
-Both give ``(n, d)`` float32 arrays with L2-normalised rows, so the FAISS index (inner product
-= cosine) treats them alike.
-
-The offline embedder is feature hashing (the "hashing trick"): word unigrams and bigrams, each
-hashed with blake2b to a bucket and a sign, weighted by ``1 + log(tf)``. It is deterministic on
-every machine (never Python's salted ``hash()``), needs no model file, and captures lexical
-overlap only: it is a stand-in that keeps the pipeline honest, not a semantic embedding.
-
-Its components are multiples of 2^-11 (:data:`GRID`). A product of two of them is a multiple of
-2^-22, and a sum of such products below 2 in size needs at most 23 bits: every inner product of
-two offline vectors is then exact in float32, in whatever order a CPU's vector instructions add
-it up. Without that, two facts a question shares no word with score +1e-9 on one machine and
--1e-9 on another, and which of them a top-k search returns depended on the CPU.
-"""
+"""The offline backend's plumbing (a stage's classical method timed and counted in place of a model)
+and the embedders' batching and hashing (docs/architecture.md, "The offline backend")."""
 
 from __future__ import annotations
 
@@ -44,15 +22,13 @@ OfflineMethod = Callable[[ChatRequest], str]
 
 
 def prompt_tokens(request: ChatRequest | EmbeddingRequest) -> int:
-    """o200k tokens of the message contents, or of an embedding request's inputs (the chat
-    format adds a few per message; ignored, it is noise next to the contents)."""
+    """o200k tokens of the message contents or the embedding inputs."""
     if isinstance(request, EmbeddingRequest):
         return sum(count_tokens_batch(list(request.inputs)))
     return sum(count_tokens(content) for _, content in request.messages)
 
 
 def run_chat(method: OfflineMethod | None, request: ChatRequest) -> tuple[str, Usage, float]:
-    """``(text, usage, latency_s)`` of the offline method on ``request``."""
     if method is None:
         raise ValueError(
             f"the offline backend needs the {request.stage} stage's offline method: pass "
@@ -84,7 +60,7 @@ GRID = 2.0**11  # offline vectors' components are multiples of 1 / GRID (exact i
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length, float32; all-zero rows stay zero."""
+    """Rows scaled to unit length, float32; zero rows stay zero."""
     out = np.asarray(vectors, dtype=np.float32)
     if out.ndim != 2:
         raise ValueError(f"expected a 2-d array, got shape {out.shape}")
@@ -94,7 +70,6 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 def encode_vectors(vectors: np.ndarray) -> dict[str, object]:
-    """Vectors as JSON-able data (for the cache): little-endian float32, base64."""
     arr = np.ascontiguousarray(vectors, dtype="<f4")
     return {"shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
 
@@ -112,11 +87,8 @@ def plan_batches(
     max_tokens: int = REQUEST_TOKENS,
     max_input_tokens: int = int(API_MAX_INPUT_TOKENS * TOKEN_MARGIN),
 ) -> tuple[list[list[int]], list[str], int]:
-    """Split ``texts`` (in order) into batches within the API's per-request limits.
-
-    Returns ``(batches of indices, texts with over-long ones truncated, number truncated)``.
-    Deterministic in the input, so a rerun forms the same batches and hits the cache.
-    """
+    """Split ``texts`` in order into batches within the API's limits: ``(batches of indices, texts
+    with over-long ones truncated, number truncated)``."""
     counts = count_tokens_batch(list(texts))
     fitted: list[str] = []
     truncated = 0
@@ -151,7 +123,8 @@ def _bucket(feature: str, dims: int) -> tuple[int, float]:
 
 
 class HashingEmbedder:
-    """Offline embedder: signed feature hashing of word unigrams and bigrams, sublinear tf."""
+    """Offline embedder: signed feature hashing of word unigrams and bigrams, sublinear tf, on a
+    grid of 2^-11."""
 
     def __init__(self, dims: int = DEFAULT_DIMS):
         if dims <= 0:
@@ -180,7 +153,6 @@ class HashingEmbedder:
         return vec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), dims)`` float32, rows L2-normalised (a text without words: zeros)."""
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         for i, text in enumerate(texts):
             out[i] = self.embed_one(text)

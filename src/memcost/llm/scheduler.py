@@ -1,25 +1,5 @@
-"""Running many calls: a bounded worker pool, ordered dependencies, and a progress bar.
-
-Items are dispatched in input order among those that are ready, at most ``max_concurrency`` at
-a time. An item may wait for another (``after``): the questions of a conversation go out only
-after its first question has returned, so the provider's prompt cache holds the conversation
-when they arrive; other conversations proceed meanwhile. Items may name a prefix (their
-conversation): then the ready prefix with the fewest requests in the last minute goes next, so
-conversations interleave, and a prefix that has had ``per_prefix_per_minute`` requests in the
-last minute waits (above about 15 a minute a provider sends the overflow to machines that do not
-hold the prefix, :mod:`memcost.catalog`). Work that needs no network (offline
-methods, cache hits) runs inline in the calling thread, where a thread hop would cost more than
-the work.
-
-The first exception stops dispatching; the calls already in flight finish (their workers cache
-and record them) before it is handed back, so a stopped stage loses nothing it paid for.
-
-While requests are slow, :class:`Heartbeat` prints a line now and then: how many are in flight,
-and the oldest's age (a server that accepts a request and never answers would otherwise be
-silent until the request timeout and every retry had run out)::
-
-    extract facts: 8 requests in flight, the oldest for 95 s (request_timeout_s=300)
-"""
+"""Running many calls: a bounded worker pool with ordered dependencies and per-prefix pacing, a
+progress bar, and a heartbeat while requests are slow (docs/architecture.md, "Model calls")."""
 
 from __future__ import annotations
 
@@ -39,8 +19,7 @@ SLOW_S = 30.0  # an item in flight longer than this makes the batch "slow"
 
 
 class ProgressBar:
-    """A tqdm bar (stderr, so it shows in notebooks and logs) with a live postfix such as
-    cache hits and dollars so far."""
+    """A bar with a live postfix (cache hits, dollars so far)."""
 
     def __init__(self, total: int, desc: str, postfix: Callable[[], str], unit: str = "req"):
         self._postfix = postfix
@@ -60,7 +39,7 @@ class ProgressBar:
 
 
 class _Ready:
-    """Ready items, grouped by prefix: which may go now, and how long until one may."""
+    """Ready items grouped by prefix: which may go now, and how long until one may."""
 
     WINDOW_S = 60.0
     SLACK = 1.1  # a send counts a tenth of a window longer: it may still be on its way
@@ -85,7 +64,7 @@ class _Ready:
         return len(sent)
 
     def pop(self) -> int | None:
-        """The next item to send (``None``: every ready prefix is at its per-minute limit)."""
+        """The next item to send (``None``: every ready prefix is at its limit)."""
         now = time.monotonic()
         best: tuple[int, int, Any] | None = None
         for prefix, heap in self.groups.items():
@@ -102,12 +81,10 @@ class _Ready:
         return heapq.heappop(self.groups[best[2]])
 
     def sent_now(self, i: int) -> None:
-        """Item ``i`` went to the provider (cache hits and offline work do not count)."""
         if self.prefixes and self.prefixes[i] is not None:
             self.sent[self.prefixes[i]].append(time.monotonic())
 
     def wait_s(self) -> float:
-        """Seconds until some held-back prefix may send again."""
         now = time.monotonic()
         waits = [self.WINDOW_S * self.SLACK - (now - self.sent[p][0])
                  for p, h in self.groups.items()
@@ -116,8 +93,6 @@ class _Ready:
 
 
 class _Schedule:
-    """The state of one :func:`run_scheduled` call: what is ready, in flight, and done."""
-
     def __init__(self, n: int, after, on_result, on_failure, progress, ready: _Ready) -> None:
         self.results: list[Any] = [None] * n
         self.dependents: dict[int, list[int]] = defaultdict(list)
@@ -174,15 +149,10 @@ def run_scheduled(
     prefixes: Sequence[Any] | None = None,
     per_prefix_per_minute: int | None = None,
 ) -> tuple[list[T | None], BaseException | None]:
-    """Run ``work`` over ``items``; returns ``(results in input order, first failure)``.
-
-    ``after[i] = j`` holds item ``i`` back until item ``j`` has finished. ``on_result`` is called
-    in this thread as each item finishes (so a caller can append its output file item by item);
-    ``on_failure`` as soon as the first failure is seen (so workers can stop retrying). Items
-    not run because of a failure are ``None`` in the results. ``prefixes[i]`` names item
-    ``i``'s prompt prefix (``None``: none); with ``per_prefix_per_minute`` a prefix sends at most
-    that many requests in any minute.
-    """
+    """Run ``work`` over ``items``: ``(results in input order, first failure)``. ``after[i] = j``
+    holds ``i`` until ``j`` has finished; ``on_result`` runs in this thread per item,
+    ``on_failure`` at the first failure; ``prefixes`` with ``per_prefix_per_minute`` caps a
+    prefix's requests a minute."""
     ready = _Ready(prefixes, per_prefix_per_minute)
     s = _Schedule(len(items), after, on_result, on_failure, progress, ready)
     pool: ThreadPoolExecutor | None = None
@@ -223,7 +193,7 @@ def run_scheduled(
 
 
 class Heartbeat:
-    """Tracks the items of one batch in flight; a background thread reports slow ones."""
+    """Tracks the items in flight; a thread reports slow ones."""
 
     def __init__(
         self,
@@ -246,7 +216,6 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def track(self, work: Callable[[Any], T]) -> Callable[[Any], T]:
-        """``work`` that notes its start and end."""
 
         def tracked(item: Any) -> T:
             token = object()  # this call's own key (ids of a thread and an item can collide)

@@ -1,7 +1,4 @@
-"""Long context (notebook 03, paper §3.2): the whole history in every prompt. ``history``: the
-histories and what each system puts in its prompt; ``plan``: every prompt sized before any call,
-then asked; ``cache``: what prompt caching saves (simulated offline) and the step's report.
-"""
+"""Long context (notebook 03, paper §3.2): the whole history in every prompt, and the baselines."""
 
 # ruff: noqa: F401 - the names the notebooks use
 from memcost.longctx.cache import (

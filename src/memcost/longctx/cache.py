@@ -1,9 +1,5 @@
-"""What prompt caching saves, simulated offline, and what notebook 03 reports.
-
-The shared prefix of one conversation's questions is what a provider can cache; offline, the
-catalog's prompt-cache rule simulates which requests would be served from the cache (labelled
-SIMULATED, never billed). Notebook 03's report: shared prefixes, answers per system, metrics.
-"""
+"""What prompt caching saves: each conversation's shared prefix, the catalog's cache rule simulated
+offline (labelled SIMULATED, never billed), and notebook 03's report."""
 
 from __future__ import annotations
 
@@ -31,14 +27,7 @@ from memcost.paths import DatasetPaths
 from memcost.text import decode, encode, stable_hash
 
 
-def cacheable_tokens(shared: int) -> int:
-    """The tokens a provider can serve from its cache when ``shared`` leading tokens match a
-    prompt it has seen (the one rule, :func:`memcost.catalog.cacheable`)."""
-    return cacheable(shared)
-
-
 def prompt_token_ids(plan: Plan) -> list[int]:
-    """The o200k token ids of a plan's messages, in order (their count is ``prompt_tokens``)."""
     return [t for _, text in messages_for(plan) for t in encode(text)]
 
 
@@ -58,13 +47,12 @@ class PrefixShare:
 
     @property
     def cached_share(self) -> float:
-        """Cached tokens ÷ the second prompt's tokens."""
         return self.cached_tokens / self.second_tokens if self.second_tokens else 0.0
 
 
 def prefix_share(first: Plan, second: Plan, *, show_tokens: int = 12) -> PrefixShare:
-    """Compare two plans' prompts token by token: where they diverge, and what the second one
-    would get from the cache once the first has been sent."""
+    """Two plans' prompts compared token by token: where they diverge, what the second would get
+    cached."""
     a, b = prompt_token_ids(first), prompt_token_ids(second)
     shared = shared_prefix(a, b)
     return PrefixShare(
@@ -73,7 +61,7 @@ def prefix_share(first: Plan, second: Plan, *, show_tokens: int = 12) -> PrefixS
         first_tokens=len(a),
         second_tokens=len(b),
         shared_tokens=shared,
-        cached_tokens=min(cacheable_tokens(shared), len(b)),
+        cached_tokens=min(cacheable(shared), len(b)),
         before=decode(a[max(0, shared - show_tokens) : shared]),
         first_after=decode(a[shared : shared + show_tokens]),
         second_after=decode(b[shared : shared + show_tokens]),
@@ -87,10 +75,8 @@ DEFAULT_GAP_S = 60.0 / MAX_REQUESTS_PER_PREFIX_PER_MINUTE  # the dispatcher's pa
 
 
 class PromptIds:
-    """o200k token ids of plans' prompts, from parts encoded once: the system message and the
-    template's fixed text once, each history once per context, each question block once. The
-    parts end where o200k always splits (as :mod:`memcost.longctx.plan` counts them), so the
-    concatenation equals the ids of the whole prompt."""
+    """o200k ids of plans' prompts from parts encoded once (the parts end where o200k always splits,
+    so they concatenate to the whole's ids)."""
 
     def __init__(self) -> None:
         self._fixed = (
@@ -112,8 +98,6 @@ class PromptIds:
 
 @dataclass(frozen=True)
 class CacheStep:
-    """One question of one conversation, through the simulated cache."""
-
     position: int  # 1 for the conversation's first question
     question_id: str
     arrival_s: float
@@ -126,7 +110,6 @@ class CacheStep:
 def _reason(
     position: int, prompt: int, shared: int, cached: int, elapsed: float, cache: PrefixCache
 ) -> str:
-    """Why the rule served ``cached`` tokens (read off its result and its settings)."""
     if position == 1:
         kept = (
             "remembered"
@@ -159,8 +142,8 @@ def simulate_conversation(
     ids: PromptIds | None = None,
     cache: PrefixCache | None = None,
 ) -> list[CacheStep]:
-    """The questions of one conversation (one system), ``gap_s`` seconds apart, through one
-    :class:`PrefixCache`: what it serves each of them, and why."""
+    """One conversation's questions ``gap_s`` apart through one :class:`PrefixCache`: what it serves
+    each, and why."""
     if gap_s < 0:
         raise ValueError(f"gap_s must be at least 0 seconds, got {gap_s}")
     if len(plans) == 1 and cache is None:
@@ -214,9 +197,8 @@ def _by_conversation(plans: Iterable[Plan], system: str) -> dict[str, list[Plan]
 def simulate_prompt_cache(
     planned: Planned, *, systems: Sequence[str] | None = None, gap_s: float = DEFAULT_GAP_S
 ) -> pd.DataFrame:
-    """Every planned question of ``systems`` (default: all) through the simulated cache, one
-    row per question: system, conversation, position, arrival, prompt, shared and simulated
-    cached tokens, and the reason. Each (system, conversation) is its own fresh cache."""
+    """Every planned question through a fresh simulated cache per system and conversation, a row
+    each."""
     ids = PromptIds()
     rows = []
     for system in systems or planned.systems:
@@ -228,8 +210,8 @@ def simulate_prompt_cache(
 
 
 def simulated_cache_summary(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per system: questions, prompt tokens, simulated cached tokens, their share of all input
-    tokens and of the later questions' (the cost model assumes 100% of those), labelled."""
+    """Per system: questions, prompt and simulated cached tokens, their share of all input and of
+    the later questions' (the cost model assumes 100%)."""
     rows = []
     for system, part in steps.groupby("system", sort=False):
         later = part.loc[part["position"] > 1]
@@ -256,15 +238,14 @@ def simulated_cache_summary(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_system_answers(ds: DatasetPaths, systems: Iterable[str]) -> pd.DataFrame:
-    """The answers of ``systems`` in one frame (the latest record per question)."""
     frames = [load_answers(ds, s) for s in systems if ds.answers_file(s).is_file()]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def shared_prefixes(planned: Planned, system: str) -> pd.DataFrame:
-    """Per conversation: how many distinct prompt beginnings (everything up to ``</history>``)
-    its questions' actual messages have. One means the provider can cache it for them all."""
+    """Per conversation: distinct prompt beginnings up to ``</history>`` (one: cacheable
+    for all)."""
     seen: dict[str, set[int]] = defaultdict(set)
     questions: dict[str, int] = defaultdict(int)
     prefix_tokens: dict[str, int] = {}
@@ -321,9 +302,8 @@ def _system_row(system: str, part: pd.DataFrame, first: set[tuple[str, str]]) ->
 
 
 def answers_summary(answers: pd.DataFrame, planned: Planned) -> pd.DataFrame:
-    """Per system: questions answered, errors, input tokens (total and per question), context
-    tokens, truncation, latency p50/p95 and the measured cached share of input tokens from the
-    second question of each conversation on (``NaN`` offline: there is no provider cache)."""
+    """Per system: answers, errors, tokens, truncation, latency p50/p95, the measured cached share
+    after the first question (NaN offline)."""
     first = planned.first_questions()
     rows = []
     for system in planned.systems:
@@ -338,7 +318,6 @@ def answers_summary(answers: pd.DataFrame, planned: Planned) -> pd.DataFrame:
 
 
 def _clean(value: Any) -> Any:
-    """A metrics value: JSON-safe (NaN as null), floats to 6 decimals."""
     value = json_safe(value)
     return round(value, 6) if isinstance(value, float) else value
 
@@ -352,9 +331,8 @@ def step_metrics(
     ds: DatasetPaths,
     simulated: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """The numbers the report and the tests read from ``metrics/03_answer_long_context.json``.
-    ``simulated`` (offline: :func:`memcost.longctx.simulated_cache_summary`) goes under its own
-    key, ``simulated_cache``, labelled; the measured ``cached_share_after_first`` stays empty."""
+    """``metrics/03_answer_long_context.json``; ``simulated`` goes under ``simulated_cache``,
+    labelled."""
     tokens = [h.tokens for h in planned.histories.values()]
     offline = "backend" not in summary or bool(
         summary["backend"].fillna("offline").eq("offline").all()

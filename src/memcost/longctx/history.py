@@ -1,11 +1,5 @@
-"""Long context (notebook 03, paper §3.2): the history, rendered, counted and put in a prompt.
-
-Each user's history is rendered and counted once; the prompt puts it first (so that a
-provider's prompt cache can serve it for every later question) and the question last. What sits
-between ``<history>`` and ``</history>`` depends on the system: the whole history, a rolling
-window of the last turns, nothing (the floor) or the evidence sessions (the ceiling), and
-whether it fits the model's window is decided here.
-"""
+"""Long context (notebook 03, paper §3.2): each history rendered and counted once, and what a prompt
+shows of it: all of it, a rolling window, nothing, or the evidence sessions."""
 
 from __future__ import annotations
 
@@ -30,8 +24,6 @@ COUNT_CHUNK_CHARS = 4_000_000
 
 @dataclass(frozen=True)
 class SessionBlock:
-    """One session as it appears in a prompt: its rendering plus the separator that follows."""
-
     number: int  # session_index + 1, as the header says
     session_id: str
     text: str
@@ -54,7 +46,6 @@ class History:
 
     @property
     def text(self) -> str:
-        """The whole rendered history, as a prompt that keeps every session shows it."""
         return "".join(s.text for s in self.sessions)
 
     def turn_list(self) -> list[HistoryTurn]:
@@ -77,8 +68,7 @@ class History:
 
 
 def count_in_chunks(texts: list[str], chunk_chars: int = COUNT_CHUNK_CHARS) -> list[int]:
-    """:func:`memcost.text.count_tokens_batch` over consecutive slices of at most
-    ``chunk_chars`` characters (a longer single text is its own slice)."""
+    """:func:`memcost.text.count_tokens_batch` over slices of at most ``chunk_chars``."""
     counts: list[int] = []
     start = 0
     while start < len(texts):
@@ -92,7 +82,6 @@ def count_in_chunks(texts: list[str], chunk_chars: int = COUNT_CHUNK_CHARS) -> l
 
 
 def rendered(turns: pd.DataFrame) -> str:
-    """Turns in order, rendered session by session, each followed by the session separator."""
     return "".join(text + SESSION_SEPARATOR for _, text in render_sessions(turns))
 
 
@@ -120,8 +109,7 @@ def _session_ids(ordered: pd.DataFrame) -> tuple[dict[int, str], dict[int, set[s
 
 
 def build_histories(conversations: pd.DataFrame) -> dict[str, History]:
-    """Every conversation of ``data/conversations.parquet`` rendered per session, with one
-    batched token count over all sessions of all conversations."""
+    """Every conversation rendered per session, with one batched count over all sessions."""
     pending: list[tuple[str, pd.DataFrame, list[tuple[int, str, str, frozenset[str]]]]] = []
     texts: list[str] = []
     for conversation_id, group in conversations.groupby("conversation_id", sort=False):
@@ -145,7 +133,6 @@ def build_histories(conversations: pd.DataFrame) -> dict[str, History]:
 
 
 def history_table(histories: Mapping[str, History]) -> pd.DataFrame:
-    """Per conversation: sessions, turns and the o200k tokens of its rendered history."""
     return pd.DataFrame(
         {
             "conversation_id": list(histories),
@@ -166,8 +153,7 @@ if _AFTER_BLOCK or "{" in HEAD + INSTRUCTIONS:
 
 
 def shown_options(question_id: str, options: Sequence[str]) -> tuple[str, ...]:
-    """The options in the order a model sees them: the order every notebook and the judge use
-    (:func:`memcost.answers.multiple_choice`, fixed by the question id)."""
+    """The options in the order every notebook and the judge show them."""
     return answers.multiple_choice(question_id, options).options
 
 
@@ -178,7 +164,7 @@ def option_letter(index: int) -> str:
 def question_block(
     question: str, *, date: str | None = None, options: Sequence[str] | None = None
 ) -> str:
-    """The text after the history and the instructions: date, question, options."""
+    """The text after the history: date, question, options."""
     out = ""
     if date:
         out += prompts.LONG_CONTEXT_DATE_LINE.format(date=spoken_datetime(date))
@@ -190,7 +176,6 @@ def question_block(
 
 
 def prompt_messages(history: str, block: str) -> tuple[tuple[str, str], ...]:
-    """``((role, text), ...)``: the system message and the user message around ``history``."""
     return PROMPT.messages(history=history, question_block=block)
 
 
@@ -212,7 +197,7 @@ FORMAT_OVERHEAD_TOKENS = 128
 
 
 class ContextOverflow(ValueError):
-    """A prompt that does not fit its model's window (raised before any call is made)."""
+    """A prompt that does not fit its model's window (before any call)."""
 
     def __init__(self, message: str, fit: pd.DataFrame | None = None):
         super().__init__(message)
@@ -227,10 +212,8 @@ def generation_settings(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     capabilities: Declared | None = None,
 ) -> dict[str, Any]:
-    """The request parameters for ``model``: the paper's for its family, then ``overrides``
-    given under the model's name (with or without provider prefix and snapshot date). A model
-    declared in ``capabilities`` (one on your own server) answers within its declared output
-    limit: a small local model may otherwise generate until its window is full."""
+    """The request parameters for ``model``: the paper's for its family, then ``overrides`` under
+    its name; a declared model answers within its declared output limit."""
     info = model_info(model, capabilities)
     settings = dict(PAPER_GENERATION.get(info.family, {}))
     if info.source == "model_capabilities":
@@ -249,8 +232,7 @@ def generation_settings(
 def prompt_limit(
     model: str, settings: Mapping[str, Any] | None = None, capabilities: Declared | None = None
 ) -> int:
-    """The most prompt tokens ``model`` accepts while leaving room for its answer: the model's
-    input limit, or its window minus the answer budget when that is smaller."""
+    """The most prompt tokens ``model`` takes while leaving room for its answer."""
     info = model_info(model, capabilities)
     limit = info.prompt_limit
     reserved = (settings or {}).get("max_output_tokens")
@@ -264,7 +246,6 @@ def context_limits(
     generation: Mapping[str, Mapping[str, Any]] | None = None,
     capabilities: Declared | None = None,
 ) -> pd.DataFrame:
-    """One row per model: its window, the answer budget and the prompt limit used here."""
     rows = []
     for model in dict.fromkeys(models):
         info = model_info(model, capabilities)
@@ -288,8 +269,6 @@ def context_limits(
 
 @dataclass(frozen=True, eq=False)
 class Context:
-    """What a prompt carries between ``<history>`` and ``</history>``."""
-
     kind: str
     conversation_id: str
     text: str
@@ -302,11 +281,10 @@ class Context:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        """Identical keys mean identical history text (the grouping and caching key)."""
+        """Identical keys mean identical history text."""
         return (self.kind, self.conversation_id, self.sessions, self.last_turns)
 
     def turns(self) -> list[HistoryTurn]:
-        """The turns this context shows (for the offline method)."""
         if self.history is None:
             return []
         every = self.history.turn_list()
@@ -322,7 +300,7 @@ def sessions_context(
     blocks: Sequence[SessionBlock],
     dropped: Sequence[SessionBlock] = (),
 ) -> Context:
-    """A context made of whole sessions of ``history`` (``dropped``: those left out to fit)."""
+    """A context of whole sessions (``dropped``: those left out to fit)."""
     return Context(
         kind=kind,
         conversation_id=history.conversation_id,
@@ -336,32 +314,27 @@ def sessions_context(
 
 
 def full_context(history: History) -> Context:
-    """Long context: every session of the history."""
     return sessions_context("long_context", history, history.sessions)
 
 
 def no_context(conversation_id: str) -> Context:
-    """The floor: the prompt says there is no history."""
     text = prompts.LONG_CONTEXT_NO_HISTORY
     return Context("no_context", conversation_id, text, count_tokens(text))
 
 
 def holds_evidence(session_id: str, dia_ids: AbstractSet[str], wanted: AbstractSet[str]) -> bool:
-    """The oracle's rule: a session holds a question's evidence when the evidence names it
-    (LongMemEval's ``answer_session_ids``) or one of its turns (LoCoMo's ``D3:7``)."""
+    """The oracle's rule: the evidence names the session (LongMemEval) or one of its turns (LoCoMo
+    ``D3:7``)."""
     return session_id in wanted or not wanted.isdisjoint(dia_ids)
 
 
 def oracle_sessions(history: History, evidence: Iterable[str]) -> list[SessionBlock]:
-    """The sessions that hold a question's evidence."""
     wanted = {str(e) for e in evidence}
     return [b for b in history.sessions if holds_evidence(b.session_id, b.dia_ids, wanted)]
 
 
 def oracle_asks(conversations: pd.DataFrame, questions: pd.DataFrame) -> pd.Series:
-    """Which of notebook 00's ``questions`` the oracle can ask: those with a session of their
-    conversation that holds their evidence (notebook 03 skips the others and lists them in
-    ``answers/not_asked.csv``), from the turns alone, without rendering the histories."""
+    """Which questions the oracle can ask (a session holds their evidence), from the turns alone."""
     sessions = {}
     for conversation_id, group in conversations.groupby("conversation_id", sort=False):
         ids, dias = _session_ids(_ordered(group))
@@ -381,14 +354,14 @@ def oracle_asks(conversations: pd.DataFrame, questions: pd.DataFrame) -> pd.Seri
 
 
 def oracle_context(history: History, evidence: Iterable[str]) -> Context | None:
-    """The ceiling: only the evidence sessions (``None`` when no session holds the evidence)."""
+    """The evidence sessions only (``None``: no session holds the evidence)."""
     blocks = oracle_sessions(history, evidence)
     return sessions_context("oracle", history, blocks) if blocks else None
 
 
 def truncate_oldest(context: Context, available: int) -> Context:
-    """``context`` without its oldest whole sessions, so that its history fits in ``available``
-    tokens. Raises :class:`ContextOverflow` when not even the newest session fits."""
+    """``context`` without its oldest whole sessions, to fit ``available`` tokens;
+    :class:`ContextOverflow` when not even the newest fits."""
     if context.tokens <= available:
         return context
     assert context.history is not None and context.last_turns is None
@@ -418,9 +391,8 @@ def truncate_oldest(context: Context, available: int) -> Context:
 
 
 def window_contexts(histories: Mapping[str, History], window_turns: int) -> dict[str, Context]:
-    """The rolling window of each conversation: its last ``window_turns`` turns, rendered the
-    same way (a session cut by the window keeps its header). Every benchmark here asks its
-    questions after the whole history, so these are the last turns before every question."""
+    """Each conversation's last ``window_turns`` turns, rendered the same way (a cut session keeps
+    its header)."""
     if window_turns < 1:
         raise ValueError(f"window_turns must be at least 1, got {window_turns}")
     texts = {cid: rendered(h.turns.iloc[-window_turns:]) for cid, h in histories.items()}

@@ -1,9 +1,5 @@
-"""Every long-context prompt sized and checked before any call, then asked (notebook 03).
-
-A plan is one request per question and system, sized against the model's window (``overflow``:
-stop, or drop the oldest sessions); asking writes each answer as it arrives, so a rerun asks
-only what is missing.
-"""
+"""Every long-context prompt sized and checked against its model's window before any call, then
+asked a conversation at a time (notebook 03)."""
 
 from __future__ import annotations
 
@@ -48,8 +44,6 @@ from memcost.text import count_tokens_batch
 
 @dataclass(frozen=True, eq=False)
 class Plan:
-    """One question for one system: its context, its question block and its size."""
-
     question_id: str
     conversation_id: str
     kind: str
@@ -65,13 +59,13 @@ class Plan:
 
     @property
     def needed_tokens(self) -> int:
-        """What the limit check compares: the prompt plus the chat format's overhead."""
+        """The prompt plus the chat format's overhead."""
         return self.prompt_tokens + FORMAT_OVERHEAD_TOKENS
 
 
 @dataclass
 class Planned:
-    """Everything notebook 03 will send, sized and checked; nothing sent yet."""
+    """Everything notebook 03 will send, sized and checked."""
 
     plans: list[Plan]
     fit: pd.DataFrame  # per model and system: prompts, limit, largest prompt, truncation
@@ -88,8 +82,8 @@ class Planned:
         return list(dict.fromkeys(p.model for p in self.plans))
 
     def first_questions(self) -> set[tuple[str, str]]:
-        """``(system, question_id)`` of the first question of each conversation per system: the
-        one sent alone, whose prompt the provider has not seen yet."""
+        """``(system, question_id)`` of each conversation's first question per system,
+        sent alone."""
         seen: set[tuple[str, str]] = set()
         first: set[tuple[str, str]] = set()
         for p in self.plans:
@@ -100,8 +94,6 @@ class Planned:
 
 
 class Question(NamedTuple):
-    """One question as every system asks it: the block after the history, and its size."""
-
     question_id: str
     conversation_id: str
     question: str
@@ -113,8 +105,6 @@ class Question(NamedTuple):
 
 @dataclass(frozen=True)
 class FixedParts:
-    """Tokens of the parts every prompt shares (counted once)."""
-
     system: int
     head: int
     instructions: int
@@ -154,9 +144,8 @@ def _check_arguments(
 
 
 def question_rows(questions: pd.DataFrame, mode: str) -> list[Question]:
-    """Each question's block (date, question, options when ``mode`` lists them), counted in one
-    batch. Each part ends with a newline before a non-space, where o200k always splits, so the
-    count of a prompt is the sum of its parts' counts."""
+    """Each question's block counted in one batch; each part ends where o200k always splits, so a
+    prompt's count is its parts' sum."""
     rows = []
     for qid, cid, question, date, evidence, options in zip(
         questions["question_id"].astype(str).tolist(),
@@ -182,7 +171,6 @@ def fixed_parts() -> FixedParts:
 def _context(
     kind: str, history: History, question: Question, windows: Mapping[str, Context]
 ) -> Context | None:
-    """The history part of one question's prompt for one kind (``None``: cannot be asked)."""
     if kind == "long_context":
         return full_context(history)
     if kind == "rolling_window":
@@ -194,8 +182,6 @@ def _context(
 
 @dataclass
 class _System:
-    """One system being planned: its kind, model and limit, and what room is left per history."""
-
     kind: str
     model: str
     limit: int
@@ -215,7 +201,6 @@ def _plan_system(
     fixed: FixedParts,
     skipped: list[dict[str, Any]],
 ) -> list[Plan]:
-    """Every question's plan for one system, with one context object per history text."""
     shared: dict[tuple[Any, ...], Context] = {}
     plans = []
     for row in rows:
@@ -269,15 +254,10 @@ def plan_questions(
     generation: Mapping[str, Mapping[str, Any]] | None = None,
     capabilities: Declared | None = None,
 ) -> Planned:
-    """Size every prompt of every system and check it against its model's limit.
-
-    ``kinds`` picks the systems: ``long_context`` runs on ``models``, the baselines on
-    ``baseline_models``. ``mode`` decides how questions with options (PersonaMem) are
-    asked: ``open_ended`` (the question alone) or ``multiple_choice`` (options listed). Raises
-    :class:`ContextOverflow` when a prompt does not fit and ``overflow`` is ``error``; nothing
-    has been sent at that point. ``capabilities`` declares models the catalog does not know
-    (the client's ``model_capabilities``: a model on your own server).
-    """
+    """Size every prompt of every system (``kinds``; ``long_context`` on ``models``, baselines on
+    ``baseline_models``; ``mode``: questions with options open or listed) against its model's
+    limit; :class:`ContextOverflow` before anything is sent when one does not fit and
+    ``overflow`` is ``error``."""
     _check_arguments(questions, histories, kinds, overflow, mode)
     rows = question_rows(questions, mode)
     fixed = fixed_parts()
@@ -340,8 +320,8 @@ def _overflow_message(over: list[Plan], total: int) -> str:
 
 
 def fit_table(plans: Sequence[Plan]) -> pd.DataFrame:
-    """Per model and system: prompts, the limit, the largest prompt (with the chat-format
-    margin, as the limit check sees it) and what truncation cost."""
+    """Per model and system: prompts, the limit, the largest prompt with the chat-format margin,
+    what truncation cost."""
     columns = [
         "model",
         "system",
@@ -382,8 +362,8 @@ def fit_table(plans: Sequence[Plan]) -> pd.DataFrame:
 
 
 def prompt_size_table(planned: Planned) -> pd.DataFrame:
-    """Per system: prompt tokens per conversation (its largest question's prompt: what one
-    request about that user carries), min / median / max over conversations, and in all."""
+    """Per system: the prompt tokens of each conversation's largest question, over conversations and
+    in all."""
     frame = pd.DataFrame(
         {
             "system": [p.system for p in planned.plans],
@@ -424,14 +404,12 @@ STAGE = "long_context"  # the ledger stage of every call made here
 
 
 def messages_for(plan: Plan) -> tuple[tuple[str, str], ...]:
-    """The messages of one plan's prompt, exactly as sent."""
     return prompt_messages(plan.context.text, plan.question_block)
 
 
 def build_request(
     plan: Plan, *, dataset: str, settings: Mapping[str, Any] | None = None
 ) -> ChatRequest:
-    """The request for one plan, with the model's generation settings and the ledger tags."""
     settings = dict(settings if settings is not None else generation_settings(plan.model))
     return ChatRequest(
         model=plan.model,
@@ -452,8 +430,7 @@ def build_request(
 
 
 def group_plans(plans: Iterable[Plan]) -> list[list[Plan]]:
-    """Plans that share a history text, in order: each group's first goes alone, so the
-    provider has cached the shared prefix when the rest arrive."""
+    """Plans that share a history text, in order (each group's first goes alone)."""
     groups: dict[tuple[Any, ...], list[Plan]] = {}
     for p in plans:
         groups.setdefault((p.model, p.system, *p.context.key), []).append(p)
@@ -461,7 +438,6 @@ def group_plans(plans: Iterable[Plan]) -> list[list[Plan]]:
 
 
 def answer_record(result: CallResult, plan: Plan) -> dict[str, Any]:
-    """One line of ``answers_<system>.jsonl`` (docs/architecture.md)."""
     failed = result.error is not None
     return {
         "question_id": plan.question_id,
@@ -478,8 +454,8 @@ def answer_record(result: CallResult, plan: Plan) -> dict[str, Any]:
 
 
 def system_fingerprint(client: LLMClient, ds: DatasetPaths, planned: Planned, system: str) -> str:
-    """The settings one system's answers are made with (:mod:`memcost.manifest`): a rerun
-    with another backend, model, prompt, generation setting or history answers again."""
+    """The settings one system's answers are made with: another backend, model, prompt, setting or
+    history answers again."""
     model = next(p.model for p in planned.plans if p.system == system)
     settings = planned.generation[model]
     return fingerprint(
@@ -500,13 +476,9 @@ def answer_questions(
     dataset: str,
     progress: bool | None = None,
 ) -> dict[str, int]:
-    """Ask every planned question not answered yet, model by model, and append each answer to
-    its system's file as it arrives. Returns the number of answers written per system.
-
-    Within a model, each group of questions that share a history (a conversation) sends its
-    first question alone and the rest after it has returned; groups run in parallel up to the
-    client's ``max_concurrency``. A rerun skips answered questions and retries failed ones.
-    """
+    """Ask every planned question not answered yet, appending each answer as it arrives; a
+    conversation's first question goes alone and its others after it. The answers written per
+    system."""
     answers.write_not_asked(ds, planned.skipped, [*planned.systems, *planned.skipped["system"]])
     writers = {
         system: AnswerWriter(ds, system, system_fingerprint(client, ds, planned, system))

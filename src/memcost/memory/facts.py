@@ -1,10 +1,5 @@
-"""The files of the paper's memory (one writer, one reader) and what notebook 01 reports.
-
-Per user, ``<ds>/memory/users/<user>/``: ``facts.parquet`` (:data:`FACT_SCHEMA`),
-``segments.parquet``, ``updates.jsonl`` and the marker written last (``done.json``, or
-``incomplete.json`` for a user with failed segments). Per dataset, ``<ds>/memory/``: the users'
-files concatenated, and ``splits.parquet``. Schemas are in docs/architecture.md.
-"""
+"""The files of the paper's memory, per user and per dataset (one writer, one reader), and what
+notebook 01 reports."""
 
 from __future__ import annotations
 
@@ -99,7 +94,6 @@ UPDATE_FIELDS = (
 
 
 def user_dir(ds: DatasetPaths, user: str) -> Path:
-    """``<ds>/memory/users/<user>/``: one user's files while the memory is built."""
     return ds.memory / "users" / user_stem(user)
 
 
@@ -107,7 +101,6 @@ def user_dir(ds: DatasetPaths, user: str) -> Path:
 
 
 def write_table(path: Path, table: pa.Table) -> None:
-    """A parquet file written atomically."""
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
@@ -119,8 +112,8 @@ def write_user_files(
     segment_rows: Sequence[Mapping[str, Any]],
     updates: Sequence[Mapping[str, Any]],
 ) -> None:
-    """One user's facts, segments and update records (``done.json`` is removed first and
-    written by :func:`mark_done` after the index, so a kill leaves the user unfinished)."""
+    """One user's facts, segments and updates (``done.json`` removed first, written last by
+    :func:`mark_done`)."""
     folder = user_dir(ds, user)
     folder.mkdir(parents=True, exist_ok=True)
     for marker in MARKERS:
@@ -135,10 +128,8 @@ def write_user_files(
 def mark_done(
     ds: DatasetPaths, user: str, fingerprint: str, *, embedding_model: str = "", **counts: int
 ) -> None:
-    """The marker that says ``user`` is finished with the settings ``fingerprint``.
-
-    A user with ``failed_segments`` is not finished: its marker is ``incomplete.json`` (its
-    files are used, and counted as failures, until a resume builds the user again)."""
+    """The marker that ``user`` is finished with ``fingerprint``; with ``failed_segments``,
+    ``incomplete.json`` (its files used and counted as failures until rebuilt)."""
     folder = user_dir(ds, user)
     record = {
         "conversation_id": user,
@@ -156,7 +147,6 @@ def mark_done(
 
 
 def read_incomplete(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
-    """``user``'s ``incomplete.json`` (written with failed segments), or ``None``."""
     marker = user_dir(ds, user) / INCOMPLETE
     try:
         return read_json(marker) if marker.is_file() else None
@@ -165,7 +155,7 @@ def read_incomplete(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
 
 
 def read_done(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
-    """``user``'s ``done.json``, or ``None`` when it is missing or unreadable."""
+    """``done.json``, or ``None`` when missing or unreadable."""
     marker = user_dir(ds, user) / DONE
     if not marker.is_file():
         return None
@@ -178,9 +168,7 @@ def read_done(ds: DatasetPaths, user: str) -> dict[str, Any] | None:
 def write_dataset_files(
     ds: DatasetPaths, users: Sequence[str], splits: Iterable[Mapping[str, Any]]
 ) -> None:
-    """``memory/facts.parquet``, ``updates.jsonl``, ``segments.parquet``, ``splits.parquet``:
-    the written users' files (finished, or incomplete with their failed segments marked)
-    concatenated in ``users`` order."""
+    """The written users' files concatenated in ``users`` order, and ``splits.parquet``."""
     facts, segments, updates = [], [], []
     for user in users:
         folder = user_dir(ds, user)
@@ -211,8 +199,7 @@ def _missing(ds: DatasetPaths, path: Path) -> FileNotFoundError:
 
 
 def read_facts(ds: DatasetPaths, *, missing_ok: bool = False) -> pd.DataFrame | None:
-    """``memory/facts.parquet``. Missing: an error that names notebook 01, or ``None`` with
-    ``missing_ok``."""
+    """Missing: an error naming notebook 01, or ``None`` with ``missing_ok``."""
     path = ds.memory / "facts.parquet"
     if not path.is_file():
         if missing_ok:
@@ -222,7 +209,6 @@ def read_facts(ds: DatasetPaths, *, missing_ok: bool = False) -> pd.DataFrame | 
 
 
 def read_segments(ds: DatasetPaths) -> pd.DataFrame:
-    """``memory/segments.parquet`` (missing: an error naming notebook 01)."""
     path = ds.memory / "segments.parquet"
     if not path.is_file():
         raise _missing(ds, path)
@@ -230,7 +216,6 @@ def read_segments(ds: DatasetPaths) -> pd.DataFrame:
 
 
 def read_splits(ds: DatasetPaths) -> pd.DataFrame:
-    """``memory/splits.parquet`` (missing: an error naming notebook 01)."""
     path = ds.memory / "splits.parquet"
     if not path.is_file():
         raise _missing(ds, path)
@@ -238,24 +223,13 @@ def read_splits(ds: DatasetPaths) -> pd.DataFrame:
 
 
 def read_updates(ds: DatasetPaths) -> pd.DataFrame:
-    """``memory/updates.jsonl`` as a table (no file: no rows, the columns still there)."""
+    """No file: no rows, the columns still there."""
     records = read_jsonl(ds.memory / "updates.jsonl", missing_ok=True)
     return pd.DataFrame.from_records(records, columns=list(UPDATE_FIELDS))
 
 
-def load_facts(ds: DatasetPaths) -> pd.DataFrame:
-    """:func:`read_facts` raising when the file is missing (the name notebooks use)."""
-    return read_facts(ds)
-
-
-def load_updates(ds: DatasetPaths) -> pd.DataFrame:
-    """:func:`read_updates` (the name notebooks use)."""
-    return read_updates(ds)
-
-
 def memory_users(conversations: pd.DataFrame, questions: pd.DataFrame | None) -> list[str]:
-    """Every user whose memory is built: each conversation, plus any conversation a question
-    is about that has no turns (its memory is empty, and its questions get "no information")."""
+    """Every conversation, and any a question is about without turns (an empty memory)."""
     ids = conversations["conversation_id"].astype(str).tolist()
     if questions is not None:
         ids += questions["conversation_id"].astype(str).tolist()
@@ -263,7 +237,6 @@ def memory_users(conversations: pd.DataFrame, questions: pd.DataFrame | None) ->
 
 
 def _history_stats(ds: DatasetPaths) -> pd.DataFrame:
-    """Notebook 00's per-conversation token counts, by ``conversation_id`` (empty if absent)."""
     path = ds.data / "conversation_stats.parquet"
     stats = (
         pd.read_parquet(path)
@@ -274,12 +247,8 @@ def _history_stats(ds: DatasetPaths) -> pd.DataFrame:
 
 
 def user_stats(ds: DatasetPaths, users: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per user: facts written and active, fact tokens, history tokens, compression.
-
-    ``history_tokens`` is the long-context rendering (what a long-context request carries) from
-    notebook 00's ``conversation_stats.parquet``; ``compression`` = history tokens / active-fact
-    tokens (the paper: ~101,600 → ~2,909, about 35:1).
-    """
+    """One row per user: facts written and active, fact tokens, history tokens, ``compression`` (the
+    paper: ~101,600 → ~2,909, about 35:1)."""
     facts = read_facts(ds)
     segments = read_segments(ds)
     if users is None:
@@ -316,13 +285,11 @@ def user_stats(ds: DatasetPaths, users: Sequence[str] | None = None) -> pd.DataF
 
 
 def decision_counts(updates: pd.DataFrame) -> dict[str, int]:
-    """Update-phase decisions by kind, every kind listed (zero when absent)."""
     counts = Counter(updates["decision"].tolist()) if len(updates) else Counter()
     return {d: int(counts.get(d, 0)) for d in DECISIONS}
 
 
 def memory_metrics(ds: DatasetPaths, stats: pd.DataFrame) -> dict[str, Any]:
-    """The numbers notebook 01 records (and a test or the report checks)."""
     updates = read_updates(ds)
     segments = read_segments(ds)
     splits = read_splits(ds)

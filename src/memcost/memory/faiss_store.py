@@ -1,14 +1,5 @@
-"""The FAISS store: one HNSW index per user (paper §3.1's settings), as files or in memory.
-
-Each user gets a FAISS ``IndexHNSWFlat`` (``m = 16``, ``ef_construction = 64``), inner product
-on L2-normalised vectors (which is cosine), wrapped in an ``IndexIDMap2`` so every vector carries
-a 63-bit id derived from its ``fact_id``: a question is only ever searched against its own
-user's index. On disk, ``<folder>/<user>.faiss`` holds the index and ``<folder>/<user>.parquet``
-its fact ids; reading checks that the two agree (count, ids, user, dimensions) and names the
-user when they do not. A user's new index replaces the old one only once it is complete, and
-:meth:`FaissStore.apply` rebuilds the user's index from the changed fact set (HNSW graphs in
-FAISS cannot delete; a user holds a few hundred facts).
-"""
+"""The FAISS store: one HNSW index per user (paper §3.1's settings), as checked file pairs or in
+memory."""
 
 from __future__ import annotations
 
@@ -46,13 +37,8 @@ _SAFE_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 @contextlib.contextmanager
 def omp_threads(n: int | None) -> Iterator[None]:
-    """Run FAISS with ``n`` OpenMP threads inside the block (``None``: leave it alone).
-
-    FAISS parallelises a search over its queries. For one query there is nothing to share,
-    yet waking the thread team costs more than the search: inside a Jupyter kernel on two
-    cores a 20-nearest search over a few dozen facts took ~8 ms with two threads and ~0.01 ms
-    with one. Single queries (what a user waits for) therefore run on one thread.
-    """
+    """FAISS with ``n`` OpenMP threads inside the block: a single query on two threads took ~8 ms in
+    a kernel, on one ~0.01 ms."""
     if n is None:
         yield
         return
@@ -65,8 +51,7 @@ def omp_threads(n: int | None) -> Iterator[None]:
 
 
 def user_stem(user: str) -> str:
-    """A file name for a user's files: the id itself when it is file-name safe (every benchmark
-    id is), otherwise a cleaned id plus a short hash so two ids never share a name."""
+    """The user id as a file name when safe, else cleaned plus a short hash."""
     if _SAFE_STEM.match(user):
         return user
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", user).strip("._-")[:60] or "user"
@@ -74,16 +59,12 @@ def user_stem(user: str) -> str:
 
 
 def fact_key(fact_id: str) -> int:
-    """The int64 id a fact's vector carries in FAISS (non-negative: -1 means "no result").
-
-    Hashing the whole ``fact_id`` (``<user>:f<n>``) makes ids differ between users, so an
-    index that was copied to another user's name fails the id check on load.
-    """
+    """The int64 id a fact's vector carries (non-negative: -1 means none), from the whole
+    ``<user>:f<n>``, so an index copied to another user fails the check."""
     return stable_hash(fact_id, bits=64) & ((1 << 63) - 1)
 
 
 def index_paths(folder: str | Path, user: str) -> tuple[Path, Path]:
-    """``(<folder>/<stem>.faiss, <folder>/<stem>.parquet)`` for ``user``."""
     stem = user_stem(user)
     folder = Path(folder)
     return folder / f"{stem}.faiss", folder / f"{stem}.parquet"
@@ -96,7 +77,6 @@ def build_hnsw(
     m: int = HNSW_M,
     ef_construction: int = EF_CONSTRUCTION,
 ) -> faiss.IndexIDMap2:
-    """An HNSW index over ``vectors`` (rows L2-normalised: inner product = cosine)."""
     x = as_matrix(vectors)
     keys = np.ascontiguousarray(ids, dtype=np.int64)
     if len(keys) != len(x):
@@ -110,7 +90,6 @@ def build_hnsw(
 
 
 def flat_index(vectors: np.ndarray) -> faiss.IndexFlatIP:
-    """An exact inner-product index of ``vectors`` (rows in order), for :func:`exact_search`."""
     x = as_matrix(vectors)
     flat = faiss.IndexFlatIP(x.shape[1])
     if len(x):
@@ -121,9 +100,8 @@ def flat_index(vectors: np.ndarray) -> faiss.IndexFlatIP:
 def exact_search(
     vectors: np.ndarray, queries: np.ndarray, k: int, *, flat: faiss.IndexFlatIP | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` by inner product (``IndexFlatIP``): ``(scores, row indices)``, ``-1``
-    where there are fewer than ``k`` vectors. The reference HNSW is measured against. ``flat``:
-    the :func:`flat_index` of ``vectors`` when the caller keeps one (searched many times)."""
+    """Exact top-``k`` by inner product: ``(scores, row indices)``, ``-1`` past the vectors
+    (``flat``: a kept :func:`flat_index`)."""
     flat = flat if flat is not None else flat_index(vectors)
     q = as_matrix(queries, flat.d)
     with omp_threads(1 if len(q) < SINGLE_THREAD_BELOW else None):
@@ -131,14 +109,8 @@ def exact_search(
 
 
 def recall_at_k(approx_scores: np.ndarray, exact_scores: np.ndarray, *, eps: float = 1e-5) -> float:
-    """Share of the exact top-k that the approximate search found, counting ties as found.
-
-    Both arrays are ``(queries, k)`` of scores, best first, padded with -inf/-3.4e38 where a
-    search returned fewer results. A returned vector counts when its score reaches the exact
-    k-th score (minus ``eps``): with many equal scores, which of the tied vectors comes back is
-    arbitrary, and an id-set comparison would call a correct answer a miss. An HNSW Flat index
-    returns exact scores for what it finds, so no second lookup is needed.
-    """
+    """Share of the exact top-k the approximate search found, a tie counting as found (scores at or
+    above the exact k-th, minus ``eps``)."""
     approx = np.asarray(approx_scores, dtype=np.float64)
     exact = np.asarray(exact_scores, dtype=np.float64)
     found = total = 0
@@ -154,8 +126,6 @@ def recall_at_k(approx_scores: np.ndarray, exact_scores: np.ndarray, *, eps: flo
 
 @dataclass
 class UserFiles:
-    """One user's index as read from (or written to) its two files."""
-
     fact_ids: list[str]
     vectors: np.ndarray  # row i = fact_ids[i], the order the index was built in
     index: faiss.IndexIDMap2
@@ -171,9 +141,8 @@ def write_user_files(
     m: int = HNSW_M,
     ef_construction: int = EF_CONSTRUCTION,
 ) -> UserFiles:
-    """Build ``user``'s index over ``vectors`` (row ``i`` = ``fact_ids[i]``) and write both
-    files atomically, the fact ids first: a kill between the two leaves files that fail the
-    checks of :func:`read_user_files`, never a wrong index."""
+    """Build ``user``'s index and write both files atomically, the fact ids first (a kill between
+    leaves files that fail the checks, never a wrong index)."""
     x = as_matrix(vectors)
     keys = np.array([fact_key(f) for f in fact_ids], dtype=np.int64)
     index = build_hnsw(x, keys, m=m, ef_construction=ef_construction)
@@ -203,7 +172,6 @@ def write_user_files(
 
 
 def stored_users(folder: str | Path) -> list[str]:
-    """The users with an index file in ``folder``, sorted (from each file's own record)."""
     folder = Path(folder)
     users = {read_meta(p).get("user") for p in folder.glob("*.parquet")} if folder.is_dir() else ()
     return sorted(u for u in users if u and index_paths(folder, u)[0].is_file())
@@ -215,11 +183,8 @@ def read_meta(table_path: Path) -> dict[str, Any]:
 
 
 def read_user_files(folder: str | Path, user: str) -> UserFiles:
-    """Read ``user``'s index and fact ids and check that they belong together.
-
-    Raises :class:`~memcost.memory.vectors.IndexMismatch`, naming the user, when a file is
-    missing or when the count, the ids, the owner or the dimensions disagree.
-    """
+    """``user``'s index and fact ids; :class:`IndexMismatch` naming the user when a file is missing
+    or they disagree."""
     faiss_path, table_path = index_paths(folder, user)
     redo = (
         f"rebuild it with notebooks/01_extract_facts.ipynb (delete memory/users/"
@@ -274,13 +239,10 @@ class _UserIndex:
 
 
 def index_dir(ds: DatasetPaths) -> Path:
-    """``<ds>/memory/index/``: a dataset's per-user index files."""
     return ds.memory / "index"
 
 
 class FaissStore(VectorStore):
-    """Per-user FAISS HNSW indexes (inner product on unit vectors = cosine)."""
-
     name = "faiss"
     learns_dims = True  # a notebook reading files need not know the embedding's dimensions
 

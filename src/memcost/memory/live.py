@@ -1,5 +1,5 @@
-"""One user's memory served turn by turn (the serving study's mode, :meth:`MemorySystem.live`):
-the messages it reads, where it sends its calls, and what one message did."""
+"""One user's memory served turn by turn (the serving study's mode): the messages it reads, where it
+sends its calls, what one message did."""
 
 from __future__ import annotations
 
@@ -27,14 +27,13 @@ class HistoryLine:
     session_datetime: str | None
 
     def render(self) -> str:
-        """``[8 May 2023] Maya: text`` (the date only where the dataset gives one)."""
+        """``[8 May 2023] Maya: text`` (the date where the dataset gives one)."""
         day = day_text(self.session_datetime)
         return f"[{day}] {self.speaker}: {self.text}" if day else f"{self.speaker}: {self.text}"
 
 
 def user_lines(turns: pd.DataFrame) -> list[HistoryLine]:
-    """A user's messages in order, system messages left out, long messages whole (the memory
-    stage's segmentation, read back as a stream)."""
+    """A user's messages in order, system messages left out, long ones whole."""
     segments, _ = segment_conversation(turns, batch_size=10_000, max_chars=10**9)
     return [
         HistoryLine(m.position, m.speaker, m.text, s.session_index, s.session_datetime)
@@ -44,7 +43,7 @@ def user_lines(turns: pd.DataFrame) -> list[HistoryLine]:
 
 
 class Calls(Protocol):
-    """Where a live memory sends its model calls (both return what the client would)."""
+    """Where a live memory sends its model calls."""
 
     def chat(
         self,
@@ -54,21 +53,17 @@ class Calls(Protocol):
         *,
         stage: str,
     ) -> CallResult:
-        """``request`` answered (``offline`` without a key); ``stage``: the serving stage the
-        call is (ingest_extract, ingest_update, observer, reflector), its ledger tag."""
+        """``request`` answered; ``stage``: its serving stage (ingest_extract, ingest_update,
+        observer, reflector)."""
 
-    def embed(self, texts: list[str], *, model: str, tags: Mapping[str, Any]) -> np.ndarray:
-        """``(len(texts), d)`` unit rows."""
+    def embed(self, texts: list[str], *, model: str, tags: Mapping[str, Any]) -> np.ndarray: ...
 
 
 def fact_line(text: str) -> str:
-    """An item as a live recall shows it: one ``- text`` line."""
     return f"- {text}\n"
 
 
 class Shown(NamedTuple):
-    """One item a recall shows with the message."""
-
     text: str
     line: str  # as the prompt shows it, newline-terminated
     tokens: int  # of the line
@@ -76,16 +71,13 @@ class Shown(NamedTuple):
 
 @dataclass(frozen=True)
 class IngestCall:
-    """One model call of an ingest: its serving stage and what came back."""
-
     stage: str  # ingest_extract | ingest_update | observer | reflector
     result: CallResult
 
 
 @dataclass
 class Ingest:
-    """What handing one message to the memory did: the gates that fired (and why), the calls
-    they made, and the tokens embedded for the items they stored."""
+    """What one message did: the gates that fired and why, their calls, the tokens embedded."""
 
     reasons: list[str] = field(default_factory=list)
     calls: list[IngestCall] = field(default_factory=list)
@@ -105,13 +97,11 @@ class LiveMemory(ABC):
 
     @abstractmethod
     def add(self, calls: Calls, line: HistoryLine) -> Ingest:
-        """Take the next message; run the ingest its gate asks for, if any."""
+        """Take the next message; run the ingest its gate asks for."""
 
     @abstractmethod
     def state(self) -> dict[str, int]:
-        """``memory_items``, ``memory_tokens`` (what a recall can show) and ``pending_tokens``
-        (message tokens the memory has not processed yet)."""
+        """``memory_items``, ``memory_tokens`` and ``pending_tokens`` (not processed yet)."""
 
     def close(self) -> None:
-        """Let go of what the memory holds outside this process (a server's bank)."""
         return None

@@ -1,16 +1,5 @@
-"""Searching the paper's memory (paper §3.1): embed the question, search its own user's facts.
-
-Each question is embedded (one embedding call, tagged with the question so the cost tables
-count it as a read) and searched in its own user's facts only, so another user's facts can
-never come back; every search can be repeated exactly to measure what HNSW misses.
-
-:class:`MemoryStore` is the dataset's memory as retrieval reads it: the run's vector store
-joined with each user's active facts from ``facts.parquet``. :func:`search_quality` measures how
-many of the ``k`` facts asked for the store returns and its recall@k against exact search: on a
-shared pgvector table with ``hnsw.iterative_scan = off`` the user filter runs after the index
-scan, and a question can come back with fewer than ``k`` facts. :func:`open_store` opens the
-store a run's ``vector_store`` names.
-"""
+"""Searching the paper's memory (paper §3.1): each question embedded and searched in its own user's
+facts only (docs/architecture.md, "Search")."""
 
 from __future__ import annotations
 
@@ -38,8 +27,8 @@ SYSTEM = PAPER_MEMORY
 
 @dataclass
 class UserFacts:
-    """One user's active facts (``table``, in ``facts.parquet`` order) and their vectors in the
-    store; search results are ``(scores, table rows)``, ``-1`` where a search came back short."""
+    """One user's active facts (``facts.parquet`` order) and their vectors; results are ``(scores,
+    table rows)``, ``-1`` where short."""
 
     user: str
     store: VectorStore
@@ -73,7 +62,6 @@ class UserFacts:
     def search(
         self, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
     ) -> tuple[np.ndarray, np.ndarray]:
-        """HNSW top-``k`` in the store: ``(scores, table rows)``."""
         res = self.store.search(self.user, queries, k, ef_search=ef_search)
         return self._rows(res.fact_ids, res.scores)
 
@@ -84,13 +72,12 @@ class UserFacts:
     def timed_search(
         self, query: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
     ) -> tuple[np.ndarray, np.ndarray, float]:
-        """:meth:`search` for one query, with its wall time in seconds (what a user waits)."""
+        """:meth:`search` for one query, with its wall time (what a user waits)."""
         t0 = time.perf_counter()
         scores, rows = self.search(query, k, ef_search=ef_search)
         return scores[0], rows[0], time.perf_counter() - t0
 
     def vectors(self) -> np.ndarray:
-        """The stored vectors in table order."""
         if not len(self.table):
             return np.zeros((0, self.dims), np.float32)
         ids, x = self.store.vectors(self.user)
@@ -99,17 +86,13 @@ class UserFacts:
 
 
 def _active_groups(facts: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
-    """Every user's active facts, grouped in one pass, and the empty table of a user without."""
     active = facts.loc[facts["status"] == "active"]
     return ({str(u): g for u, g in active.groupby("conversation_id", sort=False)}, active.iloc[0:0])
 
 
 class MemoryStore:
-    """The dataset's users' memories in the run's vector store, each loaded (and checked) once.
-
-    A user the store has not built is an error naming notebook 01, and so is a memory embedded
-    with another model than the questions (a question embedded by one model cannot be compared
-    with facts embedded by another)."""
+    """The dataset's memories in the run's vector store, each loaded once; an unbuilt user, or facts
+    embedded by another model than the questions, is an error."""
 
     def __init__(self, ds: DatasetPaths, store: VectorStore, *, embedding_model: str | None = None):
         self.ds = ds
@@ -154,8 +137,6 @@ class MemoryStore:
 
 @dataclass(frozen=True)
 class Retrieved:
-    """What the search returned for one question."""
-
     fact_ids: tuple[str, ...]
     scores: tuple[float, ...]
     facts: pd.DataFrame  # the user's fact rows, best first
@@ -175,8 +156,8 @@ def embed_questions(
     model: str = EMBEDDING_MODEL,
     system: str = SYSTEM,
 ) -> np.ndarray:
-    """One embedding call per question, tagged with its ``question_id`` and ``system``: the
-    cost tables count these as reads, and fact embeddings (no question) as writes."""
+    """One embedding call per question, tagged with it (a read in the cost tables; fact embeddings
+    are writes)."""
     groups = [
         (
             [str(q)],
@@ -208,8 +189,7 @@ def retrieve(
     ef_search: int = EF_SEARCH,
     compare_exact: bool = True,
 ) -> Retrieved:
-    """The ``top_k`` facts of ``user`` most similar to ``vector``: only that user's facts are
-    searched, so another user's facts can never come back."""
+    """``user``'s ``top_k`` facts most similar to ``vector``."""
     idx = store.get(user)
     scores, rows, latency = idx.timed_search(vector, top_k, ef_search=ef_search)
     keep = rows >= 0
@@ -235,10 +215,8 @@ def search_quality(
     k: int,
     ef_values: Sequence[int],
 ) -> pd.DataFrame:
-    """Per ``ef_search``: questions, facts returned of ``k`` (mean, min, share of questions
-    with every fact a user has up to ``k``), recall@k against exact search within the user.
-    Each user's questions are searched together (one search of many queries, as FAISS and
-    pgvector take them): the figures are per question all the same."""
+    """Per ``ef_search``: questions, facts returned of ``k``, recall@k against exact search (each
+    user's questions searched together)."""
     by_user = rows_by_user(users)
     order = [i for rows in by_user.values() for i in rows]
     matrix = vectors.reshape(len(users), -1) if len(users) else vectors
@@ -264,7 +242,6 @@ def search_quality(
 
 
 def store_class(name: str) -> type[VectorStore]:
-    """The vector store ``vector_store`` names: FAISS, or a plugin's."""
     stores = {"faiss": FaissStore, **{k: v for p in plugins() for k, v in p.vector_stores.items()}}
     if name not in stores:
         raise ValueError(f"vector_store must be one of {', '.join(stores)}, not {name!r}")
@@ -281,8 +258,8 @@ def open_store(
     ef_construction: int = EF_CONSTRUCTION,
     **options: Any,
 ) -> VectorStore:
-    """``dataset``'s store of facts in ``run`` (``dims``: the embedding's; ``options``: the
-    run's ``pgvector_*`` parameters, without the prefix), closed when the process ends."""
+    """``dataset``'s store of facts in ``run`` (``options``: the ``pgvector_*`` parameters without
+    the prefix), closed when the process ends."""
     cls = store_class(vector_store)
     store = cls.open(
         dims, run=run, dataset=dataset, m=m, ef_construction=ef_construction, **options

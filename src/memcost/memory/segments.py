@@ -1,14 +1,5 @@
-"""The paper's memory, steps 1 and 2 (paper §3.1): segments, and one extraction call each.
-
-The turns, session by session in chronological order, are cut into segments of at most
-``batch_size`` messages and ``max_segment_chars`` characters of content. A segment never spans
-two sessions (each session has its own date, which the extractor needs to resolve
-"yesterday"). A message longer than the limit is split into parts: recorded, never cut.
-
-The extraction call turns the people's own messages into atomic, self-contained facts (JSON);
-each fact cites the numbered messages it came from, which become its provenance (conversation,
-session, session date, speaker, turns). The offline stand-in is :mod:`memcost.offline`.
-"""
+"""The paper's memory, steps 1 and 2 (paper §3.1): segments, and one extraction call each with the
+facts' provenance."""
 
 from __future__ import annotations
 
@@ -38,7 +29,7 @@ PERSON_ROLE = "user"  # whose messages facts come from (both LoCoMo speakers are
 
 @dataclass(frozen=True)
 class Message:
-    """One message (or one part of a split message) as a segment shows it to the extractor."""
+    """One message (or part) as a segment shows it to the extractor."""
 
     number: int  # 1-based within the segment: what the prompt shows and the model cites
     position: int  # the turn's position in the conversation
@@ -57,7 +48,7 @@ class Message:
 
 @dataclass(frozen=True)
 class Segment:
-    """Consecutive messages of one session: the unit of one extraction call."""
+    """Consecutive messages of one session: one extraction call."""
 
     conversation_id: str
     index: int  # 0-based within the conversation, chronological
@@ -78,8 +69,6 @@ class Segment:
 
 @dataclass(frozen=True)
 class SplitMessage:
-    """A message longer than a segment may hold, split into ``parts`` (nothing dropped)."""
-
     conversation_id: str
     position: int
     chars: int
@@ -88,19 +77,14 @@ class SplitMessage:
 
 @dataclass
 class UserPlan:
-    """One user's segments and split messages, before any model call."""
-
     user: str
     segments: list[Segment]
     splits: list[SplitMessage]
 
 
 def split_text(text: str, max_chars: int) -> list[str]:
-    """Parts of at most ``max_chars`` characters whose concatenation is ``text`` exactly.
-
-    Cuts after a sentence end or a line break when one is in the second half of the window,
-    else at the last space there, else hard at ``max_chars``.
-    """
+    """Parts of at most ``max_chars`` that concatenate to ``text``: cut after a sentence end or line
+    break in the window's second half, else at its last space, else hard."""
     if max_chars <= 0:
         raise ValueError("max_chars must be positive")
     parts: list[str] = []
@@ -121,7 +105,6 @@ def split_text(text: str, max_chars: int) -> list[str]:
 
 
 def message_content(text: str, caption: Any) -> str:
-    """A turn's text with its shared photo described, as the long-context prompt shows it."""
     return with_caption(text, caption)
 
 
@@ -136,7 +119,6 @@ def _bool_or_none(value: Any) -> bool | None:
 
 
 def _turn_rows(ordered: pd.DataFrame) -> zip:
-    """The columns a segment needs, row by row (optional columns as ``None``)."""
     blank = [None] * len(ordered)
     return zip(
         ordered["session_index"].tolist(),
@@ -201,12 +183,8 @@ def segment_conversation(
     batch_size: int = BATCH_SIZE,
     max_chars: int = MAX_SEGMENT_CHARS,
 ) -> tuple[list[Segment], list[SplitMessage]]:
-    """Cut one conversation (rows of ``conversations.parquet``) into extraction segments.
-
-    Segments never span two sessions (each session has its own date, which the extractor needs
-    to resolve "yesterday"). System messages (PersonaMem's persona preamble) are left out:
-    they describe the persona to a model, they are not the person speaking.
-    """
+    """Cut one conversation into extraction segments (never across sessions; system messages left
+    out)."""
     if batch_size < 1 or max_chars < 1:
         raise ValueError("batch_size and max_chars must be positive")
     if turns.empty:
@@ -256,7 +234,6 @@ def plan_users(
     batch_size: int = BATCH_SIZE,
     max_chars: int = MAX_SEGMENT_CHARS,
 ) -> dict[str, UserPlan]:
-    """Segments for every user, in ``users`` order (a user without turns has none)."""
     groups = {str(k): g for k, g in conversations.groupby("conversation_id", sort=False)}
     plans = {}
     for user in users:
@@ -271,7 +248,6 @@ def plan_users(
 
 
 def segment_row(seg: Segment, *, status: str, candidates: int, error: str | None) -> dict:
-    """A segment as a row of ``segments.parquet`` (:data:`SEGMENT_SCHEMA`)."""
     return {
         "conversation_id": seg.conversation_id,
         "segment_index": seg.index,
@@ -291,7 +267,7 @@ def segment_row(seg: Segment, *, status: str, candidates: int, error: str | None
 
 
 def segments_table(plans: Mapping[str, UserPlan]) -> pd.DataFrame:
-    """One row per planned segment (before extraction): the segmentation at a glance."""
+    """One row per planned segment, before extraction."""
     rows = [
         segment_row(seg, status="planned", candidates=0, error=None)
         for plan in plans.values()
@@ -301,7 +277,6 @@ def segments_table(plans: Mapping[str, UserPlan]) -> pd.DataFrame:
 
 
 def split_rows(plans: Mapping[str, UserPlan]) -> list[dict[str, Any]]:
-    """The split messages of every plan, as rows of ``splits.parquet``."""
     return [asdict(s) for plan in plans.values() for s in plan.splits]
 
 
@@ -313,7 +288,6 @@ NO_DATES = "unknown (this conversation has no dates)"
 
 
 def describe_people(people: Sequence[str]) -> str:
-    """Who the facts are about, for the prompt."""
     names = [person_name(p) for p in people]
     if not names:
         return "nobody (there are no messages from a person here)"
@@ -324,7 +298,6 @@ def describe_people(people: Sequence[str]) -> str:
 
 
 def render_segment(segment: Segment) -> str:
-    """The numbered message lines of the extraction prompt."""
     lines = []
     for m in segment.messages:
         who = capitalise(person_name(m.speaker)) if m.is_person else capitalise(m.speaker)
@@ -340,7 +313,7 @@ def extraction_request(
     model: str = EXTRACTION_MODEL,
     reasoning_effort: str = "low",
 ) -> ChatRequest:
-    """The extraction call for one segment (``payload``: the segment, for the offline method)."""
+    """The extraction call for one segment (``payload``: the segment)."""
     messages = MEMORY_EXTRACT.messages(
         session_date=spoken_datetime(segment.session_datetime, missing=NO_DATES),
         people=describe_people(segment.people),
@@ -377,12 +350,8 @@ def _turn_numbers(turns: Any) -> list[int]:
 
 
 def parse_extraction(text: str) -> list[dict[str, Any]]:
-    """The facts of an extraction reply: ``[{"text", "speaker", "turns"}]``.
-
-    Raises ``ValueError`` (the client then re-asks) when the reply is not a JSON object with a
-    ``facts`` list. Items that are bare strings are accepted as facts without provenance;
-    items without text are skipped.
-    """
+    """``[{"text", "speaker", "turns"}]`` of a reply; ``ValueError`` (re-ask) without a ``facts``
+    list; bare strings are facts without provenance."""
     obj = parse_json_object(text)
     items = obj.get("facts")
     if not isinstance(items, list):
@@ -439,7 +408,7 @@ def _match_speaker(name: str | None, people: Sequence[str]) -> str | None:
 
 
 def _attribute(segment: Segment, item: Mapping[str, Any]) -> tuple[str, list]:
-    """The speaker of one extracted fact and the person's messages it came from."""
+    """An extracted fact's speaker and the person's messages it came from."""
     persons = segment.person_messages
     by_number = {m.number: m for m in persons}
     cited = [by_number[n] for n in item.get("turns", []) if n in by_number]
@@ -458,11 +427,8 @@ def _attribute(segment: Segment, item: Mapping[str, Any]) -> tuple[str, list]:
 def candidates_from(
     segment: Segment, facts: Sequence[Mapping[str, Any]], *, backend: str, prompt_version: str
 ) -> list[Candidate]:
-    """Attach provenance to extracted facts.
-
-    The turns a fact cites are kept if they are the person's messages in this segment; a fact
-    citing none is attributed to its speaker's messages in the segment (or all the people's).
-    """
+    """Extracted facts with provenance: the turns they cite among the person's messages here, else
+    their speaker's (or all the people's) messages in the segment."""
     out: list[Candidate] = []
     for item in facts:
         speaker, cited = _attribute(segment, item)

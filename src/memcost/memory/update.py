@@ -1,11 +1,5 @@
-"""The paper's memory, step 3 (paper §3.1): the update phase (Mem0's ``add``).
-
-Each segment's new facts are compared with the most similar facts already stored for the same
-user; one model call decides ADD, UPDATE (with the merged text), DELETE or NOOP per new fact,
-and every decision is recorded. Facts are never removed: an updated fact becomes
-``superseded`` (pointing to its successor), a deleted one ``deleted``; only ``active`` facts go
-into the index (:class:`UserMemory`). The offline stand-in is :mod:`memcost.offline`.
-"""
+"""The paper's memory, step 3 (paper §3.1): the update phase (Mem0's ``add``), ADD, UPDATE, DELETE
+or NOOP per new fact against the most similar stored ones."""
 
 from __future__ import annotations
 
@@ -29,11 +23,8 @@ from memcost.text import count_tokens_batch, day_text
 
 
 class UserMemory:
-    """One user's facts as the update phase changes them, with their vectors.
-
-    Facts are never removed: an updated fact becomes ``superseded`` (pointing to its
-    successor), a deleted one ``deleted``; only ``active`` facts go into the index.
-    """
+    """One user's facts as the update phase changes them, with their vectors (never removed:
+    ``superseded`` or ``deleted``; only ``active`` ones are indexed)."""
 
     def __init__(self, conversation_id: str):
         self.conversation_id = conversation_id
@@ -54,7 +45,7 @@ class UserMemory:
         return self._vectors[fact_id]
 
     def similar(self, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
-        """For each row of ``vectors``: up to ``k`` active facts, most similar first (cosine)."""
+        """Per row: up to ``k`` active facts, most similar first."""
         ids = self.active_ids()
         if not ids or k <= 0:
             return [[] for _ in range(len(vectors))]
@@ -67,7 +58,7 @@ class UserMemory:
         return out
 
     def current(self, fact_id: str | None) -> str | None:
-        """The active fact that ``fact_id`` became (following updates), or ``None``."""
+        """The active fact ``fact_id`` became (following updates), or ``None``."""
         seen = set()
         while fact_id is not None and fact_id not in seen:
             seen.add(fact_id)
@@ -146,8 +137,8 @@ class UserMemory:
         backend: str,
         prompt_version: str,
     ) -> str:
-        """UPDATE: ``target`` is replaced by a new fact with ``text``. The new fact's sources
-        are the candidate's, plus the target's when the text merges both."""
+        """UPDATE: ``target`` replaced by a new fact of ``text``, its sources the candidate's (and
+        the target's when the text merges both)."""
         old = self._by_id[target]
         merged = text.strip() != candidate.text.strip()
         positions = list(candidate.positions) + (old["source_positions"] if merged else [])
@@ -177,7 +168,7 @@ class UserMemory:
         self._by_id[target]["status"] = "deleted"
 
     def arrow(self) -> pa.Table:
-        """Every fact ever written, with its token count (schema in docs/architecture.md)."""
+        """Every fact ever written, with its token count."""
         rows = [dict(f) for f in self.facts]
         counts = count_tokens_batch([r["text"] for r in rows]) if rows else []
         for row, n in zip(rows, counts, strict=True):
@@ -210,12 +201,8 @@ def update_request(
     model: str = EXTRACTION_MODEL,
     reasoning_effort: str = "low",
 ) -> ChatRequest:
-    """The update-phase call for one segment's new facts.
-
-    ``compared[i]`` are the fact ids candidate ``i`` is compared with (its most similar active
-    facts); the prompt lists their union under short ids (``m1``, ``m2``, ...), which models
-    copy more reliably than long ids.
-    """
+    """The update call for one segment's new facts; the compared facts are listed under short ids
+    (``m1``, ``m2``), which models copy more reliably."""
     short_of: dict[str, str] = {}
     for ids in compared:
         for fact_id in ids:
@@ -264,12 +251,8 @@ def update_request(
 
 
 def parse_update(text: str) -> list[dict[str, Any]]:
-    """Decisions of an update reply: ``[{"fact": int, "event", "memory_id", "text"}]``.
-
-    Raises ``ValueError`` (re-ask) when the reply is not an object with a ``decisions`` list;
-    items with an unknown event or no fact number are dropped (their candidates are then
-    added, with a note).
-    """
+    """``[{"fact", "event", "memory_id", "text"}]`` of a reply; ``ValueError`` (re-ask) without a
+    ``decisions`` list; unusable items dropped (their candidates added, with a note)."""
     obj = parse_json_object(text)
     items = obj.get("decisions")
     if not isinstance(items, list):
@@ -300,8 +283,6 @@ def parse_update(text: str) -> list[dict[str, Any]]:
 
 @dataclass
 class Decision:
-    """What the update phase does with one candidate (after checking the model's answer)."""
-
     candidate: Candidate
     event: str
     target: str | None = None  # fact id (long form)
@@ -320,14 +301,8 @@ def resolve_decisions(
     *,
     note: str | None = None,
 ) -> list[Decision]:
-    """Turn a reply (or no call) into one checked decision per candidate.
-
-    A missing decision, or an UPDATE/DELETE naming an unknown memory, becomes ADD (the
-    information is kept, never lost to a bad reply). A call that failed after its retries
-    has no decisions: its segment is a failed item (see
-    :meth:`memcost.memory.mem0_style.MemoryBuilder.update_wave`), and turning it into "ADD every
-    candidate" would silently change the memory a resume can never repair.
-    """
+    """One checked decision per candidate: a missing one, or an UPDATE/DELETE of an unknown memory,
+    is ADD. A failed call has none: its segment fails (an "ADD all" a resume could never repair)."""
     if result is not None and not result.ok:
         raise ValueError(
             f"the update call failed ({result.error or result.parse_error}): its "
@@ -367,11 +342,8 @@ def resolve_decisions(
 def apply_decisions(
     memory: UserMemory, decisions: Sequence[Decision], merged_vectors: Mapping[int, np.ndarray]
 ) -> list[dict[str, Any]]:
-    """Apply decisions in order; returns the ``updates.jsonl`` records.
-
-    A target already changed earlier in the same batch is followed to its current fact; an
-    UPDATE of a deleted fact becomes ADD, a DELETE of one NOOP.
-    """
+    """Apply in order (a target changed earlier is followed; an UPDATE of a deleted fact is ADD, a
+    DELETE NOOP); the ``updates.jsonl`` records."""
     records = []
     for i, d in enumerate(decisions):
         cand = d.candidate
@@ -420,16 +392,14 @@ def apply_decisions(
 def similar_facts(
     memory: UserMemory, candidates: Sequence[Candidate], k: int
 ) -> list[list[tuple[str, float]]]:
-    """For each new fact (its ``vector`` set): the ``k`` most similar active facts of the same
-    user, ``(fact_id, cosine)``, most similar first."""
+    """For each new fact, the ``k`` most similar active facts of the user."""
     matrix = np.stack([c.vector for c in candidates])
     return memory.similar(matrix, k)
 
 
 @dataclass(frozen=True)
 class UpdatePlan:
-    """What the update phase does with one segment's new facts: a model call (``request``),
-    or none, with the ``note`` saying why (the phase is off, or the memory is still empty)."""
+    """A model call for one segment's new facts, or none with the ``note`` saying why."""
 
     request: ChatRequest | None = None
     note: str | None = None
@@ -449,7 +419,6 @@ def plan_update(
     reasoning_effort: str = "low",
     update_phase: bool = True,
 ) -> UpdatePlan:
-    """The update call for one segment's new facts, or the note saying why none is needed."""
     if not update_phase:
         return UpdatePlan(note="update phase off: added")
     if not memory.active_ids():
@@ -467,7 +436,7 @@ def plan_update(
 
 
 def merged_rows(decisions: Sequence[Decision]) -> list[int]:
-    """The decisions whose UPDATE writes a new text (it needs its own embedding)."""
+    """The UPDATEs that write a new text (it needs its own embedding)."""
     return [
         i
         for i, d in enumerate(decisions)

@@ -1,23 +1,5 @@
-"""The vector store interface of the paper's memory (paper §3.1): FAISS files here, a plugin's
-store (pgvector, the paper's own) by the name the run's ``vector_store`` gives.
-
-A store keeps, for each user, a set of facts (``fact_id`` -> unit vector) and answers a user's
-query with that user's most similar facts only. Scores are cosine similarities (inner products
-of L2-normalised vectors), best first; a search that finds fewer than ``k`` facts pads its rows
-with ``""`` ids and ``-inf`` scores, so "returned fewer than asked" stays visible.
-
-Writes follow one contract in every store: :meth:`VectorStore.build_user` replaces a user's
-facts as a whole and makes them visible at once (a FAISS file renamed into place, one SQL
-transaction that also writes the user's done marker), so a run killed in the middle of a user
-leaves the previous state, never half of the new one; :meth:`VectorStore.is_built` is true
-only for users whose build finished. :meth:`VectorStore.apply` adds, updates and deletes facts
-of a built user, all or nothing. :meth:`VectorStore.write_user` is what the memory builder
-calls for a finished user: a store that keeps its index incrementally (pgvector) replays the
-update phase's changes in one transaction, others build the final facts at once.
-
-This is the only store interface: the memory builder (notebook 01) writes through it and
-retrieval (notebook 02) reads through it, whichever store the run's ``vector_store`` names.
-"""
+"""The one vector store interface of the paper's memory (paper §3.1): FAISS here, a plugin's store
+(pgvector) by the name ``vector_store`` gives (docs/architecture.md, "Vector stores")."""
 
 from __future__ import annotations
 
@@ -34,15 +16,12 @@ EF_CONSTRUCTION = 64  # §3.1: pgvector ef_construction
 EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 
 
-class IndexMismatch(ValueError):
-    """A user's stored facts are missing, or disagree with what the memory says they are."""
+class IndexMismatch(ValueError): ...
 
 
 @dataclass(frozen=True)
 class Change:
-    """One applied decision of the update phase, as the store replays it: ``ADD`` writes
-    ``fact_id``, ``UPDATE`` replaces ``target`` with ``fact_id``, ``DELETE`` removes ``target``
-    (``NOOP`` changes nothing)."""
+    """One applied decision of the update phase as a store replays it."""
 
     event: str
     fact_id: str | None = None
@@ -50,7 +29,6 @@ class Change:
 
 
 def as_matrix(vectors: np.ndarray, dims: int | None = None) -> np.ndarray:
-    """``vectors`` as a C-contiguous float32 ``(n, dims)`` array (one vector: one row)."""
     arr = np.ascontiguousarray(vectors, dtype=np.float32)
     if arr.ndim == 1:
         arr = arr.reshape(1, -1)
@@ -62,8 +40,7 @@ def as_matrix(vectors: np.ndarray, dims: int | None = None) -> np.ndarray:
 
 
 def check_facts(user: str, fact_ids: Sequence[str], vectors: np.ndarray, dims: int) -> np.ndarray:
-    """The vectors as a matrix, after checking one distinct id per row (the error names the
-    user). Fact ids are unique across users too (``<user>:f<n>``)."""
+    """The vectors as a matrix, one distinct id per row (the error names the user)."""
     x = as_matrix(vectors, dims) if len(fact_ids) else np.zeros((0, dims), np.float32)
     if len(x) != len(fact_ids):
         raise ValueError(f"user {user!r}: {len(x)} vectors for {len(fact_ids)} facts")
@@ -74,8 +51,7 @@ def check_facts(user: str, fact_ids: Sequence[str], vectors: np.ndarray, dims: i
 
 @dataclass
 class SearchResult:
-    """Top-``k`` of a batch of queries: ``scores`` float32 and ``fact_ids`` (str), both
-    ``(queries, k)``; missing results are ``-inf`` / ``""``."""
+    """Top-``k`` of a batch of queries, ``(queries, k)``; missing results are ``-inf`` / ``""``."""
 
     scores: np.ndarray
     fact_ids: np.ndarray
@@ -87,7 +63,6 @@ class SearchResult:
 
     @property
     def returned(self) -> np.ndarray:
-        """Facts found per query (``k`` unless the search came back short)."""
         return (self.fact_ids != "").sum(axis=1)
 
 
@@ -111,16 +86,14 @@ class VectorStore(ABC):
     def open(
         cls, dims: int, *, run: Any, dataset: str, m: int, ef_construction: int, **options: Any
     ) -> VectorStore:
-        """The store of ``dataset``'s facts in the run directory ``run`` (RunPaths); ``options``
-        are the run's ``pgvector_*`` parameters, without the prefix (a store ignores those it
-        does not take)."""
+        """The store of ``dataset``'s facts in the run; ``options``: the run's ``pgvector_*``
+        parameters without the prefix."""
 
     @abstractmethod
     def build_user(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Replace ``user``'s facts with these, visible all at once with the done marker."""
+        """Replace ``user``'s facts, visible all at once with the done marker."""
 
     def build_users(self, facts: Mapping[str, tuple[Sequence[str], np.ndarray]]) -> None:
-        """Build many users (a store may load them in bulk); each user is still all or none."""
         for user, (fact_ids, vectors) in facts.items():
             self.build_user(user, fact_ids, vectors)
 
@@ -133,13 +106,9 @@ class VectorStore(ABC):
         changes: Sequence[Change] = (),
         vector_of: Callable[[str], np.ndarray] | None = None,
     ) -> None:
-        """Store a finished user's active facts (row ``i`` of ``vectors`` is ``fact_ids[i]``).
-
-        A store with ``replays_changes`` writes them as the update phase made them, in one
-        transaction: an empty build, then each ADD an insert, each UPDATE the superseded fact
-        deleted and the merged one inserted, each DELETE a delete (``vector_of`` gives a fact's
-        vector), and checks that it ends with ``fact_ids``. Others build ``fact_ids`` at once.
-        """
+        """Store a finished user's active facts: replayed as the update phase made them in one
+        transaction (``replays_changes``, ``vector_of`` giving a fact's vector), else built at
+        once."""
         if not self.replays_changes:
             self.build_user(user, fact_ids, vectors)
             return
@@ -176,12 +145,10 @@ class VectorStore(ABC):
                 )
 
     @abstractmethod
-    def is_built(self, user: str) -> bool:
-        """``user``'s build finished (a killed build leaves this false and no rows)."""
+    def is_built(self, user: str) -> bool: ...
 
     @abstractmethod
-    def users(self) -> list[str]:
-        """The built users, sorted."""
+    def users(self) -> list[str]: ...
 
     @abstractmethod
     def apply(
@@ -191,8 +158,8 @@ class VectorStore(ABC):
         upserts: tuple[Sequence[str], np.ndarray] | None = None,
         deletes: Sequence[str] = (),
     ) -> None:
-        """Add or update the ``upserts`` facts and delete ``deletes`` of a built user, all in
-        one step (an unknown id to delete is an error that changes nothing)."""
+        """Upsert and delete facts of a built user in one step (an unknown id is an error that
+        changes nothing)."""
 
     def add(self, user: str, fact_ids: Sequence[str], vectors: np.ndarray) -> None:
         self.apply(user, upserts=(fact_ids, vectors))
@@ -206,23 +173,20 @@ class VectorStore(ABC):
     @abstractmethod
     def search(
         self, user: str, queries: np.ndarray, k: int, *, ef_search: int = EF_SEARCH
-    ) -> SearchResult:
-        """HNSW top-``k`` among ``user``'s facts for each query row."""
+    ) -> SearchResult: ...
 
     @abstractmethod
     def exact_search(self, user: str, queries: np.ndarray, k: int) -> SearchResult:
-        """Exact top-``k`` among ``user``'s facts (the reference recall is measured against)."""
+        """Exact top-``k`` (what HNSW recall is measured against)."""
 
     @abstractmethod
-    def vectors(self, user: str) -> tuple[list[str], np.ndarray]:
-        """``user``'s fact ids (sorted) and their vectors, row for row."""
+    def vectors(self, user: str) -> tuple[list[str], np.ndarray]: ...
 
     @abstractmethod
-    def count(self, user: str | None = None) -> int:
-        """Facts of ``user`` (``None``: of every built user)."""
+    def count(self, user: str | None = None) -> int: ...
 
     def versions(self) -> dict[str, Any]:
-        """What the manifest records about the store (system, versions, settings)."""
+        """What the manifest records about the store."""
         return {
             "vector_store": self.name,
             "hnsw_m": self.m,
@@ -231,16 +195,15 @@ class VectorStore(ABC):
         }
 
     @abstractmethod
-    def describe(self) -> str:
-        """One line for a notebook: which store, which versions, which layout."""
+    def describe(self) -> str: ...
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
-        """A block whose writes become visible together (nested blocks: savepoints); a store
-        without transactions runs the block as it is."""
+        """Writes visible together (nested: savepoints); without transactions, the block
+        as it is."""
         return contextlib.nullcontext()
 
     def close(self) -> None:  # noqa: B027 - a store without connections has nothing to do
-        """Release connections (the data stays)."""
+        ...
 
     def __enter__(self) -> VectorStore:
         return self

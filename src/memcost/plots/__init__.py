@@ -1,7 +1,4 @@
-"""Figures, in one visual style (:mod:`~memcost.plots.style`: colours per system, the offline
-label, PNG and SVG): ``study`` for the stages (notebooks 00-04), ``costs`` for the cost analysis
-(05), ``today`` for today's prices and the workshop's explorer (07), ``serving`` for the serving
-study (06)."""
+"""Figures, in one visual style."""
 
 # ruff: noqa: F401 - the names the notebooks use
 from memcost.plots.costs import (

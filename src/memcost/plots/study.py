@@ -1,7 +1,4 @@
-"""Figures of the study's stages: conversation lengths (notebook 00), facts per user and where
-the evidence gets lost (01-02), the context each system puts in front of the model (03-04), and
-accuracy per system with intervals (04).
-"""
+"""Figures of the study's stages (notebooks 00-04)."""
 
 from __future__ import annotations
 
@@ -31,9 +28,8 @@ SERIES = (
 
 
 def plot_conversation_lengths(stats: pd.DataFrame, dataset: str) -> plt.Figure:
-    """Tokens per conversation, the Table-1 text and the long-context rendering: one histogram
-    per series, stacked on a shared axis (small multiples, so neither hides the other), or one
-    dot per conversation when there are fewer than 10."""
+    """Tokens per conversation, Table 1's text and the long-context rendering as stacked histograms,
+    or a dot per conversation below 10."""
     if len(stats) < MIN_FOR_HISTOGRAM:
         return _strip(stats, dataset)
     fig, axes = plt.subplots(len(SERIES), 1, figsize=(7.5, 4.8), sharex=True, sharey=True)
@@ -70,7 +66,6 @@ def plot_conversation_lengths(stats: pd.DataFrame, dataset: str) -> plt.Figure:
 
 
 def _strip(stats: pd.DataFrame, dataset: str) -> plt.Figure:
-    """One dot per conversation on two rows (text, rendering), each dot labelled with its value."""
     fig, ax = plt.subplots(figsize=(7.5, 2.8))
     series = [
         (label.replace(" (", "\n(", 1) if "rendering" in label else label, column, color)
@@ -103,8 +98,7 @@ def _strip(stats: pd.DataFrame, dataset: str) -> plt.Figure:
 
 
 def plot_facts_vs_history(stats: pd.DataFrame, *, dataset: str, backend: str = "") -> Any:
-    """Active facts per user against the history's token length (one point per user), with
-    the compression ratio of each user as the colour."""
+    """Active facts per user against the history's tokens, the compression as the colour."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if len(stats):
         points = ax.scatter(
@@ -133,9 +127,8 @@ def plot_facts_vs_history(stats: pd.DataFrame, *, dataset: str, backend: str = "
 def plot_evidence_recall(
     by_category: pd.DataFrame, *, dataset: str, top_k: int, backend: str = ""
 ) -> Any:
-    """Per category: evidence covered by any stored fact vs by the top-k retrieved facts. Each
-    label carries the category's n; LoCoMo's adversarial category, which Table 3 leaves out, is
-    left out here too."""
+    """Per category: evidence covered by any stored fact against by the retrieved ones (LoCoMo's
+    category 5 left out, as in Table 3)."""
     table = by_category.loc[
         (by_category["with_evidence"] > 0) & (by_category["category"].astype(str) != "adversarial")
     ]
@@ -205,8 +198,7 @@ def _system_row(
 
 
 def plot_context_sizes(sizes: pd.DataFrame, *, backend: str = "", subtitle: str = "") -> plt.Figure:
-    """Context tokens per question, one row per system, on a log scale: memory's retrieved
-    facts, the full history, the rolling window."""
+    """Context tokens per question, a row per system, on a log scale."""
     shown = sizes.loc[sizes["kind"].isin(SHOWN_KINDS)]
     systems = list(dict.fromkeys(shown["system"]))
     names = system_labels(systems, offline=backend == OFFLINE)
@@ -259,7 +251,6 @@ def _judge_label(table3: pd.DataFrame, backend: str) -> str:
 
 
 def _rows(table3: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
-    """One row per (group, system): accuracy, Wilson interval, n; ``all questions`` first."""
     overall = table3.assign(category=ALL)
     cols = ["category", "system", "n", "accuracy", "wilson_low", "wilson_high"]
     frames = [overall[cols + ["bootstrap_low", "bootstrap_high"]]]
@@ -272,8 +263,7 @@ def _rows(table3: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
 
 
 def _styles(systems: list[str]) -> dict[str, tuple[str, str, str, str]]:
-    """Colour, marker, marker face and line style per system: the second system of a kind (the
-    second long-context model) is drawn hollow and dashed."""
+    """Colour, marker, face and line per system: a kind's second system hollow and dashed."""
     seen: dict[str, int] = {}
     out = {}
     for system in systems:
@@ -293,9 +283,8 @@ def _styles(systems: list[str]) -> dict[str, tuple[str, str, str, str]]:
 def plot_accuracy(
     table3: pd.DataFrame, categories: pd.DataFrame, *, dataset: str, backend: str = ""
 ) -> plt.Figure:
-    """Per category, a dot per system at its accuracy with its Wilson 95% interval; each label
-    carries the category's n. Overall, a faint band in the system's colour is the
-    dialogue-cluster bootstrap 95% interval. A 0% dot is as visible as any other."""
+    """Per category a dot per system with its Wilson interval; overall, the cluster bootstrap
+    interval as a faint band."""
     rows = _rows(table3, categories)
     systems = list(table3["system"])
     groups = rows.drop_duplicates("group").sort_values("group")

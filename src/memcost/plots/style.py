@@ -32,7 +32,6 @@ SCREEN_DPI, SAVE_DPI = 110, 150  # a figure in a notebook, and in its PNG file
 
 
 def apply_style() -> None:
-    """Seaborn's whitegrid with readable sizes; call once at the top of a notebook."""
     sns.set_theme(context="notebook", style="whitegrid")
     plt.rcParams.update(
         {
@@ -56,8 +55,7 @@ MAX_COLUMNS = 2
 def panel_grid(
     n: int, *, panel_size: tuple[float, float], max_columns: int = MAX_COLUMNS, **kwargs: Any
 ) -> tuple[plt.Figure, list[plt.Axes]]:
-    """``n`` panels of ``panel_size`` inches, at most ``max_columns`` to a row, wrapped into a
-    grid rather than one long row; unused cells of the last row are switched off."""
+    """``n`` panels wrapped into rows of at most ``max_columns``; unused cells switched off."""
     columns = max(1, min(n, max_columns))
     rows = -(-max(n, 1) // columns)
     width, height = panel_size
@@ -71,7 +69,7 @@ def panel_grid(
 
 
 def token_label(value: float, _pos: object = None) -> str:
-    """10000 → '10k', 1000000 → '1M' (axis labels of context length)."""
+    """10000 → '10k', 1000000 → '1M'."""
     if value >= 1e6:
         return f"{value / 1e6:g}M"
     if value >= 1e3:
@@ -87,8 +85,7 @@ def system_color(system: str) -> str:
 
 
 def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = True) -> list[Path]:
-    """Write ``<folder>/<name>.png`` (and ``.svg``) atomically; returns the paths written. In a
-    notebook the figure is shown where it is saved (see :func:`show_saved`)."""
+    """Write ``<folder>/<name>.png`` (and ``.svg``) atomically and, in a notebook, show it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -102,10 +99,8 @@ def save_figure(fig: plt.Figure, folder: str | Path, name: str, *, svg: bool = T
 
 
 def show_saved(fig: plt.Figure, png: Path) -> None:
-    """In a notebook kernel: show the PNG just written, at the size the figure has on screen,
-    and close the figure. The inline backend would otherwise draw it a third time at the end
-    of the cell (after the PNG and the SVG), for the same picture at a lower resolution; a
-    figure drawn again after this is shown as any other. Elsewhere: nothing."""
+    """In a kernel, show the PNG just written at its screen size and close the figure (else the
+    inline backend draws it a third time); elsewhere nothing."""
     shell = _kernel_shell()
     if shell is None:
         return
@@ -121,15 +116,13 @@ def show_saved(fig: plt.Figure, png: Path) -> None:
 
 
 def _kernel_shell() -> Any:
-    """The Jupyter kernel's shell, or None outside one (IPython is not imported for this)."""
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return shell if getattr(shell, "kernel", None) is not None else None
 
 
 def save_figures(fig: plt.Figure, folders: list[str | Path], name: str) -> list[Path]:
-    """Save one figure into several folders (the run's ``figures/``, the repository's): drawn
-    once into the first, copied into the others."""
+    """One figure drawn into the first folder and copied into the others."""
     if not folders:
         return []
     drawn = save_figure(fig, folders[0], name)
@@ -145,7 +138,7 @@ def save_figures(fig: plt.Figure, folders: list[str | Path], name: str) -> list[
 
 
 def label_backend(ax: plt.Axes, backend: str) -> None:
-    """Stamp figures made by the offline backend so they are never mistaken for LLM results."""
+    """Stamp an offline figure so it is never taken for an LLM's result."""
     if backend == "offline":
         ax.text(
             0.99,
@@ -166,7 +159,7 @@ def label_backend(ax: plt.Axes, backend: str) -> None:
 
 
 def step_decimals(step: float, most: int = 6) -> int:
-    """Decimals that show a tick step exactly: 0.025 → 3, 0.5 → 1, 10 → 0."""
+    """Decimals that show a tick step exactly: 0.025 → 3."""
     step = abs(step)
     for decimals in range(most + 1):
         if abs(step - round(step, decimals)) <= 1e-9 * max(step, 1e-12):
@@ -175,8 +168,7 @@ def step_decimals(step: float, most: int = 6) -> int:
 
 
 class StepFormatter(ticker.Formatter):
-    """Tick labels with the precision of the tick step, so no two gridlines read alike and no
-    label rounds its gridline ($0.025 is "$0.025", not "$0.03")."""
+    """Tick labels at the step's precision ($0.025, not $0.03)."""
 
     def __init__(self, prefix: str = "", suffix: str = ""):
         self.prefix, self.suffix = prefix, suffix

@@ -1,7 +1,5 @@
-"""Figures of today's break-even (notebook 07) and the workshop's break-even explorer. The
-explorer draws what :mod:`memcost.costs.today` computes and does no arithmetic of its own; its
-widgets are optional (a static figure without them).
-"""
+"""Figures of today's break-even (notebook 07) and the break-even explorer, which draws what
+:mod:`memcost.costs.today` computes (widgets optional)."""
 
 from __future__ import annotations
 
@@ -44,7 +42,7 @@ def scenario_color(name: str) -> str:
 
 
 def _log_counts(ax: plt.Axes, top: float) -> None:
-    """A log y axis for break-even counts (1 to ~100 stay readable), plain-number ticks."""
+    """A log y axis for break-even counts, plain-number ticks."""
     ax.set_yscale("log")
     ax.set_ylim(0.8, max(top, 2.0) * 2.5)
     ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= max(top, 2.0) * 2.5]
@@ -66,8 +64,8 @@ def _never_note(ax: plt.Axes, ceiling: float, never: list[str]) -> None:
 
 
 def plot_break_even_by_gap(table: Any, *, subtitle: str = "") -> plt.Figure:
-    """Break-even N against the typical gap between a user's questions (log x, 1 minute to a
-    week), one panel per price scenario, one line per cache policy."""
+    """Break-even N against the gap between questions (log x, a minute to a week), a panel per price
+    scenario, a line per cache policy."""
     names = list(dict.fromkeys(table["scenario"]))
     fig, axes = panel_grid(len(names), panel_size=(5.0, 3.9))
     for ax, name in zip(axes, names, strict=True):
@@ -127,7 +125,6 @@ def plot_break_even_by_gap(table: Any, *, subtitle: str = "") -> plt.Figure:
 def plot_break_even_by_context(
     curves: dict[str, tuple[np.ndarray, np.ndarray]], *, max_turns: int, subtitle: str = ""
 ) -> plt.Figure:
-    """Break-even N against the context length L (log x), one line per price scenario."""
     fig, ax = plt.subplots(figsize=(8.0, 5.4))
     for label, (contexts, boundary) in curves.items():
         ax.plot(
@@ -173,7 +170,6 @@ EXPLORER_DEFAULTS: dict[str, Any] = {
 
 
 def explorer_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The defaults with ``settings`` applied; an unknown key is an error."""
     unknown = sorted(set(settings or {}) - set(EXPLORER_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown explorer setting(s) {unknown}; known: {list(EXPLORER_DEFAULTS)}")
@@ -181,7 +177,6 @@ def explorer_settings(settings: Mapping[str, Any] | None = None) -> dict[str, An
 
 
 def explorer_frame(settings: Mapping[str, Any]) -> Any:
-    """The per-question costs the explorer draws (the same function as the tables)."""
     s = explorer_settings(settings)
     assumptions = today.Assumptions(
         output_tokens=float(s["output_tokens"]), batch_write=bool(s["batch"])
@@ -197,7 +192,7 @@ def explorer_frame(settings: Mapping[str, Any]) -> Any:
 
 
 def explorer_update(settings: Mapping[str, Any] | None = None) -> tuple[plt.Figure, int | None]:
-    """Cumulative cost of memory and long context for one user, and the break-even N."""
+    """One user's cumulative cost of memory and long context, and the break-even N."""
     s = explorer_settings(settings)
     frame = explorer_frame(s)
     be = today.break_even_of(frame)
@@ -245,8 +240,8 @@ LOG_STEP = 0.01  # log10 steps of the log sliders: 2.3% apart
 
 
 def _on_grid(value: float, low: float) -> float:
-    """A log slider's minimum near ``low`` such that ``value`` lies on its step grid: the
-    browser snaps a slider's value to ``min + k * step``, which would start it elsewhere."""
+    """A log slider's minimum near ``low`` that puts ``value`` on its step grid (the browser snaps
+    to ``min + k * step``)."""
     import math
 
     exponent = math.log10(value)
@@ -254,7 +249,6 @@ def _on_grid(value: float, low: float) -> float:
 
 
 def _explorer_controls(widgets: Any, s: Mapping[str, Any]) -> dict[str, Any]:
-    """One control per setting of :func:`explorer_update`, starting at ``s``."""
     # Wide enough for the longest description; steps fine enough that every slider starts at
     # the static figure's value (a coarse step snaps 101,601 tokens to 100,000, 527 to 550).
     style = {"description_width": "230px"}
@@ -321,8 +315,7 @@ def _explorer_controls(widgets: Any, s: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def explorer_widgets(settings: Mapping[str, Any] | None = None) -> Any:
-    """The interactive explorer (needs ipywidgets and a live kernel): sliders and drop-downs
-    that call :func:`explorer_update` on every change."""
+    """The interactive explorer (ipywidgets, a live kernel)."""
     import ipywidgets as widgets
     from IPython.display import display
 

@@ -1,7 +1,4 @@
-"""Running the study: presets, papermill execution, the checks before spending, the report.
-
-``python -m memcost run --params smoke`` (:mod:`memcost.cli`) calls :func:`run_preset`.
-"""
+"""Running the study: presets, papermill execution, the checks before spending, the report."""
 
 # ruff: noqa: F401 - the public names
 from memcost.run.presets import PresetError, load_preset, resolve_preset

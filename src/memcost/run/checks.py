@@ -1,16 +1,5 @@
-"""The checks around a run's spending, and how each stage ended.
-
-Before anything is paid for: every backend has its key, every paid model is still served and
-known (:func:`check_lifecycle`: a shut-down model names the successor preset), and, after
-notebook 00, the bill (:func:`check_estimate`, against ``max_cost_usd``) and the long-context
-prompts (:func:`check_context_limits`: each fits its model's window) are known. Each stops the
-run with a :class:`PresetError` that says what to change.
-
-After each notebook, :func:`record_status` counts the items it left failed from the files it
-handed over (segments, answers, judge votes: the files a resume reads to know what to redo) and
-:func:`check_failures` stops the run when a stage's failed share exceeds ``allow_failures``. A
-failed item is never a finished item: a resume retries exactly the failed ones.
-"""
+"""The checks around a run's spending (keys, models still served, the bill, prompts that fit) and
+how each stage ended (docs/architecture.md, "Checks")."""
 
 from __future__ import annotations
 
@@ -53,10 +42,8 @@ from memcost.run.presets import Preset, PresetError, called_models, preset_files
 
 
 def preflight_credentials(preset: Preset, notebooks: Mapping[str, Path]) -> None:
-    """Stop before anything runs (or is paid for) when a backend the preset uses has no key.
-
-    The message names each missing variable and the offline alternative.
-    """
+    """Stop before anything runs when a backend the preset uses has no key, naming each variable and
+    the offline alternative."""
     steps = selected_steps(preset, notebooks)
     if not any("backend" in notebook_parameters(notebooks[s]) for s in steps):
         return
@@ -90,17 +77,15 @@ def uses_paid_backend(params: Mapping[str, Any]) -> bool:
 
 
 def _cell_default(name: str) -> Any:
-    """A shared parameter's default, as notebook 01's parameters cell declares it (a test holds
-    every model-calling notebook to one default)."""
+    """A shared parameter's default as notebook 01 declares it."""
     return notebook_defaults(NOTEBOOKS_DIR / "01_extract_facts.ipynb").get(name)
 
 
 def check_estimate(
     preset: Preset, run: RunPaths, steps: Collection[str] | None = None
 ) -> pd.DataFrame | None:
-    """After notebook 00 (free): print what the rest of the run (its ``steps``) will cost and
-    stop before any paid call when that exceeds ``max_cost_usd``. Returns the estimate of a
-    run that calls a provider (its times are the provider's), else ``None``."""
+    """After notebook 00: print what the rest of the run will cost, stop before any paid call over
+    ``max_cost_usd``; the estimate of a paid run, else ``None``."""
     prepared = {
         name: (run.dataset(name), preset.parameters_for(name))
         for name in preset.datasets
@@ -158,8 +143,8 @@ LISTING_TIMEOUT_S = 10.0
 def paid_models(
     preset: Preset, notebooks: Mapping[str, Path], *, paid_only: bool = True
 ) -> dict[str, dict[str, Any]]:
-    """``{model: the parameters it runs under}`` for every model an API backend will serve
-    (with ``paid_only=False``: every model the preset calls, offline ones too)."""
+    """``{model: the parameters it runs under}`` for every model an API serves (``paid_only=False``:
+    every model called)."""
     return {
         model: params
         for model, params in called_models(preset, notebooks).items()
@@ -168,8 +153,7 @@ def paid_models(
 
 
 def _served_dates(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
-    """``GET /v1/models`` of each OpenAI endpoint a key is present for (``{}`` on any trouble:
-    the registry's dates still apply)."""
+    """``GET /v1/models`` of each OpenAI endpoint with a key (``{}`` on any trouble)."""
     served: dict[str, str | None] = {}
     asked: set[str] = set()
     for model, params in models.items():
@@ -201,9 +185,8 @@ def check_lifecycle(
     show_prices: bool = True,
     ask_provider: bool = True,
 ) -> None:
-    """Raise :class:`PresetError` before anything is sent when a paid model is shut down (or
-    unknown); print a warning when one shuts down within :data:`catalog.WARN_DAYS` days.
-    ``ask_provider=False`` reads the registry's dates alone (no key needed)."""
+    """:class:`PresetError` before anything is sent when a paid model is shut down or unknown; a
+    warning within :data:`catalog.WARN_DAYS` days (``ask_provider=False``: the registry alone)."""
     day = catalog.today(on)
     models = paid_models(preset, notebooks)
     unknown = []
@@ -240,9 +223,7 @@ def check_lifecycle(
 
 
 def price_lines(models: Mapping[str, Mapping[str, Any]], *, offline: bool = False) -> str:
-    """The prices the run's estimates use, one line per model (USD per 1M tokens): the price
-    table's, or the ``price_overrides`` the model runs under (the preset's, else its
-    notebook's own), said so. ``offline``: the run spends nothing, and the first line says so."""
+    """The prices the run's estimates use, a line per model, overrides said so."""
     what = (
         "prices its estimates use (offline backend: nothing is spent)" if offline else "prices used"
     )
@@ -267,8 +248,7 @@ def price_lines(models: Mapping[str, Mapping[str, Any]], *, offline: bool = Fals
 LONG_CONTEXT_STEP = "03"
 
 
-class ContextTooLong(PresetError):
-    """A long-context prompt exceeds its model's window and ``overflow`` is ``error``."""
+class ContextTooLong(PresetError): ...
 
 
 def check_context_limits(
@@ -324,7 +304,7 @@ EXIT_FAILED_ITEMS = 3  # the command's exit code when items failed beyond allow_
 
 @dataclass(frozen=True)
 class StageStatus:
-    """One notebook's items for one dataset: how many there were, and how many failed."""
+    """One notebook's items for one dataset, and how many failed."""
 
     step: str  # notebook stem, e.g. 01_extract_facts
     dataset: str | None
@@ -401,8 +381,8 @@ def _segments(ds: DatasetPaths) -> tuple[int, int, tuple[str, ...]]:
 
 
 def _memories(ds: DatasetPaths) -> tuple[int, int, tuple[str, ...]]:
-    """Segments of the paper's memory, and users of every other memory system (a user whose
-    build failed is in its system's ``failed.json`` until a rerun builds it)."""
+    """Segments of the paper's memory, and users of the other systems (failed ones in
+    ``failed.json``)."""
     total, failed, errors = _segments(ds)
     folders = sorted((ds.memory / "systems").glob("*/")) if (ds.memory / "systems").is_dir() else []
     reasons = list(errors)
@@ -444,7 +424,6 @@ COUNTERS = {
 
 
 def stage_status(run: RunPaths, stem: str, dataset: str | None) -> StageStatus | None:
-    """The items of notebook ``stem`` for ``dataset`` (``None`` for a notebook without items)."""
     counter = COUNTERS.get(stem[:2])
     if counter is None or dataset is None:
         return None
@@ -457,7 +436,7 @@ def stage_status(run: RunPaths, stem: str, dataset: str | None) -> StageStatus |
 
 
 def record_status(run: RunPaths, stem: str, dataset: str | None) -> StageStatus | None:
-    """Count the stage's failed items and write its status into its metrics and the manifest."""
+    """Count the stage's failed items into its metrics and the manifest."""
     status = stage_status(run, stem, dataset)
     if status is None:
         return None
@@ -473,8 +452,6 @@ def record_status(run: RunPaths, stem: str, dataset: str | None) -> StageStatus 
 
 
 def failed_stages(manifest: Mapping[str, Any]) -> list[StageStatus]:
-    """The stages that :func:`record_status` wrote into the manifest with failed items, in the
-    order of their keys (``<dataset>/<notebook>``)."""
     stages = []
     for key, entry in sorted((manifest.get("stage_status") or {}).items()):
         if entry.get("failed"):
@@ -487,7 +464,6 @@ def failed_stages(manifest: Mapping[str, Any]) -> list[StageStatus]:
 
 
 def check_failures(statuses: Sequence[StageStatus], allow_failures: float) -> None:
-    """Raise :class:`StageFailures` when a stage's failed fraction exceeds ``allow_failures``."""
     over = [s for s in statuses if s.failed and s.fraction > allow_failures]
     if over:
         raise StageFailures(over, allow_failures)

@@ -82,8 +82,8 @@ def _judge_sensitivity(view: RunView) -> list[str]:
 
 
 def _simulated_cache(view: RunView) -> list[str]:
-    """Notebook 03's replay of its prompts through the prefix-cache rule. Offline it is all
-    there is; with a provider, its report (the ledger's cached tokens) stands beside it."""
+    """Notebook 03's replay of its prompts through the prefix-cache rule (with a provider, beside
+    the ledger's cached share)."""
     frames = _frames(view, "simulated_prompt_cache")
     if not frames:
         return []

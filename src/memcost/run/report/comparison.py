@@ -55,8 +55,7 @@ class Comparison:
 
 
 def _plain(value: Any, money: bool) -> str:
-    """A number in the report's one format: dollars as :func:`usd` prints them, others as
-    :func:`number` (45.5, 85.8, 0.0435, 1,234)."""
+    """A number in the report's one format (dollars as :func:`usd`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -67,7 +66,7 @@ def _plain(value: Any, money: bool) -> str:
 
 
 def _quoted(value: Any, money: bool) -> str:
-    """A paper's number as the paper prints it (92.85, not 92.8); dollars as :func:`usd`."""
+    """A paper's number as the paper prints it (92.85, not 92.8)."""
     if money or not isinstance(value, float) or math.isnan(value):
         return _plain(value, money)
     return f"{int(value):,}" if value.is_integer() else format(value, ",")
@@ -81,7 +80,6 @@ def _matches(published: Any, ours: Any) -> bool:
 
 
 def paper_vs_run(view: RunView) -> list[Comparison]:
-    """Every number the paper reports, with this run's value and whether they are comparable."""
     rows: list[Comparison] = []
     columns = ("n", "min", "max", "median", "mean")
     for number, published, table_name in ((1, paper.TABLE1, "table1"), (2, paper.TABLE2, "table2")):
@@ -330,8 +328,8 @@ def _stand_ins(view: RunView) -> str:
 
 
 def _judge_line(view: RunView) -> str:
-    """Who judged, how: the paper's judge is GPT-5-mini at high effort, three votes, sent one
-    request at a time; a run that batches it or uses another judge says so here."""
+    """Who judged and how (the paper's: GPT-5-mini, high effort, three votes, one request at a
+    time)."""
     ours = paper.PAPER_SETTINGS["04_judge_answers"]
     by_judge: dict[str, list[str]] = {}  # datasets judged alike are named together
     for ds in view.datasets:
@@ -362,8 +360,8 @@ def _judge_line(view: RunView) -> str:
 
 
 def section_paper(view: RunView) -> list[str]:
-    """The comparable numbers first, in a table; the others folded into one counted line per
-    reason (every row, comparable or not, is in ``tables/paper_vs_run.csv``)."""
+    """The comparable numbers in a table, the others one counted line per reason (all in
+    ``tables/paper_vs_run.csv``)."""
     rows = paper_vs_run(view)
     judge = _judge_line(view)
     comparable = [r for r in rows if r.comparable]

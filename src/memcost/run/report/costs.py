@@ -1,5 +1,4 @@
-"""The report's cost sections: this run's bill, Tables 4-5 (the cost model), Figure 1, and the
-break-even today (dated prices, cache expiry, the long-context tier, Batch write)."""
+"""The report's cost sections: this run's bill, Tables 4-5, Figure 1, and the break-even today."""
 
 from __future__ import annotations
 
@@ -94,14 +93,13 @@ def _constants_sentence(view: RunView) -> str:
 
 
 def _printed(value: Any) -> str:
-    """A dollar cell as the paper prints it: four decimals, trailing zeros kept ($0.0700)."""
+    """Four decimals, trailing zeros kept ($0.0700), as the paper prints."""
     return f"${float(value):.4f}"
 
 
 def _calibration(view: RunView) -> list[str]:
-    """What notebook 05 found of the paper's constants: how many published cells the text's
-    constants and the tables' reproduce, and what rounding the rows first does to the
-    break-even; each read from the run's files."""
+    """What notebook 05 found of the paper's constants (cells reproduced, what rounding first does
+    to the break-even), read from the run's files."""
     variants = read_csv(view.run.table.calibration_variants)
     found = []
     if variants is not None:
@@ -197,8 +195,8 @@ def _headline_value(row: Any) -> str:
 
 
 def section_today(view: RunView) -> list[str]:
-    """Is memory worth it today? The computed break-evens side by side, today's Table 5, the
-    break-even by gap, by dataset time, across the tier and with a Batch write."""
+    """Is memory worth it today? The computed break-evens side by side, today's Table 5, and the
+    break-even by gap, dataset time, tier and Batch write."""
     headline = read_csv(view.run.table.break_even_headline)
     if headline is None:
         return []
@@ -262,7 +260,6 @@ def _today_details(view: RunView) -> list[str]:
 
 
 def _by_dataset_time(view: RunView) -> list[str]:
-    """The break-even under each dataset's own dates, as a table with how to read it."""
     lines: list[str] = []
     by_dataset = read_csv(view.run.table.break_even_by_dataset_time)
     if by_dataset is not None and not by_dataset.empty:
@@ -307,14 +304,12 @@ def _by_dataset_time(view: RunView) -> list[str]:
 
 
 def _invented_dates(view: RunView, datasets: set[str]) -> str:
-    """`` (invented dates on the bundled samples of LoCoMo)``, for the datasets of the table
-    that ran on a bundled sample; nothing where every one ran on its real file."""
+    """`` (invented dates on the bundled samples of …)`` where a dataset ran on its sample."""
     samples = [ds.title for ds in view.datasets if ds.name in datasets and ds.origin == "sample"]
     return f" (invented dates on the bundled samples of {', '.join(samples)})" if samples else ""
 
 
 def _long_context_tier(view: RunView) -> list[str]:
-    """How the long-context tier moves the break-even."""
     lines: list[str] = []
     tier = read_csv(view.run.table.break_even_long_context_tier)
     if tier is not None and not tier.empty:
@@ -353,7 +348,6 @@ def _long_context_tier(view: RunView) -> list[str]:
 
 
 def _batch_write(view: RunView) -> list[str]:
-    """The break-even with memory's write on the Batch API."""
     lines: list[str] = []
     batch = read_csv(view.run.table.break_even_batch_write)
     if batch is not None and not batch.empty:

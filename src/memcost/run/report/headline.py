@@ -1,12 +1,5 @@
-"""The report's first lines: the study's two answers, then this run's, each labelled.
-
-A box that gives, in order: the paper's answer (its Table 3 accuracy of memory against long
-context, and its break-even), today's answer (the break-even at today's prices, back to back and
-with the cache expired between questions, from notebook 07), then what this run measured:
-memory's accuracy against long context's with intervals, labelled by what produced it (real
-models and an LLM judge, or the offline stand-ins, which carry no model name), failures, and the
-bill, with why the estimate printed before the run and the ledger's total differ.
-"""
+"""The report's first box: the paper's answer, today's, then this run's, each labelled by what
+produced it (docs/architecture.md, "The report")."""
 
 from __future__ import annotations
 
@@ -38,7 +31,6 @@ PAPER_NAMES = {
 
 
 def _paper_answer() -> str:
-    """The paper's Table 3 (memory vs long context, GPT-5-mini) and its Table 5 break-even."""
     rows = "; ".join(
         f"{PAPER_NAMES.get(d, d)} memory {t[paper.PAPER_MEMORY]:.2f}% "
         f"vs long context {t[LONG_CONTEXT]:.2f}%"
@@ -56,7 +48,6 @@ def _paper_answer() -> str:
 
 
 def today_answer(view: RunView) -> str | None:
-    """Notebook 07's side-by-side break-evens at today's prices, if it ran."""
     headline = read_csv(view.run.table.break_even_headline)
     if headline is None or headline.empty:
         return None
@@ -80,8 +71,7 @@ def today_answer(view: RunView) -> str | None:
 
 
 def command_line_changes(preset: dict[str, Any]) -> str:
-    """The parameters a run's command line set over its preset's (``-p``), in words:
-    ```backend=openai`, `models=["gpt-5-mini-2025-08-07"]``` ("" for none)."""
+    """The parameters ``-p`` set over the preset, in words ("" for none)."""
     return ", ".join(
         f"`{name}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}`"
         for name, value in (preset.get("command_line") or {}).items()
@@ -110,9 +100,8 @@ def _what_ran(view: RunView) -> str:
 
 
 def _served(view: RunView) -> str | None:
-    """Which model each requested model turned out to be, as its server reported in every reply
-    (the ledger's ``served_model``); a warning where the two are different models (a local
-    server answers whatever it holds, under any name it is asked for)."""
+    """Which model answered each requested one (the ledger's ``served_model``), warning where they
+    differ (a local server answers under any name)."""
     served: dict[str, set[str]] = {}
     for record in read_calls(view.run):
         if record.get("backend") != "offline" and record.get("served_model"):
@@ -135,7 +124,7 @@ def _served(view: RunView) -> str | None:
 
 
 def _subset_note(view: RunView, preset: str) -> str:
-    """For a verify_* run: what its subset can and cannot show (memcost.verify)."""
+    """For a verify_* run: what its subset can and cannot show."""
     if not preset.startswith("verify_"):
         return ""
     said = []
@@ -167,8 +156,7 @@ def _subset_note(view: RunView, preset: str) -> str:
 
 
 def break_even_brief(view: RunView) -> str | None:
-    """This run's Table 5 (notebook 05): the break-even it found and, with the paper's
-    constants, how many of the paper's published cells of Tables 4-5 it reproduced."""
+    """This run's Table 5 break-even and how many published cells it reproduced."""
     table5 = read_csv(view.run.table.table5)
     if table5 is None or table5.empty:
         return None
@@ -200,7 +188,7 @@ def interval_note(row: Any) -> str:
 
 
 def _long_context(bysys: pd.DataFrame) -> str | None:
-    """The long-context system to set memory against: the paper's if it ran, else the first."""
+    """The paper's long-context system if it ran, else the first."""
     if LONG_CONTEXT in bysys.index:
         return LONG_CONTEXT
     return next((s for s in bysys.index if str(s).startswith("long_context_")), None)
@@ -264,7 +252,7 @@ def _failures(view: RunView) -> str | None:
 
 
 def out_of_date(view: RunView) -> str | None:
-    """The datasets whose answers changed after they were judged (their Table 3 is stale)."""
+    """The datasets whose answers changed after they were judged."""
     stale = [ds.title for ds in view.datasets if ds.paths.judged_before_answers()]
     if not stale:
         return None
@@ -276,7 +264,7 @@ def out_of_date(view: RunView) -> str | None:
 
 
 def ledger_replaced(view: RunView) -> str | None:
-    """A store of calls set aside as damaged (memcost.calls): the calls it held are in no table."""
+    """A store of calls set aside as damaged: its calls are in no table."""
     aside = sorted(p.name for p in view.run.root.glob(f"{view.run.calls.name}.damaged-*[0-9]"))
     if not aside:
         return None
@@ -351,9 +339,8 @@ def _bill(view: RunView) -> str | None:
 
 
 def _cached_in_estimate_only(estimate: pd.DataFrame, ledger: pd.DataFrame | None) -> list[str]:
-    """``"99.5% of the estimate's input tokens in long context"`` (then ``"93.6% in read"``) for
-    each stage the estimate expects cache hits in and the ledger has none: that stage's gap is
-    the cache, not the tokens."""
+    """Each stage the estimate expects cache hits in and the ledger has none (its gap is the cache,
+    not the tokens)."""
     if ledger is None or ledger.empty or "cached_input_tokens" not in estimate:
         return []
     expected = estimate.groupby("ledger_stage")[["input_tokens", "cached_input_tokens"]].sum()
@@ -372,8 +359,7 @@ def _cached_in_estimate_only(estimate: pd.DataFrame, ledger: pd.DataFrame | None
 def _stage_differences(
     estimate: pd.DataFrame, ledger: pd.DataFrame | None, most: int = 3
 ) -> tuple[list[str], list[str]]:
-    """The stages whose ledger cost differs most from their estimate, those lower in the
-    ledger and those higher, each ``"judge $6.58 estimated, $0.5170 in the ledger"``."""
+    """The stages whose ledger cost differs most from the estimate, lower and higher."""
     if ledger is None or ledger.empty or "ledger_stage" not in estimate:
         return [], []
     both = pd.concat(
@@ -395,7 +381,6 @@ def _stage_differences(
 
 
 def section_headline(view: RunView) -> list[str]:
-    """The answer first, as a box (a block quote) above every other section."""
     items = [
         *briefs(view, leading=True),  # a run of a study of its own leads with it
         _paper_answer(),

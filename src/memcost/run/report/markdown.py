@@ -32,8 +32,7 @@ def md_table(rows: Sequence[Sequence[Any]], header: Sequence[str], *, digits: in
 
 
 def merge_rows(rows: Sequence[Sequence[Any]], column: int) -> list[list[Any]]:
-    """Rows that differ only in ``column`` become one row listing its values ("in_memory,
-    extended, none"): a table that repeats a result per setting shows it once."""
+    """Rows that differ only in ``column`` as one row listing its values."""
     merged: list[list[Any]] = []
     for row in rows:
         row = list(row)
@@ -47,9 +46,8 @@ def merge_rows(rows: Sequence[Sequence[Any]], column: int) -> list[list[Any]]:
 
 
 def number(value: float, *, digits: int = 4) -> str:
-    """The report's one format for a plain number: integers with thousands separators, others
-    with one decimal from 10 up and at most ``digits`` significant digits below (no trailing
-    zeros), so 45.5, 85.8, 0.0435 and 1,234 print alike in every table."""
+    """The report's one format for a number: thousands separators, one decimal from 10 up, at most
+    ``digits`` significant digits below (45.5, 0.0435, 1,234)."""
     if math.isnan(value):
         return "—"
     if value.is_integer():
@@ -79,5 +77,4 @@ def figure(lines: list[str], path: Path, root: Path, caption: str) -> None:
 
 
 def png(stem: Path) -> Path:
-    """The PNG of a figure saved under ``stem`` (``run.figure.<name>``, without a suffix)."""
     return stem.with_name(stem.name + ".png")

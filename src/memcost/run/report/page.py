@@ -1,11 +1,5 @@
-"""The report's page: the template it is written into, the sections read straight from the
-run's files (the failures box, what ran, the executed notebooks, the files), and the HTML.
-
-``runs/<run>/report.md`` is ``assets/report.md.j2`` filled with the run's values: the sections
-computed from its tables (:mod:`headline`, :mod:`results`, :mod:`costs`, ...) arrive as
-Markdown blocks, the rest is written by the template from the manifest and the run directory.
-``report.html`` is the same page, self-contained (figures embedded), in ``assets/report.html.j2``.
-"""
+"""The report's page: the templates, the sections in order, what is read straight from the run
+(failures, what ran, notebooks, files), and the HTML."""
 
 from __future__ import annotations
 
@@ -64,7 +58,7 @@ SECTIONS = [
 
 @cache
 def templates() -> jinja2.Environment:
-    """The report's templates (``assets/report.*.j2``): Markdown, so nothing is escaped."""
+    """The report's templates (Markdown: nothing escaped)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(ASSETS_DIR),
         autoescape=False,  # noqa: S701 - Markdown, and the HTML body is markdown's own output
@@ -100,8 +94,7 @@ _SHOWN = re.compile(r"\]\(([^)\s]+\.png)\)")
 
 
 def figures_not_shown(run: RunPaths, shown_in: str) -> list[tuple[str, list[str]]]:
-    """Every figure the run drew that the sections above do not show, by folder: ``[(folder,
-    [path, ...])]`` relative to the run directory (executed notebooks' own images aside)."""
+    """Every figure the run drew that no section shows, by folder."""
     shown = set(_SHOWN.findall(shown_in))
     drawn = sorted(
         p.relative_to(run.root).as_posix()
@@ -116,26 +109,23 @@ def figures_not_shown(run: RunPaths, shown_in: str) -> list[tuple[str, list[str]
 
 
 def _block(lines: Sequence[str]) -> str:
-    """A section's lines as one Markdown block, ending in its blank line (or nothing)."""
     return "\n".join(lines) + "\n" if lines else ""
 
 
 def _stopped(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The notebooks of the run that did not finish (failed or interrupted), in order."""
     notebooks = sorted((manifest.get("notebooks") or {}).items())
     return [(key, entry) for key, entry in notebooks if entry.get("status") not in (None, "ok")]
 
 
 def _notebook_words(key: str) -> str:
-    """A manifest key as the runner's lines name it: ``locomo/01_extract_facts`` →
-    ``01_extract_facts [LoCoMo]``; a run-wide notebook's key is its name."""
+    """``locomo/01_extract_facts`` → ``01_extract_facts [LoCoMo]``."""
     dataset, _, step = key.rpartition("/")
     return f"{step} [{DATASET_NAMES.get(dataset, dataset)}]" if dataset else step
 
 
 def failure_lines(manifest: dict[str, Any]) -> list[str]:
-    """One line per stage with failed items, per notebook that did not finish (where it
-    stopped and why), and the notebooks of the preset that never ran because of it."""
+    """A line per stage with failed items, per notebook that did not finish, and the notebooks that
+    never ran because of it."""
     lines = []
     for stage in failed_stages(manifest):
         why = f": {stage.errors[0]}" if stage.errors else ""
@@ -158,7 +148,6 @@ def failure_lines(manifest: dict[str, Any]) -> list[str]:
 
 
 def what_ran(view: RunView) -> list[list[Any]]:
-    """The rows of "What ran": the run, preset, commit, notebooks, backend, versions, data."""
     m = view.manifest
     preset = m.get("preset") or {}
     changed = command_line_changes(preset)
@@ -220,7 +209,6 @@ def what_ran(view: RunView) -> list[list[Any]]:
 
 
 def _environment(status: dict[str, Any] | None) -> str:
-    """The installed packages against the lock `make setup` installs from."""
     if not status:
         return "not compared with a lock (not run from a checkout)"
     if status.get("matches"):
@@ -242,7 +230,6 @@ def _environment(status: dict[str, Any] | None) -> str:
 
 
 def _vector_stores(manifest: dict[str, Any]) -> str:
-    """The memory's stores (notebooks 01-02), each with its server's versions."""
     skip = {"vector_store", "layout", "hnsw_m", "ef_construction", "dims", "faiss", "server"}
 
     def versions(v: dict[str, Any]) -> str:
@@ -262,7 +249,6 @@ def _count(n: Any) -> str:
 
 
 def _data_row(ds: Any) -> list[Any]:
-    """One dataset: where it came from, its size and the digests of its files."""
     selection = ds.provenance.get("selection") or {}
     files = ds.provenance.get("files") or []
     digest = ", ".join(f"{Path(f['path']).name} sha256 {f['sha256'][:12]}…" for f in files[:2])
@@ -308,7 +294,6 @@ def models_used(view: RunView) -> list[str]:
 
 
 def run_files(view: RunView) -> list[list[str]]:
-    """The rows of "Files": what the run directory holds."""
     root = view.run.root
     items = [
         ("manifest.json", "parameters, commit, versions, timings, data provenance"),
@@ -341,7 +326,6 @@ _exports: list[Future] = []
 
 
 def export_html_soon(notebook: Path) -> None:
-    """:func:`export_html` in the background; :func:`wait_for_exports` (and the report) wait."""
     _exports.append(_exporter.submit(export_html, notebook))
 
 
@@ -351,9 +335,8 @@ def wait_for_exports() -> None:
 
 
 def export_html(notebook: Path) -> Path | None:
-    """``x.ipynb`` → ``x.html`` beside it (nbconvert's HTML exporter, as ``jupyter nbconvert
-    --to html`` makes it); ``None`` when nbconvert cannot export it. An export newer than its
-    notebook is kept."""
+    """``x.ipynb`` → ``x.html`` beside it, as ``jupyter nbconvert --to html`` makes it (``None``: it
+    cannot); a newer export is kept."""
     target = notebook.with_suffix(".html")
     if target.is_file() and target.stat().st_mtime >= notebook.stat().st_mtime:
         return target
@@ -376,7 +359,6 @@ def export_html(notebook: Path) -> Path | None:
 
 
 def notebook_links(view: RunView, *, export: bool = True) -> list[tuple[str, str | None]]:
-    """``(notebook, its HTML export or None)``, relative to the run directory."""
     root = view.run.root
     links = []
     for path in executed_notebooks(view):
@@ -387,7 +369,7 @@ def notebook_links(view: RunView, *, export: bool = True) -> list[tuple[str, str
 
 
 def render_html(markdown_text: str, root: Path) -> str:
-    """The Markdown as a self-contained HTML page (figures embedded, so it can be mailed)."""
+    """The Markdown as a self-contained HTML page (figures embedded)."""
     import markdown as md
 
     def embed(match: re.Match[str]) -> str:
@@ -408,7 +390,6 @@ def render_html(markdown_text: str, root: Path) -> str:
 
 
 def write_report(run: RunPaths) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``report.html`` into the run directory; return their paths."""
     wait_for_exports()
     text = render_markdown(run)
     write_text(run.report_md, text)

@@ -1,7 +1,4 @@
-"""What the report reads from a run directory: the manifest, each dataset's metrics and tables.
-
-Nothing is recomputed: the report only shows what the notebooks wrote.
-"""
+"""What the report reads from a run directory (it recomputes nothing)."""
 
 from __future__ import annotations
 
@@ -35,7 +32,7 @@ PAPER_SYSTEMS = (PAPER_MEMORY, "long_context_gpt-5-mini", "long_context_gpt-oss-
 
 
 def same_setting(got: Any, expected: Any) -> bool:
-    """A run's value is the paper's: the same, or another snapshot of the same model."""
+    """The same value, or another snapshot of the same model."""
     if isinstance(expected, str) and isinstance(got, str):
         return canonical_name(got) == canonical_name(expected)
     if isinstance(expected, list) and isinstance(got, list):
@@ -44,8 +41,7 @@ def same_setting(got: Any, expected: Any) -> bool:
 
 
 def read_csv(path: Path) -> pd.DataFrame | None:
-    """A table of the run, ``None`` where it is missing (its notebook did not run); a damaged
-    one is an error that names the file."""
+    """A table of the run, ``None`` where missing; a damaged one is an error naming the file."""
     if not path.is_file():
         return None
     try:
@@ -55,8 +51,6 @@ def read_csv(path: Path) -> pd.DataFrame | None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON file of the run, ``{}`` where it is missing (its notebook did not run); a corrupt
-    one is an error that names the file and the position."""
     return io.read_json(path) if path.is_file() else {}
 
 
@@ -70,8 +64,6 @@ def step_parameters(manifest: dict[str, Any], key: str) -> dict[str, Any]:
 
 @dataclass
 class DatasetView:
-    """What the report needs from one dataset folder."""
-
     paths: DatasetPaths
     provenance: dict[str, Any]
     parameters: dict[str, dict[str, Any]]  # notebook stem → its recorded parameters
@@ -94,7 +86,7 @@ class DatasetView:
         return None if value is None else str(value)
 
     def full_data(self) -> tuple[bool, str]:
-        """Is this the data the paper used (the real file, nothing left out)?"""
+        """The data the paper used: the real file, nothing left out?"""
         if self.origin == "sample":
             return False, "bundled sample data (invented)"
         selection = self.provenance.get("selection") or {}
@@ -109,8 +101,7 @@ class DatasetView:
         return True, "the full dataset"
 
     def paper_settings(self) -> tuple[bool, str]:
-        """Did notebooks 01-04 run with the paper's models and a real backend? The paper's
-        settings are :data:`memcost.catalog.PAPER_SETTINGS` (any snapshot of a named model)."""
+        """Notebooks 01-04 with the paper's models (any snapshot) and a real backend?"""
         for step, wanted in PAPER_SETTINGS.items():
             params = self.parameters.get(step)
             if not params:
@@ -176,7 +167,7 @@ class RunView:
 
     @property
     def run_backends(self) -> list[str]:
-        """The backends of the run-wide notebooks that call models (a study of their own)."""
+        """The backends of the run-wide notebooks that call models."""
         steps = (self.manifest.get("steps") or {}).items()
         found = [(v or {}).get("parameters", {}).get("backend") for k, v in steps if "/" not in k]
         return list(dict.fromkeys(str(b) for b in found if b))
@@ -187,7 +178,6 @@ class RunView:
 
     @cached_property
     def systems(self) -> list[str]:
-        """Every answering system of the run's Table 3s, across its datasets."""
         found: set[str] = set()
         for ds in self.datasets:
             table = read_csv(ds.paths.table.table3)
@@ -200,11 +190,11 @@ class RunView:
         return system_labels(self.systems, offline=self.offline)
 
     def label(self, system: str) -> str:
-        """A system as a reader sees it: no model's name on an offline result."""
+        """No model's name on an offline result."""
         return self._labels.get(system) or system_labels([system], offline=self.offline)[system]
 
     def offline_places_note(self) -> str:
-        """One line saying which configured model each numbered offline system stands in for."""
+        """Which configured model each numbered offline system stands in for."""
         places = offline_places(self.systems) if self.offline else {}
         if not places:
             return ""
@@ -222,6 +212,6 @@ class RunView:
         return step_parameters(self.manifest, "05_analyse_costs")
 
     def run_metrics(self, step: str) -> dict[str, Any] | None:
-        """A run-wide notebook's metrics (``None``: it did not finish in this run)."""
+        """A run-wide notebook's metrics (``None``: it did not finish)."""
         path = self.run.metrics / f"{step}.json"
         return (read_json(path).get("metrics") or {}) if path.is_file() else None
