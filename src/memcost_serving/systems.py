@@ -26,11 +26,12 @@ from memcost.catalog import (
 from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.llm.offline import HashingEmbedder, run_chat
 from memcost.memory.base import open_system, system_class
-from memcost.memory.live import HistoryLine
 from memcost.prompts import Prompt
 from memcost.text import content_words, count_tokens
+from memcost_serving.mem0_live import Mem0Live
 from memcost_serving.prompts import SERVING_ANSWER
 from memcost_serving.workload import Turn, render_line
+from memcost_systems.live import HistoryLine
 
 OFFLINE = "offline"
 REPLY_WORDS = 30  # the offline answer quotes at most this many words of its best context item
@@ -489,7 +490,9 @@ class ServedMemory(ServedSystem):
         # no dataset folder: a live memory keeps everything in memory and writes no file
         settings = served_settings(name, config, model, effort)
         opened = open_system(SERVED[name].system, None, dataset="serving", settings=settings)
-        self.live = opened.live(name)
+        # the paper's memory served turn by turn is this study's own; the others', their systems'
+        paper = SERVED[name].system == "mem0_style"
+        self.live = Mem0Live(name, opened.settings, dataset="serving") if paper else opened.live(name)
 
     def state(self) -> dict[str, Any]:
         return self.live.state()

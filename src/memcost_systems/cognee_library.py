@@ -49,7 +49,6 @@ import memcost_systems.stored as store
 from memcost.io import Bar
 from memcost.llm import LLMClient
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, read_done
-from memcost.memory.live import user_lines
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.text import count_tokens
 from memcost_systems.gateway import PLACEHOLDER_KEY, Gateway, Route
@@ -60,6 +59,7 @@ from memcost_systems.libraries import (
     session_chunks,
     user_slot,
 )
+from memcost_systems.live import user_lines
 from memcost_systems.offline import offline_cognee_graph, offline_cognee_summary
 from memcost_systems.stored import item_rows
 

@@ -25,8 +25,8 @@ import pandas as pd
 
 from memcost.catalog import generation_params
 from memcost.llm import CallResult, ChatRequest
-from memcost.memory.live import HistoryLine, user_lines
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost_systems.live import HistoryLine, user_lines
 from memcost_systems.offline import standin_summarise
 from memcost_systems.prompts import MEMORY_SUMMARY
 from memcost_systems.stored import StoredSystem, UserIngest, UserItems, item_rows, nearest, shown

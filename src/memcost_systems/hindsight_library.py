@@ -64,16 +64,6 @@ import memcost_systems.stored as store
 from memcost.io import Bar
 from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.memory.base import ITEM_COLUMNS, Recall, SystemBuild, read_done
-from memcost.memory.live import (
-    Calls,
-    HistoryLine,
-    Ingest,
-    IngestCall,
-    LiveMemory,
-    Shown,
-    fact_line,
-    user_lines,
-)
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.text import content_words, count_tokens
 from memcost_pgvector.store import SERVER_DIR, PgServer, alive, stop_orphaned_server
@@ -84,6 +74,16 @@ from memcost_systems.libraries import (
     keyless_environ,
     session_chunks,
     user_slot,
+)
+from memcost_systems.live import (
+    Calls,
+    HistoryLine,
+    Ingest,
+    IngestCall,
+    LiveMemory,
+    Shown,
+    fact_line,
+    user_lines,
 )
 from memcost_systems.offline import (
     offline_hindsight_consolidate,

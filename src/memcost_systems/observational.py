@@ -22,7 +22,9 @@ import pandas as pd
 from memcost.catalog import generation_params
 from memcost.llm import CallResult, ChatRequest
 from memcost.memory.base import TOKENS_PER_RETRIEVED_ITEM
-from memcost.memory.live import (
+from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
+from memcost.text import count_tokens
+from memcost_systems.live import (
     Calls,
     HistoryLine,
     Ingest,
@@ -31,8 +33,6 @@ from memcost.memory.live import (
     Shown,
     user_lines,
 )
-from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
-from memcost.text import count_tokens
 from memcost_systems.offline import standin_observe, standin_reflect
 from memcost_systems.prompts import SERVING_OBSERVER, SERVING_REFLECTOR
 from memcost_systems.stored import StoredSystem, UserIngest, UserItems, item_rows, nearest, shown

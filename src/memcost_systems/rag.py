@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from memcost.catalog import REQUEST_TOKENS
-from memcost.memory.live import HistoryLine, user_lines
 from memcost.paper import EMBEDDING_MODEL
 from memcost.text import count_tokens
+from memcost_systems.live import HistoryLine, user_lines
 from memcost_systems.stored import StoredSystem, UserIngest, UserItems, item_rows, nearest, shown
 
 CHUNK_TOKENS = 1024

@@ -39,10 +39,10 @@ from memcost.memory.base import (
     rows_by_user,
     system_dir,
 )
-from memcost.memory.live import HistoryLine
 from memcost.memory.search import embed_questions
 from memcost.paper import EMBEDDING_MODEL
 from memcost.text import count_tokens
+from memcost_systems.live import HistoryLine
 
 # What a stored item is, whatever the system (a chunk, a triple, a summary, an observation, ...).
 ITEM_SCHEMA = {

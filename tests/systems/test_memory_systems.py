@@ -19,11 +19,11 @@ from memcost.calls import read_calls
 from memcost.llm import make_client
 from memcost.memory import open_system, parse_systems, system_names
 from memcost.memory.facts import read_facts
-from memcost.memory.live import user_lines
 from memcost.memory.reader import answer_with_system
 from memcost.text import count_tokens
 from memcost_systems.graph import GraphMemory
 from memcost_systems.hierarchical import WorkingSet
+from memcost_systems.live import user_lines
 from memcost_systems.observational import ObservationalMemory
 from memcost_systems.stored import read_user
 
@@ -509,7 +509,7 @@ def test_one_gate_rule_for_both_studies():
 def test_the_serving_study_serves_the_main_studys_memory_systems():
     """No second Mem0 and no second observational memory: notebook 06's are this package's
     systems, made with the serving study's settings and served turn by turn."""
-    from memcost.memory.mem0_style import Mem0Live
+    from memcost_serving.mem0_live import Mem0Live
     from memcost_serving.replay import make_system
     from memcost_serving.systems import ServingConfig
     from memcost_systems.observational import (

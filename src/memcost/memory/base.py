@@ -174,7 +174,7 @@ class MemorySystem(ABC):
         """The files a rebuilt memory changes (answers made from an older one are redone)."""
 
     def live(self, user: str) -> Any:
-        """``user``'s memory served turn by turn (:class:`memcost.memory.live.LiveMemory`)."""
+        """``user``'s memory served turn by turn (a plugin's live memory, for the serving study)."""
         raise ValueError(f"memory system {self.name} cannot be served turn by turn")
 
     @classmethod

@@ -7,7 +7,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from memcost.memory.base import (
 )
 from memcost.memory.facts import memory_users, user_stats
 from memcost.memory.faiss_store import FaissStore, index_dir, recall_at_k
-from memcost.memory.live import Calls, HistoryLine, Ingest, IngestCall, LiveMemory, Shown, fact_line
 from memcost.memory.search import (
     SYSTEM,
     TOP_K,
@@ -40,7 +39,6 @@ from memcost.memory.search import (
 from memcost.memory.segments import (
     BATCH_SIZE,
     MAX_SEGMENT_CHARS,
-    PERSON_ROLE,
     Candidate,
     Segment,
     UserPlan,
@@ -48,7 +46,6 @@ from memcost.memory.segments import (
     extraction_request,
     parse_extraction,
     plan_users,
-    segment_conversation,
     segment_row,
     split_rows,
 )
@@ -68,7 +65,6 @@ from memcost.offline import offline_extract, offline_update
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL
 from memcost.paths import DatasetPaths, RunPaths
 from memcost.prompts import MEMORY_EXTRACT, MEMORY_UPDATE
-from memcost.text import count_tokens
 
 
 @register
@@ -202,9 +198,6 @@ class Mem0Style(MemorySystem):
                 }
                 out[ids[i]] = Recall(items, latency, details)
         return {qid: out[qid] for qid in ids}
-
-    def live(self, user: str) -> Mem0Live:
-        return Mem0Live(user, self.settings, dataset=self.dataset)
 
     def items(self, user: str) -> pd.DataFrame:
         facts = self._memories().get(user).table
@@ -621,105 +614,3 @@ class MemoryBuilder:
         )
         if on_user is not None:
             on_user(user)
-
-
-class Mem0Live(LiveMemory):
-    """One user's memory fed one message at a time: every ``batch_size`` messages, the builder's
-    steps on their segments."""
-
-    def __init__(self, user: str, settings: Mapping[str, Any], *, dataset: str):
-        self.user, self.settings, self.dataset = user, settings, dataset
-        self.config = MemoryConfig.of(settings, dataset)
-        self.memory = UserMemory(user)
-        self.pending: list[HistoryLine] = []
-        self.segments = 0  # segments ingested so far: the next one's index
-        self.tokens: dict[str, int] = {}  # fact id -> tokens of its recall line
-
-    def tags(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "conversation_id": self.user}
-
-    def state(self) -> dict[str, int]:
-        active = self.memory.active_ids()
-        return {
-            "memory_items": len(active),
-            "memory_tokens": sum(self.tokens[f] for f in active),
-            "pending_tokens": sum(count_tokens(line.render() + "\n") for line in self.pending),
-        }
-
-    def recall(self, calls: Calls, text: str) -> list[Shown]:
-        if not self.memory.active_ids():
-            return []
-        query = calls.embed([text], model=self.settings["embedding_model"], tags=self.tags())
-        ids = [fid for fid, _ in self.memory.similar(query, int(self.settings["top_k"]))[0]]
-        texts = [self.memory.get(f)["text"] for f in ids]
-        return [Shown(t, fact_line(t), self.tokens[f]) for t, f in zip(texts, ids, strict=True)]
-
-    def add(self, calls: Calls, line: HistoryLine) -> Ingest:
-        self.pending.append(line)
-        interval = int(self.settings["batch_size"])
-        if len(self.pending) < interval:
-            return Ingest()
-        done = Ingest([f"{len(self.pending)} turns since the last ingest (interval {interval})"])
-        one = {self.user: UserState(UserPlan(self.user, self._segments(), []), self.memory)}
-        steps: Any = TurnSteps(calls, done, self.tags())
-        report = BuildReport()
-        extract(steps, self.config, one, report)
-        new = [c for found in one[self.user].candidates.values() for c in found]
-        embed_candidates(steps, self.config, {self.user: new})
-        for segment in one[self.user].plan.segments:
-            update_wave(steps, self.config, one, segment.index, report)
-        self.pending = []
-        for fact_id in self.memory.active_ids():
-            if fact_id not in self.tokens:
-                self.tokens[fact_id] = count_tokens(fact_line(self.memory.get(fact_id)["text"]))
-        return done
-
-    def _segments(self) -> list[Segment]:
-        frame = pd.DataFrame(
-            {
-                "conversation_id": self.user,
-                "position": [x.position for x in self.pending],
-                "speaker": [x.speaker for x in self.pending],
-                "role": PERSON_ROLE,
-                "text": [x.text for x in self.pending],
-                "session_index": [x.session_index for x in self.pending],
-                "session_id": None,
-                "session_datetime": [x.session_datetime for x in self.pending],
-            }
-        )
-        cut, _ = segment_conversation(
-            frame,
-            batch_size=int(self.settings["batch_size"]),
-            max_chars=int(self.settings["max_segment_chars"]),
-        )
-        segments = [replace(s, index=self.segments + i) for i, s in enumerate(cut)]
-        self.segments += len(segments)
-        return segments
-
-
-class TurnSteps:
-    """The builder's calls made one at a time at a turn of the serving study, each recorded in the
-    turn's :class:`Ingest`."""
-
-    def __init__(self, calls: Calls, done: Ingest, tags: Mapping[str, Any]):
-        self.calls, self.done, self.tags = calls, done, tags
-
-    def chat_many(self, requests: Sequence[Any], *, offline, parse, **_: Any) -> list[CallResult]:
-        results = []
-        for request in requests:
-            stage = f"ingest_{request.stage}"  # ingest_extract, ingest_update
-            results.append(self.calls.chat(request, offline, parse, stage=stage))
-            self.done.calls.append(IngestCall(stage, results[-1]))
-        return results
-
-    def embed_groups(
-        self, groups: Sequence[tuple[Sequence[str], Any]], *, model: str, **_: Any
-    ) -> list[np.ndarray]:
-        out = []
-        for texts, _tags in groups:
-            if not texts:
-                out.append(np.zeros((0, 0), np.float32))
-                continue
-            out.append(self.calls.embed(list(texts), model=model, tags=self.tags))
-            self.done.embedded_tokens += sum(count_tokens(t) for t in texts)
-        return out
