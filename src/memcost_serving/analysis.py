@@ -1,10 +1,4 @@
-"""The serving study's analysis (Total Recall §4): cost models, break-even, accuracy, tables.
-
-The cost of a served system per turn is fitted (with held-out error and a whole-run bootstrap,
-Table 1); the sustained break-even of a memory system against full history follows (Figure 2,
-Table 8); accuracy for cost per accuracy is read from a run's judged LoCoMo answers, never made
-up; the tables come from the priced turn rows without any model call.
-"""
+"""The serving study's analysis (Total Recall §4): cost models, break-even, accuracy, tables."""
 
 from __future__ import annotations
 
@@ -29,8 +23,8 @@ MODELS = ("separable", "total", "state")
 
 
 def turn_costs(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per turn of every run: ``C`` (input tokens of all its stages), cached, output,
-    reasoning tokens, dollars (when priced), whether the gate fired, the state when answering."""
+    """One row per turn of every run: input tokens of all its stages, cached, output, reasoning,
+    dollars, the gate, the state."""
     agg = {
         "C": ("prompt_tokens", "sum"),
         "cached_tokens": ("cached_tokens", "sum"),
@@ -49,7 +43,6 @@ def turn_costs(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def design(frame: pd.DataFrame, model: str = "separable") -> np.ndarray:
-    """The regressors of ``model`` (with an intercept column)."""
     one = np.ones(len(frame))
     log_l = np.log(frame["mean_tokens"].to_numpy(float) + 1)
     log_t = np.log(frame["turn"].to_numpy(float) + 1)
@@ -100,12 +93,10 @@ class Fit:
         return float(self.coef[2]) if self.model != "total" else float("nan")
 
     def predict(self, frame: pd.DataFrame) -> np.ndarray:
-        """Predicted cost per turn, in tokens (back from the log scale)."""
         return np.expm1(design(frame, self.model) @ self.coef)
 
 
 def fit(frame: pd.DataFrame, model: str = "separable") -> Fit:
-    """Least squares on every turn; R² of the log-scale fit."""
     x, y = design(frame, model), target(frame)
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     residual = y - x @ coef
@@ -115,9 +106,7 @@ def fit(frame: pd.DataFrame, model: str = "separable") -> Fit:
 
 
 def loocv(frame: pd.DataFrame, model: str = "separable") -> pd.DataFrame:
-    """Leave one cell out: refit on the other cells, predict the held-out cell's mean cost per
-    turn. One row per cell: ``actual``, ``predicted``, ``ape`` (absolute % error), ``ratio``
-    (how many times off, ≥ 1). Empty with fewer than two cells."""
+    """Leave one cell out: ``actual``, ``predicted``, ``ape``, ``ratio`` (≥ 1) per cell."""
     cells = sorted(frame["cell"].unique(), key=str)
     rows = []
     if len(cells) < 2:
@@ -152,7 +141,7 @@ def loocv_mape(frame: pd.DataFrame, model: str = "separable") -> float:
 def _normal_equations(
     x: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-group ``XᵀX`` and ``Xᵀy``, so a resample is a weighted sum, not a refit of rows."""
+    """Per-group ``XᵀX`` and ``Xᵀy``: a resample is a weighted sum, not a refit."""
     xtx = np.zeros((k, x.shape[1], x.shape[1]))
     xty = np.zeros((k, x.shape[1]))
     np.add.at(xtx, groups, np.einsum("ni,nj->nij", x, x))
@@ -168,12 +157,8 @@ def bootstrap(
     unit: str = "run",
     model: str = "separable",
 ) -> np.ndarray:
-    """Coefficients of ``n_resamples`` refits on resampled data, shape ``(n_resamples, k)``.
-
-    ``unit="run"`` draws whole runs with replacement (the study's cluster bootstrap);
-    ``unit="turn"`` draws single turns, which treats the turns of a run as independent and is
-    here only to show how much too narrow that would be.
-    """
+    """Coefficients of ``n_resamples`` refits, drawing whole runs (``unit="run"``, the study's) or
+    single turns (to show how much too narrow that is)."""
     x, y = design(frame, model), target(frame)
     if unit == "run":
         groups, _ = pd.factorize(frame["run"], sort=True)
@@ -205,9 +190,8 @@ def exponents_table(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """The study's Table 1: per group ``p``, ``q`` with 95% whole-run bootstrap intervals, R²,
-    LOOCV-MAPE and the worst held-out cell; the one-variable ``T = N·L`` model's R² and
-    LOOCV-MAPE; the memory-state model's LOOCV-MAPE."""
+    """The study's Table 1: ``p``, ``q`` with whole-run bootstrap intervals, R², LOOCV-MAPE, the
+    worst cell, and the ``T = N·L`` and memory-state models'."""
     rows = []
     for key, part in turns.groupby(list(by), sort=True):
         sep, total = fit(part, "separable"), fit(part, "total")
@@ -252,15 +236,14 @@ CURVE_KEYS = ["source", "model", "reasoning_effort", "cell", "n_turns", "mean_to
 
 
 def cumulative_curves(turns: pd.DataFrame, value: str = "usd") -> pd.DataFrame:
-    """Mean over seeds of each run's cumulative ``value`` per turn (one row per turn)."""
     frame = turns.sort_values("turn").copy()
     frame["cumulative"] = frame.groupby("run")[value].cumsum()
     return frame.groupby([*CURVE_KEYS, "turn"], sort=True)["cumulative"].mean().reset_index()
 
 
 def break_even_by_cell(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
-    """Per cell, model and memory system: ``t_be`` (the turn, or null) and its ``label``
-    (``0``, ``never``, or the turn), and both cumulative costs at the last turn."""
+    """Per cell, model and memory system: ``t_be`` (a turn or null), its label, both cumulative
+    costs at the last turn."""
     rows = []
     keys = [k for k in CURVE_KEYS if k != "system"]
     for key, part in curves.groupby(keys, sort=True):
@@ -288,9 +271,7 @@ def break_even_by_cell(curves: pd.DataFrame, reference: str = REFERENCE) -> pd.D
 
 
 def judged_system(system: str, model: str) -> str | None:
-    """The notebook-04 system whose answers stand for a served system (None: none does): the
-    same model's long context or rolling window; a served memory system's main-study answers
-    (``memory`` for Mem0, ``memory_observational``, ``memory_hindsight``)."""
+    """The notebook-04 system whose answers stand for a served system (``None``: none)."""
     if system in SERVED:
         return system_class(SERVED[system].system).answers_as
     return {
@@ -310,11 +291,8 @@ def subset_accuracy(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per (served system, model): ``accuracy`` with its interval and where it came
-    from, or ``status`` saying why it is missing. ``mapping`` names the judged system to use
-    for a served system when it is not the same model's (say so in the table). Accuracy is one
-    vote per answer, as the study's; of ``judge_model`` where it judged the answers (the study's:
-    gpt-oss-120b), else of the judge that did, and ``status`` says which."""
+    """One row per served system and model: ``accuracy`` (one vote per answer, of ``judge_model``
+    where it judged) with its interval and source, or ``status`` saying why missing."""
     records = read_jsonl(judgments_path, missing_ok=True)
     judged = pd.DataFrame(records)
     rows = []

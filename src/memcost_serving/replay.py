@@ -1,9 +1,4 @@
-"""Replaying workloads through the served systems, and where notebook 06's files live.
-
-A replay steps one system through one conversation turn by turn and records every call (its
-stage, tokens, latency, dollars, the memory's state and whether its ingest gate fired) in a
-turns file; a killed replay resumes from the rows already written.
-"""
+"""Replaying workloads through the served systems, and where notebook 06's files live."""
 
 from __future__ import annotations
 
@@ -77,7 +72,6 @@ BASELINES: dict[str, type[ServedSystem]] = {
 
 
 def make_system(name: str, config: ServingConfig, engine: Engine | None = None) -> ServedSystem:
-    """A served system; a memory system's own calls are made as ``engine``'s model."""
     if name in BASELINES:
         return BASELINES[name](config)
     if name in SERVED:
@@ -97,8 +91,7 @@ def replay(
     *,
     labels: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """Every stage row of one run: ``system`` served ``turns`` in order. ``labels`` (source,
-    model, cell, seed, ...) are copied into every row."""
+    """Every stage row of one run, ``labels`` copied into each."""
     served = make_system(system, config, engine)
     rows: list[dict[str, Any]] = []
     try:
@@ -141,11 +134,9 @@ def plan_runs(
     observational_cells: Iterable[Sequence[int]] = (),
     observational_repeats: int = 3,
 ) -> list[tuple[str, int, int, int]]:
-    """``(system, N, L, seed)`` of every synthetic run: memory systems on the main grid with
-    every seed; the deterministic baselines on the main grid and the extra cells with
-    ``baseline_repeats`` seeds (the study: 8 cells × 2 repeats); observational memory also on
-    its extra cells with ``observational_repeats`` seeds (the study: 800×200 and 800×400, three
-    runs each: long enough for its observer and reflector to fire)."""
+    """``(system, N, L, seed)`` of every synthetic run: memory systems on the grid with every seed;
+    baselines also on their extra cells (``baseline_repeats`` seeds); observational memory also
+    on its long cells (``observational_repeats``)."""
     grid = [(int(n), int(size)) for n, size in grid]
     extra = [(int(n), int(size)) for n, size in baseline_cells if (int(n), int(size)) not in grid]
     runs = []
@@ -176,8 +167,8 @@ SAMPLED_FOR_ESTIMATE = ("hindsight",)
 def estimate_plan(
     runs: Sequence[tuple[str, int, int, int]], sampled: Sequence[str] = SAMPLED_FOR_ESTIMATE
 ) -> tuple[list[tuple[str, int, int, int]], dict[tuple[str, int, int], int]]:
-    """The runs the pre-run estimate replays offline (a ``sampled`` system: its first seed per
-    cell only), and how many runs each sampled (system, N, L) stands for."""
+    """The runs the estimate replays offline (a ``sampled`` system's first seed per cell), and how
+    many runs each stands for."""
     kept, counts = [], {}
     for run in runs:
         system, n, size, _ = run
@@ -191,7 +182,6 @@ def estimate_plan(
 
 
 def run_weights(rows: pd.DataFrame, stands_for: dict[tuple[str, int, int], int]) -> pd.Series:
-    """Per row, how many runs its run stands for in the estimate (1 unless it was sampled)."""
     keys = zip(rows["system"], rows["n_turns"], rows["mean_tokens"], strict=True)
     return pd.Series([float(stands_for.get(k, 1)) for k in keys], index=rows.index)
 
@@ -205,8 +195,7 @@ def replay_synthetic(
     model: str = "",
     reasoning_effort: str = "",
 ) -> pd.DataFrame:
-    """Replay every planned run; ``workload(N, L, seed)`` gives the (cached) conversation. A
-    progress bar counts turns (a 400-turn run is 400 of them) and names the run it is on."""
+    """Replay every planned run (``workload(N, L, seed)``), a bar counting turns."""
     rows: list[dict[str, Any]] = []
     label = f"serving replay {model} {reasoning_effort}".strip()
     turns = sum(n for _, n, _, _ in runs)
@@ -230,8 +219,7 @@ def replay_real(
     model: str = "",
     reasoning_effort: str = "",
 ) -> pd.DataFrame:
-    """Replay real conversations (``{conversation_id: (dataset, turns)}``); the cell of a real
-    conversation is its own ``(N, mean L)``, rounded."""
+    """Replay real conversations, each its own cell ``(N, mean L)``."""
     rows: list[dict[str, Any]] = []
     for conversation_id, (dataset, turns) in conversations.items():
         if not turns:
@@ -251,8 +239,7 @@ def as_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def with_models(offline_rows: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
-    """Offline token counts do not depend on the model: one copy of the rows per (model,
-    reasoning effort) the study serves, so every model's dollars come from the same counts."""
+    """Offline token counts do not depend on the model: a copy of the rows per (model, effort)."""
     copies = [offline_rows.assign(model=m, reasoning_effort=e) for m, e in pairs]
     return pd.concat(copies, ignore_index=True) if copies else offline_rows
 
@@ -271,8 +258,6 @@ def read_turns(path: str | Path) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class ServingPaths:
-    """``runs/<run>/serving/``: everything notebook 06 writes."""
-
     root: Path
 
     @classmethod
@@ -319,7 +304,7 @@ def _parse_messages(count: int) -> Callable[[str], list[str]]:
 def llm_block_generator(
     client: LLMClient, model: str, reasoning_effort: str = "", seed: int = 0
 ) -> wl.BlockGenerator:
-    """Blocks of 20 turns written by ``model`` through the client (cached, metered)."""
+    """Blocks of 20 turns written by ``model`` through the client."""
 
     def generate(
         start: int, count: int, mean_tokens: int, speakers: Sequence[str], recent: Sequence[str]
@@ -393,8 +378,8 @@ def replay_all(
     client: LLMClient | None = None,
     offline: bool = True,
 ) -> pd.DataFrame:
-    """Every planned run, as every (model, effort): one offline replay copied per model, or one
-    replay per model through the client at the config's generation settings."""
+    """Every run as every (model, effort): one offline replay copied per model, or a replay per
+    model through the client."""
     if offline:
         rows = replay_synthetic(runs, workload, OfflineEngine(), config)
         return with_models(rows, pairs)
@@ -417,8 +402,7 @@ def replay_all(
 def real_conversations(
     run: RunPaths, datasets: Sequence[str], limit: int
 ) -> tuple[dict[str, tuple[str, list[wl.Turn]]], dict[str, str]]:
-    """Notebook 00's conversations of ``datasets`` as workloads (at most ``limit`` each, in id
-    order), and per dataset what was found."""
+    """Notebook 00's conversations as workloads (``limit`` each, id order), and what was found."""
     found: dict[str, tuple[str, list[wl.Turn]]] = {}
     status: dict[str, str] = {}
     for dataset in datasets:
@@ -438,8 +422,7 @@ def real_conversations(
 
 
 class RecordingEngine(OfflineEngine):
-    """The offline engine, keeping what each call sent: the answers' :class:`Call` and the
-    memory systems' own requests, so a notebook can show what one turn sends."""
+    """The offline engine, keeping what each call sent."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
@@ -457,7 +440,6 @@ class RecordingEngine(OfflineEngine):
 def replay_with_calls(
     turns: Sequence[wl.Turn], system: str, config: ServingConfig, upto: int
 ) -> tuple[RecordingEngine, list[dict]]:
-    """Replay ``system`` over the first ``upto`` turns offline, keeping every call it made."""
     engine = RecordingEngine()
     rows = replay(system, list(turns)[:upto], engine, config, labels={})
     return engine, rows

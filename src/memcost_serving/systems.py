@@ -1,10 +1,4 @@
-"""The served systems (notebook 06), stepped one turn at a time, and who answers their calls.
-
-Full history and a rolling window send the conversation itself; the two memory systems are the
-main study's (``mem0_style`` and ``observational``), served turn by turn through their live
-mode with the study's settings. A call is answered by the offline stand-ins or by a model
-through the project's client, and priced from the dated price table.
-"""
+"""The served systems (notebook 06), stepped one turn at a time, and who answers their calls."""
 
 from __future__ import annotations
 
@@ -39,8 +33,6 @@ REPLY_WORDS = 30  # the offline answer quotes at most this many words of its bes
 
 @dataclass
 class Call:
-    """One request of the replay, before it is sent."""
-
     kind: str  # answer
     prompt: Prompt
     parts: list[str]  # the user message, in newline-terminated parts (joined = the message)
@@ -52,7 +44,7 @@ class Call:
         return "".join(self.parts)
 
     def prompt_tokens(self) -> int:
-        """o200k tokens of the system message plus the user message, summed part by part."""
+        """The system and user messages' o200k tokens, summed part by part."""
         known = self.part_tokens + [None] * (len(self.parts) - len(self.part_tokens))
         total = count_tokens(self.prompt.system) if self.prompt.system else 0
         for part, n in zip(self.parts, known, strict=True):
@@ -73,8 +65,8 @@ class Reply:
 
 # --------------------------------------------------------------------------- offline methods
 def standin_answer(message: str, items: Sequence[str], item_words: Sequence[frozenset[str]]) -> str:
-    """A short reply quoting the context item that shares most content words with the message
-    (the most recent one on ties); a plain acknowledgement when nothing overlaps."""
+    """A short reply quoting the context item that shares most content words with the message (the
+    latest on ties), else an acknowledgement."""
     words = frozenset(content_words(message))
     best, best_score = -1, 0
     for i, other in enumerate(item_words):
@@ -92,12 +84,11 @@ _EMBEDDER = HashingEmbedder()
 
 
 def embed_locally(texts: list[str], *, model: str = "", tags: Any = None) -> np.ndarray:
-    """The similarity search's vectors, in both modes (see the module's docstring)."""
     return _EMBEDDER.embed(texts)
 
 
 def reply_of(result: CallResult) -> Reply:
-    """A client result as a serving row reads it (visible output, reasoning apart)."""
+    """A result as a serving row reads it (visible output, reasoning apart)."""
     usage = result.usage
     visible = max(usage.completion_tokens - usage.reasoning_tokens, 0)
     return Reply(
@@ -112,7 +103,7 @@ def reply_of(result: CallResult) -> Reply:
 
 
 class OfflineEngine:
-    """Deterministic classical stand-ins; usage = o200k counts of the prompt and the reply."""
+    """Deterministic classical stand-ins; usage: the o200k counts of prompt and reply."""
 
     backend = OFFLINE
     embed = staticmethod(embed_locally)
@@ -131,8 +122,8 @@ class OfflineEngine:
         *,
         stage: str = "",
     ) -> CallResult:
-        """A memory system's request answered by its own stand-in, as the client would offline
-        (a reply its parser refuses is a failed call)."""
+        """A memory system's request answered by its own stand-in (a reply its parser refuses
+        fails)."""
         text, usage, latency = run_chat(offline, request)
         parsed, parse_error = None, None
         if parse is not None:
@@ -150,10 +141,8 @@ GENERATION_KEYS = ("temperature", "max_output_tokens")
 
 
 class ClientEngine:
-    """The same calls sent through the project's client, as one model at one reasoning effort.
-    ``generation`` (``temperature``, ``max_output_tokens``) applies to every chat call of the
-    replay, the memory systems' ingest calls included: the study sampled all of them at one
-    setting (Total Recall §3: temperature 0.7, at most 32,768 tokens)."""
+    """The same calls through the client, as one model at one effort; ``generation`` applies to
+    every chat call, ingest calls included (Total Recall §3: 0.7, at most 32,768 tokens)."""
 
     def __init__(
         self,
@@ -185,9 +174,8 @@ class ClientEngine:
         *,
         stage: str = "",
     ) -> CallResult:
-        """A memory system's request (made for this engine's model) through the client, at the
-        replay's generation settings and, where the system sets none (Hindsight), the served
-        reasoning effort."""
+        """A memory system's request through the client at the replay's settings (the served effort
+        where the system sets none)."""
         effort = request.reasoning_effort or self.effort
         served = replace(request, reasoning_effort=effort, **self.generation)
         return self.client.chat(served, offline=offline, parse=parse)
@@ -218,8 +206,8 @@ Engine = Callable[[Call], Reply]
 
 
 class TurnCalls:
-    """A live memory's calls at one turn of one served system: the engine's, with the serving
-    tags every ledger record of the replay carries (system, serving stage, turn)."""
+    """A live memory's calls at one turn of one served system, tagged with the system, serving stage
+    and turn."""
 
     def __init__(self, engine: Any, system: str, turn: int):
         self.engine, self.system, self.turn = engine, system, turn
@@ -248,9 +236,7 @@ def price_rows(
     embedding_model: str,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """``rows`` with ``priced_as`` and ``usd``: each call at list price as the ledger prices it
-    (cached tokens at the cached rate, a prompt above a long-context tier's threshold at the
-    tier's prices)."""
+    """``rows`` with ``priced_as`` and ``usd``: each call at list price as the ledger prices it."""
     out = rows.copy()
     embed = out["stage"].isin(EMBEDDING_STAGES)
     out["priced_as"] = out["model"].where(~embed, embedding_model)
@@ -271,7 +257,6 @@ def prices_used(
     embedding_model: str,
     price_overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """The price of every model the serving tables are priced with, and the table's date."""
     rows = []
     for model in [*models, embedding_model]:
         price = price_for(model, price_overrides)
@@ -295,7 +280,7 @@ EMPTY_CONTEXT = "(nothing yet)\n"
 
 @dataclass(frozen=True)
 class ServingConfig:
-    """The study's settings (§3), all notebook parameters."""
+    """The study's settings (Total Recall §3), all notebook parameters."""
 
     window: int = 10
     ingest_interval: int = 10
@@ -338,7 +323,7 @@ def answer_call(
     item_words: Sequence[frozenset[str]],
     system: str,
 ) -> Call:
-    """The answer request: the context lines (already counted) and the latest message."""
+    """The answer request: the context lines (counted) and the latest message."""
     context, counts = (list(lines), list(line_tokens)) if lines else ([EMPTY_CONTEXT], [None])
     tail = f"Latest message from {turn.speaker}:\n{' '.join(turn.text.split())}\n"
     return Call(
@@ -352,7 +337,7 @@ def answer_call(
 
 
 class ServedSystem:
-    """Shared bookkeeping: the rows of one turn and the gate state of the last one."""
+    """The rows of one turn and the gate state of the last."""
 
     name = ""
 
@@ -419,8 +404,6 @@ class RollingWindow(FullHistory):
 
 @dataclass(frozen=True)
 class Served:
-    """How the serving study serves one of the main study's memory systems."""
-
     system: str  # the registered memory system
     title: str  # what the answer prompt calls what it recalls
     settings: dict[str, str]  # its setting -> the serving study's setting that sets it (§3)
@@ -458,8 +441,7 @@ SERVED = {
 
 
 def check_served(names: Sequence[str]) -> None:
-    """``ValueError`` in one line for a name that is not a served system, or a served memory
-    system that cannot run here (Hindsight without its environment)."""
+    """``ValueError`` in one line for an unknown served system, or one that cannot run here."""
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise ValueError(f"unknown served system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
@@ -469,8 +451,7 @@ def check_served(names: Sequence[str]) -> None:
 
 
 def served_settings(name: str, config: ServingConfig, model: str, effort: str) -> dict[str, Any]:
-    """The main-study system's settings that the serving study sets (Total Recall §3): its
-    top-k, its gates, and the served model for its own calls (offline: the system's default)."""
+    """The settings the serving study gives a main-study system: top-k, gates, the served model."""
     spec = SERVED[name]
     settings = {key: getattr(config, study) for key, study in spec.settings.items()}
     settings.update(spec.fixed)
@@ -481,8 +462,6 @@ def served_settings(name: str, config: ServingConfig, model: str, effort: str) -
 
 
 class ServedMemory(ServedSystem):
-    """A main-study memory system, one user, served turn by turn."""
-
     def __init__(self, name: str, config: ServingConfig, *, model: str = "", effort: str = ""):
         super().__init__(config)
         self.name = name
@@ -492,7 +471,9 @@ class ServedMemory(ServedSystem):
         opened = open_system(SERVED[name].system, None, dataset="serving", settings=settings)
         # the paper's memory served turn by turn is this study's own; the others', their systems'
         paper = SERVED[name].system == "mem0_style"
-        self.live = Mem0Live(name, opened.settings, dataset="serving") if paper else opened.live(name)
+        self.live = (
+            Mem0Live(name, opened.settings, dataset="serving") if paper else opened.live(name)
+        )
 
     def state(self) -> dict[str, Any]:
         return self.live.state()
@@ -529,6 +510,5 @@ class ServedMemory(ServedSystem):
 
 
 def served_memory(name: str, config: ServingConfig, engine: Any) -> ServedMemory:
-    """``name``'s served memory, its calls made as ``engine``'s model (offline: any)."""
     model, effort = getattr(engine, "model", ""), getattr(engine, "effort", "") or ""
     return ServedMemory(name, config, model=model, effort=effort)

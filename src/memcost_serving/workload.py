@@ -1,9 +1,4 @@
-"""The serving study's workloads (notebook 06): synthetic conversations, and LoCoMo's subset.
-
-A seeded two-person conversation per cell of the grid (N turns, mean L tokens per message), and
-the four whole LoCoMo conversations that look like the full set, whose judged accuracy feeds
-cost per accuracy (Total Recall §3).
-"""
+"""The serving study's workloads (notebook 06): synthetic conversations, and LoCoMo's subset."""
 
 from __future__ import annotations
 

@@ -1,35 +1,4 @@
-"""``cognee``: the cognee library itself (remember, then recall), through the metering gateway.
-
-cognee turns documents into a knowledge graph: ``remember`` (``add`` then ``cognify``) cuts each
-document into chunks and asks a model, per chunk, for a graph of entities and relations and for a
-summary (two structured-output calls), embeds the chunks, summaries, entities and relation
-descriptions, and keeps them in its own stores (SQLite, LanceDB and its graph database, all files
-in the system's folder). ``recall`` finds the passages, entities and facts nearest to a question
-and would hand them to its answer model; here it stops there (``only_context``), and the study's
-reader answers from what it found, as it does for every system.
-
-A user's conversation is remembered as one document per session (``Session date: <iso>`` and one
-``<speaker>: <text>`` line per message), in a dataset of its own; a question recalls from its
-user's dataset with cognee's defaults (``HYBRID_COMPLETION``, ``top_k`` 15, the setting
-``recall_top_k``; chunks of cognee's own size unless ``chunk_size`` is set: a LoCoMo session is
-one chunk). Session memory
-(``CACHING``) is off, so one question's recall cannot see another's, and the background
-``improve`` step is off unless ``self_improvement`` is set (its prompts have no stand-in).
-
-cognee lives in an environment of its own, ``.venv-cognee`` (``make setup-cognee``;
-``MEMCOST_COGNEE_PYTHON`` names another interpreter): it requires pandas < 3, which this
-repository's environment does not hold. :mod:`memcost_systems.cognee_worker` runs there as a
-child of this process and sends every model call to the gateway, so each is cached, priced in
-the ledger (tagged ``memory_cognee`` and ``cognee/extract_graph``, ``cognee/summarize``,
-``cognee/embed``), budgeted and answered offline by stand-ins in cognee's schemas
-(:mod:`memcost.offline`). The worker's environment carries no key, telemetry is off, and
-its tokenizer (cl100k_base, for text-embedding-3-small's chunk sizes) is the ranks file that
-cognee's own litellm dependency ships, checked by tiktoken against its published hash.
-
-Version: cognee **1.6.5**, the release current when this adapter was written; cognee was not
-part of the study, so there is no study-time version to match. Supported: 1.6.x (the
-stand-ins answer its prompts' schemas by name).
-"""
+"""``cognee``: the cognee library itself (remember, then recall), through the metering gateway."""
 
 from __future__ import annotations
 
@@ -88,7 +57,6 @@ _STRUCTURAL = frozenset({"made_from", "is_part_of", "contains", "is_a", "mention
 
 
 def route(body: Mapping[str, Any]) -> Route:
-    """cognee's chat calls told apart by the name of the schema they ask for."""
     response_format = body.get("response_format") or {}
     name = (response_format.get("json_schema") or {}).get("name")
     if name not in _SCHEMAS:
@@ -102,12 +70,10 @@ def route(body: Mapping[str, Any]) -> Route:
 
 
 def dataset_name(dataset: str, user: str) -> str:
-    """cognee's dataset for one user."""
     return user_slot(dataset, user)
 
 
 def session_documents(turns: pd.DataFrame) -> tuple[list[str], dict[str, int]]:
-    """A user's sessions as cognee documents, and each message line's position."""
     by_session: dict[int, list[str]] = {}
     positions: dict[str, int] = {}
     for line in user_lines(turns):
@@ -132,7 +98,7 @@ def _date_of(text: str) -> str | None:
 
 
 def stored_items(graph: Mapping[str, Any], positions: Mapping[str, int]) -> pd.DataFrame:
-    """What cognee keeps for a user (its graph: chunks, summaries, entities, relations)."""
+    """What cognee keeps for a user: chunks, summaries, entities, relations."""
     rows = []
     for node in graph["nodes"]:
         kind = node.get("type")
@@ -177,8 +143,7 @@ def stored_items(graph: Mapping[str, Any], positions: Mapping[str, int]) -> pd.D
 
 
 def context_items(context: str, chunks: pd.DataFrame) -> pd.DataFrame:
-    """cognee's recall context as items, best first: each passage (a chunk, with the turns it
-    holds), each entity block, each related fact; a context of another shape is one item."""
+    """cognee's recall context as items, best first (a context of another shape: one item)."""
     body = context
     if body.startswith("The question is:"):  # the wrapper cognee's answer model would get
         rest = body.split("\n", 1)[1] if "\n" in body else ""
@@ -228,8 +193,7 @@ def context_items(context: str, chunks: pd.DataFrame) -> pd.DataFrame:
 
 
 class Worker:
-    """cognee's side, a child process in cognee's environment (``with Worker(...) as w``),
-    started when first asked and again after it was stopped."""
+    """cognee's side, a child process in cognee's environment, started when first asked."""
 
     POLL_S = 0.2  # how often a waiting request asks whether to give up
 
@@ -259,9 +223,8 @@ class Worker:
         return self._process
 
     def ask(self, give_up: Callable[[], str | None] = lambda: None, **request: Any) -> dict:
-        """The worker's answer to ``request``; if ``give_up()`` names a reason while it works
-        (cognee retries a failed call for four minutes before it gives up itself), the worker
-        is stopped and the answer is a failure naming that reason."""
+        """The worker's answer; if ``give_up()`` names a reason meanwhile (cognee retries for four
+        minutes), the worker is stopped and the answer is that failure."""
         process = self._process or self._start()
         assert process.stdin is not None and self._answers is not None
         received = b""
@@ -337,9 +300,8 @@ class CogneeLibrary(LibrarySystem):
 
     @classmethod
     def write_calls(cls, settings, stats, segments):
-        """A graph and a summary call per chunk of a session (``chunk_size`` tokens, or
-        cognee's automatic size): on two LoCoMo conversations, 38 of each for their 38
-        sessions, each of them one chunk."""
+        """A graph and a summary call per chunk of a session (38 each on two LoCoMo
+        conversations)."""
         return 2 * session_chunks(stats, settings.get("chunk_size") or AUTOMATIC_CHUNK_TOKENS), 1.0
 
     def _library(self, gateway: Gateway) -> Worker:

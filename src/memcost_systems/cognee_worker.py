@@ -1,30 +1,4 @@
-"""The cognee library's side of the ``cognee`` memory system: run by cognee's own interpreter.
-
-cognee needs packages this repository's environment cannot hold (it requires pandas < 3), so it
-lives in an environment of its own (``make setup-cognee``: ``.venv-cognee``) and this script runs
-there, as a child of the notebook's process. It imports nothing of ``memcost``: only the standard
-library and cognee. Its model calls go to the metering gateway whose address the parent puts in
-the environment (``LLM_ENDPOINT``, ``EMBEDDING_ENDPOINT``), so they are cached, priced and
-budgeted by the parent's client like any other call.
-
-Protocol: one JSON object per line on standard input, one answer per line on the file descriptor
-named by ``MEMCOST_WORKER_FD`` (cognee logs to standard output and standard error; neither is
-parsed). Requests:
-
-- ``{"op": "version"}`` -> ``{"ok": true, "version": "1.6.5"}``;
-- ``{"op": "remember", "dataset": d, "documents": [text, ...], "chunk_size": n | null,
-  "self_improvement": false}``
-  forgets dataset ``d`` if it exists (a user redone after a failure starts clean), then
-  ``cognee.remember(documents, dataset_name=d)`` -> ``{"ok": true, "graph":
-  {"nodes": [{"id", "type", "name", "text", "description"}], "edges": [{"relationship",
-  "description"}]}}``, what the dataset's graph holds afterwards;
-- ``{"op": "recall", "dataset": d, "query": q, "query_type": t, "top_k": k}``
-  -> ``{"ok": true, "context": text}``: what ``cognee.recall`` would give its answer model
-  (``only_context=True``; the study's reader answers every system from its context);
-- ``{"op": "stop"}`` ends the process.
-
-A failure is ``{"ok": false, "error": "<type>: <message>"}`` and the worker carries on.
-"""
+"""The cognee library's side of the ``cognee`` memory system: run by cognee's own interpreter."""
 
 from __future__ import annotations
 

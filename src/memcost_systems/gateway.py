@@ -1,17 +1,5 @@
 """A metering gateway: an OpenAI-compatible endpoint on 127.0.0.1 that hands every request of a
-third-party library (mem0, ...) to the repository's one client.
-
-A library pointed at ``gateway.base_url`` is metered, cached, budgeted and resumable exactly like
-the repository's own calls: each chat or embedding request becomes a
-:class:`~memcost.llm.ChatRequest` or an embedding call of :class:`~memcost.llm.LLMClient`,
-with the ledger tags of the current item (:meth:`Gateway.context`) and the stage the library's
-adapter recognises from its prompt (:class:`Route`), and with the adapter's offline stand-in
-when the backend is offline. The library holds only a placeholder key; the real one stays with
-the client. A call the client refuses reaches the library as the same kind of HTTP error (a
-rejected item 400, a budget stop or an outage 5xx), and is remembered: libraries often swallow
-errors and carry on with an empty result, so the adapter asks :meth:`Gateway.failures` after each
-item and :meth:`Gateway.raise_fatal` to stop the stage as the repository's own calls would.
-"""
+third-party library (mem0, ...) to the repository's one client."""
 
 from __future__ import annotations
 
@@ -33,8 +21,8 @@ PLACEHOLDER_KEY = "memcost-gateway"  # what the library is given instead of a ke
 
 @dataclass(frozen=True)
 class Route:
-    """How the gateway sends one chat request: its ledger stage, the library's step (a tag),
-    the prompt version, the reasoning effort, and the offline stand-in."""
+    """How the gateway sends one chat request: its stage, the library's step, prompt version,
+    effort, offline stand-in."""
 
     stage: str
     step: str  # e.g. "mem0/extract"
@@ -45,7 +33,7 @@ class Route:
 
 @dataclass
 class Gateway:
-    """One library's endpoint for one stage of a run (start with ``with Gateway(...) as g``)."""
+    """One library's endpoint for one stage of a run (``with Gateway(...) as g``)."""
 
     client: LLMClient
     route: Callable[[Mapping[str, Any]], Route]  # a chat body to its route
@@ -83,7 +71,7 @@ class Gateway:
 
     @contextlib.contextmanager
     def context(self, **tags: Any) -> Iterator[None]:
-        """The ledger tags of the calls made inside the block (one user, one question)."""
+        """The ledger tags of the calls made inside the block."""
         with self._lock:
             before, self.tags = self.tags, {**self.tags, **tags}
         try:
@@ -93,27 +81,24 @@ class Gateway:
                 self.tags = before
 
     def failures(self, **where: Any) -> list[dict[str, Any]]:
-        """The calls that failed whose tags include ``where`` (e.g. ``conversation_id=u``)."""
         with self._lock:
             return [
                 f for f in self._failures if all(f["tags"].get(k) == v for k, v in where.items())
             ]
 
     def first_failure(self, **where: Any) -> str | None:
-        """The first failed call whose tags include ``where``, or a run-level stop, as one
-        line (``None``: nothing failed)."""
+        """The first failed call whose tags include ``where``, or a run-level stop, in one line."""
         if self._fatal is not None:
             return f"{type(self._fatal).__name__}: {self._fatal}"
         failed = self.failures(**where)
         return failed[0]["error"] if failed else None
 
     def chats(self, **where: Any) -> int:
-        """How many chat requests whose tags include ``where`` the library made."""
         with self._lock:
             return sum(all(t.get(k) == v for k, v in where.items()) for t in self._chats)
 
     def raise_fatal(self) -> None:
-        """Re-raise a run-level stop (budget, quota, outage) a library may have swallowed."""
+        """Re-raise a run-level stop a library may have swallowed."""
         if self._fatal is not None:
             raise self._fatal
 
@@ -206,7 +191,6 @@ class Gateway:
 
 
 def _text(content: Any) -> str:
-    """A message's content as text (a list of parts: their text joined)."""
     if isinstance(content, list):
         return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return "" if content is None else str(content)

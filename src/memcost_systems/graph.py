@@ -1,15 +1,4 @@
-"""``graph``: Mem0^g, the graph variant of Mem0's paper.
-
-Per segment of the history (the memory stage's segments: 10 messages, 8,000 characters, one
-session), two calls: an entity extractor (entities with their types) and a relationship
-generator (triples between them; it is shown the stored relations of those entities and says
-which one a new triple supersedes). A superseded relation is kept, marked invalid, never
-deleted: "practises yoga twice a week" stays in the graph, no longer valid, once "three times a
-week" arrives. Retrieval is entity-centric (valid relations of every stored entity the question
-names) plus semantic (the valid triples most similar to the question), ``top_k`` in all.
-Entities named in the question are found by matching stored entity names (no model call at
-question time).
-"""
+"""``graph``: Mem0^g, the graph variant of Mem0's paper."""
 
 from __future__ import annotations
 

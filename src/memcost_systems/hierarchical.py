@@ -1,20 +1,4 @@
-"""``hierarchical``: memory as an operating system's memory hierarchy.
-
-- **L1, the prompt**: the last ``window_turns`` messages, verbatim.
-- **L2, working memory**: a running summary, rewritten by a model every ``summary_every``
-  messages (and once more for the messages since the last rewrite), plus up to
-  ``working_capacity`` archived messages promoted into it.
-- **L3, the archive**: every message that left L1, embedded; a question retrieves the
-  ``archive_top_k`` most similar.
-
-A question sees the summary, L1 and the working set, in that order: the summary and L1 are the
-same for every question of a user, so a provider's prompt cache can serve them from the user's
-second question on; the working set changes with the questions. An archived message a question
-retrieves is **promoted** into the working set (a hit on one already there refreshes it); when
-the set is over capacity one is **evicted** back to L3 by ``eviction``: ``lru`` (least recently
-hit) or ``fifo`` (first promoted). Promotions persist across one user's questions, in the order
-they are asked, so the working memory carries what the last questions needed.
-"""
+"""``hierarchical``: memory as an operating system's memory hierarchy."""
 
 from __future__ import annotations
 

@@ -1,42 +1,5 @@
 """``hindsight``: the Hindsight memory server itself (retain, consolidation, recall), through the
-metering gateway.
-
-Hindsight keeps an agent's memory in banks: ``retain`` cuts each item into chunks and asks a
-model for the facts worth keeping (who, what, when, where, why, entities), embeds them and links
-them by entity and time; a background consolidation then merges new facts into observations
-(a model call per batch); ``recall`` searches a bank four ways (semantic, keyword, graph,
-temporal), fuses and reranks the results and returns facts and observations within a token
-budget. The serving study measures it as a service; here it is one more memory system of the
-main study, and the study's reader answers from what its recall returns.
-
-The server is the real one, ``hindsight-api`` (``hindsight-api-slim`` **1.1.0**, the release
-current when this adapter was written; supported 1.1.x), in an environment of its own,
-``.venv-hindsight`` (``make setup-hindsight``; ``MEMCOST_HINDSIGHT_PYTHON`` names another
-interpreter), since it needs sqlalchemy < 2.1. It runs as a child of this process on 127.0.0.1
-with:
-
-- its database: the run's private PostgreSQL with pgvector (the server
-  :mod:`memcost_pgvector.store` starts; its own pg0 refuses to run as root), schema
-  ``hindsight``;
-- its LLM and embeddings: OpenAI-compatible, at the gateway, so every call is cached, priced in
-  the ledger (``memory_hindsight``; ``hindsight/retain``, ``hindsight/consolidate``,
-  ``hindsight/embed``), budgeted and answered offline by stand-ins
-  (:mod:`memcost.offline`);
-- its reranker: reciprocal-rank fusion (``rrf``) instead of its default local cross-encoder,
-  which would need torch and a model from the Hugging Face hub.
-
-A user's conversation is one bank; each session is one retained item (its ``speaker: text``
-lines, the session's date as its timestamp, the speakers as its context), retained
-synchronously, after which the build waits for the bank's consolidation to finish so that its
-calls are the user's. A question is one ``recall`` with Hindsight's defaults.
-
-The serving study (notebook 06) serves the same server turn by turn (:class:`HindsightLive`):
-every ``retain_interval`` messages (10, the study's ingest interval) the messages not retained
-yet are one item, consolidation is waited for, and every turn is one ``recall``. One server
-(and its database) per served model is shared by the replay's runs, each run a bank of its
-own; its calls reach the serving engine through :class:`TurnRelay`, so they are the turn's
-ingest rows.
-"""
+metering gateway."""
 
 from __future__ import annotations
 
@@ -141,9 +104,8 @@ _PENDING = ("pending", "processing", "queued", "running")
 
 
 def route(body: Mapping[str, Any]) -> Route:
-    """Hindsight's chat calls told apart by their instructions: the system prompt's opening,
-    or where there is none, the first message's (which Hindsight opens with its JSON hint and
-    the reply's schema)."""
+    """Hindsight's chat calls told apart by their instructions (the system prompt's opening, else
+    the first message's)."""
     messages = body.get("messages") or [{}]
     system = next((m for m in messages if m.get("role") == "system"), None)
     text = str((system or messages[0]).get("content") or "")
@@ -155,8 +117,8 @@ def route(body: Mapping[str, Any]) -> Route:
 
 
 def retain_item(lines: list[HistoryLine], document: str) -> dict[str, Any]:
-    """Messages as one Hindsight item: their ``speaker: text`` lines, who speaks, a document id
-    and, where the dataset gives one, the first message's date."""
+    """Messages as one Hindsight item: ``speaker: text`` lines, speakers, a document id, the first
+    message's date."""
     speakers = list(dict.fromkeys(x.speaker for x in lines))
     item = {
         "content": "\n".join(f"{x.speaker}: {x.text}" for x in lines),
@@ -169,8 +131,6 @@ def retain_item(lines: list[HistoryLine], document: str) -> dict[str, Any]:
 
 
 def session_items(turns: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, list]]:
-    """A user's sessions as Hindsight items, and each document's lines with their turn
-    positions."""
     sessions: dict[int, list[HistoryLine]] = {}
     for line in user_lines(turns):
         sessions.setdefault(line.session_index, []).append(line)
@@ -185,9 +145,8 @@ def session_items(turns: pd.DataFrame) -> tuple[list[dict[str, Any]], dict[str, 
 def memory_positions(
     memories: list[Mapping[str, Any]], lines: Mapping[str, list]
 ) -> dict[str, list[int]]:
-    """The turns each memory came from: a fact's, the lines of its session that share most of
-    its content words (two at least; else the whole session, which is all Hindsight records of
-    where a fact came from); an observation's, those of the facts it was made of."""
+    """The turns each memory came from: a fact's, its session's lines sharing most of its words (two
+    at least, else the whole session); an observation's, its facts'."""
     out: dict[str, list[int]] = {}
     for m in memories:
         session = lines.get(str(m.get("document_id")), [])
@@ -209,7 +168,6 @@ def memory_positions(
 def server_for(
     gateway: Gateway, dsn: str, llm_model: str, embedding_model: str, log: Path
 ) -> Server:
-    """The Hindsight server on the database ``dsn``, its model calls sent to ``gateway``."""
     env = keyless_environ()  # the gateway holds the client's key
     env.update(
         {
@@ -232,7 +190,6 @@ def server_for(
 
 
 def wait_for_consolidation(server: Server, bank: str, give_up: Callable[[], str | None]) -> None:
-    """Until the bank has no background operation left (its calls are this user's)."""
     while True:
         operations = server.call("GET", bank + "/operations")["operations"]
         pending = [o for o in operations if o.get("status") in _PENDING]
@@ -257,7 +214,7 @@ def _free_port() -> int:
 
 
 class Server:
-    """``hindsight-api`` as a child process (``with Server(...) as s``), ready when entered."""
+    """``hindsight-api`` as a child process, ready when entered."""
 
     START_TIMEOUT_S = 180.0
 
@@ -298,7 +255,6 @@ class Server:
     def call(
         self, method: str, path: str, body: Any = None, *, timeout: float = 600
     ) -> dict[str, Any]:
-        """One request to the server; ``RuntimeError`` with its answer for an HTTP error."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
@@ -316,8 +272,7 @@ class Server:
             raise RuntimeError(f"{why} ({method} {path}: {exc})") from None
 
     def gone(self, wait_s: float = 0.0) -> str | None:
-        """Why the server's process is no longer running (``None`` while it runs); ``wait_s``
-        gives a dying process (its connections already closed) time to end."""
+        """Why the server's process is no longer running (``None`` while it runs)."""
         process = self._process
         if process is None:
             return None
@@ -367,10 +322,8 @@ class HindsightLibrary(LibrarySystem):
 
     @classmethod
     def write_calls(cls, settings, stats, segments):
-        """Retain calls: a session is one item, cut into chunks of at most
-        ``RETAIN_CHUNK_CHARS`` (Hindsight's default), each one extraction call. Consolidation
-        calls: on the same two LoCoMo conversations (offline stand-ins), 238 for the 57 retain
-        calls (their exact count by this rule; the segments of the paper's memory were 95)."""
+        """Retain calls, one per chunk of ``RETAIN_CHUNK_CHARS`` of a session; consolidation calls
+        at the rate measured on two LoCoMo conversations (238 for 57 retains)."""
         chunks = session_chunks(stats, RETAIN_CHUNK_CHARS / CHARS_PER_TOKEN)
         return int(chunks * (1 + CONSOLIDATIONS_PER_RETAIN)), 1.0
 
@@ -497,9 +450,8 @@ class HindsightLibrary(LibrarySystem):
 
 # --------------------------------------------------------------------------- served turn by turn
 class TurnRelay:
-    """The gateway's client while banks are served turn by turn: a request Hindsight makes goes
-    to the calls of the turn being served, and one made while a message is retained is kept as
-    that turn's ingest call (its serving stage told by its prompt)."""
+    """The gateway's client while banks are served turn by turn: Hindsight's requests go to the
+    served turn's calls (a retain's, as its ingest calls)."""
 
     STAGES = {"extract": "ingest_extract", "update": "ingest_update"}
 
@@ -510,7 +462,6 @@ class TurnRelay:
 
     @contextlib.contextmanager
     def serving(self, calls: Calls, done: Ingest | None) -> Iterator[None]:
-        """Inside the block, Hindsight's calls are ``calls``' (and ``done``'s, if given)."""
         self.calls, self.done = calls, done
         try:
             yield
@@ -543,9 +494,8 @@ SERVING_ROOT = "memcost-hindsight-serving"  # under the system's temporary folde
 
 
 def serving_folder(root: Path | None = None) -> Path:
-    """A new folder for a served Hindsight's database and log, ``<pid>-<n>`` under ``root``;
-    the folders of processes that no longer run (a killed replay) are removed first, their
-    database stopped if it still runs."""
+    """A new folder for a served Hindsight's database and log; those of processes gone are removed
+    first."""
     root = root or Path(tempfile.gettempdir()) / SERVING_ROOT
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
@@ -557,10 +507,8 @@ def serving_folder(root: Path | None = None) -> Path:
 
 
 class ServingHindsight:
-    """One Hindsight server, its database and its gateway, for the serving study's runs of one
-    model (started at its first bank; :func:`close_served` stops every one). Its files live in
-    a temporary folder (:func:`serving_folder`); the database goes when it stops, the server's
-    log stays until a later replay finds its process gone."""
+    """One Hindsight server, its database and gateway, for the serving study's runs of one model
+    (:func:`close_served` stops them)."""
 
     def __init__(self, llm_model: str, embedding_model: str):
         self.relay = TurnRelay()
@@ -586,8 +534,8 @@ class ServingHindsight:
     def call(
         self, calls: Calls, method: str, path: str, body: Any = None, *, done: Ingest | None = None
     ) -> dict[str, Any]:
-        """One request to the server, its model calls made through ``calls`` (kept in ``done``,
-        if given); a run-level stop (budget, quota) one of them met is raised again."""
+        """One request, its model calls through ``calls`` (kept in ``done``); a run-level stop is
+        raised again."""
         with self.relay.serving(calls, done):
             try:
                 return self.server.call(method, path, body)
@@ -595,7 +543,6 @@ class ServingHindsight:
                 self.gateway.raise_fatal()
 
     def retain(self, calls: Calls, bank: str, item: Mapping[str, Any], done: Ingest) -> None:
-        """``item`` retained in ``bank``, and the bank's consolidation waited for."""
 
         before = len(self.gateway.failures())
 
@@ -624,7 +571,6 @@ _BANKS = itertools.count(1)
 
 
 def close_served() -> None:
-    """Stop every server the serving study started (also at exit)."""
     while _SERVED:
         _SERVED.popitem()[1].close()
 
@@ -633,9 +579,8 @@ atexit.register(close_served)
 
 
 class HindsightLive(LiveMemory):
-    """One user's Hindsight bank, served turn by turn: a recall at every message; every
-    ``retain_interval`` messages the ones not retained yet are retained as one item and the
-    bank's consolidation is waited for, so that its calls are that turn's."""
+    """One user's bank served turn by turn: a recall each message; every ``retain_interval``
+    messages a retain, its consolidation waited for."""
 
     def __init__(self, system: HindsightLibrary, user: str):
         self.system, self.user = system, user
@@ -697,7 +642,6 @@ class HindsightLive(LiveMemory):
         return done
 
     def close(self) -> None:
-        """The bank is dropped (its server goes on serving the next run)."""
         service = _SERVED.get(self._key())
         if service is not None and self.memories:
             try:

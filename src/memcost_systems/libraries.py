@@ -1,18 +1,5 @@
 """What the memory systems that run a real library share (mem0, cognee, Hindsight): the gateway
-their calls go through, the build over users with its resume and failures, and their files.
-
-A library pointed at the gateway may swallow an HTTP error and carry on with an empty result, so
-whether a user's build held is decided here, after the library returns: a run-level stop (budget,
-outage) the library swallowed is raised again, a call of the user that failed for good fails the
-user whatever the library made of it, and a library error fails the user too. A failed user is
-recorded, retried by the next build, and never written as an empty memory.
-
-The environments of the memory libraries that cannot share this repository's (cognee needs
-pandas < 3; Hindsight sqlalchemy < 2.1 and a server of its own): each is a virtual environment
-beside ``.venv`` (``make setup-cognee``, ``make setup-hindsight``) or an interpreter named by an
-environment variable, asked for its library's version before a run starts, and given an
-environment without any key when the library runs there as a child process.
-"""
+their calls go through, the build over users with its resume and failures, and their files."""
 
 from __future__ import annotations
 
@@ -41,9 +28,8 @@ from memcost_systems.gateway import Gateway, Route
 
 
 def session_chunks(stats: pd.DataFrame, tokens_per_chunk: float) -> int:
-    """The chunks of the conversations of ``stats`` (``conversation_stats.parquet``'s rows)
-    when a library cuts each session into chunks of at most ``tokens_per_chunk``: on average a
-    session's last chunk is half full, and every session is a chunk at the least."""
+    """The chunks of ``stats``' conversations when each session is cut into chunks of at most
+    ``tokens_per_chunk`` (a session's last chunk half full on average)."""
     sessions = stats["n_sessions"]
     chunks = (stats["text_tokens"] / tokens_per_chunk + sessions / 2).round()
     return int(chunks.clip(lower=sessions).sum())
@@ -65,7 +51,6 @@ class LibrarySystem(MemorySystem):
 
     @classmethod
     def library_version(cls) -> str:
-        """The library's version, or ``ValueError`` in one line when it cannot run here."""
         assert cls.environment is not None, f"{cls.name} names no environment"
         return cls.environment.version()
 
@@ -79,9 +64,8 @@ class LibrarySystem(MemorySystem):
         """The library's chat request to its ledger stage, step and offline stand-in."""
 
     def fingerprint(self, client: LLMClient) -> str:
-        """What a finished user was built with (a build with another rebuilds it): the library
-        and its version, each model with the backend that serves it, the adapter's prompts and
-        the build's settings."""
+        """What a finished user was built with: the library's version, each model and its backend,
+        the adapter's prompts, the settings."""
         return fingerprint(
             stage=self.name,
             client=client,
@@ -94,8 +78,7 @@ class LibrarySystem(MemorySystem):
         )
 
     @abstractmethod
-    def _library(self, gateway: Gateway) -> contextlib.AbstractContextManager[Any]:
-        """The library, ready to take users, its calls going to ``gateway``."""
+    def _library(self, gateway: Gateway) -> contextlib.AbstractContextManager[Any]: ...
 
     @abstractmethod
     def _build_user(
@@ -107,8 +90,8 @@ class LibrarySystem(MemorySystem):
         fingerprint: str,
         report: SystemBuild,
     ) -> None:
-        """Build one user (inside ``gateway.context(conversation_id=user)``); write its items
-        when :meth:`_held` says the build held."""
+        """Build one user inside ``gateway.context``; write its items when :meth:`_held` says the
+        build held."""
 
     @property
     def folder(self) -> Path:
@@ -119,7 +102,6 @@ class LibrarySystem(MemorySystem):
         return [self.folder / "done.json"]
 
     def close(self) -> None:
-        """Stop what the library started for this system (a database server); data stays."""
         return None
 
     def _gateway(self, client: LLMClient) -> Gateway:
@@ -153,8 +135,8 @@ class LibrarySystem(MemorySystem):
         return report
 
     def _held(self, gateway: Gateway, user: str, report: SystemBuild, error: str | None) -> bool:
-        """Whether ``user``'s build held; if not, why is in ``report.failed``. A run-level stop
-        the library swallowed is raised again."""
+        """Whether ``user``'s build held (if not, why is in ``report.failed``); a swallowed
+        run-level stop is raised again."""
         gateway.raise_fatal()
         failed = gateway.failures(conversation_id=user)
         if failed:
@@ -171,10 +153,8 @@ class LibrarySystem(MemorySystem):
         fingerprint: str,
         report: SystemBuild,
     ) -> None:
-        """A built user's items, with the number of chat calls the library made for it. A
-        library that kept nothing of a whole conversation has failed that user (its model's
-        replies were unusable, or it swallowed an error): recorded with why, never written as an
-        empty memory that every question would then be answered from."""
+        """A built user's items; a library that kept nothing of a whole conversation failed that
+        user (never written as an empty memory)."""
         calls = gateway.chats(conversation_id=user)
         if items.empty:
             report.failed[user] = (
@@ -198,8 +178,6 @@ _KEY_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class LibraryEnvironment:
-    """Where one library lives and which of its versions the adapter supports."""
-
     system: str  # the memory system's name, e.g. "cognee"
     package: str  # the distribution whose version counts, e.g. "cognee"
     pinned: str  # what make installs
@@ -219,8 +197,8 @@ class LibraryEnvironment:
         return Path(named) if named else REPO_ROOT / self.venv / "bin" / "python"
 
     def version(self) -> str:
-        """The library's version there, or ``ValueError`` in one line when the environment is
-        missing, lacks the library, or holds a version outside the supported range."""
+        """The library's version there, or ``ValueError`` in one line (environment missing, library
+        absent, version unsupported)."""
         python = self.python()
         if not python.is_file():
             raise ValueError(
@@ -272,7 +250,6 @@ def keyless_environ() -> dict[str, str]:
 
 
 def user_slot(dataset: str, user: str) -> str:
-    """A library's name for one user's memory (a dataset, a bank): readable, and unique
-    however the user id is spelled."""
+    """A library's name for one user's memory, readable and unique however the id is spelled."""
     safe = re.sub(r"[^A-Za-z0-9]", "_", user)[:40]
     return f"{dataset}_{safe}_{hashlib.sha1(user.encode()).hexdigest()[:8]}"

@@ -1,25 +1,4 @@
-"""``mem0``: the mem0 library itself (``mem0ai``), configured as the study configured it.
-
-The study's memory "was implemented using the Mem0 Open Source framework with a custom
-configuration" (§3.1): ``Memory.add`` with custom extraction instructions, GPT-5-nano at low
-effort, text-embedding-3-small, an HNSW vector store, ``search(top_k=20)``. Here the real
-library runs with that configuration, its chat and embedding requests sent to a metering
-gateway (:mod:`memcost_systems.gateway`) that hands them to the one client: cached, priced in the
-ledger (tagged ``memory_mem0`` and ``mem0/extract``, ``mem0/update``, ``mem0/embed``), budgeted,
-answered offline by stand-ins in mem0's formats (:mod:`memcost.offline`). Messages are added
-in the study's segments (10 messages, 8,000 characters, one session), the session date first.
-
-Version: mem0ai **1.0.4** (2026-02-17). The paper names no version; this is the last release
-before its submission in March 2026; 1.0.x keeps the paper's pipeline (extraction, then an
-update step choosing ADD, UPDATE, DELETE or NONE against similar memories), and 2.0.0 changed
-extraction to ADD-only.
-Supported: 1.0.x. Its vector store is mem0's own: ``pgvector`` (the paper's; default) on the
-run's private PostgreSQL server (the one :mod:`memcost_pgvector.store` starts), one
-collection for the dataset's users as mem0 creates it (HNSW, cosine; pgvector's defaults
-m = 16, ef_construction = 64, which are the study's), or ``faiss`` (mem0's FAISS provider in the
-dataset's folder; mem0 1.0.4 loses track of vectors after its update phase deletes and adds, so
-a search returns fewer than ``top_k``). Telemetry is off and the library talks to 127.0.0.1 only.
-"""
+"""``mem0``: the mem0 library itself (``mem0ai``), configured as the study configured it."""
 
 from __future__ import annotations
 
@@ -50,8 +29,6 @@ _UPDATE_OPENING = "You are a smart memory manager which controls the memory of a
 
 
 def library_version() -> str:
-    """The installed mem0ai version, or ``ValueError`` in one line when it is missing or
-    outside the supported range."""
     try:
         version = metadata.version("mem0ai")
     except metadata.PackageNotFoundError:
@@ -71,12 +48,10 @@ def library_version() -> str:
 
 
 def _no_telemetry(*args: Any, **kwargs: Any) -> None:
-    """mem0's capture_event, replaced: no event is queued, none can leave the machine."""
     return None
 
 
 def route(body: dict[str, Any]) -> Route:
-    """mem0's two chat calls told apart by their prompts."""
     messages = body.get("messages") or []
     system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
     user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
@@ -187,7 +162,6 @@ class Mem0Library(LibrarySystem):
         }
 
     def close(self) -> None:
-        """Stop the private server this system started (its data stays for a resume)."""
         if self._server is not None:
             self._server.stop()
             self._server = None

@@ -1,16 +1,4 @@
-"""``observational``: observational memory (Mastra's, as the serving study measures it).
-
-Messages accumulate un-observed. When they reach ``observer_tokens`` (30,000) an observer call
-turns them into observations (one line each) and the buffer empties; when the observations
-reach ``reflector_tokens`` (40,000) a reflector call condenses them. The observer fires on the
-message that makes the buffer reach the threshold, not before and not after. Messages not
-observed yet stay in the context as they are (Mastra keeps the recent messages raw, which keeps
-the prompt's prefix stable and cacheable): a question gets them first, the same for every
-question of a user, then the ``top_k`` (1) observation most similar to it, so that a provider's
-prompt cache can serve the raw messages from the user's second question on. The serving study
-(notebook 06) serves this same memory turn by turn (:class:`ObservationalLive`), with
-``unobserved_in_context`` off: it measured the top-1 observation alone in the prompt.
-"""
+"""``observational``: observational memory (Mastra's, as the serving study measures it)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""``rag``: retrieval over raw chunks of the history, the baseline of Mem0's paper.
-
-The history (every message, with its session's date) is cut into consecutive chunks of at most
-``chunk_tokens`` o200k tokens, each chunk is embedded, and a question gets the ``top_k`` chunks
-most similar to it. There is no model call at all before the first question: the write cost is
-the embeddings alone. Mem0's paper reports RAG over a grid of chunk sizes and k; the defaults
-here, 1,024 tokens and k = 2, are one cell of that grid.
-"""
+"""``rag``: retrieval over raw chunks of the history, the baseline of Mem0's paper."""
 
 from __future__ import annotations
 

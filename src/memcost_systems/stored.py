@@ -1,16 +1,4 @@
-"""What the systems that keep their own items share: their files, and their build.
-
-A system's ingest of one user is a small state machine (:class:`UserIngest`): it says which
-requests it needs next, takes their results, and in the end has its items. :func:`run_waves`
-drives every pending user's machine at once, one wave of requests after another (users in
-parallel, each user's calls in order). A user whose call fails stops there and is recorded as
-failed; the others go on.
-
-A system's items are ``<ds>/memory/systems/<name>/<user>.parquet`` (:data:`ITEM_SCHEMA`,
-vectors as ``float32`` lists, invalidated items kept with ``valid`` false) and ``done.json``
-(``{user: {"fingerprint": ..., "calls": n}}``, written after the user's items, so a killed build
-redoes only unfinished users); a failed user is in ``failed.json`` and retried.
-"""
+"""What the systems that keep their own items share: their files, and their build."""
 
 from __future__ import annotations
 
@@ -72,8 +60,8 @@ def write_user(
     calls: int,
     info: dict[str, Any] | None = None,
 ) -> None:
-    """One finished user: its items (with vectors), then its line in ``done.json`` (with
-    ``info``: what the system says about the build, e.g. which gates fired)."""
+    """One finished user: its items (with vectors), then its line in ``done.json`` (``info``: what
+    the build says of it)."""
     missing = [c for c in ITEM_SCHEMA if c not in items.columns]
     if missing:
         raise ValueError(f"items of {user} lack columns {missing}")
@@ -96,13 +84,11 @@ def write_user(
 
 
 def record_failures(folder: Path, failures: dict[str, str]) -> None:
-    """Add this build's failed users (a user built later is taken off again)."""
     if failures:
         write_json(folder / "failed.json", {**read_failed(folder), **failures})
 
 
 def finished(folder: Path, users: list[str], fingerprint: str) -> set[str]:
-    """The users whose items were written by a build with ``fingerprint``."""
     done = read_done(folder)
     return {
         u
@@ -112,7 +98,6 @@ def finished(folder: Path, users: list[str], fingerprint: str) -> set[str]:
 
 
 def read_user(folder: Path, user: str) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """A finished user's items and their vectors (``None`` for a system that stores none)."""
     path = _user_file(folder, user)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no memory for {user}; run notebook 01 first")
@@ -129,7 +114,7 @@ def read_user(folder: Path, user: str) -> tuple[pd.DataFrame, np.ndarray | None]
 
 
 def state_table(folder: Path) -> pd.DataFrame:
-    """One row per finished user: items (valid ones), tokens held, model calls made."""
+    """One row per finished user: valid items, tokens held, model calls made."""
     rows = []
     for user, entry in read_done(folder).items():
         path = _user_file(folder, user)
@@ -184,14 +169,14 @@ def item_rows(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 class UserIngest:
-    """One user's ingest: ``requests()`` (the next wave; empty when finished), ``take()``."""
+    """One user's ingest: ``requests()`` (the next wave; none when finished), ``take()`` their
+    results, then ``items()``."""
 
     def __init__(self, user: str, lines: list[HistoryLine]):
         self.user, self.lines = user, lines
         self.calls = 0
 
     def requests(self) -> list[ChatRequest]:
-        """The next wave's requests; none (the default): the items need no model call."""
         return []
 
     def take(self, results: list[CallResult]) -> None:
@@ -201,7 +186,6 @@ class UserIngest:
     def items(self) -> pd.DataFrame: ...
 
     def info(self) -> dict[str, Any]:
-        """What the build says about this user beside its items (``done.json``)."""
         return {}
 
 
@@ -209,18 +193,15 @@ USERS_PER_BLOCK = 50  # users embedded and written together by a build
 
 
 def users_bar(client: LLMClient, total: int, desc: str) -> Bar:
-    """A bar over a build's users (stderr: notebooks and the run's log show it), off when the
-    client's progress is."""
+    """A bar over a build's users, off when the client's progress is."""
     return Bar(total=total, desc=desc, unit="user", disable=not total or not client.config.progress)
 
 
 def run_waves(
     client: LLMClient, ingests: Mapping[str, UserIngest], offline: Any, desc: str, parse: Any = None
 ) -> dict[str, str]:
-    """Drive every user's ingest to its end; returns ``{user: reason}`` of the failed ones.
-
-    ``parse`` (a reply to its value, raising ``ValueError`` when unusable) makes the client
-    re-ask a malformed reply; one still unusable fails its user, like a failed call."""
+    """Drive every user's ingest to its end, a wave at a time (``parse``: a malformed reply
+    re-asked); ``{user: reason}`` of the failed ones."""
     failed: dict[str, str] = {}
     active = dict(ingests)
     wave = calls = 0
@@ -255,8 +236,6 @@ def run_waves(
 
 @dataclass
 class UserItems:
-    """One user's stored items and vectors while the questions are recalled."""
-
     items: pd.DataFrame
     vectors: np.ndarray | None
     state: Any = None  # what :meth:`StoredSystem.new_state` made for this user
@@ -266,8 +245,8 @@ class UserItems:
 
 
 class StoredSystem(MemorySystem):
-    """A system whose items are written by :mod:`memcost.memory.base`; ``embed_kinds`` of them
-    get vectors, which the exact search of :meth:`nearest` ranks against the question."""
+    """A system that keeps its own items; ``embed_kinds`` of them get vectors, ranked exactly
+    against the question (:func:`nearest`)."""
 
     embed_kinds: tuple[str, ...] = ()
     prompts: tuple[str, ...] = ()  # ids of the prompts it sends (part of its fingerprint)
@@ -292,7 +271,7 @@ class StoredSystem(MemorySystem):
 
     @abstractmethod
     def start(self, user: str, turns: pd.DataFrame) -> UserIngest:
-        """The ingest of one user's conversation (rows of ``conversations.parquet``)."""
+        """The ingest of one user's conversation."""
 
     def offline(self, request: ChatRequest) -> str:
         """The offline stand-in for every request the system sends (by ``payload["step"]``)."""
@@ -368,10 +347,8 @@ class StoredSystem(MemorySystem):
         """The rows of ``memory.items`` a question is shown, best first, with ``score``."""
 
     def recall(self, client: LLMClient, questions: pd.DataFrame) -> dict[str, Recall]:
-        """Each question against its user's items, a user's questions in the order asked. A
-        user's items and vectors are loaded for that user's questions and let go after them
-        (LongMemEval's 500 users' held at once outgrew 24 GB); what the searches left in the
-        user's state is kept (``self.states``)."""
+        """Each question against its user's items, loaded for that user's questions and let go after
+        (LongMemEval's 500 users at once outgrew 24 GB)."""
         vectors = self.question_vectors(client, questions)
         records = questions.to_dict("records")
         out: dict[str, Recall] = {}
@@ -414,8 +391,7 @@ class StoredSystem(MemorySystem):
 def nearest(
     vectors: np.ndarray | None, query: np.ndarray, eligible: np.ndarray, k: int
 ) -> list[tuple[int, float]]:
-    """The ``k`` eligible rows most similar to ``query`` (inner product of unit vectors: exact
-    cosine), best first, ties by row order."""
+    """The ``k`` eligible rows most similar to ``query`` (exact cosine), ties by row order."""
     if vectors is None or not len(vectors) or k <= 0:
         return []
     rows = np.flatnonzero(eligible)
@@ -429,7 +405,6 @@ def nearest(
 def shown(
     items: pd.DataFrame, rows: Sequence[int], scores: Mapping[int, float] | None = None
 ) -> pd.DataFrame:
-    """``items``' rows ``rows`` in that order, with their search scores (NaN for a row shown
-    without a search: a summary, recent messages)."""
+    """``items``' rows in that order with their scores (NaN: shown without a search)."""
     scores = scores or {}
     return items.iloc[list(rows)].assign(score=[scores.get(r, np.nan) for r in rows])
