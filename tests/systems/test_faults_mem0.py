@@ -85,7 +85,11 @@ EXIT_FAILED_ITEMS = 3
     [
         # every mem0 update answered 500 while the study's own calls are answered: mem0 swallows
         # the HTTP error, the adapter fails those users, and the stage's failed items end the run
-        (Action(status=500, retry_after="0"), EXIT_FAILED_ITEMS, "mem0: 30 calls failed: HTTP 500"),
+        (
+            Action(status=500, retry_after_ms=1),
+            EXIT_FAILED_ITEMS,
+            "mem0: 30 calls failed: HTTP 500",
+        ),
         # the provider bills $1 a call (OpenRouter's usage.cost): the budget stops the run
         (Action(cost=1.0), 1, "BudgetExceeded"),
     ],

@@ -21,7 +21,7 @@ LIBRARIES = [pytest.param(name, marks=needs(name)) for name in ("cognee", "hinds
 
 @pytest.mark.parametrize("name", LIBRARIES)
 def test_an_outage_fails_the_stage_never_an_empty_memory(name, library_upstream, tmp_path):
-    library_upstream.on(library_calls, Action(status=500, retry_after="0"), times=None)
+    library_upstream.on(library_calls, Action(status=500, retry_after_ms=1), times=None)
     run = RunPaths(tmp_path / "run").ensure()
     with pytest.raises(LLMError):
         build(name, run, library_upstream, tmp_path)
