@@ -47,7 +47,7 @@ def build(run, client):
 
 def test_an_outage_leaves_users_unfinished_and_a_resume_builds_them(run_paths, server, tmp_path):
     # every extraction answered 500: the four segments fail after their retries
-    server.on(is_extract, Action(status=500), times=None)
+    server.on(is_extract, Action(status=500, retry_after_ms=1), times=None)
     client = api_client(run_paths, server.url, tmp_path, max_consecutive_failures=50)
     ds, report = build(run_paths, client)
     client.close()
@@ -82,7 +82,7 @@ def test_an_outage_leaves_users_unfinished_and_a_resume_builds_them(run_paths, s
 
 
 def test_a_small_stage_whose_first_calls_all_fail_stops(run_paths, server, tmp_path):
-    server.on(is_extract, Action(status=500), times=None)
+    server.on(is_extract, Action(status=500, retry_after_ms=1), times=None)
     client = api_client(run_paths, server.url, tmp_path)  # in-a-row limit: 20 calls
     turns = pd.concat([yoga_conversation(f"p{i}") for i in range(3)])
     ds = run_paths.dataset("locomo").ensure()
@@ -100,7 +100,7 @@ def test_one_failed_segment_of_four_is_complete_with_failures(run_paths, server,
             and "three times" in b["messages"][1]["content"]
             and "pair-2" not in str(b)
         ),
-        Action(status=500),
+        Action(status=500, retry_after_ms=1),
         times=4,
     )
     client = api_client(run_paths, server.url, tmp_path)
@@ -236,7 +236,7 @@ def active_facts(ds, user):
 @pytest.mark.parametrize(
     "action",
     [
-        Action(status=500),
+        Action(status=500, retry_after_ms=1),
         Action(status=400, error_code="invalid_prompt", message="Invalid prompt: flagged"),
     ],
     ids=["outage", "refused"],

@@ -521,7 +521,7 @@ def test_a_failed_answer_is_recorded_and_asked_again_on_rerun(api, run_paths):
     ds = run_paths.dataset("test").ensure()
     server.on(
         lambda path, body: "Question 1 about" in body["messages"][-1]["content"],
-        Action(status=500),
+        Action(status=500, retry_after_ms=1),
         times=None,
     )
     longctx.answer_questions(client, ds, planned, dataset="test")

@@ -81,7 +81,7 @@ def test_a_budget_stop_through_the_gateway_ends_the_build_with_nothing_done(upst
 
 
 def test_an_outage_fails_the_stage_never_an_empty_memory(upstream, tmp_path):
-    upstream.on(lambda path, body: True, Action(status=500), times=None)
+    upstream.on(lambda path, body: True, Action(status=500, retry_after_ms=1), times=None)
     run = RunPaths(tmp_path / "run").ensure()
     system = open_system(
         "mem0", run.dataset("locomo").ensure(), dataset="locomo", settings={"vector_store": "faiss"}
