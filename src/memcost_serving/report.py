@@ -26,12 +26,6 @@ def _priced_as(model: str, backend: str | None) -> str:
     return f"offline stand-ins priced as {model}" if backend == "offline" else model
 
 
-def serving_backend(view: RunView) -> str | None:
-    """The serving study's backend, when notebook 06 ran."""
-    metrics = view.run_metrics("06_serving_cost_study")
-    return None if not metrics else str(metrics.get("backend") or "") or None
-
-
 # Table 1's quantities in words (memcost_serving.analysis.exponents_table computes them)
 QUANTITY_WORDS = {
     "p": "p",
