@@ -13,7 +13,13 @@ import time
 
 import numpy as np
 import pytest
-from fake_api.openai_server import CHAT_PATH, EMBEDDINGS_PATH, Action, FakeOpenAIServer
+from fake_api.openai_server import (
+    CHAT_PATH,
+    EMBEDDINGS_PATH,
+    Action,
+    FakeOpenAIServer,
+    default_responder,
+)
 from llm_helpers import TEST_KEY, api_client, question
 
 from memcost import costs
@@ -394,9 +400,21 @@ def test_concurrency_is_bounded_and_results_keep_input_order(run_paths, tmp_path
 
 
 def test_groups_send_the_first_request_alone_and_groups_in_parallel(run_paths, tmp_path):
-    # each answer takes 0.3 s: on a busy machine the three first requests may leave 0.1 s
-    # apart and still be in flight together
-    with FakeOpenAIServer(api_key=TEST_KEY, latency_s=0.3) as server:
+    # the three first requests wait at the server for one another: they meet only if the
+    # client sent them together, whatever the machine's load
+    firsts_meet = threading.Barrier(3)
+    met: list[bool] = []
+
+    def meet_then_answer(body):
+        if body["messages"][-1]["content"] in {f"What is item {10 * g}?" for g in range(3)}:
+            try:
+                firsts_meet.wait(timeout=20)
+                met.append(True)
+            except threading.BrokenBarrierError:
+                met.append(False)
+        return default_responder(body)
+
+    with FakeOpenAIServer(api_key=TEST_KEY, responder=meet_then_answer) as server:
         client = api_client(run_paths, server.url, tmp_path, max_concurrency=8)
         groups = [
             [question(10 * g + k, tags={"conversation_id": f"c{g}"}) for k in range(4)]
@@ -406,13 +424,12 @@ def test_groups_send_the_first_request_alone_and_groups_in_parallel(run_paths, t
         assert [[r.request.tags["question_id"] for r in grp] for grp in out] == [
             [f"q{10 * g + k}" for k in range(4)] for g in range(3)
         ]
+        assert met == [True, True, True]  # the groups' first requests were in flight together
         by_text = {r.user_text: r for r in server.requests}
         for g in range(3):
             first = by_text[f"What is item {10 * g}?"]
             for k in range(1, 4):
                 assert by_text[f"What is item {10 * g + k}?"].arrived >= first.finished
-        firsts = [by_text[f"What is item {10 * g}?"] for g in range(3)]
-        assert max(f.arrived for f in firsts) < min(f.finished for f in firsts)  # in parallel
 
 
 def test_budget_guard_stops_before_exceeding(run_paths, server, tmp_path):
