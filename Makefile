@@ -13,9 +13,11 @@ PRESET        ?= smoke
 RUN_NAME      ?=
 # Test processes (pytest-xdist): the test files are spread over 2 processes by default, one per
 # core (module fixtures still run once per file; the session's smoke run is shared through a
-# file lock); TEST_WORKERS=0 runs the suite in one process.
+# file lock); TEST_WORKERS=0 runs the suite in one process. Files are handed out in the order
+# tests/conftest.py sets, those that read the smoke run last: handed out by their number of
+# tests, the files that read it came first and both processes waited for it, idle, for 90 s.
 TEST_WORKERS  ?= 2
-PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile
+PYTEST_XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Every environment installs the versions pinned in its lock (pip constraints): the one CI
 # tested, whatever the registry holds today. `make lock` refreshes them on purpose.

@@ -173,12 +173,11 @@ def prepared_run(smoke_run, tmp_path) -> Callable[[Sequence[str]], RunPaths]:
     return make
 
 
-# Test files whose notebook executions take longest, longest first. In one process
-# (TEST_WORKERS=0) the files run in the order set below, so that none waits idle for the smoke
-# run: the long files that do not read it first (they run while it runs in the background), then
-# half of the short ones, then the long files that read it (it has finished by then), then the
-# other short ones, those that read it last. Under pytest-xdist the Makefile lets xdist hand the
-# files out by their number of tests instead (measured faster).
+# Test files whose notebook executions take longest, longest first. The files run (in one
+# process) or are handed out (under pytest-xdist) in the order set below, so that none waits idle
+# for the smoke run: the long files that do not read it first (they run while it runs in the
+# background), then half of the short ones, then the long files that read it (it has finished by
+# then), then the other short ones, those that read it last.
 LONG_FILES = (
     "test_api_path.py",
     "test_notebook_costs.py",

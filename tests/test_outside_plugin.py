@@ -36,7 +36,7 @@ def test_an_outside_memory_system_runs_through_the_smoke_preset(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "memcost", "run", "--params", "smoke", "--run-name", str(run),
          "--datasets", "locomo", "--steps", "00,01,02,04", "--quiet",
-         "-p", "memory_systems=[mem0_style, recent_turns]"],
+         "-p", "memory_systems=[mem0_style, recent_turns]", "-p", "judge_prompts=[judge]"],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
