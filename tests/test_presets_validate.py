@@ -133,3 +133,20 @@ def test_batch_is_refused_for_a_stage_whose_calls_come_one_after_another(
     validate_run(resolve_preset("current_locomo", notebooks, overrides=rag), notebooks, run_dir)
     offline = {"backend": "offline", "memory_systems": ["mem0_style", "hierarchical"]}
     validate_run(resolve_preset("current_locomo", notebooks, overrides=offline), notebooks, run_dir)
+
+
+def test_a_run_written_before_the_rename_of_the_papers_memory_is_refused_in_one_line(tmp_path):
+    """Resuming it would judge ``answers_memory.jsonl`` beside ``answers_memory_mem0_style.jsonl``
+    and the report would stop at a name it does not know."""
+    answers = tmp_path / "run" / "locomo" / "answers"
+    answers.mkdir(parents=True)
+    (answers / "answers_memory.jsonl").write_text("{}\n", encoding="utf-8")
+    with pytest.raises(PresetError) as refused:
+        validate_run(load_preset("smoke"), discover_notebooks(), tmp_path / "run")
+    assert str(refused.value) == (
+        f"{answers / 'answers_memory.jsonl'}: 'memory' is not a system name of this version (the "
+        "paper's memory is now 'memory_mem0_style'); this run was written by an earlier version: "
+        "start a new run (--run-name)"
+    )
+    (answers / "answers_memory.jsonl").rename(answers / "answers_memory_mem0_style.jsonl")
+    validate_run(load_preset("smoke"), discover_notebooks(), tmp_path / "run")

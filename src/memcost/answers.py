@@ -51,8 +51,12 @@ def system_name(kind: str, model: str | None = None) -> str:
     return f"{kind}_{slug(model)}"
 
 
+def is_system_name(name: str) -> bool:
+    return bool(_SYSTEM_RE.match(name))
+
+
 def system_kind(system: str) -> str:
-    if not _SYSTEM_RE.match(system):
+    if not is_system_name(system):
         raise ValueError(f"not a system name: {system!r}")
     return next(k for k in SYSTEM_KINDS if system.startswith(k + "_"))
 
@@ -176,7 +180,7 @@ class AnswerWriter:
 
 def answer_systems(ds: DatasetPaths) -> list[str]:
     names = [p.name[len("answers_") : -len(".jsonl")] for p in ds.answers.glob("answers_*.jsonl")]
-    valid = [n for n in names if _SYSTEM_RE.match(n)]
+    valid = [n for n in names if is_system_name(n)]
     return sorted(valid, key=system_order)
 
 

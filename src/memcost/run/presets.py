@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
+from memcost.answers import is_system_name
 from memcost.catalog import (
     UnknownPriceError,
     execution_problem,
@@ -31,6 +32,7 @@ from memcost.llm.batch import batch_refusal
 from memcost.llm.providers import public_url
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems, system_class
+from memcost.paper import PAPER_MEMORY
 from memcost.params import (
     CLIENT_SETTINGS,
     MODEL_PARAMETERS,
@@ -641,6 +643,22 @@ def check_prerequisites(preset: Preset, run_dir: Path, steps: list[str]) -> None
                     )
 
 
+def check_answer_files(preset: Preset, run_dir: Path) -> None:
+    """A run written by an earlier version, whose answers files name systems this version does
+    not know, is refused before a notebook mixes the two namings."""
+    run = RunPaths(run_dir)
+    for dataset in preset.datasets:
+        for path in sorted(run.dataset(dataset).answers.glob("answers_*.jsonl")):
+            system = path.name.removeprefix("answers_").removesuffix(".jsonl")
+            if is_system_name(system):
+                continue
+            renamed = f" (the paper's memory is now {PAPER_MEMORY!r})" if system == "memory" else ""
+            raise PresetError(
+                f"{path}: {system!r} is not a system name of this version{renamed}; this run was "
+                f"written by an earlier version: start a new run (--run-name)"
+            )
+
+
 def check_plugins(preset: Preset, steps: list[str]) -> None:
     for plugin in plugins():
         if plugin.notebooks and not {p.name[:2] for p in plugin.notebooks} & set(steps):
@@ -677,6 +695,7 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
         check_execution(preset, notebooks, steps)
         check_data_paths(preset, steps)
         check_prerequisites(preset, run_dir, steps)
+        check_answer_files(preset, run_dir)
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
