@@ -531,26 +531,3 @@ def test_answers_written_after_they_were_judged_are_called_out_of_date(
         "Judge the new answers with:\n"
         f"  python -m memcost run --params smoke --run-name {run.root} --steps 04,05\n"
     ) in out
-
-
-def test_a_published_run_that_paired_nothing_says_so_in_its_last_lines(tmp_path):
-    from memcost.cli import result_lines
-    from memcost.io import write_json
-    from memcost.paths import RunPaths
-
-    run = RunPaths(tmp_path / "run").ensure()
-    write_json(run.metrics / "08_published_runs.json", {"metrics": {"runs": ["x"]}})
-    assert result_lines(run)[0] == (
-        "What real systems scored on these questions: no published answer paired with this "
-        "run's questions: the published runs answered the real files, and notebook 00 read "
-        "others (the bundled samples?)."
-    )
-    # the report says it on its first screen and in its section, in the same words
-    from memcost.run.report.view import RunView
-    from memcost_published.report import section_published
-
-    section = section_published(RunView.load(run))
-    assert section[2] == (
-        "No published answer paired with this run's questions: the published runs answered the "
-        "real files, and notebook 00 read others (the bundled samples?)."
-    )

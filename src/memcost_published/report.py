@@ -9,9 +9,9 @@ import pandas as pd
 from memcost.run.report.markdown import figure, md_table, usd
 from memcost.run.report.view import DATASET_NAMES, RunView, read_csv
 
-NONE_PAIRED = (
-    "no published answer paired with this run's questions: the published runs answered the "
-    "real files, and notebook 00 read others (the bundled samples?)."
+NONE_READ = (
+    "no published run was read: each needs its file in published_dir, the download cache or a "
+    "download."
 )
 KIND_WORDS = {"memory": "memory", "long_context": "long context", "probe": "probe"}
 
@@ -28,7 +28,7 @@ def published_brief(view: RunView) -> str | None:
     if metrics is None:
         return None
     if table is None:
-        return f"**What real systems scored on these questions:** {NONE_PAIRED}"
+        return f"**What real systems scored on these questions:** {NONE_READ}"
     parts = []
     for dataset, part in table.groupby("dataset", sort=False):
         best = [
@@ -143,9 +143,22 @@ def section_published(view: RunView) -> list[str]:
     if metrics is None:
         return []
     lines = ["## Published runs of real systems (notebook 08)", ""]
+    lines += _block(
+        "**Left out**: no copy of the file where this run could read it",
+        [[name, reason] for name, reason in (metrics.get("missing") or {}).items()],
+        ["run", "why"],
+    )
     if table is None:
-        return lines + [NONE_PAIRED[0].upper() + NONE_PAIRED[1:], ""]
+        return lines + [NONE_READ[0].upper() + NONE_READ[1:], ""]
     lines += _runs(table)
+    unpaired = [p["name"] for p in metrics.get("paired") or [] if not p["paired"]]
+    if unpaired:
+        lines += [
+            f"**Not paired with this run's questions:** {', '.join(unpaired)}. Their accuracy is "
+            "their file's own; the pairs, categories and gold ceiling leave them out (notebook 00 "
+            "read other questions, or none, for their dataset).",
+            "",
+        ]
     for dataset, ceiling in (metrics.get("ceiling") or {}).items():
         lines += [
             f"**Gold ceiling, {DATASET_NAMES.get(dataset, dataset)}:** {ceiling['wrong_gold']} "

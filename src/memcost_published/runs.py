@@ -122,6 +122,11 @@ def published_run(name: str, extra: str | Path | None = None) -> PublishedRun:
 # --- Getting a file ------------------------------------------------------------------------------
 
 
+class MissingCopy(DataError):
+    """No copy of a run's file where this machine may read it: the run is left out, the others
+    go on."""
+
+
 def fetch(
     run: PublishedRun,
     *,
@@ -136,7 +141,7 @@ def fetch(
     if published_dir:
         path = Path(published_dir) / run.file_name
         if not path.is_file():
-            raise DataError(
+            raise MissingCopy(
                 f"{path}: not found; published_dir must hold {run.file_name} (from {run.url})"
             )
         data, origin = path.read_bytes(), str(path)
@@ -145,7 +150,7 @@ def fetch(
         if path.is_file():
             data, origin = path.read_bytes(), str(path)
         elif not download:
-            raise DataError(
+            raise MissingCopy(
                 f"{run.name}: no copy at {path} and download is off; set published_dir to a "
                 f"folder holding {run.file_name} (from {run.url}), or allow the download"
             )
@@ -444,19 +449,20 @@ def published_accuracy(
     seed: int = 0,
     extra: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Per judged run, on the questions that aligned: ``n``, ``correct`` (majority of votes; for
-    a probe, wrong answers the judge accepted), ``accuracy_pct`` with its Wilson and
-    conversation-cluster bootstrap intervals, and ``vote_mean_pct`` (the mean of all votes, the
-    other way some harnesses report three votes)."""
+    """Per judged run, on every answer its file judged, paired with a dataset question or not:
+    ``n``, ``correct`` (majority of votes; for a probe, wrong answers the judge accepted),
+    ``accuracy_pct`` with its Wilson and conversation-cluster bootstrap intervals (clusters: the
+    source's conversations), and ``vote_mean_pct`` (the mean of all votes, the other way some
+    harnesses report three votes)."""
     rows = []
-    judged = judged_rows(aligned)
+    judged = aligned[aligned["votes"].map(len) > 0]
     for name, part in judged.groupby("run", sort=False):
         run = published_run(str(name), extra)
         correct = part["votes"].map(accepted).astype(bool)
         n, k = len(part), int(correct.sum())
         low, high = wilson_interval(k, n)
         boot = cluster_bootstrap_interval(
-            correct, part["conversation_id"].astype(str), n_resamples=n_resamples, seed=seed
+            correct, part["conversation"].astype(str), n_resamples=n_resamples, seed=seed
         )
         votes = [v for vs in part["votes"] for v in vs]
         rows.append(

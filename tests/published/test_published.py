@@ -347,17 +347,30 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
         )  # fmt: skip
     full = {"detailed_results": detailed, "metadata": {"total_prompt_tokens": 2_000_000,
                                                        "total_completion_tokens": 0}}  # fmt: skip
+    # a LongMemEval run: this run prepared no LongMemEval questions, its file alone scores it
+    longmemeval = {"metadata": {"model": "gpt-5"}, "evaluations": [
+        {"question_id": f"lme_{i}", "question_type": "temporal-reasoning",
+         "question": f"How many days, {i}?", "ground_truth_answer": "3 days",
+         "total_memories_retrieved": 50, "search_latency_ms": 0.0, "add_latency_total_ms": 0.0,
+         "cutoff_results": {"top_50": {"judgment": "FAIL" if i == 2 else "PASS",
+                                       "reason": "", "supporting_evidence": ""}}}
+        for i in range(4)
+    ]}  # fmt: skip
     folder, entries = tmp_path / "copies", {}
     folder.mkdir()
     for name, schema, kind, document in [
         ("sample_memory", "mem0_benchmarks", "memory", memory),
         ("sample_full_context", "judged_answers", "long_context", full),
+        ("lme_memory", "mem0_benchmarks", "memory", longmemeval),
+        ("absent_run", "mem0_benchmarks", "memory", memory),  # its copy is not in the folder
     ]:
         data = json.dumps(document).encode()
-        (folder / f"{name}.json").write_bytes(data)
+        if name != "absent_run":
+            (folder / f"{name}.json").write_bytes(data)
         entries[name] = {
             "repo": "someone/somewhere", "commit": "b" * 40, "path": "x.json",
-            "sha256": hashlib.sha256(data).hexdigest(), "license": "CC0-1.0", "dataset": "locomo",
+            "sha256": hashlib.sha256(data).hexdigest(), "license": "CC0-1.0",
+            "dataset": "longmemeval" if name.startswith("lme") else "locomo",
             "kind": kind, "system": name, "answer_model": "gpt-4o-mini", "judge_model": "j",
             "votes": 1 if kind == "memory" else 3, "top_k": 10 if kind == "memory" else None,
             "schema": schema,
@@ -376,6 +389,15 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert accuracy.loc["sample_memory", "correct"] == sum(1 for i in range(n) if i % 3)
     # votes (even i: T, T, F; odd i: F, T, F): the majority accepts the even ones
     assert accuracy.loc["sample_full_context", "correct"] == (n + 1) // 2
+    # without LongMemEval's questions: scored from its own verdicts, three PASS of four
+    lme = accuracy.loc["lme_memory"]
+    assert (lme["dataset"], lme["n"], lme["correct"], lme["accuracy_pct"]) == (
+        "longmemeval",
+        4,
+        3,
+        75.0,
+    )
+    assert "absent_run" not in accuracy.index
     pairs = pd.read_csv(run.tables / "published_pairs.csv")
     assert pairs[["a", "b", "n_shared"]].values.tolist() == [
         ["sample_memory", "sample_full_context", n]
@@ -398,7 +420,12 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     answers = (run.root / "published" / "locomo" / "answers_sample_memory.jsonl").read_text()
     assert len(answers.splitlines()) == n and '"backend":"published"' in answers
     metrics = json.loads((run.root / "metrics" / "08_published_runs.json").read_text())
-    assert [p["paired"] for p in metrics["metrics"]["paired"]] == [n, n]
+    assert [p["paired"] for p in metrics["metrics"]["paired"]] == [n, n, 0]
+    # the run whose file is missing is left out with its reason; the others went on
+    assert metrics["metrics"]["missing"] == {
+        "absent_run": f"{folder / 'absent_run.json'}: not found; published_dir must hold "
+        f"absent_run.json (from {published.GITHUB_RAW}/someone/somewhere/{'b' * 40}/x.json)"
+    }
     report = write_report(run)[0].read_text(encoding="utf-8")
     brief = report.split("## The answer in brief", 1)[1].split("\n## ", 1)[0]
     assert "**What real systems scored on these questions**" in brief
@@ -410,6 +437,10 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "Judge (the paper's" not in report
     assert "*No usage ledger was analysed (notebook 05 did not run).*" in report
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
+    assert "| lme_memory | memory | gpt-4o-mini | j × 1 | 4 | 75.00% |" in report
+    assert "**Left out**: no copy of the file where this run could read it" in report
+    assert "**Not paired with this run's questions:** lme_memory. Their accuracy is" in report
+    assert f"| absent_run | {folder / 'absent_run.json'}: not found;" in report
     assert "| sample_memory | lexical (offline) |" in report
     offline_judge = "judged again** by this repository's judge (offline: the lexical rule, not"
     assert offline_judge in report
@@ -435,7 +466,7 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
         f"| {folder / 'sample_memory.json'} |"
     ) in report
     assert [s["read_from"] for s in metrics["metrics"]["sources"]] == [
-        str(folder / f"{name}.json") for name in entries
+        str(folder / f"{name}.json") for name in entries if name != "absent_run"
     ]
 
 
@@ -536,3 +567,28 @@ def test_the_mem0_evaluation_harness_schema_pairs_by_position_and_text():
     assert out["question_id"].tolist() == ["conv-30-q0", "conv-26-q1"]
     assert out["votes"].tolist() == [(True,), (False,)]
     assert out["category"].tolist() == ["multi_hop", "single_hop"]
+
+
+def test_runs_left_out_for_want_of_a_file_are_named_in_the_last_lines_and_the_report(tmp_path):
+    from memcost.cli import result_lines
+    from memcost.io import write_json
+    from memcost.paths import RunPaths
+    from memcost.run.report.view import RunView
+    from memcost_published.report import section_published
+
+    run = RunPaths(tmp_path / "run").ensure()
+    why = "/copies/x.json: not found; published_dir must hold x.json (from https://example/x.json)"
+    write_json(
+        run.metrics / "08_published_runs.json", {"metrics": {"runs": ["x"], "missing": {"x": why}}}
+    )
+    assert result_lines(run)[0] == (
+        "What real systems scored on these questions: no published run was read: each needs its "
+        "file in published_dir, the download cache or a download."
+    )
+    section = section_published(RunView.load(run))
+    assert section[2] == "**Left out**: no copy of the file where this run could read it"
+    assert f"| x | {why} |" in section[4]
+    assert section[-2] == (
+        "No published run was read: each needs its file in published_dir, the download cache or "
+        "a download."
+    )
