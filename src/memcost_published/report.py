@@ -89,20 +89,45 @@ def _pairs(view: RunView) -> list[str]:
     )
 
 
-def _rejudged(view: RunView) -> list[str]:
-    again = read_csv(view.run.tables / "published_rejudged.csv")
+def _kappa(value: float) -> str:
+    """Undefined (every verdict the same) as a dash; a rounding's -0.00 as 0.00."""
+    return "–" if pd.isna(value) else f"{round(value, 2) + 0.0:.2f}"
+
+
+def _judges(view: RunView) -> list[str]:
+    table = read_csv(view.run.tables / "published_judge_agreement.csv")
     rows = [
-        [r.run, f"{r.judge_model} ({r.backend})", r.n, f"{r.published_pct:.1f}%",
-         f"{r.rejudged_pct:.1f}%", f"{r.agree_pct:.1f}%", r.published_only, r.rejudged_only]
-        for r in (again.itertuples() if again is not None else [])
+        [r.answers, r.judge_a, r.judge_b, r.n, f"{r.accuracy_a_pct:.1f}%",
+         f"{r.accuracy_b_pct:.1f}%", r.a_only, r.b_only, _kappa(r.cohen_kappa),
+         f"{r.p_value:.3g}"]
+        for r in (table.itertuples() if table is not None else [])
     ]  # fmt: skip
-    header = ["run", "judge", "n", "published judge", "this judge", "agree", "published only"]
-    offline = again is not None and not again.empty and bool((again["backend"] == "offline").all())
+    lexical = (
+        table is not None and table[["judge_a", "judge_b"]].stack().str.startswith("lexical/").any()
+    )
+    header = ["answers", "judge a", "judge b", "n", "a accepts", "b accepts", "a only", "b only"]
     return _block(
-        "**The same answers, judged again** by this repository's judge"
-        + (" (offline: the lexical rule, not an LLM)" if offline else ""),
+        "**The same answers under two judges** (a judge is `<model>/<prompt>`; `published`: the "
+        "harness's own prompt"
+        + ("; `lexical`: this repository's offline rule, not an LLM" if lexical else "")
+        + "): Cohen's kappa, and the exact McNemar p-value of the two judges' accept rates",
         rows,
-        [*header, "this only"],
+        [*header, "kappa", "p"],
+    )
+
+
+def _votes(view: RunView) -> list[str]:
+    table = read_csv(view.run.tables / "published_vote_agreement.csv")
+    rows = [
+        [r.name, f"{r.judge_model} × {r.votes}", r.n, f"{r.unanimous_pct:.1f}%",
+         _kappa(r.fleiss_kappa)]
+        for r in (table.itertuples() if table is not None else [])
+    ]  # fmt: skip
+    return _block(
+        "**A judge against itself**: how often its votes on an answer were unanimous, and Fleiss' "
+        "kappa (agreement beyond chance)",
+        rows,
+        ["run", "judge × votes", "n", "unanimous", "Fleiss' kappa"],
     )
 
 
@@ -168,7 +193,7 @@ def section_published(view: RunView) -> list[str]:
             f"{ceiling['ceiling_pct']:.2f}%.",
             "",
         ]
-    lines += _pairs(view) + _rejudged(view) + _cost(view) + _sources(metrics)
+    lines += _pairs(view) + _judges(view) + _votes(view) + _cost(view) + _sources(metrics)
     figure(
         lines,
         view.run.figures / "published_accuracy.png",

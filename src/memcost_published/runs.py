@@ -656,40 +656,6 @@ def judge_plan(
     )
 
 
-def judge_agreement(aligned: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
-    """Per run judged again: its published judge's accuracy and this repository's judge's on
-    the same answers (the majority of each), how often the two agree, and where they differ
-    (``published_only``: accepted by the published judge alone)."""
-    if judgments.empty:
-        columns = ["run", "judge_model", "backend", "n", "published_pct", "rejudged_pct"]
-        return pd.DataFrame(columns=[*columns, "agree_pct", "published_only", "rejudged_only"])
-    primary = judgments[judgments["primary"].astype(bool)]
-    mine = primary.groupby(["system", "question_id"])["label"].agg(
-        lambda labels: (labels.astype(str).str.upper() == "CORRECT").mean() > 0.5
-    )
-    rows = []
-    for run, votes in primary.groupby("system", sort=False):
-        part = aligned[(aligned["run"] == run) & aligned["question_id"].notna()]
-        theirs = part.set_index("question_id")["votes"].map(accepted)
-        ours = mine.loc[run].reindex(theirs.index)
-        both = theirs.notna() & ours.notna()
-        theirs, ours = theirs[both].astype(bool), ours[both].astype(bool)
-        rows.append(
-            {
-                "run": run,
-                "judge_model": str(votes["judge_model"].iloc[0]),
-                "backend": str(votes["backend"].iloc[0]),
-                "n": int(both.sum()),
-                "published_pct": 100 * theirs.mean(),
-                "rejudged_pct": 100 * ours.mean(),
-                "agree_pct": 100 * (theirs == ours).mean(),
-                "published_only": int((theirs & ~ours).sum()),
-                "rejudged_only": int((~theirs & ours).sum()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def repository_records(
     aligned: pd.DataFrame, extra: str | Path | None = None
 ) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:

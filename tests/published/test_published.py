@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -404,11 +405,21 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     ]
     cost = pd.read_csv(run.tables / "published_cost.csv").set_index("name")
     assert cost.loc["sample_full_context", "usd"] == pytest.approx(2 * 0.15)
-    again = pd.read_csv(run.tables / "published_rejudged.csv")
-    # judged again offline: the lexical rule, named as such, on every paired answer
-    assert again[["run", "judge_model", "backend", "n"]].values.tolist() == [
-        ["sample_memory", "lexical", "offline", n]
+    judges = pd.read_csv(run.tables / "published_judge_agreement.csv")
+    # judged again offline: the lexical rule, named as such, on every paired answer, beside the
+    # published judge; the cells of the 2x2 table add up and the first judge's accuracy is the
+    # run's published one
+    assert judges[["answers", "judge_a", "judge_b", "n"]].values.tolist() == [
+        ["sample_memory", "j/published", "lexical/judge", n]
     ]
+    cells = judges.iloc[0]
+    assert cells[["both_correct", "a_only", "b_only", "both_wrong"]].sum() == n
+    assert cells["both_correct"] + cells["a_only"] == accuracy.loc["sample_memory", "correct"]
+    assert cells["accuracy_a_pct"] == pytest.approx(accuracy.loc["sample_memory", "accuracy_pct"])
+    # three votes an answer, never unanimous (T, T, F or F, T, F)
+    votes = pd.read_csv(run.tables / "published_vote_agreement.csv").set_index("name")
+    assert list(votes.index) == ["sample_full_context"]
+    assert votes.loc["sample_full_context", ["n", "unanimous_pct"]].tolist() == [n, 0.0]
     assert (run.figures / "published_accuracy.png").is_file()
     assert (run.root / "published" / "aligned.parquet").is_file()
     # the same votes in this repository's judgments format: one per vote, read by its reader
@@ -441,17 +452,18 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "**Left out**: no copy of the file where this run could read it" in report
     assert "**Not paired with this run's questions:** lme_memory. Their accuracy is" in report
     assert f"| absent_run | {folder / 'absent_run.json'}: not found;" in report
-    assert "| sample_memory | lexical (offline) |" in report
-    offline_judge = "judged again** by this repository's judge (offline: the lexical rule, not"
+    assert f"| sample_memory | j/published | lexical/judge | {n} |" in report
+    offline_judge = "; `lexical`: this repository's offline rule, not an LLM"
     assert offline_judge in report
-    # judged again by a model: the heading no longer calls the judge the lexical rule
-    again.assign(judge_model="gpt-5-mini", backend="custom").to_csv(
-        run.tables / "published_rejudged.csv", index=False
+    assert f"| sample_full_context | j × 3 | {n} | 0.0% |" in report
+    # judged again by a model: the heading no longer calls a judge the lexical rule
+    judges.assign(judge_b="gpt-5-mini/judge").to_csv(
+        run.tables / "published_judge_agreement.csv", index=False
     )
     rejudged = write_report(run)[0].read_text(encoding="utf-8")
-    assert "| sample_memory | gpt-5-mini (custom) |" in rejudged
-    assert "judged again** by this repository's judge\n" in rejudged
-    assert offline_judge not in rejudged and "lexical" not in rejudged.split("judged again")[1]
+    assert f"| sample_memory | j/published | gpt-5-mini/judge | {n} |" in rejudged
+    assert offline_judge not in rejudged and "lexical/" not in rejudged
+    assert "-0.00" not in rejudged  # the lexical judge rejects all: kappa 0, however rounded
     # the runner's last lines say it as the report's first screen does
     from memcost.cli import result_lines
 
@@ -481,6 +493,7 @@ def test_published_answers_judged_again_through_the_client(
 
     from memcost.answers import read_judgments
     from memcost.judge import run_judging
+    from memcost_published import agreement
 
     questions = QUESTIONS.assign(
         category=lambda f: f["category_id"].map({1: "multi_hop", 2: "temporal", 4: "single_hop",
@@ -503,12 +516,19 @@ def test_published_answers_judged_again_through_the_client(
         assert len(server.requests) == 8
     votes = read_judgments(path)
     assert set(votes["backend"]) == {"openai"} and len(votes) == 9
-    table = published.judge_agreement(frame, votes).set_index("run")
+    verdicts = pd.concat(
+        [agreement.published_verdicts(frame), agreement.repository_verdicts(votes)]
+    )
+    table = agreement.judge_agreement(verdicts).set_index("answers")
     # the server's judge accepts an answer that shares words with "an answer": all of them
-    assert table.loc["full_context_run", ["n", "rejudged_pct"]].tolist() == [5, 100.0]
-    assert table.loc["full_context_run", "published_pct"] == pytest.approx(60.0)
-    assert table.loc["full_context_run", "rejudged_only"] == 2
-    assert table.loc["mem0_run", "judge_model"] == "gpt-5-mini-2025-08-07"
+    full = table.loc["full_context_run"]
+    assert (full["judge_a"], full["judge_b"]) == ("j/published", "gpt-5-mini-2025-08-07/judge")
+    assert full[["n", "accuracy_a_pct", "accuracy_b_pct"]].tolist() == [5, 60.0, 100.0]
+    # the published judge rejected two answers this one accepted; nothing the other way
+    assert full[["both_correct", "a_only", "b_only", "both_wrong"]].tolist() == [3, 0, 2, 0]
+    assert full["cohen_kappa"] == pytest.approx(0.0)  # b accepts everything: no agreement beyond
+    assert full["p_value"] == pytest.approx(0.5)  # two discordant answers, both one way
+    assert table.loc["mem0_run", "n"] == 4
 
 
 def test_a_download_is_checked_kept_and_read_from_the_cache_next_time(
@@ -592,3 +612,32 @@ def test_runs_left_out_for_want_of_a_file_are_named_in_the_last_lines_and_the_re
         "No published run was read: each needs its file in published_dir, the download cache or "
         "a download."
     )
+
+
+def test_a_judges_repeated_votes_agree_as_fleiss_kappa_counts_them(copies):
+    from memcost_published.agreement import fleiss_kappa, vote_agreement
+
+    table = vote_agreement(aligned(copies)).set_index("name")
+    # the runs whose files hold three votes per answer; Mem0's and Zep's hold one
+    assert list(table.index) == ["full_context_run", "probe_run"]
+    # full context, accepts per answer 2, 1, 3, 1, 3 of 3: per-answer agreement 1/3, 1/3, 1,
+    # 1/3, 1 (mean 0.6); accepts overall 10 of 15, chance (2/3)^2 + (1/3)^2 = 5/9;
+    # kappa (0.6 - 5/9) / (1 - 5/9) = 0.1
+    row = table.loc["full_context_run"]
+    assert (row["judge_model"], row["votes"], row["n"], row["unanimous_pct"]) == ("j", 3, 5, 40.0)
+    assert row["fleiss_kappa"] == pytest.approx(0.1)
+    # the probe: accepts 2, 0, 1, 0, 0: mean agreement 11/15, chance 0.2^2 + 0.8^2 = 0.68
+    assert table.loc["probe_run", "unanimous_pct"] == 60.0
+    assert table.loc["probe_run", "fleiss_kappa"] == pytest.approx(1 / 6)
+    # every vote the same: agreement by chance is total, kappa undefined
+    assert np.isnan(fleiss_kappa([(True, True, True)] * 4))
+    assert fleiss_kappa([(True, True), (False, False)]) == pytest.approx(1.0)
+
+
+def test_cohens_kappa_is_agreement_beyond_the_judges_own_accept_rates():
+    from memcost_published.agreement import cohen_kappa
+
+    # agree on 3 of 4; accept rates 1/2 and 1/4: chance 1/2 * 1/4 + 1/2 * 3/4 = 1/2
+    assert cohen_kappa([True, True, False, False], [True, False, False, False]) == 0.5
+    assert cohen_kappa([True, False], [False, True]) == -1.0
+    assert np.isnan(cohen_kappa([True, True], [True, True]))
