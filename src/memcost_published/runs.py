@@ -203,6 +203,10 @@ def read_published(
             f"{origin}: not a {run.schema} file as {run.name} publishes it "
             f"({type(exc).__name__}: {exc})"
         ) from None
+    if not rows:
+        raise DataError(
+            f"{origin}: not a {run.schema} file as {run.name} publishes it (no answer in it)"
+        )
     frame = pd.DataFrame(rows, columns=list(COLUMNS[1:]))
     frame.insert(0, "run", name)
     frame.attrs = {"origin": origin, "usage": recorded_usage(document)}
@@ -265,8 +269,12 @@ def _position(key: str) -> int:
 def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Mem0's benchmark runs: ``evaluations``, one judgment per retrieval cut-off (one cut-off
     per file). LoCoMo rows carry ``conversation_idx`` and ``category``; LongMemEval rows the
-    dataset's own ``question_id`` and ``question_type``; the judge says CORRECT / PASS."""
+    dataset's own ``question_id`` and ``question_type``; the judge says CORRECT / PASS. The
+    open-source runs list most questions twice, a record of the retrieval alone and the answered
+    one: only answered records are read, so each question counts once."""
     for item in document["evaluations"]:
+        if "cutoff_results" not in item:
+            continue
         (result,) = item["cutoff_results"].values()
         judgment = str(result["judgment"]).upper()
         if "conversation_idx" in item:

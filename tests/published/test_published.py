@@ -230,15 +230,24 @@ def test_a_corrupt_file_a_changed_file_and_a_missing_one_are_one_line_errors(cop
     assert "\n" not in message and hashlib.sha256(good).hexdigest() in message
     assert hashlib.sha256(path.read_bytes()).hexdigest() in message
     # bytes that match their pin but are not the schema (a registry entry of the wrong schema)
-    data = json.dumps({"evaluations": [{"question": "q"}]}).encode()
-    path.write_bytes(data)
     run = published.published_run("zep_run")
-    monkey = published.PublishedRun(
-        **{**run.__dict__, "sha256": hashlib.sha256(data).hexdigest(), "schema": "mem0_benchmarks"}
-    )
-    published.registry(None)["zep_run"] = monkey  # as published_run reads it
-    with pytest.raises(DataError, match=r"zep_run.json: not a mem0_benchmarks file .*KeyError"):
-        published.read_published("zep_run", published_dir=copies, cache_dir=tmp_path)
+    for document, problem in [
+        ({"evaluations": [{"question": "q", "cutoff_results": {"top_1": {}}}]}, "KeyError"),
+        ({"evaluations": [{"question": "q"}]}, r"no answer in it"),  # retrieval records alone
+    ]:
+        data = json.dumps(document).encode()
+        path.write_bytes(data)
+        published.registry(None)["zep_run"] = published.PublishedRun(
+            **{
+                **run.__dict__,
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "schema": "mem0_benchmarks",
+            }
+        )  # as published_run reads it
+        with pytest.raises(
+            DataError, match=rf"zep_run.json: not a mem0_benchmarks file .*{problem}"
+        ):
+            published.read_published("zep_run", published_dir=copies, cache_dir=tmp_path)
     with pytest.raises(DataError, match=r"nowhere/gold_run.json: not found; published_dir must"):
         published.read_published("gold_run", published_dir=tmp_path / "nowhere", cache_dir=tmp_path)
     with pytest.raises(DataError, match=r"download is off; set published_dir"):
@@ -260,6 +269,13 @@ def test_longmemeval_runs_keep_the_datasets_own_ids_when_the_texts_agree(copies)
                                        ("001be529", "Another question?", "FAIL")]
         ],
     }  # fmt: skip
+    # Mem0's open-source runs list a question twice: first a record of its retrieval alone
+    document["evaluations"][:0] = [
+        {"question_id": qid, "question_type": "temporal-reasoning", "question": text,
+         "ground_truth_answer": "3 days", "is_abstention": False,
+         "retrieval": {"search_query": text, "search_latency_ms": 0.0, "total_results": 200}}
+        for qid, text in [("gpt4_2f8be40d", "How many days?"), ("001be529", "Another question?")]
+    ]  # fmt: skip
     frame = pd.DataFrame(published._mem0_benchmarks(document), columns=published.COLUMNS[1:])
     frame.insert(0, "run", "lme")
     questions = pd.DataFrame(
@@ -267,7 +283,7 @@ def test_longmemeval_runs_keep_the_datasets_own_ids_when_the_texts_agree(copies)
     )
     out = published.align(frame, questions, "longmemeval")
     assert out["question_id"].tolist() == ["gpt4_2f8be40d", None]  # the second's text differs
-    assert frame["votes"].tolist() == [(True,), (False,)]
+    assert frame["votes"].tolist() == [(True,), (False,)]  # each question once, as answered
     assert frame["category"].tolist() == ["temporal-reasoning"] * 2
     assert frame["latency_ms"].isna().all()  # 0.0 there means not measured: no p50 of 0 s
 
