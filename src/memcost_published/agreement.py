@@ -134,3 +134,64 @@ def judge_agreement(verdicts: pd.DataFrame) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows, columns=JUDGE_AGREEMENT_COLUMNS)
+
+
+def judge_spread(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per set of answers: how many judges judged it, and the lowest and highest accuracy among
+    them (each judge on the answers it judged), with the judges that gave them."""
+    by_judge = verdicts.groupby(["answers", "judge"], sort=False)["accepted"].agg(["mean", "size"])
+    rows = []
+    for answers, part in by_judge.groupby(level="answers", sort=False):
+        part = part.droplevel("answers")
+        rows.append(
+            {
+                "answers": answers,
+                "judges": len(part),
+                "low_pct": 100 * part["mean"].min(),
+                "low_judge": part["mean"].idxmin(),
+                "high_pct": 100 * part["mean"].max(),
+                "high_judge": part["mean"].idxmax(),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["answers", "judges", "low_pct", "low_judge", "high_pct", "high_judge"]
+    )
+
+
+def order_under_judges(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """For each two sets of answers to shared questions and each judge that judged both: which
+    is ahead on the shared questions; ``holds``: the same one is ahead (or both tie) under every
+    such judge."""
+    accepted = verdicts.pivot_table(
+        index="question_id", columns=["answers", "judge"], values="accepted", aggfunc="first"
+    )
+    names = list(dict.fromkeys(verdicts["answers"]))
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            judges = [j for j in accepted[a].columns if j in accepted[b].columns]
+            leads = {}
+            for judge in judges:
+                both = pd.concat([accepted[a][judge], accepted[b][judge]], axis=1).dropna()
+                if len(both):
+                    leads[judge] = (
+                        len(both),
+                        100 * (both.iloc[:, 0].mean() - both.iloc[:, 1].mean()),
+                    )
+            if not leads:
+                continue
+            signs = {np.sign(round(lead, 9)) for _, lead in leads.values()}
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "judges": len(leads),
+                    "n_shared": min(n for n, _ in leads.values()),
+                    "lead_min_pts": min(lead for _, lead in leads.values()),
+                    "lead_max_pts": max(lead for _, lead in leads.values()),
+                    "holds": len(signs) == 1,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["a", "b", "judges", "n_shared", "lead_min_pts", "lead_max_pts", "holds"]
+    )

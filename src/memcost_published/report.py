@@ -46,11 +46,26 @@ def published_brief(view: RunView) -> str | None:
         ceiling = (metrics.get("ceiling") or {}).get(dataset)
         if ceiling:
             best.append(f"wrong gold answers cap a perfect system at {ceiling['ceiling_pct']:.1f}%")
+        spread = _widest_spread(metrics, set(part["name"]))
+        if spread:
+            best.append(
+                f"the same answers score {spread['low_pct']:.1f}–{spread['high_pct']:.1f}% "
+                f"depending on the judge ({spread['answers']}: {spread['low_judge']} to "
+                f"{spread['high_judge']})"
+            )
         parts.append(f"{DATASET_NAMES.get(dataset, dataset)}: " + "; ".join(best))
     return (
         "**What real systems scored on these questions** (their published answers and "
         "judgments, re-analysed): " + " — ".join(parts) + "."
     )
+
+
+def _widest_spread(metrics: dict[str, Any], runs: set[str]) -> dict[str, Any] | None:
+    """Of ``runs`` judged by more than one judge, the one whose accuracy varies most."""
+    judged = [
+        s for s in metrics.get("judge_spread") or [] if s["judges"] > 1 and s["answers"] in runs
+    ]
+    return max(judged, key=lambda s: s["high_pct"] - s["low_pct"], default=None)
 
 
 def _block(caption: str, rows: list[list[Any]], header: list[str]) -> list[str]:
@@ -113,6 +128,21 @@ def _judges(view: RunView) -> list[str]:
         + "): Cohen's kappa, and the exact McNemar p-value of the two judges' accept rates",
         rows,
         [*header, "kappa", "p"],
+    )
+
+
+def _survives(view: RunView) -> list[str]:
+    order = read_csv(view.run.tables / "published_order_under_judges.csv")
+    rows = [
+        [r.a, r.b, r.judges, r.n_shared, f"{r.lead_min_pts:+.1f} to {r.lead_max_pts:+.1f}",
+         "yes" if r.holds else "no"]
+        for r in (order.itertuples() if order is not None else [])
+    ]  # fmt: skip
+    return _block(
+        "**What survives the judge**: the first run's lead over the second on their shared "
+        "questions, under each judge that judged both, and whether the order holds under all",
+        rows,
+        ["a", "b", "judges", "shared", "lead of a (points)", "order holds"],
     )
 
 
@@ -193,7 +223,8 @@ def section_published(view: RunView) -> list[str]:
             f"{ceiling['ceiling_pct']:.2f}%.",
             "",
         ]
-    lines += _pairs(view) + _judges(view) + _votes(view) + _cost(view) + _sources(metrics)
+    lines += _pairs(view) + _judges(view) + _survives(view) + _votes(view)
+    lines += _cost(view) + _sources(metrics)
     figure(
         lines,
         view.run.figures / "published_accuracy.png",

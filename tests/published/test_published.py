@@ -432,6 +432,22 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert cells[["both_correct", "a_only", "b_only", "both_wrong"]].sum() == n
     assert cells["both_correct"] + cells["a_only"] == accuracy.loc["sample_memory", "correct"]
     assert cells["accuracy_a_pct"] == pytest.approx(accuracy.loc["sample_memory", "accuracy_pct"])
+    # what survives the judge: the rejudged run's two accuracies; the two LoCoMo runs share
+    # their published judge, under which the memory run leads on the 27 shared questions
+    spread = pd.read_csv(run.tables / "published_judge_spread.csv").set_index("answers")
+    low, high = sorted([cells["accuracy_a_pct"], cells["accuracy_b_pct"]])
+    assert spread.loc["sample_memory", ["judges", "low_pct", "high_pct"]].tolist() == pytest.approx(
+        [2, low, high]
+    )
+    order = pd.read_csv(run.tables / "published_order_under_judges.csv")
+    lead = (
+        accuracy.loc["sample_memory", "accuracy_pct"]
+        - accuracy.loc["sample_full_context", "accuracy_pct"]
+    )
+    assert order[["a", "b", "judges", "n_shared", "holds"]].values.tolist() == [
+        ["sample_memory", "sample_full_context", 1, n, True]
+    ]
+    assert order.loc[0, "lead_min_pts"] == pytest.approx(lead)
     # three votes an answer, never unanimous (T, T, F or F, T, F)
     votes = pd.read_csv(run.tables / "published_vote_agreement.csv").set_index("name")
     assert list(votes.index) == ["sample_full_context"]
@@ -457,6 +473,10 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     brief = report.split("## The answer in brief", 1)[1].split("\n## ", 1)[0]
     assert "**What real systems scored on these questions**" in brief
     assert "re-analysed): LoCoMo: memory " in brief  # datasets named as everywhere else
+    assert (
+        f"the same answers score {low:.1f}–{high:.1f}% depending on the judge (sample_memory: "
+    ) in brief
+    assert "**What survives the judge**" in report
     # notebooks run without the runner: not "with their defaults" (these had parameters)
     assert "**What ran:** notebooks run without a preset (by hand or by papermill), " in brief
     assert "## Published runs of real systems (notebook 08)" in report
@@ -478,7 +498,8 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     )
     rejudged = write_report(run)[0].read_text(encoding="utf-8")
     assert f"| sample_memory | j/published | gpt-5-mini/judge | {n} |" in rejudged
-    assert offline_judge not in rejudged and "lexical/" not in rejudged
+    two_judges = rejudged.split("**The same answers under two judges**", 1)[1].split("\n**")[0]
+    assert offline_judge not in two_judges and "lexical/" not in two_judges
     assert "-0.00" not in rejudged  # the lexical judge rejects all: kappa 0, however rounded
     # the runner's last lines say it as the report's first screen does
     from memcost.cli import result_lines
@@ -657,3 +678,30 @@ def test_cohens_kappa_is_agreement_beyond_the_judges_own_accept_rates():
     assert cohen_kappa([True, True, False, False], [True, False, False, False]) == 0.5
     assert cohen_kappa([True, False], [False, True]) == -1.0
     assert np.isnan(cohen_kappa([True, True], [True, True]))
+
+
+def test_what_survives_the_judge_the_spread_of_each_run_and_whether_an_order_holds():
+    from memcost_published.agreement import judge_spread, order_under_judges
+
+    marks = {
+        ("X", "j1"): "TTFF", ("X", "j2"): "TTTF",  # 50% and 75%
+        ("Y", "j1"): "TFFF", ("Y", "j2"): "TTTT",  # 25% and 100%
+        ("Z", "j3"): "TTTT",  # a judge of its own
+    }  # fmt: skip
+    verdicts = pd.DataFrame(
+        [
+            {"answers": a, "question_id": f"q{i}", "judge": j, "accepted": mark == "T"}
+            for (a, j), marks_ in marks.items()
+            for i, mark in enumerate(marks_)
+        ]
+    )
+    spread = judge_spread(verdicts).set_index("answers")
+    assert spread.loc["X"].tolist() == [2, 50.0, "j1", 75.0, "j2"]
+    assert spread.loc["Y"].tolist() == [2, 25.0, "j1", 100.0, "j2"]
+    assert spread.loc["Z", ["judges", "low_pct", "high_pct"]].tolist() == [1, 100.0, 100.0]
+    order = order_under_judges(verdicts)
+    # X leads Y by 25 points under j1 and trails it by 25 under j2: the order does not hold; Z
+    # shares no judge with either, so it is compared with neither
+    assert order.values.tolist() == [["X", "Y", 2, 4, -25.0, 25.0, False]]
+    same = verdicts[verdicts["judge"] == "j1"]
+    assert order_under_judges(same)["holds"].tolist() == [True]
