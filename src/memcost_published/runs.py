@@ -265,6 +265,11 @@ def _position(key: str) -> int:
     return int(found.group(1))
 
 
+# Mem0's benchmark verdicts. ERROR: no answer was produced (an empty answer); the source counts it
+# wrong, and so does this repository.
+MEM0_VERDICTS = {"CORRECT": True, "PASS": True, "WRONG": False, "FAIL": False, "ERROR": False}
+
+
 @parser("mem0_benchmarks")
 def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Mem0's benchmark runs: ``evaluations``, one judgment per retrieval cut-off (one cut-off
@@ -277,6 +282,11 @@ def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             continue
         (result,) = item["cutoff_results"].values()
         judgment = str(result["judgment"]).upper()
+        if judgment not in MEM0_VERDICTS:
+            raise ValueError(
+                f"question {item['question_id']}: verdict {result['judgment']!r} is none of "
+                f"{', '.join(MEM0_VERDICTS)}"
+            )
         if "conversation_idx" in item:
             conversation = str(int(item["conversation_idx"]))
             category_id, category = _locomo_category(item.get("category"))
@@ -291,7 +301,7 @@ def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             answer=str(result.get("generated_answer") or result.get("supporting_evidence") or ""),
             category_id=category_id,
             category=category,
-            votes=[judgment in ("CORRECT", "PASS")],
+            votes=[MEM0_VERDICTS[judgment]],
             # LongMemEval's files write 0.0 for every question: not measured, not instant
             latency_ms=item.get("search_latency_ms") or None,
         )

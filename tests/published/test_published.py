@@ -231,8 +231,10 @@ def test_a_corrupt_file_a_changed_file_and_a_missing_one_are_one_line_errors(cop
     assert hashlib.sha256(path.read_bytes()).hexdigest() in message
     # bytes that match their pin but are not the schema (a registry entry of the wrong schema)
     run = published.published_run("zep_run")
+    malformed = {"question_id": "conv0_q7", "cutoff_results": {"top_1": {"judgment": "MAYBE"}}}
     for document, problem in [
         ({"evaluations": [{"question": "q", "cutoff_results": {"top_1": {}}}]}, "KeyError"),
+        ({"evaluations": [malformed]}, r"question conv0_q7: verdict 'MAYBE' is none of CORRECT"),
         ({"evaluations": [{"question": "q"}]}, r"no answer in it"),  # retrieval records alone
     ]:
         data = json.dumps(document).encode()
