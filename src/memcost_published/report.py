@@ -206,12 +206,17 @@ def section_published(view: RunView) -> list[str]:
     if table is None:
         return lines + [NONE_READ[0].upper() + NONE_READ[1:], ""]
     lines += _runs(table)
-    unpaired = [p["name"] for p in metrics.get("paired") or [] if not p["paired"]]
+    unpaired = [
+        f"{p['name']} ({p['answers'] - p['paired']:,} of {p['answers']:,})"
+        for p in metrics.get("paired") or []
+        if p["paired"] < p["answers"]
+    ]
     if unpaired:
         lines += [
-            f"**Not paired with this run's questions:** {', '.join(unpaired)}. Their accuracy is "
-            "their file's own; the pairs, categories and gold ceiling leave them out (notebook 00 "
-            "read other questions, or none, for their dataset).",
+            f"**Answers that match no question of this run:** {', '.join(unpaired)}. They count "
+            "in their run's accuracy (their file's own verdicts); the pairs, categories and gold "
+            "ceiling leave them out (notebook 00 read other questions, or none, for their "
+            "dataset).",
             "",
         ]
     for dataset, ceiling in (metrics.get("ceiling") or {}).items():

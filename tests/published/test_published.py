@@ -488,7 +488,7 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert "| sample_memory | memory | gpt-4o-mini | j × 1 |" in report
     assert "| lme_memory | memory | gpt-4o-mini | j × 1 | 4 | 75.00% |" in report
     assert "**Left out**: no copy of the file where this run could read it" in report
-    assert "**Not paired with this run's questions:** lme_memory. Their accuracy is" in report
+    assert "**Answers that match no question of this run:** lme_memory (4 of 4). They" in report
     assert f"| absent_run | {folder / 'absent_run.json'}: not found;" in report
     assert f"| sample_memory | j/published | lexical/judge | {n} |" in report
     offline_judge = "; `lexical`: this repository's offline rule, not an LLM"
