@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memcost.stats import mcnemar_exact
-from memcost_published.runs import accepted, published_run
+from memcost.stats import majority_votes, mcnemar_exact
+from memcost_published.runs import accepted, judged_rows, published_run
 
 VOTE_AGREEMENT_COLUMNS = ["name", "judge_model", "votes", "n", "unanimous_pct", "fleiss_kappa"]
 JUDGE_AGREEMENT_COLUMNS = [
@@ -35,8 +35,8 @@ def fleiss_kappa(votes: Sequence[Sequence[bool]]) -> float:
     same (chance agreement is then total)."""
     table = np.asarray(votes, dtype=float)
     raters = table.shape[1]
-    accepted = table.sum(axis=1)
-    counts = np.column_stack([accepted, raters - accepted])  # answers x (accept, reject)
+    accepts = table.sum(axis=1)
+    counts = np.column_stack([accepts, raters - accepts])  # answers x (accept, reject)
     per_answer = ((counts**2).sum(axis=1) - raters) / (raters * (raters - 1))
     shares = counts.sum(axis=0) / counts.sum()
     chance = float((shares**2).sum())
@@ -67,10 +67,10 @@ def vote_agreement(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd
 
 
 def published_verdicts(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd.DataFrame:
-    """Each published judge's verdict (the majority of its votes) per answer it judged, in the
-    long form :func:`judge_agreement` reads: ``answers`` (the run), ``question_id``, ``judge``
+    """Each published judge's verdict (the majority of its votes) per paired answer, in the long
+    form :func:`judge_agreement` reads: ``answers`` (the run), ``question_id``, ``judge``
     (``<model>/published``), ``accepted``."""
-    judged = aligned[aligned["question_id"].notna() & (aligned["votes"].map(len) > 0)]
+    judged = judged_rows(aligned)
     return pd.DataFrame(
         {
             "answers": judged["run"],
@@ -85,18 +85,21 @@ def published_verdicts(aligned: pd.DataFrame, extra: str | Path | None = None) -
 
 
 def repository_verdicts(judgments: pd.DataFrame) -> pd.DataFrame:
-    """This repository's judge's verdicts (the majority of its primary votes) on published
-    answers, as :func:`published_verdicts`: ``judge`` is ``<judge_model>/<prompt>``."""
-    primary = judgments[judgments["primary"].astype(bool)]
-    correct = primary["label"].astype(str).str.upper() == "CORRECT"
-    keys = [
-        primary["system"],
-        primary["question_id"].astype(str),
-        primary["judge_model"].astype(str) + "/" + primary["prompt_name"].astype(str),
-    ]
-    majority = correct.groupby(keys).mean() > 0.5  # fmt: skip
-    return (
-        majority.rename("accepted").rename_axis(["answers", "question_id", "judge"]).reset_index()
+    """This repository's judge's verdicts (the majority of its primary votes; unjudged votes
+    left out, as in notebook 04) on published answers, as :func:`published_verdicts`: ``judge``
+    is ``<judge_model>/<prompt>``."""
+    primary = judgments[judgments["primary"].astype(bool)].assign(
+        judge=lambda f: f["judge_model"].astype(str) + "/" + f["prompt_name"].astype(str)
+    )
+    votes = majority_votes(primary, ["system", "question_id", "judge"])
+    votes = votes[votes["judged"]]
+    return pd.DataFrame(
+        {
+            "answers": votes["system"],
+            "question_id": votes["question_id"].astype(str),
+            "judge": votes["judge"],
+            "accepted": votes["correct"].astype(bool),
+        }
     )
 
 
@@ -162,17 +165,17 @@ def order_under_judges(verdicts: pd.DataFrame) -> pd.DataFrame:
     """For each two sets of answers to shared questions and each judge that judged both: which
     is ahead on the shared questions; ``holds``: the same one is ahead (or both tie) under every
     such judge."""
-    accepted = verdicts.pivot_table(
+    table = verdicts.pivot_table(
         index="question_id", columns=["answers", "judge"], values="accepted", aggfunc="first"
     )
     names = list(dict.fromkeys(verdicts["answers"]))
     rows = []
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            judges = [j for j in accepted[a].columns if j in accepted[b].columns]
+            judges = [j for j in table[a].columns if j in table[b].columns]
             leads = {}
             for judge in judges:
-                both = pd.concat([accepted[a][judge], accepted[b][judge]], axis=1).dropna()
+                both = pd.concat([table[a][judge], table[b][judge]], axis=1).dropna()
                 if len(both):
                     leads[judge] = (
                         len(both),

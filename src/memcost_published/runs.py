@@ -275,8 +275,8 @@ def _mem0_benchmarks(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Mem0's benchmark runs: ``evaluations``, one judgment per retrieval cut-off (one cut-off
     per file). LoCoMo rows carry ``conversation_idx`` and ``category``; LongMemEval rows the
     dataset's own ``question_id`` and ``question_type``; the judge says CORRECT / PASS. The
-    open-source runs list most questions twice, a record of the retrieval alone and the answered
-    one: only answered records are read, so each question counts once."""
+    open-source runs list questions twice, a record of the retrieval alone and the answered one:
+    only answered records are read, so each question counts once."""
     for item in document["evaluations"]:
         if "cutoff_results" not in item:
             continue
