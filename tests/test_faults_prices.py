@@ -119,6 +119,89 @@ def test_a_bad_price_names_the_entry(value):
         normalise_price_overrides(value)
 
 
+BAD_PRICES = [
+    # (the override, what the one line says): a negative price once passed the budget guard and
+    # made every request look free; text and NaN once reached the arithmetic
+    ("{gpt-5-mini: {input: -1, output: -1}}", "price_overrides['gpt-5-mini'].input=-1 must be"),
+    ("{gpt-5-mini: {output: -0.5}}", "price_overrides['gpt-5-mini'].output=-0.5 must be"),
+    ("{gpt-5-mini: {cached_input: -2}}", "price_overrides['gpt-5-mini'].cached_input=-2"),
+    ("{gpt-5-mini: {input: abc}}", "price_overrides['gpt-5-mini'].input='abc' is not a number"),
+    ("{gpt-5-mini: {input: .nan}}", "price_overrides['gpt-5-mini'].input=nan must be"),
+    ("{gpt-5-mini: {input: .inf}}", "price_overrides['gpt-5-mini'].input=inf must be"),
+    ("{gpt-5-mini: {batch_multiplier: -2}}", "batch_multiplier=-2 must be"),
+    ("{gpt-5-mini: {flex_multiplier: 3}}", "flex_multiplier=3 must be between 0 and 1"),
+    ("{gpt-5-mini: {input: true}}", "input=True is not a number"),
+    ("{gpt-5-mini: {inptu: 0.1}}", "has unknown field(s) ['inptu']"),
+    ("{text-embedding-3-small: -1}", "price_overrides['text-embedding-3-small']=-1 must be"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), BAD_PRICES)
+def test_a_bad_price_stops_the_run_before_any_request(
+    tmp_path, capsys, monkeypatch, override, message
+):
+    monkeypatch.setenv("MEMCOST_TEST_KEY", TEST_KEY)
+    with FakeOpenAIServer(api_key=TEST_KEY) as server:
+        code = main(
+            [
+                "run",
+                "--params",
+                "smoke",
+                "--run-name",
+                str(tmp_path / "run"),
+                "--datasets",
+                "locomo",
+                "--steps",
+                "00,01",
+                "-p",
+                "backend=custom",
+                "-p",
+                f"base_url={server.url}",
+                "-p",
+                "client={api_key_env: MEMCOST_TEST_KEY}",
+                "-p",
+                "max_cost_usd=0.002",
+                "-p",
+                f"price_overrides={override}",
+            ]
+        )
+        sent = len(server.requests)
+    err = capsys.readouterr().err
+    assert code == 2
+    problems = [ln for ln in err.splitlines() if "error:" in ln]
+    assert len(problems) == 1 and message in problems[0], err
+    assert "Traceback" not in err
+    assert sent == 0
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_client_built_in_python_checks_its_prices_too(run_paths, tmp_path):
+    with pytest.raises(ValueError, match=r"price_overrides\['gpt-5-mini'\]\.output=-1 must be"):
+        api_client(
+            run_paths,
+            "http://127.0.0.1:9/v1",
+            tmp_path,
+            max_cost_usd=0.01,
+            price_overrides={"gpt-5-mini": {"output": -1}},
+        )
+
+
+def test_every_price_is_checked_where_it_is_made():
+    from dataclasses import replace
+
+    from memcost.catalog import PRICES, price_for
+
+    row = PRICES["gpt-4o-mini"]
+    with pytest.raises(ValueError, match=r"price of 'gpt-4o-mini' \(.+\): input=-0.15 must be"):
+        replace(row, input=-0.15)
+    with pytest.raises(ValueError, match="long_context_threshold=0.5 must be a whole number"):
+        replace(row, long_context_threshold=0.5)
+    # a plugin or notebook that hands overrides straight to the price table is checked as well
+    with pytest.raises(ValueError, match=r"price_overrides\['gpt-4o-mini'\]\.input=-1"):
+        price_for("gpt-4o-mini", {"gpt-4o-mini": {"input": -1}})
+    assert price_for("gpt-4o-mini", {"gpt-4o-mini": {"input": 0}}).input == 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_custom_model_declared_free_runs_notebook_01(tmp_path):

@@ -4,6 +4,7 @@ can do, what it costs on a date, when it is shut down, and the prompt-cache rule
 from __future__ import annotations
 
 import csv
+import math
 import os
 import re
 from collections import deque
@@ -254,6 +255,51 @@ CACHED_INPUT_STEP_TOKENS = 128  # ... and grows in 128-token steps
 RETENTION_FIELDS = {"30m": "cache_write_30m", "12h": "cache_write_12h", "24h": "cache_write_24h"}
 
 
+# The numeric fields of a price and what each may hold; the optional ones may be None.
+PRICE_RATES = (
+    "input",
+    "output",
+    "cached_input",
+    "cache_write_30m",
+    "cache_write_12h",
+    "cache_write_24h",
+)  # USD per 1M tokens
+PRICE_SHARES = ("batch_multiplier", "flex_multiplier")  # the share of the list price paid
+PRICE_NUMBERS = (
+    *PRICE_RATES,
+    *PRICE_SHARES,
+    "in_memory_retention_minutes",
+    "extended_retention_hours",
+    "long_context_threshold",
+    "long_context_input_multiplier",
+    "long_context_output_multiplier",
+)
+_REQUIRED_NUMBERS = (
+    "input",
+    "output",
+    "in_memory_retention_minutes",
+    "long_context_input_multiplier",
+    "long_context_output_multiplier",
+)
+
+
+def price_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the field ``name`` of a :class:`Price` (``None``: it can)."""
+    if value is None:
+        return "is missing: a price needs it" if name in _REQUIRED_NUMBERS else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not a number" + (" (USD per 1M tokens)" if name in PRICE_RATES else "")
+    if not math.isfinite(value) or value < 0:
+        return "must be a number of 0 or more" + (
+            " (USD per 1M tokens; 0 = free)" if name in PRICE_RATES else ""
+        )
+    if name in PRICE_SHARES and value > 1:
+        return "must be between 0 and 1 (the share of the list price paid)"
+    if name == "long_context_threshold" and (value != int(value) or value < 1):
+        return "must be a whole number of prompt tokens, 1 or more"
+    return None
+
+
 @dataclass(frozen=True)
 class Price:
     """Per-1M-token prices of one model. ``cached_input`` ``None``: no cache discount; reasoning
@@ -282,6 +328,17 @@ class Price:
     long_context_threshold: int | None = None
     long_context_input_multiplier: float = 1.0  # input, cached read and cache write
     long_context_output_multiplier: float = 1.0
+
+    def __post_init__(self) -> None:
+        # Every price is checked where it is made (the table, an override, a plugin's own), so a
+        # negative or missing rate can never lower a bill or pass the budget.
+        for name in PRICE_NUMBERS:
+            value = getattr(self, name)
+            problem = price_problem(name, value)
+            if problem:
+                raise ValueError(
+                    f"price of {self.model!r} ({self.source}): {name}={value!r} {problem}"
+                )
 
     @property
     def cached_rate(self) -> float:
@@ -413,7 +470,21 @@ def _row_on(name: str, on: str | None) -> Price | None:
 PRICES: dict[str, Price] = {name: _row_on(name, None) for name in PRICE_SCHEDULES}  # type: ignore[misc]
 
 _REQUIRED_FOR_NEW = ("input", "output")  # an override may not invent a price by omission
-_FIELDS = {f.name for f in fields(Price)}
+PRICE_FIELDS = frozenset(f.name for f in fields(Price))
+
+
+def checked_override(model: Any, price: Mapping[Any, Any]) -> dict[str, Any]:
+    """One model's ``price_overrides`` mapping, each field checked as the table's own are."""
+    unknown = sorted(str(k) for k in price if k not in PRICE_FIELDS or k == "model")
+    if unknown:
+        raise ValueError(
+            f"price_overrides[{model!r}] has unknown field(s) {unknown}; valid: "
+            f"{', '.join(sorted(PRICE_FIELDS - {'model'}))}"
+        )
+    for name, value in price.items():
+        if name in PRICE_NUMBERS and (problem := price_problem(name, value)):
+            raise ValueError(f"price_overrides[{model!r}].{name}={value!r} {problem}")
+    return dict(price)
 
 
 class UnknownPriceError(KeyError):
@@ -432,13 +503,7 @@ def price_for(
         for key, values in overrides.items():
             if canonical_name(key) != name:
                 continue
-            values = dict(values)
-            unknown = sorted(set(values) - _FIELDS)
-            if unknown:
-                raise ValueError(
-                    f"price_overrides[{key!r}] has unknown field(s) {unknown}; "
-                    f"valid: input, cached_input, output, batch_multiplier, source, date, note"
-                )
+            values = checked_override(key, values)
             row = _row_on(name, on)
             if row is not None:
                 return replace(row, **{"source": "price_overrides", **values})

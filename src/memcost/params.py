@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from memcost.calls import STAGES
-from memcost.catalog import per_model
+from memcost.catalog import checked_override, per_model, price_problem
 from memcost.paper import EMBEDDING_MODEL, EXTRACTION_MODEL, JUDGE_MODEL, READER_MODEL
 
 # The client parameters every notebook that calls a model declares on their own: where calls go
@@ -396,9 +396,9 @@ def normalise_price_overrides(value: Any) -> dict[str, dict[str, Any]]:
                 "tokens, 0 = free) or a mapping such as {input: 0.2, output: 0.6}"
             )
         if isinstance(price, Mapping):
-            out[str(model)] = dict(price)
-        elif price < 0:
-            raise ValueError(f"price_overrides[{model!r}]={price!r}: a price cannot be negative")
+            out[str(model)] = checked_override(model, price)
+        elif problem := price_problem("input", price):
+            raise ValueError(f"price_overrides[{model!r}]={price!r} {problem}")
         else:
             # every token at that price: cached input too (a free model's cache costs nothing)
             out[str(model)] = dict.fromkeys(("input", "cached_input", "output"), float(price))

@@ -17,7 +17,12 @@ from memcost.catalog import (
 )
 from memcost.llm.offline import DEFAULT_DIMS
 from memcost.llm.providers import BACKENDS
-from memcost.params import BATCH_RETRY_MODES, CACHE_MODES, normalise_execution
+from memcost.params import (
+    BATCH_RETRY_MODES,
+    CACHE_MODES,
+    normalise_execution,
+    normalise_price_overrides,
+)
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,7 @@ class ClientConfig:
             reuse_runs=tuple(str(r) for r in reuse_runs or ()),
             max_concurrency=int(max_concurrency),
             max_cost_usd=max_cost_usd,
-            price_overrides={k: dict(v) for k, v in (price_overrides or {}).items()},
+            price_overrides=normalise_price_overrides(price_overrides),
             env_file=Path(env_file) if env_file is not None else None,
             # Models on a server of the caller's own (Ollama, vLLM): declared, never guessed.
             model_capabilities={
