@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,13 @@ class AnswerWriter:
     ``write(record)``. A latest record with an ``error``, or (with a ``fingerprint``) made with
     other settings, is not done: a rerun asks again."""
 
-    def __init__(self, ds: DatasetPaths, system: str, fingerprint: str | None = None):
+    def __init__(
+        self,
+        ds: DatasetPaths,
+        system: str,
+        fingerprint: str | None = None,
+        on_ledger: Collection[str] | None = None,
+    ):
         system_kind(system)
         self.system = system
         self.fingerprint = fingerprint
@@ -149,6 +156,19 @@ class AnswerWriter:
                 self.done.discard(r["question_id"])
             else:
                 self.done.add(r["question_id"])
+        if on_ledger is not None:
+            # An answer whose call is not in the store of calls (its record lost with a full disk
+            # or a deleted store) is asked again: the cost tables count every answer they show.
+            unrecorded = self.done - set(on_ledger)
+            if unrecorded:
+                self.done -= unrecorded
+                print(
+                    f"memcost: {len(unrecorded)} answer(s) of {system} in {self.path.name} have "
+                    "no call in the run's store of calls (its record was lost): asked again, so "
+                    "that the cost tables count them",
+                    file=sys.stderr,
+                    flush=True,
+                )
         # Synced at most once a second, not per answer (the offline backend's largest cost per
         # answer): a kill loses nothing, a power cut at most the last second's answers, which a
         # rerun asks again (from the response cache where it kept them).

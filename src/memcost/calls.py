@@ -11,6 +11,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -24,6 +25,8 @@ STORE_NAME = "calls.sqlite"  # in the run directory
 
 # Ledger stage labels (docs/architecture.md, "The store of calls").
 STAGES = ("extract", "update", "embed", "read", "long_context", "judge")
+ANSWER_STAGES = ("read", "long_context")  # the calls that answer a question
+BUILD_STAGES = ("extract", "update", "embed")  # the calls that build a user's memory
 
 # The record schema, in this order; the request's tags follow.
 BASE_FIELDS = (
@@ -435,6 +438,20 @@ class CallStore:
         rows = self._connect().execute("SELECT record FROM calls ORDER BY seq")
         found = [self._readable(r[0], "a call record", "its cost is missing") for r in rows]
         return [r for r in found if r is not None]
+
+    def on_ledger(self, stages: Sequence[str], *names: str) -> Counter[tuple[Any, ...]]:
+        """How many calls of ``stages`` are recorded without an error, by the values of their
+        record fields ``names``: what a resume checks its finished work against."""
+        self.flush()
+        columns = ", ".join(f"json_extract(record, '$.{name}')" for name in names)
+        marks = ", ".join("?" for _ in stages)
+        rows = self._connect().execute(
+            f"SELECT {columns}, COUNT(*) FROM calls WHERE json_valid(record) "
+            f"AND json_extract(record, '$.stage') IN ({marks}) "
+            f"AND coalesce(json_extract(record, '$.error'), '') = '' GROUP BY {columns}",
+            tuple(stages),
+        )
+        return Counter({tuple(row[:-1]): int(row[-1]) for row in rows})
 
     def _readable(self, text: Any, what: str, consequence: str) -> dict[str, Any] | None:
         """A row's JSON, or ``None`` with one line when it is damaged: one bad row never stops a

@@ -22,7 +22,7 @@ import memcost_systems.stored as store
 from memcost.io import Bar
 from memcost.llm import LLMClient
 from memcost.manifest import fingerprint
-from memcost.memory.base import MemorySystem, SystemBuild, system_dir
+from memcost.memory.base import MemorySystem, SystemBuild, recorded_builds, system_dir
 from memcost.paths import REPO_ROOT
 from memcost_systems.gateway import Gateway, Route
 
@@ -121,6 +121,7 @@ class LibrarySystem(MemorySystem):
         report = SystemBuild(self.name, users=len(groups))
         fingerprint = self.fingerprint(client)
         done = store.finished(self.folder, list(groups), fingerprint)
+        done = set(recorded_builds(client, self.answers_as, done))
         report.resumed = len(done)
         todo = [u for u in groups if u not in done]
         try:

@@ -24,6 +24,7 @@ from memcost.memory.base import (
     SystemBuild,
     read_done,
     read_failed,
+    recorded_builds,
     rows_by_user,
     system_dir,
 )
@@ -88,10 +89,11 @@ def record_failures(folder: Path, failures: dict[str, str]) -> None:
         write_json(folder / "failed.json", {**read_failed(folder), **failures})
 
 
-def finished(folder: Path, users: list[str], fingerprint: str) -> set[str]:
+def finished(folder: Path, users: list[str], fingerprint: str) -> dict[str, int]:
+    """The users built with ``fingerprint``, each with the chat calls its build made."""
     done = read_done(folder)
     return {
-        u
+        u: int(done[u].get("calls", 0))
         for u in users
         if done.get(u, {}).get("fingerprint") == fingerprint and _user_file(folder, u).is_file()
     }
@@ -283,6 +285,7 @@ class StoredSystem(MemorySystem):
         report = SystemBuild(self.name, users=len(groups))
         fingerprint = self.fingerprint(client)
         done = finished(self.folder, list(groups), fingerprint)
+        done = set(recorded_builds(client, self.answers_as, done))
         report.resumed = len(done)
         ingests = {u: self.start(u, g) for u, g in groups.items() if u not in done}
         report.failed = run_waves(

@@ -3,7 +3,8 @@ resume keeps (docs/architecture.md, "The judge")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -294,16 +295,22 @@ def _still_to_ask(
     identity: str,
     earlier: list[dict[str, Any]],
     primary_of: Mapping[str, bool],
+    on_ledger: Collection[tuple[Any, ...]],
 ) -> tuple[list[dict[str, Any]], list[ChatRequest]]:
     """The earlier votes that answer one of ``requests`` exactly (rule and UNJUDGED votes are
-    redone), and the requests none answers."""
+    redone, and so is a vote whose call, ``(request_hash, vote, system, question_id)``, is not
+    ``on_ledger``), and the requests none answers."""
     keyed = {
         _vote_key(r.key(identity), r.tags["system"], r.tags["question_id"], r.sample_index): r
         for r in requests
     }
-    kept, done = [], set()
+    kept, done, unrecorded = [], set(), 0
     for record in earlier:
         if record.get("backend") == RULE or record.get("label") == UNJUDGED:
+            continue
+        call = ("request_hash", "vote", "system", "question_id")
+        if tuple(record.get(name) for name in call) not in on_ledger:
+            unrecorded += 1
             continue
         key = _vote_key(
             record.get("request_hash"),
@@ -315,6 +322,13 @@ def _still_to_ask(
             record["primary"] = primary_of.get(str(record.get("prompt_name")), False)
             kept.append(record)
             done.add(key)
+    if unrecorded:
+        print(
+            f"memcost: {unrecorded} judge vote(s) have no call in the run's store of calls (its "
+            "record was lost): asked again, so that the cost tables count them",
+            file=sys.stderr,
+            flush=True,
+        )
     return kept, [r for key, r in keyed.items() if key not in done]
 
 
@@ -349,7 +363,10 @@ def run_judging(
         max_output_tokens=max_output_tokens,
     )
     earlier = read_jsonl(path, missing_ok=True)
-    kept, pending = _still_to_ask(requests, identity, earlier, primary_of)
+    on_ledger = client.store.on_ledger(
+        ("judge",), "request_hash", "sample_index", "system", "question_id"
+    )
+    kept, pending = _still_to_ask(requests, identity, earlier, primary_of, on_ledger)
     rules = rule_records(
         items, mode=plan.mode, prompt_names=prompt_names, n_votes=n_votes, judge_label=judge_label
     )
@@ -411,7 +428,10 @@ def judge_one(
         max_output_tokens=max_output_tokens,
     )
     earlier = read_jsonl(path, missing_ok=True)
-    votes, pending = _still_to_ask(requests, identity, earlier, {prompt_name: True})
+    on_ledger = client.store.on_ledger(
+        ("judge",), "request_hash", "sample_index", "system", "question_id"
+    )
+    votes, pending = _still_to_ask(requests, identity, earlier, {prompt_name: True}, on_ledger)
     if pending:
         with judgment_appender(path) as appender:
 

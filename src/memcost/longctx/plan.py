@@ -13,6 +13,7 @@ import pandas as pd
 
 from memcost import answers
 from memcost.answers import AnswerWriter, system_name
+from memcost.calls import ANSWER_STAGES
 from memcost.catalog import Declared, slug
 from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.longctx.history import (
@@ -480,8 +481,14 @@ def answer_questions(
     conversation's first question goes alone and its others after it. The answers written per
     system."""
     answers.write_not_asked(ds, planned.skipped, [*planned.systems, *planned.skipped["system"]])
+    recorded = client.store.on_ledger(ANSWER_STAGES, "system", "question_id")
     writers = {
-        system: AnswerWriter(ds, system, system_fingerprint(client, ds, planned, system))
+        system: AnswerWriter(
+            ds,
+            system,
+            system_fingerprint(client, ds, planned, system),
+            {str(q) for s, q in recorded if s == system},
+        )
         for system in planned.systems
     }
     written: dict[str, int] = dict.fromkeys(planned.systems, 0)

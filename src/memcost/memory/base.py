@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from memcost.answers import MEMORY_SYSTEM_RE
+from memcost.calls import BUILD_STAGES
 from memcost.io import read_json
 from memcost.llm import LLMClient
 from memcost.paper import MEASURED, PAPER_SETTINGS
@@ -318,3 +321,28 @@ def read_done(folder: Path) -> dict[str, dict[str, Any]]:
 def read_failed(folder: Path) -> dict[str, str]:
     path = folder / "failed.json"
     return dict(read_json(path)) if path.is_file() else {}
+
+
+def recorded_builds(client: LLMClient, system: str, done: Mapping[str, int]) -> list[str]:
+    """The users of ``done`` (marked built, each with the chat calls its marker counts) whose
+    build is in the run's store of calls: at least that many chat calls (a build that made none,
+    such as RAG's, which only embeds, is taken as recorded).
+    The others had their records lost (a full disk, a deleted store): they are built again, so
+    that the cost tables count every memory the run shows."""
+    calls = client.store.on_ledger(BUILD_STAGES, "system", "conversation_id", "stage")
+    chats: Counter[str] = Counter()
+    built: set[str] = set()
+    for (name, user, stage), n in calls.items():
+        if name == system:
+            built.add(str(user))
+            chats[str(user)] += n if stage != "embed" else 0
+    kept = [u for u, needed in done.items() if not needed or (u in built and chats[u] >= needed)]
+    if len(kept) < len(done):
+        print(
+            f"memcost: {len(done) - len(kept)} user(s) of {system} marked built lack build calls "
+            "in the run's store of calls (their records were lost): built again, so that the cost "
+            "tables count them",
+            file=sys.stderr,
+            flush=True,
+        )
+    return kept

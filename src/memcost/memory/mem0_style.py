@@ -23,6 +23,7 @@ from memcost.memory.base import (
     MemorySystem,
     Recall,
     SystemBuild,
+    recorded_builds,
     register,
     rows_by_user,
 )
@@ -295,6 +296,7 @@ class UserState:
     candidates: dict[int, list[Candidate]] = field(default_factory=dict)
     segment_rows: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0  # extraction and update calls made (its ledger records, checked on resume)
 
 
 @dataclass
@@ -393,6 +395,8 @@ def extract(
     jobs = [(u, s) for u, st in states.items() for s in st.plan.segments if s.person_messages]
     results = extract_segments(client, config, [s for _, s in jobs], desc="extract facts")
     report.extraction_calls = len(jobs)
+    for u, _ in jobs:
+        states[u].calls += 1
     outcome = {(u, s.index): r for (u, s), r in zip(jobs, results, strict=True)}
     for u, state in states.items():
         for seg in state.plan.segments:
@@ -459,6 +463,8 @@ def update_wave(
         else []
     )
     report.update_calls += len(calls)
+    for u, *_ in calls:
+        states[u].calls += 1
     planned = []
     for (u, cands, compared, step), result in zip(calls, results, strict=True):
         if result.ok:
@@ -534,7 +540,9 @@ class MemoryBuilder:
         plans = self.plan(conversations, users)
         self.inputs = conversation_hashes(conversations)
         report = BuildReport(users=len(plans))
-        report.resumed = [u for u in plans if self.is_done(u)]
+        done = {u: files.read_done(self.ds, u) or {} for u in plans if self.is_done(u)}
+        finished = {u: int(marker.get("calls", 0)) for u, marker in done.items()}
+        report.resumed = recorded_builds(self.client, SYSTEM, finished)
         pending = [u for u in plans if u not in set(report.resumed)]
         states = {u: UserState(plans[u], UserMemory(u)) for u in pending}
         extract(self.client, self.config, states, report)
@@ -610,6 +618,7 @@ class MemoryBuilder:
             facts=len(facts),
             active_facts=len(active),
             segments=len(state.plan.segments),
+            calls=state.calls,
             failed_segments=sum(r["status"] == "failed" for r in state.segment_rows),
         )
         if on_user is not None:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from memcost import answers
 from memcost.answers import AnswerWriter
-from memcost.calls import SHARED_PREFIX_TAG
+from memcost.calls import ANSWER_STAGES, SHARED_PREFIX_TAG
 from memcost.catalog import cacheable, generation_params
 from memcost.llm import CallResult, ChatRequest, LLMClient
 from memcost.manifest import fingerprint
@@ -131,7 +131,9 @@ def answer_with_system(
             "mode": mode,
         },
     )
-    with AnswerWriter(system.ds, system.answers_as, settings) as writer:
+    recorded = client.store.on_ledger(ANSWER_STAGES, "system", "question_id")
+    on_ledger = {str(q) for s, q in recorded if s == system.answers_as}
+    with AnswerWriter(system.ds, system.answers_as, settings, on_ledger) as writer:
         pending = set(writer.pending(questions["question_id"].astype(str).tolist()))
         report.resumed = len(questions) - len(pending)
         context: dict[str, dict[str, Any]] = {}

@@ -659,6 +659,34 @@ def check_answer_files(preset: Preset, run_dir: Path) -> None:
             )
 
 
+def check_store(preset: Preset, run_dir: Path) -> None:
+    """A run whose store of calls is gone but whose work is there would leave that work's calls
+    out of its cost tables. Offline, the resume makes them again (free, each said in one line);
+    with a paid backend it would pay again, so it is refused."""
+    run = RunPaths(run_dir)
+    if run.calls.exists():
+        return
+    work = [
+        path
+        for dataset in preset.datasets
+        for pattern in ("answers/answers_*.jsonl", "judgments.jsonl", "memory/**/done.json")
+        for path in run.dataset(dataset).root.glob(pattern)
+    ]
+    blocks = (preset.parameters, *preset.per_dataset.values())
+    routes = [
+        v for b in blocks for v in ((b.get("client") or {}).get("model_backends") or {}).values()
+    ]
+    paid = any(b.get("backend", "offline") != "offline" for b in blocks) or any(
+        r != "offline" for r in routes
+    )
+    if work and paid:
+        raise PresetError(
+            f"{run.calls}, the run's store of calls, is missing but the run holds answers, votes "
+            f"or memories ({work[0]}): its cost tables would leave their calls out, and a resume "
+            "would pay for them again. Put the file back, or start a new run (--run-name)"
+        )
+
+
 def check_plugins(preset: Preset, steps: list[str]) -> None:
     for plugin in plugins():
         if plugin.notebooks and not {p.name[:2] for p in plugin.notebooks} & set(steps):
@@ -696,6 +724,7 @@ def validate_run(preset: Preset, notebooks: Mapping[str, Path], run_dir: Path) -
         check_data_paths(preset, steps)
         check_prerequisites(preset, run_dir, steps)
         check_answer_files(preset, run_dir)
+        check_store(preset, run_dir)
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
