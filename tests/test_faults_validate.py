@@ -49,6 +49,10 @@ CASES = [
         "after the colon",
     ),
     (
+        ["--datasets", "locomo,locomo"],
+        "datasets names locomo more than once (locomo, locomo): each runs once",
+    ),
+    (
         ["-p", "memory_systems=[mem0_style, ragg]"],
         "parameter memory_systems: unknown memory system 'ragg'",
     ),

@@ -195,6 +195,12 @@ def load_preset(params: str | os.PathLike[str]) -> Preset:
 def validate_preset(preset: Preset, notebooks: Mapping[str, Path]) -> None:
     """Every parameter key is declared by a notebook the preset runs."""
     steps = selected_steps(preset, notebooks)
+    twice = sorted({n for n in preset.datasets if preset.datasets.count(n) > 1})
+    if twice:
+        raise PresetError(
+            f"datasets names {', '.join(twice)} more than once ({', '.join(preset.datasets)}): "
+            "each runs once, so name each once"
+        )
     missing = [s for s in steps if s not in notebooks]
     if missing:
         raise PresetError(
