@@ -217,3 +217,24 @@ def test_the_first_screen_gives_this_runs_break_even_with_either_constants(smoke
         "**This run's Table 5** (measured cost model): memory is cheaper per user from question "
         "13 at 30k, 10 at 100k, 9 at 200k, 9 at 500k tokens of history."
     )
+
+
+def test_markup_from_a_preset_or_its_data_is_shown_in_the_page_never_run(smoke_run, tmp_path):
+    """A preset description holding a script appeared raw in report.html, twice."""
+    import json
+    import shutil
+
+    from memcost.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(smoke_run.root, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    attack = '<script>alert("x")</script> <img src=x onerror=alert(1)> [go](javascript:alert(2))'
+    manifest["preset"]["description"] = attack
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert "<script" not in page and "<img src=x" not in page
+    assert page.count("&lt;script&gt;alert") == 2  # the brief and the table of what ran
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert page.count("<img") == page.count('<img alt="') > 0  # the figures, embedded, stay

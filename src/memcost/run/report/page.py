@@ -382,10 +382,15 @@ def render_html(markdown_text: str, root: Path) -> str:
 
     embedded = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", embed, markdown_text)
     title = markdown_text.splitlines()[0].lstrip("# ").replace("`", "").strip()
+    converter = md.Markdown(extensions=["tables"])
+    # Text from presets, parameters and data is shown, never run: raw HTML in the Markdown is
+    # escaped like any other text (the page's policy also refuses scripts).
+    converter.preprocessors.deregister("html_block")
+    converter.inlinePatterns.deregister("html")
     return (
         templates()
         .get_template("report.html.j2")
-        .render(title=html.escape(title), body=md.markdown(embedded, extensions=["tables"]))
+        .render(title=html.escape(title), body=converter.convert(embedded))
     )
 
 
