@@ -161,6 +161,32 @@ def test_a_relative_data_path_is_read_from_where_the_command_was_typed(tmp_path,
     assert empty.parameters["data_path"] == ""  # empty stays empty: the bundled sample
 
 
+def test_every_path_typed_is_read_from_where_the_command_was_typed(tmp_path, monkeypatch):
+    """Relative published_dir and registry (a plugin's parameters) and run directories given as
+    paths were read from notebooks/, where the kernels run; a bare run name stays runs/<name>."""
+    from memcost.run import discover_notebooks, resolve_preset
+
+    monkeypatch.chdir(tmp_path)
+    notebooks = discover_notebooks()
+    published = resolve_preset(
+        "published",
+        notebooks,
+        overrides={"published_dir": "copies", "registry": "more/runs.yaml"},
+    )
+    assert published.parameters["published_dir"] == str(tmp_path / "copies")
+    assert published.parameters["registry"] == str(tmp_path / "more" / "runs.yaml")
+    costs = resolve_preset(
+        "smoke",
+        notebooks,
+        overrides={
+            "extra_run_dirs": ["../shared/run-a", "run-b"],
+            "client": {"reuse_runs": ["share/teacher", "smoke-1"]},
+        },
+    )
+    assert costs.parameters["extra_run_dirs"] == [str(tmp_path / "../shared/run-a"), "run-b"]
+    assert costs.parameters["client"]["reuse_runs"] == [str(tmp_path / "share/teacher"), "smoke-1"]
+
+
 @pytest.mark.parametrize(
     ("code", "text"), [(28, "No space left on device"), (30, "Read-only file system")]
 )

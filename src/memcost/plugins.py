@@ -65,6 +65,8 @@ class Plugin:
     # refused in one line, before anything runs)
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     parameter_checks: tuple[Callable[[Mapping[str, Any]], None], ...] = ()
+    # its parameters that name a file or folder, read from where the command was typed
+    path_parameters: tuple[str, ...] = ()
     # what the command line says of its notebooks: "download" (one fails to download),
     # "estimate" (``memcost estimate`` of a paid run of one)
     hints: Mapping[str, str] = field(default_factory=dict)

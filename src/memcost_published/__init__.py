@@ -12,6 +12,7 @@ PLUGIN = Plugin(
     name="published",
     notebooks=(HERE / "notebooks" / "08_published_runs.ipynb",),
     presets=tuple(sorted((HERE / "presets").glob("*.yaml"))),
+    path_parameters=("published_dir", "registry"),
     report_sections=(
         Section("published", lines=section_published, after="headline", brief=published_brief),
     ),

@@ -64,11 +64,21 @@ RUNNER_KEYS = (
 # Parameters the runner fills in itself; a preset must not set them.
 RUNNER_FILLED = ("run_dir", "dataset")
 # Parameters that name a file or folder: a relative one is read from where the command was
-# typed (the notebooks run in notebooks/, where it would mean something else).
+# typed (the notebooks run in notebooks/, where it would mean something else). Plugins add their
+# own (Plugin.path_parameters). Run directories are resolved only when given as a path: a bare
+# name means runs/<name>.
 PATH_PARAMETERS = ("data_path",)
+RUN_DIR_LISTS = (((), "extra_run_dirs"), (("client",), "reuse_runs"))
 
 
 class PresetError(ValueError): ...
+
+
+def _typed_run_dir(value: Any) -> Any:
+    """A run directory typed as a path, made absolute; a bare name (runs/<name>) as it is."""
+    if isinstance(value, str) and ("/" in value or os.sep in value):
+        return str(Path(value).expanduser().absolute())
+    return value
 
 
 def default_steps(notebooks: Mapping[str, Path]) -> list[str]:
@@ -294,10 +304,17 @@ def resolve_preset(
         preset.per_dataset = {
             name: merge_parameters(block, overrides) for name, block in preset.per_dataset.items()
         }
+    paths = (*PATH_PARAMETERS, *(name for p in plugins() for name in p.path_parameters))
     for block in (preset.parameters, *preset.per_dataset.values()):
-        for name in PATH_PARAMETERS:
+        for name in paths:
             if isinstance(block.get(name), str) and block[name]:
                 block[name] = str(Path(block[name]).expanduser().absolute())
+        for within, name in RUN_DIR_LISTS:
+            holder = block
+            for key in within:
+                holder = holder.get(key) if isinstance(holder.get(key), dict) else {}
+            if isinstance(holder.get(name), list):
+                holder[name] = [_typed_run_dir(r) for r in holder[name]]
     # Keys are checked against every notebook the preset names, so running a subset of its
     # steps does not turn the other notebooks' keys into errors.
     validate_preset(preset, notebooks)
