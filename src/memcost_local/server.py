@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shlex
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,8 +26,8 @@ MODEL_NAME = "smollm2-135m-instruct"  # the name the server answers to and repor
 SLOTS = 2  # requests the server decodes at once: one per core (the local preset's concurrency)
 CONTEXT_PER_SLOT = 8_192  # SmolLM2's trained window
 REPEAT_PENALTY = 1.3  # llama.cpp's own default is 1.0 (none)
-# One port every time: the server's address is part of each call's cache key, so a resumed run
-# finds its answers only at the same address (another free port when this one is taken)
+# One port when it is free (another free port when it is taken: a loopback server's port takes no
+# part in a call's cache key, so a resumed run finds its answers either way)
 PORT = 18437
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -104,10 +106,23 @@ def _ready(base: str) -> bool:
 
 
 def serve_command(port: int, slots: int = SLOTS) -> list[str]:
-    """The child process that serves the model (``python -m memcost_local serve``)."""
+    """The child process that serves the model (``python -m memcost_local serve``), ending with
+    this process however it ends."""
     model = model_path()
     serving = [sys.executable, "-m", "memcost_local", "serve", "--port", str(port)]
-    return [*serving, "--slots", str(slots), "--model", str(model)]
+    return [*serving, "--slots", str(slots), "--model", str(model), "--parent", str(os.getpid())]
+
+
+def follow_parent(pid: int, every_s: float = 0.5) -> None:
+    """End this process once ``pid``, the run that started it, is gone: a run killed with
+    SIGKILL stops nothing itself, and its server held 600 MB and the port."""
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="follow-parent", daemon=True).start()
 
 
 @contextmanager
@@ -176,10 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     only.add_argument("--port", type=int, default=8080)
     only.add_argument("--slots", type=int, default=SLOTS)
     only.add_argument("--model", type=Path, default=None)
+    only.add_argument("--parent", type=int, default=None, help="stop when this process ends")
     argv = list(argv or [])
     args = parser.parse_args(argv if argv[:1] in (["run"], ["serve"]) else ["run", *argv])
     try:
         if args.command == "serve":
+            if args.parent:
+                follow_parent(args.parent)
             serve(args.model or model_path(), args.port, args.slots)
             return 0
         from memcost import cli

@@ -319,3 +319,65 @@ def test_the_runners_own_resume_line_names_make_local_not_the_gone_server(
     assert local.resume_line(args, "x") == (
         "python -m memcost_local run --params smoke --run-name x -p top_k=5"
     )
+
+
+def test_a_resume_whose_server_took_another_port_makes_no_call_again(run_paths, tmp_path):
+    """The port of a server on this machine was part of every call's cache key: a make local
+    resumed on another port (the first still held by its killed run's server) made every
+    finished call again."""
+    with FakeOpenAIServer(serves=LOCAL) as first:
+        client = local_client(run_paths, first.url, tmp_path, model_capabilities=DECLARED)
+        assert client.chat(question(1, model=LOCAL)).ok
+        client.close()
+    with FakeOpenAIServer(serves=LOCAL) as second:
+        assert second.port != first.port
+        client = local_client(run_paths, second.url, tmp_path, model_capabilities=DECLARED)
+        result = client.chat(question(1, model=LOCAL))
+        client.close()
+        sent = second.count()
+    assert result.ok and sent == 0
+    (record,) = read_calls(run_paths)
+    assert record["model"] == LOCAL
+
+
+FOLLOWING_CHILD = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import sys, time; from memcost_local.server import follow_parent; "
+    "follow_parent(int(sys.argv[1]), every_s=0.1); time.sleep(60)", str(os.getpid())])
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie waiting for a parent that does not reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_model_server_ends_with_the_run_even_when_the_run_is_killed(monkeypatch):
+    import os
+    import signal
+    import time
+
+    from memcost_local import server as local
+
+    monkeypatch.setattr(local, "model_path", lambda: Path("model.gguf"))
+    command = local.serve_command(8080)
+    assert command[-2:] == ["--parent", str(os.getpid())]
+    run = subprocess.Popen([sys.executable, "-c", FOLLOWING_CHILD], stdout=subprocess.PIPE)
+    child = int(run.stdout.readline())
+    assert _alive(child)
+    os.kill(run.pid, signal.SIGKILL)  # what make local's process suffered
+    run.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(child):
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the server outlived the run that started it")

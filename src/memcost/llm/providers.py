@@ -294,10 +294,14 @@ PROVIDERS: dict[str, ProviderSpec] = {
 }
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where one model's calls go; ``identity`` (no credentials) is part of every cache key, so
-    answers from different hosts never mix."""
+    answers from different hosts never mix. A server on this machine is identified without its
+    port: a resumed run whose server had to take another port still finds its answers."""
 
     backend: str  # openai | openrouter | custom
     base_url: str
@@ -305,6 +309,9 @@ class Endpoint:
 
     @property
     def identity(self) -> str:
+        parts = urlsplit(self.base_url.rstrip("/"))
+        if parts.hostname in LOOPBACK:
+            return f"{self.backend}|{parts.scheme}://{parts.hostname}{parts.path}"
         return f"{self.backend}|{public_url(self.base_url)}"
 
     @property
