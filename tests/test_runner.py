@@ -535,3 +535,63 @@ def test_sigterm_ends_the_run_as_ctrl_c_does(tmp_path, notebooks, workers):
     assert {v["status"] for v in manifest["notebooks"].values()} == {"interrupted"}
     (log,) = (run_dir / "logs").glob("run-*.log")
     assert "\n=== interrupted (SIGTERM) at " in log.read_text()
+
+
+def test_a_run_stopped_between_two_notebooks_is_listed_as_interrupted(tmp_path, capsys):
+    """SIGTERM after one notebook finished and before the next began marked no notebook
+    interrupted, and ``memcost runs`` listed the run as "incomplete"."""
+    from memcost.cli import main, mark_interrupted
+
+    run = tmp_path / "stopped"
+    run.mkdir()
+    manifest = {
+        "run_name": "stopped",
+        "runs": [{"started_at": "2026-12-07T10:00:00+00:00", "steps": ["00", "01"]}],
+        "notebooks": {"locomo/00_prepare_data": {"status": "ok", "wall_s": 1.0}},
+    }
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    mark_interrupted(str(run), "SIGTERM")
+    recorded = json.loads((run / "manifest.json").read_text())["runs"][-1]
+    assert recorded["interrupted_by"] == "SIGTERM" and recorded["ended_at"]
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("stopped")]
+    assert "interrupted" in line.split()
+
+
+def test_a_kernel_killed_by_the_groups_signal_is_an_interruption_not_a_disk_fault(
+    tmp_path, capsys, monkeypatch
+):
+    """SIGTERM to the process group killed a kernel first; the runner's reset connection was
+    reported as "cannot write a file of the run: Connection reset by peer. Free space ..."."""
+    import signal
+
+    from memcost import cli
+
+    def killed(*args, **kwargs):
+        cli.STOP_SIGNALS.append(signal.SIGTERM)  # what the runner's own handler records
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    monkeypatch.setattr(cli, "run_preset", killed)
+    argv = ["run", "--params", "smoke", "--datasets", "locomo", "--run-name", str(tmp_path / "r")]
+    assert cli.main(argv) == 143
+    err = capsys.readouterr().err
+    assert "interrupted (stopped by SIGTERM)" in err and "Free space" not in err
+
+    def reset(*args, **kwargs):  # the same error with no signal: said as it is
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    monkeypatch.setattr(cli, "run_preset", reset)
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "error: [Errno 104] Connection reset by peer. Resume" in err
+    assert "Free space" not in err
+
+
+def test_a_run_name_too_long_for_the_file_system_is_one_line(tmp_path, capsys):
+    from memcost.cli import main
+
+    name = str(tmp_path / ("x" * 256))
+    assert main(["run", "--params", "smoke", "--datasets", "locomo", "--run-name", name]) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert "is longer than the file system allows: choose a shorter --run-name" in line
+    assert "Free space" not in line

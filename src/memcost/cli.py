@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import multiprocessing
 import os
 import shlex
@@ -37,7 +38,13 @@ from memcost.costs.estimate import (
 )
 from memcost.data.sources import display_path, downloaded, sample_path
 from memcost.llm.batch import BatchJournal
-from memcost.manifest import ManifestDamaged, read_manifest, wall_time_s
+from memcost.manifest import (
+    ManifestDamaged,
+    now_iso,
+    read_manifest,
+    update_manifest,
+    wall_time_s,
+)
 from memcost.params import merge_parameters
 from memcost.paths import RUNS_DIR, RunPaths
 from memcost.plugins import plugins
@@ -176,9 +183,15 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+# The stop signals this process received: a signal sent to the whole process group may kill a
+# kernel first, and the error that brings to the runner (a reset connection) is its doing.
+STOP_SIGNALS: list[int] = []
+
+
 def _stop_on(signum: int, _frame: Any) -> None:
     # Ctrl-C reaches every process of the terminal's group; a signal sent to the runner alone
     # is passed on to its helper processes (datasets side by side) as the Ctrl-C they expect
+    STOP_SIGNALS.append(signum)
     for child in multiprocessing.active_children():
         with contextlib.suppress(OSError):
             os.kill(child.pid, signal.SIGINT)
@@ -189,6 +202,7 @@ def command_run(args: argparse.Namespace) -> int:
     if threading.current_thread() is not threading.main_thread():  # signals reach the main one
         return _command_run(args)
     stops = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    STOP_SIGNALS.clear()
     before = {signum: signal.signal(signum, _stop_on) for signum in stops}
     try:
         return _command_run(args)
@@ -244,16 +258,24 @@ def _command_run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: no traceback, but how to go on
         signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
-        why = f"stopped by {signal.Signals(signum).name}" if isinstance(exc, Stopped) else ""
-        print(
-            f"\ninterrupted{f' ({why})' if why else ''}: the notebooks that finished and every "
-            f"answered call are kept (the manifest marks the stopped notebooks interrupted). "
-            f"Resume (answered calls are not sent again) with:\n"
-            f"  {resume_command(args, stopped_run(exc, args))}",
-            file=sys.stderr,
-        )
-        return 128 + signum  # as the shell reports a process ended by the signal
+        return _interrupted(args, exc, signum)
     except OSError as exc:  # a full disk, a read-only folder: where, what, and how to go on
+        if STOP_SIGNALS:  # a kernel the same signal killed first
+            return _interrupted(args, exc, STOP_SIGNALS[-1])
+        if exc.errno == errno.ENAMETOOLONG:
+            print(
+                f"\nerror: a name in {exc.filename} is longer than the file system allows: "
+                "choose a shorter --run-name",
+                file=sys.stderr,
+            )
+            return 2
+        if exc.filename is None and exc.errno not in FILE_ERRORS:
+            print(
+                f"\nerror: {exc}. Resume (finished work is kept) with:\n"
+                f"  {resume_command(args, stopped_run(exc, args))}",
+                file=sys.stderr,
+            )
+            return 1
         where = exc.filename or "a file of the run"
         print(
             f"\nerror: cannot write {where}: {exc.strerror or exc}. Free space or make it "
@@ -438,6 +460,8 @@ def run_status(manifest: dict[str, Any], root: Path) -> str:
             return "stopped at its budget"  # the limit it was given, not a fault
         if ended:
             return bad
+    if ((manifest.get("runs") or [{}])[-1]).get("interrupted_by"):
+        return "interrupted"  # between two notebooks
     if not (root / "report.md").is_file():
         return "incomplete"
     stems = {key.rsplit("/", 1)[-1] for key in entries}
@@ -795,8 +819,43 @@ def split_list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
+# What a disk or a folder says when it cannot take a file.
+FILE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+def _interrupted(args: argparse.Namespace, exc: BaseException, signum: int) -> int:
+    name = signal.Signals(signum).name
+    why = f" (stopped by {name})" if signum != signal.SIGINT else ""
+    mark_interrupted(stopped_run(exc, args), name)
+    print(
+        f"\ninterrupted{why}: the notebooks that finished and every answered call are kept (the "
+        "manifest marks the stopped notebooks interrupted). Resume (answered calls are not sent "
+        f"again) with:\n  {resume_command(args, stopped_run(exc, args))}",
+        file=sys.stderr,
+    )
+    return 128 + signum  # as the shell reports a process ended by the signal
+
+
 def stopped_run(exc: BaseException, args: argparse.Namespace) -> str:
     return getattr(exc, "run_dir", None) or args.run_name or "<run>"
+
+
+def mark_interrupted(run_dir: str, signal_name: str) -> None:
+    """The run's latest start ended by a signal, even between two notebooks (where no notebook is
+    marked interrupted): ``memcost runs`` says so."""
+    try:
+        run = RunPaths.from_param(run_dir)
+    except ValueError:
+        return
+    if not run.manifest.is_file():
+        return
+
+    def mutate(manifest: dict[str, Any]) -> None:
+        if manifest.get("runs"):
+            manifest["runs"][-1].update(interrupted_by=signal_name, ended_at=now_iso())
+
+    with contextlib.suppress(OSError, ManifestDamaged):
+        update_manifest(run, mutate)
 
 
 def run_steps(run_dir: str) -> list[str]:
