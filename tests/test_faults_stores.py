@@ -414,3 +414,61 @@ def test_a_paid_answer_that_meets_a_full_disk_waits_for_room_and_is_kept(
     assert len(records) == 30 and all(answer is not None for _, answer in _rows(run_paths))
     for conn in connections:
         conn.close()
+
+
+@pytest.fixture
+def read_only_share(tmp_path):
+    """A folder this process cannot write (a class's share of an instructor's runs): a
+    read-only bind mount for root, whom file modes do not stop; file modes for anyone else."""
+    import subprocess
+
+    share, view = tmp_path / "share", tmp_path / "view"
+    share.mkdir()
+    view.mkdir()
+
+    def seal() -> None:
+        if os.geteuid() == 0:
+            mounted = subprocess.run(["mount", "--bind", str(share), str(view)]).returncode == 0
+            if (
+                not mounted
+                or subprocess.run(["mount", "-o", "remount,ro,bind", str(view)]).returncode
+            ):
+                pytest.skip("a read-only folder needs a bind mount, which this machine refuses")
+        else:
+            subprocess.run(["chmod", "-R", "a-w", str(share)], check=True)
+            view.rmdir()
+            view.symlink_to(share)
+        assert not os.access(view, os.W_OK)
+
+    yield share, view, seal
+    if os.geteuid() == 0:
+        subprocess.run(["umount", str(view)], capture_output=True)
+    else:
+        subprocess.run(["chmod", "-R", "u+w", str(share)], check=True)
+
+
+def test_a_run_on_a_read_only_share_is_read_listed_and_reused(
+    paid_run, tmp_path, server, read_only_share, capsys
+):
+    import shutil
+
+    from memcost.cli import main
+
+    share, view, seal = read_only_share
+    shutil.copytree(paid_run.root, share / "teacher")
+    (share / "teacher" / "manifest.json").write_text('{"run_name": "teacher", "runs": [{}]}')
+    seal()
+    teacher = view / "teacher"
+    assert len(read_calls(teacher)) == 40
+    assert main(["runs", "--dir", str(view)]) == 0
+    (row,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("teacher")]
+    assert "damaged" not in row and "?" not in row  # once "store of calls damaged", cost "?"
+    assert main(["report", str(teacher)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {teacher} cannot be written (a read-only folder)")
+    # a student's run is served the instructor's answers from the share: nothing is sent
+    student = RunPaths(tmp_path / "student")
+    client = api_client(student, server.url, tmp_path, reuse_runs=[str(teacher)])
+    results = client.chat_many(QUESTIONS)
+    client.close()
+    assert all(r.ok for r in results) and server.count() == 0

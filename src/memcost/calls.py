@@ -212,6 +212,24 @@ def store_path(run_root: str | os.PathLike[str]) -> Path:
     return Path(run_root) / STORE_NAME
 
 
+def read_only_uri(path: Path) -> str:
+    """SQLite's address of a store opened only to read. In a folder this process cannot write
+    (a class's read-only share of an instructor's run) no lock file can be made: the store is
+    read as it is (``immutable``), which misses only writes left in a ``-wal`` file."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    if os.access(path.parent, os.W_OK):
+        return uri
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size:
+        print(
+            f"memcost: {path} is in a folder this process cannot write: its last writes, in "
+            f"{wal.name}, are not read (copy the run somewhere writable to read them)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return uri + "&immutable=1"
+
+
 class CallStore:
     """One run's calls, thread- and process-safe; ``reuse``: other runs whose answers it may serve
     (read-only)."""
@@ -223,9 +241,12 @@ class CallStore:
         reuse: Sequence[str | os.PathLike[str]] = (),
         busy_timeout_s: float = 60.0,
         set_aside_damaged: bool = False,
+        read_only: bool = False,
     ):
         self.path = store_path(run_root)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only  # a reader's: nothing is written, the folder may be read-only
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []  # by owning thread
@@ -253,15 +274,19 @@ class CallStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             # autocommit: each statement is its own transaction, so no write is left pending
+            address = (
+                read_only_uri(self.path)
+                if self.read_only
+                else f"file:{quote(str(self.path.resolve()))}"
+            )
             conn = sqlite3.connect(
-                f"file:{quote(str(self.path.resolve()))}", timeout=self._busy_timeout_s,
+                address, timeout=self._busy_timeout_s,
                 isolation_level=None, check_same_thread=False, uri=True,
             )  # fmt: skip
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
             conn.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL
             for i, other in enumerate(self._reuse):
-                uri = f"file:{quote(str(other.resolve()))}?mode=ro"
-                conn.execute(f"ATTACH DATABASE ? AS reuse{i}", (uri,))
+                conn.execute(f"ATTACH DATABASE ? AS reuse{i}", (read_only_uri(other),))
             self._local.conn = conn
             with self._lock:
                 # A thread that has ended closes no connection of its own: a client that sends
@@ -281,6 +306,8 @@ class CallStore:
             verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
             if verdict != "ok":
                 raise _Damaged(verdict)
+            if self.read_only:
+                return
             deadline = time.monotonic() + self._busy_timeout_s
             while True:  # WAL needs a moment of exclusive access: another process may hold it
                 try:
@@ -629,5 +656,5 @@ def read_calls(run: Any) -> list[dict[str, Any]]:
         root = root.parent
     if not store_path(root).is_file():
         return []
-    with CallStore(root) as store:
+    with CallStore(root, read_only=True) as store:
         return store.records()

@@ -161,8 +161,20 @@ def command_report(args: argparse.Namespace) -> int:
     if not paths.manifest.is_file():
         print(f"error: {paths.root} is not a run directory (no manifest.json)", file=sys.stderr)
         return 2
+    if not os.access(paths.root, os.W_OK):
+        print(
+            f"error: {paths.root} cannot be written (a read-only folder), and the report is "
+            f"written into the run: copy it first (cp -r {paths.root} <a folder of yours>) and "
+            "run memcost report on the copy",
+            file=sys.stderr,
+        )
+        return 2
     try:
         written = write_report(paths)
+    except OSError as exc:
+        where = exc.filename or "the report"
+        print(f"error: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     except ValueError as exc:  # a damaged file of the run, named in the message
         print(
             f"error: {exc}; resume the run to let its notebook write the file again, or delete "
