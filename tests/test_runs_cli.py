@@ -80,6 +80,27 @@ def test_clean_deletes_a_run_and_refuses_other_folders(runs, capsys):
     assert "is not a run" in capsys.readouterr().err
 
 
+def test_clean_never_deletes_what_a_link_points_to_or_a_classs_notebooks(runs, capsys):
+    (runs / "latest").symlink_to(runs / "good")
+    assert main(["clean", "latest", "--dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: latest is a link to {runs / 'good'}, not a run: remove the link" in err
+    assert (runs / "good" / "manifest.json").is_file()
+    # a workshop folder a class's run wrote into: the run goes, the class's notebooks stay
+    workshop = runs / "workshop"
+    shutil.copytree(runs / "good", workshop)
+    (workshop / "02_answer_from_memory.ipynb").write_text("{} edited by the class")
+    (workshop / "previous-20261207-101500").mkdir()
+    (workshop / "previous-20261207-101500" / "02_answer_from_memory.ipynb").write_text("{}")
+    assert main(["clean", "workshop", "--dir", str(runs)]) == 0
+    assert sorted(p.name for p in workshop.iterdir()) == [
+        "02_answer_from_memory.ipynb",
+        "previous-20261207-101500",
+    ]
+    assert (workshop / "02_answer_from_memory.ipynb").read_text() == "{} edited by the class"
+    assert "kept the 2 notebook(s) a class works in there" in capsys.readouterr().out
+
+
 def test_clean_asks_for_yes_before_it_deletes_paid_calls(runs, capsys):
     """A run's store of calls is what a resume reuses instead of paying again: a typo in
     ``clean`` must not throw away a paid run's calls."""

@@ -570,7 +570,15 @@ def command_runs(args: argparse.Namespace) -> int:
 
 def command_clean(args: argparse.Namespace) -> int:
     folder = Path(args.dir).resolve()
-    target = (folder / args.name).resolve()
+    named = folder / args.name
+    if named.is_symlink():
+        print(
+            f"error: {args.name} is a link to {named.resolve()}, not a run: remove the link "
+            f"with rm {named}, or clean the run it names",
+            file=sys.stderr,
+        )
+        return 2
+    target = named.resolve()
     if target.parent != folder or not (target / "manifest.json").is_file():
         print(
             f"error: {args.name} is not a run under {folder} (see `python -m memcost runs`)",
@@ -592,7 +600,16 @@ def command_clean(args: argparse.Namespace) -> int:
                 if said := running(target):
                     print(f"error: {args.name} is in use: {said}", file=sys.stderr)
                     return 2
-            shutil.rmtree(target)
+            kept = class_notebooks(target)
+            for path in target.iterdir():
+                if path in kept:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            if not kept:
+                target.rmdir()
     except RunLocked:
         holder = target / f"{LOCK_NAME}.holder"
         who = holder.read_text(encoding="utf-8").strip() if holder.is_file() else "a process"
@@ -602,8 +619,25 @@ def command_clean(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    print(f"deleted {target}")
+    if kept:
+        print(
+            f"deleted the run in {target}; kept the {len(kept)} notebook(s) a class works in "
+            f"there ({', '.join(sorted(p.name for p in kept))})"
+        )
+    else:
+        print(f"deleted {target}")
     return 0
+
+
+def class_notebooks(folder: Path) -> set[Path]:
+    """What ``memcost workshop`` put in a folder, and a class edited: its notebooks and the
+    ``previous-*`` copies of them. A run writes its notebooks one level down, never there."""
+    return {
+        path
+        for path in folder.iterdir()
+        if (path.suffix == ".ipynb" and path.is_file())
+        or (path.is_dir() and path.name.startswith("previous-") and any(path.glob("*.ipynb")))
+    }
 
 
 def _paid_calls(run_dir: Path) -> float:
