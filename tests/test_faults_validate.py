@@ -221,3 +221,34 @@ def test_a_disk_that_cannot_be_written_is_one_line_with_the_path_and_the_resume(
     assert "Traceback" not in err
     assert f"error: cannot write {target}: {text}" in err
     assert f"memcost run --params smoke --run-name {run_dir} --datasets locomo" in err
+
+
+PRESET_FILES = [
+    (b"description: caf\xe9\ndatasets: [locomo]\n", "not UTF-8 text (byte 0xe9 at position 16)"),
+    (b"datasets: [locomo]\nparameters: [1, 2]\n", "parameters must be a mapping, e.g. {top_k: 20}"),
+    (b"datasets: [locomo]\nper_dataset: [locomo]\n", "per_dataset must be a mapping, e.g."),
+    (b"datasets: [locomo]\nper_dataset:\n  locomo: [1]\n", "per_dataset.locomo must be a mapping"),
+    (b"datasets: {locomo: 1}\n", "datasets must be a list, e.g. [locomo, longmemeval]"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), PRESET_FILES)
+def test_a_preset_file_of_the_wrong_shape_is_one_line_naming_it(tmp_path, capsys, content, message):
+    preset = tmp_path / "mine.yaml"
+    preset.write_bytes(content)
+    code = main(["run", "--params", str(preset), "--run-name", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    (line,) = [ln for ln in err.splitlines() if "error:" in ln]
+    assert code == 2 and line == f"error: {preset}: {line.split(f'{preset}: ', 1)[1]}"
+    assert message in line and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_share_of_failures_that_is_not_a_fraction_is_refused(tmp_path, capsys):
+    for value in ("nan", "inf", "-0.1", "1.5"):
+        argv = ["run", "--params", "smoke", "--run-name", str(tmp_path / "run")]
+        assert main([*argv, "--allow-failures", value]) == 2
+        assert f"--allow-failures={float(value)!r}: expected a fraction from 0 to 1" in (
+            capsys.readouterr().err
+        )
+        assert not (tmp_path / "run").exists()

@@ -155,6 +155,11 @@ def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise PresetError(f"{path}: not valid YAML at {yaml_problem(exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise PresetError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at position {exc.start}): "
+            "save it as UTF-8"
+        ) from None
     if not isinstance(raw, Mapping):
         raise PresetError(f"{path}: a preset must be a mapping of keys, got {type(raw).__name__}")
     unknown = [key for key in raw if key not in RUNNER_KEYS]
@@ -181,17 +186,34 @@ def read_preset(path: Path, including: tuple[Path, ...] = ()) -> dict[str, Any]:
     return merged
 
 
+def _shaped(path: Path, raw: Mapping[str, Any], key: str, shape: type, example: str) -> Any:
+    """``raw[key]`` when it has the ``shape`` a preset's key has (``None``: empty), else one line
+    with an example; a single name stands for a list of one."""
+    value = raw.get(key)
+    if value is None:
+        return shape()
+    if shape is list and isinstance(value, (str, int)):
+        return [value]
+    if not isinstance(value, shape if shape is list else Mapping):
+        kind = "a list" if shape is list else "a mapping"
+        raise PresetError(f"{path}: {key} must be {kind}, e.g. {example}; got {value!r}")
+    return value
+
+
 def load_preset(params: str | os.PathLike[str]) -> Preset:
     path = resolve_preset_path(params)
     raw = read_preset(path)
+    per_dataset = _shaped(path, raw, "per_dataset", dict, "{locomo: {top_k: 20}}")
+    for name, block in per_dataset.items():
+        _shaped(path, {f"per_dataset.{name}": block}, f"per_dataset.{name}", dict, "{top_k: 20}")
     preset = Preset(
         name=path.stem,
         path=path,
         description=str(raw.get("description", "")),
-        datasets=[str(d) for d in raw.get("datasets") or []],
-        steps=[normalise_step(s) for s in raw.get("steps") or []],
-        parameters=dict(raw.get("parameters") or {}),
-        per_dataset={str(k): dict(v or {}) for k, v in (raw.get("per_dataset") or {}).items()},
+        datasets=[str(d) for d in _shaped(path, raw, "datasets", list, "[locomo, longmemeval]")],
+        steps=[normalise_step(s) for s in _shaped(path, raw, "steps", list, '["00", "01"]')],
+        parameters=dict(_shaped(path, raw, "parameters", dict, "{top_k: 20}")),
+        per_dataset={str(k): dict(v or {}) for k, v in per_dataset.items()},
         allow_failures=check_fraction(raw.get("allow_failures", 0.0), f"{path}: allow_failures"),
     )
     stray = [d for d in preset.per_dataset if d not in preset.datasets]

@@ -45,7 +45,14 @@ from memcost.run.checks import (
     record_status,
     uses_paid_backend,
 )
-from memcost.run.presets import Preset, PresetError, resolve_preset, selected_steps, validate_run
+from memcost.run.presets import (
+    Preset,
+    PresetError,
+    check_fraction,
+    resolve_preset,
+    selected_steps,
+    validate_run,
+)
 from memcost.run.report import write_report
 from memcost.run.report.page import export_html_soon, wait_for_exports
 
@@ -572,7 +579,7 @@ def run_preset(
     notebooks = discover_notebooks(notebooks_dir)
     preset = resolve_preset(params, notebooks, steps=steps, datasets=datasets, overrides=overrides)
     if allow_failures is not None:
-        preset.allow_failures = float(allow_failures)
+        preset.allow_failures = check_fraction(allow_failures, "--allow-failures")
     try:
         run_dir = resolve_run_dir(run_name or default_run_name(preset))
     except ValueError as exc:
