@@ -92,9 +92,16 @@ def _entries(path: Path) -> dict[str, PublishedRun]:
         raise DataError(
             f"{path}: the registry of published runs is not valid YAML at {yaml_problem(exc)}"
         ) from None
+    if not isinstance(entries or {}, Mapping):
+        raise DataError(
+            f"{path}: the registry of published runs must map each run's name to its fields "
+            f"(as memcost_published/registry.yaml does), not be a {type(entries).__name__}"
+        )
     known = {f.name for f in fields(PublishedRun)} - {"name"}
     out = {}
     for name, entry in (entries or {}).items():
+        if not isinstance(entry, Mapping):
+            raise DataError(f"{path}: {name}: expected its fields (repo, commit, path, ...)")
         unknown = sorted(set(entry) - known)
         missing = sorted(known - set(entry) - {"top_k"})
         if unknown or missing:

@@ -317,6 +317,21 @@ def test_a_registry_of_ones_own_runs_that_is_not_yaml_is_one_line_naming_where(t
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- my_run\n- other\n", "must map each run's name to its fields"),
+        ("my_run: [someone/somewhere]\n", "my_run: expected its fields (repo, commit, path, ...)"),
+    ],
+)
+def test_a_registry_of_the_wrong_shape_is_one_line_naming_it(tmp_path, text, message):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(text, encoding="utf-8")
+    with pytest.raises(published.DataError) as caught:
+        published.registry(mine)
+    assert str(caught.value).startswith(f"{mine}: ") and message in str(caught.value)
+
+
 def test_a_runs_cost_from_the_tokens_its_file_records_or_counted_and_labelled(copies):
     from memcost.text import count_tokens
 
