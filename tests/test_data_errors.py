@@ -449,3 +449,21 @@ def test_personamem_as_published_mixed_options_and_repeated_personas(tmp_path):
     assert (
         note.startswith(f"{PERSONAMEM_QUESTIONS}: sha256 ") and "is not the pinned cccd34cf" in note
     )
+
+
+@pytest.mark.parametrize("dataset", ["locomo", "longmemeval"])
+def test_a_lone_surrogate_in_a_data_file_is_one_line_naming_the_file(tmp_path, dataset):
+    """JSON may escape half of a UTF-16 pair ("\\ud800"), which no text can hold: the error
+    named no file."""
+    source_file = LOCOMO if dataset == "locomo" else LONGMEMEVAL
+    text = source_file.read_text(encoding="utf-8")
+    marker = '"content": "' if dataset == "longmemeval" else '"text": "'
+    at = text.index(marker) + len(marker)
+    bad = tmp_path / source_file.name
+    bad.write_text(text[:at] + "\\ud800" + text[at:], encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        data.load(data.resolve_source(dataset, str(bad), download=False))
+    assert str(caught.value) == (
+        f"{bad}: holds text that is not valid Unicode ('\\ud800': surrogates not allowed); "
+        "fix the file or download it again"
+    )

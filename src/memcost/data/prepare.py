@@ -227,7 +227,14 @@ _LOADERS = {
 
 
 def load(source: DataSource) -> BenchmarkData:
-    return _LOADERS[check_dataset(source.dataset)](source)
+    try:
+        return _LOADERS[check_dataset(source.dataset)](source)
+    except UnicodeError as exc:  # JSON allows a lone surrogate ("\ud800"), no text can hold one
+        bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else "?"
+        raise DataError(
+            f"{source.path}: holds text that is not valid Unicode ({bad!r}: {exc.reason}); "
+            "fix the file or download it again"
+        ) from None
 
 
 def native_excerpt(source: DataSource, conversation_id: str, turns: int = 3) -> dict[str, Any]:
