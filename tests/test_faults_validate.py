@@ -48,6 +48,12 @@ CASES = [
         "value; write {extract: batch} with a space "
         "after the colon",
     ),
+    # a search holds its results for a batch of questions: top_k=10^8 took 5.8 GB
+    (["-p", "top_k=100000000"], "parameter top_k=100000000: expected a number from 1 to 10000"),
+    (
+        ["-p", "memory_systems=[mem0_style, {rag: {top_k: 100000000}}]"],
+        "memory system rag: top_k=100000000: expected a whole number from 1 to 10000",
+    ),
     (
         ["--datasets", "locomo,locomo"],
         "datasets names locomo more than once (locomo, locomo): each runs once",

@@ -21,6 +21,11 @@ from memcost.paper import MEASURED, PAPER_SETTINGS
 from memcost.paths import DatasetPaths
 from memcost.plugins import contributed
 
+# The most items a search asks a memory for (the paper's top_k is 20): results are held for a
+# whole batch of questions at once, and top_k=10^8 took 5.8 GB before the kernel died.
+MAX_SEARCHED = 10_000
+SEARCH_SIZES = ("top_k", "update_top_k", "ef_search")
+
 # paper §4.2: 1,046 retrieved tokens a question at top-k = 20, so 52.3 tokens a retrieved item;
 # the estimate sizes every system's items so unless it knows better
 TOKENS_PER_RETRIEVED_ITEM = MEASURED["read_retrieved_tokens_per_question"] / float(
@@ -300,6 +305,17 @@ def parse_systems(value: Any, *, runnable: bool = True) -> list[tuple[str, dict[
                 f"memory system {name}: unknown setting(s) {unknown}; its "
                 f"settings are {', '.join(cls.defaults)}"
             )
+        for setting in SEARCH_SIZES:
+            value = settings.get(setting)
+            if value is not None and not (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and 1 <= value <= MAX_SEARCHED
+            ):
+                raise ValueError(
+                    f"memory system {name}: {setting}={value!r}: expected a whole number from 1 "
+                    f"to {MAX_SEARCHED}"
+                )
         if any(n == name for n, _ in out):
             raise ValueError(f"memory_systems names {name} twice")
         out.append((str(name), dict(settings)))

@@ -32,6 +32,7 @@ from memcost.llm.batch import batch_refusal
 from memcost.llm.providers import public_url
 from memcost.llm.transport import parse_rate_limits
 from memcost.memory import parse_systems, system_class
+from memcost.memory.base import MAX_SEARCHED, SEARCH_SIZES
 from memcost.paper import PAPER_MEMORY
 from memcost.params import (
     CLIENT_SETTINGS,
@@ -454,9 +455,6 @@ RANGES: dict[str, tuple[float, float]] = {
         (
             "batch_size",
             "max_segment_chars",
-            "update_top_k",
-            "top_k",
-            "ef_search",
             "n_votes",
             "bootstrap_resamples",
             "max_turns",
@@ -464,6 +462,7 @@ RANGES: dict[str, tuple[float, float]] = {
         ),
         (1, math.inf),
     ),
+    **dict.fromkeys(SEARCH_SIZES, (1, MAX_SEARCHED)),
     "max_cost_usd": (0, math.inf),
     "lc_cached_share": (0, 1),
 }
