@@ -267,3 +267,11 @@ def test_reservations_learn_what_the_provider_bills_above_the_list_price():
         for _ in range(100_000):  # one call after another, each billed at the markup
             budget.settle(budget.reserve(request), request.model, usage, billed_usd=27 * list_cost)
     assert 1.0 - 27 * list_cost < budget.spent <= 1.0  # stopped before the budget, not after
+
+
+def test_a_budget_below_a_cent_is_shown_as_it_is_not_as_nothing(tmp_path, capsys):
+    argv = ["run", "--params", "smoke", "--datasets", "locomo", "--run-name", str(tmp_path / "r")]
+    argv += ["-p", "backend=custom", "-p", "base_url=http://127.0.0.1:9/v1"]
+    assert main([*argv, "-p", "max_cost_usd=0.002"]) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert "exceeds max_cost_usd $0.0020; nothing has been spent" in line  # once "$0.00"

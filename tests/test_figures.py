@@ -240,10 +240,10 @@ def test_fewer_than_10_conversations_are_dots(tmp_path):
 def test_stage_costs_read_as_names_with_one_dollar_format():
     import pandas as pd
 
+    from memcost.catalog import dollars
     from memcost.plots import plot_stage_costs
-    from memcost.plots.costs import dollars_2sf
 
-    assert [dollars_2sf(v) for v in (0.2169, 0.0017458, 0.000035, 0.0)] == [
+    assert [dollars(v) for v in (0.2169, 0.0017458, 0.000035, 0.0)] == [
         "$0.22",
         "$0.0017",
         "$0.000035",

@@ -446,6 +446,15 @@ def _load_prices() -> dict[str, tuple[Price, ...]]:
 PRICE_SCHEDULES: dict[str, tuple[Price, ...]] = _load_prices()
 
 
+def dollars(value: float) -> str:
+    """Dollars in cents, and below a cent to two significant digits (never scientific), so a
+    small amount never reads as nothing: $2,577.03, $0.22, $0.0017, $0.000035 ($0 for none)."""
+    if not math.isfinite(value) or value <= 0:
+        return "$0"
+    decimals = 2 if value >= 0.01 else 1 - math.floor(math.log10(value))
+    return f"${value:,.{decimals}f}"
+
+
 def price_successor(model: str) -> str:
     """The successor whose price ``cost_model: current`` uses (the model itself if none)."""
     name = canonical_name(model)

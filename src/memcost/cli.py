@@ -24,6 +24,7 @@ import yaml
 from memcost import __version__, catalog, paper
 from memcost.answers import system_labels
 from memcost.calls import StoreError, read_calls, record_cost, spent_usd
+from memcost.catalog import dollars
 from memcost.costs.estimate import (
     STEP_STAGES,
     bill,
@@ -771,7 +772,7 @@ def command_estimate(args: argparse.Namespace) -> int:
         )
         if preset.parameters.get("backend", "offline") != "offline":
             budget = preset.parameters.get("max_cost_usd")
-            limit = f" (${float(budget):,.2f})" if budget is not None else ""
+            limit = f" ({dollars(float(budget))})" if budget is not None else ""
             print(*(f"{hint}{limit}" for hint in plugin_hints("estimate", steps)), sep="\n")
         return 0
     if offline_preset(preset):

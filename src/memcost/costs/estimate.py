@@ -18,6 +18,7 @@ from memcost.catalog import (
     TIER_SOURCE,
     cacheable,
     discount_multiplier,
+    dollars,
     is_known,
     model_info,
     per_model,
@@ -679,7 +680,7 @@ def summary_text(estimate: pd.DataFrame, *, max_cost_usd: float | None) -> str:
             )
         )
     total = float(estimate["usd"].sum())
-    budget = "" if max_cost_usd is None else f" (max_cost_usd = ${max_cost_usd:,.2f})"
+    budget = "" if max_cost_usd is None else f" (max_cost_usd = {dollars(max_cost_usd)})"
     batches = " plus batches, within 24 hours" if (estimate["execution"] == "batch").any() else ""
     discounted = bool((estimate["execution"] != "interactive").any())
     if not discounted:
@@ -752,7 +753,7 @@ def fitting_change(recompute: Any, params: Mapping[str, Any], budget: float) -> 
 
 def over_budget_line(where: Any, total: float, budget: float, change: str) -> str:
     return (
-        f"{where}: the estimated bill ${total:,.2f} exceeds max_cost_usd ${budget:,.2f}; "
+        f"{where}: the estimated bill {dollars(total)} exceeds max_cost_usd {dollars(budget)}; "
         f"nothing has been spent. Cheapest change that fits: {change}"
     )
 

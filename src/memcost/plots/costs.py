@@ -11,6 +11,7 @@ import seaborn as sns
 
 from memcost.answers import system_labels
 from memcost.calls import OFFLINE
+from memcost.catalog import dollars
 from memcost.costs.measured import component_label
 from memcost.paths import display_name
 from memcost.plots.style import (
@@ -439,14 +440,6 @@ def _draw_interval(ax: plt.Axes, row: Any, factor: float, unit: str) -> None:
     ax.grid(axis="y", visible=False)
 
 
-def dollars_2sf(value: float) -> str:
-    """Dollars to two significant digits, never scientific: $0.22, $0.0017, $0.000035."""
-    if not np.isfinite(value) or value <= 0:
-        return "$0"
-    decimals = max(2, 1 - int(np.floor(np.log10(value))))
-    return f"${value:,.{decimals}f}"
-
-
 def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
     """Each component's total, a panel per dataset, on one log dollar axis (the judge costs a
     hundred times a write)."""
@@ -480,9 +473,7 @@ def plot_stage_costs(summary: Any, *, backend: str = "") -> plt.Figure:
         # bars start at the axis' left end: a log axis has no zero
         widths = np.maximum(part["total_usd"].to_numpy(float) - low, 0.0)
         bars = ax.barh(names, widths, left=low, color=colors, height=0.7)
-        ax.bar_label(
-            bars, labels=[dollars_2sf(v) for v in part["total_usd"]], padding=3, fontsize=8
-        )
+        ax.bar_label(bars, labels=[dollars(v) for v in part["total_usd"]], padding=3, fontsize=8)
         ax.set_xscale("log")
         ax.set_xlim(low, high)
         ax.set_title(display_name(dataset), loc="left", fontsize=10)
