@@ -116,8 +116,9 @@ bytecode: setup
 	@$(PY) -m compileall -q src
 
 # ARGS passes the runner's options, e.g. make reproduce PRESET=paper_locomo ARGS="-p backend=offline".
+# Not echoed (the runner says what it runs): a key typed into ARGS by mistake is not shown.
 reproduce: setup bytecode
-	$(PY) -m memcost run --params $(PRESET) $(if $(RUN_NAME),--run-name $(RUN_NAME)) $(ARGS)
+	@$(PY) -m memcost run --params $(PRESET) $(if $(RUN_NAME),--run-name $(RUN_NAME)) $(ARGS)
 
 test: setup bytecode
 	$(PY) -m pytest $(PYTEST_XDIST)
