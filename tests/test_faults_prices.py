@@ -21,25 +21,13 @@ from memcost.paths import REPO_ROOT
 MODEL = "llama3.1:8b"
 
 
-def run_args(tmp_path, *extra):
-    return [
-        "run",
-        "--params",
-        "smoke",
-        "--run-name",
-        str(tmp_path / "run"),
-        "--datasets",
-        "locomo",
-        "--steps",
-        "00,01",
-        "-p",
-        "backend=custom",
-        "-p",
-        "base_url=http://127.0.0.1:9/v1",
-        "-p",
-        f"extraction_model={MODEL}",
-        *extra,
-    ]
+def run_args(tmp_path, *extra, base_url="http://127.0.0.1:9/v1", model=MODEL):
+    """Steps 00 and 01 of the smoke preset on LoCoMo against ``base_url`` (``model``: the
+    extraction model, ``None`` for the preset's)."""
+    args = ["run", "--params", "smoke", "--run-name", str(tmp_path / "run")]
+    args += ["--datasets", "locomo", "--steps", "00,01"]
+    args += ["-p", "backend=custom", "-p", f"base_url={base_url}"]
+    return [*args, *(["-p", f"extraction_model={model}"] if model else []), *extra]
 
 
 def suggested(err: str) -> list[str]:
@@ -142,29 +130,9 @@ def test_a_bad_price_stops_the_run_before_any_request(
 ):
     monkeypatch.setenv("MEMCOST_TEST_KEY", TEST_KEY)
     with FakeOpenAIServer(api_key=TEST_KEY) as server:
-        code = main(
-            [
-                "run",
-                "--params",
-                "smoke",
-                "--run-name",
-                str(tmp_path / "run"),
-                "--datasets",
-                "locomo",
-                "--steps",
-                "00,01",
-                "-p",
-                "backend=custom",
-                "-p",
-                f"base_url={server.url}",
-                "-p",
-                "client={api_key_env: MEMCOST_TEST_KEY}",
-                "-p",
-                "max_cost_usd=0.002",
-                "-p",
-                f"price_overrides={override}",
-            ]
-        )
+        typed = ["-p", "client={api_key_env: MEMCOST_TEST_KEY}", "-p", "max_cost_usd=0.002"]
+        typed += ["-p", f"price_overrides={override}"]
+        code = main(run_args(tmp_path, *typed, base_url=server.url, model=None))
         sent = len(server.requests)
     err = capsys.readouterr().err
     assert code == 2
@@ -270,8 +238,6 @@ def test_reservations_learn_what_the_provider_bills_above_the_list_price():
 
 
 def test_a_budget_below_a_cent_is_shown_as_it_is_not_as_nothing(tmp_path, capsys):
-    argv = ["run", "--params", "smoke", "--datasets", "locomo", "--run-name", str(tmp_path / "r")]
-    argv += ["-p", "backend=custom", "-p", "base_url=http://127.0.0.1:9/v1"]
-    assert main([*argv, "-p", "max_cost_usd=0.002"]) == 2
+    assert main(run_args(tmp_path, "-p", "max_cost_usd=0.002", model=None)) == 2
     (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
     assert "exceeds max_cost_usd $0.0020; nothing has been spent" in line  # once "$0.00"
