@@ -65,9 +65,9 @@ RUNNER_KEYS = (
 # Parameters the runner fills in itself; a preset must not set them.
 RUNNER_FILLED = ("run_dir", "dataset")
 # Parameters that name a file or folder: a relative one is read from where the command was
-# typed (the notebooks run in notebooks/, where it would mean something else). Plugins add their
-# own (Plugin.path_parameters). Run directories are resolved only when given as a path: a bare
-# name means runs/<name>.
+# typed (the notebooks run in notebooks/, where it would mean something else), as is the
+# client's env_file. Plugins add their own (Plugin.path_parameters). Run directories are
+# resolved only when given as a path: a bare name means runs/<name>.
 PATH_PARAMETERS = ("data_path",)
 RUN_DIR_LISTS = (((), "extra_run_dirs"), (("client",), "reuse_runs"))
 
@@ -329,9 +329,10 @@ def resolve_preset(
         }
     paths = (*PATH_PARAMETERS, *(name for p in plugins() for name in p.path_parameters))
     for block in (preset.parameters, *preset.per_dataset.values()):
-        for name in paths:
-            if isinstance(block.get(name), str) and block[name]:
-                block[name] = str(Path(block[name]).expanduser().absolute())
+        client = block.get("client") if isinstance(block.get("client"), dict) else {}
+        for holder, name in [*((block, n) for n in paths), (client, "env_file")]:
+            if isinstance(holder.get(name), str) and holder[name]:
+                holder[name] = str(Path(holder[name]).expanduser().absolute())
         for within, name in RUN_DIR_LISTS:
             holder = block
             for key in within:
