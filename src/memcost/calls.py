@@ -462,7 +462,13 @@ class CallStore:
 
     def records(self) -> list[dict[str, Any]]:
         self.flush()
-        rows = self._connect().execute("SELECT record FROM calls ORDER BY seq")
+        conn = self._connect()
+        rows = conn.execute("SELECT record FROM calls ORDER BY seq").fetchall()
+        if (
+            self.read_only
+        ):  # the calls a killed process had on the wire, as its next opener puts them
+            inflight = conn.execute("SELECT pid, record FROM inflight").fetchall()
+            rows += [(record,) for pid, record in inflight if not _alive(int(pid))]
         found = [self._readable(r[0], "a call record", "its cost is missing") for r in rows]
         return [r for r in found if r is not None]
 
@@ -656,5 +662,7 @@ def read_calls(run: Any) -> list[dict[str, Any]]:
         root = root.parent
     if not store_path(root).is_file():
         return []
-    with CallStore(root, read_only=True) as store:
+    # read-only only where it must be (a read-only share): elsewhere opening it settles the calls
+    # a killed process left on the wire, as every opener of a store does
+    with CallStore(root, read_only=not os.access(root, os.W_OK)) as store:
         return store.records()
