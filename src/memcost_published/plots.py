@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
+from memcost.offline import LEXICAL
 from memcost.plots.style import panel_grid
+from memcost.stats import wilson_interval
 
 KIND_COLORS = {"memory": "#1f77b4", "long_context": "#d62728", "probe": "#7f7f7f"}
 KIND_LABELS = {
@@ -136,4 +138,75 @@ def plot_depth_and_latency(aligned: pd.DataFrame, accuracy: pd.DataFrame) -> plt
     right.set_ylabel("search latency (s)")
     right.set_title("Search latency against depth (where recorded)")
     fig.tight_layout()
+    return fig
+
+
+def plot_judges(verdicts: pd.DataFrame) -> plt.Figure | None:
+    """The same answers under each of their judges: a row per set of answers judged more than
+    once, a point per judge (colour: its model, marker: its prompt) at the share it accepted,
+    with its Wilson 95% interval; ``None`` when no answers have two judges."""
+    judges = verdicts.groupby("answers", sort=False)["judge"].nunique()
+    shown = [a for a in judges.index if judges[a] > 1]
+    if not shown:
+        return None
+    table = (
+        verdicts[verdicts["answers"].isin(shown)]
+        .groupby(["answers", "judge"], sort=False)["accepted"]
+        .agg(accepted="sum", n="size")
+        .reset_index()
+    )
+    split = table["judge"].str.split("/", n=1, expand=True)
+    table["model"], table["prompt"] = split[0], split[1].fillna("")
+    # the offline judge is a word-overlap rule: named as such, never as a model
+    table["model"] = table["model"].replace(LEXICAL, "offline lexical rule (not an LLM)")
+    table["judge"] = table["model"] + "/" + table["prompt"]
+    models, prompts = list(dict.fromkeys(table["model"])), list(dict.fromkeys(table["prompt"]))
+    colors = dict(zip(models, plt.get_cmap("tab10").colors, strict=False))
+    markers = dict(zip(prompts, "osD^vP*X", strict=False))
+    rows = max(judges[shown])
+    legend_in = 0.2 * max(len(models), len(prompts)) + 0.1  # the legend's inches, at the foot
+    height = 0.3 * rows * len(shown) + 1.5 + legend_in
+    fig, ax = plt.subplots(figsize=(8.0, height))
+    for i, answers in enumerate(shown):
+        part = table[table["answers"] == answers].reset_index(drop=True)
+        for j, row in part.iterrows():
+            low, high = wilson_interval(int(row["accepted"]), int(row["n"]))
+            share = row["accepted"] / row["n"]
+            y = i + (j - (len(part) - 1) / 2) * 0.8 / max(rows, 2)
+            ax.errorbar(
+                100 * share,
+                y,
+                xerr=[[100 * (share - low)], [100 * (high - share)]],
+                fmt=markers[row["prompt"]],
+                color=colors[row["model"]],
+                markersize=6,
+                capsize=2,
+            )
+            left = share > 0.6  # the label on the side with room
+            ax.annotate(
+                f"{row['judge']}  {100 * share:.1f}%",
+                (100 * (low if left else high), y),
+                xytext=(-6 if left else 6, 0),
+                textcoords="offset points",
+                ha="right" if left else "left",
+                va="center",
+                fontsize=7.5,
+                color=colors[row["model"]],
+            )
+        if i:
+            ax.axhline(i - 0.5, color="#ccc", linewidth=0.8)
+    ax.grid(False, axis="y")
+    ax.set_yticks(range(len(shown)))
+    sizes = verdicts.groupby("answers")["question_id"].nunique()
+    ax.set_yticklabels([f"{a}\n({sizes[a]:,} answers)" for a in shown], fontsize=8)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlabel("answers the judge accepted (%), with Wilson 95% intervals")
+    ax.set_title("The same answers, judged by different models and prompts")
+    handles = [Patch(color=colors[m], label=f"judge model: {m}") for m in models] + [
+        plt.Line2D([], [], linestyle="", marker=markers[p], color="#444", label=f"prompt: {p}")
+        for p in prompts
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, legend_in / height, 1, 1))
     return fig

@@ -236,4 +236,10 @@ def section_published(view: RunView) -> list[str]:
         view.run.root,
         "Published runs: accuracy with 95% conversation-bootstrap intervals and the gold ceiling",
     )
+    figure(
+        lines,
+        view.run.figures / "published_judges.png",
+        view.run.root,
+        "The same answers under each of their judges (model/prompt), with Wilson 95% intervals",
+    )
     return lines

@@ -470,6 +470,7 @@ def test_notebook_08_reads_pairs_and_reports_the_runs(prepared_run, tmp_path):
     assert list(votes.index) == ["sample_full_context"]
     assert votes.loc["sample_full_context", ["n", "unanimous_pct"]].tolist() == [n, 0.0]
     assert (run.figures / "published_accuracy.png").is_file()
+    assert (run.figures / "published_judges.png").is_file()  # sample_memory has two judges
     assert (run.root / "published" / "aligned.parquet").is_file()
     # the same votes in this repository's judgments format: one per vote, read by its reader
     from memcost.answers import read_judgments
@@ -722,3 +723,34 @@ def test_what_survives_the_judge_the_spread_of_each_run_and_whether_an_order_hol
     assert order.values.tolist() == [["X", "Y", 2, 4, -25.0, 25.0, False]]
     same = verdicts[verdicts["judge"] == "j1"]
     assert order_under_judges(same)["holds"].tolist() == [True]
+
+
+def test_the_judges_figure_sets_each_judge_of_the_same_answers_side_by_side():
+    import matplotlib.pyplot as plt
+
+    from memcost_published.plots import plot_judges
+
+    marks = {
+        ("mem0", "gpt-5/mem0"): "TTTT", ("mem0", "gpt-5/strict"): "TFFF",
+        ("mem0", "gpt-4o/mem0"): "TTTF", ("zep", "gpt-4o-mini/published"): "TTFF",
+    }  # fmt: skip
+    verdicts = pd.DataFrame(
+        [
+            {"answers": a, "question_id": f"q{i}", "judge": j, "accepted": mark == "T"}
+            for (a, j), marks_ in marks.items()
+            for i, mark in enumerate(marks_)
+        ]
+    )
+    figure = plot_judges(verdicts)
+    (ax,) = figure.axes
+    labels = sorted(t.get_text() for t in ax.texts)
+    # only the answers judged more than once; each judge's share and, inside [0, 1], its
+    # Wilson interval (at 4 of 4 the upper bound is 100%)
+    assert labels == ["gpt-4o/mem0  75.0%", "gpt-5/mem0  100.0%", "gpt-5/strict  25.0%"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["mem0\n(4 answers)"]
+    ends = sorted(
+        round(x, 1) for line in ax.lines for x in line.get_xdata() if line.get_xdata().size
+    )
+    assert max(ends) == 100.0 and min(ends) >= 0
+    plt.close(figure)
+    assert plot_judges(verdicts[verdicts["answers"] == "zep"]) is None
