@@ -17,7 +17,6 @@ JUDGE_AGREEMENT_COLUMNS = [
     "answers", "judge_a", "judge_b", "n", "both_correct", "a_only", "b_only", "both_wrong",
     "accuracy_a_pct", "accuracy_b_pct", "cohen_kappa", "p_value",
 ]  # fmt: skip
-PUBLISHED_PROMPT = "published"  # a published judge's prompt: its harness's own
 
 
 def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float:
@@ -69,16 +68,13 @@ def vote_agreement(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd
 def published_verdicts(aligned: pd.DataFrame, extra: str | Path | None = None) -> pd.DataFrame:
     """Each published judge's verdict (the majority of its votes) per paired answer, in the long
     form :func:`judge_agreement` reads: ``answers`` (the run), ``question_id``, ``judge``
-    (``<model>/published``), ``accepted``."""
+    (``<model>/<prompt>``, the prompt as the registry names it), ``accepted``."""
     judged = judged_rows(aligned)
     return pd.DataFrame(
         {
             "answers": judged["run"],
             "question_id": judged["question_id"].astype(str),
-            "judge": [
-                f"{published_run(str(r), extra).judge_model}/{PUBLISHED_PROMPT}"
-                for r in judged["run"]
-            ],
+            "judge": [published_run(str(r), extra).judge for r in judged["run"]],
             "accepted": judged["votes"].map(accepted).astype(bool),
         }
     )

@@ -62,6 +62,14 @@ class PublishedRun:
     votes: int
     schema: str
     top_k: int | None = None
+    # the judge's prompt, as a judge is named (<judge_model>/<judge_prompt>): "published" for a
+    # harness's own, or a name where the registry knows it ("mem0": Mem0's benchmark prompt)
+    judge_prompt: str = "published"
+
+    @property
+    def judge(self) -> str:
+        """Its judge as the agreement tables name one: ``<model>/<prompt>``."""
+        return f"{self.judge_model}/{self.judge_prompt}"
 
     @property
     def url(self) -> str:
@@ -103,7 +111,7 @@ def _entries(path: Path) -> dict[str, PublishedRun]:
         if not isinstance(entry, Mapping):
             raise DataError(f"{path}: {name}: expected its fields (repo, commit, path, ...)")
         unknown = sorted(set(entry) - known)
-        missing = sorted(known - set(entry) - {"top_k"})
+        missing = sorted(known - set(entry) - {"top_k", "judge_prompt"})
         if unknown or missing:
             raise DataError(f"{path}: {name}: unknown field(s) {unknown}, missing {missing}")
         run = PublishedRun(name=name, **entry)

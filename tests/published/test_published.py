@@ -304,6 +304,10 @@ def test_the_registry_pins_every_source_at_a_commit_with_its_hash_and_license():
     for run in runs.values():
         if run.answer_model:
             assert published.price_for(run.answer_model).input > 0, run.answer_model
+    # a judge is its model and its prompt: Mem0's benchmark judges with its own lenient prompt
+    mem0 = {n for n in runs if n.startswith("mem0_")}
+    assert len(mem0) == 8 and {runs[n].judge for n in mem0} == {"gpt-5/mem0"}
+    assert {runs[n].judge_prompt for n in set(runs) - mem0} == {"published"}
 
 
 def test_a_registry_of_ones_own_runs_that_is_not_yaml_is_one_line_naming_where(tmp_path):
