@@ -7,11 +7,11 @@ import time
 
 import pytest
 from fake_api.openai_server import CHAT_PATH, Action, FakeOpenAIServer
+from llm_helpers import TEST_KEY, api_client, question
 
 from memcost.calls import list_cost, read_calls, record_cost, spent_usd
 from memcost.llm.providers import EndpointClient, resolve_endpoint
 from memcost.llm.requests import QuotaExhausted
-from tests.llm_helpers import TEST_KEY, api_client, question
 
 
 @pytest.fixture
