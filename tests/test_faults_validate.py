@@ -185,12 +185,12 @@ def test_every_path_typed_is_read_from_where_the_command_was_typed(tmp_path, mon
         "smoke",
         notebooks,
         overrides={
-            "extra_run_dirs": ["../shared/run-a", "run-b"],
+            "extra_run_dirs": ["../class/run-a", "run-b"],
             "client": {"reuse_runs": ["share/teacher", "smoke-1"], "env_file": "keys/.env"},
         },
     )
     assert costs.parameters["client"]["env_file"] == str(tmp_path / "keys" / ".env")
-    assert costs.parameters["extra_run_dirs"] == [str(tmp_path / "../shared/run-a"), "run-b"]
+    assert costs.parameters["extra_run_dirs"] == [str(tmp_path / "../class/run-a"), "run-b"]
     assert costs.parameters["client"]["reuse_runs"] == [str(tmp_path / "share/teacher"), "smoke-1"]
 
 
